@@ -1,0 +1,111 @@
+/* Audit: the event model, the secret-free encoder and the sinks.
+ *
+ * Secret-free by construction: an event holds only numbers, enums, names
+ * from config, ids toolgate made, and caller-supplied strings that pass
+ * tg_audit_safe_str ([A-Za-z0-9._:@/-], 1..128 bytes; otherwise the
+ * encoder writes "invalid"). There is no field for free text: tool
+ * arguments, results, environment, tokens, agent stderr and agent error
+ * text have nowhere to go.
+ *
+ * Runtime convention: 0 or a negative errno. tg_audit_emit never blocks
+ * the loop: the encoded line goes to a bounded queue drained by the sink
+ * on the libuv threadpool; when the queue is full the event is counted as
+ * dropped and an audit.dropped event (with the count) is written as soon
+ * as there is room again. seq is per instance, from 1, with no gaps among
+ * written events other than those reported by audit.dropped.
+ */
+#ifndef TG_AUDIT_AUDIT_H
+#define TG_AUDIT_AUDIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#define TG_AUDIT_LINE_MAX 4096    /* fixed internal bound: one encoded event */
+#define TG_AUDIT_SAFE_MAX 128     /* longest caller string written as-is */
+#define TG_AUDIT_SCHEMA_VERSION 1
+
+#define TG_AUDIT_ABSENT INT64_MIN /* value of an unset numeric field */
+
+/* One event. Initialise with tg_audit_ev_init (all fields absent), set
+ * what applies. Strings are borrowed for the duration of the call.
+ * Fields marked (checked) are caller-supplied and pass tg_audit_safe_str;
+ * the others must be names from config, enums or toolgate's own ids. */
+typedef struct tg_audit_ev {
+    const char *event;          /* "call.completed", ... */
+    const char *request_id;     /* toolgate's id for the call ("tg-...") */
+    const char *correlation_id; /* (checked) */
+    const char *call_id;        /* (checked) the caller's JSON-RPC id, as text */
+    const char *agent;
+    const char *tool;           /* (checked) */
+    const char *caller;
+    const char *status;         /* enum: "ok", "error", "denied", "timeout", ... */
+    const char *code;           /* denial code: "rate_limit_exceeded", ... */
+    const char *stage;          /* how a call ended: "timed_out", "cancelled", "killed" */
+    const char *reason;         /* enum-like words chosen by toolgate only */
+    struct {
+        const char *type;       /* "rate", "concurrency", "frame", "timeout", ... */
+        const char *scope;      /* "agent", "tool", "caller", "instance" */
+        const char *name;       /* registry name */
+        int64_t observed;
+        int64_t cap;
+    } limit;                    /* present when limit.type != NULL */
+    int64_t duration_ms;
+    int64_t bytes_in;
+    int64_t bytes_out;
+    int64_t retry_after_ms;
+    int64_t count;              /* audit.dropped: events lost; others: a count */
+    int64_t pid;
+    int64_t attempt;            /* agent.restarting */
+    int64_t backoff_ms;
+    struct {
+        int64_t code;           /* exit status, or TG_AUDIT_ABSENT */
+        int64_t signal;         /* terminating signal, or TG_AUDIT_ABSENT */
+        const char *reason;     /* "exited", "crashed", "killed", ... */
+    } exit;                     /* present when exit.reason != NULL */
+} tg_audit_ev_t;
+
+void tg_audit_ev_init(tg_audit_ev_t *ev);
+
+/* True when <s> (length <len>) may be written as-is: 1..128 bytes of
+ * [A-Za-z0-9._:@/-]. */
+bool tg_audit_safe_str(const char *s, size_t len);
+
+/* Pure encoder: one JSON line (with the trailing '\n') into <buf>.
+ * Returns its length, or -ENOSPC when it does not fit (no partial line),
+ * or -EINVAL when <ev>->event or <instance> is NULL or <ts_ms> is outside
+ * years 0000..9999. <ts_ms> is milliseconds since the epoch, written as
+ * RFC 3339 UTC with ms. */
+long tg_audit_encode(char *buf, size_t cap, const tg_audit_ev_t *ev, uint64_t seq, int64_t ts_ms,
+                     const char *instance);
+
+typedef struct tg_audit tg_audit_t;
+
+typedef struct tg_audit_opts {
+    const char *path;     /* file sink path (JSON lines, appended, 0600, dirs made) */
+    const char *instance; /* instance name for every event */
+    uint32_t queue_cap;   /* bounded queue, events */
+} tg_audit_opts_t;
+
+/* Open the audit pipe on <loop>. On failure returns a negative errno and
+ * writes a message naming the path and the cause into <err>. */
+int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts, char *err,
+                  size_t errlen);
+/* Queue one event (assigns seq and ts). Never blocks. */
+void tg_audit_emit(tg_audit_t *a, const tg_audit_ev_t *ev);
+/* Counters for the registry and tests. */
+uint64_t tg_audit_dropped(const tg_audit_t *a);
+uint32_t tg_audit_queued(const tg_audit_t *a);
+/* Write out everything queued (blocking; only at shutdown) and free.
+ * Does not run the loop, so it may be called from a callback; when a write
+ * was in flight, libuv releases its request the next time <loop> runs
+ * (run it once more before uv_loop_close). */
+void tg_audit_close(tg_audit_t *a);
+
+/* Default path: $XDG_STATE_HOME/toolgate/audit.jsonl, else
+ * $HOME/.local/state/toolgate/audit.jsonl. 0 or -ENAMETOOLONG/-ENOENT. */
+int tg_audit_default_path(char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,354 @@
+/* The audit encoder: tg_audit_ev_t -> one JSON line, by hand.
+ *
+ * Pure and allocation-free: it runs for every call on the loop thread, so it
+ * writes straight into the caller's buffer with memcpy and hand-rolled
+ * number and time formatting (no jansson, no stdio, no locale).
+ *
+ * Field order is fixed (v, ts, seq, instance, event, then the struct's
+ * order) so that lines diff and grep predictably; only set fields appear.
+ * Every string that is not a checked caller field is JSON-escaped and
+ * forced to valid UTF-8, so a line always parses whatever config held.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "audit/audit.h"
+
+/* Output cursor. Once <full> is set the line is abandoned: later puts are
+ * ignored and the encoder returns -ENOSPC. */
+typedef struct enc {
+    char *p;
+    char *end;
+    bool full;
+} enc_t;
+
+static void put(enc_t *w, const void *s, size_t n)
+{
+    if (w->full)
+        return;
+    if ((size_t)(w->end - w->p) < n) {
+        w->full = true;
+        return;
+    }
+    memcpy(w->p, s, n);
+    w->p += n;
+}
+
+#define PUT_LIT(w, lit) put((w), (lit), sizeof(lit) - 1)
+
+static void put_u64(enc_t *w, uint64_t v)
+{
+    char tmp[20]; /* UINT64_MAX has 20 digits */
+    char *q = tmp + sizeof(tmp);
+
+    do {
+        *--q = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    put(w, q, (size_t)(tmp + sizeof(tmp) - q));
+}
+
+static void put_i64(enc_t *w, int64_t v)
+{
+    if (v < 0) {
+        PUT_LIT(w, "-");
+        /* Negate in unsigned arithmetic: -INT64_MIN overflows int64_t. */
+        put_u64(w, 0 - (uint64_t)v);
+    } else {
+        put_u64(w, (uint64_t)v);
+    }
+}
+
+/* Zero-padded decimal of exactly <width> digits; <v> fits by construction. */
+static void put_pad(enc_t *w, unsigned v, int width)
+{
+    char tmp[4];
+
+    for (int i = width - 1; i >= 0; i--) {
+        tmp[i] = (char)('0' + v % 10);
+        v /= 10;
+    }
+    put(w, tmp, (size_t)width);
+}
+
+/* Length of the well-formed UTF-8 sequence at <s> (RFC 3629: no overlongs,
+ * no surrogates, nothing above U+10FFFF), or 0 when it is not one. <s> is
+ * NUL-terminated, so a truncated sequence stops at a byte that fails the
+ * continuation test. */
+static size_t utf8_len(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t n;
+
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (c == 0xe0)
+        lo = 0xa0; /* overlong */
+    else if (c == 0xed)
+        hi = 0x9f; /* surrogates */
+    else if (c == 0xf0)
+        lo = 0x90; /* overlong */
+    else if (c == 0xf4)
+        hi = 0x8f; /* above U+10FFFF */
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* Bytes copied as they are inside a JSON string: printable ASCII other
+ * than the quote and the backslash. DEL is escaped too so that a name
+ * cannot smuggle terminal control into someone's `tail -f`. */
+static bool plain_byte(unsigned char c)
+{
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+/* <s> as the body of a JSON string: runs of plain bytes are copied in one
+ * memcpy, well-formed UTF-8 passes through, control bytes become escapes
+ * and each byte of ill-formed UTF-8 becomes U+FFFD. */
+static void put_escaped(enc_t *w, const char *str)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)str;
+
+    for (;;) {
+        const unsigned char *run = s;
+
+        while (plain_byte(*s))
+            s++;
+        put(w, run, (size_t)(s - run));
+
+        unsigned char c = *s;
+        if (c == '\0')
+            return;
+        if (c >= 0x80) {
+            size_t n = utf8_len(s);
+            if (n != 0) {
+                put(w, s, n);
+                s += n;
+            } else {
+                PUT_LIT(w, "\\ufffd");
+                s++;
+            }
+            continue;
+        }
+        switch (c) {
+        case '"': PUT_LIT(w, "\\\""); break;
+        case '\\': PUT_LIT(w, "\\\\"); break;
+        case '\n': PUT_LIT(w, "\\n"); break;
+        case '\r': PUT_LIT(w, "\\r"); break;
+        case '\t': PUT_LIT(w, "\\t"); break;
+        case '\b': PUT_LIT(w, "\\b"); break;
+        case '\f': PUT_LIT(w, "\\f"); break;
+        default: {
+            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
+            put(w, u, sizeof(u));
+        }
+        }
+        s++;
+    }
+}
+
+/* ,"key":"value" for a name from config, enum or toolgate id. */
+static void field_str(enc_t *w, const char *key, size_t keylen, const char *v)
+{
+    if (v == NULL)
+        return;
+    put(w, key, keylen);
+    PUT_LIT(w, "\"");
+    put_escaped(w, v);
+    PUT_LIT(w, "\"");
+}
+
+/* ,"key":"value" for a caller-supplied string: written only when it passes
+ * tg_audit_safe_str (so it needs no escaping), else as "invalid". The
+ * caller's bytes are never copied anywhere else. */
+static void field_checked(enc_t *w, const char *key, size_t keylen, const char *v)
+{
+    if (v == NULL)
+        return;
+    put(w, key, keylen);
+    size_t len = strnlen(v, TG_AUDIT_SAFE_MAX + 1);
+    if (tg_audit_safe_str(v, len)) {
+        PUT_LIT(w, "\"");
+        put(w, v, len);
+        PUT_LIT(w, "\"");
+    } else {
+        PUT_LIT(w, "\"invalid\"");
+    }
+}
+
+static void field_num(enc_t *w, const char *key, size_t keylen, int64_t v)
+{
+    if (v == TG_AUDIT_ABSENT)
+        return;
+    put(w, key, keylen);
+    put_i64(w, v);
+}
+
+#define F_STR(w, name, v) field_str((w), ",\"" name "\":", sizeof(",\"" name "\":") - 1, (v))
+#define F_CHECKED(w, name, v) \
+    field_checked((w), ",\"" name "\":", sizeof(",\"" name "\":") - 1, (v))
+#define F_NUM(w, name, v) field_num((w), ",\"" name "\":", sizeof(",\"" name "\":") - 1, (v))
+
+/* Milliseconds at 0000-01-01T00:00:00Z and just past 9999-12-31T23:59:59.999Z:
+ * RFC 3339 has four year digits, so only this range can be written. */
+#define TS_MIN_MS (-62167219200000LL)
+#define TS_END_MS 253402300800000LL
+
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ" for <ms> in [TS_MIN_MS, TS_END_MS). */
+static void put_ts(enc_t *w, int64_t ms)
+{
+    /* Shift to days since 0000-03-01 so every quantity below is
+     * non-negative (H. Hinnant's civil_from_days, proleptic Gregorian). */
+    int64_t t = ms - TS_MIN_MS;
+    int64_t days = t / 86400000 - 60; /* 0000-01-01 .. 0000-03-01 is 60 days (leap year) */
+    unsigned msod = (unsigned)(t % 86400000);
+    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+    unsigned doe = (unsigned)(days - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    unsigned day = doy - (153 * mp + 2) / 5 + 1;
+    unsigned month = mp < 10 ? mp + 3 : mp - 9;
+    int64_t year = (int64_t)yoe + era * 400 + (month <= 2);
+
+    put_pad(w, (unsigned)year, 4);
+    PUT_LIT(w, "-");
+    put_pad(w, month, 2);
+    PUT_LIT(w, "-");
+    put_pad(w, day, 2);
+    PUT_LIT(w, "T");
+    put_pad(w, msod / 3600000, 2);
+    PUT_LIT(w, ":");
+    put_pad(w, msod / 60000 % 60, 2);
+    PUT_LIT(w, ":");
+    put_pad(w, msod / 1000 % 60, 2);
+    PUT_LIT(w, ".");
+    put_pad(w, msod % 1000, 3);
+    PUT_LIT(w, "Z");
+}
+
+/* Set every field of <ev> absent: NULL strings, TG_AUDIT_ABSENT numbers. */
+void tg_audit_ev_init(tg_audit_ev_t *ev)
+{
+    memset(ev, 0, sizeof(*ev));
+    ev->limit.observed = TG_AUDIT_ABSENT;
+    ev->limit.cap = TG_AUDIT_ABSENT;
+    ev->duration_ms = TG_AUDIT_ABSENT;
+    ev->bytes_in = TG_AUDIT_ABSENT;
+    ev->bytes_out = TG_AUDIT_ABSENT;
+    ev->retry_after_ms = TG_AUDIT_ABSENT;
+    ev->count = TG_AUDIT_ABSENT;
+    ev->pid = TG_AUDIT_ABSENT;
+    ev->attempt = TG_AUDIT_ABSENT;
+    ev->backoff_ms = TG_AUDIT_ABSENT;
+    ev->exit.code = TG_AUDIT_ABSENT;
+    ev->exit.signal = TG_AUDIT_ABSENT;
+}
+
+/* True when the <len> bytes at <s> are 1..TG_AUDIT_SAFE_MAX of
+ * [A-Za-z0-9._:@/-]. The class has no quote, backslash, space, control or
+ * non-ASCII byte, so an accepted string needs no escaping and cannot carry
+ * a typical secret (tokens with '+', '=', '~', spaces) in a readable form. */
+bool tg_audit_safe_str(const char *s, size_t len)
+{
+    if (s == NULL || len == 0 || len > TG_AUDIT_SAFE_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '@' || c == '/' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* Encode <ev> as one JSON line ending in '\n' into <buf> (<cap> bytes,
+ * no NUL written). Returns the line's length; -ENOSPC when it does not
+ * fit (nothing past <cap> is touched and <buf> then holds no '\n', so no
+ * partial line can be mistaken for a record); -EINVAL when <ev>->event or
+ * <instance> is NULL or <ts_ms> is outside years 0000..9999. */
+long tg_audit_encode(char *buf, size_t cap, const tg_audit_ev_t *ev, uint64_t seq, int64_t ts_ms,
+                     const char *instance)
+{
+    if (ev == NULL || ev->event == NULL || instance == NULL)
+        return -EINVAL;
+    if (ts_ms < TS_MIN_MS || ts_ms >= TS_END_MS)
+        return -EINVAL;
+    if (buf == NULL || cap == 0)
+        return -ENOSPC;
+
+    enc_t w = {buf, buf + cap, false};
+
+    PUT_LIT(&w, "{\"v\":");
+    put_u64(&w, TG_AUDIT_SCHEMA_VERSION);
+    PUT_LIT(&w, ",\"ts\":\"");
+    put_ts(&w, ts_ms);
+    PUT_LIT(&w, "\",\"seq\":");
+    put_u64(&w, seq);
+    F_STR(&w, "instance", instance);
+    F_STR(&w, "event", ev->event);
+    F_STR(&w, "request_id", ev->request_id);
+    F_CHECKED(&w, "correlation_id", ev->correlation_id);
+    F_CHECKED(&w, "call_id", ev->call_id);
+    F_STR(&w, "agent", ev->agent);
+    F_CHECKED(&w, "tool", ev->tool);
+    F_STR(&w, "caller", ev->caller);
+    F_STR(&w, "status", ev->status);
+    F_STR(&w, "code", ev->code);
+    F_STR(&w, "stage", ev->stage);
+    F_STR(&w, "reason", ev->reason);
+    if (ev->limit.type != NULL) {
+        PUT_LIT(&w, ",\"limit\":{\"type\":\"");
+        put_escaped(&w, ev->limit.type);
+        PUT_LIT(&w, "\"");
+        F_STR(&w, "scope", ev->limit.scope);
+        F_STR(&w, "name", ev->limit.name);
+        F_NUM(&w, "observed", ev->limit.observed);
+        F_NUM(&w, "cap", ev->limit.cap);
+        PUT_LIT(&w, "}");
+    }
+    F_NUM(&w, "duration_ms", ev->duration_ms);
+    F_NUM(&w, "bytes_in", ev->bytes_in);
+    F_NUM(&w, "bytes_out", ev->bytes_out);
+    F_NUM(&w, "retry_after_ms", ev->retry_after_ms);
+    F_NUM(&w, "count", ev->count);
+    F_NUM(&w, "pid", ev->pid);
+    F_NUM(&w, "attempt", ev->attempt);
+    F_NUM(&w, "backoff_ms", ev->backoff_ms);
+    if (ev->exit.reason != NULL) {
+        /* reason is last but always present, so it closes the object and
+         * the numbers before it each carry their own trailing comma. */
+        PUT_LIT(&w, ",\"exit\":{");
+        if (ev->exit.code != TG_AUDIT_ABSENT) {
+            PUT_LIT(&w, "\"code\":");
+            put_i64(&w, ev->exit.code);
+            PUT_LIT(&w, ",");
+        }
+        if (ev->exit.signal != TG_AUDIT_ABSENT) {
+            PUT_LIT(&w, "\"signal\":");
+            put_i64(&w, ev->exit.signal);
+            PUT_LIT(&w, ",");
+        }
+        PUT_LIT(&w, "\"reason\":\"");
+        put_escaped(&w, ev->exit.reason);
+        PUT_LIT(&w, "\"}");
+    }
+    PUT_LIT(&w, "}\n");
+
+    if (w.full)
+        return -ENOSPC;
+    return (long)(w.p - buf);
+}

@@ -1,0 +1,1681 @@
+/* Config model, JSON loader, --limit and validation (see config.h).
+ *
+ * Shape of this file:
+ *  - value specs (kind + bounds) turn text or JSON into bytes, ms, counts
+ *    and rates, with the "(expected ...)" messages of units.c;
+ *  - one table of limit keys (lkeys) drives both the JSON execution_limits /
+ *    tools objects and the CLI's --limit, so a key added there is accepted,
+ *    bounded and reported the same way everywhere;
+ *  - the JSON schema is a set of small member tables walked in document
+ *    order, so the first error reported is the first one in the file;
+ *  - positions: jansson keeps none for values, so an error's JSON path is
+ *    located again in the original text with jscan.
+ *
+ * Loading is atomic: the file is applied to a deep copy of the config,
+ * which replaces the original only when the whole file was accepted (a
+ * SIGHUP reload with a bad file keeps the old config).
+ */
+#include "config/config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/jscan.h"
+
+#define TG_FMT(a, b) __attribute__((format(printf, a, b)))
+
+#define CFG_DEPTH 8       /* fixed internal bound: JSON path depth the schema uses */
+#define VALUE_SHOWN 64    /* fixed internal bound: bytes of a bad value echoed in a message */
+
+/* ------------------------------------------------------------------ */
+/* Names                                                               */
+
+static const char name_chars_tool[] = "A-Z a-z 0-9 . _ : @ / -";
+static const char name_chars_agent[] = "A-Z a-z 0-9 . _ -";
+
+static bool name_chars_ok(const char *s, size_t len, bool tool_set)
+{
+    if (len == 0 || len > TG_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+            ch == '.' || ch == '_' || ch == '-')
+            continue;
+        if (tool_set && (ch == ':' || ch == '@' || ch == '/'))
+            continue;
+        return false;
+    }
+    return true;
+}
+
+bool tg_config_tool_name_ok(const char *s, size_t len)
+{
+    return s && name_chars_ok(s, len, true);
+}
+
+/* Agent ids end up in cgroup names, config paths and OpenSentience tool ids
+ * ("<agent_id>/<tool>"), hence the narrower set: no ':', '@' or '/'. */
+static bool agent_id_ok(const char *s)
+{
+    return s && name_chars_ok(s, strlen(s), false);
+}
+
+const char *tg_src_name(tg_src_t s)
+{
+    switch (s) {
+    case TG_SRC_DEFAULT:
+        return "default";
+    case TG_SRC_FILE:
+        return "file";
+    case TG_SRC_CLI:
+        return "--limit";
+    case TG_SRC_MANIFEST:
+        return "manifest";
+    }
+    return "unknown";
+}
+
+/* Quote <len> bytes of <s> for a message: "..." with '"', '\\' and control
+ * bytes escaped, cut at VALUE_SHOWN bytes. Bad values come from the
+ * operator's own file or command line, but they are still echoed to a
+ * terminal, so nothing raw. */
+static void quote(char *out, size_t cap, const char *s, size_t len)
+{
+    size_t o = 0;
+    bool cut = len > VALUE_SHOWN;
+
+    if (cap < 8) {
+        if (cap)
+            out[0] = '\0';
+        return;
+    }
+    if (cut)
+        len = VALUE_SHOWN;
+    out[o++] = '"';
+    for (size_t i = 0; i < len && o + 8 < cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)ch;
+        } else if (ch < 0x20 || ch == 0x7f) {
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+        } else {
+            out[o++] = (char)ch;
+        }
+    }
+    if (cut && o + 5 < cap) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+}
+
+/* ------------------------------------------------------------------ */
+/* Values                                                              */
+
+typedef enum vkind {
+    V_BYTES = 0,
+    V_DURATION,
+    V_RATE,
+    V_COUNT,
+} vkind_t;
+
+typedef struct vspec {
+    vkind_t kind;
+    uint64_t min, max; /* for V_RATE: bounds of the count */
+    bool bare_int;     /* V_BYTES: a JSON integer is a number of bytes */
+} vspec_t;
+
+typedef struct val {
+    uint64_t u;
+    tg_rate_t rate;
+} val_t;
+
+static const char *kind_noun(vkind_t k)
+{
+    switch (k) {
+    case V_BYTES:
+        return "a size";
+    case V_DURATION:
+        return "a duration";
+    case V_RATE:
+        return "a rate";
+    case V_COUNT:
+        return "a count";
+    }
+    return "a value";
+}
+
+static void fmt_num(char *buf, size_t cap, vkind_t k, uint64_t n)
+{
+    switch (k) {
+    case V_BYTES:
+        tg_unit_fmt_bytes(buf, (int)cap, n);
+        break;
+    case V_DURATION:
+        tg_unit_fmt_duration(buf, (int)cap, n);
+        break;
+    case V_RATE:
+    case V_COUNT:
+        snprintf(buf, cap, "%llu", (unsigned long long)n);
+        break;
+    }
+}
+
+/* "(expected ...)" for a value outside [min, max] of <sp>. */
+static void range_why(char *buf, size_t cap, const vspec_t *sp)
+{
+    char lo[32], hi[32];
+
+    fmt_num(lo, sizeof lo, sp->kind, sp->min);
+    fmt_num(hi, sizeof hi, sp->kind, sp->max);
+    if (sp->kind == V_RATE)
+        snprintf(buf, cap, "expected at most %s calls per period", hi);
+    else if (sp->kind == V_COUNT || sp->min > 1)
+        snprintf(buf, cap, "expected %s to %s", lo, hi);
+    else
+        snprintf(buf, cap, "expected at most %s", hi);
+}
+
+static bool in_range(const vspec_t *sp, const val_t *v)
+{
+    uint64_t n = sp->kind == V_RATE ? v->rate.count : v->u;
+    return n >= sp->min && n <= sp->max;
+}
+
+/* Parse text <s> per <sp>. On failure writes the message tail
+ * ("\"x\" is not a rate (expected ...)") into <msg> and returns -1. */
+static int parse_text(const vspec_t *sp, const char *s, val_t *out, char *msg, size_t cap)
+{
+    const char *why = NULL;
+    char q[VALUE_SHOWN * 4 + 8], rw[96];
+    val_t v = {0};
+    int rc = 0;
+
+    switch (sp->kind) {
+    case V_BYTES:
+        rc = tg_unit_bytes(s, &v.u, &why);
+        break;
+    case V_DURATION:
+        rc = tg_unit_duration_ms(s, &v.u, &why);
+        break;
+    case V_RATE:
+        rc = tg_unit_rate(s, &v.rate, &why);
+        break;
+    case V_COUNT:
+        /* Zero is a meaningful count for some keys (no queue, no
+         * restarts): tg_unit_count refuses it, so it is taken here. */
+        if (sp->min == 0 && s[0] == '0' && strspn(s, "0") == strlen(s))
+            v.u = 0;
+        else
+            rc = tg_unit_count(s, UINT64_MAX, &v.u, &why);
+        break;
+    }
+    quote(q, sizeof q, s, strlen(s));
+    if (rc == -EINVAL) {
+        snprintf(msg, cap, "%s is not %s (%s)", q, kind_noun(sp->kind), why);
+        return -1;
+    }
+    if (rc == -ERANGE && sp->kind != V_COUNT) {
+        snprintf(msg, cap, "%s is out of range (%s)", q, why);
+        return -1;
+    }
+    if (rc != 0 || !in_range(sp, &v)) {
+        range_why(rw, sizeof rw, sp);
+        snprintf(msg, cap, "%s is out of range (%s)", q, rw);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static const char *json_type_noun(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "something else";
+}
+
+/* Parse JSON value <v> per <sp>; same contract as parse_text. Sizes,
+ * durations and rates must be strings (the unit is part of the value);
+ * counts may be integers or strings. */
+static int parse_json(const vspec_t *sp, const json_t *v, val_t *out, char *msg, size_t cap)
+{
+    if (json_is_string(v))
+        return parse_text(sp, json_string_value(v), out, msg, cap);
+    if (json_is_integer(v) && (sp->kind == V_COUNT || sp->bare_int)) {
+        json_int_t n = json_integer_value(v);
+        val_t x = {.u = n < 0 ? 0 : (uint64_t)n};
+        char rw[96];
+        if (n < 0 || !in_range(sp, &x)) {
+            range_why(rw, sizeof rw, sp);
+            snprintf(msg, cap, "%lld is out of range (%s)", (long long)n, rw);
+            return -1;
+        }
+        *out = x;
+        return 0;
+    }
+    switch (sp->kind) {
+    case V_BYTES:
+        snprintf(msg, cap, "expected a size string such as \"4Mi\"%s, got %s",
+                 sp->bare_int ? " or a number of bytes" : "", json_type_noun(v));
+        break;
+    case V_DURATION:
+        snprintf(msg, cap, "expected a duration string such as \"30s\", got %s", json_type_noun(v));
+        break;
+    case V_RATE:
+        snprintf(msg, cap, "expected a rate string such as \"100/minute\", got %s",
+                 json_type_noun(v));
+        break;
+    case V_COUNT:
+        snprintf(msg, cap, "expected a whole number such as 5, got %s", json_type_noun(v));
+        break;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Limit keys: the one table behind execution_limits, tools and --limit.
+ * To add a key (e.g. the resource keys), add a row with its spec and
+ * scopes, and its set/get pair. */
+
+enum {
+    S_ROUTER = 1, /* one value for the whole config */
+    S_AGENT = 2,  /* agents[].execution_limits */
+    S_TOOL = 4,   /* agents[].tools.NAME */
+};
+
+typedef struct lkey {
+    const char *name;
+    vspec_t spec;
+    unsigned scopes;
+    void (*set)(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                tg_src_t src);
+    /* false when the value is not set in this scope (a tool field left to
+     * the agent, burst left equal to the rate's count). */
+    bool (*get)(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                bool tool, val_t *v);
+} lkey_t;
+
+static void set_frame(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                      tg_src_t src)
+{
+    cfg->max_frame_bytes = v->u;
+    cfg->max_frame_src = src;
+}
+
+static bool get_frame(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                      bool tool, val_t *v)
+{
+    v->u = cfg->max_frame_bytes;
+    return true;
+}
+
+static void set_duration(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim,
+                         const val_t *v, tg_src_t src)
+{
+    lim->max_tool_call_duration_ms = v->u;
+    lim->duration_src = src;
+}
+
+static bool get_duration(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                         const tg_exec_limits_t *lim, bool tool, val_t *v)
+{
+    v->u = lim->max_tool_call_duration_ms;
+    return !tool || lim->duration_src != TG_SRC_DEFAULT;
+}
+
+static void set_concurrent(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim,
+                           const val_t *v, tg_src_t src)
+{
+    lim->max_concurrent_calls = (uint32_t)v->u;
+    lim->concurrent_src = src;
+}
+
+static bool get_concurrent(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                           const tg_exec_limits_t *lim, bool tool, val_t *v)
+{
+    v->u = lim->max_concurrent_calls;
+    return !tool || lim->concurrent_src != TG_SRC_DEFAULT;
+}
+
+static void set_queued(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                       tg_src_t src)
+{
+    lim->max_queued_calls = (uint32_t)v->u;
+    lim->queued_src = src;
+}
+
+static bool get_queued(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                       bool tool, val_t *v)
+{
+    v->u = lim->max_queued_calls;
+    return !tool || lim->queued_src != TG_SRC_DEFAULT;
+}
+
+static void set_rate(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                     tg_src_t src)
+{
+    lim->rate_limit = v->rate;
+    lim->rate_src = src;
+}
+
+static bool get_rate(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                     bool tool, val_t *v)
+{
+    v->rate = lim->rate_limit;
+    return !tool || lim->rate_src != TG_SRC_DEFAULT;
+}
+
+static void set_burst(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                      tg_src_t src)
+{
+    lim->burst = (uint32_t)v->u;
+    lim->burst_src = src;
+}
+
+static bool get_burst(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                      bool tool, val_t *v)
+{
+    v->u = lim->burst;
+    return lim->burst_src != TG_SRC_DEFAULT;
+}
+
+static void set_grace(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                      tg_src_t src)
+{
+    a->kill_grace_ms = v->u;
+    a->kill_grace_src = src;
+}
+
+static bool get_grace(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                      bool tool, val_t *v)
+{
+    v->u = a->kill_grace_ms;
+    return true;
+}
+
+static const lkey_t lkeys[] = {
+    {"max_frame_bytes", {V_BYTES, TG_MIN_FRAME_BYTES, TG_MAX_FRAME_BYTES_CEIL, true}, S_ROUTER,
+     set_frame, get_frame},
+    {"max_tool_call_duration", {V_DURATION, 1, TG_MAX_DURATION_CEIL_MS, false}, S_AGENT | S_TOOL,
+     set_duration, get_duration},
+    {"max_concurrent_calls", {V_COUNT, 1, TG_MAX_CONCURRENT_CEIL, false}, S_AGENT | S_TOOL,
+     set_concurrent, get_concurrent},
+    /* 0 = no waiting room: refuse as soon as every slot is busy. */
+    {"max_queued_calls", {V_COUNT, 0, TG_MAX_QUEUED_CEIL, false}, S_AGENT | S_TOOL, set_queued,
+     get_queued},
+    {"rate_limit", {V_RATE, 1, TG_RATE_COUNT_CEIL, false}, S_AGENT | S_TOOL, set_rate, get_rate},
+    {"burst", {V_COUNT, 1, TG_BURST_CEIL, false}, S_AGENT | S_TOOL, set_burst, get_burst},
+    {"kill_grace_period", {V_DURATION, 1, TG_KILL_GRACE_CEIL_MS, false}, S_AGENT, set_grace,
+     get_grace},
+};
+#define NLKEYS (sizeof lkeys / sizeof lkeys[0])
+
+static const lkey_t *lkey_find(const char *name, size_t len, unsigned scopes)
+{
+    for (size_t i = 0; i < NLKEYS; i++)
+        if ((lkeys[i].scopes & scopes) && strlen(lkeys[i].name) == len &&
+            memcmp(lkeys[i].name, name, len) == 0)
+            return &lkeys[i];
+    return NULL;
+}
+
+/* Append ", "-separated names to <buf> (NUL-terminated, capacity <cap>). */
+static void list_add(char *buf, size_t cap, const char *name)
+{
+    size_t n = strlen(buf);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", name);
+}
+
+static void lkeys_list(char *buf, size_t cap, unsigned scopes)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < NLKEYS; i++)
+        if (lkeys[i].scopes & scopes)
+            list_add(buf, cap, lkeys[i].name);
+}
+
+/* ------------------------------------------------------------------ */
+/* Model: defaults, copies, frees                                      */
+
+static void lim_defaults(tg_exec_limits_t *l)
+{
+    memset(l, 0, sizeof *l);
+    l->max_tool_call_duration_ms = TG_DEF_CALL_DURATION_MS;
+    l->max_concurrent_calls = TG_DEF_MAX_CONCURRENT;
+    l->max_queued_calls = TG_DEF_MAX_QUEUED;
+    l->rate_limit.count = TG_DEF_RATE_COUNT;
+    l->rate_limit.period_ms = TG_DEF_RATE_PERIOD_MS;
+    l->burst = 0;
+}
+
+/* Every field at its DESIGN.md default; id and command left NULL. */
+static void agent_defaults(tg_agent_cfg_t *a)
+{
+    memset(a, 0, sizeof *a);
+    a->dialect = TG_DIALECT_MCP;
+    lim_defaults(&a->lim);
+    a->kill_grace_ms = TG_DEF_KILL_GRACE_MS;
+    a->restart_policy = TG_RESTART_ON_FAILURE;
+    a->max_restarts = TG_DEF_MAX_RESTARTS;
+    a->restart_window_ms = TG_DEF_RESTART_WINDOW_MS;
+    a->backoff_initial_ms = TG_DEF_BACKOFF_INITIAL_MS;
+    a->backoff_max_ms = TG_DEF_BACKOFF_MAX_MS;
+    a->stderr_bytes_per_sec = TG_DEF_STDERR_BPS;
+    a->stderr_line_max = TG_DEF_STDERR_LINE;
+}
+
+static void argv_free(char **argv)
+{
+    if (!argv)
+        return;
+    for (char **p = argv; *p; p++)
+        free(*p);
+    free(argv);
+}
+
+static char **argv_dup(char *const *argv)
+{
+    size_t n = 0;
+    char **out;
+
+    while (argv[n])
+        n++;
+    out = calloc(n + 1, sizeof *out);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = strdup(argv[i]);
+        if (!out[i]) {
+            argv_free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static void agent_free(tg_agent_cfg_t *a)
+{
+    free(a->id);
+    argv_free(a->command);
+    for (size_t i = 0; i < a->ntools; i++)
+        free(a->tools[i].name);
+    free(a->tools);
+    memset(a, 0, sizeof *a);
+}
+
+static void agents_free(tg_agent_cfg_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        agent_free(&v[i]);
+    free(v);
+}
+
+static int agent_clone(tg_agent_cfg_t *dst, const tg_agent_cfg_t *src)
+{
+    *dst = *src;
+    dst->id = NULL;
+    dst->command = NULL;
+    dst->tools = NULL;
+    dst->ntools = 0;
+    if (src->id && !(dst->id = strdup(src->id)))
+        goto fail;
+    if (src->command && !(dst->command = argv_dup(src->command)))
+        goto fail;
+    if (src->ntools) {
+        dst->tools = calloc(src->ntools, sizeof *dst->tools);
+        if (!dst->tools)
+            goto fail;
+        for (size_t i = 0; i < src->ntools; i++) {
+            dst->tools[i] = src->tools[i];
+            dst->tools[i].name = strdup(src->tools[i].name);
+            if (!dst->tools[i].name)
+                goto fail;
+            dst->ntools = i + 1;
+        }
+    }
+    return 0;
+fail:
+    agent_free(dst);
+    return -1;
+}
+
+static int config_clone(tg_config_t *dst, const tg_config_t *src)
+{
+    *dst = *src;
+    dst->path = NULL;
+    dst->instance = NULL;
+    dst->audit_path = NULL;
+    dst->agents = NULL;
+    dst->nagents = 0;
+    if (src->path && !(dst->path = strdup(src->path)))
+        goto fail;
+    if (src->instance && !(dst->instance = strdup(src->instance)))
+        goto fail;
+    if (src->audit_path && !(dst->audit_path = strdup(src->audit_path)))
+        goto fail;
+    if (src->nagents) {
+        dst->agents = calloc(src->nagents, sizeof *dst->agents);
+        if (!dst->agents)
+            goto fail;
+        for (size_t i = 0; i < src->nagents; i++) {
+            if (agent_clone(&dst->agents[i], &src->agents[i]) < 0)
+                goto fail;
+            dst->nagents = i + 1;
+        }
+    }
+    return 0;
+fail:
+    tg_config_free(dst);
+    return -1;
+}
+
+/* The entry for tool <name> (<len> bytes) in <a>, created with every field
+ * unset when missing. NULL on ENOMEM or when the agent has
+ * TG_CFG_TOOLS_MAX tools already. */
+static tg_tool_cfg_t *tool_get_or_add(tg_agent_cfg_t *a, const char *name, size_t len)
+{
+    tg_tool_cfg_t *t = (tg_tool_cfg_t *)tg_config_tool(a, name, len);
+    tg_tool_cfg_t *v;
+    char *copy;
+
+    if (t)
+        return t;
+    if (a->ntools >= TG_CFG_TOOLS_MAX)
+        return NULL;
+    copy = strndup(name, len);
+    if (!copy)
+        return NULL;
+    v = realloc(a->tools, (a->ntools + 1) * sizeof *v);
+    if (!v) {
+        free(copy);
+        return NULL;
+    }
+    a->tools = v;
+    t = &v[a->ntools++];
+    memset(t, 0, sizeof *t);
+    t->name = copy;
+    return t;
+}
+
+/* The host name, reduced to the audit-safe name set (instance names are
+ * written in every audit event). */
+static char *default_instance(void)
+{
+    char host[256];
+    size_t n;
+
+    if (gethostname(host, sizeof host) != 0 || host[0] == '\0')
+        return strdup("toolgate");
+    host[sizeof host - 1] = '\0';
+    n = strlen(host);
+    if (n > TG_NAME_MAX)
+        host[n = TG_NAME_MAX] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (!name_chars_ok(&host[i], 1, true))
+            host[i] = '_';
+    return strdup(host);
+}
+
+int tg_config_default(tg_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->max_frame_bytes = TG_DEF_MAX_FRAME_BYTES;
+    cfg->max_frame_src = TG_SRC_DEFAULT;
+    cfg->audit_queue = TG_DEF_AUDIT_QUEUE;
+    cfg->instance = default_instance();
+    cfg->agents = calloc(1, sizeof *cfg->agents);
+    if (!cfg->instance || !cfg->agents)
+        goto fail;
+    cfg->nagents = 1;
+    agent_defaults(&cfg->agents[0]);
+    cfg->agents[0].id = strdup("agent");
+    if (!cfg->agents[0].id)
+        goto fail;
+    return 0;
+fail:
+    tg_config_free(cfg);
+    return -1;
+}
+
+void tg_config_free(tg_config_t *cfg)
+{
+    if (!cfg)
+        return;
+    free(cfg->path);
+    free(cfg->instance);
+    free(cfg->audit_path);
+    agents_free(cfg->agents, cfg->nagents);
+    memset(cfg, 0, sizeof *cfg);
+}
+
+const tg_tool_cfg_t *tg_config_tool(const tg_agent_cfg_t *agent, const char *name, size_t len)
+{
+    if (!agent || !name)
+        return NULL;
+    for (size_t i = 0; i < agent->ntools; i++) {
+        const char *n = agent->tools[i].name;
+        if (strlen(n) == len && memcmp(n, name, len) == 0)
+            return &agent->tools[i];
+    }
+    return NULL;
+}
+
+int tg_config_path_for(const tg_agent_cfg_t *a, const char *tool, const char *key, char *buf,
+                       size_t cap)
+{
+    const lkey_t *k = key ? lkey_find(key, strlen(key), S_ROUTER) : NULL;
+    int n;
+
+    if (!a || !a->id || !key || !buf)
+        return -EINVAL;
+    if (tool && !tg_config_tool_name_ok(tool, strlen(tool)))
+        return -EINVAL;
+    if (k)
+        n = snprintf(buf, cap, "router.%s", key);
+    else if (tool)
+        n = snprintf(buf, cap, "agents.%s.tools.%s.%s", a->id, tool, key);
+    else
+        n = snprintf(buf, cap, "agents.%s.execution_limits.%s", a->id, key);
+    if (n < 0 || (size_t)n >= cap)
+        return -ENOSPC;
+    return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Errors with positions                                               */
+
+static int err_set(tg_cfg_err_t *err, const char *fmt, ...) TG_FMT(2, 3);
+static int err_set(tg_cfg_err_t *err, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err) {
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* The loader's state. <comp>/<idx> is the JSON path of the value being
+ * read: comp[i] is an object key, or NULL for the array index idx[i]. */
+typedef struct ctx {
+    const char *file;
+    const char *text;
+    size_t len;
+    tg_cfg_err_t *err;
+    const char *comp[CFG_DEPTH];
+    size_t idx[CFG_DEPTH];
+    int depth;
+    tg_config_t *cfg;         /* the copy being built */
+    tg_agent_cfg_t *agent;    /* current agent */
+    tg_exec_limits_t *lim;    /* current execution_limits or tool scope */
+    unsigned scope;           /* S_AGENT or S_TOOL */
+} ctx_t;
+
+/* The schema never nests deeper than CFG_DEPTH; a push past it keeps the
+ * path at its deepest known prefix (the position is then less precise but
+ * still inside the offending value). */
+static int push_key(ctx_t *c, const char *key)
+{
+    if (c->depth >= CFG_DEPTH)
+        return 0;
+    c->comp[c->depth] = key;
+    c->idx[c->depth] = 0;
+    c->depth++;
+    return 1;
+}
+
+static int push_idx(ctx_t *c, size_t i)
+{
+    if (c->depth >= CFG_DEPTH)
+        return 0;
+    c->comp[c->depth] = NULL;
+    c->idx[c->depth] = i;
+    c->depth++;
+    return 1;
+}
+
+static void pop(ctx_t *c, int pushed)
+{
+    c->depth -= pushed;
+}
+
+/* Display form of the first <n> components: agents[0].tools.web.burst */
+static void path_display(const ctx_t *c, int n, char *buf, size_t cap)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < n && o < cap; i++) {
+        int w;
+        if (c->comp[i])
+            w = snprintf(buf + o, cap - o, "%s%s", o ? "." : "", c->comp[i]);
+        else
+            w = snprintf(buf + o, cap - o, "[%zu]", c->idx[i]);
+        if (w < 0)
+            break;
+        o += (size_t)w;
+    }
+}
+
+/* Element <i> of the array span <arr>. */
+static bool array_nth(const char *buf, tg_jspan_t arr, size_t i, tg_jspan_t *out)
+{
+    size_t pos = arr.off + 1, end = arr.off + arr.len - 1;
+
+    for (size_t k = 0;; k++) {
+        tg_jspan_t el;
+        long next = tg_jscan_value(buf, end, pos, &el);
+        if (next < 0)
+            return false;
+        if (k == i) {
+            *out = el;
+            return true;
+        }
+        pos = (size_t)next;
+        while (pos < end && (buf[pos] == ' ' || buf[pos] == '\t' || buf[pos] == '\n' ||
+                             buf[pos] == '\r'))
+            pos++;
+        if (pos >= end || buf[pos] != ',')
+            return false;
+        pos++;
+    }
+}
+
+/* Offset in the text of the value at the first <n> path components, or,
+ * with <want_key>, of the key of the last one. The leading components are
+ * found with tg_jscan_find_path; from the first key holding a '.' (which
+ * the dotted form cannot express; tool names may hold dots) the walk goes
+ * on member by member. */
+static bool locate(const ctx_t *c, int n, bool want_key, size_t *off)
+{
+    char jp[512];
+    size_t jl = 0;
+    int k = 0, plain = want_key ? n - 1 : n;
+    tg_jspan_t cur;
+
+    if (tg_jscan_value(c->text, c->len, 0, &cur) < 0)
+        return false;
+    jp[0] = '\0';
+    for (; k < plain; k++) {
+        int w;
+        if (c->comp[k] && strchr(c->comp[k], '.'))
+            break;
+        if (c->comp[k])
+            w = snprintf(jp + jl, sizeof jp - jl, "%s%s", jl ? "." : "", c->comp[k]);
+        else
+            w = snprintf(jp + jl, sizeof jp - jl, "%s%zu", jl ? "." : "", c->idx[k]);
+        if (w < 0 || (size_t)w >= sizeof jp - jl) {
+            jp[jl] = '\0';
+            break;
+        }
+        jl += (size_t)w;
+    }
+    if (jl > 0 && tg_jscan_find_path(c->text, c->len, jp, &cur) < 0)
+        return false;
+    for (; k < n; k++) {
+        if (!c->comp[k]) {
+            if (cur.type != TG_J_ARRAY || !array_nth(c->text, cur, c->idx[k], &cur))
+                return false;
+            continue;
+        }
+        tg_jobj_iter_t it;
+        tg_jspan_t key, val;
+        int r;
+        if (cur.type != TG_J_OBJECT)
+            return false;
+        tg_jobj_begin(&it, c->text, cur);
+        while ((r = tg_jobj_next(&it, &key, &val)) == 1)
+            if (tg_jstr_eq(c->text, key, c->comp[k]))
+                break;
+        if (r != 1)
+            return false;
+        if (want_key && k == n - 1) {
+            *off = key.off;
+            return true;
+        }
+        cur = val;
+    }
+    *off = cur.off;
+    return true;
+}
+
+/* Fill the error for the current path: "FILE:L:C: path: message". With
+ * <at_key> the position is the last key's and the path printed is its
+ * parent's (the message names the key). Returns -1. */
+static int at_err(ctx_t *c, bool at_key, const char *fmt, ...) TG_FMT(3, 4);
+static int at_err(ctx_t *c, bool at_key, const char *fmt, ...)
+{
+    char path[256], msg[TG_ERR_MAX], pos[32] = "";
+    size_t off;
+    int line, col;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (locate(c, c->depth, at_key && c->depth > 0, &off)) {
+        tg_jscan_linecol(c->text, c->len, off, &line, &col);
+        snprintf(pos, sizeof pos, ":%d:%d", line, col);
+    }
+    path_display(c, at_key && c->depth > 0 ? c->depth - 1 : c->depth, path, sizeof path);
+    return err_set(c->err, "%s%s: %s%s%s", c->file, pos, path, path[0] ? ": " : "", msg);
+}
+
+static int type_err(ctx_t *c, const json_t *v, const char *expected)
+{
+    return at_err(c, false, "expected %s, got %s", expected, json_type_noun(v));
+}
+
+static int get_json_val(ctx_t *c, const json_t *v, const vspec_t *sp, val_t *out)
+{
+    char msg[TG_ERR_MAX];
+
+    if (parse_json(sp, v, out, msg, sizeof msg) < 0)
+        return at_err(c, false, "%s", msg);
+    return 0;
+}
+
+/* A string, or an error. <nonempty>: "" refused too. */
+static const char *get_str(ctx_t *c, const json_t *v, bool nonempty)
+{
+    if (!json_is_string(v)) {
+        type_err(c, v, "a string");
+        return NULL;
+    }
+    if (nonempty && json_string_length(v) == 0) {
+        at_err(c, false, "expected a non-empty string");
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+/* Match a string against <choices> (NULL-terminated); index or -1. */
+static int get_enum(ctx_t *c, const json_t *v, const char *noun, const char *const *choices)
+{
+    char q[VALUE_SHOWN * 4 + 8], list[128] = "";
+    const char *s = get_str(c, v, false);
+    int n = 0;
+
+    if (!s)
+        return -1;
+    for (; choices[n]; n++)
+        if (strcmp(s, choices[n]) == 0)
+            return n;
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s\"%s\"", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                 choices[i]);
+    }
+    quote(q, sizeof q, s, json_string_length(v));
+    at_err(c, false, "%s is not %s (expected %s)", q, noun, list);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Schema                                                              */
+
+typedef int (*member_fn)(ctx_t *c, json_t *v);
+typedef struct member {
+    const char *key;
+    member_fn fn;
+} member_t;
+
+static int walk(ctx_t *c, json_t *obj, const member_t *m, size_t n)
+{
+    const char *key;
+    json_t *v;
+
+    json_object_foreach(obj, key, v) {
+        size_t i = 0;
+        int pushed, rc;
+        while (i < n && strcmp(m[i].key, key) != 0)
+            i++;
+        pushed = push_key(c, key);
+        if (i == n) {
+            char list[256] = "", q[VALUE_SHOWN * 4 + 8];
+            for (size_t j = 0; j < n; j++)
+                list_add(list, sizeof list, m[j].key);
+            quote(q, sizeof q, key, strlen(key));
+            at_err(c, true, "unknown key %s (allowed: %s)", q, list);
+            pop(c, pushed);
+            return -1;
+        }
+        rc = m[i].fn(c, v);
+        pop(c, pushed);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int want_object(ctx_t *c, const json_t *v)
+{
+    return json_is_object(v) ? 0 : type_err(c, v, "an object");
+}
+
+/* Keys reserved for serve mode: checked for their JSON type so that a serve
+ * config loads in wrap mode, their contents left to the serve loader. */
+static int reserved_object(ctx_t *c, json_t *v)
+{
+    return want_object(c, v);
+}
+
+static int reserved_array(ctx_t *c, json_t *v)
+{
+    return json_is_array(v) ? 0 : type_err(c, v, "an array");
+}
+
+static int reserved_string(ctx_t *c, json_t *v)
+{
+    return get_str(c, v, true) ? 0 : -1;
+}
+
+static int m_rate_scope(ctx_t *c, json_t *v)
+{
+    static const char *const scopes[] = {"local", "shared", NULL};
+    return get_enum(c, v, "a rate scope", scopes) < 0 ? -1 : 0;
+}
+
+/* execution_limits (S_AGENT) and tools.NAME (S_TOOL): the lkeys table. */
+static int walk_limits(ctx_t *c, json_t *obj)
+{
+    const char *key;
+    json_t *v;
+
+    if (want_object(c, obj) < 0)
+        return -1;
+    json_object_foreach(obj, key, v) {
+        const lkey_t *k = lkey_find(key, strlen(key), c->scope);
+        int pushed = push_key(c, key), rc;
+        val_t val;
+        if (!k && strcmp(key, "rate_scope") == 0) {
+            rc = m_rate_scope(c, v);
+        } else if (!k) {
+            char list[256], q[VALUE_SHOWN * 4 + 8];
+            lkeys_list(list, sizeof list, c->scope);
+            list_add(list, sizeof list, "rate_scope");
+            quote(q, sizeof q, key, strlen(key));
+            rc = at_err(c, true, "unknown key %s (allowed: %s)", q, list);
+        } else {
+            rc = get_json_val(c, v, &k->spec, &val);
+            if (rc == 0)
+                k->set(c->cfg, c->agent, c->lim, &val, TG_SRC_FILE);
+        }
+        pop(c, pushed);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* router */
+
+static int m_instance(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, false);
+    char q[VALUE_SHOWN * 4 + 8], *copy;
+
+    if (!s)
+        return -1;
+    if (!name_chars_ok(s, json_string_length(v), true)) {
+        quote(q, sizeof q, s, json_string_length(v));
+        return at_err(c, false, "%s is not an instance name (expected 1 to %d of %s)", q,
+                      TG_NAME_MAX, name_chars_tool);
+    }
+    if (!(copy = strdup(s)))
+        return at_err(c, false, "out of memory");
+    free(c->cfg->instance);
+    c->cfg->instance = copy;
+    return 0;
+}
+
+static int m_max_frame(ctx_t *c, json_t *v)
+{
+    const lkey_t *k = lkey_find("max_frame_bytes", strlen("max_frame_bytes"), S_ROUTER);
+    val_t val;
+
+    if (get_json_val(c, v, &k->spec, &val) < 0)
+        return -1;
+    k->set(c->cfg, NULL, NULL, &val, TG_SRC_FILE);
+    return 0;
+}
+
+static const member_t router_members[] = {
+    {"instance", m_instance},
+    {"max_frame_bytes", m_max_frame},
+    {"listen", reserved_array},
+    {"admin", reserved_string},
+};
+
+static int m_router(ctx_t *c, json_t *v)
+{
+    if (want_object(c, v) < 0)
+        return -1;
+    return walk(c, v, router_members, sizeof router_members / sizeof router_members[0]);
+}
+
+/* audit */
+
+static int m_audit_path(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    char *copy;
+
+    if (!s)
+        return -1;
+    if (!(copy = strdup(s)))
+        return at_err(c, false, "out of memory");
+    free(c->cfg->audit_path);
+    c->cfg->audit_path = copy;
+    return 0;
+}
+
+static int m_audit_queue(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_COUNT, 1, TG_AUDIT_QUEUE_CEIL, false};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->cfg->audit_queue = (uint32_t)val.u;
+    return 0;
+}
+
+static const member_t audit_members[] = {
+    {"path", m_audit_path},
+    {"queue", m_audit_queue},
+    {"sinks", reserved_array},
+};
+
+static int m_audit(ctx_t *c, json_t *v)
+{
+    if (want_object(c, v) < 0)
+        return -1;
+    return walk(c, v, audit_members, sizeof audit_members / sizeof audit_members[0]);
+}
+
+/* agents[] */
+
+static int m_id(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, false);
+    char q[VALUE_SHOWN * 4 + 8], *copy;
+
+    if (!s)
+        return -1;
+    if (!agent_id_ok(s) || strlen(s) != json_string_length(v)) {
+        quote(q, sizeof q, s, json_string_length(v));
+        return at_err(c, false, "%s is not an agent id (expected 1 to %d of %s)", q, TG_NAME_MAX,
+                      name_chars_agent);
+    }
+    if (!(copy = strdup(s)))
+        return at_err(c, false, "out of memory");
+    free(c->agent->id);
+    c->agent->id = copy;
+    return 0;
+}
+
+static int m_dialect(ctx_t *c, json_t *v)
+{
+    static const char *const dialects[] = {"mcp", "opensentience", NULL};
+    int i = get_enum(c, v, "a dialect", dialects);
+
+    if (i < 0)
+        return -1;
+    c->agent->dialect = i == 0 ? TG_DIALECT_MCP : TG_DIALECT_OPENSENTIENCE;
+    return 0;
+}
+
+static int m_command(ctx_t *c, json_t *v)
+{
+    size_t n;
+    char **argv;
+
+    if (!json_is_array(v))
+        return type_err(c, v, "an array of strings such as [\"/usr/bin/server\", \"--stdio\"]");
+    n = json_array_size(v);
+    if (n == 0)
+        return at_err(c, false, "expected at least one word (the program to run)");
+    if (n > TG_CFG_ARGV_MAX)
+        return at_err(c, false, "%zu words (expected at most %d)", n, TG_CFG_ARGV_MAX);
+    for (size_t i = 0; i < n; i++) {
+        json_t *w = json_array_get(v, i);
+        int pushed = push_idx(c, i), rc = 0;
+        if (!get_str(c, w, i == 0))
+            rc = -1;
+        pop(c, pushed);
+        if (rc < 0)
+            return -1;
+    }
+    argv = calloc(n + 1, sizeof *argv);
+    if (!argv)
+        return at_err(c, false, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        argv[i] = strdup(json_string_value(json_array_get(v, i)));
+        if (!argv[i]) {
+            argv_free(argv);
+            return at_err(c, false, "out of memory");
+        }
+    }
+    argv_free(c->agent->command);
+    c->agent->command = argv;
+    return 0;
+}
+
+static int m_exec_limits(ctx_t *c, json_t *v)
+{
+    c->lim = &c->agent->lim;
+    c->scope = S_AGENT;
+    return walk_limits(c, v);
+}
+
+static int m_tools(ctx_t *c, json_t *v)
+{
+    const char *name;
+    json_t *tv;
+
+    if (want_object(c, v) < 0)
+        return -1;
+    json_object_foreach(v, name, tv) {
+        int pushed = push_key(c, name), rc;
+        size_t len = strlen(name);
+        tg_tool_cfg_t *t;
+        if (!tg_config_tool_name_ok(name, len)) {
+            char q[VALUE_SHOWN * 4 + 8];
+            quote(q, sizeof q, name, len);
+            rc = at_err(c, true, "%s is not a tool name (expected 1 to %d of %s)", q, TG_NAME_MAX,
+                        name_chars_tool);
+        } else if (!(t = tool_get_or_add(c->agent, name, len))) {
+            rc = at_err(c, true, "cannot add tool (out of memory or more than %d tools)",
+                        TG_CFG_TOOLS_MAX);
+        } else {
+            c->lim = &t->lim;
+            c->scope = S_TOOL;
+            rc = walk_limits(c, tv);
+        }
+        pop(c, pushed);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int m_policy(ctx_t *c, json_t *v)
+{
+    static const char *const policies[] = {"no", "on-failure", "always", NULL};
+    static const tg_restart_policy_t map[] = {TG_RESTART_NO, TG_RESTART_ON_FAILURE,
+                                              TG_RESTART_ALWAYS};
+    int i = get_enum(c, v, "a restart policy", policies);
+
+    if (i < 0)
+        return -1;
+    c->agent->restart_policy = map[i];
+    return 0;
+}
+
+static int m_max_restarts(ctx_t *c, json_t *v)
+{
+    /* 0 is bounded and meaningful: never restart within the window. */
+    static const vspec_t sp = {V_COUNT, 0, TG_MAX_RESTARTS_CEIL, false};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->agent->max_restarts = (uint32_t)val.u;
+    return 0;
+}
+
+static const vspec_t restart_dur = {V_DURATION, 1, TG_MAX_DURATION_CEIL_MS, false};
+
+static int m_window(ctx_t *c, json_t *v)
+{
+    val_t val;
+
+    if (get_json_val(c, v, &restart_dur, &val) < 0)
+        return -1;
+    c->agent->restart_window_ms = val.u;
+    return 0;
+}
+
+static int m_backoff(ctx_t *c, json_t *v)
+{
+    val_t val;
+
+    if (get_json_val(c, v, &restart_dur, &val) < 0)
+        return -1;
+    c->agent->backoff_initial_ms = val.u;
+    return 0;
+}
+
+static int m_max_backoff(ctx_t *c, json_t *v)
+{
+    val_t val;
+
+    if (get_json_val(c, v, &restart_dur, &val) < 0)
+        return -1;
+    c->agent->backoff_max_ms = val.u;
+    return 0;
+}
+
+static const member_t restart_members[] = {
+    {"policy", m_policy},   {"max_restarts", m_max_restarts}, {"window", m_window},
+    {"backoff", m_backoff}, {"max_backoff", m_max_backoff},
+};
+
+static int m_restart(ctx_t *c, json_t *v)
+{
+    if (want_object(c, v) < 0)
+        return -1;
+    return walk(c, v, restart_members, sizeof restart_members / sizeof restart_members[0]);
+}
+
+static int m_stderr_bps(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_BYTES, 1, TG_STDERR_BPS_CEIL, false};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->agent->stderr_bytes_per_sec = val.u;
+    return 0;
+}
+
+static int m_stderr_line(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_BYTES, 1, TG_STDERR_LINE_CEIL, false};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->agent->stderr_line_max = val.u;
+    return 0;
+}
+
+static const member_t stderr_members[] = {
+    {"bytes_per_second", m_stderr_bps},
+    {"max_line", m_stderr_line},
+};
+
+static int m_stderr(ctx_t *c, json_t *v)
+{
+    if (want_object(c, v) < 0)
+        return -1;
+    return walk(c, v, stderr_members, sizeof stderr_members / sizeof stderr_members[0]);
+}
+
+static const member_t agent_members[] = {
+    {"id", m_id},
+    {"dialect", m_dialect},
+    {"command", m_command},
+    {"execution_limits", m_exec_limits},
+    {"tools", m_tools},
+    {"restart", m_restart},
+    {"stderr", m_stderr},
+    {"env", reserved_object},
+    {"resources", reserved_object},
+    {"cwd", reserved_string},
+    {"manifest", reserved_string},
+};
+
+static int load_agent(ctx_t *c, json_t *v, tg_agent_cfg_t *agents, size_t i)
+{
+    int pushed;
+
+    if (want_object(c, v) < 0)
+        return -1;
+    c->agent = &agents[i];
+    if (walk(c, v, agent_members, sizeof agent_members / sizeof agent_members[0]) < 0)
+        return -1;
+    if (!agents[i].id)
+        return at_err(c, false, "missing required key \"id\"");
+    for (size_t j = 0; j < i; j++) {
+        if (strcmp(agents[j].id, agents[i].id) == 0) {
+            pushed = push_key(c, "id");
+            at_err(c, false, "duplicate agent id \"%s\" (also agents[%zu])", agents[i].id, j);
+            pop(c, pushed);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The file's agents replace the config's (the default's single agent in
+ * wrap mode). */
+static int m_agents(ctx_t *c, json_t *v)
+{
+    size_t n;
+    tg_agent_cfg_t *agents;
+
+    if (!json_is_array(v))
+        return type_err(c, v, "an array");
+    n = json_array_size(v);
+    if (n == 0)
+        return at_err(c, false, "expected at least one agent");
+    if (n > TG_CFG_AGENTS_MAX)
+        return at_err(c, false, "%zu agents (expected at most %d)", n, TG_CFG_AGENTS_MAX);
+    agents = calloc(n, sizeof *agents);
+    if (!agents)
+        return at_err(c, false, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        agent_defaults(&agents[i]);
+    for (size_t i = 0; i < n; i++) {
+        int pushed = push_idx(c, i), rc = load_agent(c, json_array_get(v, i), agents, i);
+        pop(c, pushed);
+        if (rc < 0) {
+            agents_free(agents, n);
+            return -1;
+        }
+    }
+    agents_free(c->cfg->agents, c->cfg->nagents);
+    c->cfg->agents = agents;
+    c->cfg->nagents = n;
+    return 0;
+}
+
+static const member_t root_members[] = {
+    {"router", m_router},
+    {"audit", m_audit},
+    {"agents", m_agents},
+    {"store", reserved_object},
+    {"containment", reserved_object},
+    {"callers", reserved_array},
+};
+
+/* ------------------------------------------------------------------ */
+/* Loading                                                             */
+
+static int load(tg_config_t *cfg, const char *name, const char *text, size_t len,
+                const char *set_path, tg_cfg_err_t *err)
+{
+    json_error_t jerr;
+    json_t *root;
+    tg_config_t work;
+    ctx_t c;
+    int rc;
+
+    if (!name)
+        name = "config";
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return err_set(err, "%s:%d:%d: syntax error: %s", name, jerr.line, jerr.column, jerr.text);
+    if (config_clone(&work, cfg) < 0) {
+        json_decref(root);
+        return err_set(err, "%s: out of memory", name);
+    }
+    memset(&c, 0, sizeof c);
+    c.file = name;
+    c.text = text;
+    c.len = len;
+    c.err = err;
+    c.cfg = &work;
+    if (!json_is_object(root))
+        rc = at_err(&c, false, "expected an object at the top level, got %s",
+                    json_type_noun(root));
+    else
+        rc = walk(&c, root, root_members, sizeof root_members / sizeof root_members[0]);
+    json_decref(root);
+    if (rc == 0 && set_path) {
+        char *p = strdup(set_path);
+        if (!p)
+            rc = err_set(err, "%s: out of memory", name);
+        free(work.path);
+        work.path = p;
+    }
+    if (rc < 0) {
+        tg_config_free(&work);
+        return -1;
+    }
+    tg_config_free(cfg);
+    *cfg = work;
+    return 0;
+}
+
+int tg_config_load_buffer(tg_config_t *cfg, const char *name, const char *text, size_t len,
+                          tg_cfg_err_t *err)
+{
+    return load(cfg, name, text, len, NULL, err);
+}
+
+int tg_config_load_file(tg_config_t *cfg, const char *path, tg_cfg_err_t *err)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    size_t len = 0, n;
+    int rc;
+
+    if (!f)
+        return err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    /* Read up to one byte past the bound to tell "exactly at the bound"
+     * from "over it" without trusting st_size (pipes, /proc). */
+    buf = malloc(TG_CFG_FILE_MAX + 1);
+    if (!buf) {
+        fclose(f);
+        return err_set(err, "%s: out of memory", path);
+    }
+    while (len <= TG_CFG_FILE_MAX && (n = fread(buf + len, 1, TG_CFG_FILE_MAX + 1 - len, f)) > 0)
+        len += n;
+    if (ferror(f)) {
+        int e = errno;
+        fclose(f);
+        free(buf);
+        return err_set(err, "%s: cannot read: %s", path, strerror(e));
+    }
+    fclose(f);
+    if (len > TG_CFG_FILE_MAX) {
+        free(buf);
+        return err_set(err, "%s: larger than %u bytes (config files are bounded)", path,
+                       TG_CFG_FILE_MAX);
+    }
+    rc = load(cfg, path, buf, len, path, err);
+    free(buf);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Command line                                                        */
+
+int tg_config_set_command(tg_config_t *cfg, size_t agent_idx, char *const argv[],
+                          tg_cfg_err_t *err)
+{
+    char **copy;
+
+    if (agent_idx >= cfg->nagents)
+        return err_set(err, "no agent %zu", agent_idx);
+    if (!argv || !argv[0] || !argv[0][0])
+        return err_set(err, "expected a command to run");
+    copy = argv_dup(argv);
+    if (!copy)
+        return err_set(err, "out of memory");
+    argv_free(cfg->agents[agent_idx].command);
+    cfg->agents[agent_idx].command = copy;
+    return 0;
+}
+
+int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg_cfg_err_t *err)
+{
+    static const char tools_pfx[] = "tools.";
+    const char *eq = kv ? strchr(kv, '=') : NULL;
+    const char *key, *value, *dot = NULL;
+    size_t klen;
+    const lkey_t *k;
+    tg_agent_cfg_t *a;
+    tg_exec_limits_t *lim;
+    char list[256], msg[TG_ERR_MAX];
+    val_t val;
+    bool tool;
+
+    if (!eq || eq == kv)
+        return err_set(err, "--limit %s: expected KEY=VALUE, e.g. rate_limit=100/minute",
+                       kv ? kv : "");
+    if (agent_idx >= cfg->nagents)
+        return err_set(err, "--limit %s: no agent %zu", kv, agent_idx);
+    a = &cfg->agents[agent_idx];
+    key = kv;
+    klen = (size_t)(eq - kv);
+    value = eq + 1;
+    tool = klen > sizeof tools_pfx - 1 && memcmp(key, tools_pfx, sizeof tools_pfx - 1) == 0;
+    if (tool) {
+        const char *name = key + sizeof tools_pfx - 1;
+        /* The key is after the last dot: tool names may hold dots. */
+        for (const char *p = name; p < eq; p++)
+            if (*p == '.')
+                dot = p;
+        if (!dot || dot == name)
+            return err_set(err, "--limit %s: %.*s: expected tools.NAME.KEY, e.g. "
+                                "tools.web.rate_limit=10/minute",
+                           kv, (int)klen, key);
+        if (!tg_config_tool_name_ok(name, (size_t)(dot - name))) {
+            char q[VALUE_SHOWN * 4 + 8];
+            quote(q, sizeof q, name, (size_t)(dot - name));
+            return err_set(err, "--limit %s: %.*s: %s is not a tool name (expected 1 to %d of %s)",
+                           kv, (int)klen, key, q, TG_NAME_MAX, name_chars_tool);
+        }
+        k = lkey_find(dot + 1, (size_t)(eq - dot - 1), S_TOOL);
+        if (!k) {
+            char q[VALUE_SHOWN * 4 + 8];
+            lkeys_list(list, sizeof list, S_TOOL);
+            quote(q, sizeof q, dot + 1, (size_t)(eq - dot - 1));
+            return err_set(err, "--limit %s: unknown tool key %s (allowed: %s)", kv, q, list);
+        }
+    } else {
+        k = lkey_find(key, klen, S_ROUTER | S_AGENT);
+        if (!k) {
+            char q[VALUE_SHOWN * 4 + 8];
+            lkeys_list(list, sizeof list, S_ROUTER | S_AGENT);
+            list_add(list, sizeof list, "tools.NAME.KEY");
+            quote(q, sizeof q, key, klen);
+            return err_set(err, "--limit %s: unknown key %s (allowed: %s)", kv, q, list);
+        }
+    }
+    if (parse_text(&k->spec, value, &val, msg, sizeof msg) < 0)
+        return err_set(err, "--limit %s: %.*s: %s", kv, (int)klen, key, msg);
+    if (tool) {
+        const char *name = key + sizeof tools_pfx - 1;
+        tg_tool_cfg_t *t = tool_get_or_add(a, name, (size_t)(dot - name));
+        if (!t)
+            return err_set(err, "--limit %s: cannot add tool (out of memory or more than %d tools)",
+                           kv, TG_CFG_TOOLS_MAX);
+        lim = &t->lim;
+    } else {
+        lim = &a->lim;
+    }
+    k->set(cfg, a, lim, &val, TG_SRC_CLI);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Validation                                                          */
+
+/* Range check of every lkey of <scope> that is set in <lim>. */
+static int check_scope(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                       unsigned scope, const char *where, tg_cfg_err_t *err)
+{
+    const char *file = cfg->path ? cfg->path : NULL;
+
+    for (size_t i = 0; i < NLKEYS; i++) {
+        const lkey_t *k = &lkeys[i];
+        val_t v;
+        char shown[48], rw[96];
+        if (!(k->scopes & scope) || !k->get(cfg, a, lim, scope == S_TOOL, &v))
+            continue;
+        if (in_range(&k->spec, &v) && (k->spec.kind != V_RATE || v.rate.period_ms != 0))
+            continue;
+        if (k->spec.kind == V_RATE)
+            tg_unit_fmt_rate(shown, (int)sizeof shown, v.rate);
+        else
+            fmt_num(shown, sizeof shown, k->spec.kind, v.u);
+        range_why(rw, sizeof rw, &k->spec);
+        return err_set(err, "%s%s%s%s: %s is out of range (%s)", file ? file : "",
+                       file ? ": " : "", where, k->name, shown, rw);
+    }
+    return 0;
+}
+
+int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
+{
+    const char *f = cfg->path ? cfg->path : "";
+    const char *sep = cfg->path ? ": " : "";
+    char where[TG_NAME_MAX + 64];
+
+    if (check_scope(cfg, NULL, NULL, S_ROUTER, "router.", err) < 0)
+        return -1;
+    if (!cfg->instance || !name_chars_ok(cfg->instance, strlen(cfg->instance), true))
+        return err_set(err, "%s%srouter.instance: missing or not a name (expected 1 to %d of %s)",
+                       f, sep, TG_NAME_MAX, name_chars_tool);
+    if (cfg->audit_queue == 0 || cfg->audit_queue > TG_AUDIT_QUEUE_CEIL)
+        return err_set(err, "%s%saudit.queue: %u is out of range (expected 1 to %u)", f, sep,
+                       cfg->audit_queue, (unsigned)TG_AUDIT_QUEUE_CEIL);
+    if (cfg->nagents == 0 || !cfg->agents)
+        return err_set(err, "%s%sagents: none configured (expected at least one agent)", f, sep);
+    for (size_t i = 0; i < cfg->nagents; i++) {
+        const tg_agent_cfg_t *a = &cfg->agents[i];
+        if (!agent_id_ok(a->id))
+            return err_set(err, "%s%sagents[%zu].id: missing or not an agent id (expected 1 to %d "
+                                "of %s)",
+                           f, sep, i, TG_NAME_MAX, name_chars_agent);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(cfg->agents[j].id, a->id) == 0)
+                return err_set(err, "%s%sagents[%zu].id: duplicate agent id \"%s\" (also "
+                                    "agents[%zu])",
+                               f, sep, i, a->id, j);
+        if (!a->command || !a->command[0] || !a->command[0][0])
+            return err_set(err, "%s%sagents[%zu].command: no command (expected \"command\" in the "
+                                "config or a command after --)",
+                           f, sep, i);
+        snprintf(where, sizeof where, "agents[%zu].execution_limits.", i);
+        if (check_scope(cfg, a, &a->lim, S_AGENT, where, err) < 0)
+            return -1;
+        if (a->backoff_initial_ms == 0 || a->backoff_initial_ms > a->backoff_max_ms) {
+            char b[32], m[32];
+            tg_unit_fmt_duration(b, (int)sizeof b, a->backoff_initial_ms);
+            tg_unit_fmt_duration(m, (int)sizeof m, a->backoff_max_ms);
+            return err_set(err, "%s%sagents[%zu].restart.backoff: %s is not within 1ms to "
+                                "max_backoff %s",
+                           f, sep, i, b, m);
+        }
+        for (size_t t = 0; t < a->ntools; t++) {
+            const tg_tool_cfg_t *tc = &a->tools[t];
+            if (!tc->name || !tg_config_tool_name_ok(tc->name, strlen(tc->name)))
+                return err_set(err, "%s%sagents[%zu].tools: a tool name is missing or invalid "
+                                    "(expected 1 to %d of %s)",
+                               f, sep, i, TG_NAME_MAX, name_chars_tool);
+            snprintf(where, sizeof where, "agents[%zu].tools.%s.", i, tc->name);
+            if (check_scope(cfg, a, &tc->lim, S_TOOL, where, err) < 0)
+                return -1;
+            /* A tool burst without a tool rate would silently reshape the
+             * agent's bucket, which the tool scope does not own. */
+            if (tc->lim.burst_src != TG_SRC_DEFAULT && tc->lim.rate_src == TG_SRC_DEFAULT)
+                return err_set(err, "%s%sagents[%zu].tools.%s.burst: set without a rate_limit "
+                                    "(expected tools.%s.rate_limit as well)",
+                               f, sep, i, tc->name, tc->name);
+        }
+    }
+    return 0;
+}

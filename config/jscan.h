@@ -1,0 +1,107 @@
+/* jscan: a pure byte-span JSON scanner (no allocation, no libuv).
+ *
+ * It finds the boundaries of JSON values and the members of objects, and
+ * skips nested values without tokenising them (memchr over strings,
+ * bracket counting over containers, bounded depth). It is the envelope
+ * scanner's engine (router/envelope.c) and locates JSON paths in config
+ * text for error messages (config/config.c); it lives here, in the bottom
+ * layer, so both share one scanner.
+ *
+ * Validation: the scanned level (the value itself, the members of an object
+ * being iterated) is validated strictly (RFC 8259). Values that are only
+ * skipped are checked structurally: strings end, brackets balance and
+ * match, depth <= TG_JSCAN_MAX_DEPTH, no control bytes in strings, but
+ * number and literal spelling inside skipped containers is not checked.
+ * Invariant tested against jansson: whatever jansson accepts, jscan accepts
+ * with the same spans; whatever jscan rejects, jansson rejects.
+ */
+#ifndef TG_CONFIG_JSCAN_H
+#define TG_CONFIG_JSCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TG_JSCAN_MAX_DEPTH 128 /* fixed internal bound: nesting of skipped values */
+
+typedef enum tg_jtype {
+    TG_J_NONE = 0,
+    TG_J_OBJECT,
+    TG_J_ARRAY,
+    TG_J_STRING,
+    TG_J_NUMBER,
+    TG_J_TRUE,
+    TG_J_FALSE,
+    TG_J_NULL,
+} tg_jtype_t;
+
+/* A value: [off, off+len) in the scanned buffer. For strings the span
+ * includes the quotes; <escaped> is true when the string holds a '\\'. */
+typedef struct tg_jspan {
+    size_t off;
+    size_t len;
+    tg_jtype_t type;
+    bool escaped;
+} tg_jspan_t;
+
+/* Scan one value starting at or after <pos> (leading whitespace skipped).
+ * Returns the offset just past the value (>= 0) and fills <*out>, or -1 on
+ * malformed input and -2 when the buffer ends before the value does
+ * (truncated). */
+long tg_jscan_value(const char *buf, size_t len, size_t pos, tg_jspan_t *out);
+
+/* Object member iteration over the object <obj> (type TG_J_OBJECT).
+ * Keys and scalar values are validated strictly; nested containers are
+ * skipped. Once next() has returned 0 or an error it keeps returning it.
+ * The iterator borrows <buf>; nothing to free. */
+typedef struct tg_jobj_iter {
+    const char *buf;
+    size_t end; /* offset of the closing brace (partial: the buffer length) */
+    size_t pos;
+    bool first;
+    bool partial; /* begun by tg_jobj_begin_partial */
+    int state;    /* 1 iterating, else the sticky result of next() */
+} tg_jobj_iter_t;
+
+void tg_jobj_begin(tg_jobj_iter_t *it, const char *buf, tg_jspan_t obj);
+/* 1: a member (key span is a string span, val its value); 0: end;
+ * -1: malformed. */
+int tg_jobj_next(tg_jobj_iter_t *it, tg_jspan_t *key, tg_jspan_t *val);
+
+/* Element iteration over the array <arr> (type TG_J_ARRAY), same rules:
+ * 1 and the element's span, 0 at the end, -1 malformed. */
+typedef tg_jobj_iter_t tg_jarr_iter_t;
+void tg_jarr_begin(tg_jarr_iter_t *it, const char *buf, tg_jspan_t arr);
+int tg_jarr_next(tg_jarr_iter_t *it, tg_jspan_t *val);
+
+/* Like tg_jscan_value over a buffer that may be cut anywhere (e.g. the
+ * head of an over-cap frame): iterate the top-level object's members as far
+ * as the bytes go. tg_jobj_next returns -2 at the truncation point (also
+ * for a number that runs into the cut: digits may be missing). Returns 0,
+ * -1 when the first non-blank byte is not '{', -2 when there is none. */
+int tg_jobj_begin_partial(tg_jobj_iter_t *it, const char *buf, size_t len, size_t pos);
+
+/* True when the string span <s> decodes to exactly <lit> (escapes decoded). */
+bool tg_jstr_eq(const char *buf, tg_jspan_t s, const char *lit);
+
+/* Decode the string span <s> into <dst> (capacity <cap>, NUL-terminated,
+ * UTF-8). Returns the decoded length, or -1 when it does not fit or holds
+ * a NUL (\u0000) or a malformed escape / lone surrogate. Raw bytes are
+ * copied as they are (the scanner validated UTF-8 where it scanned). */
+long tg_jstr_decode(const char *buf, tg_jspan_t s, char *dst, size_t cap);
+
+/* Parse a number span as a non-negative integer <= max. 0 or -1. Only
+ * integer literals qualify ("1.0" and "1e3" do not); "-0" is 0, as jansson
+ * reads it. */
+int tg_jnum_u64(const char *buf, tg_jspan_t n, uint64_t max, uint64_t *out);
+
+/* 1-based line and column (in bytes) of offset <off>. */
+void tg_jscan_linecol(const char *buf, size_t len, size_t off, int *line, int *col);
+
+/* Locate a dotted path ("agents.0.execution_limits.rate_limit"; array
+ * elements by index) in the document <buf>. Returns 0 and the value span,
+ * or -1 when the path is not present. An empty path is the whole
+ * document; of duplicate keys the last wins, as in jansson. */
+int tg_jscan_find_path(const char *buf, size_t len, const char *path, tg_jspan_t *out);
+
+#endif

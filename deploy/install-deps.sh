@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install what toolgate needs to build, test and demo on Debian 12 (run as
+# root). Idempotent: packages already installed are left alone, and the apt
+# lists are refreshed only when something is missing.
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config clang
+      libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev libhttp-parser-dev
+      redis-server)
+# Node is only for the real-peer test (tests/peer). A node from elsewhere
+# (NodeSource, nvm) is kept: Debian's npm package conflicts with NodeSource's
+# nodejs, which bundles its own npm.
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+
+missing=()
+for p in "${pkgs[@]}"; do
+    if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
+        missing+=("$p")
+    fi
+done
+
+if ((${#missing[@]} == 0)); then
+    echo "install-deps: all ${#pkgs[@]} packages present"
+    exit 0
+fi
+
+if ((EUID != 0)); then
+    echo "install-deps: missing ${missing[*]}; run as root to install them" >&2
+    exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,131 @@
+/* The limit registry (see registry.h).
+ *
+ * Warnings use hysteresis (warn at >= 80%, re-arm below 50%) so that a
+ * limit hovering around its threshold produces one warning, not one per
+ * call. The comparisons are done on integer thresholds derived from the
+ * capacity, so a usage or capacity near UINT64_MAX cannot overflow.
+ */
+#include "limits/registry.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REGISTRY_WARN_PCT 80
+#define REGISTRY_REARM_PCT 50
+
+void tg_registry_init(tg_registry_t *r)
+{
+    r->v = NULL;
+    r->n = 0;
+    r->cap = 0;
+}
+
+void tg_registry_free(tg_registry_t *r)
+{
+    free(r->v);
+    tg_registry_init(r);
+}
+
+/* Copy <src> into <dst> of <size> bytes, always NUL-terminated. When it must
+ * cut, it backs off to a UTF-8 character boundary so a report never carries
+ * half a character (agent and tool names come from manifests). */
+static void registry__copy_name(char *dst, size_t size, const char *src)
+{
+    size_t len = src != NULL ? strnlen(src, size) : 0;
+    if (len >= size) {
+        len = size - 1;
+        while (len > 0 && ((unsigned char)src[len] & 0xC0) == 0x80)
+            len--;
+    }
+    if (len > 0)
+        memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+int tg_registry_add(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
+                    uint64_t capacity)
+{
+    /* Indices are returned as int: the registry stops at INT_MAX entries. */
+    if (r->n >= (size_t)INT_MAX)
+        return -ENOMEM;
+    if (r->n == r->cap) {
+        size_t ncap = r->cap != 0 ? r->cap * 2 : 16;
+        if (ncap > (size_t)INT_MAX)
+            ncap = (size_t)INT_MAX;
+        if (ncap > SIZE_MAX / sizeof(*r->v))
+            return -ENOMEM;
+        tg_limit_t *nv = realloc(r->v, ncap * sizeof(*nv));
+        if (nv == NULL)
+            return -ENOMEM;
+        r->v = nv;
+        r->cap = ncap;
+    }
+    tg_limit_t *l = &r->v[r->n];
+    memset(l, 0, sizeof(*l));
+    registry__copy_name(l->name, sizeof(l->name), name);
+    registry__copy_name(l->scope, sizeof(l->scope), scope);
+    l->cat = cat;
+    l->capacity = capacity;
+    return (int)r->n++;
+}
+
+/* Smallest usage u with u * 100 >= capacity * pct, computed without the
+ * products: capacity = 100q + m gives capacity * pct / 100 = q * pct +
+ * m * pct / 100, and u is an integer so the fraction rounds up. */
+static uint64_t registry__threshold(uint64_t capacity, unsigned pct)
+{
+    uint64_t q = capacity / 100, m = capacity % 100;
+    return q * pct + (m * pct + 99) / 100;
+}
+
+tg_limit_ev_t tg_limit_observe(tg_limit_t *l, uint64_t current)
+{
+    l->current = current;
+    if (current > l->high_water)
+        l->high_water = current;
+    /* Capacity 0 means "not applicable here" (e.g. a backend that cannot
+     * measure it): 0% or 100% would both be lies, so stay silent. */
+    if (l->capacity == 0)
+        return TG_LIMIT_EV_NONE;
+    if (!l->warned && current >= registry__threshold(l->capacity, REGISTRY_WARN_PCT)) {
+        l->warned = true;
+        return TG_LIMIT_EV_WARNING;
+    }
+    if (l->warned && current < registry__threshold(l->capacity, REGISTRY_REARM_PCT)) {
+        l->warned = false;
+        return TG_LIMIT_EV_RECOVERED;
+    }
+    return TG_LIMIT_EV_NONE;
+}
+
+tg_limit_ev_t tg_registry_set(tg_registry_t *r, int idx, uint64_t current)
+{
+    if (idx < 0 || (size_t)idx >= r->n)
+        return TG_LIMIT_EV_NONE;
+    return tg_limit_observe(&r->v[idx], current);
+}
+
+const char *tg_limit_cat_name(tg_limit_cat_t c)
+{
+    switch (c) {
+    case TG_LIMIT_FRAME:
+        return "frame";
+    case TG_LIMIT_RATE:
+        return "rate";
+    case TG_LIMIT_CONCURRENCY:
+        return "concurrency";
+    case TG_LIMIT_QUEUE:
+        return "queue";
+    case TG_LIMIT_WRITE_QUEUE:
+        return "write_queue";
+    case TG_LIMIT_AUDIT_QUEUE:
+        return "audit_queue";
+    case TG_LIMIT_STDERR:
+        return "stderr";
+    case TG_LIMIT_RESOURCE:
+        return "resource";
+    }
+    return "unknown";
+}

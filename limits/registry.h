@@ -1,0 +1,64 @@
+/* The limit registry: every bound toolgate has registers here with a name,
+ * category, current usage, high-water mark and capacity, so that usage can
+ * be reported and approach warnings emitted. Pure (no I/O).
+ *
+ * Warn on approach: a limit emits TG_LIMIT_EV_WARNING once when usage
+ * crosses 80% of capacity (current * 100 >= capacity * 80) and re-arms,
+ * emitting TG_LIMIT_EV_RECOVERED, only after falling below 50%.
+ *
+ * Ownership: the registry owns its array of entries and copies of names;
+ * entries are addressed by index (stable for the registry's life).
+ */
+#ifndef TG_LIMITS_REGISTRY_H
+#define TG_LIMITS_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TG_LIMIT_NAME_MAX 160 /* fixed internal bound: registered name length */
+
+typedef enum tg_limit_cat {
+    TG_LIMIT_FRAME = 0,
+    TG_LIMIT_RATE,
+    TG_LIMIT_CONCURRENCY,
+    TG_LIMIT_QUEUE,
+    TG_LIMIT_WRITE_QUEUE,
+    TG_LIMIT_AUDIT_QUEUE,
+    TG_LIMIT_STDERR,
+    TG_LIMIT_RESOURCE,
+} tg_limit_cat_t;
+
+typedef enum tg_limit_ev {
+    TG_LIMIT_EV_NONE = 0,
+    TG_LIMIT_EV_WARNING,
+    TG_LIMIT_EV_RECOVERED,
+} tg_limit_ev_t;
+
+typedef struct tg_limit {
+    char name[TG_LIMIT_NAME_MAX]; /* "agent.search.tool.web.rate" */
+    tg_limit_cat_t cat;
+    char scope[16]; /* "agent", "tool", "caller", "session", "instance" */
+    uint64_t current;
+    uint64_t high_water;
+    uint64_t capacity;
+    bool warned;
+} tg_limit_t;
+
+typedef struct tg_registry {
+    tg_limit_t *v;
+    size_t n, cap;
+} tg_registry_t;
+
+void tg_registry_init(tg_registry_t *r);
+void tg_registry_free(tg_registry_t *r);
+/* Register; returns the index (>= 0) or -ENOMEM. */
+int tg_registry_add(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
+                    uint64_t capacity);
+/* Record usage <current> of limit <idx>; returns the event to emit. */
+tg_limit_ev_t tg_registry_set(tg_registry_t *r, int idx, uint64_t current);
+/* Same on a bare limit (pure core). */
+tg_limit_ev_t tg_limit_observe(tg_limit_t *l, uint64_t current);
+const char *tg_limit_cat_name(tg_limit_cat_t c);
+
+#endif

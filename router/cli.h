@@ -1,0 +1,20 @@
+/* Command-line front ends of toolgate's subcommands. Each returns the
+ * process exit status (see main.c). */
+#ifndef TG_ROUTER_CLI_H
+#define TG_ROUTER_CLI_H
+
+#include <stddef.h>
+
+#include "config/config.h"
+
+/* Parse `wrap` arguments (after the word "wrap") into <cfg>: defaults,
+ * then --config, then the command, then --limit in order, then --audit.
+ * 0, or -1 with a one-line reason in <err>. */
+int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t errlen);
+
+int tg_cli_wrap(int argc, char **argv);
+
+/* `toolgate demo`: <self> is argv[0], used to find the bundled agent. */
+int tg_cli_demo(int argc, char **argv, const char *self);
+
+#endif

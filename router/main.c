@@ -1,0 +1,58 @@
+/* toolgate: command line. See DESIGN.md "Command line".
+ *
+ * Exit status: 0 success; 1 runtime failure (agent could not be kept
+ * running); 2 bad usage or bad config (one line on stderr saying what was
+ * wrong and how to fix it); otherwise the wrapped agent's own status when
+ * it exited by itself under restart policy "no".
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "router/cli.h"
+#include "router/wrap.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: toolgate wrap [--config FILE] [--audit PATH] [--limit KEY=VALUE]... -- CMD [ARGS...]\n"
+            "       toolgate demo\n"
+            "       toolgate --help | --version\n"
+            "\n"
+            "wrap   proxy MCP (newline-delimited JSON-RPC) between this process's stdin/stdout\n"
+            "       and the agent CMD, enforcing frame, timeout, concurrency and rate limits.\n"
+            "       --config FILE       JSON config (see README); agents[0] configures the agent\n"
+            "       --audit PATH        audit log (JSON lines); default\n"
+            "                           $XDG_STATE_HOME/toolgate/audit.jsonl\n"
+            "       --limit KEY=VALUE   override a limit; KEY is one of max_frame_bytes,\n"
+            "                           max_tool_call_duration, max_concurrent_calls,\n"
+            "                           max_queued_calls, rate_limit, burst, kill_grace_period,\n"
+            "                           or tools.NAME.KEY for one tool\n"
+            "demo   run a bundled demo agent under wrap with small limits and show what happens\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("toolgate %s\n", TG_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "wrap") == 0)
+        return tg_cli_wrap(argc - 2, argv + 2);
+    if (strcmp(cmd, "demo") == 0)
+        return tg_cli_demo(argc - 2, argv + 2, argv[0]);
+    fprintf(stderr, "toolgate: unknown command '%s' (expected wrap, demo, --help or --version)\n",
+            cmd);
+    return 2;
+}

@@ -1,0 +1,247 @@
+// Real-peer test: the official MCP SDK client against the reference
+// server-everything, once directly and once through `toolgate wrap`.
+//
+// What it proves: toolgate is a drop-in for a real client and a real server
+// (same tool list, same results), its rate denial reaches the SDK as an
+// McpError the client can act on, and its audit trail never holds tool
+// arguments or results.
+//
+// Usage: node peer_test.mjs /path/to/toolgate
+// Exit 0 when every check holds; 1 with one line per failed check otherwise.
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { isDeepStrictEqual, inspect } from "node:util";
+
+const RATE_DENIED_CODE = -32060;
+const CONNECT_TIMEOUT_MS = 20000;
+
+const toolgate = resolve(process.argv[2] ?? process.env.TOOLGATE ?? "");
+if (!process.argv[2] && !process.env.TOOLGATE) {
+  console.error("usage: node peer_test.mjs /path/to/toolgate");
+  process.exit(2);
+}
+if (!existsSync(toolgate)) {
+  console.error(`peer_test: toolgate binary not found: ${toolgate}`);
+  process.exit(2);
+}
+
+// Resolve the server's entry from its package.json "bin", so a package
+// update that moves the file is noticed here rather than as a spawn error.
+const require = createRequire(import.meta.url);
+const serverPkgPath = require.resolve("@modelcontextprotocol/server-everything/package.json");
+const serverPkg = JSON.parse(readFileSync(serverPkgPath, "utf8"));
+const serverBin =
+  typeof serverPkg.bin === "string" ? serverPkg.bin : Object.values(serverPkg.bin ?? {})[0];
+const serverEntry = join(dirname(serverPkgPath), serverBin ?? "dist/index.js");
+const serverCmd = [process.execPath, serverEntry, "stdio"];
+
+const failures = [];
+function check(ok, what, detail) {
+  if (ok) {
+    console.log(`ok   ${what}`);
+  } else {
+    console.log(`FAIL ${what}${detail ? `: ${detail}` : ""}`);
+    failures.push(what);
+  }
+}
+const show = (v) => inspect(v, { depth: 6, breakLength: 120 });
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function connect(label, argv) {
+  const transport = new StdioClientTransport({
+    command: argv[0],
+    args: argv.slice(1),
+    stderr: "pipe",
+  });
+  // Keep the peer's stderr for the failure report, bounded so a chatty
+  // server cannot grow it without limit.
+  let stderr = "";
+  transport.stderr?.on("data", (chunk) => {
+    if (stderr.length < 16384) stderr += chunk.toString();
+  });
+  const client = new Client({ name: "toolgate-peer-test", version: "1.0.0" });
+  try {
+    await withTimeout(client.connect(transport), CONNECT_TIMEOUT_MS, `${label}: initialize`);
+  } catch (e) {
+    throw new Error(`${e.message}\n--- ${label} stderr ---\n${stderr}`);
+  }
+  return { client, stderrText: () => stderr };
+}
+
+// The tool lists compared: everything a client sees, sorted by name so the
+// check does not depend on the server's registration order.
+const byName = (tools) => [...tools].sort((a, b) => a.name.localeCompare(b.name));
+
+async function session(label, argv, fn) {
+  const { client, stderrText } = await connect(label, argv);
+  try {
+    return await fn(client);
+  } catch (e) {
+    e.message += `\n--- ${label} stderr ---\n${stderrText()}`;
+    throw e;
+  } finally {
+    await client.close();
+  }
+}
+
+const secret = `peer-secret-${randomBytes(8).toString("hex")}`;
+
+async function exercise(client) {
+  const tools = byName((await client.listTools()).tools);
+  const echo = await client.callTool({ name: "echo", arguments: { message: secret } });
+  // server-everything renamed `add` to `get-sum`; accept either.
+  const sumTool = tools.find((t) => t.name === "get-sum" || t.name === "add");
+  const sum = sumTool
+    ? await client.callTool({ name: sumTool.name, arguments: { a: 19, b: 23 } })
+    : null;
+  return { tools, echo, sum, sumName: sumTool?.name };
+}
+
+function readAudit(path) {
+  if (!existsSync(path)) return { text: "", events: [] };
+  const text = readFileSync(path, "utf8");
+  const events = [];
+  for (const line of text.split("\n")) {
+    if (!line) continue;
+    try {
+      events.push(JSON.parse(line));
+    } catch {
+      events.push({ unparsable: line.slice(0, 80) });
+    }
+  }
+  return { text, events };
+}
+
+async function main() {
+  const tmp = mkdtempSync(join(tmpdir(), "tg-peer-"));
+  try {
+    const auditA = join(tmp, "wrap.jsonl");
+    const auditB = join(tmp, "rate.jsonl");
+
+    const direct = await session("direct", serverCmd, exercise);
+    const wrapped = await session(
+      "wrapped",
+      [toolgate, "wrap", "--audit", auditA, "--", ...serverCmd],
+      exercise
+    );
+
+    check(direct.tools.length > 0, `direct tools/list returns tools (${direct.tools.length})`);
+    check(
+      isDeepStrictEqual(direct.tools, wrapped.tools),
+      "tools/list identical direct and through toolgate",
+      `direct ${show(direct.tools.map((t) => t.name))} wrapped ${show(wrapped.tools.map((t) => t.name))}`
+    );
+    check(
+      direct.echo.content?.[0]?.text === `Echo: ${secret}`,
+      "direct echo answers the message",
+      show(direct.echo)
+    );
+    check(
+      isDeepStrictEqual(direct.echo, wrapped.echo),
+      "echo result identical direct and through toolgate",
+      `direct ${show(direct.echo)} wrapped ${show(wrapped.echo)}`
+    );
+    check(direct.sumName !== undefined, "server offers get-sum/add");
+    check(
+      isDeepStrictEqual(direct.sum, wrapped.sum) && /\b42\b/.test(direct.sum?.content?.[0]?.text ?? ""),
+      `${direct.sumName} result identical and correct (19 + 23 = 42)`,
+      `direct ${show(direct.sum)} wrapped ${show(wrapped.sum)}`
+    );
+
+    // 3/second is a burst of 3 (GCRA): five calls made back to back, far
+    // inside 333 ms, see the fourth refused.
+    const outcomes = await session(
+      "rate-limited",
+      [toolgate, "wrap", "--audit", auditB, "--limit", "rate_limit=3/second", "--", ...serverCmd],
+      async (client) => {
+        const out = [];
+        for (let i = 0; i < 5; i++) {
+          try {
+            out.push({ ok: await client.callTool({ name: "echo", arguments: { message: secret } }) });
+          } catch (e) {
+            out.push({ err: e });
+          }
+        }
+        return out;
+      }
+    );
+    const passed = outcomes.filter((o) => o.ok).length;
+    check(
+      outcomes.slice(0, 3).every((o) => o.ok?.content?.[0]?.text === `Echo: ${secret}`),
+      "rate_limit=3/second: calls 1-3 answered by the server",
+      show(outcomes.slice(0, 3).map((o) => o.ok ?? String(o.err)))
+    );
+    const fourth = outcomes[3].err;
+    check(
+      fourth instanceof McpError && fourth.code === RATE_DENIED_CODE,
+      `rate_limit=3/second: call 4 refused with McpError ${RATE_DENIED_CODE}`,
+      show(outcomes[3].ok ?? fourth)
+    );
+    check(
+      fourth?.data?.code === "rate_limit_exceeded",
+      "denial data.code is rate_limit_exceeded",
+      show(fourth?.data)
+    );
+    check(
+      Number.isInteger(fourth?.data?.retry_after_ms) && fourth.data.retry_after_ms > 0 &&
+        fourth.data.retry_after_ms <= 1000,
+      "denial data.retry_after_ms is in (0, 1000]",
+      show(fourth?.data?.retry_after_ms)
+    );
+    check(passed === 3, `exactly 3 of 5 calls admitted (got ${passed})`);
+
+    // toolgate exits when the client closes its stdin; by then the audit
+    // sink has flushed.
+    const a = readAudit(auditA);
+    const b = readAudit(auditB);
+    check(a.events.length > 0, `audit file written (${auditA}, ${a.events.length} events)`);
+    check(
+      [...a.events, ...b.events].every((e) => e.unparsable === undefined),
+      "every audit line is JSON",
+      show([...a.events, ...b.events].find((e) => e.unparsable !== undefined))
+    );
+    check(
+      a.events.some((e) => e.event === "call.completed"),
+      "audit has call.completed events",
+      show(a.events.map((e) => e.event))
+    );
+    check(
+      b.events.filter((e) => e.event === "call.denied").length === 2,
+      "audit has the 2 call.denied events of the rate test",
+      show(b.events.map((e) => e.event))
+    );
+    check(
+      !a.text.includes(secret) && !b.text.includes(secret),
+      "audit never contains tool arguments or results"
+    );
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+try {
+  await main();
+} catch (e) {
+  console.log(`FAIL ${e.stack ?? e}`);
+  failures.push("exception");
+}
+if (failures.length) {
+  console.log(`peer_test: ${failures.length} check(s) failed`);
+  process.exit(1);
+}
+console.log("peer_test: all checks passed");
+process.exit(0);

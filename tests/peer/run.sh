@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Real-peer test: official MCP SDK client + reference server-everything,
+# directly and through toolgate. Usage: tests/peer/run.sh BUILD_DIR
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=${1:?usage: tests/peer/run.sh BUILD_DIR}
+build=$(cd "$build" && pwd)
+toolgate="$build/toolgate"
+
+[[ -x "$toolgate" ]] || { echo "peer: $toolgate is not built" >&2; exit 1; }
+command -v node >/dev/null || { echo "peer: node is not installed (deploy/install-deps.sh)" >&2; exit 1; }
+command -v npm >/dev/null || { echo "peer: npm is not installed (deploy/install-deps.sh)" >&2; exit 1; }
+
+cd "$here"
+# The lock file pins the whole tree; npm ci refuses a lock that drifted from
+# package.json instead of silently resolving new versions.
+if [[ -f package-lock.json ]]; then
+    npm ci --no-audit --no-fund --loglevel=error
+else
+    npm install --no-audit --no-fund --loglevel=error
+fi
+echo "peer: node $(node --version), $(node -p 'require("@modelcontextprotocol/sdk/package.json").version' 2>/dev/null || echo sdk) sdk"
+exec node peer_test.mjs "$toolgate"

@@ -1,0 +1,464 @@
+/* jscan: spans, strict validation at the scanned level, structural skips,
+ * truncation, iteration (complete and partial), string decoding, numbers,
+ * line/column and dotted paths. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "config/jscan.h"
+
+static long scan(const char *s, tg_jspan_t *v)
+{
+    return tg_jscan_value(s, strlen(s), 0, v);
+}
+
+static long scan_rc(const char *s)
+{
+    tg_jspan_t v;
+    return scan(s, &v);
+}
+
+/* Scan a buffer with explicit length (may hold NULs or be cut). */
+static long scan_n(const char *s, size_t n)
+{
+    tg_jspan_t v;
+    return tg_jscan_value(s, n, 0, &v);
+}
+
+Test(jscan, scalar_spans_and_types)
+{
+    tg_jspan_t v;
+    cr_assert_eq(scan("  42 ", &v), 4);
+    cr_assert_eq(v.off, 2);
+    cr_assert_eq(v.len, 2);
+    cr_assert_eq(v.type, TG_J_NUMBER);
+
+    cr_assert_eq(scan("\"ab\"", &v), 4);
+    cr_assert_eq(v.type, TG_J_STRING);
+    cr_assert_eq(v.len, 4);
+    cr_assert_not(v.escaped);
+
+    cr_assert_eq(scan("\"a\\nb\"", &v), 6);
+    cr_assert(v.escaped);
+
+    cr_assert_eq(scan("true", &v), 4);
+    cr_assert_eq(v.type, TG_J_TRUE);
+    cr_assert_eq(scan("false,", &v), 5);
+    cr_assert_eq(v.type, TG_J_FALSE);
+    cr_assert_eq(scan("\tnull", &v), 5);
+    cr_assert_eq(v.type, TG_J_NULL);
+    cr_assert_eq(v.off, 1);
+
+    cr_assert_eq(scan("{\"a\":[1,{\"b\":\"}\"}]} x", &v), 19);
+    cr_assert_eq(v.type, TG_J_OBJECT);
+    cr_assert_eq(v.len, 19);
+    cr_assert_eq(scan("[[],{}]", &v), 7);
+    cr_assert_eq(v.type, TG_J_ARRAY);
+}
+
+Test(jscan, numbers_follow_rfc8259)
+{
+    const char *good[] = {"0", "-0", "1", "-12", "1.5", "0.25", "1e9", "1E+2", "1e-2", "-0.0e0",
+                          "123456789012345678901234567890"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        cr_assert_eq(scan_rc(good[i]), (long)strlen(good[i]), "%s", good[i]);
+    /* a number ends where the grammar stops; the caller judges the rest */
+    cr_assert_eq(scan_rc("01"), 1);
+    cr_assert_eq(scan_rc("1.5.2"), 3);
+    const char *bad[] = {"+1", ".5", "-a", "1.x", "1ex", "1e+x", "-.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_eq(scan_rc(bad[i]), -1, "%s", bad[i]);
+    const char *cut[] = {"-", "1.", "1e", "1e+", "-0."};
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++)
+        cr_assert_eq(scan_rc(cut[i]), -2, "%s", cut[i]);
+}
+
+Test(jscan, literals_strict_and_truncated)
+{
+    cr_assert_eq(scan_rc("tru"), -2);
+    cr_assert_eq(scan_rc("nul"), -2);
+    cr_assert_eq(scan_rc("f"), -2);
+    cr_assert_eq(scan_rc("trUe"), -1);
+    cr_assert_eq(scan_rc("nil"), -1);
+    cr_assert_eq(scan_rc("True"), -1);
+    cr_assert_eq(scan_rc("x"), -1);
+    cr_assert_eq(scan_rc(""), -2);
+    cr_assert_eq(scan_rc("   "), -2);
+}
+
+Test(jscan, strict_strings)
+{
+    cr_assert_eq(scan_rc("\"\\\"\\\\\\/\\b\\f\\n\\r\\t\""), 18);
+    cr_assert_eq(scan_rc("\"\\u00e9\""), 8);
+    cr_assert_eq(scan_rc("\"\\ud83d\\ude00\""), 14);
+    cr_assert_eq(scan_rc("\"\\x\""), -1);
+    cr_assert_eq(scan_rc("\"\\u12g4\""), -1);
+    cr_assert_eq(scan_rc("\"\\ud83d\""), -1, "lone high surrogate");
+    cr_assert_eq(scan_rc("\"\\ud83dx\""), -1);
+    cr_assert_eq(scan_rc("\"\\ud83d\\u0041\""), -1, "high + non-low");
+    cr_assert_eq(scan_rc("\"\\ude00\""), -1, "lone low surrogate");
+    cr_assert_eq(scan_n("\"a\x01\"", 4), -1, "control byte");
+    cr_assert_eq(scan_n("\"a\tb\"", 5), -1, "raw tab");
+    cr_assert_eq(scan_n("\"a\x7f\"", 4), 4, "DEL is allowed");
+    /* UTF-8 */
+    cr_assert_eq(scan_rc("\"caf\xc3\xa9\""), 7);
+    cr_assert_eq(scan_rc("\"\xf0\x9f\x98\x80\""), 6);
+    cr_assert_eq(scan_rc("\"\xc3\""), -1, "bad continuation");
+    cr_assert_eq(scan_rc("\"\xc0\xaf\""), -1, "overlong");
+    cr_assert_eq(scan_rc("\"\xe0\x80\xaf\""), -1, "overlong 3");
+    cr_assert_eq(scan_rc("\"\xed\xa0\x80\""), -1, "surrogate");
+    cr_assert_eq(scan_rc("\"\xf4\x90\x80\x80\""), -1, "> U+10FFFF");
+    cr_assert_eq(scan_rc("\"\xff\""), -1);
+    cr_assert_eq(scan_rc("\"\x80\""), -1);
+    /* long strings cross the 8-byte fast path */
+    char big[300];
+    big[0] = '"';
+    memset(big + 1, 'a', 290);
+    big[120] = '\\';
+    big[121] = 'n';
+    big[291] = '"';
+    big[292] = 0;
+    tg_jspan_t v;
+    cr_assert_eq(scan(big, &v), 292);
+    cr_assert(v.escaped);
+    big[200] = '\x1f';
+    cr_assert_eq(scan_rc(big), -1);
+}
+
+Test(jscan, strings_truncated)
+{
+    const char *cut[] = {"\"", "\"abc", "\"ab\\", "\"\\u12", "\"\\ud83d", "\"\\ud83d\\", "\"\\ud83d\\u",
+                         "\"\\ud83d\\ude0", "\"\xc3", "\"\xf0\x9f\x98"};
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++)
+        cr_assert_eq(scan_rc(cut[i]), -2, "case %zu", i);
+}
+
+Test(jscan, skipped_containers_are_structural)
+{
+    /* spelling inside a skipped container is not checked ... */
+    cr_assert_eq(scan_rc("[tru, 01, +]"), 12);
+    cr_assert_eq(scan_rc("{\"a\" \"b\"}"), 9);
+    /* ... but strings, bracket matching and control bytes are */
+    cr_assert_eq(scan_rc("{\"a\":[1}"), -1);
+    cr_assert_eq(scan_rc("[}"), -1);
+    cr_assert_eq(scan_rc("{]"), -1);
+    cr_assert_eq(scan_n("[\"a\x02\"]", 6), -1);
+    cr_assert_eq(scan_rc("[\"]\"]"), 5, "bracket inside a string");
+    cr_assert_eq(scan_rc("[\"\\\"]\"]"), 7, "escaped quote inside a string");
+    cr_assert_eq(scan_rc("[\"\\\\\"]"), 6, "escaped backslash before the quote");
+    /* truncation */
+    cr_assert_eq(scan_rc("{"), -2);
+    cr_assert_eq(scan_rc("[1,[2,"), -2);
+    cr_assert_eq(scan_rc("{\"a\":\"}"), -2);
+    cr_assert_eq(scan_rc("[\"\\"), -2);
+    /* a mismatch before the cut wins */
+    cr_assert_eq(scan_rc("[}["), -1);
+}
+
+Test(jscan, depth_bound)
+{
+    char deep[2 * TG_JSCAN_MAX_DEPTH + 3];
+    size_t n = TG_JSCAN_MAX_DEPTH;
+    memset(deep, '[', n);
+    memset(deep + n, ']', n);
+    cr_assert_eq(scan_n(deep, 2 * n), (long)(2 * n), "exactly the bound");
+    memset(deep, '[', n + 1);
+    memset(deep + n + 1, ']', n + 1);
+    cr_assert_eq(scan_n(deep, 2 * n + 2), -1, "one past the bound");
+    /* depth is counted per skipped value: mixed brackets match */
+    char mix[2 * TG_JSCAN_MAX_DEPTH];
+    for (size_t i = 0; i < n; i++) {
+        mix[i] = (i % 3) ? '[' : '{';
+        mix[2 * n - 1 - i] = (i % 3) ? ']' : '}';
+    }
+    /* '{' directly inside '{' without a key is structural nonsense but
+     * passes the skip: only brackets are counted */
+    cr_assert_eq(scan_n(mix, 2 * n), (long)(2 * n));
+}
+
+Test(jscan, object_iteration)
+{
+    const char *s = " { \"a\" : 1 , \"b\\u0063\":{\"x\":[1,2]}, \"d\":\"e\" } ";
+    tg_jspan_t v, k, val;
+    cr_assert_gt(scan(s, &v), 0);
+    tg_jobj_iter_t it;
+    tg_jobj_begin(&it, s, v);
+    cr_assert_eq(tg_jobj_next(&it, &k, &val), 1);
+    cr_assert(tg_jstr_eq(s, k, "a"));
+    cr_assert_eq(val.type, TG_J_NUMBER);
+    cr_assert_eq(s[val.off], '1');
+    cr_assert_eq(tg_jobj_next(&it, &k, &val), 1);
+    cr_assert(tg_jstr_eq(s, k, "bc"));
+    cr_assert(k.escaped);
+    cr_assert_eq(val.type, TG_J_OBJECT);
+    cr_assert_eq(val.len, 11);
+    cr_assert_eq(tg_jobj_next(&it, &k, &val), 1);
+    cr_assert(tg_jstr_eq(s, k, "d"));
+    cr_assert(tg_jstr_eq(s, val, "e"));
+    cr_assert_eq(tg_jobj_next(&it, &k, &val), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &val), 0, "end is sticky");
+
+    tg_jobj_begin(&it, "{}", (tg_jspan_t){.off = 0, .len = 2, .type = TG_J_OBJECT});
+    cr_assert_eq(tg_jobj_next(&it, &k, &val), 0);
+    tg_jobj_begin(&it, "{ \t}", (tg_jspan_t){.off = 0, .len = 4, .type = TG_J_OBJECT});
+    cr_assert_eq(tg_jobj_next(&it, &k, &val), 0);
+}
+
+static int iterate_all(const char *s)
+{
+    tg_jspan_t v, k, val;
+    if (scan(s, &v) < 0)
+        return -9;
+    tg_jobj_iter_t it;
+    tg_jobj_begin(&it, s, v);
+    int rc;
+    while ((rc = tg_jobj_next(&it, &k, &val)) == 1)
+        ;
+    return rc;
+}
+
+Test(jscan, object_iteration_is_strict)
+{
+    cr_assert_eq(iterate_all("{\"a\":1}"), 0);
+    cr_assert_eq(iterate_all("{\"a\":1,}"), -1, "trailing comma");
+    cr_assert_eq(iterate_all("{,\"a\":1}"), -1, "leading comma");
+    cr_assert_eq(iterate_all("{\"a\" 1}"), -1, "missing colon");
+    cr_assert_eq(iterate_all("{\"a\":1 \"b\":2}"), -1, "missing comma");
+    cr_assert_eq(iterate_all("{a:1}"), -1, "bare key");
+    cr_assert_eq(iterate_all("{\"a\":}"), -1, "missing value");
+    cr_assert_eq(iterate_all("{\"a\":tru}"), -1, "bad literal");
+    cr_assert_eq(iterate_all("{\"a\":01}"), -1, "leading zero");
+    cr_assert_eq(iterate_all("{\"a\":1.}"), -1, "cut number inside");
+    cr_assert_eq(iterate_all("{\"a\":\"\\q\"}"), -1, "bad escape");
+    cr_assert_eq(iterate_all("{\"a\":[1,}"), -9, "unbalanced");
+    cr_assert_eq(iterate_all("{\"a\":{\"b\" 1}}"), 0, "nested level skipped");
+    tg_jobj_iter_t it;
+    tg_jspan_t k, val;
+    tg_jobj_begin(&it, "[1]", (tg_jspan_t){.off = 0, .len = 3, .type = TG_J_ARRAY});
+    cr_assert_eq(tg_jobj_next(&it, &k, &val), -1, "not an object");
+}
+
+Test(jscan, array_iteration)
+{
+    const char *s = "[ 1, \"two\", [3], {\"4\":4}, null ]";
+    tg_jspan_t v, e;
+    cr_assert_gt(scan(s, &v), 0);
+    tg_jarr_iter_t it;
+    tg_jarr_begin(&it, s, v);
+    tg_jtype_t want[] = {TG_J_NUMBER, TG_J_STRING, TG_J_ARRAY, TG_J_OBJECT, TG_J_NULL};
+    for (size_t i = 0; i < 5; i++) {
+        cr_assert_eq(tg_jarr_next(&it, &e), 1);
+        cr_assert_eq(e.type, want[i]);
+    }
+    cr_assert_eq(tg_jarr_next(&it, &e), 0);
+    const char *t = "[1,]";
+    cr_assert_gt(scan(t, &v), 0);
+    tg_jarr_begin(&it, t, v);
+    cr_assert_eq(tg_jarr_next(&it, &e), 1);
+    cr_assert_eq(tg_jarr_next(&it, &e), -1);
+    const char *u = "[]";
+    cr_assert_gt(scan(u, &v), 0);
+    tg_jarr_begin(&it, u, v);
+    cr_assert_eq(tg_jarr_next(&it, &e), 0);
+}
+
+Test(jscan, partial_iteration)
+{
+    const char *s = "{\"jsonrpc\":\"2.0\",\"id\":1234,\"method\":\"tools/call\",\"params\":{\"a\":\"xxxx";
+    size_t n = strlen(s);
+    tg_jobj_iter_t it;
+    tg_jspan_t k, v;
+    cr_assert_eq(tg_jobj_begin_partial(&it, s, n, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert(tg_jstr_eq(s, k, "jsonrpc"));
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert(tg_jstr_eq(s, k, "id"));
+    cr_assert_eq(v.len, 4);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert(tg_jstr_eq(s, v, "tools/call"));
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -2);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -2, "sticky");
+
+    /* cut inside the id number: the digits may be incomplete */
+    cr_assert_eq(tg_jobj_begin_partial(&it, s, 25, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -2);
+    /* cut right after the number's last digit: still unknown */
+    cr_assert_eq(tg_jobj_begin_partial(&it, s, 26, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -2);
+    /* cut after the comma: the id is whole */
+    cr_assert_eq(tg_jobj_begin_partial(&it, s, 27, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert_eq(v.len, 4);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -2);
+
+    /* a complete object also iterates partially */
+    const char *c = "{\"a\":1} trailing";
+    cr_assert_eq(tg_jobj_begin_partial(&it, c, strlen(c), 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 0);
+    /* malformed before the cut */
+    cr_assert_eq(tg_jobj_begin_partial(&it, "{\"a\" 1", 6, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -1);
+    cr_assert_eq(tg_jobj_begin_partial(&it, " [1]", 4, 0), -1);
+    cr_assert_eq(tg_jobj_begin_partial(&it, "  ", 2, 0), -2);
+    cr_assert_eq(tg_jobj_begin_partial(&it, "{", 1, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -2);
+    cr_assert_eq(tg_jobj_begin_partial(&it, "{\"i", 3, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -2);
+    cr_assert_eq(tg_jobj_begin_partial(&it, "{\"id\":tr", 8, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -2);
+}
+
+Test(jscan, jstr_eq_and_decode)
+{
+    const char *s = "\"t\\u006fols/c\\u0061ll\"";
+    tg_jspan_t v;
+    cr_assert_gt(scan(s, &v), 0);
+    cr_assert(tg_jstr_eq(s, v, "tools/call"));
+    cr_assert_not(tg_jstr_eq(s, v, "tools/cal"));
+    cr_assert_not(tg_jstr_eq(s, v, "tools/calls"));
+    char out[64];
+    cr_assert_eq(tg_jstr_decode(s, v, out, sizeof out), 10);
+    cr_assert_str_eq(out, "tools/call");
+    cr_assert_eq(tg_jstr_decode(s, v, out, 11), 10, "exact fit with the NUL");
+    cr_assert_eq(tg_jstr_decode(s, v, out, 10), -1, "no room for the NUL");
+
+    /* every escape, a BMP code point and a surrogate pair */
+    const char *e = "\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\u20ac\\ud83d\\ude00x\"";
+    cr_assert_gt(scan(e, &v), 0);
+    cr_assert_eq(tg_jstr_decode(e, v, out, sizeof out), 8 + 2 + 3 + 4 + 1);
+    cr_assert_str_eq(out, "\"\\/\b\f\n\r\t\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80x");
+    cr_assert(tg_jstr_eq(e, v, "\"\\/\b\f\n\r\t\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80x"));
+
+    /* raw UTF-8 passes through; unescaped spans compare bytewise */
+    const char *r = "\"caf\xc3\xa9\"";
+    cr_assert_gt(scan(r, &v), 0);
+    cr_assert(tg_jstr_eq(r, v, "caf\xc3\xa9"));
+    cr_assert_eq(tg_jstr_decode(r, v, out, sizeof out), 5);
+    cr_assert_str_eq(out, "caf\xc3\xa9");
+
+    /* NUL refused; an escaped and a raw spelling compare equal */
+    const char *z = "\"a\\u0000b\"";
+    cr_assert_gt(scan(z, &v), 0);
+    cr_assert_eq(tg_jstr_decode(z, v, out, sizeof out), -1);
+    cr_assert_not(tg_jstr_eq(z, v, "a"));
+    const char *m = "\"caf\\u00e9\"";
+    cr_assert_gt(scan(m, &v), 0);
+    cr_assert(tg_jstr_eq(m, v, "caf\xc3\xa9"));
+
+    /* empty string; non-strings never match */
+    cr_assert_gt(scan("\"\"", &v), 0);
+    cr_assert(tg_jstr_eq("\"\"", v, ""));
+    cr_assert_eq(tg_jstr_decode("\"\"", v, out, 1), 0);
+    cr_assert_gt(scan("12", &v), 0);
+    cr_assert_not(tg_jstr_eq("12", v, "12"));
+    cr_assert_eq(tg_jstr_decode("12", v, out, sizeof out), -1);
+}
+
+Test(jscan, jnum_u64)
+{
+    struct {
+        const char *s;
+        uint64_t max;
+        int rc;
+        uint64_t v;
+    } c[] = {
+        {"0", 10, 0, 0},
+        {"-0", 10, 0, 0},
+        {"10", 10, 0, 10},
+        {"11", 10, -1, 0},
+        {"-1", 10, -1, 0},
+        {"1.0", 10, -1, 0},
+        {"1e1", 100, -1, 0},
+        {"18446744073709551615", UINT64_MAX, 0, UINT64_MAX},
+        {"18446744073709551616", UINT64_MAX, -1, 0},
+        {"99999999999999999999", UINT64_MAX, -1, 0},
+        {"30000", UINT64_MAX, 0, 30000},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        tg_jspan_t v;
+        cr_assert_gt(scan(c[i].s, &v), 0);
+        uint64_t out = 777;
+        cr_assert_eq(tg_jnum_u64(c[i].s, v, c[i].max, &out), c[i].rc, "%s", c[i].s);
+        cr_assert_eq(out, c[i].rc == 0 ? c[i].v : 777, "%s", c[i].s);
+    }
+    tg_jspan_t v;
+    cr_assert_gt(scan("\"5\"", &v), 0);
+    uint64_t out;
+    cr_assert_eq(tg_jnum_u64("\"5\"", v, 10, &out), -1, "strings are not numbers");
+}
+
+Test(jscan, linecol)
+{
+    const char *s = "{\n  \"a\": 1,\n\n  \"b\": x\n}";
+    int line, col;
+    tg_jscan_linecol(s, strlen(s), 0, &line, &col);
+    cr_assert_eq(line, 1);
+    cr_assert_eq(col, 1);
+    tg_jscan_linecol(s, strlen(s), 1, &line, &col);
+    cr_assert_eq(line, 1);
+    cr_assert_eq(col, 2, "the newline itself is on line 1");
+    tg_jscan_linecol(s, strlen(s), 4, &line, &col);
+    cr_assert_eq(line, 2);
+    cr_assert_eq(col, 3);
+    const char *x = strchr(s, 'x');
+    tg_jscan_linecol(s, strlen(s), (size_t)(x - s), &line, &col);
+    cr_assert_eq(line, 4);
+    cr_assert_eq(col, 8);
+    tg_jscan_linecol(s, strlen(s), 9999, &line, &col);
+    cr_assert_eq(line, 5);
+    cr_assert_eq(col, 2, "offsets past the end clamp to the end");
+}
+
+static const char *cfg =
+    "{\n"
+    "  \"router\": {\"instance\": \"host-a\", \"max_frame_bytes\": \"4Mi\"},\n"
+    "  \"agents\": [\n"
+    "    {\"id\": \"search\", \"command\": [\"/usr/bin/search\", \"--x\"],\n"
+    "     \"execution_limits\": {\"rate_limit\": \"100/minute\"},\n"
+    "     \"tools\": {\"web\": {\"rate_limit\": \"10/minute\"}, \"0\": 5}},\n"
+    "    {\"id\": \"other\", \"execution_limits\": {\"rate_limit\": \"1/s\", \"rate_limit\": \"2/s\"}}\n"
+    "  ]\n"
+    "}\n";
+
+static const char *path_text(const char *path, char *out, size_t cap)
+{
+    tg_jspan_t v;
+    if (tg_jscan_find_path(cfg, strlen(cfg), path, &v) != 0)
+        return NULL;
+    size_t n = v.len < cap - 1 ? v.len : cap - 1;
+    memcpy(out, cfg + v.off, n);
+    out[n] = 0;
+    return out;
+}
+
+Test(jscan, find_path)
+{
+    char b[256];
+    cr_assert_str_eq(path_text("router.instance", b, sizeof b), "\"host-a\"");
+    cr_assert_str_eq(path_text("agents.0.execution_limits.rate_limit", b, sizeof b), "\"100/minute\"");
+    cr_assert_str_eq(path_text("agents.0.tools.web.rate_limit", b, sizeof b), "\"10/minute\"");
+    cr_assert_str_eq(path_text("agents.0.tools.0", b, sizeof b), "5", "numeric key in an object");
+    cr_assert_str_eq(path_text("agents.0.command.1", b, sizeof b), "\"--x\"");
+    cr_assert_str_eq(path_text("agents.1.id", b, sizeof b), "\"other\"");
+    cr_assert_str_eq(path_text("agents.1.execution_limits.rate_limit", b, sizeof b), "\"2/s\"",
+                     "last duplicate wins");
+    cr_assert_null(path_text("agents.2", b, sizeof b));
+    cr_assert_null(path_text("agents.x", b, sizeof b));
+    cr_assert_null(path_text("router.instance.x", b, sizeof b));
+    cr_assert_null(path_text("nope", b, sizeof b));
+    cr_assert_null(path_text("agents.0.command.-1", b, sizeof b));
+    tg_jspan_t v;
+    cr_assert_eq(tg_jscan_find_path(cfg, strlen(cfg), "", &v), 0);
+    cr_assert_eq(v.type, TG_J_OBJECT);
+    cr_assert_eq(v.off, 0);
+    /* line/col of a found value, as the config loader reports it */
+    cr_assert_eq(tg_jscan_find_path(cfg, strlen(cfg), "agents.0.tools.web.rate_limit", &v), 0);
+    int line, col;
+    tg_jscan_linecol(cfg, strlen(cfg), v.off, &line, &col);
+    cr_assert_eq(line, 6);
+    cr_assert_eq(col, 38);
+    cr_assert_eq(tg_jscan_find_path("{\"a\":", 5, "a", &v), -1, "malformed document");
+}

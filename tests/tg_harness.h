@@ -1,0 +1,736 @@
+/* Test harness for integration tests that drive the real toolgate binary
+ * (TG_BIN) against the fixture agents (TG_AGENTS_DIR). Header-only: every
+ * helper is static inline, so a test file uses what it needs.
+ *
+ * Processes are spawned in their own process group with stdin and stdout
+ * on pipes and stderr on a file (a file never fills, so a child can never
+ * block on its diagnostics while a test is busy elsewhere). Every process
+ * and temp dir made here is registered and tgh_cleanup() (call it from the
+ * criterion .fini) kills the process groups, any fixture agent named in a
+ * registered dir's fixture log, and removes the dirs, so a failed
+ * assertion leaves nothing running. TG_KEEP_TMP=1 keeps the dirs.
+ *
+ * Convention: functions return 0 or a negative errno (-ETIMEDOUT when the
+ * deadline passed), or a pointer that is NULL on failure.
+ */
+#ifndef TG_TESTS_HARNESS_H
+#define TG_TESTS_HARNESS_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+extern char **environ;
+
+#define TGH_MAX_PROCS 16
+#define TGH_MAX_DIRS 8
+#define TGH_PATH 512
+#define TGH_READ_CHUNK (64 * 1024)
+
+typedef struct tgh_proc {
+    pid_t pid;       /* also the process group id; 0 when not running */
+    int in_fd;       /* our end of the child's stdin; -1 once closed */
+    int out_fd;      /* our end of the child's stdout */
+    char *rbuf;      /* stdout bytes read but not yet returned as lines */
+    size_t rlen, rcap;
+    bool out_eof;
+    bool reaped;
+    int status;      /* wait status once reaped */
+} tgh_proc_t;
+
+static tgh_proc_t *tgh_procs[TGH_MAX_PROCS];
+static char tgh_dirs[TGH_MAX_DIRS][TGH_PATH];
+
+static inline uint64_t tgh_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static inline void tgh_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Milliseconds left until <deadline> (0 when past), as a poll timeout. */
+static inline int tgh_left(uint64_t deadline)
+{
+    uint64_t now = tgh_now_ms();
+    return now >= deadline ? 0 : (int)(deadline - now);
+}
+
+/* ---- files and dirs ---------------------------------------------------- */
+
+/* A fresh temp dir in <out> (registered for cleanup). */
+static inline int tgh_mkdtemp(char *out, size_t cap)
+{
+    const char *base = getenv("TMPDIR");
+    int n = snprintf(out, cap, "%s/tg-it-XXXXXX", base && *base ? base : "/tmp");
+    if (n < 0 || (size_t)n >= cap)
+        return -ENAMETOOLONG;
+    if (!mkdtemp(out))
+        return -errno;
+    for (size_t i = 0; i < TGH_MAX_DIRS; i++) {
+        if (tgh_dirs[i][0] == '\0') {
+            snprintf(tgh_dirs[i], TGH_PATH, "%s", out);
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Remove <dir> and everything below it (symlinks are removed, never
+ * followed). */
+static inline void tgh_rmtree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            char path[TGH_PATH * 2];
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            struct stat st;
+            if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+                tgh_rmtree(path);
+            else
+                unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* The whole file, NUL-terminated (length in <*len> when non-NULL); NULL
+ * when it cannot be read. */
+static inline char *tgh_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (cap - n < 4096) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        if (len)
+            *len = n;
+    }
+    return buf;
+}
+
+static inline int tgh_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -errno;
+    size_t n = strlen(text);
+    int rc = fwrite(text, 1, n, f) == n ? 0 : -EIO;
+    if (fclose(f) != 0 && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+/* Number of lines of <path> starting with <prefix> (0 when unreadable). */
+static inline int tgh_log_count(const char *path, const char *prefix)
+{
+    char *text = tgh_read_file(path, NULL);
+    if (!text)
+        return 0;
+    int n = 0;
+    size_t plen = strlen(prefix);
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (strncmp(line, prefix, plen) == 0)
+            n++;
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    return n;
+}
+
+/* Wait until <path> has at least <min> lines starting with <prefix>.
+ * Returns the count reached (may be below <min> on timeout). */
+static inline int tgh_log_wait(const char *path, const char *prefix, int min, int timeout_ms)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    int n;
+    while ((n = tgh_log_count(path, prefix)) < min && tgh_now_ms() < deadline)
+        tgh_sleep_ms(10);
+    return n;
+}
+
+/* The rest of the <nth> (0-based) line of <path> starting with <prefix>,
+ * copied into <out> without its newline. 0 or -ENOENT. */
+static inline int tgh_log_field(const char *path, const char *prefix, int nth, char *out,
+                                size_t cap)
+{
+    char *text = tgh_read_file(path, NULL);
+    if (!text)
+        return -ENOENT;
+    int rc = -ENOENT;
+    size_t plen = strlen(prefix);
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strncmp(line, prefix, plen) == 0 && nth-- == 0) {
+            snprintf(out, cap, "%s", line + plen);
+            rc = 0;
+            break;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    return rc;
+}
+
+/* A numeric field ("VmHWM", "VmRSS") of /proc/<pid>/status in KiB, or a
+ * negative errno. */
+static inline long tgh_proc_status_kb(pid_t pid, const char *field)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+    char *text = tgh_read_file(path, NULL);
+    if (!text)
+        return -ENOENT;
+    long kb = -ENOENT;
+    size_t flen = strlen(field);
+    for (char *line = text; line && *line;) {
+        if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
+            kb = strtol(line + flen + 1, NULL, 10);
+            break;
+        }
+        char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    return kb;
+}
+
+/* True while <pid> exists and is not a zombie (a zombie has exited: only
+ * its parent's bookkeeping is left). */
+static inline bool tgh_pid_alive(pid_t pid)
+{
+    if (pid <= 0 || kill(pid, 0) != 0)
+        return false;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    char *text = tgh_read_file(path, NULL);
+    if (!text)
+        return false;
+    /* The state follows the ")" that closes the command name. */
+    char *rp = strrchr(text, ')');
+    bool alive = !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+    free(text);
+    return alive;
+}
+
+/* Wait up to <timeout_ms> for <pid> to be gone; true when it is. */
+static inline bool tgh_pid_wait_gone(pid_t pid, int timeout_ms)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    while (tgh_pid_alive(pid)) {
+        if (tgh_now_ms() >= deadline)
+            return false;
+        tgh_sleep_ms(10);
+    }
+    return true;
+}
+
+/* True when /proc/<pid>/cmdline names <needle>: guards the cleanup kill
+ * against a pid that was reused by an unrelated process. */
+static inline bool tgh_pid_is(pid_t pid, const char *needle)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", (long)pid);
+    size_t len = 0;
+    char *text = tgh_read_file(path, &len);
+    if (!text)
+        return false;
+    bool found = false;
+    for (size_t i = 0; i < len && !found; i += strlen(text + i) + 1)
+        found = strstr(text + i, needle) != NULL;
+    free(text);
+    return found;
+}
+
+/* Pids from the "start <pid>" lines of a fixture log, up to <max>. */
+static inline int tgh_log_pids(const char *path, pid_t *pids, int max)
+{
+    int n = 0;
+    char field[64];
+    while (n < max && tgh_log_field(path, "start ", n, field, sizeof field) == 0)
+        pids[n++] = (pid_t)strtol(field, NULL, 10);
+    return n;
+}
+
+/* ---- processes --------------------------------------------------------- */
+
+static inline void tgh__register(tgh_proc_t *p)
+{
+    for (size_t i = 0; i < TGH_MAX_PROCS; i++) {
+        if (tgh_procs[i] == NULL || tgh_procs[i] == p) {
+            tgh_procs[i] = p;
+            return;
+        }
+    }
+}
+
+/* Spawn argv[0] (a path) with <argv>, the current environment plus
+ * <env_extra> ("K=V" entries, NULL-terminated, may be NULL; they replace
+ * same-named variables), stdin/stdout on pipes and stderr appended to
+ * <stderr_path> (NULL: /dev/null). The child leads its own process group
+ * and gets SIGKILL if the test process dies. */
+static inline int tgh_spawn(tgh_proc_t *p, char *const argv[], char *const env_extra[],
+                            const char *stderr_path)
+{
+    memset(p, 0, sizeof *p);
+    p->in_fd = p->out_fd = -1;
+    signal(SIGPIPE, SIG_IGN);
+
+    size_t nenv = 0, nextra = 0;
+    while (environ[nenv])
+        nenv++;
+    while (env_extra && env_extra[nextra])
+        nextra++;
+    char **envp = calloc(nenv + nextra + 1, sizeof *envp);
+    if (!envp)
+        return -ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < nenv; i++) {
+        const char *eq = strchr(environ[i], '=');
+        size_t nlen = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
+        bool replaced = false;
+        for (size_t j = 0; j < nextra && !replaced; j++)
+            replaced = strncmp(env_extra[j], environ[i], nlen) == 0 && env_extra[j][nlen] == '=';
+        if (!replaced)
+            envp[k++] = environ[i];
+    }
+    for (size_t j = 0; j < nextra; j++)
+        envp[k++] = env_extra[j];
+    envp[k] = NULL;
+
+    int in[2], out[2];
+    if (pipe(in) != 0) {
+        free(envp);
+        return -errno;
+    }
+    if (pipe(out) != 0) {
+        int e = errno;
+        close(in[0]), close(in[1]);
+        free(envp);
+        return -e;
+    }
+    int errfd = open(stderr_path ? stderr_path : "/dev/null",
+                     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (errfd < 0) {
+        int e = errno;
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        free(envp);
+        return -e;
+    }
+    /* Our ends must not leak into other children spawned later (a
+     * leaked write end would hide this child's EOF). */
+    for (int i = 0; i < 2; i++) {
+        fcntl(in[i], F_SETFD, FD_CLOEXEC);
+        fcntl(out[i], F_SETFD, FD_CLOEXEC);
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]), close(errfd);
+        free(envp);
+        return -e;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        signal(SIGPIPE, SIG_DFL);
+        if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(errfd, 2) < 0)
+            _exit(127);
+        /* Leave the child only its stdio: a stray inherited pipe end
+         * would keep another process's EOF from ever arriving. */
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        execve(argv[0], argv, envp);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(in[0]);
+    close(out[1]);
+    close(errfd);
+    free(envp);
+    fcntl(in[1], F_SETFL, fcntl(in[1], F_GETFL) | O_NONBLOCK);
+    p->pid = pid;
+    p->in_fd = in[1];
+    p->out_fd = out[0];
+    tgh__register(p);
+    return 0;
+}
+
+/* Write all of <buf> to the child's stdin within <timeout_ms>. */
+static inline int tgh_send(tgh_proc_t *p, const void *buf, size_t len, int timeout_ms)
+{
+    if (p->in_fd < 0)
+        return -EBADF;
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    const char *c = buf;
+    while (len > 0) {
+        ssize_t w = write(p->in_fd, c, len);
+        if (w >= 0) {
+            c += w;
+            len -= (size_t)w;
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN)
+            return -errno;
+        int left = tgh_left(deadline);
+        if (left == 0)
+            return -ETIMEDOUT;
+        struct pollfd pfd = {.fd = p->in_fd, .events = POLLOUT};
+        poll(&pfd, 1, left);
+    }
+    return 0;
+}
+
+/* printf-style: send one formatted line (the newline is added). */
+__attribute__((format(printf, 2, 3))) static inline int tgh_sendf(tgh_proc_t *p,
+                                                                  const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -EINVAL;
+    char *line = malloc((size_t)n + 2);
+    if (!line)
+        return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(line, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    line[n] = '\n';
+    int rc = tgh_send(p, line, (size_t)n + 1, 5000);
+    free(line);
+    return rc;
+}
+
+static inline void tgh_close_stdin(tgh_proc_t *p)
+{
+    if (p->in_fd >= 0)
+        close(p->in_fd);
+    p->in_fd = -1;
+}
+
+/* Next line of the child's stdout (without '\n', NUL-terminated, caller
+ * frees), waiting up to <timeout_ms>. NULL on timeout or EOF (see
+ * p->out_eof). A final unterminated fragment at EOF is returned as a line. */
+static inline char *tgh_read_line(tgh_proc_t *p, int timeout_ms, size_t *len_out)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    size_t scanned = 0;
+    for (;;) {
+        char *nl = p->rlen > scanned ? memchr(p->rbuf + scanned, '\n', p->rlen - scanned) : NULL;
+        if (nl || (p->out_eof && p->rlen > 0)) {
+            size_t n = nl ? (size_t)(nl - p->rbuf) : p->rlen;
+            char *line = malloc(n + 1);
+            if (!line)
+                return NULL;
+            memcpy(line, p->rbuf, n);
+            line[n] = '\0';
+            size_t used = nl ? n + 1 : n;
+            memmove(p->rbuf, p->rbuf + used, p->rlen - used);
+            p->rlen -= used;
+            if (len_out)
+                *len_out = n;
+            return line;
+        }
+        scanned = p->rlen;
+        if (p->out_eof || p->out_fd < 0)
+            return NULL;
+        struct pollfd pfd = {.fd = p->out_fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, tgh_left(deadline));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            return NULL;
+        if (p->rcap - p->rlen < TGH_READ_CHUNK) {
+            size_t ncap = p->rcap ? p->rcap * 2 : 4 * TGH_READ_CHUNK;
+            char *nb = realloc(p->rbuf, ncap);
+            if (!nb)
+                return NULL;
+            p->rbuf = nb;
+            p->rcap = ncap;
+        }
+        ssize_t r = read(p->out_fd, p->rbuf + p->rlen, p->rcap - p->rlen);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r <= 0)
+            p->out_eof = true;
+        else
+            p->rlen += (size_t)r;
+    }
+}
+
+/* Next stdout line parsed as JSON (any value). NULL on timeout, EOF or a
+ * line that is not JSON (then *bad is set when <bad> is non-NULL). */
+static inline json_t *tgh_read_json(tgh_proc_t *p, int timeout_ms, bool *bad)
+{
+    size_t n = 0;
+    char *line = tgh_read_line(p, timeout_ms, &n);
+    if (bad)
+        *bad = false;
+    if (!line)
+        return NULL;
+    json_error_t jerr;
+    json_t *v = json_loadb(line, n, JSON_DECODE_ANY, &jerr);
+    if (!v) {
+        fprintf(stderr, "tgh: not JSON from child: %.200s\n", line);
+        if (bad)
+            *bad = true;
+    }
+    free(line);
+    return v;
+}
+
+/* True when <msg> is a response (result or error, no method) for <id>. */
+static inline bool tgh_is_response_to(const json_t *msg, const json_t *id)
+{
+    return json_is_object(msg) && !json_object_get(msg, "method") &&
+           (json_object_get(msg, "result") || json_object_get(msg, "error")) &&
+           json_equal(json_object_get(msg, "id"), (json_t *)id);
+}
+
+/* Read until the response to <id> arrives; other messages are appended to
+ * the array <others> (or dropped when it is NULL). NULL on timeout/EOF. */
+static inline json_t *tgh_await(tgh_proc_t *p, const json_t *id, int timeout_ms, json_t *others)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        json_t *msg = tgh_read_json(p, tgh_left(deadline), NULL);
+        if (!msg) {
+            if (p->out_eof || tgh_left(deadline) == 0)
+                return NULL;
+            continue;
+        }
+        if (tgh_is_response_to(msg, id))
+            return msg;
+        if (others)
+            json_array_append_new(others, msg);
+        else
+            json_decref(msg);
+    }
+}
+
+static inline json_t *tgh_await_int(tgh_proc_t *p, json_int_t id, int timeout_ms, json_t *others)
+{
+    json_t *jid = json_integer(id);
+    json_t *r = tgh_await(p, jid, timeout_ms, others);
+    json_decref(jid);
+    return r;
+}
+
+/* Send a tools/call with integer id <id>, tool <tool> and <args_json>
+ * (raw JSON text for params.arguments; NULL for {}). */
+static inline int tgh_call(tgh_proc_t *p, json_int_t id, const char *tool, const char *args_json)
+{
+    return tgh_sendf(p,
+                     "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
+                     ",\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":%s}}",
+                     id, tool, args_json ? args_json : "{}");
+}
+
+/* Reap the child if it has exited, waiting up to <timeout_ms>. 0 once
+ * reaped (status in p->status), -ETIMEDOUT while it still runs. */
+static inline int tgh_wait(tgh_proc_t *p, int timeout_ms)
+{
+    if (p->reaped)
+        return 0;
+    if (p->pid <= 0)
+        return -ECHILD;
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        int st;
+        pid_t r = waitpid(p->pid, &st, WNOHANG);
+        if (r == p->pid) {
+            p->reaped = true;
+            p->status = st;
+            return 0;
+        }
+        if (r < 0 && errno != EINTR)
+            return -errno;
+        if (tgh_now_ms() >= deadline)
+            return -ETIMEDOUT;
+        tgh_sleep_ms(5);
+    }
+}
+
+/* Kill the child's whole process group and reap it; release the pipes. */
+static inline void tgh_kill(tgh_proc_t *p)
+{
+    if (p->pid > 0 && !p->reaped) {
+        kill(-p->pid, SIGKILL);
+        kill(p->pid, SIGKILL);
+        tgh_wait(p, 5000);
+    } else if (p->pid > 0) {
+        /* The leader is gone; members of its group may not be. */
+        kill(-p->pid, SIGKILL);
+    }
+    tgh_close_stdin(p);
+    if (p->out_fd >= 0)
+        close(p->out_fd);
+    p->out_fd = -1;
+    free(p->rbuf);
+    p->rbuf = NULL;
+    p->rlen = p->rcap = 0;
+}
+
+/* Exit code once reaped normally, or -1 (signal or not reaped). */
+static inline int tgh_exit_code(const tgh_proc_t *p)
+{
+    return p->reaped && WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1;
+}
+
+/* ---- toolgate wrap sessions -------------------------------------------- */
+
+typedef struct tgh_wrap {
+    char dir[TGH_PATH];
+    char audit[TGH_PATH + 32];   /* <dir>/audit.jsonl */
+    char log[TGH_PATH + 32];     /* <dir>/fixture.log */
+    char err[TGH_PATH + 32];     /* <dir>/stderr.txt: toolgate's stderr */
+    uint64_t started_ms;
+    tgh_proc_t tg;
+} tgh_wrap_t;
+
+#define TGH_MAX_ARGS 64
+
+/* Start `toolgate wrap --audit <dir>/audit.jsonl <tg_args>... --
+ * <TG_AGENTS_DIR>/tg_fixture_agent --log <dir>/fixture.log <agent_args>...`
+ * in a fresh temp dir, with <env> added to the environment. The arrays are
+ * NULL-terminated and may be NULL. */
+static inline int tgh_wrap_start(tgh_wrap_t *w, const char *const *tg_args,
+                                 const char *const *agent_args, const char *const *env)
+{
+    memset(w, 0, sizeof *w);
+    int rc = tgh_mkdtemp(w->dir, sizeof w->dir);
+    if (rc != 0)
+        return rc;
+    snprintf(w->audit, sizeof w->audit, "%s/audit.jsonl", w->dir);
+    snprintf(w->log, sizeof w->log, "%s/fixture.log", w->dir);
+    snprintf(w->err, sizeof w->err, "%s/stderr.txt", w->dir);
+    const char *argv[TGH_MAX_ARGS];
+    size_t n = 0;
+    argv[n++] = TG_BIN;
+    argv[n++] = "wrap";
+    argv[n++] = "--audit";
+    argv[n++] = w->audit;
+    for (size_t i = 0; tg_args && tg_args[i] && n < TGH_MAX_ARGS - 8; i++)
+        argv[n++] = tg_args[i];
+    argv[n++] = "--";
+    argv[n++] = TG_AGENTS_DIR "/tg_fixture_agent";
+    argv[n++] = "--log";
+    argv[n++] = w->log;
+    for (size_t i = 0; agent_args && agent_args[i] && n < TGH_MAX_ARGS - 1; i++)
+        argv[n++] = agent_args[i];
+    argv[n] = NULL;
+    if (access(TG_BIN, X_OK) != 0)
+        return -errno;
+    w->started_ms = tgh_now_ms();
+    return tgh_spawn(&w->tg, (char *const *)argv, (char *const *)env, w->err);
+}
+
+/* Kill every registered process (and the fixture agents named in the logs
+ * of registered dirs), then remove the dirs unless TG_KEEP_TMP is set. */
+static inline void tgh_cleanup(void)
+{
+    for (size_t i = 0; i < TGH_MAX_PROCS; i++) {
+        if (tgh_procs[i]) {
+            tgh_kill(tgh_procs[i]);
+            tgh_procs[i] = NULL;
+        }
+    }
+    const char *keep = getenv("TG_KEEP_TMP");
+    for (size_t i = 0; i < TGH_MAX_DIRS; i++) {
+        if (tgh_dirs[i][0] == '\0')
+            continue;
+        char log[TGH_PATH + 32];
+        snprintf(log, sizeof log, "%s/fixture.log", tgh_dirs[i]);
+        pid_t pids[32];
+        int np = tgh_log_pids(log, pids, 32);
+        for (int k = 0; k < np; k++)
+            if (tgh_pid_alive(pids[k]) && tgh_pid_is(pids[k], "tg_fixture_agent"))
+                kill(pids[k], SIGKILL);
+        if (keep && *keep == '1')
+            fprintf(stderr, "tgh: kept %s\n", tgh_dirs[i]);
+        else
+            tgh_rmtree(tgh_dirs[i]);
+        tgh_dirs[i][0] = '\0';
+    }
+}
+
+/* Lines of <text> (NUL-terminated) that start with <prefix> and contain
+ * <needle> (case-insensitive; NULL matches any). */
+static inline int tgh_count_lines_with(const char *text, const char *prefix, const char *needle)
+{
+    int n = 0;
+    size_t plen = prefix ? strlen(prefix) : 0;
+    size_t nlen = needle ? strlen(needle) : 0;
+    for (const char *line = text; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        bool ok = len >= plen && strncmp(line, prefix ? prefix : "", plen) == 0;
+        if (ok && needle) {
+            ok = false;
+            for (size_t i = 0; i + nlen <= len && !ok; i++)
+                ok = strncasecmp(line + i, needle, nlen) == 0;
+        }
+        n += ok;
+        line = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+#endif
