@@ -135,7 +135,11 @@ typedef struct tg_config {
 int tg_config_default(tg_config_t *cfg);
 
 /* Parse <path> (JSON) over <cfg>. Unknown keys are errors (a typo must not
- * silently drop a limit). */
+ * silently drop a limit). Keys the file sets override <cfg>; a file
+ * "agents" array replaces <cfg>'s agents (each starts from the defaults).
+ * Atomic: on failure <cfg> is unchanged (a bad reload keeps the old config).
+ * Syntax errors carry jansson's line, column and text; value errors the
+ * 1-based line and byte column of the value (or of an unknown key). */
 int tg_config_load_file(tg_config_t *cfg, const char *path, tg_cfg_err_t *err);
 /* Same from a buffer; <name> is used as FILE in messages. */
 int tg_config_load_buffer(tg_config_t *cfg, const char *name, const char *text, size_t len,

@@ -13,19 +13,23 @@
 #include <string.h>
 
 /* Messages: static, so callers may keep the pointer without copying. */
-static const char why_bytes[] = "expected a whole number of bytes, Ki, Mi, Gi or Ti, e.g. 512Ki, 4Mi or 1Gi";
+static const char why_bytes[] =
+    "expected a whole number of bytes, Ki, Mi, Gi or Ti, e.g. 512Ki, 4Mi or 1Gi";
 static const char why_bytes_zero[] = "expected a size above zero, e.g. 4Mi";
 static const char why_bytes_big[] = "expected a size below 2^64 bytes, e.g. 1Gi";
-static const char why_dur[] = "expected a whole number with a unit ms, s, m or h, e.g. 250ms, 30s, 5m or 1h";
+static const char why_dur[] =
+    "expected a whole number with a unit ms, s, m or h, e.g. 250ms, 30s, 5m or 1h";
 static const char why_dur_zero[] = "expected a duration above zero, e.g. 30s";
 static const char why_dur_big[] = "expected a duration below 2^64 milliseconds, e.g. 1h";
-static const char why_cpu[] = "expected millicores or cores, e.g. 500m, 1 or 0.5 (at most 3 decimals)";
+static const char why_cpu[] =
+    "expected millicores or cores, e.g. 500m, 1 or 0.5 (at most 3 decimals)";
 static const char why_cpu_zero[] = "expected a CPU quantity above zero, e.g. 500m";
 static const char why_cpu_big[] = "expected a CPU quantity below 2^64 millicores, e.g. 2";
 static const char why_rate[] = "expected N/second, N/minute or N/hour, e.g. 100/minute";
 static const char why_rate_zero[] = "expected at least 1 call per period, e.g. 100/minute";
 static const char why_rate_big[] = "expected a count below 2^64 calls per period, e.g. 100/minute";
-static const char why_bw[] = "expected a whole number with Kbps, Mbps or Gbps, e.g. 512Kbps, 10Mbps or 1Gbps";
+static const char why_bw[] =
+    "expected a whole number with Kbps, Mbps or Gbps, e.g. 512Kbps, 10Mbps or 1Gbps";
 static const char why_bw_zero[] = "expected a bandwidth above zero, e.g. 10Mbps";
 static const char why_bw_big[] = "expected a bandwidth below 2^64 bits per second, e.g. 1Gbps";
 static const char why_count[] = "expected a whole number, e.g. 5";
@@ -78,8 +82,8 @@ static const suffix_t *match(const char *p, const suffix_t *tab, size_t n)
 }
 
 /* "digits + suffix" parsers share this body; the messages differ. */
-static int scaled(const char *s, const suffix_t *tab, size_t ntab, uint64_t *out,
-                  const char **why, const char *w_bad, const char *w_zero, const char *w_big)
+static int scaled(const char *s, const suffix_t *tab, size_t ntab, uint64_t *out, const char **why,
+                  const char *w_bad, const char *w_zero, const char *w_big)
 {
     uint64_t n;
     bool ovf;
@@ -103,11 +107,7 @@ static int scaled(const char *s, const suffix_t *tab, size_t ntab, uint64_t *out
 }
 
 static const suffix_t bytes_sfx[] = {
-    {"", 1},
-    {"Ki", 1ull << 10},
-    {"Mi", 1ull << 20},
-    {"Gi", 1ull << 30},
-    {"Ti", 1ull << 40},
+    {"", 1}, {"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30}, {"Ti", 1ull << 40},
 };
 
 int tg_unit_bytes(const char *s, uint64_t *out, const char **why)
@@ -125,8 +125,8 @@ static const suffix_t dur_sfx[] = {
 
 int tg_unit_duration_ms(const char *s, uint64_t *out, const char **why)
 {
-    return scaled(s, dur_sfx, sizeof dur_sfx / sizeof dur_sfx[0], out, why, why_dur,
-                  why_dur_zero, why_dur_big);
+    return scaled(s, dur_sfx, sizeof dur_sfx / sizeof dur_sfx[0], out, why, why_dur, why_dur_zero,
+                  why_dur_big);
 }
 
 static const suffix_t bw_sfx[] = {
@@ -185,9 +185,8 @@ int tg_unit_millicores(const char *s, uint64_t *out, const char **why)
 }
 
 static const suffix_t period_sfx[] = {
-    {"second", 1000}, {"sec", 1000},   {"s", 1000},
-    {"minute", 60000}, {"min", 60000}, {"m", 60000},
-    {"hour", 3600000}, {"h", 3600000},
+    {"second", 1000}, {"sec", 1000}, {"s", 1000},       {"minute", 60000},
+    {"min", 60000},   {"m", 60000},  {"hour", 3600000}, {"h", 3600000},
 };
 
 int tg_unit_rate(const char *s, tg_rate_t *out, const char **why)

@@ -99,23 +99,9 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
     tg_agent_cfg_t *ag = &cfg->agents[0];
     /* The command line gives the command; the id comes from the config
      * file when it names one, else from the command's basename. */
-    if (ag->command != NULL) {
-        for (char **p = ag->command; *p != NULL; p++)
-            free(*p);
-        free(ag->command);
-    }
-    int n = argc - i;
-    ag->command = calloc((size_t)n + 1, sizeof(char *));
-    if (ag->command == NULL) {
-        snprintf(err, errlen, "out of memory");
+    if (tg_config_set_command(cfg, 0, argv + i, &cerr) < 0) {
+        snprintf(err, errlen, "%s", cerr.msg);
         return -1;
-    }
-    for (int k = 0; k < n; k++) {
-        ag->command[k] = strdup(argv[i + k]);
-        if (ag->command[k] == NULL) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
     }
     if (config_path == NULL || strcmp(ag->id, "agent") == 0) {
         char *id = id_from_command(argv[i]);
@@ -135,6 +121,10 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
     if (audit != NULL) {
         free(cfg->audit_path);
         cfg->audit_path = strdup(audit);
+        if (cfg->audit_path == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
     }
     if (tg_config_validate(cfg, &cerr) < 0) {
         snprintf(err, errlen, "%s", cerr.msg);

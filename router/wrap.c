@@ -202,6 +202,7 @@ static void inst_kill(tg_wrap_t *w, int sig, const char *reason);
 static int agent_spawn(tg_wrap_t *w);
 static void pump_queue(tg_wrap_t *w);
 static void finish(tg_wrap_t *w);
+static void report_stderr_drops(tg_wrap_t *w);
 static void check_drained(tg_wrap_t *w);
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -1320,7 +1321,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
         if ((c->state == S_INFLIGHT || c->state == S_ZOMBIE) && c->kind == K_CALL) {
             tg_conc_release(&w->aconc);
             if (c->tool_slot)
-                w->tools[c->tool].conc.inflight--;
+                tg_conc_release(&w->tools[c->tool].conc);
         }
         call_free(w, c);
     }
@@ -1363,6 +1364,7 @@ static void inst_gone(tg_inst_t *inst)
                                                                : "exited";
     emit(w, &ev);
     fail_inflight(w, inst);
+    report_stderr_drops(w);
     bool failed = inst->term_signal != 0 || inst->exit_status != 0;
     int64_t status = inst->term_signal ? 128 + inst->term_signal : inst->exit_status;
     inst_close(inst);
@@ -1771,18 +1773,24 @@ static void finish(tg_wrap_t *w)
             close_if_open((uv_handle_t *)&w->calls[i].timer);
 }
 
-/* Once a second: report stderr drops. */
+/* Say how much agent stderr was dropped since the last report. */
+static void report_stderr_drops(tg_wrap_t *w)
+{
+    if (w->err_dropped <= w->err_dropped_reported)
+        return;
+    char cap[24];
+    tg_unit_fmt_bytes(cap, sizeof(cap), w->acfg->stderr_bytes_per_sec);
+    tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (over %s/s or lines over "
+           "the line limit; raise agents.%s.stderr.bytes_per_second)",
+           agent_name(w), w->err_dropped, cap, agent_name(w));
+    w->err_dropped_reported = w->err_dropped;
+}
+
+/* Once a second: report stderr drops, sample the audit queue. */
 static void on_tick(uv_timer_t *t)
 {
     tg_wrap_t *w = t->data;
-    if (w->err_dropped > w->err_dropped_reported) {
-        char cap[24];
-        tg_unit_fmt_bytes(cap, sizeof(cap), w->acfg->stderr_bytes_per_sec);
-        tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (over %s/s or lines over "
-               "the line limit; raise agents.%s.stderr.bytes_per_second)",
-               agent_name(w), w->err_dropped, cap, agent_name(w));
-        w->err_dropped_reported = w->err_dropped;
-    }
+    report_stderr_drops(w);
     if (w->audit != NULL)
         reg_set(w, w->reg_audit, tg_audit_queued(w->audit));
 }

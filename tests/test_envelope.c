@@ -453,7 +453,9 @@ static void gen_string_body(gbuf_t *b, uint32_t maxlen)
     static const char *pieces[] = {"a", "b", "Z", "0", " ", "/", ".", "-", "\\n", "\\\"", "\\\\",
                                    "\\/", "\\t", "\\u00e9", "\\u20AC", "\\ud83d\\ude00", "\xc3\xa9",
                                    "\xe2\x82\xac", "\xf0\x9f\x98\x80", "{", "}", "[", "]", ":", ",",
-                                   "\x7f"};
+                                   "\x7f", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xed\x9f\xbf",
+                                   "\xee\x80\x80", "\xef\xbf\xbf", "\xf0\x90\x80\x80",
+                                   "\xf4\x8f\xbf\xbf", "\\udbff\\udfff"};
     static const char *rare[] = {"\\ud800", "\\udc00", "\\u0000", "\x01", "\xc3", "\xff", "\\x",
                                  "\\u12", "\xed\xa0\x80", "\xc0\xaf"};
     uint32_t n = rnd(maxlen + 1);
@@ -595,7 +597,8 @@ static const char *methods[] = {"tools/call", "tools/call", "tools/call", "tools
 
 static void gen_meta(gbuf_t *b)
 {
-    static const char *tmo[] = {"0", "1", "-0", "250", "30000", "-5", "1.5", "1e3", "1.0",
+    static const char *tmo[] = {"0", "1", "-0", "250", "30000", "5000", "100", "60000", "7",
+                                "-5", "1.5", "1e3", "1.0",
                                 "\"100\"", "null", "18446744073709551615", "9223372036854775807",
                                 "{}", "true"};
     gs(b, "{");
@@ -606,7 +609,7 @@ static void gen_meta(gbuf_t *b)
             gs(b, ",");
         first = false;
         gen_ws(b);
-        uint32_t r = rnd(10);
+        uint32_t r = i == 0 && chance(60) ? 0 : rnd(10);
         if (r < 4) {
             gs(b, chance(85) ? "\"timeout_ms\":" : "\"timeout\\u005fms\":");
             gs(b, tmo[rnd(sizeof tmo / sizeof tmo[0])]);
@@ -637,6 +640,8 @@ static void gen_params(gbuf_t *b, const char *method)
         uint32_t r = rnd(10);
         if (strstr(method, "call") && i < 2 && chance(70))
             r = i == 0 ? 0 : 3; /* calls mostly carry name and _meta */
+        else if (strstr(method, "call") && i >= 2 && r < 5 && !chance(10))
+            r = 7; /* and only sometimes a duplicate of them */
         if (r < 3 && strstr(method, "call")) {
             gs(b, chance(90) ? "\"name\":" : "\"n\\u0061me\":");
             if (chance(85))

@@ -102,6 +102,12 @@ Test(jscan, strict_strings)
     /* UTF-8 */
     cr_assert_eq(scan_rc("\"caf\xc3\xa9\""), 7);
     cr_assert_eq(scan_rc("\"\xf0\x9f\x98\x80\""), 6);
+    /* the edges of every UTF-8 length and of the surrogate gap */
+    const char *edges[] = {"\"\xc2\x80\"", "\"\xdf\xbf\"", "\"\xe0\xa0\x80\"", "\"\xed\x9f\xbf\"",
+                           "\"\xee\x80\x80\"", "\"\xef\xbf\xbf\"", "\"\xf0\x90\x80\x80\"",
+                           "\"\xf4\x8f\xbf\xbf\"", "\"\\udbff\\udfff\""};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        cr_assert_eq(scan_rc(edges[i]), (long)strlen(edges[i]), "edge %zu", i);
     cr_assert_eq(scan_rc("\"\xc3\""), -1, "bad continuation");
     cr_assert_eq(scan_rc("\"\xc0\xaf\""), -1, "overlong");
     cr_assert_eq(scan_rc("\"\xe0\x80\xaf\""), -1, "overlong 3");

@@ -19,27 +19,26 @@ typedef struct bad {
 } bad_t;
 
 /* A failed parse must leave <*out> untouched and give a static message. */
-#define CHECK_BAD(fn, tab)                                                                  \
-    for (size_t i = 0; i < N(tab); i++) {                                                   \
-        uint64_t out = 0xdeadbeef;                                                          \
-        const char *why = NULL;                                                             \
-        int rc = fn(tab[i].in, &out, &why);                                                 \
-        cr_expect_eq(rc, tab[i].rc, "%s(\"%s\") = %d, want %d", #fn, tab[i].in, rc,         \
-                     tab[i].rc);                                                            \
-        cr_expect_eq(out, 0xdeadbeef, "%s(\"%s\") wrote out", #fn, tab[i].in);              \
-        cr_expect(why && strncmp(why, "expected ", 9) == 0, "%s(\"%s\") why", #fn,          \
-                  tab[i].in);                                                               \
+#define CHECK_BAD(fn, tab)                                                                         \
+    for (size_t i = 0; i < N(tab); i++) {                                                          \
+        uint64_t out = 0xdeadbeef;                                                                 \
+        const char *why = NULL;                                                                    \
+        int rc = fn(tab[i].in, &out, &why);                                                        \
+        cr_expect_eq(rc, tab[i].rc, "%s(\"%s\") = %d, want %d", #fn, tab[i].in, rc, tab[i].rc);    \
+        cr_expect_eq(out, 0xdeadbeef, "%s(\"%s\") wrote out", #fn, tab[i].in);                     \
+        cr_expect(why != NULL && strncmp(why, "expected ", 9) == 0, "%s(\"%s\") why", #fn,         \
+                  tab[i].in);                                                                      \
     }
 
-#define CHECK_GOOD(fn, tab)                                                                 \
-    for (size_t i = 0; i < N(tab); i++) {                                                   \
-        uint64_t out = 0;                                                                   \
-        const char *why = "untouched";                                                      \
-        int rc = fn(tab[i].in, &out, &why);                                                 \
-        cr_expect_eq(rc, 0, "%s(\"%s\") = %d", #fn, tab[i].in, rc);                         \
-        cr_expect_eq(out, tab[i].want, "%s(\"%s\") = %llu, want %llu", #fn, tab[i].in,      \
-                     (unsigned long long)out, (unsigned long long)tab[i].want);             \
-        cr_expect_str_eq(why, "untouched");                                                 \
+#define CHECK_GOOD(fn, tab)                                                                        \
+    for (size_t i = 0; i < N(tab); i++) {                                                          \
+        uint64_t out = 0;                                                                          \
+        const char *why = "untouched";                                                             \
+        int rc = fn(tab[i].in, &out, &why);                                                        \
+        cr_expect_eq(rc, 0, "%s(\"%s\") = %d", #fn, tab[i].in, rc);                                \
+        cr_expect_eq(out, tab[i].want, "%s(\"%s\") = %llu, want %llu", #fn, tab[i].in,             \
+                     (unsigned long long)out, (unsigned long long)tab[i].want);                    \
+        cr_expect_str_eq(why, "untouched");                                                        \
     }
 
 /* ---- sizes ---- */
@@ -91,8 +90,14 @@ static const bad_t bytes_bad[] = {
     {"17179869184Gi", -ERANGE},
 };
 
-Test(units, bytes_good) { CHECK_GOOD(tg_unit_bytes, bytes_good); }
-Test(units, bytes_bad) { CHECK_BAD(tg_unit_bytes, bytes_bad); }
+Test(units, bytes_good)
+{
+    CHECK_GOOD(tg_unit_bytes, bytes_good);
+}
+Test(units, bytes_bad)
+{
+    CHECK_BAD(tg_unit_bytes, bytes_bad);
+}
 
 Test(units, bytes_messages)
 {
@@ -100,7 +105,8 @@ Test(units, bytes_messages)
     const char *why = NULL;
 
     cr_assert_eq(tg_unit_bytes("1.5Mi", &v, &why), -EINVAL);
-    cr_assert_str_eq(why, "expected a whole number of bytes, Ki, Mi, Gi or Ti, e.g. 512Ki, 4Mi or 1Gi");
+    cr_assert_str_eq(why,
+                     "expected a whole number of bytes, Ki, Mi, Gi or Ti, e.g. 512Ki, 4Mi or 1Gi");
     cr_assert_eq(tg_unit_bytes("0", &v, &why), -ERANGE);
     cr_assert_str_eq(why, "expected a size above zero, e.g. 4Mi");
     cr_assert_eq(tg_unit_bytes("99999999999999999999Gi", &v, &why), -ERANGE);
@@ -155,8 +161,14 @@ static const bad_t dur_bad[] = {
     {"99999999999999999999h", -ERANGE},
 };
 
-Test(units, duration_good) { CHECK_GOOD(tg_unit_duration_ms, dur_good); }
-Test(units, duration_bad) { CHECK_BAD(tg_unit_duration_ms, dur_bad); }
+Test(units, duration_good)
+{
+    CHECK_GOOD(tg_unit_duration_ms, dur_good);
+}
+Test(units, duration_bad)
+{
+    CHECK_BAD(tg_unit_duration_ms, dur_bad);
+}
 
 Test(units, duration_messages)
 {
@@ -164,7 +176,8 @@ Test(units, duration_messages)
     const char *why;
 
     cr_assert_eq(tg_unit_duration_ms("30", &v, &why), -EINVAL);
-    cr_assert_str_eq(why, "expected a whole number with a unit ms, s, m or h, e.g. 250ms, 30s, 5m or 1h");
+    cr_assert_str_eq(
+        why, "expected a whole number with a unit ms, s, m or h, e.g. 250ms, 30s, 5m or 1h");
     cr_assert_eq(tg_unit_duration_ms("0s", &v, &why), -ERANGE);
     cr_assert_str_eq(why, "expected a duration above zero, e.g. 30s");
     cr_assert_eq(tg_unit_duration_ms("99999999999999999999h", &v, &why), -ERANGE);
@@ -217,8 +230,14 @@ static const bad_t cpu_bad[] = {
     {"99999999999999999999", -ERANGE},
 };
 
-Test(units, cpu_good) { CHECK_GOOD(tg_unit_millicores, cpu_good); }
-Test(units, cpu_bad) { CHECK_BAD(tg_unit_millicores, cpu_bad); }
+Test(units, cpu_good)
+{
+    CHECK_GOOD(tg_unit_millicores, cpu_good);
+}
+Test(units, cpu_bad)
+{
+    CHECK_BAD(tg_unit_millicores, cpu_bad);
+}
 
 Test(units, cpu_messages)
 {
@@ -342,8 +361,14 @@ static const bad_t bw_bad[] = {
     {"99999999999999999999Gbps", -ERANGE},
 };
 
-Test(units, bandwidth_good) { CHECK_GOOD(tg_unit_bandwidth_bps, bw_good); }
-Test(units, bandwidth_bad) { CHECK_BAD(tg_unit_bandwidth_bps, bw_bad); }
+Test(units, bandwidth_good)
+{
+    CHECK_GOOD(tg_unit_bandwidth_bps, bw_good);
+}
+Test(units, bandwidth_bad)
+{
+    CHECK_BAD(tg_unit_bandwidth_bps, bw_bad);
+}
 
 /* ---- counts ---- */
 
@@ -376,8 +401,14 @@ static const bad_t count_bad[] = {
     {"99999999999999999999", -ERANGE},
 };
 
-Test(units, count_good) { CHECK_GOOD(count_100, count_good); }
-Test(units, count_bad) { CHECK_BAD(count_100, count_bad); }
+Test(units, count_good)
+{
+    CHECK_GOOD(count_100, count_good);
+}
+Test(units, count_bad)
+{
+    CHECK_BAD(count_100, count_bad);
+}
 
 Test(units, count_full_range)
 {
@@ -397,9 +428,16 @@ Test(units, fmt_bytes)
         uint64_t v;
         const char *want;
     } t[] = {
-        {0, "0"},         {1, "1"},          {1000, "1000"},        {1024, "1Ki"},
-        {1536, "1536"},   {4194304, "4Mi"},  {512 * 1024, "512Ki"}, {1ull << 30, "1Gi"},
-        {2ull << 40, "2Ti"}, {(1ull << 40) + 1024, "1073741825Ki"},
+        {0, "0"},
+        {1, "1"},
+        {1000, "1000"},
+        {1024, "1Ki"},
+        {1536, "1536"},
+        {4194304, "4Mi"},
+        {512 * 1024, "512Ki"},
+        {1ull << 30, "1Gi"},
+        {2ull << 40, "2Ti"},
+        {(1ull << 40) + 1024, "1073741825Ki"},
         {UINT64_MAX, "18446744073709551615"},
     };
     char buf[32];
@@ -422,9 +460,9 @@ Test(units, fmt_duration)
         uint64_t v;
         const char *want;
     } t[] = {
-        {0, "0ms"},    {1, "1ms"},       {250, "250ms"},   {1000, "1s"},     {1500, "1500ms"},
-        {30000, "30s"}, {60000, "1m"},   {90000, "90s"},   {300000, "5m"},   {3600000, "1h"},
-        {5400000, "90m"}, {86400000, "24h"},
+        {0, "0ms"},       {1, "1ms"},      {250, "250ms"},   {1000, "1s"},
+        {1500, "1500ms"}, {30000, "30s"},  {60000, "1m"},    {90000, "90s"},
+        {300000, "5m"},   {3600000, "1h"}, {5400000, "90m"}, {86400000, "24h"},
     };
     char buf[32];
 

@@ -647,12 +647,8 @@ typedef struct tgh_wrap {
 
 #define TGH_MAX_ARGS 64
 
-/* Start `toolgate wrap --audit <dir>/audit.jsonl <tg_args>... --
- * <TG_AGENTS_DIR>/tg_fixture_agent --log <dir>/fixture.log <agent_args>...`
- * in a fresh temp dir, with <env> added to the environment. The arrays are
- * NULL-terminated and may be NULL. */
-static inline int tgh_wrap_start(tgh_wrap_t *w, const char *const *tg_args,
-                                 const char *const *agent_args, const char *const *env)
+/* A fresh temp dir for one session and the paths in it. */
+static inline int tgh_wrap_prepare(tgh_wrap_t *w)
 {
     memset(w, 0, sizeof *w);
     int rc = tgh_mkdtemp(w->dir, sizeof w->dir);
@@ -661,18 +657,26 @@ static inline int tgh_wrap_start(tgh_wrap_t *w, const char *const *tg_args,
     snprintf(w->audit, sizeof w->audit, "%s/audit.jsonl", w->dir);
     snprintf(w->log, sizeof w->log, "%s/fixture.log", w->dir);
     snprintf(w->err, sizeof w->err, "%s/stderr.txt", w->dir);
+    return 0;
+}
+
+/* Run `toolgate wrap --audit <dir>/audit.jsonl <tg_args>... -- <agent_path>
+ * <agent_args>...` in a prepared session, with <env> added to the
+ * environment. The arrays are NULL-terminated and may be NULL. */
+static inline int tgh_wrap_exec(tgh_wrap_t *w, const char *const *tg_args,
+                                const char *agent_path, const char *const *agent_args,
+                                const char *const *env)
+{
     const char *argv[TGH_MAX_ARGS];
     size_t n = 0;
     argv[n++] = TG_BIN;
     argv[n++] = "wrap";
     argv[n++] = "--audit";
     argv[n++] = w->audit;
-    for (size_t i = 0; tg_args && tg_args[i] && n < TGH_MAX_ARGS - 8; i++)
+    for (size_t i = 0; tg_args && tg_args[i] && n < TGH_MAX_ARGS / 2; i++)
         argv[n++] = tg_args[i];
     argv[n++] = "--";
-    argv[n++] = TG_AGENTS_DIR "/tg_fixture_agent";
-    argv[n++] = "--log";
-    argv[n++] = w->log;
+    argv[n++] = agent_path;
     for (size_t i = 0; agent_args && agent_args[i] && n < TGH_MAX_ARGS - 1; i++)
         argv[n++] = agent_args[i];
     argv[n] = NULL;
@@ -680,6 +684,24 @@ static inline int tgh_wrap_start(tgh_wrap_t *w, const char *const *tg_args,
         return -errno;
     w->started_ms = tgh_now_ms();
     return tgh_spawn(&w->tg, (char *const *)argv, (char *const *)env, w->err);
+}
+
+/* Prepare a session and wrap <TG_AGENTS_DIR>/tg_fixture_agent with
+ * `--log <dir>/fixture.log <agent_args>...`. */
+static inline int tgh_wrap_start(tgh_wrap_t *w, const char *const *tg_args,
+                                 const char *const *agent_args, const char *const *env)
+{
+    int rc = tgh_wrap_prepare(w);
+    if (rc != 0)
+        return rc;
+    const char *args[TGH_MAX_ARGS / 2];
+    size_t n = 0;
+    args[n++] = "--log";
+    args[n++] = w->log;
+    for (size_t i = 0; agent_args && agent_args[i] && n < TGH_MAX_ARGS / 2 - 1; i++)
+        args[n++] = agent_args[i];
+    args[n] = NULL;
+    return tgh_wrap_exec(w, tg_args, TG_AGENTS_DIR "/tg_fixture_agent", args, env);
 }
 
 /* Kill every registered process (and the fixture agents named in the logs
