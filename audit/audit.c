@@ -35,8 +35,6 @@
  * when long lines fill the bytes before the count is reached, the extra
  * events are dropped and reported like any other overflow. */
 #define AUDIT_RING_BYTES_PER_EVENT 512
-_Static_assert(SIZE_MAX / AUDIT_RING_BYTES_PER_EVENT >= UINT32_MAX,
-               "any uint32_t queue_cap sizes the ring without overflow");
 
 /* The write in flight. Kept apart from tg_audit_t because it can outlive
  * it: tg_audit_close waits for the worker, but libuv still calls
@@ -117,6 +115,8 @@ static void queue_pop(tg_audit_t *a, uint32_t n, size_t nbytes)
  * line that cannot be encoded, which is counted rather than silent). */
 static bool queue_event(tg_audit_t *a, const tg_audit_ev_t *ev)
 {
+    if (a->queued == a->queue_cap)
+        return false; /* the usual overflow: skip the clock and the encoding */
     long len = tg_audit_encode(a->line, sizeof(a->line), ev, a->next_seq, wall_ms(), a->instance);
     if (len < 0 || !queue_push(a, (size_t)len))
         return false;
@@ -160,7 +160,8 @@ static void batch_prepare(tg_audit_t *a, audit_write_t *wr)
         first = a->ring_used;
     wr->iov[wr->iovcnt++] = (struct iovec){.iov_base = a->ring + a->ring_head, .iov_len = first};
     if (a->ring_used > first)
-        wr->iov[wr->iovcnt++] = (struct iovec){.iov_base = a->ring, .iov_len = a->ring_used - first};
+        wr->iov[wr->iovcnt++] =
+            (struct iovec){.iov_base = a->ring, .iov_len = a->ring_used - first};
     wr->nbytes = a->ring_used;
     wr->nevents = a->queued;
 }
@@ -273,6 +274,12 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
         return -EINVAL;
     }
 
+    uint64_t ring_size = (uint64_t)opts->queue_cap * AUDIT_RING_BYTES_PER_EVENT;
+    if (ring_size > SIZE_MAX) { /* 32-bit hosts only */
+        snprintf(err, errlen, "audit: queue_cap %u is too large", (unsigned)opts->queue_cap);
+        return -ENOMEM;
+    }
+
     tg_audit_t *a = calloc(1, sizeof(*a));
     audit_write_t *wr = calloc(1, sizeof(*wr));
     if (a == NULL || wr == NULL) {
@@ -299,7 +306,7 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
     a->loop = loop;
     a->queue_cap = opts->queue_cap;
     a->next_seq = 1;
-    a->ring_size = (size_t)opts->queue_cap * AUDIT_RING_BYTES_PER_EVENT;
+    a->ring_size = (size_t)ring_size;
     if (a->ring_size < TG_AUDIT_LINE_MAX)
         a->ring_size = TG_AUDIT_LINE_MAX; /* any line fits in an empty queue */
     a->ring = malloc(a->ring_size);

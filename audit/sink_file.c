@@ -105,8 +105,8 @@ int tg_audit_sink_file_open(tg_audit_sink_t *out, const char *path, char *err, s
         return -EINVAL;
     }
     if (strlen(path) >= sizeof(dir)) {
-        snprintf(err, errlen, "audit: %.64s...: path too long (use --audit PATH to write elsewhere)",
-                 path);
+        snprintf(err, errlen,
+                 "audit: %.64s...: path too long (use --audit PATH to write elsewhere)", path);
         return -ENAMETOOLONG;
     }
 

@@ -4,22 +4,99 @@
  * keys and scalar values of an iterated object or array) goes through the
  * strict RFC 8259 grammar, including UTF-8 and \u surrogate checks, so any
  * span this file reports can be trusted by its caller (ids are copied raw
- * into replies). Containers below that level are only skipped: strings are
- * crossed eight bytes at a time looking for '"', '\\' or a control byte,
- * and brackets are counted on a bit stack of TG_JSCAN_MAX_DEPTH entries.
+ * into replies). Containers below that level are only skipped: the next
+ * byte that matters (a quote, backslash or control byte inside a string; a
+ * quote or bracket outside) is found 16 bytes at a time with SSE2, 8 at a
+ * time with a portable SWAR fallback, and brackets are matched on a bit
+ * stack of TG_JSCAN_MAX_DEPTH entries.
  *
  * Return convention of the internal scanners: offset just past the token
  * (>= 0), -1 malformed, -2 the buffer ended first. The first error met
- * from the left wins, so a prefix of valid JSON always gives -2.
+ * from the left wins, so a string or container cut short gives -2. A
+ * number that reaches the end of the buffer is complete as far as the
+ * scanner can tell; partial iteration, which knows the buffer is cut,
+ * reports it as -2.
  */
 #include "config/jscan.h"
 
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define J_ERR (-1)
 #define J_TRUNC (-2)
 
-/* ---- SWAR helpers: "does this 8-byte word hold a byte that ..." ---- */
+/* ---- finding the next interesting byte, 16 (SSE2) or 8 (SWAR) at a time ---- */
+
+/* Bytes that stop a string scan: '"', '\\', control bytes; in strict mode
+ * also every byte >= 0x80 (it starts a UTF-8 sequence to validate). */
+static inline bool str_stop(unsigned char c, bool strict)
+{
+    return c == '"' || c == '\\' || c < 0x20 || (strict && c >= 0x80);
+}
+
+/* Bytes that matter to a structural skip outside strings. */
+static inline bool struct_stop(unsigned char c)
+{
+    unsigned char f = c | 0x20; /* folds '[' onto '{' and ']' onto '}' */
+    return c == '"' || f == '{' || f == '}';
+}
+
+#if defined(__SSE2__)
+
+static inline size_t first_bit(unsigned m)
+{
+    return (size_t)__builtin_ctz(m);
+}
+
+/* First index >= <i> (and < <n>) holding a string stop byte, or <n>. */
+static size_t str_next_stop(const unsigned char *p, size_t i, size_t n, bool strict)
+{
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i bslash = _mm_set1_epi8('\\');
+    const __m128i ctl = _mm_set1_epi8(0x1f);
+    while (n - i >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+        __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash));
+        /* x <= 0x1f (unsigned) <=> min(x, 0x1f) == x */
+        hit = _mm_or_si128(hit, _mm_cmpeq_epi8(_mm_min_epu8(x, ctl), x));
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (strict)
+            m |= (unsigned)_mm_movemask_epi8(x); /* high bit: non-ASCII */
+        if (m)
+            return i + first_bit(m);
+        i += 16;
+    }
+    while (i < n && !str_stop(p[i], strict))
+        i++;
+    return i;
+}
+
+/* First index >= <i> holding '"', a bracket or a brace, or <n>. */
+static size_t struct_next_stop(const unsigned char *p, size_t i, size_t n)
+{
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i fold = _mm_set1_epi8(0x20);
+    const __m128i open = _mm_set1_epi8('{');
+    const __m128i close = _mm_set1_epi8('}');
+    while (n - i >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+        __m128i f = _mm_or_si128(x, fold);
+        __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(x, quote),
+                                   _mm_or_si128(_mm_cmpeq_epi8(f, open), _mm_cmpeq_epi8(f, close)));
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (m)
+            return i + first_bit(m);
+        i += 16;
+    }
+    while (i < n && !struct_stop(p[i]))
+        i++;
+    return i;
+}
+
+#else /* portable SWAR: "does this 8-byte word hold a byte that ..." */
 
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
@@ -40,14 +117,6 @@ static inline uint64_t has_less(uint64_t v, unsigned char n)
     return (v - ONES * n) & ~v & HIGHS;
 }
 
-/* Bytes that stop a string scan: '"', '\\', control bytes; in strict mode
- * also every byte >= 0x80 (it starts a UTF-8 sequence to validate). */
-static inline bool str_stop(unsigned char c, bool strict)
-{
-    return c == '"' || c == '\\' || c < 0x20 || (strict && c >= 0x80);
-}
-
-/* First index >= <i> (and < <n>) holding a stop byte, or <n>. */
 static size_t str_next_stop(const unsigned char *p, size_t i, size_t n, bool strict)
 {
     const uint64_t hi = strict ? HIGHS : 0;
@@ -62,6 +131,23 @@ static size_t str_next_stop(const unsigned char *p, size_t i, size_t n, bool str
         i++;
     return i;
 }
+
+static size_t struct_next_stop(const unsigned char *p, size_t i, size_t n)
+{
+    while (n - i >= 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        uint64_t f = v | (ONES * 0x20);
+        if ((has_byte(v, '"') | has_byte(f, '{') | has_byte(f, '}')) != 0)
+            break;
+        i += 8;
+    }
+    while (i < n && !struct_stop(p[i]))
+        i++;
+    return i;
+}
+
+#endif
 
 static inline bool is_ws(unsigned char c)
 {
@@ -278,24 +364,20 @@ static long scan_literal(const unsigned char *p, size_t n, size_t i, const char 
 }
 
 /* Structural skip of a container: <i> at '{' or '['. Brackets must match
- * (a bit per level: 1 = object) and nest at most TG_JSCAN_MAX_DEPTH. */
-static long skip_container(const unsigned char *p, size_t n, size_t i)
+ * (a bit per level: 1 = object) and nest at most <maxdepth> deep. */
+static long skip_container(const unsigned char *p, size_t n, size_t i, size_t maxdepth)
 {
     uint64_t stack[(TG_JSCAN_MAX_DEPTH + 63) / 64];
     size_t depth = 0;
     for (;;) {
         unsigned char c = p[i];
-        switch (c) {
-        case '"': {
+        if (c == '"') {
             long e = skip_string(p, n, i);
             if (e < 0)
                 return e;
             i = (size_t)e;
-            break;
-        }
-        case '{':
-        case '[':
-            if (depth >= TG_JSCAN_MAX_DEPTH)
+        } else if (c == '{' || c == '[') {
+            if (depth >= maxdepth)
                 return J_ERR;
             if (c == '{')
                 stack[depth / 64] |= 1ULL << (depth % 64);
@@ -303,9 +385,7 @@ static long skip_container(const unsigned char *p, size_t n, size_t i)
                 stack[depth / 64] &= ~(1ULL << (depth % 64));
             depth++;
             i++;
-            break;
-        case '}':
-        case ']': {
+        } else { /* '}' or ']': struct_next_stop finds nothing else */
             if (depth == 0)
                 return J_ERR;
             depth--;
@@ -315,25 +395,15 @@ static long skip_container(const unsigned char *p, size_t n, size_t i)
             i++;
             if (depth == 0)
                 return (long)i;
-            break;
         }
-        default:
-            i++;
-            break;
-        }
-        /* Cross bytes that cannot change the bracket state. */
-        while (i < n) {
-            c = p[i];
-            if (c == '"' || c == '{' || c == '}' || c == '[' || c == ']')
-                break;
-            i++;
-        }
+        i = struct_next_stop(p, i, n);
         if (i >= n)
             return J_TRUNC;
     }
 }
 
-long tg_jscan_value(const char *buf, size_t len, size_t pos, tg_jspan_t *out)
+/* tg_jscan_value with the nesting budget of the level being scanned. */
+static long scan_value(const char *buf, size_t len, size_t pos, tg_jspan_t *out, size_t maxdepth)
 {
     const unsigned char *p = (const unsigned char *)buf;
     size_t i = skip_ws(p, pos, len);
@@ -344,11 +414,11 @@ long tg_jscan_value(const char *buf, size_t len, size_t pos, tg_jspan_t *out)
     switch (p[i]) {
     case '{':
         v.type = TG_J_OBJECT;
-        e = skip_container(p, len, i);
+        e = skip_container(p, len, i, maxdepth);
         break;
     case '[':
         v.type = TG_J_ARRAY;
-        e = skip_container(p, len, i);
+        e = skip_container(p, len, i, maxdepth);
         break;
     case '"':
         v.type = TG_J_STRING;
@@ -381,6 +451,11 @@ long tg_jscan_value(const char *buf, size_t len, size_t pos, tg_jspan_t *out)
     if (out)
         *out = v;
     return e;
+}
+
+long tg_jscan_value(const char *buf, size_t len, size_t pos, tg_jspan_t *out)
+{
+    return scan_value(buf, len, pos, out, TG_JSCAN_MAX_DEPTH);
 }
 
 /* ---- container iteration ---- */
@@ -445,10 +520,18 @@ static int iter_next(tg_jobj_iter_t *it, bool obj, tg_jspan_t *key, tg_jspan_t *
     const int trunc = it->partial ? J_TRUNC : J_ERR;
     size_t i = skip_ws(p, it->pos, n);
 
-    if (i >= n)
-        return iter_fail(it, it->partial ? J_TRUNC : 0);
-    if (p[i] == close)
-        return iter_fail(it, it->partial ? 0 : J_ERR);
+    if (i >= n) {
+        if (it->partial)
+            return iter_fail(it, J_TRUNC);
+        it->pos = n + 1;
+        return iter_fail(it, 0);
+    }
+    if (p[i] == close) {
+        if (!it->partial)
+            return iter_fail(it, J_ERR);
+        it->pos = i + 1;
+        return iter_fail(it, 0);
+    }
     if (!it->first) {
         if (p[i] != ',')
             return iter_fail(it, J_ERR);
@@ -474,8 +557,9 @@ static int iter_next(tg_jobj_iter_t *it, bool obj, tg_jspan_t *key, tg_jspan_t *
             return iter_fail(it, J_ERR);
         i++;
     }
+    /* The container being iterated is one level of the nesting budget. */
     tg_jspan_t v;
-    long e = tg_jscan_value(it->buf, n, i, &v);
+    long e = scan_value(it->buf, n, i, &v, TG_JSCAN_MAX_DEPTH - 1);
     if (e < 0)
         return iter_fail(it, e == J_TRUNC ? trunc : J_ERR);
     /* A number that runs into the cut may have lost digits. */

@@ -52,7 +52,10 @@ long tg_jscan_value(const char *buf, size_t len, size_t pos, tg_jspan_t *out);
 
 /* Object member iteration over the object <obj> (type TG_J_OBJECT).
  * Keys and scalar values are validated strictly; nested containers are
- * skipped. Once next() has returned 0 or an error it keeps returning it.
+ * skipped, the iterated object counting as one level of
+ * TG_JSCAN_MAX_DEPTH (so iterating a document from its top bounds it as
+ * tg_jscan_value does). Once next() has returned 0 or an error it keeps
+ * returning it; after 0, <pos> is the offset just past the closing brace.
  * The iterator borrows <buf>; nothing to free. */
 typedef struct tg_jobj_iter {
     const char *buf;

@@ -21,21 +21,26 @@
 
 #include <string.h>
 
-/* Scan every member of the object <obj>, calling <fn> on each. Returns 0,
- * or -1 when the object is malformed or <fn> refuses a member. */
+/* Call <fn> on every member left in <it>. Returns 0 at the closing brace,
+ * or -1 when the object is malformed, cut, or <fn> refuses a member. */
 typedef int (*member_fn)(void *ctx, const char *buf, tg_jspan_t key, tg_jspan_t val);
 
-static int each_member(const char *buf, tg_jspan_t obj, member_fn fn, void *ctx)
+static int each_member_it(tg_jobj_iter_t *it, const char *buf, member_fn fn, void *ctx)
 {
-    tg_jobj_iter_t it;
     tg_jspan_t k, v;
     int rc;
-    tg_jobj_begin(&it, buf, obj);
-    while ((rc = tg_jobj_next(&it, &k, &v)) == 1) {
+    while ((rc = tg_jobj_next(it, &k, &v)) == 1) {
         if (fn(ctx, buf, k, v) < 0)
             return -1;
     }
     return rc == 0 ? 0 : -1;
+}
+
+static int each_member(const char *buf, tg_jspan_t obj, member_fn fn, void *ctx)
+{
+    tg_jobj_iter_t it;
+    tg_jobj_begin(&it, buf, obj);
+    return each_member_it(&it, buf, fn, ctx);
 }
 
 /* Store <val> in <slot> unless the key was already seen. */
@@ -180,28 +185,37 @@ static int invalid(tg_mcp_env_t *env)
     return -1;
 }
 
+static bool blank_from(const char *buf, size_t len, size_t i)
+{
+    for (; i < len; i++) {
+        char c = buf[i];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            return false;
+    }
+    return true;
+}
+
 int tg_mcp_scan(const char *buf, size_t len, tg_mcp_env_t *env)
 {
     memset(env, 0, sizeof *env);
-    tg_jspan_t top;
-    long end = tg_jscan_value(buf, len, 0, &top);
-    if (end < 0)
-        return invalid(env);
-    for (size_t i = (size_t)end; i < len; i++) {
-        char c = buf[i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+    /* An object is read in one pass: iterated from its opening brace
+     * (partial mode finds the closing one), not skipped first and then
+     * iterated. */
+    tg_jobj_iter_t it;
+    int rc = tg_jobj_begin_partial(&it, buf, len, 0);
+    if (rc == -1) {
+        tg_jspan_t top;
+        long end = tg_jscan_value(buf, len, 0, &top);
+        if (end < 0 || top.type != TG_J_ARRAY || !blank_from(buf, len, (size_t)end))
             return invalid(env);
-    }
-    if (top.type == TG_J_ARRAY) {
         env->kind = TG_MCP_BATCH;
         return 0;
     }
-    if (top.type != TG_J_OBJECT)
+    if (rc < 0)
         return invalid(env);
-
     top_ctx_t t;
     memset(&t, 0, sizeof t);
-    if (each_member(buf, top, top_member, &t) < 0)
+    if (each_member_it(&it, buf, top_member, &t) < 0 || !blank_from(buf, len, it.pos))
         return invalid(env);
     bool has_id = t.id.type != TG_J_NONE;
     env->id = t.id;

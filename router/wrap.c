@@ -379,6 +379,19 @@ static void denial_init(tg_wrap_t *w, tg_denial_t *d, tg_deny_code_t code, const
     }
 }
 
+/* The caller's id as text for audit: a string id without its quotes (the
+ * audit encoder checks it; an id with escapes becomes "invalid"). <out>
+ * holds TG_ID_MAX + 1 bytes. */
+static void caller_id_text(const char *id, size_t len, char *out)
+{
+    if (len >= 2 && id[0] == '"') {
+        id++;
+        len -= 2;
+    }
+    memcpy(out, id, len);
+    out[len] = '\0';
+}
+
 static void audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
                        const tg_denial_t *d, const char *stage)
 {
@@ -393,15 +406,7 @@ static void audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, cons
         request_id_of(c, reqid, sizeof(reqid));
         ev.request_id = reqid;
         if (c->caller_id_len > 0) {
-            /* The caller's id as text: a string id without its quotes. */
-            const char *p = c->caller_id;
-            size_t n = c->caller_id_len;
-            if (n >= 2 && p[0] == '"') {
-                p++;
-                n -= 2;
-            }
-            memcpy(callid, p, n);
-            callid[n] = '\0';
+            caller_id_text(c->caller_id, c->caller_id_len, callid);
             ev.call_id = callid;
         }
         if (c->tool_name_len > 0)
@@ -933,6 +938,11 @@ static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
     ev.limit.observed = (int64_t)total;
     ev.limit.cap = (int64_t)w->cfg->max_frame_bytes;
     ev.bytes_in = (int64_t)total;
+    char callid[TG_ID_MAX + 1];
+    if (w->over_has_id) {
+        caller_id_text(w->over_id, w->over_id_len, callid);
+        ev.call_id = callid;
+    }
     emit(w, &ev);
     w->over_has_id = false;
 }

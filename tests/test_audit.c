@@ -361,8 +361,8 @@ static const char *const CANARIES[] = {
     "Bearer sk-CANARY-3f9a",
     "sk-CANARY-3f9a\xc3\xa9",
     "sk-CANARY-3f9a\x7f",
-    "sk-CANARY-3f9a-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", /* 129 bytes, all in the class */
+    ("sk-CANARY-3f9a-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), /* 129 bytes, all in the class */
 };
 
 static void canary_event(tg_audit_ev_t *ev, const char *canary)

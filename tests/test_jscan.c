@@ -151,6 +151,24 @@ Test(jscan, skipped_containers_are_structural)
     cr_assert_eq(scan_rc("[\"]\"]"), 5, "bracket inside a string");
     cr_assert_eq(scan_rc("[\"\\\"]\"]"), 7, "escaped quote inside a string");
     cr_assert_eq(scan_rc("[\"\\\\\"]"), 6, "escaped backslash before the quote");
+    /* control bytes and quotes at every offset of the 16/8-byte blocks,
+     * in skipped and in strictly scanned strings */
+    for (size_t at = 0; at < 40; at++) {
+        char s[64];
+        s[0] = '[';
+        s[1] = '"';
+        memset(s + 2, 'a', 40);
+        s[42] = '"';
+        s[43] = ']';
+        s[2 + at] = '\x1f';
+        cr_assert_eq(scan_n(s, 44), -1, "skipped, control at %zu", at);
+        cr_assert_eq(scan_n(s + 1, 42), -1, "strict, control at %zu", at);
+        s[2 + at] = '"';
+        cr_assert_eq(scan_n(s, 44), -2, "skipped, early quote: the last quote opens a string");
+        cr_assert_eq(scan_n(s + 1, 42), (long)at + 2, "strict, early quote at %zu", at);
+        s[2 + at] = ']';
+        cr_assert_eq(scan_n(s, 44), 44, "bracket in a string at %zu", at);
+    }
     /* truncation */
     cr_assert_eq(scan_rc("{"), -2);
     cr_assert_eq(scan_rc("[1,[2,"), -2);
@@ -179,6 +197,30 @@ Test(jscan, depth_bound)
     /* '{' directly inside '{' without a key is structural nonsense but
      * passes the skip: only brackets are counted */
     cr_assert_eq(scan_n(mix, 2 * n), (long)(2 * n));
+
+    /* an iterated object is a level: members get one less, so iterating a
+     * document from its top bounds it exactly as tg_jscan_value does */
+    for (size_t d = n - 2; d <= n; d++) {
+        char doc[2 * TG_JSCAN_MAX_DEPTH + 16];
+        size_t k = 0;
+        memcpy(doc, "{\"a\":", 5);
+        k = 5;
+        memset(doc + k, '[', d);
+        k += d;
+        memset(doc + k, ']', d);
+        k += d;
+        doc[k++] = '}';
+        bool fits = d + 1 <= TG_JSCAN_MAX_DEPTH;
+        tg_jspan_t v, key, val;
+        cr_assert_eq(tg_jscan_value(doc, k, 0, &v), fits ? (long)k : -1, "depth %zu", d + 1);
+        tg_jobj_iter_t it;
+        cr_assert_eq(tg_jobj_begin_partial(&it, doc, k, 0), 0);
+        cr_assert_eq(tg_jobj_next(&it, &key, &val), fits ? 1 : -1, "depth %zu", d + 1);
+        if (fits) {
+            cr_assert_eq(tg_jobj_next(&it, &key, &val), 0);
+            cr_assert_eq(it.pos, k, "pos is past the closing brace");
+        }
+    }
 }
 
 Test(jscan, object_iteration)
@@ -300,10 +342,17 @@ Test(jscan, partial_iteration)
     cr_assert_eq(tg_jobj_next(&it, &k, &v), -2);
 
     /* a complete object also iterates partially */
-    const char *c = "{\"a\":1} trailing";
+    const char *c = "{\"a\":1 } trailing";
     cr_assert_eq(tg_jobj_begin_partial(&it, c, strlen(c), 0), 0);
     cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
     cr_assert_eq(tg_jobj_next(&it, &k, &v), 0);
+    cr_assert_eq(it.pos, 8, "just past the closing brace");
+    cr_assert_eq(tg_jobj_begin_partial(&it, "{ }", 3, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 0);
+    cr_assert_eq(it.pos, 3);
+    cr_assert_eq(tg_jobj_begin_partial(&it, "{\"a\":1]", 7, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -1, "bracket of the wrong kind");
     /* malformed before the cut */
     cr_assert_eq(tg_jobj_begin_partial(&it, "{\"a\" 1", 6, 0), 0);
     cr_assert_eq(tg_jobj_next(&it, &k, &v), -1);

@@ -84,10 +84,17 @@ static void it_send(const char *line)
     cr_assert_eq(rc, 0, "sending a line: %s", strerror(-rc));
 }
 
+/* Compact JSON of <v> for assertion messages, cut to 1000 bytes: criterion
+ * carries messages to its runner over a pipe protocol that stalls on
+ * megabyte-sized ones. */
 static char *it_dump(const json_t *v)
 {
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    return s ? s : strdup("?");
+    if (!s)
+        return strdup("?");
+    if (strlen(s) > 1000)
+        memcpy(s + 990, "...(cut)", 9);
+    return s;
 }
 
 /* Result text of a successful tool call (content[0].text). */
@@ -118,6 +125,15 @@ static json_t *it_assert_denial(json_t *resp, int code, const char *name)
                      s);
     free(s);
     return data;
+}
+
+/* True when the serialised <v> contains the canary anywhere. */
+static bool it_has_canary(const json_t *v)
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    bool has = s && strstr(s, IT_CANARY) != NULL;
+    free(s);
+    return has;
 }
 
 static json_int_t it_int(const json_t *obj, const char *key)
@@ -244,8 +260,8 @@ static char *it_stderr(void)
 
 static const char *const it_script[] = {
     "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}",
-    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
-    "\"arguments\":{\"text\":\"h\\u00e9llo \\\"quoted\\\" \\\\ \\u2603 \\ud83d\\ude00\"}}}",
+    ("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+     "\"arguments\":{\"text\":\"h\\u00e9llo \\\"quoted\\\" \\\\ \\u2603 \\ud83d\\ude00\"}}}"),
     "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}",
     "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"no/such/method\"}",
 };
@@ -1092,7 +1108,7 @@ Test(wrap, canary_never_leaks)
         char *s = it_dump(rs[i].msg);
         if (json_object_get(rs[i].msg, "error")) {
             denied++;
-            cr_assert_null(strstr(s, IT_CANARY), "denial repeats the arguments: %s", s);
+            cr_assert(!it_has_canary(rs[i].msg), "denial repeats the arguments: %s", s);
         }
         free(s);
     }
@@ -1110,7 +1126,7 @@ Test(wrap, canary_never_leaks)
     free(line);
     r = it_await(7, 3000);
     char *s = it_dump(r);
-    cr_assert_null(strstr(s, IT_CANARY), "frame denial repeats the frame: %s", s);
+    cr_assert(!it_has_canary(r), "frame denial repeats the frame: %s", s);
     free(s);
     json_decref(r);
     /* In a line that is not JSON, an unsafe tool name and an unsafe id. */
@@ -1118,7 +1134,7 @@ Test(wrap, canary_never_leaks)
     r = tgh_read_json(&W.tg, 3000, NULL);
     cr_assert_not_null(r);
     s = it_dump(r);
-    cr_assert_null(strstr(s, IT_CANARY), "parse error repeats the line: %s", s);
+    cr_assert(!it_has_canary(r), "parse error repeats the line: %s", s);
     free(s);
     json_decref(r);
     it_send("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":"

@@ -6,7 +6,8 @@
  * on pipes and stderr on a file (a file never fills, so a child can never
  * block on its diagnostics while a test is busy elsewhere). Every process
  * and temp dir made here is registered and tgh_cleanup() (call it from the
- * criterion .fini) kills the process groups, any fixture agent named in a
+ * criterion .fini) closes their stdin, gives them 1.5 s to exit, then kills
+ * the process groups and any fixture agent named in a
  * registered dir's fixture log, and removes the dirs, so a failed
  * assertion leaves nothing running. TG_KEEP_TMP=1 keeps the dirs.
  *
@@ -708,6 +709,21 @@ static inline int tgh_wrap_start(tgh_wrap_t *w, const char *const *tg_args,
  * of registered dirs), then remove the dirs unless TG_KEEP_TMP is set. */
 static inline void tgh_cleanup(void)
 {
+    /* First the polite way (EOF), so a child can stop its own children;
+     * then SIGKILL to the group of whatever is left. */
+    for (size_t i = 0; i < TGH_MAX_PROCS; i++) {
+        if (tgh_procs[i]) {
+            tgh_close_stdin(tgh_procs[i]);
+            if (tgh_procs[i]->out_fd >= 0)
+                close(tgh_procs[i]->out_fd);
+            tgh_procs[i]->out_fd = -1;
+        }
+    }
+    uint64_t deadline = tgh_now_ms() + 1500;
+    for (size_t i = 0; i < TGH_MAX_PROCS; i++) {
+        if (tgh_procs[i] && tgh_procs[i]->pid > 0)
+            tgh_wait(tgh_procs[i], tgh_left(deadline));
+    }
     for (size_t i = 0; i < TGH_MAX_PROCS; i++) {
         if (tgh_procs[i]) {
             tgh_kill(tgh_procs[i]);

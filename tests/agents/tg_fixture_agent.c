@@ -118,8 +118,11 @@ static void fx_log(const char *event, const json_t *id, const char *extra)
                      extra ? " " : "", extra ? extra : "");
     if (n < 0)
         return;
-    if ((size_t)n >= sizeof line)
-        n = (int)sizeof line - 1, line[n - 1] = '\n';
+    if ((size_t)n >= sizeof line) {
+        /* Cut, but keep one event per line. */
+        n = (int)sizeof line - 1;
+        line[n - 1] = '\n';
+    }
     fx_write_all(fx_log_fd, line, (size_t)n);
 }
 

@@ -20,5 +20,5 @@ if [[ -f package-lock.json ]]; then
 else
     npm install --no-audit --no-fund --loglevel=error
 fi
-echo "peer: node $(node --version), $(node -p 'require("@modelcontextprotocol/sdk/package.json").version' 2>/dev/null || echo sdk) sdk"
+echo "peer: node $(node --version), MCP SDK $(node -p "JSON.parse(require(\"fs\").readFileSync(\"node_modules/@modelcontextprotocol/sdk/package.json\")).version")"
 exec node peer_test.mjs "$toolgate"
