@@ -36,6 +36,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "audit/audit.h"
@@ -813,12 +814,10 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
     if (slen == 0)
         return; /* blank line: nothing to do */
     if (tg_mcp_scan(frame, slen, &env) < 0) {
-        tg_jspan_t v;
-        long end = tg_jscan_value(frame, slen, 0, &v);
-        bool json = end >= 0;
-        for (long i = end; json && (size_t)i < slen; i++)
-            if (frame[i] != ' ' && frame[i] != '\t')
-                json = false;
+        /* Rare path: a full parse only to choose the right error code. */
+        json_t *j = json_loadb(frame, slen, JSON_DECODE_ANY, NULL);
+        bool json = j != NULL;
+        json_decref(j);
         if (json)
             rpc_error(w, NULL, 0, -32600, "invalid request: not a JSON-RPC 2.0 request object");
         else
@@ -853,6 +852,20 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
     }
     if (env.kind == TG_MCP_REQUEST && env.is_tools_call) {
         admit_call(w, b, frame, len, &env);
+        return;
+    }
+    if (env.kind == TG_MCP_NOTIFICATION && env.is_tools_call) {
+        /* A tools/call without an id cannot be answered, so it cannot be
+         * limited either: it is dropped, never forwarded unbounded. */
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "call.denied";
+        ev.agent = agent_name(w);
+        ev.caller = "stdio";
+        ev.status = "invalid";
+        ev.reason = "tools_call_without_id";
+        ev.bytes_in = (int64_t)flen;
+        emit(w, &ev);
         return;
     }
     if (env.kind == TG_MCP_NOTIFICATION && tg_jstr_eq(frame, env.method, "notifications/cancelled")) {

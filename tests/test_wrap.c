@@ -736,6 +736,31 @@ Test(wrap, parse_error_then_continue)
     json_decref(r);
 }
 
+/* Valid JSON that is not a request is -32600, malformed JSON -32700 (even
+ * when its brackets balance), and a tools/call without an id never reaches
+ * the agent unlimited. */
+Test(wrap, invalid_request_codes_and_unanswerable_call)
+{
+    it_start_init(NULL);
+    const char *lines[] = {"{\"a\" 1}", "{\"jsonrpc\":\"2.0\",\"id\":3}", "42"};
+    const int codes[] = {-32700, -32600, -32600};
+    for (int i = 0; i < 3; i++) {
+        it_send(lines[i]);
+        json_t *r = tgh_read_json(&W.tg, 3000, NULL);
+        cr_assert_not_null(r, "no answer to %s", lines[i]);
+        cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")),
+                     codes[i], "wrong code for %s", lines[i]);
+        json_decref(r);
+    }
+    it_send("{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+            "\"arguments\":{\"text\":\"x\"}}}");
+    it_call(5, "echo", "{\"text\":\"after\"}");
+    json_t *r = it_await(5, 3000);
+    it_assert_text(r, "after");
+    json_decref(r);
+    cr_assert_eq(tgh_log_count(W.log, "call "), 1, "a tools/call without id reached the agent");
+}
+
 Test(wrap, batch_with_call_refused)
 {
     it_start_init(NULL);

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Build the libFuzzer targets with clang (-DTG_FUZZ=ON) into build-fuzz and
-# run fuzz_frames for SECONDS (default 30) on a scratch copy of the
-# checked-in corpus, so new inputs found here never land in the tree.
+# run fuzz_frames (codec + envelope scanner, differential against jansson)
+# for SECONDS (default 30) on a scratch copy of the checked-in corpus, so new
+# inputs found here never land in the tree, then fuzz_audit (the audit
+# encoder) for a third of that.
 # Usage: tests/fuzz/run.sh [SECONDS]
 # Exit status: 0 when the run ends without a finding, non-zero otherwise
 # (the crashing input is left in build-fuzz/fuzz/artifacts/).
@@ -15,7 +17,7 @@ jobs=${JOBS:-2}
 
 CC=${CC:-clang} cmake -S "$root" -B "$build" -DTG_FUZZ=ON -DTG_TESTS=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$jobs" --target fuzz_frames
+cmake --build "$build" -j"$jobs" --target fuzz_frames fuzz_audit
 
 work="$build/fuzz/corpus-run"
 art="$build/fuzz/artifacts"
@@ -27,5 +29,9 @@ cp "$here"/corpus/* "$work"/
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-exec "$build/fuzz/fuzz_frames" -max_total_time="$secs" -max_len=4096 -timeout=10 \
+"$build/fuzz/fuzz_frames" -max_total_time="$secs" -max_len=4096 -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" "$work"
+
+mkdir -p "$build/fuzz/audit-run"
+"$build/fuzz/fuzz_audit" -max_total_time="$(( (secs + 2) / 3 ))" -max_len=4096 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" "$build/fuzz/audit-run"
