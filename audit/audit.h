@@ -25,6 +25,7 @@
 
 #define TG_AUDIT_LINE_MAX 4096    /* fixed internal bound: one encoded event */
 #define TG_AUDIT_SAFE_MAX 128     /* longest caller string written as-is */
+#define TG_AUDIT_FLUSH_MS 20      /* fixed internal bound: max delay before queued lines are written */
 #define TG_AUDIT_SCHEMA_VERSION 1
 
 #define TG_AUDIT_ABSENT INT64_MIN /* value of an unset numeric field */
