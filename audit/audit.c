@@ -1,5 +1,5 @@
 /* The audit pipe: seq and ts assignment, the bounded queue, and its drain
- * on the libuv threadpool.
+ * on the libuv threadpool into one or more sinks.
  *
  * Queue: encoded lines are copied into a byte ring, and their lengths into
  * a ring of queue_cap entries; both are allocated once at open, so emit
@@ -7,17 +7,28 @@
  * a batch in flight is always the oldest <batch_events> lines, and new
  * lines are appended behind it without touching the bytes being written.
  *
- * Drain: one write in flight at a time, covering every line queued when it
- * started (one or two iovecs, as the ring may wrap). It runs as uv_work on
- * the threadpool, so the loop never waits for the disk. The work request
- * is the only thing that keeps the loop alive, and only while it is in
- * flight: an idle audit pipe holds no handle and no request.
+ * Drain: one batch in flight at a time, covering every line queued when it
+ * started (one or two iovecs, as the ring may wrap), written to each sink
+ * in turn. It runs as uv_work on the threadpool, so the loop never waits
+ * for the disk. A batch starts once the queue is a quarter full, else
+ * within TG_AUDIT_FLUSH_MS (flush_timer). The work request and that timer
+ * keep the loop alive only while lines wait or are being written; the
+ * sinks' durability timer (sync_timer) never does: an idle audit pipe
+ * keeps nothing alive.
+ *
+ * Several sinks share the one queue and the one seq space: a sink cannot
+ * drop what another keeps, or the seqs of the sinks would disagree. A line
+ * counts as written when every sink took it whole; otherwise it is counted
+ * as lost and reported to all sinks by the next audit.dropped, so a sink
+ * that did get it sees an audit.dropped without a gap, never a gap without
+ * one. A slow sink therefore holds the others back; the queue bounds how
+ * far.
  *
  * Loss: an event that finds the queue full gets no seq, so the written
  * seqs stay consecutive and the audit.dropped line queued once there is
  * room again carries how many were lost in between. Lines whose write
  * fails already have a seq; they are counted the same way, so every gap in
- * the file is explained by the audit.dropped line that follows it.
+ * a sink's output is explained by the audit.dropped line that follows it.
  *
  * Threads: everything here runs on the loop thread except write_work,
  * which reads only <wr> and the ring bytes the batch covers.
@@ -36,29 +47,46 @@
  * events are dropped and reported like any other overflow. */
 #define AUDIT_RING_BYTES_PER_EVENT 512
 
-/* The write in flight. Kept apart from tg_audit_t because it can outlive
- * it: tg_audit_close waits for the worker, but libuv still calls
- * write_done afterwards, and that call then frees this (orphaned). */
+#define AUDIT_SINKS_MAX TG_CFG_SINKS_MAX
+
+/* One batch as every sink sees it: the same ring spans, each behind its
+ * own optional "\n" repair (sinks tear independently). */
+typedef struct audit_batch {
+    struct iovec iov[AUDIT_SINKS_MAX][3]; /* optional "\n", then up to two ring spans */
+    int iovcnt[AUDIT_SINKS_MAX];
+    size_t prefix[AUDIT_SINKS_MAX];  /* bytes of repair newline in iov[s][0] */
+    ssize_t result[AUDIT_SINKS_MAX]; /* each write's return, set by the writer */
+    size_t nbytes;    /* ring bytes in the batch */
+    uint32_t nevents; /* lines in the batch; 0 for a sync-only batch */
+} audit_batch_t;
+
+/* The batch in flight and the sync timer. Kept apart from tg_audit_t
+ * because both can outlive it: tg_audit_close waits for the worker, but
+ * libuv still calls write_done afterwards, and the timer's close callback
+ * runs on the next loop turn. <refs> counts the owner (tg_audit_t), a work
+ * request in flight and an initialised sync timer; the last one frees
+ * this. */
 typedef struct audit_write {
-    uv_work_t req;
+    uv_work_t req;         /* req.data: the tg_audit_t, NULL once orphaned */
+    uv_timer_t sync_timer; /* data: likewise */
     uv_mutex_t mu;
     uv_cond_t cv;
-    bool done;     /* under <mu>: write_work has finished */
-    bool inflight; /* loop thread: queued, write_done not yet run */
-    bool orphaned; /* loop thread: tg_audit_t is gone, write_done frees */
-    tg_audit_sink_t sink;
-    struct iovec iov[3]; /* optional "\n" repair, then up to two ring spans */
-    int iovcnt;
-    size_t prefix;     /* bytes of repair newline in iov[0] */
-    size_t nbytes;     /* ring bytes in the batch */
-    uint32_t nevents;  /* lines in the batch */
-    ssize_t result;    /* write's return, set by write_work */
+    bool done;       /* under <mu>: write_work has finished */
+    bool inflight;   /* loop thread: queued, write_done not yet run */
+    bool timer_init; /* loop thread: sync_timer initialised */
+    unsigned refs;   /* loop thread */
+    tg_audit_sink_t sinks[AUDIT_SINKS_MAX];
+    size_t nsinks;
+    audit_batch_t b;
+    uint64_t sync_in_ms; /* set by write_work: a sink asked for sync() again then */
 } audit_write_t;
 
 /* Owned by the caller of tg_audit_open; freed by tg_audit_close. */
 struct tg_audit {
     uv_loop_t *loop;
-    tg_audit_sink_t sink;
+    tg_audit_sink_t sinks[AUDIT_SINKS_MAX];
+    size_t nsinks;
+    bool torn[AUDIT_SINKS_MAX]; /* sink ends in a partial line */
     char *instance;
     char *ring; /* ring_size bytes of queued lines */
     size_t ring_size;
@@ -71,8 +99,7 @@ struct tg_audit {
     uint64_t next_seq;
     uint64_t dropped;    /* lifetime total, for the registry */
     uint64_t unreported; /* lost since the last audit.dropped line */
-    bool torn;           /* the sink ends in a partial line */
-    bool write_failed;   /* the last batch did not fully land */
+    bool write_failed;   /* the last batch did not fully land in every sink */
     audit_write_t *wr;
     uv_timer_t *flush_timer; /* heap: closed (and freed) after <a> is gone */
     char line[TG_AUDIT_LINE_MAX]; /* encode scratch */
@@ -84,6 +111,11 @@ static int64_t wall_ms(void)
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t mono_ms(void)
+{
+    return uv_hrtime() / 1000000;
 }
 
 /* Append the <len>-byte line <a>->line to the queue; false when the queue
@@ -145,56 +177,102 @@ static void count_lost(tg_audit_t *a, uint64_t n)
     a->unreported += n;
 }
 
-/* Describe in <wr> a batch of every queued line, led by a newline when the
- * sink ends in a torn line so that the batch's first line stays whole. */
-static void batch_prepare(tg_audit_t *a, audit_write_t *wr)
+/* Describe in <b> a batch of every queued line (none with <sync_only>),
+ * led, for each sink that ends in a torn line, by a newline so that the
+ * batch's first line stays whole. */
+static void batch_prepare(tg_audit_t *a, audit_batch_t *b, bool sync_only)
 {
     size_t first = a->ring_size - a->ring_head;
 
-    wr->iovcnt = 0;
-    wr->prefix = 0;
-    if (a->torn) {
-        wr->iov[wr->iovcnt++] = (struct iovec){.iov_base = (void *)"\n", .iov_len = 1};
-        wr->prefix = 1;
-    }
     if (first > a->ring_used)
         first = a->ring_used;
-    wr->iov[wr->iovcnt++] = (struct iovec){.iov_base = a->ring + a->ring_head, .iov_len = first};
-    if (a->ring_used > first)
-        wr->iov[wr->iovcnt++] =
-            (struct iovec){.iov_base = a->ring, .iov_len = a->ring_used - first};
-    wr->nbytes = a->ring_used;
-    wr->nevents = a->queued;
+    b->nbytes = sync_only ? 0 : a->ring_used;
+    b->nevents = sync_only ? 0 : a->queued;
+    for (size_t s = 0; s < a->nsinks; s++) {
+        struct iovec *iov = b->iov[s];
+        int n = 0;
+        b->prefix[s] = 0;
+        b->result[s] = 0;
+        if (sync_only) {
+            b->iovcnt[s] = 0;
+            continue;
+        }
+        if (a->torn[s]) {
+            iov[n++] = (struct iovec){.iov_base = (void *)"\n", .iov_len = 1};
+            b->prefix[s] = 1;
+        }
+        iov[n++] = (struct iovec){.iov_base = a->ring + a->ring_head, .iov_len = first};
+        if (a->ring_used > first)
+            iov[n++] = (struct iovec){.iov_base = a->ring, .iov_len = a->ring_used - first};
+        b->iovcnt[s] = n;
+    }
 }
 
-/* Account for the batch in <wr> whose write returned <result>. The whole
- * batch leaves the queue: written lines are done, and on a failure the
- * unwritten ones are counted as lost rather than retried (the errors a
- * file gives, ENOSPC, EIO, EFBIG, do not clear by retrying at once). A
- * line cut in the middle marks the sink torn. */
-static void batch_complete(tg_audit_t *a, const audit_write_t *wr, ssize_t result)
+/* Lines of the batch <b> that landed whole in sink <s>; sets its torn
+ * flag when a line was cut in the middle. */
+static uint32_t batch_landed(tg_audit_t *a, const audit_batch_t *b, size_t s)
 {
-    size_t written = result > 0 ? (size_t)result : 0;
-    size_t payload = written > wr->prefix ? written - wr->prefix : 0;
+    size_t written = b->result[s] > 0 ? (size_t)b->result[s] : 0;
+    size_t payload = written > b->prefix[s] ? written - b->prefix[s] : 0;
     size_t done = 0;
     uint32_t whole = 0;
 
-    while (whole < wr->nevents) {
+    while (whole < b->nevents) {
         size_t len = a->lens[(a->len_head + whole) % a->queue_cap];
         if (done + len > payload)
             break;
         done += len;
         whole++;
     }
-    queue_pop(a, wr->nevents, wr->nbytes);
-    a->torn = written < wr->prefix || payload > done;
-    a->write_failed = whole < wr->nevents;
-    if (a->write_failed)
-        count_lost(a, wr->nevents - whole);
+    a->torn[s] = written < b->prefix[s] || payload > done;
+    return whole;
 }
 
-static void write_free(audit_write_t *wr)
+/* Account for the written batch <b>. The whole batch leaves the queue:
+ * written lines are done, and on a failure the unwritten ones are counted
+ * as lost rather than retried (the errors a file gives, ENOSPC, EIO,
+ * EFBIG, do not clear by retrying at once). A line counts as written only
+ * when it reached every sink (see the file comment). */
+static void batch_complete(tg_audit_t *a, const audit_batch_t *b)
 {
+    uint32_t whole = b->nevents;
+
+    if (b->nevents == 0)
+        return; /* sync only */
+    for (size_t s = 0; s < a->nsinks; s++) {
+        uint32_t w = batch_landed(a, b, s);
+        if (w < whole)
+            whole = w;
+    }
+    queue_pop(a, b->nevents, b->nbytes);
+    a->write_failed = whole < b->nevents;
+    if (a->write_failed)
+        count_lost(a, b->nevents - whole);
+}
+
+/* Write <b> to each sink in turn, then let each sync. Returns the soonest
+ * sync a sink asked for (ms from now), or 0. Runs on the threadpool, or on
+ * the loop thread at close. */
+static uint64_t batch_run(const tg_audit_sink_t *sinks, size_t nsinks, audit_batch_t *b)
+{
+    uint64_t next = 0;
+
+    for (size_t s = 0; s < nsinks; s++) {
+        if (b->iovcnt[s] != 0)
+            b->result[s] = sinks[s].ops->write(sinks[s].ctx, b->iov[s], b->iovcnt[s]);
+        if (sinks[s].ops->sync != NULL) {
+            uint64_t due = sinks[s].ops->sync(sinks[s].ctx, mono_ms());
+            if (due != 0 && (next == 0 || due < next))
+                next = due;
+        }
+    }
+    return next;
+}
+
+static void write_release(audit_write_t *wr)
+{
+    if (--wr->refs != 0)
+        return;
     uv_cond_destroy(&wr->cv);
     uv_mutex_destroy(&wr->mu);
     free(wr);
@@ -204,10 +282,10 @@ static void write_free(audit_write_t *wr)
 static void write_work(uv_work_t *req)
 {
     audit_write_t *wr = (audit_write_t *)req;
-    ssize_t r = wr->sink.ops->write(wr->sink.ctx, wr->iov, wr->iovcnt);
+    uint64_t next = batch_run(wr->sinks, wr->nsinks, &wr->b);
 
     uv_mutex_lock(&wr->mu);
-    wr->result = r;
+    wr->sync_in_ms = next;
     wr->done = true;
     uv_cond_signal(&wr->cv);
     uv_mutex_unlock(&wr->mu);
@@ -215,24 +293,63 @@ static void write_work(uv_work_t *req)
 
 static void kick(tg_audit_t *a);
 static void kick_soon(tg_audit_t *a);
+static void start_batch(tg_audit_t *a, bool sync_only);
+
+static void on_sync_timer(uv_timer_t *t)
+{
+    tg_audit_t *a = t->data;
+
+    /* A batch in flight syncs when it is done, and re-arms this. */
+    if (a != NULL && !a->wr->inflight)
+        start_batch(a, true);
+}
+
+static void sync_timer_closed(uv_handle_t *h)
+{
+    write_release(h->data);
+}
+
+/* Call the sinks' sync again in <ms> (0: nothing pending). The timer does
+ * not keep the loop alive: at shutdown tg_audit_close has the sinks make
+ * their data durable instead. */
+static void schedule_sync(tg_audit_t *a, uint64_t ms)
+{
+    audit_write_t *wr = a->wr;
+
+    if (ms == 0)
+        return;
+    if (!wr->timer_init) {
+        if (uv_timer_init(a->loop, &wr->sync_timer) != 0)
+            return; /* the next batch's sync catches up */
+        wr->timer_init = true;
+        wr->refs++;
+        wr->sync_timer.data = a;
+        uv_unref((uv_handle_t *)&wr->sync_timer);
+    }
+    uv_timer_start(&wr->sync_timer, on_sync_timer, ms, 0);
+}
 
 static void write_done(uv_work_t *req, int status)
 {
     audit_write_t *wr = (audit_write_t *)req;
+    tg_audit_t *a = req->data;
 
     wr->inflight = false;
-    if (wr->orphaned) {
-        write_free(wr);
-        return;
+    if (a != NULL) {
+        if (status != 0)
+            for (size_t s = 0; s < a->nsinks; s++)
+                wr->b.result[s] = status;
+        batch_complete(a, &wr->b);
+        /* Room again: report the loss now rather than with the next event,
+         * unless a sink just failed too (the report would fail the same
+         * way and loop); the next emit reports it then. */
+        if (a->unreported != 0 && !a->write_failed)
+            report_dropped(a);
+        kick_soon(a);
+        if (!wr->inflight)
+            schedule_sync(a, wr->sync_in_ms);
     }
-    tg_audit_t *a = req->data;
-    batch_complete(a, wr, status == 0 ? wr->result : status);
-    /* Room again: report the loss now rather than with the next event,
-     * unless the sink just failed too (the report would fail the same
-     * way and loop); the next emit reports it then. */
-    if (a->unreported != 0 && !a->write_failed)
-        report_dropped(a);
-    kick_soon(a);
+    write_release(wr);
 }
 
 static void free_handle(uv_handle_t *h)
@@ -262,46 +379,87 @@ static void kick_soon(tg_audit_t *a)
         uv_timer_start(a->flush_timer, on_flush_timer, TG_AUDIT_FLUSH_MS, 0);
 }
 
-/* Start a write of everything queued unless one is already in flight. */
-static void kick(tg_audit_t *a)
+/* Start a batch of everything queued (or, with <sync_only>, only the
+ * sinks' sync) on the threadpool. */
+static void start_batch(tg_audit_t *a, bool sync_only)
 {
-    if (a->flush_timer != NULL)
-        uv_timer_stop(a->flush_timer);
     audit_write_t *wr = a->wr;
 
-    if (wr->inflight || a->queued == 0)
-        return;
-    batch_prepare(a, wr);
+    if (!sync_only && a->flush_timer != NULL)
+        uv_timer_stop(a->flush_timer);
+    batch_prepare(a, &wr->b, sync_only);
     wr->done = false;
+    wr->sync_in_ms = 0;
     int rc = uv_queue_work(a->loop, &wr->req, write_work, write_done);
     if (rc < 0) {
-        batch_complete(a, wr, rc);
+        for (size_t s = 0; s < a->nsinks; s++)
+            wr->b.result[s] = rc;
+        batch_complete(a, &wr->b);
         return;
     }
     wr->inflight = true;
+    wr->refs++;
+}
+
+/* Start a write of everything queued unless one is already in flight. */
+static void kick(tg_audit_t *a)
+{
+    if (a->wr->inflight || a->queued == 0)
+        return;
+    start_batch(a, false);
 }
 
 /* Write the queue out on the calling thread until it is empty. */
 static void drain_sync(tg_audit_t *a)
 {
-    audit_write_t b;
+    audit_batch_t b;
 
     while (a->queued != 0) {
-        batch_prepare(a, &b);
-        batch_complete(a, &b, a->sink.ops->write(a->sink.ctx, b.iov, b.iovcnt));
+        batch_prepare(a, &b, false);
+        (void)batch_run(a->sinks, a->nsinks, &b);
+        batch_complete(a, &b);
     }
 }
 
-/* Open the file sink on <opts>->path, allocate the queue for
- * <opts>->queue_cap events and bind to <loop>. Returns 0 and <*out>, or a
- * negative errno and a message in <err>: -EINVAL for missing options or a
- * zero queue_cap, -ENOMEM (a queue_cap too large to allocate), or the
- * sink's error (naming the path). */
+/* Open the sink <cfg> as <a>'s next one. */
+static int open_sink(tg_audit_t *a, const tg_audit_sink_cfg_t *cfg, char *err, size_t errlen)
+{
+    tg_audit_sink_t *out = &a->sinks[a->nsinks];
+    int rc;
+
+    switch (cfg->kind) {
+    case TG_AUDIT_SINK_FILE:
+        rc = tg_audit_sink_file_open(out, cfg, err, errlen);
+        break;
+    case TG_AUDIT_SINK_STDERR:
+        rc = tg_audit_sink_stderr_open(out, err, errlen);
+        break;
+    default:
+        snprintf(err, errlen, "audit: sink %zu: unknown kind %d", a->nsinks, (int)cfg->kind);
+        rc = -EINVAL;
+        break;
+    }
+    if (rc == 0)
+        a->nsinks++;
+    return rc;
+}
+
+/* Open the sinks of <opts> (or one file sink on <opts>->path with the
+ * default rotation and fsync), allocate the queue for <opts>->queue_cap
+ * events and bind to <loop>. Returns 0 and <*out>, or a negative errno and
+ * a message in <err>: -EINVAL for missing options, a zero queue_cap or
+ * more than TG_CFG_SINKS_MAX sinks, -ENOMEM (a queue_cap too large to
+ * allocate), or the first failing sink's error (naming its path). */
 int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts, char *err,
                   size_t errlen)
 {
     if (opts == NULL || opts->instance == NULL || opts->queue_cap == 0) {
         snprintf(err, errlen, "audit: instance name and a queue_cap of at least 1 are required");
+        return -EINVAL;
+    }
+    if (opts->nsinks > AUDIT_SINKS_MAX || (opts->nsinks != 0 && opts->sinks == NULL)) {
+        snprintf(err, errlen, "audit: %zu sinks (expected 1 to %d)", opts->nsinks,
+                 AUDIT_SINKS_MAX);
         return -EINVAL;
     }
 
@@ -333,6 +491,7 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
         return -ENOMEM;
     }
     a->wr = wr;
+    wr->refs = 1;
     wr->req.data = a;
     a->loop = loop;
     a->queue_cap = opts->queue_cap;
@@ -350,12 +509,24 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
         return -ENOMEM;
     }
 
-    int rc = tg_audit_sink_file_open(&a->sink, opts->path, err, errlen);
-    if (rc < 0) {
-        tg_audit_close(a);
-        return rc;
+    tg_audit_sink_cfg_t one;
+    const tg_audit_sink_cfg_t *cfgs = opts->sinks;
+    size_t n = opts->nsinks;
+    if (n == 0) {
+        tg_config_sink_defaults(&one, TG_AUDIT_SINK_FILE);
+        one.path = (char *)opts->path;
+        cfgs = &one;
+        n = 1;
     }
-    wr->sink = a->sink;
+    for (size_t i = 0; i < n; i++) {
+        int rc = open_sink(a, &cfgs[i], err, errlen);
+        if (rc < 0) {
+            tg_audit_close(a);
+            return rc;
+        }
+    }
+    memcpy(wr->sinks, a->sinks, sizeof(a->sinks));
+    wr->nsinks = a->nsinks;
     a->flush_timer = malloc(sizeof(*a->flush_timer));
     if (a->flush_timer != NULL) {
         uv_timer_init(loop, a->flush_timer);
@@ -389,11 +560,12 @@ uint32_t tg_audit_queued(const tg_audit_t *a)
     return a->queued;
 }
 
-/* Wait for the write in flight, write the rest of the queue on the calling
+/* Wait for the batch in flight, write the rest of the queue on the calling
  * thread (and an audit.dropped line for any loss not yet reported), close
- * the sink and free <a>. The loop is not run here, so this is safe from
- * inside a loop callback; a write request that was in flight is released
- * by libuv the next time the loop runs. */
+ * the sinks (which make their data durable per their fsync policy) and
+ * free <a>. The loop is not run here, so this is safe from inside a loop
+ * callback; the timers' close callbacks and a work request that was in
+ * flight are released by libuv the next time the loop runs. */
 void tg_audit_close(tg_audit_t *a)
 {
     if (a == NULL)
@@ -410,18 +582,24 @@ void tg_audit_close(tg_audit_t *a)
         while (!wr->done)
             uv_cond_wait(&wr->cv, &wr->mu);
         uv_mutex_unlock(&wr->mu);
-        batch_complete(a, wr, wr->result);
-        wr->orphaned = true; /* write_done frees it */
-    } else {
-        write_free(wr);
+        batch_complete(a, &wr->b);
+        wr->req.data = NULL; /* write_done only releases it now */
+    }
+    if (wr->timer_init) {
+        /* Closing stops it, so on_sync_timer cannot run again and <data>
+         * can carry <wr> to sync_timer_closed. */
+        uv_close((uv_handle_t *)&wr->sync_timer, sync_timer_closed);
+        wr->sync_timer.data = wr;
     }
 
-    if (a->sink.ops != NULL) {
+    if (a->nsinks != 0) {
         drain_sync(a);
         if (a->unreported != 0 && report_dropped(a))
             drain_sync(a);
-        a->sink.ops->close(a->sink.ctx);
     }
+    for (size_t s = 0; s < a->nsinks; s++)
+        a->sinks[s].ops->close(a->sinks[s].ctx);
+    write_release(wr);
     free(a->instance);
     free(a->lens);
     free(a->ring);

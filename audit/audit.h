@@ -23,6 +23,8 @@
 
 #include <uv.h>
 
+#include "config/config.h"
+
 #define TG_AUDIT_LINE_MAX 4096    /* fixed internal bound: one encoded event */
 #define TG_AUDIT_SAFE_MAX 128     /* longest caller string written as-is */
 #define TG_AUDIT_FLUSH_MS 20      /* fixed internal bound: max delay before queued lines are written */
@@ -84,14 +86,21 @@ long tg_audit_encode(char *buf, size_t cap, const tg_audit_ev_t *ev, uint64_t se
 
 typedef struct tg_audit tg_audit_t;
 
+/* Where events go: <sinks> (copied at open) when <nsinks> > 0, else one
+ * file sink on <path> with the default rotation and fsync of config.h.
+ * The router passes cfg->audit_sinks / cfg->naudit_sinks and
+ * cfg->audit_path (or the default path). */
 typedef struct tg_audit_opts {
     const char *path;     /* file sink path (JSON lines, appended, 0600, dirs made) */
+    const tg_audit_sink_cfg_t *sinks; /* 1..TG_CFG_SINKS_MAX sinks, or NULL */
+    size_t nsinks;
     const char *instance; /* instance name for every event */
     uint32_t queue_cap;   /* bounded queue, events */
 } tg_audit_opts_t;
 
-/* Open the audit pipe on <loop>. On failure returns a negative errno and
- * writes a message naming the path and the cause into <err>. */
+/* Open the audit pipe on <loop> with every sink of <opts>. On failure
+ * returns a negative errno and writes a message naming the failing sink's
+ * path and the cause into <err>. */
 int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts, char *err,
                   size_t errlen);
 /* Queue one event (assigns seq and ts). Never blocks. */
@@ -99,10 +108,11 @@ void tg_audit_emit(tg_audit_t *a, const tg_audit_ev_t *ev);
 /* Counters for the registry and tests. */
 uint64_t tg_audit_dropped(const tg_audit_t *a);
 uint32_t tg_audit_queued(const tg_audit_t *a);
-/* Write out everything queued (blocking; only at shutdown) and free.
- * Does not run the loop, so it may be called from a callback; when a write
- * was in flight, libuv releases its request the next time <loop> runs
- * (run it once more before uv_loop_close). */
+/* Write out everything queued (blocking; only at shutdown), make it
+ * durable per each sink's fsync policy, and free. Does not run the loop,
+ * so it may be called from a callback; the pipe's timers are closed and a
+ * write in flight is released the next time <loop> runs (run it once more
+ * before uv_loop_close). */
 void tg_audit_close(tg_audit_t *a);
 
 /* Default path: $XDG_STATE_HOME/toolgate/audit.jsonl, else

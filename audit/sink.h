@@ -2,24 +2,40 @@
  *
  * A sink is a backend behind a small table of functions. The queue in
  * audit.c owns ordering, batching and loss accounting; a sink only has to
- * write bytes. write() runs on a libuv threadpool thread (at most one call
- * at a time per sink), or on the loop thread during tg_audit_close, so it
- * may block; it must not touch loop state.
+ * write bytes. write() and sync() run on a libuv threadpool thread (at
+ * most one call at a time per sink), or on the loop thread during
+ * tg_audit_close, so they may block; they must not touch loop state.
+ *
+ * Every batch a sink is given is whole lines (each ends in '\n'), except
+ * that it may start with the "\n" that ends a line a failed write cut
+ * short. Sinks that cut a batch (rotation, atomic pipe writes) cut only
+ * after a '\n', with the cursor below.
  */
 #ifndef TG_AUDIT_SINK_H
 #define TG_AUDIT_SINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "config/config.h"
+
 typedef struct tg_audit_sink_ops {
-    const char *kind; /* "file", ... */
+    const char *kind; /* "file", "stderr", ... */
     /* Write all <iovcnt> buffers of <iov>, in order. Returns the number of
      * bytes written, which is short only when an error stopped it, or a
      * negative errno when nothing was written. */
     ssize_t (*write)(void *ctx, const struct iovec *iov, int iovcnt);
-    /* Release <ctx>; called once, after the last write has returned. */
+    /* Optional (NULL: the sink has nothing to make durable later). Called
+     * after every batch, and on its own when a previous call asked for it,
+     * with <now_ms> from a monotonic clock. Does what the sink's durability
+     * policy says is due now and returns the milliseconds until it wants
+     * to be called again, or 0 when nothing is pending. */
+    uint64_t (*sync)(void *ctx, uint64_t now_ms);
+    /* Make everything durable that the policy asks for and release <ctx>;
+     * called once, after the last write has returned. */
     void (*close)(void *ctx);
 } tg_audit_sink_ops_t;
 
@@ -29,10 +45,47 @@ typedef struct tg_audit_sink {
     void *ctx;
 } tg_audit_sink_t;
 
-/* Open the JSON-lines file sink on <path>: parent directories are made
- * (0700) when missing, the file is opened for appending and created 0600.
- * Returns 0, or a negative errno with a message naming the path, the cause
- * and the way out written into <err>. */
-int tg_audit_sink_file_open(tg_audit_sink_t *out, const char *path, char *err, size_t errlen);
+/* Open the JSON-lines file sink described by <cfg> (kind file, a path):
+ * parent directories are made (0700) when missing, the file is opened for
+ * appending and created 0600; an existing file that ends in a torn line
+ * gets a '\n' first so the next line stays whole. Returns 0, or a negative
+ * errno with a message naming the path, the cause and the way out written
+ * into <err>. */
+int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, char *err,
+                            size_t errlen);
+
+/* Open the stderr sink: a duplicate of fd 2, so that whoever closes fd 2
+ * (the router's log at exit) cannot make it write elsewhere. 0 or a
+ * negative errno with a message in <err>. */
+int tg_audit_sink_stderr_open(tg_audit_sink_t *out, char *err, size_t errlen);
+
+/* ---- batch cursor and fd writer, shared by the fd-based sinks ---- */
+
+/* A read position in a batch: byte <off> of <iov>[<i>]. */
+typedef struct tg_audit_cur {
+    const struct iovec *iov;
+    int iovcnt;
+    int i;
+    size_t off;
+} tg_audit_cur_t;
+
+void tg_audit_cur_init(tg_audit_cur_t *c, const struct iovec *iov, int iovcnt);
+/* Bytes left from <c> to the end of the batch. */
+size_t tg_audit_cur_left(const tg_audit_cur_t *c);
+/* Length of the first line at <c>, its '\n' included (or up to the end of
+ * the batch when no '\n' follows). 0 at the end. */
+size_t tg_audit_cur_line(const tg_audit_cur_t *c);
+/* The longest run of whole lines at <c> that is at most <max> bytes; 0
+ * when the first line alone is longer. */
+size_t tg_audit_cur_lines(const tg_audit_cur_t *c, size_t max);
+/* Last byte before <c>, or -1 at the start of the batch. */
+int tg_audit_cur_prev(const tg_audit_cur_t *c);
+
+/* Write the next <n> bytes at <c> to <fd> and advance <c> past what was
+ * written. Retries short writes and EINTR; on EAGAIN (a non-blocking fd
+ * shared with someone else) waits for POLLOUT up to <wait_ms> at a time.
+ * Returns the bytes written (short only when an error or the wait
+ * stopped it), or a negative errno when nothing was written. */
+ssize_t tg_audit_fd_write(int fd, tg_audit_cur_t *c, size_t n, int wait_ms);
 
 #endif

@@ -127,7 +127,8 @@ static int find_agent(const char *self, char *out, size_t cap)
     if (slash != NULL)
         *slash = '\0';
     (void)self;
-    snprintf(out, cap, "%s/agents/tg_fixture_agent", exe);
+    if ((size_t)snprintf(out, cap, "%s/agents/tg_fixture_agent", exe) >= cap)
+        return -1;
     return access(out, X_OK);
 }
 

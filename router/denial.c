@@ -12,11 +12,16 @@
 #include "router/denial.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "audit/audit.h"
+#include "router/jsonw.h"
+
+/* A NUL-terminated config string, escaped (no quotes). */
+static void put_esc(tg_jw_t *w, const char *s)
+{
+    tg_jw_esc(w, s, strlen(s));
+}
 
 static const struct {
     const char *name;
@@ -55,177 +60,65 @@ bool tg_deny_retryable(tg_deny_code_t c)
     return code_ok(c) && deny_tab[c].retryable;
 }
 
-/* ---- bounded writer: once full, writes are dropped and <full> stays ---- */
-
-typedef struct wr {
-    char *buf;
-    size_t cap;
-    size_t len;
-    bool full;
-} wr_t;
-
-static void put(wr_t *w, const char *s, size_t n)
-{
-    if (w->full || w->cap - w->len < n + 1) { /* keep room for the NUL */
-        w->full = true;
-        return;
-    }
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
-}
-
-static void puts_lit(wr_t *w, const char *s)
-{
-    put(w, s, strlen(s));
-}
-
-static void put_i64(wr_t *w, int64_t v)
-{
-    char t[24];
-    int n = snprintf(t, sizeof t, "%" PRId64, v);
-    put(w, t, (size_t)n);
-}
-
-/* Length of the valid UTF-8 sequence at s[0] (s[0] >= 0x80), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-    size_t need;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c >= 0xE0 && c <= 0xEF)
-        need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4)
-        need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else
-        return 0;
-    if (n <= need)
-        return 0;
-    for (size_t k = 1; k <= need; k++) {
-        unsigned char b = s[k];
-        if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF))
-            return 0;
-    }
-    return need + 1;
-}
-
-/* String contents, JSON-escaped; invalid UTF-8 becomes U+FFFD so the line
- * always parses. */
-static void put_esc_n(wr_t *w, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        size_t run = i;
-        while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\')
-            run++;
-        put(w, s + i, run - i);
-        i = run;
-        if (i >= n)
-            break;
-        unsigned char c = p[i];
-        if (c >= 0x80) {
-            size_t k = utf8_len(p + i, n - i);
-            if (k) {
-                put(w, s + i, k);
-                i += k;
-            } else {
-                puts_lit(w, "\\ufffd");
-                i++;
-            }
-            continue;
-        }
-        char e[6] = {'\\', 0, 0, 0, 0, 0};
-        size_t el = 2;
-        switch (c) {
-        case '"': e[1] = '"'; break;
-        case '\\': e[1] = '\\'; break;
-        case '\n': e[1] = 'n'; break;
-        case '\r': e[1] = 'r'; break;
-        case '\t': e[1] = 't'; break;
-        case '\b': e[1] = 'b'; break;
-        case '\f': e[1] = 'f'; break;
-        default:
-            e[1] = 'u';
-            e[2] = '0';
-            e[3] = '0';
-            e[4] = hex[c >> 4];
-            e[5] = hex[c & 15];
-            el = 6;
-            break;
-        }
-        put(w, e, el);
-        i++;
-    }
-}
-
-static void put_esc(wr_t *w, const char *s)
-{
-    put_esc_n(w, s, strlen(s));
-}
-
 /* ,"key":"value" (escaped) when <v> is set. */
-static void field_str(wr_t *w, const char *key, const char *v)
+static void field_str(tg_jw_t *w, const char *key, const char *v)
 {
     if (!v)
         return;
-    puts_lit(w, ",\"");
-    puts_lit(w, key);
-    puts_lit(w, "\":\"");
+    tg_jw_lit(w, ",\"");
+    tg_jw_lit(w, key);
+    tg_jw_lit(w, "\":\"");
     put_esc(w, v);
-    puts_lit(w, "\"");
+    tg_jw_lit(w, "\"");
 }
 
-static void field_num(wr_t *w, const char *key, int64_t v)
+static void field_num(tg_jw_t *w, const char *key, int64_t v)
 {
     if (v == TG_DENY_ABSENT)
         return;
-    puts_lit(w, ",\"");
-    puts_lit(w, key);
-    puts_lit(w, "\":");
-    put_i64(w, v);
+    tg_jw_lit(w, ",\"");
+    tg_jw_lit(w, key);
+    tg_jw_lit(w, "\":");
+    tg_jw_i64(w, v);
 }
 
-static void put_head(wr_t *w, const char *id, size_t id_len, int code)
+static void put_head(tg_jw_t *w, const char *id, size_t id_len, int code)
 {
-    puts_lit(w, "{\"jsonrpc\":\"2.0\",\"id\":");
+    tg_jw_lit(w, "{\"jsonrpc\":\"2.0\",\"id\":");
     /* The id is a span the envelope scanner validated: copied as it came,
      * so the caller matches the answer to its own request byte for byte. */
     if (id && id_len)
-        put(w, id, id_len);
+        tg_jw_raw(w, id, id_len);
     else
-        puts_lit(w, "null");
-    puts_lit(w, ",\"error\":{\"code\":");
-    put_i64(w, code);
-    puts_lit(w, ",\"message\":\"");
+        tg_jw_lit(w, "null");
+    tg_jw_lit(w, ",\"error\":{\"code\":");
+    tg_jw_i64(w, code);
+    tg_jw_lit(w, ",\"message\":\"");
 }
 
-static long finish(wr_t *w)
+/* End the line: '\n' then NUL. */
+static long finish(tg_jw_t *w)
 {
-    put(w, "\n", 1);
-    if (w->full)
-        return -ENOSPC;
-    w->buf[w->len] = '\0';
-    return (long)w->len;
+    tg_jw_raw(w, "\n", 1);
+    return tg_jw_end(w);
 }
 
 /* "5.2s", "250ms", "3s": a person's idea of a wait, rounded up so that
  * retrying at the printed time is never early. */
-static void put_wait(wr_t *w, int64_t ms)
+static void put_wait(tg_jw_t *w, int64_t ms)
 {
     if (ms < 1000) {
-        put_i64(w, ms < 0 ? 0 : ms);
-        puts_lit(w, "ms");
+        tg_jw_i64(w, ms < 0 ? 0 : ms);
+        tg_jw_lit(w, "ms");
         return;
     }
     int64_t tenths = ms / 100 + (ms % 100 != 0);
-    put_i64(w, tenths / 10);
+    tg_jw_i64(w, tenths / 10);
     if (tenths % 10) {
-        puts_lit(w, ".");
-        put_i64(w, tenths % 10);
+        tg_jw_lit(w, ".");
+        tg_jw_i64(w, tenths % 10);
     }
-    puts_lit(w, "s");
+    tg_jw_lit(w, "s");
 }
 
 static bool has(int64_t v)
@@ -234,153 +127,194 @@ static bool has(int64_t v)
 }
 
 /* " <unit>" when there is one. */
-static void put_unit(wr_t *w, const tg_denial_t *d)
+static void put_unit(tg_jw_t *w, const tg_denial_t *d)
 {
     if (d->unit) {
-        puts_lit(w, " ");
+        tg_jw_lit(w, " ");
         put_esc(w, d->unit);
     }
 }
 
 /* The default phrase per code when the caller gave none. Returns false
  * when there is nothing to say beyond the title. */
-static bool put_default_detail(wr_t *w, const tg_denial_t *d)
+static bool put_default_detail(tg_jw_t *w, const tg_denial_t *d)
 {
     bool oc = has(d->observed) && has(d->cap);
     switch (d->code) {
     case TG_DENY_CONCURRENCY:
         if (!oc)
             return false;
-        put_i64(w, d->observed);
+        tg_jw_i64(w, d->observed);
         if (d->limit && strcmp(d->limit, "queue") == 0)
-            puts_lit(w, " waiting, queue full at ");
+            tg_jw_lit(w, " waiting, queue full at ");
         else
-            puts_lit(w, " in flight, cap ");
-        put_i64(w, d->cap);
+            tg_jw_lit(w, " in flight, cap ");
+        tg_jw_i64(w, d->cap);
         put_unit(w, d);
         return true;
     case TG_DENY_TIMEOUT:
         if (!has(d->observed) && !has(d->cap))
             return false;
-        puts_lit(w, "no result within ");
-        put_i64(w, has(d->cap) ? d->cap : d->observed);
-        puts_lit(w, " ms");
+        tg_jw_lit(w, "no result within ");
+        tg_jw_i64(w, has(d->cap) ? d->cap : d->observed);
+        tg_jw_lit(w, " ms");
         return true;
     case TG_DENY_FRAME:
         if (!has(d->cap))
             return false;
-        puts_lit(w, "frame ");
+        tg_jw_lit(w, "frame ");
         if (has(d->observed)) {
-            puts_lit(w, "of ");
-            put_i64(w, d->observed);
-            puts_lit(w, " bytes ");
+            tg_jw_lit(w, "of ");
+            tg_jw_i64(w, d->observed);
+            tg_jw_lit(w, " bytes ");
         }
-        puts_lit(w, "> ");
-        put_i64(w, d->cap);
-        puts_lit(w, " bytes");
+        tg_jw_lit(w, "> ");
+        tg_jw_i64(w, d->cap);
+        tg_jw_lit(w, " bytes");
         return true;
     case TG_DENY_UNAVAILABLE:
-        puts_lit(w, "agent not running");
+        tg_jw_lit(w, "agent not running");
         return true;
     case TG_DENY_STORE:
-        puts_lit(w, "shared rate store did not answer");
+        tg_jw_lit(w, "shared rate store did not answer");
         return true;
     case TG_DENY_SHUTTING_DOWN:
-        puts_lit(w, "no new calls accepted");
+        tg_jw_lit(w, "no new calls accepted");
         return true;
     case TG_DENY_RESOURCE:
         if (d->limit && oc) {
             put_esc(w, d->limit);
-            puts_lit(w, " ");
+            tg_jw_lit(w, " ");
         }
         /* fall through */
     default:
         if (!oc)
             return false;
-        put_i64(w, d->observed);
-        puts_lit(w, " > ");
-        put_i64(w, d->cap);
+        tg_jw_i64(w, d->observed);
+        tg_jw_lit(w, " > ");
+        tg_jw_i64(w, d->cap);
         put_unit(w, d);
         return true;
     }
 }
 
-static void put_message(wr_t *w, const tg_denial_t *d, bool tool_ok)
+static void put_message(tg_jw_t *w, const tg_denial_t *d, bool tool_ok)
 {
     /* The default detail is rendered aside first, to know whether there
      * is one (it holds only numbers and short config words). */
     char dbuf[256];
-    wr_t dw = {.buf = dbuf, .cap = sizeof dbuf, .len = 0, .full = false};
-    if (!d->detail && (!put_default_detail(&dw, d) || dw.full))
+    tg_jw_t dw;
+    tg_jw_init(&dw, dbuf, sizeof dbuf);
+    if (!d->detail && (!put_default_detail(&dw, d) || dw.err))
         dw.len = 0;
     bool detail = d->detail || dw.len > 0;
 
-    puts_lit(w, deny_tab[d->code].title);
+    tg_jw_lit(w, deny_tab[d->code].title);
     if (d->agent || d->tool || detail)
-        puts_lit(w, ": ");
+        tg_jw_lit(w, ": ");
     if (d->agent) {
-        puts_lit(w, "agent '");
+        tg_jw_lit(w, "agent '");
         put_esc(w, d->agent);
-        puts_lit(w, "'");
+        tg_jw_lit(w, "'");
     }
     if (d->tool) {
-        puts_lit(w, d->agent ? " tool '" : "tool '");
+        tg_jw_lit(w, d->agent ? " tool '" : "tool '");
         if (tool_ok)
-            put_esc_n(w, d->tool, d->tool_len);
+            tg_jw_esc(w, d->tool, d->tool_len);
         else
-            puts_lit(w, "invalid");
-        puts_lit(w, "'");
+            tg_jw_lit(w, "invalid");
+        tg_jw_lit(w, "'");
     }
     if (detail) {
         if (d->agent || d->tool)
-            puts_lit(w, " ");
+            tg_jw_lit(w, " ");
         if (d->detail)
             put_esc(w, d->detail);
         else
-            put(w, dbuf, dw.len); /* already escaped */
+            tg_jw_raw(w, dbuf, dw.len); /* already escaped */
     }
     if (has(d->retry_after_ms)) {
-        puts_lit(w, "; retry in ");
+        tg_jw_lit(w, "; retry in ");
         put_wait(w, d->retry_after_ms);
     }
     if (d->config_path) {
-        puts_lit(w, " (raise ");
+        tg_jw_lit(w, " (raise ");
         put_esc(w, d->config_path);
-        puts_lit(w, ")");
+        tg_jw_lit(w, ")");
     }
+}
+
+/* The structured fields: MCP error.data, OpenSentience error.details.
+ * Writes {"code":..., ...} (the object, braces included). */
+static void put_fields(tg_jw_t *w, const tg_denial_t *d, bool tool_ok)
+{
+    tg_jw_lit(w, "{\"code\":\"");
+    tg_jw_lit(w, deny_tab[d->code].name);
+    tg_jw_lit(w, "\"");
+    field_str(w, "limit", d->limit);
+    field_str(w, "scope", d->scope);
+    field_str(w, "agent", d->agent);
+    if (d->tool) {
+        tg_jw_lit(w, ",\"tool\":\"");
+        if (tool_ok)
+            tg_jw_esc(w, d->tool, d->tool_len);
+        else
+            tg_jw_lit(w, "invalid");
+        tg_jw_lit(w, "\"");
+    }
+    field_num(w, "observed", d->observed);
+    field_num(w, "cap", d->cap);
+    field_str(w, "unit", d->unit);
+    field_num(w, "retry_after_ms", d->retry_after_ms);
+    field_str(w, "config_path", d->config_path);
+    field_str(w, "request_id", d->request_id);
+    tg_jw_lit(w, "}");
 }
 
 long tg_denial_mcp(char *buf, size_t cap, const char *id, size_t id_len, const tg_denial_t *d)
 {
     if (!code_ok(d->code))
         return -EINVAL;
-    wr_t w = {.buf = buf, .cap = cap, .len = 0, .full = cap == 0};
+    tg_jw_t w;
+    tg_jw_init(&w, buf, cap);
     bool tool_ok = d->tool && tg_audit_safe_str(d->tool, d->tool_len);
 
     put_head(&w, id, id_len, deny_tab[d->code].rpc);
     put_message(&w, d, tool_ok);
-    puts_lit(&w, "\",\"data\":{\"code\":\"");
-    puts_lit(&w, deny_tab[d->code].name);
-    puts_lit(&w, "\"");
-    field_str(&w, "limit", d->limit);
-    field_str(&w, "scope", d->scope);
-    field_str(&w, "agent", d->agent);
-    if (d->tool) {
-        puts_lit(&w, ",\"tool\":\"");
-        if (tool_ok)
-            put_esc_n(&w, d->tool, d->tool_len);
-        else
-            puts_lit(&w, "invalid");
-        puts_lit(&w, "\"");
-    }
-    field_num(&w, "observed", d->observed);
-    field_num(&w, "cap", d->cap);
-    field_str(&w, "unit", d->unit);
-    field_num(&w, "retry_after_ms", d->retry_after_ms);
-    field_str(&w, "config_path", d->config_path);
-    field_str(&w, "request_id", d->request_id);
-    puts_lit(&w, "}}}");
+    tg_jw_lit(&w, "\",\"data\":");
+    put_fields(&w, d, tool_ok);
+    tg_jw_lit(&w, "}}");
     return finish(&w);
+}
+
+long tg_denial_os(char *buf, size_t cap, const char *call_id, size_t call_id_len,
+                  const tg_denial_t *d)
+{
+    if (!code_ok(d->code) || d->os == NULL)
+        return -EINVAL;
+    tg_jw_t w;
+    tg_jw_init(&w, buf, cap);
+    bool tool_ok = d->tool && tg_audit_safe_str(d->tool, d->tool_len);
+
+    if (tg_os_put_head(&w, d->os, "agent.tool.result") < 0)
+        return -EINVAL;
+    tg_jw_lit(&w, ",\"payload\":{\"call_id\":");
+    /* A string span the envelope scanner validated, copied as it came so
+     * the caller matches the result to its call byte for byte; null when
+     * it could not be read (the head of an over-cap frame is never read). */
+    if (call_id && call_id_len)
+        tg_jw_raw(&w, call_id, call_id_len);
+    else
+        tg_jw_lit(&w, "null");
+    tg_jw_lit(&w, ",\"status\":\"failed\"},\"error\":{\"code\":\"");
+    tg_jw_lit(&w, deny_tab[d->code].name);
+    tg_jw_lit(&w, "\",\"message\":\"");
+    put_message(&w, d, tool_ok);
+    tg_jw_lit(&w, "\",\"details\":");
+    put_fields(&w, d, tool_ok);
+    tg_jw_lit(&w, deny_tab[d->code].retryable ? ",\"retryable\":true" : ",\"retryable\":false");
+    tg_jw_lit(&w, ",\"where\":\"" TG_OS_WHERE "\"}}");
+    return tg_jw_end(&w);
 }
 
 static const char *rpc_default_message(int code)
@@ -398,9 +332,10 @@ static const char *rpc_default_message(int code)
 long tg_rpc_error(char *buf, size_t cap, const char *id, size_t id_len, int code,
                   const char *message)
 {
-    wr_t w = {.buf = buf, .cap = cap, .len = 0, .full = cap == 0};
+    tg_jw_t w;
+    tg_jw_init(&w, buf, cap);
     put_head(&w, id, id_len, code);
     put_esc(&w, message ? message : rpc_default_message(code));
-    puts_lit(&w, "\"}}");
+    tg_jw_lit(&w, "\"}}");
     return finish(&w);
 }

@@ -175,6 +175,8 @@ struct tg_wrap {
     uint64_t seq;
     uint32_t npass;
     uint32_t nactive;               /* entries not free */
+    uint32_t nbusy;                 /* K_CALL and K_PASS entries: what a drain waits for */
+    uint64_t queued_frame_bytes;    /* bytes of frames held by queued calls */
 
     /* limits */
     tg_gcra_t arate;
@@ -319,6 +321,8 @@ static tg_call_t *call_alloc(tg_wrap_t *w, call_kind_t kind)
     w->nactive++;
     if (kind == K_PASS)
         w->npass++;
+    if (kind == K_CALL || kind == K_PASS)
+        w->nbusy++;
     return c;
 }
 
@@ -328,11 +332,14 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
         return;
     uv_timer_stop(&c->timer);
     if (c->qblk != NULL) {
+        w->queued_frame_bytes -= c->qlen;
         tg_block_unref(&w->pool, c->qblk);
         c->qblk = NULL;
     }
     if (c->kind == K_PASS)
         w->npass--;
+    if (c->kind == K_CALL || c->kind == K_PASS)
+        w->nbusy--;
     c->kind = K_FREE;
     c->state = S_NONE;
     w->free_idx[w->nfree++] = c->idx;
@@ -350,13 +357,7 @@ static tg_call_t *call_by_agent_id(tg_wrap_t *w, uint64_t id)
 /* Calls that still need the agent: the drain waits for these. */
 static uint32_t busy_calls(const tg_wrap_t *w)
 {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < w->ncalls; i++) {
-        const tg_call_t *c = &w->calls[i];
-        if (c->kind == K_CALL || c->kind == K_PASS)
-            n++;
-    }
-    return n;
+    return w->nbusy;
 }
 
 /* ---- output to the caller --------------------------------------------- */
@@ -650,6 +651,7 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         c->state = S_QUEUED;
         c->qblk = b;
         b->refs++;
+        w->queued_frame_bytes += len;
         c->qframe = frame;
         c->qlen = len;
         c->qid_off = env->id.off;
@@ -693,6 +695,7 @@ static void pump_queue(tg_wrap_t *w)
             w->tools[c->tool].queued--;
         tg_block_t *b = c->qblk;
         c->qblk = NULL;
+        w->queued_frame_bytes -= c->qlen;
         dispatch(w, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
         tg_block_unref(&w->pool, b);
     }
@@ -1647,9 +1650,7 @@ static void backpressure(tg_wrap_t *w)
 {
     size_t high = 2 * (size_t)w->cfg->max_frame_bytes;
     /* caller -> agent: stop reading the caller while the agent lags. */
-    size_t toward_agent = w->inst != NULL ? w->inst->wr.queued_bytes : 0;
-    for (uint32_t i = 0; i < w->aq.count; i++)
-        toward_agent += w->calls[tg_waitq_at(&w->aq, i)].qlen;
+    size_t toward_agent = (w->inst != NULL ? w->inst->wr.queued_bytes : 0) + w->queued_frame_bytes;
     reg_set(w, w->reg_wq_agent, toward_agent);
     if (!w->caller_eof && w->cin != NULL) {
         if (toward_agent > high && !w->caller_paused) {

@@ -246,7 +246,7 @@ static void it_logged_call(int nth, char *id, size_t cap, const char *tool)
     cr_assert_not_null(sp, "bad call line '%s'", field);
     cr_assert_str_eq(sp + 1, tool, "call line '%s'", field);
     *sp = '\0';
-    snprintf(id, cap, "%s", field);
+    cr_assert_lt((size_t)snprintf(id, cap, "%s", field), cap, "id too long: %s", field);
 }
 
 /* All of toolgate's stderr; caller frees. */

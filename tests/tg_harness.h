@@ -111,7 +111,8 @@ static inline void tgh_rmtree(const char *dir)
             if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                 continue;
             char path[TGH_PATH * 2];
-            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= sizeof path)
+                continue;
             struct stat st;
             if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
                 tgh_rmtree(path);
@@ -735,7 +736,8 @@ static inline void tgh_cleanup(void)
         if (tgh_dirs[i][0] == '\0')
             continue;
         char log[TGH_PATH + 32];
-        snprintf(log, sizeof log, "%s/fixture.log", tgh_dirs[i]);
+        if ((size_t)snprintf(log, sizeof log, "%s/fixture.log", tgh_dirs[i]) >= sizeof log)
+            continue;
         pid_t pids[32];
         int np = tgh_log_pids(log, pids, 32);
         for (int k = 0; k < np; k++)
