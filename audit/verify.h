@@ -13,8 +13,10 @@
  *    (correlation_id, call_id, tool) pass the audit's safe-string check,
  *    and no other field appears;
  *  - runs: seq counts from 1 per process, so a seq of 1 starts a new run
- *    (toolgate restarted under the same instance name) unless the line is
- *    a byte-for-byte repeat of the run's first line (then a duplicate);
+ *    (toolgate restarted under the same instance name), unless the line is
+ *    a byte-for-byte repeat of the run's first line (a duplicate) or the
+ *    run has no seq 1 yet and this one is older than the run's latest ts
+ *    (the run's own start, read from a file given after a newer one);
  *  - gaps: seqs missing between the lowest and highest seq of a run. A run
  *    that does not start at 1 (its oldest rotated files were removed) is
  *    not a gap: the summary shows where it starts;

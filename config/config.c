@@ -569,12 +569,39 @@ fail:
     return -1;
 }
 
+static void sinks_free(tg_audit_sink_cfg_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].path);
+    free(v);
+}
+
+static int sinks_clone(tg_config_t *dst, const tg_config_t *src)
+{
+    if (!src->naudit_sinks)
+        return 0;
+    dst->audit_sinks = calloc(src->naudit_sinks, sizeof *dst->audit_sinks);
+    if (!dst->audit_sinks)
+        return -1;
+    for (size_t i = 0; i < src->naudit_sinks; i++) {
+        dst->audit_sinks[i] = src->audit_sinks[i];
+        dst->audit_sinks[i].path = NULL;
+        dst->naudit_sinks = i + 1;
+        if (src->audit_sinks[i].path &&
+            !(dst->audit_sinks[i].path = strdup(src->audit_sinks[i].path)))
+            return -1;
+    }
+    return 0;
+}
+
 static int config_clone(tg_config_t *dst, const tg_config_t *src)
 {
     *dst = *src;
     dst->path = NULL;
     dst->instance = NULL;
     dst->audit_path = NULL;
+    dst->audit_sinks = NULL;
+    dst->naudit_sinks = 0;
     dst->agents = NULL;
     dst->nagents = 0;
     if (src->path && !(dst->path = strdup(src->path)))
@@ -582,6 +609,8 @@ static int config_clone(tg_config_t *dst, const tg_config_t *src)
     if (src->instance && !(dst->instance = strdup(src->instance)))
         goto fail;
     if (src->audit_path && !(dst->audit_path = strdup(src->audit_path)))
+        goto fail;
+    if (sinks_clone(dst, src) < 0)
         goto fail;
     if (src->nagents) {
         dst->agents = calloc(src->nagents, sizeof *dst->agents);
@@ -667,6 +696,16 @@ fail:
     return -1;
 }
 
+void tg_config_sink_defaults(tg_audit_sink_cfg_t *s, tg_audit_sink_kind_t kind)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->max_bytes = TG_DEF_AUDIT_MAX_BYTES;
+    s->keep = TG_DEF_AUDIT_KEEP;
+    s->fsync = TG_AUDIT_FSYNC_INTERVAL;
+    s->fsync_interval_ms = TG_DEF_AUDIT_FSYNC_MS;
+}
+
 void tg_config_free(tg_config_t *cfg)
 {
     if (!cfg)
@@ -674,6 +713,7 @@ void tg_config_free(tg_config_t *cfg)
     free(cfg->path);
     free(cfg->instance);
     free(cfg->audit_path);
+    sinks_free(cfg->audit_sinks, cfg->naudit_sinks);
     agents_free(cfg->agents, cfg->nagents);
     memset(cfg, 0, sizeof *cfg);
 }
@@ -741,6 +781,8 @@ typedef struct ctx {
     tg_agent_cfg_t *agent; /* current agent */
     tg_exec_limits_t *lim; /* current execution_limits or tool scope */
     unsigned scope;        /* S_AGENT or S_TOOL */
+    tg_audit_sink_cfg_t *sink; /* current audit.sinks[] entry */
+    bool sink_interval_set;    /* it has an explicit fsync_interval */
 } ctx_t;
 
 /* The schema never nests deeper than CFG_DEPTH; a push past it keeps the
@@ -1104,6 +1146,10 @@ static int m_audit_path(ctx_t *c, json_t *v)
         return at_err(c, false, "out of memory");
     free(c->cfg->audit_path);
     c->cfg->audit_path = copy;
+    /* The shorthand replaces sinks an earlier source configured. */
+    sinks_free(c->cfg->audit_sinks, c->cfg->naudit_sinks);
+    c->cfg->audit_sinks = NULL;
+    c->cfg->naudit_sinks = 0;
     return 0;
 }
 
@@ -1118,17 +1164,189 @@ static int m_audit_queue(ctx_t *c, json_t *v)
     return 0;
 }
 
+/* audit.sinks[]: the enums' order is the order of their choices. */
+static const char *const sink_kinds[] = {"file", "stderr", NULL};
+static const char *const fsync_policies[] = {"interval", "always", "never", NULL};
+
+/* "kind" was read before the walk, which picks the member table by it. */
+static int m_sink_kind(ctx_t *c, json_t *v)
+{
+    return 0;
+}
+
+static int m_sink_path(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    char *copy;
+
+    if (!s)
+        return -1;
+    if (!(copy = strdup(s)))
+        return at_err(c, false, "out of memory");
+    free(c->sink->path);
+    c->sink->path = copy;
+    return 0;
+}
+
+static int m_sink_max_bytes(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_BYTES, TG_AUDIT_MAX_BYTES_MIN, TG_AUDIT_MAX_BYTES_CEIL, true};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->sink->max_bytes = val.u;
+    return 0;
+}
+
+/* 0 keeps no rotated file: rotation then empties the file in place. */
+static int m_sink_keep(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_COUNT, 0, TG_AUDIT_KEEP_CEIL, false};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->sink->keep = (uint32_t)val.u;
+    return 0;
+}
+
+static int m_sink_fsync(ctx_t *c, json_t *v)
+{
+    int i = get_enum(c, v, "an fsync policy", fsync_policies);
+
+    if (i < 0)
+        return -1;
+    c->sink->fsync = (tg_audit_fsync_t)i;
+    return 0;
+}
+
+static int m_sink_fsync_interval(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_DURATION, 1, TG_AUDIT_FSYNC_CEIL_MS, false};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->sink->fsync_interval_ms = val.u;
+    c->sink_interval_set = true;
+    return 0;
+}
+
+static const member_t file_sink_members[] = {
+    {"kind", m_sink_kind},   {"path", m_sink_path},   {"max_bytes", m_sink_max_bytes},
+    {"keep", m_sink_keep},   {"fsync", m_sink_fsync}, {"fsync_interval", m_sink_fsync_interval},
+};
+
+static const member_t stderr_sink_members[] = {
+    {"kind", m_sink_kind},
+};
+
+static int load_sink(ctx_t *c, json_t *v, tg_audit_sink_cfg_t *sinks, size_t i)
+{
+    tg_audit_sink_cfg_t *s = &sinks[i];
+    json_t *kind = json_is_object(v) ? json_object_get(v, "kind") : NULL;
+    int pushed, k;
+
+    if (want_object(c, v) < 0)
+        return -1;
+    if (!kind)
+        return at_err(c, false, "missing required key \"kind\" (expected \"file\" or \"stderr\")");
+    pushed = push_key(c, "kind");
+    k = get_enum(c, kind, "a sink kind", sink_kinds);
+    pop(c, pushed);
+    if (k < 0)
+        return -1;
+    tg_config_sink_defaults(s, (tg_audit_sink_kind_t)k);
+    c->sink = s;
+    c->sink_interval_set = false;
+    if (s->kind == TG_AUDIT_SINK_STDERR) {
+        if (walk(c, v, stderr_sink_members, sizeof stderr_sink_members / sizeof stderr_sink_members[0]) <
+            0)
+            return -1;
+        for (size_t j = 0; j < i; j++)
+            if (sinks[j].kind == TG_AUDIT_SINK_STDERR)
+                return at_err(c, false, "a second stderr sink (also audit.sinks[%zu])", j);
+        return 0;
+    }
+    if (walk(c, v, file_sink_members, sizeof file_sink_members / sizeof file_sink_members[0]) < 0)
+        return -1;
+    if (!s->path)
+        return at_err(c, false, "missing required key \"path\" (the file to write)");
+    if (c->sink_interval_set && s->fsync != TG_AUDIT_FSYNC_INTERVAL) {
+        pushed = push_key(c, "fsync_interval");
+        at_err(c, false, "applies only to fsync \"interval\" (this sink has fsync \"%s\")",
+               fsync_policies[s->fsync]);
+        pop(c, pushed);
+        return -1;
+    }
+    for (size_t j = 0; j < i; j++) {
+        if (sinks[j].kind == TG_AUDIT_SINK_FILE && strcmp(sinks[j].path, s->path) == 0) {
+            /* Two rotating writers on one file would rename it under
+             * each other and interleave their seqs. */
+            pushed = push_key(c, "path");
+            at_err(c, false, "same file as audit.sinks[%zu]", j);
+            pop(c, pushed);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int m_audit_sinks(ctx_t *c, json_t *v)
+{
+    tg_audit_sink_cfg_t *sinks;
+    size_t n;
+
+    if (!json_is_array(v))
+        return type_err(c, v, "an array");
+    n = json_array_size(v);
+    if (n == 0)
+        return at_err(c, false, "expected at least one sink");
+    if (n > TG_CFG_SINKS_MAX)
+        return at_err(c, false, "%zu sinks (expected at most %d)", n, TG_CFG_SINKS_MAX);
+    sinks = calloc(n, sizeof *sinks);
+    if (!sinks)
+        return at_err(c, false, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        int pushed = push_idx(c, i), rc = load_sink(c, json_array_get(v, i), sinks, i);
+        pop(c, pushed);
+        if (rc < 0) {
+            sinks_free(sinks, n);
+            return -1;
+        }
+    }
+    sinks_free(c->cfg->audit_sinks, c->cfg->naudit_sinks);
+    c->cfg->audit_sinks = sinks;
+    c->cfg->naudit_sinks = n;
+    free(c->cfg->audit_path);
+    c->cfg->audit_path = NULL;
+    return 0;
+}
+
 static const member_t audit_members[] = {
     {"path", m_audit_path},
     {"queue", m_audit_queue},
-    {"sinks", reserved_array},
+    {"sinks", m_audit_sinks},
 };
 
 static int m_audit(ctx_t *c, json_t *v)
 {
+    int pushed;
+
     if (want_object(c, v) < 0)
         return -1;
-    return walk(c, v, audit_members, sizeof audit_members / sizeof audit_members[0]);
+    if (walk(c, v, audit_members, sizeof audit_members / sizeof audit_members[0]) < 0)
+        return -1;
+    if (json_object_get(v, "path") && json_object_get(v, "sinks")) {
+        pushed = push_key(c, "sinks");
+        at_err(c, false,
+               "cannot be combined with audit.path (audit.path is shorthand for one file "
+               "sink: give the file in audit.sinks instead)");
+        pop(c, pushed);
+        return -1;
+    }
+    return 0;
 }
 
 /* agents[] */
@@ -1600,8 +1818,63 @@ int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg
     return 0;
 }
 
+int tg_config_set_audit_path(tg_config_t *cfg, const char *path, tg_cfg_err_t *err)
+{
+    char *copy;
+
+    if (!path || !path[0])
+        return err_set(err, "--audit: expected a file path");
+    if (!(copy = strdup(path)))
+        return err_set(err, "--audit %s: out of memory", path);
+    free(cfg->audit_path);
+    cfg->audit_path = copy;
+    sinks_free(cfg->audit_sinks, cfg->naudit_sinks);
+    cfg->audit_sinks = NULL;
+    cfg->naudit_sinks = 0;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Validation                                                          */
+
+/* Range checks of audit.sinks, for configs built or changed in code (the
+ * loader already refuses all of this with positions). */
+static int check_sinks(const tg_config_t *cfg, const char *f, const char *sep, tg_cfg_err_t *err)
+{
+    if (cfg->naudit_sinks > TG_CFG_SINKS_MAX || (cfg->naudit_sinks && !cfg->audit_sinks))
+        return err_set(err, "%s%saudit.sinks: %zu sinks (expected 1 to %d)", f, sep,
+                       cfg->naudit_sinks, TG_CFG_SINKS_MAX);
+    for (size_t i = 0; i < cfg->naudit_sinks; i++) {
+        const tg_audit_sink_cfg_t *s = &cfg->audit_sinks[i];
+        char shown[32];
+        if (s->kind == TG_AUDIT_SINK_STDERR)
+            continue;
+        if (s->kind != TG_AUDIT_SINK_FILE)
+            return err_set(err, "%s%saudit.sinks[%zu].kind: not a sink kind (expected \"file\" "
+                           "or \"stderr\")", f, sep, i);
+        if (!s->path || !s->path[0])
+            return err_set(err, "%s%saudit.sinks[%zu].path: missing (the file to write)", f, sep,
+                           i);
+        if (s->max_bytes < TG_AUDIT_MAX_BYTES_MIN || s->max_bytes > TG_AUDIT_MAX_BYTES_CEIL) {
+            tg_unit_fmt_bytes(shown, (int)sizeof shown, s->max_bytes);
+            return err_set(err, "%s%saudit.sinks[%zu].max_bytes: %s is out of range (expected "
+                           "1Ki to 1Ti)", f, sep, i, shown);
+        }
+        if (s->keep > TG_AUDIT_KEEP_CEIL)
+            return err_set(err, "%s%saudit.sinks[%zu].keep: %u is out of range (expected 0 to %d)",
+                           f, sep, i, s->keep, TG_AUDIT_KEEP_CEIL);
+        if ((unsigned)s->fsync > TG_AUDIT_FSYNC_NEVER)
+            return err_set(err, "%s%saudit.sinks[%zu].fsync: not an fsync policy (expected "
+                           "\"interval\", \"always\" or \"never\")", f, sep, i);
+        if (s->fsync == TG_AUDIT_FSYNC_INTERVAL &&
+            (s->fsync_interval_ms == 0 || s->fsync_interval_ms > TG_AUDIT_FSYNC_CEIL_MS)) {
+            tg_unit_fmt_duration(shown, (int)sizeof shown, s->fsync_interval_ms);
+            return err_set(err, "%s%saudit.sinks[%zu].fsync_interval: %s is out of range "
+                           "(expected 1ms to 1h)", f, sep, i, shown);
+        }
+    }
+    return 0;
+}
 
 /* Range check of every lkey of <scope> that is set in <lim>. */
 static int check_scope(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
@@ -1642,6 +1915,8 @@ int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
     if (cfg->audit_queue == 0 || cfg->audit_queue > TG_AUDIT_QUEUE_CEIL)
         return err_set(err, "%s%saudit.queue: %u is out of range (expected 1 to %u)", f, sep,
                        cfg->audit_queue, (unsigned)TG_AUDIT_QUEUE_CEIL);
+    if (check_sinks(cfg, f, sep, err) < 0)
+        return -1;
     if (cfg->nagents == 0 || !cfg->agents)
         return err_set(err, "%s%sagents: none configured (expected at least one agent)", f, sep);
     for (size_t i = 0; i < cfg->nagents; i++) {

@@ -51,6 +51,9 @@ typedef enum tg_src {
 #define TG_DEF_BACKOFF_INITIAL_MS 100
 #define TG_DEF_BACKOFF_MAX_MS 5000
 #define TG_DEF_AUDIT_QUEUE 4096
+#define TG_DEF_AUDIT_MAX_BYTES (100ull * 1024 * 1024) /* file sink: rotate past 100 MiB */
+#define TG_DEF_AUDIT_KEEP 5                            /* file sink: rotated files kept */
+#define TG_DEF_AUDIT_FSYNC_MS 1000                     /* file sink: fsync "interval" */
 
 /* Upper bounds: every limit can be raised, never made unbounded. */
 #define TG_MAX_FRAME_BYTES_CEIL (1024ull * 1024 * 1024) /* 1 GiB */
@@ -62,6 +65,10 @@ typedef enum tg_src {
 #define TG_RATE_COUNT_CEIL 1000000                 /* calls per period: T stays >= 1 us */
 #define TG_BURST_CEIL 1000000                      /* keeps T * burst below 2^53 us */
 #define TG_AUDIT_QUEUE_CEIL (1u << 20)             /* events */
+#define TG_AUDIT_MAX_BYTES_MIN 1024                /* a file holds at least a line or so */
+#define TG_AUDIT_MAX_BYTES_CEIL (1ull << 40)       /* 1 TiB per audit file */
+#define TG_AUDIT_KEEP_CEIL 1000                    /* rotated files: renames per rotation */
+#define TG_AUDIT_FSYNC_CEIL_MS (3600ull * 1000)    /* 1 h between fsyncs at most */
 #define TG_MAX_RESTARTS_CEIL 1000
 #define TG_STDERR_BPS_CEIL (64ull * 1024 * 1024)   /* bytes per second */
 #define TG_STDERR_LINE_CEIL (1024ull * 1024)       /* bytes */
@@ -72,6 +79,7 @@ typedef enum tg_src {
 #define TG_CFG_AGENTS_MAX 1024   /* agents in one config */
 #define TG_CFG_TOOLS_MAX 4096    /* tool entries per agent */
 #define TG_CFG_ARGV_MAX 4096     /* command words per agent */
+#define TG_CFG_SINKS_MAX 8       /* audit sinks in one config */
 
 /* Execution limits for one scope (agent or tool). A field whose
  * <*_src> is TG_SRC_DEFAULT in a tool scope means "not set: only the agent
@@ -119,12 +127,42 @@ typedef struct tg_agent_cfg {
     uint64_t stderr_line_max;
 } tg_agent_cfg_t;
 
+typedef enum tg_audit_sink_kind {
+    TG_AUDIT_SINK_FILE = 0,
+    TG_AUDIT_SINK_STDERR,
+} tg_audit_sink_kind_t;
+
+/* When the file sink makes written lines durable. */
+typedef enum tg_audit_fsync {
+    TG_AUDIT_FSYNC_INTERVAL = 0, /* at most every fsync_interval_ms, off the loop */
+    TG_AUDIT_FSYNC_ALWAYS,       /* after every batch, before the next one starts */
+    TG_AUDIT_FSYNC_NEVER,        /* left to the kernel */
+} tg_audit_fsync_t;
+
+/* One audit sink (audit.sinks[i]). Fields other than <kind> apply to the
+ * file sink only. Owned by the tg_config_t holding it (path included). */
+typedef struct tg_audit_sink_cfg {
+    tg_audit_sink_kind_t kind;
+    char *path;                 /* file: JSON lines, appended */
+    uint64_t max_bytes;         /* file: rotate before a line would take it past this */
+    uint32_t keep;              /* file: rotated files kept, path.1 (newest) .. path.<keep> */
+    tg_audit_fsync_t fsync;
+    uint64_t fsync_interval_ms; /* file, fsync "interval": at most one fsync per this */
+} tg_audit_sink_cfg_t;
+
 typedef struct tg_config {
     char *path;            /* file the config came from, or NULL */
     char *instance;        /* router.instance; default: hostname */
     uint64_t max_frame_bytes;
     tg_src_t max_frame_src;
-    char *audit_path;      /* NULL: default $XDG_STATE_HOME/toolgate/audit.jsonl */
+    /* Audit sinks: <audit_sinks> when naudit_sinks > 0 (audit.sinks),
+     * else one file sink with the default rotation and fsync on
+     * <audit_path> (audit.path, --audit), or on the default path when NULL
+     * ($XDG_STATE_HOME/toolgate/audit.jsonl). A file setting one clears
+     * the other. */
+    char *audit_path;
+    tg_audit_sink_cfg_t *audit_sinks;
+    size_t naudit_sinks;
     uint32_t audit_queue;  /* audit queue capacity in events */
     tg_agent_cfg_t *agents;
     size_t nagents;
@@ -150,6 +188,15 @@ int tg_config_load_buffer(tg_config_t *cfg, const char *name, const char *text, 
  * rate_limit, burst, kill_grace_period, tools.NAME.KEY (the per-tool keys). */
 int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv,
                           tg_cfg_err_t *err);
+
+/* Make the audit go to one file sink at <path> with the default rotation
+ * and fsync (the CLI's --audit PATH): sets audit_path and drops
+ * audit.sinks. 0 or -1 with <err> filled (empty path, out of memory). */
+int tg_config_set_audit_path(tg_config_t *cfg, const char *path, tg_cfg_err_t *err);
+
+/* <s> as a <kind> sink with the defaults of DESIGN.md: max_bytes 100Mi,
+ * keep 5, fsync "interval" every 1s, no path. */
+void tg_config_sink_defaults(tg_audit_sink_cfg_t *s, tg_audit_sink_kind_t kind);
 
 /* Final checks after all sources are merged (e.g. burst vs rate). */
 int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err);

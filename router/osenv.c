@@ -11,7 +11,7 @@
  *     "in_reply_to" (strings) and "error" (an object); null counts as
  *     absent, since many serialisers write an unset optional as null;
  *   - per type, the payload members toolgate reads have the v1 types and
- *     the required ones are there (see the table in osenv.h); an optional
+ *     the required ones are there (see tg_os_env_t in osenv.h); an optional
  *     member may be null; "status" of agent.tool.result is one of
  *     succeeded, failed, canceled; "timeout_ms" is a non-negative integer;
  *   - every key toolgate reads may appear once (top level, the payload of
@@ -138,11 +138,8 @@ static void keyset_init(keyset_t *ks, const char *const *keys, size_t n)
 
 enum { P_CALL_ID, P_TOOL_ID, P_INPUT, P_TIMEOUT, P_IDEM, P__CALL };
 static const char *const call_keys[P__CALL] = {
-    [P_CALL_ID] = "call_id",
-    [P_TOOL_ID] = "tool_id",
-    [P_INPUT] = "input",
-    [P_TIMEOUT] = "timeout_ms",
-    [P_IDEM] = "idempotency_key",
+    [P_CALL_ID] = "call_id",    [P_TOOL_ID] = "tool_id",      [P_INPUT] = "input",
+    [P_TIMEOUT] = "timeout_ms", [P_IDEM] = "idempotency_key",
 };
 
 enum { H_TOKEN, H_AGENT, H_PROTOCOL, H__HELLO };
@@ -337,7 +334,8 @@ int tg_os_supports_v1(const char *buf, tg_jspan_t versions)
     tg_jarr_begin(&it, buf, versions);
     while ((rc = tg_jarr_next(&it, &el)) == 1) {
         uint64_t n;
-        if (el.type == TG_J_NUMBER && tg_jnum_u64(buf, el, UINT64_MAX, &n) == 0 && n == TG_OS_VERSION)
+        if (el.type == TG_J_NUMBER && tg_jnum_u64(buf, el, UINT64_MAX, &n) == 0 &&
+            n == TG_OS_VERSION)
             found = 1;
     }
     return rc < 0 ? -1 : found;

@@ -17,19 +17,19 @@
 
 #include "config/jscan.h"
 
-#define TG_OS_VERSION 1       /* the protocol version toolgate speaks */
+#define TG_OS_VERSION     1   /* the protocol version toolgate speaks */
 #define TG_OS_TOOL_ID_MAX 128 /* fixed bound: a tool_id is audit-safe as written */
-#define TG_OS_TOKEN_MAX 256   /* fixed bound: longest session token compared */
+#define TG_OS_TOKEN_MAX   256 /* fixed bound: longest session token compared */
 
 typedef enum tg_os_type {
-    TG_OS_OTHER = 0,           /* a valid envelope of a type toolgate does not read */
-    TG_OS_AGENT_HELLO,         /* agent.hello */
+    TG_OS_OTHER = 0,            /* a valid envelope of a type toolgate does not read */
+    TG_OS_AGENT_HELLO,          /* agent.hello */
     TG_OS_AGENT_TOOLS_REGISTER, /* agent.tools.register */
-    TG_OS_CORE_TOOL_CALL,      /* core.tool.call */
-    TG_OS_AGENT_TOOL_STREAM,   /* agent.tool.stream */
-    TG_OS_AGENT_TOOL_RESULT,   /* agent.tool.result */
-    TG_OS_CORE_TOOL_CANCEL,    /* core.tool.cancel */
-    TG_OS_AGENT_HEARTBEAT,     /* agent.heartbeat */
+    TG_OS_CORE_TOOL_CALL,       /* core.tool.call */
+    TG_OS_AGENT_TOOL_STREAM,    /* agent.tool.stream */
+    TG_OS_AGENT_TOOL_RESULT,    /* agent.tool.result */
+    TG_OS_CORE_TOOL_CANCEL,     /* core.tool.cancel */
+    TG_OS_AGENT_HEARTBEAT,      /* agent.heartbeat */
 } tg_os_type_t;
 
 typedef enum tg_os_status {
@@ -47,26 +47,26 @@ typedef struct tg_os_env {
     tg_jspan_t id;             /* string */
     tg_jspan_t ts;             /* string */
     tg_jspan_t payload;        /* object */
-    tg_jspan_t request_id;     /* optional strings */
-    tg_jspan_t correlation_id;
-    tg_jspan_t causation_id;
-    tg_jspan_t in_reply_to;
+    tg_jspan_t request_id;     /* optional string */
+    tg_jspan_t correlation_id; /* optional string */
+    tg_jspan_t causation_id;   /* optional string */
+    tg_jspan_t in_reply_to;    /* optional string */
     tg_jspan_t error;          /* optional object */
 
     /* Per type; every member marked required is present when the type is
      * reported, so the shell does not check again. */
-    tg_jspan_t call_id;        /* tool.call, tool.stream, tool.result, tool.cancel: string, required */
-    tg_jspan_t session_token;  /* hello: string, required (never log it) */
-    tg_jspan_t agent_id;       /* hello: string, required */
-    tg_jspan_t versions;       /* hello: protocol.supported_versions, array, required */
-    tg_jspan_t tools;          /* tools.register: array, required */
-    tg_jspan_t tool_id;        /* tool.call: string, required */
-    tg_jspan_t input;          /* tool.call: object, required */
-    bool has_timeout;          /* tool.call: timeout_ms present */
-    uint64_t timeout_ms;       /* tool.call: a non-negative integer */
+    tg_jspan_t call_id;         /* call, stream, result, cancel: string, required */
+    tg_jspan_t session_token;   /* hello: string, required (never log it) */
+    tg_jspan_t agent_id;        /* hello: string, required */
+    tg_jspan_t versions;        /* hello: protocol.supported_versions, array, required */
+    tg_jspan_t tools;           /* tools.register: array, required */
+    tg_jspan_t tool_id;         /* tool.call: string, required */
+    tg_jspan_t input;           /* tool.call: object, required */
+    bool has_timeout;           /* tool.call: timeout_ms present */
+    uint64_t timeout_ms;        /* tool.call: a non-negative integer */
     tg_jspan_t idempotency_key; /* tool.call: optional string */
-    tg_os_status_t status;     /* tool.result: required, succeeded|failed|canceled */
-    tg_jspan_t reason;         /* tool.cancel: optional string */
+    tg_os_status_t status;      /* tool.result: required, succeeded|failed|canceled */
+    tg_jspan_t reason;          /* tool.cancel: optional string */
 } tg_os_env_t;
 
 /* Scan one frame payload [buf, buf+len) (blanks around the object are
@@ -77,7 +77,7 @@ int tg_os_scan(const char *buf, size_t len, tg_os_env_t *env);
 /* The type name toolgate reads for <t> ("agent.hello"), "" for OTHER. */
 const char *tg_os_type_name(tg_os_type_t t);
 
-/* 1: true when 1 is among the versions in the array span <versions>
+/* 1 when the integer 1 is among the versions in the array span <versions>
  * (integers; other elements are ignored); 0 when it is not; -1 when the
  * array is malformed. */
 int tg_os_supports_v1(const char *buf, tg_jspan_t versions);

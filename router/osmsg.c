@@ -123,8 +123,7 @@ long tg_os_enc_tools_registered(char *buf, size_t cap, const tg_os_hdr_t *h,
         tg_jw_lit(&w, ",\"rejected\":[");
         for (size_t i = 0; i < nrej; i++) {
             const tg_os_reject_t *r = &rejected[i];
-            if ((r->tool_id.p && !raw_string(r->tool_id)) || r->code == NULL ||
-                r->message == NULL)
+            if ((r->tool_id.p && !raw_string(r->tool_id)) || r->code == NULL || r->message == NULL)
                 return -EINVAL;
             tg_jw_lit(&w, i ? ",{\"tool_id\":" : "{\"tool_id\":");
             if (r->tool_id.p)

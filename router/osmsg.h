@@ -28,8 +28,8 @@
 #include "router/jsonw.h"
 #include "router/osenv.h"
 
-#define TG_OS_WHERE "toolgate.router" /* error.where of every error toolgate writes */
-#define TG_OS_NO_TIMEOUT UINT64_MAX /* tg_os_call_t.timeout_ms when absent */
+#define TG_OS_WHERE      "toolgate.router" /* error.where of every error toolgate writes */
+#define TG_OS_NO_TIMEOUT UINT64_MAX        /* tg_os_call_t.timeout_ms when absent */
 
 /* The bytes of one JSON value copied as they are: a span tg_os_scan
  * reported (so validated), e.g. a caller's request_id with its quotes.
@@ -52,8 +52,8 @@ static inline tg_os_raw_t tg_os_raw(const char *frame, tg_jspan_t s)
 
 /* The envelope of a message toolgate writes. Borrowed for the call. */
 typedef struct tg_os_hdr {
-    const char *id;          /* toolgate-made message id, unique per message (required) */
-    int64_t ts_ms;           /* sender time, ms since the epoch; written RFC 3339 UTC */
+    const char *id; /* toolgate-made message id, unique per message (required) */
+    int64_t ts_ms;  /* sender time, ms since the epoch; written RFC 3339 UTC */
     /* Echoed from the message being answered, as tg_os_scan reported
      * them (string spans, quotes included); absent ones are left out. */
     tg_os_raw_t in_reply_to; /* the answered message's "id" */
@@ -69,12 +69,12 @@ typedef struct tg_os_hdr {
 int tg_os_put_head(tg_jw_t *w, const tg_os_hdr_t *h, const char *type);
 
 typedef struct tg_os_welcome {
-    uint32_t accepted_version;      /* TG_OS_VERSION */
-    const char *session_id;         /* toolgate-made (required) */
+    uint32_t accepted_version; /* TG_OS_VERSION */
+    const char *session_id;    /* toolgate-made (required) */
     uint64_t heartbeat_interval_ms;
     uint64_t max_frame_bytes;
-    const char *core_version;       /* toolgate's version; NULL with instance_id NULL: no "server" */
-    const char *instance_id;        /* router.instance; NULL: left out */
+    const char *core_version; /* toolgate's version; NULL with instance_id NULL: no "server" */
+    const char *instance_id;  /* router.instance; NULL: left out */
 } tg_os_welcome_t;
 
 /* core.welcome accepting an agent.hello. */
@@ -91,7 +91,7 @@ long tg_os_enc_error(char *buf, size_t cap, const tg_os_hdr_t *h, const char *ty
  * string: written null) and toolgate's error code and message. */
 typedef struct tg_os_reject {
     tg_os_raw_t tool_id;
-    const char *code;    /* "tool.invalid_id", "tool.duplicate", ... */
+    const char *code; /* "tool.invalid_id", "tool.duplicate", ... */
     const char *message;
 } tg_os_reject_t;
 

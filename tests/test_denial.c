@@ -367,3 +367,140 @@ Test(denial, rpc_errors)
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "error"), "message")), "say \"no\"");
     json_decref(j);
 }
+
+/* ---- OpenSentience: agent.tool.result with status "failed" ---- */
+
+static const tg_os_hdr_t os_hdr = {.id = "tg-m-9", .ts_ms = 1768564800123};
+
+static json_t *render_os(const char *call_id, const tg_denial_t *d)
+{
+    long n = tg_denial_os(out, sizeof out, call_id, call_id ? strlen(call_id) : 0, d);
+    cr_assert_gt(n, 0);
+    cr_assert_eq((size_t)n, strlen(out));
+    json_error_t err;
+    json_t *j = json_loadb(out, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    cr_assert_not_null(j, "%s: %s", out, err.text);
+    return j;
+}
+
+Test(denial, os_design_example_exact)
+{
+    tg_os_hdr_t h = os_hdr;
+    h.in_reply_to = (tg_os_raw_t){"\"m-1\"", 5};
+    h.request_id = (tg_os_raw_t){"\"req-1\"", 7};
+    h.correlation_id = (tg_os_raw_t){"\"chat_session:abc123\"", 21};
+    tg_denial_t d = {
+        .code = TG_DENY_RATE,
+        .limit = "rate",
+        .scope = "tool",
+        .agent = "search",
+        .tool = "web",
+        .tool_len = 3,
+        .observed = 11,
+        .cap = 10,
+        .unit = "calls/minute",
+        .retry_after_ms = 5200,
+        .config_path = "agents.search.tools.web.rate_limit",
+        .request_id = "tg-3f2a9c",
+        .detail = "11 calls in 1m > 10/minute",
+        .os = &h,
+    };
+    long n = tg_denial_os(out, sizeof out, "\"c-1\"", 5, &d);
+    const char *want =
+        "{\"v\":1,\"type\":\"agent.tool.result\",\"id\":\"tg-m-9\",\"ts\":\"2026-01-16T12:00:00.123Z\","
+        "\"in_reply_to\":\"m-1\",\"request_id\":\"req-1\",\"correlation_id\":\"chat_session:abc123\","
+        "\"payload\":{\"call_id\":\"c-1\",\"status\":\"failed\"},"
+        "\"error\":{\"code\":\"rate_limit_exceeded\","
+        "\"message\":\"rate limit exceeded: agent 'search' tool 'web' 11 calls in 1m > 10/minute; "
+        "retry in 5.2s (raise agents.search.tools.web.rate_limit)\","
+        "\"details\":{\"code\":\"rate_limit_exceeded\",\"limit\":\"rate\",\"scope\":\"tool\",\"agent\":\"search\","
+        "\"tool\":\"web\",\"observed\":11,\"cap\":10,\"unit\":\"calls/minute\",\"retry_after_ms\":5200,"
+        "\"config_path\":\"agents.search.tools.web.rate_limit\",\"request_id\":\"tg-3f2a9c\"},"
+        "\"retryable\":true,\"where\":\"toolgate.router\"}}";
+    cr_assert_str_eq(out, want);
+    cr_assert_eq(n, (long)strlen(want));
+
+    /* same message and the same fields as the MCP denial's data */
+    json_t *j = render_os("\"c-1\"", &d);
+    char os_line[4096];
+    memcpy(os_line, out, strlen(out) + 1);
+    json_t *m = render("7", &d);
+    json_t *e = json_object_get(j, "error");
+    json_t *me = json_object_get(m, "error");
+    cr_assert(json_equal(json_object_get(e, "details"), json_object_get(me, "data")), "%s", os_line);
+    cr_assert(json_equal(json_object_get(e, "message"), json_object_get(me, "message")));
+    json_decref(m);
+    json_decref(j);
+}
+
+Test(denial, os_minimal_and_every_code)
+{
+    tg_denial_t d = base(TG_DENY_FRAME);
+    d.os = &os_hdr;
+    long n = tg_denial_os(out, sizeof out, NULL, 0, &d);
+    const char *want = "{\"v\":1,\"type\":\"agent.tool.result\",\"id\":\"tg-m-9\",\"ts\":\"2026-01-16T12:00:00.123Z\","
+                       "\"payload\":{\"call_id\":null,\"status\":\"failed\"},\"error\":{\"code\":\"frame_too_large\","
+                       "\"message\":\"frame too large\",\"details\":{\"code\":\"frame_too_large\"},"
+                       "\"retryable\":false,\"where\":\"toolgate.router\"}}";
+    cr_assert_str_eq(out, want);
+    cr_assert_eq(n, (long)strlen(want));
+    for (int c = 0; c < TG_DENY__COUNT; c++) {
+        d = base((tg_deny_code_t)c);
+        d.os = &os_hdr;
+        json_t *j = render_os("\"x\\\"y\"", &d);
+        json_t *e = json_object_get(j, "error");
+        cr_assert_str_eq(json_string_value(json_object_get(e, "code")), tg_deny_name((tg_deny_code_t)c));
+        cr_assert_eq(json_is_true(json_object_get(e, "retryable")), tg_deny_retryable((tg_deny_code_t)c));
+        cr_assert_str_eq(json_string_value(json_object_get(e, "where")), "toolgate.router");
+        json_t *p = json_object_get(j, "payload");
+        cr_assert_str_eq(json_string_value(json_object_get(p, "call_id")), "x\"y");
+        cr_assert_str_eq(json_string_value(json_object_get(p, "status")), "failed");
+        cr_assert_eq(json_integer_value(json_object_get(j, "v")), 1);
+        json_decref(j);
+    }
+    /* required: a valid code and the envelope */
+    d = base(TG_DENY__COUNT);
+    d.os = &os_hdr;
+    cr_assert_eq(tg_denial_os(out, sizeof out, NULL, 0, &d), -EINVAL);
+    d = base(TG_DENY_RATE);
+    cr_assert_eq(tg_denial_os(out, sizeof out, NULL, 0, &d), -EINVAL, "no envelope");
+    tg_os_hdr_t h = os_hdr;
+    h.request_id = (tg_os_raw_t){"12", 2};
+    d.os = &h;
+    cr_assert_eq(tg_denial_os(out, sizeof out, NULL, 0, &d), -EINVAL, "echo not a string span");
+}
+
+Test(denial, os_secret_free_and_bounds)
+{
+    tg_denial_t d = base(TG_DENY_RATE);
+    d.os = &os_hdr;
+    d.agent = "search";
+    const char *evil = "web\"},\"x\":\"CANARY-sk_live_123";
+    d.tool = evil;
+    d.tool_len = strlen(evil);
+    d.observed = 6;
+    d.cap = 5;
+    d.retry_after_ms = 200;
+    json_t *j = render_os("\"c\"", &d);
+    cr_assert_null(strstr(out, "CANARY"), "%s", out);
+    json_t *e = json_object_get(j, "error");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(e, "details"), "tool")), "invalid");
+    cr_assert_str_eq(json_string_value(json_object_get(e, "message")),
+                     "rate limit exceeded: agent 'search' tool 'invalid' 6 > 5; retry in 200ms");
+    json_decref(j);
+
+    d.tool = "web";
+    d.tool_len = 3;
+    long n = tg_denial_os(out, sizeof out, "\"c\"", 3, &d);
+    cr_assert_gt(n, 0);
+    char full[4096];
+    memcpy(full, out, (size_t)n + 1);
+    char small[4096];
+    for (size_t cap = 0; cap <= (size_t)n; cap++) {
+        memset(small, 'Z', sizeof small);
+        cr_assert_eq(tg_denial_os(small, cap, "\"c\"", 3, &d), -ENOSPC, "cap %zu", cap);
+        cr_assert_eq(small[cap], 'Z', "no write past cap %zu", cap);
+    }
+    cr_assert_eq(tg_denial_os(small, (size_t)n + 1, "\"c\"", 3, &d), n);
+    cr_assert_str_eq(small, full);
+}

@@ -1,9 +1,14 @@
 #!/bin/sh
 # Build the libFuzzer targets with clang (-DTG_FUZZ=ON) into build-fuzz and
-# run fuzz_frames (codec + envelope scanner, differential against jansson)
-# for SECONDS (default 30) on a scratch copy of the checked-in corpus, so new
-# inputs found here never land in the tree, then fuzz_audit (the audit
-# encoder) for a third of that.
+# run them for SECONDS in all (default 30), split between them:
+#   fuzz_frames  half   ndjson codec + MCP envelope scanner, differential
+#                       against jansson, on a copy of corpus/;
+#   fuzz_lenpfx  a quarter  lenpfx codec + OpenSentience envelope scanner
+#                       and encoders, differential against jansson, on a
+#                       copy of corpus_os/;
+#   fuzz_audit   the rest   the audit encoder.
+# Each target gets at least one second. Runs use scratch copies of the
+# checked-in corpora, so new inputs found here never land in the tree.
 # Usage: tests/fuzz/run.sh [SECONDS]
 # Exit status: 0 when the run ends without a finding, non-zero otherwise
 # (the crashing input is left in build-fuzz/fuzz/artifacts/).
@@ -15,23 +20,34 @@ root=$(cd "$here/../.." && pwd)
 build="$root/build-fuzz"
 jobs=${JOBS:-2}
 
+at_least_1() { if [ "$1" -lt 1 ]; then echo 1; else echo "$1"; fi; }
+t_frames=$(at_least_1 $((secs / 2)))
+t_lenpfx=$(at_least_1 $((secs / 4)))
+t_audit=$(at_least_1 $((secs - secs / 2 - secs / 4)))
+
 CC=${CC:-clang} cmake -S "$root" -B "$build" -DTG_FUZZ=ON -DTG_TESTS=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$jobs" --target fuzz_frames fuzz_audit
+cmake --build "$build" -j"$jobs" --target fuzz_frames fuzz_lenpfx fuzz_audit
 
-work="$build/fuzz/corpus-run"
 art="$build/fuzz/artifacts"
-rm -rf "$work"
-mkdir -p "$work" "$art"
-cp "$here"/corpus/* "$work"/
+mkdir -p "$art"
 
 # ASan/UBSan findings abort; leaks are findings too.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-"$build/fuzz/fuzz_frames" -max_total_time="$secs" -max_len=4096 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" "$work"
+# run TARGET SECONDS [CORPUS]: fuzz on a scratch copy of CORPUS (or from nothing)
+run() {
+    work="$build/fuzz/$1-run"
+    rm -rf "$work"
+    mkdir -p "$work"
+    if [ -n "${3:-}" ]; then
+        cp "$3"/* "$work"/
+    fi
+    "$build/fuzz/$1" -max_total_time="$2" -max_len=4096 -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" "$work"
+}
 
-mkdir -p "$build/fuzz/audit-run"
-"$build/fuzz/fuzz_audit" -max_total_time="$(( (secs + 2) / 3 ))" -max_len=4096 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" "$build/fuzz/audit-run"
+run fuzz_frames "$t_frames" "$here/corpus"
+run fuzz_lenpfx "$t_lenpfx" "$here/corpus_os"
+run fuzz_audit "$t_audit"

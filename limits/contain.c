@@ -1,0 +1,1355 @@
+/* Containment: detection, base cgroups, orphan cleanup, instance
+ * lifecycle, the enforcement report (see contain.h).
+ *
+ * Layout on the host, per hierarchy toolgate can write:
+ *   <own cgroup>/toolgate-<pid>/<agent>-<n>     one agent instance
+ *   <own cgroup>/toolgate-<pid>/router          cgroup2 only: toolgate itself,
+ *                                               when it had to leave its own
+ *                                               cgroup to delegate controllers
+ * Everything stays below the cgroup toolgate was started in, so it works in
+ * a delegated subtree (systemd Delegate=yes, a container) and never touches
+ * another service's cgroups. Only toolgate itself is ever moved.
+ */
+#define _GNU_SOURCE
+#include "limits/contain_impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config/units.h"
+
+#define CG_FILE_MAX (TG_CG_PATH_MAX + 64) /* a dir plus an interface file name */
+#define CG_READ_MAX 4096                  /* interface files we parse are small */
+#define CG_PROCS_CHUNK 4096               /* cgroup.procs is streamed in chunks */
+#define CG_WAIT_MS 500                    /* destroy: wait for the kernel to empty a cgroup */
+#define CG_KILL_ROUNDS 100                /* v1 kill: rounds of SIGKILL over cgroup.procs */
+#define ORPHAN_DEPTH_MAX 8                /* orphan trees are 2 deep; bound a hostile one */
+
+static const char *const hier_names[TG_CG_NHIER] = {
+    [TG_CG_V2] = "cgroup2", [TG_CG_MEMORY] = "memory", [TG_CG_CPU] = "cpu",
+    [TG_CG_CPUACCT] = "cpuacct", [TG_CG_PIDS] = "pids",
+};
+
+/* ---- small helpers ---- */
+
+uint64_t tg__contain_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void tg__contain_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static int file_path(char *out, const char *dir, const char *file)
+{
+    int n = snprintf(out, CG_FILE_MAX, "%s/%s", dir, file);
+    return (n < 0 || n >= CG_FILE_MAX) ? -ENAMETOOLONG : 0;
+}
+
+int tg__cg_join(char *out, const char *dir, const char *name)
+{
+    int n = snprintf(out, TG_CG_PATH_MAX, "%s/%s", dir, name);
+    return (n < 0 || n >= TG_CG_PATH_MAX) ? -ENAMETOOLONG : 0;
+}
+
+int tg__cg_write(const char *dir, const char *file, const char *val)
+{
+    char p[CG_FILE_MAX];
+    int rc = file_path(p, dir, file);
+    if (rc < 0)
+        return rc;
+    /* O_TRUNC is ignored by cgroupfs and makes a fake tree (tests) hold
+     * exactly the last value written. No O_CREAT: a missing interface file
+     * must read as ENOENT (controller or feature absent). */
+    int fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t len = strlen(val);
+    ssize_t w = write(fd, val, len);
+    rc = w < 0 ? -errno : ((size_t)w == len ? 0 : -EIO);
+    close(fd);
+    return rc;
+}
+
+int tg__cg_read(const char *dir, const char *file, char *buf, size_t cap)
+{
+    char p[CG_FILE_MAX];
+    int rc = file_path(p, dir, file);
+    if (rc < 0)
+        return rc;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t len = 0;
+    while (len + 1 < cap) {
+        ssize_t r = read(fd, buf + len, cap - 1 - len);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    buf[len] = '\0';
+    return rc < 0 ? rc : (int)len;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (strncmp(s, "max", 3) == 0) {
+        *out = UINT64_MAX;
+        return 0;
+    }
+    if (*s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0)
+        return -errno;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int tg__cg_read_u64(const char *dir, const char *file, uint64_t *out)
+{
+    char buf[64];
+    int rc = tg__cg_read(dir, file, buf, sizeof buf);
+    if (rc < 0)
+        return rc;
+    return parse_u64(buf, out);
+}
+
+int tg__cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out)
+{
+    char buf[CG_READ_MAX];
+    int rc = tg__cg_read(dir, file, buf, sizeof buf);
+    if (rc < 0)
+        return rc;
+    size_t klen = strlen(key);
+    for (char *line = buf; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
+            return parse_u64(line + klen + 1, out);
+        line = nl ? nl + 1 : NULL;
+    }
+    return -ENOENT;
+}
+
+bool tg__cg_exists(const char *dir, const char *file)
+{
+    char p[CG_FILE_MAX];
+    if (file_path(p, dir, file) < 0)
+        return false;
+    return access(p, F_OK) == 0;
+}
+
+int tg__cg_mkdir(const char *dir)
+{
+    if (mkdir(dir, 0755) == 0 || errno == EEXIST)
+        return 0;
+    return -errno;
+}
+
+int tg__cg_rmdir(const char *dir, unsigned wait_ms)
+{
+    uint64_t deadline = tg__contain_now_ms() + wait_ms;
+    for (;;) {
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            return 0;
+        /* EBUSY: tasks are still exiting (or a child cgroup is). Anything
+         * else (ENOTEMPTY in a fake tree, EACCES) will not go away. */
+        if (errno != EBUSY || tg__contain_now_ms() >= deadline)
+            return -errno;
+        tg__contain_sleep_ms(2);
+    }
+}
+
+/* Call <fn> for each pid in <dir>/cgroup.procs, streamed so a fork bomb's
+ * long list never needs a big buffer. Returns the number of pids or -errno. */
+static long for_each_pid(const char *dir, void (*fn)(pid_t, void *), void *arg)
+{
+    char p[CG_FILE_MAX];
+    int rc = file_path(p, dir, "cgroup.procs");
+    if (rc < 0)
+        return rc;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char chunk[CG_PROCS_CHUNK];
+    long count = 0;
+    uint64_t acc = 0;
+    bool have = false;
+    for (;;) {
+        ssize_t r = read(fd, chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            count = -errno;
+            break;
+        }
+        for (ssize_t i = 0; i <= r; i++) {
+            /* r == 0 (EOF) flushes a number without a trailing newline */
+            if (i < r && chunk[i] >= '0' && chunk[i] <= '9') {
+                if (acc < (uint64_t)INT_MAX)
+                    acc = acc * 10 + (uint64_t)(chunk[i] - '0');
+                have = true;
+            } else if (have && (i < r || r == 0)) {
+                if (acc > 0 && acc <= (uint64_t)INT_MAX) {
+                    if (fn)
+                        fn((pid_t)acc, arg);
+                    count++;
+                }
+                acc = 0;
+                have = false;
+            }
+        }
+        if (r == 0)
+            break;
+    }
+    close(fd);
+    return count;
+}
+
+long tg__cg_nprocs(const char *dir)
+{
+    return for_each_pid(dir, NULL, NULL);
+}
+
+static void kill_one(pid_t pid, void *arg)
+{
+    (void)arg;
+    kill(pid, SIGKILL);
+}
+
+int tg__cg_kill_procs(const char *dir, unsigned rounds)
+{
+    for (unsigned i = 0; i < rounds; i++) {
+        long n = for_each_pid(dir, kill_one, NULL);
+        if (n == -ENOENT)
+            return 0; /* no such cgroup: nothing to kill */
+        if (n < 0)
+            return (int)n;
+        if (n == 0)
+            return 0;
+        /* Killed tasks leave cgroup.procs when they finish exiting. */
+        tg__contain_sleep_ms(1);
+    }
+    return tg__cg_nprocs(dir) == 0 ? 0 : -EAGAIN;
+}
+
+int tg__cg_kill_v2(const char *dir, unsigned wait_ms)
+{
+    int rc = tg__cg_write(dir, "cgroup.kill", "1");
+    if (rc < 0)
+        return rc;
+    uint64_t deadline = tg__contain_now_ms() + wait_ms;
+    for (;;) {
+        long n = tg__cg_nprocs(dir);
+        if (n <= 0)
+            return n < 0 && n != -ENOENT ? (int)n : 0;
+        if (tg__contain_now_ms() >= deadline)
+            return -EAGAIN;
+        tg__contain_sleep_ms(2);
+    }
+}
+
+void tg__enf_no(tg_contain_inst_t *ci, tg_res_t r, const char *backend, const char *fmt, ...)
+{
+    tg_enforced_item_t *it = &ci->enforced.r[r];
+    it->applied = false;
+    it->applied_value = 0;
+    it->backend = backend;
+    it->how = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->reason, sizeof it->reason, fmt, ap);
+    va_end(ap);
+}
+
+void tg__contain_add_rlimit(tg_contain_inst_t *ci, int resource, uint64_t value)
+{
+    for (size_t i = 0; i < ci->nrl; i++) {
+        if (ci->rl[i].resource == resource) {
+            ci->rl[i].value = value;
+            return;
+        }
+    }
+    if (ci->nrl < TG_CONTAIN_RL_MAX)
+        ci->rl[ci->nrl++] = (tg_contain_rlimit_t){.resource = resource, .value = value};
+}
+
+/* ---- names ---- */
+
+static bool name_char_ok(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '.' || ch == '-';
+}
+
+int tg_contain_sanitize(const char *id, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = strlen(id);
+    bool ok = n >= 1 && n <= TG_CG_AGENT_NAME_MAX && id[0] != '.';
+    for (size_t i = 0; ok && i < n; i++)
+        ok = name_char_ok(id[i]);
+    if (ok) {
+        if (cap <= n)
+            return -ENOSPC;
+        memcpy(out, id, n + 1);
+        return (int)n;
+    }
+    /* Anything else is encoded, so '/', "..", a leading dot (hidden, and
+     * "." / "..") or a control byte can never reach a path. */
+    if (1 + 2 * n <= TG_CG_AGENT_NAME_MAX) {
+        if (cap <= 1 + 2 * n)
+            return -ENOSPC;
+        out[0] = 'x';
+        for (size_t i = 0; i < n; i++) {
+            out[1 + 2 * i] = hex[(unsigned char)id[i] >> 4];
+            out[2 + 2 * i] = hex[(unsigned char)id[i] & 15];
+        }
+        out[1 + 2 * n] = '\0';
+        return (int)(1 + 2 * n);
+    }
+    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)id[i];
+        h *= 1099511628211ull;
+    }
+    if (cap <= 17)
+        return -ENOSPC;
+    out[0] = 'h';
+    for (int i = 0; i < 16; i++)
+        out[1 + i] = hex[(h >> (60 - 4 * i)) & 15];
+    out[17] = '\0';
+    return 17;
+}
+
+const char *tg_contain_mode_name(tg_contain_mode_t m)
+{
+    switch (m) {
+    case TG_CONTAIN_BEST_EFFORT: return "best_effort";
+    case TG_CONTAIN_REQUIRED: return "required";
+    case TG_CONTAIN_OFF: return "off";
+    }
+    return "?";
+}
+
+int tg_contain_mode_parse(const char *s, tg_contain_mode_t *out)
+{
+    if (strcmp(s, "best_effort") == 0)
+        *out = TG_CONTAIN_BEST_EFFORT;
+    else if (strcmp(s, "required") == 0)
+        *out = TG_CONTAIN_REQUIRED;
+    else if (strcmp(s, "off") == 0)
+        *out = TG_CONTAIN_OFF;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+const char *tg_contain_kind_name(tg_contain_kind_t k)
+{
+    switch (k) {
+    case TG_CONTAIN_AUTO: return "auto";
+    case TG_CONTAIN_NONE: return "none";
+    case TG_CONTAIN_RLIMIT: return "rlimit";
+    case TG_CONTAIN_CGROUP1: return "cgroup1";
+    case TG_CONTAIN_CGROUP2: return "cgroup2";
+    }
+    return "?";
+}
+
+const char *tg_res_name(tg_res_t r)
+{
+    static const char *const names[TG_RES_COUNT] = {
+        [TG_RES_MEMORY] = "memory", [TG_RES_CPU] = "cpu",       [TG_RES_PIDS] = "pids",
+        [TG_RES_DISK] = "disk",     [TG_RES_NETWORK] = "network", [TG_RES_NOFILE] = "nofile",
+        [TG_RES_FSIZE] = "fsize",
+    };
+    return (unsigned)r < TG_RES_COUNT ? names[r] : "?";
+}
+
+void tg_contain_req_default(tg_contain_req_t *req)
+{
+    memset(req, 0, sizeof *req);
+    req->memory_bytes = TG_CONTAIN_DEF_MEMORY;
+    req->cpu_millicores = TG_CONTAIN_DEF_CPU_MC;
+    req->pids = TG_CONTAIN_DEF_PIDS;
+    req->disk_bytes = TG_CONTAIN_DEF_DISK;
+    req->nofile = TG_CONTAIN_DEF_NOFILE;
+}
+
+/* ---- detection ---- */
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void unescape_octal(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r;) {
+        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+            r[3] >= '0' && r[3] <= '7') {
+            *w++ = (char)(((r[1] - '0') << 6) | ((r[2] - '0') << 3) | (r[3] - '0'));
+            r += 4;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+}
+
+static bool has_token(const char *list, const char *tok, char sep)
+{
+    size_t tl = strlen(tok);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, sep);
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == tl && strncmp(p, tok, tl) == 0)
+            return true;
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
+typedef struct mnt {
+    bool found, ro;
+    char root[TG_CG_PATH_MAX];
+    char mount[TG_CG_PATH_MAX];
+} mnt_t;
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+}
+
+static void set_mnt(mnt_t *m, const char *root, const char *mount, const char *opts)
+{
+    if (m->found)
+        return; /* the first mount of a hierarchy wins, as the kernel's own view */
+    m->found = true;
+    m->ro = has_token(opts, "ro", ',');
+    copy_str(m->root, sizeof m->root, root);
+    copy_str(m->mount, sizeof m->mount, mount);
+    unescape_octal(m->root);
+    unescape_octal(m->mount);
+}
+
+static void scan_mountinfo(const char *path, mnt_t m[TG_CG_NHIER])
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    char *line = NULL;
+    size_t lcap = 0;
+    while (getline(&line, &lcap, f) > 0) {
+        char *sep = strstr(line, " - ");
+        if (!sep)
+            continue;
+        *sep = '\0';
+        /* id parent maj:min root mountpoint options [optional...] */
+        char *fld[6] = {0};
+        char *save = NULL;
+        int n = 0;
+        for (char *t = strtok_r(line, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
+            fld[n++] = t;
+        if (n < 6)
+            continue;
+        char *save2 = NULL;
+        char *fstype = strtok_r(sep + 3, " ", &save2);
+        char *source = strtok_r(NULL, " ", &save2);
+        const char *super = strtok_r(NULL, " \n", &save2);
+        if (!fstype || !source)
+            continue;
+        if (!super)
+            super = "";
+        if (strcmp(fstype, "cgroup2") == 0) {
+            set_mnt(&m[TG_CG_V2], fld[3], fld[4], fld[5]);
+        } else if (strcmp(fstype, "cgroup") == 0) {
+            for (int i = TG_CG_MEMORY; i < TG_CG_NHIER; i++)
+                if (has_token(super, hier_names[i], ','))
+                    set_mnt(&m[i], fld[3], fld[4], fld[5]);
+        }
+    }
+    free(line);
+    fclose(f);
+}
+
+static void scan_self_cgroup(const char *path, char own[TG_CG_NHIER][TG_CG_PATH_MAX],
+                             bool have[TG_CG_NHIER])
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    char *line = NULL;
+    size_t lcap = 0;
+    while (getline(&line, &lcap, f) > 0) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c1 = '\0';
+        *c2 = '\0';
+        const char *ctrls = c1 + 1, *cgpath = c2 + 1;
+        if (strcmp(line, "0") == 0 && *ctrls == '\0') {
+            if (!have[TG_CG_V2]) {
+                copy_str(own[TG_CG_V2], TG_CG_PATH_MAX, cgpath);
+                have[TG_CG_V2] = true;
+            }
+            continue;
+        }
+        for (int i = TG_CG_MEMORY; i < TG_CG_NHIER; i++) {
+            if (!have[i] && has_token(ctrls, hier_names[i], ',')) {
+                copy_str(own[i], TG_CG_PATH_MAX, cgpath);
+                have[i] = true;
+            }
+        }
+    }
+    free(line);
+    fclose(f);
+}
+
+/* Own dir = mount point + our cgroup path relative to the mount's root
+ * (a container may mount only a subtree). */
+static int resolve_own(tg_cg_hier_caps_t *h, const mnt_t *m, const char *own)
+{
+    const char *rel = own;
+    if (strcmp(m->root, "/") != 0) {
+        size_t rl = strlen(m->root);
+        if (strncmp(own, m->root, rl) != 0 || (own[rl] != '\0' && own[rl] != '/'))
+            return -ENOENT;
+        rel = own + rl;
+    }
+    while (*rel == '/')
+        rel++;
+    int n = *rel ? snprintf(h->own_dir, sizeof h->own_dir, "%s/%s", m->mount, rel)
+                 : snprintf(h->own_dir, sizeof h->own_dir, "%s", m->mount);
+    return (n < 0 || (size_t)n >= sizeof h->own_dir) ? -ENAMETOOLONG : 0;
+}
+
+/* Whether this process may create a network namespace. Probed in a child
+ * so toolgate's own namespace never changes. */
+static bool probe_netns(void)
+{
+    pid_t p = fork();
+    if (p < 0)
+        return false;
+    if (p == 0)
+        _exit(unshare(CLONE_NEWNET) == 0 ? 0 : 1);
+    int st = 0;
+    while (waitpid(p, &st, 0) < 0) {
+        if (errno != EINTR)
+            return false;
+    }
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+enum { CTL_CPU = 1, CTL_MEMORY = 2, CTL_PIDS = 4 };
+
+/* The controllers listed in <dir>/<file> as CTL_* bits. */
+static unsigned read_ctl_mask(const char *dir, const char *file)
+{
+    char buf[CG_READ_MAX];
+    unsigned mask = 0;
+    if (tg__cg_read(dir, file, buf, sizeof buf) < 0)
+        return 0;
+    buf[strcspn(buf, "\n")] = '\0';
+    /* cgroup.controllers lists "cpu memory"; a fake tree's subtree_control
+     * holds what was written ("+cpu +memory"): accept both. */
+    char *save = NULL;
+    for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (*t == '+')
+            t++;
+        if (strcmp(t, "memory") == 0)
+            mask |= CTL_MEMORY;
+        else if (strcmp(t, "cpu") == 0)
+            mask |= CTL_CPU;
+        else if (strcmp(t, "pids") == 0)
+            mask |= CTL_PIDS;
+    }
+    return mask;
+}
+
+static void set_ctl_mask(tg_contain_caps_t *caps, unsigned mask)
+{
+    caps->v2_cpu = mask & CTL_CPU;
+    caps->v2_memory = mask & CTL_MEMORY;
+    caps->v2_pids = mask & CTL_PIDS;
+}
+
+/* "+cpu +memory +pids" for the bits of <mask>. */
+static void ctl_want(unsigned mask, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s%s", mask & CTL_CPU ? "+cpu " : "", mask & CTL_MEMORY ? "+memory " : "",
+             mask & CTL_PIDS ? "+pids " : "");
+    size_t n = strlen(buf);
+    if (n > 0)
+        buf[n - 1] = '\0';
+}
+
+/* Write <mask> to <dir>/cgroup.subtree_control: all at once, and when
+ * that fails (one unavailable controller fails the whole write) one by
+ * one, so the others are still enabled. */
+static void enable_ctls(const char *dir, unsigned mask)
+{
+    char want[64];
+    ctl_want(mask, want, sizeof want);
+    if (want[0] == '\0' || tg__cg_write(dir, "cgroup.subtree_control", want) == 0)
+        return;
+    for (unsigned bit = 1; bit <= CTL_PIDS; bit <<= 1) {
+        if (mask & bit) {
+            ctl_want(bit, want, sizeof want);
+            tg__cg_write(dir, "cgroup.subtree_control", want);
+        }
+    }
+}
+
+void tg_contain_detect(tg_contain_caps_t *caps, const tg_contain_opts_t *opts)
+{
+    static const tg_contain_opts_t none;
+    if (!opts)
+        opts = &none;
+    memset(caps, 0, sizeof *caps);
+    caps->root = geteuid() == 0;
+
+    mnt_t *m = calloc(TG_CG_NHIER, sizeof *m);
+    char (*own)[TG_CG_PATH_MAX] = calloc(TG_CG_NHIER, sizeof *own);
+    bool have[TG_CG_NHIER] = {0};
+    if (m && own) {
+        scan_mountinfo(opts->mountinfo_path ? opts->mountinfo_path : "/proc/self/mountinfo", m);
+        scan_self_cgroup(opts->self_cgroup_path ? opts->self_cgroup_path : "/proc/self/cgroup",
+                         own, have);
+    }
+    for (int i = 0; i < TG_CG_NHIER; i++) {
+        tg_cg_hier_caps_t *h = &caps->h[i];
+        h->alias = -1;
+        if (!m || !own || !m[i].found) {
+            copy_str(h->why, sizeof h->why, "not mounted");
+            continue;
+        }
+        h->mounted = true;
+        copy_str(h->mount, sizeof h->mount, m[i].mount);
+        if (!have[i]) {
+            copy_str(h->why, sizeof h->why, "toolgate's cgroup is not listed in /proc/self/cgroup");
+            continue;
+        }
+        if (resolve_own(h, &m[i], own[i]) < 0) {
+            copy_str(h->why, sizeof h->why, "toolgate's cgroup lies outside the mounted subtree");
+            continue;
+        }
+        h->usable = true;
+        for (int j = TG_CG_MEMORY; i > TG_CG_MEMORY && j < i; j++) {
+            if (caps->h[j].mounted && strcmp(caps->h[j].mount, h->mount) == 0) {
+                h->alias = j;
+                break;
+            }
+        }
+        if (m[i].ro)
+            copy_str(h->why, sizeof h->why, "read-only mount");
+        else if (access(h->own_dir, W_OK) != 0)
+            snprintf(h->why, sizeof h->why, "own cgroup not writable: %s", strerror(errno));
+        else
+            h->writable = true;
+    }
+    free(m);
+    free(own);
+
+    if (caps->h[TG_CG_V2].usable) {
+        set_ctl_mask(caps, read_ctl_mask(caps->h[TG_CG_V2].own_dir, "cgroup.controllers"));
+        /* The root cgroup has no cgroup.kill; init checks the base it makes. */
+        caps->v2_kill = tg__cg_exists(caps->h[TG_CG_V2].own_dir, "cgroup.kill");
+    }
+    if (caps->h[TG_CG_MEMORY].usable)
+        caps->v1_memsw = tg__cg_exists(caps->h[TG_CG_MEMORY].own_dir, "memory.memsw.limit_in_bytes");
+    caps->netns = opts->skip_netns_probe ? false : probe_netns();
+}
+
+/* ---- init: orphans, base cgroups, backend choice ---- */
+
+static bool parse_base_name(const char *name, pid_t *pid)
+{
+    static const char pfx[] = "toolgate-";
+    if (strncmp(name, pfx, sizeof pfx - 1) != 0)
+        return false;
+    const char *d = name + sizeof pfx - 1;
+    size_t n = strlen(d);
+    if (n == 0 || n > 10)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (d[i] < '0' || d[i] > '9')
+            return false;
+        v = v * 10 + (uint64_t)(d[i] - '0');
+    }
+    if (v == 0 || v > (uint64_t)INT_MAX)
+        return false;
+    *pid = (pid_t)v;
+    return true;
+}
+
+/* Post-order removal of a dead toolgate's cgroup tree: kill what still
+ * runs in each directory, then remove it. */
+static void remove_tree(const char *dir, unsigned depth)
+{
+    if (depth > ORPHAN_DEPTH_MAX)
+        return;
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char child[TG_CG_PATH_MAX];
+            if (tg__cg_join(child, dir, e->d_name) == 0)
+                remove_tree(child, depth + 1);
+        }
+        closedir(d);
+    }
+    tg__cg_kill_procs(dir, CG_KILL_ROUNDS);
+    tg__cg_rmdir(dir, CG_WAIT_MS);
+}
+
+static unsigned clean_orphans(const tg_contain_t *c, int hi)
+{
+    const tg_cg_hier_caps_t *h = &c->caps.h[hi];
+    DIR *d = opendir(h->own_dir);
+    if (!d)
+        return 0;
+    unsigned removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        pid_t pid;
+        if (e->d_type != DT_DIR || !parse_base_name(e->d_name, &pid))
+            continue;
+        /* A live pid (or one we may not signal) owns its tree. Our own pid
+         * can only name a tree left by an earlier toolgate with the same
+         * pid: we have made nothing yet. */
+        if (pid != c->self && (kill(pid, 0) == 0 || errno == EPERM))
+            continue;
+        char base[TG_CG_PATH_MAX];
+        if (tg__cg_join(base, h->own_dir, e->d_name) < 0)
+            continue;
+        /* cgroup.kill takes the whole subtree at once, forks included. */
+        if (hi == TG_CG_V2 && tg__cg_exists(base, "cgroup.kill"))
+            tg__cg_kill_v2(base, CG_WAIT_MS);
+        remove_tree(base, 0);
+        if (access(base, F_OK) != 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+static bool hier_ok(const tg_contain_caps_t *caps, int i)
+{
+    return caps->h[i].usable && caps->h[i].writable;
+}
+
+static bool v1_any(const tg_contain_caps_t *caps)
+{
+    return hier_ok(caps, TG_CG_MEMORY) || hier_ok(caps, TG_CG_CPU) || hier_ok(caps, TG_CG_PIDS);
+}
+
+static bool v2_ctl(const tg_contain_caps_t *caps)
+{
+    return caps->v2_memory || caps->v2_cpu || caps->v2_pids;
+}
+
+static tg_contain_kind_t choose(const tg_contain_caps_t *caps)
+{
+    if (hier_ok(caps, TG_CG_V2) && v2_ctl(caps))
+        return TG_CONTAIN_CGROUP2;
+    if (v1_any(caps))
+        return TG_CONTAIN_CGROUP1;
+    /* cgroup2 without controllers still gives a kill switch and accounting
+     * of the whole tree; memory falls back to rlimits per resource. */
+    if (hier_ok(caps, TG_CG_V2))
+        return TG_CONTAIN_CGROUP2;
+    return TG_CONTAIN_RLIMIT;
+}
+
+static bool make_base(tg_contain_t *c, int i)
+{
+    tg_cg_hier_caps_t *h = &c->caps.h[i];
+    if (h->alias >= 0) {
+        if (c->base[h->alias][0] == '\0') {
+            h->writable = false; /* keeps the backend choice loop finite */
+            snprintf(h->why, sizeof h->why, "same mount as %s, which is not writable",
+                     hier_names[h->alias]);
+            return false;
+        }
+        copy_str(c->base[i], sizeof c->base[i], c->base[h->alias]);
+        return true;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "toolgate-%ld", (long)c->self);
+    int rc = tg__cg_join(c->base[i], h->own_dir, name);
+    if (rc == 0)
+        rc = tg__cg_mkdir(c->base[i]);
+    if (rc < 0) {
+        c->base[i][0] = '\0';
+        h->writable = false;
+        snprintf(h->why, sizeof h->why, "mkdir toolgate-%ld: %s", (long)c->self, strerror(-rc));
+        return false;
+    }
+    return true;
+}
+
+/* Enable the wanted controllers for our children: in the own cgroup's
+ * subtree_control (unless already there) and in the base's. cgroup2's
+ * no-internal-process rule forbids that while the own cgroup (not the
+ * root) holds processes, so toolgate first moves itself, and only itself,
+ * into base/router. If other processes share the own cgroup, the
+ * controllers stay off and the report says why. */
+static void v2_delegate(tg_contain_t *c)
+{
+    tg_contain_caps_t *caps = &c->caps;
+    tg_cg_hier_caps_t *h = &caps->h[TG_CG_V2];
+    unsigned want = (caps->v2_cpu ? CTL_CPU : 0) | (caps->v2_memory ? CTL_MEMORY : 0) |
+                    (caps->v2_pids ? CTL_PIDS : 0);
+    if (want == 0)
+        return;
+    unsigned missing = want & ~read_ctl_mask(h->own_dir, "cgroup.subtree_control");
+    bool is_root = strcmp(h->own_dir, h->mount) == 0;
+    if (missing && !is_root) {
+        long others = 0, mine = 0;
+        char buf[CG_READ_MAX];
+        if (tg__cg_read(h->own_dir, "cgroup.procs", buf, sizeof buf) >= 0) {
+            char *save = NULL;
+            for (char *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
+                if (atol(t) == (long)c->self)
+                    mine++;
+                else
+                    others++;
+            }
+        }
+        if (others > 0) {
+            snprintf(c->why, sizeof c->why,
+                     "cgroup2 controllers not delegated: toolgate's cgroup holds other processes");
+            set_ctl_mask(caps, 0);
+            return;
+        }
+        if (mine > 0) {
+            char leaf[TG_CG_PATH_MAX];
+            if (tg__cg_join(leaf, c->base[TG_CG_V2], "router") == 0 && tg__cg_mkdir(leaf) == 0 &&
+                tg__cg_write(leaf, "cgroup.procs", "0") == 0)
+                c->self_moved = true;
+        }
+    }
+    if (missing)
+        enable_ctls(h->own_dir, missing);
+    enable_ctls(c->base[TG_CG_V2], want);
+    /* What the base actually enables is what instances get. */
+    set_ctl_mask(caps, read_ctl_mask(c->base[TG_CG_V2], "cgroup.subtree_control"));
+    if (!v2_ctl(caps))
+        snprintf(c->why, sizeof c->why,
+                 "cgroup2 controllers could not be enabled below toolgate's cgroup");
+}
+
+static const tg_contain_ops_t *ops_for(tg_contain_kind_t k)
+{
+    switch (k) {
+    case TG_CONTAIN_CGROUP2: return &tg__contain_cgroup2_ops;
+    case TG_CONTAIN_CGROUP1: return &tg__contain_cgroup1_ops;
+    case TG_CONTAIN_RLIMIT: return &tg__contain_rlimit_ops;
+    case TG_CONTAIN_NONE:
+    case TG_CONTAIN_AUTO: break;
+    }
+    return &tg__contain_none_ops;
+}
+
+/* Make the base cgroups backend <k> needs; false when none could be made. */
+static bool make_bases(tg_contain_t *c, tg_contain_kind_t k)
+{
+    if (k == TG_CONTAIN_CGROUP2) {
+        if (!hier_ok(&c->caps, TG_CG_V2) || !make_base(c, TG_CG_V2))
+            return false;
+        c->caps.v2_kill = tg__cg_exists(c->base[TG_CG_V2], "cgroup.kill");
+        return true;
+    }
+    if (k == TG_CONTAIN_CGROUP1) {
+        bool any = false;
+        for (int i = TG_CG_MEMORY; i < TG_CG_NHIER; i++) {
+            if (hier_ok(&c->caps, i) && make_base(c, i) && i != TG_CG_CPUACCT)
+                any = true;
+        }
+        /* Hybrid hosts: the unified hierarchy beside v1 brings cgroup.kill
+         * and a cpu.stat that works without any controller. */
+        if (any && hier_ok(&c->caps, TG_CG_V2) && make_base(c, TG_CG_V2))
+            c->caps.v2_kill = tg__cg_exists(c->base[TG_CG_V2], "cgroup.kill");
+        return any;
+    }
+    return true;
+}
+
+static void remove_bases(tg_contain_t *c)
+{
+    for (int i = 0; i < TG_CG_NHIER; i++) {
+        if (c->base[i][0] && c->caps.h[i].alias < 0)
+            tg__cg_rmdir(c->base[i], 0);
+        c->base[i][0] = '\0';
+    }
+}
+
+int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_cfg_err_t *err)
+{
+    static const tg_contain_opts_t defaults;
+    if (!opts)
+        opts = &defaults;
+    memset(c, 0, sizeof *c);
+    c->mode = opts->mode;
+    c->self = opts->self_pid > 0 ? opts->self_pid : getpid();
+    tg_contain_detect(&c->caps, opts);
+
+    if (c->mode == TG_CONTAIN_OFF) {
+        c->kind = TG_CONTAIN_NONE;
+        c->ops = ops_for(c->kind);
+        copy_str(c->why, sizeof c->why, "containment.mode is off");
+        return 0;
+    }
+    for (int i = 0; i < TG_CG_NHIER; i++) {
+        if (hier_ok(&c->caps, i) && c->caps.h[i].alias < 0)
+            c->orphans_removed += clean_orphans(c, i);
+    }
+
+    tg_contain_kind_t k = opts->backend;
+    if (k == TG_CONTAIN_AUTO) {
+        /* A failed mkdir marks its hierarchy unwritable, so each round
+         * picks a weaker backend; rlimit always succeeds. */
+        for (;;) {
+            k = choose(&c->caps);
+            if (make_bases(c, k))
+                break;
+            remove_bases(c);
+        }
+    } else if (!make_bases(c, k)) {
+        remove_bases(c);
+        snprintf(err->msg, sizeof err->msg,
+                 "containment backend %s is not available on this host (%s)",
+                 tg_contain_kind_name(k),
+                 k == TG_CONTAIN_CGROUP2 ? c->caps.h[TG_CG_V2].why : "no writable v1 hierarchy");
+        return -ENOTSUP;
+    }
+    c->kind = k;
+    c->ops = ops_for(k);
+    if (k == TG_CONTAIN_CGROUP2)
+        v2_delegate(c);
+    if (c->why[0] == '\0') {
+        if (k == TG_CONTAIN_RLIMIT)
+            copy_str(c->why, sizeof c->why, "no writable cgroup hierarchy below toolgate's cgroup");
+        else if (k == TG_CONTAIN_CGROUP1 && hier_ok(&c->caps, TG_CG_V2))
+            copy_str(c->why, sizeof c->why,
+                     "controllers on cgroup v1; the cgroup2 mount adds cgroup.kill");
+    }
+    return 0;
+}
+
+int tg_contain_fini(tg_contain_t *c)
+{
+    int rc = 0;
+    for (int i = 0; i < TG_CG_NHIER; i++) {
+        if (c->base[i][0] == '\0' || c->caps.h[i].alias >= 0)
+            continue;
+        /* toolgate cannot leave base/router without breaking the
+         * no-internal-process rule of its old cgroup; the next start's
+         * orphan cleanup removes the pair once this pid is gone. */
+        int r = tg__cg_rmdir(c->base[i], c->self_moved && i == TG_CG_V2 ? 0 : CG_WAIT_MS);
+        if (r < 0 && rc == 0)
+            rc = (r == -ENOTEMPTY) ? -EBUSY : r;
+    }
+    for (int i = 0; i < TG_CG_NHIER; i++)
+        c->base[i][0] = '\0';
+    return rc;
+}
+
+/* ---- instances ---- */
+
+static void common_limits(tg_contain_inst_t *ci)
+{
+    const tg_contain_req_t *q = &ci->req;
+    tg_enforced_t *e = &ci->enforced;
+    char sz[32];
+    if (q->nofile) {
+        tg__contain_add_rlimit(ci, RLIMIT_NOFILE, q->nofile);
+        tg_enforced_set(e, TG_RES_NOFILE, true, q->nofile, "rlimit", "RLIMIT_NOFILE", NULL);
+    }
+    uint64_t fsize = q->fsize ? q->fsize : q->disk_bytes;
+    if (fsize)
+        tg__contain_add_rlimit(ci, RLIMIT_FSIZE, fsize);
+    if (q->fsize)
+        tg_enforced_set(e, TG_RES_FSIZE, true, q->fsize, "rlimit", "RLIMIT_FSIZE", NULL);
+    if (q->disk_bytes && !e->r[TG_RES_DISK].applied) {
+        tg_unit_fmt_bytes(sz, sizeof sz, fsize);
+        tg__enf_no(ci, TG_RES_DISK, "none",
+                   "no workspace quota; each file is capped at %s by RLIMIT_FSIZE", sz);
+    }
+    if (q->network_none) {
+        if (ci->ctx->caps.netns)
+            tg_enforced_set(e, TG_RES_NETWORK, true, 1, "netns", "unshare(CLONE_NEWNET)", NULL);
+        else
+            tg__enf_no(ci, TG_RES_NETWORK, "none",
+                       "network namespaces unavailable (unshare(CLONE_NEWNET) refused)");
+    }
+}
+
+static void format_value(tg_res_t r, uint64_t v, char *buf, size_t cap)
+{
+    switch (r) {
+    case TG_RES_MEMORY:
+    case TG_RES_DISK:
+    case TG_RES_FSIZE: tg_unit_fmt_bytes(buf, (int)cap, v); break;
+    case TG_RES_CPU: snprintf(buf, cap, "%" PRIu64 "m", v); break;
+    case TG_RES_NETWORK: snprintf(buf, cap, "none"); break;
+    default: snprintf(buf, cap, "%" PRIu64, v); break;
+    }
+}
+
+int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_req_t *req,
+                      tg_contain_inst_t **out, tg_cfg_err_t *err)
+{
+    *out = NULL;
+    tg_contain_inst_t *ci = calloc(1, sizeof *ci);
+    if (!ci) {
+        snprintf(err->msg, sizeof err->msg, "containment: out of memory");
+        return -ENOMEM;
+    }
+    ci->ctx = c;
+    ci->req = *req;
+    char agent[TG_CG_AGENT_NAME_MAX + 1];
+    tg_contain_sanitize(agent_id ? agent_id : "", agent, sizeof agent);
+    /* The "-<n>" suffix makes every name unique even when two ids encode
+     * alike, and no cgroup interface file name ends in "-<digits>". */
+    snprintf(ci->name, sizeof ci->name, "%s-%" PRIu32, agent, ++c->seq);
+
+    tg_enforced_t *e = &ci->enforced;
+    e->backend = tg_contain_kind_name(c->kind);
+    e->mode = c->mode;
+    const uint64_t val[TG_RES_COUNT] = {
+        [TG_RES_MEMORY] = req->memory_bytes, [TG_RES_CPU] = req->cpu_millicores,
+        [TG_RES_PIDS] = req->pids,           [TG_RES_DISK] = req->disk_bytes,
+        [TG_RES_NETWORK] = req->network_none, [TG_RES_NOFILE] = req->nofile,
+        [TG_RES_FSIZE] = req->fsize,
+    };
+    for (int r = 0; r < TG_RES_COUNT; r++) {
+        e->r[r].requested = val[r] != 0;
+        e->r[r].value = val[r];
+        e->r[r].backend = "none";
+    }
+
+    int rc = c->ops->create(ci, err);
+    if (rc == 0)
+        rc = c->ops->limit(ci, err);
+    if (rc < 0) {
+        c->ops->destroy(ci);
+        free(ci);
+        return rc;
+    }
+    if (c->kind != TG_CONTAIN_NONE) {
+        tg__contain_rlimit_fallback(ci);
+        common_limits(ci);
+    }
+
+    tg_res_t miss;
+    if (c->mode == TG_CONTAIN_REQUIRED && !tg_enforced_complete(e, &miss)) {
+        char v[32];
+        format_value(miss, e->r[miss].value, v, sizeof v);
+        snprintf(err->msg, sizeof err->msg,
+                 "containment required: agent '%s': %s %s is not enforced on this host: %s",
+                 agent, tg_res_name(miss), v, e->r[miss].reason);
+        c->ops->destroy(ci);
+        free(ci);
+        return -EPERM;
+    }
+    *out = ci;
+    return 0;
+}
+
+void tg_contain_place(const tg_contain_inst_t *ci, tg_contain_place_t *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    /* setsid and pdeathsig are process hygiene, not limits: even with
+     * containment off, the agent tree is one unit that dies with toolgate. */
+    pl->setsid = true;
+    pl->pdeathsig = true;
+    if (ci->ctx->kind == TG_CONTAIN_NONE)
+        return;
+    ci->ctx->ops->place(ci, pl);
+    for (size_t i = 0; i < ci->nrl; i++)
+        pl->rl[pl->nrl++] = ci->rl[i];
+    pl->no_new_privs = true;
+    pl->unshare_net = ci->enforced.r[TG_RES_NETWORK].applied;
+    pl->set_user = ci->req.set_user;
+    pl->uid = ci->req.uid;
+    pl->gid = ci->req.gid;
+}
+
+void tg_contain_set_pid(tg_contain_inst_t *ci, pid_t pid)
+{
+    ci->pid = pid;
+}
+
+int tg_contain_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s)
+{
+    memset(s, 0, sizeof *s);
+    int rc = ci->ctx->ops->sample(ci, s);
+    if (ci->rss_monitor && ci->ctx->kind != TG_CONTAIN_RLIMIT && ci->pid > 0) {
+        tg_tree_stat_t st;
+        if (tg__proc_tree(ci->pid, true, 0, &st) == 0) {
+            s->memory_current = st.rss_bytes;
+            s->have = (s->have | TG_SAMPLE_MEM) & ~(unsigned)TG_SAMPLE_PEAK;
+        }
+    }
+    if ((s->have & TG_SAMPLE_MEM) && !(s->have & TG_SAMPLE_PEAK)) {
+        if (s->memory_current > ci->peak_seen)
+            ci->peak_seen = s->memory_current;
+        s->memory_peak = ci->peak_seen;
+        s->have |= TG_SAMPLE_PEAK;
+    }
+    return rc;
+}
+
+tg_verdict_t tg_contain_judge(const tg_contain_inst_t *ci, const tg_contain_sample_t *prev,
+                              const tg_contain_sample_t *cur)
+{
+    static const tg_contain_sample_t zero;
+    if (!prev)
+        prev = &zero;
+    tg_verdict_t v = {.kind = TG_VERDICT_OK};
+    const tg_enforced_item_t *mem = &ci->enforced.r[TG_RES_MEMORY];
+    if ((cur->have & TG_SAMPLE_OOM) && cur->oom_kills > prev->oom_kills) {
+        v.kind = TG_VERDICT_OOM;
+        v.res = TG_RES_MEMORY;
+        v.used = (cur->have & TG_SAMPLE_PEAK) ? cur->memory_peak : cur->memory_current;
+        v.limit = mem->applied_value;
+        return v;
+    }
+    if (ci->rss_monitor && mem->applied && (cur->have & TG_SAMPLE_MEM) &&
+        cur->memory_current > mem->applied_value) {
+        v.kind = TG_VERDICT_MEMORY_OVER;
+        v.res = TG_RES_MEMORY;
+        v.used = cur->memory_current;
+        v.limit = mem->applied_value;
+        return v;
+    }
+    if ((cur->have & TG_SAMPLE_PIDS_DENIED) && cur->pids_denied > prev->pids_denied) {
+        v.kind = TG_VERDICT_PIDS_DENIED;
+        v.res = TG_RES_PIDS;
+        v.used = cur->pids_current;
+        v.limit = ci->enforced.r[TG_RES_PIDS].applied_value;
+    }
+    return v;
+}
+
+int tg_contain_kill(tg_contain_inst_t *ci)
+{
+    int rc = ci->ctx->ops->kill(ci);
+    /* The main pid may not have reached its cgroup (the shim failed
+     * before joining), and is the root of the rlimit backend's tree. */
+    if (ci->pid > 0 && kill(ci->pid, SIGKILL) < 0 && errno != ESRCH && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+int tg_contain_destroy(tg_contain_inst_t *ci)
+{
+    if (!ci)
+        return 0;
+    int rc = tg_contain_kill(ci);
+    if (rc == -ESRCH)
+        rc = 0;
+    int r = ci->ctx->ops->destroy(ci);
+    if (r < 0 && rc == 0)
+        rc = r;
+    free(ci);
+    return rc;
+}
+
+/* ---- report ---- */
+
+void tg_enforced_set(tg_enforced_t *e, tg_res_t r, bool applied, uint64_t applied_value,
+                     const char *backend, const char *how, const char *reason)
+{
+    tg_enforced_item_t *it = &e->r[r];
+    it->applied = applied;
+    it->applied_value = applied ? applied_value : 0;
+    it->backend = backend ? backend : "none";
+    it->how = applied ? how : NULL;
+    copy_str(it->reason, sizeof it->reason, applied || !reason ? "" : reason);
+}
+
+bool tg_enforced_complete(const tg_enforced_t *e, tg_res_t *first_missing)
+{
+    for (int r = 0; r < TG_RES_COUNT; r++) {
+        if (e->r[r].requested && !e->r[r].applied) {
+            if (first_missing)
+                *first_missing = (tg_res_t)r;
+            return false;
+        }
+    }
+    return true;
+}
+
+typedef struct sbuf {
+    char *p;
+    size_t cap, len;
+    bool over;
+} sbuf_t;
+
+static void sb_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf_t *b, const char *fmt, ...)
+{
+    if (b->over)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= b->cap - b->len) {
+        b->over = true;
+        b->p[b->len] = '\0';
+        return;
+    }
+    b->len += (size_t)n;
+}
+
+static void sb_json_str(sbuf_t *b, const char *s)
+{
+    sb_printf(b, "\"");
+    for (; *s && !b->over; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            sb_printf(b, "\\%c", ch);
+        else if (ch < 0x20)
+            sb_printf(b, "\\u%04x", ch);
+        else
+            sb_printf(b, "%c", ch);
+    }
+    sb_printf(b, "\"");
+}
+
+int tg_enforced_json(const tg_enforced_t *e, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return -ENOSPC;
+    sbuf_t b = {.p = buf, .cap = cap};
+    buf[0] = '\0';
+    sb_printf(&b, "{");
+    bool first = true;
+    for (int r = 0; r < TG_RES_COUNT; r++) {
+        const tg_enforced_item_t *it = &e->r[r];
+        if (!it->requested)
+            continue;
+        sb_printf(&b, "%s\"%s\":{\"requested\":", first ? "" : ",", tg_res_name((tg_res_t)r));
+        first = false;
+        if (r == TG_RES_NETWORK)
+            sb_printf(&b, "\"none\"");
+        else
+            sb_printf(&b, "%" PRIu64, it->value);
+        sb_printf(&b, ",\"applied\":%s,\"backend\":", it->applied ? "true" : "false");
+        sb_json_str(&b, it->backend ? it->backend : "none");
+        if (it->applied) {
+            if (r != TG_RES_NETWORK && it->applied_value != it->value)
+                sb_printf(&b, ",\"applied_value\":%" PRIu64, it->applied_value);
+            sb_printf(&b, ",\"how\":");
+            sb_json_str(&b, it->how ? it->how : "");
+        } else {
+            sb_printf(&b, ",\"reason\":");
+            sb_json_str(&b, it->reason);
+        }
+        sb_printf(&b, "}");
+    }
+    sb_printf(&b, "}");
+    return b.over ? -ENOSPC : (int)b.len;
+}
+
+int tg_enforced_text(const tg_enforced_t *e, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return -ENOSPC;
+    sbuf_t b = {.p = buf, .cap = cap};
+    buf[0] = '\0';
+    sb_printf(&b, "%-8s %-10s %-7s %-8s %s\n", "resource", "requested", "applied", "backend",
+              "how / why not");
+    for (int r = 0; r < TG_RES_COUNT; r++) {
+        const tg_enforced_item_t *it = &e->r[r];
+        if (!it->requested)
+            continue;
+        char v[32];
+        format_value((tg_res_t)r, it->value, v, sizeof v);
+        const char *detail = it->applied ? (it->how ? it->how : "") : it->reason;
+        sb_printf(&b, "%-8s %-10s %-7s %-8s %s", tg_res_name((tg_res_t)r), v,
+                  it->applied ? "yes" : "NO", it->backend ? it->backend : "none", detail);
+        if (it->applied && r != TG_RES_NETWORK && it->applied_value != it->value) {
+            char av[32];
+            format_value((tg_res_t)r, it->applied_value, av, sizeof av);
+            sb_printf(&b, " (enforced as %s)", av);
+        }
+        sb_printf(&b, "\n");
+    }
+    return b.over ? -ENOSPC : (int)b.len;
+}
+
+int tg_contain_caps_text(const tg_contain_t *c, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return -ENOSPC;
+    sbuf_t b = {.p = buf, .cap = cap};
+    buf[0] = '\0';
+    const tg_contain_caps_t *k = &c->caps;
+    sb_printf(&b, "containment: backend %s, mode %s%s%s\n", tg_contain_kind_name(c->kind),
+              tg_contain_mode_name(c->mode), c->why[0] ? "; " : "", c->why);
+    for (int i = 0; i < TG_CG_NHIER; i++) {
+        const tg_cg_hier_caps_t *h = &k->h[i];
+        sb_printf(&b, "  %-8s ", hier_names[i]);
+        if (!h->usable) {
+            sb_printf(&b, "unavailable: %s\n", h->why);
+            continue;
+        }
+        sb_printf(&b, "%s %s", h->own_dir, h->writable ? "writable" : "read-only");
+        if (!h->writable && h->why[0])
+            sb_printf(&b, " (%s)", h->why);
+        if (i == TG_CG_V2)
+            sb_printf(&b, ", controllers:%s%s%s%s, cgroup.kill %s", k->v2_memory ? " memory" : "",
+                      k->v2_cpu ? " cpu" : "", k->v2_pids ? " pids" : "", v2_ctl(k) ? "" : " none",
+                      k->v2_kill ? "yes" : "no");
+        if (i == TG_CG_MEMORY)
+            sb_printf(&b, ", swap accounting %s", k->v1_memsw ? "yes" : "no");
+        if (h->alias >= 0)
+            sb_printf(&b, " (same mount as %s)", hier_names[h->alias]);
+        sb_printf(&b, "\n");
+    }
+    sb_printf(&b, "  netns    %s\n", k->netns ? "available" : "unavailable");
+    if (c->orphans_removed)
+        sb_printf(&b, "  removed %u cgroup tree(s) of dead toolgate processes\n", c->orphans_removed);
+    return b.over ? -ENOSPC : (int)b.len;
+}

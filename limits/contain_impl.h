@@ -1,0 +1,118 @@
+/* Containment internals shared by contain.c and the backend files
+ * (contain_cgroup2.c, contain_cgroup1.c, contain_rlimit.c, contain_none.c).
+ * Not for use outside limits/.
+ *
+ * A backend is a table of function pointers (after crun's cgroup
+ * backends). Each one handles memory, cpu and pids; contain.c does the
+ * rest for every backend (nofile, fsize, network, disk) and gives the rlimit
+ * fallback to whatever the backend left unapplied.
+ *
+ * Convention: 0 or a negative errno; setup calls fill <err> on failure.
+ */
+#ifndef TG_LIMITS_CONTAIN_IMPL_H
+#define TG_LIMITS_CONTAIN_IMPL_H
+
+#include "limits/contain.h"
+
+struct tg_contain_ops {
+    const char *name;
+    tg_contain_kind_t kind;
+    /* Make <ci>'s cgroup directories (ci->name is set). */
+    int (*create)(tg_contain_inst_t *ci, tg_cfg_err_t *err);
+    /* Apply memory, cpu and pids of ci->req and record them in
+     * ci->enforced; an item left unapplied keeps its reason and gets the
+     * rlimit fallback. A failure is an item with a reason, not an error:
+     * the return is for -ENOMEM-like faults only. */
+    int (*limit)(tg_contain_inst_t *ci, tg_cfg_err_t *err);
+    /* Add the cgroup.procs files the shim joins to <pl>. */
+    void (*place)(const tg_contain_inst_t *ci, tg_contain_place_t *pl);
+    int (*sample)(tg_contain_inst_t *ci, tg_contain_sample_t *s);
+    int (*kill)(tg_contain_inst_t *ci);
+    /* Remove <ci>'s cgroups (the processes are already killed). */
+    int (*destroy)(tg_contain_inst_t *ci);
+};
+
+extern const tg_contain_ops_t tg__contain_cgroup2_ops;
+extern const tg_contain_ops_t tg__contain_cgroup1_ops;
+extern const tg_contain_ops_t tg__contain_rlimit_ops;
+extern const tg_contain_ops_t tg__contain_none_ops;
+
+/* ---- cgroupfs file helpers (contain.c) ---- */
+
+/* Write <val> to <dir>/<file> in one write(2). 0 or -errno. */
+int tg__cg_write(const char *dir, const char *file, const char *val);
+/* Read <dir>/<file> (at most <cap>-1 bytes) NUL-terminated into <buf>.
+ * Returns the length or -errno. */
+int tg__cg_read(const char *dir, const char *file, char *buf, size_t cap);
+/* Read one unsigned number ("max" reads as UINT64_MAX). 0 or -errno. */
+int tg__cg_read_u64(const char *dir, const char *file, uint64_t *out);
+/* Read the value of "<key> N" in a flat keyed file (memory.events,
+ * cpu.stat, memory.oom_control, pids.events). 0, -ENOENT when the key is
+ * absent, or -errno. */
+int tg__cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out);
+/* True when <dir>/<file> exists. */
+bool tg__cg_exists(const char *dir, const char *file);
+/* Join <dir> and <name> into <out> (capacity TG_CG_PATH_MAX). 0 or -ENAMETOOLONG. */
+int tg__cg_join(char *out, const char *dir, const char *name);
+/* mkdir <dir>; EEXIST is success. 0 or -errno. */
+int tg__cg_mkdir(const char *dir);
+/* rmdir <dir>, retrying while the kernel still reports it busy, up to
+ * <wait_ms>. ENOENT is success. 0 or -errno. */
+int tg__cg_rmdir(const char *dir, unsigned wait_ms);
+/* Count the pids in <dir>/cgroup.procs; -errno on error. */
+long tg__cg_nprocs(const char *dir);
+/* SIGKILL every pid of <dir>/cgroup.procs, in rounds until it is empty or
+ * <rounds> are spent. 0, -EAGAIN when processes remain, or -errno. */
+int tg__cg_kill_procs(const char *dir, unsigned rounds);
+/* Write "1" to <dir>/cgroup.kill and wait up to <wait_ms> for
+ * cgroup.procs to empty. 0, -EAGAIN when still populated, or -errno. */
+int tg__cg_kill_v2(const char *dir, unsigned wait_ms);
+
+/* Monotonic milliseconds and a sleep, for the bounded waits above. */
+uint64_t tg__contain_now_ms(void);
+void tg__contain_sleep_ms(unsigned ms);
+
+/* Fill ci->enforced item <r> as not applied with a formatted reason. */
+void tg__enf_no(tg_contain_inst_t *ci, tg_res_t r, const char *backend, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Add an rlimit to <ci> (replacing one of the same resource). */
+void tg__contain_add_rlimit(tg_contain_inst_t *ci, int resource, uint64_t value);
+
+/* ---- process tree (contain_rlimit.c) ---- */
+
+typedef struct tg_tree_stat {
+    uint64_t rss_bytes;  /* sum of resident memory */
+    uint64_t cpu_us;     /* utime+stime of members + cutime+cstime (reaped children) */
+    uint64_t tasks;      /* threads of live members */
+    uint64_t nprocs;     /* live (not zombie) members */
+} tg_tree_stat_t;
+
+/* Walk /proc for the tree rooted at <root>: its descendants by ppid, plus
+ * processes in session <root> when <session> is true (a daemonised
+ * grandchild keeps its session). Sums into <st>. When <sig> is non-zero,
+ * also sends it to every live member. 0, or -ESRCH when <root> is gone and
+ * no member is left. */
+int tg__proc_tree(pid_t root, bool session, int sig, tg_tree_stat_t *st);
+
+/* The rlimit fallback for memory, cpu and pids items <ci>'s backend left
+ * unapplied; used by contain.c for every backend. */
+void tg__contain_rlimit_fallback(tg_contain_inst_t *ci);
+
+/* Sample / kill the process tree and session of ci->pid (rlimit and none
+ * backends). 0 or -ESRCH when there is no main pid or nothing is left. */
+int tg__tree_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s);
+int tg__tree_kill(tg_contain_inst_t *ci);
+
+/* cfs quota for <mc> millicores over TG_CONTAIN_CPU_PERIOD_US, at least
+ * the kernel's 1 ms minimum; and the millicores that quota enforces. */
+static inline uint64_t tg__cpu_quota_us(uint32_t mc)
+{
+    uint64_t q = (uint64_t)mc * TG_CONTAIN_CPU_PERIOD_US / 1000u;
+    return q < 1000u ? 1000u : q;
+}
+static inline uint64_t tg__cpu_quota_mc(uint64_t quota_us)
+{
+    return quota_us * 1000u / TG_CONTAIN_CPU_PERIOD_US;
+}
+
+#endif

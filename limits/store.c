@@ -1,0 +1,101 @@
+/* Store interface: dispatch, key layout, names, and the failure policies
+ * that do not need a bucket (see store.h). */
+#include "limits/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+int tg_store_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out, tg_cfg_err_t *err)
+{
+    switch (o->kind) {
+    case TG_STORE_LOCAL:
+        return tg_store_local_open(o, out, err);
+    case TG_STORE_REDIS:
+        return tg_store_redis_open(loop, o, out, err);
+    }
+    snprintf(err->msg, sizeof err->msg, "store: unknown kind %d", (int)o->kind);
+    return -1;
+}
+
+int tg_store_key(char *buf, size_t cap, const char *prefix, const char *agent, const char *limit)
+{
+    /* A brace in the prefix would become the Cluster hash tag and put
+     * every agent in one slot; a '}' in the agent would cut the tag short
+     * and could make two agents share one. Neither is ever needed. */
+    if (strpbrk(prefix, "{}") != NULL || agent[0] == '\0' || strpbrk(agent, "{}") != NULL)
+        return -EINVAL;
+    int n = snprintf(buf, cap, "%s{%s}:%s", prefix, agent, limit);
+    if (n < 0)
+        return -EINVAL;
+    if ((size_t)n >= cap || (size_t)n > TG_STORE_KEY_MAX)
+        return -ENAMETOOLONG;
+    return n;
+}
+
+const char *tg_store_decider_name(tg_store_decider_t d)
+{
+    switch (d) {
+    case TG_STORE_BY_STORE:
+        return "store";
+    case TG_STORE_BY_LOCAL_FALLBACK:
+        return "local_fallback";
+    case TG_STORE_BY_OPEN:
+        return "open";
+    case TG_STORE_BY_CLOSED:
+        return "closed";
+    }
+    return "unknown";
+}
+
+const char *tg_store_policy_name(tg_store_policy_t p)
+{
+    switch (p) {
+    case TG_STORE_POLICY_LOCAL:
+        return "local";
+    case TG_STORE_POLICY_OPEN:
+        return "open";
+    case TG_STORE_POLICY_CLOSED:
+        return "closed";
+    }
+    return "unknown";
+}
+
+int tg_store_policy_parse(const char *s, tg_store_policy_t *out)
+{
+    static const tg_store_policy_t all[] = {TG_STORE_POLICY_LOCAL, TG_STORE_POLICY_OPEN,
+                                            TG_STORE_POLICY_CLOSED};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (strcmp(s, tg_store_policy_name(all[i])) == 0) {
+            *out = all[i];
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+tg_store_result_t tg_store_policy_result(tg_store_policy_t p, int status, uint64_t cap,
+                                         uint64_t retry_hint_ms)
+{
+    tg_store_result_t r = {.status = status};
+    r.gcra.cap = cap;
+    if (p == TG_STORE_POLICY_OPEN) {
+        r.decided_by = TG_STORE_BY_OPEN;
+        r.gcra.allowed = true;
+    } else {
+        /* Anything else that reaches here fails closed: refusing is the
+         * safe answer when no bucket can be consulted. */
+        r.decided_by = TG_STORE_BY_CLOSED;
+        r.gcra.allowed = false;
+        r.gcra.retry_after_ms = retry_hint_ms > 0 ? retry_hint_ms : 1;
+    }
+    return r;
+}
+
+uint64_t tg_store_share(uint64_t n, uint32_t instances)
+{
+    if (n == 0 || instances <= 1)
+        return n;
+    uint64_t s = n / instances;
+    return s > 0 ? s : 1;
+}

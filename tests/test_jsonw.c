@@ -1,0 +1,98 @@
+/* jsonw: bounds (no write past the capacity, sticky failure), escaping,
+ * numbers, RFC 3339 timestamps and their range. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "router/jsonw.h"
+
+static char out[512];
+
+static const char *ts(int64_t ms)
+{
+    tg_jw_t w;
+    tg_jw_init(&w, out, sizeof out);
+    tg_jw_ts(&w, ms);
+    cr_assert_geq(tg_jw_end(&w), 0);
+    return out;
+}
+
+Test(jsonw, timestamps)
+{
+    cr_assert_str_eq(ts(1768564800123), "\"2026-01-16T12:00:00.123Z\"");
+    cr_assert_str_eq(ts(0), "\"1970-01-01T00:00:00.000Z\"");
+    cr_assert_str_eq(ts(-1), "\"1969-12-31T23:59:59.999Z\"");
+    cr_assert_str_eq(ts(951782400000), "\"2000-02-29T00:00:00.000Z\"");
+    cr_assert_str_eq(ts(4107542400000), "\"2100-03-01T00:00:00.000Z\"");
+    cr_assert_str_eq(ts(253402300799999), "\"9999-12-31T23:59:59.999Z\"");
+    cr_assert_str_eq(ts(-62167219200000), "\"0000-01-01T00:00:00.000Z\"");
+    tg_jw_t w;
+    tg_jw_init(&w, out, sizeof out);
+    tg_jw_ts(&w, 253402300800000);
+    cr_assert_eq(tg_jw_end(&w), -EINVAL);
+    tg_jw_init(&w, out, sizeof out);
+    tg_jw_ts(&w, -62167219200001);
+    tg_jw_lit(&w, "x");
+    cr_assert_eq(tg_jw_end(&w), -EINVAL, "the first failure sticks");
+}
+
+Test(jsonw, strings_and_numbers)
+{
+    tg_jw_t w;
+    tg_jw_init(&w, out, sizeof out);
+    tg_jw_lit(&w, "[");
+    tg_jw_str(&w, "a\"b\\c\n\t\x01\x1f caf\xc3\xa9 \xff\xc3");
+    tg_jw_lit(&w, ",");
+    tg_jw_i64(&w, INT64_MIN);
+    tg_jw_lit(&w, ",");
+    tg_jw_u64(&w, UINT64_MAX);
+    tg_jw_lit(&w, ",");
+    tg_jw_raw(&w, "{}", 2);
+    tg_jw_lit(&w, "]");
+    long n = tg_jw_end(&w);
+    const char *want = "[\"a\\\"b\\\\c\\n\\t\\u0001\\u001f caf\xc3\xa9 \\ufffd\\ufffd\","
+                       "-9223372036854775808,18446744073709551615,{}]";
+    cr_assert_str_eq(out, want);
+    cr_assert_eq(n, (long)strlen(want));
+    /* jansson reads integers past INT64_MAX only as reals */
+    json_t *j = json_loads(out, JSON_DECODE_INT_AS_REAL, NULL);
+    cr_assert_not_null(j, "always parses");
+    json_decref(j);
+    /* esc takes a length: NUL bytes inside are escaped, not an end */
+    tg_jw_init(&w, out, sizeof out);
+    tg_jw_esc(&w, "a\0b", 3);
+    tg_jw_end(&w);
+    cr_assert_str_eq(out, "a\\u0000b");
+}
+
+Test(jsonw, bounds)
+{
+    /* "abc" needs 4 bytes with its NUL: every smaller capacity fails
+     * without writing past it */
+    char b[8];
+    for (size_t cap = 0; cap < 4; cap++) {
+        memset(b, 'Z', sizeof b);
+        tg_jw_t w;
+        tg_jw_init(&w, b, cap);
+        tg_jw_lit(&w, "abc");
+        cr_assert_eq(tg_jw_end(&w), -ENOSPC, "cap %zu", cap);
+        cr_assert_eq(b[cap], 'Z');
+    }
+    tg_jw_t w;
+    tg_jw_init(&w, b, 4);
+    tg_jw_lit(&w, "abc");
+    cr_assert_eq(tg_jw_end(&w), 3);
+    cr_assert_str_eq(b, "abc");
+    /* a failed write sticks even when a later, smaller one would fit */
+    tg_jw_init(&w, b, 4);
+    tg_jw_lit(&w, "abcdef");
+    tg_jw_lit(&w, "a");
+    cr_assert_eq(tg_jw_end(&w), -ENOSPC);
+    /* an escape is never cut in half */
+    tg_jw_init(&w, b, 4);
+    tg_jw_esc(&w, "a\n", 2);
+    tg_jw_esc(&w, "\x01", 1);
+    cr_assert_eq(tg_jw_end(&w), -ENOSPC);
+    cr_assert_eq(w.len, 3, "\"a\\n\" fit, the 6-byte escape did not");
+}
