@@ -468,7 +468,8 @@ static int end_run(tg_verify_t *v, inst_t *in)
         if (pending == NULL)
             return -ENOMEM;
     }
-    qsort(in->d, in->nd, sizeof(drop_t), drop_cmp);
+    if (in->nd > 1)
+        qsort(in->d, in->nd, sizeof(drop_t), drop_cmp);
     for (size_t k = 1; k < in->nr; k++) {
         /* audit.dropped lines before this gap close the gaps before them */
         while (di < in->nd && in->d[di].seq < in->r[k - 1].hi + 1) {

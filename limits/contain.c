@@ -753,7 +753,9 @@ static unsigned clean_orphans(const tg_contain_t *c, int hi)
             continue;
         /* A live pid (or one we may not signal) owns its tree. Our own pid
          * can only name a tree left by an earlier toolgate with the same
-         * pid: we have made nothing yet. */
+         * pid: we have made nothing yet. The pid is read in our pid
+         * namespace; toolgates in other pid namespaces must not share this
+         * cgroup (a cgroup namespace per container keeps them apart). */
         if (pid != c->self && (kill(pid, 0) == 0 || errno == EPERM))
             continue;
         char base[TG_CG_PATH_MAX];
@@ -1127,6 +1129,7 @@ int tg_contain_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s)
         if (tg__proc_tree(ci->pid, true, 0, &st) == 0) {
             s->memory_current = st.rss_bytes;
             s->have = (s->have | TG_SAMPLE_MEM) & ~(unsigned)TG_SAMPLE_PEAK;
+            rc = 0;
         }
     }
     if ((s->have & TG_SAMPLE_MEM) && !(s->have & TG_SAMPLE_PEAK)) {

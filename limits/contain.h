@@ -265,11 +265,14 @@ void tg_contain_detect(tg_contain_caps_t *caps, const tg_contain_opts_t *opts);
  * per <opts> (NULL: best effort, auto). Fails (-ENOTSUP, <err> filled)
  * only when <opts> forces a backend the host does not offer; a missing
  * cgroup in best_effort or required mode just selects a weaker backend
- * (required refuses per instance, in tg_contain_create). */
+ * (required refuses per instance, in tg_contain_create). Call it once per
+ * process (keep the context across config reloads): a tree named after
+ * toolgate's own pid is taken for a dead predecessor's and cleaned. */
 int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_cfg_err_t *err);
 
 /* Remove the base cgroups. 0, or -EBUSY when an instance is still alive
- * (its cgroup is left for the next start's orphan cleanup). */
+ * or toolgate moved itself into base/router (cgroup2 delegation): what is
+ * left is removed by the next start's orphan cleanup. */
 int tg_contain_fini(tg_contain_t *c);
 
 /* Create instance "<sanitised agent_id>-<n>" with <req> applied, into

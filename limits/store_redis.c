@@ -189,8 +189,7 @@ typedef struct redis_store {
     bool closing;
     bool have_sha;
     char sha[41];
-    int fail_status; /* a connect that failed before it started: reported from <watchdog> */
-    char fail_what[160];
+    char fail_what[160]; /* a connect that failed at once: reported from <watchdog> */
 
     tg_store_redis_stats_t stats;
     uv_timer_t watchdog; /* set-up timeout, dead connection, deferred failure */
@@ -199,6 +198,7 @@ typedef struct redis_store {
     uint64_t backoff_ms;
     uint64_t retry_at_ms;
     uint64_t rng;
+    unsigned addr_turn; /* which resolved address the next attempt uses */
 
     req_t *free_list;
     req_t *all;
@@ -221,17 +221,20 @@ static void rs_free_all(redis_store_t *rs);
  * cannot be taken back. */
 static void rs_reason(const redis_store_t *rs, char *buf, size_t cap, const char *what)
 {
-    snprintf(buf, cap, "%s: %s", rs->base.name, what);
+    char raw[TG_STORE_URL_MAX + 256];
+    snprintf(raw, sizeof raw, "%s: %s", rs->base.name, what);
     const char *pw = rs->url.password;
-    size_t n = strlen(pw);
-    if (n == 0)
-        return;
-    for (char *p = strstr(buf, pw); p != NULL; p = strstr(p, pw)) {
-        size_t tail = strlen(p + n);
-        memmove(p + 3, p + n, tail + 1);
-        memcpy(p, "***", 3);
-        p += 3;
+    size_t n = strlen(pw), j = 0;
+    for (const char *p = raw; *p != '\0' && j + 1 < cap;) {
+        if (n > 0 && strncmp(p, pw, n) == 0) {
+            for (int k = 0; k < 3 && j + 1 < cap; k++)
+                buf[j++] = '*';
+            p += n;
+        } else {
+            buf[j++] = *p++;
+        }
     }
+    buf[j] = '\0';
 }
 
 static void rs_degrade(redis_store_t *rs, const char *what)
@@ -833,12 +836,24 @@ static void rs_on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res
         uv_freeaddrinfo(res);
         return;
     }
+    /* Each attempt takes the next address, so a name with an address
+     * that does not answer (localhost as ::1 with Redis on 127.0.0.1 only)
+     * still reaches the one that does. */
     char ip[INET6_ADDRSTRLEN] = "";
-    if (status == 0 && res != NULL) {
-        const void *a = res->ai_family == AF_INET6
-                            ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
-                            : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
-        inet_ntop(res->ai_family, a, ip, sizeof ip);
+    unsigned n = 0;
+    for (const struct addrinfo *a = status == 0 ? res : NULL; a != NULL; a = a->ai_next)
+        n += a->ai_family == AF_INET || a->ai_family == AF_INET6;
+    const struct addrinfo *a = status == 0 ? res : NULL;
+    for (unsigned skip = n > 0 ? rs->addr_turn++ % n : 0; a != NULL; a = a->ai_next) {
+        if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
+            continue;
+        if (skip-- > 0)
+            continue;
+        const void *in = a->ai_family == AF_INET6
+                             ? (const void *)&((const struct sockaddr_in6 *)a->ai_addr)->sin6_addr
+                             : (const void *)&((const struct sockaddr_in *)a->ai_addr)->sin_addr;
+        inet_ntop(a->ai_family, in, ip, sizeof ip);
+        break;
     }
     uv_freeaddrinfo(res);
     if (ip[0] == '\0') {

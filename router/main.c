@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "router/cli.h"
+#include "router/shim.h"
 #include "router/wrap.h"
 
 static void usage(FILE *f)
@@ -48,6 +49,9 @@ int main(int argc, char **argv)
         printf("toolgate %s\n", TG_VERSION);
         return 0;
     }
+    /* Hidden: the exec shim that places an agent before its code runs. */
+    if (strcmp(cmd, "__shim") == 0)
+        return tg_shim_main(argc - 1, argv + 1);
     if (strcmp(cmd, "wrap") == 0)
         return tg_cli_wrap(argc - 2, argv + 2);
     if (strcmp(cmd, "demo") == 0)
