@@ -128,14 +128,49 @@ typedef struct tool_state {
     char path_rate[256], path_conc[256], path_queue[256], path_dur[256];
 } tool_state_t;
 
-struct tg_wrap {
+/* What every session shares: the loop, config, audit, registry, buffers,
+ * signals. Owned by tg_wrap_run (wrap) or the serve daemon. */
+typedef struct tg_gw {
     uv_loop_t *loop;
     tg_config_t *cfg;
-    tg_agent_cfg_t *acfg;
     tg_audit_t *audit;
     tg_registry_t reg;
     tg_pool_t pool;
-    char instance[128];
+    int reg_frame_in, reg_wq_caller, reg_audit;
+    char path_frame[64];
+    uv_timer_t tick_timer;
+    uv_signal_t sig_term, sig_int;
+    int exit_code;
+} tg_gw_t;
+
+/* One configured agent: its limits aggregate over every session that uses
+ * it (rate and concurrency are per agent, not per connection), and its call
+ * slab holds the calls of all of them, so agent-side ids are unique per
+ * agent. Owned by the gateway. */
+typedef struct tg_agent {
+    tg_gw_t *gw;
+    tg_agent_cfg_t *acfg;
+    tg_call_t *calls;
+    uint32_t ncalls;
+    uint32_t *free_idx;
+    uint32_t nfree;
+    uint64_t seq;
+    uint64_t last_agent_id;
+    uint32_t nactive;               /* entries not free */
+    uint64_t queued_frame_bytes;    /* bytes of frames held by queued calls */
+    tg_gcra_t arate;
+    tg_conc_t aconc;
+    tg_waitq_t aq;
+    tool_state_t *tools;
+    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr;
+    char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
+} tg_agent_t;
+
+/* One caller and the agent instance serving it (MCP sessions are
+ * stateful: one instance per caller). */
+struct tg_wrap {
+    tg_gw_t *gw;
+    tg_agent_t *ag;
 
     /* caller */
     uv_pipe_t cin_pipe, cout_pipe;
@@ -148,16 +183,14 @@ struct tg_wrap {
     size_t over_id_len;
     bool over_has_id;
 
-    /* agent */
+    /* agent instance */
     tg_inst_t *inst;
     agent_state_t astate;
     bool agent_paused;
-    bool agent_over_pending;
     uint64_t agent_over_id;
     bool agent_over_has_id;
     uint64_t restart_at[TG_RESTART_LOG];
     uint32_t nrestarts;
-    uint64_t last_agent_id;
     uint64_t invalid_agent_frames;
     uint64_t unmatched_responses;
 
@@ -167,36 +200,16 @@ struct tg_wrap {
     char *initd_frame;
     size_t initd_len;
 
-    /* calls */
-    tg_call_t *calls;
-    uint32_t ncalls;
-    uint32_t *free_idx;
-    uint32_t nfree;
-    uint64_t seq;
-    uint32_t npass;
-    uint32_t nactive;               /* entries not free */
-    uint32_t nbusy;                 /* K_CALL and K_PASS entries: what a drain waits for */
-    uint64_t queued_frame_bytes;    /* bytes of frames held by queued calls */
-
-    /* limits */
-    tg_gcra_t arate;
-    tg_conc_t aconc;
-    tg_waitq_t aq;
-    tool_state_t *tools;
-    int reg_rate, reg_conc, reg_queue, reg_frame_in, reg_frame_out, reg_wq_agent, reg_wq_caller,
-        reg_stderr, reg_audit;
-    char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_frame[64],
-        path_grace[256];
+    uint32_t npass;                 /* this session's pass-through requests */
+    uint32_t nbusy;                 /* its K_CALL and K_PASS entries: what a drain waits for */
 
     /* stderr budget: bytes relayed in the current second */
     uint64_t err_window_start;
     uint64_t err_window_bytes;
     uint64_t err_dropped, err_dropped_reported;
 
-    uv_timer_t restart_timer, phase_timer, tick_timer;
-    uv_signal_t sig_term, sig_int;
+    uv_timer_t restart_timer, phase_timer;
     phase_t phase;
-    int exit_code;
     bool finished;
 };
 
@@ -214,12 +227,12 @@ static void check_drained(tg_wrap_t *w);
 
 static uint64_t now_ms(tg_wrap_t *w)
 {
-    return uv_now(w->loop);
+    return uv_now(w->gw->loop);
 }
 
 static const char *agent_name(tg_wrap_t *w)
 {
-    return w->acfg->id;
+    return w->ag->acfg->id;
 }
 
 /* Digits of <v> in base <base> (10 or 16) into <out> (>= 21 bytes), NUL
@@ -250,15 +263,15 @@ static void request_id_of(const tg_call_t *c, char *buf, size_t cap)
 
 static void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
 {
-    if (w->audit != NULL)
-        tg_audit_emit(w->audit, ev);
+    if (w->gw->audit != NULL)
+        tg_audit_emit(w->gw->audit, ev);
 }
 
 static void limit_event(tg_wrap_t *w, int idx, tg_limit_ev_t lev)
 {
     if (lev == TG_LIMIT_EV_NONE || idx < 0)
         return;
-    const tg_limit_t *l = &w->reg.v[idx];
+    const tg_limit_t *l = &w->gw->reg.v[idx];
     tg_audit_ev_t ev;
     tg_audit_ev_init(&ev);
     ev.event = lev == TG_LIMIT_EV_WARNING ? "limit.warning" : "limit.recovered";
@@ -277,15 +290,15 @@ static void limit_event(tg_wrap_t *w, int idx, tg_limit_ev_t lev)
 static void reg_set(tg_wrap_t *w, int idx, uint64_t current)
 {
     if (idx >= 0)
-        limit_event(w, idx, tg_registry_set(&w->reg, idx, current));
+        limit_event(w, idx, tg_registry_set(&w->gw->reg, idx, current));
 }
 
 static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
 {
-    reg_set(w, w->reg_conc, w->aconc.inflight);
-    reg_set(w, w->reg_queue, w->aq.count);
+    reg_set(w, w->ag->reg_conc, w->ag->aconc.inflight);
+    reg_set(w, w->ag->reg_queue, w->ag->aq.count);
     if (c != NULL && c->tool >= 0) {
-        tool_state_t *t = &w->tools[c->tool];
+        tool_state_t *t = &w->ag->tools[c->tool];
         if (t->has_conc)
             reg_set(w, t->reg_conc, t->conc.inflight);
         if (t->has_queue)
@@ -297,17 +310,17 @@ static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
 
 static tg_call_t *call_alloc(tg_wrap_t *w, call_kind_t kind)
 {
-    if (w->nfree == 0)
+    if (w->ag->nfree == 0)
         return NULL;
-    uint32_t i = w->free_idx[--w->nfree];
-    tg_call_t *c = &w->calls[i];
+    uint32_t i = w->ag->free_idx[--w->ag->nfree];
+    tg_call_t *c = &w->ag->calls[i];
     bool ready = c->timer_ready;
     uv_timer_t timer = c->timer;
     memset(c, 0, sizeof(*c));
     c->timer = timer;
     c->timer_ready = ready;
     if (!c->timer_ready) {
-        uv_timer_init(w->loop, &c->timer);
+        uv_timer_init(w->gw->loop, &c->timer);
         c->timer.data = c;
         c->timer_ready = true;
     }
@@ -315,10 +328,10 @@ static tg_call_t *call_alloc(tg_wrap_t *w, call_kind_t kind)
     c->idx = i;
     c->kind = kind;
     c->tool = -1;
-    c->agent_id = ++w->seq * w->ncalls + i;
-    w->last_agent_id = c->agent_id;
+    c->agent_id = ++w->ag->seq * w->ag->ncalls + i;
+    w->ag->last_agent_id = c->agent_id;
     c->t_start = now_ms(w);
-    w->nactive++;
+    w->ag->nactive++;
     if (kind == K_PASS)
         w->npass++;
     if (kind == K_CALL || kind == K_PASS)
@@ -332,24 +345,27 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
         return;
     uv_timer_stop(&c->timer);
     if (c->qblk != NULL) {
-        w->queued_frame_bytes -= c->qlen;
-        tg_block_unref(&w->pool, c->qblk);
+        w->ag->queued_frame_bytes -= c->qlen;
+        tg_block_unref(&w->gw->pool, c->qblk);
         c->qblk = NULL;
     }
+    /* Counters of the session the call belongs to, whoever frees it. */
     if (c->kind == K_PASS)
-        w->npass--;
+        c->w->npass--;
     if (c->kind == K_CALL || c->kind == K_PASS)
-        w->nbusy--;
+        c->w->nbusy--;
     c->kind = K_FREE;
     c->state = S_NONE;
-    w->free_idx[w->nfree++] = c->idx;
-    w->nactive--;
+    w->ag->free_idx[w->ag->nfree++] = c->idx;
+    w->ag->nactive--;
 }
 
+/* The live entry with agent-side id <id> belonging to session <w>: an
+ * instance can only answer the calls of its own session. */
 static tg_call_t *call_by_agent_id(tg_wrap_t *w, uint64_t id)
 {
-    tg_call_t *c = &w->calls[id % w->ncalls];
-    if (c->kind == K_FREE || c->agent_id != id)
+    tg_call_t *c = &w->ag->calls[id % w->ag->ncalls];
+    if (c->kind == K_FREE || c->agent_id != id || c->w != w)
         return NULL;
     return c;
 }
@@ -518,9 +534,9 @@ static void on_call_timer(uv_timer_t *t);
 static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
                      size_t id_off, size_t id_len)
 {
-    tg_conc_acquire(&w->aconc);
-    if (c->tool >= 0 && w->tools[c->tool].has_conc) {
-        tg_conc_acquire(&w->tools[c->tool].conc);
+    tg_conc_acquire(&w->ag->aconc);
+    if (c->tool >= 0 && w->ag->tools[c->tool].has_conc) {
+        tg_conc_acquire(&w->ag->tools[c->tool].conc);
         c->tool_slot = true;
     }
     c->state = S_INFLIGHT;
@@ -538,7 +554,7 @@ static void fmt_rate_detail(char *buf, size_t cap, uint64_t observed, tg_rate_t 
 
 static bool tool_has_room(tg_wrap_t *w, const tg_call_t *c)
 {
-    return c->tool < 0 || !w->tools[c->tool].has_conc || tg_conc_has_room(&w->tools[c->tool].conc);
+    return c->tool < 0 || !w->ag->tools[c->tool].has_conc || tg_conc_has_room(&w->ag->tools[c->tool].conc);
 }
 
 /* Admit or refuse one tools/call frame [frame, frame+len) from the caller,
@@ -564,16 +580,16 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         long n = tg_jstr_decode(frame, env->tool_name, c->tool_name, sizeof(c->tool_name));
         if (n > 0) {
             c->tool_name_len = (size_t)n;
-            const tg_tool_cfg_t *tc = tg_config_tool(w->acfg, c->tool_name, c->tool_name_len);
+            const tg_tool_cfg_t *tc = tg_config_tool(w->ag->acfg, c->tool_name, c->tool_name_len);
             if (tc != NULL)
-                c->tool = (int)(tc - w->acfg->tools);
+                c->tool = (int)(tc - w->ag->acfg->tools);
         } else if (n < 0) {
             /* Longer than any name we keep: refer to it as invalid. */
             memcpy(c->tool_name, "invalid", 8);
             c->tool_name_len = 7;
         }
     }
-    tool_state_t *ts = c->tool >= 0 ? &w->tools[c->tool] : NULL;
+    tool_state_t *ts = c->tool >= 0 ? &w->ag->tools[c->tool] : NULL;
 
     if (w->phase != P_RUN) {
         denial_init(w, &d, TG_DENY_SHUTTING_DOWN, c, reqid, sizeof(reqid));
@@ -596,14 +612,14 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     /* Rate: both buckets must allow; a call refused by one takes no token
      * from the other. */
     uint64_t now = now_ms(w);
-    tg_gcra_result_t ra = tg_gcra_peek(&w->arate, now);
+    tg_gcra_result_t ra = tg_gcra_peek(&w->ag->arate, now);
     tg_gcra_result_t rt = {.allowed = true};
     if (ts != NULL && ts->has_rate)
         rt = tg_gcra_peek(&ts->rate, now);
     if (!ra.allowed || !rt.allowed) {
         bool tool_scope = !rt.allowed && (ra.allowed || rt.retry_after_ms >= ra.retry_after_ms);
         tg_gcra_result_t r = tool_scope ? rt : ra;
-        tg_rate_t rate = tool_scope ? w->acfg->tools[c->tool].lim.rate_limit : w->acfg->lim.rate_limit;
+        tg_rate_t rate = tool_scope ? w->ag->acfg->tools[c->tool].lim.rate_limit : w->ag->acfg->lim.rate_limit;
         char unit[32], per[16];
         tg_unit_fmt_duration(per, sizeof(per), rate.period_ms);
         snprintf(unit, sizeof(unit), "calls/%s",
@@ -615,26 +631,26 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         d.cap = (int64_t)r.cap;
         d.unit = unit;
         d.retry_after_ms = (int64_t)r.retry_after_ms;
-        d.config_path = tool_scope ? ts->path_rate : w->path_rate;
+        d.config_path = tool_scope ? ts->path_rate : w->ag->path_rate;
         fmt_rate_detail(detail, sizeof(detail), r.observed, rate);
         d.detail = detail;
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
         return;
     }
-    tg_gcra_take(&w->arate, now);
-    reg_set(w, w->reg_rate, tg_gcra_used(&w->arate, now));
+    tg_gcra_take(&w->ag->arate, now);
+    reg_set(w, w->ag->reg_rate, tg_gcra_used(&w->ag->arate, now));
     if (ts != NULL && ts->has_rate) {
         tg_gcra_take(&ts->rate, now);
         reg_set(w, ts->reg_rate, tg_gcra_used(&ts->rate, now));
     }
 
     /* Deadline: min(caller timeout_ms, tool cap, agent cap). */
-    c->deadline_ms = w->acfg->lim.max_tool_call_duration_ms;
-    c->deadline_path = w->path_dur;
-    if (ts != NULL && w->acfg->tools[c->tool].lim.duration_src != TG_SRC_DEFAULT &&
-        w->acfg->tools[c->tool].lim.max_tool_call_duration_ms < c->deadline_ms) {
-        c->deadline_ms = w->acfg->tools[c->tool].lim.max_tool_call_duration_ms;
+    c->deadline_ms = w->ag->acfg->lim.max_tool_call_duration_ms;
+    c->deadline_path = w->ag->path_dur;
+    if (ts != NULL && w->ag->acfg->tools[c->tool].lim.duration_src != TG_SRC_DEFAULT &&
+        w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms < c->deadline_ms) {
+        c->deadline_ms = w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms;
         c->deadline_path = ts->path_dur;
     }
     if (env->has_timeout && env->timeout_ms < c->deadline_ms) {
@@ -644,14 +660,14 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
 
     /* Concurrency: run now when both scopes have room and nobody waits;
      * else wait in the FIFO when it has room. */
-    if (w->aq.count == 0 && tg_conc_has_room(&w->aconc) && tool_has_room(w, c)) {
+    if (w->ag->aq.count == 0 && tg_conc_has_room(&w->ag->aconc) && tool_has_room(w, c)) {
         dispatch(w, c, b, frame, len, env->id.off, env->id.len);
-    } else if (w->aq.count < w->aq.cap && (ts == NULL || !ts->has_queue || ts->queued < ts->max_queued)) {
-        tg_waitq_push(&w->aq, c->idx);
+    } else if (w->ag->aq.count < w->ag->aq.cap && (ts == NULL || !ts->has_queue || ts->queued < ts->max_queued)) {
+        tg_waitq_push(&w->ag->aq, c->idx);
         c->state = S_QUEUED;
         c->qblk = b;
         b->refs++;
-        w->queued_frame_bytes += len;
+        w->ag->queued_frame_bytes += len;
         c->qframe = frame;
         c->qlen = len;
         c->qid_off = env->id.off;
@@ -664,12 +680,12 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
         d.limit = "concurrency";
         d.scope = tool_scope ? "tool" : "agent";
-        d.observed = tool_scope ? (int64_t)ts->queued + 1 : (int64_t)w->aq.count + 1;
-        d.cap = tool_scope ? (int64_t)ts->max_queued : (int64_t)w->aq.cap;
+        d.observed = tool_scope ? (int64_t)ts->queued + 1 : (int64_t)w->ag->aq.count + 1;
+        d.cap = tool_scope ? (int64_t)ts->max_queued : (int64_t)w->ag->aq.cap;
         d.unit = "queued calls";
-        d.config_path = tool_scope ? ts->path_queue : w->path_queue;
+        d.config_path = tool_scope ? ts->path_queue : w->ag->path_queue;
         snprintf(detail, sizeof(detail), "%u calls in flight, wait queue full (%" PRId64 " > %" PRId64 ")",
-                 w->aconc.inflight, d.observed, d.cap);
+                 w->ag->aconc.inflight, d.observed, d.cap);
         d.detail = detail;
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
@@ -682,22 +698,25 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
  * blocked only by its tool's slot does not hold back calls to other tools. */
 static void pump_queue(tg_wrap_t *w)
 {
+    tg_agent_t *ag = w->ag;
     uint32_t i = 0;
-    while (i < w->aq.count && tg_conc_has_room(&w->aconc) && agent_writable(w) &&
-           w->astate == A_RUNNING) {
-        tg_call_t *c = &w->calls[tg_waitq_at(&w->aq, i)];
-        if (!tool_has_room(w, c)) {
+    /* The queue is the agent's: a slot freed by one session may go to a
+     * call of another, sent through that call's own session. */
+    while (i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
+        tg_call_t *c = &ag->calls[tg_waitq_at(&ag->aq, i)];
+        tg_wrap_t *cw = c->w;
+        if (!tool_has_room(cw, c) || !agent_writable(cw) || cw->astate != A_RUNNING) {
             i++;
             continue;
         }
-        tg_waitq_remove_at(&w->aq, i);
+        tg_waitq_remove_at(&ag->aq, i);
         if (c->tool >= 0)
-            w->tools[c->tool].queued--;
+            ag->tools[c->tool].queued--;
         tg_block_t *b = c->qblk;
         c->qblk = NULL;
-        w->queued_frame_bytes -= c->qlen;
-        dispatch(w, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
-        tg_block_unref(&w->pool, b);
+        ag->queued_frame_bytes -= c->qlen;
+        dispatch(cw, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
+        tg_block_unref(&ag->gw->pool, b);
     }
 }
 
@@ -705,13 +724,13 @@ static void pump_queue(tg_wrap_t *w)
 static void call_release(tg_wrap_t *w, tg_call_t *c)
 {
     if (c->state == S_INFLIGHT || c->state == S_ZOMBIE) {
-        tg_conc_release(&w->aconc);
+        tg_conc_release(&w->ag->aconc);
         if (c->tool_slot)
-            tg_conc_release(&w->tools[c->tool].conc);
+            tg_conc_release(&w->ag->tools[c->tool].conc);
     } else if (c->state == S_QUEUED) {
-        tg_waitq_remove(&w->aq, c->idx);
+        tg_waitq_remove(&w->ag->aq, c->idx);
         if (c->tool >= 0)
-            w->tools[c->tool].queued--;
+            w->ag->tools[c->tool].queued--;
     }
     tg_call_t copy = *c;
     call_free(w, c);
@@ -732,13 +751,13 @@ static void on_call_timer(uv_timer_t *t)
     if (c->state == S_QUEUED) {
         denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
         d.limit = "concurrency";
-        d.observed = w->aconc.inflight;
-        d.cap = w->aconc.max;
+        d.observed = w->ag->aconc.inflight;
+        d.cap = w->ag->aconc.max;
         d.unit = "calls";
-        d.config_path = c->tool >= 0 && w->tools[c->tool].has_conc &&
-                                !tg_conc_has_room(&w->tools[c->tool].conc)
-                            ? w->tools[c->tool].path_conc
-                            : w->path_conc;
+        d.config_path = c->tool >= 0 && w->ag->tools[c->tool].has_conc &&
+                                !tg_conc_has_room(&w->ag->tools[c->tool].conc)
+                            ? w->ag->tools[c->tool].path_conc
+                            : w->ag->path_conc;
         snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while queued",
                  c->deadline_ms);
         d.detail = detail;
@@ -758,11 +777,11 @@ static void on_call_timer(uv_timer_t *t)
         c->state = S_ZOMBIE;
         c->stage = "timed_out";
         send_cancel_and_ping(w, c, "toolgate: deadline exceeded");
-        uv_timer_start(&c->timer, on_call_timer, w->acfg->kill_grace_ms, 0);
+        uv_timer_start(&c->timer, on_call_timer, w->ag->acfg->kill_grace_ms, 0);
     } else if (c->state == S_ZOMBIE) {
         tg_log("agent '%s' did not answer a cancel or ping within %" PRIu64
                " ms; killing it (raise %s)",
-               agent_name(w), w->acfg->kill_grace_ms, w->path_grace);
+               agent_name(w), w->ag->acfg->kill_grace_ms, w->ag->path_grace);
         inst_kill(w, SIGKILL, "stuck");
     }
     flush_all(w);
@@ -773,9 +792,9 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
                           const tg_mcp_env_t *env)
 {
     tg_jspan_t id = env->cancel_id;
-    for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ncalls; i++) {
-        tg_call_t *c = &w->calls[i];
-        if ((c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
+    for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->ncalls; i++) {
+        tg_call_t *c = &w->ag->calls[i];
+        if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
             memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->state == S_ZOMBIE)
             continue;
         if (c->kind == K_CALL && c->state == S_QUEUED) {
@@ -806,7 +825,7 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
                 tg_out_copy(&w->inst->wr, buf, (size_t)n);
             }
         }
-        uv_timer_start(&c->timer, on_call_timer, w->acfg->kill_grace_ms, 0);
+        uv_timer_start(&c->timer, on_call_timer, w->ag->acfg->kill_grace_ms, 0);
         return;
     }
     if (agent_writable(w))
@@ -836,7 +855,7 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
         slen--;
     tg_mcp_env_t env;
 
-    reg_set(w, w->reg_frame_in, flen);
+    reg_set(w, w->gw->reg_frame_in, flen);
     if (slen == 0)
         return; /* blank line: nothing to do */
     if (tg_mcp_scan(frame, slen, &env) < 0) {
@@ -956,13 +975,13 @@ static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
     d.limit = "frame";
     d.scope = "instance";
     d.observed = (int64_t)total;
-    d.cap = (int64_t)w->cfg->max_frame_bytes;
+    d.cap = (int64_t)w->gw->cfg->max_frame_bytes;
     d.unit = "bytes";
-    d.config_path = w->path_frame;
-    tg_unit_fmt_bytes(cap, sizeof(cap), w->cfg->max_frame_bytes);
+    d.config_path = w->gw->path_frame;
+    tg_unit_fmt_bytes(cap, sizeof(cap), w->gw->cfg->max_frame_bytes);
     snprintf(detail, sizeof(detail), "request of %" PRIu64 " bytes > %s", total, cap);
     d.detail = detail;
-    reg_set(w, w->reg_frame_in, w->cfg->max_frame_bytes);
+    reg_set(w, w->gw->reg_frame_in, w->gw->cfg->max_frame_bytes);
     if (w->over_has_id)
         deny(w, w->over_id, w->over_id_len, &d);
     tg_audit_ev_t ev;
@@ -975,7 +994,7 @@ static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
     ev.limit.type = "frame";
     ev.limit.scope = "instance";
     ev.limit.observed = (int64_t)total;
-    ev.limit.cap = (int64_t)w->cfg->max_frame_bytes;
+    ev.limit.cap = (int64_t)w->gw->cfg->max_frame_bytes;
     ev.bytes_in = (int64_t)total;
     char callid[TG_ID_MAX + 1];
     if (w->over_has_id) {
@@ -1013,7 +1032,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
         c = call_by_agent_id(w, id);
     if (c == NULL) {
         if (env->id.type == TG_J_NUMBER && tg_jnum_u64(frame, env->id, UINT64_MAX, &id) == 0 &&
-            id <= w->last_agent_id) {
+            id <= w->ag->last_agent_id) {
             tg_audit_ev_t ev;
             char reqid[32];
             tg_audit_ev_init(&ev);
@@ -1066,7 +1085,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
         agent_running(w);
         break;
     case K_PING: {
-        tg_call_t *z = &w->calls[c->ping_for];
+        tg_call_t *z = &w->ag->calls[c->ping_for];
         call_free(w, c);
         if (z->kind == K_CALL && z->agent_id == c->ping_for_id && z->state == S_ZOMBIE)
             call_release(w, z);
@@ -1087,7 +1106,7 @@ static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
         slen--;
     tg_mcp_env_t env;
 
-    reg_set(w, w->reg_frame_out, flen);
+    reg_set(w, w->ag->reg_frame_out, flen);
     if (slen == 0)
         return;
     if (tg_mcp_scan(frame, slen, &env) < 0) {
@@ -1124,13 +1143,13 @@ static void on_agent_oversize(tg_wrap_t *w, const char *head, size_t len)
 static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
 {
     tg_call_t *c = w->agent_over_has_id ? call_by_agent_id(w, w->agent_over_id) : NULL;
-    reg_set(w, w->reg_frame_out, w->cfg->max_frame_bytes);
+    reg_set(w, w->ag->reg_frame_out, w->gw->cfg->max_frame_bytes);
     w->agent_over_has_id = false;
     if (c == NULL || (c->kind != K_CALL && c->kind != K_PASS) ||
         (c->kind == K_CALL && c->state != S_INFLIGHT)) {
         tg_log("dropped a %" PRIu64 "-byte frame from agent '%s' over max_frame_bytes (%" PRIu64
                "; raise %s)",
-               total, agent_name(w), w->cfg->max_frame_bytes, w->path_frame);
+               total, agent_name(w), w->gw->cfg->max_frame_bytes, w->gw->path_frame);
         return;
     }
     tg_denial_t d;
@@ -1139,10 +1158,10 @@ static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
     d.limit = "frame";
     d.scope = "instance";
     d.observed = (int64_t)total;
-    d.cap = (int64_t)w->cfg->max_frame_bytes;
+    d.cap = (int64_t)w->gw->cfg->max_frame_bytes;
     d.unit = "bytes";
-    d.config_path = w->path_frame;
-    tg_unit_fmt_bytes(cap, sizeof(cap), w->cfg->max_frame_bytes);
+    d.config_path = w->gw->path_frame;
+    tg_unit_fmt_bytes(cap, sizeof(cap), w->gw->cfg->max_frame_bytes);
     snprintf(detail, sizeof(detail), "agent response of %" PRIu64 " bytes > %s", total, cap);
     d.detail = detail;
     deny(w, c->caller_id, c->caller_id_len, &d);
@@ -1247,12 +1266,12 @@ static void stderr_emit(tg_wrap_t *w, const char *p, size_t len, bool truncated)
         w->err_window_bytes = 0;
     }
     size_t total = len + 1 + (truncated ? 12 : 0);
-    if (w->err_window_bytes + total > w->acfg->stderr_bytes_per_sec) {
+    if (w->err_window_bytes + total > w->ag->acfg->stderr_bytes_per_sec) {
         w->err_dropped += total;
         return;
     }
     w->err_window_bytes += total;
-    reg_set(w, w->reg_stderr, w->err_window_bytes);
+    reg_set(w, w->ag->reg_stderr, w->err_window_bytes);
     char line[TG_DEF_STDERR_LINE + 16];
     size_t n = len < sizeof(line) - 14 ? len : sizeof(line) - 14;
     memcpy(line, p, n);
@@ -1275,7 +1294,7 @@ static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     tg_inst_t *inst = s->data;
     tg_wrap_t *w = inst->w;
-    size_t max = w->acfg->stderr_line_max;
+    size_t max = w->ag->acfg->stderr_line_max;
     if (max > TG_DEF_STDERR_LINE)
         max = TG_DEF_STDERR_LINE;
     if (n < 0) {
@@ -1338,16 +1357,14 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
 {
     tg_denial_t d;
     char reqid[32], detail[160];
-    bool resource = false;
-    (void)resource;
-    for (uint32_t i = 0; i < w->ncalls; i++) {
-        tg_call_t *c = &w->calls[i];
-        if (c->kind == K_FREE)
+    for (uint32_t i = 0; i < w->ag->ncalls; i++) {
+        tg_call_t *c = &w->ag->calls[i];
+        if (c->kind == K_FREE || c->w != w)
             continue;
         if (c->kind == K_CALL && (c->state == S_INFLIGHT || c->state == S_QUEUED)) {
             denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
             d.limit = "agent";
-            d.retry_after_ms = (int64_t)w->acfg->backoff_initial_ms;
+            d.retry_after_ms = (int64_t)w->ag->acfg->backoff_initial_ms;
             if (inst->term_signal != 0)
                 snprintf(detail, sizeof(detail), "agent %s by signal %d while the call ran",
                          inst->killed ? "was killed" : "died", inst->term_signal);
@@ -1363,14 +1380,14 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             deny(w, c->caller_id, c->caller_id_len, &d);
         }
         if (c->state == S_QUEUED) {
-            tg_waitq_remove(&w->aq, c->idx);
+            tg_waitq_remove(&w->ag->aq, c->idx);
             if (c->tool >= 0)
-                w->tools[c->tool].queued--;
+                w->ag->tools[c->tool].queued--;
         }
         if ((c->state == S_INFLIGHT || c->state == S_ZOMBIE) && c->kind == K_CALL) {
-            tg_conc_release(&w->aconc);
+            tg_conc_release(&w->ag->aconc);
             if (c->tool_slot)
-                tg_conc_release(&w->tools[c->tool].conc);
+                tg_conc_release(&w->ag->tools[c->tool].conc);
         }
         call_free(w, c);
     }
@@ -1422,12 +1439,12 @@ static void inst_gone(tg_inst_t *inst)
         finish(w);
         return;
     }
-    tg_restart_policy_t pol = w->acfg->restart_policy;
+    tg_restart_policy_t pol = w->ag->acfg->restart_policy;
     if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
         tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': stopping",
                agent_name(w), failed ? "failed" : "exited", status,
                pol == TG_RESTART_NO ? "no" : "on-failure");
-        w->exit_code = (int)status;
+        w->gw->exit_code = (int)status;
         begin_shutdown(w, "agent exited");
         finish(w);
         return;
@@ -1436,24 +1453,24 @@ static void inst_gone(tg_inst_t *inst)
     uint64_t now = now_ms(w);
     uint32_t recent = 0;
     for (uint32_t i = 0; i < w->nrestarts && i < TG_RESTART_LOG; i++)
-        if (now - w->restart_at[i] < w->acfg->restart_window_ms)
+        if (now - w->restart_at[i] < w->ag->acfg->restart_window_ms)
             recent++;
-    if (recent >= w->acfg->max_restarts) {
+    if (recent >= w->ag->acfg->max_restarts) {
         char win[16];
-        tg_unit_fmt_duration(win, sizeof(win), w->acfg->restart_window_ms);
+        tg_unit_fmt_duration(win, sizeof(win), w->ag->acfg->restart_window_ms);
         tg_log("agent '%s' failed %u times within %s: giving up on restart (raise "
                "agents.%s.restart.max_restarts or fix the agent)",
                agent_name(w), recent + 1, win, agent_name(w));
-        w->exit_code = 1;
+        w->gw->exit_code = 1;
         begin_shutdown(w, "agent restarts exhausted");
         finish(w);
         return;
     }
-    uint64_t backoff = w->acfg->backoff_initial_ms;
-    for (uint32_t i = 0; i < recent && backoff < w->acfg->backoff_max_ms; i++)
+    uint64_t backoff = w->ag->acfg->backoff_initial_ms;
+    for (uint32_t i = 0; i < recent && backoff < w->ag->acfg->backoff_max_ms; i++)
         backoff *= 2;
-    if (backoff > w->acfg->backoff_max_ms)
-        backoff = w->acfg->backoff_max_ms;
+    if (backoff > w->ag->acfg->backoff_max_ms)
+        backoff = w->ag->acfg->backoff_max_ms;
     w->restart_at[w->nrestarts % TG_RESTART_LOG] = now;
     w->nrestarts++;
     tg_audit_ev_init(&ev);
@@ -1464,7 +1481,7 @@ static void inst_gone(tg_inst_t *inst)
     emit(w, &ev);
     tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", agent_name(w),
            inst->term_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
-           w->acfg->max_restarts);
+           w->ag->acfg->max_restarts);
     w->astate = A_BACKOFF;
     uv_timer_start(&w->restart_timer, on_restart_timer, backoff, 0);
 }
@@ -1525,15 +1542,15 @@ static int agent_spawn(tg_wrap_t *w)
         return -ENOMEM;
     inst->w = w;
     inst->errbuf = malloc(TG_DEF_STDERR_LINE + 1);
-    tg_in_init(&inst->rd, &w->pool, w->cfg->max_frame_bytes);
-    tg_out_init(&inst->wr, &w->pool);
+    tg_in_init(&inst->rd, &w->gw->pool, w->gw->cfg->max_frame_bytes);
+    tg_out_init(&inst->wr, &w->gw->pool);
     inst->wr.ctx = w;
     inst->wr.on_drain = agent_out_drain;
     inst->wr.on_error = agent_out_error;
-    uv_pipe_init(w->loop, &inst->pin, 0);
-    uv_pipe_init(w->loop, &inst->pout, 0);
-    uv_pipe_init(w->loop, &inst->perr, 0);
-    uv_timer_init(w->loop, &inst->linger);
+    uv_pipe_init(w->gw->loop, &inst->pin, 0);
+    uv_pipe_init(w->gw->loop, &inst->pout, 0);
+    uv_pipe_init(w->gw->loop, &inst->perr, 0);
+    uv_timer_init(w->gw->loop, &inst->linger);
     inst->pin.data = inst->pout.data = inst->perr.data = inst->linger.data = inst;
     inst->proc.data = inst;
     inst->open_handles = 5;
@@ -1572,8 +1589,8 @@ static int agent_spawn(tg_wrap_t *w)
 
     uv_process_options_t opt;
     memset(&opt, 0, sizeof(opt));
-    opt.file = w->acfg->command[0];
-    opt.args = w->acfg->command;
+    opt.file = w->ag->acfg->command[0];
+    opt.args = w->ag->acfg->command;
     opt.env = NULL; /* wrap mode is a drop-in: the caller's environment, unchanged */
     opt.exit_cb = on_exit_cb;
     opt.stdio = stdio;
@@ -1581,18 +1598,18 @@ static int agent_spawn(tg_wrap_t *w)
     /* Own session and process group: the whole tree can be signalled. */
     opt.flags = UV_PROCESS_DETACHED;
 
-    int rc = uv_spawn(w->loop, &inst->proc, &opt);
+    int rc = uv_spawn(w->gw->loop, &inst->proc, &opt);
     close(fin[0]);
     close(fout[1]);
     close(ferr[1]);
     if (rc < 0) {
         tg_log("cannot start agent '%s': %s: %s (check the command after --)", agent_name(w),
-               w->acfg->command[0], uv_strerror(rc));
+               w->ag->acfg->command[0], uv_strerror(rc));
         /* The process handle was never started but must still be closed. */
         inst->exited = true;
         inst->gone = true;
         inst_close(inst);
-        w->exit_code = 127;
+        w->gw->exit_code = 127;
         return rc;
     }
     inst->pid = inst->proc.pid;
@@ -1648,10 +1665,10 @@ static void inst_kill(tg_wrap_t *w, int sig, const char *reason)
 
 static void backpressure(tg_wrap_t *w)
 {
-    size_t high = 2 * (size_t)w->cfg->max_frame_bytes;
+    size_t high = 2 * (size_t)w->gw->cfg->max_frame_bytes;
     /* caller -> agent: stop reading the caller while the agent lags. */
-    size_t toward_agent = (w->inst != NULL ? w->inst->wr.queued_bytes : 0) + w->queued_frame_bytes;
-    reg_set(w, w->reg_wq_agent, toward_agent);
+    size_t toward_agent = (w->inst != NULL ? w->inst->wr.queued_bytes : 0) + w->ag->queued_frame_bytes;
+    reg_set(w, w->ag->reg_wq_agent, toward_agent);
     if (!w->caller_eof && w->cin != NULL) {
         if (toward_agent > high && !w->caller_paused) {
             uv_read_stop(w->cin);
@@ -1662,7 +1679,7 @@ static void backpressure(tg_wrap_t *w)
         }
     }
     /* agent -> caller */
-    reg_set(w, w->reg_wq_caller, w->cwr.queued_bytes);
+    reg_set(w, w->gw->reg_wq_caller, w->cwr.queued_bytes);
     if (w->inst != NULL && !w->inst->out_eof) {
         uv_stream_t *s = (uv_stream_t *)&w->inst->pout;
         if (w->cwr.queued_bytes > high && !w->agent_paused) {
@@ -1714,7 +1731,7 @@ static void on_phase_timer(uv_timer_t *t);
 static void stop_agent_step(tg_wrap_t *w)
 {
     tg_inst_t *inst = w->inst;
-    uint64_t grace = w->acfg->kill_grace_ms;
+    uint64_t grace = w->ag->acfg->kill_grace_ms;
     if (inst == NULL || inst->gone) {
         w->phase = P_DONE;
         finish(w);
@@ -1777,7 +1794,7 @@ static void begin_shutdown(tg_wrap_t *w, const char *why)
         finish(w);
         return;
     }
-    uv_timer_start(&w->phase_timer, on_phase_timer, w->acfg->kill_grace_ms, 0);
+    uv_timer_start(&w->phase_timer, on_phase_timer, w->ag->acfg->kill_grace_ms, 0);
     check_drained(w);
 }
 
@@ -1830,16 +1847,16 @@ static void finish(tg_wrap_t *w)
     uv_timer_stop(&w->restart_timer);
     close_if_open((uv_handle_t *)&w->phase_timer);
     close_if_open((uv_handle_t *)&w->restart_timer);
-    close_if_open((uv_handle_t *)&w->tick_timer);
-    close_if_open((uv_handle_t *)&w->sig_term);
-    close_if_open((uv_handle_t *)&w->sig_int);
+    close_if_open((uv_handle_t *)&w->gw->tick_timer);
+    close_if_open((uv_handle_t *)&w->gw->sig_term);
+    close_if_open((uv_handle_t *)&w->gw->sig_int);
     if (w->cin != NULL)
         close_if_open((uv_handle_t *)w->cin);
     if (w->cout != NULL)
         close_if_open((uv_handle_t *)w->cout);
-    for (uint32_t i = 0; i < w->ncalls; i++)
-        if (w->calls[i].timer_ready)
-            close_if_open((uv_handle_t *)&w->calls[i].timer);
+    for (uint32_t i = 0; i < w->ag->ncalls; i++)
+        if (w->ag->calls[i].timer_ready)
+            close_if_open((uv_handle_t *)&w->ag->calls[i].timer);
 }
 
 /* Say how much agent stderr was dropped since the last report. */
@@ -1848,7 +1865,7 @@ static void report_stderr_drops(tg_wrap_t *w)
     if (w->err_dropped <= w->err_dropped_reported)
         return;
     char cap[24];
-    tg_unit_fmt_bytes(cap, sizeof(cap), w->acfg->stderr_bytes_per_sec);
+    tg_unit_fmt_bytes(cap, sizeof(cap), w->ag->acfg->stderr_bytes_per_sec);
     tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (over %s/s or lines over "
            "the line limit; raise agents.%s.stderr.bytes_per_second)",
            agent_name(w), w->err_dropped, cap, agent_name(w));
@@ -1860,8 +1877,8 @@ static void on_tick(uv_timer_t *t)
 {
     tg_wrap_t *w = t->data;
     report_stderr_drops(w);
-    if (w->audit != NULL)
-        reg_set(w, w->reg_audit, tg_audit_queued(w->audit));
+    if (w->gw->audit != NULL)
+        reg_set(w, w->gw->reg_audit, tg_audit_queued(w->gw->audit));
 }
 
 /* ---- setup ------------------------------------------------------------ */
@@ -1870,10 +1887,10 @@ static int open_caller(tg_wrap_t *w)
 {
     uv_handle_type tin = uv_guess_handle(0), tout = uv_guess_handle(1);
     if (tin == UV_TTY) {
-        uv_tty_init(w->loop, &w->cin_tty, 0, 1);
+        uv_tty_init(w->gw->loop, &w->cin_tty, 0, 1);
         w->cin = (uv_stream_t *)&w->cin_tty;
     } else if (tin == UV_NAMED_PIPE) {
-        uv_pipe_init(w->loop, &w->cin_pipe, 0);
+        uv_pipe_init(w->gw->loop, &w->cin_pipe, 0);
         if (uv_pipe_open(&w->cin_pipe, 0) < 0)
             return -EINVAL;
         w->cin = (uv_stream_t *)&w->cin_pipe;
@@ -1885,10 +1902,10 @@ static int open_caller(tg_wrap_t *w)
         return -EINVAL;
     }
     if (tout == UV_TTY) {
-        uv_tty_init(w->loop, &w->cout_tty, 1, 0);
+        uv_tty_init(w->gw->loop, &w->cout_tty, 1, 0);
         w->cout = (uv_stream_t *)&w->cout_tty;
     } else if (tout == UV_NAMED_PIPE) {
-        uv_pipe_init(w->loop, &w->cout_pipe, 0);
+        uv_pipe_init(w->gw->loop, &w->cout_pipe, 0);
         if (uv_pipe_open(&w->cout_pipe, 1) < 0)
             return -EINVAL;
         w->cout = (uv_stream_t *)&w->cout_pipe;
@@ -1907,25 +1924,25 @@ static int open_caller(tg_wrap_t *w)
 static int register_limits(tg_wrap_t *w)
 {
     const char *id = agent_name(w);
-    const tg_agent_cfg_t *a = w->acfg;
+    const tg_agent_cfg_t *a = w->ag->acfg;
     char name[TG_LIMIT_NAME_MAX];
-    tg_registry_init(&w->reg);
+    tg_registry_init(&w->gw->reg);
 #define REG(dst, cat, scope, cap, ...)                                   \
     do {                                                                 \
         snprintf(name, sizeof(name), __VA_ARGS__);                       \
-        dst = tg_registry_add(&w->reg, name, cat, scope, cap);           \
+        dst = tg_registry_add(&w->gw->reg, name, cat, scope, cap);           \
     } while (0)
-    REG(w->reg_frame_in, TG_LIMIT_FRAME, "instance", w->cfg->max_frame_bytes, "caller.frame_bytes");
-    REG(w->reg_frame_out, TG_LIMIT_FRAME, "agent", w->cfg->max_frame_bytes, "agent.%s.frame_bytes", id);
-    REG(w->reg_rate, TG_LIMIT_RATE, "agent", w->arate.burst, "agent.%s.rate", id);
-    REG(w->reg_conc, TG_LIMIT_CONCURRENCY, "agent", a->lim.max_concurrent_calls, "agent.%s.concurrency", id);
-    REG(w->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
-    REG(w->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * w->cfg->max_frame_bytes, "agent.%s.write_queue_bytes", id);
-    REG(w->reg_wq_caller, TG_LIMIT_WRITE_QUEUE, "session", 2 * w->cfg->max_frame_bytes, "caller.write_queue_bytes");
-    REG(w->reg_stderr, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec, "agent.%s.stderr_bytes_per_second", id);
-    REG(w->reg_audit, TG_LIMIT_AUDIT_QUEUE, "instance", w->cfg->audit_queue, "audit.queue");
+    REG(w->gw->reg_frame_in, TG_LIMIT_FRAME, "instance", w->gw->cfg->max_frame_bytes, "caller.frame_bytes");
+    REG(w->ag->reg_frame_out, TG_LIMIT_FRAME, "agent", w->gw->cfg->max_frame_bytes, "agent.%s.frame_bytes", id);
+    REG(w->ag->reg_rate, TG_LIMIT_RATE, "agent", w->ag->arate.burst, "agent.%s.rate", id);
+    REG(w->ag->reg_conc, TG_LIMIT_CONCURRENCY, "agent", a->lim.max_concurrent_calls, "agent.%s.concurrency", id);
+    REG(w->ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
+    REG(w->ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * w->gw->cfg->max_frame_bytes, "agent.%s.write_queue_bytes", id);
+    REG(w->gw->reg_wq_caller, TG_LIMIT_WRITE_QUEUE, "session", 2 * w->gw->cfg->max_frame_bytes, "caller.write_queue_bytes");
+    REG(w->ag->reg_stderr, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec, "agent.%s.stderr_bytes_per_second", id);
+    REG(w->gw->reg_audit, TG_LIMIT_AUDIT_QUEUE, "instance", w->gw->cfg->audit_queue, "audit.queue");
     for (size_t i = 0; i < a->ntools; i++) {
-        tool_state_t *t = &w->tools[i];
+        tool_state_t *t = &w->ag->tools[i];
         const char *tn = a->tools[i].name;
         t->reg_rate = t->reg_conc = t->reg_queue = -1;
         if (t->has_rate)
@@ -1941,24 +1958,24 @@ static int register_limits(tg_wrap_t *w)
 
 static int setup_limits(tg_wrap_t *w)
 {
-    tg_agent_cfg_t *a = w->acfg;
-    if (tg_gcra_init(&w->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms, a->lim.burst) < 0)
+    tg_agent_cfg_t *a = w->ag->acfg;
+    if (tg_gcra_init(&w->ag->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms, a->lim.burst) < 0)
         return -EINVAL;
-    tg_conc_init(&w->aconc, a->lim.max_concurrent_calls);
-    if (tg_waitq_init(&w->aq, a->lim.max_queued_calls) < 0)
+    tg_conc_init(&w->ag->aconc, a->lim.max_concurrent_calls);
+    if (tg_waitq_init(&w->ag->aq, a->lim.max_queued_calls) < 0)
         return -ENOMEM;
-    tg_config_path_for(a, NULL, "rate_limit", w->path_rate, sizeof(w->path_rate));
-    tg_config_path_for(a, NULL, "max_concurrent_calls", w->path_conc, sizeof(w->path_conc));
-    tg_config_path_for(a, NULL, "max_queued_calls", w->path_queue, sizeof(w->path_queue));
-    tg_config_path_for(a, NULL, "max_tool_call_duration", w->path_dur, sizeof(w->path_dur));
-    tg_config_path_for(a, NULL, "kill_grace_period", w->path_grace, sizeof(w->path_grace));
-    snprintf(w->path_frame, sizeof(w->path_frame), "router.max_frame_bytes");
-    w->tools = calloc(a->ntools ? a->ntools : 1, sizeof(*w->tools));
-    if (w->tools == NULL)
+    tg_config_path_for(a, NULL, "rate_limit", w->ag->path_rate, sizeof(w->ag->path_rate));
+    tg_config_path_for(a, NULL, "max_concurrent_calls", w->ag->path_conc, sizeof(w->ag->path_conc));
+    tg_config_path_for(a, NULL, "max_queued_calls", w->ag->path_queue, sizeof(w->ag->path_queue));
+    tg_config_path_for(a, NULL, "max_tool_call_duration", w->ag->path_dur, sizeof(w->ag->path_dur));
+    tg_config_path_for(a, NULL, "kill_grace_period", w->ag->path_grace, sizeof(w->ag->path_grace));
+    snprintf(w->gw->path_frame, sizeof(w->gw->path_frame), "router.max_frame_bytes");
+    w->ag->tools = calloc(a->ntools ? a->ntools : 1, sizeof(*w->ag->tools));
+    if (w->ag->tools == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < a->ntools; i++) {
         const tg_exec_limits_t *l = &a->tools[i].lim;
-        tool_state_t *t = &w->tools[i];
+        tool_state_t *t = &w->ag->tools[i];
         const char *tn = a->tools[i].name;
         if (l->rate_src != TG_SRC_DEFAULT) {
             if (tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
@@ -1982,38 +1999,43 @@ static int setup_limits(tg_wrap_t *w)
     /* The slab holds every entry the limits allow: inflight and zombie
      * calls (<= max_concurrent, each with at most one ping), queued calls,
      * pass-through requests and the replayed initialize. */
-    w->ncalls = 2 * a->lim.max_concurrent_calls + a->lim.max_queued_calls + TG_MAX_PASSTHRU + 2;
-    w->calls = calloc(w->ncalls, sizeof(*w->calls));
-    w->free_idx = calloc(w->ncalls, sizeof(*w->free_idx));
-    if (w->calls == NULL || w->free_idx == NULL)
+    w->ag->ncalls = 2 * a->lim.max_concurrent_calls + a->lim.max_queued_calls + TG_MAX_PASSTHRU + 2;
+    w->ag->calls = calloc(w->ag->ncalls, sizeof(*w->ag->calls));
+    w->ag->free_idx = calloc(w->ag->ncalls, sizeof(*w->ag->free_idx));
+    if (w->ag->calls == NULL || w->ag->free_idx == NULL)
         return -ENOMEM;
-    for (uint32_t i = 0; i < w->ncalls; i++)
-        w->free_idx[w->nfree++] = w->ncalls - 1 - i;
+    for (uint32_t i = 0; i < w->ag->ncalls; i++)
+        w->ag->free_idx[w->ag->nfree++] = w->ag->ncalls - 1 - i;
     return register_limits(w);
 }
 
 int tg_wrap_run(tg_config_t *cfg)
 {
     tg_wrap_t *w = calloc(1, sizeof(*w));
+    tg_gw_t *gw = calloc(1, sizeof(*gw));
+    tg_agent_t *ag = calloc(1, sizeof(*ag));
     uv_loop_t loop;
     char err[512];
     int rc;
 
-    if (w == NULL)
-        return 1;
-    if (uv_loop_init(&loop) != 0) {
+    if (w == NULL || gw == NULL || ag == NULL || uv_loop_init(&loop) != 0) {
         free(w);
+        free(gw);
+        free(ag);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    w->loop = &loop;
-    w->cfg = cfg;
-    w->acfg = &cfg->agents[0];
-    w->exit_code = 0;
+    w->gw = gw;
+    w->ag = ag;
+    ag->gw = gw;
+    w->gw->loop = &loop;
+    w->gw->cfg = cfg;
+    w->ag->acfg = &cfg->agents[0];
+    w->gw->exit_code = 0;
     tg_log_init(&loop);
-    tg_pool_init(&w->pool, (size_t)cfg->max_frame_bytes + 2 * TG_IO_CHUNK);
-    tg_in_init(&w->crd, &w->pool, cfg->max_frame_bytes);
-    tg_out_init(&w->cwr, &w->pool);
+    tg_pool_init(&w->gw->pool, (size_t)cfg->max_frame_bytes + 2 * TG_IO_CHUNK);
+    tg_in_init(&w->crd, &w->gw->pool, cfg->max_frame_bytes);
+    tg_out_init(&w->cwr, &w->gw->pool);
     w->cwr.ctx = w;
     w->cwr.on_drain = caller_out_drain;
     w->cwr.on_error = caller_out_error;
@@ -2034,7 +2056,7 @@ int tg_wrap_run(tg_config_t *cfg)
         ap = audit_path;
     }
     tg_audit_opts_t ao = {.path = ap, .instance = cfg->instance, .queue_cap = cfg->audit_queue};
-    if (tg_audit_open(&w->audit, &loop, &ao, err, sizeof(err)) < 0) {
+    if (tg_audit_open(&w->gw->audit, &loop, &ao, err, sizeof(err)) < 0) {
         tg_log("%s", err);
         rc = 2;
         goto out;
@@ -2045,15 +2067,15 @@ int tg_wrap_run(tg_config_t *cfg)
     }
     uv_timer_init(&loop, &w->restart_timer);
     uv_timer_init(&loop, &w->phase_timer);
-    uv_timer_init(&loop, &w->tick_timer);
-    w->restart_timer.data = w->phase_timer.data = w->tick_timer.data = w;
-    uv_timer_start(&w->tick_timer, on_tick, 1000, 1000);
-    uv_unref((uv_handle_t *)&w->tick_timer);
-    uv_signal_init(&loop, &w->sig_term);
-    uv_signal_init(&loop, &w->sig_int);
-    w->sig_term.data = w->sig_int.data = w;
-    uv_signal_start(&w->sig_term, on_signal, SIGTERM);
-    uv_signal_start(&w->sig_int, on_signal, SIGINT);
+    uv_timer_init(&loop, &w->gw->tick_timer);
+    w->restart_timer.data = w->phase_timer.data = w->gw->tick_timer.data = w;
+    uv_timer_start(&w->gw->tick_timer, on_tick, 1000, 1000);
+    uv_unref((uv_handle_t *)&w->gw->tick_timer);
+    uv_signal_init(&loop, &w->gw->sig_term);
+    uv_signal_init(&loop, &w->gw->sig_int);
+    w->gw->sig_term.data = w->gw->sig_int.data = w;
+    uv_signal_start(&w->gw->sig_term, on_signal, SIGTERM);
+    uv_signal_start(&w->gw->sig_int, on_signal, SIGINT);
 
     tg_audit_ev_t ev;
     tg_audit_ev_init(&ev);
@@ -2063,18 +2085,18 @@ int tg_wrap_run(tg_config_t *cfg)
     emit(w, &ev);
 
     if (agent_spawn(w) < 0) {
-        w->exit_code = 127;
+        w->gw->exit_code = 127;
         begin_shutdown(w, "agent failed to start");
         finish(w);
     } else {
         uv_read_start(w->cin, caller_alloc, caller_read);
     }
     uv_run(&loop, UV_RUN_DEFAULT);
-    rc = w->exit_code;
+    rc = w->gw->exit_code;
 
 out:
-    if (w->audit != NULL)
-        tg_audit_close(w->audit);
+    if (w->gw->audit != NULL)
+        tg_audit_close(w->gw->audit);
     /* Close whatever is still open (error paths) and let close callbacks run. */
     tg_log_close();
     uv_walk(&loop, walk_close, NULL);
@@ -2082,14 +2104,16 @@ out:
     (void)uv_loop_close(&loop);
     tg_in_free(&w->crd);
     tg_out_free(&w->cwr);
-    tg_waitq_free(&w->aq);
-    tg_registry_free(&w->reg);
-    tg_pool_free(&w->pool);
-    free(w->tools);
-    free(w->calls);
-    free(w->free_idx);
+    tg_waitq_free(&w->ag->aq);
+    tg_registry_free(&w->gw->reg);
+    tg_pool_free(&w->gw->pool);
+    free(w->ag->tools);
+    free(w->ag->calls);
+    free(w->ag->free_idx);
     free(w->init_frame);
     free(w->initd_frame);
     free(w);
+    free(ag);
+    free(gw);
     return rc;
 }
