@@ -1,0 +1,2201 @@
+/* toolgate wrap: the MCP stdio proxy. See wrap.h and DESIGN.md.
+ *
+ * Structure. One tg_wrap_t holds the caller (stdin/stdout), the current
+ * agent instance (a child process with three pipes), the call table (a
+ * slab of tg_call_t indexed by a small integer), and the limit state
+ * (GCRA buckets, concurrency slots, the FIFO wait queue).
+ *
+ * Ids. Every request the caller sends is forwarded with a toolgate-made
+ * integer id, so the agent never sees two live requests with one id (a
+ * caller may reuse an id after a timeout) and a late result can be told
+ * apart. The id encodes the slab index: agent_id = seq * cap + index.
+ * Requests the agent sends (sampling, elicitation, roots) pass through with
+ * their own ids, and so do the caller's answers to them.
+ *
+ * Invariants.
+ *  - An entry in state INFLIGHT or ZOMBIE holds one agent slot (and one
+ *    tool slot when its tool has a concurrency limit); QUEUED holds none.
+ *  - The caller gets exactly one answer per request id: a result, or one
+ *    denial. After a timeout or cancel the entry is a ZOMBIE: its answer
+ *    is dropped (call.late_result), and its slot is freed when the agent
+ *    proves alive (pong or the late result) or the agent is killed.
+ *  - Entries are never freed inside a libuv callback that still uses them;
+ *    call_free is the only place an entry returns to the free list.
+ *  - Every callback ends with flush_all(): all output of one event goes out
+ *    in one uv_write per stream.
+ */
+#define _GNU_SOURCE /* pipe2 */
+#include "router/session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "audit/audit.h"
+#include "limits/conc.h"
+#include "limits/gcra.h"
+#include "limits/registry.h"
+#include "router/denial.h"
+#include "router/envelope.h"
+#include "router/io.h"
+#include "router/log.h"
+
+#define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
+#define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
+#define TG_MAX_PASSTHRU 256    /* fixed internal bound: non-call requests awaiting an answer */
+#define TG_PIPE_BYTES (1 << 20) /* kernel pipe buffer asked for with F_SETPIPE_SZ */
+#define TG_EXIT_LINGER_MS 200  /* wait for the agent's stdout EOF after its exit */
+#define TG_DENIAL_MAX 2048     /* fixed internal bound: one denial line */
+#define TG_RESTART_LOG 64      /* fixed internal bound: restart timestamps kept */
+
+typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
+typedef enum { S_NONE = 0, S_QUEUED, S_INFLIGHT, S_ZOMBIE } call_state_t;
+typedef enum { A_DOWN = 0, A_STARTING, A_RUNNING, A_BACKOFF } agent_state_t;
+typedef enum { P_RUN = 0, P_DRAIN, P_STOP_STDIN, P_STOP_TERM, P_STOP_KILL, P_DONE } phase_t;
+
+typedef struct tg_wrap tg_wrap_t;
+
+/* One request known to toolgate. Owned by the slab in tg_wrap_t. */
+typedef struct tg_call {
+    tg_wrap_t *w;
+    uint32_t idx;
+    call_kind_t kind;
+    call_state_t state;
+    uint64_t agent_id;
+    char caller_id[TG_ID_MAX];
+    size_t caller_id_len;
+    int tool;                       /* index in cfg tools, -1 when unconfigured */
+    char tool_name[TG_TOOL_NAME_MAX + 1];
+    size_t tool_name_len;
+    bool tool_slot;                 /* holds a tool concurrency slot */
+    uint64_t t_start;               /* uv_now at arrival */
+    uint64_t deadline_ms;           /* relative to t_start */
+    const char *deadline_path;      /* config path of the cap that set the deadline */
+    uint64_t bytes_in;
+    uv_timer_t timer;
+    bool timer_ready;
+    /* A queued call keeps its frame: a reference on the block, spans. */
+    tg_block_t *qblk;
+    const char *qframe;
+    size_t qlen;                    /* with the newline */
+    size_t qid_off, qid_len;        /* id span, relative to qframe */
+    /* K_PING: which zombie it proves alive. */
+    uint32_t ping_for;
+    uint64_t ping_for_id;
+    const char *stage;              /* how a zombie ended: "timed_out", "cancelled" */
+} tg_call_t;
+
+/* One running agent process. Freed when all its handles have closed. */
+typedef struct tg_inst {
+    tg_wrap_t *w;
+    uv_process_t proc;
+    uv_pipe_t pin, pout, perr;
+    int open_handles;
+    int pid;
+    bool exited, out_eof, gone, stdin_closed;
+    int64_t exit_status;
+    int term_signal;
+    bool killed;
+    const char *kill_reason;
+    tg_in_t rd;
+    tg_out_t wr;
+    uv_timer_t linger;
+    /* stderr relay */
+    char *errbuf;
+    size_t errlen;
+    bool errtrunc;
+} tg_inst_t;
+
+typedef struct tool_state {
+    tg_gcra_t rate;
+    bool has_rate;
+    tg_conc_t conc;
+    bool has_conc;
+    uint32_t queued;
+    uint32_t max_queued;
+    bool has_queue;
+    int reg_rate, reg_conc, reg_queue;
+    char path_rate[256], path_conc[256], path_queue[256], path_dur[256];
+} tool_state_t;
+
+/* One configured agent: its limits aggregate over every session that uses
+ * it (rate and concurrency are per agent, not per connection), and its call
+ * slab holds the calls of all of them, so agent-side ids are unique per
+ * agent. Owned by the gateway. */
+typedef struct tg_agent {
+    tg_gw_t *gw;
+    tg_agent_cfg_t *acfg;
+    tg_call_t *calls;
+    uint32_t ncalls;
+    uint32_t *free_idx;
+    uint32_t nfree;
+    uint64_t seq;
+    uint64_t last_agent_id;
+    uint32_t nactive;               /* entries not free */
+    uint64_t queued_frame_bytes;    /* bytes of frames held by queued calls */
+    tg_gcra_t arate;
+    tg_conc_t aconc;
+    tg_waitq_t aq;
+    tool_state_t *tools;
+    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr;
+    char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
+} tg_agent_t;
+
+/* One caller and the agent instance serving it (MCP sessions are
+ * stateful: one instance per caller). */
+struct tg_wrap {
+    tg_gw_t *gw;
+    tg_agent_t *ag;
+    tg_wrap_t *next, *prev;         /* gw->sessions */
+    int open_handles;               /* closed one by one by finish(); freed at 0 */
+    uv_pipe_t *conn;                /* serve: the accepted socket (cin == cout) */
+    char caller[64];                /* caller name for audit: "stdio" or from callers[] */
+
+    /* caller */
+    uv_pipe_t cin_pipe, cout_pipe;
+    uv_tty_t cin_tty, cout_tty;
+    uv_stream_t *cin, *cout;
+    tg_in_t crd;
+    tg_out_t cwr;
+    bool caller_eof, caller_paused, cout_dead;
+    char over_id[TG_ID_MAX];        /* id read from the head of an over-cap caller frame */
+    size_t over_id_len;
+    bool over_has_id;
+
+    /* agent instance */
+    tg_inst_t *inst;
+    agent_state_t astate;
+    bool agent_paused;
+    uint64_t agent_over_id;
+    bool agent_over_has_id;
+    uint64_t restart_at[TG_RESTART_LOG];
+    uint32_t nrestarts;
+    uint64_t invalid_agent_frames;
+    uint64_t unmatched_responses;
+
+    /* init replay cache (copies, bounded by max_frame_bytes) */
+    char *init_frame;
+    size_t init_len, init_id_off, init_id_len;
+    char *initd_frame;
+    size_t initd_len;
+
+    uint32_t npass;                 /* this session's pass-through requests */
+    uint32_t nbusy;                 /* its K_CALL and K_PASS entries: what a drain waits for */
+
+    /* stderr budget: bytes relayed in the current second */
+    uint64_t err_window_start;
+    uint64_t err_window_bytes;
+    uint64_t err_dropped, err_dropped_reported;
+
+    uv_timer_t restart_timer, phase_timer;
+    phase_t phase;
+    bool finished;
+};
+
+static void flush_all(tg_wrap_t *w);
+static void call_release(tg_wrap_t *w, tg_call_t *c);
+static void begin_shutdown(tg_wrap_t *w, const char *why);
+static void inst_kill(tg_wrap_t *w, int sig, const char *reason);
+static int agent_spawn(tg_wrap_t *w);
+static void pump_queue(tg_wrap_t *w);
+static void finish(tg_wrap_t *w);
+static void report_stderr_drops(tg_wrap_t *w);
+static void check_drained(tg_wrap_t *w);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static uint64_t now_ms(tg_wrap_t *w)
+{
+    return uv_now(w->gw->loop);
+}
+
+static const char *agent_name(tg_wrap_t *w)
+{
+    return w->ag->acfg->id;
+}
+
+/* Digits of <v> in base <base> (10 or 16) into <out> (>= 21 bytes), NUL
+ * terminated; returns the length. The hot path formats ids per call, and
+ * snprintf costs more than the rest of the id splice. */
+static size_t u64_fmt(char *out, uint64_t v, unsigned base)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    out[n] = '\0';
+    return n;
+}
+
+/* "tg-<hex agent id>": toolgate's request id for audit and denials. */
+static void request_id_of(const tg_call_t *c, char *buf, size_t cap)
+{
+    if (cap < 24)
+        return;
+    memcpy(buf, "tg-", 3);
+    u64_fmt(buf + 3, c->agent_id, 16);
+}
+
+static void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
+{
+    if (w->gw->audit != NULL)
+        tg_audit_emit(w->gw->audit, ev);
+}
+
+/* Audit (and log) a limit crossing 80% or re-arming below 50%. <agent> is
+ * the agent it belongs to, or NULL for instance-wide limits. */
+static void limit_event_gw(tg_gw_t *gw, int idx, tg_limit_ev_t lev)
+{
+    if (lev == TG_LIMIT_EV_NONE || idx < 0)
+        return;
+    const tg_limit_t *l = &gw->reg.v[idx];
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = lev == TG_LIMIT_EV_WARNING ? "limit.warning" : "limit.recovered";
+    ev.limit.type = tg_limit_cat_name(l->cat);
+    ev.limit.scope = l->scope;
+    ev.limit.name = l->name;
+    ev.limit.observed = (int64_t)l->current;
+    ev.limit.cap = (int64_t)l->capacity;
+    if (gw->audit != NULL)
+        tg_audit_emit(gw->audit, &ev);
+    if (lev == TG_LIMIT_EV_WARNING)
+        tg_log("limit %s at %" PRIu64 " of %" PRIu64 " (80%% warning)", l->name, l->current,
+               l->capacity);
+}
+
+static void limit_event(tg_wrap_t *w, int idx, tg_limit_ev_t lev)
+{
+    limit_event_gw(w->gw, idx, lev);
+}
+
+static void reg_set(tg_wrap_t *w, int idx, uint64_t current)
+{
+    if (idx >= 0)
+        limit_event(w, idx, tg_registry_set(&w->gw->reg, idx, current));
+}
+
+static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
+{
+    reg_set(w, w->ag->reg_conc, w->ag->aconc.inflight);
+    reg_set(w, w->ag->reg_queue, w->ag->aq.count);
+    if (c != NULL && c->tool >= 0) {
+        tool_state_t *t = &w->ag->tools[c->tool];
+        if (t->has_conc)
+            reg_set(w, t->reg_conc, t->conc.inflight);
+        if (t->has_queue)
+            reg_set(w, t->reg_queue, t->queued);
+    }
+}
+
+/* ---- call table ------------------------------------------------------- */
+
+static tg_call_t *call_alloc(tg_wrap_t *w, call_kind_t kind)
+{
+    if (w->ag->nfree == 0)
+        return NULL;
+    uint32_t i = w->ag->free_idx[--w->ag->nfree];
+    tg_call_t *c = &w->ag->calls[i];
+    bool ready = c->timer_ready;
+    uv_timer_t timer = c->timer;
+    memset(c, 0, sizeof(*c));
+    c->timer = timer;
+    c->timer_ready = ready;
+    if (!c->timer_ready) {
+        uv_timer_init(w->gw->loop, &c->timer);
+        c->timer.data = c;
+        c->timer_ready = true;
+    }
+    c->w = w;
+    c->idx = i;
+    c->kind = kind;
+    c->tool = -1;
+    c->agent_id = ++w->ag->seq * w->ag->ncalls + i;
+    w->ag->last_agent_id = c->agent_id;
+    c->t_start = now_ms(w);
+    w->ag->nactive++;
+    if (kind == K_PASS)
+        w->npass++;
+    if (kind == K_CALL || kind == K_PASS)
+        w->nbusy++;
+    return c;
+}
+
+static void call_free(tg_wrap_t *w, tg_call_t *c)
+{
+    if (c->kind == K_FREE)
+        return;
+    uv_timer_stop(&c->timer);
+    if (c->qblk != NULL) {
+        w->ag->queued_frame_bytes -= c->qlen;
+        tg_block_unref(&w->gw->pool, c->qblk);
+        c->qblk = NULL;
+    }
+    /* Counters of the session the call belongs to, whoever frees it. */
+    if (c->kind == K_PASS)
+        c->w->npass--;
+    if (c->kind == K_CALL || c->kind == K_PASS)
+        c->w->nbusy--;
+    c->kind = K_FREE;
+    c->state = S_NONE;
+    w->ag->free_idx[w->ag->nfree++] = c->idx;
+    w->ag->nactive--;
+}
+
+/* The live entry with agent-side id <id> belonging to session <w>: an
+ * instance can only answer the calls of its own session. */
+static tg_call_t *call_by_agent_id(tg_wrap_t *w, uint64_t id)
+{
+    tg_call_t *c = &w->ag->calls[id % w->ag->ncalls];
+    if (c->kind == K_FREE || c->agent_id != id || c->w != w)
+        return NULL;
+    return c;
+}
+
+/* Calls that still need the agent: the drain waits for these. */
+static uint32_t busy_calls(const tg_wrap_t *w)
+{
+    return w->nbusy;
+}
+
+/* ---- output to the caller --------------------------------------------- */
+
+static void to_caller(tg_wrap_t *w, const char *p, size_t len)
+{
+    if (!w->cout_dead)
+        (void)tg_out_copy(&w->cwr, p, len);
+}
+
+static void deny(tg_wrap_t *w, const char *id, size_t id_len, const tg_denial_t *d)
+{
+    char buf[TG_DENIAL_MAX];
+    long n = tg_denial_mcp(buf, sizeof(buf), id, id_len, d);
+    if (n > 0)
+        to_caller(w, buf, (size_t)n);
+}
+
+static void rpc_error(tg_wrap_t *w, const char *id, size_t id_len, int code, const char *msg)
+{
+    char buf[TG_DENIAL_MAX];
+    long n = tg_rpc_error(buf, sizeof(buf), id, id_len, code, msg);
+    if (n > 0)
+        to_caller(w, buf, (size_t)n);
+}
+
+static void denial_init(tg_wrap_t *w, tg_denial_t *d, tg_deny_code_t code, const tg_call_t *c,
+                        char *reqid, size_t reqid_cap)
+{
+    memset(d, 0, sizeof(*d));
+    d->code = code;
+    d->agent = agent_name(w);
+    d->observed = TG_DENY_ABSENT;
+    d->cap = TG_DENY_ABSENT;
+    d->retry_after_ms = TG_DENY_ABSENT;
+    d->scope = "agent";
+    if (c != NULL) {
+        if (c->tool_name_len > 0) {
+            d->tool = c->tool_name;
+            d->tool_len = c->tool_name_len;
+        }
+        request_id_of(c, reqid, reqid_cap);
+        d->request_id = reqid;
+    }
+}
+
+/* The caller's id as text for audit: a string id without its quotes (the
+ * audit encoder checks it; an id with escapes becomes "invalid"). <out>
+ * holds TG_ID_MAX + 1 bytes. */
+static void caller_id_text(const char *id, size_t len, char *out)
+{
+    if (len >= 2 && id[0] == '"') {
+        id++;
+        len -= 2;
+    }
+    memcpy(out, id, len);
+    out[len] = '\0';
+}
+
+static void audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
+                       const tg_denial_t *d, const char *stage)
+{
+    tg_audit_ev_t ev;
+    char reqid[32];
+    char callid[TG_ID_MAX + 1];
+    tg_audit_ev_init(&ev);
+    ev.event = event;
+    ev.agent = agent_name(w);
+    ev.caller = w->caller;
+    if (c != NULL) {
+        request_id_of(c, reqid, sizeof(reqid));
+        ev.request_id = reqid;
+        if (c->caller_id_len > 0) {
+            caller_id_text(c->caller_id, c->caller_id_len, callid);
+            ev.call_id = callid;
+        }
+        if (c->tool_name_len > 0)
+            ev.tool = c->tool_name;
+        ev.duration_ms = (int64_t)(now_ms(w) - c->t_start);
+        ev.bytes_in = (int64_t)c->bytes_in;
+    }
+    ev.status = status;
+    ev.stage = stage;
+    if (d != NULL) {
+        ev.code = tg_deny_name(d->code);
+        ev.limit.type = d->limit;
+        ev.limit.scope = d->scope;
+        ev.limit.observed = d->observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d->observed;
+        ev.limit.cap = d->cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d->cap;
+        if (d->retry_after_ms != TG_DENY_ABSENT)
+            ev.retry_after_ms = d->retry_after_ms;
+    }
+    emit(w, &ev);
+}
+
+/* Deny call <c> (answering the caller with its own id), audit, free it. */
+static void deny_call(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d, const char *event,
+                      const char *stage)
+{
+    deny(w, c->caller_id, c->caller_id_len, d);
+    audit_call(w, c, event, event[5] == 't' ? "timeout" : "denied", d, stage);
+}
+
+/* ---- output to the agent ---------------------------------------------- */
+
+/* Forward frame [p, p+len) (with its newline) from block <b> to the agent,
+ * the id span [id_off, id_off+id_len) replaced by <agent_id>. */
+static void to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
+                             size_t id_off, size_t id_len, uint64_t agent_id)
+{
+    tg_out_t *o = &w->inst->wr;
+    char num[24];
+    size_t n = u64_fmt(num, agent_id, 10);
+    if (b != NULL) {
+        tg_out_slice(o, b, p, id_off);
+        tg_out_copy(o, num, n);
+        tg_out_slice(o, b, p + id_off + id_len, len - id_off - id_len);
+    } else {
+        tg_out_copy(o, p, id_off);
+        tg_out_copy(o, num, n);
+        tg_out_copy(o, p + id_off + id_len, len - id_off - id_len);
+    }
+}
+
+static bool agent_writable(const tg_wrap_t *w)
+{
+    return w->inst != NULL && !w->inst->gone && !w->inst->stdin_closed &&
+           w->inst->wr.stream != NULL;
+}
+
+/* Tell the agent to stop call <c> (MCP notifications/cancelled for the id
+ * it saw) and ask it to prove it is alive (ping): its slot is freed on the
+ * pong. */
+static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
+{
+    if (!agent_writable(w))
+        return;
+    char buf[256];
+    int n = snprintf(buf, sizeof(buf),
+                     "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                     "\"requestId\":%" PRIu64 ",\"reason\":\"%s\"}}\n",
+                     c->agent_id, reason);
+    tg_out_copy(&w->inst->wr, buf, (size_t)n);
+    tg_call_t *p = call_alloc(w, K_PING);
+    if (p == NULL)
+        return; /* the kill_grace timer still bounds the zombie */
+    p->ping_for = c->idx;
+    p->ping_for_id = c->agent_id;
+    n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n",
+                 p->agent_id);
+    tg_out_copy(&w->inst->wr, buf, (size_t)n);
+}
+
+/* ---- admission -------------------------------------------------------- */
+
+static void on_call_timer(uv_timer_t *t);
+
+static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
+                     size_t id_off, size_t id_len)
+{
+    tg_conc_acquire(&w->ag->aconc);
+    if (c->tool >= 0 && w->ag->tools[c->tool].has_conc) {
+        tg_conc_acquire(&w->ag->tools[c->tool].conc);
+        c->tool_slot = true;
+    }
+    c->state = S_INFLIGHT;
+    to_agent_spliced(w, b, frame, len, id_off, id_len, c->agent_id);
+    update_conc_regs(w, c);
+}
+
+static void fmt_rate_detail(char *buf, size_t cap, uint64_t observed, tg_rate_t r)
+{
+    char period[16], rate[48];
+    tg_unit_fmt_duration(period, sizeof(period), r.period_ms);
+    tg_unit_fmt_rate(rate, sizeof(rate), r);
+    snprintf(buf, cap, "%" PRIu64 " calls in %s > %s", observed, period, rate);
+}
+
+static bool tool_has_room(tg_wrap_t *w, const tg_call_t *c)
+{
+    return c->tool < 0 || !w->ag->tools[c->tool].has_conc || tg_conc_has_room(&w->ag->tools[c->tool].conc);
+}
+
+/* Admit or refuse one tools/call frame [frame, frame+len) from the caller,
+ * in block <b>. */
+static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+                       const tg_mcp_env_t *env)
+{
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    tg_call_t *c = call_alloc(w, K_CALL);
+    if (c == NULL) {
+        /* Cannot happen while limits hold (the slab is sized from them). */
+        denial_init(w, &d, TG_DENY_CONCURRENCY, NULL, reqid, sizeof(reqid));
+        d.limit = "concurrency";
+        d.detail = "call table full";
+        deny(w, frame + env->id.off, env->id.len, &d);
+        return;
+    }
+    memcpy(c->caller_id, frame + env->id.off, env->id.len);
+    c->caller_id_len = env->id.len;
+    c->bytes_in = len;
+    if (env->tool_name.type == TG_J_STRING) {
+        long n = tg_jstr_decode(frame, env->tool_name, c->tool_name, sizeof(c->tool_name));
+        if (n > 0) {
+            c->tool_name_len = (size_t)n;
+            const tg_tool_cfg_t *tc = tg_config_tool(w->ag->acfg, c->tool_name, c->tool_name_len);
+            if (tc != NULL)
+                c->tool = (int)(tc - w->ag->acfg->tools);
+        } else if (n < 0) {
+            /* Longer than any name we keep: refer to it as invalid. */
+            memcpy(c->tool_name, "invalid", 8);
+            c->tool_name_len = 7;
+        }
+    }
+    tool_state_t *ts = c->tool >= 0 ? &w->ag->tools[c->tool] : NULL;
+
+    if (w->phase != P_RUN) {
+        denial_init(w, &d, TG_DENY_SHUTTING_DOWN, c, reqid, sizeof(reqid));
+        d.limit = "shutdown";
+        d.detail = "toolgate is shutting down";
+        deny_call(w, c, &d, "call.denied", NULL);
+        call_free(w, c);
+        return;
+    }
+    if (w->astate != A_RUNNING) {
+        denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
+        d.limit = "agent";
+        d.detail = w->astate == A_BACKOFF ? "agent is restarting" : "agent is starting";
+        d.retry_after_ms = 1000;
+        deny_call(w, c, &d, "call.denied", NULL);
+        call_free(w, c);
+        return;
+    }
+
+    /* Rate: both buckets must allow; a call refused by one takes no token
+     * from the other. */
+    uint64_t now = now_ms(w);
+    tg_gcra_result_t ra = tg_gcra_peek(&w->ag->arate, now);
+    tg_gcra_result_t rt = {.allowed = true};
+    if (ts != NULL && ts->has_rate)
+        rt = tg_gcra_peek(&ts->rate, now);
+    if (!ra.allowed || !rt.allowed) {
+        bool tool_scope = !rt.allowed && (ra.allowed || rt.retry_after_ms >= ra.retry_after_ms);
+        tg_gcra_result_t r = tool_scope ? rt : ra;
+        tg_rate_t rate = tool_scope ? w->ag->acfg->tools[c->tool].lim.rate_limit : w->ag->acfg->lim.rate_limit;
+        char unit[32], per[16];
+        tg_unit_fmt_duration(per, sizeof(per), rate.period_ms);
+        snprintf(unit, sizeof(unit), "calls/%s",
+                 rate.period_ms == 1000 ? "second" : rate.period_ms == 60000 ? "minute" : "hour");
+        denial_init(w, &d, TG_DENY_RATE, c, reqid, sizeof(reqid));
+        d.limit = "rate";
+        d.scope = tool_scope ? "tool" : "agent";
+        d.observed = (int64_t)r.observed;
+        d.cap = (int64_t)r.cap;
+        d.unit = unit;
+        d.retry_after_ms = (int64_t)r.retry_after_ms;
+        d.config_path = tool_scope ? ts->path_rate : w->ag->path_rate;
+        fmt_rate_detail(detail, sizeof(detail), r.observed, rate);
+        d.detail = detail;
+        deny_call(w, c, &d, "call.denied", NULL);
+        call_free(w, c);
+        return;
+    }
+    tg_gcra_take(&w->ag->arate, now);
+    reg_set(w, w->ag->reg_rate, tg_gcra_used(&w->ag->arate, now));
+    if (ts != NULL && ts->has_rate) {
+        tg_gcra_take(&ts->rate, now);
+        reg_set(w, ts->reg_rate, tg_gcra_used(&ts->rate, now));
+    }
+
+    /* Deadline: min(caller timeout_ms, tool cap, agent cap). */
+    c->deadline_ms = w->ag->acfg->lim.max_tool_call_duration_ms;
+    c->deadline_path = w->ag->path_dur;
+    if (ts != NULL && w->ag->acfg->tools[c->tool].lim.duration_src != TG_SRC_DEFAULT &&
+        w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms < c->deadline_ms) {
+        c->deadline_ms = w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms;
+        c->deadline_path = ts->path_dur;
+    }
+    if (env->has_timeout && env->timeout_ms < c->deadline_ms) {
+        c->deadline_ms = env->timeout_ms;
+        c->deadline_path = NULL; /* the caller's own choice: nothing to raise */
+    }
+
+    /* Concurrency: run now when both scopes have room and nobody waits;
+     * else wait in the FIFO when it has room. */
+    if (w->ag->aq.count == 0 && tg_conc_has_room(&w->ag->aconc) && tool_has_room(w, c)) {
+        dispatch(w, c, b, frame, len, env->id.off, env->id.len);
+    } else if (w->ag->aq.count < w->ag->aq.cap && (ts == NULL || !ts->has_queue || ts->queued < ts->max_queued)) {
+        tg_waitq_push(&w->ag->aq, c->idx);
+        c->state = S_QUEUED;
+        c->qblk = b;
+        b->refs++;
+        w->ag->queued_frame_bytes += len;
+        c->qframe = frame;
+        c->qlen = len;
+        c->qid_off = env->id.off;
+        c->qid_len = env->id.len;
+        if (ts != NULL)
+            ts->queued++;
+        update_conc_regs(w, c);
+    } else {
+        bool tool_scope = ts != NULL && ts->has_queue && ts->queued >= ts->max_queued;
+        denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
+        d.limit = "concurrency";
+        d.scope = tool_scope ? "tool" : "agent";
+        d.observed = tool_scope ? (int64_t)ts->queued + 1 : (int64_t)w->ag->aq.count + 1;
+        d.cap = tool_scope ? (int64_t)ts->max_queued : (int64_t)w->ag->aq.cap;
+        d.unit = "queued calls";
+        d.config_path = tool_scope ? ts->path_queue : w->ag->path_queue;
+        snprintf(detail, sizeof(detail), "%u calls in flight, wait queue full (%" PRId64 " > %" PRId64 ")",
+                 w->ag->aconc.inflight, d.observed, d.cap);
+        d.detail = detail;
+        deny_call(w, c, &d, "call.denied", NULL);
+        call_free(w, c);
+        return;
+    }
+    uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
+}
+
+/* Queue order is kept: the first waiting call that now fits runs. A call
+ * blocked only by its tool's slot does not hold back calls to other tools. */
+static void pump_queue(tg_wrap_t *w)
+{
+    tg_agent_t *ag = w->ag;
+    uint32_t i = 0;
+    /* The queue is the agent's: a slot freed by one session may go to a
+     * call of another, sent through that call's own session. */
+    while (i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
+        tg_call_t *c = &ag->calls[tg_waitq_at(&ag->aq, i)];
+        tg_wrap_t *cw = c->w;
+        if (!tool_has_room(cw, c) || !agent_writable(cw) || cw->astate != A_RUNNING) {
+            i++;
+            continue;
+        }
+        tg_waitq_remove_at(&ag->aq, i);
+        if (c->tool >= 0)
+            ag->tools[c->tool].queued--;
+        tg_block_t *b = c->qblk;
+        c->qblk = NULL;
+        ag->queued_frame_bytes -= c->qlen;
+        dispatch(cw, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
+        tg_block_unref(&ag->gw->pool, b);
+    }
+}
+
+/* Give back the slots of an inflight or zombie call, free it, let waiters in. */
+static void call_release(tg_wrap_t *w, tg_call_t *c)
+{
+    if (c->state == S_INFLIGHT || c->state == S_ZOMBIE) {
+        tg_conc_release(&w->ag->aconc);
+        if (c->tool_slot)
+            tg_conc_release(&w->ag->tools[c->tool].conc);
+    } else if (c->state == S_QUEUED) {
+        tg_waitq_remove(&w->ag->aq, c->idx);
+        if (c->tool >= 0)
+            w->ag->tools[c->tool].queued--;
+    }
+    tg_call_t copy = *c;
+    call_free(w, c);
+    update_conc_regs(w, &copy);
+    pump_queue(w);
+    check_drained(w);
+}
+
+static void on_call_timer(uv_timer_t *t)
+{
+    tg_call_t *c = t->data;
+    tg_wrap_t *w = c->w;
+    tg_denial_t d;
+    char reqid[32], detail[160];
+
+    if (c->kind != K_CALL)
+        return;
+    if (c->state == S_QUEUED) {
+        denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
+        d.limit = "concurrency";
+        d.observed = w->ag->aconc.inflight;
+        d.cap = w->ag->aconc.max;
+        d.unit = "calls";
+        d.config_path = c->tool >= 0 && w->ag->tools[c->tool].has_conc &&
+                                !tg_conc_has_room(&w->ag->tools[c->tool].conc)
+                            ? w->ag->tools[c->tool].path_conc
+                            : w->ag->path_conc;
+        snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while queued",
+                 c->deadline_ms);
+        d.detail = detail;
+        deny_call(w, c, &d, "call.denied", "queued");
+        call_release(w, c);
+    } else if (c->state == S_INFLIGHT) {
+        denial_init(w, &d, TG_DENY_TIMEOUT, c, reqid, sizeof(reqid));
+        d.limit = "timeout";
+        d.observed = (int64_t)(now_ms(w) - c->t_start);
+        d.cap = (int64_t)c->deadline_ms;
+        d.unit = "ms";
+        d.config_path = c->deadline_path;
+        snprintf(detail, sizeof(detail), "no result within %" PRIu64 " ms%s", c->deadline_ms,
+                 c->deadline_path == NULL ? " (the caller's params._meta.timeout_ms)" : "");
+        d.detail = detail;
+        deny_call(w, c, &d, "call.timeout", "timed_out");
+        c->state = S_ZOMBIE;
+        c->stage = "timed_out";
+        send_cancel_and_ping(w, c, "toolgate: deadline exceeded");
+        uv_timer_start(&c->timer, on_call_timer, w->ag->acfg->kill_grace_ms, 0);
+    } else if (c->state == S_ZOMBIE) {
+        tg_log("agent '%s' did not answer a cancel or ping within %" PRIu64
+               " ms; killing it (raise %s)",
+               agent_name(w), w->ag->acfg->kill_grace_ms, w->ag->path_grace);
+        inst_kill(w, SIGKILL, "stuck");
+    }
+    flush_all(w);
+}
+
+/* notifications/cancelled from the caller for one of its requests. */
+static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+                          const tg_mcp_env_t *env)
+{
+    tg_jspan_t id = env->cancel_id;
+    for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->ncalls; i++) {
+        tg_call_t *c = &w->ag->calls[i];
+        if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
+            memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->state == S_ZOMBIE)
+            continue;
+        if (c->kind == K_CALL && c->state == S_QUEUED) {
+            /* The agent never saw it: nothing to forward. */
+            audit_call(w, c, "call.cancelled", "cancelled", NULL, "queued");
+            call_release(w, c);
+            return;
+        }
+        if (agent_writable(w))
+            to_agent_spliced(w, b, frame, len, id.off, id.len, c->agent_id);
+        if (c->kind == K_PASS) {
+            call_free(w, c);
+            check_drained(w);
+            return;
+        }
+        audit_call(w, c, "call.cancelled", "cancelled", NULL, "cancelled");
+        c->state = S_ZOMBIE;
+        c->stage = "cancelled";
+        if (agent_writable(w)) {
+            tg_call_t *p = call_alloc(w, K_PING);
+            if (p != NULL) {
+                char buf[96];
+                p->ping_for = c->idx;
+                p->ping_for_id = c->agent_id;
+                int n = snprintf(buf, sizeof(buf),
+                                 "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n",
+                                 p->agent_id);
+                tg_out_copy(&w->inst->wr, buf, (size_t)n);
+            }
+        }
+        uv_timer_start(&c->timer, on_call_timer, w->ag->acfg->kill_grace_ms, 0);
+        return;
+    }
+    if (agent_writable(w))
+        tg_out_slice(&w->inst->wr, b, frame, len);
+}
+
+/* ---- caller frames ---------------------------------------------------- */
+
+static void cache_copy(char **dst, size_t *dst_len, const char *p, size_t len)
+{
+    char *n = malloc(len);
+    if (n == NULL)
+        return;
+    memcpy(n, p, len);
+    free(*dst);
+    *dst = n;
+    *dst_len = len;
+}
+
+static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
+{
+    const char *frame = b->data + start;
+    size_t flen = nl - start; /* without the newline */
+    size_t len = flen + 1;
+    size_t slen = flen;
+    if (slen > 0 && frame[slen - 1] == '\r')
+        slen--;
+    tg_mcp_env_t env;
+
+    reg_set(w, w->gw->reg_frame_in, flen);
+    if (slen == 0)
+        return; /* blank line: nothing to do */
+    if (tg_mcp_scan(frame, slen, &env) < 0) {
+        /* Rare path: a full parse only to choose the right error code. */
+        json_t *j = json_loadb(frame, slen, JSON_DECODE_ANY, NULL);
+        bool json = j != NULL;
+        json_decref(j);
+        if (json)
+            rpc_error(w, NULL, 0, -32600, "invalid request: not a JSON-RPC 2.0 request object");
+        else
+            rpc_error(w, NULL, 0, -32700, "parse error: the line is not valid JSON");
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "call.denied";
+        ev.agent = agent_name(w);
+        ev.caller = w->caller;
+        ev.status = "invalid";
+        ev.reason = json ? "invalid_request" : "parse_error";
+        ev.bytes_in = (int64_t)flen;
+        emit(w, &ev);
+        return;
+    }
+    if (env.kind == TG_MCP_BATCH) {
+        int has = tg_mcp_batch_has_call(frame, slen);
+        if (has != 0) {
+            rpc_error(w, NULL, 0, -32600,
+                      has > 0 ? "invalid request: a batch may not hold tools/call; send each "
+                                "tools/call on its own line"
+                              : "invalid request: malformed batch");
+            return;
+        }
+        if (agent_writable(w) && w->astate == A_RUNNING)
+            tg_out_slice(&w->inst->wr, b, frame, len);
+        return;
+    }
+    if (env.kind == TG_MCP_REQUEST && env.id.len > TG_ID_MAX) {
+        rpc_error(w, NULL, 0, -32600, "invalid request: id longer than 128 bytes");
+        return;
+    }
+    if (env.kind == TG_MCP_REQUEST && env.is_tools_call) {
+        admit_call(w, b, frame, len, &env);
+        return;
+    }
+    if (env.kind == TG_MCP_NOTIFICATION && env.is_tools_call) {
+        /* A tools/call without an id cannot be answered, so it cannot be
+         * limited either: it is dropped, never forwarded unbounded. */
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "call.denied";
+        ev.agent = agent_name(w);
+        ev.caller = w->caller;
+        ev.status = "invalid";
+        ev.reason = "tools_call_without_id";
+        ev.bytes_in = (int64_t)flen;
+        emit(w, &ev);
+        return;
+    }
+    if (env.kind == TG_MCP_NOTIFICATION && tg_jstr_eq(frame, env.method, "notifications/cancelled")) {
+        caller_cancel(w, b, frame, len, &env);
+        return;
+    }
+    if (env.kind == TG_MCP_NOTIFICATION && tg_jstr_eq(frame, env.method, "notifications/initialized"))
+        cache_copy(&w->initd_frame, &w->initd_len, frame, len);
+
+    if (env.kind == TG_MCP_REQUEST) {
+        bool is_init = tg_jstr_eq(frame, env.method, "initialize");
+        if (w->phase != P_RUN || w->astate != A_RUNNING || w->npass >= TG_MAX_PASSTHRU) {
+            tg_denial_t d;
+            char reqid[32];
+            tg_deny_code_t code = w->phase != P_RUN     ? TG_DENY_SHUTTING_DOWN
+                                  : w->astate != A_RUNNING ? TG_DENY_UNAVAILABLE
+                                                           : TG_DENY_CONCURRENCY;
+            denial_init(w, &d, code, NULL, reqid, sizeof(reqid));
+            d.limit = code == TG_DENY_CONCURRENCY ? "concurrency" : code == TG_DENY_UNAVAILABLE ? "agent" : "shutdown";
+            d.detail = code == TG_DENY_CONCURRENCY ? "too many requests awaiting an answer"
+                                                   : code == TG_DENY_UNAVAILABLE ? "agent is restarting"
+                                                                                 : "toolgate is shutting down";
+            deny(w, frame + env.id.off, env.id.len, &d);
+            return;
+        }
+        tg_call_t *c = call_alloc(w, K_PASS);
+        if (c == NULL) {
+            rpc_error(w, frame + env.id.off, env.id.len, -32603, "toolgate: request table full");
+            return;
+        }
+        memcpy(c->caller_id, frame + env.id.off, env.id.len);
+        c->caller_id_len = env.id.len;
+        if (is_init) {
+            cache_copy(&w->init_frame, &w->init_len, frame, len);
+            w->init_id_off = env.id.off;
+            w->init_id_len = env.id.len;
+        }
+        to_agent_spliced(w, b, frame, len, env.id.off, env.id.len, c->agent_id);
+        return;
+    }
+    /* Notifications and the caller's answers to agent requests pass as they are. */
+    if (agent_writable(w) && w->astate != A_BACKOFF)
+        tg_out_slice(&w->inst->wr, b, frame, len);
+}
+
+static void on_caller_oversize(tg_wrap_t *w, const char *head, size_t len)
+{
+    tg_jspan_t id;
+    w->over_has_id = false;
+    if (tg_mcp_scan_head_id(head, len, &id) == 0 && id.len <= TG_ID_MAX) {
+        memcpy(w->over_id, head + id.off, id.len);
+        w->over_id_len = id.len;
+        w->over_has_id = true;
+    }
+}
+
+static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
+{
+    tg_denial_t d;
+    char reqid[32], detail[96], cap[24];
+    denial_init(w, &d, TG_DENY_FRAME, NULL, reqid, sizeof(reqid));
+    d.limit = "frame";
+    d.scope = "instance";
+    d.observed = (int64_t)total;
+    d.cap = (int64_t)w->gw->cfg->max_frame_bytes;
+    d.unit = "bytes";
+    d.config_path = w->gw->path_frame;
+    tg_unit_fmt_bytes(cap, sizeof(cap), w->gw->cfg->max_frame_bytes);
+    snprintf(detail, sizeof(detail), "request of %" PRIu64 " bytes > %s", total, cap);
+    d.detail = detail;
+    reg_set(w, w->gw->reg_frame_in, w->gw->cfg->max_frame_bytes);
+    if (w->over_has_id)
+        deny(w, w->over_id, w->over_id_len, &d);
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.agent = agent_name(w);
+    ev.caller = w->caller;
+    ev.status = "denied";
+    ev.code = tg_deny_name(TG_DENY_FRAME);
+    ev.limit.type = "frame";
+    ev.limit.scope = "instance";
+    ev.limit.observed = (int64_t)total;
+    ev.limit.cap = (int64_t)w->gw->cfg->max_frame_bytes;
+    ev.bytes_in = (int64_t)total;
+    char callid[TG_ID_MAX + 1];
+    if (w->over_has_id) {
+        caller_id_text(w->over_id, w->over_id_len, callid);
+        ev.call_id = callid;
+    }
+    emit(w, &ev);
+    w->over_has_id = false;
+}
+
+/* ---- agent frames ----------------------------------------------------- */
+
+static void to_caller_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
+                              size_t id_off, size_t id_len, const char *cid, size_t cid_len)
+{
+    if (w->cout_dead)
+        return;
+    tg_out_slice(&w->cwr, b, p, id_off);
+    tg_out_copy(&w->cwr, cid, cid_len);
+    tg_out_slice(&w->cwr, b, p + id_off + id_len, len - id_off - id_len);
+}
+
+static void agent_running(tg_wrap_t *w)
+{
+    w->astate = A_RUNNING;
+    pump_queue(w);
+}
+
+static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+                              const tg_mcp_env_t *env)
+{
+    uint64_t id;
+    tg_call_t *c = NULL;
+    if (env->id.type == TG_J_NUMBER && tg_jnum_u64(frame, env->id, UINT64_MAX, &id) == 0)
+        c = call_by_agent_id(w, id);
+    if (c == NULL) {
+        if (env->id.type == TG_J_NUMBER && tg_jnum_u64(frame, env->id, UINT64_MAX, &id) == 0 &&
+            id <= w->ag->last_agent_id) {
+            tg_audit_ev_t ev;
+            char reqid[32];
+            tg_audit_ev_init(&ev);
+            snprintf(reqid, sizeof(reqid), "tg-%" PRIx64, id);
+            ev.event = "call.late_result";
+            ev.agent = agent_name(w);
+            ev.request_id = reqid;
+            ev.bytes_out = (int64_t)len;
+            emit(w, &ev);
+        } else {
+            w->unmatched_responses++;
+        }
+        return;
+    }
+    switch (c->kind) {
+    case K_CALL:
+        if (c->state == S_INFLIGHT) {
+            uv_timer_stop(&c->timer);
+            to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
+                              c->caller_id_len);
+            tg_audit_ev_t ev;
+            (void)ev;
+            audit_call(w, c, "call.completed", env->has_error ? "error" : "ok", NULL, NULL);
+        } else {
+            tg_audit_ev_t ev;
+            char reqid[32];
+            tg_audit_ev_init(&ev);
+            request_id_of(c, reqid, sizeof(reqid));
+            ev.event = "call.late_result";
+            ev.agent = agent_name(w);
+            ev.request_id = reqid;
+            if (c->tool_name_len > 0)
+                ev.tool = c->tool_name;
+            ev.stage = c->stage;
+            ev.bytes_out = (int64_t)len;
+            emit(w, &ev);
+        }
+        call_release(w, c);
+        break;
+    case K_PASS:
+        to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
+                          c->caller_id_len);
+        call_free(w, c);
+        check_drained(w);
+        break;
+    case K_REPLAY_INIT:
+        call_free(w, c);
+        if (w->initd_frame != NULL && agent_writable(w))
+            tg_out_copy(&w->inst->wr, w->initd_frame, w->initd_len);
+        agent_running(w);
+        break;
+    case K_PING: {
+        tg_call_t *z = &w->ag->calls[c->ping_for];
+        call_free(w, c);
+        if (z->kind == K_CALL && z->agent_id == c->ping_for_id && z->state == S_ZOMBIE)
+            call_release(w, z);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
+{
+    const char *frame = b->data + start;
+    size_t flen = nl - start;
+    size_t len = flen + 1;
+    size_t slen = flen;
+    if (slen > 0 && frame[slen - 1] == '\r')
+        slen--;
+    tg_mcp_env_t env;
+
+    reg_set(w, w->ag->reg_frame_out, flen);
+    if (slen == 0)
+        return;
+    if (tg_mcp_scan(frame, slen, &env) < 0) {
+        /* Dropped, counted and audited as its length, never its content. */
+        w->invalid_agent_frames++;
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "agent.invalid_frame";
+        ev.agent = agent_name(w);
+        ev.bytes_out = (int64_t)flen;
+        ev.count = (int64_t)w->invalid_agent_frames;
+        emit(w, &ev);
+        return;
+    }
+    if (env.kind == TG_MCP_RESPONSE) {
+        on_agent_response(w, b, frame, len, &env);
+        return;
+    }
+    /* Requests, notifications and batches from the agent go to the caller
+     * as they are. */
+    if (!w->cout_dead)
+        tg_out_slice(&w->cwr, b, frame, len);
+}
+
+static void on_agent_oversize(tg_wrap_t *w, const char *head, size_t len)
+{
+    tg_jspan_t id;
+    uint64_t v;
+    w->agent_over_has_id = tg_mcp_scan_head_id(head, len, &id) == 0 && id.type == TG_J_NUMBER &&
+                           tg_jnum_u64(head, id, UINT64_MAX, &v) == 0;
+    w->agent_over_id = w->agent_over_has_id ? v : 0;
+}
+
+static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
+{
+    tg_call_t *c = w->agent_over_has_id ? call_by_agent_id(w, w->agent_over_id) : NULL;
+    reg_set(w, w->ag->reg_frame_out, w->gw->cfg->max_frame_bytes);
+    w->agent_over_has_id = false;
+    if (c == NULL || (c->kind != K_CALL && c->kind != K_PASS) ||
+        (c->kind == K_CALL && c->state != S_INFLIGHT)) {
+        tg_log("dropped a %" PRIu64 "-byte frame from agent '%s' over max_frame_bytes (%" PRIu64
+               "; raise %s)",
+               total, agent_name(w), w->gw->cfg->max_frame_bytes, w->gw->path_frame);
+        return;
+    }
+    tg_denial_t d;
+    char reqid[32], detail[96], cap[24];
+    denial_init(w, &d, TG_DENY_FRAME, c, reqid, sizeof(reqid));
+    d.limit = "frame";
+    d.scope = "instance";
+    d.observed = (int64_t)total;
+    d.cap = (int64_t)w->gw->cfg->max_frame_bytes;
+    d.unit = "bytes";
+    d.config_path = w->gw->path_frame;
+    tg_unit_fmt_bytes(cap, sizeof(cap), w->gw->cfg->max_frame_bytes);
+    snprintf(detail, sizeof(detail), "agent response of %" PRIu64 " bytes > %s", total, cap);
+    d.detail = detail;
+    deny(w, c->caller_id, c->caller_id_len, &d);
+    if (c->kind == K_CALL) {
+        audit_call(w, c, "call.denied", "denied", &d, "response");
+        call_release(w, c);
+    } else {
+        call_free(w, c);
+        check_drained(w);
+    }
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+typedef void (*frame_fn)(tg_wrap_t *, tg_block_t *, size_t, size_t);
+typedef void (*over_fn)(tg_wrap_t *, const char *, size_t);
+typedef void (*skip_fn)(tg_wrap_t *, uint64_t);
+
+static void drain_frames(tg_wrap_t *w, tg_in_t *in, frame_fn on_frame, over_fn on_over,
+                         skip_fn on_skip)
+{
+    for (;;) {
+        size_t s = 0, e = 0;
+        uint64_t total = 0;
+        tg_block_t *b = in->blk;
+        tg_nd_ev_t ev = tg_ndjson_next(&in->nd, b->data, in->len, &in->pos, &s, &e, &total);
+        if (ev == TG_ND_NEED_MORE)
+            break;
+        if (ev == TG_ND_FRAME) {
+            if (e - s > in->hint)
+                in->hint = e - s;
+            on_frame(w, b, s, e);
+        } else if (ev == TG_ND_OVERSIZE) {
+            on_over(w, b->data + s, e - s);
+            /* The head is consumed: nothing of this frame stays buffered. */
+            if (in->pos == in->len && b->refs == 1)
+                in->len = in->pos = 0;
+        } else {
+            on_skip(w, total);
+        }
+    }
+    tg_in_settle(in);
+}
+
+static void caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    tg_wrap_t *w = h->data;
+    tg_in_alloc(&w->crd, buf);
+}
+
+static void backpressure(tg_wrap_t *w);
+
+static void caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    tg_wrap_t *w = s->data;
+    if (n > 0) {
+        tg_in_commit(&w->crd, (size_t)n);
+        drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped);
+    } else if (n < 0) {
+        uv_read_stop(s);
+        w->caller_eof = true;
+        if (n != UV_EOF)
+            tg_log("reading the caller failed: %s", uv_strerror((int)n));
+        begin_shutdown(w, "caller closed stdin");
+    }
+    flush_all(w);
+}
+
+static void agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    tg_inst_t *inst = h->data;
+    tg_in_alloc(&inst->rd, buf);
+}
+
+static void inst_maybe_gone(tg_inst_t *inst);
+
+static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    tg_inst_t *inst = s->data;
+    tg_wrap_t *w = inst->w;
+    if (n > 0) {
+        tg_in_commit(&inst->rd, (size_t)n);
+        if (w->inst == inst)
+            drain_frames(w, &inst->rd, on_agent_frame, on_agent_oversize, on_agent_skipped);
+        else
+            inst->rd.len = inst->rd.pos = 0;
+    } else if (n < 0) {
+        uv_read_stop(s);
+        inst->out_eof = true;
+        inst_maybe_gone(inst);
+    }
+    flush_all(w);
+}
+
+/* ---- agent stderr relay ----------------------------------------------- */
+
+static void stderr_emit(tg_wrap_t *w, const char *p, size_t len, bool truncated)
+{
+    uint64_t now = now_ms(w);
+    if (now - w->err_window_start >= 1000) {
+        w->err_window_start = now;
+        w->err_window_bytes = 0;
+    }
+    size_t total = len + 1 + (truncated ? 12 : 0);
+    if (w->err_window_bytes + total > w->ag->acfg->stderr_bytes_per_sec) {
+        w->err_dropped += total;
+        return;
+    }
+    w->err_window_bytes += total;
+    reg_set(w, w->ag->reg_stderr, w->err_window_bytes);
+    char line[TG_DEF_STDERR_LINE + 16];
+    size_t n = len < sizeof(line) - 14 ? len : sizeof(line) - 14;
+    memcpy(line, p, n);
+    if (truncated) {
+        memcpy(line + n, " [truncated]", 12);
+        n += 12;
+    }
+    line[n++] = '\n';
+    w->err_dropped += tg_log_raw(line, n);
+}
+
+static void err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    static char scratch[16384];
+    (void)h;
+    *buf = uv_buf_init(scratch, sizeof(scratch));
+}
+
+static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    tg_inst_t *inst = s->data;
+    tg_wrap_t *w = inst->w;
+    size_t max = w->ag->acfg->stderr_line_max;
+    if (max > TG_DEF_STDERR_LINE)
+        max = TG_DEF_STDERR_LINE;
+    if (n < 0) {
+        uv_read_stop(s);
+        if (inst->errlen > 0)
+            stderr_emit(w, inst->errbuf, inst->errlen, inst->errtrunc);
+        inst->errlen = 0;
+        return;
+    }
+    const char *p = buf->base;
+    size_t left = (size_t)n;
+    while (left > 0) {
+        const char *nl = memchr(p, '\n', left);
+        size_t chunk = nl != NULL ? (size_t)(nl - p) : left;
+        size_t room = max - inst->errlen;
+        size_t take = chunk < room ? chunk : room;
+        memcpy(inst->errbuf + inst->errlen, p, take);
+        inst->errlen += take;
+        if (take < chunk)
+            inst->errtrunc = true;
+        if (nl != NULL) {
+            stderr_emit(w, inst->errbuf, inst->errlen, inst->errtrunc);
+            inst->errlen = 0;
+            inst->errtrunc = false;
+            chunk++;
+        }
+        p += chunk;
+        left -= chunk;
+    }
+}
+
+/* ---- agent process ---------------------------------------------------- */
+
+static void inst_handle_closed(uv_handle_t *h)
+{
+    tg_inst_t *inst = h->data;
+    if (--inst->open_handles > 0)
+        return;
+    tg_wrap_t *w = inst->w;
+    tg_in_free(&inst->rd);
+    tg_out_free(&inst->wr);
+    free(inst->errbuf);
+    free(inst);
+    if (w->phase == P_DONE && w->inst == NULL)
+        finish(w);
+}
+
+static void inst_close(tg_inst_t *inst)
+{
+    uv_handle_t *hs[] = {(uv_handle_t *)&inst->proc, (uv_handle_t *)&inst->pin,
+                         (uv_handle_t *)&inst->pout, (uv_handle_t *)&inst->perr,
+                         (uv_handle_t *)&inst->linger};
+    inst->wr.stream = NULL;
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+        if (!uv_is_closing(hs[i]))
+            uv_close(hs[i], inst_handle_closed);
+}
+
+static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
+{
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    for (uint32_t i = 0; i < w->ag->ncalls; i++) {
+        tg_call_t *c = &w->ag->calls[i];
+        if (c->kind == K_FREE || c->w != w)
+            continue;
+        if (c->kind == K_CALL && (c->state == S_INFLIGHT || c->state == S_QUEUED)) {
+            denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
+            d.limit = "agent";
+            d.retry_after_ms = (int64_t)w->ag->acfg->backoff_initial_ms;
+            if (inst->term_signal != 0)
+                snprintf(detail, sizeof(detail), "agent %s by signal %d while the call ran",
+                         inst->killed ? "was killed" : "died", inst->term_signal);
+            else
+                snprintf(detail, sizeof(detail), "agent exited with status %" PRId64
+                         " while the call ran", inst->exit_status);
+            d.detail = detail;
+            deny_call(w, c, &d, "call.denied", inst->killed ? "killed" : "agent_exited");
+        } else if (c->kind == K_PASS) {
+            denial_init(w, &d, TG_DENY_UNAVAILABLE, NULL, reqid, sizeof(reqid));
+            d.limit = "agent";
+            d.detail = "agent exited before answering";
+            deny(w, c->caller_id, c->caller_id_len, &d);
+        }
+        if (c->state == S_QUEUED) {
+            tg_waitq_remove(&w->ag->aq, c->idx);
+            if (c->tool >= 0)
+                w->ag->tools[c->tool].queued--;
+        }
+        if ((c->state == S_INFLIGHT || c->state == S_ZOMBIE) && c->kind == K_CALL) {
+            tg_conc_release(&w->ag->aconc);
+            if (c->tool_slot)
+                tg_conc_release(&w->ag->tools[c->tool].conc);
+        }
+        call_free(w, c);
+    }
+    update_conc_regs(w, NULL);
+}
+
+static void on_restart_timer(uv_timer_t *t)
+{
+    tg_wrap_t *w = t->data;
+    if (w->phase != P_RUN) {
+        finish(w);
+        return;
+    }
+    if (agent_spawn(w) < 0) {
+        /* Counted like a crash: agent_spawn scheduled the next try or gave up. */
+    }
+    flush_all(w);
+}
+
+/* The agent is gone: answer its calls, then restart, stop, or give up. */
+static void inst_gone(tg_inst_t *inst)
+{
+    tg_wrap_t *w = inst->w;
+    inst->gone = true;
+    uv_timer_stop(&inst->linger);
+    if (w->inst == inst) {
+        w->inst = NULL;
+    }
+    w->astate = A_DOWN;
+
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.exited";
+    ev.agent = agent_name(w);
+    ev.pid = inst->pid;
+    ev.exit.code = inst->term_signal ? TG_AUDIT_ABSENT : inst->exit_status;
+    ev.exit.signal = inst->term_signal ? inst->term_signal : TG_AUDIT_ABSENT;
+    ev.exit.reason = inst->killed ? "killed" : inst->term_signal ? "crashed"
+                                           : inst->exit_status ? "failed"
+                                                               : "exited";
+    emit(w, &ev);
+    fail_inflight(w, inst);
+    report_stderr_drops(w);
+    bool failed = inst->term_signal != 0 || inst->exit_status != 0;
+    int64_t status = inst->term_signal ? 128 + inst->term_signal : inst->exit_status;
+    inst_close(inst);
+
+    if (w->phase != P_RUN) {
+        finish(w);
+        return;
+    }
+    tg_restart_policy_t pol = w->ag->acfg->restart_policy;
+    if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
+        tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': stopping",
+               agent_name(w), failed ? "failed" : "exited", status,
+               pol == TG_RESTART_NO ? "no" : "on-failure");
+        w->gw->exit_code = (int)status;
+        begin_shutdown(w, "agent exited");
+        finish(w);
+        return;
+    }
+    /* Crash-loop protection: at most max_restarts within window. */
+    uint64_t now = now_ms(w);
+    uint32_t recent = 0;
+    for (uint32_t i = 0; i < w->nrestarts && i < TG_RESTART_LOG; i++)
+        if (now - w->restart_at[i] < w->ag->acfg->restart_window_ms)
+            recent++;
+    if (recent >= w->ag->acfg->max_restarts) {
+        char win[16];
+        tg_unit_fmt_duration(win, sizeof(win), w->ag->acfg->restart_window_ms);
+        tg_log("agent '%s' failed %u times within %s: giving up on restart (raise "
+               "agents.%s.restart.max_restarts or fix the agent)",
+               agent_name(w), recent + 1, win, agent_name(w));
+        w->gw->exit_code = 1;
+        begin_shutdown(w, "agent restarts exhausted");
+        finish(w);
+        return;
+    }
+    uint64_t backoff = w->ag->acfg->backoff_initial_ms;
+    for (uint32_t i = 0; i < recent && backoff < w->ag->acfg->backoff_max_ms; i++)
+        backoff *= 2;
+    if (backoff > w->ag->acfg->backoff_max_ms)
+        backoff = w->ag->acfg->backoff_max_ms;
+    w->restart_at[w->nrestarts % TG_RESTART_LOG] = now;
+    w->nrestarts++;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.restarting";
+    ev.agent = agent_name(w);
+    ev.attempt = recent + 1;
+    ev.backoff_ms = (int64_t)backoff;
+    emit(w, &ev);
+    tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", agent_name(w),
+           inst->term_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
+           w->ag->acfg->max_restarts);
+    w->astate = A_BACKOFF;
+    uv_timer_start(&w->restart_timer, on_restart_timer, backoff, 0);
+}
+
+static void on_linger(uv_timer_t *t)
+{
+    tg_inst_t *inst = t->data;
+    inst->out_eof = true; /* a grandchild holds stdout open: stop waiting */
+    inst_maybe_gone(inst);
+    flush_all(inst->w);
+}
+
+static void inst_maybe_gone(tg_inst_t *inst)
+{
+    if (inst->gone || !inst->exited)
+        return;
+    if (!inst->out_eof) {
+        if (!uv_is_active((uv_handle_t *)&inst->linger))
+            uv_timer_start(&inst->linger, on_linger, TG_EXIT_LINGER_MS, 0);
+        return;
+    }
+    inst_gone(inst);
+}
+
+static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+    tg_inst_t *inst = p->data;
+    inst->exited = true;
+    inst->exit_status = status;
+    inst->term_signal = sig;
+    /* Reap the rest of the tree: the agent led its own process group. */
+    if (inst->pid > 0)
+        (void)kill(-inst->pid, SIGKILL);
+    inst_maybe_gone(inst);
+    flush_all(inst->w);
+}
+
+static void agent_out_drain(tg_out_t *o, void *ctx)
+{
+    tg_wrap_t *w = ctx;
+    (void)o;
+    backpressure(w);
+}
+
+static void agent_out_error(tg_out_t *o, void *ctx, int status)
+{
+    /* EPIPE: the agent closed its stdin; its exit will follow. */
+    (void)o;
+    (void)ctx;
+    (void)status;
+}
+
+/* Start one agent instance. On failure: log, count as a crash. */
+static int agent_spawn(tg_wrap_t *w)
+{
+    tg_inst_t *inst = calloc(1, sizeof(*inst));
+    if (inst == NULL)
+        return -ENOMEM;
+    inst->w = w;
+    inst->errbuf = malloc(TG_DEF_STDERR_LINE + 1);
+    tg_in_init(&inst->rd, &w->gw->pool, w->gw->cfg->max_frame_bytes);
+    tg_out_init(&inst->wr, &w->gw->pool);
+    inst->wr.ctx = w;
+    inst->wr.on_drain = agent_out_drain;
+    inst->wr.on_error = agent_out_error;
+    uv_pipe_init(w->gw->loop, &inst->pin, 0);
+    uv_pipe_init(w->gw->loop, &inst->pout, 0);
+    uv_pipe_init(w->gw->loop, &inst->perr, 0);
+    uv_timer_init(w->gw->loop, &inst->linger);
+    inst->pin.data = inst->pout.data = inst->perr.data = inst->linger.data = inst;
+    inst->proc.data = inst;
+    inst->open_handles = 5;
+
+    /* Real pipes, not the socketpairs UV_CREATE_PIPE makes: they can be
+     * enlarged (F_SETPIPE_SZ) and cost fewer cycles per small frame. The
+     * child's ends are inherited as fds 0-2; ours are opened non-blocking. */
+    int fin[2] = {-1, -1}, fout[2] = {-1, -1}, ferr[2] = {-1, -1};
+    if (pipe2(fin, O_CLOEXEC) < 0 || pipe2(fout, O_CLOEXEC) < 0 || pipe2(ferr, O_CLOEXEC) < 0) {
+        int e = -errno;
+        tg_log("cannot start agent '%s': pipe: %s", agent_name(w), strerror(-e));
+        for (int k = 0; k < 2; k++) {
+            if (fin[k] >= 0)
+                close(fin[k]);
+            if (fout[k] >= 0)
+                close(fout[k]);
+            if (ferr[k] >= 0)
+                close(ferr[k]);
+        }
+        inst->exited = inst->gone = true;
+        inst_close(inst);
+        return e;
+    }
+    tg_pipe_enlarge(fin[1], TG_PIPE_BYTES);
+    tg_pipe_enlarge(fout[0], TG_PIPE_BYTES);
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = UV_INHERIT_FD;
+    stdio[0].data.fd = fin[0];
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = fout[1];
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = ferr[1];
+    uv_pipe_open(&inst->pin, fin[1]);
+    uv_pipe_open(&inst->pout, fout[0]);
+    uv_pipe_open(&inst->perr, ferr[0]);
+
+    uv_process_options_t opt;
+    memset(&opt, 0, sizeof(opt));
+    opt.file = w->ag->acfg->command[0];
+    opt.args = w->ag->acfg->command;
+    opt.env = NULL; /* wrap mode is a drop-in: the caller's environment, unchanged */
+    opt.exit_cb = on_exit_cb;
+    opt.stdio = stdio;
+    opt.stdio_count = 3;
+    /* Own session and process group: the whole tree can be signalled. */
+    opt.flags = UV_PROCESS_DETACHED;
+
+    int rc = uv_spawn(w->gw->loop, &inst->proc, &opt);
+    close(fin[0]);
+    close(fout[1]);
+    close(ferr[1]);
+    if (rc < 0) {
+        tg_log("cannot start agent '%s': %s: %s (check the command after --)", agent_name(w),
+               w->ag->acfg->command[0], uv_strerror(rc));
+        /* The process handle was never started but must still be closed. */
+        inst->exited = true;
+        inst->gone = true;
+        inst_close(inst);
+        w->gw->exit_code = 127;
+        return rc;
+    }
+    inst->pid = inst->proc.pid;
+    inst->wr.stream = (uv_stream_t *)&inst->pin;
+    uv_read_start((uv_stream_t *)&inst->pout, agent_alloc, agent_read);
+    uv_read_start((uv_stream_t *)&inst->perr, err_alloc, err_read);
+    w->inst = inst;
+    w->agent_paused = false;
+
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.started";
+    ev.agent = agent_name(w);
+    ev.pid = inst->pid;
+    ev.attempt = w->nrestarts;
+    emit(w, &ev);
+
+    if (w->nrestarts > 0 && w->init_frame != NULL) {
+        /* Replay the caller's handshake so the session goes on. */
+        tg_call_t *c = call_alloc(w, K_REPLAY_INIT);
+        if (c != NULL) {
+            w->astate = A_STARTING;
+            to_agent_spliced(w, NULL, w->init_frame, w->init_len, w->init_id_off, w->init_id_len,
+                             c->agent_id);
+            return 0;
+        }
+    }
+    agent_running(w);
+    return 0;
+}
+
+static void inst_kill(tg_wrap_t *w, int sig, const char *reason)
+{
+    tg_inst_t *inst = w->inst;
+    if (inst == NULL || inst->gone || inst->pid <= 0)
+        return;
+    if (sig == SIGKILL && !inst->killed) {
+        inst->killed = true;
+        inst->kill_reason = reason;
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "agent.killed";
+        ev.agent = agent_name(w);
+        ev.pid = inst->pid;
+        ev.reason = reason;
+        emit(w, &ev);
+    }
+    (void)kill(-inst->pid, sig);
+    (void)kill(inst->pid, sig);
+}
+
+/* ---- flow control ----------------------------------------------------- */
+
+static void backpressure(tg_wrap_t *w)
+{
+    size_t high = 2 * (size_t)w->gw->cfg->max_frame_bytes;
+    /* caller -> agent: stop reading the caller while the agent lags. */
+    size_t toward_agent = (w->inst != NULL ? w->inst->wr.queued_bytes : 0) + w->ag->queued_frame_bytes;
+    reg_set(w, w->ag->reg_wq_agent, toward_agent);
+    if (!w->caller_eof && w->cin != NULL) {
+        if (toward_agent > high && !w->caller_paused) {
+            uv_read_stop(w->cin);
+            w->caller_paused = true;
+        } else if (toward_agent <= high / 2 && w->caller_paused) {
+            uv_read_start(w->cin, caller_alloc, caller_read);
+            w->caller_paused = false;
+        }
+    }
+    /* agent -> caller */
+    reg_set(w, w->gw->reg_wq_caller, w->cwr.queued_bytes);
+    if (w->inst != NULL && !w->inst->out_eof) {
+        uv_stream_t *s = (uv_stream_t *)&w->inst->pout;
+        if (w->cwr.queued_bytes > high && !w->agent_paused) {
+            uv_read_stop(s);
+            w->agent_paused = true;
+        } else if (w->cwr.queued_bytes <= high / 2 && w->agent_paused) {
+            uv_read_start(s, agent_alloc, agent_read);
+            w->agent_paused = false;
+        }
+    }
+}
+
+static void flush_all(tg_wrap_t *w)
+{
+    if (w->inst != NULL && !w->inst->gone)
+        (void)tg_out_flush(&w->inst->wr);
+    else if (w->inst != NULL)
+        tg_out_discard(&w->inst->wr);
+    if (!w->cout_dead)
+        (void)tg_out_flush(&w->cwr);
+    else
+        tg_out_discard(&w->cwr);
+    backpressure(w);
+}
+
+static void caller_out_drain(tg_out_t *o, void *ctx)
+{
+    (void)o;
+    tg_wrap_t *w = ctx;
+    backpressure(w);
+    if (w->phase == P_DONE && w->inst == NULL)
+        finish(w);
+}
+
+static void caller_out_error(tg_out_t *o, void *ctx, int status)
+{
+    tg_wrap_t *w = ctx;
+    (void)o;
+    w->cout_dead = true;
+    if (status != UV_EPIPE && status != UV_ECANCELED)
+        tg_log("writing to the caller failed: %s", uv_strerror(status));
+    begin_shutdown(w, "caller closed stdout");
+}
+
+/* ---- shutdown --------------------------------------------------------- */
+
+static void on_phase_timer(uv_timer_t *t);
+
+static void stop_agent_step(tg_wrap_t *w)
+{
+    tg_inst_t *inst = w->inst;
+    uint64_t grace = w->ag->acfg->kill_grace_ms;
+    if (inst == NULL || inst->gone) {
+        w->phase = P_DONE;
+        finish(w);
+        return;
+    }
+    switch (w->phase) {
+    case P_DRAIN:
+        /* Inflight calls had their chance: close the agent's stdin. */
+        w->phase = P_STOP_STDIN;
+        (void)tg_out_flush(&inst->wr);
+        inst->stdin_closed = true;
+        if (!uv_is_closing((uv_handle_t *)&inst->pin))
+            uv_close((uv_handle_t *)&inst->pin, inst_handle_closed);
+        inst->wr.stream = NULL;
+        break;
+    case P_STOP_STDIN:
+        w->phase = P_STOP_TERM;
+        inst_kill(w, SIGTERM, "shutdown");
+        break;
+    case P_STOP_TERM:
+        w->phase = P_STOP_KILL;
+        tg_log("agent '%s' ignored SIGTERM for %" PRIu64 " ms: SIGKILL", agent_name(w), grace);
+        inst_kill(w, SIGKILL, "shutdown");
+        break;
+    default:
+        return;
+    }
+    uv_timer_start(&w->phase_timer, on_phase_timer, grace, 0);
+}
+
+static void on_phase_timer(uv_timer_t *t)
+{
+    tg_wrap_t *w = t->data;
+    stop_agent_step(w);
+    flush_all(w);
+}
+
+static void check_drained(tg_wrap_t *w)
+{
+    if (w->phase == P_DRAIN && busy_calls(w) == 0) {
+        uv_timer_stop(&w->phase_timer);
+        stop_agent_step(w);
+    }
+}
+
+static void begin_shutdown(tg_wrap_t *w, const char *why)
+{
+    if (w->phase != P_RUN)
+        return;
+    w->phase = P_DRAIN;
+    if (w->gw->wrap_mode) {
+        /* In wrap mode the session is the router; in serve mode a caller
+         * leaving is not the router stopping. */
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "router.stopping";
+        ev.reason = why;
+        ev.count = (int64_t)busy_calls(w);
+        emit(w, &ev);
+    }
+    uv_timer_stop(&w->restart_timer);
+    if (w->astate == A_BACKOFF || w->inst == NULL) {
+        w->phase = P_DONE;
+        finish(w);
+        return;
+    }
+    uv_timer_start(&w->phase_timer, on_phase_timer, w->ag->acfg->kill_grace_ms, 0);
+    check_drained(w);
+}
+
+static void close_if_open(uv_handle_t *h)
+{
+    if (h != NULL && h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void walk_close(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    close_if_open(h);
+}
+
+static void sess_handle_closed(uv_handle_t *h)
+{
+    tg_wrap_t *w = h->data;
+    if (--w->open_handles > 0)
+        return;
+    tg_gw_t *gw = w->gw;
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        gw->sessions = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
+    gw->nsessions--;
+    tg_in_free(&w->crd);
+    tg_out_free(&w->cwr);
+    free(w->init_frame);
+    free(w->initd_frame);
+    free(w->conn);
+    if (gw->on_session_end != NULL)
+        gw->on_session_end(gw, w);
+    free(w);
+}
+
+/* Everything is answered and the agent is gone (or being closed): close
+ * the session's own handles once the caller's output is written; the last
+ * close frees the session and tells the gateway. */
+static void finish(tg_wrap_t *w)
+{
+    w->phase = P_DONE;
+    if (w->inst != NULL && !w->inst->gone) {
+        /* The agent still runs: escalate until its exit brings us back. */
+        if (!uv_is_active((uv_handle_t *)&w->phase_timer)) {
+            w->phase = P_DRAIN;
+            stop_agent_step(w);
+        }
+        return;
+    }
+    if (!w->cout_dead && (w->cwr.queued_bytes > 0 || w->cwr.npieces > 0)) {
+        (void)tg_out_flush(&w->cwr);
+        if (w->cwr.queued_bytes > 0)
+            return; /* caller_out_drain calls us again */
+    }
+    if (w->finished)
+        return;
+    w->finished = true;
+    uv_timer_stop(&w->phase_timer);
+    uv_timer_stop(&w->restart_timer);
+    w->cwr.stream = NULL;
+    uv_handle_t *hs[] = {(uv_handle_t *)&w->phase_timer, (uv_handle_t *)&w->restart_timer,
+                         (uv_handle_t *)w->cin, (uv_handle_t *)w->cout};
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+        if (hs[i] != NULL && !uv_is_closing(hs[i]) && (i < 3 || hs[i] != hs[2]))
+            uv_close(hs[i], sess_handle_closed);
+}
+
+/* Say how much agent stderr was dropped since the last report. */
+static void report_stderr_drops(tg_wrap_t *w)
+{
+    if (w->err_dropped <= w->err_dropped_reported)
+        return;
+    char cap[24];
+    tg_unit_fmt_bytes(cap, sizeof(cap), w->ag->acfg->stderr_bytes_per_sec);
+    tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (over %s/s or lines over "
+           "the line limit; raise agents.%s.stderr.bytes_per_second)",
+           agent_name(w), w->err_dropped, cap, agent_name(w));
+    w->err_dropped_reported = w->err_dropped;
+}
+
+/* Once a second: report stderr drops, sample the audit queue. */
+static void on_tick(uv_timer_t *t)
+{
+    tg_gw_t *gw = t->data;
+    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next)
+        report_stderr_drops(w);
+    if (gw->audit != NULL)
+        limit_event_gw(gw, gw->reg_audit, tg_registry_set(&gw->reg, gw->reg_audit,
+                                                         tg_audit_queued(gw->audit)));
+}
+
+/* ---- setup ------------------------------------------------------------ */
+
+static int open_caller(tg_wrap_t *w)
+{
+    uv_handle_type tin = uv_guess_handle(0), tout = uv_guess_handle(1);
+    if (tin == UV_TTY) {
+        uv_tty_init(w->gw->loop, &w->cin_tty, 0, 1);
+        w->cin = (uv_stream_t *)&w->cin_tty;
+        w->cin->data = w;
+    } else if (tin == UV_NAMED_PIPE) {
+        uv_pipe_init(w->gw->loop, &w->cin_pipe, 0);
+        if (uv_pipe_open(&w->cin_pipe, 0) < 0)
+            return -EINVAL;
+        w->cin = (uv_stream_t *)&w->cin_pipe;
+        w->cin->data = w;
+        tg_pipe_enlarge(0, TG_PIPE_BYTES);
+    } else {
+        tg_log("stdin is %s; toolgate wrap reads MCP frames from a pipe or terminal (as MCP "
+               "clients launch servers)",
+               tin == UV_FILE ? "a regular file" : "not a pipe");
+        return -EINVAL;
+    }
+    if (tout == UV_TTY) {
+        uv_tty_init(w->gw->loop, &w->cout_tty, 1, 0);
+        w->cout = (uv_stream_t *)&w->cout_tty;
+        w->cout->data = w;
+    } else if (tout == UV_NAMED_PIPE) {
+        uv_pipe_init(w->gw->loop, &w->cout_pipe, 0);
+        if (uv_pipe_open(&w->cout_pipe, 1) < 0)
+            return -EINVAL;
+        w->cout = (uv_stream_t *)&w->cout_pipe;
+        w->cout->data = w;
+        tg_pipe_enlarge(1, TG_PIPE_BYTES);
+    } else {
+        tg_log("stdout is %s; toolgate wrap writes MCP frames to a pipe or terminal",
+               tout == UV_FILE ? "a regular file" : "not a pipe");
+        return -EINVAL;
+    }
+    w->cwr.stream = w->cout;
+    return 0;
+}
+
+static int register_limits(tg_agent_t *ag)
+{
+    const char *id = ag->acfg->id;
+    const tg_agent_cfg_t *a = ag->acfg;
+    char name[TG_LIMIT_NAME_MAX];
+#define REG(dst, cat, scope, cap, ...)                                   \
+    do {                                                                 \
+        snprintf(name, sizeof(name), __VA_ARGS__);                       \
+        dst = tg_registry_add(&ag->gw->reg, name, cat, scope, cap);           \
+    } while (0)
+    REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", ag->gw->cfg->max_frame_bytes, "agent.%s.frame_bytes", id);
+    REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);
+    REG(ag->reg_conc, TG_LIMIT_CONCURRENCY, "agent", a->lim.max_concurrent_calls, "agent.%s.concurrency", id);
+    REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
+    REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * ag->gw->cfg->max_frame_bytes, "agent.%s.write_queue_bytes", id);
+    REG(ag->reg_stderr, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec, "agent.%s.stderr_bytes_per_second", id);
+    for (size_t i = 0; i < a->ntools; i++) {
+        tool_state_t *t = &ag->tools[i];
+        const char *tn = a->tools[i].name;
+        t->reg_rate = t->reg_conc = t->reg_queue = -1;
+        if (t->has_rate)
+            REG(t->reg_rate, TG_LIMIT_RATE, "tool", t->rate.burst, "agent.%s.tool.%s.rate", id, tn);
+        if (t->has_conc)
+            REG(t->reg_conc, TG_LIMIT_CONCURRENCY, "tool", t->conc.max, "agent.%s.tool.%s.concurrency", id, tn);
+        if (t->has_queue)
+            REG(t->reg_queue, TG_LIMIT_QUEUE, "tool", t->max_queued, "agent.%s.tool.%s.queue", id, tn);
+    }
+#undef REG
+    return 0;
+}
+
+static int setup_limits(tg_agent_t *ag, uint32_t max_sessions)
+{
+    tg_agent_cfg_t *a = ag->acfg;
+    if (tg_gcra_init(&ag->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms, a->lim.burst) < 0)
+        return -EINVAL;
+    tg_conc_init(&ag->aconc, a->lim.max_concurrent_calls);
+    if (tg_waitq_init(&ag->aq, a->lim.max_queued_calls) < 0)
+        return -ENOMEM;
+    tg_config_path_for(a, NULL, "rate_limit", ag->path_rate, sizeof(ag->path_rate));
+    tg_config_path_for(a, NULL, "max_concurrent_calls", ag->path_conc, sizeof(ag->path_conc));
+    tg_config_path_for(a, NULL, "max_queued_calls", ag->path_queue, sizeof(ag->path_queue));
+    tg_config_path_for(a, NULL, "max_tool_call_duration", ag->path_dur, sizeof(ag->path_dur));
+    tg_config_path_for(a, NULL, "kill_grace_period", ag->path_grace, sizeof(ag->path_grace));
+    ag->tools = calloc(a->ntools ? a->ntools : 1, sizeof(*ag->tools));
+    if (ag->tools == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < a->ntools; i++) {
+        const tg_exec_limits_t *l = &a->tools[i].lim;
+        tool_state_t *t = &ag->tools[i];
+        const char *tn = a->tools[i].name;
+        if (l->rate_src != TG_SRC_DEFAULT) {
+            if (tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
+                             l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) < 0)
+                return -EINVAL;
+            t->has_rate = true;
+        }
+        if (l->concurrent_src != TG_SRC_DEFAULT) {
+            tg_conc_init(&t->conc, l->max_concurrent_calls);
+            t->has_conc = true;
+        }
+        if (l->queued_src != TG_SRC_DEFAULT) {
+            t->max_queued = l->max_queued_calls;
+            t->has_queue = true;
+        }
+        tg_config_path_for(a, tn, "rate_limit", t->path_rate, sizeof(t->path_rate));
+        tg_config_path_for(a, tn, "max_concurrent_calls", t->path_conc, sizeof(t->path_conc));
+        tg_config_path_for(a, tn, "max_queued_calls", t->path_queue, sizeof(t->path_queue));
+        tg_config_path_for(a, tn, "max_tool_call_duration", t->path_dur, sizeof(t->path_dur));
+    }
+    /* The slab holds every entry the limits allow: inflight and zombie
+     * calls (<= max_concurrent, each with at most one ping), queued calls,
+     * and per session its pass-through requests and replayed initialize. */
+    ag->ncalls = 2 * a->lim.max_concurrent_calls + a->lim.max_queued_calls +
+                 max_sessions * (TG_MAX_PASSTHRU + 2);
+    ag->calls = calloc(ag->ncalls, sizeof(*ag->calls));
+    ag->free_idx = calloc(ag->ncalls, sizeof(*ag->free_idx));
+    if (ag->calls == NULL || ag->free_idx == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < ag->ncalls; i++)
+        ag->free_idx[ag->nfree++] = ag->ncalls - 1 - i;
+    return register_limits(ag);
+}
+
+/* ---- public API: gateway, agents, sessions ------------------------------ */
+
+int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
+{
+    char err[512], audit_path[4096], name[TG_LIMIT_NAME_MAX];
+    gw->loop = loop;
+    gw->cfg = cfg;
+    tg_log_init(loop);
+    tg_pool_init(&gw->pool, (size_t)cfg->max_frame_bytes + 2 * TG_IO_CHUNK);
+    tg_registry_init(&gw->reg);
+    snprintf(gw->path_frame, sizeof(gw->path_frame), "router.max_frame_bytes");
+    snprintf(name, sizeof(name), "caller.frame_bytes");
+    gw->reg_frame_in = tg_registry_add(&gw->reg, name, TG_LIMIT_FRAME, "instance", cfg->max_frame_bytes);
+    snprintf(name, sizeof(name), "caller.write_queue_bytes");
+    gw->reg_wq_caller = tg_registry_add(&gw->reg, name, TG_LIMIT_WRITE_QUEUE, "session",
+                                        2 * cfg->max_frame_bytes);
+    snprintf(name, sizeof(name), "audit.queue");
+    gw->reg_audit = tg_registry_add(&gw->reg, name, TG_LIMIT_AUDIT_QUEUE, "instance", cfg->audit_queue);
+
+    const char *ap = cfg->audit_path;
+    if (ap == NULL) {
+        if (tg_audit_default_path(audit_path, sizeof(audit_path)) < 0) {
+            tg_log("no audit path: set --audit PATH, XDG_STATE_HOME or HOME");
+            return 2;
+        }
+        ap = audit_path;
+    }
+    tg_audit_opts_t ao = {.path = ap, .instance = cfg->instance, .queue_cap = cfg->audit_queue};
+    if (tg_audit_open(&gw->audit, loop, &ao, err, sizeof(err)) < 0) {
+        tg_log("%s", err);
+        return 2;
+    }
+    uv_timer_init(loop, &gw->tick_timer);
+    gw->tick_timer.data = gw;
+    uv_timer_start(&gw->tick_timer, on_tick, 1000, 1000);
+    uv_unref((uv_handle_t *)&gw->tick_timer);
+
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "router.started";
+    ev.pid = getpid();
+    tg_audit_emit(gw->audit, &ev);
+    return 0;
+}
+
+void tg_gw_stop(tg_gw_t *gw)
+{
+    close_if_open((uv_handle_t *)&gw->tick_timer);
+}
+
+void tg_gw_close(tg_gw_t *gw)
+{
+    if (gw->audit != NULL)
+        tg_audit_close(gw->audit);
+    gw->audit = NULL;
+}
+
+void tg_gw_free(tg_gw_t *gw)
+{
+    tg_registry_free(&gw->reg);
+    tg_pool_free(&gw->pool);
+}
+
+tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions)
+{
+    tg_agent_t *ag = calloc(1, sizeof(*ag));
+    if (ag == NULL)
+        return NULL;
+    ag->gw = gw;
+    ag->acfg = acfg;
+    if (setup_limits(ag, max_sessions) < 0) {
+        tg_log("cannot set up limits for agent '%s' (out of memory or invalid rate)", acfg->id);
+        tg_agent_free(ag);
+        return NULL;
+    }
+    return ag;
+}
+
+void tg_agent_close_timers(tg_agent_t *ag)
+{
+    for (uint32_t i = 0; i < ag->ncalls; i++)
+        if (ag->calls[i].timer_ready)
+            close_if_open((uv_handle_t *)&ag->calls[i].timer);
+}
+
+void tg_agent_free(tg_agent_t *ag)
+{
+    if (ag == NULL)
+        return;
+    tg_waitq_free(&ag->aq);
+    free(ag->tools);
+    free(ag->calls);
+    free(ag->free_idx);
+    free(ag);
+}
+
+const char *tg_agent_id(const tg_agent_t *ag)
+{
+    return ag->acfg->id;
+}
+
+static tg_wrap_t *sess_alloc(tg_gw_t *gw, tg_agent_t *ag, const char *caller)
+{
+    tg_wrap_t *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->gw = gw;
+    w->ag = ag;
+    snprintf(w->caller, sizeof(w->caller), "%s", caller);
+    tg_in_init(&w->crd, &gw->pool, gw->cfg->max_frame_bytes);
+    tg_out_init(&w->cwr, &gw->pool);
+    w->cwr.ctx = w;
+    w->cwr.on_drain = caller_out_drain;
+    w->cwr.on_error = caller_out_error;
+    uv_timer_init(gw->loop, &w->restart_timer);
+    uv_timer_init(gw->loop, &w->phase_timer);
+    w->restart_timer.data = w->phase_timer.data = w;
+    w->open_handles = 2;
+    w->next = gw->sessions;
+    if (gw->sessions != NULL)
+        gw->sessions->prev = w;
+    gw->sessions = w;
+    gw->nsessions++;
+    return w;
+}
+
+tg_wrap_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag)
+{
+    tg_wrap_t *w = sess_alloc(gw, ag, "stdio");
+    if (w == NULL)
+        return NULL;
+    int rc = open_caller(w);
+    w->open_handles += (w->cin != NULL) + (w->cout != NULL && w->cout != w->cin);
+    if (rc < 0) {
+        finish(w);
+        return NULL;
+    }
+    return w;
+}
+
+tg_wrap_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller)
+{
+    tg_wrap_t *w = sess_alloc(gw, ag, caller);
+    if (w == NULL)
+        return NULL;
+    w->conn = conn;
+    w->cin = w->cout = (uv_stream_t *)conn;
+    conn->data = w;
+    w->cwr.stream = w->cout;
+    w->open_handles += 1;
+    return w;
+}
+
+int tg_sess_start(tg_wrap_t *w)
+{
+    if (agent_spawn(w) < 0) {
+        begin_shutdown(w, "agent failed to start");
+        finish(w);
+        return -1;
+    }
+    uv_read_start(w->cin, caller_alloc, caller_read);
+    return 0;
+}
+
+void tg_sess_shutdown(tg_wrap_t *w, const char *why)
+{
+    begin_shutdown(w, why);
+    flush_all(w);
+}
+
+bool tg_sess_stopping(const tg_wrap_t *w)
+{
+    return w->phase != P_RUN;
+}
+
+void tg_sess_kill(tg_wrap_t *w)
+{
+    inst_kill(w, SIGKILL, "interrupted");
+}
+
+void tg_uv_close_all(uv_loop_t *loop)
+{
+    uv_walk(loop, walk_close, NULL);
+}

@@ -1,0 +1,79 @@
+/* Sessions: one caller connected to one agent instance, with the limits of
+ * the agent shared by all sessions that use it. The engine of both
+ * `toolgate wrap` (one stdio session) and `toolgate serve` (a session per
+ * accepted connection). See session.c for the invariants.
+ *
+ * Ownership: the gateway (tg_gw_t) is owned by its runner (wrap.c,
+ * serve.c) and outlives every agent and session; agents are freed by the
+ * runner after the loop ends; a session frees itself once its handles have
+ * closed, then calls gw->on_session_end.
+ */
+#ifndef TG_ROUTER_SESSION_H
+#define TG_ROUTER_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "audit/audit.h"
+#include "config/config.h"
+#include "limits/registry.h"
+#include "router/io.h"
+
+typedef struct tg_wrap tg_sess_t;
+typedef struct tg_agent tg_agent_t;
+
+typedef struct tg_gw {
+    uv_loop_t *loop;
+    tg_config_t *cfg;
+    tg_audit_t *audit;
+    tg_registry_t reg;
+    tg_pool_t pool;
+    int reg_frame_in, reg_wq_caller, reg_audit;
+    char path_frame[64];
+    uv_timer_t tick_timer;
+    tg_sess_t *sessions; /* live sessions, a list linked through the sessions */
+    uint32_t nsessions;
+    bool wrap_mode;      /* the single session is the router (router.stopping) */
+    int exit_code;       /* wrap: the process status once the session ended */
+    void (*on_session_end)(struct tg_gw *gw, tg_sess_t *s);
+    void *data;          /* the runner's */
+} tg_gw_t;
+
+/* Open the audit pipe, registry and buffers on <loop> (gw zeroed by the
+ * caller). 0, or an exit status (2) after logging what was wrong. */
+int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg);
+/* Close the gateway's own handles (so the loop can end). */
+void tg_gw_stop(tg_gw_t *gw);
+/* After the loop ended: write out and close the audit trail (its last
+ * write request is freed by the next loop run). No session may emit after. */
+void tg_gw_close(tg_gw_t *gw);
+/* Once every session and handle is gone: free buffers and registry. */
+void tg_gw_free(tg_gw_t *gw);
+
+/* The shared state of agent <acfg>, for up to <max_sessions> sessions at
+ * once. NULL after logging on failure. */
+tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions);
+void tg_agent_close_timers(tg_agent_t *ag);
+void tg_agent_free(tg_agent_t *ag);
+const char *tg_agent_id(const tg_agent_t *ag);
+
+/* A session on toolgate's own stdin/stdout (wrap). NULL after logging. */
+tg_sess_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag);
+/* A session on an accepted connection <conn> (heap; the session takes it
+ * and frees it) for the caller named <caller>. */
+tg_sess_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller);
+/* Start its agent instance and read the caller. 0, or -1 when the agent
+ * could not start (the session is then ending). */
+int tg_sess_start(tg_sess_t *s);
+/* Stop taking calls, drain within kill_grace, stop the agent. */
+void tg_sess_shutdown(tg_sess_t *s, const char *why);
+bool tg_sess_stopping(const tg_sess_t *s);
+/* SIGKILL the session's agent tree now (a second Ctrl-C). */
+void tg_sess_kill(tg_sess_t *s);
+
+/* Close every handle still open on <loop> (teardown). */
+void tg_uv_close_all(uv_loop_t *loop);
+
+#endif
