@@ -209,6 +209,7 @@ static void inst_kill(tg_wrap_t *w, int sig, const char *reason);
 static int agent_spawn(tg_wrap_t *w);
 static void pump_queue(tg_wrap_t *w);
 static void finish(tg_wrap_t *w);
+static void sess_release(tg_wrap_t *w);
 static void report_stderr_drops(tg_wrap_t *w);
 static void check_drained(tg_wrap_t *w);
 
@@ -1336,6 +1337,7 @@ static void inst_handle_closed(uv_handle_t *h)
     free(inst);
     if (w->phase == P_DONE && w->inst == NULL)
         finish(w);
+    sess_release(w); /* the instance held its session until now */
 }
 
 static void inst_close(tg_inst_t *inst)
@@ -1537,6 +1539,7 @@ static int agent_spawn(tg_wrap_t *w)
     if (inst == NULL)
         return -ENOMEM;
     inst->w = w;
+    w->open_handles++; /* released when the instance's last handle closes */
     inst->errbuf = malloc(TG_DEF_STDERR_LINE + 1);
     tg_in_init(&inst->rd, &w->gw->pool, w->gw->cfg->max_frame_bytes);
     tg_out_init(&inst->wr, &w->gw->pool);
@@ -1810,9 +1813,10 @@ static void walk_close(uv_handle_t *h, void *arg)
     close_if_open(h);
 }
 
-static void sess_handle_closed(uv_handle_t *h)
+/* Drop one hold on session <w> (a handle of its own, or its agent
+ * instance); the last frees it and tells the gateway. */
+static void sess_release(tg_wrap_t *w)
 {
-    tg_wrap_t *w = h->data;
     if (--w->open_handles > 0)
         return;
     tg_gw_t *gw = w->gw;
@@ -1831,6 +1835,11 @@ static void sess_handle_closed(uv_handle_t *h)
     if (gw->on_session_end != NULL)
         gw->on_session_end(gw, w);
     free(w);
+}
+
+static void sess_handle_closed(uv_handle_t *h)
+{
+    sess_release(h->data);
 }
 
 /* Everything is answered and the agent is gone (or being closed): close
