@@ -25,7 +25,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/config_impl.h"
 #include "config/jscan.h"
+#include "config/manifest.h"
 
 #define TG_FMT(a, b) __attribute__((format(printf, a, b)))
 
@@ -77,8 +79,24 @@ const char *tg_src_name(tg_src_t s)
         return "--limit";
     case TG_SRC_MANIFEST:
         return "manifest";
+    case TG_SRC_CAP:
+        return "operator cap";
     }
     return "unknown";
+}
+
+/* The enums' order is the order of these names. */
+static const char *const network_names[] = {"full", "loopback", "none", NULL};
+static const char *const containment_names[] = {"best_effort", "required", "off", NULL};
+
+const char *tg_network_name(tg_network_t n)
+{
+    return (unsigned)n <= TG_NET_NONE ? network_names[n] : "unknown";
+}
+
+const char *tg_containment_mode_name(tg_containment_mode_t m)
+{
+    return (unsigned)m <= TG_CONTAINMENT_OFF ? containment_names[m] : "unknown";
 }
 
 /* Quote <len> bytes of <s> for a message: "..." with '"', '\\' and control
@@ -125,6 +143,9 @@ typedef enum vkind {
     V_DURATION,
     V_RATE,
     V_COUNT,
+    V_MILLICORES,
+    V_BANDWIDTH, /* bits per second */
+    V_NETWORK,   /* tg_network_t */
 } vkind_t;
 
 typedef struct vspec {
@@ -149,8 +170,27 @@ static const char *kind_noun(vkind_t k)
         return "a rate";
     case V_COUNT:
         return "a count";
+    case V_MILLICORES:
+        return "a CPU quantity";
+    case V_BANDWIDTH:
+        return "a bandwidth";
+    case V_NETWORK:
+        return "a network mode";
     }
     return "a value";
+}
+
+/* "10Mbps": the largest decimal unit that divides <bps> exactly. */
+static void fmt_bandwidth(char *buf, size_t cap, uint64_t bps)
+{
+    if (bps && bps % 1000000000u == 0)
+        snprintf(buf, cap, "%lluGbps", (unsigned long long)(bps / 1000000000u));
+    else if (bps && bps % 1000000u == 0)
+        snprintf(buf, cap, "%lluMbps", (unsigned long long)(bps / 1000000u));
+    else if (bps && bps % 1000u == 0)
+        snprintf(buf, cap, "%lluKbps", (unsigned long long)(bps / 1000u));
+    else
+        snprintf(buf, cap, "%llu bit/s", (unsigned long long)bps);
 }
 
 static void fmt_num(char *buf, size_t cap, vkind_t k, uint64_t n)
@@ -165,6 +205,15 @@ static void fmt_num(char *buf, size_t cap, vkind_t k, uint64_t n)
     case V_RATE:
     case V_COUNT:
         snprintf(buf, cap, "%llu", (unsigned long long)n);
+        break;
+    case V_MILLICORES:
+        snprintf(buf, cap, "%llum", (unsigned long long)n);
+        break;
+    case V_BANDWIDTH:
+        fmt_bandwidth(buf, cap, n);
+        break;
+    case V_NETWORK:
+        snprintf(buf, cap, "%s", tg_network_name((tg_network_t)n));
         break;
     }
 }
@@ -216,6 +265,22 @@ static int parse_text(const vspec_t *sp, const char *s, val_t *out, char *msg, s
             v.u = 0;
         else
             rc = tg_unit_count(s, UINT64_MAX, &v.u, &why);
+        break;
+    case V_MILLICORES:
+        rc = tg_unit_millicores(s, &v.u, &why);
+        break;
+    case V_BANDWIDTH:
+        rc = tg_unit_bandwidth_bps(s, &v.u, &why);
+        break;
+    case V_NETWORK:
+        rc = -EINVAL;
+        why = "expected \"none\", \"loopback\" or \"full\"";
+        for (int i = 0; network_names[i]; i++) {
+            if (strcmp(s, network_names[i]) == 0) {
+                v.u = (uint64_t)i;
+                rc = 0;
+            }
+        }
         break;
     }
     quote(q, sizeof q, s, strlen(s));
@@ -292,6 +357,18 @@ static int parse_json(const vspec_t *sp, const json_t *v, val_t *out, char *msg,
     case V_COUNT:
         snprintf(msg, cap, "expected a whole number such as 5, got %s", json_type_noun(v));
         break;
+    case V_MILLICORES:
+        snprintf(msg, cap, "expected a CPU string such as \"500m\" or \"2\", got %s",
+                 json_type_noun(v));
+        break;
+    case V_BANDWIDTH:
+        snprintf(msg, cap, "expected a bandwidth string such as \"10Mbps\", got %s",
+                 json_type_noun(v));
+        break;
+    case V_NETWORK:
+        snprintf(msg, cap, "expected \"none\", \"loopback\" or \"full\", got %s",
+                 json_type_noun(v));
+        break;
     }
     return -1;
 }
@@ -305,6 +382,9 @@ enum {
     S_ROUTER = 1, /* one value for the whole config */
     S_AGENT = 2,  /* agents[].execution_limits */
     S_TOOL = 4,   /* agents[].tools.NAME */
+    S_RES = 8,    /* agents[].resources.KEY.limit, and --limit KEY=VALUE */
+    S_NET = 16,   /* agents[].resources.network.KEY (not a --limit key) */
+    S_MAN = 32,   /* a manifest's execution_limits */
 };
 
 typedef struct lkey {
@@ -417,24 +497,141 @@ static bool get_grace(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_
     return true;
 }
 
+/* Resources: always set in an agent (a default at least). */
+
+static void set_memory(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                       tg_src_t src)
+{
+    a->res.memory_bytes = v->u;
+    a->res.memory_src = src;
+}
+
+static bool get_memory(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                       const tg_exec_limits_t *lim, bool tool, val_t *v)
+{
+    v->u = a->res.memory_bytes;
+    return true;
+}
+
+static void set_cpu(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                    tg_src_t src)
+{
+    a->res.cpu_millicores = v->u;
+    a->res.cpu_src = src;
+}
+
+static bool get_cpu(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                    bool tool, val_t *v)
+{
+    v->u = a->res.cpu_millicores;
+    return true;
+}
+
+static void set_pids(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                     tg_src_t src)
+{
+    a->res.pids = v->u;
+    a->res.pids_src = src;
+}
+
+static bool get_pids(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                     bool tool, val_t *v)
+{
+    v->u = a->res.pids;
+    return true;
+}
+
+static void set_disk(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                     tg_src_t src)
+{
+    a->res.disk_bytes = v->u;
+    a->res.disk_src = src;
+}
+
+static bool get_disk(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_exec_limits_t *lim,
+                     bool tool, val_t *v)
+{
+    v->u = a->res.disk_bytes;
+    return true;
+}
+
+static void set_network(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim,
+                        const val_t *v, tg_src_t src)
+{
+    a->res.network = (tg_network_t)v->u;
+    a->res.network_src = src;
+}
+
+static bool get_network(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                        const tg_exec_limits_t *lim, bool tool, val_t *v)
+{
+    v->u = (uint64_t)a->res.network;
+    return true;
+}
+
+/* Bandwidth and connections: 0 = not limited, so "not set". */
+static void set_bandwidth(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim,
+                          const val_t *v, tg_src_t src)
+{
+    a->res.bandwidth_bps = v->u;
+    a->res.bandwidth_src = src;
+}
+
+static bool get_bandwidth(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                          const tg_exec_limits_t *lim, bool tool, val_t *v)
+{
+    v->u = a->res.bandwidth_bps;
+    return v->u != 0;
+}
+
+static void set_connections(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim,
+                            const val_t *v, tg_src_t src)
+{
+    a->res.max_connections = v->u;
+    a->res.connections_src = src;
+}
+
+static bool get_connections(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                            const tg_exec_limits_t *lim, bool tool, val_t *v)
+{
+    v->u = a->res.max_connections;
+    return v->u != 0;
+}
+
 /* One row per key (clang-format would put one field per line). */
 /* clang-format off */
 static const lkey_t lkeys[] = {
     {"max_frame_bytes", {V_BYTES, TG_MIN_FRAME_BYTES, TG_MAX_FRAME_BYTES_CEIL, true},
      S_ROUTER, set_frame, get_frame},
     {"max_tool_call_duration", {V_DURATION, 1, TG_MAX_DURATION_CEIL_MS, false},
-     S_AGENT | S_TOOL, set_duration, get_duration},
+     S_AGENT | S_TOOL | S_MAN, set_duration, get_duration},
     {"max_concurrent_calls", {V_COUNT, 1, TG_MAX_CONCURRENT_CEIL, false},
-     S_AGENT | S_TOOL, set_concurrent, get_concurrent},
+     S_AGENT | S_TOOL | S_MAN, set_concurrent, get_concurrent},
     /* 0 = no waiting room: refuse as soon as every slot is busy. */
     {"max_queued_calls", {V_COUNT, 0, TG_MAX_QUEUED_CEIL, false},
-     S_AGENT | S_TOOL, set_queued, get_queued},
+     S_AGENT | S_TOOL | S_MAN, set_queued, get_queued},
     {"rate_limit", {V_RATE, 1, TG_RATE_COUNT_CEIL, false},
-     S_AGENT | S_TOOL, set_rate, get_rate},
+     S_AGENT | S_TOOL | S_MAN, set_rate, get_rate},
     {"burst", {V_COUNT, 1, TG_BURST_CEIL, false},
-     S_AGENT | S_TOOL, set_burst, get_burst},
+     S_AGENT | S_TOOL | S_MAN, set_burst, get_burst},
+    /* How long toolgate waits for a stuck agent is the operator's call,
+     * not the agent's: no S_MAN. */
     {"kill_grace_period", {V_DURATION, 1, TG_KILL_GRACE_CEIL_MS, false},
      S_AGENT, set_grace, get_grace},
+    {"memory", {V_BYTES, TG_MEMORY_MIN, TG_MEMORY_CEIL, true},
+     S_RES, set_memory, get_memory},
+    {"cpu", {V_MILLICORES, TG_CPU_MIN_MC, TG_CPU_CEIL_MC, false},
+     S_RES, set_cpu, get_cpu},
+    {"pids", {V_COUNT, 1, TG_PIDS_CEIL, false},
+     S_RES, set_pids, get_pids},
+    {"disk", {V_BYTES, TG_DISK_MIN, TG_DISK_CEIL, true},
+     S_RES, set_disk, get_disk},
+    {"network", {V_NETWORK, TG_NET_FULL, TG_NET_NONE, false},
+     S_RES, set_network, get_network},
+    {"bandwidth_limit", {V_BANDWIDTH, TG_BANDWIDTH_MIN_BPS, TG_BANDWIDTH_CEIL_BPS, false},
+     S_NET, set_bandwidth, get_bandwidth},
+    {"max_connections", {V_COUNT, 1, TG_CONNECTIONS_CEIL, false},
+     S_NET, set_connections, get_connections},
 };
 /* clang-format on */
 #define NLKEYS (sizeof lkeys / sizeof lkeys[0])
@@ -478,6 +675,16 @@ static void lim_defaults(tg_exec_limits_t *l)
     l->burst = 0;
 }
 
+void tg_resources_default(tg_resources_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->memory_bytes = TG_DEF_MEMORY_BYTES;
+    r->cpu_millicores = TG_DEF_CPU_MILLICORES;
+    r->pids = TG_DEF_PIDS;
+    r->disk_bytes = TG_DEF_DISK_BYTES;
+    r->network = TG_NET_FULL;
+}
+
 /* Every field at its DESIGN.md default; id and command left NULL. */
 static void agent_defaults(tg_agent_cfg_t *a)
 {
@@ -492,6 +699,8 @@ static void agent_defaults(tg_agent_cfg_t *a)
     a->backoff_max_ms = TG_DEF_BACKOFF_MAX_MS;
     a->stderr_bytes_per_sec = TG_DEF_STDERR_BPS;
     a->stderr_line_max = TG_DEF_STDERR_LINE;
+    a->max_instances = TG_DEF_MAX_INSTANCES;
+    tg_resources_default(&a->res);
 }
 
 static void argv_free(char **argv)
@@ -530,6 +739,8 @@ static void agent_free(tg_agent_cfg_t *a)
     for (size_t i = 0; i < a->ntools; i++)
         free(a->tools[i].name);
     free(a->tools);
+    tg_manifest_free(a->manifest);
+    free(a->manifest);
     memset(a, 0, sizeof *a);
 }
 
@@ -547,8 +758,18 @@ static int agent_clone(tg_agent_cfg_t *dst, const tg_agent_cfg_t *src)
     dst->command = NULL;
     dst->tools = NULL;
     dst->ntools = 0;
+    dst->manifest = NULL;
     if (src->id && !(dst->id = strdup(src->id)))
         goto fail;
+    if (src->manifest) {
+        if (!(dst->manifest = malloc(sizeof *dst->manifest)))
+            goto fail;
+        if (tg_manifest_copy(dst->manifest, src->manifest) < 0) {
+            free(dst->manifest);
+            dst->manifest = NULL;
+            goto fail;
+        }
+    }
     if (src->command && !(dst->command = argv_dup(src->command)))
         goto fail;
     if (src->ntools) {
@@ -569,11 +790,30 @@ fail:
     return -1;
 }
 
+static void sink_free(tg_audit_sink_cfg_t *s)
+{
+    free(s->path);
+    free(s->stream);
+    free(s->spool);
+    if (s->url) {
+        /* it may hold a password */
+        explicit_bzero(s->url, strlen(s->url));
+        free(s->url);
+    }
+    explicit_bzero(&s->ep, sizeof s->ep);
+}
+
 static void sinks_free(tg_audit_sink_cfg_t *v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        free(v[i].path);
+        sink_free(&v[i]);
     free(v);
+}
+
+static int strdup_opt(char **dst, const char *src)
+{
+    *dst = NULL;
+    return src && !(*dst = strdup(src)) ? -1 : 0;
 }
 
 static int sinks_clone(tg_config_t *dst, const tg_config_t *src)
@@ -584,12 +824,58 @@ static int sinks_clone(tg_config_t *dst, const tg_config_t *src)
     if (!dst->audit_sinks)
         return -1;
     for (size_t i = 0; i < src->naudit_sinks; i++) {
-        dst->audit_sinks[i] = src->audit_sinks[i];
-        dst->audit_sinks[i].path = NULL;
+        const tg_audit_sink_cfg_t *s = &src->audit_sinks[i];
+        tg_audit_sink_cfg_t *d = &dst->audit_sinks[i];
+        *d = *s;
+        d->path = d->url = d->stream = d->spool = NULL;
         dst->naudit_sinks = i + 1;
-        if (src->audit_sinks[i].path &&
-            !(dst->audit_sinks[i].path = strdup(src->audit_sinks[i].path)))
+        if (strdup_opt(&d->path, s->path) < 0 || strdup_opt(&d->url, s->url) < 0 ||
+            strdup_opt(&d->stream, s->stream) < 0 || strdup_opt(&d->spool, s->spool) < 0)
             return -1;
+    }
+    return 0;
+}
+
+/* router.listen and callers[]: owned strings in arrays. */
+static void serve_free(tg_config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->nlisten; i++) {
+        free(cfg->listen[i].unix_path);
+        free(cfg->listen[i].agent);
+    }
+    free(cfg->listen);
+    for (size_t i = 0; i < cfg->ncallers; i++)
+        free(cfg->callers[i].name);
+    free(cfg->callers);
+    cfg->listen = NULL;
+    cfg->callers = NULL;
+    cfg->nlisten = cfg->ncallers = 0;
+}
+
+static int serve_clone(tg_config_t *dst, const tg_config_t *src)
+{
+    if (src->nlisten) {
+        if (!(dst->listen = calloc(src->nlisten, sizeof *dst->listen)))
+            return -1;
+        for (size_t i = 0; i < src->nlisten; i++) {
+            dst->listen[i] = src->listen[i];
+            dst->listen[i].unix_path = strdup(src->listen[i].unix_path);
+            dst->listen[i].agent = strdup(src->listen[i].agent);
+            dst->nlisten = i + 1;
+            if (!dst->listen[i].unix_path || !dst->listen[i].agent)
+                return -1;
+        }
+    }
+    if (src->ncallers) {
+        if (!(dst->callers = calloc(src->ncallers, sizeof *dst->callers)))
+            return -1;
+        for (size_t i = 0; i < src->ncallers; i++) {
+            dst->callers[i] = src->callers[i];
+            dst->callers[i].name = strdup(src->callers[i].name);
+            dst->ncallers = i + 1;
+            if (!dst->callers[i].name)
+                return -1;
+        }
     }
     return 0;
 }
@@ -604,6 +890,12 @@ static int config_clone(tg_config_t *dst, const tg_config_t *src)
     dst->naudit_sinks = 0;
     dst->agents = NULL;
     dst->nagents = 0;
+    dst->listen = NULL;
+    dst->nlisten = 0;
+    dst->callers = NULL;
+    dst->ncallers = 0;
+    if (serve_clone(dst, src) < 0)
+        goto fail;
     if (src->path && !(dst->path = strdup(src->path)))
         goto fail;
     if (src->instance && !(dst->instance = strdup(src->instance)))
@@ -704,6 +996,9 @@ void tg_config_sink_defaults(tg_audit_sink_cfg_t *s, tg_audit_sink_kind_t kind)
     s->keep = TG_DEF_AUDIT_KEEP;
     s->fsync = TG_AUDIT_FSYNC_INTERVAL;
     s->fsync_interval_ms = TG_DEF_AUDIT_FSYNC_MS;
+    s->maxlen = TG_DEF_AUDIT_MAXLEN;
+    s->spool_max_bytes = TG_DEF_AUDIT_SPOOL_BYTES;
+    s->timeout_ms = TG_DEF_AUDIT_REDIS_TIMEOUT_MS;
 }
 
 void tg_config_free(tg_config_t *cfg)
@@ -715,6 +1010,7 @@ void tg_config_free(tg_config_t *cfg)
     free(cfg->audit_path);
     sinks_free(cfg->audit_sinks, cfg->naudit_sinks);
     agents_free(cfg->agents, cfg->nagents);
+    serve_free(cfg);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -734,6 +1030,7 @@ int tg_config_path_for(const tg_agent_cfg_t *a, const char *tool, const char *ke
                        size_t cap)
 {
     const lkey_t *k = key ? lkey_find(key, strlen(key), S_ROUTER) : NULL;
+    const lkey_t *res = key ? lkey_find(key, strlen(key), S_RES | S_NET) : NULL;
     int n;
 
     if (!a || !a->id || !key || !buf)
@@ -742,6 +1039,12 @@ int tg_config_path_for(const tg_agent_cfg_t *a, const char *tool, const char *ke
         return -EINVAL;
     if (k)
         n = snprintf(buf, cap, "router.%s", key);
+    else if (res && (res->scopes & S_NET))
+        n = snprintf(buf, cap, "agents.%s.resources.network.%s", a->id, key);
+    else if (res && res->spec.kind == V_NETWORK)
+        n = snprintf(buf, cap, "agents.%s.resources.network", a->id);
+    else if (res)
+        n = snprintf(buf, cap, "agents.%s.resources.%s.limit", a->id, key);
     else if (tool)
         n = snprintf(buf, cap, "agents.%s.tools.%s.%s", a->id, tool, key);
     else
@@ -780,9 +1083,14 @@ typedef struct ctx {
     tg_config_t *cfg;      /* the copy being built */
     tg_agent_cfg_t *agent; /* current agent */
     tg_exec_limits_t *lim; /* current execution_limits or tool scope */
-    unsigned scope;        /* S_AGENT or S_TOOL */
+    unsigned scope;        /* S_AGENT, S_TOOL or S_MAN */
+    tg_src_t src;          /* TG_SRC_FILE, or TG_SRC_MANIFEST for a manifest */
+    const char *config_path; /* the config file (manifests are found beside it), or NULL */
+    const char *manifest;    /* current agent's "manifest" value (in the JSON tree), or NULL */
     tg_audit_sink_cfg_t *sink; /* current audit.sinks[] entry */
     bool sink_interval_set;    /* it has an explicit fsync_interval */
+    tg_listen_cfg_t *cur_listen; /* current router.listen[] entry */
+    tg_caller_cfg_t *cur_caller; /* current callers[] entry */
 } ctx_t;
 
 /* The schema never nests deeper than CFG_DEPTH; a push past it keeps the
@@ -1038,11 +1346,6 @@ static int reserved_object(ctx_t *c, json_t *v)
     return want_object(c, v);
 }
 
-static int reserved_array(ctx_t *c, json_t *v)
-{
-    return json_is_array(v) ? 0 : type_err(c, v, "an array");
-}
-
 static int reserved_string(ctx_t *c, json_t *v)
 {
     return get_str(c, v, true) ? 0 : -1;
@@ -1078,7 +1381,7 @@ static int walk_limits(ctx_t *c, json_t *obj)
         } else {
             rc = get_json_val(c, v, &k->spec, &val);
             if (rc == 0)
-                k->set(c->cfg, c->agent, c->lim, &val, TG_SRC_FILE);
+                k->set(c->cfg, c->agent, c->lim, &val, c->src);
         }
         pop(c, pushed);
         if (rc < 0)
@@ -1119,10 +1422,190 @@ static int m_max_frame(ctx_t *c, json_t *v)
     return 0;
 }
 
+/* ---- serve mode: router.listen, router.callers_only, callers[] ---- */
+
+static int l_unix(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    if (!s)
+        return -1;
+    if (s[0] != '/')
+        return at_err(c, false, "socket path \"%s\" is not absolute (expected e.g. /run/toolgate/search.sock)", s);
+    if (strlen(s) >= 108)
+        return at_err(c, false, "socket path is %zu bytes (expected at most 107: the sun_path limit)", strlen(s));
+    free(c->cur_listen->unix_path);
+    return (c->cur_listen->unix_path = strdup(s)) ? 0 : at_err(c, false, "out of memory");
+}
+
+static int l_agent(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    if (!s)
+        return -1;
+    free(c->cur_listen->agent);
+    return (c->cur_listen->agent = strdup(s)) ? 0 : at_err(c, false, "out of memory");
+}
+
+static int l_mode(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    char *end;
+    if (!s)
+        return -1;
+    unsigned long m = strtoul(s, &end, 8);
+    if (*end != '\0' || m > 0777 || s[0] != '0')
+        return at_err(c, false, "\"%s\" is not a file mode (expected octal such as \"0660\")", s);
+    c->cur_listen->mode = (uint32_t)m;
+    return 0;
+}
+
+static const member_t listen_members[] = {
+    {"unix", l_unix},
+    {"agent", l_agent},
+    {"mode", l_mode},
+};
+
+static int m_listen(ctx_t *c, json_t *v)
+{
+    if (!json_is_array(v))
+        return type_err(c, v, "an array");
+    size_t n = json_array_size(v);
+    if (n > TG_CFG_LISTEN_MAX)
+        return at_err(c, false, "%zu listeners (expected at most %d)", n, TG_CFG_LISTEN_MAX);
+    tg_listen_cfg_t *ls = calloc(n ? n : 1, sizeof *ls);
+    if (!ls)
+        return at_err(c, false, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int pushed = push_idx(c, i);
+        json_t *e = json_array_get(v, i);
+        ls[i].mode = 0660;
+        c->cur_listen = &ls[i];
+        rc = want_object(c, e);
+        if (rc == 0)
+            rc = walk(c, e, listen_members, sizeof listen_members / sizeof listen_members[0]);
+        if (rc == 0 && (!ls[i].unix_path || !ls[i].agent))
+            rc = at_err(c, false, "a listener needs \"unix\" (socket path) and \"agent\" (agent id)");
+        pop(c, pushed);
+    }
+    tg_config_t tmp = {.listen = ls, .nlisten = n};
+    if (rc < 0) {
+        serve_free(&tmp);
+        return -1;
+    }
+    tg_config_t old = {.listen = c->cfg->listen, .nlisten = c->cfg->nlisten};
+    serve_free(&old);
+    c->cfg->listen = ls;
+    c->cfg->nlisten = n;
+    return 0;
+}
+
+static int m_callers_only(ctx_t *c, json_t *v)
+{
+    if (!json_is_boolean(v))
+        return type_err(c, v, "true or false");
+    c->cfg->callers_only = json_is_true(v);
+    return 0;
+}
+
+static int k_name(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    if (!s)
+        return -1;
+    if (!name_chars_ok(s, json_string_length(v), true))
+        return at_err(c, false, "\"%s\" is not a caller name (expected 1 to %d of %s)", s,
+                      TG_NAME_MAX, name_chars_tool);
+    free(c->cur_caller->name);
+    return (c->cur_caller->name = strdup(s)) ? 0 : at_err(c, false, "out of memory");
+}
+
+static int k_id(ctx_t *c, json_t *v, int64_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 4294967294LL)
+        return type_err(c, v, "a numeric id from 0 to 4294967294");
+    *out = json_integer_value(v);
+    return 0;
+}
+
+static int k_uid(ctx_t *c, json_t *v)
+{
+    return k_id(c, v, &c->cur_caller->uid);
+}
+
+static int k_gid(ctx_t *c, json_t *v)
+{
+    return k_id(c, v, &c->cur_caller->gid);
+}
+
+static int k_limits(ctx_t *c, json_t *v)
+{
+    /* A caller's limits take the per-tool keys (rate, burst, concurrency). */
+    c->lim = &c->cur_caller->lim;
+    c->scope = S_TOOL;
+    return walk_limits(c, v);
+}
+
+static const member_t caller_members[] = {
+    {"name", k_name},
+    {"uid", k_uid},
+    {"gid", k_gid},
+    {"execution_limits", k_limits},
+};
+
+static int m_callers(ctx_t *c, json_t *v)
+{
+    if (!json_is_array(v))
+        return type_err(c, v, "an array");
+    size_t n = json_array_size(v);
+    if (n > TG_CFG_CALLERS_MAX)
+        return at_err(c, false, "%zu callers (expected at most %d)", n, TG_CFG_CALLERS_MAX);
+    tg_caller_cfg_t *cs = calloc(n ? n : 1, sizeof *cs);
+    if (!cs)
+        return at_err(c, false, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int pushed = push_idx(c, i);
+        json_t *e = json_array_get(v, i);
+        cs[i].uid = cs[i].gid = -1;
+        c->cur_caller = &cs[i];
+        rc = want_object(c, e);
+        if (rc == 0)
+            rc = walk(c, e, caller_members, sizeof caller_members / sizeof caller_members[0]);
+        if (rc == 0 && !cs[i].name)
+            rc = at_err(c, false, "missing required key \"name\"");
+        if (rc == 0 && cs[i].uid < 0 && cs[i].gid < 0 && strcmp(cs[i].name, "default") != 0)
+            rc = at_err(c, false, "caller \"%s\" needs \"uid\" or \"gid\" (only \"default\" matches everyone)", cs[i].name);
+        pop(c, pushed);
+    }
+    tg_config_t tmp = {.callers = cs, .ncallers = n};
+    if (rc < 0) {
+        serve_free(&tmp);
+        return -1;
+    }
+    tg_config_t old = {.callers = c->cfg->callers, .ncallers = c->cfg->ncallers};
+    serve_free(&old);
+    c->cfg->callers = cs;
+    c->cfg->ncallers = n;
+    return 0;
+}
+
+static int m_max_instances(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_COUNT, 1, TG_MAX_INSTANCES_CEIL, false};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->agent->max_instances = (uint32_t)val.u;
+    return 0;
+}
+
 static const member_t router_members[] = {
     {"instance", m_instance},
     {"max_frame_bytes", m_max_frame},
-    {"listen", reserved_array},
+    {"listen", m_listen},
+    {"callers_only", m_callers_only},
     {"admin", reserved_string},
 };
 
@@ -1165,7 +1648,7 @@ static int m_audit_queue(ctx_t *c, json_t *v)
 }
 
 /* audit.sinks[]: the enums' order is the order of their choices. */
-static const char *const sink_kinds[] = {"file", "stderr", NULL};
+static const char *const sink_kinds[] = {"file", "stderr", "redis_stream", NULL};
 static const char *const fsync_policies[] = {"interval", "always", "never", NULL};
 
 /* "kind" was read before the walk, which picks the member table by it. */
@@ -1242,6 +1725,103 @@ static const member_t stderr_sink_members[] = {
     {"kind", m_sink_kind},
 };
 
+/* Only the scheme is checked here: the URL is parsed (and its password
+ * kept out of messages) where the pipe is opened. Nothing of the value is
+ * echoed, since it may hold a password. */
+static int m_sink_url(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    char *copy;
+
+    if (!s)
+        return -1;
+    if (strncmp(s, "redis://", 8) != 0 && strncmp(s, "unix:", 5) != 0)
+        return at_err(c, false,
+                      "expected a redis://[[user]:password@]host[:port][/db] or "
+                      "unix:/path[?db=N] URL");
+    if (!(copy = strdup(s)))
+        return at_err(c, false, "out of memory");
+    if (c->sink->url) {
+        explicit_bzero(c->sink->url, strlen(c->sink->url));
+        free(c->sink->url);
+    }
+    c->sink->url = copy;
+    return 0;
+}
+
+static int m_sink_stream(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    char *copy;
+
+    if (!s)
+        return -1;
+    for (size_t i = 0; s[i]; i++)
+        if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] == 0x7f)
+            return at_err(c, false, "expected a key without spaces or control characters");
+    if (json_string_length(v) > TG_AUDIT_STREAM_KEY_MAX)
+        return at_err(c, false, "longer than %d bytes", TG_AUDIT_STREAM_KEY_MAX);
+    if (!(copy = strdup(s)))
+        return at_err(c, false, "out of memory");
+    free(c->sink->stream);
+    c->sink->stream = copy;
+    return 0;
+}
+
+static int m_sink_maxlen(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_COUNT, 1, TG_AUDIT_MAXLEN_CEIL, false};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->sink->maxlen = val.u;
+    return 0;
+}
+
+static int m_sink_spool(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    char *copy;
+
+    if (!s)
+        return -1;
+    if (!(copy = strdup(s)))
+        return at_err(c, false, "out of memory");
+    free(c->sink->spool);
+    c->sink->spool = copy;
+    return 0;
+}
+
+static int m_sink_spool_max(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_BYTES, TG_AUDIT_SPOOL_MIN, TG_AUDIT_MAX_BYTES_CEIL, true};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->sink->spool_max_bytes = val.u;
+    return 0;
+}
+
+static int m_sink_timeout(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_DURATION, 1, TG_AUDIT_REDIS_TIMEOUT_CEIL_MS, false};
+    val_t val;
+
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->sink->timeout_ms = val.u;
+    return 0;
+}
+
+static const member_t redis_sink_members[] = {
+    {"kind", m_sink_kind},     {"url", m_sink_url},
+    {"stream", m_sink_stream}, {"maxlen", m_sink_maxlen},
+    {"spool", m_sink_spool},   {"spool_max_bytes", m_sink_spool_max},
+    {"timeout", m_sink_timeout},
+};
+
 static int load_sink(ctx_t *c, json_t *v, tg_audit_sink_cfg_t *sinks, size_t i)
 {
     tg_audit_sink_cfg_t *s = &sinks[i];
@@ -1251,7 +1831,9 @@ static int load_sink(ctx_t *c, json_t *v, tg_audit_sink_cfg_t *sinks, size_t i)
     if (want_object(c, v) < 0)
         return -1;
     if (!kind)
-        return at_err(c, false, "missing required key \"kind\" (expected \"file\" or \"stderr\")");
+        return at_err(c, false,
+                      "missing required key \"kind\" (expected \"file\", \"stderr\" or "
+                      "\"redis_stream\")");
     pushed = push_key(c, "kind");
     k = get_enum(c, kind, "a sink kind", sink_kinds);
     pop(c, pushed);
@@ -1269,6 +1851,29 @@ static int load_sink(ctx_t *c, json_t *v, tg_audit_sink_cfg_t *sinks, size_t i)
                 return at_err(c, false, "a second stderr sink (also audit.sinks[%zu])", j);
         return 0;
     }
+    if (s->kind == TG_AUDIT_SINK_REDIS_STREAM) {
+        if (walk(c, v, redis_sink_members, sizeof redis_sink_members / sizeof redis_sink_members[0]) <
+            0)
+            return -1;
+        if (!s->url)
+            return at_err(c, false, "missing required key \"url\" (the Redis server)");
+        if (!s->spool)
+            return at_err(c, false,
+                          "missing required key \"spool\" (the file that holds events while "
+                          "Redis is away)");
+        for (size_t j = 0; j < i; j++) {
+            const char *other = sinks[j].kind == TG_AUDIT_SINK_FILE           ? sinks[j].path
+                                : sinks[j].kind == TG_AUDIT_SINK_REDIS_STREAM ? sinks[j].spool
+                                                                               : NULL;
+            if (other && strcmp(other, s->spool) == 0) {
+                pushed = push_key(c, "spool");
+                at_err(c, false, "same file as audit.sinks[%zu]", j);
+                pop(c, pushed);
+                return -1;
+            }
+        }
+        return 0;
+    }
     if (walk(c, v, file_sink_members, sizeof file_sink_members / sizeof file_sink_members[0]) < 0)
         return -1;
     if (!s->path)
@@ -1281,7 +1886,10 @@ static int load_sink(ctx_t *c, json_t *v, tg_audit_sink_cfg_t *sinks, size_t i)
         return -1;
     }
     for (size_t j = 0; j < i; j++) {
-        if (sinks[j].kind == TG_AUDIT_SINK_FILE && strcmp(sinks[j].path, s->path) == 0) {
+        const char *other = sinks[j].kind == TG_AUDIT_SINK_FILE           ? sinks[j].path
+                            : sinks[j].kind == TG_AUDIT_SINK_REDIS_STREAM ? sinks[j].spool
+                                                                           : NULL;
+        if (other && strcmp(other, s->path) == 0) {
             /* Two rotating writers on one file would rename it under
              * each other and interleave their seqs. */
             pushed = push_key(c, "path");
@@ -1559,6 +2167,153 @@ static int m_stderr(ctx_t *c, json_t *v)
     return walk(c, v, stderr_members, sizeof stderr_members / sizeof stderr_members[0]);
 }
 
+/* resources (agents[].resources and a manifest's "resources"):
+ *   {"memory": {"limit": "512Mi", "request": "128Mi"}, "cpu": {...},
+ *    "pids": {...}, "disk": {...},
+ *    "network": "none" | {"limit": "none", "bandwidth_limit": "10Mbps",
+ *                         "max_connections": 100}}
+ * A "request" is a scheduling hint (what the agent needs at least);
+ * toolgate enforces limits, so a request is checked for its unit and
+ * bounds and not used otherwise. */
+
+static int res_item(ctx_t *c, json_t *obj, const lkey_t *k)
+{
+    const char *key;
+    json_t *v;
+
+    if (want_object(c, obj) < 0)
+        return -1;
+    json_object_foreach(obj, key, v)
+    {
+        int pushed = push_key(c, key), rc;
+        val_t val;
+        if (strcmp(key, "limit") == 0) {
+            rc = get_json_val(c, v, &k->spec, &val);
+            if (rc == 0)
+                k->set(c->cfg, c->agent, NULL, &val, c->src);
+        } else if (strcmp(key, "request") == 0) {
+            rc = get_json_val(c, v, &k->spec, &val);
+        } else {
+            char q[VALUE_SHOWN * 4 + 8];
+            quote(q, sizeof q, key, strlen(key));
+            rc = at_err(c, true, "unknown key %s (allowed: limit, request)", q);
+        }
+        pop(c, pushed);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* "network": a mode as a string, or an object with the mode as "limit"
+ * and the manifest format's bandwidth_limit and max_connections. */
+static int res_network(ctx_t *c, json_t *obj, const lkey_t *net)
+{
+    const char *key;
+    json_t *v;
+    val_t val;
+
+    if (json_is_string(obj)) {
+        if (get_json_val(c, obj, &net->spec, &val) < 0)
+            return -1;
+        net->set(c->cfg, c->agent, NULL, &val, c->src);
+        return 0;
+    }
+    if (!json_is_object(obj))
+        return type_err(c, obj, "\"none\", \"loopback\", \"full\" or an object");
+    json_object_foreach(obj, key, v)
+    {
+        const lkey_t *k = strcmp(key, "limit") == 0 ? net : lkey_find(key, strlen(key), S_NET);
+        int pushed = push_key(c, key), rc;
+        if (!k) {
+            char list[128] = "limit", q[VALUE_SHOWN * 4 + 8];
+            for (size_t i = 0; i < NLKEYS; i++)
+                if (lkeys[i].scopes & S_NET)
+                    list_add(list, sizeof list, lkeys[i].name);
+            quote(q, sizeof q, key, strlen(key));
+            rc = at_err(c, true, "unknown key %s (allowed: %s)", q, list);
+        } else if ((rc = get_json_val(c, v, &k->spec, &val)) == 0) {
+            k->set(c->cfg, c->agent, NULL, &val, c->src);
+        }
+        pop(c, pushed);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int m_resources(ctx_t *c, json_t *obj)
+{
+    const char *key;
+    json_t *v;
+
+    if (want_object(c, obj) < 0)
+        return -1;
+    json_object_foreach(obj, key, v)
+    {
+        const lkey_t *k = lkey_find(key, strlen(key), S_RES);
+        int pushed = push_key(c, key), rc;
+        if (!k) {
+            char list[128], q[VALUE_SHOWN * 4 + 8];
+            lkeys_list(list, sizeof list, S_RES);
+            quote(q, sizeof q, key, strlen(key));
+            rc = at_err(c, true, "unknown key %s (allowed: %s)", q, list);
+        } else if (k->spec.kind == V_NETWORK) {
+            rc = res_network(c, v, k);
+        } else {
+            rc = res_item(c, v, k);
+        }
+        pop(c, pushed);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The file is read once the whole agent is known (load_manifest): the
+ * operator's limits may come after "manifest" in the object. */
+static int m_manifest(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+
+    if (!s)
+        return -1;
+    c->manifest = s;
+    return 0;
+}
+
+/* Read the current agent's manifest and merge it into the agent. A file
+ * that cannot be read is reported at the config's "manifest" value; an
+ * error inside the manifest at its own position in the manifest. */
+static int load_manifest(ctx_t *c)
+{
+    tg_manifest_t *m = calloc(1, sizeof *m);
+    tg_cfg_err_t merr;
+    int rc, pushed;
+
+    if (!m || !(m->given = strdup(c->manifest)) ||
+        !(m->path = tg_manifest_resolve(c->config_path, c->manifest))) {
+        tg_manifest_free(m);
+        free(m);
+        return at_err(c, false, "out of memory");
+    }
+    rc = tg_manifest_load_file(m, m->path, &merr);
+    if (rc < 0) {
+        if (rc == -EINVAL) {
+            err_set(c->err, "%s", merr.msg);
+        } else {
+            pushed = push_key(c, "manifest");
+            at_err(c, false, "%s", merr.msg);
+            pop(c, pushed);
+        }
+        tg_manifest_free(m);
+        free(m);
+        return -1;
+    }
+    tg_manifest_attach(c->agent, m);
+    return 0;
+}
+
 static const member_t agent_members[] = {
     {"id", m_id},
     {"dialect", m_dialect},
@@ -1568,9 +2323,10 @@ static const member_t agent_members[] = {
     {"restart", m_restart},
     {"stderr", m_stderr},
     {"env", reserved_object},
-    {"resources", reserved_object},
+    {"resources", m_resources},
     {"cwd", reserved_string},
-    {"manifest", reserved_string},
+    {"max_instances", m_max_instances},
+    {"manifest", m_manifest},
 };
 
 static int load_agent(ctx_t *c, json_t *v, tg_agent_cfg_t *agents, size_t i)
@@ -1580,7 +2336,10 @@ static int load_agent(ctx_t *c, json_t *v, tg_agent_cfg_t *agents, size_t i)
     if (want_object(c, v) < 0)
         return -1;
     c->agent = &agents[i];
+    c->manifest = NULL;
     if (walk(c, v, agent_members, sizeof agent_members / sizeof agent_members[0]) < 0)
+        return -1;
+    if (c->manifest && load_manifest(c) < 0)
         return -1;
     if (!agents[i].id)
         return at_err(c, false, "missing required key \"id\"");
@@ -1628,13 +2387,38 @@ static int m_agents(ctx_t *c, json_t *v)
     return 0;
 }
 
+/* containment */
+
+static int m_containment_mode(ctx_t *c, json_t *v)
+{
+    int i = get_enum(c, v, "a containment mode", containment_names);
+
+    if (i < 0)
+        return -1;
+    c->cfg->containment_mode = (tg_containment_mode_t)i;
+    c->cfg->containment_src = c->src;
+    return 0;
+}
+
+static const member_t containment_members[] = {
+    {"mode", m_containment_mode},
+};
+
+static int m_containment(ctx_t *c, json_t *v)
+{
+    if (want_object(c, v) < 0)
+        return -1;
+    return walk(c, v, containment_members,
+                sizeof containment_members / sizeof containment_members[0]);
+}
+
 static const member_t root_members[] = {
     {"router", m_router},
     {"audit", m_audit},
     {"agents", m_agents},
     {"store", reserved_object},
-    {"containment", reserved_object},
-    {"callers", reserved_array},
+    {"containment", m_containment},
+    {"callers", m_callers},
 };
 
 /* ------------------------------------------------------------------ */
@@ -1664,6 +2448,8 @@ static int load(tg_config_t *cfg, const char *name, const char *text, size_t len
     c.len = len;
     c.err = err;
     c.cfg = &work;
+    c.src = TG_SRC_FILE;
+    c.config_path = set_path;
     if (!json_is_object(root))
         rc = at_err(&c, false, "expected an object at the top level, got %s", json_type_noun(root));
     else
@@ -1682,6 +2468,66 @@ static int load(tg_config_t *cfg, const char *name, const char *text, size_t len
     }
     tg_config_free(cfg);
     *cfg = work;
+    return 0;
+}
+
+/* A manifest's execution_limits: the agent keys a manifest may ask for. */
+static int m_manifest_limits(ctx_t *c, json_t *v)
+{
+    c->lim = &c->agent->lim;
+    c->scope = S_MAN;
+    return walk_limits(c, v);
+}
+
+int tg__config_parse_manifest(const char *name, const char *text, size_t len,
+                              tg_exec_limits_t *lim, tg_resources_t *res, tg_cfg_err_t *err)
+{
+    json_error_t jerr;
+    json_t *root, *v;
+    tg_agent_cfg_t scratch; /* holds no allocation: defaults and values only */
+    tg_config_t none;
+    const char *key;
+    ctx_t c;
+    int rc = 0;
+
+    if (!name)
+        name = "manifest";
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return err_set(err, "%s:%d:%d: syntax error: %s", name, jerr.line, jerr.column, jerr.text);
+    agent_defaults(&scratch);
+    memset(&none, 0, sizeof none);
+    memset(&c, 0, sizeof c);
+    c.file = name;
+    c.text = text;
+    c.len = len;
+    c.err = err;
+    c.cfg = &none;
+    c.agent = &scratch;
+    c.src = TG_SRC_MANIFEST;
+    if (!json_is_object(root)) {
+        rc = at_err(&c, false, "expected an object at the top level, got %s", json_type_noun(root));
+    } else {
+        /* The rest of the manifest (id, permissions, tools, ...) is not
+         * about limits and belongs to other readers. */
+        json_object_foreach(root, key, v)
+        {
+            int pushed;
+            bool is_res = strcmp(key, "resources") == 0;
+            if (!is_res && strcmp(key, "execution_limits") != 0)
+                continue;
+            pushed = push_key(&c, key);
+            rc = is_res ? m_resources(&c, v) : m_manifest_limits(&c, v);
+            pop(&c, pushed);
+            if (rc < 0)
+                break;
+        }
+    }
+    json_decref(root);
+    if (rc < 0)
+        return -1;
+    *lim = scratch.lim;
+    *res = scratch.res;
     return 0;
 }
 
@@ -1745,6 +2591,47 @@ int tg_config_set_command(tg_config_t *cfg, size_t agent_idx, char *const argv[]
     return 0;
 }
 
+static const char containment_key[] = "containment";
+
+/* --limit containment=MODE (wrap mode has no containment object). */
+static int apply_containment(tg_config_t *cfg, const char *kv, const char *value,
+                             tg_cfg_err_t *err)
+{
+    char q[VALUE_SHOWN * 4 + 8];
+
+    for (int i = 0; containment_names[i]; i++) {
+        if (strcmp(value, containment_names[i]) == 0) {
+            cfg->containment_mode = (tg_containment_mode_t)i;
+            cfg->containment_src = TG_SRC_CLI;
+            return 0;
+        }
+    }
+    quote(q, sizeof q, value, strlen(value));
+    return err_set(err,
+                   "--limit %s: containment: %s is not a containment mode (expected "
+                   "\"best_effort\", \"required\" or \"off\")",
+                   kv, q);
+}
+
+/* --limit on an agent with a manifest: the value becomes the operator's
+ * and the merge runs again, so the manifest's request still wins where it
+ * is stricter. The key's setter writes the agent's lim, res or grace
+ * fields only, so it runs on a copy holding the operator's values. */
+static void set_operator(tg_config_t *cfg, tg_agent_cfg_t *a, const lkey_t *k, const val_t *v)
+{
+    tg_manifest_t *m = a->manifest;
+    tg_agent_cfg_t op = *a;
+
+    op.lim = m->op;
+    op.res = m->op_res;
+    k->set(cfg, &op, &op.lim, v, TG_SRC_CLI);
+    m->op = op.lim;
+    m->op_res = op.res;
+    a->kill_grace_ms = op.kill_grace_ms;
+    a->kill_grace_src = op.kill_grace_src;
+    tg_manifest_merge(m, &a->lim, &a->res);
+}
+
 int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg_cfg_err_t *err)
 {
     static const char tools_pfx[] = "tools.";
@@ -1793,10 +2680,13 @@ int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg
             return err_set(err, "--limit %s: unknown tool key %s (allowed: %s)", kv, q, list);
         }
     } else {
-        k = lkey_find(key, klen, S_ROUTER | S_AGENT);
+        if (klen == sizeof containment_key - 1 && memcmp(key, containment_key, klen) == 0)
+            return apply_containment(cfg, kv, value, err);
+        k = lkey_find(key, klen, S_ROUTER | S_AGENT | S_RES);
         if (!k) {
             char q[VALUE_SHOWN * 4 + 8];
-            lkeys_list(list, sizeof list, S_ROUTER | S_AGENT);
+            lkeys_list(list, sizeof list, S_ROUTER | S_AGENT | S_RES);
+            list_add(list, sizeof list, containment_key);
             list_add(list, sizeof list, "tools.NAME.KEY");
             quote(q, sizeof q, key, klen);
             return err_set(err, "--limit %s: unknown key %s (allowed: %s)", kv, q, list);
@@ -1813,6 +2703,10 @@ int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg
         lim = &t->lim;
     } else {
         lim = &a->lim;
+    }
+    if (!tool && a->manifest && (k->scopes & (S_AGENT | S_RES))) {
+        set_operator(cfg, a, k, &val);
+        return 0;
     }
     k->set(cfg, a, lim, &val, TG_SRC_CLI);
     return 0;
@@ -1849,9 +2743,33 @@ static int check_sinks(const tg_config_t *cfg, const char *f, const char *sep, t
         char shown[32];
         if (s->kind == TG_AUDIT_SINK_STDERR)
             continue;
+        if (s->kind == TG_AUDIT_SINK_REDIS_STREAM) {
+            if (!s->url || !s->url[0])
+                return err_set(err, "%s%saudit.sinks[%zu].url: missing (the Redis server)", f,
+                               sep, i);
+            if (!s->spool || !s->spool[0])
+                return err_set(err, "%s%saudit.sinks[%zu].spool: missing (the spool file)", f,
+                               sep, i);
+            if (s->maxlen == 0 || s->maxlen > TG_AUDIT_MAXLEN_CEIL)
+                return err_set(err, "%s%saudit.sinks[%zu].maxlen: %llu is out of range "
+                               "(expected 1 to %llu)", f, sep, i, (unsigned long long)s->maxlen,
+                               (unsigned long long)TG_AUDIT_MAXLEN_CEIL);
+            if (s->spool_max_bytes < TG_AUDIT_SPOOL_MIN ||
+                s->spool_max_bytes > TG_AUDIT_MAX_BYTES_CEIL) {
+                tg_unit_fmt_bytes(shown, (int)sizeof shown, s->spool_max_bytes);
+                return err_set(err, "%s%saudit.sinks[%zu].spool_max_bytes: %s is out of range "
+                               "(expected 4Ki to 1Ti)", f, sep, i, shown);
+            }
+            if (s->timeout_ms == 0 || s->timeout_ms > TG_AUDIT_REDIS_TIMEOUT_CEIL_MS) {
+                tg_unit_fmt_duration(shown, (int)sizeof shown, s->timeout_ms);
+                return err_set(err, "%s%saudit.sinks[%zu].timeout: %s is out of range "
+                               "(expected 1ms to 1m)", f, sep, i, shown);
+            }
+            continue;
+        }
         if (s->kind != TG_AUDIT_SINK_FILE)
-            return err_set(err, "%s%saudit.sinks[%zu].kind: not a sink kind (expected \"file\" "
-                           "or \"stderr\")", f, sep, i);
+            return err_set(err, "%s%saudit.sinks[%zu].kind: not a sink kind (expected \"file\", "
+                           "\"stderr\" or \"redis_stream\")", f, sep, i);
         if (!s->path || !s->path[0])
             return err_set(err, "%s%saudit.sinks[%zu].path: missing (the file to write)", f, sep,
                            i);
@@ -1909,6 +2827,18 @@ int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
 
     if (check_scope(cfg, NULL, NULL, S_ROUTER, "router.", err) < 0)
         return -1;
+    for (size_t i = 0; i < cfg->nlisten; i++) {
+        bool found = false;
+        for (size_t j = 0; j < cfg->nagents && !found; j++)
+            found = strcmp(cfg->agents[j].id, cfg->listen[i].agent) == 0;
+        if (!found)
+            return err_set(err, "%s%srouter.listen[%zu].agent: no agent \"%s\" in agents[] (expected "
+                           "one of the configured agent ids)", f, sep, i, cfg->listen[i].agent);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(cfg->listen[j].unix_path, cfg->listen[i].unix_path) == 0)
+                return err_set(err, "%s%srouter.listen[%zu].unix: \"%s\" is also router.listen[%zu]",
+                               f, sep, i, cfg->listen[i].unix_path, j);
+    }
     if (!cfg->instance || !name_chars_ok(cfg->instance, strlen(cfg->instance), true))
         return err_set(err, "%s%srouter.instance: missing or not a name (expected 1 to %d of %s)",
                        f, sep, TG_NAME_MAX, name_chars_tool);
@@ -1917,6 +2847,11 @@ int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
                        cfg->audit_queue, (unsigned)TG_AUDIT_QUEUE_CEIL);
     if (check_sinks(cfg, f, sep, err) < 0)
         return -1;
+    if ((unsigned)cfg->containment_mode > TG_CONTAINMENT_OFF)
+        return err_set(err,
+                       "%s%scontainment.mode: not a containment mode (expected \"best_effort\", "
+                       "\"required\" or \"off\")",
+                       f, sep);
     if (cfg->nagents == 0 || !cfg->agents)
         return err_set(err, "%s%sagents: none configured (expected at least one agent)", f, sep);
     for (size_t i = 0; i < cfg->nagents; i++) {
@@ -1939,6 +2874,9 @@ int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
                            f, sep, i);
         snprintf(where, sizeof where, "agents[%zu].execution_limits.", i);
         if (check_scope(cfg, a, &a->lim, S_AGENT, where, err) < 0)
+            return -1;
+        snprintf(where, sizeof where, "agents[%zu].resources.", i);
+        if (check_scope(cfg, a, &a->lim, S_RES | S_NET, where, err) < 0)
             return -1;
         if (a->backoff_initial_ms == 0 || a->backoff_initial_ms > a->backoff_max_ms) {
             char b[32], m[32];

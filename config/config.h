@@ -34,6 +34,9 @@ typedef enum tg_src {
     TG_SRC_FILE,
     TG_SRC_CLI,
     TG_SRC_MANIFEST,
+    /* The operator's file value where it was stricter than the agent's
+     * manifest asked for (config/manifest.h: the stricter value wins). */
+    TG_SRC_CAP,
 } tg_src_t;
 
 /* Defaults of DESIGN.md. */
@@ -54,6 +57,16 @@ typedef enum tg_src {
 #define TG_DEF_AUDIT_MAX_BYTES (100ull * 1024 * 1024) /* file sink: rotate past 100 MiB */
 #define TG_DEF_AUDIT_KEEP 5                            /* file sink: rotated files kept */
 #define TG_DEF_AUDIT_FSYNC_MS 1000                     /* file sink: fsync "interval" */
+#define TG_DEF_AUDIT_STREAM "toolgate:audit"           /* redis_stream sink: the key */
+#define TG_DEF_AUDIT_MAXLEN 1000000                    /* redis_stream: XADD MAXLEN ~ entries */
+#define TG_DEF_AUDIT_SPOOL_BYTES (100ull * 1024 * 1024) /* redis_stream: spool file bound */
+#define TG_DEF_AUDIT_REDIS_TIMEOUT_MS 1000             /* redis_stream: connect and command */
+
+/* Resources of an agent instance (DESIGN.md, seeds 001 and 004). */
+#define TG_DEF_MEMORY_BYTES (512ull * 1024 * 1024)
+#define TG_DEF_CPU_MILLICORES 1000
+#define TG_DEF_PIDS 64
+#define TG_DEF_DISK_BYTES (1024ull * 1024 * 1024) /* workspace */
 
 /* Upper bounds: every limit can be raised, never made unbounded. */
 #define TG_MAX_FRAME_BYTES_CEIL (1024ull * 1024 * 1024) /* 1 GiB */
@@ -69,9 +82,23 @@ typedef enum tg_src {
 #define TG_AUDIT_MAX_BYTES_CEIL (1ull << 40)       /* 1 TiB per audit file */
 #define TG_AUDIT_KEEP_CEIL 1000                    /* rotated files: renames per rotation */
 #define TG_AUDIT_FSYNC_CEIL_MS (3600ull * 1000)    /* 1 h between fsyncs at most */
+#define TG_AUDIT_MAXLEN_CEIL 1000000000ull         /* stream entries kept */
+#define TG_AUDIT_SPOOL_MIN 4096                    /* a spool holds at least a line */
+#define TG_AUDIT_REDIS_TIMEOUT_CEIL_MS 60000       /* one Redis round trip */
+#define TG_AUDIT_STREAM_KEY_MAX 256                /* bytes of a stream key */
 #define TG_MAX_RESTARTS_CEIL 1000
 #define TG_STDERR_BPS_CEIL (64ull * 1024 * 1024)   /* bytes per second */
 #define TG_STDERR_LINE_CEIL (1024ull * 1024)       /* bytes */
+#define TG_MEMORY_MIN (1024ull * 1024)             /* 1 MiB: no runtime starts below it */
+#define TG_MEMORY_CEIL (1ull << 40)                /* 1 TiB */
+#define TG_CPU_MIN_MC 10                           /* the cfs minimum: 1 ms per 100 ms period */
+#define TG_CPU_CEIL_MC 1024000                     /* 1024 cores */
+#define TG_PIDS_CEIL 4194304                       /* PID_MAX_LIMIT of 64-bit Linux */
+#define TG_DISK_MIN (1024ull * 1024)               /* 1 MiB */
+#define TG_DISK_CEIL (1ull << 44)                  /* 16 TiB */
+#define TG_BANDWIDTH_MIN_BPS 1000ull               /* 1Kbps */
+#define TG_BANDWIDTH_CEIL_BPS 100000000000ull      /* 100Gbps */
+#define TG_CONNECTIONS_CEIL 1048576                /* open connections */
 
 /* Fixed internal bounds on config input. */
 #define TG_NAME_MAX 128          /* agent ids, tool names, instance */
@@ -80,6 +107,7 @@ typedef enum tg_src {
 #define TG_CFG_TOOLS_MAX 4096    /* tool entries per agent */
 #define TG_CFG_ARGV_MAX 4096     /* command words per agent */
 #define TG_CFG_SINKS_MAX 8       /* audit sinks in one config */
+#define TG_MANIFEST_FILE_MAX (1024u * 1024) /* bytes of an opensentience.agent.json */
 
 /* Execution limits for one scope (agent or tool). A field whose
  * <*_src> is TG_SRC_DEFAULT in a tool scope means "not set: only the agent
@@ -104,6 +132,40 @@ typedef enum tg_restart_policy {
     TG_RESTART_ALWAYS,
 } tg_restart_policy_t;
 
+/* Network access of an agent instance, in increasing strictness (the
+ * manifest merge keeps the larger value). */
+typedef enum tg_network {
+    TG_NET_FULL = 0,  /* the host's network */
+    TG_NET_LOOPBACK,  /* an own network namespace with loopback only */
+    TG_NET_NONE,      /* an own network namespace without any interface up */
+} tg_network_t;
+
+/* The resources of one agent (agents[].resources, the manifest's
+ * "resources", --limit memory=...), in bytes, millicores and counts. The
+ * network bandwidth and connection count are requests no containment
+ * backend enforces; they are kept so that `toolgate check` can say so. */
+typedef struct tg_resources {
+    uint64_t memory_bytes;
+    uint64_t cpu_millicores;
+    uint64_t pids;
+    uint64_t disk_bytes;      /* the agent's workspace */
+    tg_network_t network;
+    uint64_t bandwidth_bps;   /* 0 = not limited */
+    uint64_t max_connections; /* 0 = not limited */
+    tg_src_t memory_src, cpu_src, pids_src, disk_src, network_src, bandwidth_src,
+        connections_src;
+} tg_resources_t;
+
+/* containment.mode (DESIGN.md "Containment"); same order as limits'
+ * tg_contain_mode_t, which config cannot include. */
+typedef enum tg_containment_mode {
+    TG_CONTAINMENT_BEST_EFFORT = 0,
+    TG_CONTAINMENT_REQUIRED,
+    TG_CONTAINMENT_OFF,
+} tg_containment_mode_t;
+
+struct tg_manifest; /* config/manifest.h */
+
 typedef enum tg_dialect {
     TG_DIALECT_MCP = 0,
     TG_DIALECT_OPENSENTIENCE,
@@ -125,12 +187,34 @@ typedef struct tg_agent_cfg {
     uint64_t backoff_max_ms;
     uint64_t stderr_bytes_per_sec;
     uint64_t stderr_line_max;
+    uint32_t max_instances; /* serve: instances at once (one per MCP caller connection) */
+    /* Effective resources: defaults, agents[].resources, --limit, merged
+     * with the manifest's requests when there is one. */
+    tg_resources_t res;
+    /* agents[].manifest: what the manifest asked for and what the
+     * operator set before the merge; NULL without a manifest. Owned. */
+    struct tg_manifest *manifest;
 } tg_agent_cfg_t;
 
 typedef enum tg_audit_sink_kind {
     TG_AUDIT_SINK_FILE = 0,
     TG_AUDIT_SINK_STDERR,
+    TG_AUDIT_SINK_REDIS_STREAM,
 } tg_audit_sink_kind_t;
+
+/* The Redis server a redis_stream sink writes to, as parsed from its URL.
+ * Same fields and sizes as the store's parsed URL (limits/store.h,
+ * tg_store_url_t), which is what fills it: the config loader keeps the URL
+ * text only, and whoever opens the audit pipe parses it into this. */
+typedef struct tg_audit_redis_ep {
+    bool is_unix;
+    char host[256];     /* tcp: name or IP literal */
+    uint16_t port;
+    char path[108];     /* unix socket */
+    char user[256];     /* "" = AUTH with the password alone */
+    char password[256]; /* "" = no AUTH */
+    uint32_t db;        /* SELECT when not 0 */
+} tg_audit_redis_ep_t;
 
 /* When the file sink makes written lines durable. */
 typedef enum tg_audit_fsync {
@@ -139,8 +223,8 @@ typedef enum tg_audit_fsync {
     TG_AUDIT_FSYNC_NEVER,        /* left to the kernel */
 } tg_audit_fsync_t;
 
-/* One audit sink (audit.sinks[i]). Fields other than <kind> apply to the
- * file sink only. Owned by the tg_config_t holding it (path included). */
+/* One audit sink (audit.sinks[i]). Owned by the tg_config_t holding it
+ * (its strings included). */
 typedef struct tg_audit_sink_cfg {
     tg_audit_sink_kind_t kind;
     char *path;                 /* file: JSON lines, appended */
@@ -148,7 +232,35 @@ typedef struct tg_audit_sink_cfg {
     uint32_t keep;              /* file: rotated files kept, path.1 (newest) .. path.<keep> */
     tg_audit_fsync_t fsync;
     uint64_t fsync_interval_ms; /* file, fsync "interval": at most one fsync per this */
+    char *url;                  /* redis_stream: as configured; may hold a password */
+    tg_audit_redis_ep_t ep;     /* redis_stream: <url> parsed, filled before tg_audit_open */
+    char *stream;               /* redis_stream: the stream's key; NULL = TG_DEF_AUDIT_STREAM */
+    uint64_t maxlen;            /* redis_stream: XADD MAXLEN ~ this */
+    char *spool;                /* redis_stream: lines wait here while Redis is away */
+    uint64_t spool_max_bytes;   /* redis_stream: beyond this, lines are lost (and counted) */
+    uint64_t timeout_ms;        /* redis_stream: connect and command timeout */
 } tg_audit_sink_cfg_t;
+
+#define TG_DEF_MAX_INSTANCES 8
+#define TG_MAX_INSTANCES_CEIL 1024
+#define TG_CFG_LISTEN_MAX 64   /* fixed internal bound: listeners */
+#define TG_CFG_CALLERS_MAX 256 /* fixed internal bound: callers[] entries */
+
+/* router.listen[]: a Unix socket serving one agent (MCP). */
+typedef struct tg_listen_cfg {
+    char *unix_path;
+    char *agent;   /* agent id; checked against agents[] by tg_config_validate */
+    uint32_t mode; /* socket file mode, default 0660 */
+} tg_listen_cfg_t;
+
+/* callers[]: who a peer is (by uid or gid from SO_PEERCRED) and the
+ * limits that apply to it on top of agent and tool limits. */
+typedef struct tg_caller_cfg {
+    char *name;
+    int64_t uid; /* -1: any */
+    int64_t gid; /* -1: any */
+    tg_exec_limits_t lim; /* rate_limit, burst, max_concurrent_calls (src DEFAULT = unset) */
+} tg_caller_cfg_t;
 
 typedef struct tg_config {
     char *path;            /* file the config came from, or NULL */
@@ -164,8 +276,15 @@ typedef struct tg_config {
     tg_audit_sink_cfg_t *audit_sinks;
     size_t naudit_sinks;
     uint32_t audit_queue;  /* audit queue capacity in events */
+    tg_containment_mode_t containment_mode; /* containment.mode, --limit containment= */
+    tg_src_t containment_src;
     tg_agent_cfg_t *agents;
     size_t nagents;
+    tg_listen_cfg_t *listen;
+    size_t nlisten;
+    tg_caller_cfg_t *callers;
+    size_t ncallers;
+    bool callers_only; /* router.callers_only: unknown peers are refused */
 } tg_config_t;
 
 /* A config with DESIGN.md's defaults and one agent (id "agent", no
@@ -185,7 +304,12 @@ int tg_config_load_buffer(tg_config_t *cfg, const char *name, const char *text, 
 
 /* Apply one --limit KEY=VALUE to agent <agent_idx>. Keys: max_frame_bytes,
  * max_tool_call_duration, max_concurrent_calls, max_queued_calls,
- * rate_limit, burst, kill_grace_period, tools.NAME.KEY (the per-tool keys). */
+ * rate_limit, burst, kill_grace_period, the resources memory, cpu, pids,
+ * disk, network (none|loopback|full), containment
+ * (best_effort|required|off), and tools.NAME.KEY (the per-tool keys).
+ * For an agent with a manifest, an execution limit or resource is the
+ * operator's value: the manifest's request still wins where it is
+ * stricter (config/manifest.h). */
 int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv,
                           tg_cfg_err_t *err);
 
@@ -194,8 +318,9 @@ int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv,
  * audit.sinks. 0 or -1 with <err> filled (empty path, out of memory). */
 int tg_config_set_audit_path(tg_config_t *cfg, const char *path, tg_cfg_err_t *err);
 
-/* <s> as a <kind> sink with the defaults of DESIGN.md: max_bytes 100Mi,
- * keep 5, fsync "interval" every 1s, no path. */
+/* <s> as a <kind> sink with the defaults: max_bytes 100Mi, keep 5, fsync
+ * "interval" every 1s; maxlen 1000000, spool_max_bytes 100Mi, timeout 1s;
+ * no path, url, stream (the default key) or spool. */
 void tg_config_sink_defaults(tg_audit_sink_cfg_t *s, tg_audit_sink_kind_t kind);
 
 /* Final checks after all sources are merged (e.g. burst vs rate). */
@@ -209,7 +334,9 @@ int tg_config_set_command(tg_config_t *cfg, size_t agent_idx, char *const argv[]
 
 /* Write into <buf> (capacity <cap>) the config path that raises limit <key>
  * of agent <a>: "agents.<id>.execution_limits.<key>", or with <tool> not NULL
- * "agents.<id>.tools.<tool>.<key>"; "router.max_frame_bytes" for that key.
+ * "agents.<id>.tools.<tool>.<key>"; "router.max_frame_bytes" for that key;
+ * "agents.<id>.resources.<key>.limit" for memory, cpu, pids and disk,
+ * "agents.<id>.resources.network" and ".network.<key>" for the network's.
  * Used in denials, so <tool> must be a valid tool name (a name from config).
  * Returns the length written, -EINVAL for a bad tool name, -ENOSPC when the
  * path does not fit. */
@@ -220,8 +347,19 @@ int tg_config_path_for(const tg_agent_cfg_t *a, const char *tool, const char *ke
  * [A-Za-z0-9._:@/-] (the same check as caller strings in audit events). */
 bool tg_config_tool_name_ok(const char *s, size_t len);
 
-/* Readable name of a source: "default", "file", "--limit", "manifest". */
+/* Readable name of a source: "default", "file", "--limit", "manifest",
+ * "operator cap". */
 const char *tg_src_name(tg_src_t s);
+
+/* "full", "loopback", "none". */
+const char *tg_network_name(tg_network_t n);
+
+/* "best_effort", "required", "off". */
+const char *tg_containment_mode_name(tg_containment_mode_t m);
+
+/* <r> at DESIGN.md's defaults (memory 512Mi, cpu 1000m, pids 64, disk 1Gi,
+ * network full), every source TG_SRC_DEFAULT. */
+void tg_resources_default(tg_resources_t *r);
 
 /* The tool config for <name> in <agent>, or NULL. */
 const tg_tool_cfg_t *tg_config_tool(const tg_agent_cfg_t *agent, const char *name, size_t len);

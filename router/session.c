@@ -78,6 +78,7 @@ typedef struct tg_call {
     char tool_name[TG_TOOL_NAME_MAX + 1];
     size_t tool_name_len;
     bool tool_slot;                 /* holds a tool concurrency slot */
+    bool caller_slot;               /* holds a slot of its caller's limits */
     uint64_t t_start;               /* uv_now at arrival */
     uint64_t deadline_ms;           /* relative to t_start */
     const char *deadline_path;      /* config path of the cap that set the deadline */
@@ -160,6 +161,7 @@ struct tg_wrap {
     int open_handles;               /* closed one by one by finish(); freed at 0 */
     uv_pipe_t *conn;                /* serve: the accepted socket (cin == cout) */
     char caller[64];                /* caller name for audit: "stdio" or from callers[] */
+    tg_caller_lim_t *climits;       /* the caller's own limits (serve), or NULL */
 
     /* caller */
     uv_pipe_t cin_pipe, cout_pipe;
@@ -536,6 +538,10 @@ static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fram
         tg_conc_acquire(&w->ag->tools[c->tool].conc);
         c->tool_slot = true;
     }
+    if (w->climits != NULL && w->climits->has_conc) {
+        tg_conc_acquire(&w->climits->conc);
+        c->caller_slot = true;
+    }
     c->state = S_INFLIGHT;
     to_agent_spliced(w, b, frame, len, id_off, id_len, c->agent_id);
     update_conc_regs(w, c);
@@ -549,10 +555,23 @@ static void fmt_rate_detail(char *buf, size_t cap, uint64_t observed, tg_rate_t 
     snprintf(buf, cap, "%" PRIu64 " calls in %s > %s", observed, period, rate);
 }
 
+/* Room in the call's tool slots and its caller's slots (the agent's are
+ * checked by the caller of this). */
 static bool tool_has_room(tg_wrap_t *w, const tg_call_t *c)
 {
+    const tg_caller_lim_t *cl = c->w->climits;
+    if (cl != NULL && cl->has_conc && !tg_conc_has_room(&cl->conc))
+        return false;
     return c->tool < 0 || !w->ag->tools[c->tool].has_conc || tg_conc_has_room(&w->ag->tools[c->tool].conc);
 }
+
+/* One rate limit a call must pass: agent, tool or caller. */
+typedef struct rate_scope {
+    tg_gcra_t *g;
+    const char *scope, *path;
+    tg_rate_t rate;
+    int reg;
+} rate_scope_t;
 
 /* Admit or refuse one tools/call frame [frame, frame+len) from the caller,
  * in block <b>. */
@@ -609,37 +628,51 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     /* Rate: both buckets must allow; a call refused by one takes no token
      * from the other. */
     uint64_t now = now_ms(w);
-    tg_gcra_result_t ra = tg_gcra_peek(&w->ag->arate, now);
-    tg_gcra_result_t rt = {.allowed = true};
+    tg_caller_lim_t *cl = w->climits;
+    rate_scope_t scopes[3] = {
+        {&w->ag->arate, "agent", w->ag->path_rate, w->ag->acfg->lim.rate_limit, w->ag->reg_rate},
+    };
+    int nscopes = 1;
     if (ts != NULL && ts->has_rate)
-        rt = tg_gcra_peek(&ts->rate, now);
-    if (!ra.allowed || !rt.allowed) {
-        bool tool_scope = !rt.allowed && (ra.allowed || rt.retry_after_ms >= ra.retry_after_ms);
-        tg_gcra_result_t r = tool_scope ? rt : ra;
-        tg_rate_t rate = tool_scope ? w->ag->acfg->tools[c->tool].lim.rate_limit : w->ag->acfg->lim.rate_limit;
-        char unit[32], per[16];
-        tg_unit_fmt_duration(per, sizeof(per), rate.period_ms);
+        scopes[nscopes++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
+                                                w->ag->acfg->tools[c->tool].lim.rate_limit,
+                                                ts->reg_rate};
+    if (cl != NULL && cl->has_rate)
+        scopes[nscopes++] = (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, -1};
+    /* The refusal names the scope that frees up last. */
+    int worst = -1;
+    tg_gcra_result_t rw = {.allowed = true};
+    for (int k = 0; k < nscopes; k++) {
+        tg_gcra_result_t r = tg_gcra_peek(scopes[k].g, now);
+        if (!r.allowed && (worst < 0 || r.retry_after_ms > rw.retry_after_ms)) {
+            worst = k;
+            rw = r;
+        }
+    }
+    if (worst >= 0) {
+        tg_rate_t rate = scopes[worst].rate;
+        char unit[32];
         snprintf(unit, sizeof(unit), "calls/%s",
                  rate.period_ms == 1000 ? "second" : rate.period_ms == 60000 ? "minute" : "hour");
         denial_init(w, &d, TG_DENY_RATE, c, reqid, sizeof(reqid));
         d.limit = "rate";
-        d.scope = tool_scope ? "tool" : "agent";
-        d.observed = (int64_t)r.observed;
-        d.cap = (int64_t)r.cap;
+        d.scope = scopes[worst].scope;
+        d.observed = (int64_t)rw.observed;
+        d.cap = (int64_t)rw.cap;
         d.unit = unit;
-        d.retry_after_ms = (int64_t)r.retry_after_ms;
-        d.config_path = tool_scope ? ts->path_rate : w->ag->path_rate;
-        fmt_rate_detail(detail, sizeof(detail), r.observed, rate);
+        d.retry_after_ms = (int64_t)rw.retry_after_ms;
+        d.config_path = scopes[worst].path;
+        fmt_rate_detail(detail, sizeof(detail), rw.observed, rate);
         d.detail = detail;
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
         return;
     }
-    tg_gcra_take(&w->ag->arate, now);
-    reg_set(w, w->ag->reg_rate, tg_gcra_used(&w->ag->arate, now));
-    if (ts != NULL && ts->has_rate) {
-        tg_gcra_take(&ts->rate, now);
-        reg_set(w, ts->reg_rate, tg_gcra_used(&ts->rate, now));
+    /* Every scope allows it: a call refused by one takes no token from the
+     * others. */
+    for (int k = 0; k < nscopes; k++) {
+        tg_gcra_take(scopes[k].g, now);
+        reg_set(w, scopes[k].reg, tg_gcra_used(scopes[k].g, now));
     }
 
     /* Deadline: min(caller timeout_ms, tool cap, agent cap). */
@@ -718,12 +751,21 @@ static void pump_queue(tg_wrap_t *w)
 }
 
 /* Give back the slots of an inflight or zombie call, free it, let waiters in. */
+/* Give back every concurrency slot an inflight or zombie call holds. */
+static void release_slots(tg_wrap_t *w, tg_call_t *c)
+{
+    tg_conc_release(&w->ag->aconc);
+    if (c->tool_slot)
+        tg_conc_release(&w->ag->tools[c->tool].conc);
+    if (c->caller_slot)
+        tg_conc_release(&c->w->climits->conc);
+    c->tool_slot = c->caller_slot = false;
+}
+
 static void call_release(tg_wrap_t *w, tg_call_t *c)
 {
     if (c->state == S_INFLIGHT || c->state == S_ZOMBIE) {
-        tg_conc_release(&w->ag->aconc);
-        if (c->tool_slot)
-            tg_conc_release(&w->ag->tools[c->tool].conc);
+        release_slots(w, c);
     } else if (c->state == S_QUEUED) {
         tg_waitq_remove(&w->ag->aq, c->idx);
         if (c->tool >= 0)
@@ -1382,11 +1424,8 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             if (c->tool >= 0)
                 w->ag->tools[c->tool].queued--;
         }
-        if ((c->state == S_INFLIGHT || c->state == S_ZOMBIE) && c->kind == K_CALL) {
-            tg_conc_release(&w->ag->aconc);
-            if (c->tool_slot)
-                tg_conc_release(&w->ag->tools[c->tool].conc);
-        }
+        if ((c->state == S_INFLIGHT || c->state == S_ZOMBIE) && c->kind == K_CALL)
+            release_slots(w, c);
         call_free(w, c);
     }
     update_conc_regs(w, NULL);
@@ -2125,6 +2164,33 @@ const char *tg_agent_id(const tg_agent_t *ag)
     return ag->acfg->id;
 }
 
+tg_agent_t *tg_sess_agent(const tg_wrap_t *w)
+{
+    return w->ag;
+}
+
+int tg_caller_lim_init(tg_caller_lim_t *cl, const tg_caller_cfg_t *cc)
+{
+    memset(cl, 0, sizeof(*cl));
+    cl->name = cc->name;
+    if (cc->lim.rate_src != TG_SRC_DEFAULT) {
+        if (tg_gcra_init(&cl->rate, cc->lim.rate_limit.count, cc->lim.rate_limit.period_ms,
+                         cc->lim.burst_src != TG_SRC_DEFAULT ? cc->lim.burst : 0) < 0)
+            return -EINVAL;
+        cl->has_rate = true;
+        cl->rate_cfg = cc->lim.rate_limit;
+    }
+    if (cc->lim.concurrent_src != TG_SRC_DEFAULT) {
+        tg_conc_init(&cl->conc, cc->lim.max_concurrent_calls);
+        cl->has_conc = true;
+    }
+    snprintf(cl->path_rate, sizeof(cl->path_rate), "callers.%s.execution_limits.rate_limit",
+             cc->name);
+    snprintf(cl->path_conc, sizeof(cl->path_conc),
+             "callers.%s.execution_limits.max_concurrent_calls", cc->name);
+    return 0;
+}
+
 static tg_wrap_t *sess_alloc(tg_gw_t *gw, tg_agent_t *ag, const char *caller)
 {
     tg_wrap_t *w = calloc(1, sizeof(*w));
@@ -2164,11 +2230,13 @@ tg_wrap_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag)
     return w;
 }
 
-tg_wrap_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller)
+tg_wrap_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller,
+                        tg_caller_lim_t *climits)
 {
     tg_wrap_t *w = sess_alloc(gw, ag, caller);
     if (w == NULL)
         return NULL;
+    w->climits = climits;
     w->conn = conn;
     w->cin = w->cout = (uv_stream_t *)conn;
     conn->data = w;

@@ -18,11 +18,28 @@
 
 #include "audit/audit.h"
 #include "config/config.h"
+#include "limits/conc.h"
+#include "limits/gcra.h"
 #include "limits/registry.h"
 #include "router/io.h"
 
 typedef struct tg_wrap tg_sess_t;
 typedef struct tg_agent tg_agent_t;
+
+/* One caller's own limits (callers[].execution_limits), shared by all of
+ * its connections; owned by the runner. */
+typedef struct tg_caller_lim {
+    const char *name;
+    tg_gcra_t rate;
+    tg_rate_t rate_cfg;
+    bool has_rate;
+    tg_conc_t conc;
+    bool has_conc;
+    char path_rate[256], path_conc[256];
+} tg_caller_lim_t;
+
+/* From callers[] entry <cc> (which must outlive <cl>). 0 or -EINVAL. */
+int tg_caller_lim_init(tg_caller_lim_t *cl, const tg_caller_cfg_t *cc);
 
 typedef struct tg_gw {
     uv_loop_t *loop;
@@ -62,8 +79,11 @@ const char *tg_agent_id(const tg_agent_t *ag);
 /* A session on toolgate's own stdin/stdout (wrap). NULL after logging. */
 tg_sess_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag);
 /* A session on an accepted connection <conn> (heap; the session takes it
- * and frees it) for the caller named <caller>. */
-tg_sess_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller);
+ * and frees it) for the caller named <caller> with limits <climits> (NULL:
+ * none beyond the agent's). */
+tg_sess_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller,
+                        tg_caller_lim_t *climits);
+tg_agent_t *tg_sess_agent(const tg_sess_t *s);
 /* Start its agent instance and read the caller. 0, or -1 when the agent
  * could not start (the session is then ending). */
 int tg_sess_start(tg_sess_t *s);
