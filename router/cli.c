@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "router/serve.h"
 #include "router/wrap.h"
 
 /* The agent id for a command: its basename, with every byte outside
@@ -144,6 +145,38 @@ int tg_cli_wrap(int argc, char **argv)
         return 2;
     }
     int rc = tg_wrap_run(&cfg);
+    tg_config_free(&cfg);
+    return rc;
+}
+
+int tg_cli_serve(int argc, char **argv)
+{
+    const char *path = NULL;
+    tg_config_t cfg;
+    tg_cfg_err_t cerr;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            path = argv[++i];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            path = argv[i] + 9;
+        } else {
+            fprintf(stderr, "toolgate: serve: unknown argument '%s' (expected --config FILE)\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (path == NULL) {
+        fprintf(stderr, "toolgate: serve needs --config FILE (agents and router.listen)\n");
+        return 2;
+    }
+    memset(&cfg, 0, sizeof(cfg));
+    if (tg_config_default(&cfg) < 0 || tg_config_load_file(&cfg, path, &cerr) < 0 ||
+        tg_config_validate(&cfg, &cerr) < 0) {
+        fprintf(stderr, "toolgate: %s\n", cerr.msg);
+        tg_config_free(&cfg);
+        return 2;
+    }
+    int rc = tg_serve_run(&cfg);
     tg_config_free(&cfg);
     return rc;
 }

@@ -14,6 +14,15 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
 
 int tg_cli_wrap(int argc, char **argv);
 
+/* `toolgate serve --config F`. */
+int tg_cli_serve(int argc, char **argv);
+
+/* `toolgate status [--admin ADDR] [--json]` (arguments after the word
+ * "status"): the limit registry of a running toolgate from its admin
+ * endpoint, as a table sorted by fill or as JSON. 0, 1 when the endpoint
+ * cannot be read, 2 on bad usage. */
+int tg_cli_status(int argc, char **argv);
+
 /* `toolgate demo`: <self> is argv[0], used to find the bundled agent. */
 int tg_cli_demo(int argc, char **argv, const char *self);
 

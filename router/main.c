@@ -19,6 +19,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: toolgate wrap [--config FILE] [--audit PATH] [--limit KEY=VALUE]... -- CMD [ARGS...]\n"
+            "       toolgate serve --config FILE\n"
             "       toolgate demo\n"
             "       toolgate --help | --version\n"
             "\n"
@@ -31,6 +32,8 @@ static void usage(FILE *f)
             "                           max_tool_call_duration, max_concurrent_calls,\n"
             "                           max_queued_calls, rate_limit, burst, kill_grace_period,\n"
             "                           or tools.NAME.KEY for one tool\n"
+            "serve  run the agents of FILE behind the Unix sockets of router.listen, one agent\n"
+            "       instance per caller connection, limits per agent, tool and caller\n"
             "demo   run a bundled demo agent under wrap with small limits and show what happens\n");
 }
 
@@ -54,6 +57,8 @@ int main(int argc, char **argv)
         return tg_shim_main(argc - 1, argv + 1);
     if (strcmp(cmd, "wrap") == 0)
         return tg_cli_wrap(argc - 2, argv + 2);
+    if (strcmp(cmd, "serve") == 0)
+        return tg_cli_serve(argc - 2, argv + 2);
     if (strcmp(cmd, "demo") == 0)
         return tg_cli_demo(argc - 2, argv + 2, argv[0]);
     fprintf(stderr, "toolgate: unknown command '%s' (expected wrap, demo, --help or --version)\n",

@@ -2169,6 +2169,11 @@ tg_agent_t *tg_sess_agent(const tg_wrap_t *w)
     return w->ag;
 }
 
+tg_wrap_t *tg_sess_next(const tg_wrap_t *w)
+{
+    return w->next;
+}
+
 int tg_caller_lim_init(tg_caller_lim_t *cl, const tg_caller_cfg_t *cc)
 {
     memset(cl, 0, sizeof(*cl));

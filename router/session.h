@@ -84,6 +84,8 @@ tg_sess_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag);
 tg_sess_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller,
                         tg_caller_lim_t *climits);
 tg_agent_t *tg_sess_agent(const tg_sess_t *s);
+/* The next live session of the gateway (gw->sessions starts the list). */
+tg_sess_t *tg_sess_next(const tg_sess_t *s);
 /* Start its agent instance and read the caller. 0, or -1 when the agent
  * could not start (the session is then ending). */
 int tg_sess_start(tg_sess_t *s);

@@ -1,0 +1,283 @@
+/* Integration tests of `toolgate serve`: Unix-socket listeners, one agent
+ * instance per caller connection, limits shared across connections,
+ * per-caller limits by peer uid, max_instances, callers_only, SIGTERM. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "tests/tg_harness.h"
+
+typedef struct serve_it {
+    char dir[TGH_PATH];
+    char sock[TGH_PATH + 16];
+    char cfg[TGH_PATH + 16];
+    char log[TGH_PATH + 16];
+    char audit[TGH_PATH + 16];
+    char err[TGH_PATH + 16];
+    tgh_proc_t tg;
+} serve_it_t;
+
+static serve_it_t S;
+
+static void s_fini(void)
+{
+    tgh_cleanup();
+}
+
+/* Start `toolgate serve` with agent "fx" (the fixture) behind one socket;
+ * <router_extra>, <agent_extra> and <top_extra> are spliced into the JSON. */
+static void s_start(const char *router_extra, const char *agent_extra, const char *top_extra)
+{
+    cr_assert_eq(tgh_mkdtemp(S.dir, sizeof S.dir), 0);
+    snprintf(S.sock, sizeof S.sock, "%s/fx.sock", S.dir);
+    snprintf(S.cfg, sizeof S.cfg, "%s/serve.json", S.dir);
+    snprintf(S.log, sizeof S.log, "%s/fixture.log", S.dir);
+    snprintf(S.audit, sizeof S.audit, "%s/audit.jsonl", S.dir);
+    snprintf(S.err, sizeof S.err, "%s/stderr.txt", S.dir);
+    char json[4096];
+    snprintf(json, sizeof json,
+             "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}]%s},\n"
+             " \"audit\": {\"path\": \"%s\"},\n"
+             " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]%s}]%s}\n",
+             S.sock, router_extra ? router_extra : "", S.audit, TG_AGENTS_DIR, S.log,
+             agent_extra ? agent_extra : "", top_extra ? top_extra : "");
+    cr_assert_eq(tgh_write_file(S.cfg, json), 0);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
+    cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
+    /* Wait for the "serving" line: probing the socket would start an agent. */
+    if (tgh_log_wait(S.err, "toolgate: serving", 1, 5000) < 1) {
+        char *err = tgh_read_file(S.err, NULL);
+        cr_assert_fail("toolgate serve did not start listening on %s: %s", S.sock, err ? err : "");
+    }
+}
+
+/* <sa> for <path> (tests use short temp paths; a longer one fails loudly). */
+static void s_addr(struct sockaddr_un *sa, const char *path)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    size_t n = strlen(path);
+    cr_assert_lt(n, sizeof sa->sun_path, "socket path too long: %s", path);
+    memcpy(sa->sun_path, path, n + 1);
+}
+
+/* A caller connection, driven with the harness's line I/O. */
+static void s_connect(tgh_proc_t *c)
+{
+    memset(c, 0, sizeof *c);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa;
+    s_addr(&sa, S.sock);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    c->in_fd = fd;
+    c->out_fd = dup(fd);
+}
+
+static void s_close(tgh_proc_t *c)
+{
+    if (c->in_fd >= 0)
+        close(c->in_fd);
+    if (c->out_fd >= 0)
+        close(c->out_fd);
+    free(c->rbuf);
+    memset(c, 0, sizeof *c);
+    c->in_fd = c->out_fd = -1;
+}
+
+static json_t *s_init(tgh_proc_t *c)
+{
+    tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                 "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+                 "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
+    json_t *r = tgh_await_int(c, 0, 5000, NULL);
+    if (r != NULL && json_object_get(r, "result") != NULL)
+        tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    return r;
+}
+
+static const char *err_code(const json_t *r)
+{
+    return json_string_value(json_object_get(json_object_get(json_object_get(r, "error"), "data"), "code"));
+}
+
+static void s_stop(void)
+{
+    kill(S.tg.pid, SIGTERM);
+    cr_assert_eq(tgh_wait(&S.tg, 10000), 0, "toolgate serve did not stop on SIGTERM");
+    cr_assert_eq(tgh_exit_code(&S.tg), 0);
+    cr_assert(access(S.sock, F_OK) != 0, "the socket file was left behind");
+}
+
+TestSuite(serve, .fini = s_fini, .timeout = 30);
+
+Test(serve, one_instance_per_connection_and_shared_agent_rate)
+{
+    s_start(NULL, ", \"execution_limits\": {\"rate_limit\": \"5/second\"}", NULL);
+    tgh_proc_t a, b;
+    s_connect(&a);
+    s_connect(&b);
+    json_t *r = s_init(&a);
+    cr_assert_not_null(json_object_get(r, "result"), "initialize through serve failed");
+    json_decref(r);
+    r = s_init(&b);
+    cr_assert_not_null(json_object_get(r, "result"));
+    json_decref(r);
+    cr_assert_eq(tgh_log_wait(S.log, "start ", 2, 3000), 2, "two connections, two instances");
+
+    /* 3 + 3 calls against one agent's 5/second: the sixth is refused. */
+    int ok = 0, denied = 0;
+    for (int i = 1; i <= 6; i++) {
+        tgh_proc_t *c = i % 2 ? &a : &b;
+        tgh_call(c, i, "echo", "{\"text\":\"hi\"}");
+        r = tgh_await_int(c, i, 5000, NULL);
+        cr_assert_not_null(r);
+        if (json_object_get(r, "result"))
+            ok++;
+        else if (err_code(r) && strcmp(err_code(r), "rate_limit_exceeded") == 0)
+            denied++;
+        json_decref(r);
+    }
+    cr_assert_eq(ok, 5);
+    cr_assert_eq(denied, 1);
+
+    /* A connection that goes away takes its instance with it. */
+    pid_t pids[8];
+    cr_assert_eq(tgh_log_pids(S.log, pids, 8), 2);
+    s_close(&a);
+    bool one_gone = false;
+    for (int i = 0; i < 100 && !one_gone; i++) {
+        one_gone = !tgh_pid_alive(pids[0]) || !tgh_pid_alive(pids[1]);
+        tgh_sleep_ms(30);
+    }
+    cr_assert(one_gone, "closing a connection did not stop its agent instance");
+    s_close(&b);
+    s_stop();
+}
+
+Test(serve, max_instances_refuses_initialize)
+{
+    s_start(NULL, ", \"max_instances\": 1", NULL);
+    tgh_proc_t a, b;
+    s_connect(&a);
+    json_t *r = s_init(&a);
+    cr_assert_not_null(json_object_get(r, "result"));
+    json_decref(r);
+    s_connect(&b);
+    r = s_init(&b);
+    cr_assert_not_null(r, "no answer to the initialize over max_instances");
+    cr_assert_str_eq(err_code(r), "concurrency_limit_exceeded");
+    cr_assert_eq(json_integer_value(json_object_get(r, "id")), 0, "the refusal must carry the id");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32061);
+    json_decref(r);
+    s_close(&a);
+    s_close(&b);
+    s_stop();
+}
+
+Test(serve, caller_limits_by_peer_uid)
+{
+    char callers[256];
+    snprintf(callers, sizeof callers,
+             ", \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
+             "{\"rate_limit\": \"2/second\"}}]",
+             (unsigned)getuid());
+    s_start(NULL, NULL, callers);
+    tgh_proc_t a;
+    s_connect(&a);
+    json_decref(s_init(&a));
+    for (int i = 1; i <= 3; i++)
+        tgh_call(&a, i, "echo", "{\"text\":\"x\"}");
+    json_t *r3 = NULL;
+    for (int i = 1; i <= 3; i++) {
+        json_t *r = tgh_await_int(&a, i, 5000, NULL);
+        cr_assert_not_null(r);
+        if (i < 3)
+            cr_assert_not_null(json_object_get(r, "result"), "call %d should pass", i);
+        else
+            r3 = json_incref(r);
+        json_decref(r);
+    }
+    cr_assert_str_eq(err_code(r3), "rate_limit_exceeded");
+    json_t *data = json_object_get(json_object_get(r3, "error"), "data");
+    cr_assert_str_eq(json_string_value(json_object_get(data, "scope")), "caller");
+    cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")),
+                     "callers.me.execution_limits.rate_limit");
+    json_decref(r3);
+    s_close(&a);
+    s_stop();
+    /* The audit names the caller. */
+    char *audit = tgh_read_file(S.audit, NULL);
+    cr_assert(audit && strstr(audit, "\"caller\":\"me\""), "audit events do not name the caller");
+    free(audit);
+}
+
+Test(serve, callers_only_refuses_unknown_peers)
+{
+    s_start(", \"callers_only\": true", NULL,
+            ", \"callers\": [{\"name\": \"nobody\", \"uid\": 4242424}]");
+    tgh_proc_t a;
+    s_connect(&a);
+    json_t *r = s_init(&a);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(err_code(r), "caller_not_allowed");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32066);
+    json_decref(r);
+    cr_assert_eq(tgh_log_count(S.log, "start "), 0, "an agent was started for a refused caller");
+    s_close(&a);
+    s_stop();
+}
+
+Test(serve, live_socket_is_an_error_stale_is_replaced)
+{
+    s_start(NULL, NULL, NULL);
+    /* A second serve on the same path must refuse: the socket is live. */
+    tgh_proc_t second;
+    char err2[TGH_PATH + 16];
+    snprintf(err2, sizeof err2, "%s/stderr2.txt", S.dir);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
+    cr_assert_eq(tgh_spawn(&second, argv, NULL, err2), 0);
+    cr_assert_eq(tgh_wait(&second, 5000), 0);
+    cr_assert_neq(tgh_exit_code(&second), 0);
+    char *e = tgh_read_file(err2, NULL);
+    cr_assert(e && strstr(e, "is live"), "no clear error for a live socket: %s", e ? e : "");
+    free(e);
+    /* SIGKILL leaves a stale socket file; a new serve replaces it. */
+    kill(S.tg.pid, SIGKILL);
+    tgh_wait(&S.tg, 5000);
+    cr_assert(access(S.sock, F_OK) == 0);
+    cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
+    tgh_proc_t a;
+    bool up = tgh_log_wait(S.err, "toolgate: serving", 2, 5000) >= 2;
+    cr_assert(up, "a stale socket file was not replaced");
+    s_connect(&a);
+    json_t *r = s_init(&a);
+    cr_assert_not_null(json_object_get(r, "result"));
+    json_decref(r);
+    s_close(&a);
+    s_stop();
+}
+
+Test(serve, bad_listener_agent_is_a_config_error)
+{
+    char dir[TGH_PATH], cfg[TGH_PATH + 16], err[TGH_PATH + 16];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
+    snprintf(err, sizeof err, "%s/e.txt", dir);
+    tgh_write_file(cfg, "{\"router\": {\"listen\": [{\"unix\": \"/tmp/x.sock\", \"agent\": \"nope\"}]},\n"
+                        " \"agents\": [{\"id\": \"fx\", \"command\": [\"/bin/true\"]}]}\n");
+    tgh_proc_t p;
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", cfg, NULL};
+    cr_assert_eq(tgh_spawn(&p, argv, NULL, err), 0);
+    cr_assert_eq(tgh_wait(&p, 5000), 0);
+    cr_assert_eq(tgh_exit_code(&p), 2);
+    char *e = tgh_read_file(err, NULL);
+    cr_assert(e && strstr(e, "router.listen[0].agent") && strstr(e, "\"nope\""),
+              "unclear error: %s", e ? e : "");
+    free(e);
+}
