@@ -736,6 +736,9 @@ static void agent_free(tg_agent_cfg_t *a)
 {
     free(a->id);
     argv_free(a->command);
+    argv_free(a->env_pass);
+    argv_free(a->env_set);
+    free(a->cwd);
     for (size_t i = 0; i < a->ntools; i++)
         free(a->tools[i].name);
     free(a->tools);
@@ -756,6 +759,14 @@ static int agent_clone(tg_agent_cfg_t *dst, const tg_agent_cfg_t *src)
     *dst = *src;
     dst->id = NULL;
     dst->command = NULL;
+    dst->env_pass = dst->env_set = NULL;
+    dst->cwd = NULL;
+    if (src->env_pass && !(dst->env_pass = argv_dup(src->env_pass)))
+        goto fail;
+    if (src->env_set && !(dst->env_set = argv_dup(src->env_set)))
+        goto fail;
+    if (src->cwd && !(dst->cwd = strdup(src->cwd)))
+        goto fail;
     dst->tools = NULL;
     dst->ntools = 0;
     dst->manifest = NULL;
@@ -1590,6 +1601,109 @@ static int m_callers(ctx_t *c, json_t *v)
     return 0;
 }
 
+/* agents[].env: {"pass": ["PATH", ...], "set": {"NAME": "value"}}. */
+static bool env_name_ok(const char *s)
+{
+    if (!*s || (*s >= '0' && *s <= '9'))
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return false;
+    return true;
+}
+
+#define TG_CFG_ENV_MAX 256 /* fixed internal bound: env.pass / env.set entries */
+
+static int env_pass(ctx_t *c, json_t *v)
+{
+    if (!json_is_array(v))
+        return type_err(c, v, "an array of variable names");
+    size_t n = json_array_size(v);
+    if (n > TG_CFG_ENV_MAX)
+        return at_err(c, false, "%zu names (expected at most %d)", n, TG_CFG_ENV_MAX);
+    char **out = calloc(n + 1, sizeof *out);
+    if (!out)
+        return at_err(c, false, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        int pushed = push_idx(c, i);
+        const char *name = get_str(c, json_array_get(v, i), true);
+        int rc = name ? 0 : -1;
+        if (rc == 0 && !env_name_ok(name))
+            rc = at_err(c, false, "\"%s\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)", name);
+        if (rc == 0 && !(out[i] = strdup(name)))
+            rc = at_err(c, false, "out of memory");
+        pop(c, pushed);
+        if (rc < 0) {
+            argv_free(out);
+            return -1;
+        }
+    }
+    argv_free(c->agent->env_pass);
+    c->agent->env_pass = out;
+    return 0;
+}
+
+static int env_set(ctx_t *c, json_t *v)
+{
+    const char *name;
+    json_t *val;
+    size_t n = 0;
+    if (want_object(c, v) < 0)
+        return -1;
+    if (json_object_size(v) > TG_CFG_ENV_MAX)
+        return at_err(c, false, "%zu variables (expected at most %d)", json_object_size(v), TG_CFG_ENV_MAX);
+    char **out = calloc(json_object_size(v) + 1, sizeof *out);
+    if (!out)
+        return at_err(c, false, "out of memory");
+    json_object_foreach(v, name, val)
+    {
+        int pushed = push_key(c, name);
+        /* The value is never echoed in a message: it may be a secret. */
+        int rc = env_name_ok(name) ? 0 : at_err(c, true, "not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)");
+        if (rc == 0 && !json_is_string(val))
+            rc = type_err(c, val, "a string");
+        if (rc == 0) {
+            size_t len = strlen(name) + 1 + json_string_length(val) + 1;
+            if (!(out[n] = malloc(len)))
+                rc = at_err(c, false, "out of memory");
+            else
+                snprintf(out[n++], len, "%s=%s", name, json_string_value(val));
+        }
+        pop(c, pushed);
+        if (rc < 0) {
+            argv_free(out);
+            return -1;
+        }
+    }
+    argv_free(c->agent->env_set);
+    c->agent->env_set = out;
+    return 0;
+}
+
+static const member_t env_members[] = {
+    {"pass", env_pass},
+    {"set", env_set},
+};
+
+static int m_env(ctx_t *c, json_t *v)
+{
+    if (want_object(c, v) < 0)
+        return -1;
+    return walk(c, v, env_members, sizeof env_members / sizeof env_members[0]);
+}
+
+static int m_cwd(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    if (!s)
+        return -1;
+    if (s[0] != '/')
+        return at_err(c, false, "\"%s\" is not an absolute path", s);
+    free(c->agent->cwd);
+    return (c->agent->cwd = strdup(s)) ? 0 : at_err(c, false, "out of memory");
+}
+
 static int m_max_instances(ctx_t *c, json_t *v)
 {
     static const vspec_t sp = {V_COUNT, 1, TG_MAX_INSTANCES_CEIL, false};
@@ -2322,9 +2436,9 @@ static const member_t agent_members[] = {
     {"tools", m_tools},
     {"restart", m_restart},
     {"stderr", m_stderr},
-    {"env", reserved_object},
+    {"env", m_env},
     {"resources", m_resources},
-    {"cwd", reserved_string},
+    {"cwd", m_cwd},
     {"max_instances", m_max_instances},
     {"manifest", m_manifest},
 };

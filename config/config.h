@@ -188,6 +188,12 @@ typedef struct tg_agent_cfg {
     uint64_t stderr_bytes_per_sec;
     uint64_t stderr_line_max;
     uint32_t max_instances; /* serve: instances at once (one per MCP caller connection) */
+    /* serve: the agent's environment is only env.pass (names copied from
+     * toolgate's own environment) plus env.set ("NAME=VALUE"); wrap mode
+     * passes the caller's environment unchanged. NULL-terminated. */
+    char **env_pass;
+    char **env_set;
+    char *cwd; /* working directory, or NULL: toolgate's */
     /* Effective resources: defaults, agents[].resources, --limit, merged
      * with the manifest's requests when there is one. */
     tg_resources_t res;

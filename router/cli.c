@@ -119,13 +119,10 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
             return -1;
         }
     }
-    if (audit != NULL) {
-        free(cfg->audit_path);
-        cfg->audit_path = strdup(audit);
-        if (cfg->audit_path == NULL) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
+    /* --audit PATH replaces whatever sinks the config file named. */
+    if (audit != NULL && tg_config_set_audit_path(cfg, audit, &cerr) < 0) {
+        snprintf(err, errlen, "%s", cerr.msg);
+        return -1;
     }
     if (tg_config_validate(cfg, &cerr) < 0) {
         snprintf(err, errlen, "%s", cerr.msg);

@@ -23,6 +23,11 @@ int tg_cli_serve(int argc, char **argv);
  * cannot be read, 2 on bad usage. */
 int tg_cli_status(int argc, char **argv);
 
+/* `toolgate check` (arguments after the word "check"): validate the config
+ * and print the effective limits and what this host enforces (see
+ * router/check.h). Exit status 0 valid, 1 invalid config, 2 bad usage. */
+int tg_cli_check(int argc, char **argv);
+
 /* `toolgate demo`: <self> is argv[0], used to find the bundled agent. */
 int tg_cli_demo(int argc, char **argv, const char *self);
 

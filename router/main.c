@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "audit/verify.h"
 #include "router/cli.h"
 #include "router/shim.h"
 #include "router/wrap.h"
@@ -20,6 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: toolgate wrap [--config FILE] [--audit PATH] [--limit KEY=VALUE]... -- CMD [ARGS...]\n"
             "       toolgate serve --config FILE\n"
+            "       toolgate audit verify FILE...\n"
             "       toolgate demo\n"
             "       toolgate --help | --version\n"
             "\n"
@@ -34,6 +36,7 @@ static void usage(FILE *f)
             "                           or tools.NAME.KEY for one tool\n"
             "serve  run the agents of FILE behind the Unix sockets of router.listen, one agent\n"
             "       instance per caller connection, limits per agent, tool and caller\n"
+            "audit verify  check audit files for gaps, duplicates, reordering and schema errors\n"
             "demo   run a bundled demo agent under wrap with small limits and show what happens\n");
 }
 
@@ -57,6 +60,8 @@ int main(int argc, char **argv)
         return tg_shim_main(argc - 1, argv + 1);
     if (strcmp(cmd, "wrap") == 0)
         return tg_cli_wrap(argc - 2, argv + 2);
+    if (strcmp(cmd, "audit") == 0)
+        return tg_cli_audit(argc - 2, argv + 2);
     if (strcmp(cmd, "serve") == 0)
         return tg_cli_serve(argc - 2, argv + 2);
     if (strcmp(cmd, "demo") == 0)

@@ -1571,6 +1571,41 @@ static void agent_out_error(tg_out_t *o, void *ctx, int status)
     (void)status;
 }
 
+/* The environment of a serve-mode agent: env.pass names (from toolgate's
+ * own environment, when set) then env.set entries. NULL-terminated, heap;
+ * NULL on allocation failure. */
+static char **build_env(const tg_agent_cfg_t *a)
+{
+    size_t n = 0, k = 0;
+    for (char **p = a->env_pass; p != NULL && *p != NULL; p++)
+        n++;
+    for (char **p = a->env_set; p != NULL && *p != NULL; p++)
+        n++;
+    char **env = calloc(n + 1, sizeof(*env));
+    if (env == NULL)
+        return NULL;
+    for (char **p = a->env_pass; p != NULL && *p != NULL; p++) {
+        const char *v = getenv(*p);
+        if (v == NULL)
+            continue;
+        size_t len = strlen(*p) + strlen(v) + 2;
+        if ((env[k] = malloc(len)) == NULL)
+            break;
+        snprintf(env[k++], len, "%s=%s", *p, v);
+    }
+    for (char **p = a->env_set; p != NULL && *p != NULL; p++)
+        if ((env[k] = strdup(*p)) != NULL)
+            k++;
+    return env;
+}
+
+static void free_env(char **env)
+{
+    for (char **p = env; p != NULL && *p != NULL; p++)
+        free(*p);
+    free(env);
+}
+
 /* Start one agent instance. On failure: log, count as a crash. */
 static int agent_spawn(tg_wrap_t *w)
 {
@@ -1629,7 +1664,20 @@ static int agent_spawn(tg_wrap_t *w)
     memset(&opt, 0, sizeof(opt));
     opt.file = w->ag->acfg->command[0];
     opt.args = w->ag->acfg->command;
-    opt.env = NULL; /* wrap mode is a drop-in: the caller's environment, unchanged */
+    /* Wrap mode is a drop-in: the caller's environment, unchanged. Serve
+     * mode passes only env.pass and env.set: a daemon's environment is not
+     * the agent's business. */
+    char **envp = NULL;
+    if (!w->gw->wrap_mode) {
+        envp = build_env(w->ag->acfg);
+        if (envp == NULL) {
+            inst->exited = inst->gone = true;
+            inst_close(inst);
+            return -ENOMEM;
+        }
+    }
+    opt.env = envp;
+    opt.cwd = w->ag->acfg->cwd;
     opt.exit_cb = on_exit_cb;
     opt.stdio = stdio;
     opt.stdio_count = 3;
@@ -1637,6 +1685,7 @@ static int agent_spawn(tg_wrap_t *w)
     opt.flags = UV_PROCESS_DETACHED;
 
     int rc = uv_spawn(w->gw->loop, &inst->proc, &opt);
+    free_env(envp);
     close(fin[0]);
     close(fout[1]);
     close(ferr[1]);
@@ -2090,7 +2139,11 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
         }
         ap = audit_path;
     }
-    tg_audit_opts_t ao = {.path = ap, .instance = cfg->instance, .queue_cap = cfg->audit_queue};
+    tg_audit_opts_t ao = {.path = ap,
+                          .instance = cfg->instance,
+                          .queue_cap = cfg->audit_queue,
+                          .sinks = cfg->audit_sinks,
+                          .nsinks = cfg->naudit_sinks};
     if (tg_audit_open(&gw->audit, loop, &ao, err, sizeof(err)) < 0) {
         tg_log("%s", err);
         return 2;

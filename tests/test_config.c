@@ -470,12 +470,12 @@ Test(config, unknown_keys)
     load_fails(
         "{\"router\":{\"max_frame\":\"4Mi\"}}",
         "t.json:1:12: router: unknown key \"max_frame\" (allowed: instance, max_frame_bytes, "
-        "listen, admin)");
+        "listen, callers_only, admin)");
     load_fails("{\"audit\":{\"file\":\"x\"}}",
                "t.json:1:11: audit: unknown key \"file\" (allowed: path, queue, sinks)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"limits\":{}}]}",
                "t.json:1:22: agents[0]: unknown key \"limits\" (allowed: id, dialect, command, "
-               "execution_limits, tools, restart, stderr, env, resources, cwd, manifest)");
+               "execution_limits, tools, restart, stderr, env, resources, cwd, max_instances, manifest)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"execution_limits\":{\"rate\":\"1/s\"}}]}",
                "t.json:1:42: agents[0].execution_limits: unknown key \"rate\" (allowed: "
                "max_tool_call_duration, max_concurrent_calls, max_queued_calls, rate_limit, burst, "
@@ -566,7 +566,7 @@ Test(config, failed_load_changes_nothing)
     load_fails("{\"router\":{\"instance\":\"after\",\"max_frame_bytes\":\"4Mi\"},"
                "\"audit\":{\"path\":\"/x\"},\"agents\":[{\"id\":\"new\",\"burst\":1}]}",
                "t.json:1:100: agents[0]: unknown key \"burst\" (allowed: id, dialect, command, "
-               "execution_limits, tools, restart, stderr, env, resources, cwd, manifest)");
+               "execution_limits, tools, restart, stderr, env, resources, cwd, max_instances, manifest)");
     cr_expect_str_eq(cfg.instance, "before");
     cr_expect_eq(cfg.max_frame_src, TG_SRC_DEFAULT);
     cr_expect_null(cfg.audit_path);
@@ -759,11 +759,13 @@ Test(config, limit_bad_keys)
 {
     limit_fails("foo=1", "--limit foo=1: unknown key \"foo\" (allowed: max_frame_bytes, "
                          "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
-                         "rate_limit, burst, kill_grace_period, tools.NAME.KEY)");
+                         "rate_limit, burst, kill_grace_period, memory, cpu, pids, disk, network, "
+                         "containment, tools.NAME.KEY)");
     limit_fails("rate_scope=shared", "--limit rate_scope=shared: unknown key \"rate_scope\" "
                                      "(allowed: max_frame_bytes, max_tool_call_duration, "
                                      "max_concurrent_calls, max_queued_calls, rate_limit, burst, "
-                                     "kill_grace_period, tools.NAME.KEY)");
+                                     "kill_grace_period, memory, cpu, pids, disk, network, "
+                                     "containment, tools.NAME.KEY)");
     limit_fails("tools.web.kill_grace_period=5s",
                 "--limit tools.web.kill_grace_period=5s: unknown tool key \"kill_grace_period\" "
                 "(allowed: max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
@@ -783,7 +785,8 @@ Test(config, limit_bad_keys)
                                   "e.g. tools.web.rate_limit=10/minute");
     limit_fails("tools.=1", "--limit tools.=1: unknown key \"tools.\" (allowed: max_frame_bytes, "
                             "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
-                            "rate_limit, burst, kill_grace_period, tools.NAME.KEY)");
+                            "rate_limit, burst, kill_grace_period, memory, cpu, pids, disk, "
+                            "network, containment, tools.NAME.KEY)");
     limit_fails("burst", "--limit burst: expected KEY=VALUE, e.g. rate_limit=100/minute");
     limit_fails("=5", "--limit =5: expected KEY=VALUE, e.g. rate_limit=100/minute");
     limit_fails("", "--limit : expected KEY=VALUE, e.g. rate_limit=100/minute");

@@ -21,9 +21,11 @@ typedef struct serve_it {
     char audit[TGH_PATH + 16];
     char err[TGH_PATH + 16];
     tgh_proc_t tg;
+    tgh_proc_t second; /* registered with the harness: must outlive the test body */
 } serve_it_t;
 
 static serve_it_t S;
+static char *const *s_env; /* extra environment for toolgate serve */
 
 static void s_fini(void)
 {
@@ -49,7 +51,7 @@ static void s_start(const char *router_extra, const char *agent_extra, const cha
              agent_extra ? agent_extra : "", top_extra ? top_extra : "");
     cr_assert_eq(tgh_write_file(S.cfg, json), 0);
     char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
-    cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
+    cr_assert_eq(tgh_spawn(&S.tg, argv, s_env, S.err), 0);
     /* Wait for the "serving" line: probing the socket would start an agent. */
     if (tgh_log_wait(S.err, "toolgate: serving", 1, 5000) < 1) {
         char *err = tgh_read_file(S.err, NULL);
@@ -193,16 +195,20 @@ Test(serve, caller_limits_by_peer_uid)
     json_decref(s_init(&a));
     for (int i = 1; i <= 3; i++)
         tgh_call(&a, i, "echo", "{\"text\":\"x\"}");
-    json_t *r3 = NULL;
-    for (int i = 1; i <= 3; i++) {
-        json_t *r = tgh_await_int(&a, i, 5000, NULL);
-        cr_assert_not_null(r);
-        if (i < 3)
-            cr_assert_not_null(json_object_get(r, "result"), "call %d should pass", i);
-        else
-            r3 = json_incref(r);
-        json_decref(r);
+    /* Answers come in any order: the denial is sent before the results. */
+    json_t *by_id[4] = {NULL, NULL, NULL, NULL};
+    for (int k = 0; k < 3; k++) {
+        json_t *r = tgh_read_json(&a, 5000, NULL);
+        cr_assert_not_null(r, "only %d of 3 answers", k);
+        json_int_t id = json_integer_value(json_object_get(r, "id"));
+        cr_assert(id >= 1 && id <= 3 && by_id[id] == NULL, "unexpected answer id %lld", (long long)id);
+        by_id[id] = r;
     }
+    cr_assert_not_null(json_object_get(by_id[1], "result"), "call 1 should pass");
+    cr_assert_not_null(json_object_get(by_id[2], "result"), "call 2 should pass");
+    json_t *r3 = by_id[3];
+    json_decref(by_id[1]);
+    json_decref(by_id[2]);
     cr_assert_str_eq(err_code(r3), "rate_limit_exceeded");
     json_t *data = json_object_get(json_object_get(r3, "error"), "data");
     cr_assert_str_eq(json_string_value(json_object_get(data, "scope")), "caller");
@@ -237,13 +243,13 @@ Test(serve, live_socket_is_an_error_stale_is_replaced)
 {
     s_start(NULL, NULL, NULL);
     /* A second serve on the same path must refuse: the socket is live. */
-    tgh_proc_t second;
+    tgh_proc_t *second = &S.second;
     char err2[TGH_PATH + 16];
     snprintf(err2, sizeof err2, "%s/stderr2.txt", S.dir);
     char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
-    cr_assert_eq(tgh_spawn(&second, argv, NULL, err2), 0);
-    cr_assert_eq(tgh_wait(&second, 5000), 0);
-    cr_assert_neq(tgh_exit_code(&second), 0);
+    cr_assert_eq(tgh_spawn(second, argv, NULL, err2), 0);
+    cr_assert_eq(tgh_wait(second, 5000), 0);
+    cr_assert_neq(tgh_exit_code(second), 0);
     char *e = tgh_read_file(err2, NULL);
     cr_assert(e && strstr(e, "is live"), "no clear error for a live socket: %s", e ? e : "");
     free(e);
@@ -271,13 +277,51 @@ Test(serve, bad_listener_agent_is_a_config_error)
     snprintf(err, sizeof err, "%s/e.txt", dir);
     tgh_write_file(cfg, "{\"router\": {\"listen\": [{\"unix\": \"/tmp/x.sock\", \"agent\": \"nope\"}]},\n"
                         " \"agents\": [{\"id\": \"fx\", \"command\": [\"/bin/true\"]}]}\n");
-    tgh_proc_t p;
+    tgh_proc_t *p = &S.second;
     char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", cfg, NULL};
-    cr_assert_eq(tgh_spawn(&p, argv, NULL, err), 0);
-    cr_assert_eq(tgh_wait(&p, 5000), 0);
-    cr_assert_eq(tgh_exit_code(&p), 2);
+    cr_assert_eq(tgh_spawn(p, argv, NULL, err), 0);
+    cr_assert_eq(tgh_wait(p, 5000), 0);
+    cr_assert_eq(tgh_exit_code(p), 2);
     char *e = tgh_read_file(err, NULL);
     cr_assert(e && strstr(e, "router.listen[0].agent") && strstr(e, "\"nope\""),
               "unclear error: %s", e ? e : "");
     free(e);
+}
+
+static char *s_env_text(tgh_proc_t *c, int id, const char *name)
+{
+    char args[128];
+    snprintf(args, sizeof args, "{\"name\":\"%s\"}", name);
+    tgh_call(c, id, "env", args);
+    json_t *r = tgh_await_int(c, id, 5000, NULL);
+    cr_assert_not_null(r);
+    json_t *content = json_object_get(json_object_get(r, "result"), "content");
+    const char *t = json_string_value(json_object_get(json_array_get(content, 0), "text"));
+    char *out = strdup(t ? t : "");
+    json_decref(r);
+    return out;
+}
+
+/* Serve mode passes the agent only env.pass and env.set, never the rest of
+ * the daemon's environment (unlike wrap, a drop-in). */
+Test(serve, agent_environment_is_allowlisted)
+{
+    static char *const env[] = {(char *)"TG_SERVE_PASSED=passed", (char *)"TG_SERVE_HIDDEN=CANARY-9e2f", NULL};
+    s_env = env;
+    s_start(NULL, ", \"env\": {\"pass\": [\"TG_SERVE_PASSED\", \"PATH\"], \"set\": {\"TG_SET\": \"yes\"}}", NULL);
+    s_env = NULL;
+    tgh_proc_t a;
+    s_connect(&a);
+    json_decref(s_init(&a));
+    char *v = s_env_text(&a, 1, "TG_SERVE_PASSED");
+    cr_assert_str_eq(v, "passed");
+    free(v);
+    v = s_env_text(&a, 2, "TG_SET");
+    cr_assert_str_eq(v, "yes");
+    free(v);
+    v = s_env_text(&a, 3, "TG_SERVE_HIDDEN");
+    cr_assert_str_eq(v, "(unset)", "a variable outside env.pass reached the agent");
+    free(v);
+    s_close(&a);
+    s_stop();
 }

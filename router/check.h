@@ -1,0 +1,46 @@
+/* `toolgate check`: validate a config and show, per agent and tool, the
+ * effective limits with where each came from (default, file, manifest,
+ * operator cap, --limit), and what this host will enforce of each agent's
+ * resources.
+ *
+ * The host part is a prediction from capability detection alone
+ * (tg_contain_detect): check creates no cgroup and moves no process, so it
+ * is safe beside a running toolgate. It follows the choices of
+ * tg_contain_init and tg_contain_create for the detected capabilities;
+ * what only creating a cgroup can show (a failing mkdir, controllers that
+ * cannot be enabled because other processes share toolgate's cgroup) is
+ * reported by the `agent.started` audit event of the real start. Detection
+ * describes the cgroup of the process that runs check: run it under the
+ * same service manager unit as the gateway to see the gateway's view.
+ *
+ * Nothing secret is printed: no command arguments, environment values,
+ * store or audit URLs.
+ */
+#ifndef TG_ROUTER_CHECK_H
+#define TG_ROUTER_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "config/config.h"
+#include "limits/contain.h"
+
+/* The backend tg_contain_init would choose on a host with <caps> in
+ * <mode>; <why> (capacity <cap>) says why not a stronger one, "" when
+ * nothing is missing. */
+tg_contain_kind_t tg_check_backend(const tg_contain_caps_t *caps, tg_contain_mode_t mode,
+                                   char *why, size_t cap);
+
+/* The enforcement report tg_contain_create would give an instance with
+ * <req> under backend <kind> (from tg_check_backend) on a host with
+ * <caps>, into <e>. Pure: reads nothing from the host. */
+void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_contain_mode_t mode,
+                   const tg_contain_req_t *req, tg_enforced_t *e);
+
+/* Write the report of the valid config <cfg> (tg_config_validate passed)
+ * on a host with <caps> to <out>: a text table, or with <json> one JSON
+ * object. 0, or -EIO when <out> failed, -ENOMEM. */
+int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json);
+
+#endif

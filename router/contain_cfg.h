@@ -1,0 +1,25 @@
+/* From config to the containment module: an agent's effective resources
+ * as a tg_contain_req_t, and containment.mode as a tg_contain_mode_t.
+ * Lives in router/ because config must not depend on limits (DESIGN.md
+ * "Folders": router uses limits and config; limits uses config types
+ * only).
+ */
+#ifndef TG_ROUTER_CONTAIN_CFG_H
+#define TG_ROUTER_CONTAIN_CFG_H
+
+#include "config/config.h"
+#include "limits/contain.h"
+
+/* The containment request for agent <a>: its effective memory, cpu, pids
+ * and disk, network "none" as a new network namespace, RLIMIT_NOFILE at
+ * the containment default (tg_contain_req_default), no separate fsize
+ * (the disk size caps each file) and no dedicated user. Returns 0, or
+ * -ENOTSUP when <a> asks for network "loopback", which no backend
+ * provides: <req> then leaves the network alone and the caller must
+ * report loopback as not enforced (and, in required mode, refuse). */
+int tg_config_contain_req(const tg_agent_cfg_t *a, tg_contain_req_t *req);
+
+/* containment.mode of <cfg> in the containment module's terms. */
+tg_contain_mode_t tg_config_contain_mode(const tg_config_t *cfg);
+
+#endif
