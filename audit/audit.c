@@ -29,6 +29,10 @@
  * room again carries how many were lost in between. Lines whose write
  * fails already have a seq; they are counted the same way, so every gap in
  * a sink's output is explained by the audit.dropped line that follows it.
+ * An audit.dropped line can be lost too (a full disk or spool): the count
+ * it carried (kept per queued line in <carry>) goes back to <unreported>,
+ * so the next report covers it as well and no loss drops out of the
+ * record.
  *
  * Threads: everything here runs on the loop thread except write_work,
  * which reads only <wr> and the ring bytes the batch covers.
@@ -93,6 +97,7 @@ struct tg_audit {
     size_t ring_head; /* offset of the oldest queued byte */
     size_t ring_used;
     uint32_t *lens; /* queue_cap line lengths, oldest at len_head */
+    uint64_t *carry; /* queue_cap: the count an audit.dropped line reports, else 0 */
     uint32_t queue_cap;
     uint32_t len_head;
     uint32_t queued;
@@ -118,9 +123,9 @@ static uint64_t mono_ms(void)
     return uv_hrtime() / 1000000;
 }
 
-/* Append the <len>-byte line <a>->line to the queue; false when the queue
- * has no room for it (count or bytes). */
-static bool queue_push(tg_audit_t *a, size_t len)
+/* Append the <len>-byte line <a>->line, reporting <carry> lost events, to
+ * the queue; false when the queue has no room for it (count or bytes). */
+static bool queue_push(tg_audit_t *a, size_t len, uint64_t carry)
 {
     if (a->queued == a->queue_cap || a->ring_size - a->ring_used < len)
         return false;
@@ -130,6 +135,7 @@ static bool queue_push(tg_audit_t *a, size_t len)
     memcpy(a->ring, a->line + first, len - first);
     a->ring_used += len;
     a->lens[(a->len_head + a->queued) % a->queue_cap] = (uint32_t)len;
+    a->carry[(a->len_head + a->queued) % a->queue_cap] = carry;
     a->queued++;
     return true;
 }
@@ -143,15 +149,16 @@ static void queue_pop(tg_audit_t *a, uint32_t n, size_t nbytes)
     a->ring_used -= nbytes;
 }
 
-/* Encode <ev> with the next seq and queue it; the seq is consumed only
- * when the line is queued. False when the event is lost (queue full, or a
- * line that cannot be encoded, which is counted rather than silent). */
-static bool queue_event(tg_audit_t *a, const tg_audit_ev_t *ev)
+/* Encode <ev> with the next seq and queue it (<carry>: the count it
+ * reports, for audit.dropped); the seq is consumed only when the line is
+ * queued. False when the event is lost (queue full, or a line that cannot
+ * be encoded, which is counted rather than silent). */
+static bool queue_event(tg_audit_t *a, const tg_audit_ev_t *ev, uint64_t carry)
 {
     if (a->queued == a->queue_cap)
         return false; /* the usual overflow: skip the clock and the encoding */
     long len = tg_audit_encode(a->line, sizeof(a->line), ev, a->next_seq, wall_ms(), a->instance);
-    if (len < 0 || !queue_push(a, (size_t)len))
+    if (len < 0 || !queue_push(a, (size_t)len, carry))
         return false;
     a->next_seq++;
     return true;
@@ -165,7 +172,7 @@ static bool report_dropped(tg_audit_t *a)
     tg_audit_ev_init(&ev);
     ev.event = "audit.dropped";
     ev.count = a->unreported > INT64_MAX ? INT64_MAX : (int64_t)a->unreported;
-    if (!queue_event(a, &ev))
+    if (!queue_event(a, &ev, (uint64_t)ev.count))
         return false;
     a->unreported = 0;
     return true;
@@ -244,6 +251,9 @@ static void batch_complete(tg_audit_t *a, const audit_batch_t *b)
         if (w < whole)
             whole = w;
     }
+    /* Lost audit.dropped lines give their count back to be reported again. */
+    for (uint32_t i = whole; i < b->nevents; i++)
+        a->unreported += a->carry[(a->len_head + i) % a->queue_cap];
     queue_pop(a, b->nevents, b->nbytes);
     a->write_failed = whole < b->nevents;
     if (a->write_failed)
@@ -501,8 +511,9 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
         a->ring_size = TG_AUDIT_LINE_MAX; /* any line fits in an empty queue */
     a->ring = malloc(a->ring_size);
     a->lens = malloc((size_t)opts->queue_cap * sizeof(*a->lens));
+    a->carry = malloc((size_t)opts->queue_cap * sizeof(*a->carry));
     a->instance = strdup(opts->instance);
-    if (a->ring == NULL || a->lens == NULL || a->instance == NULL) {
+    if (a->ring == NULL || a->lens == NULL || a->carry == NULL || a->instance == NULL) {
         snprintf(err, errlen, "audit: out of memory for a queue of %u events",
                  (unsigned)opts->queue_cap);
         tg_audit_close(a);
@@ -543,7 +554,7 @@ void tg_audit_emit(tg_audit_t *a, const tg_audit_ev_t *ev)
 {
     /* The audit.dropped report goes first so it sits right after the gap
      * it explains; if it does not fit, neither does anything after it. */
-    if ((a->unreported != 0 && !report_dropped(a)) || !queue_event(a, ev))
+    if ((a->unreported != 0 && !report_dropped(a)) || !queue_event(a, ev, 0))
         count_lost(a, 1);
     kick_soon(a);
 }
@@ -602,6 +613,7 @@ void tg_audit_close(tg_audit_t *a)
     write_release(wr);
     free(a->instance);
     free(a->lens);
+    free(a->carry);
     free(a->ring);
     free(a);
 }

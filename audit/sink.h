@@ -59,6 +59,14 @@ int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg
  * negative errno with a message in <err>. */
 int tg_audit_sink_stderr_open(tg_audit_sink_t *out, char *err, size_t errlen);
 
+/* Open the Redis Stream sink described by <cfg> (kind redis_stream, with
+ * <cfg>->ep filled): opens (and makes the directories of) the spool file;
+ * Redis is connected to later, from the threadpool. 0 or a negative errno
+ * with a message naming the spool or the stream in <err> (never the URL,
+ * which may hold a password). */
+int tg_audit_sink_redis_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, char *err,
+                             size_t errlen);
+
 /* ---- batch cursor and fd writer, shared by the fd-based sinks ---- */
 
 /* A read position in a batch: byte <off> of <iov>[<i>]. */
@@ -80,6 +88,16 @@ size_t tg_audit_cur_line(const tg_audit_cur_t *c);
 size_t tg_audit_cur_lines(const tg_audit_cur_t *c, size_t max);
 /* Last byte before <c>, or -1 at the start of the batch. */
 int tg_audit_cur_prev(const tg_audit_cur_t *c);
+/* Advance <c> past the next <n> bytes (at most what is left). */
+void tg_audit_cur_skip(tg_audit_cur_t *c, size_t n);
+/* Copy the next <n> bytes at <c> (at most what is left) into <dst> and
+ * advance past them; returns the bytes copied. */
+size_t tg_audit_cur_copy(tg_audit_cur_t *c, char *dst, size_t n);
+
+/* Make every missing directory above the file named by <path> (a
+ * writable copy), mode 0700. 0, or a negative errno with <path> cut at the
+ * directory that failed, for the message. */
+int tg_audit_make_parents(char *path);
 
 /* Write the next <n> bytes at <c> to <fd> and advance <c> past what was
  * written. Retries short writes and EINTR; on EAGAIN (a non-blocking fd

@@ -95,7 +95,7 @@ int tg_audit_cur_prev(const tg_audit_cur_t *c)
     return (unsigned char)((const char *)c->iov[i].iov_base)[off - 1];
 }
 
-static void cur_advance(tg_audit_cur_t *c, size_t n)
+void tg_audit_cur_skip(tg_audit_cur_t *c, size_t n)
 {
     while (n != 0) {
         size_t room = c->iov[c->i].iov_len - c->off;
@@ -105,6 +105,21 @@ static void cur_advance(tg_audit_cur_t *c, size_t n)
         cur_settle(c);
     }
     cur_settle(c);
+}
+
+size_t tg_audit_cur_copy(tg_audit_cur_t *c, char *dst, size_t n)
+{
+    size_t done = 0;
+
+    while (done < n && c->i < c->iovcnt) {
+        size_t room = c->iov[c->i].iov_len - c->off;
+        size_t step = n - done < room ? n - done : room;
+        memcpy(dst + done, (const char *)c->iov[c->i].iov_base + c->off, step);
+        done += step;
+        c->off += step;
+        cur_settle(c);
+    }
+    return done;
 }
 
 /* Wait until <fd> takes bytes again; false after <wait_ms> or on error. */
@@ -154,7 +169,7 @@ ssize_t tg_audit_fd_write(int fd, tg_audit_cur_t *c, size_t n, int wait_ms)
             int e = w < 0 ? errno : EIO;
             return total != 0 ? (ssize_t)total : -e;
         }
-        cur_advance(c, (size_t)w);
+        tg_audit_cur_skip(c, (size_t)w);
         total += (size_t)w;
     }
     return (ssize_t)total;

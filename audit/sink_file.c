@@ -220,10 +220,7 @@ static const tg_audit_sink_ops_t file_ops = {
     .close = file_close,
 };
 
-/* Make every missing directory above the file named by <path> (a writable
- * copy), mode 0700. Returns 0, or a negative errno with <path> cut at the
- * directory that failed, for the message. */
-static int make_parents(char *path)
+int tg_audit_make_parents(char *path)
 {
     for (char *s = strchr(path + 1, '/'); s != NULL; s = strchr(s + 1, '/')) {
         *s = '\0';
@@ -275,7 +272,7 @@ int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg
          * no mkdir, and a parent we could not write but which exists is
          * not an error. */
         memcpy(dir, path, strlen(path) + 1);
-        int rc = make_parents(dir);
+        int rc = tg_audit_make_parents(dir);
         if (rc < 0) {
             snprintf(err, errlen,
                      "audit: cannot create directory %s for %s: %s (use --audit PATH to write "
