@@ -444,6 +444,9 @@ static int open_sink(tg_audit_t *a, const tg_audit_sink_cfg_t *cfg, char *err, s
     case TG_AUDIT_SINK_STDERR:
         rc = tg_audit_sink_stderr_open(out, err, errlen);
         break;
+    case TG_AUDIT_SINK_REDIS_STREAM:
+        rc = tg_audit_sink_redis_open(out, cfg, err, errlen);
+        break;
     default:
         snprintf(err, errlen, "audit: sink %zu: unknown kind %d", a->nsinks, (int)cfg->kind);
         rc = -EINVAL;

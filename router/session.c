@@ -45,6 +45,7 @@
 #include "limits/conc.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
+#include "limits/store.h"
 #include "router/denial.h"
 #include "router/envelope.h"
 #include "router/io.h"
@@ -2131,6 +2132,27 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
     snprintf(name, sizeof(name), "audit.queue");
     gw->reg_audit = tg_registry_add(&gw->reg, name, TG_LIMIT_AUDIT_QUEUE, "instance", cfg->audit_queue);
 
+    /* Redis Stream sinks keep their URL as text in config (audit must not
+     * depend on limits/); the store's parser fills the endpoint here. */
+    for (size_t i = 0; i < cfg->naudit_sinks; i++) {
+        tg_audit_sink_cfg_t *sk = &cfg->audit_sinks[i];
+        if (sk->kind != TG_AUDIT_SINK_REDIS_STREAM)
+            continue;
+        tg_store_url_t u;
+        tg_cfg_err_t uerr;
+        if (tg_store_url_parse(&u, sk->url, &uerr) < 0) {
+            tg_log("audit.sinks[%zu].url: %s", i, uerr.msg);
+            return 2;
+        }
+        sk->ep.is_unix = u.is_unix;
+        sk->ep.port = u.port;
+        sk->ep.db = u.db;
+        snprintf(sk->ep.host, sizeof(sk->ep.host), "%s", u.host);
+        snprintf(sk->ep.path, sizeof(sk->ep.path), "%s", u.path);
+        snprintf(sk->ep.user, sizeof(sk->ep.user), "%s", u.user);
+        snprintf(sk->ep.password, sizeof(sk->ep.password), "%s", u.password);
+        tg_store_url_wipe(&u);
+    }
     const char *ap = cfg->audit_path;
     if (ap == NULL) {
         if (tg_audit_default_path(audit_path, sizeof(audit_path)) < 0) {
