@@ -68,6 +68,10 @@ typedef struct tg_audit_ev {
         int64_t signal;         /* terminating signal, or TG_AUDIT_ABSENT */
         const char *reason;     /* "exited", "crashed", "killed", ... */
     } exit;                     /* present when exit.reason != NULL */
+    /* agent.started: the enforcement report as a JSON object that toolgate
+     * built itself from numbers and enums (tg_enforced_json); never text
+     * from a peer. Written as is. */
+    const char *enforced_json;
 } tg_audit_ev_t;
 
 void tg_audit_ev_init(tg_audit_ev_t *ev);

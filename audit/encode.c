@@ -346,6 +346,10 @@ long tg_audit_encode(char *buf, size_t cap, const tg_audit_ev_t *ev, uint64_t se
         put_escaped(&w, ev->exit.reason);
         PUT_LIT(&w, "\"}");
     }
+    if (ev->enforced_json != NULL && ev->enforced_json[0] == '{') {
+        PUT_LIT(&w, ",\"enforced\":");
+        put(&w, ev->enforced_json, strlen(ev->enforced_json));
+    }
     PUT_LIT(&w, "}\n");
 
     if (w.full)

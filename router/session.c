@@ -50,6 +50,7 @@
 #include "router/envelope.h"
 #include "router/io.h"
 #include "router/log.h"
+#include "router/shim.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
@@ -58,6 +59,7 @@
 #define TG_EXIT_LINGER_MS 200  /* wait for the agent's stdout EOF after its exit */
 #define TG_DENIAL_MAX 2048     /* fixed internal bound: one denial line */
 #define TG_RESTART_LOG 64      /* fixed internal bound: restart timestamps kept */
+#define TG_MONITOR_MS 1000     /* fixed internal bound: containment sampling period */
 
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
 typedef enum { S_NONE = 0, S_QUEUED, S_INFLIGHT, S_ZOMBIE } call_state_t;
@@ -112,6 +114,13 @@ typedef struct tg_inst {
     tg_in_t rd;
     tg_out_t wr;
     uv_timer_t linger;
+    /* containment: the instance's cgroups/rlimits and its monitor */
+    tg_contain_inst_t *ci;
+    uv_timer_t monitor;
+    tg_contain_sample_t last;
+    bool have_last;
+    tg_verdict_t verdict; /* why toolgate killed it for a resource, kind OK otherwise */
+    bool proc_init;       /* uv_spawn was called: the process handle must be closed */
     /* stderr relay */
     char *errbuf;
     size_t errlen;
@@ -149,7 +158,7 @@ typedef struct tg_agent {
     tg_conc_t aconc;
     tg_waitq_t aq;
     tool_state_t *tools;
-    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr;
+    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr, reg_memory;
     char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
 } tg_agent_t;
 
@@ -1377,6 +1386,7 @@ static void inst_handle_closed(uv_handle_t *h)
     tg_in_free(&inst->rd);
     tg_out_free(&inst->wr);
     free(inst->errbuf);
+    (void)tg_contain_destroy(inst->ci); /* kills leftovers, removes its cgroups */
     free(inst);
     if (w->phase == P_DONE && w->inst == NULL)
         finish(w);
@@ -1387,10 +1397,16 @@ static void inst_close(tg_inst_t *inst)
 {
     uv_handle_t *hs[] = {(uv_handle_t *)&inst->proc, (uv_handle_t *)&inst->pin,
                          (uv_handle_t *)&inst->pout, (uv_handle_t *)&inst->perr,
-                         (uv_handle_t *)&inst->linger};
+                         (uv_handle_t *)&inst->linger, (uv_handle_t *)&inst->monitor};
     inst->wr.stream = NULL;
+    if (!inst->proc_init) {
+        /* Never spawned: the process handle is not a libuv handle yet. */
+        inst->proc.data = inst;
+        inst->open_handles--;
+        hs[0] = NULL;
+    }
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-        if (!uv_is_closing(hs[i]))
+        if (hs[i] != NULL && !uv_is_closing(hs[i]))
             uv_close(hs[i], inst_handle_closed);
 }
 
@@ -1402,7 +1418,27 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
         tg_call_t *c = &w->ag->calls[i];
         if (c->kind == K_FREE || c->w != w)
             continue;
-        if (c->kind == K_CALL && (c->state == S_INFLIGHT || c->state == S_QUEUED)) {
+        if (c->kind == K_CALL && (c->state == S_INFLIGHT || c->state == S_QUEUED) &&
+            inst->verdict.kind != TG_VERDICT_OK) {
+            /* Killed for a resource: say which, and how much against what. */
+            const tg_verdict_t *v = &inst->verdict;
+            char path[TG_NAME_MAX + 64];
+            denial_init(w, &d, TG_DENY_RESOURCE, c, reqid, sizeof(reqid));
+            d.limit = tg_res_name(v->res);
+            d.observed = (int64_t)v->used;
+            d.cap = (int64_t)v->limit;
+            d.unit = v->res == TG_RES_MEMORY ? "bytes" : v->res == TG_RES_PIDS ? "processes" : NULL;
+            snprintf(path, sizeof(path), "agents.%s.resources.%s.limit", agent_name(w),
+                     tg_res_name(v->res));
+            d.config_path = path;
+            snprintf(detail, sizeof(detail), "%s %s while the call ran (used %" PRIu64 " of %" PRIu64 ")",
+                     tg_res_name(v->res), v->kind == TG_VERDICT_OOM ? "ran out (OOM kill)"
+                                          : v->kind == TG_VERDICT_PIDS_DENIED ? "exhausted"
+                                                                               : "over its limit",
+                     v->used, v->limit);
+            d.detail = detail;
+            deny_call(w, c, &d, "call.denied", "killed");
+        } else if (c->kind == K_CALL && (c->state == S_INFLIGHT || c->state == S_QUEUED)) {
             denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
             d.limit = "agent";
             d.retry_after_ms = (int64_t)w->ag->acfg->backoff_initial_ms;
@@ -1550,6 +1586,30 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
     inst->exited = true;
     inst->exit_status = status;
     inst->term_signal = sig;
+    if (inst->ci != NULL) {
+        /* A kernel OOM kill between two samples shows in the counters now. */
+        tg_contain_sample_t cur;
+        if (inst->verdict.kind == TG_VERDICT_OK && tg_contain_sample(inst->ci, &cur) == 0) {
+            tg_verdict_t v = tg_contain_judge(inst->ci, inst->have_last ? &inst->last : NULL, &cur);
+            if (v.kind == TG_VERDICT_OOM) {
+                inst->verdict = v;
+                inst->killed = true;
+                tg_audit_ev_t ev;
+                tg_audit_ev_init(&ev);
+                ev.event = "agent.killed";
+                ev.agent = inst->w->ag->acfg->id;
+                ev.pid = inst->pid;
+                ev.reason = "oom";
+                ev.limit.type = tg_res_name(v.res);
+                ev.limit.scope = "agent";
+                ev.limit.observed = (int64_t)v.used;
+                ev.limit.cap = (int64_t)v.limit;
+                if (inst->w->gw->audit != NULL)
+                    tg_audit_emit(inst->w->gw->audit, &ev);
+            }
+        }
+        tg_contain_set_pid(inst->ci, 0); /* reaped: the pid may be reused */
+    }
     /* Reap the rest of the tree: the agent led its own process group. */
     if (inst->pid > 0)
         (void)kill(-inst->pid, SIGKILL);
@@ -1570,6 +1630,54 @@ static void agent_out_error(tg_out_t *o, void *ctx, int status)
     (void)o;
     (void)ctx;
     (void)status;
+}
+
+/* Create the containment instance of <inst> from the agent's resources.
+ * 0, or -1 (logged) when containment.mode is required and a requested
+ * limit cannot be applied, or the instance cannot be made. */
+static int contain_create(tg_wrap_t *w, tg_inst_t *inst)
+{
+    const tg_resources_t *res = &w->ag->acfg->res;
+    tg_contain_req_t req;
+    tg_cfg_err_t err;
+    tg_contain_req_default(&req);
+    req.memory_bytes = res->memory_bytes;
+    req.cpu_millicores = (uint32_t)res->cpu_millicores;
+    req.pids = (uint32_t)res->pids;
+    req.disk_bytes = res->disk_bytes;
+    req.network_none = res->network != TG_NET_FULL;
+    if (tg_contain_create(&w->gw->contain, agent_name(w), &req, &inst->ci, &err) < 0) {
+        tg_log("cannot start agent '%s': %s", agent_name(w), err.msg);
+        inst->ci = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Once a second: sample the instance, warn on approach, and kill it when
+ * it broke a hard limit (OOM kill, memory over the limit under the RSS
+ * monitor, forks refused). Its calls then fail with
+ * resource_limit_exceeded naming the resource. */
+static void on_monitor(uv_timer_t *t)
+{
+    tg_inst_t *inst = t->data;
+    tg_wrap_t *w = inst->w;
+    tg_contain_sample_t cur;
+    if (inst->ci == NULL || inst->exited || tg_contain_sample(inst->ci, &cur) < 0)
+        return;
+    if ((cur.have & TG_SAMPLE_MEM) && w->ag->reg_memory >= 0)
+        reg_set(w, w->ag->reg_memory, cur.memory_current);
+    tg_verdict_t v = tg_contain_judge(inst->ci, inst->have_last ? &inst->last : NULL, &cur);
+    inst->last = cur;
+    inst->have_last = true;
+    if (v.kind == TG_VERDICT_OK || inst->verdict.kind != TG_VERDICT_OK)
+        return;
+    inst->verdict = v;
+    tg_log("agent '%s' broke its %s limit (%" PRIu64 " of %" PRIu64 "): killing the instance",
+           agent_name(w), tg_res_name(v.res), v.used, v.limit);
+    inst_kill(w, SIGKILL, tg_res_name(v.res));
+    (void)tg_contain_kill(inst->ci);
+    flush_all(w);
 }
 
 /* The environment of a serve-mode agent: env.pass names (from toolgate's
@@ -1625,9 +1733,11 @@ static int agent_spawn(tg_wrap_t *w)
     uv_pipe_init(w->gw->loop, &inst->pout, 0);
     uv_pipe_init(w->gw->loop, &inst->perr, 0);
     uv_timer_init(w->gw->loop, &inst->linger);
+    uv_timer_init(w->gw->loop, &inst->monitor);
     inst->pin.data = inst->pout.data = inst->perr.data = inst->linger.data = inst;
+    inst->monitor.data = inst;
     inst->proc.data = inst;
-    inst->open_handles = 5;
+    inst->open_handles = 6;
 
     /* Real pipes, not the socketpairs UV_CREATE_PIPE makes: they can be
      * enlarged (F_SETPIPE_SZ) and cost fewer cycles per small frame. The
@@ -1661,10 +1771,38 @@ static int agent_spawn(tg_wrap_t *w)
     uv_pipe_open(&inst->pout, fout[0]);
     uv_pipe_open(&inst->perr, ferr[0]);
 
+    /* Containment: the agent starts through toolgate's own exec shim,
+     * which joins the instance's cgroups and sets its limits before the
+     * agent's first instruction. */
+    char **shim_argv = NULL;
+    if (w->gw->contain_ok && contain_create(w, inst) < 0) {
+        close(fin[0]);
+        close(fout[1]);
+        close(ferr[1]);
+        inst->exited = inst->gone = true;
+        inst_close(inst);
+        w->gw->exit_code = 1;
+        return -EPERM;
+    }
+    if (inst->ci != NULL) {
+        tg_contain_place_t pl;
+        tg_contain_place(inst->ci, &pl);
+        if (tg_shim_argv_build("/proc/self/exe", &pl, w->ag->acfg->cwd, w->ag->acfg->command,
+                               &shim_argv) < 0) {
+            tg_log("cannot start agent '%s': cannot build the exec shim's arguments",
+                   agent_name(w));
+            close(fin[0]);
+            close(fout[1]);
+            close(ferr[1]);
+            inst->exited = inst->gone = true;
+            inst_close(inst);
+            return -EINVAL;
+        }
+    }
     uv_process_options_t opt;
     memset(&opt, 0, sizeof(opt));
-    opt.file = w->ag->acfg->command[0];
-    opt.args = w->ag->acfg->command;
+    opt.file = shim_argv != NULL ? shim_argv[0] : w->ag->acfg->command[0];
+    opt.args = shim_argv != NULL ? shim_argv : w->ag->acfg->command;
     /* Wrap mode is a drop-in: the caller's environment, unchanged. Serve
      * mode passes only env.pass and env.set: a daemon's environment is not
      * the agent's business. */
@@ -1682,11 +1820,14 @@ static int agent_spawn(tg_wrap_t *w)
     opt.exit_cb = on_exit_cb;
     opt.stdio = stdio;
     opt.stdio_count = 3;
-    /* Own session and process group: the whole tree can be signalled. */
-    opt.flags = UV_PROCESS_DETACHED;
+    /* Own session and process group: the whole tree can be signalled (the
+     * shim calls setsid itself). */
+    opt.flags = shim_argv != NULL ? 0 : UV_PROCESS_DETACHED;
 
+    inst->proc_init = true;
     int rc = uv_spawn(w->gw->loop, &inst->proc, &opt);
     free_env(envp);
+    tg_shim_argv_free(shim_argv);
     close(fin[0]);
     close(fout[1]);
     close(ferr[1]);
@@ -1701,6 +1842,14 @@ static int agent_spawn(tg_wrap_t *w)
         return rc;
     }
     inst->pid = inst->proc.pid;
+    char enforced[TG_AUDIT_LINE_MAX / 2];
+    enforced[0] = '\0';
+    if (inst->ci != NULL) {
+        tg_contain_set_pid(inst->ci, inst->pid);
+        if (tg_enforced_json(&inst->ci->enforced, enforced, sizeof(enforced)) < 0)
+            enforced[0] = '\0';
+        uv_timer_start(&inst->monitor, on_monitor, TG_MONITOR_MS, TG_MONITOR_MS);
+    }
     inst->wr.stream = (uv_stream_t *)&inst->pin;
     uv_read_start((uv_stream_t *)&inst->pout, agent_alloc, agent_read);
     uv_read_start((uv_stream_t *)&inst->perr, err_alloc, err_read);
@@ -1713,6 +1862,7 @@ static int agent_spawn(tg_wrap_t *w)
     ev.agent = agent_name(w);
     ev.pid = inst->pid;
     ev.attempt = w->nrestarts;
+    ev.enforced_json = enforced[0] != '\0' ? enforced : NULL;
     emit(w, &ev);
 
     if (w->nrestarts > 0 && w->init_frame != NULL) {
@@ -2045,6 +2195,7 @@ static int register_limits(tg_agent_t *ag)
     REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
     REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * ag->gw->cfg->max_frame_bytes, "agent.%s.write_queue_bytes", id);
     REG(ag->reg_stderr, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec, "agent.%s.stderr_bytes_per_second", id);
+    REG(ag->reg_memory, TG_LIMIT_RESOURCE, "agent", a->res.memory_bytes, "agent.%s.memory_bytes", id);
     for (size_t i = 0; i < a->ntools; i++) {
         tool_state_t *t = &ag->tools[i];
         const char *tn = a->tools[i].name;
@@ -2170,6 +2321,18 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
         tg_log("%s", err);
         return 2;
     }
+    /* Containment is detected once; without a usable backend, required
+     * mode refuses to run rather than start agents it cannot contain. */
+    tg_contain_opts_t co = {.mode = (tg_contain_mode_t)cfg->containment_mode};
+    tg_cfg_err_t cerr;
+    if (tg_contain_init(&gw->contain, &co, &cerr) == 0) {
+        gw->contain_ok = true;
+    } else if (co.mode == TG_CONTAIN_REQUIRED) {
+        tg_log("containment.mode is required but containment cannot be set up: %s", cerr.msg);
+        return 2;
+    } else {
+        tg_log("containment unavailable, agents run uncontained: %s", cerr.msg);
+    }
     uv_timer_init(loop, &gw->tick_timer);
     gw->tick_timer.data = gw;
     uv_timer_start(&gw->tick_timer, on_tick, 1000, 1000);
@@ -2197,6 +2360,9 @@ void tg_gw_close(tg_gw_t *gw)
 
 void tg_gw_free(tg_gw_t *gw)
 {
+    if (gw->contain_ok)
+        (void)tg_contain_fini(&gw->contain);
+    gw->contain_ok = false;
     tg_registry_free(&gw->reg);
     tg_pool_free(&gw->pool);
 }

@@ -19,6 +19,7 @@
 #include "audit/audit.h"
 #include "config/config.h"
 #include "limits/conc.h"
+#include "limits/contain.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
 #include "router/io.h"
@@ -50,6 +51,8 @@ typedef struct tg_gw {
     int reg_frame_in, reg_wq_caller, reg_audit;
     char path_frame[64];
     uv_timer_t tick_timer;
+    tg_contain_t contain; /* containment context (detected once at open) */
+    bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
     tg_sess_t *sessions; /* live sessions, a list linked through the sessions */
     uint32_t nsessions;
     bool wrap_mode;      /* the single session is the router (router.stopping) */

@@ -1292,3 +1292,51 @@ Test(echo_agent, large_frames_through_toolgate)
     }
     it_free_resps(rs, 16);
 }
+
+/* ---- containment --------------------------------------------------------- */
+
+/* --limit memory=64Mi: the agent runs in a memory cgroup (or under the RSS
+ * monitor), a call that makes it allocate past the limit gets
+ * resource_limit_exceeded naming memory, the kill is audited, and the
+ * restarted agent answers again. agent.started says what was enforced. */
+Test(wrap, memory_limit_kills_and_names_the_resource, .timeout = 30)
+{
+    const char *const args[] = {"--limit", "memory=64Mi", NULL};
+    it_start_init(args);
+    it_call(1, "alloc", "{\"mib\":200}");
+    json_t *r = it_await(1, 10000);
+    cr_assert_not_null(r, "no answer to the call that broke the memory limit");
+    it_assert_denial(r, -32065, "resource_limit_exceeded");
+    json_t *data = json_object_get(json_object_get(r, "error"), "data");
+    cr_assert_str_eq(json_string_value(json_object_get(data, "limit")), "memory");
+    cr_assert_eq(json_integer_value(json_object_get(data, "cap")), 64 << 20);
+    cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")),
+                     "agents.tg_fixture_agent.resources.memory.limit");
+    json_decref(r);
+
+    bool ok = false;
+    uint64_t deadline = tgh_now_ms() + 5000;
+    for (json_int_t k = 100; !ok && tgh_left(deadline) > 0; k++) {
+        it_call(k, "echo", "{\"text\":\"back\"}");
+        json_t *e = it_await(k, 2000);
+        ok = e != NULL && json_object_get(e, "result") != NULL;
+        json_decref(e);
+        if (!ok)
+            tgh_sleep_ms(200);
+    }
+    cr_assert(ok, "the agent did not come back after the memory kill");
+    cr_assert_eq(it_eof_and_exit(5000), 0);
+
+    json_t *events = it_audit_events();
+    json_t *started = it_find_event(events, "agent.started", 0);
+    cr_assert_not_null(started);
+    json_t *mem = json_object_get(json_object_get(started, "enforced"), "memory");
+    cr_assert_not_null(mem, "agent.started has no enforced.memory");
+    cr_assert_eq(json_integer_value(json_object_get(mem, "requested")), 64 << 20);
+    cr_assert(json_is_true(json_object_get(mem, "applied")), "memory was not enforced");
+    json_t *killed = it_find_event(events, "agent.killed", 0);
+    cr_assert_not_null(killed, "no agent.killed event");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(killed, "limit"), "type")),
+                     "memory");
+    json_decref(events);
+}
