@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 int tg_store_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out, tg_cfg_err_t *err)
 {
@@ -74,7 +75,7 @@ int tg_store_policy_parse(const char *s, tg_store_policy_t *out)
     return -EINVAL;
 }
 
-tg_store_result_t tg_store_policy_result(tg_store_policy_t p, int status, uint64_t cap,
+tg_store_result_t tg_store_policy_result(tg_store_policy_t p, int status, uint64_t cap, uint32_t n,
                                          uint64_t retry_hint_ms)
 {
     tg_store_result_t r = {.status = status};
@@ -82,6 +83,7 @@ tg_store_result_t tg_store_policy_result(tg_store_policy_t p, int status, uint64
     if (p == TG_STORE_POLICY_OPEN) {
         r.decided_by = TG_STORE_BY_OPEN;
         r.gcra.allowed = true;
+        r.granted = n;
     } else {
         /* Anything else that reaches here fails closed: refusing is the
          * safe answer when no bucket can be consulted. */
@@ -98,4 +100,12 @@ uint64_t tg_store_share(uint64_t n, uint32_t instances)
         return n;
     uint64_t s = n / instances;
     return s > 0 ? s : 1;
+}
+
+uint64_t tg_store_mono_ms(void *arg)
+{
+    (void)arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

@@ -7,11 +7,18 @@
  *   local  in-process buckets (store_local.c): the default, needs nothing
  *          running; decides synchronously.
  *   redis  one shared Redis (store_redis.c): every toolgate pointed at the
- *          same Redis shares the bucket, so a limit holds for a fleet.
+ *          same Redis shares the bucket, so a limit holds for a fleet
+ *          ("shared_mode": "exact": one round trip per call).
+ * and a view over a store:
+ *   lease  (store_lease.c, "shared_mode": "lease"): tokens taken from the
+ *          shared bucket in small batches and spent locally; admission at
+ *          local speed, never over the shared limit, bounded
+ *          under-admission. One redis store serves exact and lease limits.
  *
  * Callback timing: tg_store_take() may run <cb> before it returns. The
  * local store always does; the redis store does when it decides without a
- * round trip (the store is degraded, or too many calls are in flight).
+ * round trip (the store is degraded, or too many calls are in flight); the
+ * lease store does when the call spends a token it already holds.
  * Callers must therefore not hold state across tg_store_take() that the
  * callback invalidates. <cb> runs exactly once for every take that returned
  * 0, and never for one that returned an error.
@@ -54,22 +61,23 @@
 #include "limits/gcra.h"
 
 /* Fixed internal bounds. */
-#define TG_STORE_KEY_MAX 512       /* bytes of one key, NUL excluded */
-#define TG_STORE_URL_MAX 1024      /* bytes of a store URL */
-#define TG_STORE_HOST_MAX 256      /* bytes of a host name, NUL included */
-#define TG_STORE_CRED_MAX 256      /* bytes of a user or password after %-decoding, NUL included */
-#define TG_STORE_PATH_MAX 108      /* bytes of a unix socket path, NUL included (sun_path) */
-#define TG_STORE_DB_MAX 2147483647 /* Redis database index */
+#define TG_STORE_KEY_MAX  512  /* bytes of one key, NUL excluded */
+#define TG_STORE_URL_MAX  1024 /* bytes of a store URL */
+#define TG_STORE_HOST_MAX 256  /* bytes of a host name, NUL included */
+#define TG_STORE_CRED_MAX 256  /* bytes of a user or password after %-decoding, NUL included */
+#define TG_STORE_PATH_MAX 108  /* bytes of a unix socket path, NUL included (sun_path) */
+#define TG_STORE_DB_MAX   2147483647 /* Redis database index */
 
 /* Defaults, used when the matching option is 0. */
-#define TG_STORE_DEF_TIMEOUT_MS 50           /* one store call */
-#define TG_STORE_DEF_CONNECT_TIMEOUT_MS 1000 /* connect + AUTH + SELECT + SCRIPT LOAD */
-#define TG_STORE_DEF_DEAD_AFTER_MS 1000      /* no reply at all for this long: reconnect */
-#define TG_STORE_DEF_BACKOFF_INITIAL_MS 100  /* first reconnect delay */
-#define TG_STORE_DEF_BACKOFF_MAX_MS 5000     /* reconnect delay ceiling */
-#define TG_STORE_DEF_MAX_PENDING 65536       /* calls in flight on the connection */
-#define TG_STORE_DEF_LOCAL_MAX_KEYS 65536    /* buckets in one local table */
-#define TG_STORE_DEF_PREFIX "tg:"
+#define TG_STORE_DEF_TIMEOUT_MS         50    /* one store call */
+#define TG_STORE_DEF_CONNECT_TIMEOUT_MS 1000  /* connect + AUTH + SELECT + SCRIPT LOAD */
+#define TG_STORE_DEF_DEAD_AFTER_MS      1000  /* no reply at all for this long: reconnect */
+#define TG_STORE_DEF_BACKOFF_INITIAL_MS 100   /* first reconnect delay */
+#define TG_STORE_DEF_BACKOFF_MAX_MS     5000  /* reconnect delay ceiling */
+#define TG_STORE_DEF_MAX_PENDING        65536 /* calls in flight on the connection */
+#define TG_STORE_DEF_LOCAL_MAX_KEYS     65536 /* buckets in one local table */
+#define TG_STORE_DEF_LEASE_MS           1000  /* lease lifetime (lease mode) */
+#define TG_STORE_DEF_PREFIX             "tg:"
 
 typedef struct tg_store tg_store_t;
 
@@ -96,8 +104,13 @@ typedef enum tg_store_decider {
 typedef struct tg_store_result {
     /* The decision. BY_OPEN: allowed, observed 0, remaining 0. BY_CLOSED:
      * refused, observed 0, retry_after_ms a hint for when the store may be
-     * back (not a bucket computation). cap is the burst in every case. */
+     * back (not a bucket computation). cap is the burst in every case.
+     * For a take of <n> tokens (tg_store_take_n): allowed when at least
+     * one was granted; observed and remaining as seen by the last granted
+     * token (by the refused call when none was); retry_after_ms the wait
+     * for one more token when fewer than <n> were granted, else 0. */
     tg_gcra_result_t gcra;
+    uint32_t granted; /* tokens granted: 0..n (0 or 1 for tg_store_take) */
     tg_store_decider_t decided_by;
     /* 0 when decided_by is BY_STORE; otherwise why the store could not
      * decide: -ETIMEDOUT (no reply in time, or the connection is stalled),
@@ -128,8 +141,8 @@ typedef uint64_t (*tg_store_clock_fn)(void *arg);
 /* Options; zero-initialise and set what differs from the defaults. */
 typedef struct tg_store_opts {
     tg_store_kind_t kind;
-    const char *url;    /* redis: redis://... or unix:... (see tg_store_url_parse) */
-    const char *prefix; /* key prefix; NULL = TG_STORE_DEF_PREFIX */
+    const char *url;             /* redis: redis://... or unix:... (see tg_store_url_parse) */
+    const char *prefix;          /* key prefix; NULL = TG_STORE_DEF_PREFIX */
     uint64_t timeout_ms;         /* one call; 0 = TG_STORE_DEF_TIMEOUT_MS */
     uint64_t connect_timeout_ms; /* 0 = TG_STORE_DEF_CONNECT_TIMEOUT_MS */
     uint64_t dead_after_ms;      /* 0 = TG_STORE_DEF_DEAD_AFTER_MS */
@@ -139,6 +152,7 @@ typedef struct tg_store_opts {
     uint32_t local_max_keys;     /* buckets per local table; 0 = TG_STORE_DEF_LOCAL_MAX_KEYS */
     tg_store_policy_t on_store_error;
     uint32_t instances; /* expected instances sharing the limit; 0 = 1 */
+    uint64_t lease_ms;  /* lease mode: lease lifetime; 0 = TG_STORE_DEF_LEASE_MS */
     tg_store_event_cb on_event;
     void *event_arg;
     /* Clock of the local buckets (store and fallback); NULL = CLOCK_MONOTONIC. */
@@ -156,7 +170,7 @@ typedef struct tg_store_opts {
 typedef struct tg_store_ops {
     const char *kind;
     int (*take)(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms, uint32_t burst,
-                tg_store_take_cb cb, void *arg);
+                uint32_t n, tg_store_take_cb cb, void *arg);
     int (*ping)(tg_store_t *s, tg_store_ping_cb cb, void *arg);
     void (*close)(tg_store_t *s, tg_store_close_cb cb, void *arg);
 } tg_store_ops_t;
@@ -183,14 +197,25 @@ int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **
 static inline int tg_store_take(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
                                 uint32_t burst, tg_store_take_cb cb, void *arg)
 {
-    return s->ops->take(s, key, count, period_ms, burst, cb, arg);
+    return s->ops->take(s, key, count, period_ms, burst, 1, cb, arg);
+}
+
+/* Take up to <n> tokens at once (1 <= n <= TG_GCRA_MAX_BURST): as many as
+ * the bucket has now, the same as up to <n> takes in a row at one instant
+ * (granted in the result). Lease mode uses it; the lease store itself
+ * accepts only n = 1 (-EINVAL otherwise). */
+static inline int tg_store_take_n(tg_store_t *s, const char *key, uint64_t count,
+                                  uint64_t period_ms, uint32_t burst, uint32_t n,
+                                  tg_store_take_cb cb, void *arg)
+{
+    return s->ops->take(s, key, count, period_ms, burst, n, cb, arg);
 }
 
 /* The local store's decision, synchronously, into <out> (its take is this
  * plus the callback). 0, or -EINVAL as for tg_store_take. <s> must be a
  * local store. */
 int tg_store_local_take_sync(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
-                             uint32_t burst, tg_store_result_t *out);
+                             uint32_t burst, uint32_t n, tg_store_result_t *out);
 /* Buckets held by local store <s>. */
 size_t tg_store_local_size(const tg_store_t *s);
 
@@ -224,12 +249,43 @@ typedef struct tg_store_redis_stats {
 /* Copy the counters of redis store <s>; 0, or -EINVAL for another kind. */
 int tg_store_redis_stats(const tg_store_t *s, tg_store_redis_stats_t *out);
 
+/* ---- lease mode (store_lease.c) ---- */
+
+/* Open a lease view over <backing> (normally the redis store): calls on it
+ * spend tokens leased from <backing> in batches (store_lease.c documents
+ * the bounds). It does not own <backing>, which must outlive it: close the
+ * lease store first. Options used: lease_ms, instances, local_max_keys,
+ * max_pending, clock_ms. Takes of n = 1 only. 0, or -1 with <err>. */
+int tg_store_lease_open(tg_store_t *backing, const tg_store_opts_t *o, tg_store_t **out,
+                        tg_cfg_err_t *err);
+
+typedef struct tg_store_lease_stats {
+    uint64_t local;   /* calls decided from leased tokens, without a round trip */
+    uint64_t batches; /* batches asked of the backing store */
+    uint64_t granted; /* tokens granted in them */
+    uint64_t expired; /* granted tokens dropped unspent (lease expired, limit changed) */
+    uint64_t direct;  /* calls sent on their own (no room for another lease or waiter) */
+} tg_store_lease_stats_t;
+
+/* Copy the counters of lease store <s>; 0, or -EINVAL for another kind. */
+int tg_store_lease_stats(const tg_store_t *s, tg_store_lease_stats_t *out);
+
+/* Tokens to ask for in one batch (pure): every waiting call (at most
+ * <cap>), or what this instance would spend during one lease of
+ * <lease_ms> at <rate_per_ms> (< 0: unknown) if more, the latter at most
+ * max(1, cap / (2 * instances)). At least 1. */
+uint32_t tg_store_lease_batch(uint32_t cap, uint32_t instances, double rate_per_ms,
+                              uint64_t lease_ms, uint32_t waiting);
+
 /* The Lua text of the redis store's GCRA script (store_redis.c documents
  * its arguments), for tests and for benchmarking it with redis-benchmark. */
 const char *tg_store_redis_script(void);
 
 /* "local", or the redis URL with the password replaced by "***". */
-static inline const char *tg_store_name(const tg_store_t *s) { return s->name; }
+static inline const char *tg_store_name(const tg_store_t *s)
+{
+    return s->name;
+}
 
 /* Build "<prefix>{<agent>}:<limit>" into <buf> (<cap> bytes). Returns the
  * length, -EINVAL when <prefix> holds a brace, <agent> is empty or holds a
@@ -243,6 +299,9 @@ static inline int tg_store_make_key(const tg_store_t *s, char *buf, size_t cap, 
     return tg_store_key(buf, cap, s->prefix, agent, limit);
 }
 
+/* CLOCK_MONOTONIC in ms: the default tg_store_clock_fn (<arg> unused). */
+uint64_t tg_store_mono_ms(void *arg);
+
 /* "store", "local_fallback", "open", "closed" (audit field values). */
 const char *tg_store_decider_name(tg_store_decider_t d);
 /* "local", "open", "closed". */
@@ -250,10 +309,11 @@ const char *tg_store_policy_name(tg_store_policy_t p);
 /* Parse "local" | "open" | "closed"; 0 or -EINVAL. */
 int tg_store_policy_parse(const char *s, tg_store_policy_t *out);
 
-/* The decision of policy <p> when the store could not decide, for a limit
- * of <burst> (effective: count when 0), <retry_hint_ms> used when refusing.
- * Not for TG_STORE_POLICY_LOCAL, which needs a bucket. */
-tg_store_result_t tg_store_policy_result(tg_store_policy_t p, int status, uint64_t cap,
+/* The decision of policy <p> when the store could not decide, for a take
+ * of <n> tokens from a limit of burst <cap> (effective: count when 0);
+ * <retry_hint_ms> used when refusing. Not for TG_STORE_POLICY_LOCAL, which
+ * needs a bucket (anything but OPEN refuses). */
+tg_store_result_t tg_store_policy_result(tg_store_policy_t p, int status, uint64_t cap, uint32_t n,
                                          uint64_t retry_hint_ms);
 
 /* The share of a limit one of <instances> instances enforces alone:
@@ -264,12 +324,12 @@ uint64_t tg_store_share(uint64_t n, uint32_t instances);
 
 typedef struct tg_store_url {
     bool is_unix;
-    char host[TG_STORE_HOST_MAX]; /* name or IP literal (IPv6 without brackets) */
-    uint16_t port;                /* default 6379 */
-    char path[TG_STORE_PATH_MAX]; /* unix socket */
-    char user[TG_STORE_CRED_MAX]; /* "" = none: AUTH <password> (or no AUTH) */
+    char host[TG_STORE_HOST_MAX];     /* name or IP literal (IPv6 without brackets) */
+    uint16_t port;                    /* default 6379 */
+    char path[TG_STORE_PATH_MAX];     /* unix socket */
+    char user[TG_STORE_CRED_MAX];     /* "" = none: AUTH <password> (or no AUTH) */
     char password[TG_STORE_CRED_MAX]; /* "" = no AUTH */
-    uint32_t db;                  /* SELECT when not 0 */
+    uint32_t db;                      /* SELECT when not 0 */
 } tg_store_url_t;
 
 /* Parse

@@ -69,14 +69,19 @@
  * (exact below 2^53, and gcra.h keeps every value below that).
  * KEYS[1]  bucket; its value is TAT in microseconds of the server clock.
  * ARGV[1]  count   ARGV[2] period_ms   ARGV[3] burst (0 = count)
- * ARGV[4]  optional: "now" in ms, for tests replaying a call sequence
+ * ARGV[4]  n: tokens wanted (1 for one call; lease mode asks for more)
+ * ARGV[5]  optional: "now" in ms, for tests replaying a call sequence
  *          (production reads TIME). With it the key's TTL is a fixed 10
  *          minutes, because the test clock and the server's expiry clock
  *          are unrelated.
- * Returns {allowed, retry_after_ms, observed, cap, remaining}.
+ * Returns {granted, retry_after_ms, observed, cap, remaining}: granted k =
+ * min(n, tokens available now), exactly what k calls in a row would get
+ * (for n = 1: {allowed, ...} as tg_gcra_take); observed and remaining as
+ * the last granted call sees them; retry_after_ms the wait for one more
+ * token when k < n, else 0.
  * T rounds up, as in gcra.c. idiv corrects floor(a / b) by one either way:
  * the double quotient of two exact integers can round across an integer.
- * The key expires when its TAT passes (after = backlog + T, at most
+ * The key expires when its TAT passes (after = backlog + k T, at most
  * tau + T), from which point an absent key decides the same.
  * redis.replicate_commands() lets a script write after reading TIME on
  * Redis 3.2-4 (on 5+ it is the default and the call a no-op). */
@@ -95,16 +100,18 @@ static const char gcra_lua[] =
     "local count = tonumber(ARGV[1])\n"
     "local period_ms = tonumber(ARGV[2])\n"
     "local burst = tonumber(ARGV[3])\n"
-    "if not count or not period_ms or not burst or count < 1 or period_ms < 1 or burst < 0\n"
-    "   or count > 1e6 or burst > 1e6 or period_ms > 1125899906842 then\n"
+    "local n = tonumber(ARGV[4])\n"
+    "if not count or not period_ms or not burst or not n or count < 1 or period_ms < 1\n"
+    "   or burst < 0 or n < 1 or count > 1e6 or burst > 1e6 or n > 1e6\n"
+    "   or period_ms > 1125899906842 then\n"
     "  return redis.error_reply('ERR toolgate gcra: bad arguments')\n"
     "end\n"
     "if burst == 0 then burst = count end\n"
     "local t_us = cdiv(period_ms * 1000, count)\n"
     "local tau_us = t_us * (burst - 1)\n"
     "local now_us\n"
-    "if ARGV[4] then\n"
-    "  now_us = math.min(tonumber(ARGV[4]), 4503599627370) * 1000\n"
+    "if ARGV[5] then\n"
+    "  now_us = math.min(tonumber(ARGV[5]), 4503599627370) * 1000\n"
     "else\n"
     "  local tm = redis.call('TIME')\n"
     "  now_us = math.min(tonumber(tm[1]) * 1000000 + tonumber(tm[2]), 4503599627370496)\n"
@@ -113,20 +120,25 @@ static const char gcra_lua[] =
     "local stored = tonumber(redis.call('GET', KEYS[1]) or '')\n"
     "if stored and stored > now_us then tat = stored end\n"
     "local ahead = tat - now_us\n"
-    "local observed = cdiv(ahead, t_us) + 1\n"
-    "if ahead > tau_us then\n"
-    "  return {0, cdiv(ahead - tau_us, 1000), observed, burst, 0}\n"
-    "end\n"
-    "local after = ahead + t_us\n"
+    "local k = 0\n"
+    "if ahead <= tau_us then k = math.min(n, idiv(tau_us - ahead, t_us) + 1) end\n"
+    "local observed = cdiv(ahead + math.max(k - 1, 0) * t_us, t_us) + 1\n"
+    "local after = ahead + k * t_us\n"
+    "local retry = 0\n"
+    "if k < n then retry = cdiv(after - tau_us, 1000) end\n"
+    "if k == 0 then return {0, retry, observed, burst, 0} end\n"
     "local remaining = 0\n"
     "if after <= tau_us then remaining = idiv(tau_us - after, t_us) + 1 end\n"
     "local ttl_ms = cdiv(after, 1000)\n"
-    "if ARGV[4] then ttl_ms = 600000 end\n"
-    "redis.call('SET', KEYS[1], string.format('%.0f', tat + t_us), 'PX',\n"
+    "if ARGV[5] then ttl_ms = 600000 end\n"
+    "redis.call('SET', KEYS[1], string.format('%.0f', tat + k * t_us), 'PX',\n"
     "           string.format('%.0f', ttl_ms))\n"
-    "return {1, 0, observed, burst, remaining}\n";
+    "return {k, retry, observed, burst, remaining}\n";
 
-const char *tg_store_redis_script(void) { return gcra_lua; }
+const char *tg_store_redis_script(void)
+{
+    return gcra_lua;
+}
 
 typedef enum req_kind {
     REQ_TAKE = 0,
@@ -142,7 +154,7 @@ typedef struct req {
     struct req *next_free;
     struct req *next_all; /* every request allocated, for close */
     struct redis_store *rs;
-    uv_timer_t timer; /* initialised once; closed only by store close */
+    uv_timer_t timer;            /* initialised once; closed only by store close */
     const redisAsyncContext *ac; /* connection the command went out on */
     union {
         tg_store_take_cb take;
@@ -156,6 +168,7 @@ typedef struct req {
     uint64_t count;
     uint64_t period_ms;
     uint32_t burst;
+    uint32_t n;   /* tokens wanted */
     uint32_t cap; /* effective burst */
     uint64_t test_now_ms;
     bool has_test_now;
@@ -279,14 +292,15 @@ static uint64_t rs_retry_hint(const redis_store_t *rs)
 }
 
 static tg_store_result_t rs_policy(redis_store_t *rs, const char *key, uint64_t count,
-                                   uint64_t period_ms, uint32_t burst, uint32_t cap, int status)
+                                   uint64_t period_ms, uint32_t burst, uint32_t n, uint32_t cap,
+                                   int status)
 {
     tg_store_result_t r;
     rs->stats.by_policy++;
     if (rs->policy == TG_STORE_POLICY_LOCAL && rs->fallback != NULL) {
         uint64_t b = tg_store_share(burst, rs->instances);
         if (tg_store_local_take_sync(rs->fallback, key, tg_store_share(count, rs->instances),
-                                     period_ms, (uint32_t)b, &r) == 0) {
+                                     period_ms, (uint32_t)b, n, &r) == 0) {
             if (r.decided_by == TG_STORE_BY_STORE)
                 r.decided_by = TG_STORE_BY_LOCAL_FALLBACK;
             r.status = status;
@@ -295,7 +309,7 @@ static tg_store_result_t rs_policy(redis_store_t *rs, const char *key, uint64_t 
     }
     return tg_store_policy_result(rs->policy == TG_STORE_POLICY_OPEN ? TG_STORE_POLICY_OPEN
                                                                      : TG_STORE_POLICY_CLOSED,
-                                  status, cap, rs_retry_hint(rs));
+                                  status, cap, n, rs_retry_hint(rs));
 }
 
 /* ---- requests ---- */
@@ -327,7 +341,7 @@ static void req_fail(req_t *q, int status)
         return;
     tg_store_result_t r = {0};
     if (q->kind == REQ_TAKE)
-        r = rs_policy(q->rs, q->key, q->count, q->period_ms, q->burst, q->cap, status);
+        r = rs_policy(q->rs, q->key, q->count, q->period_ms, q->burst, q->n, q->cap, status);
     req_answer(q, &r, status);
 }
 
@@ -403,10 +417,10 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 /* Write request <q> to the current connection. 0 or -ECONNRESET. */
 static int req_send(redis_store_t *rs, req_t *q)
 {
-    const char *argv[8];
-    size_t lens[8];
+    const char *argv[9]; /* EVALSHA sha 1 key count period burst n [now] */
+    size_t lens[9];
     int argc = 0;
-    char nums[4][24];
+    char nums[5][24];
     if (q->kind == REQ_PING) {
         argv[argc] = "PING";
         lens[argc++] = 4;
@@ -428,9 +442,11 @@ static int req_send(redis_store_t *rs, req_t *q)
         argv[argc++] = nums[1];
         lens[argc] = fmt_u64(nums[2], q->burst);
         argv[argc++] = nums[2];
+        lens[argc] = fmt_u64(nums[3], q->n);
+        argv[argc++] = nums[3];
         if (q->has_test_now) {
-            lens[argc] = fmt_u64(nums[3], q->test_now_ms);
-            argv[argc++] = nums[3];
+            lens[argc] = fmt_u64(nums[4], q->test_now_ms);
+            argv[argc++] = nums[4];
         }
     }
     if (redisAsyncCommandArgv(rs->ac, rs_on_reply, q, argc, argv, lens) != REDIS_OK)
@@ -441,9 +457,11 @@ static int req_send(redis_store_t *rs, req_t *q)
     return 0;
 }
 
-/* Parse {allowed, retry_after_ms, observed, cap, remaining}. */
-static int parse_result(const redisReply *r, tg_gcra_result_t *out)
+/* Parse {granted, retry_after_ms, observed, cap, remaining}; at most <n>
+ * granted. */
+static int parse_result(const redisReply *r, uint32_t n, tg_store_result_t *res)
 {
+    tg_gcra_result_t *out = &res->gcra;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
         return -EPROTO;
     long long v[5];
@@ -453,6 +471,9 @@ static int parse_result(const redisReply *r, tg_gcra_result_t *out)
             return -EPROTO;
         v[i] = e->integer;
     }
+    if (v[0] > (long long)n)
+        return -EPROTO;
+    res->granted = (uint32_t)v[0];
     out->allowed = v[0] != 0;
     out->retry_after_ms = (uint64_t)v[1];
     out->observed = (uint64_t)v[2];
@@ -517,9 +538,8 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     }
     if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 && !q->as_eval &&
         ac == rs->ac) {
-        if (!rs->reloading &&
-            redisAsyncCommand(rs->ac, rs_on_reload, rs, "SCRIPT LOAD %b", gcra_lua,
-                              sizeof gcra_lua - 1) == REDIS_OK)
+        if (!rs->reloading && redisAsyncCommand(rs->ac, rs_on_reload, rs, "SCRIPT LOAD %b",
+                                                gcra_lua, sizeof gcra_lua - 1) == REDIS_OK)
             rs->reloading = true;
         q->as_eval = true;
         rs->stats.noscript++;
@@ -527,7 +547,7 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
             return; /* the timer keeps running: same deadline */
     }
     tg_store_result_t res = {.decided_by = TG_STORE_BY_STORE};
-    if (parse_result(r, &res.gcra) == 0) {
+    if (parse_result(r, q->n, &res) == 0) {
         req_answer(q, &res, 0);
         req_release(q);
         return;
@@ -583,10 +603,22 @@ static void rs_poll_set(rs_poll_t *p, int events)
         uv_poll_stop(&p->handle);
 }
 
-static void rs_add_read(void *d) { rs_poll_set(d, ((rs_poll_t *)d)->events | UV_READABLE); }
-static void rs_del_read(void *d) { rs_poll_set(d, ((rs_poll_t *)d)->events & ~UV_READABLE); }
-static void rs_add_write(void *d) { rs_poll_set(d, ((rs_poll_t *)d)->events | UV_WRITABLE); }
-static void rs_del_write(void *d) { rs_poll_set(d, ((rs_poll_t *)d)->events & ~UV_WRITABLE); }
+static void rs_add_read(void *d)
+{
+    rs_poll_set(d, ((rs_poll_t *)d)->events | UV_READABLE);
+}
+static void rs_del_read(void *d)
+{
+    rs_poll_set(d, ((rs_poll_t *)d)->events & ~UV_READABLE);
+}
+static void rs_add_write(void *d)
+{
+    rs_poll_set(d, ((rs_poll_t *)d)->events | UV_WRITABLE);
+}
+static void rs_del_write(void *d)
+{
+    rs_poll_set(d, ((rs_poll_t *)d)->events & ~UV_WRITABLE);
+}
 
 static void rs_poll_closed(uv_handle_t *h)
 {
@@ -775,8 +807,7 @@ static void rs_on_watchdog(uv_timer_t *t)
                  (unsigned long long)rs->connect_timeout_ms);
         rs_drop(rs, what);
     } else if (rs->stalled) {
-        snprintf(what, sizeof what, "no reply for %llu ms",
-                 (unsigned long long)rs->dead_after_ms);
+        snprintf(what, sizeof what, "no reply for %llu ms", (unsigned long long)rs->dead_after_ms);
         rs_drop(rs, what);
     }
 }
@@ -917,12 +948,13 @@ static int redis_submit(redis_store_t *rs, req_t *q, int *status)
 }
 
 static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
-                      uint32_t burst, tg_store_take_cb cb, void *arg)
+                      uint32_t burst, uint32_t want, tg_store_take_cb cb, void *arg)
 {
     redis_store_t *rs = (redis_store_t *)s;
     size_t n = strnlen(key, TG_STORE_KEY_MAX + 1);
     tg_gcra_t g;
-    if (n == 0 || n > TG_STORE_KEY_MAX || tg_gcra_init(&g, count, period_ms, burst) < 0)
+    if (n == 0 || n > TG_STORE_KEY_MAX || want == 0 || want > TG_GCRA_MAX_BURST ||
+        tg_gcra_init(&g, count, period_ms, burst) < 0)
         return -EINVAL;
     if (rs->closing)
         return -ECANCELED;
@@ -940,6 +972,7 @@ static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t p
         q->count = count;
         q->period_ms = period_ms;
         q->burst = burst;
+        q->n = want;
         q->cap = g.burst;
         memcpy(q->key, key, n + 1);
         if (rs->test_clock != NULL) {
@@ -951,7 +984,7 @@ static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t p
         q->user_done = true;
         req_release(q);
     }
-    tg_store_result_t r = rs_policy(rs, key, count, period_ms, burst, g.burst, status);
+    tg_store_result_t r = rs_policy(rs, key, count, period_ms, burst, want, g.burst, status);
     cb(arg, &r);
     return 0;
 }

@@ -31,7 +31,10 @@ static void out_mem(out_t *o, const char *s, size_t n)
         o->buf[o->len < o->cap - 1 ? o->len : o->cap - 1] = '\0';
 }
 
-static void out_str(out_t *o, const char *s) { out_mem(o, s, strlen(s)); }
+static void out_str(out_t *o, const char *s)
+{
+    out_mem(o, s, strlen(s));
+}
 
 static void out_u64(out_t *o, uint64_t v)
 {
@@ -111,7 +114,8 @@ size_t tg_store_url_redact_str(const char *url, char *buf, size_t cap)
             else if (*c == ']')
                 colon = NULL;
         }
-        if (colon != NULL && strspn(colon + 1, "0123456789") < (size_t)(auth + auth_len - colon - 1)) {
+        if (colon != NULL &&
+            strspn(colon + 1, "0123456789") < (size_t)(auth + auth_len - colon - 1)) {
             out_mem(&o, url, (size_t)(colon + 1 - url));
             out_str(&o, "***");
             p = auth + auth_len;
@@ -216,8 +220,9 @@ static int parse_userinfo(tg_store_url_t *u, const char *s, size_t n, const char
 {
     const char *colon = memchr(s, ':', n);
     if (colon == NULL)
-        return url_fail(err, url, "credentials: expected [user]:password@ (a user alone cannot "
-                                  "authenticate; percent-encode ':' and '@' in them)");
+        return url_fail(err, url,
+                        "credentials: expected [user]:password@ (a user alone cannot "
+                        "authenticate; percent-encode ':' and '@' in them)");
     size_t ulen = (size_t)(colon - s);
     if (pct_decode(u->user, sizeof u->user, s, ulen) < 0)
         return url_fail(err, url, "user: bad percent-encoding or longer than %d bytes",
@@ -232,8 +237,8 @@ static int parse_userinfo(tg_store_url_t *u, const char *s, size_t n, const char
 
 static bool host_char_ok(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == '_';
 }
 
 static int parse_tcp(tg_store_url_t *u, const char *url, const char *rest, tg_cfg_err_t *err)
@@ -299,8 +304,10 @@ static int parse_tcp(tg_store_url_t *u, const char *url, const char *rest, tg_cf
         end = end + 1 + n;
     }
     if (*end != '\0')
-        return url_fail(err, url, "unexpected '%c' (query parameters are not supported in "
-                                  "redis:// URLs)", *end);
+        return url_fail(err, url,
+                        "unexpected '%c' (query parameters are not supported in "
+                        "redis:// URLs)",
+                        *end);
     return 0;
 }
 
@@ -363,8 +370,9 @@ int tg_store_url_parse(tg_store_url_t *u, const char *url, tg_cfg_err_t *err)
     else if (strncmp(url, "rediss://", 9) == 0)
         rc = url_fail(err, url, "TLS (rediss://) is not supported: use a local TLS tunnel");
     else
-        rc = url_fail(err, url, "expected redis://[[user]:password@]host[:port][/db] or "
-                                "unix:/path[?db=N]");
+        rc = url_fail(err, url,
+                      "expected redis://[[user]:password@]host[:port][/db] or "
+                      "unix:/path[?db=N]");
     if (rc < 0)
         tg_store_url_wipe(u);
     return rc;

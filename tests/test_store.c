@@ -61,7 +61,10 @@ static void take(tg_store_t *st, const char *key, uint64_t count, uint64_t perio
     cr_assert_eq(rc, 0, "take %s: %d", key, rc);
 }
 
-static uint64_t latency_ms(const slot_t *s) { return (s->t1_ns - s->t0_ns) / 1000000; }
+static uint64_t latency_ms(const slot_t *s)
+{
+    return (s->t1_ns - s->t0_ns) / 1000000;
+}
 
 typedef struct events {
     int degraded;
@@ -87,8 +90,8 @@ static void expect_gcra(tg_gcra_result_t got, tg_gcra_result_t want, const char 
                  (unsigned long long)got.retry_after_ms, (unsigned long long)want.retry_after_ms);
     cr_assert_eq(got.observed, want.observed, "%s: observed %llu, want %llu", what,
                  (unsigned long long)got.observed, (unsigned long long)want.observed);
-    cr_assert_eq(got.cap, want.cap, "%s: cap %llu, want %llu", what,
-                 (unsigned long long)got.cap, (unsigned long long)want.cap);
+    cr_assert_eq(got.cap, want.cap, "%s: cap %llu, want %llu", what, (unsigned long long)got.cap,
+                 (unsigned long long)want.cap);
     cr_assert_eq(got.remaining, want.remaining, "%s: remaining %llu, want %llu", what,
                  (unsigned long long)got.remaining, (unsigned long long)want.remaining);
 }
@@ -101,7 +104,10 @@ static tg_gcra_result_t gr(bool allowed, uint64_t retry, uint64_t observed, uint
 
 /* Run <loop> until <flag> is true or <max_ms> pass (a guard timer keeps
  * UV_RUN_ONCE from blocking). */
-static void guard_cb(uv_timer_t *t) { (void)t; }
+static void guard_cb(uv_timer_t *t)
+{
+    (void)t;
+}
 static void pump(uv_loop_t *loop, const bool *flag, uint64_t max_ms)
 {
     uv_timer_t guard;
@@ -114,15 +120,15 @@ static void pump(uv_loop_t *loop, const bool *flag, uint64_t max_ms)
     uv_close((uv_handle_t *)&guard, NULL);
     uv_run(loop, UV_RUN_NOWAIT);
 }
-static void pump_ms(uv_loop_t *loop, uint64_t ms) { pump(loop, NULL, ms); }
+static void pump_ms(uv_loop_t *loop, uint64_t ms)
+{
+    pump(loop, NULL, ms);
+}
 
-typedef struct counter {
-    int n;
-    int want;
-    bool reached;
-} counter_t;
-
-static void set_true(void *arg) { *(bool *)arg = true; }
+static void set_true(void *arg)
+{
+    *(bool *)arg = true;
+}
 
 /* Close <st>, wait for its callback, and check the loop closes cleanly. */
 static void close_store(uv_loop_t *loop, tg_store_t *st)
@@ -182,15 +188,17 @@ Test(store_policy, names_parse_share_and_results)
     cr_assert_eq(tg_store_share(2, 3), 1);
     cr_assert_eq(tg_store_share(0, 3), 0);
 
-    tg_store_result_t r = tg_store_policy_result(TG_STORE_POLICY_OPEN, -ETIMEDOUT, 5, 77);
+    tg_store_result_t r = tg_store_policy_result(TG_STORE_POLICY_OPEN, -ETIMEDOUT, 5, 3, 77);
     cr_assert_eq(r.decided_by, TG_STORE_BY_OPEN);
     cr_assert_eq(r.status, -ETIMEDOUT);
     expect_gcra(r.gcra, gr(true, 0, 0, 5, 0), "open");
-    r = tg_store_policy_result(TG_STORE_POLICY_CLOSED, -ENOTCONN, 5, 77);
+    cr_assert_eq(r.granted, 3, "open grants all that was asked");
+    r = tg_store_policy_result(TG_STORE_POLICY_CLOSED, -ENOTCONN, 5, 3, 77);
     cr_assert_eq(r.decided_by, TG_STORE_BY_CLOSED);
     cr_assert_eq(r.status, -ENOTCONN);
     expect_gcra(r.gcra, gr(false, 77, 0, 5, 0), "closed");
-    r = tg_store_policy_result(TG_STORE_POLICY_CLOSED, -ENOTCONN, 5, 0);
+    cr_assert_eq(r.granted, 0);
+    r = tg_store_policy_result(TG_STORE_POLICY_CLOSED, -ENOTCONN, 5, 1, 0);
     cr_assert_eq(r.gcra.retry_after_ms, 1, "a refusal always gives a positive wait");
 }
 
@@ -382,8 +390,8 @@ Test(store_url, redacted_forms)
 
 static tg_store_t *local_open(uint32_t max_keys)
 {
-    tg_store_opts_t o = {.kind = TG_STORE_LOCAL, .clock_ms = test_clock,
-                         .local_max_keys = max_keys};
+    tg_store_opts_t o = {
+        .kind = TG_STORE_LOCAL, .clock_ms = test_clock, .local_max_keys = max_keys};
     tg_store_t *st = NULL;
     tg_cfg_err_t err;
     cr_assert_eq(tg_store_open(NULL, &o, &st, &err), 0, "%s", err.msg);
@@ -533,7 +541,10 @@ Test(store_local, many_keys_grow_the_table)
     local_close(st);
 }
 
-static void ping_cb(void *arg, int status) { *(int *)arg = status + 1000; }
+static void ping_cb(void *arg, int status)
+{
+    *(int *)arg = status + 1000;
+}
 
 Test(store_local, ping_answers_at_once)
 {
@@ -608,9 +619,9 @@ static void srv_spawn(srv_t *s)
     snprintf(port, sizeof port, "%d", s->port);
     /* "-::1": also on IPv6 loopback when the host has it, so that
      * "localhost" works whichever address it resolves to first. */
-    const char *argv[48] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "-::1",
-                            "--save", "", "--appendonly", "no", "--dir", s->dir,
-                            "--loglevel", "warning"};
+    const char *argv[48] = {"redis-server", "--port", port,         "--bind",       "127.0.0.1",
+                            "-::1",         "--save", "",           "--appendonly", "no",
+                            "--dir",        s->dir,   "--loglevel", "warning"};
     int n = 14;
     if (s->sock[0] != '\0') {
         argv[n++] = "--unixsocket";
@@ -748,7 +759,8 @@ static void srv_cmd(const srv_t *s, const char *cmd)
 static const char *run_prefix(void)
 {
     static char p[48];
-    snprintf(p, sizeof p, "tgt%d.%llu:", (int)getpid(), (unsigned long long)(uv_hrtime() % 1000000));
+    snprintf(p, sizeof p, "tgt%d.%llu:", (int)getpid(),
+             (unsigned long long)(uv_hrtime() % 1000000));
     return p;
 }
 
@@ -774,8 +786,8 @@ static void rig_open(rig_t *g)
 }
 
 /* Take and wait for the answer. */
-static void take_wait(rig_t *g, const char *key, uint64_t count, uint64_t period_ms,
-                      uint32_t burst, slot_t *s)
+static void take_wait(rig_t *g, const char *key, uint64_t count, uint64_t period_ms, uint32_t burst,
+                      slot_t *s)
 {
     take(g->st, key, count, period_ms, burst, s);
     pump(&g->loop, &s->done, 3000);
@@ -842,8 +854,8 @@ Test(store_redis, script_arithmetic_matches_gcra_on_random_sequences)
         uint64_t count, period_ms;
         uint32_t burst;
     } lim[] = {
-        {5, 1000, 0},   {7, 60000, 0},      {10, 1000, 1},    {100, 60000, 0},
-        {3, 7000, 10},  {13, 7001, 4},      {1000000, 1000, 0}, {1, 86400000, 1},
+        {5, 1000, 0},     {7, 60000, 0},         {10, 1000, 1},      {100, 60000, 0},
+        {3, 7000, 10},    {13, 7001, 4},         {1000000, 1000, 0}, {1, 86400000, 1},
         {60, 3600000, 0}, {999983, 3600000, 17},
     };
     enum { NL = sizeof lim / sizeof lim[0], STEPS = 120 };
@@ -1148,9 +1160,18 @@ static void stall_case(tg_store_policy_t pol)
     rig_close(&g);
 }
 
-Test(store_redis, stalled_redis_policy_local) { stall_case(TG_STORE_POLICY_LOCAL); }
-Test(store_redis, stalled_redis_policy_open) { stall_case(TG_STORE_POLICY_OPEN); }
-Test(store_redis, stalled_redis_policy_closed) { stall_case(TG_STORE_POLICY_CLOSED); }
+Test(store_redis, stalled_redis_policy_local)
+{
+    stall_case(TG_STORE_POLICY_LOCAL);
+}
+Test(store_redis, stalled_redis_policy_open)
+{
+    stall_case(TG_STORE_POLICY_OPEN);
+}
+Test(store_redis, stalled_redis_policy_closed)
+{
+    stall_case(TG_STORE_POLICY_CLOSED);
+}
 
 /* SIGKILL: the connection drops, reconnects are refused until a new
  * server is up on the same port, then admission is exact again. */
@@ -1167,8 +1188,7 @@ static void crash_case(tg_store_policy_t pol)
     srv_kill(&g.srv);
     wait_events(&g, 1, 0, 1000);
     char want[160];
-    snprintf(want, sizeof want, "redis://127.0.0.1:%d/0: Server closed the connection",
-             g.srv.port);
+    snprintf(want, sizeof want, "redis://127.0.0.1:%d/0: Server closed the connection", g.srv.port);
     cr_assert_str_eq(g.ev.last, want);
     slot_t out[6];
     for (int i = 0; i < 6; i++) {
@@ -1196,9 +1216,18 @@ static void crash_case(tg_store_policy_t pol)
     rig_close(&g);
 }
 
-Test(store_redis, crashed_redis_policy_local) { crash_case(TG_STORE_POLICY_LOCAL); }
-Test(store_redis, crashed_redis_policy_open) { crash_case(TG_STORE_POLICY_OPEN); }
-Test(store_redis, crashed_redis_policy_closed) { crash_case(TG_STORE_POLICY_CLOSED); }
+Test(store_redis, crashed_redis_policy_local)
+{
+    crash_case(TG_STORE_POLICY_LOCAL);
+}
+Test(store_redis, crashed_redis_policy_open)
+{
+    crash_case(TG_STORE_POLICY_OPEN);
+}
+Test(store_redis, crashed_redis_policy_closed)
+{
+    crash_case(TG_STORE_POLICY_CLOSED);
+}
 
 Test(store_redis, unreachable_at_start_never_waits)
 {
@@ -1250,8 +1279,8 @@ Test(store_redis, host_names_resolve_off_the_loop)
 
 Test(store_redis, acl_user_auth_and_select)
 {
-    static const char *const acl[] = {"--user", "alice", "on", ">alicepw", "~*", "&*", "+@all",
-                                      "--user", "default", "off", NULL};
+    static const char *const acl[] = {"--user", "alice",  "on",      ">alicepw", "~*", "&*",
+                                      "+@all",  "--user", "default", "off",      NULL};
     rig_t g = {0};
     srv_own(&g.srv, false, acl);
     snprintf(g.srv.url, sizeof g.srv.url, "redis://alice:alicepw@127.0.0.1:%d/3", g.srv.port);
@@ -1354,5 +1383,395 @@ Test(store_redis, in_flight_calls_are_bounded)
     for (int i = 0; i < 4; i++)
         cr_assert_eq(s[i].r.decided_by, TG_STORE_BY_STORE, "call %d", i);
     cr_assert_eq(g.ev.degraded, 0);
+    rig_close(&g);
+}
+
+/* ------------------------------------------------------ take of n tokens */
+
+/* Reference: up to <n> tg_gcra_take in a row at one instant. */
+static tg_store_result_t ref_take_n(tg_gcra_t *g, uint64_t now, uint32_t n)
+{
+    tg_store_result_t out = {.decided_by = TG_STORE_BY_STORE};
+    for (uint32_t i = 0; i < n; i++) {
+        tg_gcra_result_t r = tg_gcra_take(g, now);
+        if (!r.allowed) {
+            if (out.granted == 0)
+                out.gcra = r;
+            else
+                out.gcra.retry_after_ms = r.retry_after_ms;
+            return out;
+        }
+        out.gcra = r;
+        out.granted++;
+    }
+    return out;
+}
+
+static void expect_n(const tg_store_result_t *got, const tg_store_result_t *want, const char *what)
+{
+    cr_assert_eq(got->granted, want->granted, "%s: granted %u, want %u", what, got->granted,
+                 want->granted);
+    expect_gcra(got->gcra, want->gcra, what);
+}
+
+Test(store_local, take_n_grants_what_is_there)
+{
+    tg_store_t *st = local_open(0);
+    slot_t s;
+    g_now_ms = 0;
+    cr_assert_eq(tg_store_take_n(st, "k", 5, 1000, 0, 3, slot_cb, &s), 0);
+    cr_assert_eq(s.r.granted, 3);
+    expect_gcra(s.r.gcra, gr(true, 0, 3, 5, 2), "3 of 5");
+    cr_assert_eq(tg_store_take_n(st, "k", 5, 1000, 0, 3, slot_cb, &s), 0);
+    cr_assert_eq(s.r.granted, 2);
+    expect_gcra(s.r.gcra, gr(true, 200, 5, 5, 0), "2 left, one more in 200 ms");
+    cr_assert_eq(tg_store_take_n(st, "k", 5, 1000, 0, 3, slot_cb, &s), 0);
+    cr_assert_eq(s.r.granted, 0);
+    expect_gcra(s.r.gcra, gr(false, 200, 6, 5, 0), "none");
+    cr_assert_eq(tg_store_take_n(st, "k", 5, 1000, 0, 0, never_cb, NULL), -EINVAL);
+    cr_assert_eq(tg_store_take_n(st, "k", 5, 1000, 0, TG_GCRA_MAX_BURST + 1, never_cb, NULL),
+                 -EINVAL);
+    local_close(st);
+}
+
+Test(store_redis, take_n_matches_repeated_gcra)
+{
+    static const uint32_t ns[] = {1, 2, 3, 7, 30, 1000};
+    enum { STEPS = 200 };
+    rig_t g = {0};
+    srv_any(&g.srv);
+    g.o.test_script_clock_ms = test_clock;
+    g.o.timeout_ms = 5000;
+    rig_open(&g);
+    tg_store_t *loc = local_open(0);
+    tg_gcra_t ref;
+    cr_assert_eq(tg_gcra_init(&ref, 30, 60000, 10), 0);
+    static slot_t s[STEPS];
+    static tg_store_result_t want[STEPS], lgot[STEPS];
+    uint64_t seed = 12345, now = 1000000;
+    for (int i = 0; i < STEPS; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t n = ns[(seed >> 33) % 6];
+        now += (seed >> 40) % 5000;
+        g_now_ms = now;
+        want[i] = ref_take_n(&ref, now, n);
+        cr_assert_eq(tg_store_take_n(g.st, "tg:{a}:n2", 30, 60000, 10, n, slot_cb, &s[i]), 0);
+        slot_t l;
+        cr_assert_eq(tg_store_take_n(loc, "k", 30, 60000, 10, n, slot_cb, &l), 0);
+        lgot[i] = l.r;
+    }
+    pump(&g.loop, &s[STEPS - 1].done, 10000);
+    int partial = 0;
+    for (int i = 0; i < STEPS; i++) {
+        char what[48];
+        snprintf(what, sizeof what, "step %d", i);
+        cr_assert(s[i].done, "%s: no answer", what);
+        expect_n(&s[i].r, &want[i], what);
+        expect_n(&lgot[i], &want[i], what);
+        partial += want[i].granted > 0 && want[i].gcra.retry_after_ms > 0;
+    }
+    cr_assert_gt(partial, 5, "sequences include partial grants");
+    local_close(loc);
+    rig_close(&g);
+}
+
+/* ------------------------------------------------------------ lease mode */
+
+Test(store_lease, batch_size)
+{
+    /* first batch (rate unknown): only the waiting calls */
+    cr_assert_eq(tg_store_lease_batch(30, 3, -1, 1000, 1), 1);
+    cr_assert_eq(tg_store_lease_batch(30, 3, -1, 1000, 4), 4);
+    /* predicted: rate x lease, at most cap / (2 x instances) */
+    cr_assert_eq(tg_store_lease_batch(30, 3, 0.002, 1000, 1), 2);
+    cr_assert_eq(tg_store_lease_batch(30, 3, 0.0021, 1000, 1), 3);
+    cr_assert_eq(tg_store_lease_batch(30, 3, 1.0, 1000, 1), 5);
+    cr_assert_eq(tg_store_lease_batch(30, 3, 1.0, 1000, 9), 9,
+                 "waiting calls are not capped by it");
+    cr_assert_eq(tg_store_lease_batch(30, 3, 1.0, 1000, 100), 30, "but by the burst");
+    cr_assert_eq(tg_store_lease_batch(4, 3, 1.0, 1000, 1), 1, "small burst: one per instance");
+    cr_assert_eq(tg_store_lease_batch(4, 0, 1.0, 1000, 1), 2, "instances 0 counts as 1");
+    cr_assert_eq(tg_store_lease_batch(30, 3, 0, 1000, 0), 1);
+}
+
+typedef struct fleet {
+    tg_store_t *backing;
+    tg_store_t *lease[3];
+} fleet_t;
+
+static void fleet_open(fleet_t *f, tg_store_t *backing, uint32_t instances)
+{
+    f->backing = backing;
+    tg_store_opts_t o = {.instances = instances, .clock_ms = test_clock};
+    tg_cfg_err_t err;
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(tg_store_lease_open(backing, &o, &f->lease[i], &err), 0, "%s", err.msg);
+}
+
+static void fleet_close_leases(fleet_t *f)
+{
+    for (int i = 0; i < 3; i++) {
+        bool closed = false;
+        tg_store_close(f->lease[i], set_true, &closed);
+        cr_assert(closed, "nothing in flight: the lease store closes at once");
+    }
+}
+
+/* Three instances on one shared bucket (a local store standing in for
+ * Redis: it answers synchronously, so the run is deterministic). 30/minute,
+ * 3 instances: at most 5 tokens held per lease. Each instance calls every
+ * 150 ms for 60 s. */
+Test(store_lease, three_instances_never_over_and_bounded_under)
+{
+    tg_store_t *shared = local_open(0);
+    fleet_t f;
+    fleet_open(&f, shared, 3);
+    uint64_t admitted = 0, calls = 0;
+    g_now_ms = 1000000;
+    uint64_t start = g_now_ms;
+    for (int round = 0; round < 1200; round++) {
+        slot_t s;
+        take(f.lease[round % 3], "tg:{a}:shared", 30, 60000, 0, &s);
+        cr_assert(s.done, "a synchronous backing answers at once");
+        cr_assert_eq(s.answers, 1);
+        cr_assert_eq(s.r.decided_by, TG_STORE_BY_STORE);
+        calls++;
+        admitted += s.r.gcra.allowed;
+        /* never over: the exact-mode bound since the first grant */
+        uint64_t bound = 30 + (g_now_ms - start) / 2000;
+        cr_assert_leq(admitted, bound, "round %d: %llu admitted > %llu", round,
+                      (unsigned long long)admitted, (unsigned long long)bound);
+        g_now_ms += 50;
+    }
+    uint64_t exact = 30 + (g_now_ms - 50 - start) / 2000;
+    tg_store_lease_stats_t st, sum = {0};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(tg_store_lease_stats(f.lease[i], &st), 0);
+        sum.local += st.local;
+        sum.granted += st.granted;
+        sum.expired += st.expired;
+        sum.batches += st.batches;
+    }
+    /* every admitted call spent one granted token; unspent ones are held
+     * (at most 5 per instance) or expired */
+    uint64_t held = sum.granted - admitted - sum.expired;
+    cr_assert_leq(held, 3 * 5, "held %llu", (unsigned long long)held);
+    /* bounded under-admission: what exact mode allows, less what leases hold or lost */
+    cr_assert_geq(admitted + held + sum.expired, exact, "admitted %llu held %llu expired %llu",
+                  (unsigned long long)admitted, (unsigned long long)held,
+                  (unsigned long long)sum.expired);
+    cr_assert_geq(admitted, exact - 3 * 5);
+    cr_assert_gt(sum.local, 0, "some calls spent leased tokens without asking");
+    fleet_close_leases(&f);
+    local_close(shared);
+}
+
+Test(store_lease, tokens_expire_and_are_never_spent_late)
+{
+    tg_store_t *shared = local_open(0);
+    fleet_t f;
+    fleet_open(&f, shared, 1); /* 100/second, 1 instance: up to 50 tokens per lease */
+    slot_t s;
+    g_now_ms = 5000;
+    take(f.lease[0], "k", 100, 1000, 0, &s); /* first batch: 1 token */
+    g_now_ms += 10;
+    take(f.lease[0], "k", 100, 1000, 0, &s); /* rate 0.1/ms: 50 tokens */
+    cr_assert(s.r.gcra.allowed);
+    tg_store_lease_stats_t st;
+    cr_assert_eq(tg_store_lease_stats(f.lease[0], &st), 0);
+    cr_assert_eq(st.batches, 2);
+    cr_assert_eq(st.granted, 51);
+    for (int i = 0; i < 10; i++) {
+        take(f.lease[0], "k", 100, 1000, 0, &s);
+        cr_assert(s.r.gcra.allowed);
+        /* the batch of 50 at t+10 left the bucket 50 (the first token had
+         * refilled): remaining is those plus the tokens left in the lease */
+        cr_assert_eq(s.r.gcra.remaining, 50 + 48 - (uint64_t)i, "call %d: %llu", i,
+                     (unsigned long long)s.r.gcra.remaining);
+        cr_assert_eq(s.r.gcra.observed, 2 + (uint64_t)i, "call %d", i);
+    }
+    cr_assert_eq(tg_store_lease_stats(f.lease[0], &st), 0);
+    cr_assert_eq(st.local, 10);
+    cr_assert_eq(st.batches, 2, "spent locally, no round trip");
+    /* lease life = min(lease_ms 1000, period 1000): at +1000 ms the 39
+     * tokens left are void */
+    g_now_ms += 1000;
+    take(f.lease[0], "k", 100, 1000, 0, &s);
+    cr_assert(s.r.gcra.allowed);
+    cr_assert_eq(tg_store_lease_stats(f.lease[0], &st), 0);
+    cr_assert_eq(st.expired, 39);
+    cr_assert_eq(st.batches, 3);
+    /* a reloaded limit drops the tokens of the old one */
+    uint64_t before = st.expired;
+    uint64_t left = st.granted - 12 - st.expired - 1;
+    take(f.lease[0], "k", 50, 1000, 0, &s);
+    cr_assert_eq(tg_store_lease_stats(f.lease[0], &st), 0);
+    cr_assert_eq(st.expired, before + left);
+    cr_assert_eq(tg_store_take_n(f.lease[0], "k", 100, 1000, 0, 2, never_cb, NULL), -EINVAL);
+    fleet_close_leases(&f);
+    local_close(shared);
+}
+
+/* Over Redis: three instances (three connections) with a frozen clock on
+ * both sides: exactly the burst is admitted in total, and never more. */
+Test(store_lease, redis_three_instances_exact_total)
+{
+    static rig_t g[3];
+    srv_any(&g[0].srv);
+    const char *prefix = run_prefix();
+    tg_store_t *lease[3];
+    for (int i = 0; i < 3; i++) {
+        g[i].srv = g[0].srv;
+        g[i].o.prefix = prefix;
+        g[i].o.test_script_clock_ms = test_clock;
+        g[i].o.clock_ms = test_clock;
+        g[i].o.instances = 3;
+        rig_open(&g[i]);
+        tg_store_opts_t lo = {.instances = 3, .clock_ms = test_clock};
+        tg_cfg_err_t err;
+        cr_assert_eq(tg_store_lease_open(g[i].st, &lo, &lease[i], &err), 0, "%s", err.msg);
+    }
+    g_now_ms = 7000000;
+    uint64_t admitted = 0;
+    static slot_t s[3][60];
+    /* calls on all three at once, answered as their batches come back */
+    for (int k = 0; k < 60; k++) {
+        for (int i = 0; i < 3; i++)
+            take(lease[i], "tg:{a}:lease", 30, 60000, 0, &s[i][k]);
+        for (int i = 0; i < 3; i++) {
+            pump(&g[i].loop, &s[i][k].done, 3000);
+            cr_assert(s[i][k].done);
+            cr_assert_eq(s[i][k].r.decided_by, TG_STORE_BY_STORE);
+            admitted += s[i][k].r.gcra.allowed;
+        }
+        cr_assert_leq(admitted, 30);
+    }
+    cr_assert_eq(admitted, 30, "with every instance calling until refused, nothing is lost");
+    for (int i = 0; i < 3; i++) {
+        bool closed = false;
+        tg_store_close(lease[i], set_true, &closed);
+        cr_assert(closed);
+        close_store(&g[i].loop, g[i].st);
+    }
+    srv_done(&g[0].srv);
+}
+
+Test(store_lease, redis_steady_load_is_mostly_local)
+{
+    rig_t g = {0};
+    srv_any(&g.srv);
+    g.o.clock_ms = test_clock;
+    rig_open(&g);
+    tg_store_opts_t lo = {.clock_ms = test_clock};
+    tg_store_t *lease;
+    tg_cfg_err_t err;
+    cr_assert_eq(tg_store_lease_open(g.st, &lo, &lease, &err), 0, "%s", err.msg);
+    g_now_ms = 1000;
+    int allowed = 0, sync = 0;
+    for (int i = 0; i < 400; i++) {
+        slot_t s;
+        take(lease, "tg:{a}:steady", 1000, 1000, 0, &s);
+        sync += s.done;
+        pump(&g.loop, &s.done, 3000);
+        cr_assert(s.done);
+        allowed += s.r.gcra.allowed;
+        g_now_ms += 2; /* 500 calls/s against 1000/s */
+    }
+    cr_assert_eq(allowed, 400);
+    tg_store_lease_stats_t st;
+    cr_assert_eq(tg_store_lease_stats(lease, &st), 0);
+    cr_assert_eq(st.local, (uint64_t)sync);
+    cr_assert_gt(sync, 350, "most calls at local speed: %d", sync);
+    cr_assert_lt(st.batches, 50);
+    bool closed = false;
+    tg_store_close(lease, set_true, &closed);
+    cr_assert(closed);
+    rig_close(&g);
+}
+
+Test(store_lease, store_failure_applies_the_policy)
+{
+    rig_t g = {0};
+    snprintf(g.srv.url, sizeof g.srv.url, "redis://127.0.0.1:%d/0", pick_port());
+    fast_failover(&g, TG_STORE_POLICY_LOCAL);
+    g.o.instances = 2;
+    rig_open(&g);
+    pump_ms(&g.loop, 50);
+    cr_assert_eq(g.ev.degraded, 1);
+    tg_store_opts_t lo = {.instances = 2, .clock_ms = test_clock};
+    tg_store_t *lease;
+    tg_cfg_err_t err;
+    cr_assert_eq(tg_store_lease_open(g.st, &lo, &lease, &err), 0, "%s", err.msg);
+    g_now_ms = 100000;
+    /* 4/second shared by 2: the fallback share is 2 */
+    for (int i = 0; i < 4; i++) {
+        slot_t s;
+        take(lease, "tg:{a}:x", 4, 1000, 0, &s);
+        cr_assert(s.done, "degraded: answered at once");
+        cr_assert_eq(s.r.decided_by, TG_STORE_BY_LOCAL_FALLBACK);
+        cr_assert_eq(s.r.status, -ENOTCONN);
+        cr_assert_eq(s.r.gcra.allowed, i < 2, "call %d", i);
+    }
+    bool closed = false;
+    tg_store_close(lease, set_true, &closed);
+    cr_assert(closed);
+    close_store(&g.loop, g.st);
+}
+
+Test(store_lease, full_table_sends_calls_on_their_own)
+{
+    tg_store_t *shared = local_open(0);
+    tg_store_opts_t o = {.clock_ms = test_clock, .local_max_keys = 1};
+    tg_store_t *lease;
+    tg_cfg_err_t err;
+    cr_assert_eq(tg_store_lease_open(shared, &o, &lease, &err), 0, "%s", err.msg);
+    slot_t s;
+    g_now_ms = 1000;
+    take(lease, "a", 10, 1000, 0, &s);
+    g_now_ms += 10;
+    take(lease, "a", 10, 1000, 0, &s); /* a batch of 5: 4 stay in the lease */
+    take(lease, "b", 10, 1000, 0, &s);
+    cr_assert(s.r.gcra.allowed);
+    tg_store_lease_stats_t st;
+    cr_assert_eq(tg_store_lease_stats(lease, &st), 0);
+    cr_assert_eq(st.direct, 1, "'a' holds live tokens: 'b' goes to the shared bucket itself");
+    cr_assert_eq(st.granted, 6);
+    /* once a's tokens have expired, its lease may be dropped for b's */
+    g_now_ms += 1000;
+    take(lease, "b", 10, 1000, 0, &s);
+    cr_assert_eq(tg_store_lease_stats(lease, &st), 0);
+    cr_assert_eq(st.direct, 1);
+    cr_assert_eq(st.expired, 4);
+    cr_assert_eq(st.batches, 3);
+    bool closed = false;
+    tg_store_close(lease, set_true, &closed);
+    cr_assert(closed);
+    local_close(shared);
+}
+
+Test(store_lease, close_waits_for_the_batch_in_flight)
+{
+    rig_t g = {0};
+    srv_any(&g.srv);
+    rig_open(&g);
+    tg_store_opts_t lo = {0};
+    tg_store_t *lease;
+    tg_cfg_err_t err;
+    cr_assert_eq(tg_store_lease_open(g.st, &lo, &lease, &err), 0, "%s", err.msg);
+    slot_t s[2];
+    take(lease, "tg:{a}:cl", 10, 1000, 0, &s[0]);
+    take(lease, "tg:{a}:cl", 10, 1000, 0, &s[1]);
+    cr_assert_not(s[0].done);
+    bool closed = false;
+    tg_store_close(lease, set_true, &closed);
+    cr_assert_not(closed, "a batch is in flight");
+    cr_assert_eq(tg_store_take(lease, "tg:{a}:cl", 10, 1000, 0, never_cb, NULL), -ECANCELED);
+    pump(&g.loop, &closed, 3000);
+    cr_assert(closed);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(s[i].answers, 1, "call %d", i);
+        cr_assert(s[i].r.gcra.allowed, "call %d: answered from the store", i);
+        cr_assert_eq(s[i].r.decided_by, TG_STORE_BY_STORE);
+    }
     rig_close(&g);
 }
