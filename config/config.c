@@ -850,6 +850,9 @@ static int sinks_clone(tg_config_t *dst, const tg_config_t *src)
 /* router.listen and callers[]: owned strings in arrays. */
 static void serve_free(tg_config_t *cfg)
 {
+    free(cfg->store.url);
+    free(cfg->store.prefix);
+    cfg->store.url = cfg->store.prefix = NULL;
     for (size_t i = 0; i < cfg->nlisten; i++) {
         free(cfg->listen[i].unix_path);
         free(cfg->listen[i].agent);
@@ -865,6 +868,10 @@ static void serve_free(tg_config_t *cfg)
 
 static int serve_clone(tg_config_t *dst, const tg_config_t *src)
 {
+    dst->store.url = src->store.url ? strdup(src->store.url) : NULL;
+    dst->store.prefix = src->store.prefix ? strdup(src->store.prefix) : NULL;
+    if ((src->store.url && !dst->store.url) || (src->store.prefix && !dst->store.prefix))
+        return -1;
     if (src->nlisten) {
         if (!(dst->listen = calloc(src->nlisten, sizeof *dst->listen)))
             return -1;
@@ -1350,12 +1357,6 @@ static int want_object(ctx_t *c, const json_t *v)
     return json_is_object(v) ? 0 : type_err(c, v, "an object");
 }
 
-/* Keys reserved for serve mode: checked for their JSON type so that a serve
- * config loads in wrap mode, their contents left to the serve loader. */
-static int reserved_object(ctx_t *c, json_t *v)
-{
-    return want_object(c, v);
-}
 
 static int reserved_string(ctx_t *c, json_t *v)
 {
@@ -1365,7 +1366,24 @@ static int reserved_string(ctx_t *c, json_t *v)
 static int m_rate_scope(ctx_t *c, json_t *v)
 {
     static const char *const scopes[] = {"local", "shared", NULL};
-    return get_enum(c, v, "a rate scope", scopes) < 0 ? -1 : 0;
+    int i = get_enum(c, v, "a rate scope", scopes);
+    if (i < 0)
+        return -1;
+    /* Shared buckets are per agent for now; a tool's scope is checked only. */
+    if (c->scope == S_AGENT && c->agent != NULL)
+        c->agent->rate_shared = i == 1;
+    return 0;
+}
+
+static int m_shared_mode(ctx_t *c, json_t *v)
+{
+    static const char *const modes[] = {"exact", "lease", NULL};
+    int i = get_enum(c, v, "a shared mode", modes);
+    if (i < 0)
+        return -1;
+    if (c->scope == S_AGENT && c->agent != NULL)
+        c->agent->shared_lease = i == 1;
+    return 0;
 }
 
 /* execution_limits (S_AGENT) and tools.NAME (S_TOOL): the lkeys table. */
@@ -1383,10 +1401,13 @@ static int walk_limits(ctx_t *c, json_t *obj)
         val_t val;
         if (!k && strcmp(key, "rate_scope") == 0) {
             rc = m_rate_scope(c, v);
+        } else if (!k && strcmp(key, "shared_mode") == 0) {
+            rc = m_shared_mode(c, v);
         } else if (!k) {
             char list[256], q[VALUE_SHOWN * 4 + 8];
             lkeys_list(list, sizeof list, c->scope);
             list_add(list, sizeof list, "rate_scope");
+            list_add(list, sizeof list, "shared_mode");
             quote(q, sizeof q, key, strlen(key));
             rc = at_err(c, true, "unknown key %s (allowed: %s)", q, list);
         } else {
@@ -2526,11 +2547,94 @@ static int m_containment(ctx_t *c, json_t *v)
                 sizeof containment_members / sizeof containment_members[0]);
 }
 
+/* store */
+
+static const char *const store_policies[] = {"local", "open", "closed", NULL};
+
+static int st_kind(ctx_t *c, json_t *v)
+{
+    static const char *const kinds[] = {"local", "redis", NULL};
+    int i = get_enum(c, v, "a store kind", kinds);
+    if (i < 0)
+        return -1;
+    c->cfg->store.redis = i == 1;
+    return 0;
+}
+
+static int st_url(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    if (!s)
+        return -1;
+    /* Never echo the URL: it may hold a password. */
+    if (strncmp(s, "redis://", 8) != 0 && strncmp(s, "unix:", 5) != 0)
+        return at_err(c, false, "not a store URL (expected redis://[user:password@]host:port/db "
+                                "or unix:/path?db=N)");
+    free(c->cfg->store.url);
+    return (c->cfg->store.url = strdup(s)) ? 0 : at_err(c, false, "out of memory");
+}
+
+static int st_timeout(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_DURATION, 1, 60000, false};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->cfg->store.timeout_ms = val.u;
+    return 0;
+}
+
+static int st_policy(ctx_t *c, json_t *v)
+{
+    int i = get_enum(c, v, "an on_store_error policy", store_policies);
+    if (i < 0)
+        return -1;
+    c->cfg->store.on_store_error = i;
+    return 0;
+}
+
+static int st_instances(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_COUNT, 1, 100000, false};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->cfg->store.instances = (uint32_t)val.u;
+    return 0;
+}
+
+static int st_prefix(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    if (!s)
+        return -1;
+    if (strpbrk(s, "{}") != NULL || strlen(s) > 48)
+        return at_err(c, false, "\"%s\" is not a key prefix (expected up to 48 bytes without braces)", s);
+    free(c->cfg->store.prefix);
+    return (c->cfg->store.prefix = strdup(s)) ? 0 : at_err(c, false, "out of memory");
+}
+
+static const member_t store_members[] = {
+    {"kind", st_kind},         {"url", st_url},           {"timeout", st_timeout},
+    {"on_store_error", st_policy}, {"instances", st_instances}, {"prefix", st_prefix},
+};
+
+static int m_store(ctx_t *c, json_t *v)
+{
+    if (want_object(c, v) < 0)
+        return -1;
+    if (walk(c, v, store_members, sizeof store_members / sizeof store_members[0]) < 0)
+        return -1;
+    if (c->cfg->store.redis && !c->cfg->store.url)
+        return at_err(c, false, "a redis store needs \"url\"");
+    return 0;
+}
+
 static const member_t root_members[] = {
     {"router", m_router},
     {"audit", m_audit},
     {"agents", m_agents},
-    {"store", reserved_object},
+    {"store", m_store},
     {"containment", m_containment},
     {"callers", m_callers},
 };

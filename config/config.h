@@ -194,6 +194,8 @@ typedef struct tg_agent_cfg {
     char **env_pass;
     char **env_set;
     char *cwd; /* working directory, or NULL: toolgate's */
+    bool rate_shared;  /* execution_limits.rate_scope "shared": the agent's bucket is in the store */
+    bool shared_lease; /* execution_limits.shared_mode "lease" (else "exact") */
     /* Effective resources: defaults, agents[].resources, --limit, merged
      * with the manifest's requests when there is one. */
     tg_resources_t res;
@@ -252,6 +254,16 @@ typedef struct tg_audit_sink_cfg {
 #define TG_CFG_LISTEN_MAX 64   /* fixed internal bound: listeners */
 #define TG_CFG_CALLERS_MAX 256 /* fixed internal bound: callers[] entries */
 
+/* store: where shared rate buckets live (DESIGN.md "Rate limits"). */
+typedef struct tg_store_cfg {
+    bool redis;               /* kind "redis"; else "local" (nothing shared) */
+    char *url;                /* redis://[user:password@]host:port/db or unix:/path?db=N */
+    uint64_t timeout_ms;      /* one store call; default 50 */
+    int on_store_error;       /* 0 local, 1 open, 2 closed (limits/store.h order) */
+    uint32_t instances;       /* toolgates sharing the limits (local fallback share); default 1 */
+    char *prefix;             /* key prefix, NULL: the store's default */
+} tg_store_cfg_t;
+
 /* router.listen[]: a Unix socket serving one agent (MCP). */
 typedef struct tg_listen_cfg {
     char *unix_path;
@@ -291,6 +303,7 @@ typedef struct tg_config {
     tg_caller_cfg_t *callers;
     size_t ncallers;
     bool callers_only; /* router.callers_only: unknown peers are refused */
+    tg_store_cfg_t store;
 } tg_config_t;
 
 /* A config with DESIGN.md's defaults and one agent (id "agent", no

@@ -68,8 +68,13 @@ static int file_path(char *out, const char *dir, const char *file)
 
 int tg__cg_join(char *out, const char *dir, const char *name)
 {
-    int n = snprintf(out, TG_CG_PATH_MAX, "%s/%s", dir, name);
-    return (n < 0 || n >= TG_CG_PATH_MAX) ? -ENAMETOOLONG : 0;
+    /* Through a temporary: callers may pass <out> == <dir>. */
+    char tmp[TG_CG_PATH_MAX];
+    int n = snprintf(tmp, sizeof tmp, "%s/%s", dir, name);
+    if (n < 0 || n >= TG_CG_PATH_MAX)
+        return -ENAMETOOLONG;
+    memcpy(out, tmp, (size_t)n + 1);
+    return 0;
 }
 
 int tg__cg_write(const char *dir, const char *file, const char *val)
@@ -447,9 +452,16 @@ typedef struct mnt {
     char mount[TG_CG_PATH_MAX];
 } mnt_t;
 
+/* Bounded copy; <src> may lie inside <dst> (callers trim in place). */
 static void copy_str(char *dst, size_t cap, const char *src)
 {
-    snprintf(dst, cap, "%s", src);
+    if (cap == 0)
+        return;
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memmove(dst, src, n);
+    dst[n] = '\0';
 }
 
 static void set_mnt(mnt_t *m, const char *root, const char *mount, const char *opts)

@@ -27,11 +27,11 @@
 
 #include "router/metrics.h"
 
-#define ADMIN_READ_BUF 4096      /* fixed internal bound: bytes per read (headers span reads) */
-#define ADMIN_URL_MAX 2048       /* fixed internal bound: request target; longer: 414 */
-#define ADMIN_HOST_MAX 256       /* fixed internal bound: Host header kept for the check */
-#define ADMIN_BACKLOG 64         /* fixed internal bound: listen(2) backlog */
-#define ADMIN_LINGER_MS 1000     /* fixed internal bound: drain input after a closing answer */
+#define ADMIN_READ_BUF     4096  /* fixed internal bound: bytes per read (headers span reads) */
+#define ADMIN_URL_MAX      2048  /* fixed internal bound: request target; longer: 414 */
+#define ADMIN_HOST_MAX     256   /* fixed internal bound: Host header kept for the check */
+#define ADMIN_BACKLOG      64    /* fixed internal bound: listen(2) backlog */
+#define ADMIN_LINGER_MS    1000  /* fixed internal bound: drain input after a closing answer */
 #define ADMIN_FIRST_RENDER 16384 /* first body buffer; doubled up to max_response_bytes */
 
 typedef struct conn conn_t;
@@ -54,12 +54,12 @@ struct conn {
     uv_timer_t timer;
     uv_write_t wreq;
     uv_shutdown_t sreq;
-    int handles;     /* open handles; the conn is freed when this reaches 0 */
-    bool served;     /* counted in a->nserved */
+    int handles; /* open handles; the conn is freed when this reaches 0 */
+    bool served; /* counted in a->nserved */
     bool closing;
     bool reading;
-    bool busy;       /* a request is complete and being answered */
-    bool lingering;  /* answered with Connection: close; draining input */
+    bool busy;      /* a request is complete and being answered */
+    bool lingering; /* answered with Connection: close; draining input */
     bool keep_alive;
     http_parser p;
     /* the request being parsed */
@@ -340,7 +340,7 @@ static void on_written(uv_write_t *req, int status)
             return;
         }
         arm_timer(c, ADMIN_LINGER_MS < c->a->o.idle_timeout_ms ? ADMIN_LINGER_MS
-                                                                : c->a->o.idle_timeout_ms);
+                                                               : c->a->o.idle_timeout_ms);
         c->in_off = c->in_len = 0;
         start_reading(c);
         return;
@@ -462,9 +462,9 @@ static void respond_rendered(conn_t *c, render_fn fn, const char *ctype)
     respond_text(c, 500, "response could not be rendered within max_response_bytes\n");
 }
 
-#define CSP                                                                                      \
-    "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; "                  \
-    "style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; "       \
+#define CSP                                                                                        \
+    "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; "                    \
+    "style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; "         \
     "frame-ancestors 'none'\r\n"
 
 static void route(conn_t *c)
@@ -472,9 +472,10 @@ static void route(conn_t *c)
     struct http_parser_url u;
 
     if (c->reject != 0) {
-        respond_text(c, c->reject, c->reject == 405   ? "only GET and HEAD are served\n"
-                                   : c->reject == 413 ? "request bodies are not accepted\n"
-                                                      : "request target too long\n");
+        respond_text(c, c->reject,
+                     c->reject == 405   ? "only GET and HEAD are served\n"
+                     : c->reject == 413 ? "request bodies are not accepted\n"
+                                        : "request target too long\n");
         return;
     }
     if (c->have_host && (c->host_over || !host_ok(c->host, c->host_len))) {
@@ -545,7 +546,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
         c->field_done = false;
         c->is_host = false;
     }
-    size_t room = sizeof(c->field) - c->field_len;
+    size_t room = c->field_len < sizeof(c->field) ? sizeof(c->field) - c->field_len : 0;
     size_t k = len < room ? len : room;
     memcpy(c->field + c->field_len, at, k);
     c->field_len += len; /* may pass the buffer: then it is not "host" */
@@ -761,9 +762,8 @@ static int check_opt(uint32_t *v, uint32_t def, uint32_t lo, uint32_t hi, const 
     return 0;
 }
 
-int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr,
-                   const tg_admin_opts_t *opts, const tg_admin_provider_t *prov, char *err,
-                   size_t errlen)
+int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr, const tg_admin_opts_t *opts,
+                   const tg_admin_provider_t *prov, char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
     tg_admin_opts_t o = {0};

@@ -48,16 +48,16 @@
 #define TG_ADMIN_DEF_ADDR "127.0.0.1:9464"
 
 /* Defaults and ranges of the bounds (see above). */
-#define TG_ADMIN_DEF_MAX_HEADER_BYTES 8192u
-#define TG_ADMIN_MIN_HEADER_BYTES 256u
-#define TG_ADMIN_MAX_HEADER_BYTES_CEIL 65536u
-#define TG_ADMIN_DEF_MAX_CONNECTIONS 16u
-#define TG_ADMIN_MAX_CONNECTIONS_CEIL 1024u
-#define TG_ADMIN_DEF_IDLE_TIMEOUT_MS 10000u
-#define TG_ADMIN_MIN_IDLE_TIMEOUT_MS 10u
-#define TG_ADMIN_IDLE_TIMEOUT_CEIL_MS 600000u
-#define TG_ADMIN_DEF_MAX_RESPONSE_BYTES (16u * 1024 * 1024)
-#define TG_ADMIN_MIN_RESPONSE_BYTES (64u * 1024)
+#define TG_ADMIN_DEF_MAX_HEADER_BYTES    8192u
+#define TG_ADMIN_MIN_HEADER_BYTES        256u
+#define TG_ADMIN_MAX_HEADER_BYTES_CEIL   65536u
+#define TG_ADMIN_DEF_MAX_CONNECTIONS     16u
+#define TG_ADMIN_MAX_CONNECTIONS_CEIL    1024u
+#define TG_ADMIN_DEF_IDLE_TIMEOUT_MS     10000u
+#define TG_ADMIN_MIN_IDLE_TIMEOUT_MS     10u
+#define TG_ADMIN_IDLE_TIMEOUT_CEIL_MS    600000u
+#define TG_ADMIN_DEF_MAX_RESPONSE_BYTES  (16u * 1024 * 1024)
+#define TG_ADMIN_MIN_RESPONSE_BYTES      (64u * 1024)
 #define TG_ADMIN_MAX_RESPONSE_BYTES_CEIL (256u * 1024 * 1024)
 
 #define TG_ADMIN_ADDR_MAX 64 /* fixed internal bound: "HOST:PORT" text, NUL included */
@@ -93,9 +93,8 @@ int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, char *err
 /* Listen on <addr> on <loop>. <prov> is copied; <opts> may be NULL. Out of
  * range options are refused with a message naming the field. 0, or a
  * negative errno with <err> filled (bad address, address in use...). */
-int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr,
-                   const tg_admin_opts_t *opts, const tg_admin_provider_t *prov, char *err,
-                   size_t errlen);
+int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr, const tg_admin_opts_t *opts,
+                   const tg_admin_provider_t *prov, char *err, size_t errlen);
 
 /* The address actually bound, as "HOST:PORT" (after port 0). Returns the
  * length, or a negative errno. */

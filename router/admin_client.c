@@ -87,8 +87,8 @@ static int connect_to(const struct sockaddr_storage *ss, int64_t deadline)
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
-    socklen_t sl = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                             : sizeof(struct sockaddr_in);
+    socklen_t sl =
+        ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
     if (connect(fd, (const struct sockaddr *)ss, sl) < 0) {
         int rc = -errno;
         if (rc == -EINPROGRESS) {
@@ -145,8 +145,7 @@ int tg_admin_get(const char *addr, const char *path, uint32_t timeout_ms, size_t
             off += (size_t)w;
             continue;
         }
-        rc = w < 0 && (errno == EAGAIN || errno == EINTR) ? wait_fd(fd, POLLOUT, deadline)
-                                                           : -errno;
+        rc = w < 0 && (errno == EAGAIN || errno == EINTR) ? wait_fd(fd, POLLOUT, deadline) : -errno;
         if (rc < 0) {
             snprintf(err, errlen, "admin endpoint at %s: sending: %s", addr, strerror(-rc));
             close(fd);

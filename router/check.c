@@ -19,11 +19,11 @@
 #include "router/cli.h"
 #include "router/contain_cfg.h"
 
-#define VAL_MAX 48           /* fixed internal bound: one formatted value */
-#define NOTE_MAX 96          /* fixed internal bound: a row's note */
-#define ENF_TEXT_MAX 4096    /* fixed internal bound: one agent's enforcement table */
-#define CAPS_TEXT_MAX 8192   /* fixed internal bound: the host capability summary */
-#define CHECK_LIMITS_MAX 256 /* --limit options on one command line (as wrap) */
+#define VAL_MAX          48   /* fixed internal bound: one formatted value */
+#define NOTE_MAX         96   /* fixed internal bound: a row's note */
+#define ENF_TEXT_MAX     4096 /* fixed internal bound: one agent's enforcement table */
+#define CAPS_TEXT_MAX    8192 /* fixed internal bound: the host capability summary */
+#define CHECK_LIMITS_MAX 256  /* --limit options on one command line (as wrap) */
 
 /* ------------------------------------------------------------------ */
 /* Prediction of the containment module's choices                      */
@@ -33,8 +33,8 @@ static bool hier_ok(const tg_contain_caps_t *caps, int i)
     return caps->h[i].usable && caps->h[i].writable;
 }
 
-tg_contain_kind_t tg_check_backend(const tg_contain_caps_t *caps, tg_contain_mode_t mode,
-                                   char *why, size_t cap)
+tg_contain_kind_t tg_check_backend(const tg_contain_caps_t *caps, tg_contain_mode_t mode, char *why,
+                                   size_t cap)
 {
     bool v2 = hier_ok(caps, TG_CG_V2);
     bool v2_ctl = caps->v2_memory || caps->v2_cpu || caps->v2_pids;
@@ -70,7 +70,8 @@ static void plan_no(tg_enforced_t *e, tg_res_t r, const char *backend, const cha
 static void plan_cgroup(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
                         const tg_contain_req_t *q, tg_enforced_t *e)
 {
-    char why[TG_REASON_MAX * 2]; /* a hierarchy's reason plus ours; the report keeps the first TG_REASON_MAX */
+    /* A hierarchy's reason plus ours; the report keeps TG_REASON_MAX of it. */
+    char why[TG_REASON_MAX * 2];
     /* cpu.max / cfs quota over a 100 ms period, at least the kernel's
      * 1 ms: the millicores that quota enforces. */
     uint64_t quota = (uint64_t)q->cpu_millicores * TG_CONTAIN_CPU_PERIOD_US / 1000u;
@@ -80,7 +81,8 @@ static void plan_cgroup(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
         if (q->memory_bytes && caps->v2_memory)
             tg_enforced_set(e, TG_RES_MEMORY, true, q->memory_bytes, "cgroup2", "memory.max", NULL);
         else if (q->memory_bytes)
-            plan_no(e, TG_RES_MEMORY, "cgroup2", "memory controller not delegated to toolgate's cgroup");
+            plan_no(e, TG_RES_MEMORY, "cgroup2",
+                    "memory controller not delegated to toolgate's cgroup");
         if (q->cpu_millicores && caps->v2_cpu)
             tg_enforced_set(e, TG_RES_CPU, true, cpu_mc, "cgroup2", "cpu.max", NULL);
         else if (q->cpu_millicores)
@@ -88,7 +90,8 @@ static void plan_cgroup(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
         if (q->pids && caps->v2_pids)
             tg_enforced_set(e, TG_RES_PIDS, true, q->pids, "cgroup2", "pids.max", NULL);
         else if (q->pids)
-            plan_no(e, TG_RES_PIDS, "cgroup2", "pids controller not delegated to toolgate's cgroup");
+            plan_no(e, TG_RES_PIDS, "cgroup2",
+                    "pids controller not delegated to toolgate's cgroup");
         return;
     }
     if (q->memory_bytes && hier_ok(caps, TG_CG_MEMORY)) {
@@ -119,7 +122,7 @@ static void plan_cgroup(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
 static void plan_fallback(const tg_contain_caps_t *caps, const tg_contain_req_t *q,
                           tg_enforced_t *e)
 {
-    char why[TG_REASON_MAX * 2], sz[32]; /* the report keeps the first TG_REASON_MAX */
+    char why[TG_REASON_MAX * 2], sz[32]; /* the report keeps TG_REASON_MAX of <why> */
     tg_enforced_item_t *it;
     uint64_t fsize = q->fsize ? q->fsize : q->disk_bytes;
 
@@ -168,9 +171,12 @@ void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_con
                    const tg_contain_req_t *req, tg_enforced_t *e)
 {
     const uint64_t val[TG_RES_COUNT] = {
-        [TG_RES_MEMORY] = req->memory_bytes, [TG_RES_CPU] = req->cpu_millicores,
-        [TG_RES_PIDS] = req->pids,           [TG_RES_DISK] = req->disk_bytes,
-        [TG_RES_NETWORK] = req->network_none, [TG_RES_NOFILE] = req->nofile,
+        [TG_RES_MEMORY] = req->memory_bytes,
+        [TG_RES_CPU] = req->cpu_millicores,
+        [TG_RES_PIDS] = req->pids,
+        [TG_RES_DISK] = req->disk_bytes,
+        [TG_RES_NETWORK] = req->network_none,
+        [TG_RES_NOFILE] = req->nofile,
         [TG_RES_FSIZE] = req->fsize,
     };
 
@@ -243,23 +249,60 @@ static kval_t kget(ck_key_t k, const tg_exec_limits_t *lim, const tg_resources_t
     kval_t v = {0};
 
     switch (k) {
-    case K_DURATION: v.u = lim->max_tool_call_duration_ms; v.src = lim->duration_src; break;
-    case K_CONCURRENT: v.u = lim->max_concurrent_calls; v.src = lim->concurrent_src; break;
-    case K_QUEUED: v.u = lim->max_queued_calls; v.src = lim->queued_src; break;
-    case K_RATE: v.rate = lim->rate_limit; v.src = lim->rate_src; break;
+    case K_DURATION:
+        v.u = lim->max_tool_call_duration_ms;
+        v.src = lim->duration_src;
+        break;
+    case K_CONCURRENT:
+        v.u = lim->max_concurrent_calls;
+        v.src = lim->concurrent_src;
+        break;
+    case K_QUEUED:
+        v.u = lim->max_queued_calls;
+        v.src = lim->queued_src;
+        break;
+    case K_RATE:
+        v.rate = lim->rate_limit;
+        v.src = lim->rate_src;
+        break;
     case K_BURST:
         v.u = lim->burst ? lim->burst : lim->rate_limit.count;
         v.src = lim->burst_src;
         break;
-    case K_GRACE: v.u = a->kill_grace_ms; v.src = a->kill_grace_src; break;
-    case K_MEMORY: v.u = res->memory_bytes; v.src = res->memory_src; break;
-    case K_CPU: v.u = res->cpu_millicores; v.src = res->cpu_src; break;
-    case K_PIDS: v.u = res->pids; v.src = res->pids_src; break;
-    case K_DISK: v.u = res->disk_bytes; v.src = res->disk_src; break;
-    case K_NETWORK: v.u = (uint64_t)res->network; v.src = res->network_src; break;
-    case K_BANDWIDTH: v.u = res->bandwidth_bps; v.src = res->bandwidth_src; break;
-    case K_CONNECTIONS: v.u = res->max_connections; v.src = res->connections_src; break;
-    case K_COUNT: break;
+    case K_GRACE:
+        v.u = a->kill_grace_ms;
+        v.src = a->kill_grace_src;
+        break;
+    case K_MEMORY:
+        v.u = res->memory_bytes;
+        v.src = res->memory_src;
+        break;
+    case K_CPU:
+        v.u = res->cpu_millicores;
+        v.src = res->cpu_src;
+        break;
+    case K_PIDS:
+        v.u = res->pids;
+        v.src = res->pids_src;
+        break;
+    case K_DISK:
+        v.u = res->disk_bytes;
+        v.src = res->disk_src;
+        break;
+    case K_NETWORK:
+        v.u = (uint64_t)res->network;
+        v.src = res->network_src;
+        break;
+    case K_BANDWIDTH:
+        v.u = res->bandwidth_bps;
+        v.src = res->bandwidth_src;
+        break;
+    case K_CONNECTIONS:
+        v.u = res->max_connections;
+        v.src = res->connections_src;
+        break;
+    case K_COUNT:
+        break;
     }
     return v;
 }
@@ -280,14 +323,28 @@ static void kfmt(ck_key_t k, const kval_t *v, char *buf, size_t cap)
 {
     switch (k) {
     case K_DURATION:
-    case K_GRACE: tg_unit_fmt_duration(buf, (int)cap, v->u); break;
-    case K_RATE: tg_unit_fmt_rate(buf, (int)cap, v->rate); break;
+    case K_GRACE:
+        tg_unit_fmt_duration(buf, (int)cap, v->u);
+        break;
+    case K_RATE:
+        tg_unit_fmt_rate(buf, (int)cap, v->rate);
+        break;
     case K_MEMORY:
-    case K_DISK: tg_unit_fmt_bytes(buf, (int)cap, v->u); break;
-    case K_CPU: snprintf(buf, cap, "%" PRIu64 "m", v->u); break;
-    case K_NETWORK: snprintf(buf, cap, "%s", tg_network_name((tg_network_t)v->u)); break;
-    case K_BANDWIDTH: fmt_bandwidth(buf, cap, v->u); break;
-    default: snprintf(buf, cap, "%" PRIu64, v->u); break;
+    case K_DISK:
+        tg_unit_fmt_bytes(buf, (int)cap, v->u);
+        break;
+    case K_CPU:
+        snprintf(buf, cap, "%" PRIu64 "m", v->u);
+        break;
+    case K_NETWORK:
+        snprintf(buf, cap, "%s", tg_network_name((tg_network_t)v->u));
+        break;
+    case K_BANDWIDTH:
+        fmt_bandwidth(buf, cap, v->u);
+        break;
+    default:
+        snprintf(buf, cap, "%" PRIu64, v->u);
+        break;
     }
 }
 
@@ -372,7 +429,8 @@ static size_t tool_rows(const tg_agent_cfg_t *a, const tg_tool_cfg_t *t, row_t r
         if (operator_src(r->eff.src))
             kfmt(r->key, &r->eff, r->op, sizeof r->op);
         /* The deadline is the smaller of the two (DESIGN.md "Timeouts"). */
-        if (k == K_DURATION && t->lim.max_tool_call_duration_ms > a->lim.max_tool_call_duration_ms) {
+        if (k == K_DURATION &&
+            t->lim.max_tool_call_duration_ms > a->lim.max_tool_call_duration_ms) {
             char ag[VAL_MAX];
             kval_t av = kget(K_DURATION, &a->lim, &a->res, a);
             kfmt(K_DURATION, &av, ag, sizeof ag);
@@ -477,8 +535,8 @@ static void text_header(FILE *f, const char *indent)
 static void text_row(FILE *f, const char *indent, const row_t *r)
 {
     fprintf(f, "%s%-*s %-13s %-13s %-13s %s", indent, KEY_COL - (int)strlen(indent),
-            key_names[r->key], r->eff_text,
-            tg_src_name(r->eff.src), r->man[0] ? r->man : "-", r->op[0] ? r->op : "-");
+            key_names[r->key], r->eff_text, tg_src_name(r->eff.src), r->man[0] ? r->man : "-",
+            r->op[0] ? r->op : "-");
     if (r->note[0])
         fprintf(f, "  (%s)", r->note);
     fputc('\n', f);
@@ -531,7 +589,7 @@ static void text_agent(FILE *f, const tg_agent_cfg_t *a, const agent_enf_t *ae, 
 /* JSON                                                                */
 
 static const char *const hier_names[TG_CG_NHIER] = {
-    [TG_CG_V2] = "cgroup2", [TG_CG_MEMORY] = "memory", [TG_CG_CPU] = "cpu",
+    [TG_CG_V2] = "cgroup2",      [TG_CG_MEMORY] = "memory", [TG_CG_CPU] = "cpu",
     [TG_CG_CPUACCT] = "cpuacct", [TG_CG_PIDS] = "pids",
 };
 
@@ -561,11 +619,11 @@ static json_t *json_enforced(const agent_enf_t *ae)
         return NULL;
     for (size_t i = 0; i < ae->nextra; i++) {
         const extra_t *x = &ae->extra[i];
-        json_object_set_new(res, x->json_key,
-                            json_pack("{s:o,s:b,s:s,s:s}", "requested",
-                                      x->number ? json_integer((json_int_t)x->number)
-                                                : json_string(x->requested),
-                                      "applied", 0, "backend", "none", "reason", x->reason));
+        json_object_set_new(
+            res, x->json_key,
+            json_pack("{s:o,s:b,s:s,s:s}", "requested",
+                      x->number ? json_integer((json_int_t)x->number) : json_string(x->requested),
+                      "applied", 0, "backend", "none", "reason", x->reason));
     }
     o = json_pack("{s:s,s:s,s:o,s:b}", "backend", ae->e.backend, "mode",
                   tg_contain_mode_name(ae->e.mode), "resources", res, "would_start",
@@ -586,10 +644,9 @@ static json_t *json_agent(const tg_agent_cfg_t *a, const agent_enf_t *ae)
         json_object_set_new(tools, a->tools[t].name, json_rows(rows, tn));
     }
     n = agent_rows(a, rows);
-    return json_pack("{s:s,s:s,s:s?,s:o,s:o,s:o}", "id", a->id, "dialect",
-                     dialect_name(a->dialect), "manifest", a->manifest ? a->manifest->path : NULL,
-                     "limits", json_rows(rows, n), "tools", tools, "enforced",
-                     json_enforced(ae));
+    return json_pack("{s:s,s:s,s:s?,s:o,s:o,s:o}", "id", a->id, "dialect", dialect_name(a->dialect),
+                     "manifest", a->manifest ? a->manifest->path : NULL, "limits",
+                     json_rows(rows, n), "tools", tools, "enforced", json_enforced(ae));
 }
 
 static json_t *json_host(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
@@ -639,13 +696,13 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
         json_t *agents = json_array(), *root;
         for (size_t i = 0; agents && i < cfg->nagents; i++)
             json_array_append_new(agents, json_agent(&cfg->agents[i], &enf[i]));
-        root = json_pack(
-            "{s:s?,s:b,s:{s:s,s:s},s:{s:{s:I,s:s,s:s}},s:o,s:o}", "config", cfg->path, "valid", 1,
-            "containment", "mode", tg_containment_mode_name(cfg->containment_mode), "source",
-            tg_src_name(cfg->containment_src), "router", "max_frame_bytes", "value",
-            (json_int_t)cfg->max_frame_bytes, "text", frame, "source",
-            tg_src_name(cfg->max_frame_src), "agents", agents, "host",
-            json_host(caps, kind, mode, why));
+        root = json_pack("{s:s?,s:b,s:{s:s,s:s},s:{s:{s:I,s:s,s:s}},s:o,s:o}", "config", cfg->path,
+                         "valid", 1, "containment", "mode",
+                         tg_containment_mode_name(cfg->containment_mode), "source",
+                         tg_src_name(cfg->containment_src), "router", "max_frame_bytes", "value",
+                         (json_int_t)cfg->max_frame_bytes, "text", frame, "source",
+                         tg_src_name(cfg->max_frame_src), "agents", agents, "host",
+                         json_host(caps, kind, mode, why));
         if (!root)
             rc = -ENOMEM;
         else if (json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
@@ -662,8 +719,8 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
             return -ENOMEM;
         }
         fprintf(out, "config %s: valid\n", cfg->path ? cfg->path : "(built-in defaults)");
-        fprintf(out, "containment.mode %s (%s)\n",
-                tg_containment_mode_name(cfg->containment_mode), tg_src_name(cfg->containment_src));
+        fprintf(out, "containment.mode %s (%s)\n", tg_containment_mode_name(cfg->containment_mode),
+                tg_src_name(cfg->containment_src));
         fprintf(out, "\nrouter\n");
         fprintf(out, "  %-*s %-13s %s\n", KEY_COL - 2, "limit", "effective", "source");
         fprintf(out, "  %-*s %-13s %s\n", KEY_COL - 2, "max_frame_bytes", frame,
@@ -693,17 +750,18 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
 
 static void check_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: toolgate check [--config FILE] [--limit KEY=VALUE]... [--json] [-- CMD ARGS...]\n"
-            "\n"
-            "Validate the config and print, per agent and tool, the effective limits and\n"
-            "where each came from (default, file, manifest, operator cap, --limit), and\n"
-            "what this host will enforce of each agent's resources.\n"
-            "  --config FILE       JSON config\n"
-            "  --limit KEY=VALUE   as in wrap: applies to the first agent\n"
-            "  --json              one JSON object instead of tables\n"
-            "  -- CMD ARGS         the command wrap would run (for a config without one)\n"
-            "Exit status: 0 valid, 1 invalid config, 2 bad usage.\n");
+    fprintf(
+        f,
+        "usage: toolgate check [--config FILE] [--limit KEY=VALUE]... [--json] [-- CMD ARGS...]\n"
+        "\n"
+        "Validate the config and print, per agent and tool, the effective limits and\n"
+        "where each came from (default, file, manifest, operator cap, --limit), and\n"
+        "what this host will enforce of each agent's resources.\n"
+        "  --config FILE       JSON config\n"
+        "  --limit KEY=VALUE   as in wrap: applies to the first agent\n"
+        "  --json              one JSON object instead of tables\n"
+        "  -- CMD ARGS         the command wrap would run (for a config without one)\n"
+        "Exit status: 0 valid, 1 invalid config, 2 bad usage.\n");
 }
 
 /* Print the config error <msg> (stderr; also stdout as JSON with --json). */

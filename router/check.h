@@ -29,8 +29,8 @@
 /* The backend tg_contain_init would choose on a host with <caps> in
  * <mode>; <why> (capacity <cap>) says why not a stronger one, "" when
  * nothing is missing. */
-tg_contain_kind_t tg_check_backend(const tg_contain_caps_t *caps, tg_contain_mode_t mode,
-                                   char *why, size_t cap);
+tg_contain_kind_t tg_check_backend(const tg_contain_caps_t *caps, tg_contain_mode_t mode, char *why,
+                                   size_t cap);
 
 /* The enforcement report tg_contain_create would give an instance with
  * <req> under backend <kind> (from tg_check_backend) on a host with

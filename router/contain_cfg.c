@@ -13,7 +13,13 @@ int tg_config_contain_req(const tg_agent_cfg_t *a, tg_contain_req_t *req)
     req->memory_bytes = r->memory_bytes;
     req->cpu_millicores = (uint32_t)r->cpu_millicores;
     req->pids = (uint32_t)r->pids;
-    req->disk_bytes = r->disk_bytes;
+    /* A workspace size is requested only when configured: no backend
+     * provides workspaces yet (issue 4, part 5), and a default request that
+     * can never be applied would make containment.mode "required" refuse
+     * every agent. Each file is still capped at the disk size by
+     * RLIMIT_FSIZE, always. */
+    req->disk_bytes = r->disk_src != TG_SRC_DEFAULT ? r->disk_bytes : 0;
+    req->fsize = r->disk_bytes;
     req->network_none = r->network == TG_NET_NONE;
     return r->network == TG_NET_LOOPBACK ? -ENOTSUP : 0;
 }

@@ -11,9 +11,9 @@
 #include "limits/contain.h"
 
 /* The containment request for agent <a>: its effective memory, cpu, pids
- * and disk, network "none" as a new network namespace, RLIMIT_NOFILE at
- * the containment default (tg_contain_req_default), no separate fsize
- * (the disk size caps each file) and no dedicated user. Returns 0, or
+ * (disk only when configured), network "none" as a new network namespace,
+ * RLIMIT_NOFILE at the containment default (tg_contain_req_default),
+ * RLIMIT_FSIZE at the disk size, and no dedicated user. Returns 0, or
  * -ENOTSUP when <a> asks for network "loopback", which no backend
  * provides: <req> then leaves the network alone and the caller must
  * report loopback as not enforced (and, in required mode, refuse). */

@@ -21,6 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: toolgate wrap [--config FILE] [--audit PATH] [--limit KEY=VALUE]... -- CMD [ARGS...]\n"
             "       toolgate serve --config FILE\n"
+            "       toolgate check --config FILE [--limit KEY=VALUE]... [--json]\n"
             "       toolgate audit verify FILE...\n"
             "       toolgate demo\n"
             "       toolgate --help | --version\n"
@@ -36,6 +37,8 @@ static void usage(FILE *f)
             "                           or tools.NAME.KEY for one tool\n"
             "serve  run the agents of FILE behind the Unix sockets of router.listen, one agent\n"
             "       instance per caller connection, limits per agent, tool and caller\n"
+            "check  validate FILE and print every effective limit, where it came from, and\n"
+            "       what this host enforces of each agent's resources\n"
             "audit verify  check audit files for gaps, duplicates, reordering and schema errors\n"
             "demo   run a bundled demo agent under wrap with small limits and show what happens\n");
 }
@@ -60,6 +63,8 @@ int main(int argc, char **argv)
         return tg_shim_main(argc - 1, argv + 1);
     if (strcmp(cmd, "wrap") == 0)
         return tg_cli_wrap(argc - 2, argv + 2);
+    if (strcmp(cmd, "check") == 0)
+        return tg_cli_check(argc - 2, argv + 2);
     if (strcmp(cmd, "audit") == 0)
         return tg_cli_audit(argc - 2, argv + 2);
     if (strcmp(cmd, "serve") == 0)

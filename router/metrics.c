@@ -31,8 +31,8 @@ static int64_t wall_ms(void)
 
 static bool name_char_ok(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == ':' || c == '@' || c == '/' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '@' || c == '/' || c == '-';
 }
 
 bool tg_metrics_name_ok(const char *s)
@@ -354,17 +354,35 @@ long tg_prom_escape(char *buf, size_t cap, const char *s, size_t n)
     return tg_jw_end(&w);
 }
 
-static void family(tg_jw_t *w, const char *name, const char *type, const char *help)
+/* The Prometheus writer: a family's # HELP and # TYPE are held back until
+ * its first sample, so a family with no sample (no agent sampled yet, no
+ * limit with a capacity) is left out rather than written empty. */
+typedef struct prom {
+    tg_jw_t w;
+    const char *name, *type, *help; /* pending family header, or name NULL */
+} prom_t;
+
+static void family(prom_t *p, const char *name, const char *type, const char *help)
 {
-    tg_jw_lit(w, "# HELP ");
-    tg_jw_lit(w, name);
-    tg_jw_raw(w, " ", 1);
-    tg_jw_lit(w, help);
-    tg_jw_lit(w, "\n# TYPE ");
-    tg_jw_lit(w, name);
-    tg_jw_raw(w, " ", 1);
-    tg_jw_lit(w, type);
-    tg_jw_raw(w, "\n", 1);
+    p->name = name;
+    p->type = type;
+    p->help = help;
+}
+
+static void family_flush(prom_t *p)
+{
+    if (p->name == NULL)
+        return;
+    tg_jw_lit(&p->w, "# HELP ");
+    tg_jw_lit(&p->w, p->name);
+    tg_jw_raw(&p->w, " ", 1);
+    tg_jw_lit(&p->w, p->help);
+    tg_jw_lit(&p->w, "\n# TYPE ");
+    tg_jw_lit(&p->w, p->name);
+    tg_jw_raw(&p->w, " ", 1);
+    tg_jw_lit(&p->w, p->type);
+    tg_jw_raw(&p->w, "\n", 1);
+    p->name = NULL;
 }
 
 /* A sample is written as: name, then label() per label, then end_*(). */
@@ -373,10 +391,11 @@ typedef struct sample {
     int nlabels;
 } sample_t;
 
-static sample_t sample(tg_jw_t *w, const char *name)
+static sample_t sample(prom_t *p, const char *name)
 {
-    tg_jw_lit(w, name);
-    return (sample_t){w, 0};
+    family_flush(p);
+    tg_jw_lit(&p->w, name);
+    return (sample_t){&p->w, 0};
 }
 
 static void label(sample_t *s, const char *key, const char *val)
@@ -427,7 +446,7 @@ static const char *limit_scope(const tg_limit_t *l)
     return tg_metrics_name_ok(l->scope) ? l->scope : "invalid";
 }
 
-static void prom_calls(tg_jw_t *w, const tg_metrics_t *m)
+static void prom_calls(prom_t *w, const tg_metrics_t *m)
 {
     family(w, "toolgate_calls_total", "counter",
            "Tool calls by agent, tool (config names; \"other\" for tools config does not "
@@ -463,12 +482,12 @@ static void prom_calls(tg_jw_t *w, const tg_metrics_t *m)
             cum += a->dur_bucket[b];
             sample_t s = sample(w, "toolgate_call_duration_seconds_bucket");
             label(&s, "agent", a->name);
-            tg_jw_lit(w, ",le=\"");
+            tg_jw_lit(s.w, ",le=\"");
             if (b < TG_METRICS_BUCKETS)
-                put_fixed(w, tg_metrics_bucket_ms[b], 3);
+                put_fixed(s.w, tg_metrics_bucket_ms[b], 3);
             else
-                tg_jw_lit(w, "+Inf");
-            tg_jw_raw(w, "\"", 1);
+                tg_jw_lit(s.w, "+Inf");
+            tg_jw_raw(s.w, "\"", 1);
             end_u64(&s, cum);
         }
         sample_t s = sample(w, "toolgate_call_duration_seconds_sum");
@@ -483,7 +502,7 @@ static void prom_calls(tg_jw_t *w, const tg_metrics_t *m)
 /* One gauge or counter family with one sample per agent. */
 typedef uint64_t (*agent_val_fn)(const tg_metrics_agent_t *a, bool *present);
 
-static void prom_per_agent(tg_jw_t *w, const tg_metrics_t *m, const char *name, const char *type,
+static void prom_per_agent(prom_t *w, const tg_metrics_t *m, const char *name, const char *type,
                            const char *help, agent_val_fn val, unsigned digits)
 {
     family(w, name, type, help);
@@ -544,14 +563,14 @@ static uint64_t v_pids(const tg_metrics_agent_t *a, bool *p)
     return a->pids;
 }
 
-static void prom_agents(tg_jw_t *w, const tg_metrics_t *m)
+static void prom_agents(prom_t *w, const tg_metrics_t *m)
 {
     prom_per_agent(w, m, "toolgate_inflight_calls", "gauge",
                    "Calls held by the agent now (concurrency slots in use).", v_inflight, 0);
     prom_per_agent(w, m, "toolgate_queue_depth", "gauge",
                    "Calls waiting in the agent's bounded queue.", v_queued, 0);
-    prom_per_agent(w, m, "toolgate_agent_up", "gauge", "1 when the agent process is running.",
-                   v_up, 0);
+    prom_per_agent(w, m, "toolgate_agent_up", "gauge", "1 when the agent process is running.", v_up,
+                   0);
     prom_per_agent(w, m, "toolgate_agent_restarts_total", "counter",
                    "Times the agent was restarted.", v_restarts, 0);
     prom_per_agent(w, m, "toolgate_agent_memory_bytes", "gauge",
@@ -562,11 +581,10 @@ static void prom_agents(tg_jw_t *w, const tg_metrics_t *m)
                    "Memory limit applied to the agent instance.", v_mem_limit, 0);
     prom_per_agent(w, m, "toolgate_agent_cpu_seconds_total", "counter",
                    "CPU time used by the agent instance.", v_cpu, 6);
-    prom_per_agent(w, m, "toolgate_agent_pids", "gauge", "Tasks in the agent instance.", v_pids,
-                   0);
+    prom_per_agent(w, m, "toolgate_agent_pids", "gauge", "Tasks in the agent instance.", v_pids, 0);
 }
 
-static void prom_limits(tg_jw_t *w, const tg_registry_t *r)
+static void prom_limits(prom_t *w, const tg_registry_t *r)
 {
     char name[TG_LIMIT_NAME_MAX];
     static const struct {
@@ -598,7 +616,7 @@ static void prom_limits(tg_jw_t *w, const tg_registry_t *r)
     }
 }
 
-static void prom_instance(tg_jw_t *w, const tg_metrics_t *m)
+static void prom_instance(prom_t *w, const tg_metrics_t *m)
 {
     family(w, "toolgate_build_info", "gauge", "Always 1; labels say which toolgate this is.");
     sample_t s = sample(w, "toolgate_build_info");
@@ -628,16 +646,16 @@ static void prom_instance(tg_jw_t *w, const tg_metrics_t *m)
 
 long tg_metrics_prom(char *buf, size_t cap, const tg_registry_t *r, const tg_metrics_t *m)
 {
-    tg_jw_t w;
-    tg_jw_init(&w, buf, cap);
+    prom_t p = {.name = NULL};
+    tg_jw_init(&p.w, buf, cap);
     if (m != NULL) {
-        prom_instance(&w, m);
-        prom_calls(&w, m);
-        prom_agents(&w, m);
+        prom_instance(&p, m);
+        prom_calls(&p, m);
+        prom_agents(&p, m);
     }
     if (r != NULL)
-        prom_limits(&w, r);
-    return tg_jw_end(&w);
+        prom_limits(&p, r);
+    return tg_jw_end(&p.w);
 }
 
 /* ---- JSON ------------------------------------------------------------- */

@@ -37,9 +37,9 @@
 #include "limits/store.h"
 #include "router/denial.h"
 
-#define TG_METRICS_DENIALS 32      /* fixed internal bound: latest denials kept for the page */
-#define TG_METRICS_BUCKETS 13      /* fixed internal bound: finite histogram buckets */
-#define TG_METRICS_NAME_MAX (TG_LIMIT_NAME_MAX - 1) /* longest name shown as-is, bytes */
+#define TG_METRICS_DENIALS    32 /* fixed internal bound: latest denials kept for the page */
+#define TG_METRICS_BUCKETS    13 /* fixed internal bound: finite histogram buckets */
+#define TG_METRICS_NAME_MAX   (TG_LIMIT_NAME_MAX - 1) /* longest name shown as-is, bytes */
 #define TG_METRICS_OTHER_TOOL "other" /* label of calls to tools config does not name */
 
 /* Upper bounds of the call-duration histogram buckets, ms (+Inf follows). */
@@ -66,21 +66,21 @@ typedef enum tg_agent_state {
 
 /* One configured agent. Arrays are sized at init from config. */
 typedef struct tg_metrics_agent {
-    char name[TG_LIMIT_NAME_MAX]; /* config id, or "invalid.<i>" */
-    size_t ntools;                /* configured tools */
+    char name[TG_LIMIT_NAME_MAX];     /* config id, or "invalid.<i>" */
+    size_t ntools;                    /* configured tools */
     char (*tools)[TG_LIMIT_NAME_MAX]; /* their names (checked like <name>) */
-    size_t other;                 /* row of unconfigured tools: ntools, or the row of a
-                                   * configured tool that is itself named "other" */
-    uint64_t *calls;              /* (ntools + 1) rows x TG_OUTCOME__COUNT */
+    size_t other;                     /* row of unconfigured tools: ntools, or the row of a
+                                       * configured tool that is itself named "other" */
+    uint64_t *calls;                  /* (ntools + 1) rows x TG_OUTCOME__COUNT */
     uint64_t dur_bucket[TG_METRICS_BUCKETS + 1]; /* per bucket, not cumulative; last: +Inf */
     uint64_t dur_sum_ms;
     uint64_t dur_count;
     uint32_t inflight;
     uint32_t queued;
     tg_agent_state_t state;
-    int64_t pid;                  /* 0 when no process */
+    int64_t pid; /* 0 when no process */
     uint64_t restarts;
-    bool have_usage;              /* the figures below were sampled at least once */
+    bool have_usage; /* the figures below were sampled at least once */
     uint64_t memory_bytes, memory_peak_bytes, memory_limit_bytes; /* limit 0: none */
     uint64_t cpu_usec;
     uint64_t pids;
@@ -88,9 +88,9 @@ typedef struct tg_metrics_agent {
 
 /* One refused call, for the page. */
 typedef struct tg_metrics_denial {
-    int64_t ts_ms;                     /* wall clock, ms since the epoch */
+    int64_t ts_ms; /* wall clock, ms since the epoch */
     tg_deny_code_t code;
-    int32_t agent;                     /* agent index, -1 when none */
+    int32_t agent;                    /* agent index, -1 when none */
     char tool[TG_AUDIT_SAFE_MAX + 1]; /* checked caller text, "invalid", or "" */
 } tg_metrics_denial_t;
 
@@ -100,13 +100,13 @@ typedef struct tg_metrics {
     size_t nagents;
     uint64_t denials[TG_DENY__COUNT];
     tg_metrics_denial_t ring[TG_METRICS_DENIALS];
-    uint64_t ndenials;                 /* denials ever recorded; the newest is at (n-1) % size */
+    uint64_t ndenials; /* denials ever recorded; the newest is at (n-1) % size */
     tg_store_kind_t store_kind;
     bool store_degraded;
     uint64_t audit_queue_depth;
     uint64_t audit_queue_capacity;
     uint64_t audit_dropped;
-    int64_t start_ms;                  /* wall clock at init */
+    int64_t start_ms; /* wall clock at init */
 } tg_metrics_t;
 
 /* Size <m> for the instance and agents (with their tools) of <cfg>, all
@@ -146,13 +146,14 @@ void tg_metrics_agent_usage(tg_metrics_t *m, size_t agent, uint64_t memory_bytes
 void tg_metrics_store(tg_metrics_t *m, tg_store_kind_t kind, bool degraded);
 void tg_metrics_audit(tg_metrics_t *m, uint64_t depth, uint64_t capacity, uint64_t dropped);
 
-const char *tg_outcome_name(tg_outcome_t o);        /* "ok", "error", ... */
+const char *tg_outcome_name(tg_outcome_t o);         /* "ok", "error", ... */
 const char *tg_agent_state_name(tg_agent_state_t s); /* "down", "running", ... */
 
 /* Encoders. <r> and <m> may each be NULL (their sections are then empty). */
 
 /* Prometheus text exposition format 0.0.4: every family with # HELP and
- * # TYPE, label values escaped (\\, \", \n; invalid UTF-8 as U+FFFD). */
+ * # TYPE before its samples (a family with no sample is left out), label
+ * values escaped (\\, \", \n; invalid UTF-8 as U+FFFD). */
 long tg_metrics_prom(char *buf, size_t cap, const tg_registry_t *r, const tg_metrics_t *m);
 
 /* /limits: {"instance":..,"limits":[{"name","category","scope","current",

@@ -49,6 +49,7 @@
 #include "router/denial.h"
 #include "router/envelope.h"
 #include "router/io.h"
+#include "router/contain_cfg.h"
 #include "router/log.h"
 #include "router/shim.h"
 
@@ -1637,15 +1638,17 @@ static void agent_out_error(tg_out_t *o, void *ctx, int status)
  * limit cannot be applied, or the instance cannot be made. */
 static int contain_create(tg_wrap_t *w, tg_inst_t *inst)
 {
-    const tg_resources_t *res = &w->ag->acfg->res;
     tg_contain_req_t req;
     tg_cfg_err_t err;
-    tg_contain_req_default(&req);
-    req.memory_bytes = res->memory_bytes;
-    req.cpu_millicores = (uint32_t)res->cpu_millicores;
-    req.pids = (uint32_t)res->pids;
-    req.disk_bytes = res->disk_bytes;
-    req.network_none = res->network != TG_NET_FULL;
+    if (tg_config_contain_req(w->ag->acfg, &req) == -ENOTSUP) {
+        if (w->gw->contain.mode == TG_CONTAIN_REQUIRED) {
+            tg_log("cannot start agent '%s': network \"loopback\" cannot be enforced on this "
+                   "host and containment.mode is required (use \"none\" or \"full\")",
+                   agent_name(w));
+            return -1;
+        }
+        tg_log("agent '%s': network \"loopback\" is not enforced on this host", agent_name(w));
+    }
     if (tg_contain_create(&w->gw->contain, agent_name(w), &req, &inst->ci, &err) < 0) {
         tg_log("cannot start agent '%s': %s", agent_name(w), err.msg);
         inst->ci = NULL;
@@ -2323,7 +2326,7 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
     }
     /* Containment is detected once; without a usable backend, required
      * mode refuses to run rather than start agents it cannot contain. */
-    tg_contain_opts_t co = {.mode = (tg_contain_mode_t)cfg->containment_mode};
+    tg_contain_opts_t co = {.mode = tg_config_contain_mode(cfg)};
     tg_cfg_err_t cerr;
     if (tg_contain_init(&gw->contain, &co, &cerr) == 0) {
         gw->contain_ok = true;

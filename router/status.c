@@ -14,16 +14,17 @@
 #include "router/admin.h"
 #include "router/cli.h"
 
-#define STATUS_TIMEOUT_MS 3000               /* fixed internal bound: whole exchange */
-#define STATUS_MAX_BODY (16u * 1024 * 1024)  /* fixed internal bound: /limits answer */
-#define STATUS_NAME_COL_MAX 72               /* fixed internal bound: widest name column */
+#define STATUS_TIMEOUT_MS   3000                /* fixed internal bound: whole exchange */
+#define STATUS_MAX_BODY     (16u * 1024 * 1024) /* fixed internal bound: /limits answer */
+#define STATUS_NAME_COL_MAX 72                  /* fixed internal bound: widest name column */
 
 static void status_usage(FILE *f)
 {
-    fprintf(f, "usage: toolgate status [--admin ADDR] [--json]\n"
-               "  --admin ADDR  the admin endpoint of a running toolgate (default %s)\n"
-               "  --json        print the snapshot as JSON instead of a table\n",
-               TG_ADMIN_DEF_ADDR);
+    fprintf(f,
+            "usage: toolgate status [--admin ADDR] [--json]\n"
+            "  --admin ADDR  the admin endpoint of a running toolgate (default %s)\n"
+            "  --json        print the snapshot as JSON instead of a table\n",
+            TG_ADMIN_DEF_ADDR);
 }
 
 /* The answer comes from whatever listens on that port: show only
@@ -131,8 +132,8 @@ int tg_cli_status(int argc, char **argv)
             status_usage(stdout);
             return 0;
         } else {
-            fprintf(stderr, "toolgate status: unknown argument '%s' (expected --admin ADDR, --json)\n",
-                    a);
+            fprintf(stderr,
+                    "toolgate status: unknown argument '%s' (expected --admin ADDR, --json)\n", a);
             return 2;
         }
     }
@@ -147,8 +148,7 @@ int tg_cli_status(int argc, char **argv)
     int st = tg_admin_get(addr, "/limits", STATUS_TIMEOUT_MS, STATUS_MAX_BODY, &body, &len, err,
                           sizeof(err));
     if (st < 0) {
-        fprintf(stderr, "toolgate status: %s (is toolgate running with --admin %s?)\n", err,
-                addr);
+        fprintf(stderr, "toolgate status: %s (is toolgate running with --admin %s?)\n", err, addr);
         return 1;
     }
     if (st != 200) {

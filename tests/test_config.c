@@ -479,11 +479,11 @@ Test(config, unknown_keys)
     load_fails("{\"agents\":[{\"id\":\"a\",\"execution_limits\":{\"rate\":\"1/s\"}}]}",
                "t.json:1:42: agents[0].execution_limits: unknown key \"rate\" (allowed: "
                "max_tool_call_duration, max_concurrent_calls, max_queued_calls, rate_limit, burst, "
-               "kill_grace_period, rate_scope)");
+               "kill_grace_period, rate_scope, shared_mode)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"tools\":{\"w\":{\"kill_grace_period\":\"1s\"}}}]}",
                "t.json:1:36: agents[0].tools.w: unknown key \"kill_grace_period\" (allowed: "
                "max_tool_call_duration, max_concurrent_calls, max_queued_calls, rate_limit, burst, "
-               "rate_scope)");
+               "rate_scope, shared_mode)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"restart\":{\"delay\":\"1s\"}}]}",
                "t.json:1:33: agents[0].restart: unknown key \"delay\" (allowed: policy, "
                "max_restarts, window, backoff, max_backoff)");

@@ -36,8 +36,9 @@ static const char *frame(const char *type, const char *payload)
     static char b[4][2048];
     static int k;
     char *o = b[k++ & 3];
-    snprintf(o, 2048, "{\"v\":1,\"type\":\"%s\",\"id\":\"m-1\",\"ts\":\"2026-01-16T12:00:00Z\",\"payload\":%s}",
-             type, payload);
+    int n = snprintf(o, 2048, "{\"v\":1,\"type\":\"%s\",\"id\":\"m-1\",\"ts\":\"2026-01-16T12:00:00Z\",\"payload\":%s}",
+                     type, payload);
+    cr_assert(n > 0 && n < 2048, "test frame too long");
     return o;
 }
 
