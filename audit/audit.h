@@ -47,6 +47,7 @@ typedef struct tg_audit_ev {
     const char *status;         /* enum: "ok", "error", "denied", "timeout", ... */
     const char *code;           /* denial code: "rate_limit_exceeded", ... */
     const char *stage;          /* how a call ended: "timed_out", "cancelled", "killed" */
+    const char *decided_by;     /* shared rate: "store", "local_fallback", "open", "closed" */
     const char *reason;         /* enum-like words chosen by toolgate only */
     struct {
         const char *type;       /* "rate", "concurrency", "frame", "timeout", ... */

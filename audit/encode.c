@@ -309,6 +309,7 @@ long tg_audit_encode(char *buf, size_t cap, const tg_audit_ev_t *ev, uint64_t se
     F_STR(&w, "status", ev->status);
     F_STR(&w, "code", ev->code);
     F_STR(&w, "stage", ev->stage);
+    F_STR(&w, "decided_by", ev->decided_by);
     F_STR(&w, "reason", ev->reason);
     if (ev->limit.type != NULL) {
         PUT_LIT(&w, ",\"limit\":{\"type\":\"");

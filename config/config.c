@@ -2831,6 +2831,43 @@ static int apply_containment(tg_config_t *cfg, const char *kv, const char *value
                    kv, q);
 }
 
+/* --limit rate_scope=local|shared, shared_mode=exact|lease,
+ * on_store_error=local|open|closed: the shared-limit switches of wrap mode.
+ * 0 or -1 when <key> is one of them, 1 when it is not. */
+static int apply_shared(tg_config_t *cfg, tg_agent_cfg_t *a, const char *kv, const char *key,
+                        size_t klen, const char *value, tg_cfg_err_t *err)
+{
+    static const struct {
+        const char *key;
+        const char *const choices[4];
+        const char *expected;
+    } keys[] = {
+        {"rate_scope", {"local", "shared", NULL}, "\"local\" or \"shared\""},
+        {"shared_mode", {"exact", "lease", NULL}, "\"exact\" or \"lease\""},
+        {"on_store_error", {"local", "open", "closed", NULL}, "\"local\", \"open\" or \"closed\""},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strlen(keys[i].key) != klen || memcmp(key, keys[i].key, klen) != 0)
+            continue;
+        for (int j = 0; keys[i].choices[j]; j++) {
+            if (strcmp(value, keys[i].choices[j]) != 0)
+                continue;
+            if (i == 0)
+                a->rate_shared = j == 1;
+            else if (i == 1)
+                a->shared_lease = j == 1;
+            else
+                cfg->store.on_store_error = j;
+            return 0;
+        }
+        char q[VALUE_SHOWN * 4 + 8];
+        quote(q, sizeof q, value, strlen(value));
+        return err_set(err, "--limit %s: %s: %s is not valid (expected %s)", kv, keys[i].key, q,
+                       keys[i].expected);
+    }
+    return 1;
+}
+
 /* --limit on an agent with a manifest: the value becomes the operator's
  * and the merge runs again, so the manifest's request still wins where it
  * is stricter. The key's setter writes the agent's lim, res or grace
@@ -2900,11 +2937,17 @@ int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg
     } else {
         if (klen == sizeof containment_key - 1 && memcmp(key, containment_key, klen) == 0)
             return apply_containment(cfg, kv, value, err);
+        int shared = apply_shared(cfg, a, kv, key, klen, value, err);
+        if (shared != 1)
+            return shared;
         k = lkey_find(key, klen, S_ROUTER | S_AGENT | S_RES);
         if (!k) {
             char q[VALUE_SHOWN * 4 + 8];
             lkeys_list(list, sizeof list, S_ROUTER | S_AGENT | S_RES);
             list_add(list, sizeof list, containment_key);
+            list_add(list, sizeof list, "rate_scope");
+            list_add(list, sizeof list, "shared_mode");
+            list_add(list, sizeof list, "on_store_error");
             list_add(list, sizeof list, "tools.NAME.KEY");
             quote(q, sizeof q, key, klen);
             return err_set(err, "--limit %s: unknown key %s (allowed: %s)", kv, q, list);

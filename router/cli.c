@@ -41,6 +41,7 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
 {
     const char *config_path = NULL;
     const char *audit = NULL;
+    const char *store = NULL;
     const char *limits[256];
     int nlimits = 0;
     int i = 0;
@@ -58,7 +59,7 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
             val = eq + 1;
         size_t klen = eq != NULL ? (size_t)(eq - a) : strlen(a);
 #define OPT(name) (klen == strlen(name) && strncmp(a, name, klen) == 0)
-        if (OPT("--config") || OPT("--audit") || OPT("--limit")) {
+        if (OPT("--config") || OPT("--audit") || OPT("--limit") || OPT("--store")) {
             if (val == NULL) {
                 if (i + 1 >= argc) {
                     snprintf(err, errlen, "%.*s needs a value", (int)klen, a);
@@ -70,6 +71,8 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
                 config_path = val;
             else if (OPT("--audit"))
                 audit = val;
+            else if (OPT("--store"))
+                store = val;
             else if (nlimits < (int)(sizeof(limits) / sizeof(limits[0])))
                 limits[nlimits++] = val;
             else {
@@ -78,7 +81,9 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
             }
         } else if (a[0] == '-') {
             snprintf(err, errlen,
-                     "unknown option '%s' (expected --config, --audit, --limit, then -- CMD ARGS)", a);
+                     "unknown option '%s' (expected --config, --audit, --store, --limit, then -- CMD "
+                     "ARGS)",
+                     a);
             return -1;
         } else {
             break; /* the command starts without "--" */
@@ -116,6 +121,21 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
     for (int k = 0; k < nlimits; k++) {
         if (tg_config_apply_limit(cfg, 0, limits[k], &cerr) < 0) {
             snprintf(err, errlen, "%s", cerr.msg);
+            return -1;
+        }
+    }
+    /* --store URL: the shared store for limits with rate_scope=shared. */
+    if (store != NULL) {
+        if (strncmp(store, "redis://", 8) != 0 && strncmp(store, "unix:", 5) != 0) {
+            snprintf(err, errlen, "--store: not a store URL (expected redis://[user:password@]"
+                                  "host:port/db or unix:/path?db=N)");
+            return -1;
+        }
+        free(cfg->store.url);
+        cfg->store.url = strdup(store);
+        cfg->store.redis = cfg->store.url != NULL;
+        if (cfg->store.url == NULL) {
+            snprintf(err, errlen, "out of memory");
             return -1;
         }
     }

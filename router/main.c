@@ -19,7 +19,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: toolgate wrap [--config FILE] [--audit PATH] [--limit KEY=VALUE]... -- CMD [ARGS...]\n"
+            "usage: toolgate wrap [--config FILE] [--audit PATH] [--store URL] [--limit KEY=VALUE]...\n"
+            "                     -- CMD [ARGS...]\n"
             "       toolgate serve --config FILE\n"
             "       toolgate check --config FILE [--limit KEY=VALUE]... [--json]\n"
             "       toolgate audit verify FILE...\n"
@@ -34,7 +35,11 @@ static void usage(FILE *f)
             "       --limit KEY=VALUE   override a limit; KEY is one of max_frame_bytes,\n"
             "                           max_tool_call_duration, max_concurrent_calls,\n"
             "                           max_queued_calls, rate_limit, burst, kill_grace_period,\n"
+            "                           memory, cpu, pids, disk, network, containment,\n"
+            "                           rate_scope, shared_mode, on_store_error,\n"
             "                           or tools.NAME.KEY for one tool\n"
+            "       --store URL         redis://[user:password@]host:port/db shared by every\n"
+            "                           toolgate whose limits use rate_scope=shared\n"
             "serve  run the agents of FILE behind the Unix sockets of router.listen, one agent\n"
             "       instance per caller connection, limits per agent, tool and caller\n"
             "check  validate FILE and print every effective limit, where it came from, and\n"

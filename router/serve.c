@@ -292,7 +292,8 @@ static void maybe_done(serve_run_t *r)
         return;
     if (!uv_is_closing((uv_handle_t *)&r->sig_term)) {
         uv_close((uv_handle_t *)&r->sig_term, NULL);
-        uv_close((uv_handle_t *)&r->sig_int, NULL);
+        if (!uv_is_closing((uv_handle_t *)&r->sig_int))
+            uv_close((uv_handle_t *)&r->sig_int, NULL);
         tg_gw_stop(&r->gw);
         for (size_t i = 0; i < r->cfg->nagents; i++)
             if (r->agents[i] != NULL)

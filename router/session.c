@@ -63,7 +63,7 @@
 #define TG_MONITOR_MS 1000     /* fixed internal bound: containment sampling period */
 
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
-typedef enum { S_NONE = 0, S_QUEUED, S_INFLIGHT, S_ZOMBIE } call_state_t;
+typedef enum { S_NONE = 0, S_RATE, S_QUEUED, S_INFLIGHT, S_ZOMBIE } call_state_t;
 typedef enum { A_DOWN = 0, A_STARTING, A_RUNNING, A_BACKOFF } agent_state_t;
 typedef enum { P_RUN = 0, P_DRAIN, P_STOP_STDIN, P_STOP_TERM, P_STOP_KILL, P_DONE } phase_t;
 
@@ -98,6 +98,7 @@ typedef struct tg_call {
     uint32_t ping_for;
     uint64_t ping_for_id;
     const char *stage;              /* how a zombie ended: "timed_out", "cancelled" */
+    const char *decided_by;         /* shared rate: who decided (store, local_fallback, ...) */
 } tg_call_t;
 
 /* One running agent process. Freed when all its handles have closed. */
@@ -158,6 +159,8 @@ typedef struct tg_agent {
     tg_gcra_t arate;
     tg_conc_t aconc;
     tg_waitq_t aq;
+    tg_store_t *store;              /* the shared store for this agent's rate, or NULL (local) */
+    char rate_key[TG_STORE_KEY_MAX + 1];
     tool_state_t *tools;
     int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr, reg_memory;
     char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
@@ -467,6 +470,8 @@ static void audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, cons
     }
     ev.status = status;
     ev.stage = stage;
+    if (c != NULL)
+        ev.decided_by = c->decided_by;
     if (d != NULL) {
         ev.code = tg_deny_name(d->code);
         ev.limit.type = d->limit;
@@ -576,6 +581,123 @@ static bool tool_has_room(tg_wrap_t *w, const tg_call_t *c)
     return c->tool < 0 || !w->ag->tools[c->tool].has_conc || tg_conc_has_room(&w->ag->tools[c->tool].conc);
 }
 
+static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
+                        size_t id_off, size_t id_len, bool held);
+
+/* A call waiting for the shared store: the agent and id name it, so an
+ * answer for a call that is gone (its session ended) finds nothing. */
+typedef struct store_ticket {
+    tg_agent_t *ag;
+    uint64_t agent_id;
+} store_ticket_t;
+
+static void on_store_taken(void *arg, const tg_store_result_t *r)
+{
+    store_ticket_t *t = arg;
+    tg_agent_t *ag = t->ag;
+    tg_call_t *c = &ag->calls[t->agent_id % ag->ncalls];
+    bool live = c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_RATE;
+    free(t);
+    if (!live)
+        return;
+    tg_wrap_t *w = c->w;
+    c->decided_by = tg_store_decider_name(r->decided_by);
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    if (!r->gcra.allowed) {
+        tg_rate_t rate = ag->acfg->lim.rate_limit;
+        char unit[32];
+        snprintf(unit, sizeof(unit), "calls/%s",
+                 rate.period_ms == 1000 ? "second" : rate.period_ms == 60000 ? "minute" : "hour");
+        bool store_down = r->decided_by == TG_STORE_BY_CLOSED;
+        denial_init(w, &d, store_down ? TG_DENY_STORE : TG_DENY_RATE, c, reqid, sizeof(reqid));
+        d.limit = "rate";
+        d.scope = "agent";
+        d.unit = unit;
+        d.retry_after_ms = (int64_t)r->gcra.retry_after_ms;
+        d.config_path = store_down ? "store.on_store_error" : ag->path_rate;
+        if (store_down) {
+            d.detail = "the shared rate store is unavailable and on_store_error is closed";
+        } else {
+            d.observed = (int64_t)r->gcra.observed;
+            d.cap = (int64_t)r->gcra.cap;
+            fmt_rate_detail(detail, sizeof(detail), r->gcra.observed, rate);
+            d.detail = detail;
+        }
+        deny_call(w, c, &d, "call.denied", NULL);
+        call_free(w, c);
+        check_drained(w);
+        flush_all(w);
+        return;
+    }
+    /* The local scopes (tool, caller) last: they may have filled since. */
+    uint64_t now = now_ms(w);
+    tool_state_t *ts = c->tool >= 0 ? &ag->tools[c->tool] : NULL;
+    tg_caller_lim_t *cl = w->climits;
+    tg_gcra_t *local[2] = {ts != NULL && ts->has_rate ? &ts->rate : NULL,
+                           cl != NULL && cl->has_rate ? &cl->rate : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (local[k] == NULL || tg_gcra_peek(local[k], now).allowed)
+            continue;
+        tg_gcra_result_t rr = tg_gcra_peek(local[k], now);
+        denial_init(w, &d, TG_DENY_RATE, c, reqid, sizeof(reqid));
+        d.limit = "rate";
+        d.scope = k == 0 ? "tool" : "caller";
+        d.observed = (int64_t)rr.observed;
+        d.cap = (int64_t)rr.cap;
+        d.retry_after_ms = (int64_t)rr.retry_after_ms;
+        d.config_path = k == 0 ? ts->path_rate : cl->path_rate;
+        d.detail = "the scope filled while the shared store answered";
+        deny_call(w, c, &d, "call.denied", NULL);
+        call_free(w, c);
+        check_drained(w);
+        flush_all(w);
+        return;
+    }
+    for (int k = 0; k < 2; k++)
+        if (local[k] != NULL)
+            tg_gcra_take(local[k], now);
+    c->state = S_NONE;
+    admit_slots(w, c, c->qblk, c->qframe, c->qlen, c->qid_off, c->qid_len, true);
+    flush_all(w);
+}
+
+/* Hold call <c>'s frame and ask the shared store for the agent's token. */
+static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
+                      size_t id_off, size_t id_len)
+{
+    c->state = S_RATE;
+    c->qblk = b;
+    b->refs++;
+    w->ag->queued_frame_bytes += len;
+    c->qframe = frame;
+    c->qlen = len;
+    c->qid_off = id_off;
+    c->qid_len = id_len;
+    store_ticket_t *t = malloc(sizeof(*t));
+    const tg_rate_t *r = &w->ag->acfg->lim.rate_limit;
+    int rc = -ENOMEM;
+    if (t != NULL) {
+        t->ag = w->ag;
+        t->agent_id = c->agent_id;
+        /* The callback may run before tg_store_take returns (a degraded
+         * store, a lease token at hand): nothing here is used after it. */
+        rc = tg_store_take(w->ag->store, w->ag->rate_key, r->count, r->period_ms,
+                           w->ag->acfg->lim.burst ? w->ag->acfg->lim.burst : (uint32_t)r->count,
+                           on_store_taken, t);
+    }
+    if (rc < 0) {
+        free(t);
+        tg_denial_t d;
+        char reqid[32];
+        denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
+        d.limit = "rate";
+        d.detail = "the shared rate store refused the request";
+        deny_call(w, c, &d, "call.denied", NULL);
+        call_free(w, c);
+    }
+}
+
 /* One rate limit a call must pass: agent, tool or caller. */
 typedef struct rate_scope {
     tg_gcra_t *g;
@@ -638,12 +760,26 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
 
     /* Rate: both buckets must allow; a call refused by one takes no token
      * from the other. */
+    /* Deadline: min(caller timeout_ms, tool cap, agent cap). */
+    c->deadline_ms = w->ag->acfg->lim.max_tool_call_duration_ms;
+    c->deadline_path = w->ag->path_dur;
+    if (ts != NULL && w->ag->acfg->tools[c->tool].lim.duration_src != TG_SRC_DEFAULT &&
+        w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms < c->deadline_ms) {
+        c->deadline_ms = w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms;
+        c->deadline_path = ts->path_dur;
+    }
+    if (env->has_timeout && env->timeout_ms < c->deadline_ms) {
+        c->deadline_ms = env->timeout_ms;
+        c->deadline_path = NULL; /* the caller's own choice: nothing to raise */
+    }
+
     uint64_t now = now_ms(w);
     tg_caller_lim_t *cl = w->climits;
-    rate_scope_t scopes[3] = {
-        {&w->ag->arate, "agent", w->ag->path_rate, w->ag->acfg->lim.rate_limit, w->ag->reg_rate},
-    };
-    int nscopes = 1;
+    rate_scope_t scopes[3];
+    int nscopes = 0;
+    if (w->ag->store == NULL)
+        scopes[nscopes++] = (rate_scope_t){&w->ag->arate, "agent", w->ag->path_rate,
+                                           w->ag->acfg->lim.rate_limit, w->ag->reg_rate};
     if (ts != NULL && ts->has_rate)
         scopes[nscopes++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
                                                 w->ag->acfg->tools[c->tool].lim.rate_limit,
@@ -679,40 +815,53 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         call_free(w, c);
         return;
     }
+    if (w->ag->store != NULL) {
+        /* The agent's bucket is shared: ask the store, holding the frame
+         * until it answers (within its own timeout). The local scopes are
+         * taken then, so a call the store refuses costs them nothing. */
+        rate_hold(w, c, b, frame, len, env->id.off, env->id.len);
+        return;
+    }
     /* Every scope allows it: a call refused by one takes no token from the
      * others. */
     for (int k = 0; k < nscopes; k++) {
         tg_gcra_take(scopes[k].g, now);
         reg_set(w, scopes[k].reg, tg_gcra_used(scopes[k].g, now));
     }
+    admit_slots(w, c, b, frame, len, env->id.off, env->id.len, false);
+}
 
-    /* Deadline: min(caller timeout_ms, tool cap, agent cap). */
-    c->deadline_ms = w->ag->acfg->lim.max_tool_call_duration_ms;
-    c->deadline_path = w->ag->path_dur;
-    if (ts != NULL && w->ag->acfg->tools[c->tool].lim.duration_src != TG_SRC_DEFAULT &&
-        w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms < c->deadline_ms) {
-        c->deadline_ms = w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms;
-        c->deadline_path = ts->path_dur;
-    }
-    if (env->has_timeout && env->timeout_ms < c->deadline_ms) {
-        c->deadline_ms = env->timeout_ms;
-        c->deadline_path = NULL; /* the caller's own choice: nothing to raise */
-    }
-
+/* The concurrency stage: run now when every scope has room and nobody
+ * waits, else wait in the FIFO when it has room, else refuse; then start
+ * the deadline. <held>: the call already holds a reference on <b> (it
+ * waited for the store). */
+static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
+                        size_t id_off, size_t id_len, bool held)
+{
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    tool_state_t *ts = c->tool >= 0 ? &w->ag->tools[c->tool] : NULL;
     /* Concurrency: run now when both scopes have room and nobody waits;
      * else wait in the FIFO when it has room. */
     if (w->ag->aq.count == 0 && tg_conc_has_room(&w->ag->aconc) && tool_has_room(w, c)) {
-        dispatch(w, c, b, frame, len, env->id.off, env->id.len);
+        dispatch(w, c, b, frame, len, id_off, id_len);
+        if (held) {
+            c->qblk = NULL;
+            w->ag->queued_frame_bytes -= c->qlen;
+            tg_block_unref(&w->gw->pool, b);
+        }
     } else if (w->ag->aq.count < w->ag->aq.cap && (ts == NULL || !ts->has_queue || ts->queued < ts->max_queued)) {
         tg_waitq_push(&w->ag->aq, c->idx);
         c->state = S_QUEUED;
-        c->qblk = b;
-        b->refs++;
-        w->ag->queued_frame_bytes += len;
+        if (!held) {
+            c->qblk = b;
+            b->refs++;
+            w->ag->queued_frame_bytes += len;
+        }
         c->qframe = frame;
         c->qlen = len;
-        c->qid_off = env->id.off;
-        c->qid_len = env->id.len;
+        c->qid_off = id_off;
+        c->qid_len = id_len;
         if (ts != NULL)
             ts->queued++;
         update_conc_regs(w, c);
@@ -847,10 +996,15 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
         if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
             memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->state == S_ZOMBIE)
             continue;
-        if (c->kind == K_CALL && c->state == S_QUEUED) {
+        if (c->kind == K_CALL && (c->state == S_QUEUED || c->state == S_RATE)) {
             /* The agent never saw it: nothing to forward. */
             audit_call(w, c, "call.cancelled", "cancelled", NULL, "queued");
-            call_release(w, c);
+            if (c->state == S_RATE) {
+                call_free(w, c); /* the store's answer will find nothing */
+                check_drained(w);
+            } else {
+                call_release(w, c);
+            }
             return;
         }
         if (agent_writable(w))
@@ -1419,8 +1573,8 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
         tg_call_t *c = &w->ag->calls[i];
         if (c->kind == K_FREE || c->w != w)
             continue;
-        if (c->kind == K_CALL && (c->state == S_INFLIGHT || c->state == S_QUEUED) &&
-            inst->verdict.kind != TG_VERDICT_OK) {
+        bool pending = c->state == S_INFLIGHT || c->state == S_QUEUED || c->state == S_RATE;
+        if (c->kind == K_CALL && pending && inst->verdict.kind != TG_VERDICT_OK) {
             /* Killed for a resource: say which, and how much against what. */
             const tg_verdict_t *v = &inst->verdict;
             char path[TG_NAME_MAX + 64];
@@ -1439,7 +1593,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
                      v->used, v->limit);
             d.detail = detail;
             deny_call(w, c, &d, "call.denied", "killed");
-        } else if (c->kind == K_CALL && (c->state == S_INFLIGHT || c->state == S_QUEUED)) {
+        } else if (c->kind == K_CALL && pending) {
             denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
             d.limit = "agent";
             d.retry_after_ms = (int64_t)w->ag->acfg->backoff_initial_ms;
@@ -2269,6 +2423,48 @@ static int setup_limits(tg_agent_t *ag, uint32_t max_sessions)
 
 /* ---- public API: gateway, agents, sessions ------------------------------ */
 
+static void on_store_event(void *arg, tg_store_event_t sev, const char *reason)
+{
+    tg_gw_t *gw = arg;
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = sev == TG_STORE_EV_DEGRADED ? "store.degraded" : "store.recovered";
+    ev.reason = tg_store_policy_name((tg_store_policy_t)gw->cfg->store.on_store_error);
+    if (gw->audit != NULL)
+        tg_audit_emit(gw->audit, &ev);
+    /* <reason> names the store by its redacted URL: no password. */
+    tg_log("%s: %s", ev.event, reason);
+}
+
+/* Open the shared store (store.kind redis) and, when an agent asks for
+ * it, the lease view over it. 0, or -1 after logging. */
+static int gw_store_open(tg_gw_t *gw, tg_config_t *cfg)
+{
+    tg_store_opts_t o;
+    tg_cfg_err_t err;
+    memset(&o, 0, sizeof(o));
+    o.kind = TG_STORE_REDIS;
+    o.url = cfg->store.url;
+    o.prefix = cfg->store.prefix;
+    o.timeout_ms = cfg->store.timeout_ms;
+    o.on_store_error = (tg_store_policy_t)cfg->store.on_store_error;
+    o.instances = cfg->store.instances;
+    o.on_event = on_store_event;
+    o.event_arg = gw;
+    if (tg_store_open(gw->loop, &o, &gw->store, &err) < 0) {
+        tg_log("store: %s", err.msg);
+        return -1;
+    }
+    bool lease = false;
+    for (size_t i = 0; i < cfg->nagents; i++)
+        lease = lease || (cfg->agents[i].rate_shared && cfg->agents[i].shared_lease);
+    if (lease && tg_store_lease_open(gw->store, &o, &gw->lease, &err) < 0) {
+        tg_log("store (lease mode): %s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
 {
     char err[512], audit_path[4096], name[TG_LIMIT_NAME_MAX];
@@ -2324,6 +2520,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
         tg_log("%s", err);
         return 2;
     }
+    if (cfg->store.redis && gw_store_open(gw, cfg) < 0)
+        return 2;
     /* Containment is detected once; without a usable backend, required
      * mode refuses to run rather than start agents it cannot contain. */
     tg_contain_opts_t co = {.mode = tg_config_contain_mode(cfg)};
@@ -2351,11 +2549,19 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
 
 void tg_gw_stop(tg_gw_t *gw)
 {
+    /* The store's connection and timers would keep the loop alive; calls
+     * still waiting on it are answered (cancelled) first. */
+    if (gw->lease != NULL)
+        tg_store_close(gw->lease, NULL, NULL);
+    if (gw->store != NULL)
+        tg_store_close(gw->store, NULL, NULL);
+    gw->lease = gw->store = NULL;
     close_if_open((uv_handle_t *)&gw->tick_timer);
 }
 
 void tg_gw_close(tg_gw_t *gw)
 {
+    tg_gw_stop(gw); /* idempotent: error paths may not have stopped */
     if (gw->audit != NULL)
         tg_audit_close(gw->audit);
     gw->audit = NULL;
@@ -2377,6 +2583,21 @@ tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_session
         return NULL;
     ag->gw = gw;
     ag->acfg = acfg;
+    if (acfg->rate_shared) {
+        ag->store = acfg->shared_lease ? gw->lease : gw->store;
+        if (ag->store == NULL) {
+            tg_log("agent '%s': rate_scope is shared but no shared store is configured (add "
+                   "store {\"kind\": \"redis\", \"url\": ...} or --store URL)",
+                   acfg->id);
+            free(ag);
+            return NULL;
+        }
+        if (tg_store_make_key(ag->store, ag->rate_key, sizeof(ag->rate_key), acfg->id, "rate") < 0) {
+            tg_log("agent '%s': its id cannot name a shared bucket (braces?)", acfg->id);
+            free(ag);
+            return NULL;
+        }
+    }
     if (setup_limits(ag, max_sessions) < 0) {
         tg_log("cannot set up limits for agent '%s' (out of memory or invalid rate)", acfg->id);
         tg_agent_free(ag);

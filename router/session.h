@@ -51,6 +51,8 @@ typedef struct tg_gw {
     int reg_frame_in, reg_wq_caller, reg_audit;
     char path_frame[64];
     uv_timer_t tick_timer;
+    struct tg_store *store; /* the shared rate store (redis), or NULL */
+    struct tg_store *lease; /* lease view over it, when an agent uses shared_mode lease */
     tg_contain_t contain; /* containment context (detected once at open) */
     bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
     tg_sess_t *sessions; /* live sessions, a list linked through the sessions */

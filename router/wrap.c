@@ -36,8 +36,11 @@ static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
     wrap_run_t *r = gw->data;
     (void)s;
     r->sess = NULL;
-    uv_close((uv_handle_t *)&r->sig_term, NULL);
-    uv_close((uv_handle_t *)&r->sig_int, NULL);
+    /* On error paths the teardown's close-all may have closed them. */
+    if (!uv_is_closing((uv_handle_t *)&r->sig_term))
+        uv_close((uv_handle_t *)&r->sig_term, NULL);
+    if (!uv_is_closing((uv_handle_t *)&r->sig_int))
+        uv_close((uv_handle_t *)&r->sig_int, NULL);
     tg_gw_stop(gw);
     if (r->ag != NULL)
         tg_agent_close_timers(r->ag);

@@ -760,12 +760,11 @@ Test(config, limit_bad_keys)
     limit_fails("foo=1", "--limit foo=1: unknown key \"foo\" (allowed: max_frame_bytes, "
                          "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
                          "rate_limit, burst, kill_grace_period, memory, cpu, pids, disk, network, "
-                         "containment, tools.NAME.KEY)");
-    limit_fails("rate_scope=shared", "--limit rate_scope=shared: unknown key \"rate_scope\" "
-                                     "(allowed: max_frame_bytes, max_tool_call_duration, "
-                                     "max_concurrent_calls, max_queued_calls, rate_limit, burst, "
-                                     "kill_grace_period, memory, cpu, pids, disk, network, "
-                                     "containment, tools.NAME.KEY)");
+                         "containment, rate_scope, shared_mode, on_store_error, tools.NAME.KEY)");
+    limit_fails("rate_scope=global", "--limit rate_scope=global: rate_scope: \"global\" is not "
+                                     "valid (expected \"local\" or \"shared\")");
+    limit_fails("on_store_error=maybe", "--limit on_store_error=maybe: on_store_error: \"maybe\" is "
+                                        "not valid (expected \"local\", \"open\" or \"closed\")");
     limit_fails("tools.web.kill_grace_period=5s",
                 "--limit tools.web.kill_grace_period=5s: unknown tool key \"kill_grace_period\" "
                 "(allowed: max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
@@ -786,7 +785,8 @@ Test(config, limit_bad_keys)
     limit_fails("tools.=1", "--limit tools.=1: unknown key \"tools.\" (allowed: max_frame_bytes, "
                             "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
                             "rate_limit, burst, kill_grace_period, memory, cpu, pids, disk, "
-                            "network, containment, tools.NAME.KEY)");
+                            "network, containment, rate_scope, shared_mode, on_store_error, "
+                            "tools.NAME.KEY)");
     limit_fails("burst", "--limit burst: expected KEY=VALUE, e.g. rate_limit=100/minute");
     limit_fails("=5", "--limit =5: expected KEY=VALUE, e.g. rate_limit=100/minute");
     limit_fails("", "--limit : expected KEY=VALUE, e.g. rate_limit=100/minute");

@@ -1,0 +1,191 @@
+/* Shared limits end to end: toolgate wrap instances pointed at one Redis
+ * with rate_scope=shared admit exactly the limit between them; with the
+ * store down, on_store_error decides (closed: rate_store_unavailable), the
+ * transition is audited, and the store's password never shows. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "tests/tg_harness.h"
+#include "tests/tg_redis.h"
+
+static srv_t R;
+
+static void sh_fini(void)
+{
+    tgh_cleanup();
+    srv_done(&R);
+}
+
+TestSuite(shared, .fini = sh_fini, .timeout = 60);
+
+/* Start `toolgate wrap` with <extra> args (NULL-terminated) into <p>. */
+static void sh_start(tgh_proc_t *p, const char *dir, const char *name, const char *const *extra)
+{
+    char audit[TGH_PATH + 32], err[TGH_PATH + 32];
+    snprintf(audit, sizeof audit, "%s/%s.audit.jsonl", dir, name);
+    snprintf(err, sizeof err, "%s/%s.stderr", dir, name);
+    char *argv[32];
+    int n = 0;
+    argv[n++] = (char *)TG_BIN;
+    argv[n++] = (char *)"wrap";
+    argv[n++] = (char *)"--audit";
+    argv[n++] = audit;
+    for (int i = 0; extra[i] != NULL && n < 28; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n++] = (char *)"--";
+    argv[n++] = (char *)TG_AGENTS_DIR "/tg_fixture_agent";
+    argv[n] = NULL;
+    cr_assert_eq(tgh_spawn(p, argv, NULL, err), 0);
+    tgh_sendf(p, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
+    json_t *r = tgh_await_int(p, 0, 5000, NULL);
+    cr_assert_not_null(r, "%s: no initialize answer", name);
+    json_decref(r);
+}
+
+static const char *code_of(const json_t *r)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(r, "error"), "data"), "code"));
+}
+
+Test(shared, three_instances_share_one_limit_exactly)
+{
+    srv_own(&R, false, NULL);
+    char dir[TGH_PATH];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    /* A queue deep enough that concurrency never refuses: only the rate. */
+    const char *extra[] = {"--store", R.url, "--limit", "rate_scope=shared",
+                           "--limit", "rate_limit=30/minute", "--limit", "max_queued_calls=64",
+                           NULL};
+    static tgh_proc_t p[3];
+    const char *names[] = {"a", "b", "c"};
+    for (int k = 0; k < 3; k++)
+        sh_start(&p[k], dir, names[k], extra);
+    /* 20 calls each, interleaved: 60 asked, 30 allowed in total. */
+    for (int i = 1; i <= 20; i++)
+        for (int k = 0; k < 3; k++)
+            tgh_call(&p[k], i, "echo", "{\"text\":\"x\"}");
+    int ok = 0, denied = 0;
+    for (int k = 0; k < 3; k++) {
+        for (int i = 1; i <= 20; i++) {
+            json_t *r = tgh_read_json(&p[k], 5000, NULL);
+            cr_assert_not_null(r, "instance %s: answer %d missing", names[k], i);
+            if (json_object_get(r, "result"))
+                ok++;
+            else if (code_of(r) && strcmp(code_of(r), "rate_limit_exceeded") == 0)
+                denied++;
+            json_decref(r);
+        }
+    }
+    cr_assert_eq(ok, 30, "%d admitted across three instances (limit 30/minute)", ok);
+    cr_assert_eq(denied, 30);
+    for (int k = 0; k < 3; k++) {
+        tgh_close_stdin(&p[k]);
+        cr_assert_eq(tgh_wait(&p[k], 5000), 0);
+        cr_assert_eq(tgh_exit_code(&p[k]), 0);
+    }
+    char path[TGH_PATH + 32];
+    snprintf(path, sizeof path, "%s/a.audit.jsonl", dir);
+    char *audit = tgh_read_file(path, NULL);
+    cr_assert(audit && strstr(audit, "\"decided_by\":\"store\""),
+              "audit does not say the store decided");
+    free(audit);
+}
+
+Test(shared, store_down_closed_policy_and_no_password)
+{
+    if (redis_server_path() == NULL)
+        cr_skip_test("redis-server is not installed; CI installs it");
+    char dir[TGH_PATH];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    /* A free port nobody listens on: the store is down from the start. */
+    int port = pick_port();
+    char url[128];
+    snprintf(url, sizeof url, "redis://app:CANARY-PW-51c3@127.0.0.1:%d/0", port);
+    const char *extra[] = {"--store", url, "--limit", "rate_scope=shared",
+                           "--limit", "on_store_error=closed", NULL};
+    static tgh_proc_t p;
+    sh_start(&p, dir, "down", extra);
+    uint64_t t0 = tgh_now_ms();
+    tgh_call(&p, 1, "echo", "{\"text\":\"x\"}");
+    json_t *r = tgh_await_int(&p, 1, 5000, NULL);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(code_of(r), "rate_store_unavailable");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32067);
+    cr_assert_lt(tgh_now_ms() - t0, 2000, "the call hung on a dead store");
+    json_decref(r);
+    tgh_close_stdin(&p);
+    cr_assert_eq(tgh_wait(&p, 5000), 0);
+
+    char path[TGH_PATH + 32];
+    snprintf(path, sizeof path, "%s/down.audit.jsonl", dir);
+    char *audit = tgh_read_file(path, NULL);
+    cr_assert(audit && strstr(audit, "\"event\":\"store.degraded\""), "no store.degraded event");
+    cr_assert(strstr(audit, "CANARY-PW") == NULL, "the store password reached the audit trail");
+    free(audit);
+    snprintf(path, sizeof path, "%s/down.stderr", dir);
+    char *err = tgh_read_file(path, NULL);
+    cr_assert(err && strstr(err, "store.degraded"), "the degraded store was not logged");
+    cr_assert(strstr(err, "CANARY-PW") == NULL, "the store password reached the log");
+    free(err);
+}
+
+Test(shared, redis_restart_recovers_exact_admission)
+{
+    srv_own(&R, false, NULL);
+    char dir[TGH_PATH];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    const char *extra[] = {"--store", R.url, "--limit", "rate_scope=shared",
+                           "--limit", "rate_limit=3/minute", "--limit", "on_store_error=closed",
+                           NULL};
+    static tgh_proc_t p;
+    sh_start(&p, dir, "r", extra);
+    tgh_call(&p, 1, "echo", "{\"text\":\"x\"}");
+    json_t *r = tgh_await_int(&p, 1, 5000, NULL);
+    cr_assert_not_null(json_object_get(r, "result"));
+    json_decref(r);
+    /* Redis dies: the closed policy refuses at once. */
+    srv_kill(&R);
+    bool refused = false;
+    for (int i = 2; i < 40 && !refused; i++) {
+        tgh_call(&p, i, "echo", "{\"text\":\"x\"}");
+        r = tgh_await_int(&p, i, 3000, NULL);
+        cr_assert_not_null(r, "a call hung while Redis was down");
+        refused = code_of(r) && strcmp(code_of(r), "rate_store_unavailable") == 0;
+        json_decref(r);
+        if (!refused)
+            tgh_sleep_ms(50);
+    }
+    cr_assert(refused, "the closed policy never applied with Redis down");
+    /* Back on the same port (empty, its script cache lost too): exact again. */
+    srv_spawn(&R);
+    int ok = 0;
+    uint64_t deadline = tgh_now_ms() + 10000;
+    for (int i = 100; tgh_left(deadline) > 0 && ok == 0; i++) {
+        tgh_call(&p, i, "echo", "{\"text\":\"x\"}");
+        r = tgh_await_int(&p, i, 3000, NULL);
+        cr_assert_not_null(r);
+        ok += json_object_get(r, "result") != NULL;
+        json_decref(r);
+        if (!ok)
+            tgh_sleep_ms(200);
+    }
+    cr_assert_eq(ok, 1, "no call was admitted after Redis came back");
+    /* The fresh bucket holds 3: two more pass, then refusals. */
+    int more = 0;
+    for (int i = 500; i < 505; i++) {
+        tgh_call(&p, i, "echo", "{\"text\":\"x\"}");
+        r = tgh_await_int(&p, i, 3000, NULL);
+        more += json_object_get(r, "result") != NULL;
+        json_decref(r);
+    }
+    cr_assert_eq(more, 2, "admission is not exact after recovery (%d more admitted)", more);
+    tgh_close_stdin(&p);
+    cr_assert_eq(tgh_wait(&p, 5000), 0);
+    char path[TGH_PATH + 32];
+    snprintf(path, sizeof path, "%s/r.audit.jsonl", dir);
+    char *audit = tgh_read_file(path, NULL);
+    cr_assert(audit && strstr(audit, "store.degraded") && strstr(audit, "store.recovered"),
+              "degraded/recovered not audited");
+    free(audit);
+}
