@@ -632,9 +632,11 @@ Test(check, contain_request_from_config)
     cr_expect_eq(req.memory_bytes, 512ull << 20);
     cr_expect_eq(req.cpu_millicores, 1000);
     cr_expect_eq(req.pids, 64);
-    cr_expect_eq(req.disk_bytes, 1ull << 30);
+    /* No workspace is requested unless disk is configured; files are still
+     * capped at the default disk size. */
+    cr_expect_eq(req.disk_bytes, 0);
     cr_expect_eq(req.nofile, 1024);
-    cr_expect_eq(req.fsize, 0);
+    cr_expect_eq(req.fsize, 1ull << 30);
     cr_expect_not(req.network_none);
     cr_expect_not(req.set_user);
     cr_assert_eq(tg_config_apply_limit(&cfg, 0, "memory=64Mi", &err), 0);
