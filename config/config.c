@@ -852,7 +852,8 @@ static void serve_free(tg_config_t *cfg)
 {
     free(cfg->store.url);
     free(cfg->store.prefix);
-    cfg->store.url = cfg->store.prefix = NULL;
+    free(cfg->admin_addr);
+    cfg->store.url = cfg->store.prefix = cfg->admin_addr = NULL;
     for (size_t i = 0; i < cfg->nlisten; i++) {
         free(cfg->listen[i].unix_path);
         free(cfg->listen[i].agent);
@@ -868,6 +869,9 @@ static void serve_free(tg_config_t *cfg)
 
 static int serve_clone(tg_config_t *dst, const tg_config_t *src)
 {
+    dst->admin_addr = src->admin_addr ? strdup(src->admin_addr) : NULL;
+    if (src->admin_addr && !dst->admin_addr)
+        return -1;
     dst->store.url = src->store.url ? strdup(src->store.url) : NULL;
     dst->store.prefix = src->store.prefix ? strdup(src->store.prefix) : NULL;
     if ((src->store.url && !dst->store.url) || (src->store.prefix && !dst->store.prefix))
@@ -1358,11 +1362,6 @@ static int want_object(ctx_t *c, const json_t *v)
 }
 
 
-static int reserved_string(ctx_t *c, json_t *v)
-{
-    return get_str(c, v, true) ? 0 : -1;
-}
-
 static int m_rate_scope(ctx_t *c, json_t *v)
 {
     static const char *const scopes[] = {"local", "shared", NULL};
@@ -1530,6 +1529,15 @@ static int m_listen(ctx_t *c, json_t *v)
     c->cfg->listen = ls;
     c->cfg->nlisten = n;
     return 0;
+}
+
+static int m_admin(ctx_t *c, json_t *v)
+{
+    const char *s = get_str(c, v, true);
+    if (!s)
+        return -1;
+    free(c->cfg->admin_addr);
+    return (c->cfg->admin_addr = strdup(s)) ? 0 : at_err(c, false, "out of memory");
 }
 
 static int m_callers_only(ctx_t *c, json_t *v)
@@ -1741,7 +1749,7 @@ static const member_t router_members[] = {
     {"max_frame_bytes", m_max_frame},
     {"listen", m_listen},
     {"callers_only", m_callers_only},
-    {"admin", reserved_string},
+    {"admin", m_admin},
 };
 
 static int m_router(ctx_t *c, json_t *v)

@@ -303,6 +303,7 @@ typedef struct tg_config {
     tg_caller_cfg_t *callers;
     size_t ncallers;
     bool callers_only; /* router.callers_only: unknown peers are refused */
+    char *admin_addr;  /* router.admin / --admin: loopback HOST:PORT of the admin HTTP, or NULL */
     tg_store_cfg_t store;
 } tg_config_t;
 

@@ -42,6 +42,7 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
     const char *config_path = NULL;
     const char *audit = NULL;
     const char *store = NULL;
+    const char *admin = NULL;
     const char *limits[256];
     int nlimits = 0;
     int i = 0;
@@ -59,7 +60,8 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
             val = eq + 1;
         size_t klen = eq != NULL ? (size_t)(eq - a) : strlen(a);
 #define OPT(name) (klen == strlen(name) && strncmp(a, name, klen) == 0)
-        if (OPT("--config") || OPT("--audit") || OPT("--limit") || OPT("--store")) {
+        if (OPT("--config") || OPT("--audit") || OPT("--limit") || OPT("--store") ||
+            OPT("--admin")) {
             if (val == NULL) {
                 if (i + 1 >= argc) {
                     snprintf(err, errlen, "%.*s needs a value", (int)klen, a);
@@ -73,6 +75,8 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
                 audit = val;
             else if (OPT("--store"))
                 store = val;
+            else if (OPT("--admin"))
+                admin = val;
             else if (nlimits < (int)(sizeof(limits) / sizeof(limits[0])))
                 limits[nlimits++] = val;
             else {
@@ -81,8 +85,8 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
             }
         } else if (a[0] == '-') {
             snprintf(err, errlen,
-                     "unknown option '%s' (expected --config, --audit, --store, --limit, then -- CMD "
-                     "ARGS)",
+                     "unknown option '%s' (expected --config, --audit, --store, --admin, --limit, "
+                     "then -- CMD ARGS)",
                      a);
             return -1;
         } else {
@@ -135,6 +139,13 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
         cfg->store.url = strdup(store);
         cfg->store.redis = cfg->store.url != NULL;
         if (cfg->store.url == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    if (admin != NULL) {
+        free(cfg->admin_addr);
+        if ((cfg->admin_addr = strdup(admin)) == NULL) {
             snprintf(err, errlen, "out of memory");
             return -1;
         }

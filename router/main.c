@@ -19,10 +19,12 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: toolgate wrap [--config FILE] [--audit PATH] [--store URL] [--limit KEY=VALUE]...\n"
+            "usage: toolgate wrap [--config FILE] [--audit PATH] [--store URL] [--admin ADDR]\n"
+            "                     [--limit KEY=VALUE]...\n"
             "                     -- CMD [ARGS...]\n"
             "       toolgate serve --config FILE\n"
             "       toolgate check --config FILE [--limit KEY=VALUE]... [--json]\n"
+            "       toolgate status [--admin ADDR] [--json]\n"
             "       toolgate audit verify FILE...\n"
             "       toolgate demo\n"
             "       toolgate --help | --version\n"
@@ -38,12 +40,15 @@ static void usage(FILE *f)
             "                           memory, cpu, pids, disk, network, containment,\n"
             "                           rate_scope, shared_mode, on_store_error,\n"
             "                           or tools.NAME.KEY for one tool\n"
+            "       --admin ADDR        loopback HOST:PORT for /metrics, /limits, /agents and a\n"
+            "                           live page\n"
             "       --store URL         redis://[user:password@]host:port/db shared by every\n"
             "                           toolgate whose limits use rate_scope=shared\n"
             "serve  run the agents of FILE behind the Unix sockets of router.listen, one agent\n"
             "       instance per caller connection, limits per agent, tool and caller\n"
             "check  validate FILE and print every effective limit, where it came from, and\n"
             "       what this host enforces of each agent's resources\n"
+            "status the limit registry of a running toolgate (its admin endpoint) as a table\n"
             "audit verify  check audit files for gaps, duplicates, reordering and schema errors\n"
             "demo   run a bundled demo agent under wrap with small limits and show what happens\n");
 }
@@ -68,6 +73,8 @@ int main(int argc, char **argv)
         return tg_shim_main(argc - 1, argv + 1);
     if (strcmp(cmd, "wrap") == 0)
         return tg_cli_wrap(argc - 2, argv + 2);
+    if (strcmp(cmd, "status") == 0)
+        return tg_cli_status(argc - 2, argv + 2);
     if (strcmp(cmd, "check") == 0)
         return tg_cli_check(argc - 2, argv + 2);
     if (strcmp(cmd, "audit") == 0)

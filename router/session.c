@@ -148,6 +148,7 @@ typedef struct tool_state {
 typedef struct tg_agent {
     tg_gw_t *gw;
     tg_agent_cfg_t *acfg;
+    size_t idx; /* position in cfg->agents (metrics rows) */
     tg_call_t *calls;
     uint32_t ncalls;
     uint32_t *free_idx;
@@ -231,6 +232,13 @@ static void check_drained(tg_wrap_t *w);
 
 /* ---- small helpers ---------------------------------------------------- */
 
+static int64_t wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static uint64_t now_ms(tg_wrap_t *w)
 {
     return uv_now(w->gw->loop);
@@ -308,6 +316,8 @@ static void reg_set(tg_wrap_t *w, int idx, uint64_t current)
 
 static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
 {
+    if (w->gw->metrics_ok)
+        tg_metrics_load(&w->gw->metrics, w->ag->idx, w->ag->aconc.inflight, w->ag->aq.count);
     reg_set(w, w->ag->reg_conc, w->ag->aconc.inflight);
     reg_set(w, w->ag->reg_queue, w->ag->aq.count);
     if (c != NULL && c->tool >= 0) {
@@ -472,6 +482,21 @@ static void audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, cons
     ev.stage = stage;
     if (c != NULL)
         ev.decided_by = c->decided_by;
+    if (w->gw->metrics_ok && c != NULL && c->kind == K_CALL) {
+        bool agent_gone = d != NULL &&
+                          (d->code == TG_DENY_UNAVAILABLE || d->code == TG_DENY_RESOURCE) &&
+                          stage != NULL && strcmp(stage, "queued") != 0;
+        tg_outcome_t o = strcmp(event, "call.completed") == 0
+                             ? (strcmp(status, "ok") == 0 ? TG_OUTCOME_OK : TG_OUTCOME_ERROR)
+                         : strcmp(event, "call.timeout") == 0   ? TG_OUTCOME_TIMEOUT
+                         : strcmp(event, "call.cancelled") == 0 ? TG_OUTCOME_CANCELLED
+                         : agent_gone                           ? TG_OUTCOME_FAILED
+                                                                : TG_OUTCOME_DENIED;
+        tg_metrics_call(&w->gw->metrics, w->ag->idx, c->tool, o, now_ms(w) - c->t_start);
+        if (d != NULL)
+            tg_metrics_denial(&w->gw->metrics, d->code, (int)w->ag->idx, c->tool_name,
+                              c->tool_name_len, wall_now_ms());
+    }
     if (d != NULL) {
         ev.code = tg_deny_name(d->code);
         ev.limit.type = d->limit;
@@ -1660,6 +1685,8 @@ static void inst_gone(tg_inst_t *inst)
     emit(w, &ev);
     fail_inflight(w, inst);
     report_stderr_drops(w);
+    if (w->gw->metrics_ok)
+        tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_DOWN, 0);
     bool failed = inst->term_signal != 0 || inst->exit_status != 0;
     int64_t status = inst->term_signal ? 128 + inst->term_signal : inst->exit_status;
     inst_close(inst);
@@ -1824,6 +1851,9 @@ static void on_monitor(uv_timer_t *t)
         return;
     if ((cur.have & TG_SAMPLE_MEM) && w->ag->reg_memory >= 0)
         reg_set(w, w->ag->reg_memory, cur.memory_current);
+    if (w->gw->metrics_ok)
+        tg_metrics_agent_usage(&w->gw->metrics, w->ag->idx, cur.memory_current, cur.memory_peak,
+                               w->ag->acfg->res.memory_bytes, cur.cpu_usage_us, cur.pids_current);
     tg_verdict_t v = tg_contain_judge(inst->ci, inst->have_last ? &inst->last : NULL, &cur);
     inst->last = cur;
     inst->have_last = true;
@@ -2015,6 +2045,8 @@ static int agent_spawn(tg_wrap_t *w)
 
     tg_audit_ev_t ev;
     tg_audit_ev_init(&ev);
+    if (w->gw->metrics_ok)
+        tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_RUNNING, inst->pid);
     ev.event = "agent.started";
     ev.agent = agent_name(w);
     ev.pid = inst->pid;
@@ -2423,6 +2455,25 @@ static int setup_limits(tg_agent_t *ag, uint32_t max_sessions)
 
 /* ---- public API: gateway, agents, sessions ------------------------------ */
 
+static void admin_refresh(void *ctx)
+{
+    tg_gw_t *gw = ctx;
+    if (gw->audit != NULL && gw->metrics_ok)
+        tg_metrics_audit(&gw->metrics, tg_audit_queued(gw->audit), gw->cfg->audit_queue,
+                         tg_audit_dropped(gw->audit));
+}
+
+static const tg_registry_t *admin_registry(void *ctx)
+{
+    return &((tg_gw_t *)ctx)->reg;
+}
+
+static const tg_metrics_t *admin_metrics(void *ctx)
+{
+    tg_gw_t *gw = ctx;
+    return gw->metrics_ok ? &gw->metrics : NULL;
+}
+
 static void on_store_event(void *arg, tg_store_event_t sev, const char *reason)
 {
     tg_gw_t *gw = arg;
@@ -2430,6 +2481,8 @@ static void on_store_event(void *arg, tg_store_event_t sev, const char *reason)
     tg_audit_ev_init(&ev);
     ev.event = sev == TG_STORE_EV_DEGRADED ? "store.degraded" : "store.recovered";
     ev.reason = tg_store_policy_name((tg_store_policy_t)gw->cfg->store.on_store_error);
+    if (gw->metrics_ok)
+        tg_metrics_store(&gw->metrics, TG_STORE_REDIS, sev == TG_STORE_EV_DEGRADED);
     if (gw->audit != NULL)
         tg_audit_emit(gw->audit, &ev);
     /* <reason> names the store by its redacted URL: no password. */
@@ -2534,6 +2587,21 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
     } else {
         tg_log("containment unavailable, agents run uncontained: %s", cerr.msg);
     }
+    if (tg_metrics_init(&gw->metrics, cfg) == 0)
+        gw->metrics_ok = true;
+    if (cfg->admin_addr != NULL) {
+        static const tg_admin_opts_t aopts; /* every bound at its default */
+        tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
+                                    .registry = admin_registry, .metrics = admin_metrics};
+        char aerr[256];
+        if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, aerr, sizeof(aerr)) < 0) {
+            tg_log("router.admin: %s", aerr);
+            return 2;
+        }
+        char bound[128];
+        if (tg_admin_bound(gw->admin, bound, sizeof(bound)) >= 0)
+            tg_log("admin endpoint on http://%s/ (/metrics, /limits, /agents, /healthz)", bound);
+    }
     uv_timer_init(loop, &gw->tick_timer);
     gw->tick_timer.data = gw;
     uv_timer_start(&gw->tick_timer, on_tick, 1000, 1000);
@@ -2549,6 +2617,9 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
 
 void tg_gw_stop(tg_gw_t *gw)
 {
+    if (gw->admin != NULL)
+        tg_admin_close(gw->admin);
+    gw->admin = NULL;
     /* The store's connection and timers would keep the loop alive; calls
      * still waiting on it are answered (cancelled) first. */
     if (gw->lease != NULL)
@@ -2569,6 +2640,9 @@ void tg_gw_close(tg_gw_t *gw)
 
 void tg_gw_free(tg_gw_t *gw)
 {
+    if (gw->metrics_ok)
+        tg_metrics_free(&gw->metrics);
+    gw->metrics_ok = false;
     if (gw->contain_ok)
         (void)tg_contain_fini(&gw->contain);
     gw->contain_ok = false;
@@ -2583,6 +2657,7 @@ tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_session
         return NULL;
     ag->gw = gw;
     ag->acfg = acfg;
+    ag->idx = (size_t)(acfg - gw->cfg->agents);
     if (acfg->rate_shared) {
         ag->store = acfg->shared_lease ? gw->lease : gw->store;
         if (ag->store == NULL) {

@@ -22,7 +22,9 @@
 #include "limits/contain.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
+#include "router/admin.h"
 #include "router/io.h"
+#include "router/metrics.h"
 
 typedef struct tg_wrap tg_sess_t;
 typedef struct tg_agent tg_agent_t;
@@ -54,6 +56,9 @@ typedef struct tg_gw {
     struct tg_store *store; /* the shared rate store (redis), or NULL */
     struct tg_store *lease; /* lease view over it, when an agent uses shared_mode lease */
     tg_contain_t contain; /* containment context (detected once at open) */
+    tg_metrics_t metrics; /* counters for /metrics, /agents and the page */
+    bool metrics_ok;
+    tg_admin_t *admin;    /* the admin HTTP endpoint (router.admin / --admin), or NULL */
     bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
     tg_sess_t *sessions; /* live sessions, a list linked through the sessions */
     uint32_t nsessions;

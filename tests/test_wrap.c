@@ -7,6 +7,8 @@
  * bound, which ASan's shadow memory makes meaningless.
  */
 #include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "tests/tg_harness.h"
 
@@ -1339,4 +1341,64 @@ Test(wrap, memory_limit_kills_and_names_the_resource, .timeout = 30)
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(killed, "limit"), "type")),
                      "memory");
     json_decref(events);
+}
+
+/* ---- admin endpoint ------------------------------------------------------ */
+
+/* GET <path> from the admin endpoint at 127.0.0.1:<port>; the body, heap. */
+static char *it_http_get(int port, const char *path)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return NULL;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    cr_assert_eq(write(fd, req, (size_t)n), n);
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap + 1);
+    for (ssize_t k; (k = read(fd, buf + len, cap - len)) > 0;)
+        len += (size_t)k;
+    close(fd);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* --admin serves the registry and the metrics of the running proxy. */
+Test(wrap, admin_endpoint_metrics_and_limits)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    int port = ntohs(a.sin_port);
+    close(fd);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    const char *const args[] = {"--admin", addr, "--limit", "rate_limit=2/second", NULL};
+    it_start_init(args);
+    for (int i = 1; i <= 3; i++)
+        it_call(i, "echo", "{\"text\":\"CANARY-ADMIN-77\"}");
+    /* The denial comes first: read the three answers in any order. */
+    for (int i = 1; i <= 3; i++) {
+        json_t *r = tgh_read_json(&W.tg, 3000, NULL);
+        cr_assert_not_null(r, "answer %d of 3 missing", i);
+        json_decref(r);
+    }
+    char *m = it_http_get(port, "/metrics");
+    cr_assert_not_null(m, "no admin endpoint on %s", addr);
+    cr_assert(strstr(m, "toolgate_calls_total{agent=\"tg_fixture_agent\",tool=\"other\",outcome=\"ok\"} 2"),
+              "calls not counted:\n%s", m);
+    cr_assert(strstr(m, "toolgate_denials_total{code=\"rate_limit_exceeded\"} 1"), "denial not counted");
+    cr_assert(strstr(m, "CANARY-ADMIN") == NULL, "call arguments reached /metrics");
+    free(m);
+    char *l = it_http_get(port, "/limits");
+    cr_assert(l && strstr(l, "agent.tg_fixture_agent.rate"), "/limits lacks the rate limit");
+    free(l);
+    cr_assert_eq(it_eof_and_exit(5000), 0);
 }
