@@ -452,12 +452,7 @@ int tg_serve_run(tg_config_t *cfg)
     } else {
         stop_listeners(r);
     }
-    tg_gw_close(&r->gw);
-    tg_log_close();
-    tg_uv_close_all(&loop);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    tg_gw_free(&r->gw);
-    (void)uv_loop_close(&loop);
+    tg_gw_teardown(&r->gw, &loop);
     for (size_t i = 0; r->agents != NULL && i < cfg->nagents; i++)
         tg_agent_free(r->agents[i]);
     free(r->agents);

@@ -2630,7 +2630,9 @@ void tg_gw_stop(tg_gw_t *gw)
     close_if_open((uv_handle_t *)&gw->tick_timer);
 }
 
-void tg_gw_close(tg_gw_t *gw)
+/* After the loop ended: write out and close the audit trail (its last
+ * write request is freed by the next loop run). No session may emit after. */
+static void tg_gw_close(tg_gw_t *gw)
 {
     tg_gw_stop(gw); /* idempotent: error paths may not have stopped */
     if (gw->audit != NULL)
@@ -2638,7 +2640,8 @@ void tg_gw_close(tg_gw_t *gw)
     gw->audit = NULL;
 }
 
-void tg_gw_free(tg_gw_t *gw)
+/* Once every session and handle is gone: free buffers and registry. */
+static void tg_gw_free(tg_gw_t *gw)
 {
     if (gw->metrics_ok)
         tg_metrics_free(&gw->metrics);
@@ -2817,7 +2820,16 @@ void tg_sess_kill(tg_wrap_t *w)
     inst_kill(w, SIGKILL, "interrupted");
 }
 
-void tg_uv_close_all(uv_loop_t *loop)
+void tg_gw_teardown(tg_gw_t *gw, uv_loop_t *loop)
 {
+    /* Write out the audit trail, close whatever is still open (error
+     * paths) and let the close callbacks run: sessions free themselves
+     * there (they emit nothing while closing), and so does the audit
+     * write request that was in flight. Buffers go last. */
+    tg_gw_close(gw);
+    tg_log_close();
     uv_walk(loop, walk_close, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    tg_gw_free(gw);
+    (void)uv_loop_close(loop);
 }

@@ -73,11 +73,7 @@ typedef struct tg_gw {
 int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg);
 /* Close the gateway's own handles (so the loop can end). */
 void tg_gw_stop(tg_gw_t *gw);
-/* After the loop ended: write out and close the audit trail (its last
- * write request is freed by the next loop run). No session may emit after. */
-void tg_gw_close(tg_gw_t *gw);
-/* Once every session and handle is gone: free buffers and registry. */
-void tg_gw_free(tg_gw_t *gw);
+
 
 /* The shared state of agent <acfg>, for up to <max_sessions> sessions at
  * once. NULL after logging on failure. */
@@ -105,7 +101,9 @@ bool tg_sess_stopping(const tg_sess_t *s);
 /* SIGKILL the session's agent tree now (a second Ctrl-C). */
 void tg_sess_kill(tg_sess_t *s);
 
-/* Close every handle still open on <loop> (teardown). */
-void tg_uv_close_all(uv_loop_t *loop);
+/* After the loop ended: write out and close audit, close every handle
+ * still open on <loop> and run their callbacks, free the gateway's
+ * buffers, close the loop. Agents are freed by the caller afterwards. */
+void tg_gw_teardown(tg_gw_t *gw, uv_loop_t *loop);
 
 #endif

@@ -7,7 +7,6 @@
 
 #include <uv.h>
 
-#include "router/log.h"
 #include "router/session.h"
 
 typedef struct wrap_run {
@@ -77,16 +76,7 @@ int tg_wrap_run(tg_config_t *cfg)
         uv_run(&loop, UV_RUN_DEFAULT);
         rc = r->gw.exit_code;
     }
-    /* Write out the audit trail, close whatever is still open (error
-     * paths) and let the close callbacks run: sessions free themselves
-     * there (they emit nothing while closing), and so does the audit
-     * write request that was in flight. Buffers go last. */
-    tg_gw_close(&r->gw);
-    tg_log_close();
-    tg_uv_close_all(&loop);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    tg_gw_free(&r->gw);
-    (void)uv_loop_close(&loop);
+    tg_gw_teardown(&r->gw, &loop);
     tg_agent_free(r->ag);
     free(r);
     return rc;
