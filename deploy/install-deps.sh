@@ -6,7 +6,10 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang
       libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev libhttp-parser-dev
-      redis-server)
+      redis-server
+      rsyslog prometheus)
+# rsyslog and prometheus only validate the ingestion examples in deploy/ingest
+# (rsyslogd -N1, promtool); neither service needs to run.
 # Node is only for the real-peer test (tests/peer). A node from elsewhere
 # (NodeSource, nvm) is kept: Debian's npm package conflicts with NodeSource's
 # nodejs, which bundles its own npm.

@@ -1501,15 +1501,11 @@ static void stderr_emit(tg_wrap_t *w, const char *p, size_t len, bool truncated)
     }
     w->err_window_bytes += total;
     reg_set(w, w->ag->reg_stderr, w->err_window_bytes);
-    char line[TG_DEF_STDERR_LINE + 16];
-    size_t n = len < sizeof(line) - 14 ? len : sizeof(line) - 14;
-    memcpy(line, p, n);
-    if (truncated) {
-        memcpy(line + n, " [truncated]", 12);
-        n += 12;
-    }
-    line[n++] = '\n';
-    w->err_dropped += tg_log_raw(line, n);
+    /* Lines are at most stderr_line_max bytes (the relay cut them). */
+    w->err_dropped += tg_log_raw(p, len);
+    if (truncated)
+        w->err_dropped += tg_log_raw(" [truncated]", 12);
+    w->err_dropped += tg_log_raw("\n", 1);
 }
 
 static void err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -1524,8 +1520,6 @@ static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     tg_inst_t *inst = s->data;
     tg_wrap_t *w = inst->w;
     size_t max = w->ag->acfg->stderr_line_max;
-    if (max > TG_DEF_STDERR_LINE)
-        max = TG_DEF_STDERR_LINE;
     if (n < 0) {
         uv_read_stop(s);
         if (inst->errlen > 0)
@@ -1910,7 +1904,7 @@ static int agent_spawn(tg_wrap_t *w)
         return -ENOMEM;
     inst->w = w;
     w->open_handles++; /* released when the instance's last handle closes */
-    inst->errbuf = malloc(TG_DEF_STDERR_LINE + 1);
+    inst->errbuf = malloc(w->ag->acfg->stderr_line_max + 1);
     tg_in_init(&inst->rd, &w->gw->pool, w->gw->cfg->max_frame_bytes);
     tg_out_init(&inst->wr, &w->gw->pool);
     inst->wr.ctx = w;

@@ -1295,6 +1295,33 @@ Test(echo_agent, large_frames_through_toolgate)
     it_free_resps(rs, 16);
 }
 
+/* stderr.max_line is honoured above the 4 KiB default (up to its ceiling). */
+Test(wrap, stderr_max_line_configurable)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char cfg[TGH_PATH + 32];
+    snprintf(cfg, sizeof cfg, "%s/config.json", W.dir);
+    cr_assert_eq(tgh_write_file(cfg, "{\"agents\":[{\"id\":\"fx\",\"stderr\":{"
+                                     "\"max_line\":\"16Ki\"}}]}\n"),
+                 0);
+    const char *const args[] = {"--config", cfg, NULL};
+    const char *const agent_args[] = {"--log", W.log, NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, NULL), 0);
+    json_decref(it_handshake());
+    it_call(1, "stderr", "{\"bytes\":30000,\"line_len\":10000}");
+    json_t *r = it_await(1, 5000);
+    it_assert_text(r, "written");
+    json_decref(r);
+    cr_assert_eq(it_eof_and_exit(5000), 0);
+    char *err = tgh_read_file(W.err, NULL);
+    cr_assert_not_null(err);
+    size_t longest = it_longest_line(err);
+    /* line_len counts the newline: 9999 bytes of text. */
+    cr_assert_geq(longest, 9999, "a 9999-byte line was cut to %zu under max_line 16Ki", longest);
+    cr_assert_leq(longest, 16384 + 256);
+    free(err);
+}
+
 /* ---- containment --------------------------------------------------------- */
 
 /* --limit memory=64Mi: the agent runs in a memory cgroup (or under the RSS
