@@ -187,6 +187,24 @@ Test(config, load_serve_config_in_wrap)
     cr_expect_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
 }
 
+Test(config, deploy_example_serve_loads)
+{
+    cr_assert_eq(tg_config_load_file(&cfg, TG_SOURCE_DIR "/deploy/examples/serve.json", &err), 0,
+                 "%s", err.msg);
+    cr_expect_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
+    cr_assert_eq(cfg.nlisten, 1);
+    cr_expect_str_eq(cfg.listen[0].agent, "fixture");
+    cr_expect_eq(cfg.listen[0].mode, 0660);
+    cr_assert_eq(cfg.ncallers, 2);
+    cr_expect_eq(cfg.callers[0].uid, 1001);
+    cr_expect_eq(cfg.callers[0].lim.rate_limit.count, 30);
+    cr_expect_str_eq(cfg.callers[1].name, "default");
+    cr_expect_str_eq(cfg.admin_addr, "127.0.0.1:9464");
+    cr_expect_eq(cfg.agents[0].max_instances, 8);
+    cr_expect_str_eq(cfg.agents[0].env_pass[0], "PATH");
+    cr_expect_str_eq(cfg.agents[0].env_set[0], "LANG=C.UTF-8");
+}
+
 Test(config, deploy_example_wrap_loads)
 {
     const tg_agent_cfg_t *a;
