@@ -993,6 +993,7 @@ int tg_config_default(tg_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->max_frame_bytes = TG_DEF_MAX_FRAME_BYTES;
+    cfg->idle_timeout_ms = TG_DEF_IDLE_TIMEOUT_MS;
     cfg->max_frame_src = TG_SRC_DEFAULT;
     cfg->audit_queue = TG_DEF_AUDIT_QUEUE;
     cfg->instance = default_instance();
@@ -1540,6 +1541,16 @@ static int m_admin(ctx_t *c, json_t *v)
     return (c->cfg->admin_addr = strdup(s)) ? 0 : at_err(c, false, "out of memory");
 }
 
+static int m_idle_timeout(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_DURATION, 1, TG_MAX_DURATION_CEIL_MS, false};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->cfg->idle_timeout_ms = val.u;
+    return 0;
+}
+
 static int m_callers_only(ctx_t *c, json_t *v)
 {
     if (!json_is_boolean(v))
@@ -1749,6 +1760,7 @@ static const member_t router_members[] = {
     {"max_frame_bytes", m_max_frame},
     {"listen", m_listen},
     {"callers_only", m_callers_only},
+    {"idle_timeout", m_idle_timeout},
     {"admin", m_admin},
 };
 

@@ -250,6 +250,7 @@ typedef struct tg_audit_sink_cfg {
 } tg_audit_sink_cfg_t;
 
 #define TG_DEF_MAX_INSTANCES 8
+#define TG_DEF_IDLE_TIMEOUT_MS 30000
 #define TG_MAX_INSTANCES_CEIL 1024
 #define TG_CFG_LISTEN_MAX 64   /* fixed internal bound: listeners */
 #define TG_CFG_CALLERS_MAX 256 /* fixed internal bound: callers[] entries */
@@ -304,6 +305,8 @@ typedef struct tg_config {
     size_t ncallers;
     bool callers_only; /* router.callers_only: unknown peers are refused */
     char *admin_addr;  /* router.admin / --admin: loopback HOST:PORT of the admin HTTP, or NULL */
+    uint64_t idle_timeout_ms; /* router.idle_timeout: a serve caller holding half a frame this
+                               * long is disconnected (default 30s) */
     tg_store_cfg_t store;
 } tg_config_t;
 

@@ -215,6 +215,7 @@ struct tg_wrap {
     uint64_t err_dropped, err_dropped_reported;
 
     uv_timer_t restart_timer, phase_timer;
+    uv_timer_t idle_timer; /* serve: a partial frame left unfinished too long */
     phase_t phase;
     bool finished;
 };
@@ -1443,12 +1444,47 @@ static void caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void backpressure(tg_wrap_t *w);
 
+/* A serve caller sent part of a frame and then nothing for idle_timeout:
+ * it holds a buffer and a connection slot for nothing. Say so and hang up. */
+static void on_idle(uv_timer_t *t)
+{
+    tg_wrap_t *w = t->data;
+    char msg[128];
+    snprintf(msg, sizeof(msg),
+             "invalid request: an unfinished frame and no data for %" PRIu64
+             " ms (router.idle_timeout); closing",
+             w->gw->cfg->idle_timeout_ms);
+    rpc_error(w, NULL, 0, -32600, msg);
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.agent = agent_name(w);
+    ev.caller = w->caller;
+    ev.status = "invalid";
+    ev.reason = "idle_timeout";
+    ev.bytes_in = (int64_t)(w->crd.len - w->crd.pos);
+    emit(w, &ev);
+    if (w->cin != NULL)
+        uv_read_stop(w->cin);
+    w->caller_eof = true;
+    begin_shutdown(w, "caller idle with a partial frame");
+    flush_all(w);
+}
+
 static void caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     tg_wrap_t *w = s->data;
     if (n > 0) {
         tg_in_commit(&w->crd, (size_t)n);
         drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped);
+        if (w->conn != NULL) {
+            /* Socket callers only: toolgate's own stdin is its caller's
+             * business. The clock runs while a frame is unfinished. */
+            if (w->crd.len > w->crd.pos || w->crd.nd.skipping)
+                uv_timer_start(&w->idle_timer, on_idle, w->gw->cfg->idle_timeout_ms, 0);
+            else
+                uv_timer_stop(&w->idle_timer);
+        }
     } else if (n < 0) {
         uv_read_stop(s);
         w->caller_eof = true;
@@ -2289,10 +2325,12 @@ static void finish(tg_wrap_t *w)
     uv_timer_stop(&w->phase_timer);
     uv_timer_stop(&w->restart_timer);
     w->cwr.stream = NULL;
+    uv_timer_stop(&w->idle_timer);
     uv_handle_t *hs[] = {(uv_handle_t *)&w->phase_timer, (uv_handle_t *)&w->restart_timer,
-                         (uv_handle_t *)w->cin, (uv_handle_t *)w->cout};
+                         (uv_handle_t *)&w->idle_timer, (uv_handle_t *)w->cin,
+                         (uv_handle_t *)w->cout};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-        if (hs[i] != NULL && !uv_is_closing(hs[i]) && (i < 3 || hs[i] != hs[2]))
+        if (hs[i] != NULL && !uv_is_closing(hs[i]) && (i < 4 || hs[i] != hs[3]))
             uv_close(hs[i], sess_handle_closed);
 }
 
@@ -2748,8 +2786,9 @@ static tg_wrap_t *sess_alloc(tg_gw_t *gw, tg_agent_t *ag, const char *caller)
     w->cwr.on_error = caller_out_error;
     uv_timer_init(gw->loop, &w->restart_timer);
     uv_timer_init(gw->loop, &w->phase_timer);
-    w->restart_timer.data = w->phase_timer.data = w;
-    w->open_handles = 2;
+    uv_timer_init(gw->loop, &w->idle_timer);
+    w->restart_timer.data = w->phase_timer.data = w->idle_timer.data = w;
+    w->open_handles = 3;
     w->next = gw->sessions;
     if (gw->sessions != NULL)
         gw->sessions->prev = w;

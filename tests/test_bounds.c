@@ -91,6 +91,7 @@ static const bound_class_t classes[] = {
     WIRED("TG_DEF_BACKOFF_INITIAL_MS", "agents[].restart.backoff"),
     WIRED("TG_DEF_BACKOFF_MAX_MS", "agents[].restart.max_backoff"),
     WIRED("TG_DEF_MAX_INSTANCES", "agents[].max_instances"),
+    WIRED("TG_DEF_IDLE_TIMEOUT_MS", "router.idle_timeout"),
     WIRED("TG_MAX_INSTANCES_CEIL", "agents[].max_instances"),
     WIRED("TG_DEF_AUDIT_QUEUE", "audit.queue"),
     WIRED("TG_AUDIT_QUEUE_CEIL", "audit.queue"),

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "tests/tg_harness.h"
@@ -323,5 +324,92 @@ Test(serve, agent_environment_is_allowlisted)
     cr_assert_str_eq(v, "(unset)", "a variable outside env.pass reached the agent");
     free(v);
     s_close(&a);
+    s_stop();
+}
+
+/* ---- hostile callers ------------------------------------------------------ */
+
+static int s_count_fds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Half a frame then silence: answered -32600 and closed after
+ * router.idle_timeout; garbage gets -32700 and the session goes on. */
+Test(serve, hostile_half_frame_and_garbage)
+{
+    s_start(", \"idle_timeout\": \"300ms\"", NULL, NULL);
+    tgh_proc_t a, b;
+    s_connect(&a);
+    json_decref(s_init(&a));
+    cr_assert_eq(tgh_send(&a, "{\"jsonrpc\":\"2.0\",\"id\":9,\"meth", 30, 1000), 0);
+    uint64_t t0 = tgh_now_ms();
+    json_t *r = tgh_read_json(&a, 3000, NULL);
+    cr_assert_not_null(r, "no answer to a half frame left idle");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32600);
+    json_decref(r);
+    char *rest = tgh_read_line(&a, 3000, NULL);
+    cr_assert(rest == NULL && a.out_eof, "the idle caller was not disconnected");
+    cr_assert_lt(tgh_now_ms() - t0, 2500);
+    s_close(&a);
+
+    s_connect(&b);
+    json_decref(s_init(&b));
+    tgh_sendf(&b, "\x01\x02 not json at all");
+    r = tgh_read_json(&b, 3000, NULL);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32700);
+    json_decref(r);
+    tgh_call(&b, 1, "echo", "{\"text\":\"still\"}");
+    r = tgh_await_int(&b, 1, 3000, NULL);
+    cr_assert_not_null(json_object_get(r, "result"), "the session did not go on after garbage");
+    json_decref(r);
+    s_close(&b);
+    s_stop();
+}
+
+/* Many connects and disconnects, some mid-call: every instance is stopped,
+ * nothing leaks (fds), and the gateway still serves. */
+Test(serve, hostile_connect_churn_and_disconnect_mid_call, .timeout = 60)
+{
+    s_start(NULL, ", \"max_instances\": 4", NULL);
+    int fds0 = s_count_fds(S.tg.pid);
+    for (int i = 0; i < 200; i++) {
+        tgh_proc_t c;
+        s_connect(&c);
+        if (i % 10 == 0) {
+            json_decref(s_init(&c));
+            tgh_call(&c, 1, "sleep", "{\"ms\":5000}");
+        }
+        s_close(&c);
+    }
+    /* Instances of dropped connections go away. */
+    pid_t pids[256];
+    bool all_gone = false;
+    for (int k = 0; k < 100 && !all_gone; k++) {
+        int n = tgh_log_pids(S.log, pids, 256);
+        all_gone = true;
+        for (int i = 0; i < n; i++)
+            all_gone = all_gone && !tgh_pid_alive(pids[i]);
+        if (!all_gone)
+            tgh_sleep_ms(100);
+    }
+    cr_assert(all_gone, "agent instances outlived their callers");
+    tgh_proc_t a;
+    s_connect(&a);
+    json_t *r = s_init(&a);
+    cr_assert_not_null(json_object_get(r, "result"), "the gateway stopped serving after churn");
+    json_decref(r);
+    s_close(&a);
+    tgh_sleep_ms(300);
+    int fds1 = s_count_fds(S.tg.pid);
+    cr_assert_leq(fds1, fds0 + 2, "fds grew from %d to %d over 200 connections", fds0, fds1);
     s_stop();
 }
