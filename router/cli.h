@@ -14,6 +14,9 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
 
 int tg_cli_wrap(int argc, char **argv);
 
+/* `toolgate audit tail --stream KEY --group G ...` (the words after "tail"). */
+int tg_cli_audit_tail(int argc, char **argv);
+
 /* `toolgate serve --config F`. */
 int tg_cli_serve(int argc, char **argv);
 

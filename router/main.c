@@ -26,6 +26,7 @@ static void usage(FILE *f)
             "       toolgate check --config FILE [--limit KEY=VALUE]... [--json]\n"
             "       toolgate status [--admin ADDR] [--json]\n"
             "       toolgate audit verify FILE...\n"
+            "       toolgate audit tail --stream KEY --group GROUP [--url URL] [--once]\n"
             "       toolgate demo\n"
             "       toolgate --help | --version\n"
             "\n"
@@ -49,6 +50,8 @@ static void usage(FILE *f)
             "check  validate FILE and print every effective limit, where it came from, and\n"
             "       what this host enforces of each agent's resources\n"
             "status the limit registry of a running toolgate (its admin endpoint) as a table\n"
+            "audit tail    read the audit Redis Stream as a consumer group, acknowledging\n"
+            "              each event once printed\n"
             "audit verify  check audit files for gaps, duplicates, reordering and schema errors\n"
             "demo   run a bundled demo agent under wrap with small limits and show what happens\n");
 }
@@ -77,6 +80,8 @@ int main(int argc, char **argv)
         return tg_cli_status(argc - 2, argv + 2);
     if (strcmp(cmd, "check") == 0)
         return tg_cli_check(argc - 2, argv + 2);
+    if (strcmp(cmd, "audit") == 0 && argc >= 3 && strcmp(argv[2], "tail") == 0)
+        return tg_cli_audit_tail(argc - 3, argv + 3);
     if (strcmp(cmd, "audit") == 0)
         return tg_cli_audit(argc - 2, argv + 2);
     if (strcmp(cmd, "serve") == 0)
