@@ -2555,8 +2555,19 @@ static int m_containment_mode(ctx_t *c, json_t *v)
     return 0;
 }
 
+static int m_min_free_memory(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_BYTES, 1, TG_MAX_FRAME_BYTES_CEIL * 1024 * 1024, true};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->cfg->min_free_memory = val.u;
+    return 0;
+}
+
 static const member_t containment_members[] = {
     {"mode", m_containment_mode},
+    {"min_free_memory", m_min_free_memory},
 };
 
 static int m_containment(ctx_t *c, json_t *v)

@@ -296,6 +296,7 @@ typedef struct tg_config {
     size_t naudit_sinks;
     uint32_t audit_queue;  /* audit queue capacity in events */
     tg_containment_mode_t containment_mode; /* containment.mode, --limit containment= */
+    uint64_t min_free_memory; /* containment.min_free_memory: 0 = no pre-flight check */
     tg_src_t containment_src;
     tg_agent_cfg_t *agents;
     size_t nagents;

@@ -45,6 +45,7 @@
 #include "limits/conc.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
+#include "limits/preflight.h"
 #include "limits/store.h"
 #include "router/denial.h"
 #include "router/envelope.h"
@@ -1678,6 +1679,8 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
     update_conc_regs(w, NULL);
 }
 
+static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);
+
 static void on_restart_timer(uv_timer_t *t)
 {
     tg_wrap_t *w = t->data;
@@ -1685,10 +1688,23 @@ static void on_restart_timer(uv_timer_t *t)
         finish(w);
         return;
     }
-    if (agent_spawn(w) < 0) {
-        /* Counted like a crash: agent_spawn scheduled the next try or gave up. */
-    }
+    /* A restart that cannot even start counts like a crash: the crash-loop
+     * rules decide whether to try again. */
+    if (agent_spawn(w) < 0)
+        after_exit(w, true, 127, false);
     flush_all(w);
+}
+
+/* Keep the instance's peak memory for the pre-flight check of later
+ * instances (a small file, written once per instance exit). */
+static void record_peak(tg_wrap_t *w, tg_inst_t *inst)
+{
+    if (w->gw->peaks_path[0] == '\0' || !inst->have_last || !(inst->last.have & TG_SAMPLE_PEAK))
+        return;
+    int rc = tg_peaks_record(w->gw->peaks_path, agent_name(w), inst->last.memory_peak);
+    if (rc < 0)
+        tg_log("cannot record agent '%s' peak memory in %s: %s", agent_name(w),
+               w->gw->peaks_path, strerror(-rc));
 }
 
 /* The agent is gone: answer its calls, then restart, stop, or give up. */
@@ -1719,8 +1735,17 @@ static void inst_gone(tg_inst_t *inst)
         tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_DOWN, 0);
     bool failed = inst->term_signal != 0 || inst->exit_status != 0;
     int64_t status = inst->term_signal ? 128 + inst->term_signal : inst->exit_status;
+    bool by_signal = inst->term_signal != 0;
+    record_peak(w, inst);
     inst_close(inst);
+    after_exit(w, failed, status, by_signal);
+}
 
+/* The agent is down (it exited, or could not be started): stop, restart
+ * with backoff, or give up after max_restarts within the window. */
+static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal)
+{
+    tg_audit_ev_t ev;
     if (w->phase != P_RUN) {
         finish(w);
         return;
@@ -1766,7 +1791,7 @@ static void inst_gone(tg_inst_t *inst)
     ev.backoff_ms = (int64_t)backoff;
     emit(w, &ev);
     tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", agent_name(w),
-           inst->term_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
+           by_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
            w->ag->acfg->max_restarts);
     w->astate = A_BACKOFF;
     uv_timer_start(&w->restart_timer, on_restart_timer, backoff, 0);
@@ -1803,6 +1828,8 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
         tg_contain_sample_t cur;
         if (inst->verdict.kind == TG_VERDICT_OK && tg_contain_sample(inst->ci, &cur) == 0) {
             tg_verdict_t v = tg_contain_judge(inst->ci, inst->have_last ? &inst->last : NULL, &cur);
+            inst->last = cur; /* the final peak, for the pre-flight record */
+            inst->have_last = true;
             if (v.kind == TG_VERDICT_OOM) {
                 inst->verdict = v;
                 inst->killed = true;
@@ -1932,9 +1959,46 @@ static void free_env(char **env)
     free(env);
 }
 
+/* Pre-flight (containment.min_free_memory): refuse to start an instance
+ * while MemAvailable < min_free_memory + the P95 of the agent's recorded
+ * peaks. 0 to go ahead, -1 after logging and auditing the refusal. */
+static int preflight(tg_wrap_t *w)
+{
+    uint64_t min_free = w->gw->cfg->min_free_memory, avail = 0, peaks[TG_PEAKS_KEEP];
+    size_t n = 0;
+    if (min_free == 0 || tg_mem_available(NULL, &avail) < 0)
+        return 0;
+    if (w->gw->peaks_path[0] != '\0')
+        (void)tg_peaks_load(w->gw->peaks_path, agent_name(w), peaks, &n);
+    uint64_t p95 = tg_peaks_p95(peaks, n);
+    if (avail >= min_free + p95)
+        return 0;
+    char a[24], m[24], p[24];
+    tg_unit_fmt_bytes(a, sizeof(a), avail);
+    tg_unit_fmt_bytes(m, sizeof(m), min_free);
+    tg_unit_fmt_bytes(p, sizeof(p), p95);
+    tg_log("not starting agent '%s': %s available < containment.min_free_memory %s + P95 peak "
+           "%s of its last %zu instances (free memory, or lower containment.min_free_memory)",
+           agent_name(w), a, m, p, n);
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.unhealthy";
+    ev.agent = agent_name(w);
+    ev.reason = "preflight_memory";
+    ev.limit.type = "memory";
+    ev.limit.scope = "instance";
+    ev.limit.observed = (int64_t)avail;
+    ev.limit.cap = (int64_t)(min_free + p95);
+    emit(w, &ev);
+    w->gw->exit_code = 1;
+    return -1;
+}
+
 /* Start one agent instance. On failure: log, count as a crash. */
 static int agent_spawn(tg_wrap_t *w)
 {
+    if (preflight(w) < 0)
+        return -EAGAIN;
     tg_inst_t *inst = calloc(1, sizeof(*inst));
     if (inst == NULL)
         return -ENOMEM;
@@ -2607,6 +2671,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
     }
     if (cfg->store.redis && gw_store_open(gw, cfg) < 0)
         return 2;
+    if (tg_peaks_default_path(gw->peaks_path, sizeof(gw->peaks_path)) < 0)
+        gw->peaks_path[0] = '\0';
     /* Containment is detected once; without a usable backend, required
      * mode refuses to run rather than start agents it cannot contain. */
     tg_contain_opts_t co = {.mode = tg_config_contain_mode(cfg)};

@@ -56,6 +56,7 @@ typedef struct tg_gw {
     struct tg_store *store; /* the shared rate store (redis), or NULL */
     struct tg_store *lease; /* lease view over it, when an agent uses shared_mode lease */
     tg_contain_t contain; /* containment context (detected once at open) */
+    char peaks_path[4096]; /* pre-flight state file of peak memory, "" when none */
     tg_metrics_t metrics; /* counters for /metrics, /agents and the page */
     bool metrics_ok;
     tg_admin_t *admin;    /* the admin HTTP endpoint (router.admin / --admin), or NULL */

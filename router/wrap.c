@@ -71,7 +71,7 @@ int tg_wrap_run(tg_config_t *cfg)
     if (rc == 0) {
         uv_signal_start(&r->sig_term, on_signal, SIGTERM);
         uv_signal_start(&r->sig_int, on_signal, SIGINT);
-        if (tg_sess_start(r->sess) < 0)
+        if (tg_sess_start(r->sess) < 0 && r->gw.exit_code == 0)
             r->gw.exit_code = 127;
         uv_run(&loop, UV_RUN_DEFAULT);
         rc = r->gw.exit_code;

@@ -1429,3 +1429,39 @@ Test(wrap, admin_endpoint_metrics_and_limits)
     free(l);
     cr_assert_eq(it_eof_and_exit(5000), 0);
 }
+
+/* containment.min_free_memory: an instance is not started while free
+ * memory is below the floor plus the P95 of the agent's recorded peaks;
+ * an instance's peak is recorded when it ends. */
+Test(wrap, preflight_memory_refuses_and_peaks_are_recorded)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char state[TGH_PATH + 32], env0[TGH_PATH + 64], peaks[TGH_PATH + 64];
+    snprintf(state, sizeof state, "%s/state", W.dir);
+    snprintf(env0, sizeof env0, "XDG_STATE_HOME=%s", state);
+    snprintf(peaks, sizeof peaks, "%s/toolgate/peaks.json", state);
+    const char *const env[] = {env0, NULL};
+    /* A normal run records the instance's peak. */
+    const char *const agent_args[] = {"--log", W.log, NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, NULL, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, env), 0);
+    json_decref(it_handshake());
+    cr_assert_eq(it_eof_and_exit(5000), 0);
+    char *text = tgh_read_file(peaks, NULL);
+    cr_assert(text && strstr(text, "\"tg_fixture_agent\":["), "no peak recorded in %s", peaks);
+    free(text);
+
+    /* A floor no host has: the agent is not started, the reason is said. */
+    tgh_cleanup();
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char cfg[TGH_PATH + 32];
+    snprintf(cfg, sizeof cfg, "%s/config.json", W.dir);
+    cr_assert_eq(tgh_write_file(cfg, "{\"containment\":{\"min_free_memory\":\"900Ti\"}}\n"), 0);
+    const char *const args[] = {"--config", cfg, NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, env), 0);
+    cr_assert_eq(tgh_wait(&W.tg, 5000), 0, "toolgate did not exit");
+    cr_assert_neq(tgh_exit_code(&W.tg), 0);
+    char *err = it_stderr();
+    cr_assert(strstr(err, "min_free_memory"), "no pre-flight message:\n%s", err);
+    free(err);
+    cr_assert_eq(tgh_log_count(W.log, "start "), 0, "the agent started anyway");
+}
