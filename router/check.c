@@ -7,6 +7,10 @@
  */
 #include "router/check.h"
 
+#include <uv.h>
+
+#include "limits/store.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -518,6 +522,13 @@ static void agent_enforcement(const tg_agent_cfg_t *a, const tg_contain_caps_t *
 /* ------------------------------------------------------------------ */
 /* Text                                                                */
 
+static void check_close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
 static const char *dialect_name(tg_dialect_t d)
 {
     return d == TG_DIALECT_OPENSENTIENCE ? "opensentience" : "mcp";
@@ -562,6 +573,9 @@ static void text_agent(FILE *f, const tg_agent_cfg_t *a, const agent_enf_t *ae, 
     fprintf(f, "\nagent %s (%s)\n", a->id, dialect_name(a->dialect));
     if (a->manifest)
         fprintf(f, "  manifest %s\n", a->manifest->path);
+    if (a->rate_shared)
+        fprintf(f, "  rate_limit is shared across hosts (rate_scope shared, shared_mode %s)\n",
+                a->shared_lease ? "lease" : "exact");
     text_header(f, "  ");
     for (size_t i = 0; i < n; i++)
         text_row(f, "  ", &rows[i]);
@@ -583,6 +597,71 @@ static void text_agent(FILE *f, const tg_agent_cfg_t *a, const agent_enf_t *ae, 
                 "none", ae->extra[i].reason);
     if (!ae->would_start)
         fprintf(f, "  containment.mode required: this agent would not start: %s\n", ae->refusal);
+}
+
+/* The shared store: its redacted URL (never the password), whether it
+ * answers a ping now, and which agents share their rate through it. */
+typedef struct ping_state {
+    bool done;
+    int status;
+} ping_state_t;
+
+static void on_ping(void *arg, int status)
+{
+    ping_state_t *ps = arg;
+    ps->done = true;
+    ps->status = status;
+}
+
+static void text_store(FILE *f, const tg_config_t *cfg)
+{
+    char red[TG_STORE_URL_MAX];
+    if (!cfg->store.redis) {
+        fprintf(f, "\nstore local (nothing shared)\n");
+        return;
+    }
+    tg_store_url_redact_str(cfg->store.url, red, sizeof red);
+    uv_loop_t loop;
+    tg_store_opts_t o;
+    tg_store_t *st = NULL;
+    tg_cfg_err_t err;
+    ping_state_t ps = {false, 0};
+    memset(&o, 0, sizeof o);
+    o.kind = TG_STORE_REDIS;
+    o.url = cfg->store.url;
+    o.prefix = cfg->store.prefix;
+    o.timeout_ms = cfg->store.timeout_ms ? cfg->store.timeout_ms : 1000;
+    o.on_store_error = TG_STORE_POLICY_CLOSED;
+    if (uv_loop_init(&loop) != 0) {
+        fprintf(f, "\nstore %s: cannot check (no event loop)\n", red);
+        return;
+    }
+    uint64_t t0 = uv_hrtime();
+    if (tg_store_open(&loop, &o, &st, &err) < 0) {
+        fprintf(f, "\nstore %s: %s\n", red, err.msg);
+    } else {
+        if (tg_store_ping(st, on_ping, &ps) < 0)
+            ps = (ping_state_t){true, -EINVAL};
+        /* The ping has its own timer: the loop ends with an answer. */
+        for (int i = 0; i < 200 && !ps.done; i++)
+            uv_run(&loop, UV_RUN_ONCE);
+        double ms = (double)(uv_hrtime() - t0) / 1e6;
+        if (ps.done && ps.status == 0)
+            fprintf(f, "\nstore %s: answers (ping %.1f ms); on_store_error %s\n", red, ms,
+                    tg_store_policy_name((tg_store_policy_t)cfg->store.on_store_error));
+        else
+            fprintf(f, "\nstore %s: does not answer (%s); on_store_error %s decides while it is "
+                       "away\n",
+                    red, ps.done ? strerror(-ps.status) : "no reply",
+                    tg_store_policy_name((tg_store_policy_t)cfg->store.on_store_error));
+        tg_store_close(st, NULL, NULL);
+    }
+    uv_walk(&loop, check_close_walk, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&loop);
+    for (size_t i = 0; i < cfg->nagents; i++)
+        if (cfg->agents[i].rate_shared)
+            fprintf(f, "  shared: agents.%s rate_limit\n", cfg->agents[i].id);
 }
 
 /* ------------------------------------------------------------------ */
@@ -735,6 +814,17 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
         snprintf(host->why, sizeof host->why, "%s", why);
         if (tg_contain_caps_text(host, caps_text, CAPS_TEXT_MAX) < 0)
             snprintf(caps_text, CAPS_TEXT_MAX, "containment: (summary too large to show)\n");
+        text_store(out, cfg);
+        for (size_t i = 0; i < cfg->ncallers; i++) {
+            const tg_caller_cfg_t *cc = &cfg->callers[i];
+            char rate[48] = "-";
+            if (cc->lim.rate_src != TG_SRC_DEFAULT)
+                tg_unit_fmt_rate(rate, (int)sizeof rate, cc->lim.rate_limit);
+            fprintf(out, "%s  %-20s uid %-8lld gid %-8lld rate_limit %-14s max_concurrent_calls %u\n",
+                    i == 0 ? "\ncallers (limits on top of agent and tool limits)\n" : "",
+                    cc->name, (long long)cc->uid, (long long)cc->gid, rate,
+                    cc->lim.concurrent_src != TG_SRC_DEFAULT ? cc->lim.max_concurrent_calls : 0);
+        }
         fprintf(out, "\nhost (detected for this process; check creates no cgroup)\n%s", caps_text);
         free(host);
         free(caps_text);
