@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang
       libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev libhttp-parser-dev
-      redis-server
+      redis-server iproute2
       rsyslog prometheus)
 # rsyslog and prometheus only validate the ingestion examples in deploy/ingest
 # (rsyslogd -N1, promtool); neither service needs to run.

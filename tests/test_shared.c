@@ -4,6 +4,7 @@
  * transition is audited, and the store's password never shows. */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stdarg.h>
 
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
@@ -279,4 +280,115 @@ Test(shared, check_shows_shared_limits_and_pings_the_store)
     cr_assert(text && strstr(text, "CANARY-CHECK-PW") == NULL, "check printed the password");
     cr_assert(strstr(text, "does not answer"), "a refused AUTH was not reported:\n%s", text);
     free(text);
+}
+
+/* Three toolgate instances as three hosts: network namespaces joined by
+ * veth pairs to a Redis in a fourth (all made here, removed after), one
+ * limit of 30/minute shared: exactly 30 calls admitted across them. */
+static char ns_tag[16];
+
+static int sh_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh_sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return system(cmd);
+}
+
+static void ns_cleanup(void)
+{
+    if (ns_tag[0] == '\0')
+        return;
+    for (int i = 1; i <= 3; i++)
+        sh_sh("ip netns del tgh%d%s 2>/dev/null", i, ns_tag);
+    sh_sh("ip netns del tgr%s 2>/dev/null", ns_tag);
+    ns_tag[0] = '\0';
+}
+
+static void ns_fini(void)
+{
+    tgh_cleanup();
+    srv_done(&R);
+    ns_cleanup();
+}
+
+Test(shared, three_hosts_in_network_namespaces, .fini = ns_fini, .timeout = 90)
+{
+    /* tgh_spawn does not search PATH: iproute2's ip is /usr/sbin/ip on Debian. */
+    if (geteuid() != 0 || access("/usr/sbin/ip", X_OK) != 0)
+        cr_skip_test("needs root and iproute2 (/usr/sbin/ip netns); CI runs as root");
+    if (redis_server_path() == NULL)
+        cr_skip_test("redis-server is not installed; CI installs it");
+    snprintf(ns_tag, sizeof ns_tag, "%d", (int)getpid() % 100000);
+    /* tgr<tag> holds Redis; tgh<i><tag> are the hosts, host i reaches it
+     * at 10.213.<i>.1 over its own veth pair. */
+    cr_assert_eq(sh_sh("ip netns add tgr%s", ns_tag), 0);
+    cr_assert_eq(sh_sh("ip -n tgr%s link set lo up", ns_tag), 0);
+    for (int i = 1; i <= 3; i++) {
+        cr_assert_eq(sh_sh("ip netns add tgh%d%s", i, ns_tag), 0);
+        cr_assert_eq(sh_sh("ip -n tgh%d%s link set lo up", i, ns_tag), 0);
+        cr_assert_eq(sh_sh("ip link add tgv%dh%s netns tgh%d%s type veth peer name tgv%dr%s netns tgr%s",
+                           i, ns_tag, i, ns_tag, i, ns_tag, ns_tag), 0);
+        cr_assert_eq(sh_sh("ip -n tgr%s addr add 10.213.%d.1/24 dev tgv%dr%s", ns_tag, i, i, ns_tag), 0);
+        cr_assert_eq(sh_sh("ip -n tgh%d%s addr add 10.213.%d.2/24 dev tgv%dh%s", i, ns_tag, i, i, ns_tag), 0);
+        cr_assert_eq(sh_sh("ip -n tgr%s link set tgv%dr%s up", ns_tag, i, ns_tag), 0);
+        cr_assert_eq(sh_sh("ip -n tgh%d%s link set tgv%dh%s up", i, ns_tag, i, ns_tag), 0);
+    }
+    /* Redis in its namespace, on the three router-side addresses. */
+    char dir[TGH_PATH];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    static tgh_proc_t redis;
+    char ns_r[32];
+    snprintf(ns_r, sizeof ns_r, "tgr%s", ns_tag);
+    char *rargv[] = {(char *)"/usr/sbin/ip", (char *)"netns", (char *)"exec", ns_r,
+                     (char *)redis_server_path(), (char *)"--port", (char *)"6379",
+                     (char *)"--bind", (char *)"10.213.1.1", (char *)"10.213.2.1",
+                     (char *)"10.213.3.1", (char *)"--save", (char *)"",
+                     (char *)"--appendonly", (char *)"no", (char *)"--protected-mode",
+                     (char *)"no", NULL};
+    cr_assert_eq(tgh_spawn(&redis, rargv, NULL, NULL), 0);
+    bool up = false;
+    for (int k = 0; k < 100 && !up; k++) {
+        up = sh_sh("ip netns exec tgh1%s redis-cli -h 10.213.1.1 ping >/dev/null 2>&1", ns_tag) == 0;
+        if (!up)
+            tgh_sleep_ms(50);
+    }
+    cr_assert(up, "redis in its namespace did not answer host 1");
+
+    static tgh_proc_t h[3];
+    for (int i = 0; i < 3; i++) {
+        char ns[32], url[64], audit[TGH_PATH + 32];
+        snprintf(ns, sizeof ns, "tgh%d%s", i + 1, ns_tag);
+        snprintf(url, sizeof url, "redis://10.213.%d.1:6379/0", i + 1);
+        snprintf(audit, sizeof audit, "%s/h%d.jsonl", dir, i + 1);
+        char *argv[] = {(char *)"/usr/sbin/ip", (char *)"netns", (char *)"exec", ns, (char *)TG_BIN,
+                        (char *)"wrap", (char *)"--audit", audit, (char *)"--store", url,
+                        (char *)"--limit", (char *)"rate_scope=shared",
+                        (char *)"--limit", (char *)"rate_limit=30/minute",
+                        (char *)"--limit", (char *)"max_queued_calls=64", (char *)"--",
+                        (char *)TG_AGENTS_DIR "/tg_fixture_agent", NULL};
+        cr_assert_eq(tgh_spawn(&h[i], argv, NULL, NULL), 0);
+        tgh_sendf(&h[i], "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
+        json_decref(tgh_await_int(&h[i], 0, 5000, NULL));
+    }
+    for (int n = 1; n <= 20; n++)
+        for (int i = 0; i < 3; i++)
+            tgh_call(&h[i], n, "echo", "{\"text\":\"x\"}");
+    int ok = 0;
+    for (int i = 0; i < 3; i++)
+        for (int n = 1; n <= 20; n++) {
+            json_t *r = tgh_read_json(&h[i], 5000, NULL);
+            cr_assert_not_null(r, "host %d: answer %d missing", i + 1, n);
+            ok += json_object_get(r, "result") != NULL;
+            json_decref(r);
+        }
+    cr_assert_eq(ok, 30, "%d calls admitted across three hosts sharing 30/minute", ok);
+    for (int i = 0; i < 3; i++) {
+        tgh_close_stdin(&h[i]);
+        tgh_wait(&h[i], 5000);
+    }
+    tgh_kill(&redis);
 }
