@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,13 +41,23 @@ static void tail_usage(FILE *f)
                "  --once  stop when the stream has nothing more to read (default: follow)\n");
 }
 
+/* A message into <err>; a cut message is still a message. */
+static void tail_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void tail_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
 static redisContext *tail_connect(const char *url, char *err, size_t errlen)
 {
     tg_store_url_t u;
     tg_cfg_err_t cerr;
     char red[TG_STORE_URL_MAX];
     if (tg_store_url_parse(&u, url, &cerr) < 0) {
-        snprintf(err, errlen, "%s", cerr.msg);
+        tail_err(err, errlen, "%s", cerr.msg);
         return NULL;
     }
     tg_store_url_redact(&u, red, sizeof(red));
@@ -54,7 +65,7 @@ static redisContext *tail_connect(const char *url, char *err, size_t errlen)
     redisContext *c = u.is_unix ? redisConnectUnixWithTimeout(u.path, tv)
                                 : redisConnectWithTimeout(u.host, u.port, tv);
     if (c == NULL || c->err) {
-        snprintf(err, errlen, "cannot connect to %s: %s", red, c ? c->errstr : "out of memory");
+        tail_err(err, errlen, "cannot connect to %s: %s", red, c ? c->errstr : "out of memory");
         redisFree(c);
         tg_store_url_wipe(&u);
         return NULL;
@@ -66,7 +77,7 @@ static redisContext *tail_connect(const char *url, char *err, size_t errlen)
         bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
         freeReplyObject(r);
         if (!ok) {
-            snprintf(err, errlen, "%s: authentication failed", red);
+            tail_err(err, errlen, "%s: authentication failed", red);
             redisFree(c);
             tg_store_url_wipe(&u);
             return NULL;
@@ -77,7 +88,7 @@ static redisContext *tail_connect(const char *url, char *err, size_t errlen)
         bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
         freeReplyObject(r);
         if (!ok) {
-            snprintf(err, errlen, "%s: SELECT %u failed", red, u.db);
+            tail_err(err, errlen, "%s: SELECT %u failed", red, u.db);
             redisFree(c);
             tg_store_url_wipe(&u);
             return NULL;
