@@ -590,6 +590,15 @@ static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fram
     update_conc_regs(w, c);
 }
 
+/* The denial's unit for rate <r>: its period is one of the three config
+ * units (second, minute, hour). */
+static const char *rate_unit(tg_rate_t r)
+{
+    return r.period_ms == 1000    ? "calls/second"
+           : r.period_ms == 60000 ? "calls/minute"
+                                  : "calls/hour";
+}
+
 static void fmt_rate_detail(char *buf, size_t cap, uint64_t observed, tg_rate_t r)
 {
     char period[16], rate[48];
@@ -633,9 +642,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     char reqid[32], detail[160];
     if (!r->gcra.allowed) {
         tg_rate_t rate = ag->acfg->lim.rate_limit;
-        char unit[32];
-        snprintf(unit, sizeof(unit), "calls/%s",
-                 rate.period_ms == 1000 ? "second" : rate.period_ms == 60000 ? "minute" : "hour");
+        const char *unit = rate_unit(rate);
         bool store_down = r->decided_by == TG_STORE_BY_CLOSED;
         denial_init(w, &d, store_down ? TG_DENY_STORE : TG_DENY_RATE, c, reqid, sizeof(reqid));
         d.limit = "rate";
@@ -825,9 +832,7 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     }
     if (worst >= 0) {
         tg_rate_t rate = scopes[worst].rate;
-        char unit[32];
-        snprintf(unit, sizeof(unit), "calls/%s",
-                 rate.period_ms == 1000 ? "second" : rate.period_ms == 60000 ? "minute" : "hour");
+        const char *unit = rate_unit(rate);
         denial_init(w, &d, TG_DENY_RATE, c, reqid, sizeof(reqid));
         d.limit = "rate";
         d.scope = scopes[worst].scope;
