@@ -488,7 +488,7 @@ Test(config, unknown_keys)
     load_fails(
         "{\"router\":{\"max_frame\":\"4Mi\"}}",
         "t.json:1:12: router: unknown key \"max_frame\" (allowed: instance, max_frame_bytes, "
-        "listen, callers_only, admin)");
+        "listen, callers_only, idle_timeout, admin)");
     load_fails("{\"audit\":{\"file\":\"x\"}}",
                "t.json:1:11: audit: unknown key \"file\" (allowed: path, queue, sinks)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"limits\":{}}]}",

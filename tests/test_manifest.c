@@ -427,7 +427,7 @@ Test(manifest, config_resource_errors_have_positions)
               "t.json:1:24: containment.mode: \"strict\" is not a containment mode (expected "
               "\"best_effort\", \"required\" or \"off\")");
     cfg_fails("{\"containment\":{\"backend\":\"cgroup2\"}}",
-              "t.json:1:17: containment: unknown key \"backend\" (allowed: mode)");
+              "t.json:1:17: containment: unknown key \"backend\" (allowed: mode, min_free_memory)");
 }
 
 /* ---- manifest errors ---- */
