@@ -7,9 +7,10 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang
       libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev libhttp-parser-dev
       redis-server iproute2
-      rsyslog prometheus)
+      rsyslog prometheus chromium)
 # rsyslog and prometheus only validate the ingestion examples in deploy/ingest
-# (rsyslogd -N1, promtool); neither service needs to run.
+# (rsyslogd -N1, promtool); neither service needs to run. chromium renders
+# the admin page in tests/test_page.c (headless, no sandbox, as root).
 # Node is only for the real-peer test (tests/peer). A node from elsewhere
 # (NodeSource, nvm) is kept: Debian's npm package conflicts with NodeSource's
 # nodejs, which bundles its own npm.
