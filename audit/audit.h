@@ -26,7 +26,7 @@
 #include "config/config.h"
 
 #define TG_AUDIT_LINE_MAX 4096    /* fixed internal bound: one encoded event */
-#define TG_AUDIT_SAFE_MAX 128     /* longest caller string written as-is */
+#define TG_AUDIT_SAFE_MAX 128     /* fixed internal bound: longest caller string written as-is */
 #define TG_AUDIT_FLUSH_MS 20      /* fixed internal bound: max delay before queued lines are written */
 #define TG_AUDIT_SCHEMA_VERSION 1
 

@@ -85,7 +85,7 @@ typedef enum tg_src {
 #define TG_AUDIT_MAXLEN_CEIL 1000000000ull         /* stream entries kept */
 #define TG_AUDIT_SPOOL_MIN 4096                    /* a spool holds at least a line */
 #define TG_AUDIT_REDIS_TIMEOUT_CEIL_MS 60000       /* one Redis round trip */
-#define TG_AUDIT_STREAM_KEY_MAX 256                /* bytes of a stream key */
+#define TG_AUDIT_STREAM_KEY_MAX 256                /* fixed internal bound: bytes of a stream key */
 #define TG_MAX_RESTARTS_CEIL 1000
 #define TG_STDERR_BPS_CEIL (64ull * 1024 * 1024)   /* bytes per second */
 #define TG_STDERR_LINE_CEIL (1024ull * 1024)       /* bytes */
@@ -101,13 +101,13 @@ typedef enum tg_src {
 #define TG_CONNECTIONS_CEIL 1048576                /* open connections */
 
 /* Fixed internal bounds on config input. */
-#define TG_NAME_MAX 128          /* agent ids, tool names, instance */
-#define TG_CFG_FILE_MAX (16u * 1024 * 1024) /* bytes of a config file */
-#define TG_CFG_AGENTS_MAX 1024   /* agents in one config */
-#define TG_CFG_TOOLS_MAX 4096    /* tool entries per agent */
-#define TG_CFG_ARGV_MAX 4096     /* command words per agent */
-#define TG_CFG_SINKS_MAX 8       /* audit sinks in one config */
-#define TG_MANIFEST_FILE_MAX (1024u * 1024) /* bytes of an opensentience.agent.json */
+#define TG_NAME_MAX 128          /* fixed internal bound: agent ids, tool names, instance */
+#define TG_CFG_FILE_MAX (16u * 1024 * 1024) /* fixed internal bound: bytes of a config file */
+#define TG_CFG_AGENTS_MAX 1024   /* fixed internal bound: agents in one config */
+#define TG_CFG_TOOLS_MAX 4096    /* fixed internal bound: tool entries per agent */
+#define TG_CFG_ARGV_MAX 4096     /* fixed internal bound: command words per agent */
+#define TG_CFG_SINKS_MAX 8       /* fixed internal bound: audit sinks in one config */
+#define TG_MANIFEST_FILE_MAX (1024u * 1024) /* fixed internal bound: bytes of an opensentience.agent.json */
 
 /* Execution limits for one scope (agent or tool). A field whose
  * <*_src> is TG_SRC_DEFAULT in a tool scope means "not set: only the agent

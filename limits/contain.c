@@ -32,12 +32,12 @@
 
 #include "config/units.h"
 
-#define CG_FILE_MAX (TG_CG_PATH_MAX + 64) /* a dir plus an interface file name */
-#define CG_READ_MAX 4096                  /* interface files we parse are small */
-#define CG_PROCS_CHUNK 4096               /* cgroup.procs is streamed in chunks */
-#define CG_WAIT_MS 500                    /* destroy: wait for the kernel to empty a cgroup */
-#define CG_KILL_ROUNDS 100                /* v1 kill: rounds of SIGKILL over cgroup.procs */
-#define ORPHAN_DEPTH_MAX 8                /* orphan trees are 2 deep; bound a hostile one */
+#define CG_FILE_MAX (TG_CG_PATH_MAX + 64) /* fixed internal bound: a dir plus an interface file name */
+#define CG_READ_MAX 4096                  /* fixed internal bound: interface files we parse are small */
+#define CG_PROCS_CHUNK 4096               /* fixed internal bound: cgroup.procs is streamed in chunks */
+#define CG_WAIT_MS 500                    /* fixed internal bound: destroy: wait for the kernel to empty a cgroup */
+#define CG_KILL_ROUNDS 100                /* fixed internal bound: v1 kill: rounds of SIGKILL over cgroup.procs */
+#define ORPHAN_DEPTH_MAX 8                /* fixed internal bound: orphan trees are 2 deep; bound a hostile one */
 
 static const char *const hier_names[TG_CG_NHIER] = {
     [TG_CG_V2] = "cgroup2", [TG_CG_MEMORY] = "memory", [TG_CG_CPU] = "cpu",

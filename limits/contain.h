@@ -62,9 +62,9 @@
 
 #define TG_CG_PATH_MAX 1024   /* fixed internal bound: one cgroup directory path */
 #define TG_CG_NAME_MAX 96     /* fixed internal bound: instance dir name "<agent>-<n>" */
-#define TG_CG_AGENT_NAME_MAX 64 /* sanitised agent part of an instance name */
+#define TG_CG_AGENT_NAME_MAX 64 /* fixed internal bound: sanitised agent part of an instance name */
 #define TG_REASON_MAX 160     /* fixed internal bound: a "why not applied" text */
-#define TG_CONTAIN_RL_MAX 8   /* rlimits one instance can carry */
+#define TG_CONTAIN_RL_MAX 8   /* fixed internal bound: rlimits one instance can carry */
 
 /* Defaults of DESIGN.md (seeds 001 and 004). */
 #define TG_CONTAIN_DEF_MEMORY (512ull * 1024 * 1024)

@@ -20,8 +20,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define V1_WAIT_MS 500     /* kill/rmdir: wait for the kernel to empty the cgroup */
-#define V1_KILL_ROUNDS 100 /* SIGKILL rounds over cgroup.procs */
+#define V1_WAIT_MS 500     /* fixed internal bound: kill/rmdir: wait for the kernel to empty the cgroup */
+#define V1_KILL_ROUNDS 100 /* fixed internal bound: SIGKILL rounds over cgroup.procs */
 
 /* The hierarchies an instance lives in, in join order. */
 static const int v1_hiers[] = {TG_CG_MEMORY, TG_CG_CPU, TG_CG_CPUACCT, TG_CG_PIDS, TG_CG_V2};

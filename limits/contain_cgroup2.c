@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define V2_WAIT_MS 500   /* kill/rmdir: wait for the kernel to empty the cgroup */
-#define V2_KILL_ROUNDS 100 /* kernels without cgroup.kill: SIGKILL rounds */
+#define V2_WAIT_MS 500   /* fixed internal bound: kill/rmdir: wait for the kernel to empty the cgroup */
+#define V2_KILL_ROUNDS 100 /* fixed internal bound: kernels without cgroup.kill: SIGKILL rounds */
 
 static int v2_create(tg_contain_inst_t *ci, tg_cfg_err_t *err)
 {

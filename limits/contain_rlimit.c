@@ -38,8 +38,8 @@
 #include <unistd.h>
 
 #define TREE_SCAN_MAX 65536  /* fixed internal bound: processes examined per walk */
-#define TREE_KILL_ROUNDS 16  /* kill: rounds until no live member is left */
-#define STAT_READ_MAX 1024   /* /proc/[pid]/stat is a few hundred bytes */
+#define TREE_KILL_ROUNDS 16  /* fixed internal bound: kill: rounds until no live member is left */
+#define STAT_READ_MAX 1024   /* fixed internal bound: /proc/[pid]/stat is a few hundred bytes */
 
 typedef struct proc_ent {
     pid_t pid, ppid, sid;

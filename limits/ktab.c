@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#define KTAB_HEADS_MIN 16
+#define KTAB_HEADS_MIN 16 /* fixed internal bound: smallest hash table of the local store */
 
 int tg_ktab_init(tg_ktab_t *t, size_t max_count)
 {

@@ -61,10 +61,10 @@
 #include "limits/gcra.h"
 
 /* Fixed internal bounds. */
-#define TG_STORE_KEY_MAX  512  /* bytes of one key, NUL excluded */
-#define TG_STORE_URL_MAX  1024 /* bytes of a store URL */
-#define TG_STORE_HOST_MAX 256  /* bytes of a host name, NUL included */
-#define TG_STORE_CRED_MAX 256  /* bytes of a user or password after %-decoding, NUL included */
+#define TG_STORE_KEY_MAX  512  /* fixed internal bound: bytes of one key, NUL excluded */
+#define TG_STORE_URL_MAX  1024 /* fixed internal bound: bytes of a store URL */
+#define TG_STORE_HOST_MAX 256  /* fixed internal bound: bytes of a host name, NUL included */
+#define TG_STORE_CRED_MAX 256  /* fixed internal bound: bytes of a user or password after %-decoding, NUL included */
 #define TG_STORE_PATH_MAX 108  /* bytes of a unix socket path, NUL included (sun_path) */
 #define TG_STORE_DB_MAX   2147483647 /* Redis database index */
 

@@ -27,7 +27,7 @@
 #define NOTE_MAX         96   /* fixed internal bound: a row's note */
 #define ENF_TEXT_MAX     4096 /* fixed internal bound: one agent's enforcement table */
 #define CAPS_TEXT_MAX    8192 /* fixed internal bound: the host capability summary */
-#define CHECK_LIMITS_MAX 256  /* --limit options on one command line (as wrap) */
+#define CHECK_LIMITS_MAX 256  /* fixed internal bound: --limit options on one command line (as wrap) */
 
 /* ------------------------------------------------------------------ */
 /* Prediction of the containment module's choices                      */
@@ -458,7 +458,7 @@ typedef struct extra {
     bool blocks; /* counts as "not enforced" for containment.mode required */
 } extra_t;
 
-#define EXTRA_MAX 3
+#define EXTRA_MAX 3 /* fixed internal bound: extra columns of one check row */
 
 typedef struct agent_enf {
     tg_enforced_t e;

@@ -39,7 +39,7 @@
 
 #define TG_METRICS_DENIALS    32 /* fixed internal bound: latest denials kept for the page */
 #define TG_METRICS_BUCKETS    13 /* fixed internal bound: finite histogram buckets */
-#define TG_METRICS_NAME_MAX   (TG_LIMIT_NAME_MAX - 1) /* longest name shown as-is, bytes */
+#define TG_METRICS_NAME_MAX   (TG_LIMIT_NAME_MAX - 1) /* fixed internal bound: longest name shown as-is, bytes */
 #define TG_METRICS_OTHER_TOOL "other" /* label of calls to tools config does not name */
 
 /* Upper bounds of the call-duration histogram buckets, ms (+Inf follows). */

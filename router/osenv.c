@@ -110,7 +110,7 @@ static const char *const top_keys[K__TOP] = {
 };
 
 /* A set of keys and their slots: one object level. */
-#define MAX_KEYS 10
+#define MAX_KEYS 10 /* fixed internal bound: keys of one OpenSentience envelope object */
 typedef struct keyset {
     const char *const *keys;
     size_t n;

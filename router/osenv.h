@@ -18,8 +18,8 @@
 #include "config/jscan.h"
 
 #define TG_OS_VERSION     1   /* the protocol version toolgate speaks */
-#define TG_OS_TOOL_ID_MAX 128 /* fixed bound: a tool_id is audit-safe as written */
-#define TG_OS_TOKEN_MAX   256 /* fixed bound: longest session token compared */
+#define TG_OS_TOOL_ID_MAX 128 /* fixed internal bound: a tool_id is audit-safe as written */
+#define TG_OS_TOKEN_MAX   256 /* fixed internal bound: longest session token compared */
 
 typedef enum tg_os_type {
     TG_OS_OTHER = 0,            /* a valid envelope of a type toolgate does not read */

@@ -57,8 +57,8 @@
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
 #define TG_MAX_PASSTHRU 256    /* fixed internal bound: non-call requests awaiting an answer */
-#define TG_PIPE_BYTES (1 << 20) /* kernel pipe buffer asked for with F_SETPIPE_SZ */
-#define TG_EXIT_LINGER_MS 200  /* wait for the agent's stdout EOF after its exit */
+#define TG_PIPE_BYTES (1 << 20) /* fixed internal bound: kernel pipe buffer asked for with F_SETPIPE_SZ */
+#define TG_EXIT_LINGER_MS 200  /* fixed internal bound: wait for the agent's stdout EOF after its exit */
 #define TG_DENIAL_MAX 2048     /* fixed internal bound: one denial line */
 #define TG_RESTART_LOG 64      /* fixed internal bound: restart timestamps kept */
 #define TG_MONITOR_MS 1000     /* fixed internal bound: containment sampling period */

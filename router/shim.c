@@ -25,7 +25,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define SHIM_MSG_MAX 512 /* one stderr line */
+#define SHIM_MSG_MAX 512 /* fixed internal bound: one stderr line */
 
 static const struct {
     const char *name;
