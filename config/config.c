@@ -541,6 +541,20 @@ static bool get_pids(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg_e
     return true;
 }
 
+static void set_nofile(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
+                       tg_src_t src)
+{
+    a->res.nofile = v->u;
+    a->res.nofile_src = src;
+}
+
+static bool get_nofile(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                       const tg_exec_limits_t *lim, bool tool, val_t *v)
+{
+    v->u = a->res.nofile;
+    return true;
+}
+
 static void set_disk(tg_config_t *cfg, tg_agent_cfg_t *a, tg_exec_limits_t *lim, const val_t *v,
                      tg_src_t src)
 {
@@ -624,6 +638,8 @@ static const lkey_t lkeys[] = {
      S_RES, set_cpu, get_cpu},
     {"pids", {V_COUNT, 1, TG_PIDS_CEIL, false},
      S_RES, set_pids, get_pids},
+    {"nofile", {V_COUNT, 16, TG_NOFILE_CEIL, false},
+     S_RES, set_nofile, get_nofile},
     {"disk", {V_BYTES, TG_DISK_MIN, TG_DISK_CEIL, true},
      S_RES, set_disk, get_disk},
     {"network", {V_NETWORK, TG_NET_FULL, TG_NET_NONE, false},
@@ -683,6 +699,7 @@ void tg_resources_default(tg_resources_t *r)
     r->pids = TG_DEF_PIDS;
     r->disk_bytes = TG_DEF_DISK_BYTES;
     r->network = TG_NET_FULL;
+    r->nofile = TG_CONTAIN_DEF_NOFILE;
 }
 
 /* Every field at its DESIGN.md default; id and command left NULL. */
@@ -1532,13 +1549,68 @@ static int m_listen(ctx_t *c, json_t *v)
     return 0;
 }
 
-static int m_admin(ctx_t *c, json_t *v)
+static int adm_listen(ctx_t *c, json_t *v)
 {
     const char *s = get_str(c, v, true);
     if (!s)
         return -1;
     free(c->cfg->admin_addr);
     return (c->cfg->admin_addr = strdup(s)) ? 0 : at_err(c, false, "out of memory");
+}
+
+static int adm_u32(ctx_t *c, json_t *v, vkind_t kind, uint64_t min, uint64_t max, uint32_t *out)
+{
+    const vspec_t sp = {kind, min, max, kind == V_BYTES};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    *out = (uint32_t)val.u;
+    return 0;
+}
+
+static int adm_max_header_bytes(ctx_t *c, json_t *v)
+{
+    return adm_u32(c, v, V_BYTES, TG_ADMIN_MIN_HEADER_BYTES, TG_ADMIN_MAX_HEADER_BYTES_CEIL,
+                   &c->cfg->admin_max_header_bytes);
+}
+
+static int adm_max_connections(ctx_t *c, json_t *v)
+{
+    return adm_u32(c, v, V_COUNT, 1, TG_ADMIN_MAX_CONNECTIONS_CEIL, &c->cfg->admin_max_connections);
+}
+
+static int adm_idle_timeout(ctx_t *c, json_t *v)
+{
+    return adm_u32(c, v, V_DURATION, TG_ADMIN_MIN_IDLE_TIMEOUT_MS, TG_ADMIN_IDLE_TIMEOUT_CEIL_MS,
+                   &c->cfg->admin_idle_timeout_ms);
+}
+
+static int adm_max_response_bytes(ctx_t *c, json_t *v)
+{
+    return adm_u32(c, v, V_BYTES, TG_ADMIN_MIN_RESPONSE_BYTES, TG_ADMIN_MAX_RESPONSE_BYTES_CEIL,
+                   &c->cfg->admin_max_response_bytes);
+}
+
+static const member_t admin_members[] = {
+    {"listen", adm_listen},
+    {"max_header_bytes", adm_max_header_bytes},
+    {"max_connections", adm_max_connections},
+    {"idle_timeout", adm_idle_timeout},
+    {"max_response_bytes", adm_max_response_bytes},
+};
+
+/* router.admin: "HOST:PORT", or {"listen": "HOST:PORT", bounds...}. */
+static int m_admin(ctx_t *c, json_t *v)
+{
+    if (json_is_string(v))
+        return adm_listen(c, v);
+    if (!json_is_object(v))
+        return type_err(c, v, "a \"HOST:PORT\" string or an object");
+    if (walk(c, v, admin_members, sizeof admin_members / sizeof admin_members[0]) < 0)
+        return -1;
+    if (c->cfg->admin_addr == NULL)
+        return at_err(c, false, "router.admin needs \"listen\" (a loopback HOST:PORT)");
+    return 0;
 }
 
 static int m_idle_timeout(ctx_t *c, json_t *v)
@@ -2645,9 +2717,67 @@ static int st_prefix(ctx_t *c, json_t *v)
     return (c->cfg->store.prefix = strdup(s)) ? 0 : at_err(c, false, "out of memory");
 }
 
+static int st_duration(ctx_t *c, json_t *v, uint64_t *out)
+{
+    static const vspec_t sp = {V_DURATION, 1, TG_STORE_DURATION_CEIL_MS, false};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    *out = val.u;
+    return 0;
+}
+
+static int st_connect_timeout(ctx_t *c, json_t *v)
+{
+    return st_duration(c, v, &c->cfg->store.connect_timeout_ms);
+}
+
+static int st_dead_after(ctx_t *c, json_t *v)
+{
+    return st_duration(c, v, &c->cfg->store.dead_after_ms);
+}
+
+static int st_backoff(ctx_t *c, json_t *v)
+{
+    return st_duration(c, v, &c->cfg->store.backoff_ms);
+}
+
+static int st_max_backoff(ctx_t *c, json_t *v)
+{
+    return st_duration(c, v, &c->cfg->store.max_backoff_ms);
+}
+
+static int st_lease(ctx_t *c, json_t *v)
+{
+    return st_duration(c, v, &c->cfg->store.lease_ms);
+}
+
+static int st_count(ctx_t *c, json_t *v, uint64_t max, uint32_t *out)
+{
+    const vspec_t sp = {V_COUNT, 1, max, false};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    *out = (uint32_t)val.u;
+    return 0;
+}
+
+static int st_max_pending(ctx_t *c, json_t *v)
+{
+    return st_count(c, v, TG_STORE_MAX_PENDING_CEIL, &c->cfg->store.max_pending);
+}
+
+static int st_local_max_keys(ctx_t *c, json_t *v)
+{
+    return st_count(c, v, TG_STORE_LOCAL_MAX_KEYS_CEIL, &c->cfg->store.local_max_keys);
+}
+
 static const member_t store_members[] = {
     {"kind", st_kind},         {"url", st_url},           {"timeout", st_timeout},
     {"on_store_error", st_policy}, {"instances", st_instances}, {"prefix", st_prefix},
+    {"connect_timeout", st_connect_timeout}, {"dead_after", st_dead_after},
+    {"backoff", st_backoff},   {"max_backoff", st_max_backoff}, {"lease", st_lease},
+    {"max_pending", st_max_pending}, {"local_max_keys", st_local_max_keys},
 };
 
 static int m_store(ctx_t *c, json_t *v)

@@ -154,6 +154,8 @@ typedef struct tg_resources {
     uint64_t max_connections; /* 0 = not limited */
     tg_src_t memory_src, cpu_src, pids_src, disk_src, network_src, bandwidth_src,
         connections_src;
+    uint64_t nofile; /* RLIMIT_NOFILE (resources.nofile.limit) */
+    tg_src_t nofile_src;
 } tg_resources_t;
 
 /* containment.mode (DESIGN.md "Containment"); same order as limits'
@@ -255,6 +257,35 @@ typedef struct tg_audit_sink_cfg {
 #define TG_CFG_LISTEN_MAX 64   /* fixed internal bound: listeners */
 #define TG_CFG_CALLERS_MAX 256 /* fixed internal bound: callers[] entries */
 
+/* Admin endpoint bounds (router.admin as an object). */
+#define TG_ADMIN_DEF_MAX_HEADER_BYTES    8192u
+#define TG_ADMIN_MIN_HEADER_BYTES        256u
+#define TG_ADMIN_MAX_HEADER_BYTES_CEIL   65536u
+#define TG_ADMIN_DEF_MAX_CONNECTIONS     16u
+#define TG_ADMIN_MAX_CONNECTIONS_CEIL    1024u
+#define TG_ADMIN_DEF_IDLE_TIMEOUT_MS     10000u
+#define TG_ADMIN_MIN_IDLE_TIMEOUT_MS     10u
+#define TG_ADMIN_IDLE_TIMEOUT_CEIL_MS    600000u
+#define TG_ADMIN_DEF_MAX_RESPONSE_BYTES  (16u * 1024 * 1024)
+#define TG_ADMIN_MIN_RESPONSE_BYTES      (64u * 1024)
+#define TG_ADMIN_MAX_RESPONSE_BYTES_CEIL (256u * 1024 * 1024)
+
+/* Store tuning (store.*): defaults and ceilings. */
+#define TG_STORE_DEF_CONNECT_TIMEOUT_MS 1000  /* connect + AUTH + SELECT + SCRIPT LOAD */
+#define TG_STORE_DEF_DEAD_AFTER_MS      1000  /* no reply at all for this long: reconnect */
+#define TG_STORE_DEF_BACKOFF_INITIAL_MS 100   /* first reconnect delay */
+#define TG_STORE_DEF_BACKOFF_MAX_MS     5000  /* reconnect delay ceiling */
+#define TG_STORE_DEF_MAX_PENDING        65536 /* calls in flight on the connection */
+#define TG_STORE_DEF_LOCAL_MAX_KEYS     65536 /* buckets in one local table */
+#define TG_STORE_DEF_LEASE_MS           1000  /* lease lifetime (lease mode) */
+#define TG_STORE_DURATION_CEIL_MS       600000   /* any store.* duration */
+#define TG_STORE_MAX_PENDING_CEIL       1048576  /* store.max_pending */
+#define TG_STORE_LOCAL_MAX_KEYS_CEIL    16777216 /* store.local_max_keys */
+
+/* RLIMIT_NOFILE of an agent instance (resources.nofile). */
+#define TG_CONTAIN_DEF_NOFILE 1024u
+#define TG_NOFILE_CEIL 1048576u
+
 /* store: where shared rate buckets live (DESIGN.md "Rate limits"). */
 typedef struct tg_store_cfg {
     bool redis;               /* kind "redis"; else "local" (nothing shared) */
@@ -263,6 +294,9 @@ typedef struct tg_store_cfg {
     int on_store_error;       /* 0 local, 1 open, 2 closed (limits/store.h order) */
     uint32_t instances;       /* toolgates sharing the limits (local fallback share); default 1 */
     char *prefix;             /* key prefix, NULL: the store's default */
+    /* 0 = the TG_STORE_DEF_* default */
+    uint64_t connect_timeout_ms, dead_after_ms, backoff_ms, max_backoff_ms, lease_ms;
+    uint32_t max_pending, local_max_keys;
 } tg_store_cfg_t;
 
 /* router.listen[]: a Unix socket serving one agent (MCP). */
@@ -306,6 +340,9 @@ typedef struct tg_config {
     size_t ncallers;
     bool callers_only; /* router.callers_only: unknown peers are refused */
     char *admin_addr;  /* router.admin / --admin: loopback HOST:PORT of the admin HTTP, or NULL */
+    /* router.admin as an object: its bounds; 0 = the TG_ADMIN_DEF_* default */
+    uint32_t admin_max_header_bytes, admin_max_connections, admin_idle_timeout_ms,
+        admin_max_response_bytes;
     uint64_t idle_timeout_ms; /* router.idle_timeout: a serve caller holding half a frame this
                                * long is disconnected (default 30s) */
     tg_store_cfg_t store;

@@ -71,7 +71,7 @@
 #define TG_CONTAIN_DEF_CPU_MC 1000u
 #define TG_CONTAIN_DEF_PIDS 64u
 #define TG_CONTAIN_DEF_DISK (1024ull * 1024 * 1024)
-#define TG_CONTAIN_DEF_NOFILE 1024u
+/* TG_CONTAIN_DEF_NOFILE is in config/config.h (resources.nofile). */
 #define TG_CONTAIN_CPU_PERIOD_US 100000u /* cfs period for cpu.max / cfs_period_us */
 
 typedef enum tg_contain_mode {

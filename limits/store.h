@@ -70,13 +70,8 @@
 
 /* Defaults, used when the matching option is 0. */
 #define TG_STORE_DEF_TIMEOUT_MS         50    /* one store call */
-#define TG_STORE_DEF_CONNECT_TIMEOUT_MS 1000  /* connect + AUTH + SELECT + SCRIPT LOAD */
-#define TG_STORE_DEF_DEAD_AFTER_MS      1000  /* no reply at all for this long: reconnect */
-#define TG_STORE_DEF_BACKOFF_INITIAL_MS 100   /* first reconnect delay */
-#define TG_STORE_DEF_BACKOFF_MAX_MS     5000  /* reconnect delay ceiling */
-#define TG_STORE_DEF_MAX_PENDING        65536 /* calls in flight on the connection */
-#define TG_STORE_DEF_LOCAL_MAX_KEYS     65536 /* buckets in one local table */
-#define TG_STORE_DEF_LEASE_MS           1000  /* lease lifetime (lease mode) */
+/* The other store defaults, with their ceilings, are in config/config.h
+ * (store.* sets them). */
 #define TG_STORE_DEF_PREFIX             "tg:"
 
 typedef struct tg_store tg_store_t;

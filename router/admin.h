@@ -42,23 +42,16 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "config/config.h"
+
 #include "limits/registry.h"
 #include "router/metrics.h"
 
 #define TG_ADMIN_DEF_ADDR "127.0.0.1:9464"
 
 /* Defaults and ranges of the bounds (see above). */
-#define TG_ADMIN_DEF_MAX_HEADER_BYTES    8192u
-#define TG_ADMIN_MIN_HEADER_BYTES        256u
-#define TG_ADMIN_MAX_HEADER_BYTES_CEIL   65536u
-#define TG_ADMIN_DEF_MAX_CONNECTIONS     16u
-#define TG_ADMIN_MAX_CONNECTIONS_CEIL    1024u
-#define TG_ADMIN_DEF_IDLE_TIMEOUT_MS     10000u
-#define TG_ADMIN_MIN_IDLE_TIMEOUT_MS     10u
-#define TG_ADMIN_IDLE_TIMEOUT_CEIL_MS    600000u
-#define TG_ADMIN_DEF_MAX_RESPONSE_BYTES  (16u * 1024 * 1024)
-#define TG_ADMIN_MIN_RESPONSE_BYTES      (64u * 1024)
-#define TG_ADMIN_MAX_RESPONSE_BYTES_CEIL (256u * 1024 * 1024)
+/* The bounds' defaults, floors and ceilings live in config/config.h
+ * (router.admin sets them). */
 
 #define TG_ADMIN_ADDR_MAX 64 /* fixed internal bound: "HOST:PORT" text, NUL included */
 

@@ -20,6 +20,7 @@ int tg_config_contain_req(const tg_agent_cfg_t *a, tg_contain_req_t *req)
      * RLIMIT_FSIZE, always. */
     req->disk_bytes = r->disk_src != TG_SRC_DEFAULT ? r->disk_bytes : 0;
     req->fsize = r->disk_bytes;
+    req->nofile = (uint32_t)r->nofile;
     req->network_none = r->network == TG_NET_NONE;
     return r->network == TG_NET_LOOPBACK ? -ENOTSUP : 0;
 }

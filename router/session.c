@@ -2603,6 +2603,13 @@ static int gw_store_open(tg_gw_t *gw, tg_config_t *cfg)
     o.timeout_ms = cfg->store.timeout_ms;
     o.on_store_error = (tg_store_policy_t)cfg->store.on_store_error;
     o.instances = cfg->store.instances;
+    o.connect_timeout_ms = cfg->store.connect_timeout_ms;
+    o.dead_after_ms = cfg->store.dead_after_ms;
+    o.backoff_initial_ms = cfg->store.backoff_ms;
+    o.backoff_max_ms = cfg->store.max_backoff_ms;
+    o.lease_ms = cfg->store.lease_ms;
+    o.max_pending = cfg->store.max_pending;
+    o.local_max_keys = cfg->store.local_max_keys;
     o.on_event = on_store_event;
     o.event_arg = gw;
     if (tg_store_open(gw->loop, &o, &gw->store, &err) < 0) {
@@ -2693,7 +2700,10 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
     if (tg_metrics_init(&gw->metrics, cfg) == 0)
         gw->metrics_ok = true;
     if (cfg->admin_addr != NULL) {
-        static const tg_admin_opts_t aopts; /* every bound at its default */
+        tg_admin_opts_t aopts = {.max_header_bytes = cfg->admin_max_header_bytes,
+                                 .max_connections = cfg->admin_max_connections,
+                                 .idle_timeout_ms = cfg->admin_idle_timeout_ms,
+                                 .max_response_bytes = cfg->admin_max_response_bytes};
         tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
                                     .registry = admin_registry, .metrics = admin_metrics};
         char aerr[256];

@@ -205,6 +205,46 @@ Test(config, deploy_example_serve_loads)
     cr_expect_str_eq(cfg.agents[0].env_set[0], "LANG=C.UTF-8");
 }
 
+/* The bounds of the admin endpoint and the store's tuning are config keys,
+ * with floors and ceilings; resources.nofile sets RLIMIT_NOFILE. */
+Test(config, admin_store_and_nofile_bounds_are_wired)
+{
+    static const char text[] =
+        "{\"router\":{\"admin\":{\"listen\":\"127.0.0.1:9999\",\"max_header_bytes\":\"4Ki\","
+        "\"max_connections\":4,\"idle_timeout\":\"2s\",\"max_response_bytes\":\"1Mi\"}},"
+        "\"store\":{\"kind\":\"redis\",\"url\":\"redis://127.0.0.1:6379/0\","
+        "\"connect_timeout\":\"2s\",\"dead_after\":\"3s\",\"backoff\":\"50ms\","
+        "\"max_backoff\":\"10s\",\"lease\":\"500ms\",\"max_pending\":1000,"
+        "\"local_max_keys\":5000},"
+        "\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"],"
+        "\"resources\":{\"nofile\":{\"limit\":4096}}}]}";
+    cr_assert_eq(tg_config_load_buffer(&cfg, "t.json", text, sizeof text - 1, &err), 0, "%s",
+                 err.msg);
+    cr_expect_str_eq(cfg.admin_addr, "127.0.0.1:9999");
+    cr_expect_eq(cfg.admin_max_header_bytes, 4096);
+    cr_expect_eq(cfg.admin_max_connections, 4);
+    cr_expect_eq(cfg.admin_idle_timeout_ms, 2000);
+    cr_expect_eq(cfg.admin_max_response_bytes, 1u << 20);
+    cr_expect_eq(cfg.store.connect_timeout_ms, 2000);
+    cr_expect_eq(cfg.store.dead_after_ms, 3000);
+    cr_expect_eq(cfg.store.backoff_ms, 50);
+    cr_expect_eq(cfg.store.max_backoff_ms, 10000);
+    cr_expect_eq(cfg.store.lease_ms, 500);
+    cr_expect_eq(cfg.store.max_pending, 1000);
+    cr_expect_eq(cfg.store.local_max_keys, 5000);
+    cr_expect_eq(cfg.agents[0].res.nofile, 4096);
+    tg_config_free(&cfg);
+    cr_assert_eq(tg_config_default(&cfg), 0);
+    cr_expect_eq(cfg.agents[0].res.nofile, TG_CONTAIN_DEF_NOFILE);
+    static const char bad[] = "{\"router\":{\"admin\":{\"listen\":\"127.0.0.1:1\","
+                              "\"max_connections\":100000}}}";
+    cr_assert_eq(tg_config_load_buffer(&cfg, "t.json", bad, sizeof bad - 1, &err), -1);
+    cr_expect(strstr(err.msg, "router.admin.max_connections") != NULL, "%s", err.msg);
+    static const char nolisten[] = "{\"router\":{\"admin\":{\"max_connections\":2}}}";
+    cr_assert_eq(tg_config_load_buffer(&cfg, "t.json", nolisten, sizeof nolisten - 1, &err), -1);
+    cr_expect(strstr(err.msg, "listen") != NULL, "%s", err.msg);
+}
+
 Test(config, deploy_example_wrap_loads)
 {
     const tg_agent_cfg_t *a;
@@ -528,7 +568,7 @@ Test(config, wrong_types)
     load_fails("{\"router\":{\"listen\":\"/run/x.sock\"}}",
                "t.json:1:21: router.listen: expected an array, got a string");
     load_fails("{\"router\":{\"admin\":9464}}",
-               "t.json:1:20: router.admin: expected a string, got an integer");
+               "t.json:1:20: router.admin: expected a \"HOST:PORT\" string or an object, got an integer");
     load_fails("{\"store\":\"redis\"}", "t.json:1:10: store: expected an object, got a string");
     load_fails("{\"containment\":null}", "t.json:1:16: containment: expected an object, got null");
     load_fails("{\"callers\":{}}", "t.json:1:12: callers: expected an array, got an object");
@@ -777,7 +817,7 @@ Test(config, limit_bad_keys)
 {
     limit_fails("foo=1", "--limit foo=1: unknown key \"foo\" (allowed: max_frame_bytes, "
                          "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
-                         "rate_limit, burst, kill_grace_period, memory, cpu, pids, disk, network, "
+                         "rate_limit, burst, kill_grace_period, memory, cpu, pids, nofile, disk, network, "
                          "containment, rate_scope, shared_mode, on_store_error, tools.NAME.KEY)");
     limit_fails("rate_scope=global", "--limit rate_scope=global: rate_scope: \"global\" is not "
                                      "valid (expected \"local\" or \"shared\")");
@@ -802,7 +842,7 @@ Test(config, limit_bad_keys)
                                   "e.g. tools.web.rate_limit=10/minute");
     limit_fails("tools.=1", "--limit tools.=1: unknown key \"tools.\" (allowed: max_frame_bytes, "
                             "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
-                            "rate_limit, burst, kill_grace_period, memory, cpu, pids, disk, "
+                            "rate_limit, burst, kill_grace_period, memory, cpu, pids, nofile, disk, "
                             "network, containment, rate_scope, shared_mode, on_store_error, "
                             "tools.NAME.KEY)");
     limit_fails("burst", "--limit burst: expected KEY=VALUE, e.g. rate_limit=100/minute");

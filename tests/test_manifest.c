@@ -402,7 +402,7 @@ Test(manifest, config_resource_errors_have_positions)
 {
     cfg_fails("{\"agents\":[{\"id\":\"a\",\"resources\":{\"ram\":{}}}]}",
               "t.json:1:35: agents[0].resources: unknown key \"ram\" (allowed: memory, cpu, pids, "
-              "disk, network)");
+              "nofile, disk, network)");
     cfg_fails("{\"agents\":[{\"id\":\"a\",\"resources\":{\"memory\":\"1Gi\"}}]}",
               "t.json:1:44: agents[0].resources.memory: expected an object, got a string");
     cfg_fails("{\"agents\":[{\"id\":\"a\",\"resources\":{\"memory\":{\"max\":\"1Gi\"}}}]}",
