@@ -424,9 +424,25 @@ int tg_serve_run(tg_config_t *cfg)
         tg_log("router.listen is empty: nothing to serve (add {\"unix\": PATH, \"agent\": ID})");
         rc = 2;
     }
-    for (size_t i = 0; rc == 0 && i < cfg->ncallers; i++)
-        if (tg_caller_lim_init(&r->callers[i], &cfg->callers[i]) < 0)
+    for (size_t i = 0; rc == 0 && i < cfg->ncallers; i++) {
+        tg_caller_lim_t *cl = &r->callers[i];
+        char name[TG_LIMIT_NAME_MAX];
+        if (tg_caller_lim_init(cl, &cfg->callers[i]) < 0) {
             rc = 2;
+            break;
+        }
+        /* A caller's own limits are limits like any other: registered, so
+         * they show in /limits, `toolgate status` and the page. */
+        if (cl->has_rate) {
+            snprintf(name, sizeof(name), "caller.%s.rate", cl->name);
+            cl->reg_rate = tg_registry_add(&r->gw.reg, name, TG_LIMIT_RATE, "caller", cl->rate.burst);
+        }
+        if (cl->has_conc) {
+            snprintf(name, sizeof(name), "caller.%s.concurrency", cl->name);
+            cl->reg_conc =
+                tg_registry_add(&r->gw.reg, name, TG_LIMIT_CONCURRENCY, "caller", cl->conc.max);
+        }
+    }
     for (size_t i = 0; rc == 0 && i < cfg->nagents; i++)
         if ((r->agents[i] = tg_agent_new(&r->gw, &cfg->agents[i], cfg->agents[i].max_instances)) == NULL)
             rc = 1;

@@ -583,6 +583,7 @@ static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fram
     }
     if (w->climits != NULL && w->climits->has_conc) {
         tg_conc_acquire(&w->climits->conc);
+        reg_set(w, w->climits->reg_conc, w->climits->conc.inflight);
         c->caller_slot = true;
     }
     c->state = S_INFLIGHT;
@@ -819,7 +820,8 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
                                                 w->ag->acfg->tools[c->tool].lim.rate_limit,
                                                 ts->reg_rate};
     if (cl != NULL && cl->has_rate)
-        scopes[nscopes++] = (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, -1};
+        scopes[nscopes++] = (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg,
+                                           cl->reg_rate};
     /* The refusal names the scope that frees up last. */
     int worst = -1;
     tg_gcra_result_t rw = {.allowed = true};
@@ -942,18 +944,20 @@ static void pump_queue(tg_wrap_t *w)
     }
 }
 
-/* Give back the slots of an inflight or zombie call, free it, let waiters in. */
 /* Give back every concurrency slot an inflight or zombie call holds. */
 static void release_slots(tg_wrap_t *w, tg_call_t *c)
 {
     tg_conc_release(&w->ag->aconc);
     if (c->tool_slot)
         tg_conc_release(&w->ag->tools[c->tool].conc);
-    if (c->caller_slot)
+    if (c->caller_slot) {
         tg_conc_release(&c->w->climits->conc);
+        reg_set(w, c->w->climits->reg_conc, c->w->climits->conc.inflight);
+    }
     c->tool_slot = c->caller_slot = false;
 }
 
+/* Give back the slots of an inflight or zombie call, free it, let waiters in. */
 static void call_release(tg_wrap_t *w, tg_call_t *c)
 {
     if (c->state == S_INFLIGHT || c->state == S_ZOMBIE) {
@@ -2834,6 +2838,7 @@ int tg_caller_lim_init(tg_caller_lim_t *cl, const tg_caller_cfg_t *cc)
 {
     memset(cl, 0, sizeof(*cl));
     cl->name = cc->name;
+    cl->reg_rate = cl->reg_conc = -1;
     if (cc->lim.rate_src != TG_SRC_DEFAULT) {
         if (tg_gcra_init(&cl->rate, cc->lim.rate_limit.count, cc->lim.rate_limit.period_ms,
                          cc->lim.burst_src != TG_SRC_DEFAULT ? cc->lim.burst : 0) < 0)

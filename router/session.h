@@ -39,6 +39,7 @@ typedef struct tg_caller_lim {
     tg_conc_t conc;
     bool has_conc;
     char path_rate[256], path_conc[256];
+    int reg_rate, reg_conc; /* registry entries (-1: none); the runner registers them */
 } tg_caller_lim_t;
 
 /* From callers[] entry <cc> (which must outlive <cl>). 0 or -EINVAL. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <dirent.h>
@@ -190,7 +191,18 @@ Test(serve, caller_limits_by_peer_uid)
              ", \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
              "{\"rate_limit\": \"2/second\"}}]",
              (unsigned)getuid());
-    s_start(NULL, NULL, callers);
+    /* With the admin endpoint on, to see the caller's limits registered. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t slen = sizeof sin;
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&sin, &slen), 0);
+    close(fd);
+    char admin[96], addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sin.sin_port));
+    snprintf(admin, sizeof admin, ", \"admin\": \"%s\"", addr);
+    s_start(admin, NULL, callers);
     tgh_proc_t a;
     s_connect(&a);
     json_decref(s_init(&a));
@@ -216,6 +228,17 @@ Test(serve, caller_limits_by_peer_uid)
     cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")),
                      "callers.me.execution_limits.rate_limit");
     json_decref(r3);
+    /* The caller's bucket is a registered limit, full after two calls. */
+    char cmd[2048], out[TGH_PATH + 32];
+    snprintf(out, sizeof out, "%s/status.txt", S.dir);
+    cr_assert_lt((size_t)snprintf(cmd, sizeof cmd, "'%s' status --admin %s > '%s' 2>&1", TG_BIN,
+                                  addr, out),
+                 sizeof cmd);
+    cr_assert_eq(system(cmd), 0);
+    char *status = tgh_read_file(out, NULL);
+    cr_assert(status && strstr(status, "caller.me.rate"), "caller limit not registered:\n%s",
+              status ? status : "");
+    free(status);
     s_close(&a);
     s_stop();
     /* The audit names the caller. */
