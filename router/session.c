@@ -549,6 +549,22 @@ static bool agent_writable(const tg_wrap_t *w)
 /* Tell the agent to stop call <c> (MCP notifications/cancelled for the id
  * it saw) and ask it to prove it is alive (ping): its slot is freed on the
  * pong. */
+/* Ask the agent to prove it is alive for zombie call <c>: a ping whose
+ * pong frees <c>'s slot. Without room for the ping entry the kill_grace
+ * timer still bounds the zombie. */
+static void send_ping(tg_wrap_t *w, tg_call_t *c)
+{
+    tg_call_t *p = agent_writable(w) ? call_alloc(w, K_PING) : NULL;
+    if (p == NULL)
+        return;
+    char buf[96];
+    p->ping_for = c->idx;
+    p->ping_for_id = c->agent_id;
+    int n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n",
+                     p->agent_id);
+    tg_out_copy(&w->inst->wr, buf, (size_t)n);
+}
+
 static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
 {
     if (!agent_writable(w))
@@ -559,14 +575,7 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
                      "\"requestId\":%" PRIu64 ",\"reason\":\"%s\"}}\n",
                      c->agent_id, reason);
     tg_out_copy(&w->inst->wr, buf, (size_t)n);
-    tg_call_t *p = call_alloc(w, K_PING);
-    if (p == NULL)
-        return; /* the kill_grace timer still bounds the zombie */
-    p->ping_for = c->idx;
-    p->ping_for_id = c->agent_id;
-    n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n",
-                 p->agent_id);
-    tg_out_copy(&w->inst->wr, buf, (size_t)n);
+    send_ping(w, c);
 }
 
 /* ---- admission -------------------------------------------------------- */
@@ -1053,18 +1062,7 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
         audit_call(w, c, "call.cancelled", "cancelled", NULL, "cancelled");
         c->state = S_ZOMBIE;
         c->stage = "cancelled";
-        if (agent_writable(w)) {
-            tg_call_t *p = call_alloc(w, K_PING);
-            if (p != NULL) {
-                char buf[96];
-                p->ping_for = c->idx;
-                p->ping_for_id = c->agent_id;
-                int n = snprintf(buf, sizeof(buf),
-                                 "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n",
-                                 p->agent_id);
-                tg_out_copy(&w->inst->wr, buf, (size_t)n);
-            }
-        }
+        send_ping(w, c);
         uv_timer_start(&c->timer, on_call_timer, w->ag->acfg->kill_grace_ms, 0);
         return;
     }
@@ -1207,20 +1205,29 @@ static void on_caller_oversize(tg_wrap_t *w, const char *head, size_t len)
     }
 }
 
+/* The frame_too_large denial for a <what> ("request", "agent response")
+ * of <total> bytes; <reqid> and <detail> are the caller's buffers. */
+static void frame_denial(tg_wrap_t *w, tg_denial_t *d, const tg_call_t *c, char reqid[32],
+                         char detail[96], const char *what, uint64_t total)
+{
+    char cap[24];
+    denial_init(w, d, TG_DENY_FRAME, c, reqid, 32);
+    d->limit = "frame";
+    d->scope = "instance";
+    d->observed = (int64_t)total;
+    d->cap = (int64_t)w->gw->cfg->max_frame_bytes;
+    d->unit = "bytes";
+    d->config_path = w->gw->path_frame;
+    tg_unit_fmt_bytes(cap, sizeof(cap), w->gw->cfg->max_frame_bytes);
+    snprintf(detail, 96, "%s of %" PRIu64 " bytes > %s", what, total, cap);
+    d->detail = detail;
+}
+
 static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
 {
     tg_denial_t d;
-    char reqid[32], detail[96], cap[24];
-    denial_init(w, &d, TG_DENY_FRAME, NULL, reqid, sizeof(reqid));
-    d.limit = "frame";
-    d.scope = "instance";
-    d.observed = (int64_t)total;
-    d.cap = (int64_t)w->gw->cfg->max_frame_bytes;
-    d.unit = "bytes";
-    d.config_path = w->gw->path_frame;
-    tg_unit_fmt_bytes(cap, sizeof(cap), w->gw->cfg->max_frame_bytes);
-    snprintf(detail, sizeof(detail), "request of %" PRIu64 " bytes > %s", total, cap);
-    d.detail = detail;
+    char reqid[32], detail[96];
+    frame_denial(w, &d, NULL, reqid, detail, "request", total);
     reg_set(w, w->gw->reg_frame_in, w->gw->cfg->max_frame_bytes);
     if (w->over_has_id)
         deny(w, w->over_id, w->over_id_len, &d);
@@ -1393,17 +1400,8 @@ static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
         return;
     }
     tg_denial_t d;
-    char reqid[32], detail[96], cap[24];
-    denial_init(w, &d, TG_DENY_FRAME, c, reqid, sizeof(reqid));
-    d.limit = "frame";
-    d.scope = "instance";
-    d.observed = (int64_t)total;
-    d.cap = (int64_t)w->gw->cfg->max_frame_bytes;
-    d.unit = "bytes";
-    d.config_path = w->gw->path_frame;
-    tg_unit_fmt_bytes(cap, sizeof(cap), w->gw->cfg->max_frame_bytes);
-    snprintf(detail, sizeof(detail), "agent response of %" PRIu64 " bytes > %s", total, cap);
-    d.detail = detail;
+    char reqid[32], detail[96];
+    frame_denial(w, &d, c, reqid, detail, "agent response", total);
     deny(w, c->caller_id, c->caller_id_len, &d);
     if (c->kind == K_CALL) {
         audit_call(w, c, "call.denied", "denied", &d, "response");
