@@ -22,25 +22,13 @@ static void page_fini(void)
     tgh_cleanup();
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 Test(page, meters_agents_and_denials_render_in_chromium, .fini = page_fini, .timeout = 90)
 {
     const char *chromium = "/usr/bin/chromium";
     if (access(chromium, X_OK) != 0)
         cr_skip_test("chromium is not installed (apt-get install chromium); CI installs it");
     cr_assert_eq(tgh_wrap_prepare(&P), 0);
-    int port = free_port();
+    int port = tgh_free_port();
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     const char *const args[] = {"--admin", addr, "--limit", "rate_limit=4/minute", NULL};

@@ -192,15 +192,8 @@ Test(serve, caller_limits_by_peer_uid)
              "{\"rate_limit\": \"2/second\"}}]",
              (unsigned)getuid());
     /* With the admin endpoint on, to see the caller's limits registered. */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET};
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t slen = sizeof sin;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof sin), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&sin, &slen), 0);
-    close(fd);
     char admin[96], addr[32];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sin.sin_port));
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", tgh_free_port());
     snprintf(admin, sizeof admin, ", \"admin\": \"%s\"", addr);
     s_start(admin, NULL, callers);
     tgh_proc_t a;

@@ -1397,14 +1397,7 @@ static char *it_http_get(int port, const char *path)
 /* --admin serves the registry and the metrics of the running proxy. */
 Test(wrap, admin_endpoint_metrics_and_limits)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
-    int port = ntohs(a.sin_port);
-    close(fd);
+    int port = tgh_free_port();
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     const char *const args[] = {"--admin", addr, "--limit", "rate_limit=2/second", NULL};
