@@ -1118,9 +1118,20 @@ Test(contain, shim_drops_to_a_dedicated_user, .timeout = 60)
     cr_assert_str_eq(ci->enforced.r[TG_RES_PIDS].backend, "rlimit");
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
-    char *argv[] = {(char *)HOG, (char *)"status", NULL};
+    /* The build tree may sit below a directory the dropped user cannot
+     * enter (a clone in `mktemp -d`, mode 0700): run a copy from a
+     * directory everyone can traverse. */
+    char dir[] = "/tmp/tg-hog-XXXXXX", hog[64], cmd[256];
+    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(chmod(dir, 0755), 0);
+    snprintf(hog, sizeof hog, "%s/tg_hog", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 0755 '%s'", HOG, hog, hog);
+    cr_assert_eq(system(cmd), 0);
+    char *argv[] = {hog, (char *)"status", NULL};
     run_t r;
     run_shim(&pl, argv, false, 10000, &r);
+    unlink(hog);
+    rmdir(dir);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x err %s", r.status,
               r.err);
     char v[64];
