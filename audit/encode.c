@@ -22,11 +22,9 @@ typedef struct enc {
     bool full;
 } enc_t;
 
-static void put(enc_t *w, const void *s, size_t n)
+static inline void put(enc_t *w, const void *s, size_t n)
 {
-    if (w->full)
-        return;
-    if ((size_t)(w->end - w->p) < n) {
+    if (__builtin_expect((size_t)(w->end - w->p) < n || w->full, 0)) {
         w->full = true;
         return;
     }
@@ -59,16 +57,14 @@ static void put_i64(enc_t *w, int64_t v)
     }
 }
 
-/* Zero-padded decimal of exactly <width> digits; <v> fits by construction. */
-static void put_pad(enc_t *w, unsigned v, int width)
+/* Zero-padded decimal of exactly <width> digits into <out>; <v> fits by
+ * construction. */
+static inline void fmt_digits(char *out, unsigned v, int width)
 {
-    char tmp[4];
-
     for (int i = width - 1; i >= 0; i--) {
-        tmp[i] = (char)('0' + v % 10);
+        out[i] = (char)('0' + v % 10);
         v /= 10;
     }
-    put(w, tmp, (size_t)width);
 }
 
 /* Length of the well-formed UTF-8 sequence at <s> (RFC 3629: no overlongs,
@@ -105,12 +101,42 @@ static size_t utf8_len(const unsigned char *s)
     return n;
 }
 
-/* Bytes copied as they are inside a JSON string: printable ASCII other
- * than the quote and the backslash. DEL is escaped too so that a name
- * cannot smuggle terminal control into someone's `tail -f`. */
-static bool plain_byte(unsigned char c)
+/* Byte classes, one table lookup per byte on the hot path (every event
+ * carries a handful of names). */
+enum {
+    C_PLAIN = 1, /* copied as it is inside a JSON string */
+    C_SAFE = 2,  /* in tg_audit_safe_str's class */
+};
+
+#define R4(x) x, x, x, x
+#define R8(x) R4(x), R4(x)
+#define R16(x) R8(x), R8(x)
+#define P C_PLAIN
+#define S (C_PLAIN | C_SAFE)
+
+/* Plain: printable ASCII other than the quote and the backslash. DEL is
+ * escaped too so that a name cannot smuggle terminal control into
+ * someone's `tail -f`. Safe: [A-Za-z0-9._:@/-]. */
+static const unsigned char cls[256] = {
+    R16(0), R16(0),                            /* 0x00-0x1f: control */
+    P, P, 0, P, P, P, P, P, P, P, P, P, P, S, S, S, /* ' ' to '/': '"' escaped; '-' '.' '/' safe */
+    S, S, S, S, S, S, S, S, S, S, S, P, P, P, P, P, /* '0'-'9' ':' safe */
+    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, /* '@' 'A'-'O' */
+    S, S, S, S, S, S, S, S, S, S, S, P, 0, P, P, S, /* 'P'-'Z' '[' '\\' ']' '^' '_' */
+    P, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, /* '`' 'a'-'o' */
+    S, S, S, S, S, S, S, S, S, S, S, P, P, P, P, 0, /* 'p'-'z' '{' '|' '}' '~' DEL */
+    R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), /* 0x80-0xff: UTF-8 */
+};
+
+#undef P
+#undef S
+#undef R16
+#undef R8
+#undef R4
+
+static inline bool plain_byte(unsigned char c)
 {
-    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+    return cls[c] & C_PLAIN;
 }
 
 /* <s> as the body of a JSON string: runs of plain bytes are copied in one
@@ -159,33 +185,37 @@ static void put_escaped(enc_t *w, const char *str)
     }
 }
 
-/* ,"key":"value" for a name from config, enum or toolgate id. */
+/* ,"key":"value" for a name from config, enum or toolgate id; <key> holds
+ * the opening quote of the value. */
 static void field_str(enc_t *w, const char *key, size_t keylen, const char *v)
 {
     if (v == NULL)
         return;
     put(w, key, keylen);
-    PUT_LIT(w, "\"");
     put_escaped(w, v);
     PUT_LIT(w, "\"");
 }
 
 /* ,"key":"value" for a caller-supplied string: written only when it passes
  * tg_audit_safe_str (so it needs no escaping), else as "invalid". The
- * caller's bytes are never copied anywhere else. */
+ * caller's bytes are never copied anywhere else. <key> holds the opening
+ * quote of the value. */
 static void field_checked(enc_t *w, const char *key, size_t keylen, const char *v)
 {
     if (v == NULL)
         return;
     put(w, key, keylen);
-    size_t len = strnlen(v, TG_AUDIT_SAFE_MAX + 1);
-    if (tg_audit_safe_str(v, len)) {
-        PUT_LIT(w, "\"");
+    /* tg_audit_safe_str and its length in one pass: stop at the first byte
+     * outside the class (the NUL is) or past the longest string allowed. */
+    const unsigned char *u = (const unsigned char *)v;
+    size_t len = 0;
+    while (len <= TG_AUDIT_SAFE_MAX && (cls[u[len]] & C_SAFE))
+        len++;
+    if (len > 0 && len <= TG_AUDIT_SAFE_MAX && u[len] == '\0')
         put(w, v, len);
-        PUT_LIT(w, "\"");
-    } else {
-        PUT_LIT(w, "\"invalid\"");
-    }
+    else
+        PUT_LIT(w, "invalid");
+    PUT_LIT(w, "\"");
 }
 
 static void field_num(enc_t *w, const char *key, size_t keylen, int64_t v)
@@ -196,9 +226,10 @@ static void field_num(enc_t *w, const char *key, size_t keylen, int64_t v)
     put_i64(w, v);
 }
 
-#define F_STR(w, name, v) field_str((w), ",\"" name "\":", sizeof(",\"" name "\":") - 1, (v))
+#define F_STR(w, name, v) \
+    field_str((w), ",\"" name "\":\"", sizeof(",\"" name "\":\"") - 1, (v))
 #define F_CHECKED(w, name, v) \
-    field_checked((w), ",\"" name "\":", sizeof(",\"" name "\":") - 1, (v))
+    field_checked((w), ",\"" name "\":\"", sizeof(",\"" name "\":\"") - 1, (v))
 #define F_NUM(w, name, v) field_num((w), ",\"" name "\":", sizeof(",\"" name "\":") - 1, (v))
 
 /* Milliseconds at 0000-01-01T00:00:00Z and just past 9999-12-31T23:59:59.999Z:
@@ -223,20 +254,23 @@ static void put_ts(enc_t *w, int64_t ms)
     unsigned month = mp < 10 ? mp + 3 : mp - 9;
     int64_t year = (int64_t)yoe + era * 400 + (month <= 2);
 
-    put_pad(w, (unsigned)year, 4);
-    PUT_LIT(w, "-");
-    put_pad(w, month, 2);
-    PUT_LIT(w, "-");
-    put_pad(w, day, 2);
-    PUT_LIT(w, "T");
-    put_pad(w, msod / 3600000, 2);
-    PUT_LIT(w, ":");
-    put_pad(w, msod / 60000 % 60, 2);
-    PUT_LIT(w, ":");
-    put_pad(w, msod / 1000 % 60, 2);
-    PUT_LIT(w, ".");
-    put_pad(w, msod % 1000, 3);
-    PUT_LIT(w, "Z");
+    /* Formatted in place and written with one put: this runs per event. */
+    char ts[24];
+    fmt_digits(ts, (unsigned)year, 4);
+    ts[4] = '-';
+    fmt_digits(ts + 5, month, 2);
+    ts[7] = '-';
+    fmt_digits(ts + 8, day, 2);
+    ts[10] = 'T';
+    fmt_digits(ts + 11, msod / 3600000, 2);
+    ts[13] = ':';
+    fmt_digits(ts + 14, msod / 60000 % 60, 2);
+    ts[16] = ':';
+    fmt_digits(ts + 17, msod / 1000 % 60, 2);
+    ts[19] = '.';
+    fmt_digits(ts + 20, msod % 1000, 3);
+    ts[23] = 'Z';
+    put(w, ts, sizeof(ts));
 }
 
 /* Set every field of <ev> absent: NULL strings, TG_AUDIT_ABSENT numbers. */
@@ -266,10 +300,7 @@ bool tg_audit_safe_str(const char *s, size_t len)
     if (s == NULL || len == 0 || len > TG_AUDIT_SAFE_MAX)
         return false;
     for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == ':' || c == '@' || c == '/' || c == '-';
-        if (!ok)
+        if (!(cls[(unsigned char)s[i]] & C_SAFE))
             return false;
     }
     return true;

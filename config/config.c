@@ -18,7 +18,9 @@
 #include "config/config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <jansson.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +90,7 @@ const char *tg_src_name(tg_src_t s)
 /* The enums' order is the order of these names. */
 static const char *const network_names[] = {"full", "loopback", "none", NULL};
 static const char *const containment_names[] = {"best_effort", "required", "off", NULL};
+static const char *const workspace_backend_names[] = {"auto", "tmpfs", "scan", NULL};
 
 const char *tg_network_name(tg_network_t n)
 {
@@ -97,6 +100,65 @@ const char *tg_network_name(tg_network_t n)
 const char *tg_containment_mode_name(tg_containment_mode_t m)
 {
     return (unsigned)m <= TG_CONTAINMENT_OFF ? containment_names[m] : "unknown";
+}
+
+const char *tg_workspace_backend_name(tg_workspace_backend_t b)
+{
+    return (unsigned)b <= TG_WORKSPACE_SCAN ? workspace_backend_names[b] : "unknown";
+}
+
+/* toolgate creates the workspace, may chown it to the agent's user and
+ * mounts over it, all as root: a path that could mean something else
+ * than it says ("..", a doubled '/'), or that lies on a kernel filesystem,
+ * is refused rather than interpreted. */
+int tg_config_workspace_check(const char *path, char *why, size_t cap)
+{
+    static const char *const kernel_fs[] = {"/proc", "/sys", "/dev"};
+    size_t len = strlen(path);
+
+    if (path[0] != '/') {
+        snprintf(why, cap, "is not an absolute path");
+        return -EINVAL;
+    }
+    if (len >= TG_WORKSPACE_PATH_MAX) {
+        snprintf(why, cap, "is %zu bytes long (at most %d)", len, TG_WORKSPACE_PATH_MAX - 1);
+        return -EINVAL;
+    }
+    if (len == 1) {
+        snprintf(why, cap, "is the root directory");
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)path[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            snprintf(why, cap, "holds a control byte at offset %zu", i);
+            return -EINVAL;
+        }
+    }
+    /* Each component: between one '/' and the next (or the end). */
+    for (const char *p = path + 1;; ) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0) {
+            snprintf(why, cap, "has an empty component (a doubled or trailing '/')");
+            return -EINVAL;
+        }
+        if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
+            snprintf(why, cap, "has a \"%.*s\" component", (int)n, p);
+            return -EINVAL;
+        }
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    for (size_t i = 0; i < sizeof kernel_fs / sizeof kernel_fs[0]; i++) {
+        size_t kl = strlen(kernel_fs[i]);
+        if (strncmp(path, kernel_fs[i], kl) == 0 && (path[kl] == '\0' || path[kl] == '/')) {
+            snprintf(why, cap, "lies under %s, a kernel filesystem", kernel_fs[i]);
+            return -EINVAL;
+        }
+    }
+    return 0;
 }
 
 /* Quote <len> bytes of <s> for a message: "..." with '"', '\\' and control
@@ -717,6 +779,10 @@ static void agent_defaults(tg_agent_cfg_t *a)
     a->stderr_bytes_per_sec = TG_DEF_STDERR_BPS;
     a->stderr_line_max = TG_DEF_STDERR_LINE;
     a->max_instances = TG_DEF_MAX_INSTANCES;
+    a->os.heartbeat_interval_ms = TG_DEF_OS_HEARTBEAT_MS;
+    a->os.heartbeat_timeout_ms = TG_DEF_OS_HEARTBEAT_TIMEOUT_MS;
+    a->os.idempotency_window_ms = TG_DEF_OS_IDEM_WINDOW_MS;
+    a->os.idempotency_max_bytes = TG_DEF_OS_IDEM_MAX_BYTES;
     tg_resources_default(&a->res);
 }
 
@@ -756,6 +822,7 @@ static void agent_free(tg_agent_cfg_t *a)
     argv_free(a->env_pass);
     argv_free(a->env_set);
     free(a->cwd);
+    free(a->workspace);
     for (size_t i = 0; i < a->ntools; i++)
         free(a->tools[i].name);
     free(a->tools);
@@ -778,11 +845,14 @@ static int agent_clone(tg_agent_cfg_t *dst, const tg_agent_cfg_t *src)
     dst->command = NULL;
     dst->env_pass = dst->env_set = NULL;
     dst->cwd = NULL;
+    dst->workspace = NULL;
     if (src->env_pass && !(dst->env_pass = argv_dup(src->env_pass)))
         goto fail;
     if (src->env_set && !(dst->env_set = argv_dup(src->env_set)))
         goto fail;
     if (src->cwd && !(dst->cwd = strdup(src->cwd)))
+        goto fail;
+    if (src->workspace && !(dst->workspace = strdup(src->workspace)))
         goto fail;
     dst->tools = NULL;
     dst->ntools = 0;
@@ -899,9 +969,9 @@ static int serve_clone(tg_config_t *dst, const tg_config_t *src)
         for (size_t i = 0; i < src->nlisten; i++) {
             dst->listen[i] = src->listen[i];
             dst->listen[i].unix_path = strdup(src->listen[i].unix_path);
-            dst->listen[i].agent = strdup(src->listen[i].agent);
+            dst->listen[i].agent = src->listen[i].agent ? strdup(src->listen[i].agent) : NULL;
             dst->nlisten = i + 1;
-            if (!dst->listen[i].unix_path || !dst->listen[i].agent)
+            if (!dst->listen[i].unix_path || (src->listen[i].agent && !dst->listen[i].agent))
                 return -1;
         }
     }
@@ -1403,6 +1473,22 @@ static int m_shared_mode(ctx_t *c, json_t *v)
     return 0;
 }
 
+static int m_concurrency_scope(ctx_t *c, json_t *v)
+{
+    static const char *const scopes[] = {"local", "shared", NULL};
+    int i = get_enum(c, v, "a concurrency scope", scopes);
+    if (i < 0)
+        return -1;
+    /* One fleet-wide set of slots per agent: a tool asking for its own
+     * would silently get none, so it is refused rather than ignored. */
+    if (i == 1 && c->scope == S_TOOL)
+        return at_err(c, false, "\"shared\" is per agent (set concurrency_scope in the agent's "
+                                "execution_limits; a tool's max_concurrent_calls stays local)");
+    if (c->scope == S_AGENT && c->agent != NULL)
+        c->agent->conc_shared = i == 1;
+    return 0;
+}
+
 /* execution_limits (S_AGENT) and tools.NAME (S_TOOL): the lkeys table. */
 static int walk_limits(ctx_t *c, json_t *obj)
 {
@@ -1420,11 +1506,14 @@ static int walk_limits(ctx_t *c, json_t *obj)
             rc = m_rate_scope(c, v);
         } else if (!k && strcmp(key, "shared_mode") == 0) {
             rc = m_shared_mode(c, v);
+        } else if (!k && strcmp(key, "concurrency_scope") == 0) {
+            rc = m_concurrency_scope(c, v);
         } else if (!k) {
             char list[256], q[VALUE_SHOWN * 4 + 8];
             lkeys_list(list, sizeof list, c->scope);
             list_add(list, sizeof list, "rate_scope");
             list_add(list, sizeof list, "shared_mode");
+            list_add(list, sizeof list, "concurrency_scope");
             quote(q, sizeof q, key, strlen(key));
             rc = at_err(c, true, "unknown key %s (allowed: %s)", q, list);
         } else {
@@ -1508,10 +1597,100 @@ static int l_mode(ctx_t *c, json_t *v)
     return 0;
 }
 
+/* A user or group as a name or a number (JSON integer or digits),
+ * resolved now so that a typo is a config error, not a failed chown. */
+static int l_id(ctx_t *c, json_t *v, bool group, int64_t *out)
+{
+    const char *what = group ? "group" : "user";
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        if (n < 0 || n > 0x7fffffff)
+            return at_err(c, false, "%s id %lld is out of range (expected 0..2147483647)", what,
+                          (long long)n);
+        *out = (int64_t)n;
+        return 0;
+    }
+    const char *s = get_str(c, v, true);
+    if (!s)
+        return -1;
+    char *end;
+    unsigned long n = strtoul(s, &end, 10);
+    if (*end == '\0' && n <= 0x7fffffff) {
+        *out = (int64_t)n;
+        return 0;
+    }
+    char buf[4096];
+    if (group) {
+        struct group gr, *res = NULL;
+        if (getgrnam_r(s, &gr, buf, sizeof buf, &res) == 0 && res != NULL) {
+            *out = (int64_t)gr.gr_gid;
+            return 0;
+        }
+    } else {
+        struct passwd pw, *res = NULL;
+        if (getpwnam_r(s, &pw, buf, sizeof buf, &res) == 0 && res != NULL) {
+            *out = (int64_t)pw.pw_uid;
+            return 0;
+        }
+    }
+    return at_err(c, false, "no %s named \"%s\" on this host (expected a %s name or a numeric id)",
+                  what, s, what);
+}
+
+static int l_owner(ctx_t *c, json_t *v)
+{
+    return l_id(c, v, false, &c->cur_listen->owner);
+}
+
+static int l_group(ctx_t *c, json_t *v)
+{
+    return l_id(c, v, true, &c->cur_listen->group);
+}
+
+static int get_oversize(ctx_t *c, json_t *v, tg_on_oversize_t *out)
+{
+    static const char *const policies[] = {"reject", "close", NULL};
+    int i = get_enum(c, v, "an oversize policy", policies);
+    if (i < 0)
+        return -1;
+    *out = i == 0 ? TG_OVERSIZE_REJECT : TG_OVERSIZE_CLOSE;
+    return 0;
+}
+
+static int l_dialect(ctx_t *c, json_t *v)
+{
+    static const char *const dialects[] = {"mcp", "opensentience", NULL};
+    int i = get_enum(c, v, "a dialect", dialects);
+    if (i < 0)
+        return -1;
+    c->cur_listen->dialect = i == 0 ? TG_DIALECT_MCP : TG_DIALECT_OPENSENTIENCE;
+    return 0;
+}
+
+static int l_on_oversize(ctx_t *c, json_t *v)
+{
+    return get_oversize(c, v, &c->cur_listen->on_oversize);
+}
+
+static int l_max_connections(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_COUNT, 1, TG_LISTEN_MAX_CONNECTIONS_CEIL, false};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->cur_listen->max_connections = (uint32_t)val.u;
+    return 0;
+}
+
 static const member_t listen_members[] = {
     {"unix", l_unix},
     {"agent", l_agent},
     {"mode", l_mode},
+    {"owner", l_owner},
+    {"group", l_group},
+    {"dialect", l_dialect},
+    {"on_oversize", l_on_oversize},
+    {"max_connections", l_max_connections},
 };
 
 static int m_listen(ctx_t *c, json_t *v)
@@ -1529,11 +1708,19 @@ static int m_listen(ctx_t *c, json_t *v)
         int pushed = push_idx(c, i);
         json_t *e = json_array_get(v, i);
         ls[i].mode = 0660;
+        ls[i].owner = ls[i].group = -1;
         c->cur_listen = &ls[i];
         rc = want_object(c, e);
         if (rc == 0)
             rc = walk(c, e, listen_members, sizeof listen_members / sizeof listen_members[0]);
-        if (rc == 0 && (!ls[i].unix_path || !ls[i].agent))
+        if (rc == 0 && ls[i].dialect == TG_DIALECT_MCP && ls[i].max_connections)
+            rc = at_err(c, false, "an mcp listener's connections are bounded by its agent's "
+                                  "max_instances (remove \"max_connections\")");
+        else if (rc == 0 && ls[i].dialect == TG_DIALECT_OPENSENTIENCE && ls[i].agent)
+            rc = at_err(c, false, "an opensentience listener routes calls by tool_id to every "
+                                  "opensentience agent (remove \"agent\")");
+        else if (rc == 0 && (!ls[i].unix_path ||
+                             (!ls[i].agent && ls[i].dialect == TG_DIALECT_MCP)))
             rc = at_err(c, false, "a listener needs \"unix\" (socket path) and \"agent\" (agent id)");
         pop(c, pushed);
     }
@@ -1814,6 +2001,20 @@ static int m_cwd(ctx_t *c, json_t *v)
         return at_err(c, false, "\"%s\" is not an absolute path", s);
     free(c->agent->cwd);
     return (c->agent->cwd = strdup(s)) ? 0 : at_err(c, false, "out of memory");
+}
+
+static int m_workspace(ctx_t *c, json_t *v)
+{
+    char why[128], q[VALUE_SHOWN * 4 + 8];
+    const char *s = get_str(c, v, true);
+    if (!s)
+        return -1;
+    if (tg_config_workspace_check(s, why, sizeof why) < 0) {
+        quote(q, sizeof q, s, strlen(s));
+        return at_err(c, false, "%s %s (expected an absolute, normalised directory path)", q, why);
+    }
+    free(c->agent->workspace);
+    return (c->agent->workspace = strdup(s)) ? 0 : at_err(c, false, "out of memory");
 }
 
 static int m_max_instances(ctx_t *c, json_t *v)
@@ -2541,6 +2742,80 @@ static int load_manifest(ctx_t *c)
     return 0;
 }
 
+static int m_start(ctx_t *c, json_t *v)
+{
+    static const char *const starts[] = {"eager", "on_demand", NULL};
+    int i = get_enum(c, v, "a start policy", starts);
+    if (i < 0)
+        return -1;
+    c->agent->start = i == 0 ? TG_START_EAGER : TG_START_ON_DEMAND;
+    c->agent->start_set = true;
+    return 0;
+}
+
+/* agents[].opensentience: the dialect's own knobs. */
+static const vspec_t os_heartbeat = {V_DURATION, TG_OS_HEARTBEAT_MIN_MS, TG_OS_HEARTBEAT_CEIL_MS,
+                                     false};
+
+static int os_heartbeat_interval(ctx_t *c, json_t *v)
+{
+    val_t val;
+    if (get_json_val(c, v, &os_heartbeat, &val) < 0)
+        return -1;
+    c->agent->os.heartbeat_interval_ms = val.u;
+    return 0;
+}
+
+static int os_heartbeat_timeout(ctx_t *c, json_t *v)
+{
+    val_t val;
+    if (get_json_val(c, v, &os_heartbeat, &val) < 0)
+        return -1;
+    c->agent->os.heartbeat_timeout_ms = val.u;
+    return 0;
+}
+
+static int os_idem_window(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_DURATION, 1, TG_OS_IDEM_WINDOW_CEIL_MS, false};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->agent->os.idempotency_window_ms = val.u;
+    return 0;
+}
+
+static int os_idem_bytes(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_BYTES, 1024, TG_OS_IDEM_MAX_BYTES_CEIL, true};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->agent->os.idempotency_max_bytes = val.u;
+    return 0;
+}
+
+static int os_on_oversize(ctx_t *c, json_t *v)
+{
+    return get_oversize(c, v, &c->agent->os.on_oversize);
+}
+
+static const member_t os_members[] = {
+    {"heartbeat_interval", os_heartbeat_interval},
+    {"heartbeat_timeout", os_heartbeat_timeout},
+    {"idempotency_window", os_idem_window},
+    {"idempotency_max_bytes", os_idem_bytes},
+    {"on_oversize", os_on_oversize},
+};
+
+static int m_opensentience(ctx_t *c, json_t *v)
+{
+    if (want_object(c, v) < 0)
+        return -1;
+    c->agent->os.set = true;
+    return walk(c, v, os_members, sizeof os_members / sizeof os_members[0]);
+}
+
 static const member_t agent_members[] = {
     {"id", m_id},
     {"dialect", m_dialect},
@@ -2552,8 +2827,11 @@ static const member_t agent_members[] = {
     {"env", m_env},
     {"resources", m_resources},
     {"cwd", m_cwd},
+    {"workspace", m_workspace},
     {"max_instances", m_max_instances},
     {"manifest", m_manifest},
+    {"start", m_start},
+    {"opensentience", m_opensentience},
 };
 
 static int load_agent(ctx_t *c, json_t *v, tg_agent_cfg_t *agents, size_t i)
@@ -2637,9 +2915,20 @@ static int m_min_free_memory(ctx_t *c, json_t *v)
     return 0;
 }
 
+static int m_workspace_backend(ctx_t *c, json_t *v)
+{
+    int i = get_enum(c, v, "a workspace backend", workspace_backend_names);
+
+    if (i < 0)
+        return -1;
+    c->cfg->workspace_backend = (tg_workspace_backend_t)i;
+    return 0;
+}
+
 static const member_t containment_members[] = {
     {"mode", m_containment_mode},
     {"min_free_memory", m_min_free_memory},
+    {"workspace_backend", m_workspace_backend},
 };
 
 static int m_containment(ctx_t *c, json_t *v)
@@ -2752,6 +3041,17 @@ static int st_lease(ctx_t *c, json_t *v)
     return st_duration(c, v, &c->cfg->store.lease_ms);
 }
 
+static int st_slot_lease(ctx_t *c, json_t *v)
+{
+    static const vspec_t sp = {V_DURATION, TG_STORE_SLOT_LEASE_MIN_MS, TG_STORE_DURATION_CEIL_MS,
+                               false};
+    val_t val;
+    if (get_json_val(c, v, &sp, &val) < 0)
+        return -1;
+    c->cfg->store.slot_lease_ms = val.u;
+    return 0;
+}
+
 static int st_count(ctx_t *c, json_t *v, uint64_t max, uint32_t *out)
 {
     const vspec_t sp = {V_COUNT, 1, max, false};
@@ -2777,6 +3077,7 @@ static const member_t store_members[] = {
     {"on_store_error", st_policy}, {"instances", st_instances}, {"prefix", st_prefix},
     {"connect_timeout", st_connect_timeout}, {"dead_after", st_dead_after},
     {"backoff", st_backoff},   {"max_backoff", st_max_backoff}, {"lease", st_lease},
+    {"slot_lease", st_slot_lease},
     {"max_pending", st_max_pending}, {"local_max_keys", st_local_max_keys},
 };
 
@@ -2992,8 +3293,44 @@ static int apply_containment(tg_config_t *cfg, const char *kv, const char *value
                    kv, q);
 }
 
+/* --limit workspace=PATH and workspace_backend=auto|tmpfs|scan (wrap
+ * mode's agents[].workspace and containment.workspace_backend). 0 or -1
+ * when <key> is one of them, 1 when it is not. */
+static int apply_workspace(tg_config_t *cfg, tg_agent_cfg_t *a, const char *kv, const char *key,
+                           size_t klen, const char *value, tg_cfg_err_t *err)
+{
+    static const char ws_key[] = "workspace", backend_key[] = "workspace_backend";
+    char q[VALUE_SHOWN * 4 + 8], why[128];
+
+    if (klen == sizeof ws_key - 1 && memcmp(key, ws_key, klen) == 0) {
+        char *copy;
+        if (tg_config_workspace_check(value, why, sizeof why) < 0) {
+            quote(q, sizeof q, value, strlen(value));
+            return err_set(err, "--limit %s: workspace: %s %s (expected an absolute, normalised "
+                           "directory path)", kv, q, why);
+        }
+        if (!(copy = strdup(value)))
+            return err_set(err, "--limit %s: out of memory", kv);
+        free(a->workspace);
+        a->workspace = copy;
+        return 0;
+    }
+    if (klen != sizeof backend_key - 1 || memcmp(key, backend_key, klen) != 0)
+        return 1;
+    for (int i = 0; workspace_backend_names[i]; i++) {
+        if (strcmp(value, workspace_backend_names[i]) == 0) {
+            cfg->workspace_backend = (tg_workspace_backend_t)i;
+            return 0;
+        }
+    }
+    quote(q, sizeof q, value, strlen(value));
+    return err_set(err, "--limit %s: workspace_backend: %s is not a workspace backend (expected "
+                   "\"auto\", \"tmpfs\" or \"scan\")", kv, q);
+}
+
 /* --limit rate_scope=local|shared, shared_mode=exact|lease,
- * on_store_error=local|open|closed: the shared-limit switches of wrap mode.
+ * on_store_error=local|open|closed, concurrency_scope=local|shared: the
+ * shared-limit switches of wrap mode.
  * 0 or -1 when <key> is one of them, 1 when it is not. */
 static int apply_shared(tg_config_t *cfg, tg_agent_cfg_t *a, const char *kv, const char *key,
                         size_t klen, const char *value, tg_cfg_err_t *err)
@@ -3006,6 +3343,7 @@ static int apply_shared(tg_config_t *cfg, tg_agent_cfg_t *a, const char *kv, con
         {"rate_scope", {"local", "shared", NULL}, "\"local\" or \"shared\""},
         {"shared_mode", {"exact", "lease", NULL}, "\"exact\" or \"lease\""},
         {"on_store_error", {"local", "open", "closed", NULL}, "\"local\", \"open\" or \"closed\""},
+        {"concurrency_scope", {"local", "shared", NULL}, "\"local\" or \"shared\""},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (strlen(keys[i].key) != klen || memcmp(key, keys[i].key, klen) != 0)
@@ -3017,8 +3355,10 @@ static int apply_shared(tg_config_t *cfg, tg_agent_cfg_t *a, const char *kv, con
                 a->rate_shared = j == 1;
             else if (i == 1)
                 a->shared_lease = j == 1;
-            else
+            else if (i == 2)
                 cfg->store.on_store_error = j;
+            else
+                a->conc_shared = j == 1;
             return 0;
         }
         char q[VALUE_SHOWN * 4 + 8];
@@ -3057,7 +3397,7 @@ int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg
     const lkey_t *k;
     tg_agent_cfg_t *a;
     tg_exec_limits_t *lim;
-    char list[256], msg[TG_ERR_MAX];
+    char list[384], msg[TG_ERR_MAX];
     val_t val;
     bool tool;
 
@@ -3101,6 +3441,9 @@ int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg
         int shared = apply_shared(cfg, a, kv, key, klen, value, err);
         if (shared != 1)
             return shared;
+        int ws = apply_workspace(cfg, a, kv, key, klen, value, err);
+        if (ws != 1)
+            return ws;
         k = lkey_find(key, klen, S_ROUTER | S_AGENT | S_RES);
         if (!k) {
             char q[VALUE_SHOWN * 4 + 8];
@@ -3109,6 +3452,9 @@ int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg
             list_add(list, sizeof list, "rate_scope");
             list_add(list, sizeof list, "shared_mode");
             list_add(list, sizeof list, "on_store_error");
+            list_add(list, sizeof list, "concurrency_scope");
+            list_add(list, sizeof list, "workspace");
+            list_add(list, sizeof list, "workspace_backend");
             list_add(list, sizeof list, "tools.NAME.KEY");
             quote(q, sizeof q, key, klen);
             return err_set(err, "--limit %s: unknown key %s (allowed: %s)", kv, q, list);
@@ -3241,6 +3587,38 @@ static int check_scope(const tg_config_t *cfg, const tg_agent_cfg_t *a, const tg
     return 0;
 }
 
+/* The keys that belong to one dialect only, and the opensentience
+ * heartbeat's consistency. */
+static int check_dialect(const tg_agent_cfg_t *a, size_t i, const char *f, const char *sep,
+                         tg_cfg_err_t *err)
+{
+    if (a->dialect == TG_DIALECT_MCP) {
+        if (a->os.set)
+            return err_set(err, "%s%sagents[%zu].opensentience: agent \"%s\" speaks mcp (expected "
+                           "\"dialect\": \"opensentience\", or remove the key)", f, sep, i, a->id);
+        if (a->start_set && a->start == TG_START_EAGER)
+            return err_set(err, "%s%sagents[%zu].start: an mcp agent starts one instance per caller "
+                           "connection (expected \"on_demand\")", f, sep, i);
+        return 0;
+    }
+    if (a->os.heartbeat_timeout_ms < a->os.heartbeat_interval_ms) {
+        char t[32], n[32];
+        tg_unit_fmt_duration(t, (int)sizeof t, a->os.heartbeat_timeout_ms);
+        tg_unit_fmt_duration(n, (int)sizeof n, a->os.heartbeat_interval_ms);
+        return err_set(err, "%s%sagents[%zu].opensentience.heartbeat_timeout: %s is shorter than "
+                       "heartbeat_interval %s (expected at least one interval)", f, sep, i, t, n);
+    }
+    /* The shared store's admission path is the MCP engine's; the
+     * opensentience gateway keeps its buckets local. */
+    if (a->rate_shared)
+        return err_set(err, "%s%sagents[%zu].execution_limits.rate_scope: \"shared\" is not "
+                       "supported for opensentience agents yet (expected \"local\")", f, sep, i);
+    if (a->conc_shared)
+        return err_set(err, "%s%sagents[%zu].execution_limits.concurrency_scope: \"shared\" is not "
+                       "supported for opensentience agents yet (expected \"local\")", f, sep, i);
+    return 0;
+}
+
 int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
 {
     const char *f = cfg->path ? cfg->path : "";
@@ -3250,12 +3628,25 @@ int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
     if (check_scope(cfg, NULL, NULL, S_ROUTER, "router.", err) < 0)
         return -1;
     for (size_t i = 0; i < cfg->nlisten; i++) {
-        bool found = false;
-        for (size_t j = 0; j < cfg->nagents && !found; j++)
-            found = strcmp(cfg->agents[j].id, cfg->listen[i].agent) == 0;
-        if (!found)
+        const tg_agent_cfg_t *la = NULL;
+        bool any_os = false;
+        for (size_t j = 0; j < cfg->nagents; j++) {
+            any_os = any_os || cfg->agents[j].dialect == TG_DIALECT_OPENSENTIENCE;
+            if (cfg->listen[i].agent && strcmp(cfg->agents[j].id, cfg->listen[i].agent) == 0)
+                la = &cfg->agents[j];
+        }
+        if (cfg->listen[i].dialect == TG_DIALECT_OPENSENTIENCE && !any_os)
+            return err_set(err, "%s%srouter.listen[%zu].dialect: no agent in agents[] speaks "
+                           "opensentience (expected at least one with \"dialect\": "
+                           "\"opensentience\")", f, sep, i);
+        if (cfg->listen[i].dialect == TG_DIALECT_MCP && !la)
             return err_set(err, "%s%srouter.listen[%zu].agent: no agent \"%s\" in agents[] (expected "
-                           "one of the configured agent ids)", f, sep, i, cfg->listen[i].agent);
+                           "one of the configured agent ids)", f, sep, i,
+                           cfg->listen[i].agent ? cfg->listen[i].agent : "");
+        if (la && la->dialect == TG_DIALECT_OPENSENTIENCE)
+            return err_set(err, "%s%srouter.listen[%zu].agent: agent \"%s\" speaks opensentience "
+                           "(serve it on a listener with \"dialect\": \"opensentience\", which "
+                           "routes by tool_id)", f, sep, i, la->id);
         for (size_t j = 0; j < i; j++)
             if (strcmp(cfg->listen[j].unix_path, cfg->listen[i].unix_path) == 0)
                 return err_set(err, "%s%srouter.listen[%zu].unix: \"%s\" is also router.listen[%zu]",
@@ -3293,6 +3684,16 @@ int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
             return err_set(err,
                            "%s%sagents[%zu].command: no command (expected \"command\" in the "
                            "config or a command after --)",
+                           f, sep, i);
+        if (check_dialect(a, i, f, sep, err) < 0)
+            return -1;
+        /* Checked once every source is merged: --store may come after the
+         * file that asks for shared slots. */
+        if (a->conc_shared && !cfg->store.redis)
+            return err_set(err,
+                           "%s%sagents[%zu].execution_limits.concurrency_scope: \"shared\" needs a "
+                           "shared store (expected store {\"kind\": \"redis\", \"url\": ...} or "
+                           "--store URL)",
                            f, sep, i);
         snprintf(where, sizeof where, "agents[%zu].execution_limits.", i);
         if (check_scope(cfg, a, &a->lim, S_AGENT, where, err) < 0)

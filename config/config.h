@@ -158,6 +158,17 @@ typedef struct tg_resources {
     tg_src_t nofile_src;
 } tg_resources_t;
 
+/* containment.workspace_backend: how an agent's workspace size is held
+ * (limits/contain.h). "auto" picks tmpfs where this host lets toolgate
+ * mount one in a private mount namespace, else scan. */
+typedef enum tg_workspace_backend {
+    TG_WORKSPACE_AUTO = 0,
+    TG_WORKSPACE_TMPFS, /* a tmpfs of the disk size, per instance, in its own mount namespace */
+    TG_WORKSPACE_SCAN,  /* a per-instance directory whose size the monitor scans */
+} tg_workspace_backend_t;
+
+#define TG_WORKSPACE_PATH_MAX 512 /* fixed internal bound: bytes of agents[].workspace */
+
 /* containment.mode (DESIGN.md "Containment"); same order as limits'
  * tg_contain_mode_t, which config cannot include. */
 typedef enum tg_containment_mode {
@@ -173,9 +184,45 @@ typedef enum tg_dialect {
     TG_DIALECT_OPENSENTIENCE,
 } tg_dialect_t;
 
+/* agents[].start: when an agent's instance is started in serve mode. */
+typedef enum tg_start {
+    TG_START_EAGER = 0, /* at serve start (opensentience default) */
+    TG_START_ON_DEMAND, /* at the first call routed to it */
+} tg_start_t;
+
+/* What a peer's over-cap frame costs it (its header is refused alone). */
+typedef enum tg_on_oversize {
+    TG_OVERSIZE_REJECT = 0, /* answer frame_too_large, skip the payload, go on */
+    TG_OVERSIZE_CLOSE,      /* answer, then close the connection (agent: restart it) */
+} tg_on_oversize_t;
+
+/* OpenSentience agents (agents[].opensentience). */
+#define TG_DEF_OS_HEARTBEAT_MS (5u * 1000)            /* core.welcome heartbeat_interval_ms */
+#define TG_DEF_OS_HEARTBEAT_TIMEOUT_MS (15u * 1000)   /* no heartbeat this long: unhealthy */
+#define TG_OS_HEARTBEAT_MIN_MS 10                     /* heartbeat_interval, heartbeat_timeout */
+#define TG_OS_HEARTBEAT_CEIL_MS (3600ull * 1000)      /* 1 h */
+#define TG_DEF_OS_IDEM_WINDOW_MS (10ull * 60 * 1000)  /* idempotent results replayed this long */
+#define TG_OS_IDEM_WINDOW_CEIL_MS (24ull * 3600 * 1000)
+#define TG_DEF_OS_IDEM_MAX_BYTES (16ull * 1024 * 1024) /* cached results per agent */
+#define TG_OS_IDEM_MAX_BYTES_CEIL (1ull << 30)
+#define TG_DEF_LISTEN_MAX_CONNECTIONS 256u     /* callers of one opensentience listener */
+#define TG_LISTEN_MAX_CONNECTIONS_CEIL 65536u
+
+typedef struct tg_os_cfg {
+    uint64_t heartbeat_interval_ms; /* announced in core.welcome */
+    uint64_t heartbeat_timeout_ms;  /* unhealthy after this long without one; the hello deadline */
+    uint64_t idempotency_window_ms; /* a completed result is replayed this long */
+    uint64_t idempotency_max_bytes; /* cached results of one agent; oldest evicted first */
+    tg_on_oversize_t on_oversize;   /* an over-cap frame from the agent */
+    bool set;                       /* "opensentience" was given (an mcp agent refuses it) */
+} tg_os_cfg_t;
+
 typedef struct tg_agent_cfg {
     char *id;          /* name from config, or the command's basename */
     tg_dialect_t dialect;
+    tg_start_t start;  /* serve: eager or on demand (mcp: per connection, on demand only) */
+    bool start_set;
+    tg_os_cfg_t os;    /* dialect opensentience only */
     char **command;    /* argv, NULL-terminated; NULL in wrap mode until the CLI sets it */
     tg_exec_limits_t lim;
     tg_tool_cfg_t *tools;
@@ -196,8 +243,16 @@ typedef struct tg_agent_cfg {
     char **env_pass;
     char **env_set;
     char *cwd; /* working directory, or NULL: toolgate's */
+    /* agents[].workspace, --limit workspace=: a directory whose size is
+     * resources.disk.limit (containment.workspace_backend), the agent's
+     * working directory unless <cwd> is set; NULL: none. Absolute and
+     * normalised (tg_config_workspace_check). */
+    char *workspace;
     bool rate_shared;  /* execution_limits.rate_scope "shared": the agent's bucket is in the store */
     bool shared_lease; /* execution_limits.shared_mode "lease" (else "exact") */
+    /* execution_limits.concurrency_scope "shared": max_concurrent_calls is a
+     * fleet-wide cap held as leased slots in the store (needs a redis store) */
+    bool conc_shared;
     /* Effective resources: defaults, agents[].resources, --limit, merged
      * with the manifest's requests when there is one. */
     tg_resources_t res;
@@ -278,6 +333,8 @@ typedef struct tg_audit_sink_cfg {
 #define TG_STORE_DEF_MAX_PENDING        65536 /* calls in flight on the connection */
 #define TG_STORE_DEF_LOCAL_MAX_KEYS     65536 /* buckets in one local table */
 #define TG_STORE_DEF_LEASE_MS           1000  /* lease lifetime (lease mode) */
+#define TG_STORE_DEF_SLOT_LEASE_MS      10000 /* a shared concurrency slot without renewal */
+#define TG_STORE_SLOT_LEASE_MIN_MS      1000  /* renewed every lease / 3: leave room for round trips */
 #define TG_STORE_DURATION_CEIL_MS       600000   /* any store.* duration */
 #define TG_STORE_MAX_PENDING_CEIL       1048576  /* store.max_pending */
 #define TG_STORE_LOCAL_MAX_KEYS_CEIL    16777216 /* store.local_max_keys */
@@ -296,14 +353,22 @@ typedef struct tg_store_cfg {
     char *prefix;             /* key prefix, NULL: the store's default */
     /* 0 = the TG_STORE_DEF_* default */
     uint64_t connect_timeout_ms, dead_after_ms, backoff_ms, max_backoff_ms, lease_ms;
+    uint64_t slot_lease_ms; /* shared concurrency slots: lifetime without renewal */
     uint32_t max_pending, local_max_keys;
 } tg_store_cfg_t;
 
-/* router.listen[]: a Unix socket serving one agent (MCP). */
+/* router.listen[]: a Unix socket serving one MCP agent, or (dialect
+ * opensentience) every opensentience agent, calls routed by tool_id. */
 typedef struct tg_listen_cfg {
     char *unix_path;
-    char *agent;   /* agent id; checked against agents[] by tg_config_validate */
+    char *agent;   /* mcp: agent id, checked against agents[] by tg_config_validate;
+                    * NULL for opensentience */
     uint32_t mode; /* socket file mode, default 0660 */
+    tg_dialect_t dialect;
+    tg_on_oversize_t on_oversize; /* opensentience: a caller's over-cap frame */
+    uint32_t max_connections;     /* opensentience: callers at once; 0 = the default */
+    int64_t owner; /* uid to chown the socket file to; -1: toolgate's own */
+    int64_t group; /* gid, likewise */
 } tg_listen_cfg_t;
 
 /* callers[]: who a peer is (by uid or gid from SO_PEERCRED) and the
@@ -331,6 +396,7 @@ typedef struct tg_config {
     uint32_t audit_queue;  /* audit queue capacity in events */
     tg_containment_mode_t containment_mode; /* containment.mode, --limit containment= */
     uint64_t min_free_memory; /* containment.min_free_memory: 0 = no pre-flight check */
+    tg_workspace_backend_t workspace_backend; /* containment.workspace_backend, --limit */
     tg_src_t containment_src;
     tg_agent_cfg_t *agents;
     size_t nagents;
@@ -367,7 +433,8 @@ int tg_config_load_buffer(tg_config_t *cfg, const char *name, const char *text, 
  * max_tool_call_duration, max_concurrent_calls, max_queued_calls,
  * rate_limit, burst, kill_grace_period, the resources memory, cpu, pids,
  * disk, network (none|loopback|full), containment
- * (best_effort|required|off), and tools.NAME.KEY (the per-tool keys).
+ * (best_effort|required|off), workspace (a path), workspace_backend
+ * (auto|tmpfs|scan), and tools.NAME.KEY (the per-tool keys).
  * For an agent with a manifest, an execution limit or resource is the
  * operator's value: the manifest's request still wins where it is
  * stricter (config/manifest.h). */
@@ -417,6 +484,16 @@ const char *tg_network_name(tg_network_t n);
 
 /* "best_effort", "required", "off". */
 const char *tg_containment_mode_name(tg_containment_mode_t m);
+
+/* "auto", "tmpfs", "scan". */
+const char *tg_workspace_backend_name(tg_workspace_backend_t b);
+
+/* Whether <path> may be a workspace: absolute, at most
+ * TG_WORKSPACE_PATH_MAX - 1 bytes, no control bytes, no empty, "." or
+ * ".." component, no trailing '/', not "/" and not under /proc, /sys or
+ * /dev. 0, or -EINVAL with the reason in <why> (capacity <cap>), which
+ * does not repeat the path. Pure. */
+int tg_config_workspace_check(const char *path, char *why, size_t cap);
 
 /* <r> at DESIGN.md's defaults (memory 512Mi, cpu 1000m, pids 64, disk 1Gi,
  * network full), every source TG_SRC_DEFAULT. */

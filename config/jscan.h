@@ -59,17 +59,44 @@ long tg_jscan_value(const char *buf, size_t len, size_t pos, tg_jspan_t *out);
  * The iterator borrows <buf>; nothing to free. */
 typedef struct tg_jobj_iter {
     const char *buf;
-    size_t end; /* offset of the closing brace (partial: the buffer length) */
+    size_t end;      /* closing bracket offset, or the limit up to which it is searched */
     size_t pos;
+    size_t open_at;  /* offset of the opening bracket */
+    unsigned depth;  /* nesting budget of member values */
     bool first;
-    bool partial; /* begun by tg_jobj_begin_partial */
-    int state;    /* 1 iterating, else the sticky result of next() */
+    bool partial;    /* the buffer may be cut at <end>: running out is truncation */
+    bool open;       /* the closing bracket is not located yet: iteration finds it */
+    bool pending;    /* tg_jobj_key returned a member whose value is not consumed */
+    int state;       /* 1 iterating, else the sticky result of next() */
 } tg_jobj_iter_t;
 
 void tg_jobj_begin(tg_jobj_iter_t *it, const char *buf, tg_jspan_t obj);
 /* 1: a member (key span is a string span, val its value); 0: end;
  * -1: malformed. */
 int tg_jobj_next(tg_jobj_iter_t *it, tg_jspan_t *key, tg_jspan_t *val);
+
+/* Single-pass descent, for scanners that read a member's object value
+ * while walking its parent (the envelope scanner reads tools/call params
+ * without skipping them first). tg_jobj_next is tg_jobj_key followed by
+ * tg_jobj_value.
+ *
+ * tg_jobj_key: 1 and the next member's <key> with its value not consumed
+ * yet; 0 at the end; <0 malformed (-2: cut, partial iteration only). Then
+ * exactly one of:
+ *   tg_jobj_value: scan or skip the value as tg_jobj_next does: 0 and
+ *     <val>, or <0 (sticky, as next() would return);
+ *   tg_jobj_enter: when the value is an object, begin iterating it in place
+ *     into <child> (its members are validated as in any iteration; the
+ *     nesting budget goes down one level) and return 1; the parent is
+ *     suspended until tg_jobj_leave. 0 when the value is not an object
+ *     (call tg_jobj_value), <0 when the bytes end first.
+ * tg_jobj_leave: once <child> has returned 0 from key/next, the parent
+ * resumes just past it and <val> spans the object: 0. When <child> failed
+ * (or was left before its end), its error becomes the parent's: <0. */
+int tg_jobj_key(tg_jobj_iter_t *it, tg_jspan_t *key);
+int tg_jobj_value(tg_jobj_iter_t *it, tg_jspan_t *val);
+int tg_jobj_enter(tg_jobj_iter_t *it, tg_jobj_iter_t *child);
+int tg_jobj_leave(tg_jobj_iter_t *it, const tg_jobj_iter_t *child, tg_jspan_t *val);
 
 /* Element iteration over the array <arr> (type TG_J_ARRAY), same rules:
  * 1 and the element's span, 0 at the end, -1 malformed. */

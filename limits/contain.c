@@ -704,6 +704,10 @@ void tg_contain_detect(tg_contain_caps_t *caps, const tg_contain_opts_t *opts)
     if (caps->h[TG_CG_MEMORY].usable)
         caps->v1_memsw = tg__cg_exists(caps->h[TG_CG_MEMORY].own_dir, "memory.memsw.limit_in_bytes");
     caps->netns = opts->skip_netns_probe ? false : probe_netns();
+    if (opts->skip_tmpfs_probe)
+        copy_str(caps->tmpfs_why, sizeof caps->tmpfs_why, "not probed");
+    else
+        caps->tmpfs = tg__ws_probe_tmpfs(caps->tmpfs_why, sizeof caps->tmpfs_why);
 }
 
 /* ---- init: orphans, base cgroups, backend choice ---- */
@@ -1022,7 +1026,9 @@ static void common_limits(tg_contain_inst_t *ci)
         tg__contain_add_rlimit(ci, RLIMIT_FSIZE, fsize);
     if (q->fsize)
         tg_enforced_set(e, TG_RES_FSIZE, true, q->fsize, "rlimit", "RLIMIT_FSIZE", NULL);
-    if (q->disk_bytes && !e->r[TG_RES_DISK].applied) {
+    if (q->disk_bytes && q->workspace) {
+        tg__ws_setup(ci);
+    } else if (q->disk_bytes) {
         tg_unit_fmt_bytes(sz, sizeof sz, fsize);
         tg__enf_no(ci, TG_RES_DISK, "none",
                    "no workspace quota; each file is capped at %s by RLIMIT_FSIZE", sz);
@@ -1092,6 +1098,9 @@ int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_re
         tg__contain_rlimit_fallback(ci);
         common_limits(ci);
     }
+    /* The workspace path is the caller's: the instance keeps its copy
+     * (ws_path) and must not hold the pointer past this call. */
+    ci->req.workspace = NULL;
 
     tg_res_t miss;
     if (c->mode == TG_CONTAIN_REQUIRED && !tg_enforced_complete(e, &miss)) {
@@ -1101,6 +1110,7 @@ int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_re
                  "containment required: agent '%s': %s %s is not enforced on this host: %s",
                  agent, tg_res_name(miss), v, e->r[miss].reason);
         c->ops->destroy(ci);
+        (void)tg__ws_destroy(ci);
         free(ci);
         return -EPERM;
     }
@@ -1125,6 +1135,13 @@ void tg_contain_place(const tg_contain_inst_t *ci, tg_contain_place_t *pl)
     pl->set_user = ci->req.set_user;
     pl->uid = ci->req.uid;
     pl->gid = ci->req.gid;
+    if (ci->ws_kind == TG_WORKSPACE_TMPFS) {
+        copy_str(pl->tmpfs_dir, sizeof pl->tmpfs_dir, ci->ws_path);
+        pl->tmpfs_bytes = ci->enforced.r[TG_RES_DISK].applied_value;
+        pl->tmpfs_inodes = tg__ws_tmpfs_inodes(pl->tmpfs_bytes);
+    }
+    if (ci->ws_kind != TG_WORKSPACE_AUTO)
+        copy_str(pl->workdir, sizeof pl->workdir, ci->ws_dir);
 }
 
 void tg_contain_set_pid(tg_contain_inst_t *ci, pid_t pid)
@@ -1150,6 +1167,7 @@ int tg_contain_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s)
         s->memory_peak = ci->peak_seen;
         s->have |= TG_SAMPLE_PEAK;
     }
+    tg__ws_sample(ci, s);
     return rc;
 }
 
@@ -1174,6 +1192,15 @@ tg_verdict_t tg_contain_judge(const tg_contain_inst_t *ci, const tg_contain_samp
         v.res = TG_RES_MEMORY;
         v.used = cur->memory_current;
         v.limit = mem->applied_value;
+        return v;
+    }
+    const tg_enforced_item_t *disk = &ci->enforced.r[TG_RES_DISK];
+    if (ci->ws_kind == TG_WORKSPACE_SCAN && disk->applied && (cur->have & TG_SAMPLE_DISK) &&
+        cur->disk_bytes > disk->applied_value) {
+        v.kind = TG_VERDICT_DISK_OVER;
+        v.res = TG_RES_DISK;
+        v.used = cur->disk_bytes;
+        v.limit = disk->applied_value;
         return v;
     }
     if ((cur->have & TG_SAMPLE_PIDS_DENIED) && cur->pids_denied > prev->pids_denied) {
@@ -1203,6 +1230,9 @@ int tg_contain_destroy(tg_contain_inst_t *ci)
     if (rc == -ESRCH)
         rc = 0;
     int r = ci->ctx->ops->destroy(ci);
+    if (r < 0 && rc == 0)
+        rc = r;
+    r = tg__ws_destroy(ci);
     if (r < 0 && rc == 0)
         rc = r;
     free(ci);
@@ -1364,6 +1394,11 @@ int tg_contain_caps_text(const tg_contain_t *c, char *buf, size_t cap)
         sb_printf(&b, "\n");
     }
     sb_printf(&b, "  netns    %s\n", k->netns ? "available" : "unavailable");
+    if (k->tmpfs)
+        sb_printf(&b, "  tmpfs    available: workspaces are per-instance tmpfs mounts\n");
+    else
+        sb_printf(&b, "  tmpfs    unavailable%s%s: workspaces are scanned\n",
+                  k->tmpfs_why[0] ? ": " : "", k->tmpfs_why);
     if (c->orphans_removed)
         sb_printf(&b, "  removed %u cgroup tree(s) of dead toolgate processes\n", c->orphans_removed);
     return b.over ? -ENOSPC : (int)b.len;

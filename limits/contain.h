@@ -26,6 +26,20 @@
  * enforce falls back per resource (a cgroup1 host without a pids hierarchy
  * still gets its memory limit from memory.limit_in_bytes).
  *
+ * Disk is a workspace (limits/contain_ws.c), a directory of the agent's
+ * whose total size is the disk limit, held one of two ways per instance:
+ *   tmpfs    the shim unshares a mount namespace, makes its mount tree
+ *            private and mounts a tmpfs of the disk size on the workspace:
+ *            the kernel refuses writes past it (ENOSPC), and the files
+ *            vanish with the instance; detected once (a probe child)
+ *   scan     a fresh directory "<workspace>/tg-<pid>-<instance>" is the
+ *            instance's workspace; every sample walks it (a bounded number
+ *            of entries per sample, resumed at the next) and sums the
+ *            allocated blocks; over the limit, the router kills the
+ *            instance (TG_VERDICT_DISK_OVER); removed at destroy
+ * Without a workspace, a disk request is reported not applied: each file
+ * is still capped by RLIMIT_FSIZE.
+ *
  * Per instance (tg_contain_create): a cgroup "<agent>-<n>" under the base,
  * named from the sanitised agent id, with the limits written before any
  * agent code runs; the router then spawns toolgate's exec shim
@@ -65,6 +79,7 @@
 #define TG_CG_AGENT_NAME_MAX 64 /* fixed internal bound: sanitised agent part of an instance name */
 #define TG_REASON_MAX 160     /* fixed internal bound: a "why not applied" text */
 #define TG_CONTAIN_RL_MAX 8   /* fixed internal bound: rlimits one instance can carry */
+#define TG_WS_DIR_MAX (TG_WORKSPACE_PATH_MAX + TG_CG_NAME_MAX + 16) /* fixed internal bound: a workspace dir, "<path>/tg-<pid>-<instance>" */
 
 /* Defaults of DESIGN.md (seeds 001 and 004). */
 #define TG_CONTAIN_DEF_MEMORY (512ull * 1024 * 1024)
@@ -115,6 +130,8 @@ typedef struct tg_contain_caps {
     bool v2_kill;                    /* cgroup.kill exists (kernel >= 5.14) */
     bool v1_memsw;                   /* memory.memsw.* exists (swap accounting) */
     bool netns;                      /* unshare(CLONE_NEWNET) works (probed in a child) */
+    bool tmpfs;                      /* a private mount namespace with a tmpfs works (probed) */
+    char tmpfs_why[TG_REASON_MAX];   /* why not, "" when it does */
     bool root;                       /* euid 0 */
 } tg_contain_caps_t;
 
@@ -126,6 +143,7 @@ typedef struct tg_contain_opts {
     const char *self_cgroup_path; /* default /proc/self/cgroup */
     pid_t self_pid;              /* 0: getpid(); names the base "toolgate-<pid>" */
     bool skip_netns_probe;       /* take netns as unavailable without forking a probe */
+    bool skip_tmpfs_probe;       /* take tmpfs workspaces as unavailable without a probe */
 } tg_contain_opts_t;
 
 /* What an agent instance asks for; 0 (false) = not requested. */
@@ -134,6 +152,8 @@ typedef struct tg_contain_req {
     uint32_t cpu_millicores;
     uint32_t pids;
     uint64_t disk_bytes;  /* total workspace size; each file is also capped by fsize */
+    const char *workspace; /* the workspace directory, or NULL; read during create only */
+    tg_workspace_backend_t workspace_backend; /* how to hold it (auto: tmpfs if possible) */
     bool network_none;
     uint32_t nofile;
     uint64_t fsize;       /* 0: disk_bytes when set */
@@ -188,6 +208,13 @@ typedef struct tg_contain_place {
     bool set_user;
     uid_t uid;
     gid_t gid;
+    /* Workspace: mount a tmpfs of <tmpfs_bytes> and <tmpfs_inodes> on
+     * <tmpfs_dir> in a private mount namespace ("" = none); <workdir> is
+     * the workspace the agent starts in unless a cwd is configured. */
+    char tmpfs_dir[TG_WORKSPACE_PATH_MAX];
+    uint64_t tmpfs_bytes;
+    uint64_t tmpfs_inodes;
+    char workdir[TG_WS_DIR_MAX];
 } tg_contain_place_t;
 
 /* One sample. <have> says which fields hold data (TG_SAMPLE_* bits). */
@@ -198,6 +225,7 @@ enum {
     TG_SAMPLE_PIDS = 1u << 3,
     TG_SAMPLE_OOM = 1u << 4,
     TG_SAMPLE_PIDS_DENIED = 1u << 5,
+    TG_SAMPLE_DISK = 1u << 6,
 };
 typedef struct tg_contain_sample {
     unsigned have;
@@ -207,6 +235,7 @@ typedef struct tg_contain_sample {
     uint64_t pids_current;   /* tasks (threads count) */
     uint64_t oom_kills;      /* kernel OOM kills in the instance since create */
     uint64_t pids_denied;    /* forks refused by pids.max since create */
+    uint64_t disk_bytes;     /* workspace: tmpfs usage, or the scan's count (see contain_ws.c) */
 } tg_contain_sample_t;
 
 typedef enum tg_verdict_kind {
@@ -214,6 +243,7 @@ typedef enum tg_verdict_kind {
     TG_VERDICT_OOM,         /* the kernel OOM-killed a process of the instance */
     TG_VERDICT_MEMORY_OVER, /* tree RSS above the limit (monitor): kill the instance */
     TG_VERDICT_PIDS_DENIED, /* forks were refused at pids.max: the agent may be failing */
+    TG_VERDICT_DISK_OVER,   /* scanned workspace above the disk limit: kill the instance */
 } tg_verdict_kind_t;
 
 typedef struct tg_verdict {
@@ -253,6 +283,12 @@ typedef struct tg_contain_inst {
     pid_t pid;          /* main pid once spawned; 0 before spawn and after reaping */
     int cg_errno;       /* why a cgroup of this instance could not be made (report) */
     uint64_t peak_seen; /* highest memory sampled, for backends without a kernel peak */
+    /* Workspace (contain_ws.c): how disk is held, where, and the scan's
+     * walk state (owned; freed by destroy). */
+    tg_workspace_backend_t ws_kind; /* TG_WORKSPACE_AUTO here: no workspace */
+    char ws_path[TG_WORKSPACE_PATH_MAX]; /* the configured directory */
+    char ws_dir[TG_WS_DIR_MAX];          /* the instance's workspace (scan: its own dir) */
+    struct tg_ws_scan *ws_scan;
 } tg_contain_inst_t;
 
 /* Detect what this host offers into <caps> without changing anything
@@ -299,7 +335,8 @@ int tg_contain_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s);
 /* Judge sample <cur> against <ci>'s limits and the previous sample
  * <prev> (NULL: none yet; counters start at 0 at create). Pure. New OOM
  * kills come first, then memory over the limit when the RSS monitor holds
- * memory, then newly refused forks. */
+ * memory, then a scanned workspace over the disk limit, then newly
+ * refused forks. */
 tg_verdict_t tg_contain_judge(const tg_contain_inst_t *ci, const tg_contain_sample_t *prev,
                               const tg_contain_sample_t *cur);
 

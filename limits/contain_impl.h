@@ -103,6 +103,25 @@ void tg__contain_rlimit_fallback(tg_contain_inst_t *ci);
 int tg__tree_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s);
 int tg__tree_kill(tg_contain_inst_t *ci);
 
+/* ---- workspaces (contain_ws.c) ---- */
+
+/* Whether this process may unshare a mount namespace, make its tree
+ * private and mount a tmpfs there; probed in a child, so toolgate's own
+ * namespace never changes. False with the refused step in <why>. */
+bool tg__ws_probe_tmpfs(char *why, size_t cap);
+/* Prepare ci->req.workspace for ci->req.disk_bytes with the backend the
+ * request and the host allow, and record the disk item of the report
+ * (applied, or why not; never fails otherwise). */
+void tg__ws_setup(tg_contain_inst_t *ci);
+/* Add the workspace's usage to <s> (TG_SAMPLE_DISK) when there is one to
+ * read; the scan backend walks on for a bounded number of entries. */
+void tg__ws_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s);
+/* Free the scan state and remove the scan directory (its processes must
+ * be dead). 0, -EAGAIN when the removal budget ran out, or -errno. */
+int tg__ws_destroy(tg_contain_inst_t *ci);
+/* Inodes of a tmpfs workspace of <bytes>. */
+uint64_t tg__ws_tmpfs_inodes(uint64_t bytes);
+
 /* cfs quota for <mc> millicores over TG_CONTAIN_CPU_PERIOD_US, at least
  * the kernel's 1 ms minimum; and the millicores that quota enforces. */
 static inline uint64_t tg__cpu_quota_us(uint32_t mc)

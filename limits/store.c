@@ -102,6 +102,11 @@ uint64_t tg_store_share(uint64_t n, uint32_t instances)
     return s > 0 ? s : 1;
 }
 
+uint64_t tg_store_slot_renew_ms(uint64_t lease_ms)
+{
+    return lease_ms >= 3 ? lease_ms / 3 : 1;
+}
+
 uint64_t tg_store_mono_ms(void *arg)
 {
     (void)arg;

@@ -39,6 +39,23 @@
  * braces (it would become the tag), nor the agent a '}'. tg_store_key()
  * builds such keys; the local store accepts the same keys.
  *
+ * Shared concurrency slots (tg_store_slot_acquire, below): besides
+ * buckets, a store holds slots, a fleet-wide cap on calls in flight
+ * ("concurrency_scope": "shared"). The redis store keeps one sorted set
+ * per limit key, "<prefix>{<agent>}:slots", whose members are the slots
+ * held ("<instance>:<random>:<n>", unique across the fleet) scored by when
+ * they expire on the server's clock. A slot is leased: it expires
+ * slot_lease_ms after it was taken or last renewed, and the store renews
+ * every slot it holds every slot_lease_ms / 3 (one script call per key),
+ * so the slots of a toolgate that crashed free themselves within one
+ * lease. Acquire, renew and release ride the same connection, timers and
+ * failure policy as takes; under on_store_error=local a slot is granted
+ * while this instance holds fewer than its share of the cap under that
+ * key (tg_store_share). Slots granted by the policy are written to Redis
+ * by the next renewal once it answers again, so the fleet's count is
+ * accurate after an outage; a renewal likewise puts back a slot that
+ * expired while Redis was away, because its call is still running.
+ *
  * Error conventions: runtime calls (take, ping, close) return 0 or a
  * negative errno; setup calls (open, URL parsing) return 0 or -1 and fill
  * <err> on failure only (config/config.h), never with a password in it.
@@ -51,6 +68,7 @@
 #ifndef TG_LIMITS_STORE_H
 #define TG_LIMITS_STORE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -117,6 +135,26 @@ typedef struct tg_store_result {
 } tg_store_result_t;
 
 typedef void (*tg_store_take_cb)(void *arg, const tg_store_result_t *r);
+
+/* One slot held by this store instance (store_slots.h); owned by the
+ * store until tg_store_slot_release(). */
+typedef struct tg_store_slot tg_store_slot_t;
+
+typedef struct tg_store_slot_result {
+    bool granted;
+    /* Slots held under the key as the decider saw them, this one included
+     * when granted: fleet-wide from Redis, this instance's under
+     * on_store_error=local or open, 0 when refused closed. */
+    uint64_t holders;
+    /* The cap applied: the one asked for, or this instance's share of it
+     * under on_store_error=local. */
+    uint64_t cap;
+    tg_store_slot_t *slot; /* granted: release it with tg_store_slot_release */
+    tg_store_decider_t decided_by;
+    int status; /* as in tg_store_result_t */
+} tg_store_slot_result_t;
+
+typedef void (*tg_store_slot_cb)(void *arg, const tg_store_slot_result_t *r);
 typedef void (*tg_store_ping_cb)(void *arg, int status);
 typedef void (*tg_store_close_cb)(void *arg);
 
@@ -148,6 +186,8 @@ typedef struct tg_store_opts {
     tg_store_policy_t on_store_error;
     uint32_t instances; /* expected instances sharing the limit; 0 = 1 */
     uint64_t lease_ms;  /* lease mode: lease lifetime; 0 = TG_STORE_DEF_LEASE_MS */
+    uint64_t slot_lease_ms; /* shared slots: lifetime without renewal; 0 = TG_STORE_DEF_SLOT_LEASE_MS */
+    const char *instance;   /* names this toolgate in slot members; NULL = "toolgate" */
     tg_store_event_cb on_event;
     void *event_arg;
     /* Clock of the local buckets (store and fallback); NULL = CLOCK_MONOTONIC. */
@@ -168,6 +208,13 @@ typedef struct tg_store_ops {
                 uint32_t n, tg_store_take_cb cb, void *arg);
     int (*ping)(tg_store_t *s, tg_store_ping_cb cb, void *arg);
     void (*close)(tg_store_t *s, tg_store_close_cb cb, void *arg);
+    /* Shared slots; NULL in a store without them (lease). */
+    int (*slot_acquire)(tg_store_t *s, const char *key, uint32_t cap, tg_store_slot_cb cb,
+                        void *arg);
+    void (*slot_release)(tg_store_t *s, tg_store_slot_t *slot);
+    uint64_t (*slots_held)(const tg_store_t *s);
+    /* Calls waiting for an answer (NULL: never any). */
+    uint32_t (*pending)(const tg_store_t *s);
 } tg_store_ops_t;
 
 /* Common head of every backend's struct. */
@@ -230,6 +277,54 @@ static inline void tg_store_close(tg_store_t *s, tg_store_close_cb cb, void *arg
     s->ops->close(s, cb, arg);
 }
 
+/* ---- shared concurrency slots ---- */
+
+/* Take one slot of the fleet-wide cap <cap> (1..TG_MAX_CONCURRENT_CEIL)
+ * under <key> (as for tg_store_take; the session uses
+ * "<prefix>{<agent>}:slots"). <cb> runs exactly once, maybe before this
+ * returns (local store, degraded redis store), with the slot when
+ * granted. A granted slot is held, and renewed, until
+ * tg_store_slot_release() or the store's close (which removes the slots
+ * still held, from Redis too: the slot pointers die with the store).
+ * 0; -EINVAL (bad key or cap), -ENOTSUP (a store without slots) or
+ * -ECANCELED (closing): <cb> will not run. */
+static inline int tg_store_slot_acquire(tg_store_t *s, const char *key, uint32_t cap,
+                                        tg_store_slot_cb cb, void *arg)
+{
+    if (s->ops->slot_acquire == NULL)
+        return -ENOTSUP;
+    return s->ops->slot_acquire(s, key, cap, cb, arg);
+}
+
+/* Give back <slot> (from this store). The redis store removes it from the
+ * sorted set without waiting for the answer; a release Redis never sees
+ * (no connection then) frees itself when its lease ends. */
+static inline void tg_store_slot_release(tg_store_t *s, tg_store_slot_t *slot)
+{
+    if (slot != NULL && s->ops->slot_release != NULL)
+        s->ops->slot_release(s, slot);
+}
+
+/* Slots this store instance holds, over all keys. */
+static inline uint64_t tg_store_slots_held(const tg_store_t *s)
+{
+    return s->ops->slots_held != NULL ? s->ops->slots_held(s) : 0;
+}
+
+/* Calls waiting for the store's answer: the bound is max_pending. */
+static inline uint32_t tg_store_pending(const tg_store_t *s)
+{
+    return s->ops->pending != NULL ? s->ops->pending(s) : 0;
+}
+
+/* How often a store renews its slots: every <lease_ms> / 3 (at least
+ * 1 ms), so that two renewals in a row may fail before a slot lapses. */
+uint64_t tg_store_slot_renew_ms(uint64_t lease_ms);
+
+/* The Lua text of the redis store's slot script (store_redis.c documents
+ * its arguments), for tests. */
+const char *tg_store_redis_slots_script(void);
+
 /* Counters of a redis store, for metrics and tests. */
 typedef struct tg_store_redis_stats {
     uint64_t connects;  /* connection attempts */
@@ -239,6 +334,11 @@ typedef struct tg_store_redis_stats {
     uint64_t noscript;  /* calls re-sent as EVAL after NOSCRIPT */
     uint64_t by_policy; /* calls decided by on_store_error */
     uint64_t degraded;  /* store.degraded transitions */
+    uint64_t slot_acquires; /* slot acquisitions sent */
+    uint64_t slot_renewals; /* renewal script calls sent */
+    uint64_t slot_readded;  /* slots a renewal found lapsed and put back */
+    uint64_t slot_releases; /* ZREMs sent (calls ended, store closed) */
+    uint64_t slot_orphans;  /* slots Redis granted after the policy had answered: removed */
 } tg_store_redis_stats_t;
 
 /* Copy the counters of redis store <s>; 0, or -EINVAL for another kind. */

@@ -12,12 +12,17 @@
  * remembers when the earliest live bucket expires and does not run again
  * before then, so a table full of live buckets costs O(1) per refusal.
  *
- * Ownership: the store owns its buckets (one allocation each, key inline)
- * and its table (limits/ktab.h); close frees them all.
+ * Shared slots (store.h) are counted per key in process: the local store
+ * is what the slot interface falls back to without Redis, and what its
+ * users are tested against.
+ *
+ * Ownership: the store owns its buckets (one allocation each, key inline),
+ * its table (limits/ktab.h) and its slot table; close frees them all.
  */
 #include "limits/store.h"
 
 #include "limits/ktab.h"
+#include "limits/store_slots.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -43,6 +48,7 @@ typedef struct local_store {
     uint64_t sweep_now_ms;
     tg_store_clock_fn clock;
     void *clock_arg;
+    tg_slots_t slots; /* shared slots, held in process: a plain count per key */
 } local_store_t;
 
 /* Sweep step: drop a bucket equivalent to an absent one; note the
@@ -168,6 +174,42 @@ static int local_ping(tg_store_t *s, tg_store_ping_cb cb, void *arg)
     return 0;
 }
 
+/* Slots in process: nothing to share and nothing to renew, so a slot is
+ * granted while fewer than <cap> are held under <key>. */
+static int local_slot_acquire(tg_store_t *s, const char *key, uint32_t cap, tg_store_slot_cb cb,
+                              void *arg)
+{
+    local_store_t *ls = (local_store_t *)s;
+    size_t n = strnlen(key, TG_STORE_KEY_MAX + 1);
+    if (n == 0 || n > TG_STORE_KEY_MAX || cap == 0 || cap > TG_MAX_CONCURRENT_CEIL)
+        return -EINVAL;
+    tg_store_slot_result_t r = {.cap = cap, .decided_by = TG_STORE_BY_STORE};
+    uint32_t held = tg_slots_held(&ls->slots, key);
+    r.holders = held;
+    if (held < cap) {
+        r.slot = tg_slots_add(&ls->slots, key, tg_slots_next_seq(&ls->slots), TG_STORE_BY_STORE);
+        if (r.slot != NULL) {
+            r.granted = true;
+            r.holders = held + 1;
+        } else {
+            r.decided_by = TG_STORE_BY_CLOSED;
+            r.status = -ENOMEM;
+        }
+    }
+    cb(arg, &r);
+    return 0;
+}
+
+static void local_slot_release(tg_store_t *s, tg_store_slot_t *slot)
+{
+    tg_slots_remove(&((local_store_t *)s)->slots, slot);
+}
+
+static uint64_t local_slots_held(const tg_store_t *s)
+{
+    return ((const local_store_t *)s)->slots.held;
+}
+
 static bool local_free_bucket(void *arg, tg_ktab_node_t *n)
 {
     (void)arg;
@@ -180,6 +222,7 @@ static void local_close(tg_store_t *s, tg_store_close_cb cb, void *arg)
     local_store_t *ls = (local_store_t *)s;
     tg_ktab_sweep(&ls->tab, local_free_bucket, NULL);
     tg_ktab_free(&ls->tab);
+    tg_slots_free(&ls->slots);
     free(ls);
     if (cb != NULL)
         cb(arg);
@@ -190,6 +233,9 @@ static const tg_store_ops_t local_ops = {
     .take = local_take,
     .ping = local_ping,
     .close = local_close,
+    .slot_acquire = local_slot_acquire,
+    .slot_release = local_slot_release,
+    .slots_held = local_slots_held,
 };
 
 int tg_store_local_open(const tg_store_opts_t *o, tg_store_t **out, tg_cfg_err_t *err)
@@ -205,6 +251,12 @@ int tg_store_local_open(const tg_store_opts_t *o, tg_store_t **out, tg_cfg_err_t
     size_t max_keys = o->local_max_keys != 0 ? o->local_max_keys : TG_STORE_DEF_LOCAL_MAX_KEYS;
     local_store_t *ls = calloc(1, sizeof *ls);
     if (ls == NULL || tg_ktab_init(&ls->tab, max_keys) < 0) {
+        free(ls);
+        snprintf(err->msg, sizeof err->msg, "store: out of memory");
+        return -1;
+    }
+    if (tg_slots_init(&ls->slots, o->instance, max_keys) < 0) {
+        tg_ktab_free(&ls->tab);
         free(ls);
         snprintf(err->msg, sizeof err->msg, "store: out of memory");
         return -1;

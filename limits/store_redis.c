@@ -43,9 +43,23 @@
  * while the first resolution is running are decided by the policy
  * (-ENOTCONN); with an IP address or a unix socket there is no such window.
  *
+ * Shared slots: a second script (slots_lua) keeps one sorted set per
+ * limit key, members the slots held fleet-wide, scores their expiry on the
+ * server's clock. Acquire drops expired members and adds one while fewer
+ * than the cap are left; a renew timer (every slot_lease_ms / 3) sends one
+ * script call per key with every member this store holds there, which
+ * pushes their expiry out and puts back any that lapsed (their calls still
+ * run: the count must see them); release is a plain ZREM sent without
+ * waiting for its answer. Both scripts are loaded at set-up and recovered
+ * alike after NOSCRIPT. A slot granted by Redis after its caller was
+ * answered by the policy without one (a reply after the timeout) is
+ * removed at once. Closing sends a ZREM for every slot still held and
+ * pushes it onto the socket before the connection goes, so a clean exit
+ * leaves nothing behind; a crash leaves slots that expire with their lease.
+ *
  * Ownership: the store owns its requests (pooled, each with a uv timer
- * initialised once), two timers, the getaddrinfo request, the fallback
- * local store and the hiredis context. Memory is released after the last
+ * initialised once), three timers, the getaddrinfo request, the fallback
+ * local store, the slot table and the hiredis context. Memory is released after the last
  * libuv close callback. hiredis callbacks always find the request they
  * were given alive, because nothing is freed before hiredis has handed
  * back every request (a context is only ever freed through
@@ -64,6 +78,10 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+
+#include "limits/store_slots.h"
+
+#define TG_STORE_RENEW_BATCH 512 /* fixed internal bound: members per renewal or release command */
 
 /* The GCRA of limits/gcra.c, in integer microseconds held in Lua doubles
  * (exact below 2^53, and gcra.h keeps every value below that).
@@ -135,14 +153,86 @@ static const char gcra_lua[] =
     "           string.format('%.0f', ttl_ms))\n"
     "return {k, retry, observed, burst, remaining}\n";
 
+/* Shared concurrency slots, one sorted set per limit.
+ * KEYS[1]  the set: member = one slot held, score = when it expires (ms of
+ *          the server clock)
+ * ARGV[1]  "acquire" or "renew"
+ * ARGV[2]  lease_ms: a slot expires this long after it was taken or renewed
+ * ARGV[3]  "" (production reads TIME), or "now" in ms for tests replaying a
+ *          sequence; with it the key's TTL is a fixed 10 minutes, as in the
+ *          GCRA script
+ * acquire: ARGV[4] cap, ARGV[5] member. Returns {granted (0|1), holders,
+ *          cap}: holders after the call (the new slot included).
+ * renew:   ARGV[4..] members. Each gets a fresh expiry; one that had
+ *          expired (or was never written: granted by the failure policy)
+ *          is put back, since its call still runs. Returns {put back,
+ *          holders}.
+ * Expired members go first, so a toolgate that died stops counting one
+ * lease after its last renewal. The key expires with its last member (all
+ * scores are at most now + lease, so one PEXPIRE of lease covers them). */
+static const char slots_lua[] =
+    "if redis.replicate_commands then redis.replicate_commands() end\n"
+    "local lease = tonumber(ARGV[2])\n"
+    "local now\n"
+    "if ARGV[3] ~= nil and ARGV[3] ~= '' then\n"
+    "  now = tonumber(ARGV[3])\n"
+    "else\n"
+    "  local tm = redis.call('TIME')\n"
+    "  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+    "end\n"
+    "if not lease or not now or lease < 1 or lease > 86400000 or now < 0 or now > 4503599627370 then\n"
+    "  return redis.error_reply('ERR toolgate slots: bad arguments')\n"
+    "end\n"
+    "local ttl = lease\n"
+    "if ARGV[3] ~= '' then ttl = 600000 end\n"
+    "local until_ms = string.format('%.0f', now + lease)\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))\n"
+    "local held = redis.call('ZCARD', KEYS[1])\n"
+    "if ARGV[1] == 'acquire' then\n"
+    "  local cap = tonumber(ARGV[4])\n"
+    "  if not cap or cap < 1 or cap > 1e6 or not ARGV[5] then\n"
+    "    return redis.error_reply('ERR toolgate slots: bad arguments')\n"
+    "  end\n"
+    "  if held >= cap then return {0, held, cap} end\n"
+    "  redis.call('ZADD', KEYS[1], until_ms, ARGV[5])\n"
+    "  redis.call('PEXPIRE', KEYS[1], ttl)\n"
+    "  return {1, held + 1, cap}\n"
+    "elseif ARGV[1] == 'renew' then\n"
+    "  local back = 0\n"
+    "  for i = 4, #ARGV do\n"
+    "    back = back + redis.call('ZADD', KEYS[1], until_ms, ARGV[i])\n"
+    "  end\n"
+    "  if #ARGV >= 4 then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
+    "  return {back, held + back}\n"
+    "end\n"
+    "return redis.error_reply('ERR toolgate slots: unknown operation')\n";
+
 const char *tg_store_redis_script(void)
 {
     return gcra_lua;
 }
 
+const char *tg_store_redis_slots_script(void)
+{
+    return slots_lua;
+}
+
+/* The scripts, loaded at set-up in this order. */
+enum { SCRIPT_GCRA = 0, SCRIPT_SLOTS, NSCRIPTS };
+
+static const struct {
+    const char *body;
+    size_t len;
+} scripts[NSCRIPTS] = {
+    {gcra_lua, sizeof gcra_lua - 1},
+    {slots_lua, sizeof slots_lua - 1},
+};
+
 typedef enum req_kind {
     REQ_TAKE = 0,
     REQ_PING,
+    REQ_SLOT_ACQUIRE,
+    REQ_SLOT_RENEW,
 } req_kind_t;
 
 struct redis_store;
@@ -159,6 +249,7 @@ typedef struct req {
     union {
         tg_store_take_cb take;
         tg_store_ping_cb ping;
+        tg_store_slot_cb slot;
     } cb;
     void *arg;
     req_kind_t kind;
@@ -172,8 +263,21 @@ typedef struct req {
     uint32_t cap; /* effective burst */
     uint64_t test_now_ms;
     bool has_test_now;
+    /* slot acquire: the member's number, and whether the failure policy
+     * answered with a slot (a late grant from Redis is then that slot) */
+    uint64_t seq;
+    bool policy_granted;
+    /* slot renew: <nmem> members, NUL-separated (heap, freed on reuse) */
+    char *mbuf;
+    uint32_t nmem;
     char key[TG_STORE_KEY_MAX + 1];
 } req_t;
+
+/* Which script a SCRIPT LOAD reply is for. */
+typedef struct script_ctx {
+    struct redis_store *rs;
+    int idx;
+} script_ctx_t;
 
 typedef struct redis_store {
     tg_store_t base;
@@ -198,10 +302,11 @@ typedef struct redis_store {
     bool stalled;          /* a call timed out on <ac>; no reply since */
     bool degraded;         /* as last reported */
     bool resolving;        /* <gai> is running */
-    bool reloading;        /* a SCRIPT LOAD after NOSCRIPT is in flight */
+    unsigned reloading;    /* SCRIPT LOADs after NOSCRIPT in flight */
     bool closing;
-    bool have_sha;
-    char sha[41];
+    bool have_sha[NSCRIPTS];
+    char sha[NSCRIPTS][41];
+    script_ctx_t load_ctx[NSCRIPTS]; /* privdata of each SCRIPT LOAD */
     char fail_what[160]; /* a connect that failed at once: reported from <watchdog> */
 
     tg_store_redis_stats_t stats;
@@ -213,9 +318,14 @@ typedef struct redis_store {
     uint64_t rng;
     unsigned addr_turn; /* which resolved address the next attempt uses */
 
+    tg_slots_t slots;     /* shared slots held */
+    uint64_t slot_lease_ms;
+    uv_timer_t renew;     /* every slot_lease_ms / 3 while a slot is held */
+
     req_t *free_list;
     req_t *all;
     uint32_t nreqs;
+    uint32_t in_use; /* requests not back in the free list: calls pending */
     unsigned open_handles; /* uv handles (and <gai>) not yet closed or finished */
     tg_store_close_cb close_cb;
     void *close_arg;
@@ -226,6 +336,9 @@ static void rs_drop(redis_store_t *rs, const char *what);
 static void rs_lost(redis_store_t *rs, const redisAsyncContext *ac, const char *what);
 static void rs_on_watchdog(uv_timer_t *t);
 static void rs_free_all(redis_store_t *rs);
+static void rs_renew_all(redis_store_t *rs);
+static void rs_on_renew(uv_timer_t *t);
+static void rs_slot_gone(redis_store_t *rs, const char *key, uint64_t seq);
 
 /* ---- events ---- */
 
@@ -278,6 +391,9 @@ static void rs_maybe_recovered(redis_store_t *rs)
         rs_reason(rs, reason, sizeof reason, "answering again");
         rs->on_event(rs->event_arg, TG_STORE_EV_RECOVERED, reason);
     }
+    /* Slots that lapsed during the outage, or were granted by the policy,
+     * go (back) into Redis now rather than at the next tick. */
+    rs_renew_all(rs);
 }
 
 /* ---- failure policy ---- */
@@ -312,27 +428,87 @@ static tg_store_result_t rs_policy(redis_store_t *rs, const char *key, uint64_t 
                                   status, cap, n, rs_retry_hint(rs));
 }
 
+static void rs_renew_arm(redis_store_t *rs)
+{
+    if (!rs->closing && !uv_is_active((const uv_handle_t *)&rs->renew)) {
+        uint64_t every = tg_store_slot_renew_ms(rs->slot_lease_ms);
+        uv_timer_start(&rs->renew, rs_on_renew, every, every);
+    }
+}
+
+/* A slot decided without Redis: <status> says why. Under policy local a
+ * slot is granted while this instance holds fewer than its share of <cap>
+ * under <key>, counting every slot it holds there (also those Redis
+ * granted before the outage); open grants one; closed, or a store being
+ * closed (it must not hand out slots it is about to forget), refuses. */
+static tg_store_slot_result_t rs_slot_policy(redis_store_t *rs, const char *key, uint32_t cap,
+                                             uint64_t seq, int status)
+{
+    tg_store_slot_result_t r = {.cap = cap, .decided_by = TG_STORE_BY_CLOSED, .status = status};
+    uint32_t held = tg_slots_held(&rs->slots, key);
+    bool grant = false;
+    rs->stats.by_policy++;
+    if (!rs->closing && rs->policy == TG_STORE_POLICY_LOCAL) {
+        r.decided_by = TG_STORE_BY_LOCAL_FALLBACK;
+        r.cap = tg_store_share(cap, rs->instances);
+        r.holders = held;
+        grant = held < r.cap;
+    } else if (!rs->closing && rs->policy == TG_STORE_POLICY_OPEN) {
+        r.decided_by = TG_STORE_BY_OPEN;
+        r.holders = held;
+        grant = true;
+    }
+    if (grant) {
+        r.slot = tg_slots_add(&rs->slots, key, seq, r.decided_by);
+        if (r.slot == NULL) {
+            r.decided_by = TG_STORE_BY_CLOSED;
+        } else {
+            r.granted = true;
+            r.holders = held + 1;
+            rs_renew_arm(rs);
+        }
+    }
+    return r;
+}
+
 /* ---- requests ---- */
 
 static void req_release(req_t *q)
 {
     if (!q->user_done || q->in_redis || q->rs->closing)
         return;
+    free(q->mbuf);
+    q->mbuf = NULL;
+    q->rs->in_use--;
     q->next_free = q->rs->free_list;
     q->rs->free_list = q;
+}
+
+/* Mark <q> answered; false when it already was. */
+static bool req_done(req_t *q)
+{
+    if (q->user_done)
+        return false;
+    q->user_done = true;
+    uv_timer_stop(&q->timer);
+    return true;
 }
 
 /* Answer the caller once: <r> for a take, <status> for a ping. */
 static void req_answer(req_t *q, const tg_store_result_t *r, int status)
 {
-    if (q->user_done)
+    if (!req_done(q))
         return;
-    q->user_done = true;
-    uv_timer_stop(&q->timer);
     if (q->kind == REQ_TAKE)
         q->cb.take(q->arg, r);
-    else
+    else if (q->kind == REQ_PING)
         q->cb.ping(q->arg, status);
+}
+
+static void req_answer_slot(req_t *q, const tg_store_slot_result_t *r)
+{
+    if (req_done(q))
+        q->cb.slot(q->arg, r);
 }
 
 static void req_fail(req_t *q, int status)
@@ -340,6 +516,12 @@ static void req_fail(req_t *q, int status)
     if (q->user_done)
         return;
     tg_store_result_t r = {0};
+    if (q->kind == REQ_SLOT_ACQUIRE) {
+        tg_store_slot_result_t sr = rs_slot_policy(q->rs, q->key, q->cap, q->seq, status);
+        q->policy_granted = sr.granted;
+        req_answer_slot(q, &sr);
+        return;
+    }
     if (q->kind == REQ_TAKE)
         r = rs_policy(q->rs, q->key, q->count, q->period_ms, q->burst, q->n, q->cap, status);
     req_answer(q, &r, status);
@@ -395,6 +577,9 @@ static req_t *req_get(redis_store_t *rs)
     q->in_redis = false;
     q->as_eval = false;
     q->has_test_now = false;
+    q->policy_granted = false;
+    q->nmem = 0;
+    rs->in_use++;
     return q;
 }
 
@@ -414,28 +599,52 @@ static size_t fmt_u64(char *buf, uint64_t v)
 
 static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
+/* The script request <q> runs. */
+static int req_script(const req_t *q)
+{
+    return q->kind == REQ_TAKE ? SCRIPT_GCRA : SCRIPT_SLOTS;
+}
+
 /* Write request <q> to the current connection. 0 or -ECONNRESET. */
 static int req_send(redis_store_t *rs, req_t *q)
 {
-    const char *argv[9]; /* EVALSHA sha 1 key count period burst n [now] */
-    size_t lens[9];
+    /* EVALSHA sha 1 key count period burst n [now], or
+     * EVALSHA sha 1 key op lease now (cap member | members...) */
+    const char *fixed[10];
+    size_t fixed_lens[10];
+    const char **argv = fixed;
+    size_t *lens = fixed_lens;
     int argc = 0;
     char nums[5][24];
+    char member[TG_STORE_MEMBER_MAX];
+    if (q->kind == REQ_SLOT_RENEW) {
+        /* One allocation per renewal (every lease / 3), not per call. */
+        argv = malloc((7 + (size_t)q->nmem) * sizeof *argv);
+        lens = malloc((7 + (size_t)q->nmem) * sizeof *lens);
+        if (argv == NULL || lens == NULL) {
+            free(argv);
+            free(lens);
+            return -ECONNRESET;
+        }
+    }
     if (q->kind == REQ_PING) {
         argv[argc] = "PING";
         lens[argc++] = 4;
     } else {
-        if (!rs->have_sha)
+        int sc = req_script(q);
+        if (!rs->have_sha[sc])
             q->as_eval = true;
         argv[argc] = q->as_eval ? "EVAL" : "EVALSHA";
         lens[argc] = strlen(argv[argc]);
         argc++;
-        argv[argc] = q->as_eval ? gcra_lua : rs->sha;
-        lens[argc++] = q->as_eval ? sizeof gcra_lua - 1 : 40;
+        argv[argc] = q->as_eval ? scripts[sc].body : rs->sha[sc];
+        lens[argc++] = q->as_eval ? scripts[sc].len : 40;
         argv[argc] = "1";
         lens[argc++] = 1;
         argv[argc] = q->key;
         lens[argc++] = strlen(q->key);
+    }
+    if (q->kind == REQ_TAKE) {
         lens[argc] = fmt_u64(nums[0], q->count);
         argv[argc++] = nums[0];
         lens[argc] = fmt_u64(nums[1], q->period_ms);
@@ -448,10 +657,40 @@ static int req_send(redis_store_t *rs, req_t *q)
             lens[argc] = fmt_u64(nums[4], q->test_now_ms);
             argv[argc++] = nums[4];
         }
+    } else if (q->kind == REQ_SLOT_ACQUIRE || q->kind == REQ_SLOT_RENEW) {
+        argv[argc] = q->kind == REQ_SLOT_ACQUIRE ? "acquire" : "renew";
+        lens[argc] = strlen(argv[argc]);
+        argc++;
+        lens[argc] = fmt_u64(nums[0], rs->slot_lease_ms);
+        argv[argc++] = nums[0];
+        lens[argc] = q->has_test_now ? fmt_u64(nums[1], q->test_now_ms) : 0;
+        argv[argc++] = q->has_test_now ? nums[1] : "";
+        if (q->kind == REQ_SLOT_ACQUIRE) {
+            lens[argc] = fmt_u64(nums[2], q->cap);
+            argv[argc++] = nums[2];
+            lens[argc] = tg_slots_member(&rs->slots, q->seq, member, sizeof member);
+            argv[argc++] = member;
+        } else {
+            const char *m = q->mbuf;
+            for (uint32_t i = 0; i < q->nmem; i++) {
+                lens[argc] = strlen(m);
+                argv[argc++] = m;
+                m += lens[argc - 1] + 1;
+            }
+        }
     }
-    if (redisAsyncCommandArgv(rs->ac, rs_on_reply, q, argc, argv, lens) != REDIS_OK)
+    int rc = redisAsyncCommandArgv(rs->ac, rs_on_reply, q, argc, argv, lens);
+    if (argv != fixed) {
+        free(argv);
+        free(lens);
+    }
+    if (rc != REDIS_OK)
         return -ECONNRESET;
     rs->stats.sent++;
+    if (q->kind == REQ_SLOT_ACQUIRE)
+        rs->stats.slot_acquires++;
+    else if (q->kind == REQ_SLOT_RENEW)
+        rs->stats.slot_renewals++;
     q->in_redis = true;
     q->ac = rs->ac;
     return 0;
@@ -493,20 +732,92 @@ static void rs_alive(redis_store_t *rs, const redisAsyncContext *ac)
     rs_maybe_recovered(rs);
 }
 
+/* Parse the slot script's {granted, holders, cap} (acquire) or {put
+ * back, holders} (renew) into <v>. */
+static int parse_ints(const redisReply *r, size_t n, long long *v)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return -EPROTO;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+            return -EPROTO;
+        v[i] = e->integer;
+    }
+    return 0;
+}
+
+/* The SHA of one script, from set-up or from a reload after NOSCRIPT. */
+static bool rs_take_sha(redis_store_t *rs, int idx, const redisReply *r)
+{
+    if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40)
+        return false;
+    memcpy(rs->sha[idx], r->str, 40);
+    rs->sha[idx][40] = '\0';
+    rs->have_sha[idx] = true;
+    return true;
+}
+
 static void rs_on_reload(redisAsyncContext *ac, void *reply, void *privdata)
 {
-    redis_store_t *rs = privdata;
-    const redisReply *r = reply;
+    const script_ctx_t *sc = privdata;
+    redis_store_t *rs = sc->rs;
     if (ac != rs->ac)
         return;
-    rs->reloading = false;
-    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40) {
-        memcpy(rs->sha, r->str, 40);
-        rs->sha[40] = '\0';
-        rs->have_sha = true;
-    }
+    if (rs->reloading > 0)
+        rs->reloading--;
     /* A failed reload costs only EVALs instead of EVALSHAs; the calls
      * themselves report real failures. */
+    (void)rs_take_sha(rs, sc->idx, reply);
+}
+
+/* NOSCRIPT: the server lost its script cache (flushed, or restarted
+ * behind a proxy). Load every script again and re-send <q> as EVAL. */
+static bool rs_noscript(redis_store_t *rs, req_t *q)
+{
+    if (rs->reloading == 0) {
+        for (int i = 0; i < NSCRIPTS; i++) {
+            rs->have_sha[i] = false;
+            if (redisAsyncCommand(rs->ac, rs_on_reload, &rs->load_ctx[i], "SCRIPT LOAD %b",
+                                  scripts[i].body, scripts[i].len) == REDIS_OK)
+                rs->reloading++;
+        }
+    }
+    q->as_eval = true;
+    rs->stats.noscript++;
+    return req_send(rs, q) == 0;
+}
+
+/* A slot Redis granted that nobody holds: remove it. */
+static void rs_slot_gone(redis_store_t *rs, const char *key, uint64_t seq)
+{
+    char member[TG_STORE_MEMBER_MAX];
+    size_t mlen = tg_slots_member(&rs->slots, seq, member, sizeof member);
+    if (rs->ac != NULL && redisAsyncCommand(rs->ac, NULL, NULL, "ZREM %s %b", key, member,
+                                            mlen) == REDIS_OK)
+        rs->stats.slot_releases++;
+}
+
+/* The answer to a slot acquisition. */
+static void rs_slot_reply(redis_store_t *rs, req_t *q, const long long *v)
+{
+    tg_store_slot_result_t res = {.decided_by = TG_STORE_BY_STORE};
+    res.holders = (uint64_t)v[1];
+    res.cap = (uint64_t)v[2];
+    if (v[0] != 0) {
+        res.slot = tg_slots_add(&rs->slots, q->key, q->seq, TG_STORE_BY_STORE);
+        if (res.slot != NULL) {
+            res.granted = true;
+            rs_renew_arm(rs);
+        } else {
+            /* Out of memory: a slot nobody renews would block the fleet
+             * for a lease; give it back. */
+            rs_slot_gone(rs, q->key, q->seq);
+            res.decided_by = TG_STORE_BY_CLOSED;
+            res.status = -ENOMEM;
+        }
+    }
+    req_answer_slot(q, &res);
 }
 
 static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
@@ -514,6 +825,7 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     req_t *q = privdata;
     redis_store_t *rs = q->rs;
     const redisReply *r = reply;
+    long long v[3];
     q->in_redis = false;
     if (r == NULL) {
         /* hiredis is tearing the connection down. When it does so on its
@@ -527,6 +839,15 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     }
     rs_alive(rs, ac);
     if (q->user_done || rs->closing) {
+        /* Answered already (timed out): Redis did the work anyway. A slot
+         * it granted is held by nobody unless the policy handed out that
+         * very slot meanwhile (then renewals keep it, and its release
+         * removes it: commands on one connection run in order). */
+        if (!rs->closing && q->kind == REQ_SLOT_ACQUIRE && !q->policy_granted &&
+            parse_ints(r, 3, v) == 0 && v[0] != 0) {
+            rs->stats.slot_orphans++;
+            rs_slot_gone(rs, q->key, q->seq);
+        }
         req_release(q);
         return;
     }
@@ -538,17 +859,23 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     }
     if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 && !q->as_eval &&
         ac == rs->ac) {
-        if (!rs->reloading && redisAsyncCommand(rs->ac, rs_on_reload, rs, "SCRIPT LOAD %b",
-                                                gcra_lua, sizeof gcra_lua - 1) == REDIS_OK)
-            rs->reloading = true;
-        q->as_eval = true;
-        rs->stats.noscript++;
-        if (req_send(rs, q) == 0)
+        if (rs_noscript(rs, q))
             return; /* the timer keeps running: same deadline */
     }
     tg_store_result_t res = {.decided_by = TG_STORE_BY_STORE};
-    if (parse_result(r, q->n, &res) == 0) {
+    if (q->kind == REQ_TAKE && parse_result(r, q->n, &res) == 0) {
         req_answer(q, &res, 0);
+        req_release(q);
+        return;
+    }
+    if (q->kind == REQ_SLOT_ACQUIRE && parse_ints(r, 3, v) == 0) {
+        rs_slot_reply(rs, q, v);
+        req_release(q);
+        return;
+    }
+    if (q->kind == REQ_SLOT_RENEW && parse_ints(r, 2, v) == 0) {
+        rs->stats.slot_readded += (uint64_t)v[0];
+        req_done(q);
         req_release(q);
         return;
     }
@@ -670,7 +997,7 @@ static redisAsyncContext *rs_detach(redis_store_t *rs)
     rs->ac = NULL;
     rs->ready = false;
     rs->stalled = false;
-    rs->reloading = false;
+    rs->reloading = 0;
     if (!rs->closing)
         uv_timer_stop(&rs->watchdog);
     return ac;
@@ -776,17 +1103,17 @@ static void rs_on_select(redisAsyncContext *ac, void *reply, void *privdata)
 
 static void rs_on_script_load(redisAsyncContext *ac, void *reply, void *privdata)
 {
-    redis_store_t *rs = privdata;
+    const script_ctx_t *sc = privdata;
+    redis_store_t *rs = sc->rs;
     const redisReply *r = reply;
     if (!setup_reply_ok(rs, ac, r, "SCRIPT LOAD"))
         return;
-    if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+    if (!rs_take_sha(rs, sc->idx, r)) {
         rs_drop(rs, "SCRIPT LOAD: unexpected reply");
         return;
     }
-    memcpy(rs->sha, r->str, 40);
-    rs->sha[40] = '\0';
-    rs->have_sha = true;
+    if (sc->idx + 1 < NSCRIPTS)
+        return; /* set-up ends with the last script */
     rs->ready = true;
     rs->stats.sessions++;
     rs->backoff_ms = rs->backoff_initial_ms;
@@ -849,7 +1176,9 @@ static void rs_start(redis_store_t *rs, const char *addr)
     }
     if (rs->url.db != 0)
         redisAsyncCommand(ac, rs_on_select, rs, "SELECT %u", rs->url.db);
-    redisAsyncCommand(ac, rs_on_script_load, rs, "SCRIPT LOAD %b", gcra_lua, sizeof gcra_lua - 1);
+    for (int i = 0; i < NSCRIPTS; i++)
+        redisAsyncCommand(ac, rs_on_script_load, &rs->load_ctx[i], "SCRIPT LOAD %b",
+                          scripts[i].body, scripts[i].len);
     uv_timer_start(&rs->watchdog, rs_on_watchdog, rs->connect_timeout_ms, 0);
 }
 
@@ -1019,14 +1348,199 @@ static int redis_ping(tg_store_t *s, tg_store_ping_cb cb, void *arg)
     return 0;
 }
 
+/* ---- shared slots ---- */
+
+static int redis_slot_acquire(tg_store_t *s, const char *key, uint32_t cap, tg_store_slot_cb cb,
+                              void *arg)
+{
+    redis_store_t *rs = (redis_store_t *)s;
+    size_t n = strnlen(key, TG_STORE_KEY_MAX + 1);
+    if (n == 0 || n > TG_STORE_KEY_MAX || cap == 0 || cap > TG_MAX_CONCURRENT_CEIL)
+        return -EINVAL;
+    if (rs->closing)
+        return -ECANCELED;
+    uint64_t seq = tg_slots_next_seq(&rs->slots);
+    int status;
+    req_t *q = NULL;
+    if (rs_status(rs, &status)) {
+        q = req_get(rs);
+        if (q == NULL)
+            status = -ENOBUFS;
+    }
+    if (q != NULL) {
+        q->kind = REQ_SLOT_ACQUIRE;
+        q->cb.slot = cb;
+        q->arg = arg;
+        q->cap = cap;
+        q->seq = seq;
+        memcpy(q->key, key, n + 1);
+        if (rs->test_clock != NULL) {
+            q->has_test_now = true;
+            q->test_now_ms = rs->test_clock(rs->test_clock_arg);
+        }
+        if (redis_submit(rs, q, &status) == 0)
+            return 0;
+        q->user_done = true;
+        req_release(q);
+    }
+    tg_store_slot_result_t r = rs_slot_policy(rs, key, cap, seq, status);
+    cb(arg, &r);
+    return 0;
+}
+
+static void redis_slot_release(tg_store_t *s, tg_store_slot_t *slot)
+{
+    redis_store_t *rs = (redis_store_t *)s;
+    /* Sent whenever there is a connection, even a stalled one: it queues
+     * behind the acquisition on the same connection, so it cannot overtake
+     * it. Without one, the slot's lease ends it. */
+    rs_slot_gone(rs, slot->k->key, slot->seq);
+    tg_slots_remove(&rs->slots, slot);
+    if (rs->slots.held == 0)
+        uv_timer_stop(&rs->renew);
+}
+
+static uint64_t redis_slots_held(const tg_store_t *s)
+{
+    return ((const redis_store_t *)s)->slots.held;
+}
+
+static uint32_t redis_pending(const tg_store_t *s)
+{
+    return ((const redis_store_t *)s)->in_use;
+}
+
+/* The members of <k>'s slots from <from> on, at most TG_STORE_RENEW_BATCH,
+ * NUL-separated into a new buffer; <*next> is where the next batch starts. */
+static char *rs_members(redis_store_t *rs, const tg_store_slot_t *from, uint32_t *count,
+                        const tg_store_slot_t **next)
+{
+    uint32_t n = 0;
+    const tg_store_slot_t *sl = from;
+    while (sl != NULL && n < TG_STORE_RENEW_BATCH) {
+        n++;
+        sl = sl->next;
+    }
+    *next = sl;
+    *count = n;
+    char *buf = malloc((size_t)n * TG_STORE_MEMBER_MAX);
+    if (buf == NULL)
+        return NULL;
+    char *p = buf;
+    for (sl = from; sl != *next; sl = sl->next)
+        p += tg_slots_member(&rs->slots, sl->seq, p, TG_STORE_MEMBER_MAX) + 1;
+    return buf;
+}
+
+/* One renewal call per key (per TG_STORE_RENEW_BATCH slots of it). */
+static void rs_renew_key(void *arg, const tg_slot_key_t *k)
+{
+    redis_store_t *rs = arg;
+    const tg_store_slot_t *from = k->head;
+    while (from != NULL) {
+        req_t *q = req_get(rs);
+        if (q == NULL)
+            return; /* the pool is busy: the next tick tries again */
+        q->kind = REQ_SLOT_RENEW;
+        q->cb.slot = NULL;
+        q->arg = NULL;
+        memcpy(q->key, k->key, strlen(k->key) + 1);
+        q->mbuf = rs_members(rs, from, &q->nmem, &from);
+        if (rs->test_clock != NULL) {
+            q->has_test_now = true;
+            q->test_now_ms = rs->test_clock(rs->test_clock_arg);
+        }
+        int status;
+        if (q->mbuf == NULL || redis_submit(rs, q, &status) < 0) {
+            q->user_done = true;
+            req_release(q);
+            return;
+        }
+    }
+}
+
+static void rs_renew_all(redis_store_t *rs)
+{
+    int status;
+    if (rs->closing || rs->slots.held == 0 || !rs_status(rs, &status))
+        return;
+    tg_slots_each(&rs->slots, rs_renew_key, rs);
+}
+
+static void rs_on_renew(uv_timer_t *t)
+{
+    rs_renew_all(t->data);
+}
+
+/* ZREM every slot of <k> on the connection in <arg> (closing). */
+typedef struct zrem_ctx {
+    redis_store_t *rs;
+    redisAsyncContext *ac;
+} zrem_ctx_t;
+
+static void rs_zrem_key(void *arg, const tg_slot_key_t *k)
+{
+    zrem_ctx_t *z = arg;
+    const tg_store_slot_t *from = k->head;
+    while (from != NULL) {
+        uint32_t n;
+        char *buf = rs_members(z->rs, from, &n, &from);
+        const char **argv = malloc((2 + (size_t)n) * sizeof *argv);
+        size_t *lens = malloc((2 + (size_t)n) * sizeof *lens);
+        if (buf != NULL && argv != NULL && lens != NULL) {
+            argv[0] = "ZREM";
+            lens[0] = 4;
+            argv[1] = k->key;
+            lens[1] = strlen(k->key);
+            const char *m = buf;
+            for (uint32_t i = 0; i < n; i++) {
+                argv[2 + i] = m;
+                lens[2 + i] = strlen(m);
+                m += lens[2 + i] + 1;
+            }
+            if (redisAsyncCommandArgv(z->ac, NULL, NULL, (int)(2 + n), argv, lens) == REDIS_OK)
+                z->rs->stats.slot_releases += n;
+        }
+        free(buf);
+        free(argv);
+        free(lens);
+    }
+}
+
+/* Closing with slots still held (their calls were cut short), or with
+ * acquisitions unanswered: remove those slots and push the commands onto
+ * the socket now, without waiting for answers;
+ * what a full socket buffer keeps back expires with the lease. Returns
+ * <ac>, or NULL when hiredis freed it (a failed write tears it down). */
+static redisAsyncContext *rs_release_all(redis_store_t *rs, redisAsyncContext *ac)
+{
+    zrem_ctx_t z = {rs, ac};
+    tg_slots_each(&rs->slots, rs_zrem_key, &z);
+    /* Acquisitions Redis has not answered yet may still add a slot nobody
+     * holds; a ZREM behind them on the same connection runs after them. */
+    for (const req_t *q = rs->all; q != NULL; q = q->next_all) {
+        char member[TG_STORE_MEMBER_MAX];
+        if (q->kind != REQ_SLOT_ACQUIRE || !q->in_redis || q->ac != ac)
+            continue;
+        size_t mlen = tg_slots_member(&rs->slots, q->seq, member, sizeof member);
+        if (redisAsyncCommand(ac, NULL, NULL, "ZREM %s %b", q->key, member, mlen) == REDIS_OK)
+            rs->stats.slot_releases++;
+    }
+    rs_poll_t *p = ac->ev.data;
+    redisAsyncHandleWrite(ac);
+    return p->ac != NULL ? ac : NULL;
+}
+
 static void rs_free_all(redis_store_t *rs)
 {
     req_t *q = rs->all;
     while (q != NULL) {
         req_t *next = q->next_all;
+        free(q->mbuf);
         free(q);
         q = next;
     }
+    tg_slots_free(&rs->slots);
     tg_store_close_cb cb = rs->close_cb;
     void *arg = rs->close_arg;
     free(rs);
@@ -1060,7 +1574,10 @@ static void redis_close(tg_store_t *s, tg_store_close_cb cb, void *arg)
     rs->close_arg = arg;
     for (req_t *q = rs->all; q != NULL; q = q->next_all)
         req_fail(q, -ECANCELED);
+    bool connected = rs->ready;
     redisAsyncContext *ac = rs_detach(rs);
+    if (ac != NULL && connected)
+        ac = rs_release_all(rs, ac);
     if (ac != NULL)
         redisAsyncFree(ac);
     if (rs->resolving)
@@ -1069,6 +1586,7 @@ static void redis_close(tg_store_t *s, tg_store_close_cb cb, void *arg)
         uv_close((uv_handle_t *)&q->timer, req_on_timer_closed);
     uv_close((uv_handle_t *)&rs->watchdog, rs_on_timer_closed);
     uv_close((uv_handle_t *)&rs->retry, rs_on_timer_closed);
+    uv_close((uv_handle_t *)&rs->renew, rs_on_timer_closed);
     if (rs->fallback != NULL)
         tg_store_close(rs->fallback, NULL, NULL);
     rs->fallback = NULL;
@@ -1088,6 +1606,10 @@ static const tg_store_ops_t redis_ops = {
     .take = redis_take,
     .ping = redis_ping,
     .close = redis_close,
+    .slot_acquire = redis_slot_acquire,
+    .slot_release = redis_slot_release,
+    .slots_held = redis_slots_held,
+    .pending = redis_pending,
 };
 
 int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out,
@@ -1114,6 +1636,14 @@ int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **
         free(rs);
         return -1;
     }
+    if (tg_slots_init(&rs->slots, o->instance,
+                      o->local_max_keys != 0 ? o->local_max_keys : TG_STORE_DEF_LOCAL_MAX_KEYS) < 0) {
+        tg_store_close(rs->fallback, NULL, NULL);
+        tg_store_url_wipe(&rs->url);
+        free(rs);
+        snprintf(err->msg, sizeof err->msg, "store: out of memory");
+        return -1;
+    }
     rs->base.ops = &redis_ops;
     memcpy(rs->base.prefix, rs->fallback->prefix, sizeof rs->base.prefix);
     tg_store_url_redact(&rs->url, rs->base.name, sizeof rs->base.name);
@@ -1129,6 +1659,7 @@ int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **
         rs->backoff_max_ms = rs->backoff_initial_ms;
     rs->backoff_ms = rs->backoff_initial_ms;
     rs->max_pending = o->max_pending != 0 ? o->max_pending : TG_STORE_DEF_MAX_PENDING;
+    rs->slot_lease_ms = o->slot_lease_ms != 0 ? o->slot_lease_ms : TG_STORE_DEF_SLOT_LEASE_MS;
     rs->policy = o->on_store_error;
     rs->instances = o->instances != 0 ? o->instances : 1;
     rs->on_event = o->on_event;
@@ -1140,10 +1671,14 @@ int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **
         rs->rng = 1;
     uv_timer_init(loop, &rs->watchdog);
     uv_timer_init(loop, &rs->retry);
+    uv_timer_init(loop, &rs->renew);
     rs->watchdog.data = rs;
     rs->retry.data = rs;
+    rs->renew.data = rs;
     rs->gai.data = rs;
-    rs->open_handles = 2;
+    for (int i = 0; i < NSCRIPTS; i++)
+        rs->load_ctx[i] = (script_ctx_t){rs, i};
+    rs->open_handles = 3;
     rs_connect(rs);
     *out = &rs->base;
     return 0;

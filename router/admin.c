@@ -45,6 +45,9 @@ struct tg_admin {
     conn_t *conns;    /* every conn not yet freed, refused ones included */
     uint32_t nserved; /* conns counted against max_connections */
     bool closing;
+    /* entries of prov.own (admin.connections, .header_bytes,
+     * .response_bytes); -1 when not registered */
+    int reg_conns, reg_head, reg_body;
 };
 
 struct conn {
@@ -230,6 +233,20 @@ static bool host_ok(const char *h, size_t n)
     return port == NULL || parse_port(port, &p) == 0;
 }
 
+/* ---- usage of the bounds ---------------------------------------------- */
+
+/* Record usage <v> of the server's own registry entry <idx>. Nothing is
+ * recorded once the server is closing: the connections it cuts then are
+ * not load, and the registry's owner may be tearing down. */
+static void admin_usage(tg_admin_t *a, int idx, uint64_t v)
+{
+    if (a->prov.own == NULL || idx < 0 || a->closing)
+        return;
+    tg_limit_ev_t ev = tg_registry_set(a->prov.own, idx, v);
+    if (ev != TG_LIMIT_EV_NONE && a->prov.limit_event != NULL)
+        a->prov.limit_event(a->prov.ctx, idx, ev);
+}
+
 /* ---- connection lifetime ---------------------------------------------- */
 
 static void admin_maybe_free(tg_admin_t *a)
@@ -263,6 +280,7 @@ static void conn_close(conn_t *c)
     if (c->served) {
         c->served = false;
         c->a->nserved--;
+        admin_usage(c->a, c->a->reg_conns, c->a->nserved);
     }
     uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
     if (c->handles > 1)
@@ -451,6 +469,7 @@ static void respond_rendered(conn_t *c, render_fn fn, const char *ctype)
             break;
         long n = fn(a, buf, cap);
         if (n >= 0) {
+            admin_usage(a, a->reg_body, (uint64_t)n);
             respond(c, 200, ctype, buf, (size_t)n, true, NULL);
             return;
         }
@@ -459,6 +478,8 @@ static void respond_rendered(conn_t *c, render_fn fn, const char *ctype)
             break;
         cap *= 2;
     }
+    /* Out of memory lands here too; both mean the body did not fit. */
+    admin_usage(a, a->reg_body, a->o.max_response_bytes);
     respond_text(c, 500, "response could not be rendered within max_response_bytes\n");
 }
 
@@ -633,6 +654,10 @@ static void conn_parse(conn_t *c)
             c->head_bytes += (uint32_t)np;
         c->in_off += np;
         if (e == HPE_PAUSED || c->busy) {
+            /* A request is complete or refused at the end of its headers:
+             * no route takes a body, so what was parsed of it is its head. */
+            if (counting)
+                admin_usage(c->a, c->a->reg_head, (uint64_t)c->head_bytes + np);
             if (c->reject != 0)
                 c->keep_alive = false;
             /* The next request's head is counted from here. */
@@ -643,6 +668,8 @@ static void conn_parse(conn_t *c)
         }
         if (e != HPE_OK) {
             c->keep_alive = false;
+            if (e == HPE_HEADER_OVERFLOW)
+                admin_usage(c->a, c->a->reg_head, max_head);
             respond_text(c, e == HPE_HEADER_OVERFLOW ? 431 : 400,
                          e == HPE_HEADER_OVERFLOW ? "request header too large\n"
                                                   : "malformed request\n");
@@ -650,6 +677,7 @@ static void conn_parse(conn_t *c)
         }
         if (c->in_head && c->head_bytes >= max_head) {
             c->keep_alive = false;
+            admin_usage(c->a, c->a->reg_head, max_head);
             respond_text(c, 431, "request header too large\n");
             return;
         }
@@ -735,6 +763,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->handles = 2;
     c->served = true;
     a->nserved++;
+    admin_usage(a, a->reg_conns, a->nserved);
     http_parser_init(&c->p, HTTP_REQUEST);
     c->p.data = c;
     c->in_head = true;
@@ -748,6 +777,22 @@ static void on_listener_closed(uv_handle_t *h)
     tg_admin_t *a = h->data;
     a->listener_open = false;
     admin_maybe_free(a);
+}
+
+/* Register the server's bounds in prov.own (see admin.h), once it listens.
+ * An entry the registry cannot take (out of memory) stays -1: the bound
+ * still holds, it is only not reported. */
+static void admin_register(tg_admin_t *a)
+{
+    tg_registry_t *r = a->prov.own;
+    if (r == NULL)
+        return;
+    a->reg_conns = tg_registry_add(r, "admin.connections", TG_LIMIT_CONCURRENCY, "instance",
+                                   a->o.max_connections);
+    a->reg_head = tg_registry_add(r, "admin.header_bytes", TG_LIMIT_FRAME, "instance",
+                                  a->o.max_header_bytes);
+    a->reg_body = tg_registry_add(r, "admin.response_bytes", TG_LIMIT_FRAME, "instance",
+                                  a->o.max_response_bytes);
 }
 
 static int check_opt(uint32_t *v, uint32_t def, uint32_t lo, uint32_t hi, const char *name,
@@ -791,6 +836,7 @@ int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr, const tg
     }
     a->loop = loop;
     a->o = o;
+    a->reg_conns = a->reg_head = a->reg_body = -1;
     if (prov != NULL)
         a->prov = *prov;
     if ((rc = uv_tcp_init(loop, &a->listener)) < 0) {
@@ -808,6 +854,7 @@ int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr, const tg
         uv_close((uv_handle_t *)&a->listener, on_listener_closed);
         return rc;
     }
+    admin_register(a);
     *out = a;
     return 0;
 }

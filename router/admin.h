@@ -15,7 +15,8 @@
  * address is refused at start. Requests whose Host is not a loopback name
  * are refused too (421), so a web page cannot reach it by DNS rebinding.
  *
- * Bounds (each a field of tg_admin_opts_t, 0 = default):
+ * Bounds (each a field of tg_admin_opts_t, 0 = default; all but the idle
+ * timeout register in the limit registry, see tg_admin_provider_t.own):
  *   max_header_bytes    request line + headers of one request; over: 431
  *   max_connections     connections served at once; more are answered 503
  *                       and closed at once
@@ -67,6 +68,19 @@ typedef struct tg_admin_provider {
     const tg_registry_t *(*registry)(void *ctx);
     /* Counters, gauges and denials, or NULL when there are none. */
     const tg_metrics_t *(*metrics)(void *ctx);
+    /* The server's own bounds, kept in the caller's limit registry. When
+     * <own> is set, tg_admin_start registers there, with the options in
+     * force as capacities:
+     *   admin.connections     concurrency  connections served now
+     *   admin.header_bytes    frame        request line + headers of the
+     *                                      latest request (431: at the cap)
+     *   admin.response_bytes  frame        body of the latest rendered
+     *                                      answer (500 for size: at the cap)
+     * and records their usage as it changes, handing each warning or
+     * recovery the registry reports to <limit_event> (may be NULL) with the
+     * entry's index. <own> must outlive the server; NULL: not registered. */
+    tg_registry_t *own;
+    void (*limit_event)(void *ctx, int idx, tg_limit_ev_t ev);
 } tg_admin_provider_t;
 
 typedef struct tg_admin_opts {

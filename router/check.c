@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/manifest.h"
 #include "config/units.h"
@@ -122,6 +123,35 @@ static void plan_cgroup(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
     }
 }
 
+/* contain_ws.c's tg__ws_setup, minus what only creating the workspace
+ * can show (a missing parent, a foreign owner): agent.started says that. */
+static void plan_workspace(const tg_contain_caps_t *caps, const tg_contain_req_t *q,
+                           tg_enforced_t *e)
+{
+    char why[TG_REASON_MAX * 2], sz[32];
+    tg_workspace_backend_t kind = q->workspace_backend;
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t pg = page > 0 ? (uint64_t)page : 4096u;
+
+    if (kind == TG_WORKSPACE_AUTO)
+        kind = caps->tmpfs ? TG_WORKSPACE_TMPFS : TG_WORKSPACE_SCAN;
+    if (kind == TG_WORKSPACE_SCAN) {
+        tg_enforced_set(e, TG_RES_DISK, true, q->disk_bytes, "scan",
+                        "per-instance directory, scanned every second, killed when over",
+                        NULL);
+    } else if (caps->tmpfs) {
+        tg_enforced_set(e, TG_RES_DISK, true, (q->disk_bytes + pg - 1) / pg * pg, "tmpfs",
+                        "tmpfs per instance in a private mount namespace", NULL);
+    } else {
+        tg_unit_fmt_bytes(sz, (int)sizeof sz, q->fsize ? q->fsize : q->disk_bytes);
+        snprintf(why, sizeof why,
+                 "tmpfs workspaces are refused here (%s); each file is capped at %s by "
+                 "RLIMIT_FSIZE",
+                 caps->tmpfs_why[0] ? caps->tmpfs_why : "not probed", sz);
+        plan_no(e, TG_RES_DISK, "tmpfs", why);
+    }
+}
+
 /* tg__contain_rlimit_fallback, then contain.c's common_limits. */
 static void plan_fallback(const tg_contain_caps_t *caps, const tg_contain_req_t *q,
                           tg_enforced_t *e)
@@ -156,7 +186,9 @@ static void plan_fallback(const tg_contain_caps_t *caps, const tg_contain_req_t 
         tg_enforced_set(e, TG_RES_NOFILE, true, q->nofile, "rlimit", "RLIMIT_NOFILE", NULL);
     if (q->fsize)
         tg_enforced_set(e, TG_RES_FSIZE, true, q->fsize, "rlimit", "RLIMIT_FSIZE", NULL);
-    if (q->disk_bytes) {
+    if (q->disk_bytes && q->workspace) {
+        plan_workspace(caps, q, e);
+    } else if (q->disk_bytes) {
         tg_unit_fmt_bytes(sz, (int)sizeof sz, fsize);
         snprintf(why, sizeof why, "no workspace quota; each file is capped at %s by RLIMIT_FSIZE",
                  sz);
@@ -468,12 +500,13 @@ typedef struct agent_enf {
     char refusal[TG_REASON_MAX + 64]; /* why required mode refuses; "" otherwise */
 } agent_enf_t;
 
-static void agent_enforcement(const tg_agent_cfg_t *a, const tg_contain_caps_t *caps,
-                              tg_contain_kind_t kind, tg_contain_mode_t mode, agent_enf_t *out)
+static void agent_enforcement(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                              const tg_contain_caps_t *caps, tg_contain_kind_t kind,
+                              tg_contain_mode_t mode, agent_enf_t *out)
 {
     tg_contain_req_t req;
     tg_res_t miss;
-    bool loopback = tg_config_contain_req(a, &req) == -ENOTSUP;
+    bool loopback = tg_config_contain_req_for(cfg, a, &req) == -ENOTSUP;
 
     memset(out, 0, sizeof *out);
     tg_check_plan(caps, kind, mode, &req, &out->e);
@@ -564,7 +597,38 @@ static void text_indented(FILE *f, const char *indent, const char *text)
     }
 }
 
-static void text_agent(FILE *f, const tg_agent_cfg_t *a, const agent_enf_t *ae, const char *kind)
+/* What an opensentience agent's runtime does, in one or two lines. */
+static void text_os(FILE *f, const tg_agent_cfg_t *a)
+{
+    char hb[16], to[16], win[16], cache[24];
+    tg_unit_fmt_duration(hb, (int)sizeof hb, a->os.heartbeat_interval_ms);
+    tg_unit_fmt_duration(to, (int)sizeof to, a->os.heartbeat_timeout_ms);
+    tg_unit_fmt_duration(win, (int)sizeof win, a->os.idempotency_window_ms);
+    tg_unit_fmt_bytes(cache, (int)sizeof cache, a->os.idempotency_max_bytes);
+    fprintf(f, "  opensentience: one shared instance, started %s; heartbeat every %s, unhealthy "
+               "after %s without one\n",
+            a->start == TG_START_ON_DEMAND ? "by the first call" : "with serve", hb, to);
+    fprintf(f, "  idempotent results replayed for %s (at most %s kept); an over-cap agent frame "
+               "is %s\n",
+            win, cache,
+            a->os.on_oversize == TG_OVERSIZE_CLOSE ? "answered by restarting the agent" : "skipped");
+}
+
+static json_t *json_os(const tg_agent_cfg_t *a)
+{
+    if (a->dialect != TG_DIALECT_OPENSENTIENCE)
+        return NULL;
+    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "start",
+                     a->start == TG_START_ON_DEMAND ? "on_demand" : "eager",
+                     "heartbeat_interval_ms", (json_int_t)a->os.heartbeat_interval_ms,
+                     "heartbeat_timeout_ms", (json_int_t)a->os.heartbeat_timeout_ms,
+                     "idempotency_window_ms", (json_int_t)a->os.idempotency_window_ms,
+                     "idempotency_max_bytes", (json_int_t)a->os.idempotency_max_bytes,
+                     "on_oversize", a->os.on_oversize == TG_OVERSIZE_CLOSE ? "close" : "reject");
+}
+
+static void text_agent(FILE *f, const tg_agent_cfg_t *a, const agent_enf_t *ae, const char *kind,
+                       tg_workspace_backend_t ws_backend)
 {
     row_t rows[K_COUNT];
     size_t n = agent_rows(a, rows);
@@ -576,6 +640,14 @@ static void text_agent(FILE *f, const tg_agent_cfg_t *a, const agent_enf_t *ae, 
     if (a->rate_shared)
         fprintf(f, "  rate_limit is shared across hosts (rate_scope shared, shared_mode %s)\n",
                 a->shared_lease ? "lease" : "exact");
+    if (a->conc_shared)
+        fprintf(f, "  max_concurrent_calls is shared across hosts (concurrency_scope shared: "
+                   "leased slots in the store)\n");
+    if (a->workspace)
+        fprintf(f, "  workspace %s: its size is the disk limit (containment.workspace_backend %s)\n",
+                a->workspace, tg_workspace_backend_name(ws_backend));
+    if (a->dialect == TG_DIALECT_OPENSENTIENCE)
+        text_os(f, a);
     text_header(f, "  ");
     for (size_t i = 0; i < n; i++)
         text_row(f, "  ", &rows[i]);
@@ -659,9 +731,18 @@ static void text_store(FILE *f, const tg_config_t *cfg)
     uv_walk(&loop, check_close_walk, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     (void)uv_loop_close(&loop);
-    for (size_t i = 0; i < cfg->nagents; i++)
+    char lease[32];
+    tg_unit_fmt_duration(lease, (int)sizeof lease,
+                         cfg->store.slot_lease_ms != 0 ? cfg->store.slot_lease_ms
+                                                       : TG_STORE_DEF_SLOT_LEASE_MS);
+    for (size_t i = 0; i < cfg->nagents; i++) {
         if (cfg->agents[i].rate_shared)
             fprintf(f, "  shared: agents.%s rate_limit\n", cfg->agents[i].id);
+        if (cfg->agents[i].conc_shared)
+            fprintf(f, "  shared: agents.%s max_concurrent_calls (slots leased for %s, renewed "
+                       "every third of it)\n",
+                    cfg->agents[i].id, lease);
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -723,9 +804,10 @@ static json_t *json_agent(const tg_agent_cfg_t *a, const agent_enf_t *ae)
         json_object_set_new(tools, a->tools[t].name, json_rows(rows, tn));
     }
     n = agent_rows(a, rows);
-    return json_pack("{s:s,s:s,s:s?,s:o,s:o,s:o}", "id", a->id, "dialect", dialect_name(a->dialect),
-                     "manifest", a->manifest ? a->manifest->path : NULL, "limits",
-                     json_rows(rows, n), "tools", tools, "enforced", json_enforced(ae));
+    return json_pack("{s:s,s:s,s:s?,s:s?,s:o,s:o,s:o,s:o*}", "id", a->id, "dialect",
+                     dialect_name(a->dialect), "manifest", a->manifest ? a->manifest->path : NULL,
+                     "workspace", a->workspace, "limits", json_rows(rows, n), "tools", tools,
+                     "enforced", json_enforced(ae), "opensentience", json_os(a));
 }
 
 static json_t *json_host(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
@@ -747,11 +829,43 @@ static json_t *json_host(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
         json_array_append_new(ctl, json_string("cpu"));
     if (caps->v2_pids)
         json_array_append_new(ctl, json_string("pids"));
-    return json_pack("{s:s,s:s,s:s?,s:o,s:o,s:b,s:b,s:b,s:b}", "backend",
+    return json_pack("{s:s,s:s,s:s?,s:o,s:o,s:b,s:b,s:b,s:b,s:s?,s:b}", "backend",
                      tg_contain_kind_name(kind), "mode", tg_contain_mode_name(mode), "why",
                      why[0] ? why : NULL, "hierarchies", h, "cgroup2_controllers", ctl,
                      "cgroup_kill", caps->v2_kill, "swap_accounting", caps->v1_memsw, "netns",
-                     caps->netns, "root", caps->root);
+                     caps->netns, "tmpfs", caps->tmpfs, "tmpfs_why",
+                     caps->tmpfs_why[0] ? caps->tmpfs_why : NULL, "root", caps->root);
+}
+
+/* callers[]: who each is and the limits that apply on top of agent and
+ * tool limits (their source is always "caller"; absent ones are null). */
+static json_t *json_callers(const tg_config_t *cfg)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < cfg->ncallers; i++) {
+        const tg_caller_cfg_t *cc = &cfg->callers[i];
+        json_t *rate = json_null(), *conc = json_null(), *burst = json_null();
+        if (cc->lim.rate_src != TG_SRC_DEFAULT) {
+            char text[48];
+            tg_unit_fmt_rate(text, (int)sizeof text, cc->lim.rate_limit);
+            rate = json_pack("{s:I,s:I,s:s,s:s}", "count", (json_int_t)cc->lim.rate_limit.count,
+                             "period_ms", (json_int_t)cc->lim.rate_limit.period_ms, "text", text,
+                             "source", "caller");
+        }
+        if (cc->lim.burst_src != TG_SRC_DEFAULT)
+            burst = json_pack("{s:I,s:s}", "value", (json_int_t)cc->lim.burst, "source", "caller");
+        if (cc->lim.concurrent_src != TG_SRC_DEFAULT)
+            conc = json_pack("{s:I,s:s}", "value", (json_int_t)cc->lim.max_concurrent_calls,
+                             "source", "caller");
+        json_array_append_new(
+            arr, json_pack("{s:s,s:o,s:o,s:{s:o,s:o,s:o}}", "name", cc->name, "uid",
+                           cc->uid >= 0 ? json_integer((json_int_t)cc->uid) : json_null(), "gid",
+                           cc->gid >= 0 ? json_integer((json_int_t)cc->gid) : json_null(),
+                           "limits", "rate_limit", rate, "burst", burst, "max_concurrent_calls",
+                           conc));
+    }
+    return json_pack("{s:b,s:o}", "callers_only", cfg->callers_only, "entries",
+                     arr ? arr : json_array());
 }
 
 /* ------------------------------------------------------------------ */
@@ -768,7 +882,7 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
     if (!enf)
         return -ENOMEM;
     for (size_t i = 0; i < cfg->nagents; i++)
-        agent_enforcement(&cfg->agents[i], caps, kind, mode, &enf[i]);
+        agent_enforcement(cfg, &cfg->agents[i], caps, kind, mode, &enf[i]);
     tg_unit_fmt_bytes(frame, (int)sizeof frame, cfg->max_frame_bytes);
 
     if (json) {
@@ -782,6 +896,8 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
                          (json_int_t)cfg->max_frame_bytes, "text", frame, "source",
                          tg_src_name(cfg->max_frame_src), "agents", agents, "host",
                          json_host(caps, kind, mode, why));
+        if (root != NULL)
+            json_object_set_new(root, "callers", json_callers(cfg));
         if (!root)
             rc = -ENOMEM;
         else if (json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
@@ -805,7 +921,8 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
         fprintf(out, "  %-*s %-13s %s\n", KEY_COL - 2, "max_frame_bytes", frame,
                 tg_src_name(cfg->max_frame_src));
         for (size_t i = 0; i < cfg->nagents; i++)
-            text_agent(out, &cfg->agents[i], &enf[i], tg_contain_kind_name(kind));
+            text_agent(out, &cfg->agents[i], &enf[i], tg_contain_kind_name(kind),
+                       cfg->workspace_backend);
         /* The capability summary of the containment module, for a context
          * that was detected but not initialised. */
         host->mode = mode;

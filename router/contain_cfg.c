@@ -13,16 +13,29 @@ int tg_config_contain_req(const tg_agent_cfg_t *a, tg_contain_req_t *req)
     req->memory_bytes = r->memory_bytes;
     req->cpu_millicores = (uint32_t)r->cpu_millicores;
     req->pids = (uint32_t)r->pids;
-    /* A workspace size is requested only when configured: no backend
-     * provides workspaces yet (issue 4, part 5), and a default request that
-     * can never be applied would make containment.mode "required" refuse
-     * every agent. Each file is still capped at the disk size by
-     * RLIMIT_FSIZE, always. */
+    /* Without a workspace, a disk size is requested only when configured:
+     * nothing can hold a total without a directory to hold it in, and a
+     * default request that can never be applied would make
+     * containment.mode "required" refuse every agent. Each file is still
+     * capped at the disk size by RLIMIT_FSIZE, always. */
     req->disk_bytes = r->disk_src != TG_SRC_DEFAULT ? r->disk_bytes : 0;
     req->fsize = r->disk_bytes;
     req->nofile = (uint32_t)r->nofile;
     req->network_none = r->network == TG_NET_NONE;
     return r->network == TG_NET_LOOPBACK ? -ENOTSUP : 0;
+}
+
+int tg_config_contain_req_for(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                              tg_contain_req_t *req)
+{
+    int rc = tg_config_contain_req(a, req);
+    if (a->workspace) {
+        /* A workspace always has a size: the disk limit, default or not. */
+        req->workspace = a->workspace;
+        req->workspace_backend = cfg->workspace_backend;
+        req->disk_bytes = a->res.disk_bytes;
+    }
+    return rc;
 }
 
 tg_contain_mode_t tg_config_contain_mode(const tg_config_t *cfg)

@@ -16,6 +16,11 @@
  *   - method + id: request; method alone: notification; no method: a
  *     response, which needs an id and exactly one of result and error.
  *     A frame with a method and a result or error is invalid.
+ *
+ * One pass: when the method comes before params (the usual order), a
+ * tools/call's params are read in place while the top level is walked
+ * (tg_jobj_enter), so its arguments are skipped once; otherwise params are
+ * iterated from their span once the method is known.
  */
 #include "router/envelope.h"
 
@@ -67,39 +72,56 @@ static tg_jspan_t token_or_none(tg_jspan_t v)
     return (tg_jspan_t){.off = 0, .len = 0, .type = TG_J_NONE, .escaped = false};
 }
 
+/* True when the key span <k> is the literal <lit> (<n> bytes). Keys are
+ * compared raw, as memcmp of a known length; only an escaped key (rare) is
+ * decoded. */
+static inline bool key_is(const char *buf, tg_jspan_t k, const char *lit, size_t n)
+{
+    if (k.escaped)
+        return tg_jstr_eq(buf, k, lit);
+    return k.len - 2 == n && memcmp(buf + k.off + 1, lit, n) == 0;
+}
+
+#define KEY_IS(buf, k, lit) key_is((buf), (k), (lit), sizeof(lit) - 1)
+
 /* ---- top level ---- */
 
-typedef struct top_ctx {
-    tg_jspan_t id, method, params, result, error;
-} top_ctx_t;
+typedef enum top_key {
+    TK_OTHER = 0,
+    TK_ID,
+    TK_METHOD,
+    TK_PARAMS,
+    TK_RESULT,
+    TK_ERROR,
+} top_key_t;
 
-static int top_member(void *ctx, const char *buf, tg_jspan_t k, tg_jspan_t v)
+static inline top_key_t top_key(const char *buf, tg_jspan_t k)
 {
-    top_ctx_t *t = ctx;
-    size_t n = k.len - 2;
-    /* Envelope keys are short; a long or escaped key is compared decoded. */
-    if (!k.escaped && (n < 2 || n > 6))
-        return 0;
-    if (tg_jstr_eq(buf, k, "id")) {
-        if (!is_id_type(v.type))
-            return -1;
-        return take_once(&t->id, v);
+    if (k.escaped) {
+        return tg_jstr_eq(buf, k, "id")       ? TK_ID
+               : tg_jstr_eq(buf, k, "method") ? TK_METHOD
+               : tg_jstr_eq(buf, k, "params") ? TK_PARAMS
+               : tg_jstr_eq(buf, k, "result") ? TK_RESULT
+               : tg_jstr_eq(buf, k, "error")  ? TK_ERROR
+                                              : TK_OTHER;
     }
-    if (tg_jstr_eq(buf, k, "method")) {
-        if (v.type != TG_J_STRING)
-            return -1;
-        return take_once(&t->method, v);
+    const char *s = buf + k.off + 1;
+    switch (k.len - 2) {
+    case 2:
+        return memcmp(s, "id", 2) == 0 ? TK_ID : TK_OTHER;
+    case 5:
+        return memcmp(s, "error", 5) == 0 ? TK_ERROR : TK_OTHER;
+    case 6:
+        if (memcmp(s, "method", 6) == 0)
+            return TK_METHOD;
+        if (memcmp(s, "params", 6) == 0)
+            return TK_PARAMS;
+        if (memcmp(s, "result", 6) == 0)
+            return TK_RESULT;
+        return TK_OTHER;
+    default:
+        return TK_OTHER;
     }
-    if (tg_jstr_eq(buf, k, "params")) {
-        if (v.type != TG_J_OBJECT && v.type != TG_J_ARRAY)
-            return -1;
-        return take_once(&t->params, v);
-    }
-    if (tg_jstr_eq(buf, k, "result"))
-        return take_once(&t->result, v);
-    if (tg_jstr_eq(buf, k, "error"))
-        return take_once(&t->error, v);
-    return 0;
 }
 
 /* ---- params of tools/call, and its _meta ---- */
@@ -109,27 +131,73 @@ typedef struct call_ctx {
     tg_jspan_t timeout, progress;      /* inside _meta */
 } call_ctx_t;
 
-static int meta_member(void *ctx, const char *buf, tg_jspan_t k, tg_jspan_t v)
+/* Read the members of a tools/call's params from <it> (begun on the
+ * params span, or entered in place while the top level is walked), and of
+ * its _meta; everything else (the arguments) is skipped once. 0 at the
+ * closing brace, -1 when malformed or a key toolgate reads is repeated. */
+static int call_members(tg_jobj_iter_t *it, const char *buf, call_ctx_t *c)
 {
-    call_ctx_t *c = ctx;
-    if (tg_jstr_eq(buf, k, "timeout_ms"))
-        return take_once(&c->timeout, v);
-    if (tg_jstr_eq(buf, k, "progressToken"))
-        return take_once(&c->progress, v);
-    return 0;
+    tg_jspan_t k, v;
+    int rc;
+    while ((rc = tg_jobj_key(it, &k)) == 1) {
+        if (KEY_IS(buf, k, "name")) {
+            if (tg_jobj_value(it, &v) < 0 || take_once(&c->name, v) < 0)
+                return -1;
+        } else if (KEY_IS(buf, k, "_meta")) {
+            if (c->meta.type != TG_J_NONE)
+                return -1;
+            tg_jobj_iter_t mit;
+            int er = tg_jobj_enter(it, &mit);
+            if (er < 0)
+                return -1;
+            if (er == 0) {
+                if (tg_jobj_value(it, &c->meta) < 0)
+                    return -1;
+                continue;
+            }
+            while ((rc = tg_jobj_next(&mit, &k, &v)) == 1) {
+                if (KEY_IS(buf, k, "timeout_ms")) {
+                    if (take_once(&c->timeout, v) < 0)
+                        return -1;
+                } else if (KEY_IS(buf, k, "progressToken")) {
+                    if (take_once(&c->progress, v) < 0)
+                        return -1;
+                }
+            }
+            if (tg_jobj_leave(it, &mit, &c->meta) < 0)
+                return -1;
+        } else if (tg_jobj_value(it, NULL) < 0) {
+            return -1;
+        }
+    }
+    return rc == 0 ? 0 : -1;
 }
 
-static int call_member(void *ctx, const char *buf, tg_jspan_t k, tg_jspan_t v)
+static void call_apply(const char *buf, const call_ctx_t *c, tg_mcp_env_t *env)
 {
-    call_ctx_t *c = ctx;
-    if (tg_jstr_eq(buf, k, "name"))
-        return take_once(&c->name, v);
-    if (tg_jstr_eq(buf, k, "_meta")) {
-        if (take_once(&c->meta, v) < 0)
-            return -1;
-        if (v.type == TG_J_OBJECT)
-            return each_member(buf, v, meta_member, c);
+    if (c->name.type == TG_J_STRING)
+        env->tool_name = c->name;
+    uint64_t t;
+    if (c->timeout.type == TG_J_NUMBER && tg_jnum_u64(buf, c->timeout, UINT64_MAX, &t) == 0) {
+        env->has_timeout = true;
+        env->timeout_ms = t;
     }
+    env->progress_token = token_or_none(c->progress);
+}
+
+/* The params of a tools/call whose method came after them: iterated from
+ * their span, after the top level. */
+static int scan_call(const char *buf, tg_mcp_env_t *env)
+{
+    if (env->params.type != TG_J_OBJECT)
+        return 0;
+    call_ctx_t c;
+    memset(&c, 0, sizeof c);
+    tg_jobj_iter_t it;
+    tg_jobj_begin(&it, buf, env->params);
+    if (call_members(&it, buf, &c) < 0)
+        return -1;
+    call_apply(buf, &c, env);
     return 0;
 }
 
@@ -145,25 +213,6 @@ static int one_member(void *ctx, const char *buf, tg_jspan_t k, tg_jspan_t v)
     one_ctx_t *o = ctx;
     if (tg_jstr_eq(buf, k, o->key))
         return take_once(&o->val, v);
-    return 0;
-}
-
-static int scan_call(const char *buf, tg_mcp_env_t *env)
-{
-    if (env->params.type != TG_J_OBJECT)
-        return 0;
-    call_ctx_t c;
-    memset(&c, 0, sizeof c);
-    if (each_member(buf, env->params, call_member, &c) < 0)
-        return -1;
-    if (c.name.type == TG_J_STRING)
-        env->tool_name = c.name;
-    uint64_t t;
-    if (c.timeout.type == TG_J_NUMBER && tg_jnum_u64(buf, c.timeout, UINT64_MAX, &t) == 0) {
-        env->has_timeout = true;
-        env->timeout_ms = t;
-    }
-    env->progress_token = token_or_none(c.progress);
     return 0;
 }
 
@@ -195,9 +244,80 @@ static bool blank_from(const char *buf, size_t len, size_t i)
     return true;
 }
 
-int tg_mcp_scan(const char *buf, size_t len, tg_mcp_env_t *env)
+static bool is_tools_call(const char *buf, tg_jspan_t method)
 {
-    memset(env, 0, sizeof *env);
+    return KEY_IS(buf, method, "tools/call");
+}
+
+/* ---- the top level, and the envelope rules ---- */
+
+typedef struct top {
+    tg_jspan_t id, method, params, result, error;
+} top_t;
+
+/* Record the top-level member <which> with value <v> in <t>: -1 when the
+ * value's type or a repeated key breaks an envelope rule. */
+static inline int top_take(top_t *t, top_key_t which, tg_jspan_t v)
+{
+    switch (which) {
+    case TK_ID:
+        return is_id_type(v.type) ? take_once(&t->id, v) : -1;
+    case TK_METHOD:
+        return v.type == TG_J_STRING ? take_once(&t->method, v) : -1;
+    case TK_PARAMS:
+        return v.type == TG_J_OBJECT || v.type == TG_J_ARRAY ? take_once(&t->params, v) : -1;
+    case TK_RESULT:
+        return take_once(&t->result, v);
+    case TK_ERROR:
+        return take_once(&t->error, v);
+    default:
+        return 0;
+    }
+}
+
+/* Which members of params the method makes toolgate read. */
+typedef enum params_need {
+    NEED_NONE = 0,
+    NEED_CALL,     /* tools/call: name, _meta.timeout_ms, _meta.progressToken */
+    NEED_CANCEL,   /* notifications/cancelled: requestId */
+    NEED_PROGRESS, /* notifications/progress: progressToken */
+} params_need_t;
+
+/* Fill <env> from the top-level members <t> by the envelope rules (see
+ * the top of this file). 0 and what params must still give, or -1. */
+static int top_finish(const char *buf, const top_t *t, tg_mcp_env_t *env, params_need_t *need)
+{
+    bool has_id = t->id.type != TG_J_NONE;
+    env->id = t->id;
+    env->method = t->method;
+    env->params = t->params;
+    env->has_result = t->result.type != TG_J_NONE;
+    env->has_error = t->error.type != TG_J_NONE;
+    *need = NEED_NONE;
+    if (t->method.type != TG_J_NONE) {
+        if (env->has_result || env->has_error)
+            return -1;
+        env->kind = has_id ? TG_MCP_REQUEST : TG_MCP_NOTIFICATION;
+        /* A tools/call without an id is still flagged: an agent may run
+         * it, so the router must not let it past the limits unnoticed. */
+        if (is_tools_call(buf, t->method)) {
+            env->is_tools_call = true;
+            *need = NEED_CALL;
+        } else if (!has_id && tg_jstr_eq(buf, t->method, "notifications/cancelled")) {
+            *need = NEED_CANCEL;
+        } else if (!has_id && tg_jstr_eq(buf, t->method, "notifications/progress")) {
+            *need = NEED_PROGRESS;
+        }
+        return 0;
+    }
+    if (!has_id || env->has_result == env->has_error)
+        return -1;
+    env->kind = TG_MCP_RESPONSE;
+    return 0;
+}
+
+static int scan_bytes(const char *buf, size_t len, tg_mcp_env_t *env)
+{
     /* An object is read in one pass: iterated from its opening brace
      * (partial mode finds the closing one), not skipped first and then
      * iterated. */
@@ -207,45 +327,61 @@ int tg_mcp_scan(const char *buf, size_t len, tg_mcp_env_t *env)
         tg_jspan_t top;
         long end = tg_jscan_value(buf, len, 0, &top);
         if (end < 0 || top.type != TG_J_ARRAY || !blank_from(buf, len, (size_t)end))
-            return invalid(env);
+            return -1;
         env->kind = TG_MCP_BATCH;
         return 0;
     }
     if (rc < 0)
-        return invalid(env);
-    top_ctx_t t;
+        return -1;
+    top_t t;
     memset(&t, 0, sizeof t);
-    if (each_member_it(&it, buf, top_member, &t) < 0 || !blank_from(buf, len, it.pos))
-        return invalid(env);
-    bool has_id = t.id.type != TG_J_NONE;
-    env->id = t.id;
-    env->method = t.method;
-    env->params = t.params;
-    env->has_result = t.result.type != TG_J_NONE;
-    env->has_error = t.error.type != TG_J_NONE;
-
-    if (t.method.type != TG_J_NONE) {
-        if (env->has_result || env->has_error)
-            return invalid(env);
-        env->kind = has_id ? TG_MCP_REQUEST : TG_MCP_NOTIFICATION;
-        /* A tools/call without an id is still flagged: an agent may run
-         * it, so the router must not let it past the limits unnoticed. */
-        if (tg_jstr_eq(buf, t.method, "tools/call")) {
-            env->is_tools_call = true;
-            if (scan_call(buf, env) < 0)
-                return invalid(env);
-        } else if (!has_id && tg_jstr_eq(buf, t.method, "notifications/cancelled")) {
-            if (scan_one(buf, env, "requestId", &env->cancel_id) < 0)
-                return invalid(env);
-        } else if (!has_id && tg_jstr_eq(buf, t.method, "notifications/progress")) {
-            if (scan_one(buf, env, "progressToken", &env->notif_progress_token) < 0)
-                return invalid(env);
+    tg_jspan_t k, v;
+    bool call_read = false; /* a tools/call's params were read in this pass */
+    while ((rc = tg_jobj_key(&it, &k)) == 1) {
+        top_key_t which = top_key(buf, k);
+        /* The usual order puts the method first: then a tools/call's
+         * params are read in place and its arguments skipped once. */
+        if (which == TK_PARAMS && t.params.type == TG_J_NONE && t.method.type != TG_J_NONE &&
+            is_tools_call(buf, t.method)) {
+            tg_jobj_iter_t pit;
+            int er = tg_jobj_enter(&it, &pit);
+            if (er < 0)
+                return -1;
+            if (er == 1) {
+                call_ctx_t c;
+                memset(&c, 0, sizeof c);
+                if (call_members(&pit, buf, &c) < 0 || tg_jobj_leave(&it, &pit, &t.params) < 0)
+                    return -1;
+                call_apply(buf, &c, env);
+                call_read = true;
+                continue;
+            }
         }
+        if (tg_jobj_value(&it, &v) < 0 || top_take(&t, which, v) < 0)
+            return -1;
+    }
+    if (rc < 0 || !blank_from(buf, len, it.pos))
+        return -1;
+    params_need_t need;
+    if (top_finish(buf, &t, env, &need) < 0)
+        return -1;
+    switch (need) {
+    case NEED_CALL:
+        return call_read ? 0 : scan_call(buf, env);
+    case NEED_CANCEL:
+        return scan_one(buf, env, "requestId", &env->cancel_id);
+    case NEED_PROGRESS:
+        return scan_one(buf, env, "progressToken", &env->notif_progress_token);
+    default:
         return 0;
     }
-    if (!has_id || env->has_result == env->has_error)
+}
+
+int tg_mcp_scan(const char *buf, size_t len, tg_mcp_env_t *env)
+{
+    memset(env, 0, sizeof *env);
+    if (scan_bytes(buf, len, env) < 0)
         return invalid(env);
-    env->kind = TG_MCP_RESPONSE;
     return 0;
 }
 

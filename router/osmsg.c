@@ -183,6 +183,30 @@ long tg_os_enc_tool_cancel(char *buf, size_t cap, const tg_os_hdr_t *h, const ch
     return tg_jw_end(&w);
 }
 
+long tg_os_enc_result(char *buf, size_t cap, const tg_os_hdr_t *h, tg_os_raw_t call_id,
+                      const char *status, const char *code, const char *message, bool retryable)
+{
+    tg_jw_t w;
+    tg_jw_init(&w, buf, cap);
+    if (status == NULL || (call_id.p && !raw_string(call_id)) || (code && message == NULL) ||
+        tg_os_put_head(&w, h, "agent.tool.result") < 0)
+        return -EINVAL;
+    tg_jw_lit(&w, ",\"payload\":{\"call_id\":");
+    if (call_id.p)
+        tg_jw_raw(&w, call_id.p, call_id.len);
+    else
+        tg_jw_lit(&w, "null");
+    tg_jw_lit(&w, ",\"status\":");
+    tg_jw_str(&w, status);
+    tg_jw_lit(&w, "}");
+    if (code) {
+        tg_jw_lit(&w, ",");
+        put_error(&w, code, message, retryable);
+    }
+    tg_jw_lit(&w, "}");
+    return tg_jw_end(&w);
+}
+
 int tg_os_splice_plan(size_t frame_len, tg_jspan_t span, size_t repl_len, tg_os_splice_t *out)
 {
     if (span.off > frame_len || span.len > frame_len - span.off)

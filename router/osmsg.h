@@ -119,6 +119,15 @@ long tg_os_enc_tool_call(char *buf, size_t cap, const tg_os_hdr_t *h, const tg_o
 long tg_os_enc_tool_cancel(char *buf, size_t cap, const tg_os_hdr_t *h, const char *call_id,
                            const char *reason);
 
+/* agent.tool.result written by toolgate itself, for what is not a limit
+ * denial (those are tg_denial_os): payload {call_id, status} where
+ * <status> is "failed" or "canceled"; with <code> (NULL: none) a
+ * top-level error {code, message, retryable, where}. <call_id> is the
+ * caller's string span (absent: null); <code> and <message> are
+ * toolgate's words ("tool.not_found", "call.duplicate_id", ...). */
+long tg_os_enc_result(char *buf, size_t cap, const tg_os_hdr_t *h, tg_os_raw_t call_id,
+                      const char *status, const char *code, const char *message, bool retryable);
+
 /* Replacing the value at <span> of a frame of <frame_len> bytes with
  * <repl_len> bytes, forwarded as a gather list without copying the frame:
  * hdr (4 bytes), frame[0, head_len), the replacement, frame[tail_off,

@@ -8,12 +8,17 @@
  * sessions are stateful, so each connection gets its own agent instance
  * (a session); the agent's rate and concurrency limits are shared by all of
  * them, and at most max_instances run at once: the initialize of one more
- * is refused with concurrency_limit_exceeded.
+ * is refused with concurrency_limit_exceeded. A listener of dialect
+ * opensentience hands its connections to the opensentience gateway
+ * (os_gw.h), which routes their calls by tool_id to shared agents.
  */
 #define _GNU_SOURCE /* struct ucred */
 #include "router/serve.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +28,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "router/denial.h"
 #include "router/envelope.h"
 #include "router/log.h"
+#include "router/os_gw.h"
 #include "router/session.h"
 
 #define SERVE_BACKLOG 128          /* fixed internal bound: listen(2) backlog */
@@ -45,15 +52,29 @@ typedef struct listener {
     bool bound;
 } listener_t;
 
+/* One loaded config: the first (owned by the CLI) and each accepted
+ * reload. Agents and the current config hold references; a generation
+ * nobody refers to any more is freed (the first never is: the gateway
+ * runs on it). */
+typedef struct gen {
+    tg_config_t *cfg;
+    json_t *doc; /* the file as JSON, to tell what a reload changed */
+    uint32_t refs;
+    bool owned;
+} gen_t;
+
 struct serve_run {
     tg_gw_t gw;
-    tg_config_t *cfg;
+    tg_config_t *cfg; /* the current generation's */
+    gen_t *cur;
+    gen_t **agent_gen; /* per agent: the generation its config lives in */
     tg_agent_t **agents;
     uint32_t *ninst;
     listener_t *ls;
     size_t nls;
     tg_caller_lim_t *callers;
-    uv_signal_t sig_term, sig_int;
+    tg_osgw_t *os; /* the opensentience agents and listeners (os_gw.h) */
+    uv_signal_t sig_term, sig_int, sig_hup;
     bool stopping;
     size_t refusing; /* refusal connections still open */
 };
@@ -218,6 +239,28 @@ static int caller_for(const tg_config_t *cfg, uid_t uid, gid_t gid)
     return -1;
 }
 
+/* A caller of an opensentience listener: identified like an MCP one, then
+ * handed to the opensentience gateway, which answers in its own framing
+ * (refusals included) and frees <f> with the connection. */
+static void os_connection(serve_run_t *r, listener_t *l, refusal_t *f)
+{
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    socklen_t clen = sizeof(cred);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&f->pipe, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+        cred.uid = (uid_t)-1;
+        cred.gid = (gid_t)-1;
+    }
+    int ci = caller_for(r->cfg, cred.uid, cred.gid);
+    tg_osgw_peer_t peer = {.caller = ci >= 0 ? r->cfg->callers[ci].name : "unknown",
+                           .lim = ci >= 0 ? &r->callers[ci] : NULL,
+                           .not_allowed = ci < 0 && r->cfg->callers_only,
+                           .uid = (unsigned)cred.uid,
+                           .gid = (unsigned)cred.gid};
+    tg_osgw_accept(r->os, &f->pipe, l->lc, &peer);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     listener_t *l = server->data;
@@ -237,6 +280,10 @@ static void on_connection(uv_stream_t *server, int status)
         r->refusing++;
         f->pipe.data = f;
         uv_close((uv_handle_t *)&f->pipe, refusal_closed);
+        return;
+    }
+    if (l->lc->dialect == TG_DIALECT_OPENSENTIENCE) {
+        os_connection(r, l, f);
         return;
     }
     const char *agent = tg_agent_id(l->ag);
@@ -283,17 +330,20 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     (*l->ninst)++;
+    tg_agent_instances(l->ag, *l->ninst);
     (void)tg_sess_start(s);
 }
 
 static void maybe_done(serve_run_t *r)
 {
-    if (!r->stopping || r->gw.nsessions > 0)
+    if (!r->stopping || r->gw.nsessions > 0 || !tg_osgw_idle(r->os))
         return;
     if (!uv_is_closing((uv_handle_t *)&r->sig_term)) {
         uv_close((uv_handle_t *)&r->sig_term, NULL);
         if (!uv_is_closing((uv_handle_t *)&r->sig_int))
             uv_close((uv_handle_t *)&r->sig_int, NULL);
+        if (!uv_is_closing((uv_handle_t *)&r->sig_hup))
+            uv_close((uv_handle_t *)&r->sig_hup, NULL);
         tg_gw_stop(&r->gw);
         for (size_t i = 0; i < r->cfg->nagents; i++)
             if (r->agents[i] != NULL)
@@ -304,10 +354,14 @@ static void maybe_done(serve_run_t *r)
 static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
 {
     serve_run_t *r = gw->data;
-    tg_agent_t *ag = tg_sess_agent(s);
+    /* By id: the session's agent may be one a reload replaced. */
+    const char *id = tg_agent_id(tg_sess_agent(s));
     for (size_t i = 0; i < r->cfg->nagents; i++)
-        if (r->agents[i] == ag && r->ninst[i] > 0)
+        if (strcmp(r->cfg->agents[i].id, id) == 0 && r->ninst[i] > 0) {
             r->ninst[i]--;
+            if (r->agents[i] != NULL)
+                tg_agent_instances(r->agents[i], r->ninst[i]);
+        }
     maybe_done(r);
 }
 
@@ -324,12 +378,25 @@ static void stop_listeners(serve_run_t *r)
     }
 }
 
+static void reload(serve_run_t *r);
+
+static void os_idle(void *arg)
+{
+    maybe_done(arg);
+}
+
 static void on_signal(uv_signal_t *sig, int signum)
 {
     serve_run_t *r = sig->data;
+    if (signum == SIGHUP) {
+        if (!r->stopping)
+            reload(r);
+        return;
+    }
     if (r->stopping && signum == SIGINT) {
         for (tg_sess_t *s = r->gw.sessions; s != NULL; s = tg_sess_next(s))
             tg_sess_kill(s);
+        tg_osgw_kill(r->os);
         return;
     }
     if (!r->stopping) {
@@ -352,7 +419,351 @@ static void on_signal(uv_signal_t *sig, int signum)
     for (size_t i = 0; i < n; i++)
         tg_sess_shutdown(snap[i], "router stopping");
     free(snap);
+    tg_osgw_shutdown(r->os, os_idle, r);
     maybe_done(r);
+}
+
+/* ---- SIGHUP: reload ------------------------------------------------------
+ *
+ * The file is read, validated and compared with the running config as a
+ * whole before anything changes, so a bad or unsupported reload changes
+ * nothing (config.rejected) and a good one applies to every agent at once
+ * (config.reloaded). What a reload may change:
+ *   - an agent's limits (execution_limits, tools): applied in place, so
+ *     buckets, slots and queues of limits that did not change keep their
+ *     state, and inflight calls keep their slots;
+ *   - anything else of an agent (command, env, cwd, resources, manifest,
+ *     restart, stderr, max_instances...): a successor agent takes new
+ *     connections; the old one's sessions are drained (calls in flight are
+ *     answered, new ones refused with shutting_down) and closed, and the
+ *     caller reconnects to an instance of the new command;
+ *   - callers' limits and router.callers_only, listeners' mode/owner/group.
+ * The rest (router.instance, max_frame_bytes, admin, idle_timeout, audit,
+ * store, containment, the set of agents, listeners and callers) is bound
+ * to open sockets, files and connections: changing it is refused with the
+ * key to change back, and needs a restart. */
+
+static void gen_unref(gen_t *g)
+{
+    if (g == NULL || --g->refs > 0 || !g->owned)
+        return;
+    json_decref(g->doc);
+    tg_config_free(g->cfg);
+    free(g->cfg);
+    free(g);
+}
+
+static void gen_unref_cb(void *arg)
+{
+    gen_unref(arg);
+}
+
+/* Load and validate <path> as a new generation. NULL with <err> filled. */
+static gen_t *gen_load(const char *path, tg_cfg_err_t *err)
+{
+    gen_t *g = calloc(1, sizeof(*g));
+    tg_config_t *cfg = calloc(1, sizeof(*cfg));
+    if (g == NULL || cfg == NULL) {
+        free(g);
+        free(cfg);
+        snprintf(err->msg, sizeof(err->msg), "%s: out of memory", path);
+        return NULL;
+    }
+    if (tg_config_default(cfg) < 0 || tg_config_load_file(cfg, path, err) < 0 ||
+        tg_config_validate(cfg, err) < 0) {
+        tg_config_free(cfg);
+        free(cfg);
+        free(g);
+        return NULL;
+    }
+    json_error_t je;
+    g->doc = json_load_file(path, 0, &je);
+    if (g->doc == NULL) { /* the file changed between the two reads */
+        snprintf(err->msg, sizeof(err->msg), "%s: changed while being read (send SIGHUP again)",
+                 path);
+        tg_config_free(cfg);
+        free(cfg);
+        free(g);
+        return NULL;
+    }
+    g->cfg = cfg;
+    g->refs = 1;
+    g->owned = true;
+    return g;
+}
+
+/* Member <key> of object <o>, or a shared JSON null. */
+static json_t *jget(const json_t *o, const char *key)
+{
+    json_t *v = json_is_object(o) ? json_object_get(o, key) : NULL;
+    return v != NULL ? v : json_null();
+}
+
+/* <a> and <b> equal but for the members named in <skip> (NULL-ended). */
+static bool json_equal_but(const json_t *a, const json_t *b, const char *const *skip)
+{
+    if (!json_is_object(a) || !json_is_object(b))
+        return json_equal((json_t *)a, (json_t *)b);
+    json_t *ca = json_copy((json_t *)a), *cb = json_copy((json_t *)b);
+    for (const char *const *k = skip; *k != NULL; k++) {
+        json_object_del(ca, *k);
+        json_object_del(cb, *k);
+    }
+    bool eq = json_equal(ca, cb);
+    json_decref(ca);
+    json_decref(cb);
+    return eq;
+}
+
+static bool lim_equal(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
+{
+    return a->max_tool_call_duration_ms == b->max_tool_call_duration_ms &&
+           a->max_concurrent_calls == b->max_concurrent_calls &&
+           a->max_queued_calls == b->max_queued_calls && a->rate_limit.count == b->rate_limit.count &&
+           a->rate_limit.period_ms == b->rate_limit.period_ms && a->burst == b->burst &&
+           a->duration_src == b->duration_src && a->concurrent_src == b->concurrent_src &&
+           a->queued_src == b->queued_src && a->rate_src == b->rate_src &&
+           a->burst_src == b->burst_src;
+}
+
+/* The agent's effective limits (after the manifest merge) are the same. */
+static bool agent_limits_equal(const tg_agent_cfg_t *a, const tg_agent_cfg_t *b)
+{
+    if (!lim_equal(&a->lim, &b->lim) || a->ntools != b->ntools || a->kill_grace_ms != b->kill_grace_ms)
+        return false;
+    for (size_t i = 0; i < a->ntools; i++)
+        if (strcmp(a->tools[i].name, b->tools[i].name) != 0 ||
+            !lim_equal(&a->tools[i].lim, &b->tools[i].lim))
+            return false;
+    return true;
+}
+
+/* Why new generation <g> cannot be applied to the running one, as the key
+ * to change back; NULL when it can. */
+static const char *reload_blocker(const serve_run_t *r, const gen_t *g, char *buf, size_t cap)
+{
+    const json_t *od = r->cur->doc, *nd = g->doc;
+    static const char *const router_live[] = {"listen", "callers_only", NULL};
+    static const char *const fixed[] = {"store", "audit", "containment", NULL};
+    for (const char *const *k = fixed; *k != NULL; k++)
+        if (!json_equal(jget(od, *k), jget(nd, *k)))
+            return *k;
+    if (!json_equal_but(jget(od, "router"), jget(nd, "router"), router_live))
+        return "router (other than listen and callers_only)";
+    const tg_config_t *oc = r->cfg, *nc = g->cfg;
+    if (oc->nagents != nc->nagents)
+        return "agents (added or removed)";
+    for (size_t i = 0; i < nc->nagents; i++)
+        if (strcmp(oc->agents[i].id, nc->agents[i].id) != 0)
+            return "agents (ids or their order)";
+    /* An opensentience agent's one instance is shared by every caller:
+     * the gateway keeps its first config. */
+    for (size_t i = 0; i < nc->nagents; i++) {
+        const json_t *oa = json_array_get(jget(od, "agents"), i);
+        const json_t *na = json_array_get(jget(nd, "agents"), i);
+        if ((oc->agents[i].dialect == TG_DIALECT_OPENSENTIENCE ||
+             nc->agents[i].dialect == TG_DIALECT_OPENSENTIENCE) &&
+            !(oa == NULL && na == NULL) && !json_equal((json_t *)oa, (json_t *)na)) {
+            snprintf(buf, cap, "agents[%zu] (an opensentience agent)", i);
+            return buf;
+        }
+    }
+    if (oc->nlisten != nc->nlisten)
+        return "router.listen (added or removed)";
+    for (size_t i = 0; i < nc->nlisten; i++)
+        if (strcmp(oc->listen[i].unix_path, nc->listen[i].unix_path) != 0 ||
+            oc->listen[i].dialect != nc->listen[i].dialect ||
+            oc->listen[i].on_oversize != nc->listen[i].on_oversize ||
+            oc->listen[i].max_connections != nc->listen[i].max_connections ||
+            (oc->listen[i].agent == NULL) != (nc->listen[i].agent == NULL) ||
+            (oc->listen[i].agent != NULL && strcmp(oc->listen[i].agent, nc->listen[i].agent) != 0)) {
+            snprintf(buf, cap, "router.listen[%zu] (its path, agent, dialect, on_oversize or "
+                               "max_connections)", i);
+            return buf;
+        }
+    if (oc->ncallers != nc->ncallers)
+        return "callers (added or removed)";
+    for (size_t i = 0; i < nc->ncallers; i++)
+        if (strcmp(oc->callers[i].name, nc->callers[i].name) != 0 ||
+            oc->callers[i].uid != nc->callers[i].uid || oc->callers[i].gid != nc->callers[i].gid) {
+            snprintf(buf, cap, "callers[%zu] (its name, uid or gid)", i);
+            return buf;
+        }
+    return NULL;
+}
+
+static void reload_audit(serve_run_t *r, const char *event, const char *reason, uint64_t count)
+{
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = event;
+    ev.reason = reason;
+    ev.count = count;
+    tg_audit_emit(r->gw.audit, &ev);
+}
+
+/* Refuse a reload: log the whole message, audit only where it points
+ * ("FILE:LINE:COL: json.path"), never the offending value. */
+static void reload_reject(serve_run_t *r, const char *msg)
+{
+    char where[256];
+    const char *p = msg;
+    /* FILE:LINE:COL: PATH: message — keep up to the end of PATH. */
+    for (int colons = 0; *p != '\0'; p++)
+        if (p[0] == ':' && p[1] == ' ' && ++colons == 2)
+            break;
+    size_t n = (size_t)(p - msg);
+    if (n >= sizeof(where))
+        n = sizeof(where) - 1;
+    memcpy(where, msg, n);
+    where[n] = '\0';
+    tg_log("SIGHUP: config rejected, the running config stays: %s", msg);
+    reload_audit(r, "config.rejected", where, 0);
+}
+
+static void apply_listener_owner(const tg_listen_cfg_t *lc);
+
+/* Update caller limit <cl> to <cc> (same name), keeping the state of what
+ * did not change. */
+static void caller_reconfigure(serve_run_t *r, tg_caller_lim_t *cl, const tg_caller_cfg_t *oc,
+                               const tg_caller_cfg_t *cc)
+{
+    tg_caller_lim_t fresh;
+    if (tg_caller_lim_init(&fresh, cc) < 0)
+        return; /* validated already */
+    bool rate_same = oc->lim.rate_src == cc->lim.rate_src &&
+                     oc->lim.rate_limit.count == cc->lim.rate_limit.count &&
+                     oc->lim.rate_limit.period_ms == cc->lim.rate_limit.period_ms &&
+                     oc->lim.burst == cc->lim.burst && oc->lim.burst_src == cc->lim.burst_src;
+    if (!rate_same) {
+        cl->rate = fresh.rate;
+        cl->rate_cfg = fresh.rate_cfg;
+        cl->has_rate = fresh.has_rate;
+    }
+    if (fresh.has_conc && cl->has_conc)
+        cl->conc.max = fresh.conc.max; /* inflight calls keep their slots */
+    else if (fresh.has_conc)
+        cl->conc = fresh.conc;
+    cl->has_conc = fresh.has_conc;
+    char name[TG_LIMIT_NAME_MAX];
+    if (cl->has_rate && cl->reg_rate < 0) {
+        snprintf(name, sizeof(name), "caller.%s.rate", cl->name);
+        cl->reg_rate = tg_registry_add(&r->gw.reg, name, TG_LIMIT_RATE, "caller", cl->rate.burst);
+    } else if (cl->reg_rate >= 0) {
+        r->gw.reg.v[cl->reg_rate].capacity = cl->has_rate ? cl->rate.burst : 0;
+    }
+    if (cl->has_conc && cl->reg_conc < 0) {
+        snprintf(name, sizeof(name), "caller.%s.concurrency", cl->name);
+        cl->reg_conc = tg_registry_add(&r->gw.reg, name, TG_LIMIT_CONCURRENCY, "caller", cl->conc.max);
+    } else if (cl->reg_conc >= 0) {
+        r->gw.reg.v[cl->reg_conc].capacity = cl->has_conc ? cl->conc.max : 0;
+    }
+}
+
+static void reload(serve_run_t *r)
+{
+    tg_cfg_err_t err;
+    char buf[96];
+    if (r->cfg->path == NULL) {
+        tg_log("SIGHUP: nothing to reload (the config did not come from a file)");
+        return;
+    }
+    gen_t *g = gen_load(r->cfg->path, &err);
+    if (g == NULL) {
+        reload_reject(r, err.msg);
+        return;
+    }
+    const char *blocker = reload_blocker(r, g, buf, sizeof(buf));
+    if (blocker != NULL) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s: %s: changed, which needs a restart (change it back to reload)",
+                 r->cfg->path, blocker);
+        reload_reject(r, msg);
+        gen_unref(g);
+        return;
+    }
+    tg_config_t *nc = g->cfg;
+    uint64_t changed = 0;
+    static const char *const limit_keys[] = {"execution_limits", "tools", NULL};
+    const json_t *oagents = jget(r->cur->doc, "agents"), *nagents = jget(g->doc, "agents");
+    for (size_t i = 0; i < nc->nagents; i++) {
+        tg_agent_t *old = r->agents[i];
+        if (old == NULL)
+            continue; /* opensentience: unchanged (reload_blocker) */
+        const tg_agent_cfg_t *oa = tg_agent_cfg(old);
+        tg_agent_cfg_t *na = &nc->agents[i];
+        const json_t *oj = json_array_get(oagents, i), *nj = json_array_get(nagents, i);
+        bool same_spawn = json_equal_but(oj, nj, limit_keys) &&
+                          memcmp(&oa->res, &na->res, sizeof(na->res)) == 0;
+        bool same_limits = agent_limits_equal(oa, na) && json_equal(jget(oj, "execution_limits"), jget(nj, "execution_limits")) &&
+                           json_equal(jget(oj, "tools"), jget(nj, "tools"));
+        if (same_spawn && same_limits)
+            continue;
+        changed++;
+        if (same_spawn && tg_agent_reconfigure(old, na) == 0) {
+            gen_unref(r->agent_gen[i]);
+            r->agent_gen[i] = g;
+            g->refs++;
+            tg_log("SIGHUP: agent '%s': limits updated in place", na->id);
+            continue;
+        }
+        tg_agent_t *ag = tg_agent_successor(old, na);
+        if (ag == NULL) {
+            tg_log("SIGHUP: agent '%s': cannot start its new config; the old one keeps running",
+                   na->id);
+            continue;
+        }
+        r->agents[i] = ag;
+        for (size_t j = 0; j < r->nls; j++)
+            if (r->ls[j].ag == old)
+                r->ls[j].ag = ag;
+        /* Drain the old agent's sessions: a copy, as a session may end
+         * (and unlink itself) inside shutdown. */
+        size_t n = 0;
+        tg_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
+        for (tg_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_sess_next(s))
+            if (tg_sess_agent(s) == old)
+                snap[n++] = s;
+        for (size_t k = 0; k < n; k++)
+            tg_sess_shutdown(snap[k], "agent config changed by reload");
+        free(snap);
+        tg_log("SIGHUP: agent '%s': %s changed: %zu session(s) drained, new connections get the "
+               "new config",
+               na->id, same_spawn ? "its call table size" : "command, environment or resources", n);
+        tg_agent_retire(old, gen_unref_cb, r->agent_gen[i]);
+        r->agent_gen[i] = g;
+        g->refs++;
+    }
+    for (size_t i = 0; i < nc->ncallers; i++)
+        caller_reconfigure(r, &r->callers[i], &r->cfg->callers[i], &nc->callers[i]);
+    for (size_t i = 0; i < r->nls; i++) {
+        r->ls[i].lc = &nc->listen[i];
+        if (r->ls[i].bound) {
+            if (chmod(nc->listen[i].unix_path, nc->listen[i].mode) < 0)
+                tg_log("SIGHUP: chmod %s: %s", nc->listen[i].unix_path, strerror(errno));
+            apply_listener_owner(&nc->listen[i]);
+        }
+    }
+    /* The current generation: what callers and listeners now read. */
+    gen_t *prev = r->cur;
+    r->cur = g;
+    r->cfg = nc;
+    gen_unref(prev);
+    tg_log("SIGHUP: config reloaded from %s (%" PRIu64 " agent(s) changed)", nc->path, changed);
+    reload_audit(r, "config.reloaded", NULL, changed);
+}
+
+/* chown the socket file of <lc> to its owner/group, when configured. The
+ * mode (0660 by default) then lets that user and group connect. */
+static void apply_listener_owner(const tg_listen_cfg_t *lc)
+{
+    if (lc->owner < 0 && lc->group < 0)
+        return;
+    if (lchown(lc->unix_path, lc->owner < 0 ? (uid_t)-1 : (uid_t)lc->owner,
+               lc->group < 0 ? (gid_t)-1 : (gid_t)lc->group) < 0)
+        tg_log("router.listen: cannot give %s to owner %lld group %lld: %s (toolgate needs root "
+               "or membership of that group)",
+               lc->unix_path, (long long)lc->owner, (long long)lc->group, strerror(errno));
 }
 
 /* Bind <l>'s socket: a stale socket file (nobody accepting) is replaced; a
@@ -388,6 +799,8 @@ static int bind_listener(serve_run_t *r, listener_t *l)
         l->bound = true;
         if (chmod(path, l->lc->mode) < 0)
             rc = -errno;
+        else
+            apply_listener_owner(l->lc);
     }
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&l->pipe, SERVE_BACKLOG, on_connection);
@@ -410,16 +823,26 @@ int tg_serve_run(tg_config_t *cfg)
     }
     signal(SIGPIPE, SIG_IGN);
     r->cfg = cfg;
+    gen_t gen0 = {.cfg = cfg, .refs = 1, .owned = false};
+    if (cfg->path != NULL) {
+        json_error_t je;
+        gen0.doc = json_load_file(cfg->path, 0, &je);
+    }
+    r->cur = &gen0;
     r->gw.on_session_end = on_session_end;
     r->gw.data = r;
     uv_signal_init(&loop, &r->sig_term);
     uv_signal_init(&loop, &r->sig_int);
-    r->sig_term.data = r->sig_int.data = r;
+    uv_signal_init(&loop, &r->sig_hup);
+    r->sig_term.data = r->sig_int.data = r->sig_hup.data = r;
     r->agents = calloc(cfg->nagents, sizeof(*r->agents));
     r->ninst = calloc(cfg->nagents, sizeof(*r->ninst));
+    r->agent_gen = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*r->agent_gen));
     r->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*r->ls));
     r->callers = calloc(cfg->ncallers ? cfg->ncallers : 1, sizeof(*r->callers));
-    rc = r->agents && r->ninst && r->ls && r->callers ? tg_gw_open(&r->gw, &loop, cfg) : 1;
+    rc = r->agents && r->ninst && r->agent_gen && r->ls && r->callers
+             ? tg_gw_open(&r->gw, &loop, cfg)
+             : 1;
     if (rc == 0 && cfg->nlisten == 0) {
         tg_log("router.listen is empty: nothing to serve (add {\"unix\": PATH, \"agent\": ID})");
         rc = 2;
@@ -444,13 +867,19 @@ int tg_serve_run(tg_config_t *cfg)
         }
     }
     for (size_t i = 0; rc == 0 && i < cfg->nagents; i++)
-        if ((r->agents[i] = tg_agent_new(&r->gw, &cfg->agents[i], cfg->agents[i].max_instances)) == NULL)
+        if (cfg->agents[i].dialect != TG_DIALECT_MCP)
+            continue; /* served by the opensentience gateway */
+        else if ((r->agents[i] = tg_agent_new(&r->gw, &cfg->agents[i], cfg->agents[i].max_instances)) == NULL)
             rc = 1;
+        else
+            r->agent_gen[i] = &gen0, gen0.refs++;
+    if (rc == 0 && (r->os = tg_osgw_new(&r->gw)) == NULL)
+        rc = 1;
     for (size_t i = 0; rc == 0 && i < cfg->nlisten; i++) {
         listener_t *l = &r->ls[i];
         l->r = r;
         l->lc = &cfg->listen[i];
-        for (size_t j = 0; j < cfg->nagents; j++)
+        for (size_t j = 0; l->lc->agent != NULL && j < cfg->nagents; j++)
             if (strcmp(cfg->agents[j].id, l->lc->agent) == 0) {
                 l->ag = r->agents[j];
                 l->ninst = &r->ninst[j];
@@ -460,17 +889,28 @@ int tg_serve_run(tg_config_t *cfg)
             rc = 1;
     }
     if (rc == 0) {
+        tg_osgw_start(r->os);
         uv_signal_start(&r->sig_term, on_signal, SIGTERM);
         uv_signal_start(&r->sig_int, on_signal, SIGINT);
-        tg_log("serving %zu listener(s); SIGTERM drains and stops", cfg->nlisten);
+        uv_signal_start(&r->sig_hup, on_signal, SIGHUP);
+        tg_log("serving %zu listener(s); SIGHUP reloads %s, SIGTERM drains and stops", cfg->nlisten,
+               cfg->path != NULL ? cfg->path : "(no file)");
         uv_run(&loop, UV_RUN_DEFAULT);
         rc = 0;
     } else {
         stop_listeners(r);
     }
     tg_gw_teardown(&r->gw, &loop);
-    for (size_t i = 0; r->agents != NULL && i < cfg->nagents; i++)
+    tg_osgw_free(r->os);
+    for (size_t i = 0; r->agents != NULL && i < cfg->nagents; i++) {
         tg_agent_free(r->agents[i]);
+        if (r->agent_gen != NULL)
+            gen_unref(r->agent_gen[i]);
+    }
+    if (r->cur != &gen0)
+        gen_unref(r->cur);
+    json_decref(gen0.doc);
+    free(r->agent_gen);
     free(r->agents);
     free(r->ninst);
     free(r->ls);

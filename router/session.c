@@ -15,6 +15,11 @@
  * Invariants.
  *  - An entry in state INFLIGHT or ZOMBIE holds one agent slot (and one
  *    tool slot when its tool has a concurrency limit); QUEUED holds none.
+ *    SLOT holds its local slots while the shared store decides on a fleet
+ *    slot (concurrency_scope shared); INFLIGHT and ZOMBIE entries of such
+ *    an agent also hold a fleet slot (fslot), and every path that gives
+ *    back the local slots gives back the fleet slot with them
+ *    (release_slots).
  *  - The caller gets exactly one answer per request id: a result, or one
  *    denial. After a timeout or cancel the entry is a ZOMBIE: its answer
  *    is dropped (call.late_result), and its slot is freed when the agent
@@ -57,14 +62,24 @@
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
 #define TG_MAX_PASSTHRU 256    /* fixed internal bound: non-call requests awaiting an answer */
+/* fixed internal bound: spare call entries, so that a reload can raise
+ * max_concurrent_calls/max_queued_calls a little in place (tg_agent_reconfigure) */
+#define TG_RELOAD_SPARE_CALLS 64
 #define TG_PIPE_BYTES (1 << 20) /* fixed internal bound: kernel pipe buffer asked for with F_SETPIPE_SZ */
 #define TG_EXIT_LINGER_MS 200  /* fixed internal bound: wait for the agent's stdout EOF after its exit */
 #define TG_DENIAL_MAX 2048     /* fixed internal bound: one denial line */
 #define TG_RESTART_LOG 64      /* fixed internal bound: restart timestamps kept */
 #define TG_MONITOR_MS 1000     /* fixed internal bound: containment sampling period */
+/* A call the shared store turned away asks again after a wait doubling per refusal in
+ * a row; a release by this instance lets it ask at once. */
+#define TG_FLEET_RETRY_MIN_MS 20  /* fixed internal bound: first wait for a refused fleet slot */
+#define TG_FLEET_RETRY_MAX_MS 500 /* fixed internal bound: longest such wait */
 
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
-typedef enum { S_NONE = 0, S_RATE, S_QUEUED, S_INFLIGHT, S_ZOMBIE } call_state_t;
+/* S_SLOT: holds its local slots and waits for the shared store's answer
+ * on a fleet slot (concurrency_scope shared); it may still sit in the wait
+ * queue (in_queue) when it asked from there. */
+typedef enum { S_NONE = 0, S_RATE, S_QUEUED, S_SLOT, S_INFLIGHT, S_ZOMBIE } call_state_t;
 typedef enum { A_DOWN = 0, A_STARTING, A_RUNNING, A_BACKOFF } agent_state_t;
 typedef enum { P_RUN = 0, P_DRAIN, P_STOP_STDIN, P_STOP_TERM, P_STOP_KILL, P_DONE } phase_t;
 
@@ -99,7 +114,11 @@ typedef struct tg_call {
     uint32_t ping_for;
     uint64_t ping_for_id;
     const char *stage;              /* how a zombie ended: "timed_out", "cancelled" */
-    const char *decided_by;         /* shared rate: who decided (store, local_fallback, ...) */
+    const char *decided_by;         /* shared limits: who decided (store, local_fallback, ...) */
+    const char *rate_by, *slot_by;  /* the shared rate's and the shared slot's deciders */
+    bool in_queue;                  /* in the agent's wait queue (S_QUEUED, or S_SLOT asked from it) */
+    struct tg_store_slot *fslot;    /* the fleet slot held (concurrency_scope shared), or NULL */
+    uint32_t fleet_seen, fleet_cap; /* holders and cap at the store's last refusal; cap 0: none */
 } tg_call_t;
 
 /* One running agent process. Freed when all its handles have closed. */
@@ -163,8 +182,35 @@ typedef struct tg_agent {
     tg_waitq_t aq;
     tg_store_t *store;              /* the shared store for this agent's rate, or NULL (local) */
     char rate_key[TG_STORE_KEY_MAX + 1];
+    /* concurrency_scope shared: the store holding the fleet's slots (else
+     * NULL), its key, and the wait for a fleet slot. fleet_full: the store
+     * last said the fleet is full, so queued calls wait for a release by
+     * this instance or for fleet_timer (backing off) before asking again. */
+    tg_store_t *cstore;
+    char slots_key[TG_STORE_KEY_MAX + 1];
+    bool fleet_full;
+    uint32_t fleet_backoff_ms;
+    uint32_t fleet_held;        /* fleet slots this instance's calls hold */
+    uv_timer_t fleet_timer;     /* initialised on first use (fleet_timer_ready) */
+    bool fleet_timer_ready;
+    bool pumping, pump_again;   /* pump_queue re-entered from a store answer */
+    int reg_fleet;              /* agent.ID.concurrency.shared, -1: local concurrency */
     tool_state_t *tools;
     int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr, reg_memory;
+    int reg_disk; /* agent.ID.disk_bytes: the workspace's usage; -1 without a workspace */
+    int reg_pids, reg_restarts, reg_instances; /* -1: not registered (instances: wrap) */
+    uint32_t tick_restarts;         /* on_tick scratch: most recent restarts of a session */
+    /* Reload (tg_agent_reconfigure, tg_agent_successor, tg_agent_retire):
+     * sessions and store answers that still point here, and whether a
+     * successor replaced this agent (it is freed once both are 0). */
+    uint32_t max_sessions;
+    uint32_t nsess;
+    uint32_t nstore_wait;
+    bool retired;
+    uint32_t closing;           /* call timers still closing after retirement */
+    struct tg_agent *next_retired; /* gw->retired */
+    void (*on_free)(void *arg);    /* the runner's, once a retired agent is freed */
+    void *on_free_arg;
     char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
 } tg_agent_t;
 
@@ -231,6 +277,7 @@ static void finish(tg_wrap_t *w);
 static void sess_release(tg_wrap_t *w);
 static void report_stderr_drops(tg_wrap_t *w);
 static void check_drained(tg_wrap_t *w);
+static void agent_maybe_reap(tg_agent_t *ag);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -322,6 +369,7 @@ static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
         tg_metrics_load(&w->gw->metrics, w->ag->idx, w->ag->aconc.inflight, w->ag->aq.count);
     reg_set(w, w->ag->reg_conc, w->ag->aconc.inflight);
     reg_set(w, w->ag->reg_queue, w->ag->aq.count);
+    reg_set(w, w->ag->reg_fleet, w->ag->fleet_held);
     if (c != NULL && c->tool >= 0) {
         tool_state_t *t = &w->ag->tools[c->tool];
         if (t->has_conc)
@@ -369,6 +417,13 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
     if (c->kind == K_FREE)
         return;
     uv_timer_stop(&c->timer);
+    if (c->fslot != NULL) {
+        /* Every path gives the fleet slot back through release_slots; an
+         * entry freed with one still held would keep it renewed forever. */
+        tg_store_slot_release(w->ag->cstore, c->fslot);
+        c->fslot = NULL;
+        w->ag->fleet_held--;
+    }
     if (c->qblk != NULL) {
         w->ag->queued_frame_bytes -= c->qlen;
         tg_block_unref(&w->gw->pool, c->qblk);
@@ -582,8 +637,11 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
 
 static void on_call_timer(uv_timer_t *t);
 
-static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
-                     size_t id_off, size_t id_len)
+/* Take call <c>'s local slots: the agent's, its tool's, its caller's.
+ * The registry hears of them when the call is forwarded: slots held only
+ * while the shared store decides (and given back when it says the fleet
+ * is full) must not make a limit warn and re-arm on every retry. */
+static void take_slots(tg_wrap_t *w, tg_call_t *c)
 {
     tg_conc_acquire(&w->ag->aconc);
     if (c->tool >= 0 && w->ag->tools[c->tool].has_conc) {
@@ -592,12 +650,26 @@ static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fram
     }
     if (w->climits != NULL && w->climits->has_conc) {
         tg_conc_acquire(&w->climits->conc);
-        reg_set(w, w->climits->reg_conc, w->climits->conc.inflight);
         c->caller_slot = true;
     }
+}
+
+/* Send call <c>, holding its slots, to the agent: it is in flight. */
+static void forward(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
+                    size_t id_off, size_t id_len)
+{
     c->state = S_INFLIGHT;
     to_agent_spliced(w, b, frame, len, id_off, id_len, c->agent_id);
+    if (c->caller_slot)
+        reg_set(w, w->climits->reg_conc, w->climits->conc.inflight);
     update_conc_regs(w, c);
+}
+
+static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
+                     size_t id_off, size_t id_len)
+{
+    take_slots(w, c);
+    forward(w, c, b, frame, len, id_off, id_len);
 }
 
 /* The denial's unit for rate <r>: its period is one of the three config
@@ -644,10 +716,14 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     tg_call_t *c = &ag->calls[t->agent_id % ag->ncalls];
     bool live = c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_RATE;
     free(t);
-    if (!live)
+    ag->nstore_wait--;
+    if (!live) {
+        agent_maybe_reap(ag);
         return;
+    }
     tg_wrap_t *w = c->w;
-    c->decided_by = tg_store_decider_name(r->decided_by);
+    c->rate_by = tg_store_decider_name(r->decided_by);
+    c->decided_by = c->rate_by;
     tg_denial_t d;
     char reqid[32], detail[160];
     if (!r->gcra.allowed) {
@@ -724,11 +800,16 @@ static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fra
     if (t != NULL) {
         t->ag = w->ag;
         t->agent_id = c->agent_id;
-        /* The callback may run before tg_store_take returns (a degraded
-         * store, a lease token at hand): nothing here is used after it. */
+        /* The answer holds the agent (a retired one is freed only after
+         * it). The callback may run before tg_store_take returns (a
+         * degraded store, a lease token at hand): nothing here is used
+         * after it. */
+        w->ag->nstore_wait++;
         rc = tg_store_take(w->ag->store, w->ag->rate_key, r->count, r->period_ms,
                            w->ag->acfg->lim.burst ? w->ag->acfg->lim.burst : (uint32_t)r->count,
                            on_store_taken, t);
+        if (rc < 0)
+            w->ag->nstore_wait--;
     }
     if (rc < 0) {
         free(t);
@@ -874,41 +955,271 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     admit_slots(w, c, b, frame, len, env->id.off, env->id.len, false);
 }
 
+/* ---- fleet slots (concurrency_scope shared) ---------------------------- */
+
+/* The decider the audit event shows: a failure policy that decided the
+ * shared rate outranks the slot's answer, so decided_by names the policy
+ * whenever one decided any part of the call. */
+static void note_slot_decider(tg_call_t *c, tg_store_decider_t by)
+{
+    c->slot_by = tg_store_decider_name(by);
+    c->decided_by = c->rate_by != NULL && strcmp(c->rate_by, "store") != 0 ? c->rate_by : c->slot_by;
+}
+
+/* Take <c> out of the wait queue if it is in it. */
+static void unqueue(tg_agent_t *ag, tg_call_t *c)
+{
+    if (!c->in_queue)
+        return;
+    tg_waitq_remove(&ag->aq, c->idx);
+    if (c->tool >= 0)
+        ag->tools[c->tool].queued--;
+    c->in_queue = false;
+}
+
+/* Rotate the oldest <n> entries of <q> to its end (O(n): the ring
+ * removes its oldest entry in O(1)). */
+static void waitq_rotate(tg_waitq_t *q, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t v = tg_waitq_at(q, 0);
+        tg_waitq_remove_at(q, 0);
+        (void)tg_waitq_push(q, v);
+    }
+}
+
+/* Put <c>, which the store turned away, into the wait queue where its
+ * arrival puts it (agent ids grow with arrival): calls that came later
+ * and queued meanwhile must not pass it. False when the agent's queue or
+ * the tool's is full. */
+static bool requeue(tg_agent_t *ag, tg_call_t *c)
+{
+    tg_waitq_t *q = &ag->aq;
+    tool_state_t *ts = c->tool >= 0 ? &ag->tools[c->tool] : NULL;
+    if (q->count >= q->cap || (ts != NULL && ts->has_queue && ts->queued >= ts->max_queued))
+        return false;
+    uint32_t n = q->count, at = n;
+    for (uint32_t i = 0; i < n && at == n; i++)
+        if (ag->calls[tg_waitq_at(q, i)].agent_id > c->agent_id)
+            at = i;
+    /* The ring only appends: [e0..en) becomes [e_at..en, e0..e_at), then
+     * c goes last, then [e_at..en) moves behind it. */
+    waitq_rotate(q, at);
+    (void)tg_waitq_push(q, c->idx);
+    waitq_rotate(q, n - at);
+    if (ts != NULL)
+        ts->queued++;
+    c->in_queue = true;
+    return true;
+}
+
+static void on_fleet_timer(uv_timer_t *t)
+{
+    tg_agent_t *ag = t->data;
+    ag->fleet_full = false;
+    if (ag->aq.count == 0)
+        return;
+    tg_wrap_t *w = ag->calls[tg_waitq_at(&ag->aq, 0)].w;
+    pump_queue(w);
+    flush_all(w);
+}
+
+/* The store said the fleet is full: queued calls wait until this instance
+ * releases a fleet slot, or until a retry (TG_FLEET_RETRY_MIN_MS doubling
+ * to TG_FLEET_RETRY_MAX_MS while the refusals go on). */
+static void fleet_wait(tg_agent_t *ag)
+{
+    ag->fleet_full = true;
+    if (!ag->fleet_timer_ready) {
+        uv_timer_init(ag->gw->loop, &ag->fleet_timer);
+        ag->fleet_timer.data = ag;
+        ag->fleet_timer_ready = true;
+    }
+    if (uv_is_active((uv_handle_t *)&ag->fleet_timer))
+        return;
+    uint32_t d = ag->fleet_backoff_ms != 0 ? ag->fleet_backoff_ms : TG_FLEET_RETRY_MIN_MS;
+    uv_timer_start(&ag->fleet_timer, on_fleet_timer, d, 0);
+    ag->fleet_backoff_ms = d * 2 < TG_FLEET_RETRY_MAX_MS ? d * 2 : TG_FLEET_RETRY_MAX_MS;
+}
+
+/* Refuse call <c> for the shared concurrency limit: <observed> of <cap>
+ * slots held (as the store last said), <why> in the detail. */
+static void deny_fleet(tg_wrap_t *w, tg_call_t *c, uint32_t observed, uint32_t cap,
+                       const char *why, const char *stage)
+{
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
+    d.limit = "concurrency";
+    d.scope = "shared";
+    d.unit = "calls";
+    d.config_path = w->ag->path_conc;
+    if (cap > 0) {
+        d.observed = observed;
+        d.cap = cap;
+        snprintf(detail, sizeof(detail), "%u of %u slots shared across instances in use, %s",
+                 observed, cap, why);
+    } else {
+        snprintf(detail, sizeof(detail), "%s (the store had not answered for a shared slot)", why);
+    }
+    d.detail = detail;
+    deny_call(w, c, &d, "call.denied", stage);
+}
+
+/* A call waiting for the shared store: the agent and id name it, so an
+ * answer for a call that is gone (timed out, cancelled, session ended)
+ * finds nothing and gives the slot back. */
+typedef struct slot_ticket {
+    tg_agent_t *ag;
+    uint64_t agent_id;
+} slot_ticket_t;
+
+static void on_slot_taken(void *arg, const tg_store_slot_result_t *r);
+static void release_slots(tg_wrap_t *w, tg_call_t *c);
+
+/* Ask the store for a fleet slot for <c>, which holds its frame (qblk)
+ * and has room in every local scope: the local slots are taken first and
+ * held while the store decides, so that other calls cannot claim them
+ * meanwhile. The answer may come before this returns, and may free <c>. */
+static void slot_ask(tg_wrap_t *w, tg_call_t *c)
+{
+    tg_agent_t *ag = w->ag;
+    take_slots(w, c);
+    c->state = S_SLOT;
+    slot_ticket_t *t = malloc(sizeof(*t));
+    int rc = -ENOMEM;
+    if (t != NULL) {
+        t->ag = ag;
+        t->agent_id = c->agent_id;
+        ag->nstore_wait++;
+        rc = tg_store_slot_acquire(ag->cstore, ag->slots_key, ag->acfg->lim.max_concurrent_calls,
+                                   on_slot_taken, t);
+        if (rc < 0) {
+            ag->nstore_wait--;
+            free(t);
+        }
+    }
+    if (rc < 0) {
+        tg_denial_t d;
+        char reqid[32];
+        denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
+        d.limit = "concurrency";
+        d.scope = "shared";
+        d.config_path = "store.on_store_error";
+        d.detail = "the shared slot store refused the request";
+        deny_call(w, c, &d, "call.denied", NULL);
+        call_release(w, c);
+    }
+}
+
+/* The store's answer for call <c> (state SLOT). */
+static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_t *r)
+{
+    tg_agent_t *ag = w->ag;
+    note_slot_decider(c, r->decided_by);
+    if (r->granted) {
+        c->fslot = r->slot;
+        ag->fleet_held++;
+        ag->fleet_full = false;
+        ag->fleet_backoff_ms = 0;
+        unqueue(ag, c);
+        if (!agent_writable(w) || w->astate != A_RUNNING) {
+            /* The instance went away while the store answered. */
+            tg_denial_t d;
+            char reqid[32];
+            denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
+            d.limit = "agent";
+            d.detail = "agent stopped while the call waited for a shared slot";
+            deny_call(w, c, &d, "call.denied", "queued");
+            call_release(w, c);
+            return;
+        }
+        tg_block_t *b = c->qblk;
+        c->qblk = NULL;
+        ag->queued_frame_bytes -= c->qlen;
+        forward(w, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
+        tg_block_unref(&w->gw->pool, b);
+        /* The fleet had room: the next waiter may ask too. */
+        pump_queue(w);
+        return;
+    }
+    if (r->decided_by == TG_STORE_BY_CLOSED) {
+        tg_denial_t d;
+        char reqid[32];
+        denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
+        d.limit = "concurrency";
+        d.scope = "shared";
+        d.retry_after_ms = w->gw->cfg->store.timeout_ms != 0 ? (int64_t)w->gw->cfg->store.timeout_ms
+                                                             : TG_STORE_DEF_TIMEOUT_MS;
+        d.config_path = "store.on_store_error";
+        d.detail = "the shared slot store is unavailable and on_store_error is closed";
+        deny_call(w, c, &d, "call.denied", NULL);
+        call_release(w, c);
+        return;
+    }
+    /* Full (fleet-wide, or this instance's share under the local policy):
+     * give the local slots back and wait in the queue, in arrival order. */
+    release_slots(w, c);
+    c->fleet_seen = (uint32_t)r->holders;
+    c->fleet_cap = (uint32_t)r->cap;
+    fleet_wait(ag);
+    if (!c->in_queue && !requeue(ag, c)) {
+        deny_fleet(w, c, c->fleet_seen, c->fleet_cap, "and the wait queue is full", NULL);
+        call_release(w, c);
+        return;
+    }
+    c->state = S_QUEUED;
+    update_conc_regs(w, c);
+    /* A queued call keeps waiting; the slots it gave back may serve no one
+     * else now (the fleet is full), which pump_queue knows. */
+}
+
+static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
+{
+    slot_ticket_t *t = arg;
+    tg_agent_t *ag = t->ag;
+    tg_call_t *c = &ag->calls[t->agent_id % ag->ncalls];
+    bool live = c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_SLOT;
+    free(t);
+    ag->nstore_wait--;
+    if (!live) {
+        /* Nobody wants it any more. */
+        if (r->granted)
+            tg_store_slot_release(ag->cstore, r->slot);
+        agent_maybe_reap(ag);
+        return;
+    }
+    tg_wrap_t *w = c->w;
+    slot_decided(w, c, r);
+    flush_all(w);
+}
+
 /* The concurrency stage: run now when every scope has room and nobody
  * waits, else wait in the FIFO when it has room, else refuse; then start
  * the deadline. <held>: the call already holds a reference on <b> (it
- * waited for the store). */
+ * waited for the store). With concurrency_scope shared, "run now" is "ask
+ * the store for a fleet slot now" (slot_ask), unless the store said the
+ * fleet is full: then the call waits in the queue like the others. */
 static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
                         size_t id_off, size_t id_len, bool held)
 {
     tg_denial_t d;
     char reqid[32], detail[160];
     tool_state_t *ts = c->tool >= 0 ? &w->ag->tools[c->tool] : NULL;
-    /* Concurrency: run now when both scopes have room and nobody waits;
-     * else wait in the FIFO when it has room. */
-    if (w->ag->aq.count == 0 && tg_conc_has_room(&w->ag->aconc) && tool_has_room(w, c)) {
+    bool room = w->ag->aq.count == 0 && tg_conc_has_room(&w->ag->aconc) && tool_has_room(w, c);
+    if (room && w->ag->cstore == NULL) {
         dispatch(w, c, b, frame, len, id_off, id_len);
         if (held) {
             c->qblk = NULL;
             w->ag->queued_frame_bytes -= c->qlen;
             tg_block_unref(&w->gw->pool, b);
         }
-    } else if (w->ag->aq.count < w->ag->aq.cap && (ts == NULL || !ts->has_queue || ts->queued < ts->max_queued)) {
-        tg_waitq_push(&w->ag->aq, c->idx);
-        c->state = S_QUEUED;
-        if (!held) {
-            c->qblk = b;
-            b->refs++;
-            w->ag->queued_frame_bytes += len;
-        }
-        c->qframe = frame;
-        c->qlen = len;
-        c->qid_off = id_off;
-        c->qid_len = id_len;
-        if (ts != NULL)
-            ts->queued++;
-        update_conc_regs(w, c);
-    } else {
+        uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
+        return;
+    }
+    bool ask = room && !w->ag->fleet_full;
+    if (!ask && (w->ag->aq.count >= w->ag->aq.cap ||
+                 (ts != NULL && ts->has_queue && ts->queued >= ts->max_queued))) {
         bool tool_scope = ts != NULL && ts->has_queue && ts->queued >= ts->max_queued;
         denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
         d.limit = "concurrency";
@@ -917,43 +1228,99 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
         d.cap = tool_scope ? (int64_t)ts->max_queued : (int64_t)w->ag->aq.cap;
         d.unit = "queued calls";
         d.config_path = tool_scope ? ts->path_queue : w->ag->path_queue;
-        snprintf(detail, sizeof(detail), "%u calls in flight, wait queue full (%" PRId64 " > %" PRId64 ")",
-                 w->ag->aconc.inflight, d.observed, d.cap);
+        snprintf(detail, sizeof(detail), "%u calls in flight%s, wait queue full (%" PRId64 " > %" PRId64 ")",
+                 w->ag->aconc.inflight, w->ag->fleet_full ? " and the shared slots full" : "",
+                 d.observed, d.cap);
         d.detail = detail;
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
         return;
     }
+    /* It waits (in the queue, or for the store): it keeps its frame. */
+    if (!held) {
+        c->qblk = b;
+        b->refs++;
+        w->ag->queued_frame_bytes += len;
+    }
+    c->qframe = frame;
+    c->qlen = len;
+    c->qid_off = id_off;
+    c->qid_len = id_len;
     uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
+    if (ask) {
+        slot_ask(w, c); /* may answer, and free <c>, at once */
+        return;
+    }
+    tg_waitq_push(&w->ag->aq, c->idx);
+    c->in_queue = true;
+    c->state = S_QUEUED;
+    if (ts != NULL)
+        ts->queued++;
+    update_conc_regs(w, c);
+    /* The calls ahead may wait only for their own tool's slot: this one
+     * may run now, and nothing else would pump until a slot is freed. */
+    if (tg_conc_has_room(&w->ag->aconc) && !w->ag->fleet_full)
+        pump_queue(w);
 }
 
 /* Queue order is kept: the first waiting call that now fits runs. A call
- * blocked only by its tool's slot does not hold back calls to other tools. */
+ * blocked only by its tool's slot does not hold back calls to other tools.
+ * With concurrency_scope shared a call that fits asks the store for a
+ * fleet slot and keeps its place in the queue until the answer (S_SLOT);
+ * none asks while the store says the fleet is full. The answer may come at
+ * once and call back in here: such a nested call only asks for one more
+ * pass of the loop (pumping, pump_again). */
 static void pump_queue(tg_wrap_t *w)
 {
     tg_agent_t *ag = w->ag;
-    uint32_t i = 0;
-    /* The queue is the agent's: a slot freed by one session may go to a
-     * call of another, sent through that call's own session. */
-    while (i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
-        tg_call_t *c = &ag->calls[tg_waitq_at(&ag->aq, i)];
-        tg_wrap_t *cw = c->w;
-        if (!tool_has_room(cw, c) || !agent_writable(cw) || cw->astate != A_RUNNING) {
-            i++;
-            continue;
-        }
-        tg_waitq_remove_at(&ag->aq, i);
-        if (c->tool >= 0)
-            ag->tools[c->tool].queued--;
-        tg_block_t *b = c->qblk;
-        c->qblk = NULL;
-        ag->queued_frame_bytes -= c->qlen;
-        dispatch(cw, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
-        tg_block_unref(&ag->gw->pool, b);
+    if (ag->pumping) {
+        ag->pump_again = true;
+        return;
     }
+    ag->pumping = true;
+    do {
+        ag->pump_again = false;
+        uint32_t i = 0;
+        /* The queue is the agent's: a slot freed by one session may go to a
+         * call of another, sent through that call's own session. */
+        while (i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
+            tg_call_t *c = &ag->calls[tg_waitq_at(&ag->aq, i)];
+            tg_wrap_t *cw = c->w;
+            if (c->state != S_QUEUED || !tool_has_room(cw, c) || !agent_writable(cw) ||
+                cw->astate != A_RUNNING) {
+                i++;
+                continue;
+            }
+            if (ag->cstore != NULL) {
+                if (ag->fleet_full)
+                    break;
+                slot_ask(cw, c);
+                /* Still asking from its place, or gone from the queue (the
+                 * next entry is at i now). */
+                if (tg_waitq_at(&ag->aq, i) == c->idx)
+                    i++;
+            } else {
+                tg_waitq_remove_at(&ag->aq, i);
+                c->in_queue = false;
+                if (c->tool >= 0)
+                    ag->tools[c->tool].queued--;
+                tg_block_t *b = c->qblk;
+                c->qblk = NULL;
+                ag->queued_frame_bytes -= c->qlen;
+                dispatch(cw, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
+                tg_block_unref(&ag->gw->pool, b);
+            }
+            /* The caller of pump_queue flushes its own session only. */
+            if (cw != w)
+                flush_all(cw);
+        }
+    } while (ag->pump_again);
+    ag->pumping = false;
 }
 
-/* Give back every concurrency slot an inflight or zombie call holds. */
+/* Give back every concurrency slot an inflight, zombie or slot-waiting
+ * call holds: the local ones and the fleet slot. A fleet slot freed by
+ * this instance is room in the fleet, so the queue may ask again. */
 static void release_slots(tg_wrap_t *w, tg_call_t *c)
 {
     tg_conc_release(&w->ag->aconc);
@@ -964,18 +1331,20 @@ static void release_slots(tg_wrap_t *w, tg_call_t *c)
         reg_set(w, c->w->climits->reg_conc, c->w->climits->conc.inflight);
     }
     c->tool_slot = c->caller_slot = false;
+    if (c->fslot != NULL) {
+        tg_store_slot_release(w->ag->cstore, c->fslot);
+        c->fslot = NULL;
+        w->ag->fleet_held--;
+        w->ag->fleet_full = false;
+    }
 }
 
 /* Give back the slots of an inflight or zombie call, free it, let waiters in. */
 static void call_release(tg_wrap_t *w, tg_call_t *c)
 {
-    if (c->state == S_INFLIGHT || c->state == S_ZOMBIE) {
+    if (c->state == S_INFLIGHT || c->state == S_ZOMBIE || c->state == S_SLOT)
         release_slots(w, c);
-    } else if (c->state == S_QUEUED) {
-        tg_waitq_remove(&w->ag->aq, c->idx);
-        if (c->tool >= 0)
-            w->ag->tools[c->tool].queued--;
-    }
+    unqueue(w->ag, c);
     tg_call_t copy = *c;
     call_free(w, c);
     update_conc_regs(w, &copy);
@@ -992,7 +1361,17 @@ static void on_call_timer(uv_timer_t *t)
 
     if (c->kind != K_CALL)
         return;
-    if (c->state == S_QUEUED) {
+    /* Waiting for the fleet rather than for a local slot: the store is
+     * deciding now, or it refused this call and the local scopes have
+     * room, so the shared limit is what held it back. */
+    if (c->state == S_SLOT ||
+        (c->state == S_QUEUED && w->ag->cstore != NULL && c->fleet_cap > 0 &&
+         tg_conc_has_room(&w->ag->aconc) && tool_has_room(w, c))) {
+        snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while waiting for one",
+                 c->deadline_ms);
+        deny_fleet(w, c, c->fleet_seen, c->fleet_cap, detail, "queued");
+        call_release(w, c);
+    } else if (c->state == S_QUEUED) {
         denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
         d.limit = "concurrency";
         d.observed = w->ag->aconc.inflight;
@@ -1041,7 +1420,8 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
         if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
             memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->state == S_ZOMBIE)
             continue;
-        if (c->kind == K_CALL && (c->state == S_QUEUED || c->state == S_RATE)) {
+        if (c->kind == K_CALL &&
+            (c->state == S_QUEUED || c->state == S_RATE || c->state == S_SLOT)) {
             /* The agent never saw it: nothing to forward. */
             audit_call(w, c, "call.cancelled", "cancelled", NULL, "queued");
             if (c->state == S_RATE) {
@@ -1636,7 +2016,8 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
         tg_call_t *c = &w->ag->calls[i];
         if (c->kind == K_FREE || c->w != w)
             continue;
-        bool pending = c->state == S_INFLIGHT || c->state == S_QUEUED || c->state == S_RATE;
+        bool pending = c->state == S_INFLIGHT || c->state == S_QUEUED || c->state == S_RATE ||
+                       c->state == S_SLOT;
         if (c->kind == K_CALL && pending && inst->verdict.kind != TG_VERDICT_OK) {
             /* Killed for a resource: say which, and how much against what. */
             const tg_verdict_t *v = &inst->verdict;
@@ -1645,7 +2026,9 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             d.limit = tg_res_name(v->res);
             d.observed = (int64_t)v->used;
             d.cap = (int64_t)v->limit;
-            d.unit = v->res == TG_RES_MEMORY ? "bytes" : v->res == TG_RES_PIDS ? "processes" : NULL;
+            d.unit = v->res == TG_RES_MEMORY || v->res == TG_RES_DISK ? "bytes"
+                     : v->res == TG_RES_PIDS                          ? "processes"
+                                                                      : NULL;
             snprintf(path, sizeof(path), "agents.%s.resources.%s.limit", agent_name(w),
                      tg_res_name(v->res));
             d.config_path = path;
@@ -1674,16 +2057,16 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             d.detail = "agent exited before answering";
             deny(w, c->caller_id, c->caller_id_len, &d);
         }
-        if (c->state == S_QUEUED) {
-            tg_waitq_remove(&w->ag->aq, c->idx);
-            if (c->tool >= 0)
-                w->ag->tools[c->tool].queued--;
-        }
-        if ((c->state == S_INFLIGHT || c->state == S_ZOMBIE) && c->kind == K_CALL)
+        unqueue(w->ag, c);
+        if ((c->state == S_INFLIGHT || c->state == S_ZOMBIE || c->state == S_SLOT) &&
+            c->kind == K_CALL)
             release_slots(w, c);
         call_free(w, c);
     }
     update_conc_regs(w, NULL);
+    /* The slots given back (local and fleet) may serve other sessions'
+     * waiting calls. */
+    pump_queue(w);
 }
 
 static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);
@@ -1791,6 +2174,10 @@ static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal
         backoff = w->ag->acfg->backoff_max_ms;
     w->restart_at[w->nrestarts % TG_RESTART_LOG] = now;
     w->nrestarts++;
+    /* Another session of the agent may be nearer its budget: only raise
+     * (on_tick lowers it as restarts leave the window). */
+    if (w->ag->reg_restarts >= 0 && recent + 1 > w->gw->reg.v[w->ag->reg_restarts].current)
+        reg_set(w, w->ag->reg_restarts, recent + 1);
     tg_audit_ev_init(&ev);
     ev.event = "agent.restarting";
     ev.agent = agent_name(w);
@@ -1885,7 +2272,7 @@ static int contain_create(tg_wrap_t *w, tg_inst_t *inst)
 {
     tg_contain_req_t req;
     tg_cfg_err_t err;
-    if (tg_config_contain_req(w->ag->acfg, &req) == -ENOTSUP) {
+    if (tg_config_contain_req_for(w->gw->cfg, w->ag->acfg, &req) == -ENOTSUP) {
         if (w->gw->contain.mode == TG_CONTAIN_REQUIRED) {
             tg_log("cannot start agent '%s': network \"loopback\" cannot be enforced on this "
                    "host and containment.mode is required (use \"none\" or \"full\")",
@@ -1904,7 +2291,8 @@ static int contain_create(tg_wrap_t *w, tg_inst_t *inst)
 
 /* Once a second: sample the instance, warn on approach, and kill it when
  * it broke a hard limit (OOM kill, memory over the limit under the RSS
- * monitor, forks refused). Its calls then fail with
+ * monitor, a scanned workspace over its disk size, forks refused). Its
+ * calls then fail with
  * resource_limit_exceeded naming the resource. */
 static void on_monitor(uv_timer_t *t)
 {
@@ -1915,6 +2303,10 @@ static void on_monitor(uv_timer_t *t)
         return;
     if ((cur.have & TG_SAMPLE_MEM) && w->ag->reg_memory >= 0)
         reg_set(w, w->ag->reg_memory, cur.memory_current);
+    if ((cur.have & TG_SAMPLE_DISK) && w->ag->reg_disk >= 0)
+        reg_set(w, w->ag->reg_disk, cur.disk_bytes);
+    if (cur.have & TG_SAMPLE_PIDS)
+        reg_set(w, w->ag->reg_pids, cur.pids_current);
     if (w->gw->metrics_ok)
         tg_metrics_agent_usage(&w->gw->metrics, w->ag->idx, cur.memory_current, cur.memory_peak,
                                w->ag->acfg->res.memory_bytes, cur.cpu_usage_us, cur.pids_current);
@@ -2363,7 +2755,10 @@ static void sess_release(tg_wrap_t *w)
     free(w->conn);
     if (gw->on_session_end != NULL)
         gw->on_session_end(gw, w);
+    tg_agent_t *ag = w->ag;
     free(w);
+    ag->nsess--;
+    agent_maybe_reap(ag);
 }
 
 static void sess_handle_closed(uv_handle_t *h)
@@ -2418,15 +2813,50 @@ static void report_stderr_drops(tg_wrap_t *w)
     w->err_dropped_reported = w->err_dropped;
 }
 
-/* Once a second: report stderr drops, sample the audit queue. */
+/* Restarts of <w>'s agent within restart.window before <now>: what
+ * after_exit holds against max_restarts. */
+static uint32_t recent_restarts(const tg_wrap_t *w, uint64_t now)
+{
+    uint32_t recent = 0;
+    for (uint32_t i = 0; i < w->nrestarts && i < TG_RESTART_LOG; i++)
+        if (now - w->restart_at[i] < w->ag->acfg->restart_window_ms)
+            recent++;
+    return recent;
+}
+
+/* Calls waiting for the shared store, against store.max_pending: sampled
+ * once a second and on every /limits (a burst within a second shows in the
+ * high-water only when a sample catches it). */
+static void store_pending_sample(tg_gw_t *gw)
+{
+    if (gw->store != NULL && gw->reg_store_pending >= 0)
+        limit_event_gw(gw, gw->reg_store_pending,
+                       tg_registry_set(&gw->reg, gw->reg_store_pending, tg_store_pending(gw->store)));
+}
+
+/* Once a second: report stderr drops, sample the audit queue, and age
+ * out restarts: each agent's restarts entry shows the live session with
+ * the most restarts within the window (sessions are per caller in serve,
+ * and each has its own budget). */
 static void on_tick(uv_timer_t *t)
 {
     tg_gw_t *gw = t->data;
-    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next)
+    uint64_t now = uv_now(gw->loop);
+    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next) {
         report_stderr_drops(w);
+        w->ag->tick_restarts = 0;
+    }
+    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next) {
+        uint32_t n = recent_restarts(w, now);
+        if (n > w->ag->tick_restarts)
+            w->ag->tick_restarts = n;
+    }
+    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next)
+        reg_set(w, w->ag->reg_restarts, w->ag->tick_restarts);
     if (gw->audit != NULL)
         limit_event_gw(gw, gw->reg_audit, tg_registry_set(&gw->reg, gw->reg_audit,
                                                          tg_audit_queued(gw->audit)));
+    store_pending_sample(gw);
 }
 
 /* ---- setup ------------------------------------------------------------ */
@@ -2471,6 +2901,19 @@ static int open_caller(tg_wrap_t *w)
     return 0;
 }
 
+/* Register <name>, or update the capacity of the entry that has it: a
+ * reloaded or replaced agent keeps its registry rows (and high-water). */
+static int reg_upsert(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
+                      uint64_t cap)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->v[i].name, name) == 0) {
+            r->v[i].capacity = cap;
+            return (int)i;
+        }
+    return tg_registry_add(r, name, cat, scope, cap);
+}
+
 static int register_limits(tg_agent_t *ag)
 {
     const char *id = ag->acfg->id;
@@ -2479,15 +2922,30 @@ static int register_limits(tg_agent_t *ag)
 #define REG(dst, cat, scope, cap, ...)                                   \
     do {                                                                 \
         snprintf(name, sizeof(name), __VA_ARGS__);                       \
-        dst = tg_registry_add(&ag->gw->reg, name, cat, scope, cap);           \
+        dst = reg_upsert(&ag->gw->reg, name, cat, scope, cap);                \
     } while (0)
     REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", ag->gw->cfg->max_frame_bytes, "agent.%s.frame_bytes", id);
     REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);
     REG(ag->reg_conc, TG_LIMIT_CONCURRENCY, "agent", a->lim.max_concurrent_calls, "agent.%s.concurrency", id);
+    /* concurrency_scope shared: the fleet slots this instance holds, of the
+     * fleet-wide cap (the store knows the fleet's count; this is ours). */
+    ag->reg_fleet = -1;
+    if (ag->cstore != NULL)
+        REG(ag->reg_fleet, TG_LIMIT_CONCURRENCY, "shared", a->lim.max_concurrent_calls, "agent.%s.concurrency.shared", id);
     REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
     REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * ag->gw->cfg->max_frame_bytes, "agent.%s.write_queue_bytes", id);
     REG(ag->reg_stderr, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec, "agent.%s.stderr_bytes_per_second", id);
     REG(ag->reg_memory, TG_LIMIT_RESOURCE, "agent", a->res.memory_bytes, "agent.%s.memory_bytes", id);
+    ag->reg_disk = -1;
+    if (a->workspace != NULL)
+        REG(ag->reg_disk, TG_LIMIT_RESOURCE, "agent", a->res.disk_bytes, "agent.%s.disk_bytes", id);
+    REG(ag->reg_pids, TG_LIMIT_RESOURCE, "agent", a->res.pids, "agent.%s.pids", id);
+    /* max_restarts per restart.window: a count over a period, like a rate. */
+    REG(ag->reg_restarts, TG_LIMIT_RATE, "session", a->max_restarts, "agent.%s.restarts", id);
+    /* max_instances is enforced by serve only (wrap runs one instance). */
+    ag->reg_instances = -1;
+    if (!ag->gw->wrap_mode)
+        REG(ag->reg_instances, TG_LIMIT_CONCURRENCY, "agent", a->max_instances, "agent.%s.instances", id);
     for (size_t i = 0; i < a->ntools; i++) {
         tool_state_t *t = &ag->tools[i];
         const char *tn = a->tools[i].name;
@@ -2546,7 +3004,7 @@ static int setup_limits(tg_agent_t *ag, uint32_t max_sessions)
      * calls (<= max_concurrent, each with at most one ping), queued calls,
      * and per session its pass-through requests and replayed initialize. */
     ag->ncalls = 2 * a->lim.max_concurrent_calls + a->lim.max_queued_calls +
-                 max_sessions * (TG_MAX_PASSTHRU + 2);
+                 max_sessions * (TG_MAX_PASSTHRU + 2) + TG_RELOAD_SPARE_CALLS;
     ag->calls = calloc(ag->ncalls, sizeof(*ag->calls));
     ag->free_idx = calloc(ag->ncalls, sizeof(*ag->free_idx));
     if (ag->calls == NULL || ag->free_idx == NULL)
@@ -2558,12 +3016,19 @@ static int setup_limits(tg_agent_t *ag, uint32_t max_sessions)
 
 /* ---- public API: gateway, agents, sessions ------------------------------ */
 
+/* The admin endpoint's own bounds cross a threshold (see admin.h). */
+static void admin_limit_event(void *ctx, int idx, tg_limit_ev_t ev)
+{
+    limit_event_gw(ctx, idx, ev);
+}
+
 static void admin_refresh(void *ctx)
 {
     tg_gw_t *gw = ctx;
     if (gw->audit != NULL && gw->metrics_ok)
         tg_metrics_audit(&gw->metrics, tg_audit_queued(gw->audit), gw->cfg->audit_queue,
                          tg_audit_dropped(gw->audit));
+    store_pending_sample(gw);
 }
 
 static const tg_registry_t *admin_registry(void *ctx)
@@ -2610,6 +3075,8 @@ static int gw_store_open(tg_gw_t *gw, tg_config_t *cfg)
     o.backoff_initial_ms = cfg->store.backoff_ms;
     o.backoff_max_ms = cfg->store.max_backoff_ms;
     o.lease_ms = cfg->store.lease_ms;
+    o.slot_lease_ms = cfg->store.slot_lease_ms;
+    o.instance = cfg->instance;
     o.max_pending = cfg->store.max_pending;
     o.local_max_keys = cfg->store.local_max_keys;
     o.on_event = on_store_event;
@@ -2683,8 +3150,15 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
         tg_log("%s", err);
         return 2;
     }
+    gw->reg_store_pending = -1;
     if (cfg->store.redis && gw_store_open(gw, cfg) < 0)
         return 2;
+    if (gw->store != NULL) {
+        snprintf(name, sizeof(name), "store.pending");
+        gw->reg_store_pending = tg_registry_add(&gw->reg, name, TG_LIMIT_QUEUE, "instance",
+                                                cfg->store.max_pending != 0 ? cfg->store.max_pending
+                                                                            : TG_STORE_DEF_MAX_PENDING);
+    }
     if (tg_peaks_default_path(gw->peaks_path, sizeof(gw->peaks_path)) < 0)
         gw->peaks_path[0] = '\0';
     /* Containment is detected once; without a usable backend, required
@@ -2707,7 +3181,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
                                  .idle_timeout_ms = cfg->admin_idle_timeout_ms,
                                  .max_response_bytes = cfg->admin_max_response_bytes};
         tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
-                                    .registry = admin_registry, .metrics = admin_metrics};
+                                    .registry = admin_registry, .metrics = admin_metrics,
+                                    .own = &gw->reg, .limit_event = admin_limit_event};
         char aerr[256];
         if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, aerr, sizeof(aerr)) < 0) {
             tg_log("router.admin: %s", aerr);
@@ -2768,14 +3243,16 @@ static void tg_gw_free(tg_gw_t *gw)
     tg_pool_free(&gw->pool);
 }
 
-tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions)
+/* An agent for <acfg> at metrics row <idx>. NULL after logging. */
+static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uint32_t max_sessions)
 {
     tg_agent_t *ag = calloc(1, sizeof(*ag));
     if (ag == NULL)
         return NULL;
     ag->gw = gw;
     ag->acfg = acfg;
-    ag->idx = (size_t)(acfg - gw->cfg->agents);
+    ag->idx = idx;
+    ag->max_sessions = max_sessions;
     if (acfg->rate_shared) {
         ag->store = acfg->shared_lease ? gw->lease : gw->store;
         if (ag->store == NULL) {
@@ -2791,6 +3268,24 @@ tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_session
             return NULL;
         }
     }
+    if (acfg->conc_shared) {
+        /* Slots live in the redis store itself, never in the lease view:
+         * each one is a call in flight, not a token to spend later. */
+        ag->cstore = gw->store;
+        if (ag->cstore == NULL) {
+            tg_log("agent '%s': concurrency_scope is shared but no shared store is configured "
+                   "(add store {\"kind\": \"redis\", \"url\": ...} or --store URL)",
+                   acfg->id);
+            free(ag);
+            return NULL;
+        }
+        if (tg_store_make_key(ag->cstore, ag->slots_key, sizeof(ag->slots_key), acfg->id,
+                              "slots") < 0) {
+            tg_log("agent '%s': its id cannot name a shared slot set (braces?)", acfg->id);
+            free(ag);
+            return NULL;
+        }
+    }
     if (setup_limits(ag, max_sessions) < 0) {
         tg_log("cannot set up limits for agent '%s' (out of memory or invalid rate)", acfg->id);
         tg_agent_free(ag);
@@ -2799,11 +3294,18 @@ tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_session
     return ag;
 }
 
+tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions)
+{
+    return agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions);
+}
+
 void tg_agent_close_timers(tg_agent_t *ag)
 {
     for (uint32_t i = 0; i < ag->ncalls; i++)
         if (ag->calls[i].timer_ready)
             close_if_open((uv_handle_t *)&ag->calls[i].timer);
+    if (ag->fleet_timer_ready)
+        close_if_open((uv_handle_t *)&ag->fleet_timer);
 }
 
 void tg_agent_free(tg_agent_t *ag)
@@ -2817,9 +3319,177 @@ void tg_agent_free(tg_agent_t *ag)
     free(ag);
 }
 
+/* ---- reload ----------------------------------------------------------- */
+
+static bool same_rate(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
+{
+    return a->rate_src == b->rate_src && a->rate_limit.count == b->rate_limit.count &&
+           a->rate_limit.period_ms == b->rate_limit.period_ms && a->burst == b->burst &&
+           a->burst_src == b->burst_src;
+}
+
+/* Resize wait queue <q> to <cap>, keeping its entries in order (count <=
+ * cap). 0 or -ENOMEM (then <q> is unchanged). */
+static int waitq_resize(tg_waitq_t *q, uint32_t cap)
+{
+    tg_waitq_t nq;
+    if (tg_waitq_init(&nq, cap) < 0)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < q->count; i++)
+        (void)tg_waitq_push(&nq, tg_waitq_at(q, i));
+    nq.high_water = q->high_water;
+    tg_waitq_free(q);
+    *q = nq;
+    return 0;
+}
+
+int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
+{
+    const tg_agent_cfg_t *o = ag->acfg;
+    if (acfg->rate_shared != o->rate_shared || acfg->shared_lease != o->shared_lease ||
+        acfg->conc_shared != o->conc_shared || acfg->ntools != o->ntools)
+        return -EAGAIN;
+    for (size_t i = 0; i < acfg->ntools; i++)
+        if (strcmp(acfg->tools[i].name, o->tools[i].name) != 0)
+            return -EAGAIN;
+    /* The slab cannot grow under live calls (their timers live in it). */
+    uint64_t need = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
+                    (uint64_t)ag->max_sessions * (TG_MAX_PASSTHRU + 2);
+    if (need > ag->ncalls || ag->aq.count > acfg->lim.max_queued_calls)
+        return -EAGAIN;
+    tg_gcra_t arate = ag->arate;
+    if (!same_rate(&o->lim, &acfg->lim) &&
+        tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
+                     acfg->lim.burst) < 0)
+        return -EINVAL;
+    if (acfg->lim.max_queued_calls != ag->aq.cap && waitq_resize(&ag->aq, acfg->lim.max_queued_calls) < 0)
+        return -ENOMEM;
+    /* Nothing fails from here on: the new limits apply as a whole. */
+    ag->arate = arate;
+    ag->aconc.max = acfg->lim.max_concurrent_calls;
+    for (size_t i = 0; i < acfg->ntools; i++) {
+        tool_state_t *t = &ag->tools[i];
+        const tg_exec_limits_t *l = &acfg->tools[i].lim, *ol = &o->tools[i].lim;
+        if (l->rate_src == TG_SRC_DEFAULT) {
+            t->has_rate = false;
+        } else if (!t->has_rate || !same_rate(ol, l)) {
+            t->has_rate = tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
+                                       l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) == 0;
+        }
+        if (l->concurrent_src == TG_SRC_DEFAULT) {
+            t->has_conc = false;
+        } else if (t->has_conc) {
+            t->conc.max = l->max_concurrent_calls;
+        } else {
+            /* Calls already running took no slot here: count from 0. */
+            tg_conc_init(&t->conc, l->max_concurrent_calls);
+            t->has_conc = true;
+        }
+        t->has_queue = l->queued_src != TG_SRC_DEFAULT;
+        t->max_queued = l->max_queued_calls;
+    }
+    ag->acfg = acfg;
+    (void)register_limits(ag);
+    /* Raised caps may let queued calls run now. */
+    for (tg_wrap_t *w = ag->gw->sessions; w != NULL; w = w->next)
+        if (w->ag == ag) {
+            pump_queue(w);
+            flush_all(w);
+            break;
+        }
+    return 0;
+}
+
+tg_agent_t *tg_agent_successor(tg_agent_t *old, tg_agent_cfg_t *acfg)
+{
+    tg_agent_t *ag = agent_make(old->gw, acfg, old->idx, old->max_sessions);
+    if (ag == NULL)
+        return NULL;
+    /* Bucket state survives for the rates that did not change (a local
+     * bucket; a shared one lives in the store under the same key). */
+    if (!acfg->rate_shared && !old->acfg->rate_shared && same_rate(&old->acfg->lim, &acfg->lim))
+        ag->arate = old->arate;
+    for (size_t i = 0; i < acfg->ntools; i++)
+        for (size_t j = 0; j < old->acfg->ntools; j++)
+            if (strcmp(acfg->tools[i].name, old->acfg->tools[j].name) == 0 &&
+                ag->tools[i].has_rate && old->tools[j].has_rate &&
+                same_rate(&acfg->tools[i].lim, &old->acfg->tools[j].lim))
+                ag->tools[i].rate = old->tools[j].rate;
+    return ag;
+}
+
+/* Unlink retired agent <ag> from its gateway and free it. */
+static void agent_reap(tg_agent_t *ag)
+{
+    for (tg_agent_t **p = &ag->gw->retired; *p != NULL; p = &(*p)->next_retired)
+        if (*p == ag) {
+            *p = ag->next_retired;
+            break;
+        }
+    void (*cb)(void *) = ag->on_free;
+    void *arg = ag->on_free_arg;
+    tg_agent_free(ag);
+    if (cb != NULL)
+        cb(arg);
+}
+
+static void retired_timer_closed(uv_handle_t *h)
+{
+    tg_agent_t *ag = h->data;
+    if (--ag->closing == 0)
+        agent_reap(ag);
+}
+
+/* A retired agent with no session and no store answer outstanding: close
+ * its call timers, then free it (now, or when the last timer has closed). */
+static void agent_maybe_reap(tg_agent_t *ag)
+{
+    /* At teardown every handle is being closed by the walk: the gateway
+     * frees what is left once those closes have run. */
+    if (!ag->retired || ag->nsess > 0 || ag->nstore_wait > 0 || ag->closing > 0 ||
+        ag->gw->tearing_down)
+        return;
+    for (uint32_t i = 0; i < ag->ncalls; i++) {
+        uv_timer_t *t = &ag->calls[i].timer;
+        if (ag->calls[i].timer_ready && !uv_is_closing((uv_handle_t *)t)) {
+            t->data = ag;
+            ag->closing++;
+            uv_close((uv_handle_t *)t, retired_timer_closed);
+        }
+    }
+    if (ag->fleet_timer_ready && !uv_is_closing((uv_handle_t *)&ag->fleet_timer)) {
+        ag->closing++; /* its data is <ag> already */
+        uv_close((uv_handle_t *)&ag->fleet_timer, retired_timer_closed);
+    }
+    if (ag->closing == 0)
+        agent_reap(ag);
+}
+
+void tg_agent_retire(tg_agent_t *ag, void (*on_free)(void *arg), void *arg)
+{
+    ag->retired = true;
+    ag->on_free = on_free;
+    ag->on_free_arg = arg;
+    ag->next_retired = ag->gw->retired;
+    ag->gw->retired = ag;
+    agent_maybe_reap(ag);
+}
+
+const tg_agent_cfg_t *tg_agent_cfg(const tg_agent_t *ag)
+{
+    return ag->acfg;
+}
+
 const char *tg_agent_id(const tg_agent_t *ag)
 {
     return ag->acfg->id;
+}
+
+void tg_agent_instances(tg_agent_t *ag, uint32_t running)
+{
+    if (ag->reg_instances >= 0)
+        limit_event_gw(ag->gw, ag->reg_instances,
+                       tg_registry_set(&ag->gw->reg, ag->reg_instances, running));
 }
 
 tg_agent_t *tg_sess_agent(const tg_wrap_t *w)
@@ -2862,6 +3532,7 @@ static tg_wrap_t *sess_alloc(tg_gw_t *gw, tg_agent_t *ag, const char *caller)
         return NULL;
     w->gw = gw;
     w->ag = ag;
+    ag->nsess++;
     snprintf(w->caller, sizeof(w->caller), "%s", caller);
     tg_in_init(&w->crd, &gw->pool, gw->cfg->max_frame_bytes);
     tg_out_init(&w->cwr, &gw->pool);
@@ -2945,8 +3616,11 @@ void tg_gw_teardown(tg_gw_t *gw, uv_loop_t *loop)
      * write request that was in flight. Buffers go last. */
     tg_gw_close(gw);
     tg_log_close();
+    gw->tearing_down = true;
     uv_walk(loop, walk_close, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
+    while (gw->retired != NULL)
+        agent_reap(gw->retired);
     tg_gw_free(gw);
     (void)uv_loop_close(loop);
 }

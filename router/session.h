@@ -52,6 +52,7 @@ typedef struct tg_gw {
     tg_registry_t reg;
     tg_pool_t pool;
     int reg_frame_in, reg_wq_caller, reg_audit;
+    int reg_store_pending; /* store.pending: calls waiting for the redis store; -1 without one */
     char path_frame[64];
     uv_timer_t tick_timer;
     struct tg_store *store; /* the shared rate store (redis), or NULL */
@@ -63,6 +64,8 @@ typedef struct tg_gw {
     tg_admin_t *admin;    /* the admin HTTP endpoint (router.admin / --admin), or NULL */
     bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
     tg_sess_t *sessions; /* live sessions, a list linked through the sessions */
+    tg_agent_t *retired; /* agents replaced by a reload, freed once unused */
+    bool tearing_down;
     uint32_t nsessions;
     bool wrap_mode;      /* the single session is the router (router.stopping) */
     int exit_code;       /* wrap: the process status once the session ended */
@@ -82,7 +85,28 @@ void tg_gw_stop(tg_gw_t *gw);
 tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions);
 void tg_agent_close_timers(tg_agent_t *ag);
 void tg_agent_free(tg_agent_t *ag);
+
+/* Reload. Apply agent config <acfg> (same id, same command and resources:
+ * only limits changed) to <ag> in place: buckets and slots of unchanged
+ * limits keep their state, inflight calls keep their slots. -EAGAIN when
+ * the change needs a successor instead (tools added, removed or reordered,
+ * the shared store choice changed, or the call table would have to grow);
+ * -EINVAL/-ENOMEM otherwise. On failure <ag> is unchanged. */
+int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg);
+/* A new agent for <acfg> taking <old>'s place (metrics row, registry rows,
+ * instance budget), with the state of its unchanged rate buckets. NULL
+ * after logging. */
+tg_agent_t *tg_agent_successor(tg_agent_t *old, tg_agent_cfg_t *acfg);
+/* <ag> was replaced: free it once no session or store answer refers to it
+ * (its sessions are drained by the runner), then call <on_free>(<arg>)
+ * (NULL: none); at the latest in tg_gw_teardown. */
+void tg_agent_retire(tg_agent_t *ag, void (*on_free)(void *arg), void *arg);
+/* The agent config <ag> runs with. */
+const tg_agent_cfg_t *tg_agent_cfg(const tg_agent_t *ag);
 const char *tg_agent_id(const tg_agent_t *ag);
+/* serve: <running> instances of <ag> run now (held against max_instances
+ * in the limit registry as agent.<id>.instances; a no-op in wrap). */
+void tg_agent_instances(tg_agent_t *ag, uint32_t running);
 
 /* A session on toolgate's own stdin/stdout (wrap). NULL after logging. */
 tg_sess_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -53,6 +54,8 @@ typedef struct shim_opts {
     uid_t uid;
     gid_t gid;
     const char *workdir;
+    const char *tmpfs_dir; /* NULL: no workspace mount */
+    uint64_t tmpfs_bytes, tmpfs_inodes;
 } shim_opts_t;
 
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -200,6 +203,33 @@ static int close_stray_fds(void)
     return 0;
 }
 
+/* The workspace: a tmpfs of the disk size in a mount namespace of the
+ * agent's own. The tree is made private first, so the mount propagates to
+ * no other namespace (a shared "/" would otherwise carry it back to the
+ * host's), and it disappears with the last process of the instance.
+ * Owned by the agent's user, 0700, no device files, no setuid bits.
+ * 0, or TG_SHIM_EXIT_SETUP after reporting. */
+static int mount_workspace(const shim_opts_t *o)
+{
+    char opts[160];
+    int n = o->set_user
+                ? snprintf(opts, sizeof opts,
+                           "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=0700,uid=%lu,gid=%lu",
+                           o->tmpfs_bytes, o->tmpfs_inodes, (unsigned long)o->uid,
+                           (unsigned long)o->gid)
+                : snprintf(opts, sizeof opts, "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=0700",
+                           o->tmpfs_bytes, o->tmpfs_inodes);
+    if (n < 0 || (size_t)n >= sizeof opts)
+        return fail(TG_SHIM_EXIT_SETUP, "mount tmpfs on %s: options too long", o->tmpfs_dir);
+    if (unshare(CLONE_NEWNS) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "unshare(CLONE_NEWNS): %s", strerror(errno));
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "make the mount tree private: %s", strerror(errno));
+    if (mount("toolgate-workspace", o->tmpfs_dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "mount tmpfs on %s: %s", o->tmpfs_dir, strerror(errno));
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, shim_opts_t *o, int *cmd_at)
 {
     int i = 1;
@@ -232,6 +262,21 @@ static int parse_args(int argc, char **argv, shim_opts_t *o, int *cmd_at)
             o->pdeath_parent = (pid_t)p;
         } else if (strcmp(a, "--chdir") == 0 && has_val) {
             o->workdir = argv[++i];
+        } else if (strcmp(a, "--tmpfs") == 0 && has_val) {
+            o->tmpfs_dir = argv[++i];
+            if (o->tmpfs_dir[0] != '/')
+                return fail(TG_SHIM_EXIT_SETUP, "bad --tmpfs %s (expected an absolute path)",
+                            o->tmpfs_dir);
+        } else if ((strcmp(a, "--tmpfs-size") == 0 || strcmp(a, "--tmpfs-inodes") == 0) &&
+                   has_val) {
+            uint64_t v;
+            if (parse_num(argv[++i], &v) < 0 || v == 0 || v == UINT64_MAX)
+                return fail(TG_SHIM_EXIT_SETUP, "bad %s %s (expected a positive number)", a,
+                            argv[i]);
+            if (strcmp(a, "--tmpfs-size") == 0)
+                o->tmpfs_bytes = v;
+            else
+                o->tmpfs_inodes = v;
         } else if (strcmp(a, "--setsid") == 0) {
             o->setsid = true;
         } else if (strcmp(a, "--unshare-net") == 0) {
@@ -242,6 +287,8 @@ static int parse_args(int argc, char **argv, shim_opts_t *o, int *cmd_at)
             return fail(TG_SHIM_EXIT_SETUP, "unknown option %s", a);
         }
     }
+    if (o->tmpfs_dir && (o->tmpfs_bytes == 0 || o->tmpfs_inodes == 0))
+        return fail(TG_SHIM_EXIT_SETUP, "--tmpfs needs --tmpfs-size and --tmpfs-inodes");
     if (i >= argc || argv[i][0] == '\0')
         return fail(TG_SHIM_EXIT_SETUP, "no command after --");
     *cmd_at = i;
@@ -271,6 +318,8 @@ int tg_shim_main(int argc, char **argv)
         if ((rc = lo_up()) < 0)
             return fail(TG_SHIM_EXIT_SETUP, "bring up lo: %s", strerror(-rc));
     }
+    if (o.tmpfs_dir && (rc = mount_workspace(&o)) != 0)
+        return rc;
     for (size_t i = 0; i < o.nrl; i++) {
         if (setrlimit(o.rl[i].resource, &o.rl[i].lim) < 0)
             return fail(TG_SHIM_EXIT_SETUP, "setrlimit %s: %s", o.rl[i].name, strerror(errno));
@@ -362,8 +411,9 @@ int tg_shim_argv_build(const char *self_exe, const tg_contain_place_t *pl, const
     while (agent_argv[nargs])
         nargs++;
     /* exe, subcommand, 2 per join/rlimit, 6 flags, 2 each for user,
-     * pdeathsig, chdir, "--", the command, NULL */
-    size_t cap = 2 + 2 * pl->nprocs + 2 * pl->nrl + 6 + 6 + 1 + nargs + 1;
+     * pdeathsig, chdir, tmpfs, tmpfs-size, tmpfs-inodes, "--", the
+     * command, NULL */
+    size_t cap = 2 + 2 * pl->nprocs + 2 * pl->nrl + 6 + 12 + 1 + nargs + 1;
     char **v = calloc(cap, sizeof *v);
     if (!v)
         return -ENOMEM;
@@ -380,6 +430,19 @@ int tg_shim_argv_build(const char *self_exe, const tg_contain_place_t *pl, const
     }
     if (rc == 0 && pl->unshare_net)
         rc = add(v, &n, "--unshare-net");
+    if (rc == 0 && pl->tmpfs_dir[0]) {
+        rc = add(v, &n, "--tmpfs");
+        if (rc == 0)
+            rc = add(v, &n, pl->tmpfs_dir);
+        if (rc == 0)
+            rc = add(v, &n, "--tmpfs-size");
+        if (rc == 0)
+            rc = add_fmt(v, &n, "%" PRIu64, pl->tmpfs_bytes);
+        if (rc == 0)
+            rc = add(v, &n, "--tmpfs-inodes");
+        if (rc == 0)
+            rc = add_fmt(v, &n, "%" PRIu64, pl->tmpfs_inodes);
+    }
     for (size_t i = 0; rc == 0 && i < pl->nrl; i++) {
         const char *name = rl_name(pl->rl[i].resource);
         if (!name) {
@@ -402,6 +465,9 @@ int tg_shim_argv_build(const char *self_exe, const tg_contain_place_t *pl, const
         if (rc == 0)
             rc = add_fmt(v, &n, "%ld", (long)getpid());
     }
+    /* A configured cwd wins; else the agent starts in its workspace. */
+    if (!workdir && pl->workdir[0])
+        workdir = pl->workdir;
     if (rc == 0 && workdir) {
         rc = add(v, &n, "--chdir");
         if (rc == 0)

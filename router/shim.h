@@ -8,18 +8,25 @@
  *                         toolgate, which shuts agents down in order
  *   2. --join FILE        write "0" (= the writer) to each cgroup.procs
  *   3. --unshare-net      new, empty network namespace; "lo" brought up
- *   4. --rlimit NAME=V[:H] setrlimit (data, nofile, fsize, nproc, as, cpu,
+ *   4. --tmpfs DIR --tmpfs-size BYTES --tmpfs-inodes N
+ *                         the workspace: new mount namespace, its tree made
+ *                         private (MS_REC|MS_PRIVATE on "/"), then a tmpfs
+ *                         on DIR, mode 0700, nosuid, nodev, owned by
+ *                         --user's ids when given
+ *   5. --rlimit NAME=V[:H] setrlimit (data, nofile, fsize, nproc, as, cpu,
  *                         core, stack, memlock; "infinity")
- *   5. --user UID:GID     setgroups(0), setgid, setuid; verified after
- *   6. --no-new-privs     PR_SET_NO_NEW_PRIVS: setuid binaries and file
+ *   6. --user UID:GID     setgroups(0), setgid, setuid; verified after
+ *   7. --no-new-privs     PR_SET_NO_NEW_PRIVS: setuid binaries and file
  *                         capabilities grant nothing from here on
- *   7. --pdeathsig PPID   PR_SET_PDEATHSIG(SIGKILL), then check that the
+ *   8. --pdeathsig PPID   PR_SET_PDEATHSIG(SIGKILL), then check that the
  *                         parent is still PPID (it may have died before)
- *   8. --chdir DIR        the agent's working directory (workspace)
- *   9. close every fd > 2, then execvp the command.
+ *   9. --chdir DIR        the agent's working directory (cwd or workspace);
+ *                         after the mount, so a path in the workspace
+ *                         resolves to the tmpfs, not the directory below it
+ *  10. close every fd > 2, then execvp the command.
  *
  * Order matters: joining comes first so nothing the shim does is charged
- * elsewhere; the network namespace and rlimits need privilege, so they
+ * elsewhere; the namespaces, the mount and rlimits need privilege, so they
  * precede the uid drop; the death signal is set after the uid drop because
  * a credential change clears it.
  *
@@ -57,7 +64,8 @@ int tg_shim_main(int argc, char **argv);
  * tg_contain_place): { <self_exe>, "__shim", options..., "--",
  * <agent_argv>..., NULL }. <self_exe> is normally "/proc/self/exe", which
  * the forked child resolves to toolgate's own binary even if the file was
- * replaced on disk. <workdir> may be NULL. --pdeathsig names the calling
+ * replaced on disk. <workdir> (the configured cwd) may be NULL: the agent
+ * then starts in <pl>'s workspace when it has one. --pdeathsig names the calling
  * process as the expected parent, so call this in the process that
  * spawns. Returns 0 with <*out> allocated (free with tg_shim_argv_free),
  * -EINVAL for an empty <agent_argv> or an rlimit the shim cannot name,

@@ -1,33 +1,65 @@
-/* Every bound is config-wired or declared internal (issue 6, part 1).
+/* Every bound is config-wired or declared internal, and every wired bound
+ * is registered or classified (issue 6, part 1). Three parts:
  *
- * The test reads the source tree at TG_SOURCE_DIR and looks at every
- * `#define` in the .c/.h files under router/ limits/ audit/ config/. A define
- * is "limit-shaped" when its name says it is a size, count, duration or
- * ceiling and its value holds an integer literal:
+ * 1. The source walk. The test reads the tree at TG_SOURCE_DIR and looks
+ *    at every `#define` in the .c/.h files under router/ limits/ audit/
+ *    config/. A define is "limit-shaped" when its name says it is a size,
+ *    count, duration or ceiling and its value holds an integer literal:
  *
- *   name:  ends in one of the suffixes of LIMIT_SUFFIX below (MAX, MIN, CAP,
- *          CEIL, LIMIT, BYTES, MS, US, BPS, MC, BURST, DEPTH, BACKLOG, CHUNK,
- *          BLOCK, SPARES, LOG, QUEUE, ROUNDS, KEEP, MAXLEN, LINE, PIDS, PCT,
- *          BUF), or holds "MAX_", "_MIN_" or "_DEF_" anywhere (TG_DEF_X,
- *          TG_MAX_X_CEIL, TG_AUDIT_MAX_BYTES_MIN, TG_STORE_DEF_X);
- *   value: holds a decimal literal that is not part of an identifier, so
- *          `(TG_CG_PATH_MAX + 64)` counts and a pure alias such as
- *          `AUDIT_SINKS_MAX TG_CFG_SINKS_MAX` does not (it inherits the
- *          class of what it names); string defaults ("tg:") do not.
+ *    name:  ends in one of the suffixes of LIMIT_SUFFIX below (MAX, MIN,
+ *           CAP, CEIL, LIMIT, BYTES, MS, US, BPS, MC, BURST, DEPTH,
+ *           BACKLOG, CHUNK, BLOCK, SPARES, LOG, QUEUE, ROUNDS, KEEP, MAXLEN,
+ *           LINE, PIDS, PCT, BUF), or holds "MAX_", "_MIN_" or "_DEF_"
+ *           anywhere (TG_DEF_X, TG_MAX_X_CEIL, TG_AUDIT_MAX_BYTES_MIN);
+ *    value: holds a decimal literal that is not part of an identifier, so
+ *           `(TG_CG_PATH_MAX + 64)` counts and a pure alias such as
+ *           `AUDIT_SINKS_MAX TG_CFG_SINKS_MAX` does not (it inherits the
+ *           class of what it names); string defaults ("tg:") do not.
  *
- * Each such define must be one of:
- *   (a) marked `fixed internal bound` on its line or on the comment line
- *       just above it: an internal constant nobody needs to tune;
- *   (b) listed below as K_WIRED with the config key that sets it (its
- *       default, floor or ceiling); the key's last component must appear as
- *       a quoted key in config/config.c, so a renamed key breaks the test;
- *   (c) listed as K_FORMAT: a unit, protocol or arithmetic constant that is
- *       not a resource bound at all (short list, each with its reason);
- *   (d) listed as K_UNMARKED or K_UNWIRED: known cases reported to the lead,
- *       an internal bound lacking the marker or a tunable no config key
- *       reaches yet. Each carries the reason it is tolerated.
- * A listed entry that no longer matches an unmarked define fails too, so
- * marking or wiring a constant forces its entry out of this table.
+ *    Each such define must be one of:
+ *    (a) marked `fixed internal bound` on its line or on the comment line
+ *        just above it: an internal constant nobody needs to tune;
+ *    (b) listed in `defines` as K_WIRED with the config key that sets it
+ *        (its default, floor or ceiling); the key's last component must
+ *        appear as a quoted key in config/config.c, so a renamed key
+ *        breaks the test;
+ *    (c) listed as K_FORMAT: a unit, protocol or arithmetic constant that
+ *        is not a resource bound at all (short list, each with its reason).
+ *    A listed entry that no longer matches an unmarked define fails too, so
+ *    marking or wiring a constant forces its entry out of the table.
+ *
+ * 2. Registration. Every config key a K_WIRED define names has rows in
+ *    `keys`, saying how that bound shows at runtime:
+ *    R_LIMIT     a limit registry entry: its name ('*' stands for one name
+ *                component: an agent id, tool or caller name), category,
+ *                scope, and its capacity under the runtime test's config
+ *                (so the row proves the key feeds that entry);
+ *    R_DURATION  a deadline or a delay: enforced per call, connection or
+ *                attempt by a timer, not a fill level (see below), with
+ *                the "file:function" that enforces it, which must exist;
+ *    R_UNREG     wired but deliberately not registered, with the reason;
+ *    R_PENDING   an entry that work landing in parallel registers: checked
+ *                like R_LIMIT's name when present and reported when absent
+ *                (the row becomes R_LIMIT once that work is in).
+ *
+ *    The rule for durations: a deadline is not a level that fills up. Each
+ *    call, connection or attempt has its own clock and passing it is an
+ *    event (a `timeout` denial, a closed connection, a kill), counted in
+ *    /metrics and the audit trail where it happens. "Age of the oldest
+ *    inflight call against max_tool_call_duration" would only restate the
+ *    timer, sampled late, and would warn at 80% on every slow call. So
+ *    durations are not registered; each is listed with where it is
+ *    enforced.
+ *
+ * 3. The runtime check. A real toolgate is started with a config that sets
+ *    every kind of limit (tools, stderr, restart, resources, the admin
+ *    endpoint's bounds): once as `wrap`, once as `serve` with a callers[]
+ *    entry and, when a Redis is available, a store. Its /limits must hold
+ *    every R_LIMIT row that applies to that run, with the row's category,
+ *    scope and capacity; and every entry it holds must be explained by a
+ *    row, so a new registration cannot go unlisted either. Two entries are
+ *    also driven: a crash and restart fills agent.fx.restarts (wrap), and
+ *    caller connections fill and empty agent.fx.instances (serve).
  */
 #include "limits/registry.h"
 
@@ -35,12 +67,22 @@
 #include <dirent.h>
 #include <errno.h>
 #include <regex.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "router/admin.h"
+#include "tests/tg_harness.h"
+#include "tests/tg_redis.h"
 
 #define MARKER "fixed internal bound"
 #define LIMIT_SUFFIX                                                                               \
@@ -48,19 +90,17 @@
     "QUEUE|ROUNDS|KEEP|MAXLEN|LINE|PIDS|PCT|BUF)$"
 #define REPORT_MAX (64u * 1024) /* failure text collected by one scan */
 
-typedef enum kind { K_WIRED, K_FORMAT, K_UNMARKED, K_UNWIRED } kind_t;
+typedef enum kind { K_WIRED, K_FORMAT } kind_t;
 
 typedef struct bound_class {
     const char *name;
     kind_t kind;
     const char *key; /* K_WIRED: the config key (JSON path) that sets it */
-    const char *why; /* every other kind: why it is tolerated */
+    const char *why; /* K_FORMAT: why it is not a bound */
 } bound_class_t;
 
 #define WIRED(n, k) {n, K_WIRED, k, NULL}
 #define FORMAT(n, w) {n, K_FORMAT, NULL, w}
-#define UNMARKED(n, w) {n, K_UNMARKED, NULL, w}
-#define UNWIRED(n, w) {n, K_UNWIRED, NULL, w}
 
 /* clang-format off */
 static const bound_class_t classes[] = {
@@ -91,8 +131,8 @@ static const bound_class_t classes[] = {
     WIRED("TG_DEF_BACKOFF_INITIAL_MS", "agents[].restart.backoff"),
     WIRED("TG_DEF_BACKOFF_MAX_MS", "agents[].restart.max_backoff"),
     WIRED("TG_DEF_MAX_INSTANCES", "agents[].max_instances"),
-    WIRED("TG_DEF_IDLE_TIMEOUT_MS", "router.idle_timeout"),
     WIRED("TG_MAX_INSTANCES_CEIL", "agents[].max_instances"),
+    WIRED("TG_DEF_IDLE_TIMEOUT_MS", "router.idle_timeout"),
     WIRED("TG_DEF_AUDIT_QUEUE", "audit.queue"),
     WIRED("TG_AUDIT_QUEUE_CEIL", "audit.queue"),
     WIRED("TG_DEF_AUDIT_MAX_BYTES", "audit.sinks[].max_bytes"),
@@ -126,7 +166,42 @@ static const bound_class_t classes[] = {
     WIRED("TG_BANDWIDTH_MIN_BPS", "agents[].resources.network.bandwidth_limit"),
     WIRED("TG_BANDWIDTH_CEIL_BPS", "agents[].resources.network.bandwidth_limit"),
     WIRED("TG_CONNECTIONS_CEIL", "agents[].resources.network.max_connections"),
+    WIRED("TG_CONTAIN_DEF_NOFILE", "agents[].resources.nofile"),
+    WIRED("TG_NOFILE_CEIL", "agents[].resources.nofile"),
+    WIRED("TG_DEF_OS_HEARTBEAT_MS", "agents[].opensentience.heartbeat_interval"),
+    WIRED("TG_DEF_OS_HEARTBEAT_TIMEOUT_MS", "agents[].opensentience.heartbeat_timeout"),
+    WIRED("TG_OS_HEARTBEAT_MIN_MS", "agents[].opensentience.heartbeat_interval"),
+    WIRED("TG_OS_HEARTBEAT_CEIL_MS", "agents[].opensentience.heartbeat_interval"),
+    WIRED("TG_DEF_OS_IDEM_WINDOW_MS", "agents[].opensentience.idempotency_window"),
+    WIRED("TG_OS_IDEM_WINDOW_CEIL_MS", "agents[].opensentience.idempotency_window"),
+    WIRED("TG_DEF_OS_IDEM_MAX_BYTES", "agents[].opensentience.idempotency_max_bytes"),
+    WIRED("TG_OS_IDEM_MAX_BYTES_CEIL", "agents[].opensentience.idempotency_max_bytes"),
+    WIRED("TG_DEF_LISTEN_MAX_CONNECTIONS", "router.listen[].max_connections"),
+    WIRED("TG_LISTEN_MAX_CONNECTIONS_CEIL", "router.listen[].max_connections"),
     WIRED("TG_STORE_DEF_TIMEOUT_MS", "store.timeout"),
+    WIRED("TG_STORE_DEF_CONNECT_TIMEOUT_MS", "store.connect_timeout"),
+    WIRED("TG_STORE_DEF_DEAD_AFTER_MS", "store.dead_after"),
+    WIRED("TG_STORE_DEF_BACKOFF_INITIAL_MS", "store.backoff"),
+    WIRED("TG_STORE_DEF_BACKOFF_MAX_MS", "store.max_backoff"),
+    WIRED("TG_STORE_DEF_LEASE_MS", "store.lease"),
+    WIRED("TG_STORE_DEF_SLOT_LEASE_MS", "store.slot_lease"),
+    WIRED("TG_STORE_SLOT_LEASE_MIN_MS", "store.slot_lease"),
+    WIRED("TG_STORE_DURATION_CEIL_MS", "store.lease"), /* and every other store.* duration */
+    WIRED("TG_STORE_DEF_MAX_PENDING", "store.max_pending"),
+    WIRED("TG_STORE_MAX_PENDING_CEIL", "store.max_pending"),
+    WIRED("TG_STORE_DEF_LOCAL_MAX_KEYS", "store.local_max_keys"),
+    WIRED("TG_STORE_LOCAL_MAX_KEYS_CEIL", "store.local_max_keys"),
+    WIRED("TG_ADMIN_DEF_MAX_HEADER_BYTES", "router.admin.max_header_bytes"),
+    WIRED("TG_ADMIN_MIN_HEADER_BYTES", "router.admin.max_header_bytes"),
+    WIRED("TG_ADMIN_MAX_HEADER_BYTES_CEIL", "router.admin.max_header_bytes"),
+    WIRED("TG_ADMIN_DEF_MAX_CONNECTIONS", "router.admin.max_connections"),
+    WIRED("TG_ADMIN_MAX_CONNECTIONS_CEIL", "router.admin.max_connections"),
+    WIRED("TG_ADMIN_DEF_IDLE_TIMEOUT_MS", "router.admin.idle_timeout"),
+    WIRED("TG_ADMIN_MIN_IDLE_TIMEOUT_MS", "router.admin.idle_timeout"),
+    WIRED("TG_ADMIN_IDLE_TIMEOUT_CEIL_MS", "router.admin.idle_timeout"),
+    WIRED("TG_ADMIN_DEF_MAX_RESPONSE_BYTES", "router.admin.max_response_bytes"),
+    WIRED("TG_ADMIN_MIN_RESPONSE_BYTES", "router.admin.max_response_bytes"),
+    WIRED("TG_ADMIN_MAX_RESPONSE_BYTES_CEIL", "router.admin.max_response_bytes"),
 
     /* (c) units, protocol ranges and arithmetic headroom: not resource bounds. */
     FORMAT("TS_MIN_MS", "RFC 3339 year 0000: the range a timestamp can be written in"),
@@ -139,38 +214,143 @@ static const bound_class_t classes[] = {
     FORMAT("TG_GCRA_MAX_NOW_US", "keeps GCRA arithmetic exact below 2^53 us"),
     FORMAT("REGISTRY_WARN_PCT", "the 80% approach threshold fixed by seed 002"),
     FORMAT("REGISTRY_REARM_PCT", "the 50% re-arm threshold fixed by seed 002"),
-
-    /* (d) internal bounds that lack the marker comment: adding
-     * `/ * fixed internal bound: ... * /` to the define retires the entry. */
-
-    /* (d) tunables with an option field but no config key reaching it:
-     * the process always runs with these defaults. Reported to the lead. */
-    WIRED("TG_ADMIN_DEF_MAX_HEADER_BYTES", "router.admin.max_header_bytes"),
-    WIRED("TG_ADMIN_MIN_HEADER_BYTES", "floor of router.admin.max_header_bytes"),
-    WIRED("TG_ADMIN_MAX_HEADER_BYTES_CEIL", "ceiling of router.admin.max_header_bytes"),
-    WIRED("TG_ADMIN_DEF_MAX_CONNECTIONS", "router.admin.max_connections"),
-    WIRED("TG_ADMIN_MAX_CONNECTIONS_CEIL", "ceiling of router.admin.max_connections"),
-    WIRED("TG_ADMIN_DEF_IDLE_TIMEOUT_MS", "router.admin.idle_timeout"),
-    WIRED("TG_ADMIN_MIN_IDLE_TIMEOUT_MS", "floor of router.admin.idle_timeout"),
-    WIRED("TG_ADMIN_IDLE_TIMEOUT_CEIL_MS", "ceiling of router.admin.idle_timeout"),
-    WIRED("TG_ADMIN_DEF_MAX_RESPONSE_BYTES", "router.admin.max_response_bytes"),
-    WIRED("TG_ADMIN_MIN_RESPONSE_BYTES", "floor of router.admin.max_response_bytes"),
-    WIRED("TG_ADMIN_MAX_RESPONSE_BYTES_CEIL", "ceiling of router.admin.max_response_bytes"),
-    WIRED("TG_STORE_DEF_CONNECT_TIMEOUT_MS", "store.connect_timeout"),
-    WIRED("TG_STORE_DEF_DEAD_AFTER_MS", "store.dead_after"),
-    WIRED("TG_STORE_DEF_BACKOFF_INITIAL_MS", "store.backoff"),
-    WIRED("TG_STORE_DEF_BACKOFF_MAX_MS", "store.max_backoff"),
-    WIRED("TG_STORE_DEF_MAX_PENDING", "store.max_pending"),
-    WIRED("TG_STORE_DEF_LOCAL_MAX_KEYS", "store.local_max_keys"),
-    WIRED("TG_STORE_DEF_LEASE_MS", "store.lease"),
-    WIRED("TG_CONTAIN_DEF_NOFILE", "agents[].resources.nofile"),
-    WIRED("TG_NOFILE_CEIL", "ceiling of agents[].resources.nofile"),
-    WIRED("TG_STORE_DURATION_CEIL_MS", "ceiling of the store.* durations, e.g. store.lease"),
-    WIRED("TG_STORE_MAX_PENDING_CEIL", "ceiling of store.max_pending"),
-    WIRED("TG_STORE_LOCAL_MAX_KEYS_CEIL", "ceiling of store.local_max_keys"),
+    FORMAT("OS_TOKEN_BYTES", "the OpenSentience session token's size: 128 random bits"),
 };
 /* clang-format on */
 #define NCLASSES (sizeof classes / sizeof classes[0])
+
+/* ---- how each wired key shows at runtime -------------------------------- */
+
+typedef enum reg_kind { R_LIMIT, R_DURATION, R_UNREG, R_PENDING } reg_kind_t;
+
+/* Runs a row applies to: every run unless it needs serve or a store. */
+#define NEED_SERVE 1u /* serve only: callers[] limits, max_instances */
+#define NEED_STORE 2u /* a redis store is configured */
+
+typedef struct key_reg {
+    const char *key;   /* the config key, as `classes` names it */
+    reg_kind_t kind;
+    const char *name;  /* R_LIMIT, R_PENDING: registry name, '*' = one component */
+    const char *cat;   /* R_LIMIT: tg_limit_cat_name of its category */
+    const char *scope; /* R_LIMIT: its scope */
+    uint64_t cap;      /* R_LIMIT: its capacity under the runtime config below (0: not checked) */
+    unsigned need;     /* NEED_* */
+    const char *text;  /* R_DURATION: "file:function" enforcing it; R_UNREG, R_PENDING: why */
+} key_reg_t;
+
+/* The runtime config (rt_config) sets each of these, distinct where it
+ * can, so a capacity names the key that fed it. */
+#define RT_FRAME       1048576u   /* router.max_frame_bytes "1Mi" */
+#define RT_CONC        2u         /* agent max_concurrent_calls */
+#define RT_QUEUE       4u         /* agent max_queued_calls */
+#define RT_BURST       10u        /* agent burst (rate_limit 100/minute) */
+#define RT_TOOL_RATE   7u         /* tools.echo.rate_limit 7/second: its burst */
+#define RT_TOOL_CONC   1u         /* tools.echo.max_concurrent_calls */
+#define RT_TOOL_QUEUE  5u         /* tools.echo.max_queued_calls */
+#define RT_STDERR_BPS  16384u     /* stderr.bytes_per_second "16Ki" */
+#define RT_RESTARTS    3u         /* restart.max_restarts */
+#define RT_INSTANCES   6u         /* max_instances */
+#define RT_MEMORY      268435456u /* resources.memory "256Mi" */
+#define RT_PIDS        32u        /* resources.pids */
+#define RT_DISK        8388608u   /* resources.disk "8Mi", with a workspace */
+#define RT_AUDIT_QUEUE 512u       /* audit.queue */
+#define RT_CALLER_RATE 9u         /* callers[].execution_limits.rate_limit 9/second */
+#define RT_CALLER_CONC 8u         /* callers[].execution_limits.max_concurrent_calls */
+#define RT_ADM_HEAD    4096u      /* router.admin.max_header_bytes "4Ki" */
+#define RT_ADM_CONNS   5u         /* router.admin.max_connections */
+#define RT_ADM_BODY    2097152u   /* router.admin.max_response_bytes "2Mi" */
+#define RT_STORE_PENDING 100u     /* store.max_pending (serve with a store) */
+
+#define LIMIT(k, n, c, s, cap) {k, R_LIMIT, n, c, s, cap, 0, NULL}
+#define LIMIT_IF(k, n, c, s, cap, need) {k, R_LIMIT, n, c, s, cap, need, NULL}
+#define DURATION(k, where) {k, R_DURATION, NULL, NULL, NULL, 0, 0, where}
+#define UNREG(k, why) {k, R_UNREG, NULL, NULL, NULL, 0, 0, why}
+#define PENDING(k, n, need, who) {k, R_PENDING, n, NULL, NULL, 0, need, who}
+
+/* clang-format off */
+static const key_reg_t keys[] = {
+    LIMIT("router.max_frame_bytes", "caller.frame_bytes", "frame", "instance", RT_FRAME),
+    LIMIT("router.max_frame_bytes", "agent.*.frame_bytes", "frame", "agent", RT_FRAME),
+    LIMIT("router.max_frame_bytes", "caller.write_queue_bytes", "write_queue", "session", 2 * RT_FRAME),
+    LIMIT("router.max_frame_bytes", "agent.*.write_queue_bytes", "write_queue", "session", 2 * RT_FRAME),
+    LIMIT("execution_limits.max_concurrent_calls", "agent.*.concurrency", "concurrency", "agent", RT_CONC),
+    LIMIT("execution_limits.max_concurrent_calls", "agent.*.tool.*.concurrency", "concurrency", "tool", RT_TOOL_CONC),
+    LIMIT_IF("execution_limits.max_concurrent_calls", "caller.*.concurrency", "concurrency", "caller", RT_CALLER_CONC, NEED_SERVE),
+    LIMIT_IF("execution_limits.max_concurrent_calls", "agent.*.concurrency.shared", "concurrency", "shared", RT_CONC, NEED_STORE),
+    LIMIT("execution_limits.max_queued_calls", "agent.*.queue", "queue", "agent", RT_QUEUE),
+    LIMIT("execution_limits.max_queued_calls", "agent.*.tool.*.queue", "queue", "tool", RT_TOOL_QUEUE),
+    LIMIT("execution_limits.rate_limit", "agent.*.rate", "rate", "agent", RT_BURST),
+    LIMIT("execution_limits.rate_limit", "agent.*.tool.*.rate", "rate", "tool", RT_TOOL_RATE),
+    LIMIT_IF("execution_limits.rate_limit", "caller.*.rate", "rate", "caller", RT_CALLER_RATE, NEED_SERVE),
+    LIMIT("execution_limits.burst", "agent.*.rate", "rate", "agent", RT_BURST),
+    LIMIT("agents[].stderr.bytes_per_second", "agent.*.stderr_bytes_per_second", "stderr", "agent", RT_STDERR_BPS),
+    LIMIT("agents[].restart.max_restarts", "agent.*.restarts", "rate", "session", RT_RESTARTS),
+    LIMIT("agents[].restart.window", "agent.*.restarts", "rate", "session", RT_RESTARTS),
+    LIMIT_IF("agents[].max_instances", "agent.*.instances", "concurrency", "agent", RT_INSTANCES, NEED_SERVE),
+    LIMIT("audit.queue", "audit.queue", "audit_queue", "instance", RT_AUDIT_QUEUE),
+    LIMIT("agents[].resources.memory", "agent.*.memory_bytes", "resource", "agent", RT_MEMORY),
+    LIMIT("agents[].resources.pids", "agent.*.pids", "resource", "agent", RT_PIDS),
+    LIMIT("agents[].resources.disk", "agent.*.disk_bytes", "resource", "agent", RT_DISK),
+    LIMIT_IF("store.max_pending", "store.pending", "queue", "instance", RT_STORE_PENDING, NEED_STORE),
+    LIMIT("router.admin.max_header_bytes", "admin.header_bytes", "frame", "instance", RT_ADM_HEAD),
+    LIMIT("router.admin.max_connections", "admin.connections", "concurrency", "instance", RT_ADM_CONNS),
+    LIMIT("router.admin.max_response_bytes", "admin.response_bytes", "frame", "instance", RT_ADM_BODY),
+
+    /* Deadlines and delays: a clock per call, connection or attempt. */
+    DURATION("execution_limits.max_tool_call_duration", "router/session.c:on_call_timer"),
+    DURATION("execution_limits.kill_grace_period", "router/session.c:on_phase_timer"),
+    DURATION("agents[].restart.backoff", "router/session.c:on_restart_timer"),
+    DURATION("agents[].restart.max_backoff", "router/session.c:on_restart_timer"),
+    DURATION("router.idle_timeout", "router/session.c:on_idle"),
+    DURATION("router.admin.idle_timeout", "router/admin.c:on_timer"),
+    DURATION("audit.sinks[].fsync_interval", "audit/audit.c:on_sync_timer"),
+    DURATION("audit.sinks[].timeout", "audit/sink_redis.c:rs_connect"),
+    DURATION("store.timeout", "limits/store_redis.c:req_on_timeout"),
+    DURATION("store.connect_timeout", "limits/store_redis.c:rs_on_watchdog"),
+    DURATION("store.dead_after", "limits/store_redis.c:rs_on_watchdog"),
+    DURATION("store.backoff", "limits/store_redis.c:rs_on_retry"),
+    DURATION("store.max_backoff", "limits/store_redis.c:rs_on_retry"),
+    DURATION("store.lease", "limits/store_lease.c:lease_life"),
+    DURATION("store.slot_lease", "limits/store_redis.c:rs_on_renew"),
+
+    /* Wired, deliberately not registered. */
+    UNREG("agents[].stderr.max_line",
+          "a cut, not a fill level: a longer line is relayed cut and marked [truncated]; "
+          "the relay's byte budget is agent.<id>.stderr_bytes_per_second"),
+    UNREG("audit.sinks[].max_bytes",
+          "retention: passing it rotates the file, nothing is refused or lost"),
+    UNREG("audit.sinks[].keep", "retention: how many rotated files stay, nothing is refused"),
+    UNREG("audit.sinks[].maxlen", "retention: XADD MAXLEN ~ trims old stream entries"),
+    UNREG("audit.sinks[].spool_max_bytes",
+          "the spool is filled by the audit writer thread, which reports no size to the "
+          "loop; what it cannot hold is counted in audit.dropped (reported to the lead)"),
+    UNREG("agents[].resources.cpu",
+          "a rate the kernel enforces by throttling (cpu.max), so usage never passes it; "
+          "used CPU is toolgate_agent_cpu_seconds_total on /metrics"),
+    UNREG("agents[].resources.network.bandwidth_limit",
+          "a request no containment backend enforces (toolgate check says so): nothing fills"),
+    UNREG("agents[].resources.network.max_connections",
+          "a request no containment backend enforces (toolgate check says so): nothing fills"),
+    UNREG("agents[].resources.nofile",
+          "RLIMIT_NOFILE: the kernel refuses the agent's open(2) itself; toolgate does not "
+          "sample an agent's descriptors"),
+    UNREG("store.local_max_keys",
+          "buckets of the redis store's local fallback and lease tables, inside the store: "
+          "it reports no count for them (tg_store_local_size covers a plain local store)"),
+    UNREG("agents[].opensentience.heartbeat_interval",
+          "a period toolgate announces in core.welcome for the agent to keep; what toolgate "
+          "enforces is heartbeat_timeout"),
+    DURATION("agents[].opensentience.heartbeat_timeout", "router/os_gw.c:on_hb_timer"),
+    DURATION("agents[].opensentience.idempotency_window", "router/os_gw.c:idem_expire"),
+    /* Registered per opensentience agent and listener; the runtime config
+     * here has none (tests/test_os.c runs them). */
+    PENDING("agents[].opensentience.idempotency_max_bytes", "agent.*.idempotency_bytes", 0,
+            "registered for opensentience agents only, which the runtime config has none of"),
+    PENDING("router.listen[].max_connections", "listen.*.connections", 0,
+            "registered for opensentience listeners only, which the runtime config has none of"),
+};
+/* clang-format on */
+#define NKEYS (sizeof keys / sizeof keys[0])
 
 /* ---- scanning ---------------------------------------------------------- */
 
@@ -370,6 +550,170 @@ static char *slurp(const char *rel)
     return buf;
 }
 
+/* ---- the registry against the table ------------------------------------- */
+
+/* <pat> against <name>: '*' matches one name component (1+ bytes, no '.'). */
+static bool name_matches(const char *pat, const char *name)
+{
+    while (*pat != '\0') {
+        if (*pat == '*') {
+            size_t n = strcspn(name, ".");
+            if (n == 0)
+                return false;
+            name += n;
+        } else if (*pat != *name++) {
+            return false;
+        }
+        pat++;
+    }
+    return *name == '\0';
+}
+
+/* True when <src> defines the function whose name and '(' are <fn>: a
+ * line at the left margin naming it that is not a prototype. */
+static bool defines_function(const char *src, const char *fn)
+{
+    size_t fl = strlen(fn);
+    for (const char *p = strstr(src, fn); p != NULL; p = strstr(p + 1, fn)) {
+        const char *bol = p;
+        while (bol > src && bol[-1] != '\n')
+            bol--;
+        const char *eol = strchr(p, '\n');
+        if (eol == NULL)
+            eol = p + strlen(p);
+        bool at_margin = *bol != ' ' && *bol != '\t' && *bol != '#' && *bol != '/' && *bol != '*';
+        bool named = p > bol && (p[-1] == ' ' || p[-1] == '*');
+        bool prototype = eol > p + fl && eol[-1] == ';';
+        if (at_margin && named && !prototype)
+            return true;
+    }
+    return false;
+}
+
+static bool class_has_key(const char *key)
+{
+    for (size_t i = 0; i < NCLASSES; i++)
+        if (classes[i].kind == K_WIRED && strcmp(classes[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+static bool cat_is_real(const char *cat)
+{
+    for (int c = 0;; c++) {
+        const char *n = tg_limit_cat_name((tg_limit_cat_t)c);
+        if (strcmp(n, "unknown") == 0)
+            return false;
+        if (strcmp(n, cat) == 0)
+            return true;
+    }
+}
+
+static bool row_applies(const key_reg_t *k, unsigned run)
+{
+    return (k->kind == R_LIMIT || k->kind == R_PENDING) && (k->need & ~run) == 0;
+}
+
+/* Check the /limits snapshot of a toolgate at <addr> started for <run>
+ * (NEED_* bits it satisfies) against `keys`; failures go to <rep>. */
+static void check_snapshot(const char *addr, unsigned run, char *rep)
+{
+    char *body = NULL, err[256];
+    size_t len = 0;
+    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
+    cr_assert_eq(st, 200, "GET /limits from %s: %d %s", addr, st, st < 0 ? err : "");
+    json_error_t jerr;
+    json_t *doc = json_loadb(body, len, 0, &jerr);
+    cr_assert_not_null(doc, "/limits is not JSON: %s", jerr.text);
+    free(body);
+    json_t *lims = json_object_get(doc, "limits");
+    cr_assert(json_is_array(lims));
+    cr_assert_geq(json_array_size(lims), 10, "only %zu limits registered", json_array_size(lims));
+
+    for (size_t r = 0; r < NKEYS; r++) {
+        const key_reg_t *k = &keys[r];
+        if (!row_applies(k, run))
+            continue;
+        size_t hits = 0, i;
+        json_t *e;
+        json_array_foreach(lims, i, e) {
+            const char *name = json_string_value(json_object_get(e, "name"));
+            if (name == NULL || !name_matches(k->name, name))
+                continue;
+            hits++;
+            if (k->kind != R_LIMIT)
+                continue;
+            const char *cat = json_string_value(json_object_get(e, "category"));
+            const char *scope = json_string_value(json_object_get(e, "scope"));
+            uint64_t cap = (uint64_t)json_integer_value(json_object_get(e, "capacity"));
+            if (cat == NULL || strcmp(cat, k->cat) != 0)
+                report(rep, "  %s (%s): category %s, the table says %s\n", name, k->key,
+                       cat ? cat : "(none)", k->cat);
+            if (scope == NULL || strcmp(scope, k->scope) != 0)
+                report(rep, "  %s (%s): scope %s, the table says %s\n", name, k->key,
+                       scope ? scope : "(none)", k->scope);
+            if (k->cap != 0 && cap != k->cap)
+                report(rep, "  %s: capacity %llu, but %s is %llu in the runtime config\n", name,
+                       (unsigned long long)cap, k->key, (unsigned long long)k->cap);
+        }
+        if (hits == 0 && k->kind == R_LIMIT)
+            report(rep, "  %s sets %s, but no registry entry matches it\n", k->key, k->name);
+        if (hits == 0 && k->kind == R_PENDING)
+            cr_log_warn("%s is not registered yet (%s): %s", k->name, k->key, k->text);
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(lims, i, e) {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        bool known = false;
+        for (size_t r = 0; r < NKEYS && !known; r++)
+            known = row_applies(&keys[r], run) && name != NULL && name_matches(keys[r].name, name);
+        if (!known)
+            report(rep, "  %s is registered but no row of `keys` in tests/test_bounds.c "
+                   "names it (add the config key that sets it)\n", name ? name : "(no name)");
+    }
+    json_decref(doc);
+}
+
+/* The runtime config: every kind of limit set, to the RT_* values, the
+ * audit trail to <audit> ("" to leave it to --audit). <router_extra>,
+ * <agent_extra> (agents[0]'s members), <limits_extra> (its
+ * execution_limits' members) and <top_extra> are spliced in. */
+static void rt_config(const char *path, const char *admin, const char *audit,
+                      const char *router_extra, const char *agent_extra,
+                      const char *limits_extra, const char *top_extra)
+{
+    char json[8192], ws[TGH_PATH + 8];
+    /* The workspace lies beside the config file. */
+    const char *slash = strrchr(path, '/');
+    cr_assert_not_null(slash);
+    snprintf(ws, sizeof ws, "%.*s/ws", (int)(slash - path), path);
+    int n = snprintf(
+        json, sizeof json,
+        "{\"router\": {\"instance\": \"bounds-rt\", \"max_frame_bytes\": \"1Mi\", "
+        "\"idle_timeout\": \"20s\",\n"
+        "   \"admin\": {\"listen\": \"%s\", \"max_header_bytes\": \"4Ki\", \"max_connections\": 5,"
+        " \"idle_timeout\": \"9s\", \"max_response_bytes\": \"2Mi\"}%s},\n"
+        " \"audit\": {\"queue\": 512%s%s%s},\n"
+        " \"agents\": [{\"id\": \"fx\"%s,\n"
+        "   \"execution_limits\": {\"max_tool_call_duration\": \"10s\", \"max_concurrent_calls\": 2,"
+        " \"max_queued_calls\": 4, \"rate_limit\": \"100/minute\", \"burst\": 10,"
+        " \"kill_grace_period\": \"2s\"%s},\n"
+        "   \"tools\": {\"echo\": {\"rate_limit\": \"7/second\", \"max_concurrent_calls\": 1,"
+        " \"max_queued_calls\": 5, \"max_tool_call_duration\": \"5s\"}},\n"
+        "   \"restart\": {\"policy\": \"on-failure\", \"max_restarts\": 3, \"window\": \"1m\","
+        " \"backoff\": \"100ms\", \"max_backoff\": \"1s\"},\n"
+        "   \"stderr\": {\"bytes_per_second\": \"16Ki\", \"max_line\": \"1Ki\"},\n"
+        "   \"resources\": {\"memory\": {\"limit\": \"256Mi\"}, \"pids\": {\"limit\": 32},"
+        " \"disk\": {\"limit\": \"8Mi\"}},\n"
+        "   \"workspace\": \"%s\",\n"
+        "   \"max_instances\": 6}]%s}\n",
+        admin, router_extra, audit[0] ? ", \"path\": \"" : "", audit, audit[0] ? "\"" : "",
+        agent_extra, limits_extra, ws, top_extra);
+    cr_assert(n > 0 && (size_t)n < sizeof json);
+    cr_assert_eq(tgh_write_file(path, json), 0);
+}
+
 /* ---- tests ------------------------------------------------------------- */
 
 Test(bounds, pattern_tells_limits_from_other_defines)
@@ -404,8 +748,9 @@ Test(bounds, every_limit_shaped_define_is_marked_or_wired)
                         "config-wired:\n%s"
                         "Fix each one: if nobody should tune it, end its line with "
                         "`/* " MARKER ": <what it bounds> */`; otherwise wire it to a config key "
-                        "(default, floor, ceiling in config/config.h), register it in the limit "
-                        "registry and add it to the WIRED table in tests/test_bounds.c.",
+                        "(default, floor, ceiling in config/config.h), add it to `classes` in "
+                        "tests/test_bounds.c with that key, and give the key its rows in `keys` "
+                        "(registered, a duration, or why not).",
                         s->unclassified);
     cr_assert_eq(s->defines, s->marked + s->listed);
     scan_free(s);
@@ -440,46 +785,229 @@ Test(bounds, wired_entries_name_real_config_keys)
     free(cfg);
 }
 
-/* Every registration in router/session.c names a category of the registry's
- * enum, so each bound shows up under a category on /limits and the page. */
-Test(bounds, every_registration_has_a_category)
+/* Part 2, statically: each wired key says how it shows at runtime, and
+ * each row is well-formed and names a key that still exists. */
+Test(bounds, every_wired_key_is_registered_or_classified)
 {
-    char *reg_h = slurp("limits/registry.h");
-    char *sess = slurp("router/session.c");
-    regex_t cat_re;
-    cr_assert_eq(regcomp(&cat_re, "TG_LIMIT_[A-Z_]+", REG_EXTENDED), 0);
-    const char *enum_start = strstr(reg_h, "typedef enum tg_limit_cat");
-    cr_assert_not_null(enum_start);
-    const char *enum_end = strstr(enum_start, "} tg_limit_cat_t;");
-    cr_assert_not_null(enum_end);
-
-    size_t calls = 0;
-    bool in_macro = false;
-    for (char *line = strtok(sess, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        size_t n = strlen(line);
-        bool continued = n > 0 && line[n - 1] == '\\';
-        bool is_define = strstr(line, "#define") != NULL;
-        bool skip = in_macro || is_define;
-        in_macro = (in_macro || is_define) && continued;
-        if (skip || (strstr(line, "tg_registry_add(") == NULL && strstr(line, "REG(") == NULL))
+    for (size_t i = 0; i < NCLASSES; i++) {
+        if (classes[i].kind != K_WIRED)
             continue;
-        regmatch_t m;
-        cr_assert_eq(regexec(&cat_re, line, 1, &m, 0), 0,
-                     "router/session.c: a registration without a TG_LIMIT_* category: %s", line);
-        char cat[64];
-        size_t cl = (size_t)(m.rm_eo - m.rm_so);
-        cr_assert_lt(cl, sizeof(cat));
-        memcpy(cat, line + m.rm_so, cl);
-        cat[cl] = '\0';
-        const char *hit = strstr(enum_start, cat);
-        cr_assert(hit != NULL && hit < enum_end, "router/session.c: %s is not a tg_limit_cat_t", cat);
-        calls++;
+        bool has_row = false;
+        for (size_t r = 0; r < NKEYS && !has_row; r++)
+            has_row = strcmp(keys[r].key, classes[i].key) == 0;
+        cr_assert(has_row,
+                  "%s (set by %s) has no row in `keys`: say which registry entry shows it "
+                  "(R_LIMIT), where it is enforced if it is a duration (R_DURATION), or why "
+                  "it is not registered (R_UNREG)",
+                  classes[i].name, classes[i].key);
     }
-    /* agent: frame, rate, concurrency, queue, write queue, stderr, memory;
-     * tool: rate, concurrency, queue; caller frame, caller write queue,
-     * audit queue. */
-    cr_assert_eq(calls, 13, "expected 13 registrations in router/session.c, found %zu", calls);
-    regfree(&cat_re);
-    free(sess);
-    free(reg_h);
+    for (size_t r = 0; r < NKEYS; r++) {
+        const key_reg_t *k = &keys[r];
+        cr_assert(class_has_key(k->key), "row %zu names %s, which no define in `classes` is "
+                  "wired to: remove the row or fix the key", r, k->key);
+        switch (k->kind) {
+        case R_LIMIT:
+            cr_assert(k->name != NULL && k->cat != NULL && k->scope != NULL, "row %zu", r);
+            cr_assert(cat_is_real(k->cat), "row %zu: %s is not a registry category", r, k->cat);
+            cr_assert_lt(strlen(k->name), TG_LIMIT_NAME_MAX);
+            break;
+        case R_DURATION: {
+            cr_assert_not_null(k->text, "row %zu: where is %s enforced?", r, k->key);
+            const char *colon = strchr(k->text, ':');
+            cr_assert_not_null(colon, "row %zu: \"%s\" is not file:function", r, k->text);
+            char file[256], fn[128];
+            snprintf(file, sizeof file, "%.*s", (int)(colon - k->text), k->text);
+            snprintf(fn, sizeof fn, "%s(", colon + 1);
+            char *src = slurp(file);
+            cr_assert(defines_function(src, fn), "%s is said to be enforced by %s, which %s "
+                      "does not define", k->key, colon + 1, file);
+            free(src);
+            break;
+        }
+        case R_UNREG:
+        case R_PENDING:
+            cr_assert(k->text != NULL && strlen(k->text) > 20, "row %zu (%s): give the reason",
+                      r, k->key);
+            if (k->kind == R_PENDING)
+                cr_assert_not_null(k->name);
+            break;
+        }
+    }
+}
+
+Test(bounds, registry_names_match_their_patterns)
+{
+    cr_assert(name_matches("agent.*.rate", "agent.search.rate"));
+    cr_assert(name_matches("agent.*.tool.*.rate", "agent.search.tool.web.rate"));
+    cr_assert(name_matches("audit.queue", "audit.queue"));
+    cr_assert_not(name_matches("agent.*.rate", "agent.search.tool.web.rate"));
+    cr_assert_not(name_matches("agent.*.concurrency", "agent.fx.concurrency.shared"));
+    cr_assert_not(name_matches("agent.*.rate", "agent..rate"));
+    cr_assert_not(name_matches("audit.queue", "audit.queue2"));
+    cr_assert_not(name_matches("audit.queue2", "audit.queue"));
+    const char *src = "static void on_tick(uv_timer_t *t);\n"
+                      "    on_idle(w);\n"
+                      "static void on_tick(uv_timer_t *t)\n{\n}\n"
+                      "static void\non_idle_x(void)\n";
+    cr_assert(defines_function(src, "on_tick("));
+    cr_assert_not(defines_function(src, "on_idle("));
+    cr_assert_not(defines_function("static void on_x(void);\n", "on_x("));
+}
+
+/* ---- part 3: a real toolgate's registry ------------------------------- */
+
+/* Current and high-water of registry entry <name> at <addr>. */
+static void limit_usage(const char *addr, const char *name, uint64_t *cur, uint64_t *hw)
+{
+    char *body = NULL, err[256];
+    size_t len = 0;
+    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
+    cr_assert_eq(st, 200, "GET /limits: %d %s", st, st < 0 ? err : "");
+    json_t *doc = json_loadb(body, len, 0, NULL);
+    free(body);
+    cr_assert_not_null(doc);
+    size_t i;
+    json_t *e;
+    bool found = false;
+    json_array_foreach(json_object_get(doc, "limits"), i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0) {
+            *cur = (uint64_t)json_integer_value(json_object_get(e, "current"));
+            *hw = (uint64_t)json_integer_value(json_object_get(e, "high_water"));
+            found = true;
+        }
+    }
+    json_decref(doc);
+    cr_assert(found, "%s is not registered", name);
+}
+
+static srv_t R;
+static tgh_wrap_t W;
+static tgh_proc_t SV;
+
+static void rt_fini(void)
+{
+    tgh_cleanup();
+    srv_done(&R);
+}
+
+Test(bounds, wrap_registers_every_wired_bound, .fini = rt_fini, .timeout = 60)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char addr[64], cfg[TGH_PATH + 32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", tgh_free_port());
+    snprintf(cfg, sizeof cfg, "%s/bounds.json", W.dir);
+    rt_config(cfg, addr, "", "", "", "", "");
+    const char *const args[] = {"--config", cfg, NULL};
+    const char *const agent_args[] = {"--log", W.log, NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, NULL), 0);
+    if (tgh_log_wait(W.err, "toolgate: admin endpoint on", 1, 10000) < 1) {
+        char *e = tgh_read_file(W.err, NULL);
+        cr_assert_fail("toolgate wrap did not start its admin endpoint: %s", e ? e : "");
+    }
+    char *rep = calloc(1, REPORT_MAX);
+    cr_assert_not_null(rep);
+    check_snapshot(addr, 0, rep);
+    cr_assert_str_empty(rep, "toolgate wrap's registry does not match tests/test_bounds.c:\n%s",
+                        rep);
+    free(rep);
+    /* The restart budget is in use once the agent crashes and restarts. */
+    uint64_t cur, hw;
+    limit_usage(addr, "agent.fx.restarts", &cur, &hw);
+    cr_assert_eq(cur, 0);
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
+    json_decref(tgh_await_int(&W.tg, 0, 5000, NULL));
+    tgh_call(&W.tg, 1, "crash", "{}");
+    json_t *r = tgh_await_int(&W.tg, 1, 5000, NULL);
+    cr_assert(r != NULL && json_object_get(r, "error") != NULL, "the crashed call was not answered");
+    json_decref(r);
+    cr_assert_eq(tgh_log_wait(W.log, "start ", 2, 5000), 2, "the agent was not restarted");
+    limit_usage(addr, "agent.fx.restarts", &cur, &hw);
+    cr_assert_eq(cur, 1, "restarts within the window: %llu", (unsigned long long)cur);
+    cr_assert_eq(hw, 1);
+    tgh_close_stdin(&W.tg);
+    cr_assert_eq(tgh_wait(&W.tg, 10000), 0, "toolgate wrap did not exit on EOF");
+}
+
+Test(bounds, serve_registers_every_wired_bound, .fini = rt_fini, .timeout = 60)
+{
+    char dir[TGH_PATH], cfg[TGH_PATH + 32], sock[TGH_PATH + 32], audit[TGH_PATH + 32];
+    char err[TGH_PATH + 32], log[TGH_PATH + 32], addr[64];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    snprintf(cfg, sizeof cfg, "%s/bounds.json", dir);
+    snprintf(sock, sizeof sock, "%s/fx.sock", dir);
+    snprintf(audit, sizeof audit, "%s/audit.jsonl", dir);
+    snprintf(err, sizeof err, "%s/stderr.txt", dir);
+    snprintf(log, sizeof log, "%s/fixture.log", dir);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", tgh_free_port());
+
+    unsigned run = NEED_SERVE;
+    char store[700] = "", limits_extra[64] = "";
+    const char *env_url = getenv("TG_REDIS_URL");
+    if ((env_url != NULL && env_url[0] != '\0') || redis_server_path() != NULL) {
+        srv_any(&R);
+        snprintf(store, sizeof store,
+                 ",\n \"store\": {\"kind\": \"redis\", \"url\": \"%s\", \"max_pending\": %u}", R.url,
+                 RT_STORE_PENDING);
+        snprintf(limits_extra, sizeof limits_extra, ", \"concurrency_scope\": \"shared\"");
+        run |= NEED_STORE;
+    } else {
+        cr_log_warn("no redis (neither TG_REDIS_URL nor redis-server): the store's entries "
+                    "are not checked; CI installs redis-server");
+    }
+    char router_extra[TGH_PATH + 96], agent_extra[TGH_PATH * 2 + 96], top_extra[1200];
+    snprintf(router_extra, sizeof router_extra,
+             ", \"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}]", sock);
+    snprintf(agent_extra, sizeof agent_extra,
+             ", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]", TG_AGENTS_DIR, log);
+    snprintf(top_extra, sizeof top_extra,
+             ",\n \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
+             "{\"rate_limit\": \"9/second\", \"max_concurrent_calls\": 8}}]%s",
+             (unsigned)getuid(), store);
+    rt_config(cfg, addr, audit, router_extra, agent_extra, limits_extra, top_extra);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", cfg, NULL};
+    cr_assert_eq(tgh_spawn(&SV, argv, NULL, err), 0);
+    if (tgh_log_wait(err, "toolgate: serving", 1, 10000) < 1) {
+        char *e = tgh_read_file(err, NULL);
+        cr_assert_fail("toolgate serve did not start: %s", e ? e : "");
+    }
+    char *rep = calloc(1, REPORT_MAX);
+    cr_assert_not_null(rep);
+    check_snapshot(addr, run, rep);
+    cr_assert_str_empty(rep, "toolgate serve's registry does not match tests/test_bounds.c:\n%s",
+                        rep);
+    free(rep);
+    /* Each caller connection is an instance, counted against max_instances. */
+    uint64_t cur, hw;
+    limit_usage(addr, "agent.fx.instances", &cur, &hw);
+    cr_assert_eq(cur, 0);
+    tgh_proc_t c[2];
+    for (int i = 0; i < 2; i++) {
+        memset(&c[i], 0, sizeof c[i]);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        cr_assert_lt(strlen(sock), sizeof sa.sun_path);
+        memcpy(sa.sun_path, sock, strlen(sock) + 1);
+        cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        c[i].in_fd = fd;
+        c[i].out_fd = dup(fd);
+        tgh_sendf(&c[i], "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
+        json_decref(tgh_await_int(&c[i], 0, 5000, NULL));
+    }
+    limit_usage(addr, "agent.fx.instances", &cur, &hw);
+    cr_assert_eq(cur, 2);
+    cr_assert_eq(hw, 2);
+    close(c[0].in_fd);
+    close(c[0].out_fd);
+    free(c[0].rbuf);
+    for (int tries = 0; tries < 100 && cur != 1; tries++) {
+        tgh_sleep_ms(50);
+        limit_usage(addr, "agent.fx.instances", &cur, &hw);
+    }
+    cr_assert_eq(cur, 1, "a closed session is still counted");
+    cr_assert_eq(hw, 2);
+    close(c[1].in_fd);
+    close(c[1].out_fd);
+    free(c[1].rbuf);
+    kill(SV.pid, SIGTERM);
+    cr_assert_eq(tgh_wait(&SV, 10000), 0, "toolgate serve did not stop on SIGTERM");
 }

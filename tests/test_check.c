@@ -289,6 +289,44 @@ Test(check, json_output_has_values_and_sources)
     json_decref(root);
 }
 
+Test(check, json_output_shows_callers_and_their_limits)
+{
+    char cpath[128];
+    json_error_t jerr;
+    put("callers.json",
+        "{\"router\": {\"callers_only\": true},\n"
+        " \"callers\": [{\"name\": \"ci-bot\", \"uid\": 1001, \"execution_limits\": "
+        "{\"rate_limit\": \"30/minute\", \"burst\": 5}},\n"
+        "             {\"name\": \"ops\", \"gid\": 50, \"execution_limits\": "
+        "{\"max_concurrent_calls\": 2}}],\n"
+        " \"agents\": [{\"id\": \"a\", \"command\": [\"/bin/true\"]}]}\n",
+        cpath, sizeof cpath);
+    cr_assert_eq(run_check((const char *[]){"--json", "--config", cpath, NULL}), 0, "%s", errout);
+    json_t *root = json_loads(out, 0, &jerr);
+    cr_assert_not_null(root, "%s: %s", jerr.text, out);
+    json_t *callers = json_object_get(root, "callers");
+    cr_expect(json_is_true(json_object_get(callers, "callers_only")));
+    json_t *bot = json_array_get(json_object_get(callers, "entries"), 0);
+    json_t *ops = json_array_get(json_object_get(callers, "entries"), 1);
+    cr_assert_not_null(ops);
+    cr_expect_str_eq(json_string_value(json_object_get(bot, "name")), "ci-bot");
+    cr_expect_eq(json_integer_value(json_object_get(bot, "uid")), 1001);
+    cr_expect(json_is_null(json_object_get(bot, "gid")));
+    json_t *bl = json_object_get(bot, "limits");
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(bl, "rate_limit"), "text")),
+                     "30/minute");
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(bl, "rate_limit"), "source")),
+                     "caller");
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(bl, "burst"), "value")), 5);
+    cr_expect(json_is_null(json_object_get(bl, "max_concurrent_calls")));
+    json_t *ol = json_object_get(ops, "limits");
+    cr_expect_eq(json_integer_value(json_object_get(ops, "gid")), 50);
+    cr_expect(json_is_null(json_object_get(ol, "rate_limit")));
+    cr_expect_eq(
+        json_integer_value(json_object_get(json_object_get(ol, "max_concurrent_calls"), "value")), 2);
+    json_decref(root);
+}
+
 Test(check, bad_config_exits_1_with_the_positioned_error)
 {
     char cpath[128], want[512];

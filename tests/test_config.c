@@ -533,15 +533,16 @@ Test(config, unknown_keys)
                "t.json:1:11: audit: unknown key \"file\" (allowed: path, queue, sinks)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"limits\":{}}]}",
                "t.json:1:22: agents[0]: unknown key \"limits\" (allowed: id, dialect, command, "
-               "execution_limits, tools, restart, stderr, env, resources, cwd, max_instances, manifest)");
+               "execution_limits, tools, restart, stderr, env, resources, cwd, workspace, max_instances, "
+               "manifest, start, opensentience)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"execution_limits\":{\"rate\":\"1/s\"}}]}",
                "t.json:1:42: agents[0].execution_limits: unknown key \"rate\" (allowed: "
                "max_tool_call_duration, max_concurrent_calls, max_queued_calls, rate_limit, burst, "
-               "kill_grace_period, rate_scope, shared_mode)");
+               "kill_grace_period, rate_scope, shared_mode, concurrency_scope)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"tools\":{\"w\":{\"kill_grace_period\":\"1s\"}}}]}",
                "t.json:1:36: agents[0].tools.w: unknown key \"kill_grace_period\" (allowed: "
                "max_tool_call_duration, max_concurrent_calls, max_queued_calls, rate_limit, burst, "
-               "rate_scope, shared_mode)");
+               "rate_scope, shared_mode, concurrency_scope)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"restart\":{\"delay\":\"1s\"}}]}",
                "t.json:1:33: agents[0].restart: unknown key \"delay\" (allowed: policy, "
                "max_restarts, window, backoff, max_backoff)");
@@ -624,7 +625,8 @@ Test(config, failed_load_changes_nothing)
     load_fails("{\"router\":{\"instance\":\"after\",\"max_frame_bytes\":\"4Mi\"},"
                "\"audit\":{\"path\":\"/x\"},\"agents\":[{\"id\":\"new\",\"burst\":1}]}",
                "t.json:1:100: agents[0]: unknown key \"burst\" (allowed: id, dialect, command, "
-               "execution_limits, tools, restart, stderr, env, resources, cwd, max_instances, manifest)");
+               "execution_limits, tools, restart, stderr, env, resources, cwd, workspace, max_instances, "
+               "manifest, start, opensentience)");
     cr_expect_str_eq(cfg.instance, "before");
     cr_expect_eq(cfg.max_frame_src, TG_SRC_DEFAULT);
     cr_expect_null(cfg.audit_path);
@@ -818,7 +820,8 @@ Test(config, limit_bad_keys)
     limit_fails("foo=1", "--limit foo=1: unknown key \"foo\" (allowed: max_frame_bytes, "
                          "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
                          "rate_limit, burst, kill_grace_period, memory, cpu, pids, nofile, disk, network, "
-                         "containment, rate_scope, shared_mode, on_store_error, tools.NAME.KEY)");
+                         "containment, rate_scope, shared_mode, on_store_error, concurrency_scope, "
+                         "workspace, workspace_backend, tools.NAME.KEY)");
     limit_fails("rate_scope=global", "--limit rate_scope=global: rate_scope: \"global\" is not "
                                      "valid (expected \"local\" or \"shared\")");
     limit_fails("on_store_error=maybe", "--limit on_store_error=maybe: on_store_error: \"maybe\" is "
@@ -844,7 +847,7 @@ Test(config, limit_bad_keys)
                             "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
                             "rate_limit, burst, kill_grace_period, memory, cpu, pids, nofile, disk, "
                             "network, containment, rate_scope, shared_mode, on_store_error, "
-                            "tools.NAME.KEY)");
+                            "concurrency_scope, workspace, workspace_backend, tools.NAME.KEY)");
     limit_fails("burst", "--limit burst: expected KEY=VALUE, e.g. rate_limit=100/minute");
     limit_fails("=5", "--limit =5: expected KEY=VALUE, e.g. rate_limit=100/minute");
     limit_fails("", "--limit : expected KEY=VALUE, e.g. rate_limit=100/minute");

@@ -2,6 +2,9 @@
  * truncation, iteration (complete and partial), string decoding, numbers,
  * line/column and dotted paths. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/jscan.h"
@@ -223,6 +226,227 @@ Test(jscan, depth_bound)
     }
 }
 
+/* The container skip reads 64-byte blocks of bit masks, two ways (a block
+ * without a backslash in one go, one with a backslash stop by stop) and
+ * hands long strings to a separate loop. The byte-at-a-time skip below is
+ * the contract written plainly: random inputs must get the same answer. */
+static long ref_skip(const unsigned char *p, size_t n)
+{
+    unsigned char stack[TG_JSCAN_MAX_DEPTH];
+    size_t depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (c == '"') {
+            for (i++;; i++) {
+                if (i >= n)
+                    return -2;
+                if (p[i] == '"')
+                    break;
+                if (p[i] < 0x20)
+                    return -1;
+                if (p[i] == '\\') {
+                    if (i + 1 >= n)
+                        return -2;
+                    if (p[i + 1] < 0x20)
+                        return -1;
+                    i++;
+                }
+            }
+        } else if (c == '{' || c == '[') {
+            if (depth >= TG_JSCAN_MAX_DEPTH)
+                return -1;
+            stack[depth++] = c;
+        } else if (c == '}' || c == ']') {
+            if (depth == 0 || stack[depth - 1] != (c == '}' ? '{' : '['))
+                return -1;
+            if (--depth == 0)
+                return (long)i + 1;
+        }
+    }
+    return -2;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+Test(jscan, skip_matches_a_byte_reference)
+{
+    /* structure-heavy alphabet, with runs so strings cross block edges */
+    static const char alpha[] = "{}[]\"\"\"\\\\aaaa ,:\x01\x1f\x80\xff";
+    unsigned char buf[400];
+    for (int round = 0; round < 200000; round++) {
+        size_t n = 1 + (size_t)(rng() % (round % 4 == 0 ? 400 : 140));
+        buf[0] = (rng() & 1) ? '{' : '[';
+        for (size_t i = 1; i < n; i++) {
+            uint64_t r = rng();
+            if (r % 8 == 0) { /* a run of plain bytes */
+                size_t run = 1 + (size_t)(r >> 8) % 90;
+                for (size_t k = 0; k < run && i < n; k++, i++)
+                    buf[i] = 'x';
+                i--;
+            } else {
+                buf[i] = (unsigned char)alpha[(r >> 8) % (sizeof alpha - 1)];
+            }
+        }
+        /* an exact-size copy, so a sanitizer sees any over-read */
+        unsigned char *copy = malloc(n);
+        cr_assert_not_null(copy);
+        memcpy(copy, buf, n);
+        long want = ref_skip(copy, n);
+        long got = scan_n((const char *)copy, n);
+        if (got != want) {
+            char hex[3 * 400 + 1];
+            for (size_t i = 0; i < n; i++)
+                snprintf(hex + 3 * i, 4, "%02x ", copy[i]);
+            cr_assert_eq(got, want, "round %d, %zu bytes: %s", round, n, hex);
+        }
+        free(copy);
+    }
+}
+
+Test(jscan, skip_block_edges)
+{
+    /* a backslash on the last byte of a block escapes the first of the
+     * next; a quote there does not end the string */
+    for (size_t at = 56; at < 72; at++) {
+        char s[200];
+        memset(s, 'a', sizeof s);
+        s[0] = '[';
+        s[1] = '"';
+        s[at] = '\\';
+        s[at + 1] = '"';
+        s[100] = '"';
+        s[101] = ']';
+        cr_assert_eq(scan_n(s, 102), 102, "escaped quote at %zu", at + 1);
+        s[at + 1] = '\x05';
+        cr_assert_eq(scan_n(s, 102), -1, "escaped control byte at %zu", at + 1);
+        cr_assert_eq(scan_n(s, at + 1), -2, "cut after the backslash at %zu", at);
+    }
+    /* a control byte in a string after the container ends is not its
+     * business; one before the end is */
+    const char tail[] = "{\"a\":\"b\"} \"\x01\"";
+    cr_assert_eq(scan_n(tail, sizeof tail - 1), 9);
+    /* a long string (the long-string loop) then structure and a cut */
+    char big[5000];
+    memset(big, 'z', sizeof big);
+    memcpy(big, "{\"k\":\"", 6);
+    memcpy(big + 4000, "\",\"l\":[1,{\"m\":\"]\"}]}", 20);
+    cr_assert_eq(scan_n(big, 4020), 4020);
+    cr_assert_eq(scan_n(big, 4019), -2);
+    big[3000] = '\n';
+    cr_assert_eq(scan_n(big, 4020), -1, "control byte deep in a long string");
+    big[3000] = '\\';
+    big[3001] = '"';
+    cr_assert_eq(scan_n(big, 4020), 4020, "escape deep in a long string");
+    /* short buffers (the padded last block) */
+    cr_assert_eq(scan_rc("{}"), 2);
+    cr_assert_eq(scan_rc("[\"\\\\\"]"), 6);
+    cr_assert_eq(scan_rc("[\"\\"), -2);
+}
+
+/* Descending into a member's object in place, as the envelope scanner
+ * reads a tools/call's params while walking the top level. */
+Test(jscan, descend_in_place)
+{
+    const char *s = "{\"m\":\"x\",\"p\":{\"a\":[1,2],\"meta\":{\"t\":5}, \"b\":\"c\"},\"z\":7} ";
+    size_t n = strlen(s);
+    tg_jobj_iter_t it, child, grand;
+    tg_jspan_t k, v;
+    cr_assert_eq(tg_jobj_begin_partial(&it, s, n, 0), 0);
+    cr_assert_eq(tg_jobj_key(&it, &k), 1);
+    cr_assert(tg_jstr_eq(s, k, "m"));
+    cr_assert_eq(tg_jobj_enter(&it, &child), 0, "not an object: the value is still pending");
+    cr_assert_eq(tg_jobj_value(&it, &v), 0);
+    cr_assert(tg_jstr_eq(s, v, "x"));
+    cr_assert_eq(tg_jobj_key(&it, &k), 1);
+    cr_assert(tg_jstr_eq(s, k, "p"));
+    cr_assert_eq(tg_jobj_enter(&it, &child), 1);
+    cr_assert_eq(tg_jobj_next(&child, &k, &v), 1);
+    cr_assert(tg_jstr_eq(s, k, "a"));
+    cr_assert_eq(v.type, TG_J_ARRAY);
+    cr_assert_eq(tg_jobj_key(&child, &k), 1);
+    cr_assert(tg_jstr_eq(s, k, "meta"));
+    cr_assert_eq(tg_jobj_enter(&child, &grand), 1);
+    cr_assert_eq(tg_jobj_next(&grand, &k, &v), 1);
+    cr_assert_eq(v.type, TG_J_NUMBER);
+    cr_assert_eq(tg_jobj_next(&grand, &k, &v), 0);
+    cr_assert_eq(tg_jobj_leave(&child, &grand, &v), 0);
+    cr_assert_eq(v.off, 31);
+    cr_assert_eq(v.len, 7);
+    /* a key whose value is left unread is skipped by the next key */
+    cr_assert_eq(tg_jobj_key(&child, &k), 1);
+    cr_assert(tg_jstr_eq(s, k, "b"));
+    cr_assert_eq(tg_jobj_key(&child, &k), 0);
+    cr_assert_eq(tg_jobj_leave(&it, &child, &v), 0);
+    cr_assert_eq(v.off, 13);
+    cr_assert_eq(v.len, 35);
+    cr_assert_eq(v.type, TG_J_OBJECT);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert(tg_jstr_eq(s, k, "z"));
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 0);
+    cr_assert_eq(it.pos, n - 1);
+
+    /* the child's error is the parent's; truncation stays truncation in a
+     * partial buffer and is malformed in a complete one */
+    const char *bad = "{\"p\":{\"a\" 1},\"z\":2}";
+    cr_assert_eq(tg_jobj_begin_partial(&it, bad, strlen(bad), 0), 0);
+    cr_assert_eq(tg_jobj_key(&it, &k), 1);
+    cr_assert_eq(tg_jobj_enter(&it, &child), 1);
+    cr_assert_eq(tg_jobj_key(&child, &k), -1);
+    cr_assert_eq(tg_jobj_leave(&it, &child, &v), -1);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), -1, "sticky");
+    const char *cut = "{\"p\":{\"a\":\"xx";
+    cr_assert_eq(tg_jobj_begin_partial(&it, cut, strlen(cut), 0), 0);
+    cr_assert_eq(tg_jobj_key(&it, &k), 1);
+    cr_assert_eq(tg_jobj_enter(&it, &child), 1);
+    cr_assert_eq(tg_jobj_key(&child, &k), 1);
+    cr_assert_eq(tg_jobj_value(&child, &v), -2);
+    cr_assert_eq(tg_jobj_leave(&it, &child, &v), -2);
+    const char *whole = "{\"p\":{\"a\":1}";
+    tg_jspan_t top = {.off = 0, .len = strlen(whole), .type = TG_J_OBJECT, .escaped = false};
+    tg_jobj_begin(&it, whole, top); /* a wrong span: the inner object is not closed */
+    cr_assert_eq(tg_jobj_key(&it, &k), 1);
+    cr_assert_eq(tg_jobj_enter(&it, &child), 1);
+    cr_assert_eq(tg_jobj_next(&child, &k, &v), 1);
+    cr_assert_eq(tg_jobj_next(&child, &k, &v), -1, "runs into the parent's end");
+    /* leaving before the end is a mistake, made sticky */
+    cr_assert_eq(tg_jobj_begin_partial(&it, s, n, 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert_eq(tg_jobj_key(&it, &k), 1);
+    cr_assert_eq(tg_jobj_enter(&it, &child), 1);
+    cr_assert_eq(tg_jobj_leave(&it, &child, &v), -1);
+    /* a value without a key */
+    cr_assert_eq(tg_jobj_begin_partial(&it, s, n, 0), 0);
+    cr_assert_eq(tg_jobj_value(&it, &v), -1);
+
+    /* the nesting budget goes down one level per descent, as for skips */
+    for (size_t d = TG_JSCAN_MAX_DEPTH - 3; d <= TG_JSCAN_MAX_DEPTH - 1; d++) {
+        char doc[2 * TG_JSCAN_MAX_DEPTH + 32];
+        size_t m = 0;
+        memcpy(doc, "{\"p\":{\"a\":", 10);
+        m = 10;
+        memset(doc + m, '[', d);
+        m += d;
+        memset(doc + m, ']', d);
+        m += d;
+        memcpy(doc + m, "}}", 2);
+        m += 2;
+        bool fits = d + 2 <= TG_JSCAN_MAX_DEPTH;
+        cr_assert_eq(tg_jscan_value(doc, m, 0, &v), fits ? (long)m : -1, "depth %zu", d + 2);
+        cr_assert_eq(tg_jobj_begin_partial(&it, doc, m, 0), 0);
+        cr_assert_eq(tg_jobj_key(&it, &k), 1);
+        cr_assert_eq(tg_jobj_enter(&it, &child), 1);
+        cr_assert_eq(tg_jobj_next(&child, &k, &v), fits ? 1 : -1, "depth %zu", d + 2);
+    }
+}
+
 Test(jscan, object_iteration)
 {
     const char *s = " { \"a\" : 1 , \"b\\u0063\":{\"x\":[1,2]}, \"d\":\"e\" } ";
@@ -431,6 +655,13 @@ Test(jscan, jnum_u64)
         {"18446744073709551616", UINT64_MAX, -1, 0},
         {"99999999999999999999", UINT64_MAX, -1, 0},
         {"30000", UINT64_MAX, 0, 30000},
+        /* eight digits at a time, then the rest one by one */
+        {"12345678", UINT64_MAX, 0, 12345678},
+        {"1000000001", UINT64_MAX, 0, 1000000001},
+        {"9876543210987654321", UINT64_MAX, 0, 9876543210987654321ULL},
+        {"1234567.5", UINT64_MAX, -1, 0},
+        {"123456789e1", UINT64_MAX, -1, 0},
+        {"12345678901", 12345678900, -1, 0},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         tg_jspan_t v;
@@ -438,6 +669,27 @@ Test(jscan, jnum_u64)
         uint64_t out = 777;
         cr_assert_eq(tg_jnum_u64(c[i].s, v, c[i].max, &out), c[i].rc, "%s", c[i].s);
         cr_assert_eq(out, c[i].rc == 0 ? c[i].v : 777, "%s", c[i].s);
+    }
+    /* every length up to 20 digits, against strtoull */
+    uint64_t seed = 0x2545F4914F6CDD1DULL;
+    for (int round = 0; round < 20000; round++) {
+        char d[24];
+        size_t len = 1 + (size_t)(round % 20);
+        for (size_t i = 0; i < len; i++) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            d[i] = (char)('0' + (i == 0 ? 1 + seed % 9 : seed % 10));
+        }
+        d[len] = '\0';
+        errno = 0;
+        unsigned long long want = strtoull(d, NULL, 10);
+        bool fits = errno != ERANGE;
+        tg_jspan_t n = {.off = 0, .len = len, .type = TG_J_NUMBER, .escaped = false};
+        uint64_t got = 0;
+        cr_assert_eq(tg_jnum_u64(d, n, UINT64_MAX, &got), fits ? 0 : -1, "%s", d);
+        if (fits)
+            cr_assert_eq(got, (uint64_t)want, "%s", d);
     }
     tg_jspan_t v;
     cr_assert_gt(scan("\"5\"", &v), 0);

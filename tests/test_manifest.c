@@ -427,7 +427,8 @@ Test(manifest, config_resource_errors_have_positions)
               "t.json:1:24: containment.mode: \"strict\" is not a containment mode (expected "
               "\"best_effort\", \"required\" or \"off\")");
     cfg_fails("{\"containment\":{\"backend\":\"cgroup2\"}}",
-              "t.json:1:17: containment: unknown key \"backend\" (allowed: mode, min_free_memory)");
+              "t.json:1:17: containment: unknown key \"backend\" (allowed: mode, min_free_memory, "
+              "workspace_backend)");
 }
 
 /* ---- manifest errors ---- */
@@ -454,12 +455,12 @@ Test(manifest, manifest_errors_have_positions)
     pair_fails("{\"id\": \"x\",\n \"execution_limits\": {\n   \"max_calls\": 5}}",
                "@/m.json:3:4: execution_limits: unknown key \"max_calls\" (allowed: "
                "max_tool_call_duration, max_concurrent_calls, max_queued_calls, rate_limit, burst, "
-               "rate_scope, shared_mode)");
+               "rate_scope, shared_mode, concurrency_scope)");
     /* The grace before a kill is the operator's, not the agent's. */
     pair_fails("{\"execution_limits\": {\"kill_grace_period\": \"1h\"}}",
                "@/m.json:1:23: execution_limits: unknown key \"kill_grace_period\" (allowed: "
                "max_tool_call_duration, max_concurrent_calls, max_queued_calls, rate_limit, burst, "
-               "rate_scope, shared_mode)");
+               "rate_scope, shared_mode, concurrency_scope)");
     pair_fails("{\"execution_limits\": {\"max_concurrent_calls\": 0}}",
                "@/m.json:1:47: execution_limits.max_concurrent_calls: 0 is out of range (expected "
                "1 to 65536)");

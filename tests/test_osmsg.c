@@ -287,3 +287,44 @@ Test(osmsg, splice_plan)
     cr_assert_eq(tg_os_splice_plan(10, all, (size_t)UINT32_MAX + 1, &sp), -EMSGSIZE);
     cr_assert_eq(tg_os_splice_plan(20, all, (size_t)UINT32_MAX - 9, &sp), -EMSGSIZE);
 }
+
+Test(osmsg, result_made_by_toolgate)
+{
+    tg_os_hdr_t h = hdr();
+    h.in_reply_to = lit("\"m-3\"");
+    long n = tg_os_enc_result(out, sizeof out, &h, lit("\"c-1\""), "failed", "tool.not_found",
+                              "agent 'os' has not registered tool 'x'", false);
+    const char *want = HEAD("agent.tool.result") ",\"in_reply_to\":\"m-3\",\"payload\":{\"call_id\":"
+                       "\"c-1\",\"status\":\"failed\"},\"error\":{\"code\":\"tool.not_found\","
+                       "\"message\":\"agent 'os' has not registered tool 'x'\",\"retryable\":false,"
+                       "\"where\":\"toolgate.router\"}}";
+    cr_assert_str_eq(out, want);
+    json_t *j = check(n);
+    json_decref(j);
+    tg_os_env_t env;
+    cr_assert_eq(tg_os_scan(out, (size_t)n, &env), 0);
+    cr_assert_eq(env.type, TG_OS_AGENT_TOOL_RESULT);
+    cr_assert_eq(env.status, TG_OS_ST_FAILED);
+
+    /* canceled, no error; a missing call_id is null */
+    h = hdr();
+    n = tg_os_enc_result(out, sizeof out, &h, (tg_os_raw_t){NULL, 0}, "canceled", NULL, NULL, false);
+    cr_assert_str_eq(out, HEAD("agent.tool.result") ",\"payload\":{\"call_id\":null,\"status\":"
+                          "\"canceled\"}}");
+    cr_assert_eq((size_t)n, strlen(out));
+    json_error_t err;
+    json_t *nj = json_loadb(out, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    cr_assert_not_null(nj, "%s", err.text);
+    json_decref(nj);
+
+    /* a call_id that is not a string span, a code without a message */
+    cr_assert_eq(tg_os_enc_result(out, sizeof out, &h, lit("7"), "failed", NULL, NULL, false),
+                 -EINVAL);
+    cr_assert_eq(tg_os_enc_result(out, sizeof out, &h, lit("\"c\""), "failed", "x", NULL, false),
+                 -EINVAL);
+    cr_assert_eq(tg_os_enc_result(out, sizeof out, &h, lit("\"c\""), NULL, NULL, NULL, false),
+                 -EINVAL);
+    /* nothing partial when it does not fit */
+    cr_assert_eq(tg_os_enc_result(out, 40, &h, lit("\"c\""), "canceled", NULL, NULL, false),
+                 -ENOSPC);
+}

@@ -1,9 +1,24 @@
-/* The limit registry: warn once at 80%, re-arm (RECOVERED) below 50%. */
+/* The limit registry: warn once at 80%, re-arm (RECOVERED) below 50%; and
+ * the admin endpoint's own bounds (connections, header and response
+ * bytes), which it registers and keeps up to date itself. */
 #include "limits/registry.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <uv.h>
+
+#include "router/admin.h"
 
 Test(registry, warns_once_and_rearms_below_half)
 {
@@ -168,4 +183,271 @@ Test(registry, category_names)
     cr_assert_str_eq(tg_limit_cat_name(TG_LIMIT_STDERR), "stderr");
     cr_assert_str_eq(tg_limit_cat_name(TG_LIMIT_RESOURCE), "resource");
     cr_assert_str_eq(tg_limit_cat_name((tg_limit_cat_t)99), "unknown");
+}
+
+/* ---- the admin endpoint's own bounds ------------------------------------
+ * A real server on a loopback port, its loop on a thread; the registry is
+ * read through /limits (rendered on the loop thread) while it runs, and
+ * directly once the thread is joined. */
+
+#define ADM_CONNS 5u     /* max_connections: 80% is 4 */
+#define ADM_HEAD 1024u   /* max_header_bytes */
+#define ADM_BODY 65536u  /* max_response_bytes: the floor */
+
+static tg_registry_t areg;
+static int aevents[64][3]; /* [idx][tg_limit_ev_t]: events handed to the provider */
+static uv_loop_t aloop;
+static uv_async_t astop;
+static pthread_t athread;
+static tg_admin_t *adm;
+static char aaddr[64];
+
+static const tg_registry_t *a_registry(void *ctx)
+{
+    (void)ctx;
+    return &areg;
+}
+
+static void a_event(void *ctx, int idx, tg_limit_ev_t ev)
+{
+    (void)ctx;
+    if (idx >= 0 && idx < 64)
+        aevents[idx][ev]++;
+}
+
+static void a_on_stop(uv_async_t *h)
+{
+    tg_admin_close(adm);
+    uv_close((uv_handle_t *)h, NULL);
+}
+
+static void *a_run(void *arg)
+{
+    (void)arg;
+    uv_run(&aloop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static void a_start(void)
+{
+    tg_registry_init(&areg);
+    memset(aevents, 0, sizeof aevents);
+    /* one limit of the router's own first, so the server's entries do not
+     * sit at index 0 by accident */
+    cr_assert_eq(tg_registry_add(&areg, "audit.queue", TG_LIMIT_AUDIT_QUEUE, "instance", 64), 0);
+    tg_admin_provider_t prov = {.registry = a_registry, .own = &areg, .limit_event = a_event};
+    tg_admin_opts_t o = {.max_connections = ADM_CONNS, .max_header_bytes = ADM_HEAD,
+                         .max_response_bytes = ADM_BODY};
+    char err[256] = "";
+    cr_assert_eq(uv_loop_init(&aloop), 0);
+    cr_assert_eq(tg_admin_start(&adm, &aloop, "127.0.0.1:0", &o, &prov, err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_gt(tg_admin_bound(adm, aaddr, sizeof aaddr), 0);
+    cr_assert_eq(uv_async_init(&aloop, &astop, a_on_stop), 0);
+    cr_assert_eq(pthread_create(&athread, NULL, a_run, NULL), 0);
+}
+
+static void a_stop(void)
+{
+    uv_async_send(&astop);
+    pthread_join(athread, NULL);
+    cr_assert_eq(uv_loop_close(&aloop), 0);
+}
+
+static int a_dial(void)
+{
+    const char *colon = strrchr(aaddr, ':');
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0, "%s", strerror(errno));
+    return fd;
+}
+
+/* Send <req> on a new connection and read the answer's status. */
+static int a_exchange(const char *req, size_t len)
+{
+    int fd = a_dial();
+    cr_assert_eq(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
+    char buf[512];
+    ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    cr_assert_gt(n, 12);
+    buf[n] = '\0';
+    return atoi(buf + 9);
+}
+
+typedef struct snap {
+    uint64_t current, high_water, capacity;
+    char category[32], scope[16];
+} snap_t;
+
+/* GET /limits (body kept in <body>, freed by the caller) and the figures
+ * of entry <name>. */
+static snap_t a_limit(const char *name, char **body, size_t *len)
+{
+    char err[256];
+    int st = tg_admin_get(aaddr, "/limits", 5000, 1u << 20, body, len, err, sizeof err);
+    cr_assert_eq(st, 200, "GET /limits: %d %s", st, err);
+    json_t *doc = json_loads(*body, 0, NULL);
+    cr_assert_not_null(doc);
+    snap_t s = {0};
+    size_t i;
+    json_t *e;
+    bool found = false;
+    json_array_foreach(json_object_get(doc, "limits"), i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) != 0)
+            continue;
+        found = true;
+        s.current = (uint64_t)json_integer_value(json_object_get(e, "current"));
+        s.high_water = (uint64_t)json_integer_value(json_object_get(e, "high_water"));
+        s.capacity = (uint64_t)json_integer_value(json_object_get(e, "capacity"));
+        snprintf(s.category, sizeof s.category, "%s",
+                 json_string_value(json_object_get(e, "category")));
+        snprintf(s.scope, sizeof s.scope, "%s", json_string_value(json_object_get(e, "scope")));
+    }
+    json_decref(doc);
+    cr_assert(found, "%s is not on /limits", name);
+    return s;
+}
+
+static int a_index(const char *name)
+{
+    for (size_t i = 0; i < areg.n; i++)
+        if (strcmp(areg.v[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+TestSuite(registry_admin, .timeout = 30);
+
+Test(registry_admin, connections_are_counted_with_their_high_water)
+{
+    a_start();
+    int fds[4];
+    for (int i = 0; i < 4; i++)
+        fds[i] = a_dial();
+    char *body;
+    size_t len;
+    /* 4 idle connections and the one asking: 5 of 5 */
+    snap_t s = a_limit("admin.connections", &body, &len);
+    free(body);
+    cr_assert_str_eq(s.category, "concurrency");
+    cr_assert_str_eq(s.scope, "instance");
+    cr_assert_eq(s.capacity, ADM_CONNS);
+    cr_assert_eq(s.current, 5);
+    cr_assert_eq(s.high_water, 5);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    /* The server sees the closes on its next loop turns. */
+    for (int tries = 0; tries < 100; tries++) {
+        s = a_limit("admin.connections", &body, &len);
+        free(body);
+        if (s.current == 1)
+            break;
+        usleep(20000);
+    }
+    cr_assert_eq(s.current, 1, "closed connections are still counted: %llu",
+                 (unsigned long long)s.current);
+    cr_assert_eq(s.high_water, 5);
+    a_stop();
+    int idx = a_index("admin.connections");
+    cr_assert_geq(idx, 1);
+    /* 4 of 5 crossed 80% once; back to 1 (below 50%) re-armed it */
+    cr_assert_eq(aevents[idx][TG_LIMIT_EV_WARNING], 1);
+    cr_assert_eq(aevents[idx][TG_LIMIT_EV_RECOVERED], 1);
+    tg_registry_free(&areg);
+}
+
+Test(registry_admin, header_and_response_bytes_are_measured)
+{
+    a_start();
+    /* A request whose head is exactly 900 bytes. */
+    char req[1024];
+    const char *pre = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Pad: ";
+    size_t pl = strlen(pre);
+    memcpy(req, pre, pl);
+    memset(req + pl, 'a', 900 - pl - 4);
+    memcpy(req + 900 - 4, "\r\n\r\n", 4);
+    cr_assert_eq(a_exchange(req, 900), 200);
+    char *body1, *body2;
+    size_t len1, len2;
+    snap_t h = a_limit("admin.header_bytes", &body1, &len1);
+    cr_assert_str_eq(h.category, "frame");
+    cr_assert_eq(h.capacity, ADM_HEAD);
+    /* The /limits request itself is the latest head; the padded one is the
+     * highest. */
+    cr_assert_eq(h.high_water, 900);
+    cr_assert_lt(h.current, 300);
+    cr_assert_gt(h.current, 20);
+    /* A rendered body is recorded once it is rendered: the next snapshot
+     * shows the previous one's exact length. */
+    snap_t b = a_limit("admin.response_bytes", &body2, &len2);
+    cr_assert_str_eq(b.category, "frame");
+    cr_assert_eq(b.capacity, ADM_BODY);
+    cr_assert_eq(b.current, len1);
+    free(body1);
+    free(body2);
+
+    /* An over-cap head is refused (431) and recorded at the cap. */
+    char big[2048];
+    memcpy(big, pre, pl);
+    memset(big + pl, 'b', sizeof big - pl);
+    cr_assert_eq(a_exchange(big, sizeof big), 431);
+    h = a_limit("admin.header_bytes", &body1, &len1);
+    free(body1);
+    cr_assert_eq(h.high_water, ADM_HEAD);
+    a_stop();
+    /* 900 of 1024 warned, the small /limits head after it re-armed, the
+     * 431 warned again and the last /limits re-armed again. */
+    int idx = a_index("admin.header_bytes");
+    cr_assert_eq(aevents[idx][TG_LIMIT_EV_WARNING], 2);
+    cr_assert_eq(aevents[idx][TG_LIMIT_EV_RECOVERED], 2);
+    tg_registry_free(&areg);
+}
+
+Test(registry_admin, a_body_over_the_bound_is_recorded_at_the_cap)
+{
+    a_start();
+    /* Enough long entries that /limits cannot be rendered in 64 KiB. */
+    char name[TG_LIMIT_NAME_MAX];
+    for (int i = 0; i < 600; i++) {
+        snprintf(name, sizeof name, "agent.padding-%03d.%0120d", i, 0);
+        cr_assert_geq(tg_registry_add(&areg, name, TG_LIMIT_RATE, "agent", 1), 0);
+    }
+    char *body = NULL, err[256];
+    size_t len;
+    cr_assert_eq(tg_admin_get(aaddr, "/limits", 5000, 1u << 20, &body, &len, err, sizeof err), 500);
+    free(body);
+    a_stop();
+    int idx = a_index("admin.response_bytes");
+    cr_assert_geq(idx, 0);
+    cr_assert_eq(areg.v[idx].current, ADM_BODY);
+    cr_assert_eq(areg.v[idx].high_water, ADM_BODY);
+    cr_assert_eq(aevents[idx][TG_LIMIT_EV_WARNING], 1);
+    tg_registry_free(&areg);
+}
+
+Test(registry_admin, no_registry_no_entries)
+{
+    /* A provider without <own> (the admin tests' fake router): nothing is
+     * registered and nothing breaks. */
+    tg_registry_init(&areg);
+    tg_admin_provider_t prov = {.registry = a_registry};
+    char err[256] = "";
+    cr_assert_eq(uv_loop_init(&aloop), 0);
+    cr_assert_eq(tg_admin_start(&adm, &aloop, "127.0.0.1:0", NULL, &prov, err, sizeof err), 0);
+    cr_assert_gt(tg_admin_bound(adm, aaddr, sizeof aaddr), 0);
+    cr_assert_eq(uv_async_init(&aloop, &astop, a_on_stop), 0);
+    cr_assert_eq(pthread_create(&athread, NULL, a_run, NULL), 0);
+    char *body = NULL;
+    size_t len;
+    cr_assert_eq(tg_admin_get(aaddr, "/limits", 5000, 1u << 20, &body, &len, err, sizeof err), 200);
+    cr_assert_str_eq(body, "{\"instance\":null,\"limits\":[]}\n");
+    free(body);
+    a_stop();
+    cr_assert_eq(areg.n, 0);
 }

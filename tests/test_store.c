@@ -789,7 +789,8 @@ Test(store_redis, flushed_script_cache_is_recovered_with_eval)
     slot_t s[13];
     for (int i = 0; i < 3; i++)
         take_wait(&g, "tg:{a}:flush", 10, 1000, 0, &s[i]);
-    cr_assert_eq(srv_info(&g.srv, "memory", "number_of_cached_scripts:"), 1);
+    /* GCRA and slots, both loaded at set-up */
+    cr_assert_eq(srv_info(&g.srv, "memory", "number_of_cached_scripts:"), 2);
     srv_cmd(&g.srv, "SCRIPT FLUSH");
     srv_cmd(&g.srv, "CONFIG RESETSTAT");
     cr_assert_eq(srv_info(&g.srv, "memory", "number_of_cached_scripts:"), 0);
@@ -807,7 +808,7 @@ Test(store_redis, flushed_script_cache_is_recovered_with_eval)
         expect_gcra(s[i].r.gcra, gr(true, 0, (uint64_t)i + 1, 10, 9 - (uint64_t)i), "admitted");
     }
     cr_assert_eq(srv_info(&g.srv, "commandstats", "cmdstat_eval:calls="), 7);
-    cr_assert_eq(srv_info(&g.srv, "memory", "number_of_cached_scripts:"), 1, "reloaded");
+    cr_assert_eq(srv_info(&g.srv, "memory", "number_of_cached_scripts:"), 2, "both reloaded");
     /* and EVALSHA works again */
     take_wait(&g, "tg:{a}:flush", 10, 1000, 0, &s[10]);
     expect_gcra(s[10].r.gcra, gr(false, 100, 11, 10, 0), "eleventh");
@@ -1578,4 +1579,527 @@ Test(store_lease, close_waits_for_the_batch_in_flight)
         cr_assert_eq(s[i].r.decided_by, TG_STORE_BY_STORE);
     }
     rig_close(&g);
+}
+
+/* ------------------------------------------------- shared concurrency slots */
+
+#include "limits/store_slots.h"
+
+typedef struct held {
+    bool done;
+    int answers;
+    tg_store_slot_result_t r;
+    uint64_t t0_ns, t1_ns;
+} held_t;
+
+static void held_cb(void *arg, const tg_store_slot_result_t *r)
+{
+    held_t *h = arg;
+    h->answers++;
+    h->done = true;
+    h->r = *r;
+    h->t1_ns = uv_hrtime();
+}
+
+static void never_slot_cb(void *arg, const tg_store_slot_result_t *r)
+{
+    (void)arg;
+    (void)r;
+    cr_assert_fail("a refused acquisition called back");
+}
+
+static void acquire(tg_store_t *st, const char *key, uint32_t cap, held_t *h)
+{
+    memset(h, 0, sizeof *h);
+    h->t0_ns = uv_hrtime();
+    cr_assert_eq(tg_store_slot_acquire(st, key, cap, held_cb, h), 0, "acquire %s", key);
+}
+
+static void acquire_wait(rig_t *g, const char *key, uint32_t cap, held_t *h)
+{
+    acquire(g->st, key, cap, h);
+    pump(&g->loop, &h->done, 3000);
+    cr_assert(h->done, "%s: no answer", key);
+    cr_assert_eq(h->answers, 1);
+}
+
+static void expect_slot(const held_t *h, bool granted, uint64_t holders, uint64_t cap,
+                        tg_store_decider_t by, const char *what)
+{
+    cr_assert(h->done, "%s: not answered", what);
+    cr_assert_eq(h->r.granted, granted, "%s: granted %d", what, h->r.granted);
+    cr_assert_eq(h->r.holders, holders, "%s: holders %llu, want %llu", what,
+                 (unsigned long long)h->r.holders, (unsigned long long)holders);
+    cr_assert_eq(h->r.cap, cap, "%s: cap %llu, want %llu", what, (unsigned long long)h->r.cap,
+                 (unsigned long long)cap);
+    cr_assert_eq(h->r.decided_by, by, "%s: decided by %s", what,
+                 tg_store_decider_name(h->r.decided_by));
+    cr_assert_eq(h->r.slot != NULL, granted, "%s: a slot exactly when granted", what);
+}
+
+/* Members of sorted set <key>, space-separated, into <buf>. */
+static long long srv_members(const srv_t *s, const char *key, char *buf, size_t cap)
+{
+    redisContext *c = srv_connect(s);
+    cr_assert(c != NULL && !c->err);
+    redisReply *r = redisCommand(c, "ZRANGE %s 0 -1", key);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->elements; i++) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap - n, "%s%s", i ? " " : "", r->element[i]->str);
+    }
+    long long count = (long long)r->elements;
+    freeReplyObject(r);
+    redisFree(c);
+    return count;
+}
+
+/* Run <argv> (<argc> words, some maybe empty) on a plain connection. */
+static redisReply *srv_argv(const srv_t *s, int argc, const char **argv)
+{
+    redisContext *c = srv_connect(s);
+    cr_assert(c != NULL && !c->err);
+    size_t lens[16];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    cr_assert_not_null(r);
+    redisFree(c);
+    return r;
+}
+
+/* Occurrences of <needle> in <s>. */
+static int tgt_count(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(s, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* Run <loop> until ZCARD <key> is <want> or a second passes: a release
+ * is sent from the loop and not waited for. */
+static long long zcard_settles(uv_loop_t *loop, const srv_t *s, const char *key, long long want)
+{
+    long long n = -1;
+    for (int i = 0; i < 100 && (n = srv_int(s, "ZCARD %s", key)) != want; i++)
+        pump_ms(loop, 10);
+    return n;
+}
+
+Test(store_slots, renewal_period_holders_and_the_key_table)
+{
+    cr_assert_eq(tg_store_slot_renew_ms(10000), 3333);
+    cr_assert_eq(tg_store_slot_renew_ms(1000), 333);
+    cr_assert_eq(tg_store_slot_renew_ms(3), 1);
+    cr_assert_eq(tg_store_slot_renew_ms(0), 1);
+
+    tg_slots_t a, b, c;
+    cr_assert_eq(tg_slots_init(&a, "host-a", 2), 0);
+    cr_assert_eq(tg_slots_init(&b, "host-a", 2), 0);
+    cr_assert_eq(strncmp(a.holder, "host-a:", 7), 0, "%s", a.holder);
+    cr_assert_eq(strlen(a.holder), 7 + 16);
+    cr_assert_eq(a.holder_len, 7 + 16);
+    cr_assert_str_neq(a.holder, b.holder, "one configured name, still two holders");
+    char m[TG_STORE_MEMBER_MAX], want[TG_STORE_MEMBER_MAX + 8];
+    size_t n = tg_slots_member(&a, 255, m, sizeof m);
+    snprintf(want, sizeof want, "%s:ff", a.holder);
+    cr_assert_str_eq(m, want);
+    cr_assert_eq(n, strlen(want));
+    /* a long instance name is cut, the random part kept */
+    char longname[400];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    cr_assert_eq(tg_slots_init(&c, longname, 1), 0);
+    cr_assert_eq(strlen(c.holder), TG_STORE_HOLDER_MAX - 1);
+    cr_assert_eq(c.holder[TG_STORE_HOLDER_MAX - 18], ':');
+    n = tg_slots_member(&c, UINT64_MAX, m, sizeof m);
+    cr_assert_eq(n, TG_STORE_HOLDER_MAX - 1 + 17, "the longest member fits");
+    tg_slots_free(&c);
+    cr_assert_eq(tg_slots_init(&c, NULL, 1), 0);
+    cr_assert_eq(strncmp(c.holder, "toolgate:", 9), 0);
+    tg_slots_free(&c);
+
+    /* counts per key; at most 2 keys, and a key with no slot held makes room */
+    struct tg_store_slot *s1 = tg_slots_add(&a, "k1", tg_slots_next_seq(&a), TG_STORE_BY_STORE);
+    struct tg_store_slot *s2 = tg_slots_add(&a, "k1", tg_slots_next_seq(&a), TG_STORE_BY_OPEN);
+    struct tg_store_slot *s3 = tg_slots_add(&a, "k2", tg_slots_next_seq(&a), TG_STORE_BY_STORE);
+    cr_assert(s1 && s2 && s3);
+    cr_assert_eq(s1->seq, 1);
+    cr_assert_eq(s3->seq, 3);
+    cr_assert_eq(s2->by, TG_STORE_BY_OPEN);
+    cr_assert_eq(tg_slots_held(&a, "k1"), 2);
+    cr_assert_eq(tg_slots_held(&a, "k2"), 1);
+    cr_assert_eq(tg_slots_held(&a, "k3"), 0);
+    cr_assert_eq(a.held, 3);
+    cr_assert_null(tg_slots_add(&a, "k3", tg_slots_next_seq(&a), TG_STORE_BY_STORE),
+                   "two keys with slots held: no room for a third");
+    tg_slots_remove(&a, s3);
+    struct tg_store_slot *s4 = tg_slots_add(&a, "k3", tg_slots_next_seq(&a), TG_STORE_BY_STORE);
+    cr_assert_not_null(s4, "k2 held nothing: dropped for k3");
+    cr_assert_eq(tg_slots_held(&a, "k2"), 0);
+    tg_slots_remove(&a, s1);
+    cr_assert_eq(tg_slots_held(&a, "k1"), 1);
+    cr_assert_eq(a.held, 2);
+    tg_slots_free(&a); /* s2 and s4 with it */
+    tg_slots_free(&b);
+}
+
+Test(store_local, slots_are_counted_per_key)
+{
+    tg_store_t *st = local_open(0);
+    held_t h[4];
+    for (int i = 0; i < 3; i++) {
+        acquire(st, "tg:{a}:slots", 2, &h[i]);
+        cr_assert(h[i].done, "the local store answers at once");
+    }
+    expect_slot(&h[0], true, 1, 2, TG_STORE_BY_STORE, "first");
+    expect_slot(&h[1], true, 2, 2, TG_STORE_BY_STORE, "second");
+    expect_slot(&h[2], false, 2, 2, TG_STORE_BY_STORE, "third");
+    acquire(st, "tg:{b}:slots", 1, &h[3]);
+    expect_slot(&h[3], true, 1, 1, TG_STORE_BY_STORE, "another key");
+    cr_assert_eq(tg_store_slots_held(st), 3);
+    tg_store_slot_release(st, h[0].r.slot);
+    acquire(st, "tg:{a}:slots", 2, &h[0]);
+    expect_slot(&h[0], true, 2, 2, TG_STORE_BY_STORE, "after a release");
+    cr_assert_eq(tg_store_slot_acquire(st, "tg:{a}:slots", 0, never_slot_cb, NULL), -EINVAL);
+    cr_assert_eq(tg_store_slot_acquire(st, "", 2, never_slot_cb, NULL), -EINVAL);
+    cr_assert_eq(tg_store_slot_acquire(st, "tg:{a}:slots", TG_MAX_CONCURRENT_CEIL + 1,
+                                       never_slot_cb, NULL),
+                 -EINVAL);
+    cr_assert_eq(tg_store_pending(st), 0);
+    tg_store_slot_release(st, h[0].r.slot);
+    tg_store_slot_release(st, h[1].r.slot);
+    tg_store_slot_release(st, h[3].r.slot);
+    cr_assert_eq(tg_store_slots_held(st), 0);
+    local_close(st);
+}
+
+Test(store_lease, has_no_slots)
+{
+    tg_store_t *shared = local_open(0);
+    tg_store_opts_t lo = {.clock_ms = test_clock};
+    tg_store_t *lease;
+    tg_cfg_err_t err;
+    cr_assert_eq(tg_store_lease_open(shared, &lo, &lease, &err), 0, "%s", err.msg);
+    cr_assert_eq(tg_store_slot_acquire(lease, "tg:{a}:slots", 2, never_slot_cb, NULL), -ENOTSUP);
+    cr_assert_eq(tg_store_slots_held(lease), 0);
+    bool closed = false;
+    tg_store_close(lease, set_true, &closed);
+    cr_assert(closed);
+    local_close(shared);
+}
+
+/* The script's clock decides expiry: two slots of a toolgate that died
+ * (written straight into the set) hold a cap of 2 until their scores pass,
+ * to the millisecond; a new slot expires lease_ms after it was taken. */
+Test(store_redis, slots_expire_by_the_lease_on_the_server_clock)
+{
+    rig_t g = {0};
+    srv_any(&g.srv);
+    g.o.test_script_clock_ms = test_clock;
+    g.o.slot_lease_ms = 60000; /* renewals every 20 s stay out of the way */
+    g.o.instance = "unit-a";
+    rig_open(&g);
+    char key[TG_STORE_KEY_MAX + 1], cmd[TG_STORE_KEY_MAX + 128], score[32];
+    cr_assert_gt(tg_store_make_key(g.st, key, sizeof key, "search", "slots"), 0);
+    cr_assert(strstr(key, "{search}:slots") != NULL);
+    snprintf(cmd, sizeof cmd, "ZADD %s 1001000 dead:1 1001500 dead:2", key);
+    srv_cmd(&g.srv, cmd);
+    g_now_ms = 1000000;
+    held_t h[5];
+    acquire_wait(&g, key, 2, &h[0]);
+    expect_slot(&h[0], false, 2, 2, TG_STORE_BY_STORE, "both held by the dead one");
+    g_now_ms = 1000999;
+    acquire_wait(&g, key, 2, &h[1]);
+    expect_slot(&h[1], false, 2, 2, TG_STORE_BY_STORE, "1 ms before the first expiry");
+    g_now_ms = 1001000;
+    acquire_wait(&g, key, 2, &h[1]);
+    expect_slot(&h[1], true, 2, 2, TG_STORE_BY_STORE, "at the first expiry");
+    char members[512];
+    cr_assert_eq(srv_members(&g.srv, key, members, sizeof members), 2);
+    cr_assert(strstr(members, "dead:2") != NULL && strstr(members, "unit-a:") != NULL, "%s",
+              members);
+    /* our slot expires a lease after it was taken */
+    char mine[TG_STORE_MEMBER_MAX];
+    snprintf(mine, sizeof mine, "%s", strstr(members, "unit-a:"));
+    mine[strcspn(mine, " ")] = '\0';
+    redisContext *c = srv_connect(&g.srv);
+    redisReply *r = redisCommand(c, "ZSCORE %s %s", key, mine);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
+    snprintf(score, sizeof score, "%s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+    cr_assert_str_eq(score, "1061000");
+    acquire_wait(&g, key, 2, &h[2]);
+    expect_slot(&h[2], false, 2, 2, TG_STORE_BY_STORE, "dead:2 still counts");
+    g_now_ms = 1001500;
+    acquire_wait(&g, key, 2, &h[3]);
+    expect_slot(&h[3], true, 2, 2, TG_STORE_BY_STORE, "after the second expiry");
+    cr_assert_eq(tg_store_slots_held(g.st), 2);
+    tg_store_slot_release(g.st, h[1].r.slot);
+    tg_store_slot_release(g.st, h[3].r.slot);
+    cr_assert_eq(tg_store_slots_held(g.st), 0);
+    cr_assert_eq(zcard_settles(&g.loop, &g.srv, key, 0), 0, "released slots left the set");
+    cr_assert_eq(srv_int(&g.srv, "EXISTS %s", key), 0, "an empty set is no key");
+    tg_store_redis_stats_t st;
+    cr_assert_eq(tg_store_redis_stats(g.st, &st), 0);
+    cr_assert_eq(st.slot_acquires, 5);
+    cr_assert_eq(st.slot_releases, 2);
+    cr_assert_eq(st.slot_orphans, 0);
+    cr_assert_eq(g.ev.degraded, 0);
+    rig_close(&g);
+}
+
+/* On the server's own clock: renewals keep a slot alive past its lease,
+ * put back one that vanished (its call still runs), and stop with the
+ * last release. */
+Test(store_redis, renewals_keep_held_slots_and_put_lapsed_ones_back)
+{
+    rig_t g = {0};
+    srv_any(&g.srv);
+    g.o.slot_lease_ms = 1000; /* renewed every 333 ms */
+    rig_open(&g);
+    char key[TG_STORE_KEY_MAX + 1];
+    cr_assert_gt(tg_store_make_key(g.st, key, sizeof key, "renew", "slots"), 0);
+    held_t h, other;
+    acquire_wait(&g, key, 1, &h);
+    expect_slot(&h, true, 1, 1, TG_STORE_BY_STORE, "first");
+    long long pttl = srv_int(&g.srv, "PTTL %s", key);
+    cr_assert(pttl > 0 && pttl <= 1000, "the set expires with its slots: pttl %lld", pttl);
+    pump_ms(&g.loop, 1600);
+    cr_assert_eq(srv_int(&g.srv, "ZCARD %s", key), 1, "renewed past its lease");
+    tg_store_redis_stats_t st;
+    cr_assert_eq(tg_store_redis_stats(g.st, &st), 0);
+    cr_assert_geq(st.slot_renewals, 3, "%llu renewals in 1.6 s", (unsigned long long)st.slot_renewals);
+    cr_assert_leq(st.slot_renewals, 5);
+    cr_assert_eq(st.slot_readded, 0);
+    srv_int(&g.srv, "DEL %s", key);
+    pump_ms(&g.loop, 450);
+    cr_assert_eq(srv_int(&g.srv, "ZCARD %s", key), 1, "a lapsed slot is put back");
+    cr_assert_eq(tg_store_redis_stats(g.st, &st), 0);
+    cr_assert_eq(st.slot_readded, 1);
+    acquire_wait(&g, key, 1, &other);
+    expect_slot(&other, false, 1, 1, TG_STORE_BY_STORE, "the cap counts it");
+    tg_store_slot_release(g.st, h.r.slot);
+    cr_assert_eq(zcard_settles(&g.loop, &g.srv, key, 0), 0);
+    cr_assert_eq(tg_store_redis_stats(g.st, &st), 0);
+    uint64_t renewals = st.slot_renewals;
+    pump_ms(&g.loop, 700);
+    cr_assert_eq(tg_store_redis_stats(g.st, &st), 0);
+    cr_assert_eq(st.slot_renewals, renewals, "nothing held, nothing renewed");
+    cr_assert_eq(srv_int(&g.srv, "ZCARD %s", key), 0);
+    rig_close(&g);
+}
+
+/* Two toolgates on one Redis share one cap; each names its own slots. */
+Test(store_redis, two_instances_share_one_cap)
+{
+    rig_t a = {0}, b = {0};
+    srv_any(&a.srv);
+    a.o.instance = "inst-a";
+    rig_open(&a);
+    b.srv = a.srv;
+    b.srv.pid = 0; /* a's server: b must not stop it */
+    b.o.prefix = a.o.prefix;
+    b.o.instance = "inst-b";
+    rig_open(&b);
+    char key[TG_STORE_KEY_MAX + 1], members[1024];
+    cr_assert_gt(tg_store_make_key(a.st, key, sizeof key, "two", "slots"), 0);
+    held_t h[5];
+    acquire_wait(&a, key, 3, &h[0]);
+    acquire_wait(&a, key, 3, &h[1]);
+    acquire_wait(&b, key, 3, &h[2]);
+    acquire_wait(&b, key, 3, &h[3]);
+    expect_slot(&h[0], true, 1, 3, TG_STORE_BY_STORE, "a 1");
+    expect_slot(&h[1], true, 2, 3, TG_STORE_BY_STORE, "a 2");
+    expect_slot(&h[2], true, 3, 3, TG_STORE_BY_STORE, "b 1");
+    expect_slot(&h[3], false, 3, 3, TG_STORE_BY_STORE, "b 2: the fleet is full");
+    cr_assert_eq(srv_members(&a.srv, key, members, sizeof members), 3);
+    cr_assert_eq(tgt_count(members, "inst-a:"), 2, "%s", members);
+    cr_assert_eq(tgt_count(members, "inst-b:"), 1, "%s", members);
+    tg_store_slot_release(a.st, h[0].r.slot);
+    cr_assert_eq(zcard_settles(&a.loop, &a.srv, key, 2), 2);
+    acquire_wait(&b, key, 3, &h[4]);
+    expect_slot(&h[4], true, 3, 3, TG_STORE_BY_STORE, "b 2 after a's release");
+    /* closing removes what each still holds */
+    close_store(&b.loop, b.st);
+    cr_assert_eq(zcard_settles(&a.loop, &a.srv, key, 1), 1, "b's two slots left with b");
+    close_store(&a.loop, a.st);
+    uv_loop_t idle;
+    cr_assert_eq(uv_loop_init(&idle), 0);
+    cr_assert_eq(zcard_settles(&idle, &a.srv, key, 0), 0, "and a's with a");
+    cr_assert_eq(uv_loop_close(&idle), 0);
+    srv_done(&a.srv);
+}
+
+/* SIGSTOP with a connection that stays (dead_after long): every
+ * acquisition returns within the timeout, decided by the policy; local
+ * grants this instance's share (4 shared by 2: 2), open grants, closed
+ * refuses. On SIGCONT the late answer to the call that timed out comes
+ * back (a slot nobody holds under closed: removed), and the recovery
+ * renewal writes the slots the policy granted, so the set counts every
+ * call this instance runs. */
+static void stall_slots_case(tg_store_policy_t pol)
+{
+    rig_t g = {0};
+    srv_own(&g.srv, false, NULL);
+    fast_failover(&g, pol);
+    g.o.dead_after_ms = 5000;
+    g.o.slot_lease_ms = 6000;
+    rig_open(&g);
+    held_t w;
+    acquire_wait(&g, "tg:{a}:warm", 4, &w);
+    expect_slot(&w, true, 1, 4, TG_STORE_BY_STORE, "warm");
+    tg_store_slot_release(g.st, w.r.slot);
+    pump_ms(&g.loop, 20);
+    kill(g.srv.pid, SIGSTOP);
+    held_t h[3];
+    for (int i = 0; i < 3; i++) {
+        acquire(g.st, "tg:{a}:slots", 4, &h[i]);
+        pump(&g.loop, &h[i].done, 1000);
+        cr_assert(h[i].done, "acquisition %d hangs", i);
+        cr_assert_eq(h[i].answers, 1);
+        uint64_t ms = (h[i].t1_ns - h[i].t0_ns) / 1000000;
+        cr_assert_leq(ms, 50 + 40, "acquisition %d took %llu ms", i, (unsigned long long)ms);
+        cr_assert_eq(h[i].r.status, -ETIMEDOUT, "acquisition %d: status %d", i, h[i].r.status);
+    }
+    switch (pol) {
+    case TG_STORE_POLICY_LOCAL:
+        expect_slot(&h[0], true, 1, 2, TG_STORE_BY_LOCAL_FALLBACK, "share 1");
+        expect_slot(&h[1], true, 2, 2, TG_STORE_BY_LOCAL_FALLBACK, "share 2");
+        expect_slot(&h[2], false, 2, 2, TG_STORE_BY_LOCAL_FALLBACK, "share spent");
+        break;
+    case TG_STORE_POLICY_OPEN:
+        for (int i = 0; i < 3; i++)
+            expect_slot(&h[i], true, (uint64_t)i + 1, 4, TG_STORE_BY_OPEN, "open");
+        break;
+    case TG_STORE_POLICY_CLOSED:
+        for (int i = 0; i < 3; i++)
+            expect_slot(&h[i], false, 0, 4, TG_STORE_BY_CLOSED, "closed");
+        break;
+    }
+    kill(g.srv.pid, SIGCONT);
+    wait_events(&g, 1, 1, 5000);
+    pump_ms(&g.loop, 300);
+    long long want = pol == TG_STORE_POLICY_LOCAL ? 2 : pol == TG_STORE_POLICY_OPEN ? 3 : 0;
+    cr_assert_eq(srv_int(&g.srv, "ZCARD %s", "tg:{a}:slots"), want);
+    tg_store_redis_stats_t st;
+    cr_assert_eq(tg_store_redis_stats(g.st, &st), 0);
+    cr_assert_eq(st.slot_orphans, pol == TG_STORE_POLICY_CLOSED ? 1 : 0);
+    cr_assert_eq(st.slot_readded, (uint64_t)(want > 0 ? want - 1 : 0),
+                 "the first was written by its own late acquisition");
+    cr_assert_eq(st.timeouts, 1, "only the first waited for Redis");
+    for (int i = 0; i < 3; i++)
+        if (h[i].r.granted)
+            tg_store_slot_release(g.st, h[i].r.slot);
+    cr_assert_eq(tg_store_slots_held(g.st), 0);
+    cr_assert_eq(zcard_settles(&g.loop, &g.srv, "tg:{a}:slots", 0), 0);
+    rig_close(&g);
+}
+
+Test(store_redis, stalled_redis_slots_policy_local)
+{
+    stall_slots_case(TG_STORE_POLICY_LOCAL);
+}
+Test(store_redis, stalled_redis_slots_policy_open)
+{
+    stall_slots_case(TG_STORE_POLICY_OPEN);
+}
+Test(store_redis, stalled_redis_slots_policy_closed)
+{
+    stall_slots_case(TG_STORE_POLICY_CLOSED);
+}
+
+/* With Redis down from the start (nobody listens), the policy answers at
+ * once; a closing store hands out no slot whatever the policy. */
+Test(store_redis, slots_without_redis_and_while_closing)
+{
+    rig_t g = {0};
+    snprintf(g.srv.url, sizeof g.srv.url, "redis://127.0.0.1:%d/0", pick_port());
+    g.o.on_store_error = TG_STORE_POLICY_OPEN;
+    rig_open(&g);
+    held_t h;
+    acquire(g.st, "tg:{a}:slots", 3, &h);
+    pump(&g.loop, &h.done, 1000);
+    cr_assert(h.done, "a refused connection hangs the call");
+    cr_assert_leq((h.t1_ns - h.t0_ns) / 1000000, 50 + 40);
+    expect_slot(&h, true, 1, 3, TG_STORE_BY_OPEN, "open");
+    cr_assert_neq(h.r.status, 0);
+    /* degraded now: decided at once */
+    held_t h2;
+    acquire(g.st, "tg:{a}:slots", 3, &h2);
+    cr_assert(h2.done, "no connection: decided at once");
+    expect_slot(&h2, true, 2, 3, TG_STORE_BY_OPEN, "open again");
+    bool closed = false;
+    tg_store_close(g.st, set_true, &closed);
+    cr_assert_eq(tg_store_slot_acquire(g.st, "tg:{a}:slots", 3, never_slot_cb, NULL), -ECANCELED);
+    pump(&g.loop, &closed, 2000);
+    cr_assert(closed);
+    uv_run(&g.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&g.loop), 0);
+}
+
+/* An acquisition in flight when the store closes is refused (closed,
+ * -ECANCELED): the slot would die with the store; and the close removes
+ * what Redis may still grant it. */
+Test(store_redis, close_refuses_acquisitions_in_flight)
+{
+    rig_t g = {0};
+    srv_own(&g.srv, false, NULL);
+    g.o.on_store_error = TG_STORE_POLICY_OPEN;
+    rig_open(&g);
+    held_t w;
+    acquire_wait(&g, "tg:{a}:c", 4, &w);
+    kill(g.srv.pid, SIGSTOP);
+    held_t h;
+    acquire(g.st, "tg:{a}:c", 4, &h);
+    pump_ms(&g.loop, 5);
+    cr_assert_not(h.done);
+    bool closed = false;
+    tg_store_close(g.st, set_true, &closed);
+    expect_slot(&h, false, 0, 4, TG_STORE_BY_CLOSED, "closing");
+    cr_assert_eq(h.r.status, -ECANCELED);
+    pump(&g.loop, &closed, 1000);
+    cr_assert(closed);
+    uv_run(&g.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&g.loop), 0);
+    kill(g.srv.pid, SIGCONT);
+    /* the close sent a ZREM for w, and one for h behind its acquisition:
+     * Redis runs h's acquisition when it wakes, then removes both */
+    uv_loop_t idle;
+    cr_assert_eq(uv_loop_init(&idle), 0);
+    cr_assert_eq(zcard_settles(&idle, &g.srv, "tg:{a}:c", 0), 0);
+    cr_assert_eq(uv_loop_close(&idle), 0);
+    srv_done(&g.srv);
+}
+
+/* The script checks its arguments, and a renewal of nothing writes
+ * nothing. */
+Test(store_redis, slot_script_refuses_bad_arguments)
+{
+    srv_t s;
+    srv_any(&s);
+    const char *lua = tg_store_redis_slots_script();
+    const char *bad_lease[] = {"EVAL", lua, "1", "tg:{x}:s", "acquire", "0", "", "2", "m"};
+    redisReply *r = srv_argv(&s, 9, bad_lease);
+    cr_assert(r->type == REDIS_REPLY_ERROR && strstr(r->str, "bad arguments"), "%s", r->str);
+    freeReplyObject(r);
+    const char *bad_cap[] = {"EVAL", lua, "1", "tg:{x}:s", "acquire", "1000", "", "0", "m"};
+    r = srv_argv(&s, 9, bad_cap);
+    cr_assert(r->type == REDIS_REPLY_ERROR && strstr(r->str, "bad arguments"), "%s", r->str);
+    freeReplyObject(r);
+    const char *bad_op[] = {"EVAL", lua, "1", "tg:{x}:s", "steal", "1000", ""};
+    r = srv_argv(&s, 7, bad_op);
+    cr_assert(r->type == REDIS_REPLY_ERROR && strstr(r->str, "unknown operation"), "%s", r->str);
+    freeReplyObject(r);
+    const char *empty[] = {"EVAL", lua, "1", "tg:{x}:s", "renew", "1000", ""};
+    r = srv_argv(&s, 7, empty);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    cr_assert_eq(r->element[0]->integer, 0);
+    cr_assert_eq(r->element[1]->integer, 0);
+    freeReplyObject(r);
+    cr_assert_eq(srv_int(&s, "EXISTS %s", "tg:{x}:s"), 0);
+    srv_done(&s);
 }

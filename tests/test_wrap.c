@@ -524,6 +524,26 @@ Test(wrap, concurrency_queue_then_refuse)
     it_free_resps(rs, 4);
 }
 
+/* A call waiting only for its tool's slot does not hold back a call to
+ * another tool that has room. */
+Test(wrap, tool_slot_wait_does_not_block_other_tools)
+{
+    const char *const args[] = {"--limit", "max_concurrent_calls=4", "--limit",
+                                "tools.sleep.max_concurrent_calls=1", NULL};
+    it_start_init(args);
+    uint64_t t0 = tgh_now_ms();
+    it_call(1, "sleep", "{\"ms\":1000}");
+    it_call(2, "sleep", "{\"ms\":10}");
+    it_call(3, "echo", "{\"text\":\"now\"}");
+    it_resp_t rs[3];
+    it_collect(rs, 1, 3, t0, 5000);
+    it_assert_text(rs[2].msg, "now");
+    cr_assert_lt(rs[2].at_ms, 500, "the echo waited %llu ms behind the sleep tool's queue",
+                 (unsigned long long)rs[2].at_ms);
+    cr_assert_geq(rs[1].at_ms, 900, "the second sleep ran before the tool's slot was free");
+    it_free_resps(rs, 3);
+}
+
 Test(wrap, queued_call_deadline_refused)
 {
     const char *const args[] = {"--limit", "max_concurrent_calls=1", "--limit",

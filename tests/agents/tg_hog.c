@@ -10,7 +10,20 @@
  *   tg_hog status              one "key=value" line per fact the shim is
  *                              meant to set (no_new_privs, fds, network,
  *                              uid/gid, death signal, session, rlimits,
- *                              cgroups)
+ *                              cgroups, working directory and its fs)
+ *   tg_hog fill DIR TOTAL FILE [HOLD_MS]
+ *                              write TOTAL bytes into DIR as files
+ *                              "fill-<k>" of at most FILE bytes each, in
+ *                              64 KiB writes (SIGXFSZ ignored, so a file
+ *                              past RLIMIT_FSIZE reads as EFBIG); then
+ *                              "wrote N" (exit 0), or "<errno name> at N"
+ *                              (exit 5) with N the bytes written; then hold
+ *   tg_hog bgfill DELAY_MS DIR TOTAL FILE REPORT -- CMD ARGS...
+ *                              fork a child that waits DELAY_MS, runs fill
+ *                              with its result line appended to REPORT,
+ *                              and exits; exec CMD in the parent. Puts a
+ *                              disk writer beside an MCP agent in one
+ *                              instance (same namespaces, same cwd).
  * Output goes to stdout and is flushed per line.
  */
 #define _GNU_SOURCE
@@ -24,7 +37,10 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,6 +108,94 @@ static int do_spin(long ms)
     printf("spun%s\n", x == 1 ? " " : ""); /* reads x: the loop is not dead code */
     fflush(stdout);
     return 0;
+}
+
+#define FILL_WRITE (64u * 1024) /* bytes per write(2) */
+
+/* The fill's result line into <line>; exit status 0 or 5. */
+static int fill(const char *dir, long long total, long long per_file, char *line, size_t cap)
+{
+    static char buf[FILL_WRITE];
+    long long done = 0;
+    int k = 0;
+    memset(buf, 0x5a, sizeof buf);
+    signal(SIGXFSZ, SIG_IGN);
+    if (per_file <= 0)
+        per_file = total;
+    while (done < total) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/fill-%d", dir, k++);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            snprintf(line, cap, "%s at %lld", strerrorname_np(errno), done);
+            return 5;
+        }
+        long long in_file = 0;
+        while (in_file < per_file && done < total) {
+            long long want = per_file - in_file;
+            if (want > total - done)
+                want = total - done;
+            if (want > (long long)sizeof buf)
+                want = sizeof buf;
+            ssize_t w = write(fd, buf, (size_t)want);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                snprintf(line, cap, "%s at %lld", w < 0 ? strerrorname_np(errno) : "ENOSPC", done);
+                close(fd);
+                return 5;
+            }
+            in_file += w;
+            done += w;
+        }
+        /* tmpfs and most filesystems report ENOSPC at write, but some
+         * only at close (delayed allocation). */
+        if (fsync(fd) < 0 || close(fd) < 0) {
+            snprintf(line, cap, "%s at %lld", strerrorname_np(errno), done);
+            return 5;
+        }
+    }
+    snprintf(line, cap, "wrote %lld", done);
+    return 0;
+}
+
+static int do_fill(const char *dir, long long total, long long per_file, long hold)
+{
+    char line[128];
+    int rc = fill(dir, total, per_file, line, sizeof line);
+    printf("%s\n", line);
+    fflush(stdout);
+    sleep_ms(hold);
+    return rc;
+}
+
+static int do_bgfill(int argc, char **argv)
+{
+    /* bgfill DELAY DIR TOTAL FILE REPORT -- CMD ... */
+    if (argc < 9 || strcmp(argv[7], "--") != 0) {
+        fprintf(stderr, "usage: tg_hog bgfill DELAY_MS DIR TOTAL FILE REPORT -- CMD ARGS...\n");
+        return 2;
+    }
+    pid_t p = fork();
+    if (p < 0)
+        return 4;
+    if (p == 0) {
+        char line[128];
+        sleep_ms(atol(argv[2]));
+        int rc = fill(argv[3], atoll(argv[4]), atoll(argv[5]), line, sizeof line);
+        int fd = open(argv[6], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            size_t n = strlen(line);
+            line[n++] = '\n';
+            ssize_t w = write(fd, line, n);
+            (void)w;
+            close(fd);
+        }
+        _exit(rc);
+    }
+    execvp(argv[8], argv + 8);
+    perror("tg_hog bgfill: exec");
+    return 127;
 }
 
 static void print_rlimit(const char *name, int res)
@@ -177,6 +281,14 @@ static int do_status(void)
     print_rlimit("nproc", RLIMIT_NPROC);
     print_rlimit("as", RLIMIT_AS);
 
+    char cwd[4096];
+    struct statfs fs;
+    if (getcwd(cwd, sizeof cwd))
+        printf("cwd=%s\n", cwd);
+    if (statfs(".", &fs) == 0)
+        printf("cwd_tmpfs=%d\ncwd_fs_bytes=%llu\n", fs.f_type == 0x01021994 /* TMPFS_MAGIC */,
+               (unsigned long long)fs.f_blocks * (unsigned long long)fs.f_bsize);
+
     f = fopen("/proc/self/cgroup", "r");
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
@@ -191,9 +303,18 @@ static int do_status(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: tg_hog mem|fork|spin|sleep|status [N] [HOLD_MS]\n");
+        fprintf(stderr, "usage: tg_hog mem|fork|spin|sleep|status|fill|bgfill [N] [HOLD_MS]\n");
         return 2;
     }
+    if (strcmp(argv[1], "fill") == 0) {
+        if (argc < 5) {
+            fprintf(stderr, "usage: tg_hog fill DIR TOTAL FILE [HOLD_MS]\n");
+            return 2;
+        }
+        return do_fill(argv[2], atoll(argv[3]), atoll(argv[4]), argc > 5 ? atol(argv[5]) : 0);
+    }
+    if (strcmp(argv[1], "bgfill") == 0)
+        return do_bgfill(argc, argv);
     long n = argc > 2 ? atol(argv[2]) : 0;
     long hold = argc > 3 ? atol(argv[3]) : 0;
     if (strcmp(argv[1], "mem") == 0)

@@ -1,0 +1,3270 @@
+/* The OpenSentience gateway (see os_gw.h and DESIGN.md "Wire dialects").
+ *
+ * Structure. One os_agent_t per opensentience agent holds its one shared
+ * instance (a child with three pipes, framed by lenpfx both ways), its
+ * limit state (GCRA buckets, concurrency slots, the FIFO wait queue), its
+ * registered tools, its idempotency cache, and a slab of calls indexed by
+ * a small integer. One os_conn_t per caller connection holds its reader,
+ * writer and the list of its calls.
+ *
+ * Ids. A call is forwarded with its call_id replaced (spliced in place,
+ * the frame otherwise forwarded as it came) by "tg-<hex>", where the
+ * number is seq * ncalls + slab index: the agent never sees two live calls
+ * with one id whatever the callers chose, a late result is told apart, and
+ * the same text is the call's request_id in audit and denials. Results
+ * and streams go back with the caller's own call_id spliced in.
+ *
+ * Invariants.
+ *  - A call in state INFLIGHT, CANCELLING or ZOMBIE holds one agent slot
+ *    and, when those scopes have a concurrency limit, its tool's slot, and
+ *    its caller's while the caller still waits for it (not as a ZOMBIE);
+ *    QUEUED holds none and waits in the agent's FIFO, also while the agent
+ *    is starting (it is dispatched once the agent has registered tools).
+ *  - The caller gets exactly one agent.tool.result per call: the agent's
+ *    (forwarded), or one toolgate made (a denial, a routing error, a
+ *    canceled result). After a timeout or the caller's leaving the call is
+ *    a ZOMBIE: nothing more reaches a caller, and its slots are freed when
+ *    the agent proves alive (any result for it, normally "canceled"), or
+ *    when the agent is killed after kill_grace_period.
+ *  - Calls return to the free list only in call_free; a connection is
+ *    freed only in its last close callback, after its calls forgot it.
+ *  - Every callback ends with g_flush(): what one event wrote goes out in
+ *    one uv_write per stream.
+ *  - The session token lives in the agent struct only while its instance
+ *    runs, goes to the child through its environment, and is compared with
+ *    tg_os_token_ok (constant time); no log line, event or message holds
+ *    it, and it is wiped when the instance ends.
+ */
+#define _GNU_SOURCE /* pipe2 */
+#include "router/os_gw.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "audit/audit.h"
+#include "limits/conc.h"
+#include "limits/contain.h"
+#include "limits/gcra.h"
+#include "limits/registry.h"
+#include "router/contain_cfg.h"
+#include "router/denial.h"
+#include "router/io.h"
+#include "router/lenpfx.h"
+#include "router/log.h"
+#include "router/metrics.h"
+#include "router/osenv.h"
+#include "router/osmsg.h"
+#include "router/shim.h"
+
+#define OS_ECHO_MAX        130  /* fixed internal bound: an id kept per call (128 bytes + quotes) */
+#define OS_TOOLS_MAX       1024 /* fixed internal bound: tools one instance may register */
+#define OS_IDEM_KEY_MAX    256  /* fixed internal bound: bytes of an idempotency_key */
+#define OS_IDEM_BUCKETS    1024 /* fixed internal bound: hash buckets of one idempotency cache */
+#define OS_MSG_MAX         4096 /* fixed internal bound: one message toolgate writes */
+#define OS_REJECT_ECHO_MAX 256  /* fixed internal bound: a refused tool_id echoed back, bytes */
+#define OS_RESTART_LOG     64   /* fixed internal bound: restart timestamps kept */
+#define OS_PIPE_BYTES      (1 << 20) /* fixed internal bound: kernel pipe buffer asked for */
+#define OS_EXIT_LINGER_MS  200       /* fixed internal bound: wait for stdout EOF after exit */
+#define OS_MONITOR_MS      1000      /* fixed internal bound: containment sampling period */
+#define OS_TOKEN_BYTES     16        /* the session token: 128 bits */
+#define OS_TOKEN_ENV       "OPENSENTIENCE_SESSION_TOKEN"
+
+typedef struct os_agent os_agent_t;
+typedef struct os_conn os_conn_t;
+
+typedef enum {
+    C_FREE = 0,
+    C_QUEUED,     /* waiting for a slot, or for the agent to be ready */
+    C_INFLIGHT,   /* the agent has it */
+    C_CANCELLING, /* the caller cancelled it: the agent's answer still goes to the caller */
+    C_ZOMBIE,     /* answered already (timeout, caller gone): only the slot is left */
+} cstate_t;
+
+typedef enum {
+    A_DOWN = 0,  /* no instance (on_demand: the next call starts one) */
+    A_STARTING,  /* spawned: waiting for agent.hello, then agent.tools.register */
+    A_READY,     /* welcomed and registered: calls are routed to it */
+    A_UNHEALTHY, /* its heartbeats stopped: calls refused until it recovers or is killed */
+    A_BACKOFF,   /* waiting to be restarted */
+    A_FAILED,    /* not restarted (policy, or restarts exhausted) */
+} astate_t;
+
+typedef enum { P_RUN = 0, P_DRAIN, P_STOP_STDIN, P_STOP_TERM, P_STOP_KILL, P_DONE } phase_t;
+
+/* An id copied from a caller's frame: the raw string span, quotes
+ * included (scanned and validated by tg_os_scan); len 0 when absent. */
+typedef struct os_echo {
+    char buf[OS_ECHO_MAX];
+    size_t len;
+} os_echo_t;
+
+/* One call. Owned by its agent's slab. */
+typedef struct os_call {
+    os_agent_t *ag;
+    uint32_t idx;
+    cstate_t state;
+    uint64_t seq;                  /* the agent-side call id "tg-<hex seq>" */
+    os_conn_t *conn;               /* NULL once the caller left */
+    struct os_call *cnext, *cprev; /* the caller's calls */
+    os_echo_t cid, msg_id, request_id, correlation_id;
+    char tool[TG_OS_TOOL_ID_MAX + 1]; /* the tool's name in its agent (after '/') */
+    size_t tool_len;
+    int tcfg; /* index in the agent's configured tools, -1 when not configured */
+    bool tool_slot, caller_slot;
+    uint64_t t_start; /* uv_now at arrival */
+    uint64_t deadline_ms;
+    const char *deadline_path;
+    uint64_t bytes_in;
+    uv_timer_t timer;
+    bool timer_ready;
+    /* A queued call keeps its frame: a reference on the block, the payload
+     * span (header excluded) and the call_id span relative to it. */
+    tg_block_t *qblk;
+    const char *qframe;
+    size_t qlen, qcid_off, qcid_len;
+    char idem[OS_IDEM_KEY_MAX + 1];
+    size_t idem_len;
+    bool has_idem;
+    const char *stage;
+} os_call_t;
+
+/* A configured tool's own limits (tools.NAME of an opensentience agent,
+ * NAME being the part of the tool_id after '/'). */
+typedef struct os_tool {
+    tg_gcra_t rate;
+    bool has_rate;
+    tg_conc_t conc;
+    bool has_conc;
+    uint32_t queued, max_queued;
+    bool has_queue;
+    int reg_rate, reg_conc, reg_queue;
+    char path_rate[256], path_conc[256], path_queue[256], path_dur[256];
+} os_tool_t;
+
+/* One completed result kept for replay. Owned by its agent's cache. */
+typedef struct idem_entry {
+    struct idem_entry *older, *newer; /* insertion order = expiry order */
+    struct idem_entry *chain;         /* hash bucket */
+    uint32_t hash;
+    uint64_t expires; /* uv_now ms */
+    bool ok;          /* status succeeded */
+    size_t cost;      /* bytes counted against idempotency_max_bytes */
+    char *key;        /* caller NUL tool NUL idempotency_key */
+    size_t key_len;
+    char *frame; /* the agent's result payload, header excluded */
+    size_t frame_len, cid_off, cid_len;
+} idem_entry_t;
+
+/* One running agent process. Freed when its handles have closed. */
+typedef struct os_inst {
+    os_agent_t *ag;
+    uv_process_t proc;
+    uv_pipe_t pin, pout, perr;
+    uv_timer_t linger, monitor;
+    int open_handles;
+    int pid;
+    bool proc_init, exited, out_eof, gone, stdin_closed, killed, paused;
+    int64_t exit_status;
+    int term_signal;
+    tg_in_t rd;
+    tg_lenpfx_t lp;
+    tg_out_t wr;
+    tg_contain_inst_t *ci;
+    tg_contain_sample_t last;
+    bool have_last;
+    tg_verdict_t verdict;
+    char *errbuf;
+    size_t errlen;
+    bool errtrunc;
+} os_inst_t;
+
+struct os_agent {
+    tg_osgw_t *g;
+    tg_agent_cfg_t *acfg;
+    size_t idx; /* position in cfg->agents (metrics rows) */
+    astate_t st;
+    phase_t phase;
+    os_inst_t *inst;
+    char token[2 * OS_TOKEN_BYTES + 1]; /* hex; "" when no instance runs */
+    bool hello_ok;
+    bool registered;          /* its first agent.tools.register was answered */
+    uint32_t starts;          /* instances started, for session ids */
+    bool last_failed;         /* the last instance failed: an on-demand start counts as a restart */
+    uv_timer_t hb_timer;      /* hello deadline, then the heartbeat watch */
+    uv_timer_t restart_timer; /* backoff */
+    uv_timer_t phase_timer;   /* shutdown steps */
+    uint64_t restart_at[OS_RESTART_LOG];
+    uint32_t nrestarts;
+    char **reg; /* registered tool names (after '/'), owned */
+    size_t nreg;
+    /* limits */
+    tg_gcra_t arate;
+    tg_conc_t aconc;
+    tg_waitq_t aq;
+    os_tool_t *tools;
+    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr, reg_memory,
+        reg_idem;
+    char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
+    char path_hb[256];
+    /* calls */
+    os_call_t *calls;
+    uint32_t ncalls;
+    uint32_t *free_idx;
+    uint32_t nfree;
+    uint64_t seq;
+    uint32_t nbusy; /* calls not free */
+    uint64_t queued_frame_bytes;
+    /* idempotency cache */
+    idem_entry_t *idem_oldest, *idem_newest;
+    idem_entry_t **idem_tab;
+    uint64_t idem_bytes;
+    /* stderr budget: bytes relayed in the current second */
+    uint64_t err_window_start, err_window_bytes, err_dropped, err_reported;
+    uint64_t invalid_frames;
+};
+
+/* An opensentience listener's connection count (router.listen[i]). */
+typedef struct os_listen {
+    char path[108];
+    uint32_t max, open;
+    int reg;
+    char cfg_path[64]; /* "router.listen[3].max_connections" */
+} os_listen_t;
+
+struct os_conn {
+    uv_pipe_t *pipe; /* the accepted socket: first member of a heap block we free */
+    tg_osgw_t *g;
+    os_conn_t *next, *prev;
+    /* Copied from its listener: a reload may free the config it came from. */
+    char path[108];
+    tg_on_oversize_t on_oversize;
+    os_listen_t *ls; /* counts it while it is open; NULL when refused */
+    char caller[64];
+    unsigned uid; /* the peer's (SO_PEERCRED) */
+    tg_caller_lim_t *lim;
+    tg_in_t rd;
+    tg_lenpfx_t lp;
+    tg_out_t wr;
+    uv_timer_t idle; /* a partial frame left too long, or a write queue that does not drain */
+    int open;        /* handles not yet closed */
+    bool ending;     /* no more reading: close once the output is written */
+    bool closed;     /* uv_close called */
+    bool paused;     /* reading stopped: an agent's write queue is full */
+    bool over;       /* its write queue is over the high mark (counted in g->nover) */
+    bool refused;    /* every call is answered with the refusal, then the connection ends */
+    tg_deny_code_t rcode;
+    const char *rlimit, *rscope, *rpath; /* the refusal's limit, scope and config path */
+    int64_t robserved, rcap;
+    char rdetail[160];
+    os_call_t *calls;
+};
+
+struct tg_osgw {
+    tg_gw_t *gw;
+    tg_config_t *cfg;
+    os_agent_t **agents;
+    size_t nagents;
+    os_listen_t *ls;
+    size_t nls;
+    os_conn_t *conns;
+    uint32_t nover; /* connections over their write-queue mark: agents are not read */
+    uint64_t msg_seq;
+    bool stopping, closing_timers, idle;
+    int open_timers; /* agent timers not yet closed, all agents */
+    void (*on_idle)(void *arg);
+    void *on_idle_arg;
+};
+
+static void g_flush(tg_osgw_t *g);
+static void pump_queue(os_agent_t *ag);
+static void call_release(os_call_t *c);
+static void inst_kill(os_agent_t *ag, int sig, const char *reason);
+static int agent_spawn(os_agent_t *ag);
+static void agent_check_drained(os_agent_t *ag);
+static void conn_end(os_conn_t *c);
+static void g_check_idle(tg_osgw_t *g);
+static void flow(tg_osgw_t *g);
+static void agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int64_t wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t now_ms(const tg_osgw_t *g)
+{
+    return uv_now(g->gw->loop);
+}
+
+static const char *aname(const os_agent_t *ag)
+{
+    return ag->acfg->id;
+}
+
+static uint64_t high_mark(const tg_osgw_t *g)
+{
+    return 2 * g->cfg->max_frame_bytes;
+}
+
+static void emit(tg_osgw_t *g, const tg_audit_ev_t *ev)
+{
+    if (g->gw->audit != NULL)
+        tg_audit_emit(g->gw->audit, ev);
+}
+
+/* Audit (and log) a registered limit crossing 80% or re-arming. */
+static void reg_set(tg_osgw_t *g, int idx, uint64_t current)
+{
+    if (idx < 0)
+        return;
+    tg_limit_ev_t lev = tg_registry_set(&g->gw->reg, idx, current);
+    if (lev == TG_LIMIT_EV_NONE)
+        return;
+    const tg_limit_t *l = &g->gw->reg.v[idx];
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = lev == TG_LIMIT_EV_WARNING ? "limit.warning" : "limit.recovered";
+    ev.limit.type = tg_limit_cat_name(l->cat);
+    ev.limit.scope = l->scope;
+    ev.limit.name = l->name;
+    ev.limit.observed = (int64_t)l->current;
+    ev.limit.cap = (int64_t)l->capacity;
+    emit(g, &ev);
+    if (lev == TG_LIMIT_EV_WARNING)
+        tg_log("limit %s at %" PRIu64 " of %" PRIu64 " (80%% warning)", l->name, l->current,
+               l->capacity);
+}
+
+static void set_state(os_agent_t *ag, astate_t st)
+{
+    static const tg_agent_state_t map[] = {
+        [A_DOWN] = TG_AGENT_DOWN,       [A_STARTING] = TG_AGENT_STARTING,
+        [A_READY] = TG_AGENT_RUNNING,   [A_UNHEALTHY] = TG_AGENT_UNHEALTHY,
+        [A_BACKOFF] = TG_AGENT_BACKOFF, [A_FAILED] = TG_AGENT_DOWN,
+    };
+    ag->st = st;
+    if (ag->g->gw->metrics_ok)
+        tg_metrics_agent_state(&ag->g->gw->metrics, ag->idx, map[st],
+                               ag->inst != NULL ? ag->inst->pid : 0);
+}
+
+/* "tg-<hex>" into <out> (>= 24 bytes); returns its length. */
+static size_t call_id_fmt(char *out, uint64_t seq)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[seq & 15];
+        seq >>= 4;
+    } while (seq != 0);
+    memcpy(out, "tg-", 3);
+    for (size_t i = 0; i < n; i++)
+        out[3 + i] = tmp[n - 1 - i];
+    out[3 + n] = '\0';
+    return 3 + n;
+}
+
+/* A fresh id for a message toolgate writes. */
+static const char *msg_id(tg_osgw_t *g, char out[32])
+{
+    char num[24];
+    call_id_fmt(num, ++g->msg_seq);
+    snprintf(out, 32, "tgm-%s", num + 3);
+    return out;
+}
+
+static void echo_set(os_echo_t *e, const char *frame, tg_jspan_t s)
+{
+    e->len = 0;
+    if (s.type == TG_J_STRING && s.len <= sizeof(e->buf)) {
+        memcpy(e->buf, frame + s.off, s.len);
+        e->len = s.len;
+    }
+}
+
+static tg_os_raw_t echo_raw(const os_echo_t *e)
+{
+    tg_os_raw_t r = {NULL, 0};
+    if (e->len > 0) {
+        r.p = e->buf;
+        r.len = e->len;
+    }
+    return r;
+}
+
+/* A string span's text for audit: without its quotes; "" when escaped or
+ * absent (the audit encoder writes "invalid" for what fails its check).
+ * <out> holds OS_ECHO_MAX bytes. */
+static const char *echo_text(const os_echo_t *e, char *out)
+{
+    if (e->len < 2 || memchr(e->buf, '\\', e->len) != NULL)
+        return NULL;
+    memcpy(out, e->buf + 1, e->len - 2);
+    out[e->len - 2] = '\0';
+    return out;
+}
+
+/* ---- framed output ---------------------------------------------------- */
+
+/* Queue on <o> the message an encoder wrote at buf + 4, framed: <n> is
+ * what the encoder returned, its length or a negative errno. A message
+ * that did not fit is dropped (logged): toolgate built it from bounded
+ * parts, so that is a bug, not a peer's doing. */
+static void send_built(tg_out_t *o, char *buf, long n)
+{
+    if (n <= 0 || o == NULL || o->stream == NULL) {
+        if (n <= 0)
+            tg_log("an opensentience message toolgate builds did not fit (%ld)", n);
+        return;
+    }
+    (void)tg_lenpfx_header((unsigned char *)buf, (uint64_t)n);
+    (void)tg_out_copy(o, buf, (size_t)n + TG_LENPFX_HDR);
+}
+
+static void hdr_for_call(tg_osgw_t *g, const os_call_t *c, tg_os_hdr_t *h, char id[32])
+{
+    memset(h, 0, sizeof(*h));
+    h->id = msg_id(g, id);
+    h->ts_ms = wall_now_ms();
+    if (c != NULL) {
+        h->in_reply_to = echo_raw(&c->msg_id);
+        h->request_id = echo_raw(&c->request_id);
+        h->correlation_id = echo_raw(&c->correlation_id);
+    }
+}
+
+static bool conn_writable(const os_conn_t *c)
+{
+    return c != NULL && !c->closed && c->wr.stream != NULL && c->wr.error == 0;
+}
+
+/* ---- call table ------------------------------------------------------- */
+
+static os_call_t *call_alloc(os_agent_t *ag)
+{
+    if (ag->nfree == 0)
+        return NULL;
+    uint32_t i = ag->free_idx[--ag->nfree];
+    os_call_t *c = &ag->calls[i];
+    bool ready = c->timer_ready;
+    uv_timer_t timer = c->timer;
+    memset(c, 0, sizeof(*c));
+    c->timer = timer;
+    c->timer_ready = ready;
+    if (!c->timer_ready) {
+        uv_timer_init(ag->g->gw->loop, &c->timer);
+        c->timer.data = c;
+        c->timer_ready = true;
+        ag->g->open_timers++;
+    }
+    c->ag = ag;
+    c->idx = i;
+    c->tcfg = -1;
+    c->seq = ++ag->seq * ag->ncalls + i;
+    c->t_start = now_ms(ag->g);
+    c->state = C_QUEUED; /* not yet in the queue: the admission decides */
+    ag->nbusy++;
+    return c;
+}
+
+static void call_detach(os_call_t *c)
+{
+    os_conn_t *k = c->conn;
+    if (k == NULL)
+        return;
+    if (c->cprev != NULL)
+        c->cprev->cnext = c->cnext;
+    else
+        k->calls = c->cnext;
+    if (c->cnext != NULL)
+        c->cnext->cprev = c->cprev;
+    c->cnext = c->cprev = NULL;
+    c->conn = NULL;
+}
+
+static void call_attach(os_call_t *c, os_conn_t *k)
+{
+    c->conn = k;
+    c->cprev = NULL;
+    c->cnext = k->calls;
+    if (k->calls != NULL)
+        k->calls->cprev = c;
+    k->calls = c;
+}
+
+static void call_free(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    if (c->state == C_FREE)
+        return;
+    uv_timer_stop(&c->timer);
+    if (c->qblk != NULL) {
+        ag->queued_frame_bytes -= c->qlen;
+        tg_block_unref(&ag->g->gw->pool, c->qblk);
+        c->qblk = NULL;
+    }
+    call_detach(c);
+    c->state = C_FREE;
+    ag->free_idx[ag->nfree++] = c->idx;
+    ag->nbusy--;
+}
+
+/* The live call whose agent-side id is the string span <s> of <frame>. */
+static os_call_t *call_by_agent_id(os_agent_t *ag, const char *frame, tg_jspan_t s)
+{
+    char txt[40];
+    long n = tg_jstr_decode(frame, s, txt, sizeof(txt));
+    if (n < 4 || memcmp(txt, "tg-", 3) != 0 || n > 3 + 16)
+        return NULL;
+    uint64_t v = 0;
+    for (long i = 3; i < n; i++) {
+        char ch = txt[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0)
+            return NULL;
+        v = v << 4 | (uint64_t)d;
+    }
+    os_call_t *c = &ag->calls[v % ag->ncalls];
+    return c->state != C_FREE && c->seq == v ? c : NULL;
+}
+
+/* ---- answers to callers ----------------------------------------------- */
+
+static void denial_init(const os_agent_t *ag, tg_denial_t *d, tg_deny_code_t code,
+                        const os_call_t *c, char reqid[32])
+{
+    memset(d, 0, sizeof(*d));
+    d->code = code;
+    d->agent = ag != NULL ? aname(ag) : NULL;
+    d->scope = "agent";
+    d->observed = TG_DENY_ABSENT;
+    d->cap = TG_DENY_ABSENT;
+    d->retry_after_ms = TG_DENY_ABSENT;
+    if (c != NULL) {
+        if (c->tool_len > 0) {
+            d->tool = c->tool;
+            d->tool_len = c->tool_len;
+        }
+        call_id_fmt(reqid, c->seq);
+        d->request_id = reqid;
+    }
+}
+
+/* Answer call <c> with denial <d> (the agent.tool.result of tg_denial_os). */
+static void deny_to(tg_osgw_t *g, os_conn_t *k, const os_call_t *c, const os_echo_t *cid,
+                    tg_denial_t *d)
+{
+    if (!conn_writable(k))
+        return;
+    char buf[OS_MSG_MAX], id[32];
+    tg_os_hdr_t h;
+    hdr_for_call(g, c, &h, id);
+    d->os = &h;
+    long n = tg_denial_os(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR,
+                          cid != NULL && cid->len ? cid->buf : NULL, cid != NULL ? cid->len : 0, d);
+    send_built(&k->wr, buf, n);
+}
+
+/* Answer call <c> with a result toolgate makes: "canceled", or "failed"
+ * with a routing error <code> (not a limit). */
+static void answer(tg_osgw_t *g, os_conn_t *k, const os_call_t *c, const os_echo_t *cid,
+                   const char *status, const char *code, const char *message, bool retryable)
+{
+    if (!conn_writable(k))
+        return;
+    char buf[OS_MSG_MAX], id[32];
+    tg_os_hdr_t h;
+    hdr_for_call(g, c, &h, id);
+    long n = tg_os_enc_result(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, echo_raw(cid),
+                              status, code, message, retryable);
+    send_built(&k->wr, buf, n);
+}
+
+/* A protocol error on the connection (no call to answer): a core.error. */
+static void conn_error(tg_osgw_t *g, os_conn_t *k, const char *code, const char *message)
+{
+    if (!conn_writable(k))
+        return;
+    char buf[1024], id[32];
+    tg_os_hdr_t h;
+    hdr_for_call(g, NULL, &h, id);
+    long n = tg_os_enc_error(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, "core.error",
+                             code, message, false);
+    send_built(&k->wr, buf, n);
+}
+
+/* One audit event for call <c>, with the fields MCP calls carry; counts
+ * the call in the metrics. */
+static void audit_call(os_call_t *c, const char *event, const char *status, const tg_denial_t *d,
+                       const char *stage, const char *reason)
+{
+    os_agent_t *ag = c->ag;
+    tg_osgw_t *g = ag->g;
+    tg_audit_ev_t ev;
+    char reqid[32], cid[OS_ECHO_MAX], corr[OS_ECHO_MAX];
+    tg_audit_ev_init(&ev);
+    ev.event = event;
+    ev.agent = aname(ag);
+    ev.caller = c->conn != NULL ? c->conn->caller : NULL;
+    call_id_fmt(reqid, c->seq);
+    ev.request_id = reqid;
+    ev.call_id = echo_text(&c->cid, cid);
+    ev.correlation_id = echo_text(&c->correlation_id, corr);
+    if (c->tool_len > 0)
+        ev.tool = c->tool;
+    ev.duration_ms = (int64_t)(now_ms(g) - c->t_start);
+    ev.bytes_in = (int64_t)c->bytes_in;
+    ev.status = status;
+    ev.stage = stage;
+    ev.reason = reason;
+    if (d != NULL) {
+        ev.code = tg_deny_name(d->code);
+        ev.limit.type = d->limit;
+        ev.limit.scope = d->scope;
+        ev.limit.observed = d->observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d->observed;
+        ev.limit.cap = d->cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d->cap;
+        if (d->retry_after_ms != TG_DENY_ABSENT)
+            ev.retry_after_ms = d->retry_after_ms;
+    }
+    if (g->gw->metrics_ok) {
+        bool agent_gone = d != NULL &&
+                          (d->code == TG_DENY_UNAVAILABLE || d->code == TG_DENY_RESOURCE) &&
+                          stage != NULL && strcmp(stage, "queued") != 0;
+        tg_outcome_t o = strcmp(event, "call.completed") == 0
+                             ? (strcmp(status, "ok") == 0 ? TG_OUTCOME_OK : TG_OUTCOME_ERROR)
+                         : strcmp(event, "call.timeout") == 0   ? TG_OUTCOME_TIMEOUT
+                         : strcmp(event, "call.cancelled") == 0 ? TG_OUTCOME_CANCELLED
+                         : agent_gone                           ? TG_OUTCOME_FAILED
+                                                                : TG_OUTCOME_DENIED;
+        tg_metrics_call(&g->gw->metrics, ag->idx, c->tcfg, o, now_ms(g) - c->t_start);
+        if (d != NULL)
+            tg_metrics_denial(&g->gw->metrics, d->code, (int)ag->idx, c->tool, c->tool_len,
+                              wall_now_ms());
+    }
+    emit(g, &ev);
+}
+
+/* Deny call <c> to its caller and audit it (call.denied, or call.timeout). */
+static void deny_call(os_call_t *c, tg_denial_t *d, const char *event, const char *stage)
+{
+    deny_to(c->ag->g, c->conn, c, &c->cid, d);
+    audit_call(c, event, event[5] == 't' ? "timeout" : "denied", d, stage, NULL);
+}
+
+static void update_conc_regs(os_agent_t *ag, const os_call_t *c)
+{
+    tg_osgw_t *g = ag->g;
+    if (g->gw->metrics_ok)
+        tg_metrics_load(&g->gw->metrics, ag->idx, ag->aconc.inflight, ag->aq.count);
+    reg_set(g, ag->reg_conc, ag->aconc.inflight);
+    reg_set(g, ag->reg_queue, ag->aq.count);
+    if (c != NULL && c->tcfg >= 0) {
+        os_tool_t *t = &ag->tools[c->tcfg];
+        if (t->has_conc)
+            reg_set(g, t->reg_conc, t->conc.inflight);
+        if (t->has_queue)
+            reg_set(g, t->reg_queue, t->queued);
+    }
+}
+
+/* ---- idempotency cache ------------------------------------------------ */
+
+static uint32_t fnv1a(const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+/* The cache key of call <c>: "<peer uid>:<caller>" NUL tool NUL key,
+ * into <out>; its length, 0 when it does not fit. The caller is part of
+ * it, by uid too (every peer without a callers[] entry is "unknown"): one
+ * caller never reads another's result. */
+static size_t idem_key(const os_call_t *c, char *out, size_t cap)
+{
+    char who[96];
+    int a =
+        c->conn != NULL ? snprintf(who, sizeof(who), "%u:%s", c->conn->uid, c->conn->caller) : -1;
+    if (a < 0 || (size_t)a >= sizeof(who))
+        return 0;
+    size_t n = (size_t)a + 1 + c->tool_len + 1 + c->idem_len;
+    if (n > cap)
+        return 0;
+    memcpy(out, who, (size_t)a + 1);
+    memcpy(out + a + 1, c->tool, c->tool_len + 1);
+    memcpy(out + a + 2 + c->tool_len, c->idem, c->idem_len);
+    return n;
+}
+
+static void idem_unlink(os_agent_t *ag, idem_entry_t *e)
+{
+    idem_entry_t **pp = &ag->idem_tab[e->hash % OS_IDEM_BUCKETS];
+    while (*pp != NULL && *pp != e)
+        pp = &(*pp)->chain;
+    if (*pp == e)
+        *pp = e->chain;
+    if (e->older != NULL)
+        e->older->newer = e->newer;
+    else
+        ag->idem_oldest = e->newer;
+    if (e->newer != NULL)
+        e->newer->older = e->older;
+    else
+        ag->idem_newest = e->older;
+    ag->idem_bytes -= e->cost;
+    free(e->key);
+    free(e->frame);
+    free(e);
+}
+
+/* Drop expired entries (the oldest expire first: one window for all). */
+static void idem_expire(os_agent_t *ag, uint64_t now)
+{
+    while (ag->idem_oldest != NULL && ag->idem_oldest->expires <= now)
+        idem_unlink(ag, ag->idem_oldest);
+    reg_set(ag->g, ag->reg_idem, ag->idem_bytes);
+}
+
+static idem_entry_t *idem_find(os_agent_t *ag, const char *key, size_t len)
+{
+    if (ag->idem_tab == NULL)
+        return NULL;
+    idem_expire(ag, now_ms(ag->g));
+    uint32_t h = fnv1a(key, len);
+    for (idem_entry_t *e = ag->idem_tab[h % OS_IDEM_BUCKETS]; e != NULL; e = e->chain)
+        if (e->hash == h && e->key_len == len && memcmp(e->key, key, len) == 0)
+            return e;
+    return NULL;
+}
+
+/* Keep the result payload [frame, frame+len) of call <c> (call_id at
+ * <cid>) for replay; the oldest entries make room. A result larger than
+ * the whole budget is not kept. */
+static void idem_store(os_call_t *c, const char *frame, size_t len, tg_jspan_t cid, bool ok)
+{
+    os_agent_t *ag = c->ag;
+    char key[96 + TG_OS_TOOL_ID_MAX + OS_IDEM_KEY_MAX + 4];
+    size_t klen = idem_key(c, key, sizeof(key));
+    size_t cost = len + klen + sizeof(idem_entry_t);
+    if (klen == 0 || ag->idem_tab == NULL || cost > ag->acfg->os.idempotency_max_bytes)
+        return;
+    idem_entry_t *old = idem_find(ag, key, klen);
+    if (old != NULL)
+        idem_unlink(ag, old);
+    while (ag->idem_oldest != NULL && ag->idem_bytes + cost > ag->acfg->os.idempotency_max_bytes)
+        idem_unlink(ag, ag->idem_oldest);
+    idem_entry_t *e = calloc(1, sizeof(*e));
+    if (e == NULL || (e->key = malloc(klen)) == NULL || (e->frame = malloc(len)) == NULL) {
+        if (e != NULL)
+            free(e->key);
+        free(e);
+        return;
+    }
+    memcpy(e->key, key, klen);
+    e->key_len = klen;
+    memcpy(e->frame, frame, len);
+    e->frame_len = len;
+    e->cid_off = cid.off;
+    e->cid_len = cid.len;
+    e->ok = ok;
+    e->cost = cost;
+    e->hash = fnv1a(key, klen);
+    e->expires = now_ms(ag->g) + ag->acfg->os.idempotency_window_ms;
+    idem_entry_t **b = &ag->idem_tab[e->hash % OS_IDEM_BUCKETS];
+    e->chain = *b;
+    *b = e;
+    e->older = ag->idem_newest;
+    if (ag->idem_newest != NULL)
+        ag->idem_newest->newer = e;
+    else
+        ag->idem_oldest = e;
+    ag->idem_newest = e;
+    ag->idem_bytes += cost;
+    reg_set(ag->g, ag->reg_idem, ag->idem_bytes);
+}
+
+/* Send the kept result <e> to the caller of call <c>, its call_id spliced in. */
+static void idem_replay(os_call_t *c, const idem_entry_t *e)
+{
+    os_conn_t *k = c->conn;
+    tg_os_splice_t sp;
+    tg_jspan_t s = {.off = e->cid_off, .len = e->cid_len, .type = TG_J_STRING};
+    if (!conn_writable(k) || tg_os_splice_plan(e->frame_len, s, c->cid.len, &sp) < 0)
+        return;
+    tg_out_copy(&k->wr, (const char *)sp.hdr, TG_LENPFX_HDR);
+    tg_out_copy(&k->wr, e->frame, sp.head_len);
+    tg_out_copy(&k->wr, c->cid.buf, c->cid.len);
+    tg_out_copy(&k->wr, e->frame + sp.tail_off, e->frame_len - sp.tail_off);
+}
+
+static void idem_clear(os_agent_t *ag)
+{
+    while (ag->idem_oldest != NULL)
+        idem_unlink(ag, ag->idem_oldest);
+}
+
+/* ---- admission -------------------------------------------------------- */
+
+static void on_call_timer(uv_timer_t *t);
+
+static bool agent_writable(const os_agent_t *ag)
+{
+    return ag->inst != NULL && !ag->inst->gone && !ag->inst->stdin_closed &&
+           ag->inst->wr.stream != NULL;
+}
+
+/* Forward call <c>'s frame to the agent with its call_id spliced. */
+static void dispatch(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    tg_conc_acquire(&ag->aconc);
+    if (c->tcfg >= 0 && ag->tools[c->tcfg].has_conc) {
+        tg_conc_acquire(&ag->tools[c->tcfg].conc);
+        c->tool_slot = true;
+    }
+    tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
+    if (cl != NULL && cl->has_conc) {
+        tg_conc_acquire(&cl->conc);
+        reg_set(ag->g, cl->reg_conc, cl->conc.inflight);
+        c->caller_slot = true;
+    }
+    c->state = C_INFLIGHT;
+    char id[26];
+    id[0] = '"';
+    size_t n = call_id_fmt(id + 1, c->seq) + 1;
+    id[n++] = '"';
+    tg_os_splice_t sp;
+    tg_jspan_t s = {.off = c->qcid_off, .len = c->qcid_len, .type = TG_J_STRING};
+    tg_out_t *o = &ag->inst->wr;
+    if (tg_os_splice_plan(c->qlen, s, n, &sp) == 0) {
+        tg_out_copy(o, (const char *)sp.hdr, TG_LENPFX_HDR);
+        tg_out_slice(o, c->qblk, c->qframe, sp.head_len);
+        tg_out_copy(o, id, n);
+        tg_out_slice(o, c->qblk, c->qframe + sp.tail_off, c->qlen - sp.tail_off);
+    }
+    ag->queued_frame_bytes -= c->qlen;
+    tg_block_unref(&ag->g->gw->pool, c->qblk);
+    c->qblk = NULL;
+    update_conc_regs(ag, c);
+}
+
+static bool tool_has_room(const os_agent_t *ag, const os_call_t *c)
+{
+    const tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
+    if (cl != NULL && cl->has_conc && !tg_conc_has_room(&cl->conc))
+        return false;
+    return c->tcfg < 0 || !ag->tools[c->tcfg].has_conc ||
+           tg_conc_has_room(&ag->tools[c->tcfg].conc);
+}
+
+static bool tool_registered(const os_agent_t *ag, const char *name, size_t len)
+{
+    for (size_t i = 0; i < ag->nreg; i++)
+        if (strlen(ag->reg[i]) == len && memcmp(ag->reg[i], name, len) == 0)
+            return true;
+    return false;
+}
+
+static void not_found(os_call_t *c)
+{
+    char msg[TG_OS_TOOL_ID_MAX * 2 + 96];
+    snprintf(msg, sizeof(msg), "agent '%s' has not registered tool '%s'", aname(c->ag),
+             tg_audit_safe_str(c->tool, c->tool_len) ? c->tool : "invalid");
+    answer(c->ag->g, c->conn, c, &c->cid, "failed", "tool.not_found", msg, false);
+    audit_call(c, "call.denied", "invalid", NULL, NULL, "tool_not_found");
+}
+
+/* Take a queued call out of the FIFO. */
+static void unqueue(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    tg_waitq_remove(&ag->aq, c->idx);
+    if (c->tcfg >= 0)
+        ag->tools[c->tcfg].queued--;
+}
+
+/* Queue order is kept: the first waiting call that now fits runs; a call
+ * blocked only by its tool's (or caller's) slot does not hold back
+ * others. Nothing runs before the agent has registered its tools. */
+static void pump_queue(os_agent_t *ag)
+{
+    uint32_t i = 0;
+    if (ag->st != A_READY || !agent_writable(ag) || ag->phase >= P_STOP_STDIN)
+        return;
+    while (i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
+        os_call_t *c = &ag->calls[tg_waitq_at(&ag->aq, i)];
+        if (!tool_registered(ag, c->tool, c->tool_len)) {
+            tg_waitq_remove_at(&ag->aq, i);
+            if (c->tcfg >= 0)
+                ag->tools[c->tcfg].queued--;
+            not_found(c);
+            call_free(c);
+            continue;
+        }
+        if (!tool_has_room(ag, c)) {
+            i++;
+            continue;
+        }
+        tg_waitq_remove_at(&ag->aq, i);
+        if (c->tcfg >= 0)
+            ag->tools[c->tcfg].queued--;
+        dispatch(c); /* its deadline runs on from its arrival */
+    }
+    update_conc_regs(ag, NULL);
+}
+
+static const char *rate_unit(tg_rate_t r)
+{
+    return r.period_ms == 1000    ? "calls/second"
+           : r.period_ms == 60000 ? "calls/minute"
+                                  : "calls/hour";
+}
+
+static void fmt_rate_detail(char *buf, size_t cap, uint64_t observed, tg_rate_t r)
+{
+    char period[16], rate[48];
+    tg_unit_fmt_duration(period, sizeof(period), r.period_ms);
+    tg_unit_fmt_rate(rate, sizeof(rate), r);
+    snprintf(buf, cap, "%" PRIu64 " calls in %s > %s", observed, period, rate);
+}
+
+typedef struct rate_scope {
+    tg_gcra_t *g;
+    const char *scope, *path;
+    tg_rate_t rate;
+    int reg;
+} rate_scope_t;
+
+/* Why calls to <ag> are refused now (agent_unavailable), or NULL when
+ * they may go on (ready, or starting: they wait for it). */
+static const char *unavailable(const os_agent_t *ag)
+{
+    switch (ag->st) {
+    case A_READY:
+    case A_STARTING:
+        return NULL;
+    case A_DOWN:
+        return ag->acfg->start == TG_START_ON_DEMAND ? NULL : "agent is not running";
+    case A_UNHEALTHY:
+        return "agent missed its heartbeats";
+    case A_BACKOFF:
+        return "agent is restarting";
+    case A_FAILED:
+        break;
+    }
+    return "agent stopped and is not restarted (restart policy or max_restarts)";
+}
+
+/* The concurrency stage: dispatch the call now when the agent is ready,
+ * every scope has room and nobody waits; else queue it in the FIFO (also
+ * while the agent starts), or refuse it when the FIFO is full. Its
+ * deadline starts here. */
+static void admit_slots(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
+    bool tool_full = ts != NULL && ts->has_queue && ts->queued >= ts->max_queued;
+    bool run_now = ag->st == A_READY && agent_writable(ag) && ag->aq.count == 0 &&
+                   tg_conc_has_room(&ag->aconc) && tool_has_room(ag, c);
+    if (run_now) {
+        uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
+        dispatch(c);
+        return;
+    }
+    if (ag->aq.count >= ag->aq.cap || tool_full) {
+        tg_denial_t d;
+        char reqid[32], detail[160];
+        denial_init(ag, &d, TG_DENY_CONCURRENCY, c, reqid);
+        d.limit = "concurrency";
+        d.scope = tool_full ? "tool" : "agent";
+        d.observed = tool_full ? (int64_t)ts->queued + 1 : (int64_t)ag->aq.count + 1;
+        d.cap = tool_full ? (int64_t)ts->max_queued : (int64_t)ag->aq.cap;
+        d.unit = "queued calls";
+        d.config_path = tool_full ? ts->path_queue : ag->path_queue;
+        snprintf(detail, sizeof(detail),
+                 "%u calls in flight, wait queue full (%" PRId64 " > %" PRId64 ")",
+                 ag->aconc.inflight, d.observed, d.cap);
+        d.detail = detail;
+        deny_call(c, &d, "call.denied", NULL);
+        call_free(c);
+        return;
+    }
+    tg_waitq_push(&ag->aq, c->idx);
+    if (ts != NULL)
+        ts->queued++;
+    c->state = C_QUEUED;
+    uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
+    /* The calls ahead may be held only by their tool's or caller's slot:
+     * this one may still fit now. */
+    pump_queue(ag);
+    update_conc_regs(ag, c);
+}
+
+static os_agent_t *agent_by_id(tg_osgw_t *g, const char *id, size_t len)
+{
+    for (size_t i = 0; i < g->nagents; i++)
+        if (strlen(aname(g->agents[i])) == len && memcmp(aname(g->agents[i]), id, len) == 0)
+            return g->agents[i];
+    return NULL;
+}
+
+static bool crash_loop(const os_agent_t *ag, uint64_t now, uint32_t *recent);
+
+/* Refuse the frame's call before it has a slab entry (routing errors). */
+static void refuse_frame(os_conn_t *k, const char *frame, const tg_os_env_t *env, const char *code,
+                         const char *message, const char *reason)
+{
+    os_call_t tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    echo_set(&tmp.msg_id, frame, env->id);
+    echo_set(&tmp.request_id, frame, env->request_id);
+    echo_set(&tmp.correlation_id, frame, env->correlation_id);
+    echo_set(&tmp.cid, frame, env->call_id);
+    answer(k->g, k, &tmp, &tmp.cid, "failed", code, message, false);
+    tg_audit_ev_t ev;
+    char cid[OS_ECHO_MAX];
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.caller = k->caller;
+    ev.status = "invalid";
+    ev.reason = reason;
+    ev.call_id = echo_text(&tmp.cid, cid);
+    ev.bytes_in = (int64_t)(env->payload.off + env->payload.len);
+    emit(k->g, &ev);
+}
+
+/* A core.tool.call from caller <k>: route it by tool_id, then admit or
+ * refuse it. The payload is [frame, frame+len) of block <b>. */
+static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
+                  const tg_os_env_t *env)
+{
+    tg_osgw_t *g = k->g;
+    char tid[TG_OS_TOOL_ID_MAX + 1];
+    size_t tlen = 0, alen = 0;
+    if (env->call_id.len > OS_ECHO_MAX) {
+        refuse_frame(k, frame, env, "call.invalid_id", "call_id longer than 128 bytes",
+                     "invalid_call_id");
+        return;
+    }
+    if (tg_os_tool_id_parse(frame, env->tool_id, tid, sizeof(tid), &tlen, &alen) < 0) {
+        refuse_frame(k, frame, env, "tool.invalid_id",
+                     "tool_id is not '<agent_id>/<tool>' of [A-Za-z0-9._:@-] (at most 128 bytes)",
+                     "invalid_tool_id");
+        return;
+    }
+    os_agent_t *ag = agent_by_id(g, tid, alen);
+    if (ag == NULL) {
+        char msg[TG_OS_TOOL_ID_MAX + 80];
+        snprintf(msg, sizeof(msg), "no opensentience agent '%.*s' is configured", (int)alen, tid);
+        refuse_frame(k, frame, env, "tool.not_found", msg, "agent_not_found");
+        return;
+    }
+    for (os_call_t *o = k->calls; o != NULL; o = o->cnext) {
+        if (o->cid.len == env->call_id.len &&
+            memcmp(o->cid.buf, frame + env->call_id.off, env->call_id.len) == 0) {
+            refuse_frame(k, frame, env, "call.duplicate_id",
+                         "a call with this call_id is still running on this connection",
+                         "duplicate_call_id");
+            return;
+        }
+    }
+    if (env->idempotency_key.type != TG_J_NONE && env->idempotency_key.len > OS_IDEM_KEY_MAX) {
+        refuse_frame(k, frame, env, "call.invalid_idempotency_key",
+                     "idempotency_key longer than 256 bytes", "invalid_idempotency_key");
+        return;
+    }
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    os_call_t *c = call_alloc(ag);
+    if (c == NULL) {
+        /* Cannot happen while limits hold (the slab is sized from them). */
+        os_call_t tmp;
+        memset(&tmp, 0, sizeof(tmp));
+        echo_set(&tmp.cid, frame, env->call_id);
+        echo_set(&tmp.msg_id, frame, env->id);
+        denial_init(ag, &d, TG_DENY_CONCURRENCY, NULL, reqid);
+        d.limit = "concurrency";
+        d.detail = "call table full";
+        deny_to(g, k, &tmp, &tmp.cid, &d);
+        return;
+    }
+    call_attach(c, k);
+    echo_set(&c->cid, frame, env->call_id);
+    echo_set(&c->msg_id, frame, env->id);
+    echo_set(&c->request_id, frame, env->request_id);
+    echo_set(&c->correlation_id, frame, env->correlation_id);
+    c->bytes_in = len;
+    c->tool_len = tlen - alen - 1;
+    memcpy(c->tool, tid + alen + 1, c->tool_len);
+    c->tool[c->tool_len] = '\0';
+    const tg_tool_cfg_t *tc = tg_config_tool(ag->acfg, c->tool, c->tool_len);
+    if (tc != NULL)
+        c->tcfg = (int)(tc - ag->acfg->tools);
+    if (env->idempotency_key.type == TG_J_STRING) {
+        long n = tg_jstr_decode(frame, env->idempotency_key, c->idem, sizeof(c->idem));
+        if (n >= 0) {
+            c->idem_len = (size_t)n;
+            c->has_idem = true;
+        }
+    }
+    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
+
+    if (g->stopping || ag->phase != P_RUN) {
+        denial_init(ag, &d, TG_DENY_SHUTTING_DOWN, c, reqid);
+        d.limit = "shutdown";
+        d.detail = "toolgate is shutting down";
+        deny_call(c, &d, "call.denied", NULL);
+        call_free(c);
+        return;
+    }
+    /* A repeat of a completed call is answered from the cache: the tool
+     * does not run again, and no limit is charged for it. */
+    if (c->has_idem) {
+        char key[96 + TG_OS_TOOL_ID_MAX + OS_IDEM_KEY_MAX + 4];
+        size_t klen = idem_key(c, key, sizeof(key));
+        const idem_entry_t *e = klen > 0 ? idem_find(ag, key, klen) : NULL;
+        if (e != NULL) {
+            idem_replay(c, e);
+            audit_call(c, "call.completed", e->ok ? "ok" : "error", NULL, NULL,
+                       "idempotent_replay");
+            call_free(c);
+            return;
+        }
+        for (uint32_t i = 0; i < ag->ncalls && klen > 0; i++) {
+            os_call_t *o = &ag->calls[i];
+            char okey[sizeof(key)];
+            if (o == c || o->state == C_FREE || o->state == C_ZOMBIE || !o->has_idem ||
+                o->conn == NULL || idem_key(o, okey, sizeof(okey)) != klen ||
+                memcmp(okey, key, klen) != 0)
+                continue;
+            denial_init(ag, &d, TG_DENY_CONCURRENCY, c, reqid);
+            d.limit = "idempotency";
+            d.scope = "caller";
+            d.observed = 2;
+            d.cap = 1;
+            d.unit = "calls";
+            d.detail = "a call with this idempotency_key is still running";
+            deny_call(c, &d, "call.denied", NULL);
+            call_free(c);
+            return;
+        }
+    }
+    const char *why = unavailable(ag);
+    uint32_t recent = 0;
+    if (why == NULL && ag->st == A_DOWN && crash_loop(ag, now_ms(g), &recent))
+        why = "agent failed too often; restarts exhausted within the restart window";
+    if (why != NULL) {
+        denial_init(ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
+        d.limit = "agent";
+        d.detail = why;
+        if (ag->st == A_UNHEALTHY)
+            d.retry_after_ms = (int64_t)ag->acfg->os.heartbeat_interval_ms;
+        else if (ag->st == A_BACKOFF)
+            d.retry_after_ms = (int64_t)ag->acfg->backoff_initial_ms;
+        d.config_path = ag->st == A_UNHEALTHY ? ag->path_hb : NULL;
+        deny_call(c, &d, "call.denied", NULL);
+        call_free(c);
+        return;
+    }
+    if (ag->st == A_READY && !tool_registered(ag, c->tool, c->tool_len)) {
+        not_found(c);
+        call_free(c);
+        return;
+    }
+
+    /* Deadline: min(caller timeout_ms, tool cap, agent cap); it runs from
+     * arrival, so time spent waiting counts. */
+    c->deadline_ms = ag->acfg->lim.max_tool_call_duration_ms;
+    c->deadline_path = ag->path_dur;
+    if (tc != NULL && tc->lim.duration_src != TG_SRC_DEFAULT &&
+        tc->lim.max_tool_call_duration_ms < c->deadline_ms) {
+        c->deadline_ms = tc->lim.max_tool_call_duration_ms;
+        c->deadline_path = ts->path_dur;
+    }
+    if (env->has_timeout && env->timeout_ms < c->deadline_ms) {
+        c->deadline_ms = env->timeout_ms;
+        c->deadline_path = NULL; /* the caller's own choice: nothing to raise */
+    }
+
+    /* Rate: every scope must allow it; a call refused by one takes no
+     * token from the others. The refusal names the scope that frees up
+     * last. */
+    uint64_t now = now_ms(g);
+    tg_caller_lim_t *cl = k->lim;
+    rate_scope_t scopes[3];
+    int nscopes = 0;
+    scopes[nscopes++] =
+        (rate_scope_t){&ag->arate, "agent", ag->path_rate, ag->acfg->lim.rate_limit, ag->reg_rate};
+    if (ts != NULL && ts->has_rate)
+        scopes[nscopes++] =
+            (rate_scope_t){&ts->rate, "tool", ts->path_rate, tc->lim.rate_limit, ts->reg_rate};
+    if (cl != NULL && cl->has_rate)
+        scopes[nscopes++] =
+            (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, cl->reg_rate};
+    int worst = -1;
+    tg_gcra_result_t rw = {.allowed = true};
+    for (int i = 0; i < nscopes; i++) {
+        tg_gcra_result_t r = tg_gcra_peek(scopes[i].g, now);
+        if (!r.allowed && (worst < 0 || r.retry_after_ms > rw.retry_after_ms)) {
+            worst = i;
+            rw = r;
+        }
+    }
+    if (worst >= 0) {
+        denial_init(ag, &d, TG_DENY_RATE, c, reqid);
+        d.limit = "rate";
+        d.scope = scopes[worst].scope;
+        d.observed = (int64_t)rw.observed;
+        d.cap = (int64_t)rw.cap;
+        d.unit = rate_unit(scopes[worst].rate);
+        d.retry_after_ms = (int64_t)rw.retry_after_ms;
+        d.config_path = scopes[worst].path;
+        fmt_rate_detail(detail, sizeof(detail), rw.observed, scopes[worst].rate);
+        d.detail = detail;
+        deny_call(c, &d, "call.denied", NULL);
+        call_free(c);
+        return;
+    }
+    for (int i = 0; i < nscopes; i++) {
+        tg_gcra_take(scopes[i].g, now);
+        reg_set(g, scopes[i].reg, tg_gcra_used(scopes[i].g, now));
+    }
+
+    /* The frame stays in its block until it is forwarded. */
+    c->qblk = b;
+    b->refs++;
+    ag->queued_frame_bytes += len;
+    c->qframe = frame;
+    c->qlen = len;
+    c->qcid_off = env->call_id.off;
+    c->qcid_len = env->call_id.len;
+    if (ag->st == A_DOWN) {
+        /* on_demand: this call starts the agent and waits for it. */
+        if (agent_spawn(ag) < 0) {
+            ag->last_failed = true; /* counted by the crash-loop check */
+            denial_init(ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
+            d.limit = "agent";
+            d.detail = "agent could not be started";
+            deny_call(c, &d, "call.denied", NULL);
+            call_free(c);
+            return;
+        }
+    }
+    admit_slots(c);
+}
+
+/* Give back every slot a call holds. */
+static void release_slots(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    tg_conc_release(&ag->aconc);
+    if (c->tool_slot)
+        tg_conc_release(&ag->tools[c->tcfg].conc);
+    if (c->caller_slot && c->conn != NULL && c->conn->lim != NULL) {
+        tg_conc_release(&c->conn->lim->conc);
+        reg_set(ag->g, c->conn->lim->reg_conc, c->conn->lim->conc.inflight);
+    }
+    c->tool_slot = c->caller_slot = false;
+}
+
+/* Give back the slots of a call, free it, let waiters in. */
+static void call_release(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    if (c->state == C_INFLIGHT || c->state == C_CANCELLING || c->state == C_ZOMBIE)
+        release_slots(c);
+    else if (c->state == C_QUEUED)
+        unqueue(c);
+    os_call_t copy = *c;
+    call_free(c);
+    update_conc_regs(ag, &copy);
+    pump_queue(ag);
+    agent_check_drained(ag);
+}
+
+/* Call <c> is over as far as its caller is concerned (answered, or the
+ * caller left): it leaves the caller's list and gives back the caller's
+ * slot, since a caller's limits count what it still waits for. The
+ * agent's and tool's slots stay until the agent confirms. */
+static void call_leave_caller(os_call_t *c)
+{
+    os_conn_t *k = c->conn;
+    if (k != NULL && c->caller_slot && k->lim != NULL) {
+        tg_conc_release(&k->lim->conc);
+        reg_set(k->g, k->lim->reg_conc, k->lim->conc.inflight);
+    }
+    c->caller_slot = false;
+    call_detach(c);
+}
+
+/* Tell the agent to stop call <c> (its agent-side id). */
+static void send_cancel(os_call_t *c, const char *reason)
+{
+    os_agent_t *ag = c->ag;
+    if (!agent_writable(ag))
+        return;
+    char buf[512], id[32], cid[24];
+    tg_os_hdr_t h;
+    hdr_for_call(ag->g, NULL, &h, id);
+    call_id_fmt(cid, c->seq);
+    long n =
+        tg_os_enc_tool_cancel(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, cid, reason);
+    send_built(&ag->inst->wr, buf, n);
+}
+
+/* A zombie or cancelled call must be answered by the agent within
+ * kill_grace_period, else the agent is stuck. */
+static void zombie(os_call_t *c, const char *stage)
+{
+    c->state = C_ZOMBIE;
+    c->stage = stage;
+    uv_timer_start(&c->timer, on_call_timer, c->ag->acfg->kill_grace_ms, 0);
+}
+
+static void on_call_timer(uv_timer_t *t)
+{
+    os_call_t *c = t->data;
+    os_agent_t *ag = c->ag;
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    if (c->state == C_QUEUED) {
+        bool waiting_agent = ag->st != A_READY;
+        denial_init(ag, &d, waiting_agent ? TG_DENY_UNAVAILABLE : TG_DENY_CONCURRENCY, c, reqid);
+        if (waiting_agent) {
+            d.limit = "agent";
+            snprintf(detail, sizeof(detail),
+                     "agent did not become ready within the call's deadline of %" PRIu64 " ms",
+                     c->deadline_ms);
+        } else {
+            d.limit = "concurrency";
+            d.observed = ag->aconc.inflight;
+            d.cap = ag->aconc.max;
+            d.unit = "calls";
+            d.config_path = c->tcfg >= 0 && ag->tools[c->tcfg].has_conc &&
+                                    !tg_conc_has_room(&ag->tools[c->tcfg].conc)
+                                ? ag->tools[c->tcfg].path_conc
+                                : ag->path_conc;
+            snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while queued",
+                     c->deadline_ms);
+        }
+        d.detail = detail;
+        deny_call(c, &d, "call.denied", "queued");
+        call_release(c);
+    } else if (c->state == C_INFLIGHT) {
+        denial_init(ag, &d, TG_DENY_TIMEOUT, c, reqid);
+        d.limit = "timeout";
+        d.observed = (int64_t)(now_ms(ag->g) - c->t_start);
+        d.cap = (int64_t)c->deadline_ms;
+        d.unit = "ms";
+        d.config_path = c->deadline_path;
+        snprintf(detail, sizeof(detail), "no result within %" PRIu64 " ms%s", c->deadline_ms,
+                 c->deadline_path == NULL ? " (the caller's timeout_ms)" : "");
+        d.detail = detail;
+        deny_call(c, &d, "call.timeout", "timed_out");
+        send_cancel(c, "timeout");
+        call_leave_caller(c);
+        zombie(c, "timed_out");
+        pump_queue(ag); /* a call waiting for the caller's slot */
+    } else if (c->state == C_CANCELLING) {
+        /* The agent never confirmed the caller's cancel: answer for it. */
+        answer(ag->g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
+        call_leave_caller(c);
+        zombie(c, "cancelled");
+        tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
+               " ms; killing it (raise %s)",
+               aname(ag), ag->acfg->kill_grace_ms, ag->path_grace);
+        inst_kill(ag, SIGKILL, "stuck");
+    } else if (c->state == C_ZOMBIE) {
+        tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
+               " ms; killing it (raise %s)",
+               aname(ag), ag->acfg->kill_grace_ms, ag->path_grace);
+        inst_kill(ag, SIGKILL, "stuck");
+    }
+    g_flush(ag->g);
+}
+
+/* core.tool.cancel from caller <k> for one of its calls. */
+static void caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *env)
+{
+    os_call_t *c = k->calls;
+    for (; c != NULL; c = c->cnext)
+        if (c->cid.len == env->call_id.len &&
+            memcmp(c->cid.buf, frame + env->call_id.off, env->call_id.len) == 0)
+            break;
+    if (c == NULL || (c->state != C_QUEUED && c->state != C_INFLIGHT))
+        return; /* answered already, or a cancel is under way */
+    if (c->state == C_QUEUED) {
+        /* The agent never saw it: toolgate answers. */
+        answer(k->g, k, c, &c->cid, "canceled", NULL, NULL, false);
+        audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_cancelled");
+        call_release(c);
+        return;
+    }
+    audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_cancelled");
+    send_cancel(c, "caller_cancelled");
+    c->state = C_CANCELLING;
+    uv_timer_start(&c->timer, on_call_timer, c->ag->acfg->kill_grace_ms, 0);
+}
+
+/* ---- caller connections ----------------------------------------------- */
+
+/* The caller left (or is being dropped): its calls are cancelled, the
+ * agent told, their slots kept until the agent confirms. */
+static void conn_forget_calls(os_conn_t *k)
+{
+    while (k->calls != NULL) {
+        os_call_t *c = k->calls;
+        switch (c->state) {
+        case C_QUEUED:
+            audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_gone");
+            call_release(c);
+            break;
+        case C_INFLIGHT:
+            audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_gone");
+            send_cancel(c, "caller_gone");
+            call_leave_caller(c);
+            zombie(c, "cancelled");
+            break;
+        default:
+            call_leave_caller(c);
+            break;
+        }
+    }
+    for (size_t i = 0; i < k->g->nagents; i++)
+        pump_queue(k->g->agents[i]);
+}
+
+static void conn_closed(uv_handle_t *h)
+{
+    os_conn_t *k = h->data;
+    if (--k->open > 0)
+        return;
+    tg_osgw_t *g = k->g;
+    if (k->prev != NULL)
+        k->prev->next = k->next;
+    else
+        g->conns = k->next;
+    if (k->next != NULL)
+        k->next->prev = k->prev;
+    if (k->over && g->nover > 0)
+        g->nover--;
+    if (k->ls != NULL) {
+        k->ls->open--;
+        reg_set(g, k->ls->reg, k->ls->open);
+    }
+    tg_in_free(&k->rd);
+    tg_out_free(&k->wr);
+    free(k->pipe); /* the accepted block: the pipe is its first member */
+    free(k);
+    flow(g);
+    g_check_idle(g);
+}
+
+static void conn_close_now(os_conn_t *k)
+{
+    if (k->closed)
+        return;
+    k->closed = true;
+    k->ending = true;
+    conn_forget_calls(k);
+    uv_timer_stop(&k->idle);
+    k->wr.stream = NULL;
+    uv_close((uv_handle_t *)k->pipe, conn_closed);
+    uv_close((uv_handle_t *)&k->idle, conn_closed);
+}
+
+static void on_conn_idle(uv_timer_t *t);
+
+/* The denial a refused connection answers with. */
+static void refusal_denial(const os_conn_t *k, tg_denial_t *d, char reqid[32])
+{
+    denial_init(NULL, d, k->rcode, NULL, reqid);
+    d->limit = k->rlimit;
+    d->scope = k->rscope;
+    d->config_path = k->rpath;
+    d->observed = k->robserved;
+    d->cap = k->rcap;
+    d->unit = k->rcode == TG_DENY_CONCURRENCY ? "connections" : NULL;
+    d->detail = k->rdetail;
+}
+
+/* Stop reading <k>, cancel its calls, and close it once what was written
+ * to it is out (bounded by idle_timeout). */
+static void conn_end(os_conn_t *k)
+{
+    if (k->closed)
+        return;
+    if (!k->ending) {
+        k->ending = true;
+        uv_read_stop((uv_stream_t *)k->pipe);
+        conn_forget_calls(k);
+        (void)tg_out_flush(&k->wr);
+        /* Bounded: a caller that does not read what is left is dropped. */
+        uv_timer_start(&k->idle, on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
+    }
+    if (k->wr.queued_bytes == 0 && k->wr.npieces == 0)
+        conn_close_now(k);
+}
+
+static void on_conn_idle(uv_timer_t *t)
+{
+    os_conn_t *k = t->data;
+    tg_osgw_t *g = k->g;
+    if (k->ending) {
+        conn_close_now(k); /* its output did not drain in time */
+        return;
+    }
+    if (k->refused) {
+        /* It sent no call to refuse in time: the refusal, with no call_id. */
+        tg_denial_t d;
+        char reqid[32];
+        refusal_denial(k, &d, reqid);
+        deny_to(g, k, NULL, NULL, &d);
+        conn_end(k);
+        g_flush(g);
+        return;
+    }
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.caller = k->caller;
+    ev.status = "invalid";
+    if (k->over) {
+        ev.reason = "caller_not_reading";
+        tg_log("a caller on %s did not read its answers for %" PRIu64
+               " ms (router.idle_timeout): disconnecting it",
+               k->path, g->cfg->idle_timeout_ms);
+        emit(g, &ev);
+        conn_close_now(k);
+    } else {
+        char msg[128];
+        snprintf(msg, sizeof(msg),
+                 "an unfinished frame and no data for %" PRIu64
+                 " ms (router.idle_timeout); closing",
+                 g->cfg->idle_timeout_ms);
+        conn_error(g, k, "protocol.idle_timeout", msg);
+        ev.reason = "idle_timeout";
+        ev.bytes_in = (int64_t)(k->rd.len - k->rd.pos);
+        emit(g, &ev);
+        conn_end(k);
+    }
+    g_flush(g);
+}
+
+/* Arm the idle clock while a frame is unfinished (it restarts with every
+ * read), or while the output is over its mark (it does not: a caller that
+ * sends but never reads is dropped all the same). */
+static void conn_idle_arm(os_conn_t *k)
+{
+    if (k->ending || k->refused)
+        return;
+    if (k->over) {
+        if (!uv_is_active((uv_handle_t *)&k->idle))
+            uv_timer_start(&k->idle, on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
+    } else if (k->rd.len > k->rd.pos || k->lp.skipping) {
+        uv_timer_start(&k->idle, on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
+    } else {
+        uv_timer_stop(&k->idle);
+    }
+}
+
+/* A refused connection: its calls are answered with the refusal, then it
+ * ends (after the first answer, as an MCP refusal does). */
+static void refuse_call(os_conn_t *k, const char *frame, const tg_os_env_t *env)
+{
+    os_call_t tmp;
+    tg_denial_t d;
+    char reqid[32];
+    memset(&tmp, 0, sizeof(tmp));
+    echo_set(&tmp.cid, frame, env->call_id);
+    echo_set(&tmp.msg_id, frame, env->id);
+    echo_set(&tmp.request_id, frame, env->request_id);
+    echo_set(&tmp.correlation_id, frame, env->correlation_id);
+    refusal_denial(k, &d, reqid);
+    deny_to(k->g, k, &tmp, &tmp.cid, &d);
+    tg_audit_ev_t ev;
+    char cid[OS_ECHO_MAX];
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.caller = k->caller;
+    ev.status = "denied";
+    ev.code = tg_deny_name(k->rcode);
+    ev.limit.type = d.limit;
+    ev.limit.scope = d.scope;
+    ev.limit.observed = d.observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d.observed;
+    ev.limit.cap = d.cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d.cap;
+    ev.call_id = echo_text(&tmp.cid, cid);
+    emit(k->g, &ev);
+    conn_end(k);
+}
+
+static void on_caller_frame(os_conn_t *k, tg_block_t *b, const char *frame, size_t len)
+{
+    tg_osgw_t *g = k->g;
+    tg_os_env_t env;
+    reg_set(g, g->gw->reg_frame_in, len);
+    if (tg_os_scan(frame, len, &env) < 0) {
+        conn_error(g, k, "protocol.invalid_frame",
+                   "the frame is not one OpenSentience v1 message (a JSON object with v, type, "
+                   "id, ts and payload)");
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "call.denied";
+        ev.caller = k->caller;
+        ev.status = "invalid";
+        ev.reason = "invalid_frame";
+        ev.bytes_in = (int64_t)len;
+        emit(g, &ev);
+        return;
+    }
+    switch (env.type) {
+    case TG_OS_CORE_TOOL_CALL:
+        if (k->refused)
+            refuse_call(k, frame, &env);
+        else
+            admit(k, b, frame, len, &env);
+        break;
+    case TG_OS_CORE_TOOL_CANCEL:
+        caller_cancel(k, frame, &env);
+        break;
+    default:
+        conn_error(g, k, "protocol.unsupported_type",
+                   "toolgate takes core.tool.call and core.tool.cancel from callers");
+        break;
+    }
+}
+
+/* A header announced more than max_frame_bytes: refused from the header
+ * alone (the call_id is never read: the answer carries null). */
+static void on_caller_oversize(os_conn_t *k, uint64_t total)
+{
+    tg_osgw_t *g = k->g;
+    tg_denial_t d;
+    char reqid[32], detail[96], cap[24];
+    denial_init(NULL, &d, TG_DENY_FRAME, NULL, reqid);
+    d.limit = "frame";
+    d.scope = "instance";
+    d.observed = (int64_t)total;
+    d.cap = (int64_t)g->cfg->max_frame_bytes;
+    d.unit = "bytes";
+    d.config_path = g->gw->path_frame;
+    tg_unit_fmt_bytes(cap, sizeof(cap), g->cfg->max_frame_bytes);
+    snprintf(detail, sizeof(detail), "frame of %" PRIu64 " bytes > %s", total, cap);
+    d.detail = detail;
+    deny_to(g, k, NULL, NULL, &d);
+    reg_set(g, g->gw->reg_frame_in, g->cfg->max_frame_bytes);
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.caller = k->caller;
+    ev.status = "denied";
+    ev.code = tg_deny_name(TG_DENY_FRAME);
+    ev.reason = k->on_oversize == TG_OVERSIZE_CLOSE ? "oversize_close" : NULL;
+    ev.limit.type = "frame";
+    ev.limit.scope = "instance";
+    ev.limit.observed = (int64_t)total;
+    ev.limit.cap = (int64_t)g->cfg->max_frame_bytes;
+    ev.bytes_in = (int64_t)total;
+    emit(g, &ev);
+    if (k->on_oversize == TG_OVERSIZE_CLOSE)
+        conn_end(k);
+}
+
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    os_conn_t *k = h->data;
+    (void)suggested;
+    tg_in_alloc(&k->rd, buf);
+}
+
+/* Is any agent's write queue over the mark? Then callers wait. */
+static bool agents_lagging(const tg_osgw_t *g)
+{
+    for (size_t i = 0; i < g->nagents; i++) {
+        const os_agent_t *ag = g->agents[i];
+        uint64_t q = (ag->inst != NULL ? ag->inst->wr.queued_bytes : 0) + ag->queued_frame_bytes;
+        if (q > high_mark(g))
+            return true;
+    }
+    return false;
+}
+
+static void conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    os_conn_t *k = s->data;
+    tg_osgw_t *g = k->g;
+    (void)buf;
+    if (n < 0) {
+        /* EOF or error: the caller left. */
+        conn_end(k);
+        g_flush(g);
+        return;
+    }
+    tg_in_commit(&k->rd, (size_t)n);
+    while (!k->ending) {
+        size_t st = 0, e = 0;
+        uint64_t total = 0;
+        tg_block_t *b = k->rd.blk;
+        tg_lp_ev_t ev = tg_lenpfx_next(&k->lp, b->data, k->rd.len, &k->rd.pos, &st, &e, &total);
+        if (ev == TG_LP_NEED_MORE) {
+            if (total > k->rd.hint)
+                k->rd.hint = (size_t)total;
+            break;
+        }
+        if (ev == TG_LP_FRAME)
+            on_caller_frame(k, b, b->data + st, e - st);
+        else if (ev == TG_LP_OVERSIZE)
+            on_caller_oversize(k, total);
+        else if (ev == TG_LP_INVALID)
+            conn_error(g, k, "protocol.invalid_frame", "a zero-length frame holds no message");
+        /* TG_LP_SKIPPED: the refused payload has gone by */
+    }
+    if (!k->ending)
+        tg_in_settle(&k->rd);
+    if (!k->ending && agents_lagging(g)) {
+        uv_read_stop(s);
+        k->paused = true;
+    }
+    conn_idle_arm(k);
+    g_flush(g);
+}
+
+static void conn_out_drain(tg_out_t *o, void *ctx)
+{
+    os_conn_t *k = ctx;
+    (void)o;
+    if (k->ending) {
+        conn_end(k);
+        return;
+    }
+    flow(k->g);
+    conn_idle_arm(k);
+}
+
+static void conn_out_error(tg_out_t *o, void *ctx, int status)
+{
+    os_conn_t *k = ctx;
+    (void)o;
+    (void)status;
+    /* The caller is gone (EPIPE, reset): as if it had closed. */
+    k->ending = true;
+    conn_close_now(k);
+}
+
+/* ---- flow control ----------------------------------------------------- */
+
+/* caller -> agent: callers are not read while an agent lags; agent ->
+ * caller: agents are not read while a caller's write queue is over the
+ * mark (and such a caller is dropped after idle_timeout). */
+static void flow(tg_osgw_t *g)
+{
+    uint64_t high = high_mark(g);
+    for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
+        bool over = k->wr.queued_bytes > high && !k->closed;
+        if (over != k->over) {
+            k->over = over;
+            if (over)
+                g->nover++;
+            else if (g->nover > 0)
+                g->nover--;
+            conn_idle_arm(k);
+        }
+    }
+    for (size_t i = 0; i < g->nagents; i++) {
+        os_agent_t *ag = g->agents[i];
+        os_inst_t *in = ag->inst;
+        reg_set(g, ag->reg_wq_agent,
+                (in != NULL ? in->wr.queued_bytes : 0) + ag->queued_frame_bytes);
+        if (in == NULL || in->gone || in->out_eof)
+            continue;
+        if (g->nover > 0 && !in->paused) {
+            uv_read_stop((uv_stream_t *)&in->pout);
+            in->paused = true;
+        } else if (g->nover == 0 && in->paused) {
+            in->paused = false;
+            uv_read_start((uv_stream_t *)&in->pout, agent_alloc, agent_read);
+        }
+    }
+}
+
+static void g_flush(tg_osgw_t *g)
+{
+    for (size_t i = 0; i < g->nagents; i++) {
+        os_inst_t *in = g->agents[i]->inst;
+        if (in != NULL && !in->gone)
+            (void)tg_out_flush(&in->wr);
+        else if (in != NULL)
+            tg_out_discard(&in->wr);
+    }
+    uint64_t most = 0;
+    for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
+        if (k->closed)
+            tg_out_discard(&k->wr);
+        else if (k->wr.npieces > 0)
+            (void)tg_out_flush(&k->wr);
+        if (k->wr.queued_bytes > most)
+            most = k->wr.queued_bytes;
+        if (k->ending && !k->closed && k->wr.queued_bytes == 0 && k->wr.npieces == 0)
+            conn_close_now(k);
+    }
+    reg_set(g, g->gw->reg_wq_caller, most);
+    flow(g);
+    if (!agents_lagging(g)) {
+        for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
+            if (k->paused && !k->ending) {
+                k->paused = false;
+                uv_read_start((uv_stream_t *)k->pipe, conn_alloc, conn_read);
+            }
+        }
+    }
+}
+
+/* ---- agent frames ----------------------------------------------------- */
+
+static void agent_invalid_frame(os_agent_t *ag, uint64_t bytes, const char *reason)
+{
+    ag->invalid_frames++;
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.invalid_frame";
+    ev.agent = aname(ag);
+    ev.reason = reason;
+    ev.bytes_out = (int64_t)bytes;
+    ev.count = (int64_t)ag->invalid_frames;
+    emit(ag->g, &ev);
+}
+
+static void agent_event(os_agent_t *ag, const char *event, const char *status, const char *reason)
+{
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = event;
+    ev.agent = aname(ag);
+    ev.status = status;
+    ev.reason = reason;
+    ev.pid = ag->inst != NULL ? ag->inst->pid : TG_AUDIT_ABSENT;
+    emit(ag->g, &ev);
+}
+
+static void on_hb_timer(uv_timer_t *t);
+
+/* Reply to agent.hello from <frame>: core.welcome, or a core.welcome
+ * carrying the error, after which the instance has kill_grace_period to
+ * leave before it is killed. */
+static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
+{
+    tg_osgw_t *g = ag->g;
+    os_inst_t *in = ag->inst;
+    char buf[1024], id[32];
+    tg_os_hdr_t h;
+    if (ag->hello_ok) {
+        agent_invalid_frame(ag, env->payload.len, "duplicate_hello");
+        return;
+    }
+    memset(&h, 0, sizeof(h));
+    h.id = msg_id(g, id);
+    h.ts_ms = wall_now_ms();
+    h.in_reply_to = tg_os_raw(frame, env->id);
+    const char *code = NULL, *msg = NULL, *reason = NULL;
+    /* The token first, in constant time: nothing else of an agent that
+     * cannot prove it is the process toolgate started is looked at. */
+    if (!tg_os_token_ok(frame, env->session_token, ag->token, strlen(ag->token))) {
+        code = "protocol.unauthorized";
+        msg = "session_token does not match the one toolgate passed in " OS_TOKEN_ENV;
+        reason = "bad_session_token";
+    } else if (!tg_jstr_eq(frame, env->agent_id, aname(ag))) {
+        code = "protocol.agent_mismatch";
+        msg = "agent_id is not the id this agent has in toolgate's config";
+        reason = "agent_id_mismatch";
+    } else if (tg_os_supports_v1(frame, env->versions) != 1) {
+        code = "protocol.unsupported_version";
+        msg = "toolgate speaks OpenSentience protocol version 1 only";
+        reason = "unsupported_version";
+    }
+    if (code != NULL) {
+        long n = tg_os_enc_error(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h,
+                                 "core.welcome", code, msg, false);
+        send_built(&in->wr, buf, n);
+        tg_log("agent '%s' refused at agent.hello: %s; stopping the instance", aname(ag), msg);
+        agent_event(ag, "agent.unhealthy", "rejected", reason);
+        in->killed = true; /* counts as a failure whatever its exit status */
+        ag->hello_ok = false;
+        uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->kill_grace_ms, 0);
+        in->stdin_closed = true; /* nothing more goes to it */
+        return;
+    }
+    char sid[TG_NAME_MAX + 24];
+    snprintf(sid, sizeof(sid), "%s-%u", aname(ag), ag->starts);
+    tg_os_welcome_t wel = {.accepted_version = TG_OS_VERSION,
+                           .session_id = sid,
+                           .heartbeat_interval_ms = ag->acfg->os.heartbeat_interval_ms,
+                           .max_frame_bytes = g->cfg->max_frame_bytes,
+                           .core_version = TG_VERSION,
+                           .instance_id = g->cfg->instance};
+    long n = tg_os_enc_welcome(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, &wel);
+    send_built(&in->wr, buf, n);
+    ag->hello_ok = true;
+    /* From now on the heartbeat watch. */
+    uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
+}
+
+/* agent.tools.register: check every tool_id and answer
+ * core.tools.registered. The first registration makes the agent ready. */
+static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
+{
+    tg_osgw_t *g = ag->g;
+    os_inst_t *in = ag->inst;
+    tg_os_tools_iter_t it;
+    tg_jspan_t tid;
+    size_t n = 0, nreg = 0, nrej = 0;
+    int rc;
+    char id[32];
+    tg_os_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    h.id = msg_id(g, id);
+    h.ts_ms = wall_now_ms();
+    h.in_reply_to = tg_os_raw(frame, env->id);
+    tg_os_tools_begin(&it, frame, env->tools);
+    while ((rc = tg_os_tools_next(&it, &tid)) == 1)
+        n++;
+    tg_os_raw_t *regd = calloc(n ? n : 1, sizeof(*regd));
+    tg_os_reject_t *rej = calloc(n ? n : 1, sizeof(*rej));
+    size_t cap = 256 + n * (OS_REJECT_ECHO_MAX + 6 * TG_OS_TOOL_ID_MAX + 256);
+    char *buf = malloc(cap + TG_LENPFX_HDR);
+    if (regd == NULL || rej == NULL || buf == NULL) {
+        free(regd);
+        free(rej);
+        free(buf);
+        return;
+    }
+    if (rc < 0) {
+        long len = tg_os_enc_error(buf + TG_LENPFX_HDR, cap, &h, "core.tools.registered",
+                                   "protocol.invalid_frame", "tools is not a valid array", false);
+        send_built(&in->wr, buf, len);
+        agent_invalid_frame(ag, env->payload.len, "invalid_tools");
+        free(regd);
+        free(rej);
+        free(buf);
+        return;
+    }
+    tg_os_tools_begin(&it, frame, env->tools);
+    while (tg_os_tools_next(&it, &tid) == 1) {
+        char name[TG_OS_TOOL_ID_MAX + 1];
+        size_t len = 0, alen = 0;
+        tg_os_reject_t *r = &rej[nrej];
+        r->tool_id = tid.type == TG_J_STRING && tid.len <= OS_REJECT_ECHO_MAX
+                         ? tg_os_raw(frame, tid)
+                         : (tg_os_raw_t){NULL, 0};
+        if (tid.type == TG_J_NONE) {
+            r->code = "tool.invalid";
+            r->message = "a tool is an object with a string tool_id";
+            nrej++;
+            continue;
+        }
+        if (tg_os_tool_id_parse(frame, tid, name, sizeof(name), &len, &alen) < 0 ||
+            alen != strlen(aname(ag)) || memcmp(name, aname(ag), alen) != 0) {
+            r->code = "tool.invalid_id";
+            r->message = "tool_id must be '<agent_id>/<name>' with this agent's id, of "
+                         "[A-Za-z0-9._:@-], at most 128 bytes";
+            nrej++;
+            continue;
+        }
+        const char *tool = name + alen + 1;
+        size_t tlen = len - alen - 1;
+        if (!tool_registered(ag, tool, tlen)) {
+            char *copy = ag->nreg < OS_TOOLS_MAX ? strndup(tool, tlen) : NULL;
+            char **grown =
+                copy != NULL ? realloc(ag->reg, (ag->nreg + 1) * sizeof(*ag->reg)) : NULL;
+            if (grown == NULL) {
+                free(copy);
+                r->code = "tool.too_many";
+                r->message = "this agent registered as many tools as toolgate keeps (1024)";
+                nrej++;
+                continue;
+            }
+            ag->reg = grown;
+            ag->reg[ag->nreg++] = copy;
+        }
+        regd[nreg++] = tg_os_raw(frame, tid);
+    }
+    long len = tg_os_enc_tools_registered(buf + TG_LENPFX_HDR, cap, &h, regd, nreg, rej, nrej);
+    send_built(&in->wr, buf, len);
+    free(regd);
+    free(rej);
+    free(buf);
+    if (nrej > 0)
+        tg_log("agent '%s': %zu of %zu tools refused at registration (see core.tools.registered)",
+               aname(ag), nrej, n);
+    ag->registered = true;
+    if (ag->st == A_STARTING) {
+        set_state(ag, A_READY);
+        tg_log("agent '%s' ready: %zu tools registered", aname(ag), ag->nreg);
+    }
+    pump_queue(ag);
+}
+
+static void on_heartbeat(os_agent_t *ag)
+{
+    uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
+    if (ag->st != A_UNHEALTHY)
+        return;
+    set_state(ag, ag->registered ? A_READY : A_STARTING);
+    tg_log("agent '%s' recovered: heartbeats resumed", aname(ag));
+    agent_event(ag, "agent.unhealthy", "recovered", "heartbeat_resumed");
+    pump_queue(ag);
+}
+
+/* Forward frame [frame, frame+len) of block <b> to <c>'s caller with the
+ * caller's call_id in place of the agent-side one at <span>. */
+static void to_caller(os_call_t *c, tg_block_t *b, const char *frame, size_t len, tg_jspan_t span)
+{
+    os_conn_t *k = c->conn;
+    tg_os_splice_t sp;
+    if (!conn_writable(k) || tg_os_splice_plan(len, span, c->cid.len, &sp) < 0)
+        return;
+    tg_out_copy(&k->wr, (const char *)sp.hdr, TG_LENPFX_HDR);
+    tg_out_slice(&k->wr, b, frame, sp.head_len);
+    tg_out_copy(&k->wr, c->cid.buf, c->cid.len);
+    tg_out_slice(&k->wr, b, frame + sp.tail_off, len - sp.tail_off);
+}
+
+static void late_result(os_agent_t *ag, const os_call_t *c, const char *frame, tg_jspan_t cid,
+                        size_t len)
+{
+    tg_audit_ev_t ev;
+    char reqid[40];
+    tg_audit_ev_init(&ev);
+    ev.event = "call.late_result";
+    ev.agent = aname(ag);
+    if (c != NULL) {
+        call_id_fmt(reqid, c->seq);
+        ev.request_id = reqid;
+        if (c->tool_len > 0)
+            ev.tool = c->tool;
+        ev.stage = c->stage;
+    } else if (tg_jstr_decode(frame, cid, reqid, sizeof(reqid)) > 3 &&
+               memcmp(reqid, "tg-", 3) == 0 && tg_audit_safe_str(reqid, strlen(reqid))) {
+        ev.request_id = reqid;
+    }
+    ev.bytes_out = (int64_t)len;
+    emit(ag->g, &ev);
+}
+
+static void on_result(os_agent_t *ag, tg_block_t *b, const char *frame, size_t len,
+                      const tg_os_env_t *env)
+{
+    os_call_t *c = call_by_agent_id(ag, frame, env->call_id);
+    if (c == NULL || c->state == C_QUEUED) {
+        late_result(ag, NULL, frame, env->call_id, len);
+        return;
+    }
+    switch (c->state) {
+    case C_INFLIGHT: {
+        uv_timer_stop(&c->timer);
+        to_caller(c, b, frame, len, env->call_id);
+        const char *status = env->status == TG_OS_ST_SUCCEEDED ? "ok"
+                             : env->status == TG_OS_ST_FAILED  ? "error"
+                                                               : "cancelled";
+        if (c->has_idem && env->status != TG_OS_ST_CANCELED)
+            idem_store(c, frame, len, env->call_id, env->status == TG_OS_ST_SUCCEEDED);
+        audit_call(c, "call.completed", status, NULL, NULL, NULL);
+        break;
+    }
+    case C_CANCELLING:
+        /* The agent's answer to the caller's cancel (normally "canceled"). */
+        to_caller(c, b, frame, len, env->call_id);
+        break;
+    default:
+        /* A zombie: the canceled result is the agent proving it is alive;
+         * any other result came too late for anyone. */
+        if (env->status != TG_OS_ST_CANCELED)
+            late_result(ag, c, frame, env->call_id, len);
+        break;
+    }
+    call_release(c);
+}
+
+static void on_stream(os_agent_t *ag, tg_block_t *b, const char *frame, size_t len,
+                      const tg_os_env_t *env)
+{
+    os_call_t *c = call_by_agent_id(ag, frame, env->call_id);
+    if (c != NULL && (c->state == C_INFLIGHT || c->state == C_CANCELLING))
+        to_caller(c, b, frame, len, env->call_id);
+}
+
+static void on_agent_frame(os_agent_t *ag, tg_block_t *b, const char *frame, size_t len)
+{
+    tg_os_env_t env;
+    reg_set(ag->g, ag->reg_frame_out, len);
+    if (tg_os_scan(frame, len, &env) < 0) {
+        /* Dropped, counted and audited as its length, never its content. */
+        agent_invalid_frame(ag, len, "invalid_frame");
+        return;
+    }
+    if (!ag->hello_ok && env.type != TG_OS_AGENT_HELLO) {
+        /* Nothing is taken from an agent that has not proved who it is. */
+        agent_invalid_frame(ag, len, "before_hello");
+        return;
+    }
+    switch (env.type) {
+    case TG_OS_AGENT_HELLO:
+        on_hello(ag, frame, &env);
+        break;
+    case TG_OS_AGENT_TOOLS_REGISTER:
+        on_register(ag, frame, &env);
+        break;
+    case TG_OS_AGENT_HEARTBEAT:
+        on_heartbeat(ag);
+        break;
+    case TG_OS_AGENT_TOOL_STREAM:
+        on_stream(ag, b, frame, len, &env);
+        break;
+    case TG_OS_AGENT_TOOL_RESULT:
+        on_result(ag, b, frame, len, &env);
+        break;
+    default:
+        /* Unknown types are ignored, as v1 allows; a core.* type from an
+         * agent is a peer confusing roles: counted. */
+        if (env.type != TG_OS_OTHER)
+            agent_invalid_frame(ag, len, "unexpected_type");
+        break;
+    }
+}
+
+static void agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    os_inst_t *in = h->data;
+    (void)suggested;
+    tg_in_alloc(&in->rd, buf);
+}
+
+static void inst_maybe_gone(os_inst_t *in);
+
+static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    os_inst_t *in = s->data;
+    os_agent_t *ag = in->ag;
+    (void)buf;
+    if (n < 0) {
+        uv_read_stop(s);
+        in->out_eof = true;
+        inst_maybe_gone(in);
+        g_flush(ag->g);
+        return;
+    }
+    tg_in_commit(&in->rd, (size_t)n);
+    while (ag->inst == in && !in->gone) {
+        size_t st = 0, e = 0;
+        uint64_t total = 0;
+        tg_block_t *b = in->rd.blk;
+        tg_lp_ev_t ev = tg_lenpfx_next(&in->lp, b->data, in->rd.len, &in->rd.pos, &st, &e, &total);
+        if (ev == TG_LP_NEED_MORE) {
+            if (total > in->rd.hint)
+                in->rd.hint = (size_t)total;
+            break;
+        }
+        if (ev == TG_LP_FRAME) {
+            on_agent_frame(ag, b, b->data + st, e - st);
+        } else if (ev == TG_LP_OVERSIZE) {
+            reg_set(ag->g, ag->reg_frame_out, ag->g->cfg->max_frame_bytes);
+            agent_invalid_frame(ag, total, "frame_too_large");
+            tg_log("agent '%s' sent a %" PRIu64 "-byte frame over max_frame_bytes (%" PRIu64
+                   "; raise %s)%s",
+                   aname(ag), total, ag->g->cfg->max_frame_bytes, ag->g->gw->path_frame,
+                   ag->acfg->os.on_oversize == TG_OVERSIZE_CLOSE ? ": restarting it" : ": skipped");
+            if (ag->acfg->os.on_oversize == TG_OVERSIZE_CLOSE) {
+                inst_kill(ag, SIGKILL, "frame_too_large");
+                in->rd.len = in->rd.pos = 0;
+                break;
+            }
+        } else if (ev == TG_LP_INVALID) {
+            agent_invalid_frame(ag, 0, "empty_frame");
+        }
+    }
+    if (ag->inst == in)
+        tg_in_settle(&in->rd);
+    else
+        in->rd.len = in->rd.pos = 0;
+    g_flush(ag->g);
+}
+
+/* ---- agent stderr relay ----------------------------------------------- */
+
+static void stderr_emit(os_agent_t *ag, const char *p, size_t len, bool truncated)
+{
+    uint64_t now = now_ms(ag->g);
+    if (now - ag->err_window_start >= 1000) {
+        ag->err_window_start = now;
+        ag->err_window_bytes = 0;
+    }
+    size_t total = len + 1 + (truncated ? 12 : 0);
+    if (ag->err_window_bytes + total > ag->acfg->stderr_bytes_per_sec) {
+        ag->err_dropped += total;
+        return;
+    }
+    ag->err_window_bytes += total;
+    reg_set(ag->g, ag->reg_stderr, ag->err_window_bytes);
+    ag->err_dropped += tg_log_raw(p, len);
+    if (truncated)
+        ag->err_dropped += tg_log_raw(" [truncated]", 12);
+    ag->err_dropped += tg_log_raw("\n", 1);
+}
+
+static void err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    static char scratch[16384];
+    (void)h;
+    (void)suggested;
+    *buf = uv_buf_init(scratch, sizeof(scratch));
+}
+
+static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    os_inst_t *in = s->data;
+    os_agent_t *ag = in->ag;
+    size_t max = ag->acfg->stderr_line_max;
+    if (n < 0) {
+        uv_read_stop(s);
+        if (in->errlen > 0)
+            stderr_emit(ag, in->errbuf, in->errlen, in->errtrunc);
+        in->errlen = 0;
+        return;
+    }
+    const char *p = buf->base;
+    size_t left = (size_t)n;
+    while (left > 0 && in->errbuf != NULL) {
+        const char *nl = memchr(p, '\n', left);
+        size_t chunk = nl != NULL ? (size_t)(nl - p) : left;
+        size_t room = max - in->errlen;
+        size_t take = chunk < room ? chunk : room;
+        memcpy(in->errbuf + in->errlen, p, take);
+        in->errlen += take;
+        if (take < chunk)
+            in->errtrunc = true;
+        if (nl != NULL) {
+            stderr_emit(ag, in->errbuf, in->errlen, in->errtrunc);
+            in->errlen = 0;
+            in->errtrunc = false;
+            chunk++;
+        }
+        p += chunk;
+        left -= chunk;
+    }
+}
+
+static void report_stderr_drops(os_agent_t *ag)
+{
+    if (ag->err_dropped <= ag->err_reported)
+        return;
+    tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (raise "
+           "agents.%s.stderr.bytes_per_second)",
+           aname(ag), ag->err_dropped, aname(ag));
+    ag->err_reported = ag->err_dropped;
+}
+
+/* ---- agent process ---------------------------------------------------- */
+
+static void inst_handle_closed(uv_handle_t *h)
+{
+    os_inst_t *in = h->data;
+    if (--in->open_handles > 0)
+        return;
+    tg_osgw_t *g = in->ag->g;
+    tg_in_free(&in->rd);
+    tg_out_free(&in->wr);
+    free(in->errbuf);
+    (void)tg_contain_destroy(in->ci); /* kills leftovers, removes its cgroups */
+    free(in);
+    g_check_idle(g);
+}
+
+static void inst_close(os_inst_t *in)
+{
+    uv_handle_t *hs[] = {(uv_handle_t *)&in->proc,   (uv_handle_t *)&in->pin,
+                         (uv_handle_t *)&in->pout,   (uv_handle_t *)&in->perr,
+                         (uv_handle_t *)&in->linger, (uv_handle_t *)&in->monitor};
+    in->wr.stream = NULL;
+    if (!in->proc_init) {
+        /* Never spawned: the process handle is not a libuv handle yet. */
+        in->open_handles--;
+        hs[0] = NULL;
+    }
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+        if (hs[i] != NULL && !uv_is_closing(hs[i]))
+            uv_close(hs[i], inst_handle_closed);
+}
+
+/* The instance is gone: every call it had is answered. */
+static void fail_calls(os_agent_t *ag, const os_inst_t *in)
+{
+    tg_osgw_t *g = ag->g;
+    tg_denial_t d;
+    char reqid[32], detail[160], path[TG_NAME_MAX + 64];
+    for (uint32_t i = 0; i < ag->ncalls; i++) {
+        os_call_t *c = &ag->calls[i];
+        if (c->state == C_FREE)
+            continue;
+        if (c->state == C_INFLIGHT && in->verdict.kind != TG_VERDICT_OK) {
+            const tg_verdict_t *v = &in->verdict;
+            denial_init(ag, &d, TG_DENY_RESOURCE, c, reqid);
+            d.limit = tg_res_name(v->res);
+            d.observed = (int64_t)v->used;
+            d.cap = (int64_t)v->limit;
+            d.unit = v->res == TG_RES_MEMORY ? "bytes" : v->res == TG_RES_PIDS ? "processes" : NULL;
+            snprintf(path, sizeof(path), "agents.%s.resources.%s.limit", aname(ag),
+                     tg_res_name(v->res));
+            d.config_path = path;
+            snprintf(detail, sizeof(detail),
+                     "%s over its limit while the call ran (used %" PRIu64 " of %" PRIu64 ")",
+                     tg_res_name(v->res), v->used, v->limit);
+            d.detail = detail;
+            deny_call(c, &d, "call.denied", "killed");
+        } else if (c->state == C_INFLIGHT || c->state == C_QUEUED) {
+            bool stopping = g->stopping && c->state == C_QUEUED;
+            denial_init(ag, &d, stopping ? TG_DENY_SHUTTING_DOWN : TG_DENY_UNAVAILABLE, c, reqid);
+            d.limit = stopping ? "shutdown" : "agent";
+            if (!stopping)
+                d.retry_after_ms = (int64_t)ag->acfg->backoff_initial_ms;
+            if (stopping)
+                snprintf(detail, sizeof(detail), "toolgate is shutting down");
+            else if (in->term_signal != 0)
+                snprintf(detail, sizeof(detail), "agent %s by signal %d %s",
+                         in->killed ? "was killed" : "died", in->term_signal,
+                         c->state == C_QUEUED ? "before the call ran" : "while the call ran");
+            else
+                snprintf(detail, sizeof(detail), "agent exited with status %" PRId64 " %s",
+                         in->exit_status,
+                         c->state == C_QUEUED ? "before the call ran" : "while the call ran");
+            d.detail = detail;
+            deny_call(c, &d, "call.denied",
+                      c->state == C_QUEUED ? "queued"
+                      : in->killed         ? "killed"
+                                           : "agent_exited");
+        } else if (c->state == C_CANCELLING) {
+            answer(g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
+        }
+        if (c->state == C_QUEUED)
+            unqueue(c);
+        else
+            release_slots(c);
+        call_free(c);
+    }
+    update_conc_regs(ag, NULL);
+}
+
+static bool crash_loop(const os_agent_t *ag, uint64_t now, uint32_t *recent)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < ag->nrestarts && i < OS_RESTART_LOG; i++)
+        if (now - ag->restart_at[i] < ag->acfg->restart_window_ms)
+            n++;
+    *recent = n;
+    return n >= ag->acfg->max_restarts;
+}
+
+static void on_restart_timer(uv_timer_t *t);
+
+/* The instance is down (it exited, or could not be started): restart it
+ * with backoff per the agent's policy, or leave it down. */
+static void after_exit(os_agent_t *ag, bool failed, int64_t status)
+{
+    tg_osgw_t *g = ag->g;
+    ag->last_failed = failed;
+    if (g->stopping || ag->phase != P_RUN) {
+        set_state(ag, A_DOWN);
+        ag->phase = P_DONE;
+        g_check_idle(g);
+        return;
+    }
+    tg_restart_policy_t pol = ag->acfg->restart_policy;
+    bool on_demand = ag->acfg->start == TG_START_ON_DEMAND;
+    if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
+        tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': %s", aname(ag),
+               failed ? "failed" : "exited", status, pol == TG_RESTART_NO ? "no" : "on-failure",
+               on_demand ? "the next call starts it" : "not restarted");
+        set_state(ag, on_demand ? A_DOWN : A_FAILED);
+        return;
+    }
+    uint64_t now = now_ms(g);
+    uint32_t recent = 0;
+    if (crash_loop(ag, now, &recent)) {
+        char win[16];
+        tg_unit_fmt_duration(win, sizeof(win), ag->acfg->restart_window_ms);
+        tg_log("agent '%s' failed %u times within %s: giving up on restart (raise "
+               "agents.%s.restart.max_restarts or fix the agent)",
+               aname(ag), recent + 1, win, aname(ag));
+        set_state(ag, on_demand ? A_DOWN : A_FAILED);
+        return;
+    }
+    uint64_t backoff = ag->acfg->backoff_initial_ms;
+    for (uint32_t i = 0; i < recent && backoff < ag->acfg->backoff_max_ms; i++)
+        backoff *= 2;
+    if (backoff > ag->acfg->backoff_max_ms)
+        backoff = ag->acfg->backoff_max_ms;
+    ag->restart_at[ag->nrestarts % OS_RESTART_LOG] = now;
+    ag->nrestarts++;
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.restarting";
+    ev.agent = aname(ag);
+    ev.attempt = recent + 1;
+    ev.backoff_ms = (int64_t)backoff;
+    emit(g, &ev);
+    if (g->gw->metrics_ok)
+        tg_metrics_agent_restarted(&g->gw->metrics, ag->idx);
+    tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", aname(ag),
+           failed ? "failed" : "exited", backoff, recent + 1, ag->acfg->max_restarts);
+    set_state(ag, A_BACKOFF);
+    uv_timer_start(&ag->restart_timer, on_restart_timer, backoff, 0);
+}
+
+static void on_restart_timer(uv_timer_t *t)
+{
+    os_agent_t *ag = t->data;
+    if (ag->g->stopping)
+        return;
+    /* A restart that cannot even start counts like a crash. */
+    if (agent_spawn(ag) < 0)
+        after_exit(ag, true, 127);
+    g_flush(ag->g);
+}
+
+static void inst_gone(os_inst_t *in)
+{
+    os_agent_t *ag = in->ag;
+    in->gone = true;
+    uv_timer_stop(&in->linger);
+    uv_timer_stop(&ag->hb_timer);
+    if (ag->inst == in)
+        ag->inst = NULL;
+    explicit_bzero(ag->token, sizeof(ag->token));
+    ag->hello_ok = ag->registered = false;
+    for (size_t i = 0; i < ag->nreg; i++)
+        free(ag->reg[i]);
+    ag->nreg = 0;
+
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.exited";
+    ev.agent = aname(ag);
+    ev.pid = in->pid;
+    ev.exit.code = in->term_signal ? TG_AUDIT_ABSENT : in->exit_status;
+    ev.exit.signal = in->term_signal ? in->term_signal : TG_AUDIT_ABSENT;
+    ev.exit.reason = in->killed        ? "killed"
+                     : in->term_signal ? "crashed"
+                     : in->exit_status ? "failed"
+                                       : "exited";
+    emit(ag->g, &ev);
+    set_state(ag, A_DOWN);
+    fail_calls(ag, in);
+    report_stderr_drops(ag);
+    bool failed = in->killed || in->term_signal != 0 || in->exit_status != 0;
+    int64_t status = in->term_signal ? 128 + in->term_signal : in->exit_status;
+    inst_close(in);
+    after_exit(ag, failed, status);
+}
+
+static void on_linger(uv_timer_t *t)
+{
+    os_inst_t *in = t->data;
+    in->out_eof = true; /* a grandchild holds stdout open: stop waiting */
+    inst_maybe_gone(in);
+    g_flush(in->ag->g);
+}
+
+static void inst_maybe_gone(os_inst_t *in)
+{
+    if (in->gone || !in->exited)
+        return;
+    if (!in->out_eof) {
+        if (!uv_is_active((uv_handle_t *)&in->linger))
+            uv_timer_start(&in->linger, on_linger, OS_EXIT_LINGER_MS, 0);
+        return;
+    }
+    inst_gone(in);
+}
+
+static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+    os_inst_t *in = p->data;
+    in->exited = true;
+    in->exit_status = status;
+    in->term_signal = sig;
+    if (in->ci != NULL) {
+        /* A kernel OOM kill between two samples shows in the counters now. */
+        tg_contain_sample_t cur;
+        if (in->verdict.kind == TG_VERDICT_OK && tg_contain_sample(in->ci, &cur) == 0) {
+            tg_verdict_t v = tg_contain_judge(in->ci, in->have_last ? &in->last : NULL, &cur);
+            if (v.kind == TG_VERDICT_OOM) {
+                in->verdict = v;
+                in->killed = true;
+            }
+        }
+        tg_contain_set_pid(in->ci, 0); /* reaped: the pid may be reused */
+    }
+    if (in->pid > 0)
+        (void)kill(-in->pid, SIGKILL); /* the rest of its process group */
+    inst_maybe_gone(in);
+    g_flush(in->ag->g);
+}
+
+static void on_monitor(uv_timer_t *t)
+{
+    os_inst_t *in = t->data;
+    os_agent_t *ag = in->ag;
+    tg_contain_sample_t cur;
+    if (in->ci == NULL || in->exited || tg_contain_sample(in->ci, &cur) < 0)
+        return;
+    if (cur.have & TG_SAMPLE_MEM)
+        reg_set(ag->g, ag->reg_memory, cur.memory_current);
+    if (ag->g->gw->metrics_ok)
+        tg_metrics_agent_usage(&ag->g->gw->metrics, ag->idx, cur.memory_current, cur.memory_peak,
+                               ag->acfg->res.memory_bytes, cur.cpu_usage_us, cur.pids_current);
+    tg_verdict_t v = tg_contain_judge(in->ci, in->have_last ? &in->last : NULL, &cur);
+    in->last = cur;
+    in->have_last = true;
+    if (v.kind == TG_VERDICT_OK || in->verdict.kind != TG_VERDICT_OK)
+        return;
+    in->verdict = v;
+    tg_log("agent '%s' broke its %s limit (%" PRIu64 " of %" PRIu64 "): killing the instance",
+           aname(ag), tg_res_name(v.res), v.used, v.limit);
+    inst_kill(ag, SIGKILL, tg_res_name(v.res));
+    (void)tg_contain_kill(in->ci);
+    g_flush(ag->g);
+}
+
+static void agent_out_drain(tg_out_t *o, void *ctx)
+{
+    os_agent_t *ag = ctx;
+    (void)o;
+    g_flush(ag->g); /* callers paused for this agent may read again */
+}
+
+static void agent_out_error(tg_out_t *o, void *ctx, int status)
+{
+    /* EPIPE: the agent closed its stdin; its exit will follow. */
+    (void)o;
+    (void)ctx;
+    (void)status;
+}
+
+/* The agent's environment: env.pass, env.set, then the session token
+ * (an entry of the same name from config is left out: the token must be
+ * the one toolgate checks). NULL-terminated, heap; NULL when out of memory. */
+static char **build_env(const os_agent_t *ag)
+{
+    const tg_agent_cfg_t *a = ag->acfg;
+    size_t n = 1, k = 0, tl = strlen(OS_TOKEN_ENV);
+    for (char **p = a->env_pass; p != NULL && *p != NULL; p++)
+        n++;
+    for (char **p = a->env_set; p != NULL && *p != NULL; p++)
+        n++;
+    char **env = calloc(n + 1, sizeof(*env));
+    if (env == NULL)
+        return NULL;
+    for (char **p = a->env_pass; p != NULL && *p != NULL; p++) {
+        const char *v = getenv(*p);
+        if (v == NULL || strcmp(*p, OS_TOKEN_ENV) == 0)
+            continue;
+        size_t len = strlen(*p) + strlen(v) + 2;
+        if ((env[k] = malloc(len)) == NULL)
+            goto fail;
+        snprintf(env[k++], len, "%s=%s", *p, v);
+    }
+    for (char **p = a->env_set; p != NULL && *p != NULL; p++) {
+        if (strncmp(*p, OS_TOKEN_ENV, tl) == 0 && (*p)[tl] == '=')
+            continue;
+        if ((env[k] = strdup(*p)) == NULL)
+            goto fail;
+        k++;
+    }
+    size_t len = tl + 1 + strlen(ag->token) + 1;
+    if ((env[k] = malloc(len)) == NULL)
+        goto fail;
+    snprintf(env[k++], len, "%s=%s", OS_TOKEN_ENV, ag->token);
+    return env;
+fail:
+    for (size_t i = 0; i < k; i++) {
+        explicit_bzero(env[i], strlen(env[i]));
+        free(env[i]);
+    }
+    free(env);
+    return NULL;
+}
+
+static void free_env(char **env)
+{
+    for (char **p = env; p != NULL && *p != NULL; p++) {
+        explicit_bzero(*p, strlen(*p)); /* the token is among them */
+        free(*p);
+    }
+    free(env);
+}
+
+/* A fresh session token: 128 bits from the kernel's CSPRNG, as hex. */
+static int new_token(os_agent_t *ag)
+{
+    unsigned char raw[OS_TOKEN_BYTES];
+    size_t got = 0;
+    while (got < sizeof(raw)) {
+        ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof(raw); i++) {
+        ag->token[2 * i] = "0123456789abcdef"[raw[i] >> 4];
+        ag->token[2 * i + 1] = "0123456789abcdef"[raw[i] & 15];
+    }
+    ag->token[2 * OS_TOKEN_BYTES] = '\0';
+    explicit_bzero(raw, sizeof(raw));
+    return 0;
+}
+
+static int contain_create(os_agent_t *ag, os_inst_t *in)
+{
+    tg_contain_req_t req;
+    tg_cfg_err_t err;
+    tg_gw_t *gw = ag->g->gw;
+    if (tg_config_contain_req_for(ag->g->cfg, ag->acfg, &req) == -ENOTSUP) {
+        if (gw->contain.mode == TG_CONTAIN_REQUIRED) {
+            tg_log("cannot start agent '%s': network \"loopback\" cannot be enforced on this "
+                   "host and containment.mode is required (use \"none\" or \"full\")",
+                   aname(ag));
+            return -1;
+        }
+        tg_log("agent '%s': network \"loopback\" is not enforced on this host", aname(ag));
+    }
+    if (tg_contain_create(&gw->contain, aname(ag), &req, &in->ci, &err) < 0) {
+        tg_log("cannot start agent '%s': %s", aname(ag), err.msg);
+        in->ci = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Start the agent's instance: pipes, containment through the exec shim,
+ * a fresh session token in its environment. 0, or a negative errno after
+ * logging (the caller applies the restart policy). */
+static int agent_spawn(os_agent_t *ag)
+{
+    tg_osgw_t *g = ag->g;
+    if (ag->inst != NULL)
+        return 0;
+    if (ag->st == A_DOWN && ag->last_failed) {
+        /* An on-demand start after a failure counts as a restart. */
+        ag->restart_at[ag->nrestarts % OS_RESTART_LOG] = now_ms(g);
+        ag->nrestarts++;
+    }
+    int rc = new_token(ag);
+    if (rc < 0) {
+        tg_log("cannot start agent '%s': no random bytes for its session token: %s", aname(ag),
+               strerror(-rc));
+        return rc;
+    }
+    os_inst_t *in = calloc(1, sizeof(*in));
+    if (in == NULL)
+        return -ENOMEM;
+    in->ag = ag;
+    in->errbuf = malloc(ag->acfg->stderr_line_max + 1);
+    tg_in_init(&in->rd, &g->gw->pool, g->cfg->max_frame_bytes);
+    tg_lenpfx_init(&in->lp, g->cfg->max_frame_bytes);
+    tg_out_init(&in->wr, &g->gw->pool);
+    in->wr.ctx = ag;
+    in->wr.on_drain = agent_out_drain;
+    in->wr.on_error = agent_out_error;
+    uv_pipe_init(g->gw->loop, &in->pin, 0);
+    uv_pipe_init(g->gw->loop, &in->pout, 0);
+    uv_pipe_init(g->gw->loop, &in->perr, 0);
+    uv_timer_init(g->gw->loop, &in->linger);
+    uv_timer_init(g->gw->loop, &in->monitor);
+    in->pin.data = in->pout.data = in->perr.data = in->linger.data = in->monitor.data = in;
+    in->proc.data = in;
+    in->open_handles = 6;
+
+    int fin[2] = {-1, -1}, fout[2] = {-1, -1}, ferr[2] = {-1, -1};
+    char **shim_argv = NULL, **envp = NULL;
+    if (pipe2(fin, O_CLOEXEC) < 0 || pipe2(fout, O_CLOEXEC) < 0 || pipe2(ferr, O_CLOEXEC) < 0) {
+        rc = -errno;
+        tg_log("cannot start agent '%s': pipe: %s", aname(ag), strerror(-rc));
+        for (int i = 0; i < 2; i++) {
+            if (fin[i] >= 0)
+                close(fin[i]);
+            if (fout[i] >= 0)
+                close(fout[i]);
+            if (ferr[i] >= 0)
+                close(ferr[i]);
+        }
+        in->exited = in->gone = true;
+        inst_close(in);
+        return rc;
+    }
+    tg_pipe_enlarge(fin[1], OS_PIPE_BYTES);
+    tg_pipe_enlarge(fout[0], OS_PIPE_BYTES);
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = UV_INHERIT_FD;
+    stdio[0].data.fd = fin[0];
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = fout[1];
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = ferr[1];
+    uv_pipe_open(&in->pin, fin[1]);
+    uv_pipe_open(&in->pout, fout[0]);
+    uv_pipe_open(&in->perr, ferr[0]);
+
+    rc = 0;
+    if (g->gw->contain_ok && contain_create(ag, in) < 0)
+        rc = -EPERM;
+    if (rc == 0 && in->ci != NULL) {
+        tg_contain_place_t pl;
+        tg_contain_place(in->ci, &pl);
+        if (tg_shim_argv_build("/proc/self/exe", &pl, ag->acfg->cwd, ag->acfg->command,
+                               &shim_argv) < 0) {
+            tg_log("cannot start agent '%s': cannot build the exec shim's arguments", aname(ag));
+            rc = -EINVAL;
+        }
+    }
+    if (rc == 0 && (envp = build_env(ag)) == NULL)
+        rc = -ENOMEM;
+    if (rc == 0) {
+        uv_process_options_t opt;
+        memset(&opt, 0, sizeof(opt));
+        opt.file = shim_argv != NULL ? shim_argv[0] : ag->acfg->command[0];
+        opt.args = shim_argv != NULL ? shim_argv : ag->acfg->command;
+        opt.env = envp;
+        opt.cwd = ag->acfg->cwd;
+        opt.exit_cb = on_exit_cb;
+        opt.stdio = stdio;
+        opt.stdio_count = 3;
+        /* Own process group: the whole tree can be signalled (the shim
+         * calls setsid itself). */
+        opt.flags = shim_argv != NULL ? 0 : UV_PROCESS_DETACHED;
+        in->proc_init = true;
+        rc = uv_spawn(g->gw->loop, &in->proc, &opt);
+        if (rc < 0)
+            tg_log("cannot start agent '%s': %s: %s", aname(ag), ag->acfg->command[0],
+                   uv_strerror(rc));
+    }
+    free_env(envp);
+    tg_shim_argv_free(shim_argv);
+    close(fin[0]);
+    close(fout[1]);
+    close(ferr[1]);
+    if (rc < 0) {
+        in->exited = in->gone = true;
+        inst_close(in);
+        explicit_bzero(ag->token, sizeof(ag->token));
+        return rc;
+    }
+    in->pid = in->proc.pid;
+    char enforced[TG_AUDIT_LINE_MAX / 2];
+    enforced[0] = '\0';
+    if (in->ci != NULL) {
+        tg_contain_set_pid(in->ci, in->pid);
+        if (tg_enforced_json(&in->ci->enforced, enforced, sizeof(enforced)) < 0)
+            enforced[0] = '\0';
+        uv_timer_start(&in->monitor, on_monitor, OS_MONITOR_MS, OS_MONITOR_MS);
+    }
+    in->wr.stream = (uv_stream_t *)&in->pin;
+    uv_read_start((uv_stream_t *)&in->pout, agent_alloc, agent_read);
+    uv_read_start((uv_stream_t *)&in->perr, err_alloc, err_read);
+    ag->inst = in;
+    ag->starts++;
+    ag->hello_ok = false;
+    set_state(ag, A_STARTING);
+    /* The hello deadline. */
+    uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
+
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.started";
+    ev.agent = aname(ag);
+    ev.pid = in->pid;
+    ev.attempt = ag->nrestarts;
+    ev.enforced_json = enforced[0] != '\0' ? enforced : NULL;
+    emit(g, &ev);
+    flow(g);
+    return 0;
+}
+
+static void inst_kill(os_agent_t *ag, int sig, const char *reason)
+{
+    os_inst_t *in = ag->inst;
+    if (in == NULL || in->gone || in->pid <= 0 || in->exited)
+        return;
+    if (sig == SIGKILL) {
+        in->killed = true;
+        agent_event(ag, "agent.killed", NULL, reason);
+    }
+    (void)kill(-in->pid, sig);
+    (void)kill(in->pid, sig);
+}
+
+/* The hello deadline, then the heartbeat watch: no heartbeat for
+ * heartbeat_timeout makes the agent unhealthy; still none after
+ * kill_grace_period more, it is killed (and restarted per its policy). */
+static void on_hb_timer(uv_timer_t *t)
+{
+    os_agent_t *ag = t->data;
+    os_inst_t *in = ag->inst;
+    if (in == NULL || in->gone || in->exited)
+        return;
+    if (in->killed && !ag->hello_ok) {
+        /* Refused at hello and still there. */
+        inst_kill(ag, SIGKILL, "hello_refused");
+    } else if (!ag->hello_ok) {
+        tg_log("agent '%s' sent no agent.hello within %" PRIu64 " ms (raise %s): killing it",
+               aname(ag), ag->acfg->os.heartbeat_timeout_ms, ag->path_hb);
+        agent_event(ag, "agent.unhealthy", "unhealthy", "hello_timeout");
+        inst_kill(ag, SIGKILL, "hello_timeout");
+    } else if (ag->st != A_UNHEALTHY) {
+        tg_log("agent '%s' missed its heartbeats for %" PRIu64
+               " ms: unhealthy, calls refused until it recovers",
+               aname(ag), ag->acfg->os.heartbeat_timeout_ms);
+        set_state(ag, A_UNHEALTHY);
+        agent_event(ag, "agent.unhealthy", "unhealthy", "heartbeat_missed");
+        uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->kill_grace_ms, 0);
+    } else {
+        tg_log("agent '%s' still sent no heartbeat %" PRIu64 " ms later: killing it (raise %s)",
+               aname(ag), ag->acfg->kill_grace_ms, ag->path_grace);
+        inst_kill(ag, SIGKILL, "heartbeat");
+    }
+    g_flush(ag->g);
+}
+
+/* ---- shutdown --------------------------------------------------------- */
+
+static void on_phase_timer(uv_timer_t *t);
+
+static void stop_step(os_agent_t *ag)
+{
+    os_inst_t *in = ag->inst;
+    uint64_t grace = ag->acfg->kill_grace_ms;
+    if (in == NULL || in->gone) {
+        ag->phase = P_DONE;
+        g_check_idle(ag->g);
+        return;
+    }
+    switch (ag->phase) {
+    case P_DRAIN:
+        /* The calls in flight had their chance: close the agent's stdin. */
+        ag->phase = P_STOP_STDIN;
+        (void)tg_out_flush(&in->wr);
+        in->stdin_closed = true;
+        if (!uv_is_closing((uv_handle_t *)&in->pin))
+            uv_close((uv_handle_t *)&in->pin, inst_handle_closed);
+        in->wr.stream = NULL;
+        break;
+    case P_STOP_STDIN:
+        ag->phase = P_STOP_TERM;
+        inst_kill(ag, SIGTERM, "shutdown");
+        break;
+    case P_STOP_TERM:
+        ag->phase = P_STOP_KILL;
+        tg_log("agent '%s' ignored SIGTERM for %" PRIu64 " ms: SIGKILL", aname(ag), grace);
+        inst_kill(ag, SIGKILL, "shutdown");
+        break;
+    default:
+        return;
+    }
+    uv_timer_start(&ag->phase_timer, on_phase_timer, grace, 0);
+}
+
+static void on_phase_timer(uv_timer_t *t)
+{
+    os_agent_t *ag = t->data;
+    stop_step(ag);
+    g_flush(ag->g);
+}
+
+static void agent_check_drained(os_agent_t *ag)
+{
+    if (ag->phase == P_DRAIN && ag->nbusy == 0) {
+        uv_timer_stop(&ag->phase_timer);
+        stop_step(ag);
+    }
+}
+
+static void agent_stop(os_agent_t *ag)
+{
+    if (ag->phase != P_RUN)
+        return;
+    ag->phase = P_DRAIN;
+    uv_timer_stop(&ag->restart_timer);
+    if (ag->inst == NULL) {
+        ag->phase = P_DONE;
+        if (ag->st == A_BACKOFF)
+            set_state(ag, A_DOWN);
+        return;
+    }
+    uv_timer_start(&ag->phase_timer, on_phase_timer, ag->acfg->kill_grace_ms, 0);
+    agent_check_drained(ag);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    tg_osgw_t *g = ((os_agent_t *)h->data)->g;
+    g->open_timers--;
+    g_check_idle(g);
+}
+
+static void call_timer_closed(uv_handle_t *h)
+{
+    os_call_t *c = h->data;
+    c->ag->g->open_timers--;
+    g_check_idle(c->ag->g);
+}
+
+/* Once every agent is down: callers are told nothing more is coming
+ * (their connections end once written), then the gateway's own timers
+ * close, then <on_idle> runs. */
+static void g_check_idle(tg_osgw_t *g)
+{
+    if (!g->stopping || g->idle)
+        return;
+    for (size_t i = 0; i < g->nagents; i++)
+        if (g->agents[i]->inst != NULL || g->agents[i]->phase != P_DONE)
+            return;
+    for (os_conn_t *k = g->conns; k != NULL; k = k->next)
+        conn_end(k);
+    if (g->conns != NULL)
+        return;
+    if (!g->closing_timers) {
+        g->closing_timers = true;
+        for (size_t i = 0; i < g->nagents; i++) {
+            os_agent_t *ag = g->agents[i];
+            uv_close((uv_handle_t *)&ag->hb_timer, timer_closed);
+            uv_close((uv_handle_t *)&ag->restart_timer, timer_closed);
+            uv_close((uv_handle_t *)&ag->phase_timer, timer_closed);
+            for (uint32_t j = 0; j < ag->ncalls; j++)
+                if (ag->calls[j].timer_ready)
+                    uv_close((uv_handle_t *)&ag->calls[j].timer, call_timer_closed);
+        }
+    }
+    if (g->open_timers > 0)
+        return;
+    g->idle = true;
+    if (g->on_idle != NULL)
+        g->on_idle(g->on_idle_arg);
+}
+
+/* ---- setup ------------------------------------------------------------ */
+
+static int register_limits(os_agent_t *ag)
+{
+    const char *id = aname(ag);
+    const tg_agent_cfg_t *a = ag->acfg;
+    tg_registry_t *reg = &ag->g->gw->reg;
+    uint64_t max_frame = ag->g->cfg->max_frame_bytes;
+    char name[TG_LIMIT_NAME_MAX];
+#define REG(dst, cat, scope, cap, ...)                                                             \
+    do {                                                                                           \
+        snprintf(name, sizeof(name), __VA_ARGS__);                                                 \
+        dst = tg_registry_add(reg, name, cat, scope, cap);                                         \
+    } while (0)
+    REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", max_frame, "agent.%s.frame_bytes", id);
+    REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);
+    REG(ag->reg_conc, TG_LIMIT_CONCURRENCY, "agent", a->lim.max_concurrent_calls,
+        "agent.%s.concurrency", id);
+    REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
+    REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * max_frame,
+        "agent.%s.write_queue_bytes", id);
+    REG(ag->reg_stderr, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec,
+        "agent.%s.stderr_bytes_per_second", id);
+    REG(ag->reg_memory, TG_LIMIT_RESOURCE, "agent", a->res.memory_bytes, "agent.%s.memory_bytes",
+        id);
+    REG(ag->reg_idem, TG_LIMIT_RESOURCE, "agent", a->os.idempotency_max_bytes,
+        "agent.%s.idempotency_bytes", id);
+    for (size_t i = 0; i < a->ntools; i++) {
+        os_tool_t *t = &ag->tools[i];
+        const char *tn = a->tools[i].name;
+        t->reg_rate = t->reg_conc = t->reg_queue = -1;
+        if (t->has_rate)
+            REG(t->reg_rate, TG_LIMIT_RATE, "tool", t->rate.burst, "agent.%s.tool.%s.rate", id, tn);
+        if (t->has_conc)
+            REG(t->reg_conc, TG_LIMIT_CONCURRENCY, "tool", t->conc.max,
+                "agent.%s.tool.%s.concurrency", id, tn);
+        if (t->has_queue)
+            REG(t->reg_queue, TG_LIMIT_QUEUE, "tool", t->max_queued, "agent.%s.tool.%s.queue", id,
+                tn);
+    }
+#undef REG
+    return 0;
+}
+
+static int setup_limits(os_agent_t *ag)
+{
+    tg_agent_cfg_t *a = ag->acfg;
+    if (tg_gcra_init(&ag->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms,
+                     a->lim.burst) < 0)
+        return -EINVAL;
+    tg_conc_init(&ag->aconc, a->lim.max_concurrent_calls);
+    if (tg_waitq_init(&ag->aq, a->lim.max_queued_calls) < 0)
+        return -ENOMEM;
+    tg_config_path_for(a, NULL, "rate_limit", ag->path_rate, sizeof(ag->path_rate));
+    tg_config_path_for(a, NULL, "max_concurrent_calls", ag->path_conc, sizeof(ag->path_conc));
+    tg_config_path_for(a, NULL, "max_queued_calls", ag->path_queue, sizeof(ag->path_queue));
+    tg_config_path_for(a, NULL, "max_tool_call_duration", ag->path_dur, sizeof(ag->path_dur));
+    tg_config_path_for(a, NULL, "kill_grace_period", ag->path_grace, sizeof(ag->path_grace));
+    snprintf(ag->path_hb, sizeof(ag->path_hb), "agents.%s.opensentience.heartbeat_timeout", a->id);
+    ag->tools = calloc(a->ntools ? a->ntools : 1, sizeof(*ag->tools));
+    if (ag->tools == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < a->ntools; i++) {
+        const tg_exec_limits_t *l = &a->tools[i].lim;
+        os_tool_t *t = &ag->tools[i];
+        const char *tn = a->tools[i].name;
+        if (l->rate_src != TG_SRC_DEFAULT) {
+            if (tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
+                             l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) < 0)
+                return -EINVAL;
+            t->has_rate = true;
+        }
+        if (l->concurrent_src != TG_SRC_DEFAULT) {
+            tg_conc_init(&t->conc, l->max_concurrent_calls);
+            t->has_conc = true;
+        }
+        if (l->queued_src != TG_SRC_DEFAULT) {
+            t->max_queued = l->max_queued_calls;
+            t->has_queue = true;
+        }
+        tg_config_path_for(a, tn, "rate_limit", t->path_rate, sizeof(t->path_rate));
+        tg_config_path_for(a, tn, "max_concurrent_calls", t->path_conc, sizeof(t->path_conc));
+        tg_config_path_for(a, tn, "max_queued_calls", t->path_queue, sizeof(t->path_queue));
+        tg_config_path_for(a, tn, "max_tool_call_duration", t->path_dur, sizeof(t->path_dur));
+    }
+    /* Every call the limits allow at once: in flight (zombies and
+     * cancelling calls keep their slot), queued, and one being refused. */
+    ag->ncalls = a->lim.max_concurrent_calls + a->lim.max_queued_calls + 1;
+    ag->calls = calloc(ag->ncalls, sizeof(*ag->calls));
+    ag->free_idx = calloc(ag->ncalls, sizeof(*ag->free_idx));
+    ag->idem_tab = calloc(OS_IDEM_BUCKETS, sizeof(*ag->idem_tab));
+    if (ag->calls == NULL || ag->free_idx == NULL || ag->idem_tab == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < ag->ncalls; i++)
+        ag->free_idx[ag->nfree++] = ag->ncalls - 1 - i;
+    return register_limits(ag);
+}
+
+static void agent_free(os_agent_t *ag)
+{
+    if (ag == NULL)
+        return;
+    idem_clear(ag);
+    tg_waitq_free(&ag->aq);
+    for (size_t i = 0; i < ag->nreg; i++)
+        free(ag->reg[i]);
+    free(ag->reg);
+    free(ag->idem_tab);
+    free(ag->tools);
+    free(ag->calls);
+    free(ag->free_idx);
+    explicit_bzero(ag->token, sizeof(ag->token));
+    free(ag);
+}
+
+/* ---- public API --------------------------------------------------------- */
+
+tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
+{
+    tg_osgw_t *g = calloc(1, sizeof(*g));
+    tg_config_t *cfg = gw->cfg;
+    if (g == NULL)
+        return NULL;
+    g->gw = gw;
+    g->cfg = cfg;
+    g->agents = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*g->agents));
+    if (g->agents == NULL) {
+        free(g);
+        return NULL;
+    }
+    g->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*g->ls));
+    if (g->ls == NULL) {
+        tg_osgw_free(g);
+        return NULL;
+    }
+    for (size_t i = 0; i < cfg->nlisten; i++) {
+        const tg_listen_cfg_t *lc = &cfg->listen[i];
+        if (lc->dialect != TG_DIALECT_OPENSENTIENCE)
+            continue;
+        os_listen_t *l = &g->ls[g->nls++];
+        char name[TG_LIMIT_NAME_MAX];
+        snprintf(l->path, sizeof(l->path), "%s", lc->unix_path);
+        l->max = lc->max_connections ? lc->max_connections : TG_DEF_LISTEN_MAX_CONNECTIONS;
+        snprintf(l->cfg_path, sizeof(l->cfg_path), "router.listen[%zu].max_connections", i);
+        snprintf(name, sizeof(name), "listen.%zu.connections", i);
+        l->reg = tg_registry_add(&gw->reg, name, TG_LIMIT_CONCURRENCY, "instance", l->max);
+    }
+    for (size_t i = 0; i < cfg->nagents; i++) {
+        tg_agent_cfg_t *a = &cfg->agents[i];
+        if (a->dialect != TG_DIALECT_OPENSENTIENCE)
+            continue;
+        os_agent_t *ag = calloc(1, sizeof(*ag));
+        if (ag == NULL) {
+            tg_osgw_free(g);
+            return NULL;
+        }
+        g->agents[g->nagents++] = ag;
+        ag->g = g;
+        ag->acfg = a;
+        ag->idx = i;
+        uv_timer_init(gw->loop, &ag->hb_timer);
+        uv_timer_init(gw->loop, &ag->restart_timer);
+        uv_timer_init(gw->loop, &ag->phase_timer);
+        ag->hb_timer.data = ag->restart_timer.data = ag->phase_timer.data = ag;
+        g->open_timers += 3;
+        if (setup_limits(ag) < 0) {
+            tg_log("cannot set up limits for agent '%s' (out of memory or invalid rate)", a->id);
+            tg_osgw_free(g);
+            return NULL;
+        }
+    }
+    return g;
+}
+
+size_t tg_osgw_nagents(const tg_osgw_t *g)
+{
+    return g != NULL ? g->nagents : 0;
+}
+
+void tg_osgw_start(tg_osgw_t *g)
+{
+    for (size_t i = 0; i < g->nagents; i++) {
+        os_agent_t *ag = g->agents[i];
+        if (ag->acfg->start != TG_START_EAGER)
+            continue;
+        if (agent_spawn(ag) < 0)
+            after_exit(ag, true, 127);
+    }
+    g_flush(g);
+}
+
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+void tg_osgw_accept(tg_osgw_t *g, uv_pipe_t *conn, const tg_listen_cfg_t *lc,
+                    const tg_osgw_peer_t *peer)
+{
+    os_conn_t *k = calloc(1, sizeof(*k));
+    if (k == NULL) {
+        uv_close((uv_handle_t *)conn, free_handle);
+        return;
+    }
+    k->g = g;
+    k->pipe = conn;
+    snprintf(k->path, sizeof(k->path), "%s", lc->unix_path);
+    k->on_oversize = lc->on_oversize;
+    snprintf(k->caller, sizeof(k->caller), "%s", peer->caller);
+    k->lim = peer->lim;
+    k->uid = peer->uid;
+    conn->data = k;
+    tg_in_init(&k->rd, &g->gw->pool, g->cfg->max_frame_bytes);
+    tg_lenpfx_init(&k->lp, g->cfg->max_frame_bytes);
+    tg_out_init(&k->wr, &g->gw->pool);
+    k->wr.stream = (uv_stream_t *)conn;
+    k->wr.ctx = k;
+    k->wr.on_drain = conn_out_drain;
+    k->wr.on_error = conn_out_error;
+    uv_timer_init(g->gw->loop, &k->idle);
+    k->idle.data = k;
+    k->open = 2;
+    k->next = g->conns;
+    if (g->conns != NULL)
+        g->conns->prev = k;
+    g->conns = k;
+    os_listen_t *l = NULL;
+    for (size_t i = 0; i < g->nls && l == NULL; i++)
+        if (strcmp(g->ls[i].path, lc->unix_path) == 0)
+            l = &g->ls[i];
+    k->robserved = k->rcap = TG_DENY_ABSENT;
+    if (g->stopping) {
+        k->refused = true;
+        k->rcode = TG_DENY_SHUTTING_DOWN;
+        k->rlimit = "shutdown";
+        k->rscope = "instance";
+        snprintf(k->rdetail, sizeof(k->rdetail), "toolgate is shutting down");
+    } else if (peer->not_allowed) {
+        k->refused = true;
+        k->rcode = TG_DENY_CALLER;
+        k->rlimit = "caller";
+        k->rscope = "caller";
+        k->rpath = "callers";
+        snprintf(k->rdetail, sizeof(k->rdetail),
+                 "peer uid %u gid %u matches no callers[] entry and router.callers_only is true",
+                 peer->uid, peer->gid);
+    } else if (l != NULL && l->open >= l->max) {
+        k->refused = true;
+        k->rcode = TG_DENY_CONCURRENCY;
+        k->rlimit = "connections";
+        k->rscope = "instance";
+        k->rpath = l->cfg_path;
+        k->robserved = (int64_t)l->open + 1;
+        k->rcap = (int64_t)l->max;
+        snprintf(k->rdetail, sizeof(k->rdetail), "%u connections open, the most allowed", l->open);
+    } else if (l != NULL) {
+        k->ls = l;
+        l->open++;
+        reg_set(g, l->reg, l->open);
+    }
+    if (k->refused) {
+        /* A refused peer gets idle_timeout to send the call it is refused. */
+        uv_timer_start(&k->idle, on_conn_idle, g->cfg->idle_timeout_ms, 0);
+    }
+    uv_read_start((uv_stream_t *)conn, conn_alloc, conn_read);
+}
+
+void tg_osgw_shutdown(tg_osgw_t *g, void (*on_idle)(void *arg), void *arg)
+{
+    g->on_idle = on_idle;
+    g->on_idle_arg = arg;
+    if (!g->stopping) {
+        g->stopping = true;
+        for (size_t i = 0; i < g->nagents; i++)
+            agent_stop(g->agents[i]);
+    }
+    g_check_idle(g);
+    if (!g->idle)
+        g_flush(g);
+}
+
+bool tg_osgw_idle(const tg_osgw_t *g)
+{
+    return g == NULL || g->idle;
+}
+
+void tg_osgw_kill(tg_osgw_t *g)
+{
+    for (size_t i = 0; i < g->nagents; i++)
+        inst_kill(g->agents[i], SIGKILL, "interrupted");
+}
+
+void tg_osgw_free(tg_osgw_t *g)
+{
+    if (g == NULL)
+        return;
+    for (size_t i = 0; i < g->nagents; i++)
+        agent_free(g->agents[i]);
+    free(g->agents);
+    free(g->ls);
+    free(g);
+}

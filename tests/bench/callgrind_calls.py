@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Instructions per call inside toolgate, counted by callgrind.
+
+Wall-clock figures on a shared 2-vCPU machine move by tens of percent from
+run to run; instruction counts do not. This runs `toolgate wrap` (the same
+arguments tg_bench uses) under callgrind twice, with FEW and MANY pipelined
+small tools/calls (64 in flight, the frame of tg_bench's phase 1), and
+reports (Ir(MANY) - Ir(FEW)) / (MANY - FEW): the marginal cost of one call,
+start-up and shutdown cancelled out. The same difference per function,
+grouped by source file, says where the instructions go.
+
+The exec shim: toolgate starts its agents through its own binary as
+/proc/self/exe, which under valgrind names valgrind's tool, not toolgate.
+A tiny LD_PRELOAD library (built here with cc) makes execvp() of
+"/proc/self/exe" run the real toolgate binary instead; the child runs
+natively (--trace-children=no), so only toolgate's own instructions count.
+
+Usage: tests/bench/callgrind_calls.py [--build DIR] [--few N] [--many N]
+                                      [--top K] [--no-build] [--toolgate PATH]
+DIR defaults to build-perf (configured RelWithDebInfo when missing).
+"""
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEPTH = 64
+
+HEAD = b'{"jsonrpc":"2.0","id":'
+SMALL_TAIL = (b',"method":"tools/call","params":{"name":"echo",'
+              b'"arguments":{"text":"hello, toolgate"}}}\n')
+INIT = (b'{"jsonrpc":"2.0","id":"init","method":"initialize","params":'
+        b'{"protocolVersion":"2025-06-18","capabilities":{},'
+        b'"clientInfo":{"name":"tg_bench","version":"1"}}}\n'
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+PRELOAD_SRC = r'''
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+/* execvp("/proc/self/exe") under valgrind would run valgrind's tool. */
+int execvp(const char *file, char *const argv[])
+{
+    int (*real)(const char *, char *const[]) =
+        (int (*)(const char *, char *const[]))dlsym(RTLD_NEXT, "execvp");
+    const char *self = getenv("TG_CALLGRIND_SELF");
+    if (self != NULL && strcmp(file, "/proc/self/exe") == 0)
+        file = self;
+    return real(file, argv);
+}
+'''
+
+
+def build(build_dir):
+    if not os.path.exists(os.path.join(build_dir, 'CMakeCache.txt')):
+        subprocess.run(['cmake', '-S', ROOT, '-B', build_dir,
+                        '-DCMAKE_BUILD_TYPE=RelWithDebInfo'], check=True,
+                       stdout=subprocess.DEVNULL)
+    subprocess.run(['cmake', '--build', build_dir, '-j2', '--target', 'toolgate',
+                    'tg_echo_agent'], check=True, stdout=subprocess.DEVNULL)
+
+
+def read_lines(f, n, buf):
+    """Read until <n> complete lines are in hand; return them and the rest."""
+    lines = []
+    while True:
+        while len(lines) < n:
+            i = buf.find(b'\n')
+            if i < 0:
+                break
+            lines.append(buf[:i])
+            buf = buf[i + 1:]
+        if len(lines) == n:
+            return lines, buf
+        chunk = os.read(f, 1 << 20)
+        if not chunk:
+            sys.exit('callgrind_calls: toolgate closed its stdout early')
+        buf += chunk
+
+
+def run(build_dir, toolgate, tmp, preload, calls):
+    out = os.path.join(tmp, 'cg.%d.out' % calls)
+    audit = os.path.join(tmp, 'audit.%d.jsonl' % calls)
+    env = dict(os.environ, LD_PRELOAD=preload, TG_CALLGRIND_SELF=toolgate)
+    argv = ['valgrind', '--tool=callgrind', '--trace-children=no',
+            '--callgrind-out-file=' + out, toolgate, 'wrap', '--audit', audit,
+            '--limit', 'rate_limit=1000000/second',
+            '--limit', 'max_concurrent_calls=1024',
+            '--limit', 'max_queued_calls=1024',
+            '--limit', 'max_frame_bytes=8Mi',
+            '--', os.path.join(build_dir, 'agents', 'tg_echo_agent')]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=env)
+    wfd, rfd = p.stdin.fileno(), p.stdout.fileno()
+    os.write(wfd, INIT)
+    rest = b''
+    lines, rest = read_lines(rfd, 1, rest)
+    if b'"result"' not in lines[0]:
+        sys.exit('callgrind_calls: bad initialize answer: %r' % lines[0][:200])
+    next_id = 1000000000
+    done = 0
+    while done < calls:
+        n = min(DEPTH, calls - done)
+        batch = b''.join(HEAD + b'%d' % (next_id + k) + SMALL_TAIL for k in range(n))
+        os.write(wfd, batch)
+        lines, rest = read_lines(rfd, n, rest)
+        for k, l in enumerate(lines):
+            if b'"result"' not in l or (b'"id":%d,' % (next_id + k)) not in l:
+                sys.exit('callgrind_calls: bad answer: %r' % l[:200])
+        next_id += n
+        done += n
+    p.stdin.close()
+    p.stdout.read()
+    if p.wait() != 0:
+        sys.exit('callgrind_calls: toolgate exited with %d' % p.returncode)
+    return out
+
+
+def total_and_functions(out):
+    """Total Ir and self Ir per 'file:function' from callgrind_annotate."""
+    text = subprocess.run(['callgrind_annotate', '--inclusive=no', '--auto=no', '--threshold=100',
+                           '--show-percs=no', out],
+                          check=True, capture_output=True, text=True).stdout
+    total = None
+    per = collections.Counter()
+    for line in text.splitlines():
+        m = re.match(r'^\s*([\d,]+)(?: \([^)]*\))?\s+\S*\s*PROGRAM TOTALS', line)
+        if m:
+            total = int(m.group(1).replace(',', ''))
+            continue
+        m = re.match(r'^\s*([\d,]+)\s+(\S.*?:\S.*?)(?: \(\d[\d,]*x\))?(?: \[.*\])?$', line)
+        if m and total is not None:
+            name = m.group(2)
+            if name.startswith(ROOT + '/'):
+                name = name[len(ROOT) + 1:]
+            per[name] += int(m.group(1).replace(',', ''))
+    if total is None:
+        sys.exit('callgrind_calls: no totals in ' + out)
+    return total, per
+
+
+def group(name):
+    """Coarse owner of a function, from its source path."""
+    path = name.split(':', 1)[0]
+    for key, label in (('config/jscan', 'envelope scan (jscan)'),
+                       ('router/envelope', 'envelope scan (envelope)'),
+                       ('emmintrin', 'envelope scan (jscan)'),
+                       ('avx2intrin', 'envelope scan (jscan)'),
+                       ('audit/', 'audit'),
+                       ('router/', 'router (session, io, ndjson, ...)'),
+                       ('limits/', 'limits (gcra, conc, registry)')):
+        if key in path:
+            return label
+    return 'libc, libuv and other'
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--build', default=os.path.join(ROOT, 'build-perf'))
+    ap.add_argument('--few', type=int, default=2000)
+    ap.add_argument('--many', type=int, default=22000)
+    ap.add_argument('--top', type=int, default=25)
+    ap.add_argument('--no-build', action='store_true', help='measure DIR as it is')
+    ap.add_argument('--toolgate', help='this toolgate binary instead of DIR/toolgate')
+    a = ap.parse_args()
+    if not a.no_build:
+        build(a.build)
+    with tempfile.TemporaryDirectory(prefix='tg_cg.') as tmp:
+        tg = os.path.abspath(a.toolgate or os.path.join(a.build, 'toolgate'))
+        so = os.path.join(tmp, 'selfexe.so')
+        src = os.path.join(tmp, 'selfexe.c')
+        with open(src, 'w') as f:
+            f.write(PRELOAD_SRC)
+        subprocess.run(['cc', '-shared', '-fPIC', '-O2', '-o', so, src, '-ldl'], check=True)
+        t1, f1 = total_and_functions(run(a.build, tg, tmp, so, a.few))
+        t2, f2 = total_and_functions(run(a.build, tg, tmp, so, a.many))
+    n = a.many - a.few
+    print('toolgate instructions per small call (64 in flight, %d - %d calls): %.0f'
+          % (a.many, a.few, (t2 - t1) / n))
+    diff = {k: (f2[k] - f1.get(k, 0)) / n for k in f2}
+    groups = collections.Counter()
+    for k, v in diff.items():
+        groups[group(k)] += v
+    print('\nby module:')
+    for k, v in groups.most_common():
+        if abs(v) >= 1:
+            print('  %7.0f  %s' % (v, k))
+    print('\ntop functions (self instructions per call):')
+    for k, v in sorted(diff.items(), key=lambda kv: -kv[1])[:a.top]:
+        print('  %7.0f  %s' % (v, k))
+
+
+if __name__ == '__main__':
+    main()

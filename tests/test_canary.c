@@ -1,0 +1,455 @@
+/* One canary test across every output (issue 6).
+ *
+ * A single `toolgate serve` runs with the admin endpoint on, the audit
+ * trail in a file, its stderr captured, a callers[] entry for this uid and,
+ * when redis-server is installed, a shared rate store whose URL carries a
+ * password. Secrets are planted wherever a caller, an operator or an agent
+ * can put bytes:
+ *
+ *   C_ARG         tool arguments (and so the echo tool's result), the body
+ *                 of an over-cap frame, the arguments of a call that times
+ *                 out, a line that is not JSON
+ *   C_ENV_SET     agents[].env.set, read back by the agent (a tool result)
+ *   C_ENV_PASS    toolgate's own environment, passed with env.pass
+ *   C_STDERR      the agent's stderr
+ *   C_PROGRESS    the progress token of a call that reports progress
+ *   C_CLIENT      the caller's clientInfo in initialize
+ *   C_ID_SECRET   request ids that look like credentials (not [A-Za-z0-9._:@/-])
+ *   C_TOOL_SECRET a tool name that looks like one, on a call toolgate refuses
+ *   C_ID_LABEL    a request id and
+ *   C_TOOL_LABEL  a tool name made only of safe characters: the audit trail
+ *                 records caller ids and tool names by design, so these two
+ *                 may appear there, and only there; what they test is that
+ *                 caller text never becomes a metrics label or a name on
+ *                 /limits, /agents, the page or `toolgate status`
+ *   C_PW          the redis password in store.url
+ *
+ * and calls are driven that succeed, are refused (rate, frame too large,
+ * concurrency with an over-full queue, a line that is not JSON) and time
+ * out. Then every output is read: /metrics, /limits, /agents, /healthz, the
+ * page at /, `toolgate status --json`, the audit file, toolgate's stderr
+ * and every error answer the caller received. None may hold a canary
+ * (with the two exceptions above, and C_STDERR, which the bounded relay
+ * passes on as the agent's own stderr lines but never in a line toolgate
+ * writes itself, one that starts with "toolgate: ").
+ *
+ * Each canary is also shown to have been planted where the test says: the
+ * echo and env results carry theirs back, the progress notification its
+ * token, the relayed stderr its line, the audit trail the safe id and tool
+ * name, and the store decided calls. So a canary missing from the outputs
+ * means it was kept out, not that it never got in.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "router/admin.h"
+#include "tests/tg_harness.h"
+#include "tests/tg_redis.h"
+
+#define C_ARG "CANARY-ARG-5e1f"
+#define C_ENV_SET "CANARY-ENVSET-2b7c"
+#define C_ENV_PASS "CANARY-ENVPASS-9a0d"
+#define C_STDERR "CANARY-STDERR-4d2e"
+#define C_PROGRESS "CANARY-PROGRESS-7f3a"
+#define C_CLIENT "CANARY-CLIENT-a1b2"
+#define C_ID_SECRET "Bearer CANARY-IDSECRET-1c9b"
+#define C_TOOL_SECRET "web?token=CANARY-TOOLSECRET-6d1a"
+#define C_ID_LABEL "CANARY-IDLABEL-8e4f"
+#define C_TOOL_LABEL "CANARY-TOOLLABEL-3b8c"
+#define C_PW "CANARY-REDISPW-0f5e"
+
+typedef struct canary {
+    const char *value;
+    bool in_audit;     /* may appear in the audit trail (a checked caller string) */
+    bool in_relay;     /* may appear in relayed agent stderr lines */
+} canary_t;
+
+static const canary_t canaries[] = {
+    {C_ARG, false, false},        {C_ENV_SET, false, false},     {C_ENV_PASS, false, false},
+    {C_STDERR, false, true},      {C_PROGRESS, false, false},    {C_CLIENT, false, false},
+    {C_ID_SECRET, false, false},  {C_TOOL_SECRET, false, false}, {C_ID_LABEL, true, false},
+    {C_TOOL_LABEL, true, false},  {C_PW, false, false},
+    /* Parts of the unsafe ones, in case an encoder cut them at the space
+     * or the '?' and kept the rest. */
+    {"CANARY-IDSECRET-1c9b", false, false}, {"CANARY-TOOLSECRET-6d1a", false, false},
+};
+#define NCANARIES (sizeof canaries / sizeof canaries[0])
+
+typedef struct run {
+    char dir[TGH_PATH];
+    char sock[TGH_PATH + 16], cfg[TGH_PATH + 16], log[TGH_PATH + 16];
+    char audit[TGH_PATH + 16], err[TGH_PATH + 16], status[TGH_PATH + 16];
+    char addr[64];
+    bool store;
+    tgh_proc_t tg;
+    tgh_proc_t caller;
+    json_t *errors; /* every error answer the caller received */
+} run_t;
+
+static run_t T;
+static srv_t R;
+
+static void canary_fini(void)
+{
+    json_decref(T.errors);
+    tgh_cleanup();
+    srv_done(&R);
+}
+
+/* The first canary <text> holds that it may not, for an output where only
+ * canaries flagged <allowed_audit> may appear; NULL when clean. */
+static const char *leaked(const char *text, bool allowed_audit)
+{
+    for (size_t i = 0; text != NULL && i < NCANARIES; i++)
+        if (!(allowed_audit && canaries[i].in_audit) && strstr(text, canaries[i].value) != NULL)
+            return canaries[i].value;
+    return NULL;
+}
+
+static void start_serve(void)
+{
+    cr_assert_eq(tgh_mkdtemp(T.dir, sizeof T.dir), 0);
+    snprintf(T.sock, sizeof T.sock, "%s/fx.sock", T.dir);
+    snprintf(T.cfg, sizeof T.cfg, "%s/serve.json", T.dir);
+    snprintf(T.log, sizeof T.log, "%s/fixture.log", T.dir);
+    snprintf(T.audit, sizeof T.audit, "%s/audit.jsonl", T.dir);
+    snprintf(T.err, sizeof T.err, "%s/stderr.txt", T.dir);
+    snprintf(T.status, sizeof T.status, "%s/status.json", T.dir);
+    snprintf(T.addr, sizeof T.addr, "127.0.0.1:%d", tgh_free_port());
+
+    /* An own redis-server that needs the planted password: TG_REDIS_URL
+     * names a server whose password is not ours to choose. */
+    char store[512] = "", shared[64] = "";
+    if (redis_server_path() != NULL) {
+        static const char *const extra[] = {"--requirepass", C_PW, NULL};
+        srv_own(&R, false, extra);
+        snprintf(store, sizeof store,
+                 ",\n \"store\": {\"kind\": \"redis\", \"url\": \"redis://default:" C_PW
+                 "@127.0.0.1:%d/0\", \"on_store_error\": \"closed\"}",
+                 R.port);
+        snprintf(shared, sizeof shared, ", \"rate_scope\": \"shared\"");
+        T.store = true;
+    } else {
+        cr_log_warn("redis-server is not installed: the store password canary is not planted "
+                    "(CI installs redis-server)");
+    }
+    char json[4096];
+    int n = snprintf(
+        json, sizeof json,
+        "{\"router\": {\"instance\": \"canary\", \"max_frame_bytes\": \"64Ki\",\n"
+        "   \"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}], \"admin\": \"%s\"},\n"
+        " \"audit\": {\"path\": \"%s\"},\n"
+        " \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
+        "{\"rate_limit\": \"1000/minute\"}}]%s,\n"
+        " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"],\n"
+        "   \"env\": {\"set\": {\"TG_CANARY_SET\": \"" C_ENV_SET "\"}, "
+        "\"pass\": [\"TG_CANARY_PASS\"]},\n"
+        "   \"execution_limits\": {\"max_concurrent_calls\": 2, \"max_queued_calls\": 0, "
+        "\"rate_limit\": \"600/minute\"%s},\n"
+        "   \"tools\": {\"echo\": {\"rate_limit\": \"3/minute\"}}}]}\n",
+        T.sock, T.addr, T.audit, (unsigned)getuid(), store, TG_AGENTS_DIR, T.log, shared);
+    cr_assert(n > 0 && (size_t)n < sizeof json);
+    cr_assert_eq(tgh_write_file(T.cfg, json), 0);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", T.cfg, NULL};
+    char *const env[] = {(char *)"TG_CANARY_PASS=" C_ENV_PASS, NULL};
+    cr_assert_eq(tgh_spawn(&T.tg, argv, env, T.err), 0);
+    if (tgh_log_wait(T.err, "toolgate: serving", 1, 10000) < 1) {
+        char *e = tgh_read_file(T.err, NULL);
+        cr_assert_fail("toolgate serve did not start: %s", e ? e : "");
+    }
+}
+
+static void connect_caller(tgh_proc_t *c)
+{
+    memset(c, 0, sizeof *c);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_assert_lt(strlen(T.sock), sizeof sa.sun_path);
+    memcpy(sa.sun_path, T.sock, strlen(T.sock) + 1);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    c->in_fd = fd;
+    c->out_fd = dup(fd);
+}
+
+/* Read until the answer to <id> comes; error answers are kept in
+ * T.errors, notifications appended to <others> (may be NULL). */
+static json_t *await_id(json_t *id, json_t *others)
+{
+    json_t *r = tgh_await(&T.caller, id, 10000, others);
+    char *s = json_dumps(id, JSON_ENCODE_ANY);
+    cr_assert_not_null(r, "no answer to id %s", s);
+    free(s);
+    if (json_object_get(r, "error") != NULL)
+        json_array_append(T.errors, r);
+    return r;
+}
+
+static json_t *await_int(json_int_t id)
+{
+    json_t *jid = json_integer(id);
+    json_t *r = await_id(jid, NULL);
+    json_decref(jid);
+    return r;
+}
+
+static json_t *await_str(const char *id)
+{
+    json_t *jid = json_string(id);
+    json_t *r = await_id(jid, NULL);
+    json_decref(jid);
+    return r;
+}
+
+/* A tools/call with any JSON id, tool name and arguments (<meta> is the
+ * _meta object's inside, or ""). */
+static void call(const char *id_json, const char *tool, const char *args, const char *meta)
+{
+    json_t *name = json_string(tool);
+    char *qname = json_dumps(name, JSON_ENCODE_ANY);
+    json_decref(name);
+    cr_assert_eq(tgh_sendf(&T.caller,
+                           "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":"
+                           "{\"name\":%s,\"arguments\":%s%s%s%s}}",
+                           id_json, qname, args, meta[0] ? ",\"_meta\":{" : "", meta,
+                           meta[0] ? "}" : ""),
+                 0);
+    free(qname);
+}
+
+static const char *text_of(const json_t *r)
+{
+    const json_t *c = json_array_get(json_object_get(json_object_get(r, "result"), "content"), 0);
+    return json_string_value(json_object_get(c, "text"));
+}
+
+static const char *code_of(const json_t *r)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(r, "error"), "data"), "code"));
+}
+
+static void assert_denied(json_t *r, const char *code)
+{
+    char *s = json_dumps(r, JSON_COMPACT);
+    cr_assert_not_null(code_of(r), "expected a %s denial, got %s", code, s);
+    cr_assert_str_eq(code_of(r), code, "expected %s: %s", code, s);
+    free(s);
+}
+
+static char *admin_get(const char *path)
+{
+    char *body = NULL, err[256];
+    size_t len = 0;
+    int st = tg_admin_get(T.addr, path, 5000, 16u << 20, &body, &len, err, sizeof err);
+    cr_assert_eq(st, 200, "GET %s: %d %s", path, st, st < 0 ? err : "");
+    return body;
+}
+
+/* Wait until no call of agent fx holds a slot (/limits). */
+static void wait_idle(void)
+{
+    for (int tries = 0; tries < 200; tries++) {
+        char *body = admin_get("/limits");
+        json_t *doc = json_loads(body, 0, NULL);
+        free(body);
+        cr_assert_not_null(doc);
+        size_t i;
+        json_t *e;
+        json_int_t cur = -1;
+        json_array_foreach(json_object_get(doc, "limits"), i, e) {
+            if (strcmp(json_string_value(json_object_get(e, "name")), "agent.fx.concurrency") == 0)
+                cur = json_integer_value(json_object_get(e, "current"));
+        }
+        json_decref(doc);
+        if (cur == 0)
+            return;
+        tgh_sleep_ms(25);
+    }
+    cr_assert_fail("agent.fx.concurrency never went back to 0");
+}
+
+/* Drive every kind of call through the session. */
+static void drive_calls(void)
+{
+    cr_assert_eq(tgh_sendf(&T.caller,
+                           "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                           "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+                           "\"clientInfo\":{\"name\":\"" C_CLIENT "\",\"version\":\"1\"}}}"),
+                 0);
+    json_t *r = await_int(0);
+    cr_assert_not_null(json_object_get(r, "result"), "initialize failed");
+    json_decref(r);
+    cr_assert_eq(tgh_sendf(&T.caller, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"),
+                 0);
+
+    /* Succeed: the planted values come back to the caller, as they should. */
+    call("1", "echo", "{\"text\":\"" C_ARG "\"}", "");
+    r = await_int(1);
+    cr_assert_str_eq(text_of(r), C_ARG);
+    json_decref(r);
+    call("2", "env", "{\"name\":\"TG_CANARY_SET\"}", "");
+    r = await_int(2);
+    cr_assert_str_eq(text_of(r), C_ENV_SET, "env.set did not reach the agent");
+    json_decref(r);
+    call("3", "env", "{\"name\":\"TG_CANARY_PASS\"}", "");
+    r = await_int(3);
+    cr_assert_str_eq(text_of(r), C_ENV_PASS, "env.pass did not reach the agent");
+    json_decref(r);
+    call("4", "stderr", "{\"text\":\"" C_STDERR " \",\"bytes\":400,\"line_len\":80}", "");
+    json_decref(await_int(4));
+    json_t *notes = json_array();
+    call("5", "progress", "{}", "\"progressToken\":\"" C_PROGRESS "\"");
+    json_t *jid = json_integer(5);
+    r = await_id(jid, notes);
+    json_decref(jid);
+    json_decref(r);
+    char *ns = json_dumps(notes, JSON_COMPACT);
+    cr_assert(ns && strstr(ns, "notifications/progress") && strstr(ns, C_PROGRESS),
+              "the progress token did not come back: %s", ns ? ns : "");
+    free(ns);
+    json_decref(notes);
+    /* Ids and tool names: secret-shaped and label-shaped. The echo tool's
+     * bucket (3/minute) is spent by calls 1, SECRET and LABEL. */
+    call("\"" C_ID_SECRET "\"", "echo", "{\"text\":\"" C_ARG "\"}", "");
+    json_decref(await_str(C_ID_SECRET));
+    call("\"" C_ID_LABEL "\"", "echo", "{\"text\":\"" C_ARG "\"}", "");
+    json_decref(await_str(C_ID_LABEL));
+    call("6", C_TOOL_LABEL, "{\"text\":\"" C_ARG "\"}", "");
+    json_decref(await_int(6)); /* the agent's own "unknown tool" error */
+    call("7", C_TOOL_SECRET, "{\"text\":\"" C_ARG "\"}", "");
+    json_decref(await_int(7));
+
+    /* Refused: rate. */
+    call("\"" C_ID_SECRET "/rate\"", "echo", "{\"text\":\"" C_ARG "\"}", "");
+    r = await_str(C_ID_SECRET "/rate");
+    assert_denied(r, "rate_limit_exceeded");
+    json_decref(r);
+    /* Refused: a frame over max_frame_bytes, full of the canary. */
+    size_t fill = 100 * 1024, off = 0;
+    char *big = malloc(fill + 256);
+    cr_assert_not_null(big);
+    off += (size_t)snprintf(big, 256, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\","
+                                      "\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"");
+    while (off + sizeof(C_ARG) < fill) {
+        memcpy(big + off, C_ARG " ", sizeof(C_ARG));
+        off += sizeof(C_ARG);
+    }
+    off += (size_t)snprintf(big + off, 32, "\"}}}\n");
+    cr_assert_eq(tgh_send(&T.caller, big, off, 10000), 0);
+    free(big);
+    r = await_int(8);
+    assert_denied(r, "frame_too_large");
+    json_decref(r);
+    /* Times out: the caller's own deadline, shorter than the tool's. */
+    call("9", "sleep", "{\"ms\":5000,\"note\":\"" C_ARG "\"}", "\"timeout_ms\":200");
+    r = await_int(9);
+    assert_denied(r, "timeout");
+    json_decref(r);
+    /* The zombie's slot comes back with the agent's pong. */
+    wait_idle();
+    /* Refused: concurrency, with both slots busy and no queue, for a
+     * secret-shaped tool name and id. */
+    call("10", "sleep", "{\"ms\":1500}", "");
+    call("11", "sleep", "{\"ms\":1500}", "");
+    tgh_sleep_ms(200);
+    call("\"" C_ID_SECRET "/conc\"", C_TOOL_SECRET, "{\"text\":\"" C_ARG "\"}", "");
+    r = await_str(C_ID_SECRET "/conc");
+    assert_denied(r, "concurrency_limit_exceeded");
+    json_decref(r);
+    json_decref(await_int(10));
+    json_decref(await_int(11));
+    /* Refused: a line that is not JSON. */
+    cr_assert_eq(tgh_sendf(&T.caller, "not json " C_ARG " " C_ID_SECRET), 0);
+    r = tgh_read_json(&T.caller, 5000, NULL);
+    cr_assert_not_null(r, "no answer to a line that is not JSON");
+    cr_assert_not_null(json_object_get(r, "error"));
+    json_array_append_new(T.errors, r);
+}
+
+Test(canary, no_planted_secret_reaches_any_output, .fini = canary_fini, .timeout = 120)
+{
+    T.errors = json_array();
+    start_serve();
+    connect_caller(&T.caller);
+    drive_calls();
+
+    /* The admin endpoint and `toolgate status`, while the session is open. */
+    static const char *const paths[] = {"/metrics", "/limits", "/agents", "/healthz", "/"};
+    char *bodies[5];
+    for (size_t i = 0; i < 5; i++) {
+        bodies[i] = admin_get(paths[i]);
+        const char *l = leaked(bodies[i], false);
+        cr_assert_null(l, "%s holds the canary %s", paths[i], l);
+    }
+    /* Unconfigured tool names are counted, under "other". */
+    cr_assert_not_null(strstr(bodies[0], "tool=\"other\""), "/metrics has no tool=\"other\" series");
+    /* The refused calls are on the page's denial list, with the
+     * secret-shaped tool name as "invalid". */
+    cr_assert_not_null(strstr(bodies[2], "\"concurrency_limit_exceeded\""));
+    cr_assert_not_null(strstr(bodies[2], "\"invalid\""), "/agents: %s", bodies[2]);
+    for (size_t i = 0; i < 5; i++)
+        free(bodies[i]);
+    char cmd[2 * TGH_PATH + 128];
+    cr_assert_lt((size_t)snprintf(cmd, sizeof cmd, "'%s' status --admin %s --json > '%s' 2>&1",
+                                  TG_BIN, T.addr, T.status),
+                 sizeof cmd);
+    cr_assert_eq(system(cmd), 0, "toolgate status --json failed");
+    char *status = tgh_read_file(T.status, NULL);
+    cr_assert(status && strstr(status, "agent.fx.rate"), "status --json: %s", status ? status : "");
+    const char *l = leaked(status, false);
+    cr_assert_null(l, "toolgate status --json holds the canary %s", l);
+    free(status);
+
+    /* Every error answer the caller got. The JSON-RPC id of an answer is
+     * the caller's own by protocol: only the error object is toolgate's. */
+    size_t i;
+    json_t *r;
+    json_array_foreach(T.errors, i, r) {
+        char *s = json_dumps(json_object_get(r, "error"), JSON_COMPACT);
+        l = leaked(s, false);
+        cr_assert_null(l, "an error answer holds the canary %s: %s", l, s);
+        free(s);
+    }
+    cr_assert_geq(json_array_size(T.errors), 7, "only %zu error answers",
+                  json_array_size(T.errors));
+
+    /* Stop, then the audit trail and the log are complete. */
+    close(T.caller.in_fd);
+    close(T.caller.out_fd);
+    free(T.caller.rbuf);
+    memset(&T.caller, 0, sizeof T.caller);
+    kill(T.tg.pid, SIGTERM);
+    cr_assert_eq(tgh_wait(&T.tg, 15000), 0, "toolgate serve did not stop on SIGTERM");
+
+    char *audit = tgh_read_file(T.audit, NULL);
+    cr_assert(audit && strlen(audit) > 0, "no audit trail");
+    l = leaked(audit, true);
+    cr_assert_null(l, "the audit trail holds the canary %s", l);
+    /* The safe caller strings reached it, as designed. */
+    cr_assert_not_null(strstr(audit, "\"" C_ID_LABEL "\""), "the audit lacks the caller's id");
+    cr_assert_not_null(strstr(audit, "\"" C_TOOL_LABEL "\""), "the audit lacks the tool name");
+    cr_assert_not_null(strstr(audit, "\"event\":\"call.timeout\""), "no call.timeout event");
+    if (T.store)
+        cr_assert_not_null(strstr(audit, "\"decided_by\":\"store\""),
+                           "the redis store decided no call (wrong password?)");
+    free(audit);
+
+    char *err = tgh_read_file(T.err, NULL);
+    cr_assert_not_null(err);
+    cr_assert_gt(tgh_count_lines_with(err, NULL, C_STDERR), 0,
+                 "the agent's stderr was not relayed: the log was not captured");
+    cr_assert_eq(tgh_count_lines_with(err, "toolgate: ", "CANARY"), 0,
+                 "a line toolgate wrote holds a canary:\n%s", err);
+    for (size_t k = 0; k < NCANARIES; k++)
+        if (!canaries[k].in_relay)
+            cr_assert_null(strstr(err, canaries[k].value), "toolgate's stderr holds %s:\n%s",
+                           canaries[k].value, err);
+    free(err);
+}

@@ -1,0 +1,1243 @@
+/* Integration tests of the OpenSentience dialect in `toolgate serve`: the
+ * real binary, an opensentience listener, and the fixture agent
+ * tests/agents/tg_os_agent.c. Callers speak length-prefixed frames over
+ * the Unix socket; the fixture logs what reached it (calls with the
+ * call_id toolgate gave them, cancels), so each test checks both sides.
+ * Suite os_config checks the config keys of the dialect. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "tests/tg_harness.h"
+
+typedef struct os_it {
+    char dir[TGH_PATH];
+    char sock[TGH_PATH + 16];
+    char cfg[TGH_PATH + 16];
+    char log[TGH_PATH + 16];
+    char audit[TGH_PATH + 16];
+    char err[TGH_PATH + 16];
+    char hboff[TGH_PATH + 16];
+    char token[TGH_PATH + 16];
+    tgh_proc_t tg;
+    tgh_proc_t aux; /* `audit verify`, `check`: registered with the harness, so not on a stack */
+} os_it_t;
+
+static os_it_t S;
+
+typedef struct os_opts {
+    const char *listen; /* spliced into the listener object */
+    const char *router; /* into "router" */
+    const char *agent;  /* into the agent object */
+    const char *args;   /* more fixture arguments: , "--x", "y" */
+    const char *top;    /* top-level members */
+    bool no_wait;       /* do not wait for the agent to be ready */
+} os_opts_t;
+
+static void os_fini(void)
+{
+    tgh_cleanup();
+}
+
+/* Lines of <path> containing <needle>. */
+static int count_in(const char *path, const char *needle)
+{
+    char *text = tgh_read_file(path, NULL);
+    int n = text ? tgh_count_lines_with(text, "", needle) : 0;
+    free(text);
+    return n;
+}
+
+static int wait_in(const char *path, const char *needle, int min, int timeout_ms)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    int n;
+    while ((n = count_in(path, needle)) < min && tgh_now_ms() < deadline)
+        tgh_sleep_ms(10);
+    return n;
+}
+
+/* Start `toolgate serve` with agent "os" (the fixture) behind one
+ * opensentience listener. */
+static void os_start(const os_opts_t *o)
+{
+    cr_assert_eq(tgh_mkdtemp(S.dir, sizeof S.dir), 0);
+    snprintf(S.sock, sizeof S.sock, "%s/os.sock", S.dir);
+    snprintf(S.cfg, sizeof S.cfg, "%s/serve.json", S.dir);
+    snprintf(S.log, sizeof S.log, "%s/agent.log", S.dir);
+    snprintf(S.audit, sizeof S.audit, "%s/audit.jsonl", S.dir);
+    snprintf(S.err, sizeof S.err, "%s/stderr.txt", S.dir);
+    snprintf(S.hboff, sizeof S.hboff, "%s/hb-off", S.dir);
+    snprintf(S.token, sizeof S.token, "%s/token", S.dir);
+    char json[8192];
+    snprintf(
+        json, sizeof json,
+        "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"dialect\": \"opensentience\"%s}]%s},\n"
+        " \"audit\": {\"path\": \"%s\"},\n"
+        " \"agents\": [{\"id\": \"os\", \"dialect\": \"opensentience\",\n"
+        "   \"command\": [\"%s/tg_os_agent\", \"--log\", \"%s\", \"--hb-off\", \"%s\", "
+        "\"--token-file\", \"%s\"%s]%s}]%s}\n",
+        S.sock, o && o->listen ? o->listen : "", o && o->router ? o->router : "", S.audit,
+        TG_AGENTS_DIR, S.log, S.hboff, S.token, o && o->args ? o->args : "",
+        o && o->agent ? o->agent : "", o && o->top ? o->top : "");
+    cr_assert_eq(tgh_write_file(S.cfg, json), 0);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
+    cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
+    if (tgh_log_wait(S.err, "toolgate: serving", 1, 10000) < 1) {
+        char *err = tgh_read_file(S.err, NULL);
+        cr_assert_fail("toolgate serve did not start: %s", err ? err : "");
+    }
+    if (o == NULL || !o->no_wait) {
+        if (wait_in(S.err, "agent 'os' ready", 1, 10000) < 1) {
+            char *err = tgh_read_file(S.err, NULL);
+            cr_assert_fail("agent 'os' did not become ready: %s", err ? err : "");
+        }
+    }
+}
+
+static void os_stop(void)
+{
+    kill(S.tg.pid, SIGTERM);
+    cr_assert_eq(tgh_wait(&S.tg, 20000), 0, "toolgate serve did not stop on SIGTERM");
+    cr_assert_eq(tgh_exit_code(&S.tg), 0);
+    cr_assert(access(S.sock, F_OK) != 0, "the socket file was left behind");
+    /* Every event it wrote passes `toolgate audit verify` (schema, seq). */
+    tgh_proc_t *v = &S.aux;
+    char *const argv[] = {(char *)TG_BIN, (char *)"audit", (char *)"verify", S.audit, NULL};
+    cr_assert_eq(tgh_spawn(v, argv, NULL, NULL), 0);
+    tgh_close_stdin(v);
+    char *line = tgh_read_line(v, 10000, NULL);
+    cr_assert_eq(tgh_wait(v, 10000), 0);
+    cr_assert_eq(tgh_exit_code(v), 0, "audit verify: %s", line ? line : "");
+    free(line);
+}
+
+/* ---- a framed caller ---------------------------------------------------- */
+
+typedef struct osc {
+    int fd;
+    char *buf;
+    size_t len, cap;
+    bool eof;
+} osc_t;
+
+static void c_open(osc_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_assert_lt(strlen(S.sock), sizeof sa.sun_path);
+    memcpy(sa.sun_path, S.sock, strlen(S.sock) + 1);
+    cr_assert_eq(connect(c->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+}
+
+static void c_close(osc_t *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->buf);
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+}
+
+static void c_raw(osc_t *c, const void *p, size_t n)
+{
+    const char *s = p;
+    while (n > 0) {
+        ssize_t w = write(c->fd, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        cr_assert_gt(w, 0, "write to toolgate: %s", strerror(errno));
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void c_frame(osc_t *c, const char *text)
+{
+    size_t n = strlen(text);
+    unsigned char h[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                          (unsigned char)(n >> 8), (unsigned char)n};
+    c_raw(c, h, 4);
+    c_raw(c, text, n);
+}
+
+/* core.tool.call <cid> of <tool> with <input> (JSON text) and <extra>
+ * payload members (", \"timeout_ms\": 300" or NULL). */
+static void c_call(osc_t *c, const char *cid, const char *tool, const char *input,
+                   const char *extra)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf,
+             "{\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m-%s\",\"ts\":\"2026-01-16T12:00:00Z\","
+             "\"request_id\":\"req-%s\",\"correlation_id\":\"corr-%s\","
+             "\"payload\":{\"call_id\":\"%s\",\"tool_id\":\"%s\",\"input\":%s%s}}",
+             cid, cid, cid, cid, tool, input ? input : "{}", extra ? extra : "");
+    c_frame(c, buf);
+}
+
+static void c_cancel(osc_t *c, const char *cid)
+{
+    char buf[512];
+    snprintf(
+        buf, sizeof buf,
+        "{\"v\":1,\"type\":\"core.tool.cancel\",\"id\":\"x-%s\",\"ts\":\"2026-01-16T12:00:00Z\","
+        "\"payload\":{\"call_id\":\"%s\",\"reason\":\"user\"}}",
+        cid, cid);
+    c_frame(c, buf);
+}
+
+/* The next frame as JSON; NULL on timeout or EOF (c->eof). */
+static json_t *c_read(osc_t *c, int timeout_ms)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        if (c->len >= 4) {
+            const unsigned char *u = (const unsigned char *)c->buf;
+            size_t n = (size_t)u[0] << 24 | (size_t)u[1] << 16 | (size_t)u[2] << 8 | u[3];
+            if (c->len - 4 >= n) {
+                json_error_t je;
+                json_t *v = json_loadb(c->buf + 4, n, 0, &je);
+                cr_assert_not_null(v, "a frame from toolgate is not JSON: %.*s", (int)n,
+                                   c->buf + 4);
+                memmove(c->buf, c->buf + 4 + n, c->len - 4 - n);
+                c->len -= 4 + n;
+                return v;
+            }
+        }
+        if (c->eof)
+            return NULL;
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, tgh_left(deadline));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            return NULL;
+        if (c->cap - c->len < 65536) {
+            c->cap = c->cap ? c->cap * 2 : 262144;
+            c->buf = realloc(c->buf, c->cap);
+        }
+        ssize_t r = read(c->fd, c->buf + c->len, c->cap - c->len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            c->eof = true;
+        else
+            c->len += (size_t)r;
+    }
+}
+
+static const char *jstr(const json_t *m, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(m, a);
+    if (b != NULL)
+        v = json_object_get(v, b);
+    return json_string_value(v);
+}
+
+static const char *code_of(const json_t *m)
+{
+    return jstr(m, "error", "code");
+}
+
+static json_int_t detail_int(const json_t *m, const char *key)
+{
+    return json_integer_value(
+        json_object_get(json_object_get(json_object_get(m, "error"), "details"), key));
+}
+
+static const char *detail_str(const json_t *m, const char *key)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(m, "error"), "details"), key));
+}
+
+/* Read until the agent.tool.result of <cid>; streams for it are counted
+ * in <*streams> (may be NULL); other frames are dropped. */
+static json_t *c_await(osc_t *c, const char *cid, int timeout_ms, int *streams)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        json_t *m = c_read(c, tgh_left(deadline));
+        if (m == NULL)
+            return NULL;
+        const char *type = jstr(m, "type", NULL);
+        const char *mc = jstr(m, "payload", "call_id");
+        if (type && strcmp(type, "agent.tool.result") == 0 && mc && strcmp(mc, cid) == 0)
+            return m;
+        if (streams && type && strcmp(type, "agent.tool.stream") == 0 && mc && strcmp(mc, cid) == 0)
+            (*streams)++;
+        json_decref(m);
+    }
+}
+
+/* A call answered "succeeded": returns its output (a new reference). */
+static json_t *ok_call(osc_t *c, const char *cid, const char *tool, const char *input)
+{
+    c_call(c, cid, tool, input, NULL);
+    json_t *r = c_await(c, cid, 10000, NULL);
+    cr_assert_not_null(r, "no result for %s", cid);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "%s: %s", cid,
+                     json_dumps(r, JSON_COMPACT));
+    json_t *out = json_incref(json_object_get(json_object_get(r, "payload"), "output"));
+    json_decref(r);
+    return out;
+}
+
+/* A call refused with <code>: returns the result. */
+static json_t *denied_call(osc_t *c, const char *cid, const char *tool, const char *input,
+                           const char *extra, const char *code)
+{
+    c_call(c, cid, tool, input, extra);
+    json_t *r = c_await(c, cid, 10000, NULL);
+    cr_assert_not_null(r, "no answer for %s", cid);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "failed", "%s: %s", cid,
+                     json_dumps(r, JSON_COMPACT));
+    cr_assert_str_eq(code_of(r), code, "%s: %s", cid, json_dumps(r, JSON_COMPACT));
+    cr_assert_str_eq(jstr(r, "error", "where"), "toolgate.router");
+    return r;
+}
+
+TestSuite(os, .fini = os_fini, .timeout = 60);
+
+Test(os, many_concurrent_callers_with_colliding_call_ids)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 64, "
+                            "\"max_queued_calls\": 128, \"rate_limit\": \"1000/second\"}"};
+    os_start(&o);
+    enum { NC = 16, NCALL = 5 };
+    osc_t c[NC];
+    for (int i = 0; i < NC; i++)
+        c_open(&c[i]);
+    /* Every caller uses the same call ids, all pipelined before any is read. */
+    for (int i = 0; i < NC; i++)
+        for (int j = 0; j < NCALL; j++) {
+            char cid[16], in[96];
+            snprintf(cid, sizeof cid, "c%d", j);
+            if (j == 0)
+                snprintf(in, sizeof in, "{\"ms\": 200}");
+            else
+                snprintf(in, sizeof in, "{\"text\": \"caller%d-call%d\"}", i, j);
+            c_call(&c[i], cid, j == 0 ? "os/sleep" : "os/echo", in, NULL);
+        }
+    for (int i = 0; i < NC; i++) {
+        for (int j = 1; j < NCALL; j++) {
+            char cid[16], want[64];
+            snprintf(cid, sizeof cid, "c%d", j);
+            snprintf(want, sizeof want, "caller%d-call%d", i, j);
+            json_t *r = c_await(&c[i], cid, 10000, NULL);
+            cr_assert_not_null(r, "caller %d: no result for %s", i, cid);
+            cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+            cr_assert_str_eq(json_string_value(json_object_get(
+                                 json_object_get(json_object_get(r, "payload"), "output"), "text")),
+                             want, "a result went to the wrong caller");
+            json_decref(r);
+        }
+        json_t *r = c_await(&c[i], "c0", 10000, NULL);
+        cr_assert_not_null(r);
+        cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+        json_decref(r);
+    }
+    /* The agent saw 80 calls, each with its own toolgate-made call_id. */
+    char *text = tgh_read_file(S.log, NULL);
+    cr_assert_eq(tgh_count_lines_with(text, "call tg-", NULL), NC * NCALL);
+    cr_assert_eq(tgh_count_lines_with(text, "call c", NULL), 0,
+                 "a caller's call_id reached the agent");
+    json_t *seen = json_object();
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        char id[64];
+        if (sscanf(line, "call %63s", id) == 1) {
+            cr_assert_null(json_object_get(seen, id), "call_id %s given twice", id);
+            json_object_set_new(seen, id, json_true());
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    cr_assert_eq(json_object_size(seen), NC * NCALL);
+    json_decref(seen);
+    free(text);
+    for (int i = 0; i < NC; i++)
+        c_close(&c[i]);
+    os_stop();
+}
+
+Test(os, session_token_fresh_secret_and_checked)
+{
+    os_opts_t o = {.agent = ", \"restart\": {\"policy\": \"always\", \"backoff\": \"50ms\"}"};
+    os_start(&o);
+    char *tok1 = tgh_read_file(S.token, NULL);
+    cr_assert_not_null(tok1);
+    cr_assert_eq(strlen(tok1), 32, "a 128-bit token in hex: %s", tok1);
+    for (size_t i = 0; i < 32; i++)
+        cr_assert(strchr("0123456789abcdef", tok1[i]) != NULL);
+    /* A restarted instance gets a fresh token. */
+    osc_t c;
+    c_open(&c);
+    c_call(&c, "boom", "os/crash", "{}", NULL);
+    json_t *r = c_await(&c, "boom", 10000, NULL);
+    cr_assert_str_eq(code_of(r), "agent_unavailable");
+    json_decref(r);
+    cr_assert_eq(wait_in(S.err, "agent 'os' ready", 2, 10000), 2);
+    char *tok2 = tgh_read_file(S.token, NULL);
+    cr_assert_eq(strlen(tok2), 32);
+    cr_assert_str_neq(tok1, tok2, "the restarted instance got the same token");
+    json_decref(ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&c);
+    os_stop();
+    /* Never logged, never audited. */
+    char *err = tgh_read_file(S.err, NULL), *audit = tgh_read_file(S.audit, NULL);
+    cr_assert_null(strstr(err, tok1), "the session token is in toolgate's log");
+    cr_assert_null(strstr(err, tok2));
+    cr_assert_null(strstr(audit, tok1), "the session token is in the audit trail");
+    cr_assert_null(strstr(audit, tok2));
+    free(err);
+    free(audit);
+    free(tok1);
+    free(tok2);
+}
+
+Test(os, wrong_session_token_rejected)
+{
+    os_opts_t o = {.args = ", \"--wrong-token\"",
+                   .agent = ", \"restart\": {\"policy\": \"no\"}",
+                   .no_wait = true};
+    os_start(&o);
+    cr_assert_eq(wait_in(S.log, "welcome-error protocol.unauthorized", 1, 10000), 1,
+                 "the agent was not told its token is wrong");
+    cr_assert_eq(wait_in(S.audit, "\"reason\":\"bad_session_token\"", 1, 10000), 1);
+    cr_assert_eq(wait_in(S.audit, "\"event\":\"agent.exited\"", 1, 10000), 1);
+    cr_assert_eq(count_in(S.err, "agent 'os' ready"), 0);
+    cr_assert_eq(count_in(S.log, "registered"), 0, "tools of an agent that failed hello");
+    osc_t c;
+    c_open(&c);
+    json_t *r = denied_call(&c, "c1", "os/echo", "{\"text\":\"x\"}", NULL, "agent_unavailable");
+    cr_assert_eq(json_is_true(json_object_get(json_object_get(r, "error"), "retryable")), true);
+    json_decref(r);
+    cr_assert_eq(count_in(S.log, "call "), 0);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, heartbeat_loss_then_recovery)
+{
+    os_opts_t o = {.agent = ", \"opensentience\": {\"heartbeat_interval\": \"100ms\", "
+                            "\"heartbeat_timeout\": \"1s\"}, "
+                            "\"execution_limits\": {\"kill_grace_period\": \"60s\"}"};
+    os_start(&o);
+    cr_assert_eq(wait_in(S.log, "welcome 100 ", 1, 1000), 1, "heartbeat_interval_ms not announced");
+    osc_t c;
+    c_open(&c);
+    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(tgh_write_file(S.hboff, "off"), 0);
+    cr_assert_eq(wait_in(S.audit, "\"reason\":\"heartbeat_missed\"", 1, 5000), 1);
+    json_t *r = denied_call(&c, "b", "os/echo", "{\"text\":\"x\"}", NULL, "agent_unavailable");
+    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.opensentience.heartbeat_timeout");
+    cr_assert_eq(detail_int(r, "retry_after_ms"), 100);
+    json_decref(r);
+    cr_assert_eq(count_in(S.log, "call tg-"), 1, "a call reached an unhealthy agent");
+    unlink(S.hboff);
+    cr_assert_eq(wait_in(S.audit, "\"reason\":\"heartbeat_resumed\"", 1, 5000), 1);
+    json_decref(ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(count_in(S.log, "start "), 1, "a recovered agent must not be restarted");
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, heartbeat_loss_kills_and_restarts)
+{
+    os_opts_t o = {.agent = ", \"opensentience\": {\"heartbeat_interval\": \"100ms\", "
+                            "\"heartbeat_timeout\": \"300ms\"}, "
+                            "\"execution_limits\": {\"kill_grace_period\": \"300ms\"}, "
+                            "\"restart\": {\"policy\": \"on-failure\", \"backoff\": \"50ms\"}"};
+    os_start(&o);
+    cr_assert_eq(tgh_write_file(S.hboff, "off"), 0);
+    cr_assert_eq(wait_in(S.audit, "\"reason\":\"heartbeat\"", 1, 5000), 1, "not killed");
+    cr_assert_eq(count_in(S.audit, "\"event\":\"agent.killed\""), 1);
+    unlink(S.hboff);
+    cr_assert_eq(wait_in(S.audit, "\"event\":\"agent.restarting\"", 1, 5000), 1);
+    cr_assert_eq(wait_in(S.err, "agent 'os' ready", 2, 10000), 2, "not restarted");
+    osc_t c;
+    c_open(&c);
+    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, caller_disconnect_cancels_its_calls)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 1}"};
+    os_start(&o);
+    osc_t a, b;
+    c_open(&a);
+    c_call(&a, "long", "os/sleep", "{\"ms\": 30000}", NULL);
+    cr_assert_eq(wait_in(S.log, "call tg-", 1, 5000), 1);
+    char line[128];
+    cr_assert_eq(tgh_log_field(S.log, "call ", 0, line, sizeof line), 0);
+    char agent_cid[64];
+    cr_assert_eq(sscanf(line, "%63s", agent_cid), 1);
+    c_close(&a);
+    char want[96];
+    snprintf(want, sizeof want, "cancel %s caller_gone", agent_cid);
+    cr_assert_eq(wait_in(S.log, want, 1, 5000), 1,
+                 "no core.tool.cancel for the call of a gone caller");
+    cr_assert_eq(wait_in(S.audit, "\"reason\":\"caller_gone\"", 1, 5000), 1);
+    /* The agent confirmed (canceled): the one slot is free again. */
+    c_open(&b);
+    json_decref(ok_call(&b, "next", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&b);
+    os_stop();
+}
+
+Test(os, caller_cancel_answered_canceled)
+{
+    os_start(NULL);
+    osc_t c;
+    c_open(&c);
+    c_call(&c, "s1", "os/sleep", "{\"ms\": 30000}", NULL);
+    cr_assert_eq(wait_in(S.log, "call tg-", 1, 5000), 1);
+    c_cancel(&c, "s1");
+    json_t *r = c_await(&c, "s1", 5000, NULL);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "canceled");
+    json_decref(r);
+    cr_assert_eq(wait_in(S.log, "caller_cancelled", 1, 5000), 1);
+    cr_assert_eq(wait_in(S.audit, "\"event\":\"call.cancelled\"", 1, 5000), 1);
+    /* A queued call is cancelled by toolgate itself. */
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, idempotent_replay_within_window)
+{
+    os_opts_t o = {.agent = ", \"opensentience\": {\"idempotency_window\": \"1500ms\"}"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    const char *k1 = ", \"idempotency_key\": \"order-1\"";
+    c_call(&c, "x1", "os/count", "{}", k1);
+    json_t *r1 = c_await(&c, "x1", 5000, NULL);
+    c_call(&c, "x2", "os/count", "{}", k1);
+    json_t *r2 = c_await(&c, "x2", 5000, NULL);
+    cr_assert_not_null(r1);
+    cr_assert_not_null(r2);
+    cr_assert_str_eq(jstr(r2, "payload", "call_id"), "x2", "the replay carries the new call_id");
+    cr_assert(json_equal(json_object_get(json_object_get(r1, "payload"), "output"),
+                         json_object_get(json_object_get(r2, "payload"), "output")));
+    cr_assert_eq(json_integer_value(json_object_get(
+                     json_object_get(json_object_get(r2, "payload"), "output"), "runs")),
+                 1);
+    json_decref(r1);
+    json_decref(r2);
+    cr_assert_eq(count_in(S.log, " count order-1"), 1, "the tool ran twice");
+    cr_assert_eq(wait_in(S.audit, "\"reason\":\"idempotent_replay\"", 1, 5000), 1);
+    /* Another key runs the tool. */
+    json_t *out = ok_call(&c, "x3", "os/count", "{}");
+    cr_assert_eq(json_integer_value(json_object_get(out, "runs")), 2);
+    json_decref(out);
+    /* Past the window the key runs again. */
+    tgh_sleep_ms(1800);
+    c_call(&c, "x4", "os/count", "{}", k1);
+    json_t *r4 = c_await(&c, "x4", 5000, NULL);
+    cr_assert_eq(json_integer_value(json_object_get(
+                     json_object_get(json_object_get(r4, "payload"), "output"), "runs")),
+                 3);
+    json_decref(r4);
+    cr_assert_eq(count_in(S.log, " count order-1"), 2);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, agent_rate_limit)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/second\"}"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    for (int i = 0; i < 3; i++) {
+        char cid[8];
+        snprintf(cid, sizeof cid, "r%d", i);
+        json_decref(ok_call(&c, cid, "os/echo", "{\"text\":\"x\"}"));
+    }
+    json_t *r = denied_call(&c, "r3", "os/echo", "{\"text\":\"x\"}", NULL, "rate_limit_exceeded");
+    cr_assert_str_eq(detail_str(r, "scope"), "agent");
+    cr_assert_eq(detail_int(r, "observed"), 4);
+    cr_assert_eq(detail_int(r, "cap"), 3);
+    cr_assert_gt(detail_int(r, "retry_after_ms"), 0);
+    cr_assert_leq(detail_int(r, "retry_after_ms"), 334);
+    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.execution_limits.rate_limit");
+    cr_assert_str_eq(detail_str(r, "unit"), "calls/second");
+    cr_assert_str_eq(detail_str(r, "tool"), "echo");
+    /* The envelope of the caller's call is echoed. */
+    cr_assert_str_eq(jstr(r, "in_reply_to", NULL), "m-r3");
+    cr_assert_str_eq(jstr(r, "request_id", NULL), "req-r3");
+    cr_assert_str_eq(jstr(r, "correlation_id", NULL), "corr-r3");
+    json_decref(r);
+    cr_assert_eq(count_in(S.log, "call tg-"), 3);
+    cr_assert_eq(wait_in(S.audit, "\"code\":\"rate_limit_exceeded\"", 1, 5000), 1);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, tool_and_caller_rate_limits)
+{
+    char top[256];
+    snprintf(top, sizeof top,
+             ", \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
+             "{\"rate_limit\": \"5/second\"}}]",
+             (unsigned)getuid());
+    os_opts_t o = {.agent = ", \"tools\": {\"count\": {\"rate_limit\": \"2/second\"}}", .top = top};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    json_decref(ok_call(&c, "t0", "os/count", "{}"));
+    json_decref(ok_call(&c, "t1", "os/count", "{}"));
+    json_t *r = denied_call(&c, "t2", "os/count", "{}", NULL, "rate_limit_exceeded");
+    cr_assert_str_eq(detail_str(r, "scope"), "tool");
+    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.tools.count.rate_limit");
+    json_decref(r);
+    /* The caller's 5/second: two spent, the refused call took none. */
+    for (int i = 0; i < 3; i++) {
+        char cid[8];
+        snprintf(cid, sizeof cid, "e%d", i);
+        json_decref(ok_call(&c, cid, "os/echo", "{\"text\":\"x\"}"));
+    }
+    r = denied_call(&c, "e3", "os/echo", "{\"text\":\"x\"}", NULL, "rate_limit_exceeded");
+    cr_assert_str_eq(detail_str(r, "scope"), "caller");
+    cr_assert_str_eq(detail_str(r, "config_path"), "callers.me.execution_limits.rate_limit");
+    json_decref(r);
+    /* 5 completed, 2 denied: all audited under the caller's name. */
+    cr_assert_eq(wait_in(S.audit, "\"caller\":\"me\"", 7, 5000), 7);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, concurrency_queue_and_deadline)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 1, "
+                            "\"max_queued_calls\": 1}, "
+                            "\"tools\": {\"sleep\": {\"max_tool_call_duration\": \"1s\"}}"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    c_call(&c, "q0", "os/sleep", "{\"ms\": 300}", NULL);   /* in flight */
+    c_call(&c, "q1", "os/echo", "{\"text\":\"w\"}", NULL); /* waits in the queue */
+    json_t *r =
+        denied_call(&c, "q2", "os/echo", "{\"text\":\"x\"}", NULL, "concurrency_limit_exceeded");
+    cr_assert_eq(detail_int(r, "observed"), 2);
+    cr_assert_eq(detail_int(r, "cap"), 1);
+    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.execution_limits.max_queued_calls");
+    json_decref(r);
+    r = c_await(&c, "q0", 5000, NULL);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    json_decref(r);
+    r = c_await(&c, "q1", 5000, NULL);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "the queued call did not run");
+    json_decref(r);
+
+    /* The tool's cap: timeout to the caller, core.tool.cancel to the agent. */
+    uint64_t t0 = tgh_now_ms();
+    r = denied_call(&c, "slow", "os/sleep", "{\"ms\": 30000}", NULL, "timeout");
+    uint64_t took = tgh_now_ms() - t0;
+    cr_assert_geq(took, 990);
+    cr_assert_lt(took, 6000);
+    cr_assert_eq(detail_int(r, "cap"), 1000);
+    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.tools.sleep.max_tool_call_duration");
+    json_decref(r);
+    cr_assert_eq(wait_in(S.log, " timeout", 1, 5000), 1, "no core.tool.cancel on timeout");
+    cr_assert_eq(wait_in(S.audit, "\"event\":\"call.timeout\"", 1, 5000), 1);
+    /* The caller's own shorter timeout_ms wins. */
+    t0 = tgh_now_ms();
+    r = denied_call(&c, "short", "os/sleep", "{\"ms\": 30000}", ", \"timeout_ms\": 100", "timeout");
+    cr_assert_lt(tgh_now_ms() - t0, 900, "the caller's shorter timeout_ms was not honoured");
+    cr_assert_eq(detail_int(r, "cap"), 100);
+    json_decref(r);
+    /* The agent confirmed both cancels: the slot is free. */
+    json_decref(ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, caller_concurrency_waits_then_deadline)
+{
+    char top[256];
+    snprintf(top, sizeof top,
+             ", \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
+             "{\"max_concurrent_calls\": 1}}]",
+             (unsigned)getuid());
+    os_opts_t o = {.top = top};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    c_call(&c, "a", "os/sleep", "{\"ms\": 1500}", NULL);
+    json_t *r = denied_call(&c, "b", "os/echo", "{\"text\":\"x\"}", ", \"timeout_ms\": 200",
+                            "concurrency_limit_exceeded");
+    cr_assert_str_eq(detail_str(r, "limit"), "concurrency");
+    json_decref(r);
+    cr_assert_eq(count_in(S.log, "call tg-"), 1, "the caller's second call ran");
+    r = c_await(&c, "a", 5000, NULL);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    json_decref(r);
+    json_decref(ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, oversize_header_refused_from_the_header_alone)
+{
+    os_opts_t o = {.router = ", \"max_frame_bytes\": \"64Ki\""};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    /* Only the header: the refusal must not wait for the payload. */
+    unsigned char h[4] = {0x00, 0x10, 0x00, 0x00}; /* 1 MiB */
+    c_raw(&c, h, 4);
+    json_t *r = c_read(&c, 3000);
+    cr_assert_not_null(r, "no refusal before the payload was sent");
+    cr_assert_str_eq(code_of(r), "frame_too_large");
+    cr_assert(json_is_null(json_object_get(json_object_get(r, "payload"), "call_id")));
+    cr_assert_eq(detail_int(r, "observed"), 1048576);
+    cr_assert_eq(detail_int(r, "cap"), 65536);
+    cr_assert_str_eq(detail_str(r, "config_path"), "router.max_frame_bytes");
+    json_decref(r);
+    /* The payload streams by and is skipped; the connection goes on. */
+    char *junk = malloc(1048576);
+    memset(junk, '{', 1048576);
+    c_raw(&c, junk, 1048576);
+    free(junk);
+    json_decref(ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(count_in(S.log, "call tg-"), 1);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, ffffffff_header_with_on_oversize_close)
+{
+    os_opts_t o = {.listen = ", \"on_oversize\": \"close\""};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    unsigned char h[4] = {0xff, 0xff, 0xff, 0xff};
+    c_raw(&c, h, 4);
+    json_t *r = c_read(&c, 3000);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(code_of(r), "frame_too_large");
+    cr_assert_eq(detail_int(r, "observed"), 4294967295LL);
+    json_decref(r);
+    cr_assert_null(c_read(&c, 3000));
+    cr_assert(c.eof, "the connection stayed open after an over-cap frame with on_oversize close");
+    c_close(&c);
+    /* The gateway is unharmed. */
+    c_open(&c);
+    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, garbage_is_answered_and_survived)
+{
+    os_start(NULL);
+    osc_t c;
+    c_open(&c);
+    c_frame(&c, "this is not json");
+    json_t *r = c_read(&c, 3000);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(jstr(r, "type", NULL), "core.error");
+    cr_assert_str_eq(code_of(r), "protocol.invalid_frame");
+    json_decref(r);
+    unsigned char zero[4] = {0, 0, 0, 0};
+    c_raw(&c, zero, 4);
+    r = c_read(&c, 3000);
+    cr_assert_str_eq(code_of(r), "protocol.invalid_frame");
+    json_decref(r);
+    c_frame(&c, "[1,2,3]");
+    r = c_read(&c, 3000);
+    cr_assert_str_eq(code_of(r), "protocol.invalid_frame");
+    json_decref(r);
+    c_frame(&c, "{\"v\":1,\"type\":\"agent.heartbeat\",\"id\":\"h\",\"ts\":\"t\",\"payload\":{}}");
+    r = c_read(&c, 3000);
+    cr_assert_str_eq(code_of(r), "protocol.unsupported_type");
+    json_decref(r);
+    /* Routing errors are results for the call. */
+    json_decref(denied_call(&c, "n1", "os/nope", "{}", NULL, "tool.not_found"));
+    json_decref(denied_call(&c, "n2", "ghost/echo", "{}", NULL, "tool.not_found"));
+    json_decref(denied_call(&c, "n3", "no-slash", "{}", NULL, "tool.invalid_id"));
+    c_call(&c, "dup", "os/sleep", "{\"ms\": 300}", NULL);
+    json_decref(denied_call(&c, "dup", "os/echo", "{}", NULL, "call.duplicate_id"));
+    r = c_await(&c, "dup", 5000, NULL);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    json_decref(r);
+    json_decref(ok_call(&c, "fine", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&c);
+    /* Bytes that are no framing at all: "GET " reads as a huge length. */
+    c_open(&c);
+    c_raw(&c, "GET / HTTP/1.1\r\n\r\n", 18);
+    r = c_read(&c, 3000);
+    cr_assert_str_eq(code_of(r), "frame_too_large");
+    json_decref(r);
+    c_close(&c);
+    cr_assert_eq(count_in(S.log, "call tg-"), 2);
+    os_stop();
+}
+
+Test(os, streams_and_failures_forwarded)
+{
+    os_start(NULL);
+    osc_t c;
+    c_open(&c);
+    int streams = 0;
+    c_call(&c, "st", "os/stream", "{\"n\": 3}", NULL);
+    json_t *r = c_await(&c, "st", 5000, &streams);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    cr_assert_eq(streams, 3);
+    json_decref(r);
+    c_call(&c, "f", "os/fail", "{}", NULL);
+    r = c_await(&c, "f", 5000, NULL);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "failed");
+    cr_assert_str_eq(code_of(r), "tool.failed", "the agent's own error is forwarded");
+    json_decref(r);
+    cr_assert_eq(wait_in(S.audit, "\"status\":\"error\"", 1, 5000), 1);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, on_demand_start)
+{
+    os_opts_t o = {.agent = ", \"start\": \"on_demand\"", .no_wait = true};
+    os_start(&o);
+    tgh_sleep_ms(300);
+    cr_assert_eq(count_in(S.log, "start "), 0, "an on_demand agent started before any call");
+    osc_t c;
+    c_open(&c);
+    json_decref(ok_call(&c, "first", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(count_in(S.log, "start "), 1);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, crash_fails_calls_and_restarts)
+{
+    os_opts_t o = {.agent = ", \"restart\": {\"policy\": \"on-failure\", \"backoff\": \"50ms\"}"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    c_call(&c, "s", "os/sleep", "{\"ms\": 30000}", NULL);
+    cr_assert_eq(wait_in(S.log, "call tg-", 1, 5000), 1);
+    c_call(&c, "boom", "os/crash", "{}", NULL);
+    json_t *r = c_await(&c, "s", 5000, NULL);
+    cr_assert_str_eq(code_of(r), "agent_unavailable", "an inflight call of a crashed agent");
+    json_decref(r);
+    r = c_await(&c, "boom", 5000, NULL);
+    cr_assert_str_eq(code_of(r), "agent_unavailable");
+    json_decref(r);
+    cr_assert_eq(wait_in(S.audit, "\"event\":\"agent.restarting\"", 1, 5000), 1);
+    cr_assert_eq(wait_in(S.err, "agent 'os' ready", 2, 10000), 2);
+    json_decref(ok_call(&c, "again", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, registration_refuses_foreign_tool_ids)
+{
+    os_opts_t o = {.args = ", \"--bad-tool\""};
+    os_start(&o);
+    cr_assert_eq(wait_in(S.log, "registered 7 rejected 1", 1, 5000), 1);
+    osc_t c;
+    c_open(&c);
+    json_decref(denied_call(&c, "x", "someone-else/echo", "{}", NULL, "tool.not_found"));
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, agent_oversize_frame_skipped)
+{
+    os_opts_t o = {.router = ", \"max_frame_bytes\": \"64Ki\""};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    json_t *r = denied_call(&c, "big", "os/oversize", "{\"bytes\": 200000}",
+                            ", \"timeout_ms\": 500", "timeout");
+    json_decref(r);
+    cr_assert_eq(wait_in(S.audit, "\"reason\":\"frame_too_large\"", 1, 5000), 1);
+    json_decref(ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, callers_only_refuses_unknown_peer)
+{
+    os_opts_t o = {.router = ", \"callers_only\": true"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    json_t *r = denied_call(&c, "x", "os/echo", "{}", NULL, "caller_not_allowed");
+    cr_assert_str_eq(detail_str(r, "config_path"), "callers");
+    json_decref(r);
+    cr_assert_null(c_read(&c, 3000));
+    cr_assert(c.eof);
+    c_close(&c);
+    cr_assert_eq(count_in(S.log, "call tg-"), 0);
+    os_stop();
+}
+
+Test(os, listener_max_connections)
+{
+    os_opts_t o = {.listen = ", \"max_connections\": 2"};
+    os_start(&o);
+    osc_t a, b, x;
+    c_open(&a);
+    c_open(&b);
+    json_decref(ok_call(&a, "a", "os/echo", "{\"text\":\"x\"}"));
+    json_decref(ok_call(&b, "b", "os/echo", "{\"text\":\"x\"}"));
+    c_open(&x);
+    json_t *r = denied_call(&x, "x", "os/echo", "{}", NULL, "concurrency_limit_exceeded");
+    cr_assert_str_eq(detail_str(r, "limit"), "connections");
+    cr_assert_str_eq(detail_str(r, "config_path"), "router.listen[0].max_connections");
+    cr_assert_eq(detail_int(r, "observed"), 3);
+    cr_assert_eq(detail_int(r, "cap"), 2);
+    json_decref(r);
+    cr_assert_null(c_read(&x, 3000));
+    cr_assert(x.eof, "a connection over max_connections stayed open");
+    c_close(&x);
+    c_close(&a);
+    /* Its place is free once it has closed. */
+    uint64_t deadline = tgh_now_ms() + 5000;
+    bool ok = false;
+    while (!ok && tgh_now_ms() < deadline) {
+        c_open(&x);
+        c_call(&x, "again", "os/echo", "{\"text\":\"x\"}", NULL);
+        r = c_await(&x, "again", 5000, NULL);
+        ok = r != NULL && strcmp(jstr(r, "payload", "status"), "succeeded") == 0;
+        json_decref(r);
+        c_close(&x);
+        if (!ok)
+            tgh_sleep_ms(50);
+    }
+    cr_assert(ok, "a closed connection's place was not given back");
+    c_close(&b);
+    os_stop();
+}
+
+Test(os, sigterm_drains_calls_in_flight)
+{
+    os_start(NULL);
+    osc_t c;
+    c_open(&c);
+    c_call(&c, "s", "os/sleep", "{\"ms\": 500}", NULL);
+    cr_assert_eq(wait_in(S.log, "call tg-", 1, 5000), 1);
+    kill(S.tg.pid, SIGTERM);
+    json_t *r = c_await(&c, "s", 5000, NULL);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "a call in flight was not drained");
+    json_decref(r);
+    cr_assert_null(c_read(&c, 5000));
+    cr_assert(c.eof, "callers are disconnected once answered");
+    cr_assert_eq(tgh_wait(&S.tg, 20000), 0);
+    cr_assert_eq(tgh_exit_code(&S.tg), 0);
+    cr_assert_eq(count_in(S.log, "exit eof"), 1, "the agent was not stopped by closing its stdin");
+    c_close(&c);
+}
+
+Test(os, tool_concurrency_holds_only_its_tool)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 4}, "
+                            "\"tools\": {\"sleep\": {\"max_concurrent_calls\": 1}}"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    c_call(&c, "s1", "os/sleep", "{\"ms\": 2500}", NULL);
+    c_call(&c, "s2", "os/sleep", "{\"ms\": 10}", NULL); /* waits for the tool's one slot */
+    uint64_t t0 = tgh_now_ms();
+    json_decref(ok_call(&c, "e", "os/echo", "{\"text\":\"x\"}")); /* not held back */
+    cr_assert_lt(tgh_now_ms() - t0, 2000, "a call to another tool waited for sleep's slot");
+    cr_assert_eq(count_in(S.log, " sleep -"), 1, "the second sleep ran beside the first");
+    json_t *r = c_await(&c, "s1", 5000, NULL);
+    json_decref(r);
+    r = c_await(&c, "s2", 5000, NULL);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    json_decref(r);
+    cr_assert_eq(count_in(S.log, " sleep -"), 2);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os, beside_an_mcp_listener)
+{
+    /* Written by hand: os_start's template has one listener and one
+     * agent. The MCP pieces live in a dir of their own (its fixture.log
+     * lets the harness kill the MCP fixture if the test fails). */
+    char mdir[TGH_PATH], mlog[TGH_PATH + 16], msock[TGH_PATH + 16];
+    char listen[TGH_PATH * 2], agents[TGH_PATH * 2];
+    cr_assert_eq(tgh_mkdtemp(mdir, sizeof mdir), 0);
+    snprintf(mlog, sizeof mlog, "%s/fixture.log", mdir);
+    snprintf(msock, sizeof msock, "%s/mcp.sock", mdir);
+    snprintf(listen, sizeof listen, ", {\"unix\": \"%s\", \"agent\": \"fx\"}", msock);
+    snprintf(agents, sizeof agents,
+             ", {\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]}",
+             TG_AGENTS_DIR, mlog);
+    cr_assert_eq(tgh_mkdtemp(S.dir, sizeof S.dir), 0);
+    snprintf(S.sock, sizeof S.sock, "%s/os.sock", S.dir);
+    snprintf(S.cfg, sizeof S.cfg, "%s/serve.json", S.dir);
+    snprintf(S.log, sizeof S.log, "%s/agent.log", S.dir);
+    snprintf(S.audit, sizeof S.audit, "%s/audit.jsonl", S.dir);
+    snprintf(S.err, sizeof S.err, "%s/stderr.txt", S.dir);
+    char json[8192];
+    snprintf(json, sizeof json,
+             "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"dialect\": \"opensentience\"}%s]},\n"
+             " \"audit\": {\"path\": \"%s\"},\n"
+             " \"agents\": [{\"id\": \"os\", \"dialect\": \"opensentience\",\n"
+             "   \"command\": [\"%s/tg_os_agent\", \"--log\", \"%s\"]}%s]}\n",
+             S.sock, listen, S.audit, TG_AGENTS_DIR, S.log, agents);
+    cr_assert_eq(tgh_write_file(S.cfg, json), 0);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
+    cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
+    cr_assert_eq(tgh_log_wait(S.err, "toolgate: serving", 1, 10000), 1);
+    cr_assert_eq(wait_in(S.err, "agent 'os' ready", 1, 10000), 1);
+    /* MCP: one line-framed connection with its own instance. */
+    tgh_proc_t m;
+    memset(&m, 0, sizeof m);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, msock, strlen(msock) + 1);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    m.in_fd = fd;
+    m.out_fd = dup(fd);
+    tgh_sendf(&m, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                  "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+                  "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
+    json_t *r = tgh_await_int(&m, 0, 10000, NULL);
+    cr_assert_not_null(json_object_get(r, "result"), "MCP initialize beside opensentience");
+    json_decref(r);
+    tgh_call(&m, 1, "echo", "{\"text\":\"hi\"}");
+    r = tgh_await_int(&m, 1, 10000, NULL);
+    cr_assert_not_null(json_object_get(r, "result"));
+    json_decref(r);
+    osc_t c;
+    c_open(&c);
+    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    c_close(&c);
+    close(m.in_fd);
+    close(m.out_fd);
+    free(m.rbuf);
+    os_stop();
+}
+
+Test(os, sighup_reload_keeps_opensentience_agents)
+{
+    char top[256];
+    snprintf(top, sizeof top,
+             ", \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
+             "{\"rate_limit\": \"100/second\"}}]",
+             (unsigned)getuid());
+    os_opts_t o = {.top = top};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    /* A caller's limits may change: applied. */
+    char *text = tgh_read_file(S.cfg, NULL);
+    char *p = strstr(text, "100/second");
+    cr_assert_not_null(p);
+    memcpy(p, "200/second", 10);
+    cr_assert_eq(tgh_write_file(S.cfg, text), 0);
+    kill(S.tg.pid, SIGHUP);
+    cr_assert_eq(wait_in(S.err, "config reloaded", 1, 5000), 1);
+    json_decref(ok_call(&c, "b", "os/echo", "{\"text\":\"x\"}"));
+    /* The opensentience agent's own config may not: refused, it runs on. */
+    p = strstr(text, "\"dialect\": \"opensentience\",\n");
+    cr_assert_not_null(p);
+    char *changed = malloc(strlen(text) + 64);
+    size_t head = (size_t)(p - text);
+    memcpy(changed, text, head);
+    snprintf(changed + head, strlen(text) + 64 - head, "\"start\": \"on_demand\", %s", p);
+    cr_assert_eq(tgh_write_file(S.cfg, changed), 0);
+    kill(S.tg.pid, SIGHUP);
+    cr_assert_eq(wait_in(S.err, "agents[0] (an opensentience agent)", 1, 5000), 1);
+    json_decref(ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(count_in(S.log, "start "), 1);
+    free(changed);
+    free(text);
+    c_close(&c);
+    os_stop();
+}
+
+/* ---- config --------------------------------------------------------------- */
+
+static tg_config_t cfg;
+static tg_cfg_err_t err;
+
+static int load(const char *json)
+{
+    tg_config_free(&cfg);
+    cr_assert_eq(tg_config_default(&cfg), 0);
+    if (tg_config_load_buffer(&cfg, "t.json", json, strlen(json), &err) < 0)
+        return -1;
+    return tg_config_validate(&cfg, &err);
+}
+
+static void cfg_fini(void)
+{
+    tg_config_free(&cfg);
+    tgh_cleanup();
+}
+
+TestSuite(os_config, .fini = cfg_fini, .timeout = 30);
+
+Test(os_config, defaults_and_keys)
+{
+    cr_assert_eq(
+        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\"}]},"
+             "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"]}]}"),
+        0, "%s", err.msg);
+    cr_assert_eq(cfg.listen[0].dialect, TG_DIALECT_OPENSENTIENCE);
+    cr_assert_null(cfg.listen[0].agent);
+    cr_assert_eq(cfg.listen[0].on_oversize, TG_OVERSIZE_REJECT);
+    cr_assert_eq(cfg.listen[0].max_connections, 0,
+                 "0: the default (TG_DEF_LISTEN_MAX_CONNECTIONS)");
+    const tg_agent_cfg_t *a = &cfg.agents[0];
+    cr_assert_eq(a->start, TG_START_EAGER);
+    cr_assert_eq(a->os.heartbeat_interval_ms, 5000);
+    cr_assert_eq(a->os.heartbeat_timeout_ms, 15000);
+    cr_assert_eq(a->os.idempotency_window_ms, 600000);
+    cr_assert_eq(a->os.idempotency_max_bytes, 16u * 1024 * 1024);
+    cr_assert_eq(a->os.on_oversize, TG_OVERSIZE_REJECT);
+
+    cr_assert_eq(
+        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\","
+             "\"on_oversize\":\"close\",\"max_connections\":7}]},"
+             "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+             "\"start\":\"on_demand\",\"opensentience\":{\"heartbeat_interval\":\"1s\","
+             "\"heartbeat_timeout\":\"3s\",\"idempotency_window\":\"1m\","
+             "\"idempotency_max_bytes\":\"1Mi\",\"on_oversize\":\"close\"}}]}"),
+        0, "%s", err.msg);
+    a = &cfg.agents[0];
+    cr_assert_eq(cfg.listen[0].on_oversize, TG_OVERSIZE_CLOSE);
+    cr_assert_eq(cfg.listen[0].max_connections, 7);
+    cr_assert_eq(a->start, TG_START_ON_DEMAND);
+    cr_assert_eq(a->os.heartbeat_interval_ms, 1000);
+    cr_assert_eq(a->os.heartbeat_timeout_ms, 3000);
+    cr_assert_eq(a->os.idempotency_window_ms, 60000);
+    cr_assert_eq(a->os.idempotency_max_bytes, 1024 * 1024);
+    cr_assert_eq(a->os.on_oversize, TG_OVERSIZE_CLOSE);
+}
+
+Test(os_config, errors)
+{
+    cr_assert_eq(
+        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\","
+             "\"agent\":\"a\"}]},\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\","
+             "\"command\":[\"/bin/a\"]}]}"),
+        -1);
+    cr_assert_str_eq(err.msg,
+                     "t.json:1:22: router.listen[0]: an opensentience listener routes calls "
+                     "by tool_id to every opensentience agent (remove \"agent\")");
+    cr_assert_eq(
+        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\"}]},"
+             "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"]}]}"),
+        -1);
+    cr_assert_str_eq(err.msg,
+                     "router.listen[0].agent: agent \"a\" speaks opensentience (serve it "
+                     "on a listener with \"dialect\": \"opensentience\", which routes by tool_id)");
+    cr_assert_eq(
+        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\"}]},"
+             "\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}"),
+        -1);
+    cr_assert_str_eq(err.msg,
+                     "router.listen[0].dialect: no agent in agents[] speaks "
+                     "opensentience (expected at least one with \"dialect\": \"opensentience\")");
+    cr_assert_eq(load("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],"
+                      "\"opensentience\":{\"heartbeat_interval\":\"1s\"}}]}"),
+                 -1);
+    cr_assert_str_eq(err.msg, "agents[0].opensentience: agent \"a\" speaks mcp (expected "
+                              "\"dialect\": \"opensentience\", or remove the key)");
+    cr_assert_eq(
+        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\","
+             "\"max_connections\":5}]},\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}"),
+        -1);
+    cr_assert_str_eq(err.msg, "t.json:1:22: router.listen[0]: an mcp listener's connections are "
+                              "bounded by its agent's max_instances (remove \"max_connections\")");
+    cr_assert_eq(load("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],\"start\":\"eager\"}]}"),
+                 -1);
+    cr_assert_str_eq(err.msg, "agents[0].start: an mcp agent starts one instance per caller "
+                              "connection (expected \"on_demand\")");
+    cr_assert_eq(
+        load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+             "\"opensentience\":{\"heartbeat_interval\":\"10s\",\"heartbeat_timeout\":\"5s\"}}]}"),
+        -1);
+    cr_assert_str_eq(err.msg, "agents[0].opensentience.heartbeat_timeout: 5s is shorter than "
+                              "heartbeat_interval 10s (expected at least one interval)");
+    cr_assert_eq(
+        load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+             "\"opensentience\":{\"heartbeat_interval\":\"5ms\"}}]}"),
+        -1);
+    cr_assert(strstr(err.msg,
+                     "agents[0].opensentience.heartbeat_interval: \"5ms\" is out of range") != NULL,
+              "%s", err.msg);
+    cr_assert_eq(
+        load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+             "\"opensentience\":{\"beat\":\"1s\"}}]}"),
+        -1);
+    cr_assert(strstr(err.msg,
+                     "unknown key \"beat\" (allowed: heartbeat_interval, heartbeat_timeout, "
+                     "idempotency_window, idempotency_max_bytes, on_oversize)") != NULL,
+              "%s", err.msg);
+    cr_assert_eq(
+        load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+             "\"opensentience\":{\"on_oversize\":\"drop\"}}]}"),
+        -1);
+    cr_assert(strstr(err.msg, "opensentience.on_oversize") != NULL, "%s", err.msg);
+    cr_assert_eq(
+        load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+             "\"execution_limits\":{\"rate_scope\":\"shared\"}}]}"),
+        -1);
+    cr_assert_str_eq(err.msg, "agents[0].execution_limits.rate_scope: \"shared\" is not supported "
+                              "for opensentience agents yet (expected \"local\")");
+    cr_assert_eq(
+        load("{\"store\":{\"kind\":\"redis\",\"url\":\"redis://127.0.0.1:1/0\"},"
+             "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+             "\"execution_limits\":{\"concurrency_scope\":\"shared\"}}]}"),
+        -1);
+    cr_assert_str_eq(err.msg, "agents[0].execution_limits.concurrency_scope: \"shared\" is not "
+                              "supported for opensentience agents yet (expected \"local\")");
+}
+
+Test(os_config, check_shows_the_runtime)
+{
+    char dir[TGH_PATH], path[TGH_PATH + 16], out[TGH_PATH + 16];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    snprintf(path, sizeof path, "%s/c.json", dir);
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    cr_assert_eq(tgh_write_file(path,
+                                "{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":"
+                                "\"opensentience\"}]},\"containment\":{\"mode\":\"off\"},"
+                                "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\","
+                                "\"command\":[\"/bin/a\"],\"start\":\"on_demand\","
+                                "\"opensentience\":{\"heartbeat_interval\":\"2s\","
+                                "\"idempotency_window\":\"1m\",\"on_oversize\":\"close\"}}]}"),
+                 0);
+    tgh_proc_t *p = &S.aux;
+    char *const argv[] = {(char *)TG_BIN, (char *)"check", (char *)"--config", path, NULL};
+    cr_assert_eq(tgh_spawn(p, argv, NULL, out), 0);
+    tgh_close_stdin(p);
+    char text[16384];
+    size_t n = 0;
+    for (char *line; (line = tgh_read_line(p, 5000, NULL)) != NULL; free(line))
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s\n", line);
+    cr_assert_eq(tgh_wait(p, 5000), 0);
+    cr_assert_eq(tgh_exit_code(p), 0, "%s", text);
+    cr_assert_not_null(strstr(text, "  opensentience: one shared instance, started by the first "
+                                    "call; heartbeat every 2s, unhealthy after 15s without one\n"),
+                       "%s", text);
+    cr_assert_not_null(strstr(text, "  idempotent results replayed for 1m (at most 16Mi kept); an "
+                                    "over-cap agent frame is answered by restarting the agent\n"),
+                       "%s", text);
+}

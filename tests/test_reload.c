@@ -1,0 +1,362 @@
+/* SIGHUP reload of `toolgate serve` (issue 3, part 6) and the listener's
+ * socket owner/group: a bad file is rejected and the old config keeps
+ * running; limits change in place with the state of unchanged limits kept;
+ * an agent whose command changed is drained and replaced; keys bound to
+ * open resources are refused; under load every request gets one answer. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "tests/tg_harness.h"
+
+typedef struct reload_it {
+    char dir[TGH_PATH];
+    char sock[TGH_PATH + 16];
+    char cfg[TGH_PATH + 16];
+    char log[TGH_PATH + 16];
+    char audit[TGH_PATH + 16];
+    char err[TGH_PATH + 16];
+    tgh_proc_t tg;
+} reload_it_t;
+
+static reload_it_t R;
+
+static void r_fini(void)
+{
+    tgh_cleanup();
+}
+
+/* Write the config: agent "fx" (the fixture, logging to <log>) with
+ * <agent_extra> spliced in, behind one socket with <listen_extra>. */
+static void r_write(const char *log, const char *agent_extra, const char *listen_extra,
+                    const char *router_extra)
+{
+    char json[4096];
+    int n = snprintf(json, sizeof json,
+                     "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"%s}]%s},\n"
+                     " \"audit\": {\"path\": \"%s\"},\n"
+                     " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", "
+                     "\"--log\", \"%s\"]%s}]}\n",
+                     R.sock, listen_extra ? listen_extra : "", router_extra ? router_extra : "",
+                     R.audit, TG_AGENTS_DIR, log, agent_extra ? agent_extra : "");
+    cr_assert_lt((size_t)n, sizeof json);
+    cr_assert_eq(tgh_write_file(R.cfg, json), 0);
+}
+
+static void r_start(const char *agent_extra, const char *listen_extra)
+{
+    cr_assert_eq(tgh_mkdtemp(R.dir, sizeof R.dir), 0);
+    snprintf(R.sock, sizeof R.sock, "%s/fx.sock", R.dir);
+    snprintf(R.cfg, sizeof R.cfg, "%s/serve.json", R.dir);
+    snprintf(R.log, sizeof R.log, "%s/fixture.log", R.dir);
+    snprintf(R.audit, sizeof R.audit, "%s/audit.jsonl", R.dir);
+    snprintf(R.err, sizeof R.err, "%s/stderr.txt", R.dir);
+    r_write(R.log, agent_extra, listen_extra, NULL);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", R.cfg, NULL};
+    cr_assert_eq(tgh_spawn(&R.tg, argv, NULL, R.err), 0);
+    if (tgh_log_wait(R.err, "toolgate: serving", 1, 5000) < 1) {
+        char *err = tgh_read_file(R.err, NULL);
+        cr_assert_fail("toolgate serve did not start: %s", err ? err : "");
+    }
+}
+
+/* SIGHUP, then wait for the <nth> log line starting with <prefix>. */
+static void r_hup(const char *prefix, int nth)
+{
+    cr_assert_eq(kill(R.tg.pid, SIGHUP), 0);
+    if (tgh_log_wait(R.err, prefix, nth, 5000) < nth) {
+        char *err = tgh_read_file(R.err, NULL);
+        cr_assert_fail("no '%s' line #%d after SIGHUP:\n%s", prefix, nth, err ? err : "");
+    }
+}
+
+static void r_connect(tgh_proc_t *c)
+{
+    memset(c, 0, sizeof *c);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_assert_lt(strlen(R.sock), sizeof sa.sun_path);
+    memcpy(sa.sun_path, R.sock, strlen(R.sock) + 1);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    c->in_fd = fd;
+    c->out_fd = dup(fd);
+}
+
+static void r_close(tgh_proc_t *c)
+{
+    if (c->in_fd >= 0)
+        close(c->in_fd);
+    if (c->out_fd >= 0)
+        close(c->out_fd);
+    free(c->rbuf);
+    memset(c, 0, sizeof *c);
+    c->in_fd = c->out_fd = -1;
+}
+
+static void r_init(tgh_proc_t *c)
+{
+    tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                 "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+                 "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
+    json_t *r = tgh_await_int(c, 0, 5000, NULL);
+    cr_assert(r != NULL && json_object_get(r, "result") != NULL, "initialize through serve failed");
+    json_decref(r);
+    tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+}
+
+/* One echo call: NULL when it succeeded, else its error code ("" when the
+ * answer is missing). */
+static const char *r_echo(tgh_proc_t *c, int id)
+{
+    static char code[64];
+    tgh_call(c, id, "echo", "{\"text\":\"x\"}");
+    json_t *r = tgh_await_int(c, id, 5000, NULL);
+    if (r == NULL)
+        return "";
+    if (json_object_get(r, "result") != NULL) {
+        json_decref(r);
+        return NULL;
+    }
+    const char *s = json_string_value(
+        json_object_get(json_object_get(json_object_get(r, "error"), "data"), "code"));
+    snprintf(code, sizeof code, "%s", s ? s : "?");
+    json_decref(r);
+    return code;
+}
+
+static void r_stop(void)
+{
+    kill(R.tg.pid, SIGTERM);
+    cr_assert_eq(tgh_wait(&R.tg, 10000), 0, "toolgate serve did not stop on SIGTERM");
+    cr_assert_eq(tgh_exit_code(&R.tg), 0);
+}
+
+/* Events <event> in the audit file, waiting up to 3 s for <want> of them
+ * (the audit is written in batches off the loop). */
+static int audit_count(const char *event, int want)
+{
+    char needle[96];
+    snprintf(needle, sizeof needle, "\"event\":\"%s\"", event);
+    int n = 0;
+    for (uint64_t deadline = tgh_now_ms() + 3000;; tgh_sleep_ms(20)) {
+        char *a = tgh_read_file(R.audit, NULL);
+        n = 0;
+        for (const char *p = a; p != NULL && (p = strstr(p, needle)) != NULL; p++)
+            n++;
+        free(a);
+        if (n >= want || tgh_now_ms() > deadline)
+            return n;
+    }
+}
+
+TestSuite(reload, .fini = r_fini, .timeout = 60);
+
+Test(reload, bad_file_is_rejected_and_old_config_keeps_its_state)
+{
+    r_start(", \"execution_limits\": {\"rate_limit\": \"3/minute\"}", NULL);
+    tgh_proc_t a;
+    r_connect(&a);
+    r_init(&a);
+    cr_assert_null(r_echo(&a, 1));
+    cr_assert_null(r_echo(&a, 2));
+    /* A value that parses as JSON but is invalid, with a canary in it. */
+    r_write(R.log, ", \"execution_limits\": {\"rate_limit\": \"CANARY-7f3a/minute\"}", NULL, NULL);
+    r_hup("toolgate: SIGHUP: config rejected", 1);
+    char *err = tgh_read_file(R.err, NULL);
+    cr_assert(strstr(err, "serve.json:") && strstr(err, "rate_limit"),
+              "the rejection names neither file nor key:\n%s", err);
+    free(err);
+    /* The old 3/minute bucket, two tokens spent, is still the one in force. */
+    cr_assert_null(r_echo(&a, 3));
+    cr_assert_str_eq(r_echo(&a, 4), "rate_limit_exceeded");
+    cr_assert_eq(audit_count("config.rejected", 1), 1);
+    char *audit = tgh_read_file(R.audit, NULL);
+    cr_assert_null(strstr(audit, "CANARY-7f3a"), "the rejected value reached the audit trail");
+    free(audit);
+    /* Broken JSON too. */
+    cr_assert_eq(tgh_write_file(R.cfg, "{\"router\": "), 0);
+    r_hup("toolgate: SIGHUP: config rejected", 2);
+    cr_assert_str_eq(r_echo(&a, 5), "rate_limit_exceeded");
+    r_close(&a);
+    r_stop();
+}
+
+Test(reload, limits_change_in_place_and_unchanged_buckets_keep_state)
+{
+    r_start(", \"execution_limits\": {\"rate_limit\": \"3/minute\", \"max_concurrent_calls\": 2}",
+            NULL);
+    tgh_proc_t a;
+    r_connect(&a);
+    r_init(&a);
+    cr_assert_null(r_echo(&a, 1));
+    cr_assert_null(r_echo(&a, 2));
+    /* Another limit changes; the rate does not: its bucket keeps 2 spent. */
+    r_write(R.log,
+            ", \"execution_limits\": {\"rate_limit\": \"3/minute\", \"max_concurrent_calls\": 3}",
+            NULL, NULL);
+    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    cr_assert_null(r_echo(&a, 3), "the connection must survive a limits-only reload");
+    cr_assert_str_eq(r_echo(&a, 4), "rate_limit_exceeded");
+    /* The rate itself changes: a fresh bucket of the new size. */
+    r_write(R.log,
+            ", \"execution_limits\": {\"rate_limit\": \"5/minute\", \"max_concurrent_calls\": 3}",
+            NULL, NULL);
+    r_hup("toolgate: SIGHUP: config reloaded", 2);
+    for (int i = 5; i < 10; i++)
+        cr_assert_null(r_echo(&a, i), "call %d under the new 5/minute", i);
+    json_t *r;
+    tgh_call(&a, 10, "echo", "{}");
+    r = tgh_await_int(&a, 10, 5000, NULL);
+    json_t *data = json_object_get(json_object_get(r, "error"), "data");
+    cr_assert_str_eq(json_string_value(json_object_get(data, "code")), "rate_limit_exceeded");
+    cr_assert_eq(json_integer_value(json_object_get(data, "cap")), 5, "the denial shows the new cap");
+    json_decref(r);
+    /* One instance all along: the agent was not restarted. */
+    cr_assert_eq(tgh_log_count(R.log, "start "), 1);
+    cr_assert_eq(audit_count("config.reloaded", 2), 2);
+    r_close(&a);
+    r_stop();
+}
+
+Test(reload, command_change_drains_old_sessions_and_new_ones_run_the_new_command)
+{
+    r_start(NULL, NULL);
+    tgh_proc_t a, b;
+    r_connect(&a);
+    r_init(&a);
+    /* A call in flight across the reload is answered, not lost. */
+    tgh_call(&a, 1, "sleep", "{\"ms\":600}");
+    tgh_sleep_ms(100);
+    char log2[TGH_PATH + 16];
+    snprintf(log2, sizeof log2, "%s/fixture2.log", R.dir);
+    r_write(log2, NULL, NULL, NULL);
+    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    json_t *r = tgh_await_int(&a, 1, 5000, NULL);
+    cr_assert(r != NULL && json_object_get(r, "result") != NULL,
+              "the call in flight during the reload was lost");
+    json_decref(r);
+    /* Then the old session ends: its connection closes. */
+    uint64_t deadline = tgh_now_ms() + 8000;
+    while (!a.out_eof && tgh_now_ms() < deadline) {
+        json_t *m = tgh_read_json(&a, 200, NULL);
+        json_decref(m);
+    }
+    cr_assert(a.out_eof, "the drained session's connection stayed open");
+    r_close(&a);
+    r_connect(&b);
+    r_init(&b);
+    cr_assert_null(r_echo(&b, 1));
+    cr_assert_eq(tgh_log_wait(log2, "start ", 1, 3000), 1, "the new connection ran the old command");
+    r_close(&b);
+    r_stop();
+}
+
+Test(reload, keys_bound_to_open_resources_need_a_restart)
+{
+    r_start(NULL, NULL);
+    r_write(R.log, NULL, NULL, ", \"idle_timeout\": \"5s\"");
+    r_hup("toolgate: SIGHUP: config rejected", 1);
+    char *err = tgh_read_file(R.err, NULL);
+    cr_assert(strstr(err, "router (other than listen and callers_only): changed, which needs a restart"),
+              "%s", err);
+    free(err);
+    cr_assert_eq(audit_count("config.rejected", 1), 1);
+    tgh_proc_t a;
+    r_connect(&a);
+    r_init(&a);
+    cr_assert_null(r_echo(&a, 1));
+    r_close(&a);
+    r_stop();
+}
+
+Test(reload, listener_mode_owner_and_group_apply_at_start_and_on_reload)
+{
+    /* Root runs the tests: give the socket to nobody:nogroup (65534). */
+    r_start(NULL, ", \"mode\": \"0600\", \"owner\": 65534, \"group\": \"nogroup\"");
+    struct stat st;
+    cr_assert_eq(lstat(R.sock, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600);
+    if (geteuid() == 0) {
+        cr_assert_eq(st.st_uid, 65534u);
+        cr_assert_eq(st.st_gid, 65534u);
+    }
+    r_write(R.log, NULL, ", \"mode\": \"0660\", \"owner\": 0, \"group\": 0", NULL);
+    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    cr_assert_eq(lstat(R.sock, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0660);
+    if (geteuid() == 0)
+        cr_assert_eq(st.st_uid, 0u);
+    r_stop();
+}
+
+Test(reload, unknown_owner_is_a_config_error)
+{
+    cr_assert_eq(tgh_mkdtemp(R.dir, sizeof R.dir), 0);
+    snprintf(R.sock, sizeof R.sock, "%s/fx.sock", R.dir);
+    snprintf(R.cfg, sizeof R.cfg, "%s/serve.json", R.dir);
+    snprintf(R.log, sizeof R.log, "%s/fixture.log", R.dir);
+    snprintf(R.audit, sizeof R.audit, "%s/audit.jsonl", R.dir);
+    snprintf(R.err, sizeof R.err, "%s/stderr.txt", R.dir);
+    r_write(R.log, NULL, ", \"owner\": \"no-such-user-tg\"", NULL);
+    char *const argv[] = {(char *)TG_BIN, (char *)"check", (char *)"--config", R.cfg, NULL};
+    cr_assert_eq(tgh_spawn(&R.tg, argv, NULL, R.err), 0);
+    cr_assert_eq(tgh_wait(&R.tg, 10000), 0);
+    cr_assert_neq(tgh_exit_code(&R.tg), 0);
+    char *err = tgh_read_file(R.err, NULL);
+    cr_assert(strstr(err, "router.listen[0].owner: no user named \"no-such-user-tg\""), "%s", err);
+    free(err);
+}
+
+/* Callers each make calls back to back while the config is reloaded with
+ * changing limits: every request gets exactly one answer. */
+Test(reload, under_load_every_request_gets_one_answer, .timeout = 90)
+{
+    r_start(", \"execution_limits\": {\"max_concurrent_calls\": 4, \"max_queued_calls\": 64, \"rate_limit\": \"1000/second\"}", NULL);
+    enum { NC = 6, NCALLS = 40 };
+    tgh_proc_t c[NC];
+    for (int i = 0; i < NC; i++) {
+        r_connect(&c[i]);
+        r_init(&c[i]);
+    }
+    int answered = 0, hups = 0;
+    for (int k = 1; k <= NCALLS; k++) {
+        for (int i = 0; i < NC; i++)
+            tgh_call(&c[i], k, "sleep", "{\"ms\":5}");
+        if (k % 8 == 0) {
+            char extra[160];
+            snprintf(extra, sizeof extra,
+                     ", \"execution_limits\": {\"max_concurrent_calls\": %d, \"max_queued_calls\": 64, \"rate_limit\": \"1000/second\"}",
+                     2 + (k / 8) % 3);
+            r_write(R.log, extra, NULL, NULL);
+            cr_assert_eq(kill(R.tg.pid, SIGHUP), 0);
+            hups++;
+        }
+        for (int i = 0; i < NC; i++) {
+            json_t *r = tgh_await_int(&c[i], k, 10000, NULL);
+            cr_assert_not_null(r, "caller %d: no answer to request %d", i, k);
+            char *text = json_dumps(r, JSON_COMPACT);
+            cr_assert_not_null(json_object_get(r, "result"), "caller %d request %d failed: %s", i,
+                               k, text);
+            free(text);
+            json_decref(r);
+            answered++;
+        }
+    }
+    cr_assert_eq(answered, NC * NCALLS);
+    /* No answer twice: nothing more is waiting on any connection. */
+    for (int i = 0; i < NC; i++) {
+        json_t *extra = tgh_read_json(&c[i], 200, NULL);
+        cr_assert_null(extra, "caller %d got an answer nobody asked for", i);
+        r_close(&c[i]);
+    }
+    cr_assert_eq(tgh_log_wait(R.err, "toolgate: SIGHUP: config reloaded", hups, 5000), hups);
+    cr_assert_eq(tgh_log_count(R.log, "start "), NC, "a limits-only reload restarted an agent");
+    r_stop();
+}
