@@ -1456,9 +1456,16 @@ static int m_rate_scope(ctx_t *c, json_t *v)
     int i = get_enum(c, v, "a rate scope", scopes);
     if (i < 0)
         return -1;
-    /* Shared buckets are per agent for now; a tool's scope is checked only. */
-    if (c->scope == S_AGENT && c->agent != NULL)
+    if (c->scope == S_AGENT && c->agent != NULL) {
         c->agent->rate_shared = i == 1;
+    } else if (c->scope == S_TOOL && c->cur_caller != NULL && c->lim == &c->cur_caller->lim) {
+        /* A caller is a connection to this toolgate: its bucket is local. */
+        if (i == 1)
+            return at_err(c, false, "\"shared\" is for an agent's or a tool's rate (a caller's "
+                                    "rate_limit is per toolgate)");
+    } else if (c->scope == S_TOOL && c->lim != NULL) {
+        c->lim->rate_shared = i == 1;
+    }
     return 0;
 }
 
@@ -3429,9 +3436,28 @@ int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv, tg
                            kv, (int)klen, key, q, TG_NAME_MAX, name_chars_tool);
         }
         k = lkey_find(dot + 1, (size_t)(eq - dot - 1), S_TOOL);
+        static const char rs_key[] = "rate_scope";
+        if (!k && (size_t)(eq - dot - 1) == sizeof rs_key - 1 &&
+            memcmp(dot + 1, rs_key, sizeof rs_key - 1) == 0) {
+            bool shared = strcmp(value, "shared") == 0;
+            if (!shared && strcmp(value, "local") != 0) {
+                char q[VALUE_SHOWN * 4 + 8];
+                quote(q, sizeof q, value, strlen(value));
+                return err_set(err, "--limit %s: %.*s: %s is not valid (expected \"local\" or "
+                               "\"shared\")", kv, (int)klen, key, q);
+            }
+            const char *tname = key + sizeof tools_pfx - 1;
+            tg_tool_cfg_t *t = tool_get_or_add(a, tname, (size_t)(dot - tname));
+            if (!t)
+                return err_set(err, "--limit %s: cannot add tool (out of memory or more than %d "
+                               "tools)", kv, TG_CFG_TOOLS_MAX);
+            t->lim.rate_shared = shared;
+            return 0;
+        }
         if (!k) {
             char q[VALUE_SHOWN * 4 + 8];
             lkeys_list(list, sizeof list, S_TOOL);
+            list_add(list, sizeof list, "rate_scope");
             quote(q, sizeof q, dot + 1, (size_t)(eq - dot - 1));
             return err_set(err, "--limit %s: unknown tool key %s (allowed: %s)", kv, q, list);
         }
@@ -3727,6 +3753,23 @@ int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
                                "%s%sagents[%zu].tools.%s.burst: set without a rate_limit "
                                "(expected tools.%s.rate_limit as well)",
                                f, sep, i, tc->name, tc->name);
+            if (tc->lim.rate_shared && tc->lim.rate_src == TG_SRC_DEFAULT)
+                return err_set(err,
+                               "%s%sagents[%zu].tools.%s.rate_scope: \"shared\" without a tool "
+                               "rate_limit (expected tools.%s.rate_limit: the tool has no bucket "
+                               "of its own to share)",
+                               f, sep, i, tc->name, tc->name);
+            if (tc->lim.rate_shared && !cfg->store.redis)
+                return err_set(err,
+                               "%s%sagents[%zu].tools.%s.rate_scope: \"shared\" needs a shared "
+                               "store (expected store {\"kind\": \"redis\", \"url\": ...} or "
+                               "--store URL)",
+                               f, sep, i, tc->name);
+            if (tc->lim.rate_shared && a->dialect == TG_DIALECT_OPENSENTIENCE)
+                return err_set(err,
+                               "%s%sagents[%zu].tools.%s.rate_scope: \"shared\" is not supported "
+                               "for opensentience agents yet (expected \"local\")",
+                               f, sep, i, tc->name);
         }
     }
     return 0;

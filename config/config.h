@@ -119,6 +119,9 @@ typedef struct tg_exec_limits {
     tg_rate_t rate_limit;
     uint32_t burst; /* 0 = same as rate_limit.count */
     tg_src_t duration_src, concurrent_src, queued_src, rate_src, burst_src;
+    /* tools.NAME.rate_scope "shared": the tool's bucket lives in the store
+     * (the agent's own is tg_agent_cfg_t.rate_shared). */
+    bool rate_shared;
 } tg_exec_limits_t;
 
 typedef struct tg_tool_cfg {

@@ -82,9 +82,9 @@ int tg_jobj_next(tg_jobj_iter_t *it, tg_jspan_t *key, tg_jspan_t *val);
  *
  * tg_jobj_key: 1 and the next member's <key> with its value not consumed
  * yet; 0 at the end; <0 malformed (-2: cut, partial iteration only). Then
- * exactly one of:
+ * one of (or neither: the next tg_jobj_key skips the value first):
  *   tg_jobj_value: scan or skip the value as tg_jobj_next does: 0 and
- *     <val>, or <0 (sticky, as next() would return);
+ *     <val> (may be NULL), or <0 (sticky, as next() would return);
  *   tg_jobj_enter: when the value is an object, begin iterating it in place
  *     into <child> (its members are validated as in any iteration; the
  *     nesting budget goes down one level) and return 1; the parent is

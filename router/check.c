@@ -643,6 +643,11 @@ static void text_agent(FILE *f, const tg_agent_cfg_t *a, const agent_enf_t *ae, 
     if (a->conc_shared)
         fprintf(f, "  max_concurrent_calls is shared across hosts (concurrency_scope shared: "
                    "leased slots in the store)\n");
+    for (size_t t = 0; t < a->ntools; t++)
+        if (a->tools[t].lim.rate_shared)
+            fprintf(f, "  tools.%s rate_limit is shared across hosts (rate_scope shared, shared_mode "
+                       "%s)\n",
+                    a->tools[t].name, a->shared_lease ? "lease" : "exact");
     if (a->workspace)
         fprintf(f, "  workspace %s: its size is the disk limit (containment.workspace_backend %s)\n",
                 a->workspace, tg_workspace_backend_name(ws_backend));
@@ -738,6 +743,10 @@ static void text_store(FILE *f, const tg_config_t *cfg)
     for (size_t i = 0; i < cfg->nagents; i++) {
         if (cfg->agents[i].rate_shared)
             fprintf(f, "  shared: agents.%s rate_limit\n", cfg->agents[i].id);
+        for (size_t t = 0; t < cfg->agents[i].ntools; t++)
+            if (cfg->agents[i].tools[t].lim.rate_shared)
+                fprintf(f, "  shared: agents.%s tools.%s rate_limit\n", cfg->agents[i].id,
+                        cfg->agents[i].tools[t].name);
         if (cfg->agents[i].conc_shared)
             fprintf(f, "  shared: agents.%s max_concurrent_calls (slots leased for %s, renewed "
                        "every third of it)\n",

@@ -9,17 +9,27 @@
  *
  * Ids. A call is forwarded with its call_id replaced (spliced in place,
  * the frame otherwise forwarded as it came) by "tg-<hex>", where the
- * number is seq * ncalls + slab index: the agent never sees two live calls
- * with one id whatever the callers chose, a late result is told apart, and
- * the same text is the call's request_id in audit and denials. Results
- * and streams go back with the caller's own call_id spliced in.
+ * number is seq << OS_IDX_BITS | slab index: the agent never sees two live
+ * calls with one id whatever the callers chose, a late result is told
+ * apart, and the same text is the call's request_id in audit and denials.
+ * Results and streams go back with the caller's own call_id spliced in.
+ * The slab grows in chunks that never move (call timers live in them), so
+ * a reload may raise the limits under live calls.
  *
  * Invariants.
  *  - A call in state INFLIGHT, CANCELLING or ZOMBIE holds one agent slot
  *    and, when those scopes have a concurrency limit, its tool's slot, and
  *    its caller's while the caller still waits for it (not as a ZOMBIE);
- *    QUEUED holds none and waits in the agent's FIFO, also while the agent
- *    is starting (it is dispatched once the agent has registered tools).
+ *    with concurrency_scope shared it also holds a fleet slot (fslot), and
+ *    release_slots gives every one of them back. SLOT holds its local
+ *    slots while the shared store decides on a fleet slot. QUEUED holds
+ *    none and is in the agent's FIFO (and only QUEUED is), also while the
+ *    agent is starting or being replaced (it is dispatched once an
+ *    instance has registered tools). RATE holds nothing but its frame and
+ *    waits for the shared rate store.
+ *  - A store answer names its call by ticket {agent, seq}: an answer for a
+ *    call that is gone (or moved on) finds nothing, and a fleet slot
+ *    granted to nobody is given back.
  *  - The caller gets exactly one agent.tool.result per call: the agent's
  *    (forwarded), or one toolgate made (a denial, a routing error, a
  *    canceled result). After a timeout or the caller's leaving the call is
@@ -34,6 +44,13 @@
  *    runs, goes to the child through its environment, and is compared with
  *    tg_os_token_ok (constant time); no log line, event or message holds
  *    it, and it is wiped when the instance ends.
+ *  - Reload (tg_osgw_reconfigure): nothing of the gateway points into an
+ *    agent config but ag->acfg, which moves to the new one at once; what a
+ *    running instance needs of the config it was started with (its stderr
+ *    line buffer size, its containment) is copied into the instance. A
+ *    switch to a new instance (switching) drains the old one's calls in
+ *    flight, dispatches nothing to it, and keeps QUEUED and RATE calls for
+ *    the new one.
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "router/os_gw.h"
@@ -54,6 +71,7 @@
 #include "limits/contain.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
+#include "limits/store.h"
 #include "router/contain_cfg.h"
 #include "router/denial.h"
 #include "router/io.h"
@@ -74,6 +92,10 @@
 #define OS_PIPE_BYTES      (1 << 20) /* fixed internal bound: kernel pipe buffer asked for */
 #define OS_EXIT_LINGER_MS  200       /* fixed internal bound: wait for stdout EOF after exit */
 #define OS_MONITOR_MS      1000      /* fixed internal bound: containment sampling period */
+#define OS_CALL_CHUNK      64        /* fixed internal bound: calls per slab chunk */
+#define OS_IDX_BITS        20        /* fixed internal bound: slab index bits of a call id (2^20 > the largest slab the limits' ceilings allow) */
+#define OS_FLEET_RETRY_MIN_MS 20     /* fixed internal bound: first wait for a refused fleet slot */
+#define OS_FLEET_RETRY_MAX_MS 500    /* fixed internal bound: longest wait between fleet slot asks */
 #define OS_TOKEN_BYTES     16        /* the session token: 128 bits */
 #define OS_TOKEN_ENV       "OPENSENTIENCE_SESSION_TOKEN"
 
@@ -82,6 +104,8 @@ typedef struct os_conn os_conn_t;
 
 typedef enum {
     C_FREE = 0,
+    C_RATE,       /* waiting for the shared rate store's answer */
+    C_SLOT,       /* holding its local slots, waiting for a fleet slot from the store */
     C_QUEUED,     /* waiting for a slot, or for the agent to be ready */
     C_INFLIGHT,   /* the agent has it */
     C_CANCELLING, /* the caller cancelled it: the agent's answer still goes to the caller */
@@ -119,9 +143,12 @@ typedef struct os_call {
     size_t tool_len;
     int tcfg; /* index in the agent's configured tools, -1 when not configured */
     bool tool_slot, caller_slot;
+    struct tg_store_slot *fslot;    /* the fleet slot held (concurrency_scope shared), or NULL */
+    uint32_t fleet_seen, fleet_cap; /* holders and cap at the store's last refusal; cap 0: none */
+    const char *rate_by, *decided_by; /* shared limits: who decided (store, local_fallback, ...) */
     uint64_t t_start; /* uv_now at arrival */
     uint64_t deadline_ms;
-    const char *deadline_path;
+    enum { DL_CALLER, DL_AGENT, DL_TOOL } deadline_src; /* whose cap the deadline is */
     uint64_t bytes_in;
     uv_timer_t timer;
     bool timer_ready;
@@ -182,7 +209,7 @@ typedef struct os_inst {
     bool have_last;
     tg_verdict_t verdict;
     char *errbuf;
-    size_t errlen;
+    size_t errlen, errmax; /* errmax: stderr_line_max when it started (a reload may change it) */
     bool errtrunc;
 } os_inst_t;
 
@@ -208,14 +235,34 @@ struct os_agent {
     /* limits */
     tg_gcra_t arate;
     tg_conc_t aconc;
-    tg_waitq_t aq;
+    tg_waitq_t aq;  /* its ring may be larger than qcap after a reload lowered it */
+    uint32_t qcap;  /* max_queued_calls */
     os_tool_t *tools;
     int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr, reg_memory,
-        reg_idem;
+        reg_idem, reg_fleet;
     char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
     char path_hb[256];
-    /* calls */
-    os_call_t *calls;
+    /* rate_scope shared: the store (redis, or its lease view) and the key
+     * of the agent's bucket; NULL: the local bucket arate. */
+    tg_store_t *store;
+    char rate_key[TG_STORE_KEY_MAX + 1];
+    /* concurrency_scope shared: the store holding the fleet's slots (else
+     * NULL) and its key. fleet_full: the store last said the fleet is
+     * full, so queued calls wait for a release by this instance or for
+     * fleet_timer (backing off) before asking again. */
+    tg_store_t *cstore;
+    char slots_key[TG_STORE_KEY_MAX + 1];
+    bool fleet_full;
+    uint32_t fleet_backoff_ms;
+    uint32_t fleet_held; /* fleet slots this instance's calls hold */
+    uv_timer_t fleet_timer;
+    bool pumping, pump_again; /* pump_queue re-entered from a store answer */
+    /* A reload changed more than limits: the instance is drained, stopped
+     * and started again from the new config. */
+    bool switching;
+    /* calls: a slab of chunks of OS_CALL_CHUNK (call_at) */
+    os_call_t **chunks;
+    uint32_t nchunks;
     uint32_t ncalls;
     uint32_t *free_idx;
     uint32_t nfree;
@@ -289,6 +336,7 @@ static void call_release(os_call_t *c);
 static void inst_kill(os_agent_t *ag, int sig, const char *reason);
 static int agent_spawn(os_agent_t *ag);
 static void agent_check_drained(os_agent_t *ag);
+static void switch_done(os_agent_t *ag);
 static void conn_end(os_conn_t *c);
 static void g_check_idle(tg_osgw_t *g);
 static void flow(tg_osgw_t *g);
@@ -453,12 +501,61 @@ static bool conn_writable(const os_conn_t *c)
 
 /* ---- call table ------------------------------------------------------- */
 
+static os_call_t *call_at(const os_agent_t *ag, uint32_t i)
+{
+    return &ag->chunks[i / OS_CALL_CHUNK][i % OS_CALL_CHUNK];
+}
+
+/* Grow the slab to at least <n> calls (never shrinks: live calls may sit
+ * anywhere). New entries go on the free list. 0 or -ENOMEM; on failure
+ * the slab may have spare chunks but ncalls is unchanged. */
+static int slab_grow(os_agent_t *ag, uint32_t n)
+{
+    if (n <= ag->ncalls)
+        return 0;
+    if (n > (1u << OS_IDX_BITS))
+        return -ENOMEM;
+    uint32_t need = (n + OS_CALL_CHUNK - 1) / OS_CALL_CHUNK;
+    if (need > ag->nchunks) {
+        os_call_t **t = realloc(ag->chunks, need * sizeof(*t));
+        if (t == NULL)
+            return -ENOMEM;
+        ag->chunks = t;
+        while (ag->nchunks < need) {
+            if ((t[ag->nchunks] = calloc(OS_CALL_CHUNK, sizeof(os_call_t))) == NULL)
+                return -ENOMEM;
+            ag->nchunks++;
+        }
+    }
+    uint32_t *f = realloc(ag->free_idx, n * sizeof(*f));
+    if (f == NULL)
+        return -ENOMEM;
+    ag->free_idx = f;
+    /* Lowest index on top of the free list. */
+    for (uint32_t i = n; i > ag->ncalls; i--)
+        f[ag->nfree++] = i - 1;
+    ag->ncalls = n;
+    return 0;
+}
+
+/* The slab the limits of <a> need: every call they allow at once (in
+ * flight, zombies and cancelling calls keeping their slot; queued; one
+ * being refused) and, with a shared rate, as many more waiting for the
+ * store's answer. */
+static uint32_t slab_need(const tg_agent_cfg_t *a)
+{
+    uint64_t n = (uint64_t)a->lim.max_concurrent_calls + a->lim.max_queued_calls + 1;
+    if (a->rate_shared)
+        n += (uint64_t)a->lim.max_concurrent_calls + a->lim.max_queued_calls;
+    return n > (1u << OS_IDX_BITS) ? 1u << OS_IDX_BITS : (uint32_t)n;
+}
+
 static os_call_t *call_alloc(os_agent_t *ag)
 {
     if (ag->nfree == 0)
         return NULL;
     uint32_t i = ag->free_idx[--ag->nfree];
-    os_call_t *c = &ag->calls[i];
+    os_call_t *c = call_at(ag, i);
     bool ready = c->timer_ready;
     uv_timer_t timer = c->timer;
     memset(c, 0, sizeof(*c));
@@ -473,7 +570,7 @@ static os_call_t *call_alloc(os_agent_t *ag)
     c->ag = ag;
     c->idx = i;
     c->tcfg = -1;
-    c->seq = ++ag->seq * ag->ncalls + i;
+    c->seq = ++ag->seq << OS_IDX_BITS | i;
     c->t_start = now_ms(ag->g);
     c->state = C_QUEUED; /* not yet in the queue: the admission decides */
     ag->nbusy++;
@@ -522,6 +619,16 @@ static void call_free(os_call_t *c)
     ag->nbusy--;
 }
 
+/* The live call numbered <seq>, or NULL. */
+static os_call_t *call_by_seq(os_agent_t *ag, uint64_t seq)
+{
+    uint32_t i = (uint32_t)(seq & ((1u << OS_IDX_BITS) - 1));
+    if (i >= ag->ncalls)
+        return NULL;
+    os_call_t *c = call_at(ag, i);
+    return c->state != C_FREE && c->seq == seq ? c : NULL;
+}
+
 /* The live call whose agent-side id is the string span <s> of <frame>. */
 static os_call_t *call_by_agent_id(os_agent_t *ag, const char *frame, tg_jspan_t s)
 {
@@ -537,8 +644,7 @@ static os_call_t *call_by_agent_id(os_agent_t *ag, const char *frame, tg_jspan_t
             return NULL;
         v = v << 4 | (uint64_t)d;
     }
-    os_call_t *c = &ag->calls[v % ag->ncalls];
-    return c->state != C_FREE && c->seq == v ? c : NULL;
+    return call_by_seq(ag, v);
 }
 
 /* ---- answers to callers ----------------------------------------------- */
@@ -630,6 +736,7 @@ static void audit_call(os_call_t *c, const char *event, const char *status, cons
     ev.status = status;
     ev.stage = stage;
     ev.reason = reason;
+    ev.decided_by = c->decided_by;
     if (d != NULL) {
         ev.code = tg_deny_name(d->code);
         ev.limit.type = d->limit;
@@ -671,6 +778,7 @@ static void update_conc_regs(os_agent_t *ag, const os_call_t *c)
         tg_metrics_load(&g->gw->metrics, ag->idx, ag->aconc.inflight, ag->aq.count);
     reg_set(g, ag->reg_conc, ag->aconc.inflight);
     reg_set(g, ag->reg_queue, ag->aq.count);
+    reg_set(g, ag->reg_fleet, ag->fleet_held);
     if (c != NULL && c->tcfg >= 0) {
         os_tool_t *t = &ag->tools[c->tcfg];
         if (t->has_conc)
@@ -822,6 +930,8 @@ static void idem_clear(os_agent_t *ag)
 /* ---- admission -------------------------------------------------------- */
 
 static void on_call_timer(uv_timer_t *t);
+static void slot_ask(os_call_t *c);
+static void release_slots(os_call_t *c);
 
 static bool agent_writable(const os_agent_t *ag)
 {
@@ -829,8 +939,18 @@ static bool agent_writable(const os_agent_t *ag)
            ag->inst->wr.stream != NULL;
 }
 
-/* Forward call <c>'s frame to the agent with its call_id spliced. */
-static void dispatch(os_call_t *c)
+/* Calls may go to the instance now: it has registered its tools, its
+ * stdin is open, it is not being stopped, nor replaced by a reload. */
+static bool can_dispatch(const os_agent_t *ag)
+{
+    return ag->st == A_READY && agent_writable(ag) && ag->phase < P_STOP_STDIN && !ag->switching;
+}
+
+/* Take call <c>'s local slots: the agent's, its tool's, its caller's.
+ * The registry hears of them when the call is forwarded: slots held only
+ * while the shared store decides (and given back when it says the fleet
+ * is full) must not make a limit warn and re-arm on every retry. */
+static void take_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
     tg_conc_acquire(&ag->aconc);
@@ -841,9 +961,15 @@ static void dispatch(os_call_t *c)
     tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
     if (cl != NULL && cl->has_conc) {
         tg_conc_acquire(&cl->conc);
-        reg_set(ag->g, cl->reg_conc, cl->conc.inflight);
         c->caller_slot = true;
     }
+}
+
+/* Send call <c>, holding its slots, to the agent with its call_id
+ * spliced: it is in flight. */
+static void forward(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
     c->state = C_INFLIGHT;
     char id[26];
     id[0] = '"';
@@ -861,6 +987,8 @@ static void dispatch(os_call_t *c)
     ag->queued_frame_bytes -= c->qlen;
     tg_block_unref(&ag->g->gw->pool, c->qblk);
     c->qblk = NULL;
+    if (c->caller_slot && c->conn != NULL && c->conn->lim != NULL)
+        reg_set(ag->g, c->conn->lim->reg_conc, c->conn->lim->conc.inflight);
     update_conc_regs(ag, c);
 }
 
@@ -890,42 +1018,97 @@ static void not_found(os_call_t *c)
     audit_call(c, "call.denied", "invalid", NULL, NULL, "tool_not_found");
 }
 
-/* Take a queued call out of the FIFO. */
+/* Take a queued call out of the FIFO (a call between two stages is in
+ * state QUEUED without being in it: nothing to take out). */
 static void unqueue(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    tg_waitq_remove(&ag->aq, c->idx);
-    if (c->tcfg >= 0)
+    if (tg_waitq_remove(&ag->aq, c->idx) && c->tcfg >= 0)
         ag->tools[c->tcfg].queued--;
+}
+
+/* Rotate the oldest <n> entries of <q> to its end. */
+static void waitq_rotate(tg_waitq_t *q, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t v = tg_waitq_at(q, 0);
+        tg_waitq_remove_at(q, 0);
+        (void)tg_waitq_push(q, v);
+    }
+}
+
+/* Put <c> (not in the queue) into the wait queue where its arrival puts
+ * it (seq grows with arrival): calls that came later must not pass it.
+ * False when the agent's queue or the tool's is full. */
+static bool requeue(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    tg_waitq_t *q = &ag->aq;
+    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
+    if (q->count >= ag->qcap || q->count >= q->cap ||
+        (ts != NULL && ts->has_queue && ts->queued >= ts->max_queued))
+        return false;
+    uint32_t n = q->count, at = n;
+    for (uint32_t i = 0; i < n && at == n; i++)
+        if (call_at(ag, tg_waitq_at(q, i))->seq > c->seq)
+            at = i;
+    /* The ring only appends: [e0..en) becomes [e_at..en, e0..e_at), then
+     * c goes last, then [e_at..en) moves behind it. */
+    waitq_rotate(q, at);
+    (void)tg_waitq_push(q, c->idx);
+    waitq_rotate(q, n - at);
+    if (ts != NULL)
+        ts->queued++;
+    c->state = C_QUEUED;
+    return true;
 }
 
 /* Queue order is kept: the first waiting call that now fits runs; a call
  * blocked only by its tool's (or caller's) slot does not hold back
- * others. Nothing runs before the agent has registered its tools. */
+ * others. Nothing runs before an instance has registered its tools, nor
+ * while a reload replaces it. With concurrency_scope shared a call that
+ * fits leaves the queue to ask the store for a fleet slot (and goes back
+ * in its place when the fleet is full); none asks while the store says
+ * the fleet is full. The answer may come at once and call back in here:
+ * such a nested call only asks for one more pass (pumping, pump_again). */
 static void pump_queue(os_agent_t *ag)
 {
-    uint32_t i = 0;
-    if (ag->st != A_READY || !agent_writable(ag) || ag->phase >= P_STOP_STDIN)
+    if (ag->pumping) {
+        ag->pump_again = true;
         return;
-    while (i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
-        os_call_t *c = &ag->calls[tg_waitq_at(&ag->aq, i)];
-        if (!tool_registered(ag, c->tool, c->tool_len)) {
+    }
+    ag->pumping = true;
+    do {
+        ag->pump_again = false;
+        uint32_t i = 0;
+        while (can_dispatch(ag) && i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
+            os_call_t *c = call_at(ag, tg_waitq_at(&ag->aq, i));
+            if (!tool_registered(ag, c->tool, c->tool_len)) {
+                tg_waitq_remove_at(&ag->aq, i);
+                if (c->tcfg >= 0)
+                    ag->tools[c->tcfg].queued--;
+                not_found(c);
+                call_free(c);
+                continue;
+            }
+            if (!tool_has_room(ag, c)) {
+                i++;
+                continue;
+            }
+            if (ag->cstore != NULL && ag->fleet_full)
+                break;
             tg_waitq_remove_at(&ag->aq, i);
             if (c->tcfg >= 0)
                 ag->tools[c->tcfg].queued--;
-            not_found(c);
-            call_free(c);
-            continue;
+            if (ag->cstore != NULL) {
+                slot_ask(c); /* its deadline runs on from its arrival */
+            } else {
+                take_slots(c);
+                forward(c);
+            }
         }
-        if (!tool_has_room(ag, c)) {
-            i++;
-            continue;
-        }
-        tg_waitq_remove_at(&ag->aq, i);
-        if (c->tcfg >= 0)
-            ag->tools[c->tcfg].queued--;
-        dispatch(c); /* its deadline runs on from its arrival */
-    }
+    } while (ag->pump_again);
+    ag->pumping = false;
     update_conc_regs(ag, NULL);
 }
 
@@ -944,6 +1127,7 @@ static void fmt_rate_detail(char *buf, size_t cap, uint64_t observed, tg_rate_t 
     snprintf(buf, cap, "%" PRIu64 " calls in %s > %s", observed, period, rate);
 }
 
+/* One rate limit a call must pass: agent, tool or caller. */
 typedef struct rate_scope {
     tg_gcra_t *g;
     const char *scope, *path;
@@ -951,10 +1135,73 @@ typedef struct rate_scope {
     int reg;
 } rate_scope_t;
 
+/* Refuse call <c> when one of <scopes> has no token now, naming the
+ * scope that frees up last (<detail>: the denial's detail, NULL for the
+ * usual "N calls in P > R"). True when refused (answered and audited,
+ * not freed). Takes nothing. */
+static bool rate_refused(os_call_t *c, const rate_scope_t *scopes, int n, uint64_t now,
+                         const char *detail_text)
+{
+    int worst = -1;
+    tg_gcra_result_t rw = {.allowed = true};
+    for (int i = 0; i < n; i++) {
+        tg_gcra_result_t r = tg_gcra_peek(scopes[i].g, now);
+        if (!r.allowed && (worst < 0 || r.retry_after_ms > rw.retry_after_ms)) {
+            worst = i;
+            rw = r;
+        }
+    }
+    if (worst < 0)
+        return false;
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    denial_init(c->ag, &d, TG_DENY_RATE, c, reqid);
+    d.limit = "rate";
+    d.scope = scopes[worst].scope;
+    d.observed = (int64_t)rw.observed;
+    d.cap = (int64_t)rw.cap;
+    d.unit = rate_unit(scopes[worst].rate);
+    d.retry_after_ms = (int64_t)rw.retry_after_ms;
+    d.config_path = scopes[worst].path;
+    fmt_rate_detail(detail, sizeof(detail), rw.observed, scopes[worst].rate);
+    d.detail = detail_text != NULL ? detail_text : detail;
+    deny_call(c, &d, "call.denied", NULL);
+    return true;
+}
+
+/* A call refused by none of <scopes> takes a token from each. */
+static void rate_take(tg_osgw_t *g, const rate_scope_t *scopes, int n, uint64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        tg_gcra_take(scopes[i].g, now);
+        reg_set(g, scopes[i].reg, tg_gcra_used(scopes[i].g, now));
+    }
+}
+
+/* The local rate scopes of call <c> other than the agent's: its tool's
+ * and its caller's, into <scopes> (room for 2). Their number. */
+static int rate_scopes_local(os_call_t *c, rate_scope_t *scopes)
+{
+    os_agent_t *ag = c->ag;
+    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
+    tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
+    int n = 0;
+    if (ts != NULL && ts->has_rate)
+        scopes[n++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
+                                     ag->acfg->tools[c->tcfg].lim.rate_limit, ts->reg_rate};
+    if (cl != NULL && cl->has_rate)
+        scopes[n++] =
+            (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, cl->reg_rate};
+    return n;
+}
+
 /* Why calls to <ag> are refused now (agent_unavailable), or NULL when
- * they may go on (ready, or starting: they wait for it). */
+ * they may go on (ready, or starting, or being replaced by a reload: they
+ * wait for it). */
 static const char *unavailable(const os_agent_t *ag)
 {
+    if (ag->switching)
+        return NULL;
     switch (ag->st) {
     case A_READY:
     case A_STARTING:
@@ -971,35 +1218,259 @@ static const char *unavailable(const os_agent_t *ag)
     return "agent stopped and is not restarted (restart policy or max_restarts)";
 }
 
+/* The config path that raises call <c>'s deadline; NULL when it is the
+ * caller's own timeout_ms. */
+static const char *deadline_path(const os_call_t *c)
+{
+    if (c->deadline_src == DL_CALLER)
+        return NULL;
+    if (c->deadline_src == DL_TOOL && c->tcfg >= 0)
+        return c->ag->tools[c->tcfg].path_dur;
+    return c->ag->path_dur;
+}
+
+/* ---- fleet slots (concurrency_scope shared) ---------------------------- */
+
+static void on_fleet_timer(uv_timer_t *t)
+{
+    os_agent_t *ag = t->data;
+    ag->fleet_full = false;
+    pump_queue(ag);
+    g_flush(ag->g);
+}
+
+/* The store said the fleet is full: queued calls wait until this instance
+ * releases a fleet slot, or until a retry (OS_FLEET_RETRY_MIN_MS doubling
+ * to OS_FLEET_RETRY_MAX_MS while the refusals go on). */
+static void fleet_wait(os_agent_t *ag)
+{
+    ag->fleet_full = true;
+    if (ag->g->closing_timers || uv_is_active((uv_handle_t *)&ag->fleet_timer))
+        return;
+    uint32_t d = ag->fleet_backoff_ms != 0 ? ag->fleet_backoff_ms : OS_FLEET_RETRY_MIN_MS;
+    uv_timer_start(&ag->fleet_timer, on_fleet_timer, d, 0);
+    ag->fleet_backoff_ms = d * 2 < OS_FLEET_RETRY_MAX_MS ? d * 2 : OS_FLEET_RETRY_MAX_MS;
+}
+
+/* Give back fleet slot <slot>: slots live in the redis store itself
+ * (never its lease view), also when a reload has since turned shared
+ * concurrency off. After the store's close the slot died with it. */
+static void fleet_release(os_agent_t *ag, struct tg_store_slot *slot)
+{
+    if (ag->g->gw->store != NULL)
+        tg_store_slot_release(ag->g->gw->store, slot);
+}
+
+/* Refuse call <c> for the shared concurrency limit: <observed> of <cap>
+ * slots held (as the store last said), <why> in the detail. */
+static void deny_fleet(os_call_t *c, uint32_t observed, uint32_t cap, const char *why,
+                       const char *stage)
+{
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    denial_init(c->ag, &d, TG_DENY_CONCURRENCY, c, reqid);
+    d.limit = "concurrency";
+    d.scope = "shared";
+    d.unit = "calls";
+    d.config_path = c->ag->path_conc;
+    if (cap > 0) {
+        d.observed = observed;
+        d.cap = cap;
+        snprintf(detail, sizeof(detail), "%u of %u slots shared across instances in use, %s",
+                 observed, cap, why);
+    } else {
+        snprintf(detail, sizeof(detail), "%s (the store had not answered for a shared slot)",
+                 why);
+    }
+    d.detail = detail;
+    deny_call(c, &d, "call.denied", stage);
+}
+
+/* Refuse call <c> because the shared store cannot decide and
+ * on_store_error is closed (or the store refused the request), with
+ * <retry_after_ms> (TG_DENY_ABSENT: none). */
+static void deny_store(os_call_t *c, const char *limit, const char *detail, int64_t retry_after_ms)
+{
+    tg_denial_t d;
+    char reqid[32];
+    denial_init(c->ag, &d, TG_DENY_STORE, c, reqid);
+    d.limit = limit;
+    d.scope = strcmp(limit, "rate") == 0 ? "agent" : "shared";
+    d.config_path = "store.on_store_error";
+    d.detail = detail;
+    d.retry_after_ms = retry_after_ms;
+    deny_call(c, &d, "call.denied", NULL);
+}
+
+/* A call a reload's instance switch turned away: its queue is full. */
+static void deny_switching(os_call_t *c, const char *stage)
+{
+    tg_denial_t d;
+    char reqid[32];
+    denial_init(c->ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
+    d.limit = "agent";
+    d.retry_after_ms = (int64_t)c->ag->acfg->kill_grace_ms;
+    d.detail = "agent is being restarted with its reloaded config and its wait queue is full";
+    deny_call(c, &d, "call.denied", stage);
+}
+
+/* A store answer's way back to its call: the agent and the call's seq
+ * name it, so an answer for a call that is gone finds nothing. */
+typedef struct os_ticket {
+    os_agent_t *ag;
+    uint64_t seq;
+} os_ticket_t;
+
+static void on_slot_taken(void *arg, const tg_store_slot_result_t *r);
+
+/* Ask the store for a fleet slot for <c>, which holds its frame (qblk),
+ * is not in the queue and has room in every local scope: the local slots
+ * are taken first and held while the store decides, so that other calls
+ * cannot claim them meanwhile. The answer may come before this returns,
+ * and may free <c>. */
+static void slot_ask(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    take_slots(c);
+    c->state = C_SLOT;
+    os_ticket_t *t = malloc(sizeof(*t));
+    int rc = -ENOMEM;
+    if (t != NULL) {
+        t->ag = ag;
+        t->seq = c->seq;
+        rc = tg_store_slot_acquire(ag->cstore, ag->slots_key, ag->acfg->lim.max_concurrent_calls,
+                                   on_slot_taken, t);
+        if (rc < 0)
+            free(t);
+    }
+    if (rc < 0) {
+        deny_store(c, "concurrency", "the shared slot store refused the request", TG_DENY_ABSENT);
+        call_release(c);
+    }
+}
+
+/* The store's answer for call <c> (state SLOT). */
+static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
+{
+    os_agent_t *ag = c->ag;
+    const char *by = tg_store_decider_name(r->decided_by);
+    /* A failure policy that decided the shared rate outranks the slot's
+     * answer: decided_by names the policy whenever one decided any part. */
+    c->decided_by = c->rate_by != NULL && strcmp(c->rate_by, "store") != 0 ? c->rate_by : by;
+    if (r->granted) {
+        c->fslot = r->slot;
+        ag->fleet_held++;
+        ag->fleet_full = false;
+        ag->fleet_backoff_ms = 0;
+        if (can_dispatch(ag)) {
+            forward(c);
+            pump_queue(ag); /* the fleet had room: the next waiter may ask too */
+            return;
+        }
+        if (ag->switching && !ag->g->stopping) {
+            /* A reload is replacing the instance: wait for the new one. */
+            release_slots(c);
+            c->state = C_QUEUED;
+            if (!requeue(c)) {
+                deny_switching(c, "queued");
+                call_free(c);
+            }
+            update_conc_regs(ag, NULL);
+            agent_check_drained(ag);
+            return;
+        }
+        tg_denial_t d;
+        char reqid[32];
+        denial_init(ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
+        d.limit = "agent";
+        d.detail = "agent stopped while the call waited for a shared slot";
+        deny_call(c, &d, "call.denied", "queued");
+        call_release(c);
+        return;
+    }
+    if (r->decided_by == TG_STORE_BY_CLOSED) {
+        tg_config_t *cfg = ag->g->gw->cfg;
+        deny_store(c, "concurrency",
+                   "the shared slot store is unavailable and on_store_error is closed",
+                   cfg->store.timeout_ms != 0 ? (int64_t)cfg->store.timeout_ms
+                                              : TG_STORE_DEF_TIMEOUT_MS);
+        call_release(c);
+        return;
+    }
+    /* Full (fleet-wide, or this instance's share under the local policy):
+     * give the local slots back and wait in the queue, in arrival order. */
+    release_slots(c);
+    c->state = C_QUEUED;
+    c->fleet_seen = (uint32_t)r->holders;
+    c->fleet_cap = (uint32_t)r->cap;
+    fleet_wait(ag);
+    if (!requeue(c)) {
+        deny_fleet(c, c->fleet_seen, c->fleet_cap, "and the wait queue is full", NULL);
+        call_free(c);
+    }
+    update_conc_regs(ag, NULL);
+    agent_check_drained(ag);
+}
+
+static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
+{
+    os_ticket_t *t = arg;
+    os_agent_t *ag = t->ag;
+    os_call_t *c = call_by_seq(ag, t->seq);
+    free(t);
+    if (c == NULL || c->state != C_SLOT) {
+        /* Nobody wants it any more (timed out, cancelled, caller gone). */
+        if (r->granted)
+            fleet_release(ag, r->slot);
+        return;
+    }
+    slot_decided(c, r);
+    g_flush(ag->g);
+}
+
 /* The concurrency stage: dispatch the call now when the agent is ready,
- * every scope has room and nobody waits; else queue it in the FIFO (also
- * while the agent starts), or refuse it when the FIFO is full. Its
- * deadline starts here. */
+ * every scope has room and nobody waits (with concurrency_scope shared:
+ * ask the store for a fleet slot now, unless it said the fleet is full);
+ * else queue it in the FIFO (also while the agent starts or a reload
+ * replaces it), or refuse it when the FIFO is full. Its deadline starts
+ * here. <c> holds its frame and is in no queue. */
 static void admit_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
     os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
     bool tool_full = ts != NULL && ts->has_queue && ts->queued >= ts->max_queued;
-    bool run_now = ag->st == A_READY && agent_writable(ag) && ag->aq.count == 0 &&
-                   tg_conc_has_room(&ag->aconc) && tool_has_room(ag, c);
-    if (run_now) {
+    bool room = can_dispatch(ag) && ag->aq.count == 0 && tg_conc_has_room(&ag->aconc) &&
+                tool_has_room(ag, c);
+    c->state = C_QUEUED; /* not in the queue yet: the stage decides */
+    if (room && (ag->cstore == NULL || !ag->fleet_full)) {
         uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
-        dispatch(c);
+        if (ag->cstore != NULL) {
+            slot_ask(c); /* may answer, and free <c>, at once */
+            return;
+        }
+        take_slots(c);
+        forward(c);
         return;
     }
-    if (ag->aq.count >= ag->aq.cap || tool_full) {
+    if (ag->aq.count >= ag->qcap || ag->aq.count >= ag->aq.cap || tool_full) {
+        if (ag->switching && !tool_full) {
+            deny_switching(c, NULL);
+            call_free(c);
+            return;
+        }
         tg_denial_t d;
         char reqid[32], detail[160];
         denial_init(ag, &d, TG_DENY_CONCURRENCY, c, reqid);
         d.limit = "concurrency";
         d.scope = tool_full ? "tool" : "agent";
         d.observed = tool_full ? (int64_t)ts->queued + 1 : (int64_t)ag->aq.count + 1;
-        d.cap = tool_full ? (int64_t)ts->max_queued : (int64_t)ag->aq.cap;
+        d.cap = tool_full ? (int64_t)ts->max_queued : (int64_t)ag->qcap;
         d.unit = "queued calls";
         d.config_path = tool_full ? ts->path_queue : ag->path_queue;
         snprintf(detail, sizeof(detail),
-                 "%u calls in flight, wait queue full (%" PRId64 " > %" PRId64 ")",
-                 ag->aconc.inflight, d.observed, d.cap);
+                 "%u calls in flight%s, wait queue full (%" PRId64 " > %" PRId64 ")",
+                 ag->aconc.inflight, ag->cstore != NULL && ag->fleet_full ? " and the shared slots full" : "",
+                 d.observed, d.cap);
         d.detail = detail;
         deny_call(c, &d, "call.denied", NULL);
         call_free(c);
@@ -1008,7 +1479,6 @@ static void admit_slots(os_call_t *c)
     tg_waitq_push(&ag->aq, c->idx);
     if (ts != NULL)
         ts->queued++;
-    c->state = C_QUEUED;
     uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
     /* The calls ahead may be held only by their tool's or caller's slot:
      * this one may still fit now. */
@@ -1025,6 +1495,37 @@ static os_agent_t *agent_by_id(tg_osgw_t *g, const char *id, size_t len)
 }
 
 static bool crash_loop(const os_agent_t *ag, uint64_t now, uint32_t *recent);
+
+/* Refuse call <c> with agent_unavailable for reason <why>. */
+static void deny_unavailable(os_call_t *c, const char *why)
+{
+    os_agent_t *ag = c->ag;
+    tg_denial_t d;
+    char reqid[32];
+    denial_init(ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
+    d.limit = "agent";
+    d.detail = why;
+    if (ag->st == A_UNHEALTHY)
+        d.retry_after_ms = (int64_t)ag->acfg->os.heartbeat_interval_ms;
+    else if (ag->st == A_BACKOFF)
+        d.retry_after_ms = (int64_t)ag->acfg->backoff_initial_ms;
+    d.config_path = ag->st == A_UNHEALTHY ? ag->path_hb : NULL;
+    deny_call(c, &d, "call.denied", NULL);
+}
+
+/* Why the call may not go on now (shutting down: <*shutdown> set), or
+ * NULL. */
+static const char *refusal_now(const os_agent_t *ag, bool *shutdown)
+{
+    *shutdown = ag->g->stopping || (ag->phase != P_RUN && !ag->switching);
+    if (*shutdown)
+        return "toolgate is shutting down";
+    const char *why = unavailable(ag);
+    uint32_t recent = 0;
+    if (why == NULL && ag->st == A_DOWN && crash_loop(ag, now_ms(ag->g), &recent))
+        why = "agent failed too often; restarts exhausted within the restart window";
+    return why;
+}
 
 /* Refuse the frame's call before it has a slab entry (routing errors). */
 static void refuse_frame(os_conn_t *k, const char *frame, const tg_os_env_t *env, const char *code,
@@ -1047,6 +1548,119 @@ static void refuse_frame(os_conn_t *k, const char *frame, const tg_os_env_t *env
     ev.call_id = echo_text(&tmp.cid, cid);
     ev.bytes_in = (int64_t)(env->payload.off + env->payload.len);
     emit(k->g, &ev);
+}
+
+/* After the rate stage: start the agent when it is down (on_demand: this
+ * call starts it and waits for it), then the concurrency stage. */
+static void admit_go(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    if (ag->st == A_DOWN) {
+        if (agent_spawn(ag) < 0) {
+            ag->last_failed = true; /* counted by the crash-loop check */
+            deny_unavailable(c, "agent could not be started");
+            call_free(c);
+            return;
+        }
+    }
+    admit_slots(c);
+}
+
+/* The shared rate store's answer for call <c> (state RATE): refused, or
+ * on to the local scopes, which may have filled meanwhile, and the rest of
+ * the admission against the agent as it is now. */
+static void on_store_taken(void *arg, const tg_store_result_t *r)
+{
+    os_ticket_t *t = arg;
+    os_agent_t *ag = t->ag;
+    tg_osgw_t *g = ag->g;
+    os_call_t *c = call_by_seq(ag, t->seq);
+    free(t);
+    if (c == NULL || c->state != C_RATE)
+        return; /* its caller left or cancelled it meanwhile */
+    c->rate_by = tg_store_decider_name(r->decided_by);
+    c->decided_by = c->rate_by;
+    if (!r->gcra.allowed) {
+        tg_rate_t rate = ag->acfg->lim.rate_limit;
+        if (r->decided_by == TG_STORE_BY_CLOSED) {
+            deny_store(c, "rate", "the shared rate store is unavailable and on_store_error is closed",
+                       (int64_t)r->gcra.retry_after_ms);
+        } else {
+            tg_denial_t d;
+            char reqid[32], detail[160];
+            denial_init(ag, &d, TG_DENY_RATE, c, reqid);
+            d.limit = "rate";
+            d.scope = "agent";
+            d.unit = rate_unit(rate);
+            d.retry_after_ms = (int64_t)r->gcra.retry_after_ms;
+            d.config_path = ag->path_rate;
+            d.observed = (int64_t)r->gcra.observed;
+            d.cap = (int64_t)r->gcra.cap;
+            fmt_rate_detail(detail, sizeof(detail), r->gcra.observed, rate);
+            d.detail = detail;
+            deny_call(c, &d, "call.denied", NULL);
+        }
+        call_free(c);
+        agent_check_drained(ag);
+        g_flush(g);
+        return;
+    }
+    rate_scope_t scopes[2];
+    int n = rate_scopes_local(c, scopes);
+    uint64_t now = now_ms(g);
+    bool shutdown = false;
+    const char *why = refusal_now(ag, &shutdown);
+    if (shutdown) {
+        tg_denial_t d;
+        char reqid[32];
+        denial_init(ag, &d, TG_DENY_SHUTTING_DOWN, c, reqid);
+        d.limit = "shutdown";
+        d.detail = why;
+        deny_call(c, &d, "call.denied", NULL);
+    } else if (why != NULL) {
+        deny_unavailable(c, why);
+    } else if (rate_refused(c, scopes, n, now, "the scope filled while the shared store answered")) {
+        /* answered */
+    } else if (ag->st == A_READY && !ag->switching && !tool_registered(ag, c->tool, c->tool_len)) {
+        not_found(c);
+    } else {
+        rate_take(g, scopes, n, now);
+        c->state = C_QUEUED; /* between stages: in no queue */
+        admit_go(c);
+        g_flush(g);
+        return;
+    }
+    call_free(c);
+    agent_check_drained(ag);
+    g_flush(g);
+}
+
+/* Ask the shared store for the agent's token for call <c>, which holds
+ * its frame. The local scopes are taken when it answers, so a call the
+ * store refuses costs them nothing. */
+static void rate_hold(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    const tg_rate_t *r = &ag->acfg->lim.rate_limit;
+    c->state = C_RATE;
+    os_ticket_t *t = malloc(sizeof(*t));
+    int rc = -ENOMEM;
+    if (t != NULL) {
+        t->ag = ag;
+        t->seq = c->seq;
+        /* The answer may come before this returns (a degraded store, a
+         * lease token at hand), and may free <c>: nothing of it is used
+         * after. */
+        rc = tg_store_take(ag->store, ag->rate_key, r->count, r->period_ms,
+                           ag->acfg->lim.burst ? ag->acfg->lim.burst : (uint32_t)r->count,
+                           on_store_taken, t);
+        if (rc < 0)
+            free(t);
+    }
+    if (rc < 0) {
+        deny_store(c, "rate", "the shared rate store refused the request", TG_DENY_ABSENT);
+        call_free(c);
+    }
 }
 
 /* A core.tool.call from caller <k>: route it by tool_id, then admit or
@@ -1090,10 +1704,11 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         return;
     }
     tg_denial_t d;
-    char reqid[32], detail[160];
+    char reqid[32];
     os_call_t *c = call_alloc(ag);
     if (c == NULL) {
-        /* Cannot happen while limits hold (the slab is sized from them). */
+        /* Only calls waiting for the shared rate store beyond what the
+         * limits allow at once can fill the slab (it is sized from them). */
         os_call_t tmp;
         memset(&tmp, 0, sizeof(tmp));
         echo_set(&tmp.cid, frame, env->call_id);
@@ -1123,12 +1738,13 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
             c->has_idem = true;
         }
     }
-    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
 
-    if (g->stopping || ag->phase != P_RUN) {
+    bool shutdown = false;
+    const char *why = refusal_now(ag, &shutdown);
+    if (shutdown) {
         denial_init(ag, &d, TG_DENY_SHUTTING_DOWN, c, reqid);
         d.limit = "shutdown";
-        d.detail = "toolgate is shutting down";
+        d.detail = why;
         deny_call(c, &d, "call.denied", NULL);
         call_free(c);
         return;
@@ -1147,7 +1763,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
             return;
         }
         for (uint32_t i = 0; i < ag->ncalls && klen > 0; i++) {
-            os_call_t *o = &ag->calls[i];
+            os_call_t *o = call_at(ag, i);
             char okey[sizeof(key)];
             if (o == c || o->state == C_FREE || o->state == C_ZOMBIE || !o->has_idem ||
                 o->conn == NULL || idem_key(o, okey, sizeof(okey)) != klen ||
@@ -1165,24 +1781,12 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
             return;
         }
     }
-    const char *why = unavailable(ag);
-    uint32_t recent = 0;
-    if (why == NULL && ag->st == A_DOWN && crash_loop(ag, now_ms(g), &recent))
-        why = "agent failed too often; restarts exhausted within the restart window";
     if (why != NULL) {
-        denial_init(ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
-        d.limit = "agent";
-        d.detail = why;
-        if (ag->st == A_UNHEALTHY)
-            d.retry_after_ms = (int64_t)ag->acfg->os.heartbeat_interval_ms;
-        else if (ag->st == A_BACKOFF)
-            d.retry_after_ms = (int64_t)ag->acfg->backoff_initial_ms;
-        d.config_path = ag->st == A_UNHEALTHY ? ag->path_hb : NULL;
-        deny_call(c, &d, "call.denied", NULL);
+        deny_unavailable(c, why);
         call_free(c);
         return;
     }
-    if (ag->st == A_READY && !tool_registered(ag, c->tool, c->tool_len)) {
+    if (ag->st == A_READY && !ag->switching && !tool_registered(ag, c->tool, c->tool_len)) {
         not_found(c);
         call_free(c);
         return;
@@ -1191,59 +1795,15 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     /* Deadline: min(caller timeout_ms, tool cap, agent cap); it runs from
      * arrival, so time spent waiting counts. */
     c->deadline_ms = ag->acfg->lim.max_tool_call_duration_ms;
-    c->deadline_path = ag->path_dur;
+    c->deadline_src = DL_AGENT;
     if (tc != NULL && tc->lim.duration_src != TG_SRC_DEFAULT &&
         tc->lim.max_tool_call_duration_ms < c->deadline_ms) {
         c->deadline_ms = tc->lim.max_tool_call_duration_ms;
-        c->deadline_path = ts->path_dur;
+        c->deadline_src = DL_TOOL;
     }
     if (env->has_timeout && env->timeout_ms < c->deadline_ms) {
         c->deadline_ms = env->timeout_ms;
-        c->deadline_path = NULL; /* the caller's own choice: nothing to raise */
-    }
-
-    /* Rate: every scope must allow it; a call refused by one takes no
-     * token from the others. The refusal names the scope that frees up
-     * last. */
-    uint64_t now = now_ms(g);
-    tg_caller_lim_t *cl = k->lim;
-    rate_scope_t scopes[3];
-    int nscopes = 0;
-    scopes[nscopes++] =
-        (rate_scope_t){&ag->arate, "agent", ag->path_rate, ag->acfg->lim.rate_limit, ag->reg_rate};
-    if (ts != NULL && ts->has_rate)
-        scopes[nscopes++] =
-            (rate_scope_t){&ts->rate, "tool", ts->path_rate, tc->lim.rate_limit, ts->reg_rate};
-    if (cl != NULL && cl->has_rate)
-        scopes[nscopes++] =
-            (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, cl->reg_rate};
-    int worst = -1;
-    tg_gcra_result_t rw = {.allowed = true};
-    for (int i = 0; i < nscopes; i++) {
-        tg_gcra_result_t r = tg_gcra_peek(scopes[i].g, now);
-        if (!r.allowed && (worst < 0 || r.retry_after_ms > rw.retry_after_ms)) {
-            worst = i;
-            rw = r;
-        }
-    }
-    if (worst >= 0) {
-        denial_init(ag, &d, TG_DENY_RATE, c, reqid);
-        d.limit = "rate";
-        d.scope = scopes[worst].scope;
-        d.observed = (int64_t)rw.observed;
-        d.cap = (int64_t)rw.cap;
-        d.unit = rate_unit(scopes[worst].rate);
-        d.retry_after_ms = (int64_t)rw.retry_after_ms;
-        d.config_path = scopes[worst].path;
-        fmt_rate_detail(detail, sizeof(detail), rw.observed, scopes[worst].rate);
-        d.detail = detail;
-        deny_call(c, &d, "call.denied", NULL);
-        call_free(c);
-        return;
-    }
-    for (int i = 0; i < nscopes; i++) {
-        tg_gcra_take(scopes[i].g, now);
-        reg_set(g, scopes[i].reg, tg_gcra_used(scopes[i].g, now));
+        c->deadline_src = DL_CALLER; /* the caller's own choice: nothing to raise */
     }
 
     /* The frame stays in its block until it is forwarded. */
@@ -1254,22 +1814,33 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     c->qlen = len;
     c->qcid_off = env->call_id.off;
     c->qcid_len = env->call_id.len;
-    if (ag->st == A_DOWN) {
-        /* on_demand: this call starts the agent and waits for it. */
-        if (agent_spawn(ag) < 0) {
-            ag->last_failed = true; /* counted by the crash-loop check */
-            denial_init(ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
-            d.limit = "agent";
-            d.detail = "agent could not be started";
-            deny_call(c, &d, "call.denied", NULL);
-            call_free(c);
-            return;
-        }
+
+    /* Rate: every scope must allow it; a call refused by one takes no
+     * token from the others. With rate_scope shared the agent's bucket is
+     * in the store: the local scopes are checked first and taken once the
+     * store allows. */
+    uint64_t now = now_ms(g);
+    rate_scope_t scopes[3];
+    int nscopes = 0;
+    if (ag->store == NULL)
+        scopes[nscopes++] = (rate_scope_t){&ag->arate, "agent", ag->path_rate,
+                                           ag->acfg->lim.rate_limit, ag->reg_rate};
+    nscopes += rate_scopes_local(c, scopes + nscopes);
+    if (rate_refused(c, scopes, nscopes, now, NULL)) {
+        call_free(c);
+        return;
     }
-    admit_slots(c);
+    if (ag->store != NULL) {
+        rate_hold(c);
+        return;
+    }
+    rate_take(g, scopes, nscopes, now);
+    admit_go(c);
 }
 
-/* Give back every slot a call holds. */
+/* Give back every slot a call holds: the local ones and the fleet slot.
+ * A fleet slot freed by this instance is room in the fleet, so the queue
+ * may ask again. */
 static void release_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
@@ -1281,13 +1852,20 @@ static void release_slots(os_call_t *c)
         reg_set(ag->g, c->conn->lim->reg_conc, c->conn->lim->conc.inflight);
     }
     c->tool_slot = c->caller_slot = false;
+    if (c->fslot != NULL) {
+        fleet_release(ag, c->fslot);
+        c->fslot = NULL;
+        ag->fleet_held--;
+        ag->fleet_full = false;
+    }
 }
 
 /* Give back the slots of a call, free it, let waiters in. */
 static void call_release(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    if (c->state == C_INFLIGHT || c->state == C_CANCELLING || c->state == C_ZOMBIE)
+    if (c->state == C_INFLIGHT || c->state == C_CANCELLING || c->state == C_ZOMBIE ||
+        c->state == C_SLOT)
         release_slots(c);
     else if (c->state == C_QUEUED)
         unqueue(c);
@@ -1336,21 +1914,31 @@ static void zombie(os_call_t *c, const char *stage)
     c->stage = stage;
     uv_timer_start(&c->timer, on_call_timer, c->ag->acfg->kill_grace_ms, 0);
 }
-
 static void on_call_timer(uv_timer_t *t)
 {
     os_call_t *c = t->data;
     os_agent_t *ag = c->ag;
     tg_denial_t d;
     char reqid[32], detail[160];
-    if (c->state == C_QUEUED) {
-        bool waiting_agent = ag->st != A_READY;
+    /* Waiting for the fleet rather than for a local slot: the store is
+     * deciding now, or it refused this call and the local scopes have
+     * room, so the shared limit is what held it back. */
+    if (c->state == C_SLOT ||
+        (c->state == C_QUEUED && ag->cstore != NULL && c->fleet_cap > 0 && can_dispatch(ag) &&
+         tg_conc_has_room(&ag->aconc) && tool_has_room(ag, c))) {
+        snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while waiting for one",
+                 c->deadline_ms);
+        deny_fleet(c, c->fleet_seen, c->fleet_cap, detail, "queued");
+        call_release(c);
+    } else if (c->state == C_QUEUED) {
+        bool waiting_agent = ag->st != A_READY || ag->switching;
         denial_init(ag, &d, waiting_agent ? TG_DENY_UNAVAILABLE : TG_DENY_CONCURRENCY, c, reqid);
         if (waiting_agent) {
             d.limit = "agent";
             snprintf(detail, sizeof(detail),
-                     "agent did not become ready within the call's deadline of %" PRIu64 " ms",
-                     c->deadline_ms);
+                     "agent did not become ready within the call's deadline of %" PRIu64 " ms%s",
+                     c->deadline_ms,
+                     ag->switching ? " (it is being restarted with its reloaded config)" : "");
         } else {
             d.limit = "concurrency";
             d.observed = ag->aconc.inflight;
@@ -1367,14 +1955,15 @@ static void on_call_timer(uv_timer_t *t)
         deny_call(c, &d, "call.denied", "queued");
         call_release(c);
     } else if (c->state == C_INFLIGHT) {
+        const char *path = deadline_path(c);
         denial_init(ag, &d, TG_DENY_TIMEOUT, c, reqid);
         d.limit = "timeout";
         d.observed = (int64_t)(now_ms(ag->g) - c->t_start);
         d.cap = (int64_t)c->deadline_ms;
         d.unit = "ms";
-        d.config_path = c->deadline_path;
+        d.config_path = path;
         snprintf(detail, sizeof(detail), "no result within %" PRIu64 " ms%s", c->deadline_ms,
-                 c->deadline_path == NULL ? " (the caller's timeout_ms)" : "");
+                 path == NULL ? " (the caller's timeout_ms)" : "");
         d.detail = detail;
         deny_call(c, &d, "call.timeout", "timed_out");
         send_cancel(c, "timeout");
@@ -1407,13 +1996,20 @@ static void caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *en
         if (c->cid.len == env->call_id.len &&
             memcmp(c->cid.buf, frame + env->call_id.off, env->call_id.len) == 0)
             break;
-    if (c == NULL || (c->state != C_QUEUED && c->state != C_INFLIGHT))
+    if (c == NULL || c->state == C_CANCELLING || c->state == C_ZOMBIE)
         return; /* answered already, or a cancel is under way */
-    if (c->state == C_QUEUED) {
-        /* The agent never saw it: toolgate answers. */
+    if (c->state != C_INFLIGHT) {
+        /* The agent never saw it (queued, or waiting for the shared
+         * store, whose answer will then find nothing): toolgate answers. */
+        os_agent_t *ag = c->ag;
         answer(k->g, k, c, &c->cid, "canceled", NULL, NULL, false);
         audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_cancelled");
-        call_release(c);
+        if (c->state == C_RATE) {
+            call_free(c);
+            agent_check_drained(ag);
+        } else {
+            call_release(c);
+        }
         return;
     }
     audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_cancelled");
@@ -1431,6 +2027,15 @@ static void conn_forget_calls(os_conn_t *k)
     while (k->calls != NULL) {
         os_call_t *c = k->calls;
         switch (c->state) {
+        case C_RATE: {
+            /* The store's answer will find nothing. */
+            os_agent_t *ag = c->ag;
+            audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_gone");
+            call_free(c);
+            agent_check_drained(ag);
+            break;
+        }
+        case C_SLOT:
         case C_QUEUED:
             audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_gone");
             call_release(c);
@@ -2070,7 +2675,7 @@ static void on_result(os_agent_t *ag, tg_block_t *b, const char *frame, size_t l
                       const tg_os_env_t *env)
 {
     os_call_t *c = call_by_agent_id(ag, frame, env->call_id);
-    if (c == NULL || c->state == C_QUEUED) {
+    if (c == NULL || c->state == C_QUEUED || c->state == C_RATE || c->state == C_SLOT) {
         late_result(ag, NULL, frame, env->call_id, len);
         return;
     }
@@ -2238,7 +2843,7 @@ static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     os_inst_t *in = s->data;
     os_agent_t *ag = in->ag;
-    size_t max = ag->acfg->stderr_line_max;
+    size_t max = in->errmax;
     if (n < 0) {
         uv_read_stop(s);
         if (in->errlen > 0)
@@ -2310,15 +2915,21 @@ static void inst_close(os_inst_t *in)
             uv_close(hs[i], inst_handle_closed);
 }
 
-/* The instance is gone: every call it had is answered. */
+/* The instance is gone: every call it had is answered, and the queued
+ * ones too unless a reload is switching to a new instance. */
 static void fail_calls(os_agent_t *ag, const os_inst_t *in)
 {
     tg_osgw_t *g = ag->g;
     tg_denial_t d;
     char reqid[32], detail[160], path[TG_NAME_MAX + 64];
+    /* A reload's switch keeps the queued calls for the new instance. */
+    bool keep_queued = ag->switching && !g->stopping;
     for (uint32_t i = 0; i < ag->ncalls; i++) {
-        os_call_t *c = &ag->calls[i];
-        if (c->state == C_FREE)
+        os_call_t *c = call_at(ag, i);
+        /* Calls waiting for the store never reached this instance: the
+         * answer finds the agent as it is then. */
+        if (c->state == C_FREE || c->state == C_RATE || c->state == C_SLOT ||
+            (c->state == C_QUEUED && keep_queued))
             continue;
         if (c->state == C_INFLIGHT && in->verdict.kind != TG_VERDICT_OK) {
             const tg_verdict_t *v = &in->verdict;
@@ -2386,6 +2997,10 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
 {
     tg_osgw_t *g = ag->g;
     ag->last_failed = failed;
+    if (ag->switching && !g->stopping) {
+        switch_done(ag); /* a reload stopped it: no restart policy applies */
+        return;
+    }
     if (g->stopping || ag->phase != P_RUN) {
         set_state(ag, A_DOWN);
         ag->phase = P_DONE;
@@ -2684,7 +3299,8 @@ static int agent_spawn(os_agent_t *ag)
     if (in == NULL)
         return -ENOMEM;
     in->ag = ag;
-    in->errbuf = malloc(ag->acfg->stderr_line_max + 1);
+    in->errmax = ag->acfg->stderr_line_max;
+    in->errbuf = malloc(in->errmax + 1);
     tg_in_init(&in->rd, &g->gw->pool, g->cfg->max_frame_bytes);
     tg_lenpfx_init(&in->lp, g->cfg->max_frame_bytes);
     tg_out_init(&in->wr, &g->gw->pool);
@@ -2854,11 +3470,18 @@ static void on_hb_timer(uv_timer_t *t)
 
 static void on_phase_timer(uv_timer_t *t);
 
+/* One step of stopping the instance (shutdown, or a reload's switch):
+ * stdin closed, then SIGTERM, then SIGKILL, kill_grace_period apart. */
 static void stop_step(os_agent_t *ag)
 {
     os_inst_t *in = ag->inst;
     uint64_t grace = ag->acfg->kill_grace_ms;
+    const char *why = ag->switching ? "reload" : "shutdown";
     if (in == NULL || in->gone) {
+        if (ag->switching && !ag->g->stopping) {
+            switch_done(ag);
+            return;
+        }
         ag->phase = P_DONE;
         g_check_idle(ag->g);
         return;
@@ -2875,12 +3498,12 @@ static void stop_step(os_agent_t *ag)
         break;
     case P_STOP_STDIN:
         ag->phase = P_STOP_TERM;
-        inst_kill(ag, SIGTERM, "shutdown");
+        inst_kill(ag, SIGTERM, why);
         break;
     case P_STOP_TERM:
         ag->phase = P_STOP_KILL;
         tg_log("agent '%s' ignored SIGTERM for %" PRIu64 " ms: SIGKILL", aname(ag), grace);
-        inst_kill(ag, SIGKILL, "shutdown");
+        inst_kill(ag, SIGKILL, why);
         break;
     default:
         return;
@@ -2895,9 +3518,15 @@ static void on_phase_timer(uv_timer_t *t)
     g_flush(ag->g);
 }
 
+/* Draining done? A shutdown waits for every call (or kill_grace_period);
+ * a reload's switch for the calls the old instance has (in flight,
+ * cancelling, zombies; each bounded by its deadline or kill_grace_period)
+ * and for those holding slots while the store decides. */
 static void agent_check_drained(os_agent_t *ag)
 {
-    if (ag->phase == P_DRAIN && ag->nbusy == 0) {
+    if (ag->phase != P_DRAIN)
+        return;
+    if (ag->switching ? ag->aconc.inflight == 0 : ag->nbusy == 0) {
         uv_timer_stop(&ag->phase_timer);
         stop_step(ag);
     }
@@ -2905,6 +3534,17 @@ static void agent_check_drained(os_agent_t *ag)
 
 static void agent_stop(os_agent_t *ag)
 {
+    if (ag->switching) {
+        /* The reload's switch becomes the shutdown: the calls in flight
+         * now have kill_grace_period, queued ones may still run. */
+        ag->switching = false;
+        if (ag->phase == P_DRAIN) {
+            uv_timer_start(&ag->phase_timer, on_phase_timer, ag->acfg->kill_grace_ms, 0);
+            pump_queue(ag);
+            agent_check_drained(ag);
+        }
+        return;
+    }
     if (ag->phase != P_RUN)
         return;
     ag->phase = P_DRAIN;
@@ -2954,9 +3594,10 @@ static void g_check_idle(tg_osgw_t *g)
             uv_close((uv_handle_t *)&ag->hb_timer, timer_closed);
             uv_close((uv_handle_t *)&ag->restart_timer, timer_closed);
             uv_close((uv_handle_t *)&ag->phase_timer, timer_closed);
+            uv_close((uv_handle_t *)&ag->fleet_timer, timer_closed);
             for (uint32_t j = 0; j < ag->ncalls; j++)
-                if (ag->calls[j].timer_ready)
-                    uv_close((uv_handle_t *)&ag->calls[j].timer, call_timer_closed);
+                if (call_at(ag, j)->timer_ready)
+                    uv_close((uv_handle_t *)&call_at(ag, j)->timer, call_timer_closed);
         }
     }
     if (g->open_timers > 0)
@@ -2968,6 +3609,19 @@ static void g_check_idle(tg_osgw_t *g)
 
 /* ---- setup ------------------------------------------------------------ */
 
+/* Register <name>, or update the capacity of the entry that has it: a
+ * reloaded agent keeps its registry rows (and their high-water marks). */
+static int reg_upsert(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
+                      uint64_t cap)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->v[i].name, name) == 0) {
+            r->v[i].capacity = cap;
+            return (int)i;
+        }
+    return tg_registry_add(r, name, cat, scope, cap);
+}
+
 static int register_limits(os_agent_t *ag)
 {
     const char *id = aname(ag);
@@ -2978,12 +3632,18 @@ static int register_limits(os_agent_t *ag)
 #define REG(dst, cat, scope, cap, ...)                                                             \
     do {                                                                                           \
         snprintf(name, sizeof(name), __VA_ARGS__);                                                 \
-        dst = tg_registry_add(reg, name, cat, scope, cap);                                         \
+        dst = reg_upsert(reg, name, cat, scope, cap);                                              \
     } while (0)
     REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", max_frame, "agent.%s.frame_bytes", id);
     REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);
     REG(ag->reg_conc, TG_LIMIT_CONCURRENCY, "agent", a->lim.max_concurrent_calls,
         "agent.%s.concurrency", id);
+    /* concurrency_scope shared: the fleet slots this instance holds, of the
+     * fleet-wide cap (the store knows the fleet's count; this is ours). */
+    ag->reg_fleet = -1;
+    if (ag->cstore != NULL)
+        REG(ag->reg_fleet, TG_LIMIT_CONCURRENCY, "shared", a->lim.max_concurrent_calls,
+            "agent.%s.concurrency.shared", id);
     REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
     REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * max_frame,
         "agent.%s.write_queue_bytes", id);
@@ -3010,32 +3670,50 @@ static int register_limits(os_agent_t *ag)
     return 0;
 }
 
-static int setup_limits(os_agent_t *ag)
+static bool same_rate(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
 {
-    tg_agent_cfg_t *a = ag->acfg;
-    if (tg_gcra_init(&ag->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms,
-                     a->lim.burst) < 0)
-        return -EINVAL;
-    tg_conc_init(&ag->aconc, a->lim.max_concurrent_calls);
-    if (tg_waitq_init(&ag->aq, a->lim.max_queued_calls) < 0)
-        return -ENOMEM;
+    return a->rate_src == b->rate_src && a->rate_limit.count == b->rate_limit.count &&
+           a->rate_limit.period_ms == b->rate_limit.period_ms && a->burst == b->burst &&
+           a->burst_src == b->burst_src;
+}
+
+/* The config paths a denial of <ag> names (its id never changes). */
+static void set_paths(os_agent_t *ag)
+{
+    const tg_agent_cfg_t *a = ag->acfg;
     tg_config_path_for(a, NULL, "rate_limit", ag->path_rate, sizeof(ag->path_rate));
     tg_config_path_for(a, NULL, "max_concurrent_calls", ag->path_conc, sizeof(ag->path_conc));
     tg_config_path_for(a, NULL, "max_queued_calls", ag->path_queue, sizeof(ag->path_queue));
     tg_config_path_for(a, NULL, "max_tool_call_duration", ag->path_dur, sizeof(ag->path_dur));
     tg_config_path_for(a, NULL, "kill_grace_period", ag->path_grace, sizeof(ag->path_grace));
     snprintf(ag->path_hb, sizeof(ag->path_hb), "agents.%s.opensentience.heartbeat_timeout", a->id);
-    ag->tools = calloc(a->ntools ? a->ntools : 1, sizeof(*ag->tools));
-    if (ag->tools == NULL)
+}
+
+/* The tool limit state of config <a> into <*out>: a tool's rate bucket
+ * is carried over from <ag>'s current tools when a tool of that name has
+ * the same rate (fresh otherwise); concurrency and queue counts start at
+ * 0 (the caller counts live calls in). 0, -EINVAL (a rate that cannot be
+ * set up) or -ENOMEM. */
+static int tools_build(const os_agent_t *ag, const tg_agent_cfg_t *a, os_tool_t **out)
+{
+    os_tool_t *tools = calloc(a->ntools ? a->ntools : 1, sizeof(*tools));
+    if (tools == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < a->ntools; i++) {
         const tg_exec_limits_t *l = &a->tools[i].lim;
-        os_tool_t *t = &ag->tools[i];
+        os_tool_t *t = &tools[i];
         const char *tn = a->tools[i].name;
+        const tg_tool_cfg_t *oc =
+            ag->tools != NULL ? tg_config_tool(ag->acfg, tn, strlen(tn)) : NULL;
+        const os_tool_t *ot = oc != NULL ? &ag->tools[oc - ag->acfg->tools] : NULL;
         if (l->rate_src != TG_SRC_DEFAULT) {
-            if (tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
-                             l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) < 0)
+            if (ot != NULL && ot->has_rate && same_rate(&oc->lim, l))
+                t->rate = ot->rate;
+            else if (tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
+                                  l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) < 0) {
+                free(tools);
                 return -EINVAL;
+            }
             t->has_rate = true;
         }
         if (l->concurrent_src != TG_SRC_DEFAULT) {
@@ -3046,21 +3724,75 @@ static int setup_limits(os_agent_t *ag)
             t->max_queued = l->max_queued_calls;
             t->has_queue = true;
         }
+        t->reg_rate = t->reg_conc = t->reg_queue = -1;
         tg_config_path_for(a, tn, "rate_limit", t->path_rate, sizeof(t->path_rate));
         tg_config_path_for(a, tn, "max_concurrent_calls", t->path_conc, sizeof(t->path_conc));
         tg_config_path_for(a, tn, "max_queued_calls", t->path_queue, sizeof(t->path_queue));
         tg_config_path_for(a, tn, "max_tool_call_duration", t->path_dur, sizeof(t->path_dur));
     }
-    /* Every call the limits allow at once: in flight (zombies and
-     * cancelling calls keep their slot), queued, and one being refused. */
-    ag->ncalls = a->lim.max_concurrent_calls + a->lim.max_queued_calls + 1;
-    ag->calls = calloc(ag->ncalls, sizeof(*ag->calls));
-    ag->free_idx = calloc(ag->ncalls, sizeof(*ag->free_idx));
-    ag->idem_tab = calloc(OS_IDEM_BUCKETS, sizeof(*ag->idem_tab));
-    if (ag->calls == NULL || ag->free_idx == NULL || ag->idem_tab == NULL)
+    *out = tools;
+    return 0;
+}
+
+/* The shared stores agent config <a> asks for, from the gateway's: the
+ * rate store and its bucket key (rate_scope shared; the lease view for
+ * shared_mode lease), and the slot store and its key (concurrency_scope
+ * shared); NULL for a local limit. 0, or -EINVAL after logging. */
+static int stores_for(const tg_osgw_t *g, const tg_agent_cfg_t *a, tg_store_t **store,
+                      char *rate_key, tg_store_t **cstore, char *slots_key)
+{
+    *store = *cstore = NULL;
+    if (a->rate_shared) {
+        *store = a->shared_lease ? g->gw->lease : g->gw->store;
+        if (*store == NULL) {
+            tg_log("agent '%s': rate_scope is shared but no shared store is open for it (add "
+                   "store {\"kind\": \"redis\", \"url\": ...} or --store URL; shared_mode "
+                   "\"lease\" needs an agent using it when toolgate starts)",
+                   a->id);
+            return -EINVAL;
+        }
+        if (tg_store_make_key(*store, rate_key, TG_STORE_KEY_MAX + 1, a->id, "rate") < 0) {
+            tg_log("agent '%s': its id cannot name a shared bucket (braces?)", a->id);
+            return -EINVAL;
+        }
+    }
+    if (a->conc_shared) {
+        /* Slots live in the redis store itself, never in the lease view:
+         * each one is a call in flight, not a token to spend later. */
+        *cstore = g->gw->store;
+        if (*cstore == NULL) {
+            tg_log("agent '%s': concurrency_scope is shared but no shared store is configured "
+                   "(add store {\"kind\": \"redis\", \"url\": ...} or --store URL)",
+                   a->id);
+            return -EINVAL;
+        }
+        if (tg_store_make_key(*cstore, slots_key, TG_STORE_KEY_MAX + 1, a->id, "slots") < 0) {
+            tg_log("agent '%s': its id cannot name a shared slot set (braces?)", a->id);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static int setup_limits(os_agent_t *ag)
+{
+    tg_agent_cfg_t *a = ag->acfg;
+    if (stores_for(ag->g, a, &ag->store, ag->rate_key, &ag->cstore, ag->slots_key) < 0)
+        return -EINVAL;
+    if (tg_gcra_init(&ag->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms,
+                     a->lim.burst) < 0)
+        return -EINVAL;
+    tg_conc_init(&ag->aconc, a->lim.max_concurrent_calls);
+    ag->qcap = a->lim.max_queued_calls;
+    if (tg_waitq_init(&ag->aq, a->lim.max_queued_calls) < 0)
         return -ENOMEM;
-    for (uint32_t i = 0; i < ag->ncalls; i++)
-        ag->free_idx[ag->nfree++] = ag->ncalls - 1 - i;
+    set_paths(ag);
+    int rc = tools_build(ag, a, &ag->tools);
+    if (rc < 0)
+        return rc;
+    ag->idem_tab = calloc(OS_IDEM_BUCKETS, sizeof(*ag->idem_tab));
+    if (ag->idem_tab == NULL || slab_grow(ag, slab_need(a)) < 0)
+        return -ENOMEM;
     return register_limits(ag);
 }
 
@@ -3075,10 +3807,93 @@ static void agent_free(os_agent_t *ag)
     free(ag->reg);
     free(ag->idem_tab);
     free(ag->tools);
-    free(ag->calls);
+    for (uint32_t i = 0; i < ag->nchunks; i++)
+        free(ag->chunks[i]);
+    free(ag->chunks);
     free(ag->free_idx);
     explicit_bzero(ag->token, sizeof(ag->token));
     free(ag);
+}
+
+/* ---- reload ----------------------------------------------------------- */
+
+/* Resize wait queue <q>'s ring to <cap>, keeping its entries in order
+ * (count <= cap). 0 or -ENOMEM (then <q> is unchanged). */
+static int waitq_resize(tg_waitq_t *q, uint32_t cap)
+{
+    tg_waitq_t nq;
+    if (tg_waitq_init(&nq, cap) < 0)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < q->count; i++)
+        (void)tg_waitq_push(&nq, tg_waitq_at(q, i));
+    nq.high_water = q->high_water;
+    tg_waitq_free(q);
+    *q = nq;
+    return 0;
+}
+
+static void restarts_reset(os_agent_t *ag)
+{
+    ag->nrestarts = 0;
+    memset(ag->restart_at, 0, sizeof(ag->restart_at));
+    ag->last_failed = false;
+}
+
+/* Refuse every queued call of <ag> with agent_unavailable (<why>). */
+static void fail_queued(os_agent_t *ag, const char *why)
+{
+    for (uint32_t i = 0; i < ag->ncalls; i++) {
+        os_call_t *c = call_at(ag, i);
+        if (c->state != C_QUEUED)
+            continue;
+        deny_unavailable(c, why);
+        unqueue(c);
+        call_free(c);
+    }
+    update_conc_regs(ag, NULL);
+}
+
+/* The old instance of a reload's switch is gone (or there was none): run
+ * the new config, whatever the restart policy says, with its restart
+ * count reset; an on_demand agent starts only when calls wait for it. */
+static void switch_done(os_agent_t *ag)
+{
+    ag->switching = false;
+    ag->phase = P_RUN;
+    uv_timer_stop(&ag->phase_timer);
+    uv_timer_stop(&ag->restart_timer);
+    restarts_reset(ag);
+    set_state(ag, A_DOWN);
+    bool start = ag->acfg->start == TG_START_EAGER || ag->aq.count > 0;
+    tg_log("SIGHUP: agent '%s': %s", aname(ag),
+           start ? "starting an instance with the reloaded config"
+                 : "the next call starts an instance with the reloaded config");
+    if (!start)
+        return;
+    if (agent_spawn(ag) < 0) {
+        fail_queued(ag, "agent could not be started with its reloaded config");
+        after_exit(ag, true, 127);
+    }
+}
+
+/* Replace <ag>'s instance by one of its (new) config: drain the calls
+ * in flight on the old one, stop it as a shutdown does, then start the
+ * new one (switch_done). Calls arriving meanwhile wait in the queue. */
+static void switch_start(os_agent_t *ag)
+{
+    restarts_reset(ag);
+    if (ag->inst == NULL) {
+        switch_done(ag); /* down, backing off or failed: nothing to drain */
+        return;
+    }
+    if (!ag->switching) {
+        ag->switching = true;
+        ag->phase = P_DRAIN;
+        tg_log("SIGHUP: agent '%s': its command, environment or resources changed: draining "
+               "its %u call(s) in flight, then restarting it",
+               aname(ag), ag->aconc.inflight);
+    }
+    agent_check_drained(ag);
 }
 
 /* ---- public API --------------------------------------------------------- */
@@ -3129,10 +3944,14 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
         uv_timer_init(gw->loop, &ag->hb_timer);
         uv_timer_init(gw->loop, &ag->restart_timer);
         uv_timer_init(gw->loop, &ag->phase_timer);
+        uv_timer_init(gw->loop, &ag->fleet_timer);
         ag->hb_timer.data = ag->restart_timer.data = ag->phase_timer.data = ag;
-        g->open_timers += 3;
+        ag->fleet_timer.data = ag;
+        g->open_timers += 4;
         if (setup_limits(ag) < 0) {
-            tg_log("cannot set up limits for agent '%s' (out of memory or invalid rate)", a->id);
+            tg_log("cannot set up limits for agent '%s' (out of memory, an invalid rate or no "
+                   "shared store)",
+                   a->id);
             tg_osgw_free(g);
             return NULL;
         }
@@ -3245,6 +4064,89 @@ void tg_osgw_shutdown(tg_osgw_t *g, void (*on_idle)(void *arg), void *arg)
     g_check_idle(g);
     if (!g->idle)
         g_flush(g);
+}
+
+int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
+{
+    os_agent_t *ag = g != NULL ? agent_by_id(g, acfg->id, strlen(acfg->id)) : NULL;
+    if (ag == NULL || acfg->dialect != TG_DIALECT_OPENSENTIENCE)
+        return -ENOENT;
+    const tg_agent_cfg_t *o = ag->acfg;
+    tg_store_t *store = NULL, *cstore = NULL;
+    char rate_key[TG_STORE_KEY_MAX + 1], slots_key[TG_STORE_KEY_MAX + 1];
+    if (stores_for(g, acfg, &store, rate_key, &cstore, slots_key) < 0)
+        return -EINVAL;
+    /* The agent's bucket keeps its state when its rate did not change (a
+     * shared one lives in the store under the same key either way). */
+    tg_gcra_t arate = ag->arate;
+    if ((!same_rate(&o->lim, &acfg->lim) || o->rate_shared != acfg->rate_shared) &&
+        tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
+                     acfg->lim.burst) < 0)
+        return -EINVAL;
+    os_tool_t *tools = NULL;
+    int rc = tools_build(ag, acfg, &tools);
+    if (rc < 0)
+        return rc;
+    /* The ring keeps every call queued now, in order, even when the new
+     * cap is lower: those wait on, new calls are refused until the queue
+     * is under the cap. The slab only grows (its chunks never move). */
+    uint32_t ring = acfg->lim.max_queued_calls > ag->aq.count ? acfg->lim.max_queued_calls
+                                                              : ag->aq.count;
+    if ((ring > ag->aq.cap && waitq_resize(&ag->aq, ring) < 0) ||
+        slab_grow(ag, slab_need(acfg)) < 0) {
+        free(tools);
+        return -ENOMEM;
+    }
+
+    /* Nothing fails from here on: the new limits apply as a whole. Live
+     * calls find their tool by name in the new config; one that held its
+     * tool's slot keeps it where the tool still has a concurrency limit. */
+    for (uint32_t i = 0; i < ag->ncalls; i++) {
+        os_call_t *c = call_at(ag, i);
+        if (c->state == C_FREE)
+            continue;
+        const tg_tool_cfg_t *tc = tg_config_tool(acfg, c->tool, c->tool_len);
+        int nt = tc != NULL ? (int)(tc - acfg->tools) : -1;
+        if (c->tool_slot && nt >= 0 && tools[nt].has_conc)
+            tools[nt].conc.inflight++;
+        else
+            c->tool_slot = false;
+        if (c->state == C_QUEUED && nt >= 0)
+            tools[nt].queued++;
+        if (c->deadline_src == DL_TOOL && nt < 0)
+            c->deadline_src = DL_AGENT;
+        c->tcfg = nt;
+    }
+    free(ag->tools);
+    ag->tools = tools;
+    ag->arate = arate;
+    ag->aconc.max = acfg->lim.max_concurrent_calls; /* inflight calls keep their slots */
+    ag->qcap = acfg->lim.max_queued_calls;
+    ag->store = store;
+    if (store != NULL)
+        memcpy(ag->rate_key, rate_key, sizeof(rate_key));
+    /* Calls holding fleet slots keep them (released through the redis
+     * store whatever the new scope). */
+    ag->cstore = cstore;
+    if (cstore != NULL)
+        memcpy(ag->slots_key, slots_key, sizeof(slots_key));
+    if (cstore == NULL) {
+        ag->fleet_full = false;
+        uv_timer_stop(&ag->fleet_timer);
+    }
+    ag->acfg = acfg;
+    set_paths(ag);
+    (void)register_limits(ag);
+    while (ag->idem_oldest != NULL && ag->idem_bytes > acfg->os.idempotency_max_bytes)
+        idem_unlink(ag, ag->idem_oldest);
+    reg_set(g, ag->reg_idem, ag->idem_bytes);
+    if (respawn && !g->stopping)
+        switch_start(ag);
+    /* Raised caps may let queued calls run now. */
+    pump_queue(ag);
+    update_conc_regs(ag, NULL);
+    g_flush(g);
+    return 0;
 }
 
 bool tg_osgw_idle(const tg_osgw_t *g)

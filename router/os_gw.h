@@ -76,6 +76,31 @@ void tg_osgw_accept(tg_osgw_t *g, uv_pipe_t *conn, const tg_listen_cfg_t *lc,
  * gateway opened has closed (possibly before this returns). */
 void tg_osgw_shutdown(tg_osgw_t *g, void (*on_idle)(void *arg), void *arg);
 
+/* Reload: run opensentience agent <acfg> (same id as one the gateway
+ * serves; it must outlive its use, i.e. until the next reconfigure of
+ * that agent or tg_osgw_free) from now on. The gateway keeps no pointer
+ * into the agent's previous config once this returns 0, so the caller may
+ * free it then.
+ *  - Limits (execution_limits, tools, the opensentience timing and
+ *    idempotency settings) apply in place: buckets of unchanged rates
+ *    keep their state, changed ones start fresh; concurrency caps change
+ *    with calls in flight keeping their slots; the queue keeps its calls
+ *    in order (a lowered cap refuses new calls until it is under it).
+ *  - <respawn> (anything else changed: command, env, cwd, resources,
+ *    manifest, restart, stderr, start, heartbeat_interval...): the agent
+ *    keeps routing, but no call goes to its instance any more; calls
+ *    arriving meanwhile wait in its queue (within their deadline; a full
+ *    queue answers agent_unavailable with retry_after_ms). Once the calls
+ *    in flight have finished (or hit their deadline), the instance is
+ *    stopped as on shutdown (stdin closed, SIGTERM, SIGKILL,
+ *    kill_grace_period apart) and a new one started from <acfg> whatever
+ *    its restart policy, restart count reset: at once for "eager", by the
+ *    first call (or a queued one) for "on_demand".
+ * 0; -ENOENT (no such opensentience agent), -EINVAL (a rate that cannot
+ * be set up, a shared limit without its store, logged) or -ENOMEM: then
+ * nothing changed. */
+int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn);
+
 /* True once tg_osgw_shutdown has finished closing everything. */
 bool tg_osgw_idle(const tg_osgw_t *g);
 

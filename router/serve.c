@@ -437,11 +437,15 @@ static void on_signal(uv_signal_t *sig, int signum)
  *     connections; the old one's sessions are drained (calls in flight are
  *     answered, new ones refused with shutting_down) and closed, and the
  *     caller reconnects to an instance of the new command;
+ *   - an opensentience agent (one instance shared by every caller) the
+ *     same way, but inside the gateway (tg_osgw_reconfigure): limits in
+ *     place, anything else by draining and restarting its one instance
+ *     while callers stay connected and new calls wait for it;
  *   - callers' limits and router.callers_only, listeners' mode/owner/group.
  * The rest (router.instance, max_frame_bytes, admin, idle_timeout, audit,
- * store, containment, the set of agents, listeners and callers) is bound
- * to open sockets, files and connections: changing it is refused with the
- * key to change back, and needs a restart. */
+ * store, containment, the set of agents and their dialects, listeners and
+ * callers) is bound to open sockets, files and connections: changing it is
+ * refused with the key to change back, and needs a restart. */
 
 static void gen_unref(gen_t *g)
 {
@@ -523,7 +527,7 @@ static bool lim_equal(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
            a->rate_limit.period_ms == b->rate_limit.period_ms && a->burst == b->burst &&
            a->duration_src == b->duration_src && a->concurrent_src == b->concurrent_src &&
            a->queued_src == b->queued_src && a->rate_src == b->rate_src &&
-           a->burst_src == b->burst_src;
+           a->burst_src == b->burst_src && a->rate_shared == b->rate_shared;
 }
 
 /* The agent's effective limits (after the manifest merge) are the same. */
@@ -556,18 +560,13 @@ static const char *reload_blocker(const serve_run_t *r, const gen_t *g, char *bu
     for (size_t i = 0; i < nc->nagents; i++)
         if (strcmp(oc->agents[i].id, nc->agents[i].id) != 0)
             return "agents (ids or their order)";
-    /* An opensentience agent's one instance is shared by every caller:
-     * the gateway keeps its first config. */
-    for (size_t i = 0; i < nc->nagents; i++) {
-        const json_t *oa = json_array_get(jget(od, "agents"), i);
-        const json_t *na = json_array_get(jget(nd, "agents"), i);
-        if ((oc->agents[i].dialect == TG_DIALECT_OPENSENTIENCE ||
-             nc->agents[i].dialect == TG_DIALECT_OPENSENTIENCE) &&
-            !(oa == NULL && na == NULL) && !json_equal((json_t *)oa, (json_t *)na)) {
-            snprintf(buf, cap, "agents[%zu] (an opensentience agent)", i);
+    /* The opensentience gateway serves a fixed set of agents, and MCP
+     * agents have their listeners. */
+    for (size_t i = 0; i < nc->nagents; i++)
+        if (oc->agents[i].dialect != nc->agents[i].dialect) {
+            snprintf(buf, cap, "agents[%zu].dialect", i);
             return buf;
         }
-    }
     if (oc->nlisten != nc->nlisten)
         return "router.listen (added or removed)";
     for (size_t i = 0; i < nc->nlisten; i++)
@@ -660,6 +659,49 @@ static void caller_reconfigure(serve_run_t *r, tg_caller_lim_t *cl, const tg_cal
     }
 }
 
+/* Reload opensentience agent <i> from generation <g>: limits in place,
+ * anything else by a switch to a new instance (tg_osgw_reconfigure); the
+ * agent's generation moves to <g> once the gateway runs on it. 1 when the
+ * agent changed, else 0. */
+static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i)
+{
+    /* The opensentience settings that are limits; the rest (the
+     * heartbeat interval announced in core.welcome) needs a new instance. */
+    static const char *const limit_keys[] = {"execution_limits", "tools", "opensentience", NULL};
+    static const char *const os_limits[] = {"heartbeat_timeout", "idempotency_window",
+                                            "idempotency_max_bytes", "on_oversize", NULL};
+    gen_t *og = r->agent_gen[i];
+    const tg_agent_cfg_t *oa = &og->cfg->agents[i];
+    tg_agent_cfg_t *na = &g->cfg->agents[i];
+    const json_t *oj = json_array_get(jget(og->doc, "agents"), i);
+    const json_t *nj = json_array_get(jget(g->doc, "agents"), i);
+    json_t *empty = json_object();
+    const json_t *oo = jget(oj, "opensentience"), *no = jget(nj, "opensentience");
+    bool same_spawn = json_equal_but(oj, nj, limit_keys) &&
+                      json_equal_but(json_is_object(oo) ? oo : empty,
+                                     json_is_object(no) ? no : empty, os_limits) &&
+                      memcmp(&oa->res, &na->res, sizeof(na->res)) == 0;
+    json_decref(empty);
+    bool same_limits = agent_limits_equal(oa, na) &&
+                       json_equal(jget(oj, "execution_limits"), jget(nj, "execution_limits")) &&
+                       json_equal(jget(oj, "tools"), jget(nj, "tools")) &&
+                       json_equal(jget(oj, "opensentience"), jget(nj, "opensentience"));
+    if (same_spawn && same_limits)
+        return 0;
+    if (tg_osgw_reconfigure(r->os, na, !same_spawn) < 0) {
+        tg_log("SIGHUP: agent '%s': cannot apply its new config; the old one keeps running",
+               na->id);
+        return 1;
+    }
+    /* The gateway keeps nothing of the old config: its generation may go. */
+    gen_unref(og);
+    r->agent_gen[i] = g;
+    g->refs++;
+    if (same_spawn)
+        tg_log("SIGHUP: agent '%s': limits updated in place", na->id);
+    return 1;
+}
+
 static void reload(serve_run_t *r)
 {
     tg_cfg_err_t err;
@@ -688,8 +730,10 @@ static void reload(serve_run_t *r)
     const json_t *oagents = jget(r->cur->doc, "agents"), *nagents = jget(g->doc, "agents");
     for (size_t i = 0; i < nc->nagents; i++) {
         tg_agent_t *old = r->agents[i];
-        if (old == NULL)
-            continue; /* opensentience: unchanged (reload_blocker) */
+        if (old == NULL) {
+            changed += reload_os_agent(r, g, i);
+            continue;
+        }
         const tg_agent_cfg_t *oa = tg_agent_cfg(old);
         tg_agent_cfg_t *na = &nc->agents[i];
         const json_t *oj = json_array_get(oagents, i), *nj = json_array_get(nagents, i);
@@ -868,7 +912,7 @@ int tg_serve_run(tg_config_t *cfg)
     }
     for (size_t i = 0; rc == 0 && i < cfg->nagents; i++)
         if (cfg->agents[i].dialect != TG_DIALECT_MCP)
-            continue; /* served by the opensentience gateway */
+            r->agent_gen[i] = &gen0, gen0.refs++; /* served by the opensentience gateway */
         else if ((r->agents[i] = tg_agent_new(&r->gw, &cfg->agents[i], cfg->agents[i].max_instances)) == NULL)
             rc = 1;
         else

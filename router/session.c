@@ -158,6 +158,8 @@ typedef struct tool_state {
     uint32_t max_queued;
     bool has_queue;
     int reg_rate, reg_conc, reg_queue;
+    bool shared; /* rate_scope shared: the bucket is in the store, under rate_key */
+    char rate_key[TG_STORE_KEY_MAX + 1];
     char path_rate[256], path_conc[256], path_queue[256], path_dur[256];
 } tool_state_t;
 
@@ -181,6 +183,7 @@ typedef struct tg_agent {
     tg_conc_t aconc;
     tg_waitq_t aq;
     tg_store_t *store;              /* the shared store for this agent's rate, or NULL (local) */
+    tg_store_t *tool_store;         /* the same for its tools with rate_scope shared, or NULL */
     char rate_key[TG_STORE_KEY_MAX + 1];
     /* concurrency_scope shared: the store holding the fleet's slots (else
      * NULL), its key, and the wait for a fleet slot. fleet_full: the store
@@ -707,12 +710,18 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
 typedef struct store_ticket {
     tg_agent_t *ag;
     uint64_t agent_id;
+    int step; /* STEP_AGENT or STEP_TOOL: whose shared bucket answers */
 } store_ticket_t;
+
+enum { STEP_AGENT = 0, STEP_TOOL = 1 };
+
+static int store_step(tg_wrap_t *w, tg_call_t *c, int step);
 
 static void on_store_taken(void *arg, const tg_store_result_t *r)
 {
     store_ticket_t *t = arg;
     tg_agent_t *ag = t->ag;
+    int step = t->step;
     tg_call_t *c = &ag->calls[t->agent_id % ag->ncalls];
     bool live = c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_RATE;
     free(t);
@@ -722,20 +731,26 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         return;
     }
     tg_wrap_t *w = c->w;
-    c->rate_by = tg_store_decider_name(r->decided_by);
-    c->decided_by = c->rate_by;
+    tool_state_t *ts = c->tool >= 0 ? &ag->tools[c->tool] : NULL;
+    /* Two shared buckets: the one that did not simply answer from the
+     * store (a fallback, open, closed) is what the audit names. */
+    if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->rate_by == NULL) {
+        c->rate_by = tg_store_decider_name(r->decided_by);
+        c->decided_by = c->rate_by;
+    }
     tg_denial_t d;
     char reqid[32], detail[160];
     if (!r->gcra.allowed) {
-        tg_rate_t rate = ag->acfg->lim.rate_limit;
+        bool tool = step == STEP_TOOL;
+        tg_rate_t rate = tool ? ag->acfg->tools[c->tool].lim.rate_limit : ag->acfg->lim.rate_limit;
         const char *unit = rate_unit(rate);
         bool store_down = r->decided_by == TG_STORE_BY_CLOSED;
         denial_init(w, &d, store_down ? TG_DENY_STORE : TG_DENY_RATE, c, reqid, sizeof(reqid));
         d.limit = "rate";
-        d.scope = "agent";
+        d.scope = tool ? "tool" : "agent";
         d.unit = unit;
         d.retry_after_ms = (int64_t)r->gcra.retry_after_ms;
-        d.config_path = store_down ? "store.on_store_error" : ag->path_rate;
+        d.config_path = store_down ? "store.on_store_error" : tool ? ts->path_rate : ag->path_rate;
         if (store_down) {
             d.detail = "the shared rate store is unavailable and on_store_error is closed";
         } else {
@@ -750,11 +765,26 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         flush_all(w);
         return;
     }
+    /* The agent's shared token taken, the tool's next. A refusal there
+     * leaves the agent's token spent: the fleet can fall short of the
+     * agent's limit by such calls, never exceed either limit. */
+    if (step == STEP_AGENT && ts != NULL && ts->shared) {
+        if (store_step(w, c, STEP_TOOL) < 0) {
+            denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
+            d.limit = "rate";
+            d.scope = "tool";
+            d.detail = "the shared rate store refused the request";
+            deny_call(w, c, &d, "call.denied", NULL);
+            call_free(w, c);
+            check_drained(w);
+        }
+        flush_all(w);
+        return;
+    }
     /* The local scopes (tool, caller) last: they may have filled since. */
     uint64_t now = now_ms(w);
-    tool_state_t *ts = c->tool >= 0 ? &ag->tools[c->tool] : NULL;
     tg_caller_lim_t *cl = w->climits;
-    tg_gcra_t *local[2] = {ts != NULL && ts->has_rate ? &ts->rate : NULL,
+    tg_gcra_t *local[2] = {ts != NULL && ts->has_rate && !ts->shared ? &ts->rate : NULL,
                            cl != NULL && cl->has_rate ? &cl->rate : NULL};
     for (int k = 0; k < 2; k++) {
         if (local[k] == NULL || tg_gcra_peek(local[k], now).allowed)
@@ -782,7 +812,36 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     flush_all(w);
 }
 
-/* Hold call <c>'s frame and ask the shared store for the agent's token. */
+/* Ask the store for call <c>'s token from the agent's shared bucket
+ * (STEP_AGENT) or its tool's (STEP_TOOL). 0, or a negative errno when the
+ * request could not be made (nothing is pending then). The callback may
+ * run before this returns (a degraded store, a lease token at hand). */
+static int store_step(tg_wrap_t *w, tg_call_t *c, int step)
+{
+    tg_agent_t *ag = w->ag;
+    store_ticket_t *t = malloc(sizeof(*t));
+    if (t == NULL)
+        return -ENOMEM;
+    const tg_exec_limits_t *l = step == STEP_TOOL ? &ag->acfg->tools[c->tool].lim : &ag->acfg->lim;
+    const char *key = step == STEP_TOOL ? ag->tools[c->tool].rate_key : ag->rate_key;
+    tg_store_t *st = step == STEP_TOOL ? ag->tool_store : ag->store;
+    uint32_t burst = step == STEP_TOOL ? (l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) : l->burst;
+    t->ag = ag;
+    t->agent_id = c->agent_id;
+    t->step = step;
+    /* The answer holds the agent (a retired one is freed only after it). */
+    ag->nstore_wait++;
+    int rc = tg_store_take(st, key, l->rate_limit.count, l->rate_limit.period_ms,
+                           burst ? burst : (uint32_t)l->rate_limit.count, on_store_taken, t);
+    if (rc < 0) {
+        ag->nstore_wait--;
+        free(t);
+    }
+    return rc;
+}
+
+/* Hold call <c>'s frame and ask the shared store for its tokens: the
+ * agent's bucket first when it is shared, then the tool's. */
 static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
                       size_t id_off, size_t id_len)
 {
@@ -794,25 +853,7 @@ static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fra
     c->qlen = len;
     c->qid_off = id_off;
     c->qid_len = id_len;
-    store_ticket_t *t = malloc(sizeof(*t));
-    const tg_rate_t *r = &w->ag->acfg->lim.rate_limit;
-    int rc = -ENOMEM;
-    if (t != NULL) {
-        t->ag = w->ag;
-        t->agent_id = c->agent_id;
-        /* The answer holds the agent (a retired one is freed only after
-         * it). The callback may run before tg_store_take returns (a
-         * degraded store, a lease token at hand): nothing here is used
-         * after it. */
-        w->ag->nstore_wait++;
-        rc = tg_store_take(w->ag->store, w->ag->rate_key, r->count, r->period_ms,
-                           w->ag->acfg->lim.burst ? w->ag->acfg->lim.burst : (uint32_t)r->count,
-                           on_store_taken, t);
-        if (rc < 0)
-            w->ag->nstore_wait--;
-    }
-    if (rc < 0) {
-        free(t);
+    if (store_step(w, c, w->ag->store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
         tg_denial_t d;
         char reqid[32];
         denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
@@ -905,7 +946,7 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     if (w->ag->store == NULL)
         scopes[nscopes++] = (rate_scope_t){&w->ag->arate, "agent", w->ag->path_rate,
                                            w->ag->acfg->lim.rate_limit, w->ag->reg_rate};
-    if (ts != NULL && ts->has_rate)
+    if (ts != NULL && ts->has_rate && !ts->shared)
         scopes[nscopes++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
                                                 w->ag->acfg->tools[c->tool].lim.rate_limit,
                                                 ts->reg_rate};
@@ -939,8 +980,8 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         call_free(w, c);
         return;
     }
-    if (w->ag->store != NULL) {
-        /* The agent's bucket is shared: ask the store, holding the frame
+    if (w->ag->store != NULL || (ts != NULL && ts->shared)) {
+        /* The agent's or the tool's bucket is shared: ask the store, holding the frame
          * until it answers (within its own timeout). The local scopes are
          * taken then, so a call the store refuses costs them nothing. */
         rate_hold(w, c, b, frame, len, env->id.off, env->id.len);
@@ -3087,7 +3128,10 @@ static int gw_store_open(tg_gw_t *gw, tg_config_t *cfg)
     }
     bool lease = false;
     for (size_t i = 0; i < cfg->nagents; i++)
-        lease = lease || (cfg->agents[i].rate_shared && cfg->agents[i].shared_lease);
+        for (size_t t = 0; t <= cfg->agents[i].ntools; t++)
+            lease = lease || (cfg->agents[i].shared_lease &&
+                              (t < cfg->agents[i].ntools ? cfg->agents[i].tools[t].lim.rate_shared
+                                                         : cfg->agents[i].rate_shared));
     if (lease && tg_store_lease_open(gw->store, &o, &gw->lease, &err) < 0) {
         tg_log("store (lease mode): %s", err.msg);
         return -1;
@@ -3291,6 +3335,27 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
         tg_agent_free(ag);
         return NULL;
     }
+    /* Tools with rate_scope shared: their buckets are in the same store,
+     * under "{agent}:tool.NAME.rate" (same hash slot as the agent's). */
+    for (size_t i = 0; i < acfg->ntools; i++) {
+        if (!acfg->tools[i].lim.rate_shared)
+            continue;
+        char what[TG_NAME_MAX + 16];
+        ag->tool_store = acfg->shared_lease ? gw->lease : gw->store;
+        if (ag->tool_store == NULL ||
+            snprintf(what, sizeof(what), "tool.%s.rate", acfg->tools[i].name) >= (int)sizeof(what) ||
+            tg_store_make_key(ag->tool_store, ag->tools[i].rate_key, sizeof(ag->tools[i].rate_key),
+                              acfg->id, what) < 0) {
+            tg_log("agent '%s': tool '%s' has rate_scope shared but %s", acfg->id,
+                   acfg->tools[i].name,
+                   ag->tool_store == NULL ? "no shared store is configured (add store {\"kind\": "
+                                            "\"redis\", \"url\": ...} or --store URL)"
+                                          : "its name cannot name a shared bucket");
+            tg_agent_free(ag);
+            return NULL;
+        }
+        ag->tools[i].shared = true;
+    }
     return ag;
 }
 
@@ -3350,7 +3415,8 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
         acfg->conc_shared != o->conc_shared || acfg->ntools != o->ntools)
         return -EAGAIN;
     for (size_t i = 0; i < acfg->ntools; i++)
-        if (strcmp(acfg->tools[i].name, o->tools[i].name) != 0)
+        if (strcmp(acfg->tools[i].name, o->tools[i].name) != 0 ||
+            acfg->tools[i].lim.rate_shared != o->tools[i].lim.rate_shared)
             return -EAGAIN;
     /* The slab cannot grow under live calls (their timers live in it). */
     uint64_t need = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +

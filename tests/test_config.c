@@ -829,14 +829,20 @@ Test(config, limit_bad_keys)
     limit_fails("tools.web.kill_grace_period=5s",
                 "--limit tools.web.kill_grace_period=5s: unknown tool key \"kill_grace_period\" "
                 "(allowed: max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
-                "rate_limit, burst)");
+                "rate_limit, burst, rate_scope)");
     limit_fails("tools.web.max_frame_bytes=1Mi",
                 "--limit tools.web.max_frame_bytes=1Mi: unknown tool key \"max_frame_bytes\" "
                 "(allowed: max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
-                "rate_limit, burst)");
+                "rate_limit, burst, rate_scope)");
     limit_fails("tools.web.=1", "--limit tools.web.=1: unknown tool key \"\" (allowed: "
                                 "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
-                                "rate_limit, burst)");
+                                "rate_limit, burst, rate_scope)");
+    load_fails("{\"callers\":[{\"name\":\"c\",\"uid\":5,\"execution_limits\":{\"rate_scope\":"
+               "\"shared\"}}],\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}",
+               "t.json:1:66: callers[0].execution_limits.rate_scope: \"shared\" is for an agent's or "
+               "a tool's rate (a caller's rate_limit is per toolgate)");
+    limit_fails("tools.web.rate_scope=global", "--limit tools.web.rate_scope=global: "
+                "tools.web.rate_scope: \"global\" is not valid (expected \"local\" or \"shared\")");
     limit_fails("tools.a b.burst=1", "--limit tools.a b.burst=1: tools.a b.burst: \"a b\" is not a "
                                      "tool name (expected 1 to 128 of A-Z a-z 0-9 . _ : @ / -)");
     limit_fails("tools.web=1", "--limit tools.web=1: tools.web: expected tools.NAME.KEY, e.g. "

@@ -2,6 +2,7 @@
  * ids of cut frames, and a differential run against jansson over generated
  * and mutated frames (the oracle is tests/mcp_oracle.h). */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -332,6 +333,64 @@ Test(envelope, nesting_bound)
     n += 2 * d + 2;
     memcpy(f + n, "}}", 2);
     cr_assert_eq(tg_mcp_scan(f, n + 2, &env), -1, "one deeper is not");
+}
+
+/* With the method first, a tools/call's params are read in place while
+ * the top level is walked (arguments skipped once): the same rules and
+ * spans as when they are iterated afterwards. */
+Test(envelope, tools_call_params_read_in_one_pass)
+{
+    const char *f = " { \"method\" : \"tools/call\" , \"id\" : 3 , \"params\" : { \"arguments\" : "
+                    "{ \"a\" : [ 1 , { \"b\" : \"}\" } ] } , \"name\" : \"web\" , \"_meta\" : { "
+                    "\"timeout_ms\" : 40 } } , \"jsonrpc\" : \"2.0\" } ";
+    cr_assert_eq(scan(f), 0);
+    cr_assert_eq(env.kind, TG_MCP_REQUEST);
+    cr_assert_str_eq(text(f, env.tool_name), "\"web\"");
+    cr_assert(env.has_timeout);
+    cr_assert_eq(env.timeout_ms, 40);
+    cr_assert_eq(f[env.params.off], '{');
+    cr_assert_eq(env.params.off, (size_t)(strstr(f, "{ \"arguments\"") - f));
+    cr_assert_eq(f[env.params.off + env.params.len - 1], '}');
+    cr_assert_eq(env.params.off + env.params.len, (size_t)(strstr(f, " , \"jsonrpc\"") - f));
+
+    /* repeated keys inside and around params read in place */
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"name\":\"a\",\"name\":\"b\"}}"), -1);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"_meta\":{},\"_meta\":{}}}"), -1);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"_meta\":1,\"_meta\":{}}}"), -1);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,"
+                      "\"params\":{\"_meta\":{\"timeout_ms\":1,\"timeout_ms\":2}}}"),
+                 -1);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{},\"params\":{}}"), -1);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{},\"method\":\"x\"}"), -1);
+    /* malformed inside: at the params level strictly, below it structurally */
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"name\":01}}"), -1);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"arguments\":{\"a\":01}}}"), 0);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"arguments\":{\"a\":[}}}"), -1);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"name\":\"a\",}}"), -1);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"name\":\"a\"}"), -1);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"name\":\"a\"]}"), -1);
+    /* params of another kind are not read in place */
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":[1,2]}"), 0);
+    cr_assert_eq(env.params.type, TG_J_ARRAY);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":5}"), -1);
+
+    /* the nesting bound is the same either way: top + params + arrays */
+    for (int first = 0; first < 2; first++) {
+        for (size_t d = TG_JSCAN_MAX_DEPTH - 3; d <= TG_JSCAN_MAX_DEPTH - 1; d++) {
+            char g[1024];
+            size_t n = (size_t)snprintf(g, sizeof g, "%s\"params\":{\"arguments\":",
+                                        first ? "{\"method\":\"tools/call\",\"id\":1," : "{\"id\":1,");
+            memset(g + n, '[', d);
+            memset(g + n + d, ']', d);
+            n += 2 * d;
+            n += (size_t)snprintf(g + n, sizeof g - n, "}%s}", first ? "" : ",\"method\":\"tools/call\"");
+            bool fits = d + 2 <= TG_JSCAN_MAX_DEPTH;
+            cr_assert_eq(tg_mcp_scan(g, n, &env), fits ? 0 : -1, "method %s, depth %zu",
+                         first ? "first" : "last", d + 2);
+            if (fits)
+                cr_assert(env.is_tools_call);
+        }
+    }
 }
 
 static int has_call(const char *s)

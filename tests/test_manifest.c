@@ -357,7 +357,7 @@ Test(manifest, limit_resources_and_containment_without_manifest)
     cr_expect_eq(tg_config_apply_limit(&cfg, 0, "tools.web.memory=1Gi", &err), -1);
     cr_expect_str_eq(err.msg, "--limit tools.web.memory=1Gi: unknown tool key \"memory\" (allowed: "
                               "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
-                              "rate_limit, burst)");
+                              "rate_limit, burst, rate_scope)");
     /* The failures changed nothing. */
     cr_expect_eq(a->res.cpu_millicores, 500);
     cr_expect_eq(a->res.network, TG_NET_NONE);

@@ -93,6 +93,117 @@ Test(shared, three_instances_share_one_limit_exactly)
     free(audit);
 }
 
+/* A tool's own bucket shared (tools.echo.rate_scope=shared) beside a
+ * local agent rate: two instances admit exactly 4 echo calls between them;
+ * another tool is not held by it; the refusal names the tool scope. Then
+ * both the agent's and the tool's buckets shared, in lease mode too. */
+static void tool_shared_run(const char *mode, const char *agent_scope, int want_echo)
+{
+    srv_own(&R, false, NULL);
+    char dir[TGH_PATH];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    char sm[32], as[32];
+    snprintf(sm, sizeof sm, "shared_mode=%s", mode);
+    snprintf(as, sizeof as, "rate_scope=%s", agent_scope);
+    const char *extra[] = {"--store", R.url, "--limit", as, "--limit", sm, "--limit",
+                           "rate_limit=1000/minute", "--limit", "tools.echo.rate_limit=4/minute",
+                           "--limit", "tools.echo.rate_scope=shared", "--limit",
+                           "max_queued_calls=64", NULL};
+    static tgh_proc_t p[2];
+    const char *names[] = {"a", "b"};
+    for (int k = 0; k < 2; k++)
+        sh_start(&p[k], dir, names[k], extra);
+    int ok = 0, denied = 0, other = 0;
+    for (int i = 1; i <= 5; i++)
+        for (int k = 0; k < 2; k++) {
+            tgh_call(&p[k], i, "echo", "{\"text\":\"x\"}");
+            json_t *r = tgh_await_int(&p[k], i, 5000, NULL);
+            cr_assert_not_null(r, "%s: answer %d missing", names[k], i);
+            if (json_object_get(r, "result")) {
+                ok++;
+            } else {
+                cr_assert_str_eq(code_of(r), "rate_limit_exceeded");
+                json_t *data = json_object_get(json_object_get(r, "error"), "data");
+                cr_assert_str_eq(json_string_value(json_object_get(data, "scope")), "tool");
+                cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")),
+                                 "agents.tg_fixture_agent.tools.echo.rate_limit");
+                denied++;
+            }
+            json_decref(r);
+            tgh_call(&p[k], 100 + i, "sleep", "{\"ms\":1}");
+            r = tgh_await_int(&p[k], 100 + i, 5000, NULL);
+            cr_assert_not_null(r);
+            other += json_object_get(r, "result") != NULL;
+            json_decref(r);
+        }
+    cr_assert_eq(ok, want_echo, "%d echo calls admitted across two instances (tool limit 4/minute)",
+                 ok);
+    cr_assert_eq(denied, 10 - want_echo);
+    cr_assert_eq(other, 10, "another tool was held by echo's shared bucket");
+    for (int k = 0; k < 2; k++) {
+        tgh_close_stdin(&p[k]);
+        cr_assert_eq(tgh_wait(&p[k], 5000), 0);
+    }
+    srv_done(&R);
+}
+
+Test(shared, tool_bucket_shared_exact)
+{
+    tool_shared_run("exact", "local", 4);
+}
+
+Test(shared, tool_and_agent_buckets_shared_exact)
+{
+    tool_shared_run("exact", "shared", 4);
+}
+
+/* Lease mode never admits over the limit; leases held by one instance may
+ * leave the other short (the documented under-admission bound). */
+Test(shared, tool_bucket_shared_lease_never_over)
+{
+    srv_own(&R, false, NULL);
+    char dir[TGH_PATH];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    const char *extra[] = {"--store", R.url, "--limit", "shared_mode=lease", "--limit",
+                           "tools.echo.rate_limit=4/minute", "--limit",
+                           "tools.echo.rate_scope=shared", NULL};
+    static tgh_proc_t p[2];
+    sh_start(&p[0], dir, "a", extra);
+    sh_start(&p[1], dir, "b", extra);
+    int ok = 0;
+    for (int i = 1; i <= 5; i++)
+        for (int k = 0; k < 2; k++) {
+            tgh_call(&p[k], i, "echo", "{\"text\":\"x\"}");
+            json_t *r = tgh_await_int(&p[k], i, 5000, NULL);
+            cr_assert_not_null(r);
+            ok += json_object_get(r, "result") != NULL;
+            json_decref(r);
+        }
+    cr_assert(ok >= 1 && ok <= 4, "%d echo calls admitted in lease mode (limit 4/minute)", ok);
+    for (int k = 0; k < 2; k++) {
+        tgh_close_stdin(&p[k]);
+        cr_assert_eq(tgh_wait(&p[k], 5000), 0);
+    }
+}
+
+Test(shared, tool_shared_needs_a_store_and_a_tool_rate)
+{
+    char dir[TGH_PATH], err[TGH_PATH + 32];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    snprintf(err, sizeof err, "%s/check.stderr", dir);
+    static tgh_proc_t p; /* registered with the harness: must outlive the body */
+    char *const argv[] = {(char *)TG_BIN, (char *)"check", (char *)"--limit",
+                          (char *)"tools.echo.rate_scope=shared", (char *)"--",
+                          (char *)"/bin/true", NULL};
+    cr_assert_eq(tgh_spawn(&p, argv, NULL, err), 0);
+    cr_assert_eq(tgh_wait(&p, 10000), 0);
+    cr_assert_eq(tgh_exit_code(&p), 1);
+    char *text = tgh_read_file(err, NULL);
+    cr_assert(text && strstr(text, "tools.echo.rate_scope: \"shared\" without a tool rate_limit"),
+              "%s", text ? text : "");
+    free(text);
+}
+
 Test(shared, store_down_closed_policy_and_no_password)
 {
     if (redis_server_path() == NULL)

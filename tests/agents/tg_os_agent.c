@@ -14,7 +14,8 @@
  * token it was given to PATH (tests check it appears nowhere else).
  *
  * Tools (core.tool.call payload.input):
- *   echo {text}        succeeded, output {text}
+ *   echo {text}        succeeded, output {text, pid} (and tag: the value of
+ *                      --tag, when given: tests tell instances apart by it)
  *   sleep {ms}         succeeded after ms, output {slept}; core.tool.cancel
  *                      answers it "canceled" at once (--ignore-cancel: never)
  *   stream {n}         n agent.tool.stream frames {chunk: i}, then succeeded
@@ -57,7 +58,7 @@ typedef struct pending {
 static int log_fd = -1;
 static const char *agent_id = "os";
 static const char *tools_arg = "echo,sleep,stream,fail,count,crash,oversize";
-static const char *hb_off_path, *token_path;
+static const char *hb_off_path, *token_path, *tag;
 static bool wrong_token, ignore_cancel, bad_tool;
 static uint64_t hb_interval_ms; /* 0 until welcomed */
 static uint64_t next_hb;
@@ -185,7 +186,11 @@ static void on_call(json_t *p)
     logf_("call %s %s %s", cid, tool, key ? key : "-");
     if (strcmp(tool, "echo") == 0) {
         json_t *t = json_object_get(in, "text");
-        result(cid, "succeeded", json_pack("{s:O}", "text", t ? t : json_null()), NULL);
+        json_t *out = json_pack("{s:O, s:I}", "text", t ? t : json_null(), "pid",
+                                (json_int_t)getpid());
+        if (tag != NULL)
+            json_object_set_new(out, "tag", json_string(tag));
+        result(cid, "succeeded", out, NULL);
     } else if (strcmp(tool, "sleep") == 0) {
         uint64_t ms = (uint64_t)json_integer_value(json_object_get(in, "ms"));
         if (npend < OA_PENDING_MAX) {
@@ -305,6 +310,8 @@ int main(int argc, char **argv)
             ignore_cancel = true;
         else if (strcmp(argv[i], "--bad-tool") == 0)
             bad_tool = true;
+        else if (strcmp(argv[i], "--tag") == 0 && i + 1 < argc)
+            tag = argv[++i];
     }
     signal(SIGPIPE, SIG_IGN);
     if (log_path)

@@ -1,5 +1,6 @@
 // Real-peer test: the official MCP SDK client against the reference
-// server-everything, once directly and once through `toolgate wrap`.
+// server-everything, once directly, once through `toolgate wrap`, and once
+// through `toolgate serve` (the client on a Unix socket).
 //
 // What it proves: toolgate is a drop-in for a real client and a real server
 // (same tool list, same results), its rate denial reaches the SDK as an
@@ -11,9 +12,12 @@
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { connect as netConnect } from "node:net";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -82,6 +86,85 @@ async function connect(label, argv) {
     throw new Error(`${e.message}\n--- ${label} stderr ---\n${stderr}`);
   }
   return { client, stderrText: () => stderr };
+}
+
+// The SDK's own framing (ReadBuffer, serializeMessage) over a Unix socket:
+// how an MCP client reaches `toolgate serve`.
+class UnixSocketTransport {
+  constructor(path) {
+    this.path = path;
+    this.buf = new ReadBuffer();
+  }
+  start() {
+    return new Promise((resolveStart, rejectStart) => {
+      this.sock = netConnect(this.path);
+      this.sock.once("connect", () => resolveStart());
+      this.sock.once("error", (e) => {
+        rejectStart(e);
+        this.onerror?.(e);
+      });
+      this.sock.on("data", (chunk) => {
+        this.buf.append(chunk);
+        for (;;) {
+          let msg;
+          try {
+            msg = this.buf.readMessage();
+          } catch (e) {
+            this.onerror?.(e);
+            continue;
+          }
+          if (msg === null) break;
+          this.onmessage?.(msg);
+        }
+      });
+      this.sock.on("close", () => this.onclose?.());
+    });
+  }
+  send(message) {
+    return new Promise((ok) => {
+      if (this.sock.write(serializeMessage(message))) ok();
+      else this.sock.once("drain", ok);
+    });
+  }
+  async close() {
+    this.sock?.end();
+    this.buf.clear();
+  }
+}
+
+async function socketSession(label, path, fn, stderrText) {
+  const client = new Client({ name: "toolgate-peer-test", version: "1.0.0" });
+  try {
+    await withTimeout(client.connect(new UnixSocketTransport(path)), CONNECT_TIMEOUT_MS,
+      `${label}: initialize`);
+    return await fn(client);
+  } catch (e) {
+    e.message += `\n--- toolgate serve stderr ---\n${stderrText()}`;
+    throw e;
+  } finally {
+    await client.close();
+  }
+}
+
+// `toolgate serve` with <config>; resolves once it listens.
+function startServe(config, cfgPath) {
+  writeFileSync(cfgPath, JSON.stringify(config, null, 1));
+  const child = spawn(toolgate, ["serve", "--config", cfgPath], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (chunk) => {
+    if (stderr.length < 16384) stderr += chunk.toString();
+  });
+  const ready = new Promise((ok, fail) => {
+    const timer = setTimeout(() => fail(new Error(`serve did not start:\n${stderr}`)), CONNECT_TIMEOUT_MS);
+    child.stderr.on("data", () => {
+      if (stderr.includes("toolgate: serving")) {
+        clearTimeout(timer);
+        ok();
+      }
+    });
+    child.once("exit", (code) => fail(new Error(`serve exited (${code}):\n${stderr}`)));
+  });
+  return { child, ready, stderrText: () => stderr };
 }
 
 // The tool lists compared: everything a client sees, sorted by name so the
@@ -205,6 +288,80 @@ async function main() {
       show(fourth?.data?.retry_after_ms)
     );
     check(passed === 3, `exactly 3 of 5 calls admitted (got ${passed})`);
+
+    // The same server behind `toolgate serve`: one socket without limits,
+    // one with 3/minute shared by every connection to it.
+    const auditC = join(tmp, "serve.jsonl");
+    const agent = (id, limits) => ({
+      id,
+      command: serverCmd,
+      env: { pass: ["PATH", "HOME"] },
+      ...(limits ? { execution_limits: limits } : {}),
+    });
+    const serve = startServe(
+      {
+        router: {
+          listen: [
+            { unix: join(tmp, "ev.sock"), agent: "ev" },
+            { unix: join(tmp, "rl.sock"), agent: "rl" },
+          ],
+        },
+        audit: { path: auditC },
+        agents: [agent("ev"), agent("rl", { rate_limit: "3/minute" })],
+      },
+      join(tmp, "serve.json")
+    );
+    try {
+      await serve.ready;
+      const served = await socketSession("served", join(tmp, "ev.sock"), exercise, serve.stderrText);
+      check(
+        isDeepStrictEqual(direct.tools, served.tools),
+        "tools/list identical direct and through toolgate serve",
+        `served ${show(served.tools.map((t) => t.name))}`
+      );
+      check(
+        isDeepStrictEqual(direct.echo, served.echo) && isDeepStrictEqual(direct.sum, served.sum),
+        "echo and sum results identical direct and through toolgate serve",
+        `served ${show([served.echo, served.sum])}`
+      );
+      // Two connections, two instances, one agent rate: 2 + 2 calls against
+      // 3/minute see exactly one refusal.
+      const twoConns = await Promise.all(
+        [0, 1].map((k) =>
+          socketSession(`rate-limited serve ${k}`, join(tmp, "rl.sock"), async (client) => {
+            const out = [];
+            for (let i = 0; i < 2; i++) {
+              try {
+                out.push({ ok: await client.callTool({ name: "echo", arguments: { message: secret } }) });
+              } catch (e) {
+                out.push({ err: e });
+              }
+            }
+            return out;
+          }, serve.stderrText)
+        )
+      );
+      const all = twoConns.flat();
+      check(all.filter((o) => o.ok).length === 3,
+        `serve: 3/minute across two connections admits exactly 3 of 4 (got ${all.filter((o) => o.ok).length})`);
+      const refused = all.find((o) => o.err);
+      check(
+        refused?.err instanceof McpError && refused.err.code === RATE_DENIED_CODE &&
+          refused.err.data?.code === "rate_limit_exceeded",
+        "serve: the refusal reaches the SDK as McpError rate_limit_exceeded",
+        show(refused?.err)
+      );
+    } finally {
+      serve.child.kill("SIGTERM");
+      await new Promise((ok) => (serve.child.exitCode !== null ? ok() : serve.child.once("exit", ok)));
+    }
+    const c = readAudit(auditC);
+    check(
+      c.events.some((e) => e.event === "call.completed" && e.agent === "ev"),
+      "serve: audit has call.completed events",
+      show(c.events.map((e) => e.event))
+    );
+    check(!c.text.includes(secret), "serve: audit never contains tool arguments or results");
 
     // toolgate exits when the client closes its stdin; by then the audit
     // sink has flushed.
