@@ -61,7 +61,7 @@ static const field_t fields[] = {
     {"limit", F_LIMIT},         {"duration_ms", F_COUNT},  {"bytes_in", F_COUNT},
     {"bytes_out", F_COUNT},     {"retry_after_ms", F_COUNT}, {"count", F_COUNT},
     {"pid", F_COUNT},           {"attempt", F_COUNT},      {"backoff_ms", F_COUNT},
-    {"exit", F_EXIT},           {"enforced", F_OBJECT},
+    {"exit", F_EXIT},           {"enforced", F_OBJECT},    {"decided_by", F_STR},
 };
 
 static const field_t limit_fields[] = {

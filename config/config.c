@@ -3634,14 +3634,6 @@ static int check_dialect(const tg_agent_cfg_t *a, size_t i, const char *f, const
         return err_set(err, "%s%sagents[%zu].opensentience.heartbeat_timeout: %s is shorter than "
                        "heartbeat_interval %s (expected at least one interval)", f, sep, i, t, n);
     }
-    /* The shared store's admission path is the MCP engine's; the
-     * opensentience gateway keeps its buckets local. */
-    if (a->rate_shared)
-        return err_set(err, "%s%sagents[%zu].execution_limits.rate_scope: \"shared\" is not "
-                       "supported for opensentience agents yet (expected \"local\")", f, sep, i);
-    if (a->conc_shared)
-        return err_set(err, "%s%sagents[%zu].execution_limits.concurrency_scope: \"shared\" is not "
-                       "supported for opensentience agents yet (expected \"local\")", f, sep, i);
     return 0;
 }
 
@@ -3764,11 +3756,6 @@ int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err)
                                "%s%sagents[%zu].tools.%s.rate_scope: \"shared\" needs a shared "
                                "store (expected store {\"kind\": \"redis\", \"url\": ...} or "
                                "--store URL)",
-                               f, sep, i, tc->name);
-            if (tc->lim.rate_shared && a->dialect == TG_DIALECT_OPENSENTIENCE)
-                return err_set(err,
-                               "%s%sagents[%zu].tools.%s.rate_scope: \"shared\" is not supported "
-                               "for opensentience agents yet (expected \"local\")",
                                f, sep, i, tc->name);
         }
     }

@@ -93,9 +93,10 @@
 #define OS_EXIT_LINGER_MS  200       /* fixed internal bound: wait for stdout EOF after exit */
 #define OS_MONITOR_MS      1000      /* fixed internal bound: containment sampling period */
 #define OS_CALL_CHUNK      64        /* fixed internal bound: calls per slab chunk */
-#define OS_IDX_BITS        20        /* fixed internal bound: slab index bits of a call id (2^20 > the largest slab the limits' ceilings allow) */
+/* 2^OS_IDX_BITS is more than the largest slab the limits' ceilings allow. */
+#define OS_IDX_BITS        20        /* fixed internal bound: slab index bits of a call id */
 #define OS_FLEET_RETRY_MIN_MS 20     /* fixed internal bound: first wait for a refused fleet slot */
-#define OS_FLEET_RETRY_MAX_MS 500    /* fixed internal bound: longest wait between fleet slot asks */
+#define OS_FLEET_RETRY_MAX_MS 500    /* fixed internal bound: longest wait between slot asks */
 #define OS_TOKEN_BYTES     16        /* the session token: 128 bits */
 #define OS_TOKEN_ENV       "OPENSENTIENCE_SESSION_TOKEN"
 
@@ -168,6 +169,8 @@ typedef struct os_call {
 typedef struct os_tool {
     tg_gcra_t rate;
     bool has_rate;
+    bool shared; /* rate_scope shared: the bucket is in ag->tool_store under rate_key */
+    char rate_key[TG_STORE_KEY_MAX + 1];
     tg_conc_t conc;
     bool has_conc;
     uint32_t queued, max_queued;
@@ -246,6 +249,7 @@ struct os_agent {
      * of the agent's bucket; NULL: the local bucket arate. */
     tg_store_t *store;
     char rate_key[TG_STORE_KEY_MAX + 1];
+    tg_store_t *tool_store; /* the same for its tools with rate_scope shared, or NULL */
     /* concurrency_scope shared: the store holding the fleet's slots (else
      * NULL) and its key. fleet_full: the store last said the fleet is
      * full, so queued calls wait for a release by this instance or for
@@ -1179,14 +1183,15 @@ static void rate_take(tg_osgw_t *g, const rate_scope_t *scopes, int n, uint64_t 
 }
 
 /* The local rate scopes of call <c> other than the agent's: its tool's
- * and its caller's, into <scopes> (room for 2). Their number. */
+ * (unless shared) and its caller's, into <scopes> (room for 2). Their
+ * number. */
 static int rate_scopes_local(os_call_t *c, rate_scope_t *scopes)
 {
     os_agent_t *ag = c->ag;
     os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
     tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
     int n = 0;
-    if (ts != NULL && ts->has_rate)
+    if (ts != NULL && ts->has_rate && !ts->shared)
         scopes[n++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
                                      ag->acfg->tools[c->tcfg].lim.rate_limit, ts->reg_rate};
     if (cl != NULL && cl->has_rate)
@@ -1319,7 +1324,10 @@ static void deny_switching(os_call_t *c, const char *stage)
 typedef struct os_ticket {
     os_agent_t *ag;
     uint64_t seq;
+    int step; /* a rate answer: STEP_AGENT or STEP_TOOL, whose shared bucket answers */
 } os_ticket_t;
+
+enum { STEP_AGENT = 0, STEP_TOOL = 1 };
 
 static void on_slot_taken(void *arg, const tg_store_slot_result_t *r);
 
@@ -1469,7 +1477,8 @@ static void admit_slots(os_call_t *c)
         d.config_path = tool_full ? ts->path_queue : ag->path_queue;
         snprintf(detail, sizeof(detail),
                  "%u calls in flight%s, wait queue full (%" PRId64 " > %" PRId64 ")",
-                 ag->aconc.inflight, ag->cstore != NULL && ag->fleet_full ? " and the shared slots full" : "",
+                 ag->aconc.inflight,
+                 ag->cstore != NULL && ag->fleet_full ? " and the shared slots full" : "",
                  d.observed, d.cap);
         d.detail = detail;
         deny_call(c, &d, "call.denied", NULL);
@@ -1566,34 +1575,45 @@ static void admit_go(os_call_t *c)
     admit_slots(c);
 }
 
-/* The shared rate store's answer for call <c> (state RATE): refused, or
- * on to the local scopes, which may have filled meanwhile, and the rest of
- * the admission against the agent as it is now. */
+static int store_step(os_call_t *c, int step);
+
+/* A shared rate store's answer for call <c> (state RATE): refused; or on
+ * to the tool's shared bucket after the agent's; or on to the local
+ * scopes, which may have filled meanwhile, and the rest of the admission
+ * against the agent as it is now. */
 static void on_store_taken(void *arg, const tg_store_result_t *r)
 {
     os_ticket_t *t = arg;
     os_agent_t *ag = t->ag;
     tg_osgw_t *g = ag->g;
+    int step = t->step;
     os_call_t *c = call_by_seq(ag, t->seq);
     free(t);
     if (c == NULL || c->state != C_RATE)
         return; /* its caller left or cancelled it meanwhile */
-    c->rate_by = tg_store_decider_name(r->decided_by);
-    c->decided_by = c->rate_by;
+    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
+    /* Two shared buckets: the one that did not simply answer from the
+     * store (a fallback, open, closed) is what the audit names. */
+    if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->rate_by == NULL) {
+        c->rate_by = tg_store_decider_name(r->decided_by);
+        c->decided_by = c->rate_by;
+    }
     if (!r->gcra.allowed) {
-        tg_rate_t rate = ag->acfg->lim.rate_limit;
+        bool tool = step == STEP_TOOL && ts != NULL;
+        tg_rate_t rate = tool ? ag->acfg->tools[c->tcfg].lim.rate_limit : ag->acfg->lim.rate_limit;
         if (r->decided_by == TG_STORE_BY_CLOSED) {
-            deny_store(c, "rate", "the shared rate store is unavailable and on_store_error is closed",
+            deny_store(c, "rate",
+                       "the shared rate store is unavailable and on_store_error is closed",
                        (int64_t)r->gcra.retry_after_ms);
         } else {
             tg_denial_t d;
             char reqid[32], detail[160];
             denial_init(ag, &d, TG_DENY_RATE, c, reqid);
             d.limit = "rate";
-            d.scope = "agent";
+            d.scope = tool ? "tool" : "agent";
             d.unit = rate_unit(rate);
             d.retry_after_ms = (int64_t)r->gcra.retry_after_ms;
-            d.config_path = ag->path_rate;
+            d.config_path = tool ? ts->path_rate : ag->path_rate;
             d.observed = (int64_t)r->gcra.observed;
             d.cap = (int64_t)r->gcra.cap;
             fmt_rate_detail(detail, sizeof(detail), r->gcra.observed, rate);
@@ -1602,6 +1622,18 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         }
         call_free(c);
         agent_check_drained(ag);
+        g_flush(g);
+        return;
+    }
+    /* The agent's shared token taken, the tool's next. A refusal there
+     * leaves the agent's token spent: the fleet can fall short of the
+     * agent's limit by such calls, never exceed either limit. */
+    if (step == STEP_AGENT && ts != NULL && ts->shared && ag->tool_store != NULL) {
+        if (store_step(c, STEP_TOOL) < 0) {
+            deny_store(c, "rate", "the shared rate store refused the request", TG_DENY_ABSENT);
+            call_free(c);
+            agent_check_drained(ag);
+        }
         g_flush(g);
         return;
     }
@@ -1619,7 +1651,8 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         deny_call(c, &d, "call.denied", NULL);
     } else if (why != NULL) {
         deny_unavailable(c, why);
-    } else if (rate_refused(c, scopes, n, now, "the scope filled while the shared store answered")) {
+    } else if (rate_refused(c, scopes, n, now,
+                            "the scope filled while the shared store answered")) {
         /* answered */
     } else if (ag->st == A_READY && !ag->switching && !tool_registered(ag, c->tool, c->tool_len)) {
         not_found(c);
@@ -1635,29 +1668,40 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     g_flush(g);
 }
 
-/* Ask the shared store for the agent's token for call <c>, which holds
- * its frame. The local scopes are taken when it answers, so a call the
- * store refuses costs them nothing. */
-static void rate_hold(os_call_t *c)
+/* Ask the store for call <c>'s token from the agent's shared bucket
+ * (STEP_AGENT) or its tool's (STEP_TOOL). 0, or a negative errno when the
+ * request could not be made (nothing is pending then). The answer may
+ * come before this returns (a degraded store, a lease token at hand), and
+ * may free <c>: nothing of it is used after. */
+static int store_step(os_call_t *c, int step)
 {
     os_agent_t *ag = c->ag;
-    const tg_rate_t *r = &ag->acfg->lim.rate_limit;
-    c->state = C_RATE;
+    bool tool = step == STEP_TOOL;
+    const tg_exec_limits_t *l = tool ? &ag->acfg->tools[c->tcfg].lim : &ag->acfg->lim;
+    uint32_t burst = tool ? (l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) : l->burst;
     os_ticket_t *t = malloc(sizeof(*t));
-    int rc = -ENOMEM;
-    if (t != NULL) {
-        t->ag = ag;
-        t->seq = c->seq;
-        /* The answer may come before this returns (a degraded store, a
-         * lease token at hand), and may free <c>: nothing of it is used
-         * after. */
-        rc = tg_store_take(ag->store, ag->rate_key, r->count, r->period_ms,
-                           ag->acfg->lim.burst ? ag->acfg->lim.burst : (uint32_t)r->count,
+    if (t == NULL)
+        return -ENOMEM;
+    t->ag = ag;
+    t->seq = c->seq;
+    t->step = step;
+    int rc = tg_store_take(tool ? ag->tool_store : ag->store,
+                           tool ? ag->tools[c->tcfg].rate_key : ag->rate_key, l->rate_limit.count,
+                           l->rate_limit.period_ms, burst ? burst : (uint32_t)l->rate_limit.count,
                            on_store_taken, t);
-        if (rc < 0)
-            free(t);
-    }
-    if (rc < 0) {
+    if (rc < 0)
+        free(t);
+    return rc;
+}
+
+/* Ask the shared store for call <c>'s tokens, which holds its frame: the
+ * agent's bucket first when it is shared, then the tool's. The local
+ * scopes are taken when it has answered, so a call the store refuses
+ * costs them nothing. */
+static void rate_hold(os_call_t *c)
+{
+    c->state = C_RATE;
+    if (store_step(c, c->ag->store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
         deny_store(c, "rate", "the shared rate store refused the request", TG_DENY_ABSENT);
         call_free(c);
     }
@@ -1830,7 +1874,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         call_free(c);
         return;
     }
-    if (ag->store != NULL) {
+    if (ag->store != NULL || (c->tcfg >= 0 && ag->tools[c->tcfg].shared)) {
         rate_hold(c);
         return;
     }
@@ -3691,10 +3735,12 @@ static void set_paths(os_agent_t *ag)
 
 /* The tool limit state of config <a> into <*out>: a tool's rate bucket
  * is carried over from <ag>'s current tools when a tool of that name has
- * the same rate (fresh otherwise); concurrency and queue counts start at
- * 0 (the caller counts live calls in). 0, -EINVAL (a rate that cannot be
- * set up) or -ENOMEM. */
-static int tools_build(const os_agent_t *ag, const tg_agent_cfg_t *a, os_tool_t **out)
+ * the same rate (fresh otherwise), or lives in <tool_store> with
+ * rate_scope shared; concurrency and queue counts start at 0 (the caller
+ * counts live calls in). 0, -EINVAL (a rate that cannot be set up, a
+ * shared bucket without a store or key; logged) or -ENOMEM. */
+static int tools_build(const os_agent_t *ag, const tg_agent_cfg_t *a, tg_store_t *tool_store,
+                       os_tool_t **out)
 {
     os_tool_t *tools = calloc(a->ntools ? a->ntools : 1, sizeof(*tools));
     if (tools == NULL)
@@ -3716,6 +3762,21 @@ static int tools_build(const os_agent_t *ag, const tg_agent_cfg_t *a, os_tool_t 
             }
             t->has_rate = true;
         }
+        /* Shared tool buckets sit beside the agent's, under
+         * "{agent}:tool.NAME.rate" (the same hash slot). */
+        char what[TG_NAME_MAX + 16];
+        if (t->has_rate && l->rate_shared) {
+            if (tool_store == NULL ||
+                snprintf(what, sizeof(what), "tool.%s.rate", tn) >= (int)sizeof(what) ||
+                tg_store_make_key(tool_store, t->rate_key, sizeof(t->rate_key), a->id, what) < 0) {
+                tg_log("agent '%s': tool '%s' has rate_scope shared but %s", a->id, tn,
+                       tool_store == NULL ? "no shared store is open for it"
+                                          : "its name cannot name a shared bucket");
+                free(tools);
+                return -EINVAL;
+            }
+            t->shared = true;
+        }
         if (l->concurrent_src != TG_SRC_DEFAULT) {
             tg_conc_init(&t->conc, l->max_concurrent_calls);
             t->has_conc = true;
@@ -3736,19 +3797,26 @@ static int tools_build(const os_agent_t *ag, const tg_agent_cfg_t *a, os_tool_t 
 
 /* The shared stores agent config <a> asks for, from the gateway's: the
  * rate store and its bucket key (rate_scope shared; the lease view for
- * shared_mode lease), and the slot store and its key (concurrency_scope
- * shared); NULL for a local limit. 0, or -EINVAL after logging. */
+ * shared_mode lease), the same for its tools' shared buckets, and the slot
+ * store and its key (concurrency_scope shared); NULL for a local limit.
+ * 0, or -EINVAL after logging. */
 static int stores_for(const tg_osgw_t *g, const tg_agent_cfg_t *a, tg_store_t **store,
-                      char *rate_key, tg_store_t **cstore, char *slots_key)
+                      char *rate_key, tg_store_t **tool_store, tg_store_t **cstore,
+                      char *slots_key)
 {
-    *store = *cstore = NULL;
+    *store = *cstore = *tool_store = NULL;
+    for (size_t i = 0; i < a->ntools; i++)
+        if (a->tools[i].lim.rate_shared)
+            *tool_store = a->shared_lease ? g->gw->lease : g->gw->store;
     if (a->rate_shared) {
         *store = a->shared_lease ? g->gw->lease : g->gw->store;
         if (*store == NULL) {
-            tg_log("agent '%s': rate_scope is shared but no shared store is open for it (add "
-                   "store {\"kind\": \"redis\", \"url\": ...} or --store URL; shared_mode "
-                   "\"lease\" needs an agent using it when toolgate starts)",
-                   a->id);
+            tg_log("agent '%s': rate_scope is shared but %s", a->id,
+                   g->gw->store == NULL
+                       ? "no shared store is configured (add store {\"kind\": \"redis\", "
+                         "\"url\": ...} or --store URL)"
+                       : "the lease view of the store opens at start only when an agent uses "
+                         "shared_mode \"lease\" (restart toolgate to add the first one)");
             return -EINVAL;
         }
         if (tg_store_make_key(*store, rate_key, TG_STORE_KEY_MAX + 1, a->id, "rate") < 0) {
@@ -3777,7 +3845,8 @@ static int stores_for(const tg_osgw_t *g, const tg_agent_cfg_t *a, tg_store_t **
 static int setup_limits(os_agent_t *ag)
 {
     tg_agent_cfg_t *a = ag->acfg;
-    if (stores_for(ag->g, a, &ag->store, ag->rate_key, &ag->cstore, ag->slots_key) < 0)
+    if (stores_for(ag->g, a, &ag->store, ag->rate_key, &ag->tool_store, &ag->cstore,
+                   ag->slots_key) < 0)
         return -EINVAL;
     if (tg_gcra_init(&ag->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms,
                      a->lim.burst) < 0)
@@ -3787,7 +3856,7 @@ static int setup_limits(os_agent_t *ag)
     if (tg_waitq_init(&ag->aq, a->lim.max_queued_calls) < 0)
         return -ENOMEM;
     set_paths(ag);
-    int rc = tools_build(ag, a, &ag->tools);
+    int rc = tools_build(ag, a, ag->tool_store, &ag->tools);
     if (rc < 0)
         return rc;
     ag->idem_tab = calloc(OS_IDEM_BUCKETS, sizeof(*ag->idem_tab));
@@ -3941,13 +4010,6 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
         ag->g = g;
         ag->acfg = a;
         ag->idx = i;
-        uv_timer_init(gw->loop, &ag->hb_timer);
-        uv_timer_init(gw->loop, &ag->restart_timer);
-        uv_timer_init(gw->loop, &ag->phase_timer);
-        uv_timer_init(gw->loop, &ag->fleet_timer);
-        ag->hb_timer.data = ag->restart_timer.data = ag->phase_timer.data = ag;
-        ag->fleet_timer.data = ag;
-        g->open_timers += 4;
         if (setup_limits(ag) < 0) {
             tg_log("cannot set up limits for agent '%s' (out of memory, an invalid rate or no "
                    "shared store)",
@@ -3955,6 +4017,18 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
             tg_osgw_free(g);
             return NULL;
         }
+    }
+    /* The timers last, once nothing can fail: memory holding a libuv
+     * handle may only be freed after its close callback. */
+    for (size_t i = 0; i < g->nagents; i++) {
+        os_agent_t *ag = g->agents[i];
+        uv_timer_init(gw->loop, &ag->hb_timer);
+        uv_timer_init(gw->loop, &ag->restart_timer);
+        uv_timer_init(gw->loop, &ag->phase_timer);
+        uv_timer_init(gw->loop, &ag->fleet_timer);
+        ag->hb_timer.data = ag->restart_timer.data = ag->phase_timer.data = ag;
+        ag->fleet_timer.data = ag;
+        g->open_timers += 4;
     }
     return g;
 }
@@ -4072,9 +4146,9 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     if (ag == NULL || acfg->dialect != TG_DIALECT_OPENSENTIENCE)
         return -ENOENT;
     const tg_agent_cfg_t *o = ag->acfg;
-    tg_store_t *store = NULL, *cstore = NULL;
+    tg_store_t *store = NULL, *tool_store = NULL, *cstore = NULL;
     char rate_key[TG_STORE_KEY_MAX + 1], slots_key[TG_STORE_KEY_MAX + 1];
-    if (stores_for(g, acfg, &store, rate_key, &cstore, slots_key) < 0)
+    if (stores_for(g, acfg, &store, rate_key, &tool_store, &cstore, slots_key) < 0)
         return -EINVAL;
     /* The agent's bucket keeps its state when its rate did not change (a
      * shared one lives in the store under the same key either way). */
@@ -4084,7 +4158,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
                      acfg->lim.burst) < 0)
         return -EINVAL;
     os_tool_t *tools = NULL;
-    int rc = tools_build(ag, acfg, &tools);
+    int rc = tools_build(ag, acfg, tool_store, &tools);
     if (rc < 0)
         return rc;
     /* The ring keeps every call queued now, in order, even when the new
@@ -4125,6 +4199,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     ag->store = store;
     if (store != NULL)
         memcpy(ag->rate_key, rate_key, sizeof(rate_key));
+    ag->tool_store = tool_store;
     /* Calls holding fleet slots keep them (released through the redis
      * store whatever the new scope). */
     ag->cstore = cstore;

@@ -17,11 +17,16 @@
  * Callers: length-prefixed frames both ways; core.tool.call and
  * core.tool.cancel in, agent.tool.stream and agent.tool.result out. Every
  * call passes the same admission as MCP calls (rate, concurrency with a
- * bounded queue, deadline) per agent, tool and caller, is forwarded with
+ * bounded queue, deadline) per agent, tool and caller, with the agent's
+ * rate, a tool's rate and the agent's concurrency shared across toolgates
+ * in the gateway's store when their scope is "shared"; it is forwarded with
  * its call_id rewritten so callers cannot collide, and is refused with an
  * agent.tool.result (status "failed", the standard error). A repeat of a
  * completed call with the same idempotency_key is answered from a cache
  * within the agent's idempotency_window instead of running the tool twice.
+ *
+ * Reload: tg_osgw_reconfigure moves an agent to a new config, limits in
+ * place, anything else by draining and restarting its instance.
  *
  * Ownership: the runner (serve.c) owns the tg_osgw_t, creates it after
  * tg_gw_open and frees it after tg_gw_teardown. Accepted connections are

@@ -239,19 +239,27 @@ static int caller_for(const tg_config_t *cfg, uid_t uid, gid_t gid)
     return -1;
 }
 
+/* The peer credentials of accepted connection <p> (SO_PEERCRED); uid and
+ * gid -1 when the kernel cannot say (then no callers[] uid/gid matches). */
+static struct ucred peer_cred(uv_pipe_t *p)
+{
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    socklen_t clen = sizeof(cred);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)p, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+        cred.uid = (uid_t)-1;
+        cred.gid = (gid_t)-1;
+    }
+    return cred;
+}
+
 /* A caller of an opensentience listener: identified like an MCP one, then
  * handed to the opensentience gateway, which answers in its own framing
  * (refusals included) and frees <f> with the connection. */
 static void os_connection(serve_run_t *r, listener_t *l, refusal_t *f)
 {
-    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
-    socklen_t clen = sizeof(cred);
-    uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&f->pipe, &fd) < 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
-        cred.uid = (uid_t)-1;
-        cred.gid = (gid_t)-1;
-    }
+    struct ucred cred = peer_cred(&f->pipe);
     int ci = caller_for(r->cfg, cred.uid, cred.gid);
     tg_osgw_peer_t peer = {.caller = ci >= 0 ? r->cfg->callers[ci].name : "unknown",
                            .lim = ci >= 0 ? &r->callers[ci] : NULL,
@@ -292,14 +300,7 @@ static void on_connection(uv_stream_t *server, int status)
         refuse(f, TG_DENY_SHUTTING_DOWN, "shutdown", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, NULL);
         return;
     }
-    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
-    socklen_t clen = sizeof(cred);
-    uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&f->pipe, &fd) < 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
-        cred.uid = (uid_t)-1;
-        cred.gid = (gid_t)-1;
-    }
+    struct ucred cred = peer_cred(&f->pipe);
     int ci = caller_for(r->cfg, cred.uid, cred.gid);
     if (ci < 0 && r->cfg->callers_only) {
         snprintf(f->detail, sizeof(f->detail),

@@ -840,19 +840,29 @@ static int store_step(tg_wrap_t *w, tg_call_t *c, int step)
     return rc;
 }
 
+/* Call <c> waits (for the store or in the queue): it keeps its frame
+ * [frame, frame+len) in block <b>, taking a reference unless <held>. */
+static void call_hold_frame(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame,
+                            size_t len, size_t id_off, size_t id_len, bool held)
+{
+    if (!held) {
+        c->qblk = b;
+        b->refs++;
+        w->ag->queued_frame_bytes += len;
+    }
+    c->qframe = frame;
+    c->qlen = len;
+    c->qid_off = id_off;
+    c->qid_len = id_len;
+}
+
 /* Hold call <c>'s frame and ask the shared store for its tokens: the
  * agent's bucket first when it is shared, then the tool's. */
 static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
                       size_t id_off, size_t id_len)
 {
     c->state = S_RATE;
-    c->qblk = b;
-    b->refs++;
-    w->ag->queued_frame_bytes += len;
-    c->qframe = frame;
-    c->qlen = len;
-    c->qid_off = id_off;
-    c->qid_len = id_len;
+    call_hold_frame(w, c, b, frame, len, id_off, id_len, false);
     if (store_step(w, c, w->ag->store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
         tg_denial_t d;
         char reqid[32];
@@ -1278,15 +1288,7 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
         return;
     }
     /* It waits (in the queue, or for the store): it keeps its frame. */
-    if (!held) {
-        c->qblk = b;
-        b->refs++;
-        w->ag->queued_frame_bytes += len;
-    }
-    c->qframe = frame;
-    c->qlen = len;
-    c->qid_off = id_off;
-    c->qid_len = id_len;
+    call_hold_frame(w, c, b, frame, len, id_off, id_len, held);
     uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
     if (ask) {
         slot_ask(w, c); /* may answer, and free <c>, at once */

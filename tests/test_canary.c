@@ -168,14 +168,7 @@ static void start_serve(void)
 
 static void connect_caller(tgh_proc_t *c)
 {
-    memset(c, 0, sizeof *c);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    cr_assert_lt(strlen(T.sock), sizeof sa.sun_path);
-    memcpy(sa.sun_path, T.sock, strlen(T.sock) + 1);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    c->in_fd = fd;
-    c->out_fd = dup(fd);
+    cr_assert_eq(tgh_unix_connect(c, T.sock), 0, "cannot connect to %s", T.sock);
 }
 
 /* Read until the answer to <id> comes; error answers are kept in

@@ -3,7 +3,11 @@
  * tests/agents/tg_os_agent.c. Callers speak length-prefixed frames over
  * the Unix socket; the fixture logs what reached it (calls with the
  * call_id toolgate gave them, cancels), so each test checks both sides.
- * Suite os_config checks the config keys of the dialect. */
+ * Suite os_reload sends SIGHUP with changed agent configs (limits in
+ * place, a new command by a drained restart, a storm of reloads under
+ * load); suite os_shared runs shared limits against a throwaway Redis
+ * (tests/tg_redis.h, or TG_REDIS_URL); suite os_config checks the config
+ * keys of the dialect. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <poll.h>
@@ -17,6 +21,7 @@
 
 #include "config/config.h"
 #include "tests/tg_harness.h"
+#include "tests/tg_redis.h"
 
 typedef struct os_it {
     char dir[TGH_PATH];
@@ -65,6 +70,27 @@ static int wait_in(const char *path, const char *needle, int min, int timeout_ms
     return n;
 }
 
+/* Write the config of `toolgate serve` with agent "os" (the fixture,
+ * logging to <log>) behind one opensentience listener on <sock>, auditing
+ * to <audit>, into <path>. */
+static void os_write_cfg(const char *path, const char *sock, const char *audit, const char *log,
+                         const os_opts_t *o)
+{
+    char json[8192];
+    int n = snprintf(
+        json, sizeof json,
+        "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"dialect\": \"opensentience\"%s}]%s},\n"
+        " \"audit\": {\"path\": \"%s\"},\n"
+        " \"agents\": [{\"id\": \"os\", \"dialect\": \"opensentience\",\n"
+        "   \"command\": [\"%s/tg_os_agent\", \"--log\", \"%s\", \"--hb-off\", \"%s\", "
+        "\"--token-file\", \"%s\"%s]%s}]%s}\n",
+        sock, o && o->listen ? o->listen : "", o && o->router ? o->router : "", audit,
+        TG_AGENTS_DIR, log, S.hboff, S.token, o && o->args ? o->args : "",
+        o && o->agent ? o->agent : "", o && o->top ? o->top : "");
+    cr_assert(n > 0 && (size_t)n < sizeof json);
+    cr_assert_eq(tgh_write_file(path, json), 0);
+}
+
 /* Start `toolgate serve` with agent "os" (the fixture) behind one
  * opensentience listener. */
 static void os_start(const os_opts_t *o)
@@ -77,18 +103,7 @@ static void os_start(const os_opts_t *o)
     snprintf(S.err, sizeof S.err, "%s/stderr.txt", S.dir);
     snprintf(S.hboff, sizeof S.hboff, "%s/hb-off", S.dir);
     snprintf(S.token, sizeof S.token, "%s/token", S.dir);
-    char json[8192];
-    snprintf(
-        json, sizeof json,
-        "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"dialect\": \"opensentience\"%s}]%s},\n"
-        " \"audit\": {\"path\": \"%s\"},\n"
-        " \"agents\": [{\"id\": \"os\", \"dialect\": \"opensentience\",\n"
-        "   \"command\": [\"%s/tg_os_agent\", \"--log\", \"%s\", \"--hb-off\", \"%s\", "
-        "\"--token-file\", \"%s\"%s]%s}]%s}\n",
-        S.sock, o && o->listen ? o->listen : "", o && o->router ? o->router : "", S.audit,
-        TG_AGENTS_DIR, S.log, S.hboff, S.token, o && o->args ? o->args : "",
-        o && o->agent ? o->agent : "", o && o->top ? o->top : "");
-    cr_assert_eq(tgh_write_file(S.cfg, json), 0);
+    os_write_cfg(S.cfg, S.sock, S.audit, S.log, o);
     char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
     cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
     if (tgh_log_wait(S.err, "toolgate: serving", 1, 10000) < 1) {
@@ -103,12 +118,18 @@ static void os_start(const os_opts_t *o)
     }
 }
 
-static void os_stop(void)
+/* Stop toolgate: SIGTERM, a clean exit, the socket file gone. */
+static void os_stop_only(void)
 {
     kill(S.tg.pid, SIGTERM);
     cr_assert_eq(tgh_wait(&S.tg, 20000), 0, "toolgate serve did not stop on SIGTERM");
     cr_assert_eq(tgh_exit_code(&S.tg), 0);
     cr_assert(access(S.sock, F_OK) != 0, "the socket file was left behind");
+}
+
+static void os_stop(void)
+{
+    os_stop_only();
     /* Every event it wrote passes `toolgate audit verify` (schema, seq). */
     tgh_proc_t *v = &S.aux;
     char *const argv[] = {(char *)TG_BIN, (char *)"audit", (char *)"verify", S.audit, NULL};
@@ -1031,41 +1052,517 @@ Test(os, beside_an_mcp_listener)
     os_stop();
 }
 
-Test(os, sighup_reload_keeps_opensentience_agents)
+/* ---- SIGHUP reload of an opensentience agent ------------------------------ */
+
+/* Rewrite the config with <o>, send SIGHUP, and wait until toolgate's
+ * stderr holds <n> lines with <expect>. */
+static void reload_to(const os_opts_t *o, const char *expect, int n)
 {
-    char top[256];
-    snprintf(top, sizeof top,
-             ", \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
-             "{\"rate_limit\": \"100/second\"}}]",
-             (unsigned)getuid());
-    os_opts_t o = {.top = top};
+    os_write_cfg(S.cfg, S.sock, S.audit, S.log, o);
+    kill(S.tg.pid, SIGHUP);
+    int got = wait_in(S.err, expect, n, 10000);
+    if (got != n) {
+        char *err = tgh_read_file(S.err, NULL);
+        cr_assert_fail("expected %d line(s) with '%s' after SIGHUP, got %d: %s", n, expect, got,
+                       err ? err : "");
+    }
+}
+
+/* The pid and tag an echo call answered with (the instance that ran it). */
+static json_int_t echo_pid(osc_t *c, const char *cid, char *tag, size_t cap)
+{
+    json_t *out = ok_call(c, cid, "os/echo", "{\"text\":\"x\"}");
+    json_int_t pid = json_integer_value(json_object_get(out, "pid"));
+    const char *t = json_string_value(json_object_get(out, "tag"));
+    if (tag != NULL)
+        snprintf(tag, cap, "%s", t ? t : "");
+    json_decref(out);
+    cr_assert_gt(pid, 0);
+    return pid;
+}
+
+TestSuite(os_reload, .fini = os_fini, .timeout = 120);
+
+Test(os_reload, bad_file_rejected_old_config_keeps_running)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/minute\"}"};
     os_start(&o);
     osc_t c;
     c_open(&c);
-    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
-    /* A caller's limits may change: applied. */
-    char *text = tgh_read_file(S.cfg, NULL);
-    char *p = strstr(text, "100/second");
-    cr_assert_not_null(p);
-    memcpy(p, "200/second", 10);
-    cr_assert_eq(tgh_write_file(S.cfg, text), 0);
+    json_int_t pid = echo_pid(&c, "a", NULL, 0);
+    /* Not JSON, then JSON that does not validate: both refused. */
+    cr_assert_eq(tgh_write_file(S.cfg, "{\"agents\": ["), 0);
     kill(S.tg.pid, SIGHUP);
-    cr_assert_eq(wait_in(S.err, "config reloaded", 1, 5000), 1);
-    json_decref(ok_call(&c, "b", "os/echo", "{\"text\":\"x\"}"));
-    /* The opensentience agent's own config may not: refused, it runs on. */
-    p = strstr(text, "\"dialect\": \"opensentience\",\n");
-    cr_assert_not_null(p);
-    char *changed = malloc(strlen(text) + 64);
-    size_t head = (size_t)(p - text);
-    memcpy(changed, text, head);
-    snprintf(changed + head, strlen(text) + 64 - head, "\"start\": \"on_demand\", %s", p);
-    cr_assert_eq(tgh_write_file(S.cfg, changed), 0);
+    cr_assert_eq(wait_in(S.err, "config rejected", 1, 10000), 1);
+    os_opts_t bad = {.agent = ", \"execution_limits\": {\"rate_limit\": \"banana\"}"};
+    os_write_cfg(S.cfg, S.sock, S.audit, S.log, &bad);
     kill(S.tg.pid, SIGHUP);
-    cr_assert_eq(wait_in(S.err, "agents[0] (an opensentience agent)", 1, 5000), 1);
-    json_decref(ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(wait_in(S.err, "config rejected", 2, 10000), 2);
+    cr_assert_eq(wait_in(S.audit, "\"event\":\"config.rejected\"", 2, 5000), 2);
+    cr_assert_eq(count_in(S.audit, "banana"), 0, "the offending value is not audited");
+    /* The old config runs on, with its state: one 3/minute bucket, the
+     * same instance. */
+    cr_assert_eq(echo_pid(&c, "b", NULL, 0), pid);
+    cr_assert_eq(echo_pid(&c, "c", NULL, 0), pid);
+    json_decref(denied_call(&c, "d", "os/echo", NULL, NULL, "rate_limit_exceeded"));
     cr_assert_eq(count_in(S.log, "start "), 1);
-    free(changed);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os_reload, limits_in_place_keep_bucket_slots_and_instance)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/minute\", "
+                            "\"max_concurrent_calls\": 1, \"max_queued_calls\": 4}"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    json_int_t pid = echo_pid(&c, "a", NULL, 0);
+    /* A sleep holds the only slot; the cap is raised under it. */
+    c_call(&c, "s", "os/sleep", "{\"ms\":2500}", NULL);
+    cr_assert_eq(wait_in(S.log, " sleep ", 1, 5000), 1);
+    os_opts_t raised = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/minute\", "
+                                 "\"max_concurrent_calls\": 2, \"max_queued_calls\": 8},"
+                                 " \"tools\": {\"echo\": {\"max_concurrent_calls\": 2}},"
+                                 " \"opensentience\": {\"idempotency_window\": \"1m\"}"};
+    reload_to(&raised, "limits updated in place", 1);
+    /* The raised cap lets a call run beside the sleep at once; the bucket
+     * kept its state: one token of three left. */
+    uint64_t t0 = tgh_now_ms();
+    c_call(&c, "b", "os/echo", "{\"text\":\"x\"}", NULL);
+    json_t *r = c_await(&c, "b", 10000, NULL);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "%s", json_dumps(r, 0));
+    cr_assert_lt(tgh_now_ms() - t0, 2000, "the echo waited for the sleep");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(json_object_get(r, "payload"),
+                                                                     "output"),
+                                                    "pid")),
+                 pid);
+    json_decref(r);
+    r = denied_call(&c, "c", "os/echo", NULL, NULL, "rate_limit_exceeded");
+    cr_assert_eq(detail_int(r, "observed"), 4);
+    cr_assert_eq(detail_int(r, "cap"), 3);
+    json_decref(r);
+    /* The sleep ran on, in its slot, to its end. */
+    r = c_await(&c, "s", 10000, NULL);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    json_decref(r);
+    /* A changed rate starts a fresh bucket. */
+    os_opts_t rate5 = {.agent = ", \"execution_limits\": {\"rate_limit\": \"5/minute\", "
+                                "\"max_concurrent_calls\": 2, \"max_queued_calls\": 8}"};
+    reload_to(&rate5, "limits updated in place", 2);
+    for (int i = 0; i < 5; i++) {
+        char cid[16];
+        snprintf(cid, sizeof cid, "f%d", i);
+        cr_assert_eq(echo_pid(&c, cid, NULL, 0), pid);
+    }
+    r = denied_call(&c, "g", "os/echo", NULL, NULL, "rate_limit_exceeded");
+    cr_assert_eq(detail_int(r, "cap"), 5);
+    json_decref(r);
+    /* One instance all along; both reloads audited. */
+    cr_assert_eq(count_in(S.log, "start "), 1);
+    cr_assert_eq(wait_in(S.audit, "\"event\":\"config.reloaded\"", 2, 5000), 2);
+    cr_assert_eq(count_in(S.audit, "\"event\":\"agent.exited\""), 0);
+    c_close(&c);
+    os_stop();
+}
+
+Test(os_reload, command_change_drains_and_restarts)
+{
+    os_opts_t o = {.args = ", \"--tag\", \"v1\""};
+    os_start(&o);
+    osc_t c, d;
+    c_open(&c);
+    c_open(&d);
+    char tag[16];
+    json_int_t pid1 = echo_pid(&c, "a", tag, sizeof tag);
+    cr_assert_str_eq(tag, "v1");
+    c_call(&c, "s", "os/sleep", "{\"ms\":1500}", NULL);
+    cr_assert_eq(wait_in(S.log, " sleep ", 1, 5000), 1);
+    os_opts_t v2 = {.args = ", \"--tag\", \"v2\""};
+    reload_to(&v2, "draining", 1);
+    /* During the switch a new call waits for the new instance. */
+    c_call(&d, "e", "os/echo", "{\"text\":\"y\"}", NULL);
+    json_t *rs = c_await(&c, "s", 10000, NULL);
+    cr_assert_not_null(rs, "the call in flight was not answered");
+    cr_assert_str_eq(jstr(rs, "payload", "status"), "succeeded", "%s", json_dumps(rs, 0));
+    json_decref(rs);
+    json_t *re = c_await(&d, "e", 10000, NULL);
+    cr_assert_not_null(re, "the call made during the switch was not answered");
+    cr_assert_str_eq(jstr(re, "payload", "status"), "succeeded", "%s", json_dumps(re, 0));
+    json_t *out = json_object_get(json_object_get(re, "payload"), "output");
+    cr_assert_str_eq(json_string_value(json_object_get(out, "tag")), "v2");
+    cr_assert_neq(json_integer_value(json_object_get(out, "pid")), pid1);
+    json_decref(re);
+    /* The old instance left when its stdin closed, the new one runs the
+     * new command; the same connection goes on with it. */
+    cr_assert_eq(count_in(S.log, "start "), 2);
+    cr_assert_eq(wait_in(S.audit, "\"event\":\"agent.started\"", 2, 5000), 2);
+    cr_assert_eq(count_in(S.audit, "\"event\":\"agent.exited\""), 1);
+    cr_assert_eq(count_in(S.audit, "\"event\":\"agent.killed\""), 0);
+    echo_pid(&c, "b", tag, sizeof tag);
+    cr_assert_str_eq(tag, "v2");
+    c_close(&c);
+    c_close(&d);
+    os_stop();
+}
+
+Test(os_reload, on_demand_switch_waits_for_a_call)
+{
+    os_opts_t o = {.args = ", \"--tag\", \"v1\""};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    echo_pid(&c, "a", NULL, 0);
+    /* Now on_demand and a new command: the old instance stops, the next
+     * call starts the new one. */
+    os_opts_t v2 = {.args = ", \"--tag\", \"v2\"", .agent = ", \"start\": \"on_demand\""};
+    reload_to(&v2, "the next call starts an instance", 1);
+    cr_assert_eq(count_in(S.log, "start "), 1);
+    char tag[16];
+    echo_pid(&c, "b", tag, sizeof tag);
+    cr_assert_str_eq(tag, "v2");
+    cr_assert_eq(count_in(S.log, "start "), 2);
+    c_close(&c);
+    os_stop();
+}
+
+/* Several callers keep calls in flight while SIGHUP comes again and again
+ * with alternating limits (and, every third time, a new command): every
+ * call gets exactly one answer, nothing else arrives. */
+Test(os_reload, every_call_answered_once_under_reloads)
+{
+    static const char *const lims[] = {
+        ", \"execution_limits\": {\"max_concurrent_calls\": 2, \"max_queued_calls\": 6, "
+        "\"rate_limit\": \"1000/second\"}, \"tools\": {\"sleep\": {\"max_concurrent_calls\": 1}}",
+        ", \"execution_limits\": {\"max_concurrent_calls\": 8, \"max_queued_calls\": 40, "
+        "\"rate_limit\": \"2000/second\"}"};
+    os_opts_t o = {.agent = lims[1], .args = ", \"--tag\", \"t0\""};
+    os_start(&o);
+    enum { NC = 4, ROUNDS = 9, PER = 8 };
+    osc_t c[NC];
+    for (int i = 0; i < NC; i++)
+        c_open(&c[i]);
+    int answered = 0, succeeded = 0, restarts = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < NC; i++)
+            for (int k = 0; k < PER; k++) {
+                char cid[32];
+                snprintf(cid, sizeof cid, "r%d-c%d-%d", round, i, k);
+                if (k % 2 == 0)
+                    c_call(&c[i], cid, "os/sleep", "{\"ms\":60}", NULL);
+                else
+                    c_call(&c[i], cid, "os/echo", "{\"text\":\"x\"}", NULL);
+            }
+        char args[64];
+        bool respawn = round % 3 == 2;
+        restarts += respawn;
+        snprintf(args, sizeof args, ", \"--tag\", \"t%d\"", restarts);
+        os_opts_t n = {.agent = lims[round % 2], .args = args};
+        os_write_cfg(S.cfg, S.sock, S.audit, S.log, &n);
+        kill(S.tg.pid, SIGHUP);
+        cr_assert_eq(wait_in(S.err, "config reloaded", round + 1, 10000), round + 1);
+        /* Every call of this round: one result each. */
+        for (int i = 0; i < NC; i++) {
+            bool seen[PER] = {false};
+            int got = 0;
+            while (got < PER) {
+                json_t *m = c_read(&c[i], 15000);
+                cr_assert_not_null(m, "round %d caller %d: %d of %d answered", round, i, got, PER);
+                const char *type = jstr(m, "type", NULL);
+                if (type != NULL && strcmp(type, "agent.tool.stream") == 0) {
+                    json_decref(m);
+                    continue;
+                }
+                cr_assert_str_eq(type, "agent.tool.result", "%s", json_dumps(m, 0));
+                int r = -1, ci = -1, k = -1;
+                const char *cid = jstr(m, "payload", "call_id");
+                cr_assert(cid != NULL && sscanf(cid, "r%d-c%d-%d", &r, &ci, &k) == 3, "%s",
+                          json_dumps(m, 0));
+                cr_assert(r == round && ci == i && k >= 0 && k < PER, "stray answer %s", cid);
+                cr_assert(!seen[k], "%s answered twice", cid);
+                seen[k] = true;
+                got++;
+                const char *st = jstr(m, "payload", "status");
+                if (strcmp(st, "succeeded") == 0) {
+                    succeeded++;
+                } else {
+                    cr_assert_str_eq(st, "failed", "%s", json_dumps(m, 0));
+                    const char *code = code_of(m);
+                    cr_assert(code != NULL && (strcmp(code, "concurrency_limit_exceeded") == 0 ||
+                                               strcmp(code, "agent_unavailable") == 0),
+                              "%s", json_dumps(m, 0));
+                }
+                json_decref(m);
+            }
+            answered += got;
+        }
+    }
+    cr_assert_eq(answered, NC * ROUNDS * PER);
+    cr_assert_gt(succeeded, NC * ROUNDS * PER / 4, "only %d succeeded", succeeded);
+    /* Nothing more comes: no second answer for any call. */
+    for (int i = 0; i < NC; i++) {
+        json_t *m = c_read(&c[i], 300);
+        cr_assert_null(m, "an extra frame: %s", m ? json_dumps(m, 0) : "");
+    }
+    cr_assert_eq(count_in(S.log, "start "), 1 + restarts);
+    char tag[16];
+    echo_pid(&c[0], "last", tag, sizeof tag);
+    cr_assert_eq(atoi(tag + 1), restarts);
+    for (int i = 0; i < NC; i++)
+        c_close(&c[i]);
+    os_stop();
+}
+
+/* ---- shared limits (redis) ------------------------------------------------- */
+
+static srv_t R;
+
+/* A second `toolgate serve` beside S, on the same agent config. */
+typedef struct os_peer {
+    char dir[TGH_PATH];
+    char sock[TGH_PATH + 16];
+    char cfg[TGH_PATH + 16];
+    char audit[TGH_PATH + 16];
+    char err[TGH_PATH + 16];
+    tgh_proc_t tg;
+} os_peer_t;
+
+static os_peer_t P2;
+
+static void shared_fini(void)
+{
+    tgh_cleanup();
+    srv_done(&R);
+}
+
+TestSuite(os_shared, .fini = shared_fini, .timeout = 90);
+
+/* The store object for R with a key prefix of this test's own (an
+ * external TG_REDIS_URL may serve other runs at once), and <more>. */
+static void store_top(char *buf, size_t cap, char tag, const char *more)
+{
+    int n = snprintf(buf, cap,
+                     ", \"store\": {\"kind\": \"redis\", \"url\": \"%s\", \"prefix\": "
+                     "\"tgos%d%c:\"%s}",
+                     R.url, (int)getpid(), tag, more ? more : "");
+    cr_assert(n > 0 && (size_t)n < cap);
+}
+
+static void c_open_at(osc_t *c, const char *path)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_assert_lt(strlen(path), sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    cr_assert_eq(connect(c->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+}
+
+/* Two callers make three calls each, interleaved, against one shared
+ * 3/minute bucket: exactly three pass, whoever makes them. */
+static void three_per_minute(const char *mode, char tag)
+{
+    srv_any(&R);
+    char top[1024], agent[256], key[64];
+    store_top(top, sizeof top, tag, NULL);
+    snprintf(agent, sizeof agent,
+             ", \"execution_limits\": {\"rate_limit\": \"3/minute\", \"rate_scope\": \"shared\", "
+             "\"shared_mode\": \"%s\"}",
+             mode);
+    os_opts_t o = {.agent = agent, .top = top};
+    os_start(&o);
+    osc_t c[2];
+    c_open(&c[0]);
+    c_open(&c[1]);
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++) {
+            char cid[16];
+            snprintf(cid, sizeof cid, "c%d-%d", i, k);
+            c_call(&c[i], cid, "os/echo", "{\"text\":\"x\"}", NULL);
+        }
+    int ok = 0, refused = 0;
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 3; k++) {
+            char cid[16];
+            snprintf(cid, sizeof cid, "c%d-%d", i, k);
+            json_t *r = c_await(&c[i], cid, 10000, NULL);
+            cr_assert_not_null(r, "no answer for %s", cid);
+            if (strcmp(jstr(r, "payload", "status"), "succeeded") == 0) {
+                ok++;
+            } else {
+                cr_assert_str_eq(code_of(r), "rate_limit_exceeded", "%s", json_dumps(r, 0));
+                cr_assert_str_eq(detail_str(r, "scope"), "agent");
+                cr_assert_eq(detail_int(r, "cap"), 3);
+                refused++;
+            }
+            json_decref(r);
+        }
+    cr_assert_eq(ok, 3);
+    cr_assert_eq(refused, 3);
+    cr_assert_eq(count_in(S.log, "call "), 3);
+    /* The bucket is Redis's, and each call event names who decided. */
+    snprintf(key, sizeof key, "tgos%d%c:{os}:rate", (int)getpid(), tag);
+    cr_assert_eq(srv_int(&R, "EXISTS %s", key), 1);
+    cr_assert_eq(wait_in(S.audit, "\"decided_by\":\"store\"", 6, 5000), 6);
+    cr_assert_eq(count_in(S.audit, "\"decided_by\":\"local_fallback\""), 0);
+    (void)srv_int(&R, "DEL %s", key);
+    c_close(&c[0]);
+    c_close(&c[1]);
+    os_stop();
+}
+
+Test(os_shared, rate_exact_two_callers_share_three_per_minute)
+{
+    three_per_minute("exact", 'r');
+}
+
+Test(os_shared, rate_lease_two_callers_share_three_per_minute)
+{
+    three_per_minute("lease", 'l');
+}
+
+/* A tool's own shared bucket (tools.echo.rate_scope shared) beside a
+ * local agent rate: two callers get two echo calls between them; other
+ * tools are not held by it. */
+Test(os_shared, tool_bucket_shared)
+{
+    srv_any(&R);
+    char top[1024], key[96];
+    store_top(top, sizeof top, 't', NULL);
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"100/minute\"}, "
+                            "\"tools\": {\"echo\": {\"rate_limit\": \"2/minute\", "
+                            "\"rate_scope\": \"shared\"}}",
+                   .top = top};
+    os_start(&o);
+    osc_t c[2];
+    c_open(&c[0]);
+    c_open(&c[1]);
+    json_decref(ok_call(&c[0], "a", "os/echo", "{\"text\":\"x\"}"));
+    json_decref(ok_call(&c[1], "b", "os/echo", "{\"text\":\"x\"}"));
+    json_t *r = denied_call(&c[0], "c", "os/echo", NULL, NULL, "rate_limit_exceeded");
+    cr_assert_str_eq(detail_str(r, "scope"), "tool");
+    cr_assert_eq(detail_int(r, "cap"), 2);
+    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.tools.echo.rate_limit");
+    json_decref(r);
+    json_decref(ok_call(&c[1], "d", "os/count", NULL));
+    snprintf(key, sizeof key, "tgos%dt:{os}:tool.echo.rate", (int)getpid());
+    cr_assert_eq(srv_int(&R, "EXISTS %s", key), 1);
+    cr_assert_eq(wait_in(S.audit, "\"decided_by\":\"store\"", 3, 5000), 3);
+    (void)srv_int(&R, "DEL %s", key);
+    c_close(&c[0]);
+    c_close(&c[1]);
+    os_stop();
+}
+
+/* Two toolgate serve instances on one Redis, each with the agent and a
+ * caller making sleep calls, under a shared cap of 1: the agents (one
+ * log for both, each line written before what it lets happen) never run
+ * two calls at once, and every call runs. */
+Test(os_shared, concurrency_cap_one_across_two_serves)
+{
+    srv_any(&R);
+    char top[1024], key[64];
+    store_top(top, sizeof top, 'c', NULL);
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 1, "
+                            "\"max_queued_calls\": 8, \"concurrency_scope\": \"shared\"}",
+                   .top = top};
+    os_start(&o);
+    cr_assert_eq(tgh_mkdtemp(P2.dir, sizeof P2.dir), 0);
+    snprintf(P2.sock, sizeof P2.sock, "%s/os.sock", P2.dir);
+    snprintf(P2.cfg, sizeof P2.cfg, "%s/serve.json", P2.dir);
+    snprintf(P2.audit, sizeof P2.audit, "%s/audit.jsonl", P2.dir);
+    snprintf(P2.err, sizeof P2.err, "%s/stderr.txt", P2.dir);
+    os_write_cfg(P2.cfg, P2.sock, P2.audit, S.log, &o);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", P2.cfg, NULL};
+    cr_assert_eq(tgh_spawn(&P2.tg, argv, NULL, P2.err), 0);
+    cr_assert_eq(wait_in(P2.err, "agent 'os' ready", 1, 10000), 1);
+    osc_t c[2];
+    c_open(&c[0]);
+    c_open_at(&c[1], P2.sock);
+    enum { PER = 3 };
+    for (int k = 0; k < PER; k++)
+        for (int i = 0; i < 2; i++) {
+            char cid[16];
+            snprintf(cid, sizeof cid, "c%d-%d", i, k);
+            c_call(&c[i], cid, "os/sleep", "{\"ms\":250}", NULL);
+        }
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < PER; k++) {
+            char cid[16];
+            snprintf(cid, sizeof cid, "c%d-%d", i, k);
+            json_t *r = c_await(&c[i], cid, 20000, NULL);
+            cr_assert_not_null(r, "no answer for %s", cid);
+            cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "%s", json_dumps(r, 0));
+            json_decref(r);
+        }
+    /* Replay the agents' log: at most one sleep running at any point. */
+    char *text = tgh_read_file(S.log, NULL);
+    cr_assert_not_null(text);
+    int running = 0, most = 0, calls = 0;
+    for (char *line = text; line != NULL && *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        if (nl != NULL)
+            *nl = '\0';
+        if (strncmp(line, "call ", 5) == 0 && strstr(line, " sleep ") != NULL) {
+            calls++;
+            if (++running > most)
+                most = running;
+        } else if (strncmp(line, "done ", 5) == 0) {
+            running--;
+        }
+        line = nl != NULL ? nl + 1 : NULL;
+    }
     free(text);
+    cr_assert_eq(calls, 2 * PER);
+    cr_assert_eq(most, 1, "two calls ran at once across the two instances");
+    cr_assert_eq(running, 0);
+    /* Every slot went back to Redis. */
+    snprintf(key, sizeof key, "tgos%dc:{os}:slots", (int)getpid());
+    uint64_t deadline = tgh_now_ms() + 5000;
+    while (srv_int(&R, "ZCARD %s", key) != 0 && tgh_now_ms() < deadline)
+        tgh_sleep_ms(20);
+    cr_assert_eq(srv_int(&R, "ZCARD %s", key), 0);
+    c_close(&c[0]);
+    c_close(&c[1]);
+    kill(P2.tg.pid, SIGTERM);
+    cr_assert_eq(tgh_wait(&P2.tg, 20000), 0);
+    cr_assert_eq(tgh_exit_code(&P2.tg), 0);
+    os_stop();
+}
+
+/* Nothing listens where the store should be and on_store_error is
+ * closed: a shared rate, then (after a reload) a shared concurrency cap,
+ * refuses with rate_store_unavailable, as an agent.tool.result, audited
+ * with decided_by "closed"; nothing reaches the agent. */
+Test(os_shared, store_down_closed_refuses)
+{
+    char top[512];
+    snprintf(top, sizeof top,
+             ", \"store\": {\"kind\": \"redis\", \"url\": \"redis://127.0.0.1:%d/0\", "
+             "\"on_store_error\": \"closed\"}",
+             tgh_free_port());
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"100/minute\", "
+                            "\"rate_scope\": \"shared\"}",
+                   .top = top};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    json_t *r = denied_call(&c, "a", "os/echo", NULL, NULL, "rate_store_unavailable");
+    cr_assert_str_eq(detail_str(r, "limit"), "rate");
+    cr_assert_str_eq(detail_str(r, "config_path"), "store.on_store_error");
+    json_decref(r);
+    os_opts_t conc = {.agent = ", \"execution_limits\": {\"rate_limit\": \"100/minute\", "
+                               "\"concurrency_scope\": \"shared\"}",
+                      .top = top};
+    reload_to(&conc, "limits updated in place", 1);
+    r = denied_call(&c, "b", "os/echo", NULL, NULL, "rate_store_unavailable");
+    cr_assert_str_eq(detail_str(r, "limit"), "concurrency");
+    cr_assert_str_eq(detail_str(r, "scope"), "shared");
+    json_decref(r);
+    cr_assert_eq(wait_in(S.audit, "\"decided_by\":\"closed\"", 2, 5000), 2);
+    cr_assert_eq(count_in(S.log, "call "), 0);
     c_close(&c);
     os_stop();
 }
@@ -1195,19 +1692,29 @@ Test(os_config, errors)
              "\"opensentience\":{\"on_oversize\":\"drop\"}}]}"),
         -1);
     cr_assert(strstr(err.msg, "opensentience.on_oversize") != NULL, "%s", err.msg);
+    /* Shared limits as for MCP agents: slots need the store. */
     cr_assert_eq(
         load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
-             "\"execution_limits\":{\"rate_scope\":\"shared\"}}]}"),
+             "\"execution_limits\":{\"concurrency_scope\":\"shared\"}}]}"),
         -1);
-    cr_assert_str_eq(err.msg, "agents[0].execution_limits.rate_scope: \"shared\" is not supported "
-                              "for opensentience agents yet (expected \"local\")");
+    cr_assert_str_eq(err.msg, "agents[0].execution_limits.concurrency_scope: \"shared\" needs a "
+                              "shared store (expected store {\"kind\": \"redis\", \"url\": ...} or "
+                              "--store URL)");
+}
+
+Test(os_config, shared_limits)
+{
     cr_assert_eq(
         load("{\"store\":{\"kind\":\"redis\",\"url\":\"redis://127.0.0.1:1/0\"},"
              "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
-             "\"execution_limits\":{\"concurrency_scope\":\"shared\"}}]}"),
-        -1);
-    cr_assert_str_eq(err.msg, "agents[0].execution_limits.concurrency_scope: \"shared\" is not "
-                              "supported for opensentience agents yet (expected \"local\")");
+             "\"execution_limits\":{\"rate_scope\":\"shared\",\"shared_mode\":\"lease\","
+             "\"concurrency_scope\":\"shared\"},\"tools\":{\"t\":{\"rate_limit\":\"1/second\","
+             "\"rate_scope\":\"shared\"}}}]}"),
+        0, "%s", err.msg);
+    cr_assert(cfg.agents[0].tools[0].lim.rate_shared);
+    cr_assert(cfg.agents[0].rate_shared);
+    cr_assert(cfg.agents[0].shared_lease);
+    cr_assert(cfg.agents[0].conc_shared);
 }
 
 Test(os_config, check_shows_the_runtime)

@@ -79,25 +79,12 @@ static void r_hup(const char *prefix, int nth)
 
 static void r_connect(tgh_proc_t *c)
 {
-    memset(c, 0, sizeof *c);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    cr_assert_lt(strlen(R.sock), sizeof sa.sun_path);
-    memcpy(sa.sun_path, R.sock, strlen(R.sock) + 1);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    c->in_fd = fd;
-    c->out_fd = dup(fd);
+    cr_assert_eq(tgh_unix_connect(c, R.sock), 0, "cannot connect to %s", R.sock);
 }
 
 static void r_close(tgh_proc_t *c)
 {
-    if (c->in_fd >= 0)
-        close(c->in_fd);
-    if (c->out_fd >= 0)
-        close(c->out_fd);
-    free(c->rbuf);
-    memset(c, 0, sizeof *c);
-    c->in_fd = c->out_fd = -1;
+    tgh_conn_close(c);
 }
 
 static void r_init(tgh_proc_t *c)

@@ -64,36 +64,15 @@ static void s_start(const char *router_extra, const char *agent_extra, const cha
 }
 
 /* <sa> for <path> (tests use short temp paths; a longer one fails loudly). */
-static void s_addr(struct sockaddr_un *sa, const char *path)
-{
-    memset(sa, 0, sizeof *sa);
-    sa->sun_family = AF_UNIX;
-    size_t n = strlen(path);
-    cr_assert_lt(n, sizeof sa->sun_path, "socket path too long: %s", path);
-    memcpy(sa->sun_path, path, n + 1);
-}
-
 /* A caller connection, driven with the harness's line I/O. */
 static void s_connect(tgh_proc_t *c)
 {
-    memset(c, 0, sizeof *c);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa;
-    s_addr(&sa, S.sock);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    c->in_fd = fd;
-    c->out_fd = dup(fd);
+    cr_assert_eq(tgh_unix_connect(c, S.sock), 0, "cannot connect to %s", S.sock);
 }
 
 static void s_close(tgh_proc_t *c)
 {
-    if (c->in_fd >= 0)
-        close(c->in_fd);
-    if (c->out_fd >= 0)
-        close(c->out_fd);
-    free(c->rbuf);
-    memset(c, 0, sizeof *c);
-    c->in_fd = c->out_fd = -1;
+    tgh_conn_close(c);
 }
 
 static json_t *s_init(tgh_proc_t *c)

@@ -91,6 +91,12 @@ Test(shared, three_instances_share_one_limit_exactly)
     cr_assert(audit && strstr(audit, "\"decided_by\":\"store\""),
               "audit does not say the store decided");
     free(audit);
+    /* Events carrying decided_by pass the verifier's schema. */
+    char cmd[TGH_PATH * 2 + 64];
+    cr_assert_lt((size_t)snprintf(cmd, sizeof cmd, "'%s' audit verify '%s' >/dev/null 2>&1", TG_BIN,
+                                  path),
+                 sizeof cmd);
+    cr_assert_eq(system(cmd), 0, "toolgate audit verify rejected %s", path);
 }
 
 /* A tool's own bucket shared (tools.echo.rate_scope=shared) beside a

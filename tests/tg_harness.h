@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -599,6 +600,43 @@ static inline int tgh_call(tgh_proc_t *p, json_int_t id, const char *tool, const
                      "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
                      ",\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":%s}}",
                      id, tool, args_json ? args_json : "{}");
+}
+
+/* Connect <c> as a caller to the Unix socket <path> (toolgate serve):
+ * line I/O as with a child, on one socket. 0, or -errno (then <c> holds
+ * no descriptor). */
+static inline int tgh_unix_connect(tgh_proc_t *c, const char *path)
+{
+    memset(c, 0, sizeof *c);
+    c->in_fd = c->out_fd = -1;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = strlen(path);
+    if (n >= sizeof sa.sun_path)
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, n + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    c->in_fd = fd;
+    c->out_fd = dup(fd);
+    return 0;
+}
+
+/* Close a connection made by tgh_unix_connect and forget what it read. */
+static inline void tgh_conn_close(tgh_proc_t *c)
+{
+    if (c->in_fd >= 0)
+        close(c->in_fd);
+    if (c->out_fd >= 0)
+        close(c->out_fd);
+    free(c->rbuf);
+    memset(c, 0, sizeof *c);
+    c->in_fd = c->out_fd = -1;
 }
 
 /* Reap the child if it has exited, waiting up to <timeout_ms>. 0 once

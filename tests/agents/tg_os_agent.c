@@ -28,6 +28,7 @@
  * Events are appended, one line each, to --log PATH: "start <pid>",
  * "welcome <heartbeat_interval_ms> <max_frame_bytes>", "registered <n>
  * rejected <m>", "call <call_id> <tool> <idempotency_key or ->",
+ * "done <call_id>" (a sleep finished, written before its result),
  * "cancel <call_id> <reason>", "exit <why>". Each line is one write(2) on
  * an O_APPEND descriptor, so tests can read it while the agent runs.
  */
@@ -326,6 +327,9 @@ int main(int argc, char **argv)
         /* Timers: due sleeps, the heartbeat. */
         for (size_t i = 0; i < npend;) {
             if (pend[i].due <= now) {
+                /* Logged before the result leaves: whatever the result
+                 * lets happen next is logged after this line. */
+                logf_("done %s", pend[i].call_id);
                 result(pend[i].call_id, "succeeded",
                        json_pack("{s:I}", "slept", (json_int_t)pend[i].ms), NULL);
                 free(pend[i].call_id);
