@@ -52,11 +52,10 @@
  *    flight, dispatches nothing to it, and keeps QUEUED and RATE calls for
  *    the new one.
  */
-#define _GNU_SOURCE /* pipe2 */
+#define _GNU_SOURCE /* explicit_bzero */
 #include "router/os_gw.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -80,7 +79,7 @@
 #include "router/metrics.h"
 #include "router/osenv.h"
 #include "router/osmsg.h"
-#include "router/shim.h"
+#include "router/agent_proc.h"
 
 #define OS_ECHO_MAX        130  /* fixed internal bound: an id kept per call (128 bytes + quotes) */
 #define OS_TOOLS_MAX       1024 /* fixed internal bound: tools one instance may register */
@@ -88,10 +87,6 @@
 #define OS_IDEM_BUCKETS    1024 /* fixed internal bound: hash buckets of one idempotency cache */
 #define OS_MSG_MAX         4096 /* fixed internal bound: one message toolgate writes */
 #define OS_REJECT_ECHO_MAX 256  /* fixed internal bound: a refused tool_id echoed back, bytes */
-#define OS_RESTART_LOG     64   /* fixed internal bound: restart timestamps kept */
-#define OS_PIPE_BYTES      (1 << 20) /* fixed internal bound: kernel pipe buffer asked for */
-#define OS_EXIT_LINGER_MS  200       /* fixed internal bound: wait for stdout EOF after exit */
-#define OS_MONITOR_MS      1000      /* fixed internal bound: containment sampling period */
 #define OS_CALL_CHUNK      64        /* fixed internal bound: calls per slab chunk */
 /* 2^OS_IDX_BITS is more than the largest slab the limits' ceilings allow. */
 #define OS_IDX_BITS        20        /* fixed internal bound: slab index bits of a call id */
@@ -195,25 +190,10 @@ typedef struct idem_entry {
 
 /* One running agent process. Freed when its handles have closed. */
 typedef struct os_inst {
+    tg_aproc_t p; /* the process, its pipes, containment and monitor */
     os_agent_t *ag;
-    uv_process_t proc;
-    uv_pipe_t pin, pout, perr;
-    uv_timer_t linger, monitor;
-    int open_handles;
-    int pid;
-    bool proc_init, exited, out_eof, gone, stdin_closed, killed, paused;
-    int64_t exit_status;
-    int term_signal;
-    tg_in_t rd;
     tg_lenpfx_t lp;
-    tg_out_t wr;
-    tg_contain_inst_t *ci;
-    tg_contain_sample_t last;
-    bool have_last;
-    tg_verdict_t verdict;
-    char *errbuf;
-    size_t errlen, errmax; /* errmax: stderr_line_max when it started (a reload may change it) */
-    bool errtrunc;
+    bool paused;
 } os_inst_t;
 
 struct os_agent {
@@ -231,7 +211,7 @@ struct os_agent {
     uv_timer_t hb_timer;      /* hello deadline, then the heartbeat watch */
     uv_timer_t restart_timer; /* backoff */
     uv_timer_t phase_timer;   /* shutdown steps */
-    uint64_t restart_at[OS_RESTART_LOG];
+    uint64_t restart_at[TG_APROC_RESTART_LOG];
     uint32_t nrestarts;
     char **reg; /* registered tool names (after '/'), owned */
     size_t nreg;
@@ -277,8 +257,9 @@ struct os_agent {
     idem_entry_t *idem_oldest, *idem_newest;
     idem_entry_t **idem_tab;
     uint64_t idem_bytes;
-    /* stderr budget: bytes relayed in the current second */
-    uint64_t err_window_start, err_window_bytes, err_dropped, err_reported;
+    /* stderr budget: bytes relayed in the current second, and dropped */
+    tg_aproc_errbudget_t err;
+    uint64_t err_reported;
     uint64_t invalid_frames;
 };
 
@@ -380,24 +361,7 @@ static void emit(tg_osgw_t *g, const tg_audit_ev_t *ev)
 /* Audit (and log) a registered limit crossing 80% or re-arming. */
 static void reg_set(tg_osgw_t *g, int idx, uint64_t current)
 {
-    if (idx < 0)
-        return;
-    tg_limit_ev_t lev = tg_registry_set(&g->gw->reg, idx, current);
-    if (lev == TG_LIMIT_EV_NONE)
-        return;
-    const tg_limit_t *l = &g->gw->reg.v[idx];
-    tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = lev == TG_LIMIT_EV_WARNING ? "limit.warning" : "limit.recovered";
-    ev.limit.type = tg_limit_cat_name(l->cat);
-    ev.limit.scope = l->scope;
-    ev.limit.name = l->name;
-    ev.limit.observed = (int64_t)l->current;
-    ev.limit.cap = (int64_t)l->capacity;
-    emit(g, &ev);
-    if (lev == TG_LIMIT_EV_WARNING)
-        tg_log("limit %s at %" PRIu64 " of %" PRIu64 " (80%% warning)", l->name, l->current,
-               l->capacity);
+    tg_aproc_reg_set(g->gw, idx, current);
 }
 
 static void set_state(os_agent_t *ag, astate_t st)
@@ -410,7 +374,7 @@ static void set_state(os_agent_t *ag, astate_t st)
     ag->st = st;
     if (ag->g->gw->metrics_ok)
         tg_metrics_agent_state(&ag->g->gw->metrics, ag->idx, map[st],
-                               ag->inst != NULL ? ag->inst->pid : 0);
+                               ag->inst != NULL ? ag->inst->p.pid : 0);
 }
 
 /* "tg-<hex>" into <out> (>= 24 bytes); returns its length. */
@@ -939,8 +903,8 @@ static void release_slots(os_call_t *c);
 
 static bool agent_writable(const os_agent_t *ag)
 {
-    return ag->inst != NULL && !ag->inst->gone && !ag->inst->stdin_closed &&
-           ag->inst->wr.stream != NULL;
+    return ag->inst != NULL && !ag->inst->p.gone && !ag->inst->p.stdin_closed &&
+           ag->inst->p.wr.stream != NULL;
 }
 
 /* Calls may go to the instance now: it has registered its tools, its
@@ -981,7 +945,7 @@ static void forward(os_call_t *c)
     id[n++] = '"';
     tg_os_splice_t sp;
     tg_jspan_t s = {.off = c->qcid_off, .len = c->qcid_len, .type = TG_J_STRING};
-    tg_out_t *o = &ag->inst->wr;
+    tg_out_t *o = &ag->inst->p.wr;
     if (tg_os_splice_plan(c->qlen, s, n, &sp) == 0) {
         tg_out_copy(o, (const char *)sp.hdr, TG_LENPFX_HDR);
         tg_out_slice(o, c->qblk, c->qframe, sp.head_len);
@@ -1947,7 +1911,7 @@ static void send_cancel(os_call_t *c, const char *reason)
     call_id_fmt(cid, c->seq);
     long n =
         tg_os_enc_tool_cancel(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, cid, reason);
-    send_built(&ag->inst->wr, buf, n);
+    send_built(&ag->inst->p.wr, buf, n);
 }
 
 /* A zombie or cancelled call must be answered by the agent within
@@ -2347,7 +2311,7 @@ static bool agents_lagging(const tg_osgw_t *g)
 {
     for (size_t i = 0; i < g->nagents; i++) {
         const os_agent_t *ag = g->agents[i];
-        uint64_t q = (ag->inst != NULL ? ag->inst->wr.queued_bytes : 0) + ag->queued_frame_bytes;
+        uint64_t q = (ag->inst != NULL ? ag->inst->p.wr.queued_bytes : 0) + ag->queued_frame_bytes;
         if (q > high_mark(g))
             return true;
     }
@@ -2439,15 +2403,15 @@ static void flow(tg_osgw_t *g)
         os_agent_t *ag = g->agents[i];
         os_inst_t *in = ag->inst;
         reg_set(g, ag->reg_wq_agent,
-                (in != NULL ? in->wr.queued_bytes : 0) + ag->queued_frame_bytes);
-        if (in == NULL || in->gone || in->out_eof)
+                (in != NULL ? in->p.wr.queued_bytes : 0) + ag->queued_frame_bytes);
+        if (in == NULL || in->p.gone || in->p.out_eof)
             continue;
         if (g->nover > 0 && !in->paused) {
-            uv_read_stop((uv_stream_t *)&in->pout);
+            uv_read_stop((uv_stream_t *)&in->p.pout);
             in->paused = true;
         } else if (g->nover == 0 && in->paused) {
             in->paused = false;
-            uv_read_start((uv_stream_t *)&in->pout, agent_alloc, agent_read);
+            uv_read_start((uv_stream_t *)&in->p.pout, agent_alloc, agent_read);
         }
     }
 }
@@ -2456,10 +2420,10 @@ static void g_flush(tg_osgw_t *g)
 {
     for (size_t i = 0; i < g->nagents; i++) {
         os_inst_t *in = g->agents[i]->inst;
-        if (in != NULL && !in->gone)
-            (void)tg_out_flush(&in->wr);
+        if (in != NULL && !in->p.gone)
+            (void)tg_out_flush(&in->p.wr);
         else if (in != NULL)
-            tg_out_discard(&in->wr);
+            tg_out_discard(&in->p.wr);
     }
     uint64_t most = 0;
     for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
@@ -2507,7 +2471,7 @@ static void agent_event(os_agent_t *ag, const char *event, const char *status, c
     ev.agent = aname(ag);
     ev.status = status;
     ev.reason = reason;
-    ev.pid = ag->inst != NULL ? ag->inst->pid : TG_AUDIT_ABSENT;
+    ev.pid = ag->inst != NULL ? ag->inst->p.pid : TG_AUDIT_ABSENT;
     emit(ag->g, &ev);
 }
 
@@ -2549,13 +2513,13 @@ static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
     if (code != NULL) {
         long n = tg_os_enc_error(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h,
                                  "core.welcome", code, msg, false);
-        send_built(&in->wr, buf, n);
+        send_built(&in->p.wr, buf, n);
         tg_log("agent '%s' refused at agent.hello: %s; stopping the instance", aname(ag), msg);
         agent_event(ag, "agent.unhealthy", "rejected", reason);
-        in->killed = true; /* counts as a failure whatever its exit status */
+        in->p.killed = true; /* counts as a failure whatever its exit status */
         ag->hello_ok = false;
         uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->kill_grace_ms, 0);
-        in->stdin_closed = true; /* nothing more goes to it */
+        in->p.stdin_closed = true; /* nothing more goes to it */
         return;
     }
     char sid[TG_NAME_MAX + 24];
@@ -2567,7 +2531,7 @@ static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
                            .core_version = TG_VERSION,
                            .instance_id = g->cfg->instance};
     long n = tg_os_enc_welcome(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, &wel);
-    send_built(&in->wr, buf, n);
+    send_built(&in->p.wr, buf, n);
     ag->hello_ok = true;
     /* From now on the heartbeat watch. */
     uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
@@ -2605,7 +2569,7 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
     if (rc < 0) {
         long len = tg_os_enc_error(buf + TG_LENPFX_HDR, cap, &h, "core.tools.registered",
                                    "protocol.invalid_frame", "tools is not a valid array", false);
-        send_built(&in->wr, buf, len);
+        send_built(&in->p.wr, buf, len);
         agent_invalid_frame(ag, env->payload.len, "invalid_tools");
         free(regd);
         free(rej);
@@ -2653,7 +2617,7 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
         regd[nreg++] = tg_os_raw(frame, tid);
     }
     long len = tg_os_enc_tools_registered(buf + TG_LENPFX_HDR, cap, &h, regd, nreg, rej, nrej);
-    send_built(&in->wr, buf, len);
+    send_built(&in->p.wr, buf, len);
     free(regd);
     free(rej);
     free(buf);
@@ -2800,7 +2764,7 @@ static void agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     os_inst_t *in = h->data;
     (void)suggested;
-    tg_in_alloc(&in->rd, buf);
+    tg_in_alloc(&in->p.rd, buf);
 }
 
 static void inst_maybe_gone(os_inst_t *in);
@@ -2812,20 +2776,20 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     (void)buf;
     if (n < 0) {
         uv_read_stop(s);
-        in->out_eof = true;
+        in->p.out_eof = true;
         inst_maybe_gone(in);
         g_flush(ag->g);
         return;
     }
-    tg_in_commit(&in->rd, (size_t)n);
-    while (ag->inst == in && !in->gone) {
+    tg_in_commit(&in->p.rd, (size_t)n);
+    while (ag->inst == in && !in->p.gone) {
         size_t st = 0, e = 0;
         uint64_t total = 0;
-        tg_block_t *b = in->rd.blk;
-        tg_lp_ev_t ev = tg_lenpfx_next(&in->lp, b->data, in->rd.len, &in->rd.pos, &st, &e, &total);
+        tg_block_t *b = in->p.rd.blk;
+        tg_lp_ev_t ev = tg_lenpfx_next(&in->lp, b->data, in->p.rd.len, &in->p.rd.pos, &st, &e, &total);
         if (ev == TG_LP_NEED_MORE) {
-            if (total > in->rd.hint)
-                in->rd.hint = (size_t)total;
+            if (total > in->p.rd.hint)
+                in->p.rd.hint = (size_t)total;
             break;
         }
         if (ev == TG_LP_FRAME) {
@@ -2839,7 +2803,7 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
                    ag->acfg->os.on_oversize == TG_OVERSIZE_CLOSE ? ": restarting it" : ": skipped");
             if (ag->acfg->os.on_oversize == TG_OVERSIZE_CLOSE) {
                 inst_kill(ag, SIGKILL, "frame_too_large");
-                in->rd.len = in->rd.pos = 0;
+                in->p.rd.len = in->p.rd.pos = 0;
                 break;
             }
         } else if (ev == TG_LP_INVALID) {
@@ -2847,84 +2811,38 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         }
     }
     if (ag->inst == in)
-        tg_in_settle(&in->rd);
+        tg_in_settle(&in->p.rd);
     else
-        in->rd.len = in->rd.pos = 0;
+        in->p.rd.len = in->p.rd.pos = 0;
     g_flush(ag->g);
 }
 
 /* ---- agent stderr relay ----------------------------------------------- */
 
-static void stderr_emit(os_agent_t *ag, const char *p, size_t len, bool truncated)
+static void stderr_emit(void *ctx, const char *p, size_t len, bool truncated)
 {
-    uint64_t now = now_ms(ag->g);
-    if (now - ag->err_window_start >= 1000) {
-        ag->err_window_start = now;
-        ag->err_window_bytes = 0;
-    }
-    size_t total = len + 1 + (truncated ? 12 : 0);
-    if (ag->err_window_bytes + total > ag->acfg->stderr_bytes_per_sec) {
-        ag->err_dropped += total;
+    os_agent_t *ag = ctx;
+    if (!tg_aproc_err_charge(&ag->err, now_ms(ag->g), ag->acfg->stderr_bytes_per_sec, len,
+                             truncated))
         return;
-    }
-    ag->err_window_bytes += total;
-    reg_set(ag->g, ag->reg_stderr, ag->err_window_bytes);
-    ag->err_dropped += tg_log_raw(p, len);
-    if (truncated)
-        ag->err_dropped += tg_log_raw(" [truncated]", 12);
-    ag->err_dropped += tg_log_raw("\n", 1);
-}
-
-static void err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    static char scratch[16384];
-    (void)h;
-    (void)suggested;
-    *buf = uv_buf_init(scratch, sizeof(scratch));
+    reg_set(ag->g, ag->reg_stderr, ag->err.window_bytes);
+    tg_aproc_err_write(&ag->err, p, len, truncated);
 }
 
 static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     os_inst_t *in = s->data;
-    os_agent_t *ag = in->ag;
-    size_t max = in->errmax;
-    if (n < 0) {
-        uv_read_stop(s);
-        if (in->errlen > 0)
-            stderr_emit(ag, in->errbuf, in->errlen, in->errtrunc);
-        in->errlen = 0;
-        return;
-    }
-    const char *p = buf->base;
-    size_t left = (size_t)n;
-    while (left > 0 && in->errbuf != NULL) {
-        const char *nl = memchr(p, '\n', left);
-        size_t chunk = nl != NULL ? (size_t)(nl - p) : left;
-        size_t room = max - in->errlen;
-        size_t take = chunk < room ? chunk : room;
-        memcpy(in->errbuf + in->errlen, p, take);
-        in->errlen += take;
-        if (take < chunk)
-            in->errtrunc = true;
-        if (nl != NULL) {
-            stderr_emit(ag, in->errbuf, in->errlen, in->errtrunc);
-            in->errlen = 0;
-            in->errtrunc = false;
-            chunk++;
-        }
-        p += chunk;
-        left -= chunk;
-    }
+    tg_aproc_err_read(&in->p, s, n, buf, stderr_emit, in->ag);
 }
 
 static void report_stderr_drops(os_agent_t *ag)
 {
-    if (ag->err_dropped <= ag->err_reported)
+    if (ag->err.dropped <= ag->err_reported)
         return;
     tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (raise "
            "agents.%s.stderr.bytes_per_second)",
-           aname(ag), ag->err_dropped, aname(ag));
-    ag->err_reported = ag->err_dropped;
+           aname(ag), ag->err.dropped, aname(ag));
+    ag->err_reported = ag->err.dropped;
 }
 
 /* ---- agent process ---------------------------------------------------- */
@@ -2932,31 +2850,16 @@ static void report_stderr_drops(os_agent_t *ag)
 static void inst_handle_closed(uv_handle_t *h)
 {
     os_inst_t *in = h->data;
-    if (--in->open_handles > 0)
+    if (!tg_aproc_handle_closed(&in->p))
         return;
     tg_osgw_t *g = in->ag->g;
-    tg_in_free(&in->rd);
-    tg_out_free(&in->wr);
-    free(in->errbuf);
-    (void)tg_contain_destroy(in->ci); /* kills leftovers, removes its cgroups */
     free(in);
     g_check_idle(g);
 }
 
 static void inst_close(os_inst_t *in)
 {
-    uv_handle_t *hs[] = {(uv_handle_t *)&in->proc,   (uv_handle_t *)&in->pin,
-                         (uv_handle_t *)&in->pout,   (uv_handle_t *)&in->perr,
-                         (uv_handle_t *)&in->linger, (uv_handle_t *)&in->monitor};
-    in->wr.stream = NULL;
-    if (!in->proc_init) {
-        /* Never spawned: the process handle is not a libuv handle yet. */
-        in->open_handles--;
-        hs[0] = NULL;
-    }
-    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-        if (hs[i] != NULL && !uv_is_closing(hs[i]))
-            uv_close(hs[i], inst_handle_closed);
+    tg_aproc_close(&in->p, inst_handle_closed);
 }
 
 /* The instance is gone: every call it had is answered, and the queued
@@ -2975,8 +2878,8 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
         if (c->state == C_FREE || c->state == C_RATE || c->state == C_SLOT ||
             (c->state == C_QUEUED && keep_queued))
             continue;
-        if (c->state == C_INFLIGHT && in->verdict.kind != TG_VERDICT_OK) {
-            const tg_verdict_t *v = &in->verdict;
+        if (c->state == C_INFLIGHT && in->p.watch.verdict.kind != TG_VERDICT_OK) {
+            const tg_verdict_t *v = &in->p.watch.verdict;
             denial_init(ag, &d, TG_DENY_RESOURCE, c, reqid);
             d.limit = tg_res_name(v->res);
             d.observed = (int64_t)v->used;
@@ -2998,18 +2901,18 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
                 d.retry_after_ms = (int64_t)ag->acfg->backoff_initial_ms;
             if (stopping)
                 snprintf(detail, sizeof(detail), "toolgate is shutting down");
-            else if (in->term_signal != 0)
+            else if (in->p.term_signal != 0)
                 snprintf(detail, sizeof(detail), "agent %s by signal %d %s",
-                         in->killed ? "was killed" : "died", in->term_signal,
+                         in->p.killed ? "was killed" : "died", in->p.term_signal,
                          c->state == C_QUEUED ? "before the call ran" : "while the call ran");
             else
                 snprintf(detail, sizeof(detail), "agent exited with status %" PRId64 " %s",
-                         in->exit_status,
+                         in->p.exit_status,
                          c->state == C_QUEUED ? "before the call ran" : "while the call ran");
             d.detail = detail;
             deny_call(c, &d, "call.denied",
                       c->state == C_QUEUED ? "queued"
-                      : in->killed         ? "killed"
+                      : in->p.killed         ? "killed"
                                            : "agent_exited");
         } else if (c->state == C_CANCELLING) {
             answer(g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
@@ -3025,12 +2928,8 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
 
 static bool crash_loop(const os_agent_t *ag, uint64_t now, uint32_t *recent)
 {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < ag->nrestarts && i < OS_RESTART_LOG; i++)
-        if (now - ag->restart_at[i] < ag->acfg->restart_window_ms)
-            n++;
-    *recent = n;
-    return n >= ag->acfg->max_restarts;
+    *recent = tg_aproc_recent(ag->restart_at, ag->nrestarts, now, ag->acfg->restart_window_ms);
+    return *recent >= ag->acfg->max_restarts;
 }
 
 static void on_restart_timer(uv_timer_t *t);
@@ -3063,27 +2962,14 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
     uint64_t now = now_ms(g);
     uint32_t recent = 0;
     if (crash_loop(ag, now, &recent)) {
-        char win[16];
-        tg_unit_fmt_duration(win, sizeof(win), ag->acfg->restart_window_ms);
-        tg_log("agent '%s' failed %u times within %s: giving up on restart (raise "
-               "agents.%s.restart.max_restarts or fix the agent)",
-               aname(ag), recent + 1, win, aname(ag));
+        tg_aproc_log_give_up(ag->acfg, recent);
         set_state(ag, on_demand ? A_DOWN : A_FAILED);
         return;
     }
-    uint64_t backoff = ag->acfg->backoff_initial_ms;
-    for (uint32_t i = 0; i < recent && backoff < ag->acfg->backoff_max_ms; i++)
-        backoff *= 2;
-    if (backoff > ag->acfg->backoff_max_ms)
-        backoff = ag->acfg->backoff_max_ms;
-    ag->restart_at[ag->nrestarts % OS_RESTART_LOG] = now;
-    ag->nrestarts++;
+    uint64_t backoff = tg_aproc_backoff(ag->acfg, recent);
+    tg_aproc_restart_note(ag->restart_at, &ag->nrestarts, now);
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "agent.restarting";
-    ev.agent = aname(ag);
-    ev.attempt = recent + 1;
-    ev.backoff_ms = (int64_t)backoff;
+    tg_aproc_ev_restarting(&ev, aname(ag), recent + 1, backoff);
     emit(g, &ev);
     if (g->gw->metrics_ok)
         tg_metrics_agent_restarted(&g->gw->metrics, ag->idx);
@@ -3107,8 +2993,8 @@ static void on_restart_timer(uv_timer_t *t)
 static void inst_gone(os_inst_t *in)
 {
     os_agent_t *ag = in->ag;
-    in->gone = true;
-    uv_timer_stop(&in->linger);
+    in->p.gone = true;
+    uv_timer_stop(&in->p.linger);
     uv_timer_stop(&ag->hb_timer);
     if (ag->inst == in)
         ag->inst = NULL;
@@ -3119,22 +3005,13 @@ static void inst_gone(os_inst_t *in)
     ag->nreg = 0;
 
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "agent.exited";
-    ev.agent = aname(ag);
-    ev.pid = in->pid;
-    ev.exit.code = in->term_signal ? TG_AUDIT_ABSENT : in->exit_status;
-    ev.exit.signal = in->term_signal ? in->term_signal : TG_AUDIT_ABSENT;
-    ev.exit.reason = in->killed        ? "killed"
-                     : in->term_signal ? "crashed"
-                     : in->exit_status ? "failed"
-                                       : "exited";
+    tg_aproc_ev_exited(&ev, aname(ag), in->p.pid, in->p.killed, in->p.term_signal, in->p.exit_status);
     emit(ag->g, &ev);
     set_state(ag, A_DOWN);
     fail_calls(ag, in);
     report_stderr_drops(ag);
-    bool failed = in->killed || in->term_signal != 0 || in->exit_status != 0;
-    int64_t status = in->term_signal ? 128 + in->term_signal : in->exit_status;
+    bool failed = in->p.killed || in->p.term_signal != 0 || in->p.exit_status != 0;
+    int64_t status = in->p.term_signal ? 128 + in->p.term_signal : in->p.exit_status;
     inst_close(in);
     after_exit(ag, failed, status);
 }
@@ -3142,43 +3019,21 @@ static void inst_gone(os_inst_t *in)
 static void on_linger(uv_timer_t *t)
 {
     os_inst_t *in = t->data;
-    in->out_eof = true; /* a grandchild holds stdout open: stop waiting */
+    in->p.out_eof = true; /* a grandchild holds stdout open: stop waiting */
     inst_maybe_gone(in);
     g_flush(in->ag->g);
 }
 
 static void inst_maybe_gone(os_inst_t *in)
 {
-    if (in->gone || !in->exited)
-        return;
-    if (!in->out_eof) {
-        if (!uv_is_active((uv_handle_t *)&in->linger))
-            uv_timer_start(&in->linger, on_linger, OS_EXIT_LINGER_MS, 0);
-        return;
-    }
-    inst_gone(in);
+    if (tg_aproc_ready_gone(&in->p, on_linger))
+        inst_gone(in);
 }
 
-static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
+static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
 {
-    os_inst_t *in = p->data;
-    in->exited = true;
-    in->exit_status = status;
-    in->term_signal = sig;
-    if (in->ci != NULL) {
-        /* A kernel OOM kill between two samples shows in the counters now. */
-        tg_contain_sample_t cur;
-        if (in->verdict.kind == TG_VERDICT_OK && tg_contain_sample(in->ci, &cur) == 0) {
-            tg_verdict_t v = tg_contain_judge(in->ci, in->have_last ? &in->last : NULL, &cur);
-            if (v.kind == TG_VERDICT_OOM) {
-                in->verdict = v;
-                in->killed = true;
-            }
-        }
-        tg_contain_set_pid(in->ci, 0); /* reaped: the pid may be reused */
-    }
-    if (in->pid > 0)
-        (void)kill(-in->pid, SIGKILL); /* the rest of its process group */
+    os_inst_t *in = proc->data;
+    (void)tg_aproc_on_exit(&in->p, status, sig);
     inst_maybe_gone(in);
     g_flush(in->ag->g);
 }
@@ -3188,23 +3043,14 @@ static void on_monitor(uv_timer_t *t)
     os_inst_t *in = t->data;
     os_agent_t *ag = in->ag;
     tg_contain_sample_t cur;
-    if (in->ci == NULL || in->exited || tg_contain_sample(in->ci, &cur) < 0)
+    if (!tg_aproc_sample(ag->g->gw, ag->idx, ag->acfg, in->p.ci, in->p.exited, &cur))
         return;
     if (cur.have & TG_SAMPLE_MEM)
         reg_set(ag->g, ag->reg_memory, cur.memory_current);
-    if (ag->g->gw->metrics_ok)
-        tg_metrics_agent_usage(&ag->g->gw->metrics, ag->idx, cur.memory_current, cur.memory_peak,
-                               ag->acfg->res.memory_bytes, cur.cpu_usage_us, cur.pids_current);
-    tg_verdict_t v = tg_contain_judge(in->ci, in->have_last ? &in->last : NULL, &cur);
-    in->last = cur;
-    in->have_last = true;
-    if (v.kind == TG_VERDICT_OK || in->verdict.kind != TG_VERDICT_OK)
+    if (!tg_aproc_judge(&in->p.watch, in->p.ci, aname(ag), &cur))
         return;
-    in->verdict = v;
-    tg_log("agent '%s' broke its %s limit (%" PRIu64 " of %" PRIu64 "): killing the instance",
-           aname(ag), tg_res_name(v.res), v.used, v.limit);
-    inst_kill(ag, SIGKILL, tg_res_name(v.res));
-    (void)tg_contain_kill(in->ci);
+    inst_kill(ag, SIGKILL, tg_res_name(in->p.watch.verdict.res));
+    (void)tg_contain_kill(in->p.ci);
     g_flush(ag->g);
 }
 
@@ -3213,67 +3059,6 @@ static void agent_out_drain(tg_out_t *o, void *ctx)
     os_agent_t *ag = ctx;
     (void)o;
     g_flush(ag->g); /* callers paused for this agent may read again */
-}
-
-static void agent_out_error(tg_out_t *o, void *ctx, int status)
-{
-    /* EPIPE: the agent closed its stdin; its exit will follow. */
-    (void)o;
-    (void)ctx;
-    (void)status;
-}
-
-/* The agent's environment: env.pass, env.set, then the session token
- * (an entry of the same name from config is left out: the token must be
- * the one toolgate checks). NULL-terminated, heap; NULL when out of memory. */
-static char **build_env(const os_agent_t *ag)
-{
-    const tg_agent_cfg_t *a = ag->acfg;
-    size_t n = 1, k = 0, tl = strlen(OS_TOKEN_ENV);
-    for (char **p = a->env_pass; p != NULL && *p != NULL; p++)
-        n++;
-    for (char **p = a->env_set; p != NULL && *p != NULL; p++)
-        n++;
-    char **env = calloc(n + 1, sizeof(*env));
-    if (env == NULL)
-        return NULL;
-    for (char **p = a->env_pass; p != NULL && *p != NULL; p++) {
-        const char *v = getenv(*p);
-        if (v == NULL || strcmp(*p, OS_TOKEN_ENV) == 0)
-            continue;
-        size_t len = strlen(*p) + strlen(v) + 2;
-        if ((env[k] = malloc(len)) == NULL)
-            goto fail;
-        snprintf(env[k++], len, "%s=%s", *p, v);
-    }
-    for (char **p = a->env_set; p != NULL && *p != NULL; p++) {
-        if (strncmp(*p, OS_TOKEN_ENV, tl) == 0 && (*p)[tl] == '=')
-            continue;
-        if ((env[k] = strdup(*p)) == NULL)
-            goto fail;
-        k++;
-    }
-    size_t len = tl + 1 + strlen(ag->token) + 1;
-    if ((env[k] = malloc(len)) == NULL)
-        goto fail;
-    snprintf(env[k++], len, "%s=%s", OS_TOKEN_ENV, ag->token);
-    return env;
-fail:
-    for (size_t i = 0; i < k; i++) {
-        explicit_bzero(env[i], strlen(env[i]));
-        free(env[i]);
-    }
-    free(env);
-    return NULL;
-}
-
-static void free_env(char **env)
-{
-    for (char **p = env; p != NULL && *p != NULL; p++) {
-        explicit_bzero(*p, strlen(*p)); /* the token is among them */
-        free(*p);
-    }
-    free(env);
 }
 
 /* A fresh session token: 128 bits from the kernel's CSPRNG, as hex. */
@@ -3298,28 +3083,6 @@ static int new_token(os_agent_t *ag)
     return 0;
 }
 
-static int contain_create(os_agent_t *ag, os_inst_t *in)
-{
-    tg_contain_req_t req;
-    tg_cfg_err_t err;
-    tg_gw_t *gw = ag->g->gw;
-    if (tg_config_contain_req_for(ag->g->cfg, ag->acfg, &req) == -ENOTSUP) {
-        if (gw->contain.mode == TG_CONTAIN_REQUIRED) {
-            tg_log("cannot start agent '%s': network \"loopback\" cannot be enforced on this "
-                   "host and containment.mode is required (use \"none\" or \"full\")",
-                   aname(ag));
-            return -1;
-        }
-        tg_log("agent '%s': network \"loopback\" is not enforced on this host", aname(ag));
-    }
-    if (tg_contain_create(&gw->contain, aname(ag), &req, &in->ci, &err) < 0) {
-        tg_log("cannot start agent '%s': %s", aname(ag), err.msg);
-        in->ci = NULL;
-        return -1;
-    }
-    return 0;
-}
-
 /* Start the agent's instance: pipes, containment through the exec shim,
  * a fresh session token in its environment. 0, or a negative errno after
  * logging (the caller applies the restart policy). */
@@ -3330,8 +3093,7 @@ static int agent_spawn(os_agent_t *ag)
         return 0;
     if (ag->st == A_DOWN && ag->last_failed) {
         /* An on-demand start after a failure counts as a restart. */
-        ag->restart_at[ag->nrestarts % OS_RESTART_LOG] = now_ms(g);
-        ag->nrestarts++;
+        tg_aproc_restart_note(ag->restart_at, &ag->nrestarts, now_ms(g));
     }
     int rc = new_token(ag);
     if (rc < 0) {
@@ -3343,109 +3105,29 @@ static int agent_spawn(os_agent_t *ag)
     if (in == NULL)
         return -ENOMEM;
     in->ag = ag;
-    in->errmax = ag->acfg->stderr_line_max;
-    in->errbuf = malloc(in->errmax + 1);
-    tg_in_init(&in->rd, &g->gw->pool, g->cfg->max_frame_bytes);
+    tg_aproc_init(&in->p, g->gw, ag->acfg, in, ag, agent_out_drain);
     tg_lenpfx_init(&in->lp, g->cfg->max_frame_bytes);
-    tg_out_init(&in->wr, &g->gw->pool);
-    in->wr.ctx = ag;
-    in->wr.on_drain = agent_out_drain;
-    in->wr.on_error = agent_out_error;
-    uv_pipe_init(g->gw->loop, &in->pin, 0);
-    uv_pipe_init(g->gw->loop, &in->pout, 0);
-    uv_pipe_init(g->gw->loop, &in->perr, 0);
-    uv_timer_init(g->gw->loop, &in->linger);
-    uv_timer_init(g->gw->loop, &in->monitor);
-    in->pin.data = in->pout.data = in->perr.data = in->linger.data = in->monitor.data = in;
-    in->proc.data = in;
-    in->open_handles = 6;
 
-    int fin[2] = {-1, -1}, fout[2] = {-1, -1}, ferr[2] = {-1, -1};
-    char **shim_argv = NULL, **envp = NULL;
-    if (pipe2(fin, O_CLOEXEC) < 0 || pipe2(fout, O_CLOEXEC) < 0 || pipe2(ferr, O_CLOEXEC) < 0) {
-        rc = -errno;
-        tg_log("cannot start agent '%s': pipe: %s", aname(ag), strerror(-rc));
-        for (int i = 0; i < 2; i++) {
-            if (fin[i] >= 0)
-                close(fin[i]);
-            if (fout[i] >= 0)
-                close(fout[i]);
-            if (ferr[i] >= 0)
-                close(ferr[i]);
-        }
-        in->exited = in->gone = true;
-        inst_close(in);
-        return rc;
-    }
-    tg_pipe_enlarge(fin[1], OS_PIPE_BYTES);
-    tg_pipe_enlarge(fout[0], OS_PIPE_BYTES);
-    uv_stdio_container_t stdio[3];
-    stdio[0].flags = UV_INHERIT_FD;
-    stdio[0].data.fd = fin[0];
-    stdio[1].flags = UV_INHERIT_FD;
-    stdio[1].data.fd = fout[1];
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = ferr[1];
-    uv_pipe_open(&in->pin, fin[1]);
-    uv_pipe_open(&in->pout, fout[0]);
-    uv_pipe_open(&in->perr, ferr[0]);
-
-    rc = 0;
-    if (g->gw->contain_ok && contain_create(ag, in) < 0)
+    char **envp = NULL;
+    if (g->gw->contain_ok && tg_aproc_contain_create(g->gw, ag->acfg, &in->p.ci) < 0)
         rc = -EPERM;
-    if (rc == 0 && in->ci != NULL) {
-        tg_contain_place_t pl;
-        tg_contain_place(in->ci, &pl);
-        if (tg_shim_argv_build("/proc/self/exe", &pl, ag->acfg->cwd, ag->acfg->command,
-                               &shim_argv) < 0) {
-            tg_log("cannot start agent '%s': cannot build the exec shim's arguments", aname(ag));
-            rc = -EINVAL;
-        }
-    }
-    if (rc == 0 && (envp = build_env(ag)) == NULL)
+    /* The session token goes last: an entry of the same name from config
+     * is left out, the token must be the one toolgate checks. */
+    if (rc == 0 && (envp = tg_aproc_env_build(ag->acfg, OS_TOKEN_ENV, ag->token)) == NULL)
         rc = -ENOMEM;
-    if (rc == 0) {
-        uv_process_options_t opt;
-        memset(&opt, 0, sizeof(opt));
-        opt.file = shim_argv != NULL ? shim_argv[0] : ag->acfg->command[0];
-        opt.args = shim_argv != NULL ? shim_argv : ag->acfg->command;
-        opt.env = envp;
-        opt.cwd = ag->acfg->cwd;
-        opt.exit_cb = on_exit_cb;
-        opt.stdio = stdio;
-        opt.stdio_count = 3;
-        /* Own process group: the whole tree can be signalled (the shim
-         * calls setsid itself). */
-        opt.flags = shim_argv != NULL ? 0 : UV_PROCESS_DETACHED;
-        in->proc_init = true;
-        rc = uv_spawn(g->gw->loop, &in->proc, &opt);
-        if (rc < 0)
-            tg_log("cannot start agent '%s': %s: %s", aname(ag), ag->acfg->command[0],
-                   uv_strerror(rc));
-    }
-    free_env(envp);
-    tg_shim_argv_free(shim_argv);
-    close(fin[0]);
-    close(fout[1]);
-    close(ferr[1]);
+    char enforced[TG_AUDIT_LINE_MAX / 2];
+    if (rc == 0)
+        rc = tg_aproc_start(&in->p, g->gw->loop, ag->acfg, envp, on_exit_cb, "", on_monitor,
+                            enforced, sizeof(enforced));
+    tg_aproc_env_free(envp);
     if (rc < 0) {
-        in->exited = in->gone = true;
+        in->p.exited = in->p.gone = true;
         inst_close(in);
         explicit_bzero(ag->token, sizeof(ag->token));
         return rc;
     }
-    in->pid = in->proc.pid;
-    char enforced[TG_AUDIT_LINE_MAX / 2];
-    enforced[0] = '\0';
-    if (in->ci != NULL) {
-        tg_contain_set_pid(in->ci, in->pid);
-        if (tg_enforced_json(&in->ci->enforced, enforced, sizeof(enforced)) < 0)
-            enforced[0] = '\0';
-        uv_timer_start(&in->monitor, on_monitor, OS_MONITOR_MS, OS_MONITOR_MS);
-    }
-    in->wr.stream = (uv_stream_t *)&in->pin;
-    uv_read_start((uv_stream_t *)&in->pout, agent_alloc, agent_read);
-    uv_read_start((uv_stream_t *)&in->perr, err_alloc, err_read);
+    uv_read_start((uv_stream_t *)&in->p.pout, agent_alloc, agent_read);
+    uv_read_start((uv_stream_t *)&in->p.perr, tg_aproc_err_alloc, err_read);
     ag->inst = in;
     ag->starts++;
     ag->hello_ok = false;
@@ -3454,12 +3136,7 @@ static int agent_spawn(os_agent_t *ag)
     uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
 
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "agent.started";
-    ev.agent = aname(ag);
-    ev.pid = in->pid;
-    ev.attempt = ag->nrestarts;
-    ev.enforced_json = enforced[0] != '\0' ? enforced : NULL;
+    tg_aproc_ev_started(&ev, aname(ag), in->p.pid, ag->nrestarts, enforced);
     emit(g, &ev);
     flow(g);
     return 0;
@@ -3468,14 +3145,13 @@ static int agent_spawn(os_agent_t *ag)
 static void inst_kill(os_agent_t *ag, int sig, const char *reason)
 {
     os_inst_t *in = ag->inst;
-    if (in == NULL || in->gone || in->pid <= 0 || in->exited)
+    if (in == NULL || in->p.gone || in->p.pid <= 0 || in->p.exited)
         return;
     if (sig == SIGKILL) {
-        in->killed = true;
+        in->p.killed = true;
         agent_event(ag, "agent.killed", NULL, reason);
     }
-    (void)kill(-in->pid, sig);
-    (void)kill(in->pid, sig);
+    tg_aproc_signal(&in->p, sig);
 }
 
 /* The hello deadline, then the heartbeat watch: no heartbeat for
@@ -3485,9 +3161,9 @@ static void on_hb_timer(uv_timer_t *t)
 {
     os_agent_t *ag = t->data;
     os_inst_t *in = ag->inst;
-    if (in == NULL || in->gone || in->exited)
+    if (in == NULL || in->p.gone || in->p.exited)
         return;
-    if (in->killed && !ag->hello_ok) {
+    if (in->p.killed && !ag->hello_ok) {
         /* Refused at hello and still there. */
         inst_kill(ag, SIGKILL, "hello_refused");
     } else if (!ag->hello_ok) {
@@ -3521,7 +3197,7 @@ static void stop_step(os_agent_t *ag)
     os_inst_t *in = ag->inst;
     uint64_t grace = ag->acfg->kill_grace_ms;
     const char *why = ag->switching ? "reload" : "shutdown";
-    if (in == NULL || in->gone) {
+    if (in == NULL || in->p.gone) {
         if (ag->switching && !ag->g->stopping) {
             switch_done(ag);
             return;
@@ -3534,11 +3210,7 @@ static void stop_step(os_agent_t *ag)
     case P_DRAIN:
         /* The calls in flight had their chance: close the agent's stdin. */
         ag->phase = P_STOP_STDIN;
-        (void)tg_out_flush(&in->wr);
-        in->stdin_closed = true;
-        if (!uv_is_closing((uv_handle_t *)&in->pin))
-            uv_close((uv_handle_t *)&in->pin, inst_handle_closed);
-        in->wr.stream = NULL;
+        tg_aproc_close_stdin(&in->p, inst_handle_closed);
         break;
     case P_STOP_STDIN:
         ag->phase = P_STOP_TERM;
@@ -3653,18 +3325,6 @@ static void g_check_idle(tg_osgw_t *g)
 
 /* ---- setup ------------------------------------------------------------ */
 
-/* Register <name>, or update the capacity of the entry that has it: a
- * reloaded agent keeps its registry rows (and their high-water marks). */
-static int reg_upsert(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
-                      uint64_t cap)
-{
-    for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->v[i].name, name) == 0) {
-            r->v[i].capacity = cap;
-            return (int)i;
-        }
-    return tg_registry_add(r, name, cat, scope, cap);
-}
 
 static int register_limits(os_agent_t *ag)
 {
@@ -3676,7 +3336,7 @@ static int register_limits(os_agent_t *ag)
 #define REG(dst, cat, scope, cap, ...)                                                             \
     do {                                                                                           \
         snprintf(name, sizeof(name), __VA_ARGS__);                                                 \
-        dst = reg_upsert(reg, name, cat, scope, cap);                                              \
+        dst = tg_aproc_reg_upsert(reg, name, cat, scope, cap);                                     \
     } while (0)
     REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", max_frame, "agent.%s.frame_bytes", id);
     REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);

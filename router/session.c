@@ -29,11 +29,9 @@
  *  - Every callback ends with flush_all(): all output of one event goes out
  *    in one uv_write per stream.
  */
-#define _GNU_SOURCE /* pipe2 */
 #include "router/session.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -57,7 +55,7 @@
 #include "router/io.h"
 #include "router/contain_cfg.h"
 #include "router/log.h"
-#include "router/shim.h"
+#include "router/agent_proc.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
@@ -65,11 +63,7 @@
 /* fixed internal bound: spare call entries, so that a reload can raise
  * max_concurrent_calls/max_queued_calls a little in place (tg_agent_reconfigure) */
 #define TG_RELOAD_SPARE_CALLS 64
-#define TG_PIPE_BYTES (1 << 20) /* fixed internal bound: kernel pipe buffer asked for with F_SETPIPE_SZ */
-#define TG_EXIT_LINGER_MS 200  /* fixed internal bound: wait for the agent's stdout EOF after its exit */
 #define TG_DENIAL_MAX 2048     /* fixed internal bound: one denial line */
-#define TG_RESTART_LOG 64      /* fixed internal bound: restart timestamps kept */
-#define TG_MONITOR_MS 1000     /* fixed internal bound: containment sampling period */
 /* A call the shared store turned away asks again after a wait doubling per refusal in
  * a row; a release by this instance lets it ask at once. */
 #define TG_FLEET_RETRY_MIN_MS 20  /* fixed internal bound: first wait for a refused fleet slot */
@@ -123,30 +117,9 @@ typedef struct tg_call {
 
 /* One running agent process. Freed when all its handles have closed. */
 typedef struct tg_inst {
+    tg_aproc_t p; /* the process, its pipes, containment and monitor */
     tg_wrap_t *w;
-    uv_process_t proc;
-    uv_pipe_t pin, pout, perr;
-    int open_handles;
-    int pid;
-    bool exited, out_eof, gone, stdin_closed;
-    int64_t exit_status;
-    int term_signal;
-    bool killed;
     const char *kill_reason;
-    tg_in_t rd;
-    tg_out_t wr;
-    uv_timer_t linger;
-    /* containment: the instance's cgroups/rlimits and its monitor */
-    tg_contain_inst_t *ci;
-    uv_timer_t monitor;
-    tg_contain_sample_t last;
-    bool have_last;
-    tg_verdict_t verdict; /* why toolgate killed it for a resource, kind OK otherwise */
-    bool proc_init;       /* uv_spawn was called: the process handle must be closed */
-    /* stderr relay */
-    char *errbuf;
-    size_t errlen;
-    bool errtrunc;
 } tg_inst_t;
 
 typedef struct tool_state {
@@ -245,7 +218,7 @@ struct tg_wrap {
     bool agent_paused;
     uint64_t agent_over_id;
     bool agent_over_has_id;
-    uint64_t restart_at[TG_RESTART_LOG];
+    uint64_t restart_at[TG_APROC_RESTART_LOG];
     uint32_t nrestarts;
     uint64_t invalid_agent_frames;
     uint64_t unmatched_responses;
@@ -259,10 +232,9 @@ struct tg_wrap {
     uint32_t npass;                 /* this session's pass-through requests */
     uint32_t nbusy;                 /* its K_CALL and K_PASS entries: what a drain waits for */
 
-    /* stderr budget: bytes relayed in the current second */
-    uint64_t err_window_start;
-    uint64_t err_window_bytes;
-    uint64_t err_dropped, err_dropped_reported;
+    /* stderr budget: bytes relayed in the current second, and dropped */
+    tg_aproc_errbudget_t err;
+    uint64_t err_dropped_reported;
 
     uv_timer_t restart_timer, phase_timer;
     uv_timer_t idle_timer; /* serve: a partial frame left unfinished too long */
@@ -281,6 +253,7 @@ static void sess_release(tg_wrap_t *w);
 static void report_stderr_drops(tg_wrap_t *w);
 static void check_drained(tg_wrap_t *w);
 static void agent_maybe_reap(tg_agent_t *ag);
+static uint32_t recent_restarts(const tg_wrap_t *w, uint64_t now);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -337,33 +310,12 @@ static void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
  * the agent it belongs to, or NULL for instance-wide limits. */
 static void limit_event_gw(tg_gw_t *gw, int idx, tg_limit_ev_t lev)
 {
-    if (lev == TG_LIMIT_EV_NONE || idx < 0)
-        return;
-    const tg_limit_t *l = &gw->reg.v[idx];
-    tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = lev == TG_LIMIT_EV_WARNING ? "limit.warning" : "limit.recovered";
-    ev.limit.type = tg_limit_cat_name(l->cat);
-    ev.limit.scope = l->scope;
-    ev.limit.name = l->name;
-    ev.limit.observed = (int64_t)l->current;
-    ev.limit.cap = (int64_t)l->capacity;
-    if (gw->audit != NULL)
-        tg_audit_emit(gw->audit, &ev);
-    if (lev == TG_LIMIT_EV_WARNING)
-        tg_log("limit %s at %" PRIu64 " of %" PRIu64 " (80%% warning)", l->name, l->current,
-               l->capacity);
-}
-
-static void limit_event(tg_wrap_t *w, int idx, tg_limit_ev_t lev)
-{
-    limit_event_gw(w->gw, idx, lev);
+    tg_aproc_limit_event(gw, idx, lev);
 }
 
 static void reg_set(tg_wrap_t *w, int idx, uint64_t current)
 {
-    if (idx >= 0)
-        limit_event(w, idx, tg_registry_set(&w->gw->reg, idx, current));
+    tg_aproc_reg_set(w->gw, idx, current);
 }
 
 static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
@@ -584,7 +536,7 @@ static void deny_call(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d, const ch
 static void to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
                              size_t id_off, size_t id_len, uint64_t agent_id)
 {
-    tg_out_t *o = &w->inst->wr;
+    tg_out_t *o = &w->inst->p.wr;
     char num[24];
     size_t n = u64_fmt(num, agent_id, 10);
     if (b != NULL) {
@@ -600,8 +552,8 @@ static void to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t 
 
 static bool agent_writable(const tg_wrap_t *w)
 {
-    return w->inst != NULL && !w->inst->gone && !w->inst->stdin_closed &&
-           w->inst->wr.stream != NULL;
+    return w->inst != NULL && !w->inst->p.gone && !w->inst->p.stdin_closed &&
+           w->inst->p.wr.stream != NULL;
 }
 
 /* Tell the agent to stop call <c> (MCP notifications/cancelled for the id
@@ -620,7 +572,7 @@ static void send_ping(tg_wrap_t *w, tg_call_t *c)
     p->ping_for_id = c->agent_id;
     int n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n",
                      p->agent_id);
-    tg_out_copy(&w->inst->wr, buf, (size_t)n);
+    tg_out_copy(&w->inst->p.wr, buf, (size_t)n);
 }
 
 static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
@@ -632,7 +584,7 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
                      "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
                      "\"requestId\":%" PRIu64 ",\"reason\":\"%s\"}}\n",
                      c->agent_id, reason);
-    tg_out_copy(&w->inst->wr, buf, (size_t)n);
+    tg_out_copy(&w->inst->p.wr, buf, (size_t)n);
     send_ping(w, c);
 }
 
@@ -1490,7 +1442,7 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
         return;
     }
     if (agent_writable(w))
-        tg_out_slice(&w->inst->wr, b, frame, len);
+        tg_out_slice(&w->inst->p.wr, b, frame, len);
 }
 
 /* ---- caller frames ---------------------------------------------------- */
@@ -1549,7 +1501,7 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
             return;
         }
         if (agent_writable(w) && w->astate == A_RUNNING)
-            tg_out_slice(&w->inst->wr, b, frame, len);
+            tg_out_slice(&w->inst->p.wr, b, frame, len);
         return;
     }
     if (env.kind == TG_MCP_REQUEST && env.id.len > TG_ID_MAX) {
@@ -1614,7 +1566,7 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
     }
     /* Notifications and the caller's answers to agent requests pass as they are. */
     if (agent_writable(w) && w->astate != A_BACKOFF)
-        tg_out_slice(&w->inst->wr, b, frame, len);
+        tg_out_slice(&w->inst->p.wr, b, frame, len);
 }
 
 static void on_caller_oversize(tg_wrap_t *w, const char *head, size_t len)
@@ -1751,7 +1703,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
     case K_REPLAY_INIT:
         call_free(w, c);
         if (w->initd_frame != NULL && agent_writable(w))
-            tg_out_copy(&w->inst->wr, w->initd_frame, w->initd_len);
+            tg_out_copy(&w->inst->p.wr, w->initd_frame, w->initd_len);
         agent_running(w);
         break;
     case K_PING: {
@@ -1929,7 +1881,7 @@ static void caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 static void agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     tg_inst_t *inst = h->data;
-    tg_in_alloc(&inst->rd, buf);
+    tg_in_alloc(&inst->p.rd, buf);
 }
 
 static void inst_maybe_gone(tg_inst_t *inst);
@@ -1939,14 +1891,14 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     tg_inst_t *inst = s->data;
     tg_wrap_t *w = inst->w;
     if (n > 0) {
-        tg_in_commit(&inst->rd, (size_t)n);
+        tg_in_commit(&inst->p.rd, (size_t)n);
         if (w->inst == inst)
-            drain_frames(w, &inst->rd, on_agent_frame, on_agent_oversize, on_agent_skipped);
+            drain_frames(w, &inst->p.rd, on_agent_frame, on_agent_oversize, on_agent_skipped);
         else
-            inst->rd.len = inst->rd.pos = 0;
+            inst->p.rd.len = inst->p.rd.pos = 0;
     } else if (n < 0) {
         uv_read_stop(s);
-        inst->out_eof = true;
+        inst->p.out_eof = true;
         inst_maybe_gone(inst);
     }
     flush_all(w);
@@ -1954,66 +1906,20 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 /* ---- agent stderr relay ----------------------------------------------- */
 
-static void stderr_emit(tg_wrap_t *w, const char *p, size_t len, bool truncated)
+static void stderr_emit(void *ctx, const char *p, size_t len, bool truncated)
 {
-    uint64_t now = now_ms(w);
-    if (now - w->err_window_start >= 1000) {
-        w->err_window_start = now;
-        w->err_window_bytes = 0;
-    }
-    size_t total = len + 1 + (truncated ? 12 : 0);
-    if (w->err_window_bytes + total > w->ag->acfg->stderr_bytes_per_sec) {
-        w->err_dropped += total;
+    tg_wrap_t *w = ctx;
+    if (!tg_aproc_err_charge(&w->err, now_ms(w), w->ag->acfg->stderr_bytes_per_sec, len,
+                             truncated))
         return;
-    }
-    w->err_window_bytes += total;
-    reg_set(w, w->ag->reg_stderr, w->err_window_bytes);
-    /* Lines are at most stderr_line_max bytes (the relay cut them). */
-    w->err_dropped += tg_log_raw(p, len);
-    if (truncated)
-        w->err_dropped += tg_log_raw(" [truncated]", 12);
-    w->err_dropped += tg_log_raw("\n", 1);
-}
-
-static void err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    static char scratch[16384];
-    (void)h;
-    *buf = uv_buf_init(scratch, sizeof(scratch));
+    reg_set(w, w->ag->reg_stderr, w->err.window_bytes);
+    tg_aproc_err_write(&w->err, p, len, truncated);
 }
 
 static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     tg_inst_t *inst = s->data;
-    tg_wrap_t *w = inst->w;
-    size_t max = w->ag->acfg->stderr_line_max;
-    if (n < 0) {
-        uv_read_stop(s);
-        if (inst->errlen > 0)
-            stderr_emit(w, inst->errbuf, inst->errlen, inst->errtrunc);
-        inst->errlen = 0;
-        return;
-    }
-    const char *p = buf->base;
-    size_t left = (size_t)n;
-    while (left > 0) {
-        const char *nl = memchr(p, '\n', left);
-        size_t chunk = nl != NULL ? (size_t)(nl - p) : left;
-        size_t room = max - inst->errlen;
-        size_t take = chunk < room ? chunk : room;
-        memcpy(inst->errbuf + inst->errlen, p, take);
-        inst->errlen += take;
-        if (take < chunk)
-            inst->errtrunc = true;
-        if (nl != NULL) {
-            stderr_emit(w, inst->errbuf, inst->errlen, inst->errtrunc);
-            inst->errlen = 0;
-            inst->errtrunc = false;
-            chunk++;
-        }
-        p += chunk;
-        left -= chunk;
-    }
+    tg_aproc_err_read(&inst->p, s, n, buf, stderr_emit, inst->w);
 }
 
 /* ---- agent process ---------------------------------------------------- */
@@ -2021,13 +1927,9 @@ static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 static void inst_handle_closed(uv_handle_t *h)
 {
     tg_inst_t *inst = h->data;
-    if (--inst->open_handles > 0)
+    if (!tg_aproc_handle_closed(&inst->p))
         return;
     tg_wrap_t *w = inst->w;
-    tg_in_free(&inst->rd);
-    tg_out_free(&inst->wr);
-    free(inst->errbuf);
-    (void)tg_contain_destroy(inst->ci); /* kills leftovers, removes its cgroups */
     free(inst);
     if (w->phase == P_DONE && w->inst == NULL)
         finish(w);
@@ -2036,19 +1938,7 @@ static void inst_handle_closed(uv_handle_t *h)
 
 static void inst_close(tg_inst_t *inst)
 {
-    uv_handle_t *hs[] = {(uv_handle_t *)&inst->proc, (uv_handle_t *)&inst->pin,
-                         (uv_handle_t *)&inst->pout, (uv_handle_t *)&inst->perr,
-                         (uv_handle_t *)&inst->linger, (uv_handle_t *)&inst->monitor};
-    inst->wr.stream = NULL;
-    if (!inst->proc_init) {
-        /* Never spawned: the process handle is not a libuv handle yet. */
-        inst->proc.data = inst;
-        inst->open_handles--;
-        hs[0] = NULL;
-    }
-    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-        if (hs[i] != NULL && !uv_is_closing(hs[i]))
-            uv_close(hs[i], inst_handle_closed);
+    tg_aproc_close(&inst->p, inst_handle_closed);
 }
 
 static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
@@ -2061,9 +1951,9 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             continue;
         bool pending = c->state == S_INFLIGHT || c->state == S_QUEUED || c->state == S_RATE ||
                        c->state == S_SLOT;
-        if (c->kind == K_CALL && pending && inst->verdict.kind != TG_VERDICT_OK) {
+        if (c->kind == K_CALL && pending && inst->p.watch.verdict.kind != TG_VERDICT_OK) {
             /* Killed for a resource: say which, and how much against what. */
-            const tg_verdict_t *v = &inst->verdict;
+            const tg_verdict_t *v = &inst->p.watch.verdict;
             char path[TG_NAME_MAX + 64];
             denial_init(w, &d, TG_DENY_RESOURCE, c, reqid, sizeof(reqid));
             d.limit = tg_res_name(v->res);
@@ -2086,14 +1976,14 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
             d.limit = "agent";
             d.retry_after_ms = (int64_t)w->ag->acfg->backoff_initial_ms;
-            if (inst->term_signal != 0)
+            if (inst->p.term_signal != 0)
                 snprintf(detail, sizeof(detail), "agent %s by signal %d while the call ran",
-                         inst->killed ? "was killed" : "died", inst->term_signal);
+                         inst->p.killed ? "was killed" : "died", inst->p.term_signal);
             else
                 snprintf(detail, sizeof(detail), "agent exited with status %" PRId64
-                         " while the call ran", inst->exit_status);
+                         " while the call ran", inst->p.exit_status);
             d.detail = detail;
-            deny_call(w, c, &d, "call.denied", inst->killed ? "killed" : "agent_exited");
+            deny_call(w, c, &d, "call.denied", inst->p.killed ? "killed" : "agent_exited");
         } else if (c->kind == K_PASS) {
             denial_init(w, &d, TG_DENY_UNAVAILABLE, NULL, reqid, sizeof(reqid));
             d.limit = "agent";
@@ -2132,9 +2022,10 @@ static void on_restart_timer(uv_timer_t *t)
  * instances (a small file, written once per instance exit). */
 static void record_peak(tg_wrap_t *w, tg_inst_t *inst)
 {
-    if (w->gw->peaks_path[0] == '\0' || !inst->have_last || !(inst->last.have & TG_SAMPLE_PEAK))
+    if (w->gw->peaks_path[0] == '\0' || !inst->p.watch.have_last ||
+        !(inst->p.watch.last.have & TG_SAMPLE_PEAK))
         return;
-    int rc = tg_peaks_record(w->gw->peaks_path, agent_name(w), inst->last.memory_peak);
+    int rc = tg_peaks_record(w->gw->peaks_path, agent_name(w), inst->p.watch.last.memory_peak);
     if (rc < 0)
         tg_log("cannot record agent '%s' peak memory in %s: %s", agent_name(w),
                w->gw->peaks_path, strerror(-rc));
@@ -2144,31 +2035,24 @@ static void record_peak(tg_wrap_t *w, tg_inst_t *inst)
 static void inst_gone(tg_inst_t *inst)
 {
     tg_wrap_t *w = inst->w;
-    inst->gone = true;
-    uv_timer_stop(&inst->linger);
+    inst->p.gone = true;
+    uv_timer_stop(&inst->p.linger);
     if (w->inst == inst) {
         w->inst = NULL;
     }
     w->astate = A_DOWN;
 
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "agent.exited";
-    ev.agent = agent_name(w);
-    ev.pid = inst->pid;
-    ev.exit.code = inst->term_signal ? TG_AUDIT_ABSENT : inst->exit_status;
-    ev.exit.signal = inst->term_signal ? inst->term_signal : TG_AUDIT_ABSENT;
-    ev.exit.reason = inst->killed ? "killed" : inst->term_signal ? "crashed"
-                                           : inst->exit_status ? "failed"
-                                                               : "exited";
+    tg_aproc_ev_exited(&ev, agent_name(w), inst->p.pid, inst->p.killed, inst->p.term_signal,
+                       inst->p.exit_status);
     emit(w, &ev);
     fail_inflight(w, inst);
     report_stderr_drops(w);
     if (w->gw->metrics_ok)
         tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_DOWN, 0);
-    bool failed = inst->term_signal != 0 || inst->exit_status != 0;
-    int64_t status = inst->term_signal ? 128 + inst->term_signal : inst->exit_status;
-    bool by_signal = inst->term_signal != 0;
+    bool failed = inst->p.term_signal != 0 || inst->p.exit_status != 0;
+    int64_t status = inst->p.term_signal ? 128 + inst->p.term_signal : inst->p.exit_status;
+    bool by_signal = inst->p.term_signal != 0;
     record_peak(w, inst);
     inst_close(inst);
     after_exit(w, failed, status, by_signal);
@@ -2195,37 +2079,21 @@ static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal
     }
     /* Crash-loop protection: at most max_restarts within window. */
     uint64_t now = now_ms(w);
-    uint32_t recent = 0;
-    for (uint32_t i = 0; i < w->nrestarts && i < TG_RESTART_LOG; i++)
-        if (now - w->restart_at[i] < w->ag->acfg->restart_window_ms)
-            recent++;
+    uint32_t recent = recent_restarts(w, now);
     if (recent >= w->ag->acfg->max_restarts) {
-        char win[16];
-        tg_unit_fmt_duration(win, sizeof(win), w->ag->acfg->restart_window_ms);
-        tg_log("agent '%s' failed %u times within %s: giving up on restart (raise "
-               "agents.%s.restart.max_restarts or fix the agent)",
-               agent_name(w), recent + 1, win, agent_name(w));
+        tg_aproc_log_give_up(w->ag->acfg, recent);
         w->gw->exit_code = 1;
         begin_shutdown(w, "agent restarts exhausted");
         finish(w);
         return;
     }
-    uint64_t backoff = w->ag->acfg->backoff_initial_ms;
-    for (uint32_t i = 0; i < recent && backoff < w->ag->acfg->backoff_max_ms; i++)
-        backoff *= 2;
-    if (backoff > w->ag->acfg->backoff_max_ms)
-        backoff = w->ag->acfg->backoff_max_ms;
-    w->restart_at[w->nrestarts % TG_RESTART_LOG] = now;
-    w->nrestarts++;
+    uint64_t backoff = tg_aproc_backoff(w->ag->acfg, recent);
+    tg_aproc_restart_note(w->restart_at, &w->nrestarts, now);
     /* Another session of the agent may be nearer its budget: only raise
      * (on_tick lowers it as restarts leave the window). */
     if (w->ag->reg_restarts >= 0 && recent + 1 > w->gw->reg.v[w->ag->reg_restarts].current)
         reg_set(w, w->ag->reg_restarts, recent + 1);
-    tg_audit_ev_init(&ev);
-    ev.event = "agent.restarting";
-    ev.agent = agent_name(w);
-    ev.attempt = recent + 1;
-    ev.backoff_ms = (int64_t)backoff;
+    tg_aproc_ev_restarting(&ev, agent_name(w), recent + 1, backoff);
     emit(w, &ev);
     tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", agent_name(w),
            by_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
@@ -2237,58 +2105,35 @@ static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal
 static void on_linger(uv_timer_t *t)
 {
     tg_inst_t *inst = t->data;
-    inst->out_eof = true; /* a grandchild holds stdout open: stop waiting */
+    inst->p.out_eof = true; /* a grandchild holds stdout open: stop waiting */
     inst_maybe_gone(inst);
     flush_all(inst->w);
 }
 
 static void inst_maybe_gone(tg_inst_t *inst)
 {
-    if (inst->gone || !inst->exited)
-        return;
-    if (!inst->out_eof) {
-        if (!uv_is_active((uv_handle_t *)&inst->linger))
-            uv_timer_start(&inst->linger, on_linger, TG_EXIT_LINGER_MS, 0);
-        return;
-    }
-    inst_gone(inst);
+    if (tg_aproc_ready_gone(&inst->p, on_linger))
+        inst_gone(inst);
 }
 
-static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
+static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
 {
-    tg_inst_t *inst = p->data;
-    inst->exited = true;
-    inst->exit_status = status;
-    inst->term_signal = sig;
-    if (inst->ci != NULL) {
-        /* A kernel OOM kill between two samples shows in the counters now. */
-        tg_contain_sample_t cur;
-        if (inst->verdict.kind == TG_VERDICT_OK && tg_contain_sample(inst->ci, &cur) == 0) {
-            tg_verdict_t v = tg_contain_judge(inst->ci, inst->have_last ? &inst->last : NULL, &cur);
-            inst->last = cur; /* the final peak, for the pre-flight record */
-            inst->have_last = true;
-            if (v.kind == TG_VERDICT_OOM) {
-                inst->verdict = v;
-                inst->killed = true;
-                tg_audit_ev_t ev;
-                tg_audit_ev_init(&ev);
-                ev.event = "agent.killed";
-                ev.agent = inst->w->ag->acfg->id;
-                ev.pid = inst->pid;
-                ev.reason = "oom";
-                ev.limit.type = tg_res_name(v.res);
-                ev.limit.scope = "agent";
-                ev.limit.observed = (int64_t)v.used;
-                ev.limit.cap = (int64_t)v.limit;
-                if (inst->w->gw->audit != NULL)
-                    tg_audit_emit(inst->w->gw->audit, &ev);
-            }
-        }
-        tg_contain_set_pid(inst->ci, 0); /* reaped: the pid may be reused */
+    tg_inst_t *inst = proc->data;
+    if (tg_aproc_on_exit(&inst->p, status, sig)) {
+        const tg_verdict_t *v = &inst->p.watch.verdict;
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "agent.killed";
+        ev.agent = inst->w->ag->acfg->id;
+        ev.pid = inst->p.pid;
+        ev.reason = "oom";
+        ev.limit.type = tg_res_name(v->res);
+        ev.limit.scope = "agent";
+        ev.limit.observed = (int64_t)v->used;
+        ev.limit.cap = (int64_t)v->limit;
+        if (inst->w->gw->audit != NULL)
+            tg_audit_emit(inst->w->gw->audit, &ev);
     }
-    /* Reap the rest of the tree: the agent led its own process group. */
-    if (inst->pid > 0)
-        (void)kill(-inst->pid, SIGKILL);
     inst_maybe_gone(inst);
     flush_all(inst->w);
 }
@@ -2298,38 +2143,6 @@ static void agent_out_drain(tg_out_t *o, void *ctx)
     tg_wrap_t *w = ctx;
     (void)o;
     backpressure(w);
-}
-
-static void agent_out_error(tg_out_t *o, void *ctx, int status)
-{
-    /* EPIPE: the agent closed its stdin; its exit will follow. */
-    (void)o;
-    (void)ctx;
-    (void)status;
-}
-
-/* Create the containment instance of <inst> from the agent's resources.
- * 0, or -1 (logged) when containment.mode is required and a requested
- * limit cannot be applied, or the instance cannot be made. */
-static int contain_create(tg_wrap_t *w, tg_inst_t *inst)
-{
-    tg_contain_req_t req;
-    tg_cfg_err_t err;
-    if (tg_config_contain_req_for(w->gw->cfg, w->ag->acfg, &req) == -ENOTSUP) {
-        if (w->gw->contain.mode == TG_CONTAIN_REQUIRED) {
-            tg_log("cannot start agent '%s': network \"loopback\" cannot be enforced on this "
-                   "host and containment.mode is required (use \"none\" or \"full\")",
-                   agent_name(w));
-            return -1;
-        }
-        tg_log("agent '%s': network \"loopback\" is not enforced on this host", agent_name(w));
-    }
-    if (tg_contain_create(&w->gw->contain, agent_name(w), &req, &inst->ci, &err) < 0) {
-        tg_log("cannot start agent '%s': %s", agent_name(w), err.msg);
-        inst->ci = NULL;
-        return -1;
-    }
-    return 0;
 }
 
 /* Once a second: sample the instance, warn on approach, and kill it when
@@ -2342,7 +2155,7 @@ static void on_monitor(uv_timer_t *t)
     tg_inst_t *inst = t->data;
     tg_wrap_t *w = inst->w;
     tg_contain_sample_t cur;
-    if (inst->ci == NULL || inst->exited || tg_contain_sample(inst->ci, &cur) < 0)
+    if (!tg_aproc_sample(w->gw, w->ag->idx, w->ag->acfg, inst->p.ci, inst->p.exited, &cur))
         return;
     if ((cur.have & TG_SAMPLE_MEM) && w->ag->reg_memory >= 0)
         reg_set(w, w->ag->reg_memory, cur.memory_current);
@@ -2350,55 +2163,11 @@ static void on_monitor(uv_timer_t *t)
         reg_set(w, w->ag->reg_disk, cur.disk_bytes);
     if (cur.have & TG_SAMPLE_PIDS)
         reg_set(w, w->ag->reg_pids, cur.pids_current);
-    if (w->gw->metrics_ok)
-        tg_metrics_agent_usage(&w->gw->metrics, w->ag->idx, cur.memory_current, cur.memory_peak,
-                               w->ag->acfg->res.memory_bytes, cur.cpu_usage_us, cur.pids_current);
-    tg_verdict_t v = tg_contain_judge(inst->ci, inst->have_last ? &inst->last : NULL, &cur);
-    inst->last = cur;
-    inst->have_last = true;
-    if (v.kind == TG_VERDICT_OK || inst->verdict.kind != TG_VERDICT_OK)
+    if (!tg_aproc_judge(&inst->p.watch, inst->p.ci, agent_name(w), &cur))
         return;
-    inst->verdict = v;
-    tg_log("agent '%s' broke its %s limit (%" PRIu64 " of %" PRIu64 "): killing the instance",
-           agent_name(w), tg_res_name(v.res), v.used, v.limit);
-    inst_kill(w, SIGKILL, tg_res_name(v.res));
-    (void)tg_contain_kill(inst->ci);
+    inst_kill(w, SIGKILL, tg_res_name(inst->p.watch.verdict.res));
+    (void)tg_contain_kill(inst->p.ci);
     flush_all(w);
-}
-
-/* The environment of a serve-mode agent: env.pass names (from toolgate's
- * own environment, when set) then env.set entries. NULL-terminated, heap;
- * NULL on allocation failure. */
-static char **build_env(const tg_agent_cfg_t *a)
-{
-    size_t n = 0, k = 0;
-    for (char **p = a->env_pass; p != NULL && *p != NULL; p++)
-        n++;
-    for (char **p = a->env_set; p != NULL && *p != NULL; p++)
-        n++;
-    char **env = calloc(n + 1, sizeof(*env));
-    if (env == NULL)
-        return NULL;
-    for (char **p = a->env_pass; p != NULL && *p != NULL; p++) {
-        const char *v = getenv(*p);
-        if (v == NULL)
-            continue;
-        size_t len = strlen(*p) + strlen(v) + 2;
-        if ((env[k] = malloc(len)) == NULL)
-            break;
-        snprintf(env[k++], len, "%s=%s", *p, v);
-    }
-    for (char **p = a->env_set; p != NULL && *p != NULL; p++)
-        if ((env[k] = strdup(*p)) != NULL)
-            k++;
-    return env;
-}
-
-static void free_env(char **env)
-{
-    for (char **p = env; p != NULL && *p != NULL; p++)
-        free(*p);
-    free(env);
 }
 
 /* Pre-flight (containment.min_free_memory): refuse to start an instance
@@ -2446,148 +2215,46 @@ static int agent_spawn(tg_wrap_t *w)
         return -ENOMEM;
     inst->w = w;
     w->open_handles++; /* released when the instance's last handle closes */
-    inst->errbuf = malloc(w->ag->acfg->stderr_line_max + 1);
-    tg_in_init(&inst->rd, &w->gw->pool, w->gw->cfg->max_frame_bytes);
-    tg_out_init(&inst->wr, &w->gw->pool);
-    inst->wr.ctx = w;
-    inst->wr.on_drain = agent_out_drain;
-    inst->wr.on_error = agent_out_error;
-    uv_pipe_init(w->gw->loop, &inst->pin, 0);
-    uv_pipe_init(w->gw->loop, &inst->pout, 0);
-    uv_pipe_init(w->gw->loop, &inst->perr, 0);
-    uv_timer_init(w->gw->loop, &inst->linger);
-    uv_timer_init(w->gw->loop, &inst->monitor);
-    inst->pin.data = inst->pout.data = inst->perr.data = inst->linger.data = inst;
-    inst->monitor.data = inst;
-    inst->proc.data = inst;
-    inst->open_handles = 6;
+    tg_aproc_init(&inst->p, w->gw, w->ag->acfg, inst, w, agent_out_drain);
 
-    /* Real pipes, not the socketpairs UV_CREATE_PIPE makes: they can be
-     * enlarged (F_SETPIPE_SZ) and cost fewer cycles per small frame. The
-     * child's ends are inherited as fds 0-2; ours are opened non-blocking. */
-    int fin[2] = {-1, -1}, fout[2] = {-1, -1}, ferr[2] = {-1, -1};
-    if (pipe2(fin, O_CLOEXEC) < 0 || pipe2(fout, O_CLOEXEC) < 0 || pipe2(ferr, O_CLOEXEC) < 0) {
-        int e = -errno;
-        tg_log("cannot start agent '%s': pipe: %s", agent_name(w), strerror(-e));
-        for (int k = 0; k < 2; k++) {
-            if (fin[k] >= 0)
-                close(fin[k]);
-            if (fout[k] >= 0)
-                close(fout[k]);
-            if (ferr[k] >= 0)
-                close(ferr[k]);
-        }
-        inst->exited = inst->gone = true;
-        inst_close(inst);
-        return e;
-    }
-    tg_pipe_enlarge(fin[1], TG_PIPE_BYTES);
-    tg_pipe_enlarge(fout[0], TG_PIPE_BYTES);
-    uv_stdio_container_t stdio[3];
-    stdio[0].flags = UV_INHERIT_FD;
-    stdio[0].data.fd = fin[0];
-    stdio[1].flags = UV_INHERIT_FD;
-    stdio[1].data.fd = fout[1];
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = ferr[1];
-    uv_pipe_open(&inst->pin, fin[1]);
-    uv_pipe_open(&inst->pout, fout[0]);
-    uv_pipe_open(&inst->perr, ferr[0]);
-
-    /* Containment: the agent starts through toolgate's own exec shim,
-     * which joins the instance's cgroups and sets its limits before the
-     * agent's first instruction. */
-    char **shim_argv = NULL;
-    if (w->gw->contain_ok && contain_create(w, inst) < 0) {
-        close(fin[0]);
-        close(fout[1]);
-        close(ferr[1]);
-        inst->exited = inst->gone = true;
+    if (w->gw->contain_ok && tg_aproc_contain_create(w->gw, w->ag->acfg, &inst->p.ci) < 0) {
+        inst->p.exited = inst->p.gone = true;
         inst_close(inst);
         w->gw->exit_code = 1;
         return -EPERM;
     }
-    if (inst->ci != NULL) {
-        tg_contain_place_t pl;
-        tg_contain_place(inst->ci, &pl);
-        if (tg_shim_argv_build("/proc/self/exe", &pl, w->ag->acfg->cwd, w->ag->acfg->command,
-                               &shim_argv) < 0) {
-            tg_log("cannot start agent '%s': cannot build the exec shim's arguments",
-                   agent_name(w));
-            close(fin[0]);
-            close(fout[1]);
-            close(ferr[1]);
-            inst->exited = inst->gone = true;
-            inst_close(inst);
-            return -EINVAL;
-        }
-    }
-    uv_process_options_t opt;
-    memset(&opt, 0, sizeof(opt));
-    opt.file = shim_argv != NULL ? shim_argv[0] : w->ag->acfg->command[0];
-    opt.args = shim_argv != NULL ? shim_argv : w->ag->acfg->command;
     /* Wrap mode is a drop-in: the caller's environment, unchanged. Serve
      * mode passes only env.pass and env.set: a daemon's environment is not
      * the agent's business. */
     char **envp = NULL;
-    if (!w->gw->wrap_mode) {
-        envp = build_env(w->ag->acfg);
-        if (envp == NULL) {
-            inst->exited = inst->gone = true;
-            inst_close(inst);
-            return -ENOMEM;
-        }
-    }
-    opt.env = envp;
-    opt.cwd = w->ag->acfg->cwd;
-    opt.exit_cb = on_exit_cb;
-    opt.stdio = stdio;
-    opt.stdio_count = 3;
-    /* Own session and process group: the whole tree can be signalled (the
-     * shim calls setsid itself). */
-    opt.flags = shim_argv != NULL ? 0 : UV_PROCESS_DETACHED;
-
-    inst->proc_init = true;
-    int rc = uv_spawn(w->gw->loop, &inst->proc, &opt);
-    free_env(envp);
-    tg_shim_argv_free(shim_argv);
-    close(fin[0]);
-    close(fout[1]);
-    close(ferr[1]);
-    if (rc < 0) {
-        tg_log("cannot start agent '%s': %s: %s (check the command after --)", agent_name(w),
-               w->ag->acfg->command[0], uv_strerror(rc));
-        /* The process handle was never started but must still be closed. */
-        inst->exited = true;
-        inst->gone = true;
+    if (!w->gw->wrap_mode && (envp = tg_aproc_env_build(w->ag->acfg, NULL, NULL)) == NULL) {
+        inst->p.exited = inst->p.gone = true;
         inst_close(inst);
-        w->gw->exit_code = 127;
+        return -ENOMEM;
+    }
+    char enforced[TG_AUDIT_LINE_MAX / 2];
+    int rc = tg_aproc_start(&inst->p, w->gw->loop, w->ag->acfg, envp, on_exit_cb,
+                            " (check the command after --)", on_monitor, enforced,
+                            sizeof(enforced));
+    tg_aproc_env_free(envp);
+    if (rc < 0) {
+        /* A process handle that was never started must still be closed. */
+        if (inst->p.proc_init) /* uv_spawn itself failed: the command */
+            w->gw->exit_code = 127;
+        inst->p.exited = true;
+        inst->p.gone = true;
+        inst_close(inst);
         return rc;
     }
-    inst->pid = inst->proc.pid;
-    char enforced[TG_AUDIT_LINE_MAX / 2];
-    enforced[0] = '\0';
-    if (inst->ci != NULL) {
-        tg_contain_set_pid(inst->ci, inst->pid);
-        if (tg_enforced_json(&inst->ci->enforced, enforced, sizeof(enforced)) < 0)
-            enforced[0] = '\0';
-        uv_timer_start(&inst->monitor, on_monitor, TG_MONITOR_MS, TG_MONITOR_MS);
-    }
-    inst->wr.stream = (uv_stream_t *)&inst->pin;
-    uv_read_start((uv_stream_t *)&inst->pout, agent_alloc, agent_read);
-    uv_read_start((uv_stream_t *)&inst->perr, err_alloc, err_read);
+    uv_read_start((uv_stream_t *)&inst->p.pout, agent_alloc, agent_read);
+    uv_read_start((uv_stream_t *)&inst->p.perr, tg_aproc_err_alloc, err_read);
     w->inst = inst;
     w->agent_paused = false;
 
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
     if (w->gw->metrics_ok)
-        tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_RUNNING, inst->pid);
-    ev.event = "agent.started";
-    ev.agent = agent_name(w);
-    ev.pid = inst->pid;
-    ev.attempt = w->nrestarts;
-    ev.enforced_json = enforced[0] != '\0' ? enforced : NULL;
+        tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_RUNNING, inst->p.pid);
+    tg_aproc_ev_started(&ev, agent_name(w), inst->p.pid, w->nrestarts, enforced);
     emit(w, &ev);
 
     if (w->nrestarts > 0 && w->init_frame != NULL) {
@@ -2607,21 +2274,20 @@ static int agent_spawn(tg_wrap_t *w)
 static void inst_kill(tg_wrap_t *w, int sig, const char *reason)
 {
     tg_inst_t *inst = w->inst;
-    if (inst == NULL || inst->gone || inst->pid <= 0)
+    if (inst == NULL || inst->p.gone || inst->p.pid <= 0)
         return;
-    if (sig == SIGKILL && !inst->killed) {
-        inst->killed = true;
+    if (sig == SIGKILL && !inst->p.killed) {
+        inst->p.killed = true;
         inst->kill_reason = reason;
         tg_audit_ev_t ev;
         tg_audit_ev_init(&ev);
         ev.event = "agent.killed";
         ev.agent = agent_name(w);
-        ev.pid = inst->pid;
+        ev.pid = inst->p.pid;
         ev.reason = reason;
         emit(w, &ev);
     }
-    (void)kill(-inst->pid, sig);
-    (void)kill(inst->pid, sig);
+    tg_aproc_signal(&inst->p, sig);
 }
 
 /* ---- flow control ----------------------------------------------------- */
@@ -2630,7 +2296,7 @@ static void backpressure(tg_wrap_t *w)
 {
     size_t high = 2 * (size_t)w->gw->cfg->max_frame_bytes;
     /* caller -> agent: stop reading the caller while the agent lags. */
-    size_t toward_agent = (w->inst != NULL ? w->inst->wr.queued_bytes : 0) + w->ag->queued_frame_bytes;
+    size_t toward_agent = (w->inst != NULL ? w->inst->p.wr.queued_bytes : 0) + w->ag->queued_frame_bytes;
     reg_set(w, w->ag->reg_wq_agent, toward_agent);
     if (!w->caller_eof && w->cin != NULL) {
         if (toward_agent > high && !w->caller_paused) {
@@ -2643,8 +2309,8 @@ static void backpressure(tg_wrap_t *w)
     }
     /* agent -> caller */
     reg_set(w, w->gw->reg_wq_caller, w->cwr.queued_bytes);
-    if (w->inst != NULL && !w->inst->out_eof) {
-        uv_stream_t *s = (uv_stream_t *)&w->inst->pout;
+    if (w->inst != NULL && !w->inst->p.out_eof) {
+        uv_stream_t *s = (uv_stream_t *)&w->inst->p.pout;
         if (w->cwr.queued_bytes > high && !w->agent_paused) {
             uv_read_stop(s);
             w->agent_paused = true;
@@ -2657,10 +2323,10 @@ static void backpressure(tg_wrap_t *w)
 
 static void flush_all(tg_wrap_t *w)
 {
-    if (w->inst != NULL && !w->inst->gone)
-        (void)tg_out_flush(&w->inst->wr);
+    if (w->inst != NULL && !w->inst->p.gone)
+        (void)tg_out_flush(&w->inst->p.wr);
     else if (w->inst != NULL)
-        tg_out_discard(&w->inst->wr);
+        tg_out_discard(&w->inst->p.wr);
     if (!w->cout_dead)
         (void)tg_out_flush(&w->cwr);
     else
@@ -2695,7 +2361,7 @@ static void stop_agent_step(tg_wrap_t *w)
 {
     tg_inst_t *inst = w->inst;
     uint64_t grace = w->ag->acfg->kill_grace_ms;
-    if (inst == NULL || inst->gone) {
+    if (inst == NULL || inst->p.gone) {
         w->phase = P_DONE;
         finish(w);
         return;
@@ -2704,11 +2370,7 @@ static void stop_agent_step(tg_wrap_t *w)
     case P_DRAIN:
         /* Inflight calls had their chance: close the agent's stdin. */
         w->phase = P_STOP_STDIN;
-        (void)tg_out_flush(&inst->wr);
-        inst->stdin_closed = true;
-        if (!uv_is_closing((uv_handle_t *)&inst->pin))
-            uv_close((uv_handle_t *)&inst->pin, inst_handle_closed);
-        inst->wr.stream = NULL;
+        tg_aproc_close_stdin(&inst->p, inst_handle_closed);
         break;
     case P_STOP_STDIN:
         w->phase = P_STOP_TERM;
@@ -2815,7 +2477,7 @@ static void sess_handle_closed(uv_handle_t *h)
 static void finish(tg_wrap_t *w)
 {
     w->phase = P_DONE;
-    if (w->inst != NULL && !w->inst->gone) {
+    if (w->inst != NULL && !w->inst->p.gone) {
         /* The agent still runs: escalate until its exit brings us back. */
         if (!uv_is_active((uv_handle_t *)&w->phase_timer)) {
             w->phase = P_DRAIN;
@@ -2846,25 +2508,21 @@ static void finish(tg_wrap_t *w)
 /* Say how much agent stderr was dropped since the last report. */
 static void report_stderr_drops(tg_wrap_t *w)
 {
-    if (w->err_dropped <= w->err_dropped_reported)
+    if (w->err.dropped <= w->err_dropped_reported)
         return;
     char cap[24];
     tg_unit_fmt_bytes(cap, sizeof(cap), w->ag->acfg->stderr_bytes_per_sec);
     tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (over %s/s or lines over "
            "the line limit; raise agents.%s.stderr.bytes_per_second)",
-           agent_name(w), w->err_dropped, cap, agent_name(w));
-    w->err_dropped_reported = w->err_dropped;
+           agent_name(w), w->err.dropped, cap, agent_name(w));
+    w->err_dropped_reported = w->err.dropped;
 }
 
 /* Restarts of <w>'s agent within restart.window before <now>: what
  * after_exit holds against max_restarts. */
 static uint32_t recent_restarts(const tg_wrap_t *w, uint64_t now)
 {
-    uint32_t recent = 0;
-    for (uint32_t i = 0; i < w->nrestarts && i < TG_RESTART_LOG; i++)
-        if (now - w->restart_at[i] < w->ag->acfg->restart_window_ms)
-            recent++;
-    return recent;
+    return tg_aproc_recent(w->restart_at, w->nrestarts, now, w->ag->acfg->restart_window_ms);
 }
 
 /* Calls waiting for the shared store, against store.max_pending: sampled
@@ -2917,7 +2575,7 @@ static int open_caller(tg_wrap_t *w)
             return -EINVAL;
         w->cin = (uv_stream_t *)&w->cin_pipe;
         w->cin->data = w;
-        tg_pipe_enlarge(0, TG_PIPE_BYTES);
+        tg_pipe_enlarge(0, TG_APROC_PIPE_BYTES);
     } else {
         tg_log("stdin is %s; toolgate wrap reads MCP frames from a pipe or terminal (as MCP "
                "clients launch servers)",
@@ -2934,7 +2592,7 @@ static int open_caller(tg_wrap_t *w)
             return -EINVAL;
         w->cout = (uv_stream_t *)&w->cout_pipe;
         w->cout->data = w;
-        tg_pipe_enlarge(1, TG_PIPE_BYTES);
+        tg_pipe_enlarge(1, TG_APROC_PIPE_BYTES);
     } else {
         tg_log("stdout is %s; toolgate wrap writes MCP frames to a pipe or terminal",
                tout == UV_FILE ? "a regular file" : "not a pipe");
@@ -2944,18 +2602,6 @@ static int open_caller(tg_wrap_t *w)
     return 0;
 }
 
-/* Register <name>, or update the capacity of the entry that has it: a
- * reloaded or replaced agent keeps its registry rows (and high-water). */
-static int reg_upsert(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
-                      uint64_t cap)
-{
-    for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->v[i].name, name) == 0) {
-            r->v[i].capacity = cap;
-            return (int)i;
-        }
-    return tg_registry_add(r, name, cat, scope, cap);
-}
 
 static int register_limits(tg_agent_t *ag)
 {
@@ -2965,7 +2611,7 @@ static int register_limits(tg_agent_t *ag)
 #define REG(dst, cat, scope, cap, ...)                                   \
     do {                                                                 \
         snprintf(name, sizeof(name), __VA_ARGS__);                       \
-        dst = reg_upsert(&ag->gw->reg, name, cat, scope, cap);                \
+        dst = tg_aproc_reg_upsert(&ag->gw->reg, name, cat, scope, cap);  \
     } while (0)
     REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", ag->gw->cfg->max_frame_bytes, "agent.%s.frame_bytes", id);
     REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);
