@@ -118,3 +118,18 @@ bool tg_waitq_remove(tg_waitq_t *q, uint32_t v)
     }
     return false;
 }
+
+int tg_waitq_resize(tg_waitq_t *q, uint32_t cap)
+{
+    tg_waitq_t nq;
+    if (cap < q->count)
+        return -EINVAL;
+    if (tg_waitq_init(&nq, cap) < 0)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < q->count; i++)
+        (void)tg_waitq_push(&nq, tg_waitq_at(q, i));
+    nq.high_water = q->high_water;
+    tg_waitq_free(q);
+    *q = nq;
+    return 0;
+}

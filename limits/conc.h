@@ -46,5 +46,9 @@ uint32_t tg_waitq_at(const tg_waitq_t *q, uint32_t i);
 void tg_waitq_remove_at(tg_waitq_t *q, uint32_t i);
 /* Remove the entry equal to <v>; true when found. */
 bool tg_waitq_remove(tg_waitq_t *q, uint32_t v);
+/* Give <q> capacity <cap> (>= its count), keeping its entries in order and
+ * its high-water mark (a reload changed max_queued_calls). 0, or -ENOMEM
+ * with <q> unchanged, -EINVAL when <cap> is below the count. */
+int tg_waitq_resize(tg_waitq_t *q, uint32_t cap);
 
 #endif

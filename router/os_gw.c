@@ -3546,21 +3546,6 @@ static void agent_free(os_agent_t *ag)
 
 /* ---- reload ----------------------------------------------------------- */
 
-/* Resize wait queue <q>'s ring to <cap>, keeping its entries in order
- * (count <= cap). 0 or -ENOMEM (then <q> is unchanged). */
-static int waitq_resize(tg_waitq_t *q, uint32_t cap)
-{
-    tg_waitq_t nq;
-    if (tg_waitq_init(&nq, cap) < 0)
-        return -ENOMEM;
-    for (uint32_t i = 0; i < q->count; i++)
-        (void)tg_waitq_push(&nq, tg_waitq_at(q, i));
-    nq.high_water = q->high_water;
-    tg_waitq_free(q);
-    *q = nq;
-    return 0;
-}
-
 static void restarts_reset(os_agent_t *ag)
 {
     ag->nrestarts = 0;
@@ -3826,7 +3811,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
      * is under the cap. The slab only grows (its chunks never move). */
     uint32_t ring = acfg->lim.max_queued_calls > ag->aq.count ? acfg->lim.max_queued_calls
                                                               : ag->aq.count;
-    if ((ring > ag->aq.cap && waitq_resize(&ag->aq, ring) < 0) ||
+    if ((ring > ag->aq.cap && tg_waitq_resize(&ag->aq, ring) < 0) ||
         slab_grow(ag, slab_need(acfg)) < 0) {
         free(tools);
         return -ENOMEM;

@@ -3041,21 +3041,6 @@ static bool same_rate(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
            a->burst_src == b->burst_src;
 }
 
-/* Resize wait queue <q> to <cap>, keeping its entries in order (count <=
- * cap). 0 or -ENOMEM (then <q> is unchanged). */
-static int waitq_resize(tg_waitq_t *q, uint32_t cap)
-{
-    tg_waitq_t nq;
-    if (tg_waitq_init(&nq, cap) < 0)
-        return -ENOMEM;
-    for (uint32_t i = 0; i < q->count; i++)
-        (void)tg_waitq_push(&nq, tg_waitq_at(q, i));
-    nq.high_water = q->high_water;
-    tg_waitq_free(q);
-    *q = nq;
-    return 0;
-}
-
 int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
 {
     const tg_agent_cfg_t *o = ag->acfg;
@@ -3076,7 +3061,7 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
         tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
                      acfg->lim.burst) < 0)
         return -EINVAL;
-    if (acfg->lim.max_queued_calls != ag->aq.cap && waitq_resize(&ag->aq, acfg->lim.max_queued_calls) < 0)
+    if (acfg->lim.max_queued_calls != ag->aq.cap && tg_waitq_resize(&ag->aq, acfg->lim.max_queued_calls) < 0)
         return -ENOMEM;
     /* Nothing fails from here on: the new limits apply as a whole. */
     ag->arate = arate;

@@ -2,6 +2,7 @@
 #include "limits/conc.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdlib.h>
 
 Test(conc, slots_cap_and_high_water)
@@ -174,5 +175,32 @@ Test(waitq, matches_array_model)
         expect_queue(&q, model, n);
         cr_assert_eq(q.high_water, hw);
     }
+    tg_waitq_free(&q);
+}
+
+Test(conc, waitq_resize_keeps_order_and_high_water)
+{
+    tg_waitq_t q;
+    cr_assert_eq(tg_waitq_init(&q, 3), 0);
+    /* Wrap the ring: head moves past the start before the resize. */
+    cr_assert(tg_waitq_push(&q, 1));
+    cr_assert(tg_waitq_push(&q, 2));
+    cr_assert(tg_waitq_push(&q, 3));
+    cr_assert(tg_waitq_remove(&q, 1));
+    cr_assert(tg_waitq_push(&q, 4));
+    cr_assert_eq(tg_waitq_resize(&q, 2), -EINVAL, "below the count");
+    cr_assert_eq(q.cap, 3);
+    cr_assert_eq(tg_waitq_resize(&q, 5), 0);
+    cr_assert_eq(q.cap, 5);
+    cr_assert_eq(q.count, 3);
+    cr_assert_eq(q.high_water, 3);
+    cr_assert_eq(tg_waitq_at(&q, 0), 2);
+    cr_assert_eq(tg_waitq_at(&q, 1), 3);
+    cr_assert_eq(tg_waitq_at(&q, 2), 4);
+    cr_assert(tg_waitq_push(&q, 5));
+    cr_assert(tg_waitq_push(&q, 6));
+    cr_assert_not(tg_waitq_push(&q, 7), "full at the new cap");
+    cr_assert_eq(tg_waitq_resize(&q, 5), 0, "same size");
+    cr_assert_eq(tg_waitq_at(&q, 4), 6);
     tg_waitq_free(&q);
 }
