@@ -821,11 +821,20 @@ static idem_entry_t *idem_find(os_agent_t *ag, const char *key, size_t len)
 {
     if (ag->idem_tab == NULL)
         return NULL;
-    idem_expire(ag, now_ms(ag->g));
+    uint64_t now = now_ms(ag->g);
+    idem_expire(ag, now);
     uint32_t h = fnv1a(key, len);
+    /* A reload that shortened the window leaves newer entries expiring
+     * before older ones: idem_expire stops at the first live one, so an
+     * entry behind it may be past its own expiry: it goes now. */
     for (idem_entry_t *e = ag->idem_tab[h % OS_IDEM_BUCKETS]; e != NULL; e = e->chain)
-        if (e->hash == h && e->key_len == len && memcmp(e->key, key, len) == 0)
-            return e;
+        if (e->hash == h && e->key_len == len && memcmp(e->key, key, len) == 0) {
+            if (e->expires > now)
+                return e;
+            idem_unlink(ag, e);
+            reg_set(ag->g, ag->reg_idem, ag->idem_bytes);
+            return NULL;
+        }
     return NULL;
 }
 

@@ -640,10 +640,10 @@ static void caller_reconfigure(serve_run_t *r, tg_caller_lim_t *cl, const tg_cal
         cl->rate_cfg = fresh.rate_cfg;
         cl->has_rate = fresh.has_rate;
     }
-    if (fresh.has_conc && cl->has_conc)
-        cl->conc.max = fresh.conc.max; /* inflight calls keep their slots */
-    else if (fresh.has_conc)
-        cl->conc = fresh.conc;
+    /* The counter is kept (also across a removal and a return of the
+     * limit): inflight calls keep their slots and give them back to it. */
+    if (fresh.has_conc)
+        cl->conc.max = fresh.conc.max;
     cl->has_conc = fresh.has_conc;
     char name[TG_LIMIT_NAME_MAX];
     if (cl->has_rate && cl->reg_rate < 0) {

@@ -3077,11 +3077,12 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
         }
         if (l->concurrent_src == TG_SRC_DEFAULT) {
             t->has_conc = false;
-        } else if (t->has_conc) {
-            t->conc.max = l->max_concurrent_calls;
         } else {
-            /* Calls already running took no slot here: count from 0. */
-            tg_conc_init(&t->conc, l->max_concurrent_calls);
+            /* The counter is kept across a removal and a return of the
+             * limit: calls that took a slot before still give it back
+             * through it. Calls started while the tool had no limit hold
+             * no slot and are not counted (until they end). */
+            t->conc.max = l->max_concurrent_calls;
             t->has_conc = true;
         }
         t->has_queue = l->queued_src != TG_SRC_DEFAULT;

@@ -1228,6 +1228,37 @@ Test(os_reload, on_demand_switch_waits_for_a_call)
     os_stop();
 }
 
+/* A reload that shortens idempotency_window: an entry kept after it
+ * expires by the new window even while an older entry (kept under the
+ * old, longer window) is still live ahead of it in the cache. */
+Test(os_reload, shortened_idempotency_window_expires_newer_entries)
+{
+    os_opts_t o = {.agent = ", \"opensentience\": {\"idempotency_window\": \"1m\"}"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    c_call(&c, "a", "os/count", "{}", ", \"idempotency_key\": \"old\"");
+    json_decref(c_await(&c, "a", 5000, NULL));
+    os_opts_t shorter = {.agent = ", \"opensentience\": {\"idempotency_window\": \"300ms\"}"};
+    reload_to(&shorter, "limits updated in place", 1);
+    const char *k = ", \"idempotency_key\": \"new\"";
+    c_call(&c, "b", "os/count", "{}", k);
+    json_decref(c_await(&c, "b", 5000, NULL));
+    tgh_sleep_ms(700);
+    /* 700 ms after the first run of "new", past its 300 ms window: the
+     * tool runs again instead of a replay. */
+    c_call(&c, "c", "os/count", "{}", k);
+    json_t *r = c_await(&c, "c", 5000, NULL);
+    cr_assert_not_null(r);
+    cr_assert_eq(json_integer_value(json_object_get(
+                     json_object_get(json_object_get(r, "payload"), "output"), "runs")),
+                 3, "a result past its window was replayed: %s", json_dumps(r, 0));
+    json_decref(r);
+    cr_assert_eq(count_in(S.log, " count new"), 2);
+    c_close(&c);
+    os_stop();
+}
+
 /* Several callers keep calls in flight while SIGHUP comes again and again
  * with alternating limits (and, every third time, a new command): every
  * call gets exactly one answer, nothing else arrives. */

@@ -347,3 +347,35 @@ Test(reload, under_load_every_request_gets_one_answer, .timeout = 90)
     cr_assert_eq(tgh_log_count(R.log, "start "), NC, "a limits-only reload restarted an agent");
     r_stop();
 }
+
+/* A tool's concurrency limit removed by one reload and restored by the
+ * next: the call that held the slot throughout still holds it. */
+Test(reload, restored_tool_concurrency_still_counts_running_calls)
+{
+    const char *one = ", \"tools\": {\"sleep\": {\"max_concurrent_calls\": 1}}";
+    r_start(one, NULL);
+    tgh_proc_t a;
+    r_connect(&a);
+    r_init(&a);
+    uint64_t t0 = tgh_now_ms();
+    tgh_call(&a, 1, "sleep", "{\"ms\":1500}");
+    tgh_sleep_ms(100);
+    r_write(R.log, ", \"tools\": {\"sleep\": {\"rate_limit\": \"100/second\"}}", NULL, NULL);
+    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    r_write(R.log, one, NULL, NULL);
+    r_hup("toolgate: SIGHUP: config reloaded", 2);
+    tgh_call(&a, 2, "sleep", "{\"ms\":10}");
+    /* Answers in arrival order: the 10 ms call must wait for the slot the
+     * 1500 ms call holds, so call 1 is answered first. */
+    json_t *first = tgh_read_json(&a, 5000, NULL);
+    json_t *second = tgh_read_json(&a, 5000, NULL);
+    cr_assert(first != NULL && second != NULL, "answers missing");
+    cr_assert_eq(json_integer_value(json_object_get(first, "id")), 1,
+                 "the second call ran beside the first: the restored limit lost its count");
+    cr_assert_not_null(json_object_get(second, "result"));
+    json_decref(first);
+    json_decref(second);
+    cr_assert_geq(tgh_now_ms() - t0, 1400);
+    r_close(&a);
+    r_stop();
+}
