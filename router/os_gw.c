@@ -79,6 +79,7 @@
 #include "router/metrics.h"
 #include "router/osenv.h"
 #include "router/osmsg.h"
+#include "router/admit.h"
 #include "router/agent_proc.h"
 
 #define OS_ECHO_MAX        130  /* fixed internal bound: an id kept per call (128 bytes + quotes) */
@@ -90,8 +91,6 @@
 #define OS_CALL_CHUNK      64        /* fixed internal bound: calls per slab chunk */
 /* 2^OS_IDX_BITS is more than the largest slab the limits' ceilings allow. */
 #define OS_IDX_BITS        20        /* fixed internal bound: slab index bits of a call id */
-#define OS_FLEET_RETRY_MIN_MS 20     /* fixed internal bound: first wait for a refused fleet slot */
-#define OS_FLEET_RETRY_MAX_MS 500    /* fixed internal bound: longest wait between slot asks */
 #define OS_TOKEN_BYTES     16        /* the session token: 128 bits */
 #define OS_TOKEN_ENV       "OPENSENTIENCE_SESSION_TOKEN"
 
@@ -161,18 +160,7 @@ typedef struct os_call {
 
 /* A configured tool's own limits (tools.NAME of an opensentience agent,
  * NAME being the part of the tool_id after '/'). */
-typedef struct os_tool {
-    tg_gcra_t rate;
-    bool has_rate;
-    bool shared; /* rate_scope shared: the bucket is in ag->tool_store under rate_key */
-    char rate_key[TG_STORE_KEY_MAX + 1];
-    tg_conc_t conc;
-    bool has_conc;
-    uint32_t queued, max_queued;
-    bool has_queue;
-    int reg_rate, reg_conc, reg_queue;
-    char path_rate[256], path_conc[256], path_queue[256], path_dur[256];
-} os_tool_t;
+typedef tg_adm_tool_t os_tool_t;
 
 /* One completed result kept for replay. Owned by its agent's cache. */
 typedef struct idem_entry {
@@ -240,7 +228,7 @@ struct os_agent {
     uint32_t fleet_backoff_ms;
     uint32_t fleet_held; /* fleet slots this instance's calls hold */
     uv_timer_t fleet_timer;
-    bool pumping, pump_again; /* pump_queue re-entered from a store answer */
+    tg_adm_pump_t pump; /* pump_queue re-entered from a store answer */
     /* A reload changed more than limits: the instance is drained, stopped
      * and started again from the new config. */
     bool switching;
@@ -620,21 +608,10 @@ static os_call_t *call_by_agent_id(os_agent_t *ag, const char *frame, tg_jspan_t
 static void denial_init(const os_agent_t *ag, tg_denial_t *d, tg_deny_code_t code,
                         const os_call_t *c, char reqid[32])
 {
-    memset(d, 0, sizeof(*d));
-    d->code = code;
-    d->agent = ag != NULL ? aname(ag) : NULL;
-    d->scope = "agent";
-    d->observed = TG_DENY_ABSENT;
-    d->cap = TG_DENY_ABSENT;
-    d->retry_after_ms = TG_DENY_ABSENT;
-    if (c != NULL) {
-        if (c->tool_len > 0) {
-            d->tool = c->tool;
-            d->tool_len = c->tool_len;
-        }
+    if (c != NULL)
         call_id_fmt(reqid, c->seq);
-        d->request_id = reqid;
-    }
+    tg_adm_denial_init(d, code, ag != NULL ? aname(ag) : NULL, c != NULL ? c->tool : NULL,
+                       c != NULL ? c->tool_len : 0, c != NULL ? reqid : NULL);
 }
 
 /* Answer call <c> with denial <d> (the agent.tool.result of tg_denial_os). */
@@ -697,33 +674,15 @@ static void audit_call(os_call_t *c, const char *event, const char *status, cons
     ev.request_id = reqid;
     ev.call_id = echo_text(&c->cid, cid);
     ev.correlation_id = echo_text(&c->correlation_id, corr);
-    if (c->tool_len > 0)
-        ev.tool = c->tool;
-    ev.duration_ms = (int64_t)(now_ms(g) - c->t_start);
-    ev.bytes_in = (int64_t)c->bytes_in;
+    tg_adm_audit_call(&ev, c->tool, c->tool_len, now_ms(g) - c->t_start, c->bytes_in,
+                      c->decided_by);
     ev.status = status;
     ev.stage = stage;
     ev.reason = reason;
-    ev.decided_by = c->decided_by;
-    if (d != NULL) {
-        ev.code = tg_deny_name(d->code);
-        ev.limit.type = d->limit;
-        ev.limit.scope = d->scope;
-        ev.limit.observed = d->observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d->observed;
-        ev.limit.cap = d->cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d->cap;
-        if (d->retry_after_ms != TG_DENY_ABSENT)
-            ev.retry_after_ms = d->retry_after_ms;
-    }
+    if (d != NULL)
+        tg_adm_audit_denial(&ev, d);
     if (g->gw->metrics_ok) {
-        bool agent_gone = d != NULL &&
-                          (d->code == TG_DENY_UNAVAILABLE || d->code == TG_DENY_RESOURCE) &&
-                          stage != NULL && strcmp(stage, "queued") != 0;
-        tg_outcome_t o = strcmp(event, "call.completed") == 0
-                             ? (strcmp(status, "ok") == 0 ? TG_OUTCOME_OK : TG_OUTCOME_ERROR)
-                         : strcmp(event, "call.timeout") == 0   ? TG_OUTCOME_TIMEOUT
-                         : strcmp(event, "call.cancelled") == 0 ? TG_OUTCOME_CANCELLED
-                         : agent_gone                           ? TG_OUTCOME_FAILED
-                                                                : TG_OUTCOME_DENIED;
+        tg_outcome_t o = tg_adm_outcome(event, status, d, stage);
         tg_metrics_call(&g->gw->metrics, ag->idx, c->tcfg, o, now_ms(g) - c->t_start);
         if (d != NULL)
             tg_metrics_denial(&g->gw->metrics, d->code, (int)ag->idx, c->tool, c->tool_len,
@@ -747,13 +706,8 @@ static void update_conc_regs(os_agent_t *ag, const os_call_t *c)
     reg_set(g, ag->reg_conc, ag->aconc.inflight);
     reg_set(g, ag->reg_queue, ag->aq.count);
     reg_set(g, ag->reg_fleet, ag->fleet_held);
-    if (c != NULL && c->tcfg >= 0) {
-        os_tool_t *t = &ag->tools[c->tcfg];
-        if (t->has_conc)
-            reg_set(g, t->reg_conc, t->conc.inflight);
-        if (t->has_queue)
-            reg_set(g, t->reg_queue, t->queued);
-    }
+    if (c != NULL && c->tcfg >= 0)
+        tg_adm_tool_regs(g->gw, &ag->tools[c->tcfg]);
 }
 
 /* ---- idempotency cache ------------------------------------------------ */
@@ -930,16 +884,8 @@ static bool can_dispatch(const os_agent_t *ag)
 static void take_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    tg_conc_acquire(&ag->aconc);
-    if (c->tcfg >= 0 && ag->tools[c->tcfg].has_conc) {
-        tg_conc_acquire(&ag->tools[c->tcfg].conc);
-        c->tool_slot = true;
-    }
-    tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
-    if (cl != NULL && cl->has_conc) {
-        tg_conc_acquire(&cl->conc);
-        c->caller_slot = true;
-    }
+    tg_adm_take_slots(&ag->aconc, c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL,
+                      c->conn != NULL ? c->conn->lim : NULL, &c->tool_slot, &c->caller_slot);
 }
 
 /* Send call <c>, holding its slots, to the agent with its call_id
@@ -971,11 +917,8 @@ static void forward(os_call_t *c)
 
 static bool tool_has_room(const os_agent_t *ag, const os_call_t *c)
 {
-    const tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
-    if (cl != NULL && cl->has_conc && !tg_conc_has_room(&cl->conc))
-        return false;
-    return c->tcfg < 0 || !ag->tools[c->tcfg].has_conc ||
-           tg_conc_has_room(&ag->tools[c->tcfg].conc);
+    return tg_adm_has_room(c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL,
+                           c->conn != NULL ? c->conn->lim : NULL);
 }
 
 static bool tool_registered(const os_agent_t *ag, const char *name, size_t len)
@@ -1004,14 +947,10 @@ static void unqueue(os_call_t *c)
         ag->tools[c->tcfg].queued--;
 }
 
-/* Rotate the oldest <n> entries of <q> to its end. */
-static void waitq_rotate(tg_waitq_t *q, uint32_t n)
+/* The arrival key of the call in slot <i> of agent <ctx>'s table. */
+static uint64_t arrival_of(const void *ctx, uint32_t i)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t v = tg_waitq_at(q, 0);
-        tg_waitq_remove_at(q, 0);
-        (void)tg_waitq_push(q, v);
-    }
+    return call_at(ctx, i)->seq;
 }
 
 /* Put <c> (not in the queue) into the wait queue where its arrival puts
@@ -1020,22 +959,9 @@ static void waitq_rotate(tg_waitq_t *q, uint32_t n)
 static bool requeue(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    tg_waitq_t *q = &ag->aq;
-    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
-    if (q->count >= ag->qcap || q->count >= q->cap ||
-        (ts != NULL && ts->has_queue && ts->queued >= ts->max_queued))
+    if (!tg_adm_requeue(&ag->aq, ag->qcap, c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL, c->idx,
+                        c->seq, arrival_of, ag))
         return false;
-    uint32_t n = q->count, at = n;
-    for (uint32_t i = 0; i < n && at == n; i++)
-        if (call_at(ag, tg_waitq_at(q, i))->seq > c->seq)
-            at = i;
-    /* The ring only appends: [e0..en) becomes [e_at..en, e0..e_at), then
-     * c goes last, then [e_at..en) moves behind it. */
-    waitq_rotate(q, at);
-    (void)tg_waitq_push(q, c->idx);
-    waitq_rotate(q, n - at);
-    if (ts != NULL)
-        ts->queued++;
     c->state = C_QUEUED;
     return true;
 }
@@ -1047,23 +973,17 @@ static bool requeue(os_call_t *c)
  * fits leaves the queue to ask the store for a fleet slot (and goes back
  * in its place when the fleet is full); none asks while the store says
  * the fleet is full. The answer may come at once and call back in here:
- * such a nested call only asks for one more pass (pumping, pump_again). */
+ * such a nested call only asks for one more pass (tg_adm_pump_t). */
 static void pump_queue(os_agent_t *ag)
 {
-    if (ag->pumping) {
-        ag->pump_again = true;
+    if (!tg_adm_pump_begin(&ag->pump))
         return;
-    }
-    ag->pumping = true;
     do {
-        ag->pump_again = false;
         uint32_t i = 0;
         while (can_dispatch(ag) && i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
             os_call_t *c = call_at(ag, tg_waitq_at(&ag->aq, i));
             if (!tool_registered(ag, c->tool, c->tool_len)) {
-                tg_waitq_remove_at(&ag->aq, i);
-                if (c->tcfg >= 0)
-                    ag->tools[c->tcfg].queued--;
+                tg_adm_dequeue_at(&ag->aq, i, c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL);
                 not_found(c);
                 call_free(c);
                 continue;
@@ -1074,9 +994,7 @@ static void pump_queue(os_agent_t *ag)
             }
             if (ag->cstore != NULL && ag->fleet_full)
                 break;
-            tg_waitq_remove_at(&ag->aq, i);
-            if (c->tcfg >= 0)
-                ag->tools[c->tcfg].queued--;
+            tg_adm_dequeue_at(&ag->aq, i, c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL);
             if (ag->cstore != NULL) {
                 slot_ask(c); /* its deadline runs on from its arrival */
             } else {
@@ -1084,33 +1002,11 @@ static void pump_queue(os_agent_t *ag)
                 forward(c);
             }
         }
-    } while (ag->pump_again);
-    ag->pumping = false;
+    } while (tg_adm_pump_again(&ag->pump));
     update_conc_regs(ag, NULL);
 }
 
-static const char *rate_unit(tg_rate_t r)
-{
-    return r.period_ms == 1000    ? "calls/second"
-           : r.period_ms == 60000 ? "calls/minute"
-                                  : "calls/hour";
-}
-
-static void fmt_rate_detail(char *buf, size_t cap, uint64_t observed, tg_rate_t r)
-{
-    char period[16], rate[48];
-    tg_unit_fmt_duration(period, sizeof(period), r.period_ms);
-    tg_unit_fmt_rate(rate, sizeof(rate), r);
-    snprintf(buf, cap, "%" PRIu64 " calls in %s > %s", observed, period, rate);
-}
-
-/* One rate limit a call must pass: agent, tool or caller. */
-typedef struct rate_scope {
-    tg_gcra_t *g;
-    const char *scope, *path;
-    tg_rate_t rate;
-    int reg;
-} rate_scope_t;
+typedef tg_adm_rate_scope_t rate_scope_t;
 
 /* Refuse call <c> when one of <scopes> has no token now, naming the
  * scope that frees up last (<detail>: the denial's detail, NULL for the
@@ -1119,29 +1015,17 @@ typedef struct rate_scope {
 static bool rate_refused(os_call_t *c, const rate_scope_t *scopes, int n, uint64_t now,
                          const char *detail_text)
 {
-    int worst = -1;
-    tg_gcra_result_t rw = {.allowed = true};
-    for (int i = 0; i < n; i++) {
-        tg_gcra_result_t r = tg_gcra_peek(scopes[i].g, now);
-        if (!r.allowed && (worst < 0 || r.retry_after_ms > rw.retry_after_ms)) {
-            worst = i;
-            rw = r;
-        }
-    }
+    tg_gcra_result_t rw;
+    int worst = tg_adm_rate_worst(scopes, n, now, &rw);
     if (worst < 0)
         return false;
     tg_denial_t d;
     char reqid[32], detail[160];
     denial_init(c->ag, &d, TG_DENY_RATE, c, reqid);
-    d.limit = "rate";
-    d.scope = scopes[worst].scope;
-    d.observed = (int64_t)rw.observed;
-    d.cap = (int64_t)rw.cap;
-    d.unit = rate_unit(scopes[worst].rate);
-    d.retry_after_ms = (int64_t)rw.retry_after_ms;
-    d.config_path = scopes[worst].path;
-    fmt_rate_detail(detail, sizeof(detail), rw.observed, scopes[worst].rate);
-    d.detail = detail_text != NULL ? detail_text : detail;
+    tg_adm_rate_denial(&d, detail, sizeof(detail), scopes[worst].scope, scopes[worst].path,
+                       scopes[worst].rate, &rw);
+    if (detail_text != NULL)
+        d.detail = detail_text;
     deny_call(c, &d, "call.denied", NULL);
     return true;
 }
@@ -1218,16 +1102,14 @@ static void on_fleet_timer(uv_timer_t *t)
 }
 
 /* The store said the fleet is full: queued calls wait until this instance
- * releases a fleet slot, or until a retry (OS_FLEET_RETRY_MIN_MS doubling
- * to OS_FLEET_RETRY_MAX_MS while the refusals go on). */
+ * releases a fleet slot, or until a retry (tg_adm_fleet_delay: a
+ * doubling backoff while the refusals go on). */
 static void fleet_wait(os_agent_t *ag)
 {
     ag->fleet_full = true;
     if (ag->g->closing_timers || uv_is_active((uv_handle_t *)&ag->fleet_timer))
         return;
-    uint32_t d = ag->fleet_backoff_ms != 0 ? ag->fleet_backoff_ms : OS_FLEET_RETRY_MIN_MS;
-    uv_timer_start(&ag->fleet_timer, on_fleet_timer, d, 0);
-    ag->fleet_backoff_ms = d * 2 < OS_FLEET_RETRY_MAX_MS ? d * 2 : OS_FLEET_RETRY_MAX_MS;
+    uv_timer_start(&ag->fleet_timer, on_fleet_timer, tg_adm_fleet_delay(&ag->fleet_backoff_ms), 0);
 }
 
 /* Give back fleet slot <slot>: slots live in the redis store itself
@@ -1247,20 +1129,7 @@ static void deny_fleet(os_call_t *c, uint32_t observed, uint32_t cap, const char
     tg_denial_t d;
     char reqid[32], detail[160];
     denial_init(c->ag, &d, TG_DENY_CONCURRENCY, c, reqid);
-    d.limit = "concurrency";
-    d.scope = "shared";
-    d.unit = "calls";
-    d.config_path = c->ag->path_conc;
-    if (cap > 0) {
-        d.observed = observed;
-        d.cap = cap;
-        snprintf(detail, sizeof(detail), "%u of %u slots shared across instances in use, %s",
-                 observed, cap, why);
-    } else {
-        snprintf(detail, sizeof(detail), "%s (the store had not answered for a shared slot)",
-                 why);
-    }
-    d.detail = detail;
+    tg_adm_fleet_denial(&d, detail, sizeof(detail), c->ag->path_conc, observed, cap, why);
     deny_call(c, &d, "call.denied", stage);
 }
 
@@ -1272,11 +1141,7 @@ static void deny_store(os_call_t *c, const char *limit, const char *detail, int6
     tg_denial_t d;
     char reqid[32];
     denial_init(c->ag, &d, TG_DENY_STORE, c, reqid);
-    d.limit = limit;
-    d.scope = strcmp(limit, "rate") == 0 ? "agent" : "shared";
-    d.config_path = "store.on_store_error";
-    d.detail = detail;
-    d.retry_after_ms = retry_after_ms;
+    tg_adm_store_denial(&d, limit, detail, retry_after_ms);
     deny_call(c, &d, "call.denied", NULL);
 }
 
@@ -1419,7 +1284,7 @@ static void admit_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
     os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
-    bool tool_full = ts != NULL && ts->has_queue && ts->queued >= ts->max_queued;
+    bool tool_full = tg_adm_tool_queue_full(ts);
     bool room = can_dispatch(ag) && ag->aq.count == 0 && tg_conc_has_room(&ag->aconc) &&
                 tool_has_room(ag, c);
     c->state = C_QUEUED; /* not in the queue yet: the stage decides */
@@ -1442,18 +1307,10 @@ static void admit_slots(os_call_t *c)
         tg_denial_t d;
         char reqid[32], detail[160];
         denial_init(ag, &d, TG_DENY_CONCURRENCY, c, reqid);
-        d.limit = "concurrency";
-        d.scope = tool_full ? "tool" : "agent";
-        d.observed = tool_full ? (int64_t)ts->queued + 1 : (int64_t)ag->aq.count + 1;
-        d.cap = tool_full ? (int64_t)ts->max_queued : (int64_t)ag->qcap;
-        d.unit = "queued calls";
-        d.config_path = tool_full ? ts->path_queue : ag->path_queue;
-        snprintf(detail, sizeof(detail),
-                 "%u calls in flight%s, wait queue full (%" PRId64 " > %" PRId64 ")",
-                 ag->aconc.inflight,
-                 ag->cstore != NULL && ag->fleet_full ? " and the shared slots full" : "",
-                 d.observed, d.cap);
-        d.detail = detail;
+        tg_adm_queue_full(&d, detail, sizeof(detail), tool_full, tool_full ? ts->queued : 0,
+                          tool_full ? ts->max_queued : 0, tool_full ? ts->path_queue : NULL,
+                          ag->aq.count, ag->qcap, ag->path_queue, ag->aconc.inflight,
+                          ag->cstore != NULL && ag->fleet_full);
         deny_call(c, &d, "call.denied", NULL);
         call_free(c);
         return;
@@ -1582,15 +1439,8 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
             tg_denial_t d;
             char reqid[32], detail[160];
             denial_init(ag, &d, TG_DENY_RATE, c, reqid);
-            d.limit = "rate";
-            d.scope = tool ? "tool" : "agent";
-            d.unit = rate_unit(rate);
-            d.retry_after_ms = (int64_t)r->gcra.retry_after_ms;
-            d.config_path = tool ? ts->path_rate : ag->path_rate;
-            d.observed = (int64_t)r->gcra.observed;
-            d.cap = (int64_t)r->gcra.cap;
-            fmt_rate_detail(detail, sizeof(detail), r->gcra.observed, rate);
-            d.detail = detail;
+            tg_adm_rate_denial(&d, detail, sizeof(detail), tool ? "tool" : "agent",
+                               tool ? ts->path_rate : ag->path_rate, rate, &r->gcra);
             deny_call(c, &d, "call.denied", NULL);
         }
         call_free(c);
@@ -3366,19 +3216,8 @@ static int register_limits(os_agent_t *ag)
         id);
     REG(ag->reg_idem, TG_LIMIT_RESOURCE, "agent", a->os.idempotency_max_bytes,
         "agent.%s.idempotency_bytes", id);
-    for (size_t i = 0; i < a->ntools; i++) {
-        os_tool_t *t = &ag->tools[i];
-        const char *tn = a->tools[i].name;
-        t->reg_rate = t->reg_conc = t->reg_queue = -1;
-        if (t->has_rate)
-            REG(t->reg_rate, TG_LIMIT_RATE, "tool", t->rate.burst, "agent.%s.tool.%s.rate", id, tn);
-        if (t->has_conc)
-            REG(t->reg_conc, TG_LIMIT_CONCURRENCY, "tool", t->conc.max,
-                "agent.%s.tool.%s.concurrency", id, tn);
-        if (t->has_queue)
-            REG(t->reg_queue, TG_LIMIT_QUEUE, "tool", t->max_queued, "agent.%s.tool.%s.queue", id,
-                tn);
-    }
+    for (size_t i = 0; i < a->ntools; i++)
+        tg_adm_tool_register(&ag->tools[i], reg, id, a->tools[i].name);
 #undef REG
     return 0;
 }
@@ -3421,44 +3260,20 @@ static int tools_build(const os_agent_t *ag, const tg_agent_cfg_t *a, tg_store_t
         const tg_tool_cfg_t *oc =
             ag->tools != NULL ? tg_config_tool(ag->acfg, tn, strlen(tn)) : NULL;
         const os_tool_t *ot = oc != NULL ? &ag->tools[oc - ag->acfg->tools] : NULL;
-        if (l->rate_src != TG_SRC_DEFAULT) {
-            if (ot != NULL && ot->has_rate && same_rate(&oc->lim, l))
-                t->rate = ot->rate;
-            else if (tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
-                                  l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) < 0) {
-                free(tools);
-                return -EINVAL;
-            }
-            t->has_rate = true;
+        bool keep = ot != NULL && ot->has_rate && same_rate(&oc->lim, l);
+        if (tg_adm_tool_init(t, a, &a->tools[i], keep ? &ot->rate : NULL) < 0) {
+            free(tools);
+            return -EINVAL;
         }
         /* Shared tool buckets sit beside the agent's, under
          * "{agent}:tool.NAME.rate" (the same hash slot). */
-        char what[TG_NAME_MAX + 16];
-        if (t->has_rate && l->rate_shared) {
-            if (tool_store == NULL ||
-                snprintf(what, sizeof(what), "tool.%s.rate", tn) >= (int)sizeof(what) ||
-                tg_store_make_key(tool_store, t->rate_key, sizeof(t->rate_key), a->id, what) < 0) {
-                tg_log("agent '%s': tool '%s' has rate_scope shared but %s", a->id, tn,
-                       tool_store == NULL ? "no shared store is open for it"
-                                          : "its name cannot name a shared bucket");
-                free(tools);
-                return -EINVAL;
-            }
-            t->shared = true;
+        if (t->has_rate && l->rate_shared && tg_adm_tool_key(t, tool_store, a->id, tn) < 0) {
+            tg_log("agent '%s': tool '%s' has rate_scope shared but %s", a->id, tn,
+                   tool_store == NULL ? "no shared store is open for it"
+                                      : "its name cannot name a shared bucket");
+            free(tools);
+            return -EINVAL;
         }
-        if (l->concurrent_src != TG_SRC_DEFAULT) {
-            tg_conc_init(&t->conc, l->max_concurrent_calls);
-            t->has_conc = true;
-        }
-        if (l->queued_src != TG_SRC_DEFAULT) {
-            t->max_queued = l->max_queued_calls;
-            t->has_queue = true;
-        }
-        t->reg_rate = t->reg_conc = t->reg_queue = -1;
-        tg_config_path_for(a, tn, "rate_limit", t->path_rate, sizeof(t->path_rate));
-        tg_config_path_for(a, tn, "max_concurrent_calls", t->path_conc, sizeof(t->path_conc));
-        tg_config_path_for(a, tn, "max_queued_calls", t->path_queue, sizeof(t->path_queue));
-        tg_config_path_for(a, tn, "max_tool_call_duration", t->path_dur, sizeof(t->path_dur));
     }
     *out = tools;
     return 0;

@@ -55,6 +55,7 @@
 #include "router/io.h"
 #include "router/contain_cfg.h"
 #include "router/log.h"
+#include "router/admit.h"
 #include "router/agent_proc.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
@@ -66,8 +67,6 @@
 #define TG_DENIAL_MAX 2048     /* fixed internal bound: one denial line */
 /* A call the shared store turned away asks again after a wait doubling per refusal in
  * a row; a release by this instance lets it ask at once. */
-#define TG_FLEET_RETRY_MIN_MS 20  /* fixed internal bound: first wait for a refused fleet slot */
-#define TG_FLEET_RETRY_MAX_MS 500 /* fixed internal bound: longest such wait */
 
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
 /* S_SLOT: holds its local slots and waits for the shared store's answer
@@ -122,19 +121,8 @@ typedef struct tg_inst {
     const char *kill_reason;
 } tg_inst_t;
 
-typedef struct tool_state {
-    tg_gcra_t rate;
-    bool has_rate;
-    tg_conc_t conc;
-    bool has_conc;
-    uint32_t queued;
-    uint32_t max_queued;
-    bool has_queue;
-    int reg_rate, reg_conc, reg_queue;
-    bool shared; /* rate_scope shared: the bucket is in the store, under rate_key */
-    char rate_key[TG_STORE_KEY_MAX + 1];
-    char path_rate[256], path_conc[256], path_queue[256], path_dur[256];
-} tool_state_t;
+/* A configured tool's own limits (tools.NAME). */
+typedef tg_adm_tool_t tool_state_t;
 
 /* One configured agent: its limits aggregate over every session that uses
  * it (rate and concurrency are per agent, not per connection), and its call
@@ -169,7 +157,7 @@ typedef struct tg_agent {
     uint32_t fleet_held;        /* fleet slots this instance's calls hold */
     uv_timer_t fleet_timer;     /* initialised on first use (fleet_timer_ready) */
     bool fleet_timer_ready;
-    bool pumping, pump_again;   /* pump_queue re-entered from a store answer */
+    tg_adm_pump_t pump;         /* pump_queue re-entered from a store answer */
     int reg_fleet;              /* agent.ID.concurrency.shared, -1: local concurrency */
     tool_state_t *tools;
     int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr, reg_memory;
@@ -325,13 +313,8 @@ static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
     reg_set(w, w->ag->reg_conc, w->ag->aconc.inflight);
     reg_set(w, w->ag->reg_queue, w->ag->aq.count);
     reg_set(w, w->ag->reg_fleet, w->ag->fleet_held);
-    if (c != NULL && c->tool >= 0) {
-        tool_state_t *t = &w->ag->tools[c->tool];
-        if (t->has_conc)
-            reg_set(w, t->reg_conc, t->conc.inflight);
-        if (t->has_queue)
-            reg_set(w, t->reg_queue, t->queued);
-    }
+    if (c != NULL && c->tool >= 0)
+        tg_adm_tool_regs(w->gw, &w->ag->tools[c->tool]);
 }
 
 /* ---- call table ------------------------------------------------------- */
@@ -438,21 +421,10 @@ static void rpc_error(tg_wrap_t *w, const char *id, size_t id_len, int code, con
 static void denial_init(tg_wrap_t *w, tg_denial_t *d, tg_deny_code_t code, const tg_call_t *c,
                         char *reqid, size_t reqid_cap)
 {
-    memset(d, 0, sizeof(*d));
-    d->code = code;
-    d->agent = agent_name(w);
-    d->observed = TG_DENY_ABSENT;
-    d->cap = TG_DENY_ABSENT;
-    d->retry_after_ms = TG_DENY_ABSENT;
-    d->scope = "agent";
-    if (c != NULL) {
-        if (c->tool_name_len > 0) {
-            d->tool = c->tool_name;
-            d->tool_len = c->tool_name_len;
-        }
+    if (c != NULL)
         request_id_of(c, reqid, reqid_cap);
-        d->request_id = reqid;
-    }
+    tg_adm_denial_init(d, code, agent_name(w), c != NULL ? c->tool_name : NULL,
+                       c != NULL ? c->tool_name_len : 0, c != NULL ? reqid : NULL);
 }
 
 /* The caller's id as text for audit: a string id without its quotes (the
@@ -485,39 +457,20 @@ static void audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, cons
             caller_id_text(c->caller_id, c->caller_id_len, callid);
             ev.call_id = callid;
         }
-        if (c->tool_name_len > 0)
-            ev.tool = c->tool_name;
-        ev.duration_ms = (int64_t)(now_ms(w) - c->t_start);
-        ev.bytes_in = (int64_t)c->bytes_in;
+        tg_adm_audit_call(&ev, c->tool_name, c->tool_name_len, now_ms(w) - c->t_start, c->bytes_in,
+                          c->decided_by);
     }
     ev.status = status;
     ev.stage = stage;
-    if (c != NULL)
-        ev.decided_by = c->decided_by;
     if (w->gw->metrics_ok && c != NULL && c->kind == K_CALL) {
-        bool agent_gone = d != NULL &&
-                          (d->code == TG_DENY_UNAVAILABLE || d->code == TG_DENY_RESOURCE) &&
-                          stage != NULL && strcmp(stage, "queued") != 0;
-        tg_outcome_t o = strcmp(event, "call.completed") == 0
-                             ? (strcmp(status, "ok") == 0 ? TG_OUTCOME_OK : TG_OUTCOME_ERROR)
-                         : strcmp(event, "call.timeout") == 0   ? TG_OUTCOME_TIMEOUT
-                         : strcmp(event, "call.cancelled") == 0 ? TG_OUTCOME_CANCELLED
-                         : agent_gone                           ? TG_OUTCOME_FAILED
-                                                                : TG_OUTCOME_DENIED;
+        tg_outcome_t o = tg_adm_outcome(event, status, d, stage);
         tg_metrics_call(&w->gw->metrics, w->ag->idx, c->tool, o, now_ms(w) - c->t_start);
         if (d != NULL)
             tg_metrics_denial(&w->gw->metrics, d->code, (int)w->ag->idx, c->tool_name,
                               c->tool_name_len, wall_now_ms());
     }
-    if (d != NULL) {
-        ev.code = tg_deny_name(d->code);
-        ev.limit.type = d->limit;
-        ev.limit.scope = d->scope;
-        ev.limit.observed = d->observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d->observed;
-        ev.limit.cap = d->cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d->cap;
-        if (d->retry_after_ms != TG_DENY_ABSENT)
-            ev.retry_after_ms = d->retry_after_ms;
-    }
+    if (d != NULL)
+        tg_adm_audit_denial(&ev, d);
     emit(w, &ev);
 }
 
@@ -598,15 +551,8 @@ static void on_call_timer(uv_timer_t *t);
  * is full) must not make a limit warn and re-arm on every retry. */
 static void take_slots(tg_wrap_t *w, tg_call_t *c)
 {
-    tg_conc_acquire(&w->ag->aconc);
-    if (c->tool >= 0 && w->ag->tools[c->tool].has_conc) {
-        tg_conc_acquire(&w->ag->tools[c->tool].conc);
-        c->tool_slot = true;
-    }
-    if (w->climits != NULL && w->climits->has_conc) {
-        tg_conc_acquire(&w->climits->conc);
-        c->caller_slot = true;
-    }
+    tg_adm_take_slots(&w->ag->aconc, c->tool >= 0 ? &w->ag->tools[c->tool] : NULL, w->climits,
+                      &c->tool_slot, &c->caller_slot);
 }
 
 /* Send call <c>, holding its slots, to the agent: it is in flight. */
@@ -627,31 +573,11 @@ static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fram
     forward(w, c, b, frame, len, id_off, id_len);
 }
 
-/* The denial's unit for rate <r>: its period is one of the three config
- * units (second, minute, hour). */
-static const char *rate_unit(tg_rate_t r)
-{
-    return r.period_ms == 1000    ? "calls/second"
-           : r.period_ms == 60000 ? "calls/minute"
-                                  : "calls/hour";
-}
-
-static void fmt_rate_detail(char *buf, size_t cap, uint64_t observed, tg_rate_t r)
-{
-    char period[16], rate[48];
-    tg_unit_fmt_duration(period, sizeof(period), r.period_ms);
-    tg_unit_fmt_rate(rate, sizeof(rate), r);
-    snprintf(buf, cap, "%" PRIu64 " calls in %s > %s", observed, period, rate);
-}
-
 /* Room in the call's tool slots and its caller's slots (the agent's are
  * checked by the caller of this). */
 static bool tool_has_room(tg_wrap_t *w, const tg_call_t *c)
 {
-    const tg_caller_lim_t *cl = c->w->climits;
-    if (cl != NULL && cl->has_conc && !tg_conc_has_room(&cl->conc))
-        return false;
-    return c->tool < 0 || !w->ag->tools[c->tool].has_conc || tg_conc_has_room(&w->ag->tools[c->tool].conc);
+    return tg_adm_has_room(c->tool >= 0 ? &w->ag->tools[c->tool] : NULL, c->w->climits);
 }
 
 static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
@@ -695,21 +621,20 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     if (!r->gcra.allowed) {
         bool tool = step == STEP_TOOL;
         tg_rate_t rate = tool ? ag->acfg->tools[c->tool].lim.rate_limit : ag->acfg->lim.rate_limit;
-        const char *unit = rate_unit(rate);
         bool store_down = r->decided_by == TG_STORE_BY_CLOSED;
         denial_init(w, &d, store_down ? TG_DENY_STORE : TG_DENY_RATE, c, reqid, sizeof(reqid));
-        d.limit = "rate";
-        d.scope = tool ? "tool" : "agent";
-        d.unit = unit;
-        d.retry_after_ms = (int64_t)r->gcra.retry_after_ms;
-        d.config_path = store_down ? "store.on_store_error" : tool ? ts->path_rate : ag->path_rate;
         if (store_down) {
+            /* The bucket's scope and unit stay named (os_gw's store
+             * denial names the agent scope and no unit). */
+            d.limit = "rate";
+            d.scope = tool ? "tool" : "agent";
+            d.unit = tg_adm_rate_unit(rate);
+            d.retry_after_ms = (int64_t)r->gcra.retry_after_ms;
+            d.config_path = "store.on_store_error";
             d.detail = "the shared rate store is unavailable and on_store_error is closed";
         } else {
-            d.observed = (int64_t)r->gcra.observed;
-            d.cap = (int64_t)r->gcra.cap;
-            fmt_rate_detail(detail, sizeof(detail), r->gcra.observed, rate);
-            d.detail = detail;
+            tg_adm_rate_denial(&d, detail, sizeof(detail), tool ? "tool" : "agent",
+                               tool ? ts->path_rate : ag->path_rate, rate, &r->gcra);
         }
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
@@ -826,13 +751,7 @@ static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fra
     }
 }
 
-/* One rate limit a call must pass: agent, tool or caller. */
-typedef struct rate_scope {
-    tg_gcra_t *g;
-    const char *scope, *path;
-    tg_rate_t rate;
-    int reg;
-} rate_scope_t;
+typedef tg_adm_rate_scope_t rate_scope_t;
 
 /* Admit or refuse one tools/call frame [frame, frame+len) from the caller,
  * in block <b>. */
@@ -916,28 +835,12 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         scopes[nscopes++] = (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg,
                                            cl->reg_rate};
     /* The refusal names the scope that frees up last. */
-    int worst = -1;
-    tg_gcra_result_t rw = {.allowed = true};
-    for (int k = 0; k < nscopes; k++) {
-        tg_gcra_result_t r = tg_gcra_peek(scopes[k].g, now);
-        if (!r.allowed && (worst < 0 || r.retry_after_ms > rw.retry_after_ms)) {
-            worst = k;
-            rw = r;
-        }
-    }
+    tg_gcra_result_t rw;
+    int worst = tg_adm_rate_worst(scopes, nscopes, now, &rw);
     if (worst >= 0) {
-        tg_rate_t rate = scopes[worst].rate;
-        const char *unit = rate_unit(rate);
         denial_init(w, &d, TG_DENY_RATE, c, reqid, sizeof(reqid));
-        d.limit = "rate";
-        d.scope = scopes[worst].scope;
-        d.observed = (int64_t)rw.observed;
-        d.cap = (int64_t)rw.cap;
-        d.unit = unit;
-        d.retry_after_ms = (int64_t)rw.retry_after_ms;
-        d.config_path = scopes[worst].path;
-        fmt_rate_detail(detail, sizeof(detail), rw.observed, rate);
-        d.detail = detail;
+        tg_adm_rate_denial(&d, detail, sizeof(detail), scopes[worst].scope, scopes[worst].path,
+                           scopes[worst].rate, &rw);
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
         return;
@@ -980,15 +883,11 @@ static void unqueue(tg_agent_t *ag, tg_call_t *c)
     c->in_queue = false;
 }
 
-/* Rotate the oldest <n> entries of <q> to its end (O(n): the ring
- * removes its oldest entry in O(1)). */
-static void waitq_rotate(tg_waitq_t *q, uint32_t n)
+/* The arrival key of the call in slot <i> of agent <ctx>'s table. */
+static uint64_t arrival_of(const void *ctx, uint32_t i)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t v = tg_waitq_at(q, 0);
-        tg_waitq_remove_at(q, 0);
-        (void)tg_waitq_push(q, v);
-    }
+    const tg_agent_t *ag = ctx;
+    return ag->calls[i].agent_id;
 }
 
 /* Put <c>, which the store turned away, into the wait queue where its
@@ -997,21 +896,9 @@ static void waitq_rotate(tg_waitq_t *q, uint32_t n)
  * the tool's is full. */
 static bool requeue(tg_agent_t *ag, tg_call_t *c)
 {
-    tg_waitq_t *q = &ag->aq;
-    tool_state_t *ts = c->tool >= 0 ? &ag->tools[c->tool] : NULL;
-    if (q->count >= q->cap || (ts != NULL && ts->has_queue && ts->queued >= ts->max_queued))
+    if (!tg_adm_requeue(&ag->aq, ag->aq.cap, c->tool >= 0 ? &ag->tools[c->tool] : NULL, c->idx,
+                        c->agent_id, arrival_of, ag))
         return false;
-    uint32_t n = q->count, at = n;
-    for (uint32_t i = 0; i < n && at == n; i++)
-        if (ag->calls[tg_waitq_at(q, i)].agent_id > c->agent_id)
-            at = i;
-    /* The ring only appends: [e0..en) becomes [e_at..en, e0..e_at), then
-     * c goes last, then [e_at..en) moves behind it. */
-    waitq_rotate(q, at);
-    (void)tg_waitq_push(q, c->idx);
-    waitq_rotate(q, n - at);
-    if (ts != NULL)
-        ts->queued++;
     c->in_queue = true;
     return true;
 }
@@ -1028,8 +915,8 @@ static void on_fleet_timer(uv_timer_t *t)
 }
 
 /* The store said the fleet is full: queued calls wait until this instance
- * releases a fleet slot, or until a retry (TG_FLEET_RETRY_MIN_MS doubling
- * to TG_FLEET_RETRY_MAX_MS while the refusals go on). */
+ * releases a fleet slot, or until a retry (tg_adm_fleet_delay: a
+ * doubling backoff while the refusals go on). */
 static void fleet_wait(tg_agent_t *ag)
 {
     ag->fleet_full = true;
@@ -1040,9 +927,7 @@ static void fleet_wait(tg_agent_t *ag)
     }
     if (uv_is_active((uv_handle_t *)&ag->fleet_timer))
         return;
-    uint32_t d = ag->fleet_backoff_ms != 0 ? ag->fleet_backoff_ms : TG_FLEET_RETRY_MIN_MS;
-    uv_timer_start(&ag->fleet_timer, on_fleet_timer, d, 0);
-    ag->fleet_backoff_ms = d * 2 < TG_FLEET_RETRY_MAX_MS ? d * 2 : TG_FLEET_RETRY_MAX_MS;
+    uv_timer_start(&ag->fleet_timer, on_fleet_timer, tg_adm_fleet_delay(&ag->fleet_backoff_ms), 0);
 }
 
 /* Refuse call <c> for the shared concurrency limit: <observed> of <cap>
@@ -1053,19 +938,7 @@ static void deny_fleet(tg_wrap_t *w, tg_call_t *c, uint32_t observed, uint32_t c
     tg_denial_t d;
     char reqid[32], detail[160];
     denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
-    d.limit = "concurrency";
-    d.scope = "shared";
-    d.unit = "calls";
-    d.config_path = w->ag->path_conc;
-    if (cap > 0) {
-        d.observed = observed;
-        d.cap = cap;
-        snprintf(detail, sizeof(detail), "%u of %u slots shared across instances in use, %s",
-                 observed, cap, why);
-    } else {
-        snprintf(detail, sizeof(detail), "%s (the store had not answered for a shared slot)", why);
-    }
-    d.detail = detail;
+    tg_adm_fleet_denial(&d, detail, sizeof(detail), w->ag->path_conc, observed, cap, why);
     deny_call(w, c, &d, "call.denied", stage);
 }
 
@@ -1106,10 +979,8 @@ static void slot_ask(tg_wrap_t *w, tg_call_t *c)
         tg_denial_t d;
         char reqid[32];
         denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
-        d.limit = "concurrency";
-        d.scope = "shared";
-        d.config_path = "store.on_store_error";
-        d.detail = "the shared slot store refused the request";
+        tg_adm_store_denial(&d, "concurrency", "the shared slot store refused the request",
+                            TG_DENY_ABSENT);
         deny_call(w, c, &d, "call.denied", NULL);
         call_release(w, c);
     }
@@ -1150,12 +1021,10 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
         tg_denial_t d;
         char reqid[32];
         denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
-        d.limit = "concurrency";
-        d.scope = "shared";
-        d.retry_after_ms = w->gw->cfg->store.timeout_ms != 0 ? (int64_t)w->gw->cfg->store.timeout_ms
-                                                             : TG_STORE_DEF_TIMEOUT_MS;
-        d.config_path = "store.on_store_error";
-        d.detail = "the shared slot store is unavailable and on_store_error is closed";
+        tg_adm_store_denial(&d, "concurrency",
+                            "the shared slot store is unavailable and on_store_error is closed",
+                            w->gw->cfg->store.timeout_ms != 0 ? (int64_t)w->gw->cfg->store.timeout_ms
+                                                              : TG_STORE_DEF_TIMEOUT_MS);
         deny_call(w, c, &d, "call.denied", NULL);
         call_release(w, c);
         return;
@@ -1221,20 +1090,13 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
         return;
     }
     bool ask = room && !w->ag->fleet_full;
-    if (!ask && (w->ag->aq.count >= w->ag->aq.cap ||
-                 (ts != NULL && ts->has_queue && ts->queued >= ts->max_queued))) {
-        bool tool_scope = ts != NULL && ts->has_queue && ts->queued >= ts->max_queued;
+    bool tool_scope = tg_adm_tool_queue_full(ts);
+    if (!ask && (w->ag->aq.count >= w->ag->aq.cap || tool_scope)) {
         denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
-        d.limit = "concurrency";
-        d.scope = tool_scope ? "tool" : "agent";
-        d.observed = tool_scope ? (int64_t)ts->queued + 1 : (int64_t)w->ag->aq.count + 1;
-        d.cap = tool_scope ? (int64_t)ts->max_queued : (int64_t)w->ag->aq.cap;
-        d.unit = "queued calls";
-        d.config_path = tool_scope ? ts->path_queue : w->ag->path_queue;
-        snprintf(detail, sizeof(detail), "%u calls in flight%s, wait queue full (%" PRId64 " > %" PRId64 ")",
-                 w->ag->aconc.inflight, w->ag->fleet_full ? " and the shared slots full" : "",
-                 d.observed, d.cap);
-        d.detail = detail;
+        tg_adm_queue_full(&d, detail, sizeof(detail), tool_scope, tool_scope ? ts->queued : 0,
+                          tool_scope ? ts->max_queued : 0, tool_scope ? ts->path_queue : NULL,
+                          w->ag->aq.count, w->ag->aq.cap, w->ag->path_queue,
+                          w->ag->aconc.inflight, w->ag->fleet_full);
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
         return;
@@ -1264,17 +1126,13 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
  * fleet slot and keeps its place in the queue until the answer (S_SLOT);
  * none asks while the store says the fleet is full. The answer may come at
  * once and call back in here: such a nested call only asks for one more
- * pass of the loop (pumping, pump_again). */
+ * pass of the loop (tg_adm_pump_t). */
 static void pump_queue(tg_wrap_t *w)
 {
     tg_agent_t *ag = w->ag;
-    if (ag->pumping) {
-        ag->pump_again = true;
+    if (!tg_adm_pump_begin(&ag->pump))
         return;
-    }
-    ag->pumping = true;
     do {
-        ag->pump_again = false;
         uint32_t i = 0;
         /* The queue is the agent's: a slot freed by one session may go to a
          * call of another, sent through that call's own session. */
@@ -1295,10 +1153,8 @@ static void pump_queue(tg_wrap_t *w)
                 if (tg_waitq_at(&ag->aq, i) == c->idx)
                     i++;
             } else {
-                tg_waitq_remove_at(&ag->aq, i);
+                tg_adm_dequeue_at(&ag->aq, i, c->tool >= 0 ? &ag->tools[c->tool] : NULL);
                 c->in_queue = false;
-                if (c->tool >= 0)
-                    ag->tools[c->tool].queued--;
                 tg_block_t *b = c->qblk;
                 c->qblk = NULL;
                 ag->queued_frame_bytes -= c->qlen;
@@ -1309,8 +1165,7 @@ static void pump_queue(tg_wrap_t *w)
             if (cw != w)
                 flush_all(cw);
         }
-    } while (ag->pump_again);
-    ag->pumping = false;
+    } while (tg_adm_pump_again(&ag->pump));
 }
 
 /* Give back every concurrency slot an inflight, zombie or slot-waiting
@@ -2635,17 +2490,8 @@ static int register_limits(tg_agent_t *ag)
     ag->reg_instances = -1;
     if (!ag->gw->wrap_mode)
         REG(ag->reg_instances, TG_LIMIT_CONCURRENCY, "agent", a->max_instances, "agent.%s.instances", id);
-    for (size_t i = 0; i < a->ntools; i++) {
-        tool_state_t *t = &ag->tools[i];
-        const char *tn = a->tools[i].name;
-        t->reg_rate = t->reg_conc = t->reg_queue = -1;
-        if (t->has_rate)
-            REG(t->reg_rate, TG_LIMIT_RATE, "tool", t->rate.burst, "agent.%s.tool.%s.rate", id, tn);
-        if (t->has_conc)
-            REG(t->reg_conc, TG_LIMIT_CONCURRENCY, "tool", t->conc.max, "agent.%s.tool.%s.concurrency", id, tn);
-        if (t->has_queue)
-            REG(t->reg_queue, TG_LIMIT_QUEUE, "tool", t->max_queued, "agent.%s.tool.%s.queue", id, tn);
-    }
+    for (size_t i = 0; i < a->ntools; i++)
+        tg_adm_tool_register(&ag->tools[i], &ag->gw->reg, id, a->tools[i].name);
 #undef REG
     return 0;
 }
@@ -2666,29 +2512,9 @@ static int setup_limits(tg_agent_t *ag, uint32_t max_sessions)
     ag->tools = calloc(a->ntools ? a->ntools : 1, sizeof(*ag->tools));
     if (ag->tools == NULL)
         return -ENOMEM;
-    for (size_t i = 0; i < a->ntools; i++) {
-        const tg_exec_limits_t *l = &a->tools[i].lim;
-        tool_state_t *t = &ag->tools[i];
-        const char *tn = a->tools[i].name;
-        if (l->rate_src != TG_SRC_DEFAULT) {
-            if (tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
-                             l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) < 0)
-                return -EINVAL;
-            t->has_rate = true;
-        }
-        if (l->concurrent_src != TG_SRC_DEFAULT) {
-            tg_conc_init(&t->conc, l->max_concurrent_calls);
-            t->has_conc = true;
-        }
-        if (l->queued_src != TG_SRC_DEFAULT) {
-            t->max_queued = l->max_queued_calls;
-            t->has_queue = true;
-        }
-        tg_config_path_for(a, tn, "rate_limit", t->path_rate, sizeof(t->path_rate));
-        tg_config_path_for(a, tn, "max_concurrent_calls", t->path_conc, sizeof(t->path_conc));
-        tg_config_path_for(a, tn, "max_queued_calls", t->path_queue, sizeof(t->path_queue));
-        tg_config_path_for(a, tn, "max_tool_call_duration", t->path_dur, sizeof(t->path_dur));
-    }
+    for (size_t i = 0; i < a->ntools; i++)
+        if (tg_adm_tool_init(&ag->tools[i], a, &a->tools[i], NULL) < 0)
+            return -EINVAL;
     /* The slab holds every entry the limits allow: inflight and zombie
      * calls (<= max_concurrent, each with at most one ping), queued calls,
      * and per session its pass-through requests and replayed initialize. */
@@ -2988,12 +2814,8 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
     for (size_t i = 0; i < acfg->ntools; i++) {
         if (!acfg->tools[i].lim.rate_shared)
             continue;
-        char what[TG_NAME_MAX + 16];
         ag->tool_store = acfg->shared_lease ? gw->lease : gw->store;
-        if (ag->tool_store == NULL ||
-            snprintf(what, sizeof(what), "tool.%s.rate", acfg->tools[i].name) >= (int)sizeof(what) ||
-            tg_store_make_key(ag->tool_store, ag->tools[i].rate_key, sizeof(ag->tools[i].rate_key),
-                              acfg->id, what) < 0) {
+        if (tg_adm_tool_key(&ag->tools[i], ag->tool_store, acfg->id, acfg->tools[i].name) < 0) {
             tg_log("agent '%s': tool '%s' has rate_scope shared but %s", acfg->id,
                    acfg->tools[i].name,
                    ag->tool_store == NULL ? "no shared store is configured (add store {\"kind\": "
@@ -3002,7 +2824,6 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
             tg_agent_free(ag);
             return NULL;
         }
-        ag->tools[i].shared = true;
     }
     return ag;
 }
