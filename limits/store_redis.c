@@ -1266,6 +1266,27 @@ static bool rs_status(const redis_store_t *rs, int *status)
     return *status == 0;
 }
 
+/* A request for a call when the connection takes calls now; NULL with
+ * <*status> saying why not (rs_status, or -ENOBUFS: every request busy). */
+static req_t *req_for_call(redis_store_t *rs, int *status)
+{
+    if (!rs_status(rs, status))
+        return NULL;
+    req_t *q = req_get(rs);
+    if (q == NULL)
+        *status = -ENOBUFS;
+    return q;
+}
+
+/* Under a test clock, the time the script is to use instead of TIME. */
+static void req_stamp(const redis_store_t *rs, req_t *q)
+{
+    if (rs->test_clock != NULL) {
+        q->has_test_now = true;
+        q->test_now_ms = rs->test_clock(rs->test_clock_arg);
+    }
+}
+
 static int redis_submit(redis_store_t *rs, req_t *q, int *status)
 {
     if (req_send(rs, q) < 0) {
@@ -1288,12 +1309,7 @@ static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t p
     if (rs->closing)
         return -ECANCELED;
     int status;
-    req_t *q = NULL;
-    if (rs_status(rs, &status)) {
-        q = req_get(rs);
-        if (q == NULL)
-            status = -ENOBUFS;
-    }
+    req_t *q = req_for_call(rs, &status);
     if (q != NULL) {
         q->kind = REQ_TAKE;
         q->cb.take = cb;
@@ -1304,10 +1320,7 @@ static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t p
         q->n = want;
         q->cap = g.burst;
         memcpy(q->key, key, n + 1);
-        if (rs->test_clock != NULL) {
-            q->has_test_now = true;
-            q->test_now_ms = rs->test_clock(rs->test_clock_arg);
-        }
+        req_stamp(rs, q);
         if (redis_submit(rs, q, &status) == 0)
             return 0;
         q->user_done = true;
@@ -1361,12 +1374,7 @@ static int redis_slot_acquire(tg_store_t *s, const char *key, uint32_t cap, tg_s
         return -ECANCELED;
     uint64_t seq = tg_slots_next_seq(&rs->slots);
     int status;
-    req_t *q = NULL;
-    if (rs_status(rs, &status)) {
-        q = req_get(rs);
-        if (q == NULL)
-            status = -ENOBUFS;
-    }
+    req_t *q = req_for_call(rs, &status);
     if (q != NULL) {
         q->kind = REQ_SLOT_ACQUIRE;
         q->cb.slot = cb;
@@ -1374,10 +1382,7 @@ static int redis_slot_acquire(tg_store_t *s, const char *key, uint32_t cap, tg_s
         q->cap = cap;
         q->seq = seq;
         memcpy(q->key, key, n + 1);
-        if (rs->test_clock != NULL) {
-            q->has_test_now = true;
-            q->test_now_ms = rs->test_clock(rs->test_clock_arg);
-        }
+        req_stamp(rs, q);
         if (redis_submit(rs, q, &status) == 0)
             return 0;
         q->user_done = true;
@@ -1446,10 +1451,7 @@ static void rs_renew_key(void *arg, const tg_slot_key_t *k)
         q->arg = NULL;
         memcpy(q->key, k->key, strlen(k->key) + 1);
         q->mbuf = rs_members(rs, from, &q->nmem, &from);
-        if (rs->test_clock != NULL) {
-            q->has_test_now = true;
-            q->test_now_ms = rs->test_clock(rs->test_clock_arg);
-        }
+        req_stamp(rs, q);
         int status;
         if (q->mbuf == NULL || redis_submit(rs, q, &status) < 0) {
             q->user_done = true;

@@ -45,8 +45,7 @@ void tg_jw_u64(tg_jw_t *w, uint64_t v)
     tg_jw_raw(w, t, (size_t)n);
 }
 
-/* Length of the valid UTF-8 sequence at s[0] (s[0] >= 0x80), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t tg_jw_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0], lo = 0x80, hi = 0xBF;
     size_t need;
@@ -83,7 +82,7 @@ void tg_jw_esc(tg_jw_t *w, const char *s, size_t n)
             break;
         unsigned char c = p[i];
         if (c >= 0x80) {
-            size_t k = utf8_len(p + i, n - i);
+            size_t k = tg_jw_utf8_len(p + i, n - i);
             if (k) {
                 tg_jw_raw(w, s + i, k);
                 i += k;

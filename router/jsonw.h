@@ -34,6 +34,9 @@ void tg_jw_u64(tg_jw_t *w, uint64_t v);
  * control bytes become \u00XX and invalid UTF-8 becomes U+FFFD, so the
  * result always parses whatever the input. */
 void tg_jw_esc(tg_jw_t *w, const char *s, size_t n);
+/* Length of the valid UTF-8 sequence at s[0] (a lead byte >= 0x80) within
+ * <n> bytes, or 0 when it is not one (overlong, surrogate, cut short). */
+size_t tg_jw_utf8_len(const unsigned char *s, size_t n);
 /* A quoted, escaped string from a NUL-terminated <s>. */
 void tg_jw_str(tg_jw_t *w, const char *s);
 

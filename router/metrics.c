@@ -297,27 +297,6 @@ static void put_double(tg_jw_t *w, double v, bool one_decimal)
 
 /* ---- Prometheus text -------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s[0] (a lead byte >= 0x80), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-    size_t need;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c >= 0xE0 && c <= 0xEF)
-        need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4)
-        need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else
-        return 0;
-    if (n < need + 1 || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i <= need; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return need + 1;
-}
-
 static void prom_esc(tg_jw_t *w, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -332,7 +311,7 @@ static void prom_esc(tg_jw_t *w, const char *s, size_t n)
             rep = "\\\"";
         else if (c == '\n')
             rep = "\\n";
-        else if (c >= 0x80 && (adv = utf8_seq(p + i, n - i)) == 0)
+        else if (c >= 0x80 && (adv = tg_jw_utf8_len(p + i, n - i)) == 0)
             rep = "\xEF\xBF\xBD", adv = 1; /* U+FFFD: the format requires UTF-8 */
         if (rep == NULL) {
             i += adv;

@@ -543,6 +543,30 @@ static bool agent_limits_equal(const tg_agent_cfg_t *a, const tg_agent_cfg_t *b)
     return true;
 }
 
+/* The agent's effective resources (after the manifest merge) are the same:
+ * field by field, as the struct's padding is not guaranteed to be zero. */
+static bool res_equal(const tg_resources_t *a, const tg_resources_t *b)
+{
+    return a->memory_bytes == b->memory_bytes && a->cpu_millicores == b->cpu_millicores &&
+           a->pids == b->pids && a->disk_bytes == b->disk_bytes && a->network == b->network &&
+           a->bandwidth_bps == b->bandwidth_bps && a->max_connections == b->max_connections &&
+           a->nofile == b->nofile && a->memory_src == b->memory_src &&
+           a->cpu_src == b->cpu_src && a->pids_src == b->pids_src &&
+           a->disk_src == b->disk_src && a->network_src == b->network_src &&
+           a->bandwidth_src == b->bandwidth_src && a->connections_src == b->connections_src &&
+           a->nofile_src == b->nofile_src;
+}
+
+/* Agent <a> (JSON <aj>) and <b> (<bj>) have the same limits: effective
+ * values and the execution_limits/tools sections as written. */
+static bool agent_limits_same(const tg_agent_cfg_t *a, const json_t *aj, const tg_agent_cfg_t *b,
+                              const json_t *bj)
+{
+    return agent_limits_equal(a, b) &&
+           json_equal(jget(aj, "execution_limits"), jget(bj, "execution_limits")) &&
+           json_equal(jget(aj, "tools"), jget(bj, "tools"));
+}
+
 /* Why new generation <g> cannot be applied to the running one, as the key
  * to change back; NULL when it can. */
 static const char *reload_blocker(const serve_run_t *r, const gen_t *g, char *buf, size_t cap)
@@ -681,11 +705,9 @@ static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i)
     bool same_spawn = json_equal_but(oj, nj, limit_keys) &&
                       json_equal_but(json_is_object(oo) ? oo : empty,
                                      json_is_object(no) ? no : empty, os_limits) &&
-                      memcmp(&oa->res, &na->res, sizeof(na->res)) == 0;
+                      res_equal(&oa->res, &na->res);
     json_decref(empty);
-    bool same_limits = agent_limits_equal(oa, na) &&
-                       json_equal(jget(oj, "execution_limits"), jget(nj, "execution_limits")) &&
-                       json_equal(jget(oj, "tools"), jget(nj, "tools")) &&
+    bool same_limits = agent_limits_same(oa, oj, na, nj) &&
                        json_equal(jget(oj, "opensentience"), jget(nj, "opensentience"));
     if (same_spawn && same_limits)
         return 0;
@@ -738,10 +760,8 @@ static void reload(serve_run_t *r)
         const tg_agent_cfg_t *oa = tg_agent_cfg(old);
         tg_agent_cfg_t *na = &nc->agents[i];
         const json_t *oj = json_array_get(oagents, i), *nj = json_array_get(nagents, i);
-        bool same_spawn = json_equal_but(oj, nj, limit_keys) &&
-                          memcmp(&oa->res, &na->res, sizeof(na->res)) == 0;
-        bool same_limits = agent_limits_equal(oa, na) && json_equal(jget(oj, "execution_limits"), jget(nj, "execution_limits")) &&
-                           json_equal(jget(oj, "tools"), jget(nj, "tools"));
+        bool same_spawn = json_equal_but(oj, nj, limit_keys) && res_equal(&oa->res, &na->res);
+        bool same_limits = agent_limits_same(oa, oj, na, nj);
         if (same_spawn && same_limits)
             continue;
         changed++;

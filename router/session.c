@@ -2417,40 +2417,42 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- setup ------------------------------------------------------------ */
 
+/* Open toolgate's own fd <fd> (0 or 1) as a tty or a pipe into <tty> or
+ * <pipe>; NULL when it is neither (then *<type> says what it is). */
+static uv_stream_t *open_std(tg_wrap_t *w, int fd, uv_tty_t *tty, uv_pipe_t *pipe,
+                             uv_handle_type *type)
+{
+    uv_stream_t *s = NULL;
+    *type = uv_guess_handle(fd);
+    if (*type == UV_TTY) {
+        uv_tty_init(w->gw->loop, tty, fd, fd == 0);
+        s = (uv_stream_t *)tty;
+    } else if (*type == UV_NAMED_PIPE) {
+        uv_pipe_init(w->gw->loop, pipe, 0);
+        if (uv_pipe_open(pipe, fd) < 0)
+            return NULL;
+        s = (uv_stream_t *)pipe;
+        tg_pipe_enlarge(fd, TG_APROC_PIPE_BYTES);
+    }
+    if (s != NULL)
+        s->data = w;
+    return s;
+}
+
 static int open_caller(tg_wrap_t *w)
 {
-    uv_handle_type tin = uv_guess_handle(0), tout = uv_guess_handle(1);
-    if (tin == UV_TTY) {
-        uv_tty_init(w->gw->loop, &w->cin_tty, 0, 1);
-        w->cin = (uv_stream_t *)&w->cin_tty;
-        w->cin->data = w;
-    } else if (tin == UV_NAMED_PIPE) {
-        uv_pipe_init(w->gw->loop, &w->cin_pipe, 0);
-        if (uv_pipe_open(&w->cin_pipe, 0) < 0)
-            return -EINVAL;
-        w->cin = (uv_stream_t *)&w->cin_pipe;
-        w->cin->data = w;
-        tg_pipe_enlarge(0, TG_APROC_PIPE_BYTES);
-    } else {
-        tg_log("stdin is %s; toolgate wrap reads MCP frames from a pipe or terminal (as MCP "
-               "clients launch servers)",
-               tin == UV_FILE ? "a regular file" : "not a pipe");
+    uv_handle_type t;
+    if ((w->cin = open_std(w, 0, &w->cin_tty, &w->cin_pipe, &t)) == NULL) {
+        if (t != UV_NAMED_PIPE)
+            tg_log("stdin is %s; toolgate wrap reads MCP frames from a pipe or terminal (as MCP "
+                   "clients launch servers)",
+                   t == UV_FILE ? "a regular file" : "not a pipe");
         return -EINVAL;
     }
-    if (tout == UV_TTY) {
-        uv_tty_init(w->gw->loop, &w->cout_tty, 1, 0);
-        w->cout = (uv_stream_t *)&w->cout_tty;
-        w->cout->data = w;
-    } else if (tout == UV_NAMED_PIPE) {
-        uv_pipe_init(w->gw->loop, &w->cout_pipe, 0);
-        if (uv_pipe_open(&w->cout_pipe, 1) < 0)
-            return -EINVAL;
-        w->cout = (uv_stream_t *)&w->cout_pipe;
-        w->cout->data = w;
-        tg_pipe_enlarge(1, TG_APROC_PIPE_BYTES);
-    } else {
-        tg_log("stdout is %s; toolgate wrap writes MCP frames to a pipe or terminal",
-               tout == UV_FILE ? "a regular file" : "not a pipe");
+    if ((w->cout = open_std(w, 1, &w->cout_tty, &w->cout_pipe, &t)) == NULL) {
+        if (t != UV_NAMED_PIPE)
+            tg_log("stdout is %s; toolgate wrap writes MCP frames to a pipe or terminal",
+                   t == UV_FILE ? "a regular file" : "not a pipe");
         return -EINVAL;
     }
     w->cwr.stream = w->cout;
