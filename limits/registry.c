@@ -89,22 +89,22 @@ tg_limit_ev_t tg_limit_observe(tg_limit_t *l, uint64_t current)
      * measure it): 0% or 100% would both be lies, so stay silent. */
     if (l->capacity == 0)
         return TG_LIMIT_EV_NONE;
-    if (!l->warned && current >= registry__threshold(l->capacity, REGISTRY_WARN_PCT)) {
+    /* This runs several times per call: the divisions only when the
+     * capacity changed. */
+    if (__builtin_expect(l->thr_cap != l->capacity, 0)) {
+        l->thr_cap = l->capacity;
+        l->warn_at = registry__threshold(l->capacity, REGISTRY_WARN_PCT);
+        l->rearm_at = registry__threshold(l->capacity, REGISTRY_REARM_PCT);
+    }
+    if (!l->warned && current >= l->warn_at) {
         l->warned = true;
         return TG_LIMIT_EV_WARNING;
     }
-    if (l->warned && current < registry__threshold(l->capacity, REGISTRY_REARM_PCT)) {
+    if (l->warned && current < l->rearm_at) {
         l->warned = false;
         return TG_LIMIT_EV_RECOVERED;
     }
     return TG_LIMIT_EV_NONE;
-}
-
-tg_limit_ev_t tg_registry_set(tg_registry_t *r, int idx, uint64_t current)
-{
-    if (idx < 0 || (size_t)idx >= r->n)
-        return TG_LIMIT_EV_NONE;
-    return tg_limit_observe(&r->v[idx], current);
 }
 
 const char *tg_limit_cat_name(tg_limit_cat_t c)

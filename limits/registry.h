@@ -43,6 +43,9 @@ typedef struct tg_limit {
     uint64_t high_water;
     uint64_t capacity;
     bool warned;
+    /* Thresholds of <capacity> as last seen (recomputed when it changes, so
+     * code that assigns capacity directly needs to do nothing else). */
+    uint64_t thr_cap, warn_at, rearm_at;
 } tg_limit_t;
 
 typedef struct tg_registry {
@@ -55,10 +58,23 @@ void tg_registry_free(tg_registry_t *r);
 /* Register; returns the index (>= 0) or -ENOMEM. */
 int tg_registry_add(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
                     uint64_t capacity);
-/* Record usage <current> of limit <idx>; returns the event to emit. */
-tg_limit_ev_t tg_registry_set(tg_registry_t *r, int idx, uint64_t current);
-/* Same on a bare limit (pure core). */
+/* Record usage <current> on a bare limit (pure core); returns the event
+ * to emit. */
 tg_limit_ev_t tg_limit_observe(tg_limit_t *l, uint64_t current);
+
+/* Record usage <current> of limit <idx>; returns the event to emit. Runs
+ * several times per call, so an unchanged usage under unchanged
+ * thresholds (nothing to record: the high water already covers it, the
+ * warning state was decided for this value) returns at once. */
+static inline tg_limit_ev_t tg_registry_set(tg_registry_t *r, int idx, uint64_t current)
+{
+    if (idx < 0 || (size_t)idx >= r->n)
+        return TG_LIMIT_EV_NONE;
+    tg_limit_t *l = &r->v[idx];
+    if (current == l->current && l->thr_cap == l->capacity)
+        return TG_LIMIT_EV_NONE;
+    return tg_limit_observe(l, current);
+}
 const char *tg_limit_cat_name(tg_limit_cat_t c);
 
 #endif

@@ -35,6 +35,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@
 
 #include "audit/audit.h"
 #include "limits/conc.h"
+#include "limits/deadline.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
 #include "limits/preflight.h"
@@ -85,10 +87,8 @@ typedef struct tg_call {
     call_kind_t kind;
     call_state_t state;
     uint64_t agent_id;
-    char caller_id[TG_ID_MAX];
     size_t caller_id_len;
     int tool;                       /* index in cfg tools, -1 when unconfigured */
-    char tool_name[TG_TOOL_NAME_MAX + 1];
     size_t tool_name_len;
     bool tool_slot;                 /* holds a tool concurrency slot */
     bool caller_slot;               /* holds a slot of its caller's limits */
@@ -96,8 +96,7 @@ typedef struct tg_call {
     uint64_t deadline_ms;           /* relative to t_start */
     const char *deadline_path;      /* config path of the cap that set the deadline */
     uint64_t bytes_in;
-    uv_timer_t timer;
-    bool timer_ready;
+    tg_dl_node_t dl;                /* in the agent's deadline list (call_arm) */
     /* A queued call keeps its frame: a reference on the block, spans. */
     tg_block_t *qblk;
     const char *qframe;
@@ -112,7 +111,15 @@ typedef struct tg_call {
     bool in_queue;                  /* in the agent's wait queue (S_QUEUED, or S_SLOT asked from it) */
     struct tg_store_slot *fslot;    /* the fleet slot held (concurrency_scope shared), or NULL */
     uint32_t fleet_seen, fleet_cap; /* holders and cap at the store's last refusal; cap 0: none */
+    /* Not cleared when the entry is reused (call_alloc): the arrays are
+     * written with their lengths, the timer is kept initialised. */
+    char caller_id[TG_ID_MAX];
+    char tool_name[TG_TOOL_NAME_MAX + 1];
+    uv_timer_t timer;               /* a deadline the list would not take (call_arm) */
+    bool timer_ready;
 } tg_call_t;
+
+#define CALL_CLEARED offsetof(tg_call_t, caller_id)
 
 /* One running agent process. Freed when all its handles have closed. */
 typedef struct tg_inst {
@@ -157,6 +164,12 @@ typedef struct tg_agent {
     uint32_t fleet_held;        /* fleet slots this instance's calls hold */
     uv_timer_t fleet_timer;     /* initialised on first use (fleet_timer_ready) */
     bool fleet_timer_ready;
+    /* Deadlines of its calls (call_arm): one timer, armed for <dl_armed>
+     * (0: stopped), initialised on first use. */
+    tg_dl_t dl;
+    uv_timer_t dl_timer;
+    bool dl_timer_ready;
+    uint64_t dl_armed;
     tg_adm_pump_t pump;         /* pump_queue re-entered from a store answer */
     int reg_fleet;              /* agent.ID.concurrency.shared, -1: local concurrency */
     tool_state_t *tools;
@@ -317,6 +330,86 @@ static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
         tg_adm_tool_regs(w->gw, &w->ag->tools[c->tool]);
 }
 
+/* ---- deadlines ------------------------------------------------------- */
+
+#define TG_DL_MAX_STEPS 8 /* fixed internal bound: deadline list walk before a call gets its own timer */
+
+static void call_expired(tg_call_t *c);
+
+static void on_call_timer(uv_timer_t *t)
+{
+    call_expired(t->data);
+}
+
+/* The agent's deadline timer: expire every call due by now, in order (an
+ * expiry may answer, free or re-arm other calls, so the head is read
+ * again each time), then arm for the next. The timer is re-armed lazily:
+ * a call answered before its deadline is only unlinked, and a timer that
+ * fires early for it finds a later head and sleeps again. */
+static void on_dl_timer(uv_timer_t *t)
+{
+    tg_agent_t *ag = t->data;
+    uint64_t now = uv_now(t->loop);
+    ag->dl_armed = 0;
+    for (;;) {
+        tg_dl_node_t *x = tg_dl_first(&ag->dl);
+        if (x == NULL)
+            return;
+        if (x->due > now) {
+            ag->dl_armed = x->due;
+            uv_timer_start(t, on_dl_timer, x->due - now, 0);
+            return;
+        }
+        tg_dl_remove(&ag->dl, x);
+        call_expired((tg_call_t *)(void *)((char *)x - offsetof(tg_call_t, dl)));
+    }
+}
+
+/* Expire call <c> in <ms> from now: in the agent's deadline list, or on
+ * the call's own timer when its deadline is far ahead of the list's tail
+ * order (see limits/deadline.h). */
+static void call_arm(tg_wrap_t *w, tg_call_t *c, uint64_t ms)
+{
+    tg_agent_t *ag = w->ag;
+    uint64_t now = uv_now(w->gw->loop);
+    uint64_t due = ms > UINT64_MAX - now ? UINT64_MAX : now + ms;
+    if (tg_dl_linked(&ag->dl, &c->dl))
+        tg_dl_remove(&ag->dl, &c->dl);
+    if (tg_dl_insert(&ag->dl, &c->dl, due, TG_DL_MAX_STEPS)) {
+        if (!ag->dl_timer_ready) {
+            uv_timer_init(w->gw->loop, &ag->dl_timer);
+            ag->dl_timer.data = ag;
+            ag->dl_timer_ready = true;
+        }
+        if (ag->dl_armed == 0 || due < ag->dl_armed) {
+            ag->dl_armed = due;
+            uv_timer_start(&ag->dl_timer, on_dl_timer, ms, 0);
+        }
+        return;
+    }
+    if (!c->timer_ready) {
+        uv_timer_init(w->gw->loop, &c->timer);
+        c->timer.data = c;
+        c->timer_ready = true;
+    }
+    uv_timer_start(&c->timer, on_call_timer, ms, 0);
+}
+
+/* Call <c> will not expire. The agent's timer stays as it is, except that
+ * an empty list stops it (an idle agent keeps no timer running). */
+static void call_disarm(tg_agent_t *ag, tg_call_t *c)
+{
+    if (tg_dl_linked(&ag->dl, &c->dl)) {
+        tg_dl_remove(&ag->dl, &c->dl);
+        if (ag->dl.n == 0 && ag->dl_armed != 0) {
+            ag->dl_armed = 0;
+            uv_timer_stop(&ag->dl_timer);
+        }
+    }
+    if (c->timer_ready)
+        uv_timer_stop(&c->timer);
+}
+
 /* ---- call table ------------------------------------------------------- */
 
 static tg_call_t *call_alloc(tg_wrap_t *w, call_kind_t kind)
@@ -325,16 +418,8 @@ static tg_call_t *call_alloc(tg_wrap_t *w, call_kind_t kind)
         return NULL;
     uint32_t i = w->ag->free_idx[--w->ag->nfree];
     tg_call_t *c = &w->ag->calls[i];
-    bool ready = c->timer_ready;
-    uv_timer_t timer = c->timer;
-    memset(c, 0, sizeof(*c));
-    c->timer = timer;
-    c->timer_ready = ready;
-    if (!c->timer_ready) {
-        uv_timer_init(w->gw->loop, &c->timer);
-        c->timer.data = c;
-        c->timer_ready = true;
-    }
+    memset(c, 0, CALL_CLEARED);
+    c->tool_name[0] = '\0';
     c->w = w;
     c->idx = i;
     c->kind = kind;
@@ -354,7 +439,7 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
 {
     if (c->kind == K_FREE)
         return;
-    uv_timer_stop(&c->timer);
+    call_disarm(w->ag, c);
     if (c->fslot != NULL) {
         /* Every path gives the fleet slot back through release_slots; an
          * entry freed with one still held would keep it renewed forever. */
@@ -542,8 +627,6 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
 }
 
 /* ---- admission -------------------------------------------------------- */
-
-static void on_call_timer(uv_timer_t *t);
 
 /* Take call <c>'s local slots: the agent's, its tool's, its caller's.
  * The registry hears of them when the call is forwarded: slots held only
@@ -1086,7 +1169,7 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
             w->ag->queued_frame_bytes -= c->qlen;
             tg_block_unref(&w->gw->pool, b);
         }
-        uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
+        call_arm(w, c, c->deadline_ms);
         return;
     }
     bool ask = room && !w->ag->fleet_full;
@@ -1103,7 +1186,7 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
     }
     /* It waits (in the queue, or for the store): it keeps its frame. */
     call_hold_frame(w, c, b, frame, len, id_off, id_len, held);
-    uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
+    call_arm(w, c, c->deadline_ms);
     if (ask) {
         slot_ask(w, c); /* may answer, and free <c>, at once */
         return;
@@ -1202,9 +1285,8 @@ static void call_release(tg_wrap_t *w, tg_call_t *c)
     check_drained(w);
 }
 
-static void on_call_timer(uv_timer_t *t)
+static void call_expired(tg_call_t *c)
 {
-    tg_call_t *c = t->data;
     tg_wrap_t *w = c->w;
     tg_denial_t d;
     char reqid[32], detail[160];
@@ -1250,7 +1332,7 @@ static void on_call_timer(uv_timer_t *t)
         c->state = S_ZOMBIE;
         c->stage = "timed_out";
         send_cancel_and_ping(w, c, "toolgate: deadline exceeded");
-        uv_timer_start(&c->timer, on_call_timer, w->ag->acfg->kill_grace_ms, 0);
+        call_arm(w, c, w->ag->acfg->kill_grace_ms);
     } else if (c->state == S_ZOMBIE) {
         tg_log("agent '%s' did not answer a cancel or ping within %" PRIu64
                " ms; killing it (raise %s)",
@@ -1293,7 +1375,7 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
         c->state = S_ZOMBIE;
         c->stage = "cancelled";
         send_ping(w, c);
-        uv_timer_start(&c->timer, on_call_timer, w->ag->acfg->kill_grace_ms, 0);
+        call_arm(w, c, w->ag->acfg->kill_grace_ms);
         return;
     }
     if (agent_writable(w))
@@ -1527,7 +1609,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
     switch (c->kind) {
     case K_CALL:
         if (c->state == S_INFLIGHT) {
-            uv_timer_stop(&c->timer);
+            call_disarm(w->ag, c);
             to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
                               c->caller_id_len);
             tg_audit_ev_t ev;
@@ -2842,6 +2924,8 @@ void tg_agent_close_timers(tg_agent_t *ag)
             close_if_open((uv_handle_t *)&ag->calls[i].timer);
     if (ag->fleet_timer_ready)
         close_if_open((uv_handle_t *)&ag->fleet_timer);
+    if (ag->dl_timer_ready)
+        close_if_open((uv_handle_t *)&ag->dl_timer);
 }
 
 void tg_agent_free(tg_agent_t *ag)
@@ -2983,6 +3067,10 @@ static void agent_maybe_reap(tg_agent_t *ag)
     if (ag->fleet_timer_ready && !uv_is_closing((uv_handle_t *)&ag->fleet_timer)) {
         ag->closing++; /* its data is <ag> already */
         uv_close((uv_handle_t *)&ag->fleet_timer, retired_timer_closed);
+    }
+    if (ag->dl_timer_ready && !uv_is_closing((uv_handle_t *)&ag->dl_timer)) {
+        ag->closing++; /* its data is <ag> already */
+        uv_close((uv_handle_t *)&ag->dl_timer, retired_timer_closed);
     }
     if (ag->closing == 0)
         agent_reap(ag);

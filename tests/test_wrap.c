@@ -608,6 +608,49 @@ Test(wrap, timeout_from_caller_meta)
     json_decref(r);
 }
 
+/* Deadlines live in one ordered list per agent behind one timer; a
+ * shorter caller deadline goes ahead of the calls already waiting (the
+ * timer is re-armed for it), and one that would walk past more than a few
+ * of them gets a timer of its own. Both expire on time and the long calls
+ * they overtook still complete. */
+Test(wrap, mixed_deadlines_each_expire_on_time)
+{
+    const char *const args[] = {"--limit", "max_tool_call_duration=10s", "--limit",
+                                "max_concurrent_calls=32", NULL};
+    it_start_init(args);
+    char batch[8192];
+    size_t off = 0;
+    /* ids 1-3 long, 4 short (list head), 5-16 long, 17 short (own timer). */
+    for (int i = 1; i <= 17; i++) {
+        int meta = i == 4 ? 200 : i == 17 ? 300 : 0;
+        char m[64] = "";
+        if (meta > 0)
+            snprintf(m, sizeof m, ",\"_meta\":{\"timeout_ms\":%d}", meta);
+        off += (size_t)snprintf(batch + off, sizeof batch - off,
+                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+                                "\"params\":{\"name\":\"sleep\",\"arguments\":{\"ms\":%d}%s}}\n",
+                                i, meta > 0 ? 5000 : 1200, m);
+    }
+    uint64_t t0 = tgh_now_ms();
+    cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
+    it_resp_t rs[17];
+    it_collect(rs, 1, 17, t0, 8000);
+    it_assert_denial(rs[3].msg, -32062, "timeout");
+    cr_assert(rs[3].at_ms >= 150 && rs[3].at_ms < 1000, "short call 4 answered at %llu ms",
+              (unsigned long long)rs[3].at_ms);
+    it_assert_denial(rs[16].msg, -32062, "timeout");
+    cr_assert(rs[16].at_ms >= 250 && rs[16].at_ms < 1100, "short call 17 answered at %llu ms",
+              (unsigned long long)rs[16].at_ms);
+    for (int i = 0; i < 16; i++) {
+        if (i == 3)
+            continue;
+        it_assert_text(rs[i].msg, "slept 1200");
+        cr_assert(rs[i].at_ms >= 1100, "call %d at %llu ms", i + 1,
+                  (unsigned long long)rs[i].at_ms);
+    }
+    it_free_resps(rs, 17);
+}
+
 Test(wrap, late_result_dropped_and_audited)
 {
     const char *const args[] = {"--limit", "max_tool_call_duration=300ms", NULL};

@@ -521,16 +521,26 @@ static void bn_fmt_ns(char *buf, size_t cap, uint64_t ns)
         snprintf(buf, cap, "%.3f ms", (double)ns / 1e6);
 }
 
-static void bn_row(const char *what, uint64_t d, uint64_t w, bool is_time, double goal,
-                   bool higher_is_better)
+static void bn_fmt(char *buf, size_t cap, uint64_t v, bool is_time)
 {
-    char ds[32], ws[32], gs[32] = "", verdict[16] = "";
-    if (is_time) {
-        bn_fmt_ns(ds, sizeof ds, d);
-        bn_fmt_ns(ws, sizeof ws, w);
-    } else {
-        snprintf(ds, sizeof ds, "%" PRIu64, d);
-        snprintf(ws, sizeof ws, "%" PRIu64, w);
+    if (is_time)
+        bn_fmt_ns(buf, cap, v);
+    else
+        snprintf(buf, cap, "%" PRIu64, v);
+}
+
+/* One figure: direct <d>, wrapped <w> and their ratio against the goal;
+ * with a relay (has_relay), its figure <r> and ratio too. */
+static void bn_row(const char *what, uint64_t d, uint64_t r, uint64_t w, bool has_relay,
+                   bool is_time, double goal, bool higher_is_better)
+{
+    char ds[32], rs[48] = "", ws[32], gs[32] = "", verdict[16] = "";
+    bn_fmt(ds, sizeof ds, d, is_time);
+    bn_fmt(ws, sizeof ws, w, is_time);
+    if (has_relay) {
+        char v[32];
+        bn_fmt(v, sizeof v, r, is_time);
+        snprintf(rs, sizeof rs, "%12s %6.2fx", v, d ? (double)r / (double)d : 0.0);
     }
     double ratio = d ? (double)w / (double)d : 0.0;
     if (goal > 0) {
@@ -538,16 +548,19 @@ static void bn_row(const char *what, uint64_t d, uint64_t w, bool is_time, doubl
         bool ok = higher_is_better ? ratio >= goal : ratio <= goal;
         snprintf(verdict, sizeof verdict, "%s", ok ? "meets" : "MISSES");
     }
-    printf("%-32s %12s %12s %7.2fx  %-8s %s\n", what, ds, ws, ratio, gs, verdict);
+    printf("%-32s %12s %s %12s %7.2fx  %-8s %s\n", what, ds, rs, ws, ratio, gs, verdict);
 }
 
 static void bn_usage(FILE *f)
 {
     fprintf(f,
-            "usage: tg_bench --toolgate PATH --agent PATH [--quick]\n"
+            "usage: tg_bench --toolgate PATH --agent PATH [--relay PATH] [--quick]\n"
             "  Measures the echo agent directly and through `toolgate wrap` in one run:\n"
             "  small-call round trip (1 in flight), calls/s (%d in flight), and 1 MiB\n"
             "  frame round trip; prints ratios against the goals and toolgate's peak RSS.\n"
+            "  --relay PATH    also measure a bare relay (tests/bench/tg_uv_relay: libuv,\n"
+            "                  copies bytes, nothing else) in the same run: the floor that\n"
+            "                  the event loop and the extra hop set for toolgate\n"
             "  --quick         about a tenth of the calls (a smoke run; figures are rough)\n"
             "  --no-idle-poll  leave CPU idle states alone (by default, when root, idle\n"
             "                  CPUs poll during the run so cross-CPU wake-ups are cheap)\n",
@@ -556,13 +569,15 @@ static void bn_usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    const char *toolgate = NULL, *agent = NULL;
+    const char *toolgate = NULL, *agent = NULL, *relay = NULL;
     bool quick = false, idle_poll = true;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--toolgate") == 0 && i + 1 < argc)
             toolgate = argv[++i];
         else if (strcmp(argv[i], "--agent") == 0 && i + 1 < argc)
             agent = argv[++i];
+        else if (strcmp(argv[i], "--relay") == 0 && i + 1 < argc)
+            relay = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
             quick = true;
         else if (strcmp(argv[i], "--no-idle-poll") == 0)
@@ -580,11 +595,12 @@ int main(int argc, char **argv)
         bn_usage(stderr);
         return 64;
     }
-    if (access(toolgate, X_OK) != 0 || access(agent, X_OK) != 0) {
-        fprintf(stderr, "tg_bench: %s is not executable\n",
-                access(toolgate, X_OK) != 0 ? toolgate : agent);
-        return 64;
-    }
+    const char *const exes[] = {toolgate, agent, relay};
+    for (int k = 0; k < 3; k++)
+        if (exes[k] != NULL && access(exes[k], X_OK) != 0) {
+            fprintf(stderr, "tg_bench: %s is not executable\n", exes[k]);
+            return 64;
+        }
     size_t div = quick ? 10 : 1;
     size_t small_warm = BN_SMALL_WARMUP / div, small_n = BN_SMALL_CALLS / div;
     size_t big_warm = quick ? 3 : BN_BIG_WARMUP, big_n = BN_BIG_CALLS / div;
@@ -604,12 +620,18 @@ int main(int argc, char **argv)
                             "--limit", "max_queued_calls=1024",
                             "--limit", BN_MAX_FRAME_ARG,
                             "--", agent, NULL};
-    bn_peer_t peers[2];
+    const char *relay_argv[] = {relay, "--", agent, NULL};
+    /* 0: direct, 1: wrapped, 2: the bare relay (--relay); every phase
+     * interleaves them so that they see the same machine. */
+    const int np = relay != NULL ? 3 : 2;
+    bn_peer_t peers[3];
     bn_spawn(&peers[0], "direct", (char *const *)direct_argv);
     bn_spawn(&peers[1], "wrapped", (char *const *)wrapped_argv);
+    if (relay != NULL)
+        bn_spawn(&peers[2], "relay", (char *const *)relay_argv);
     alarm(BN_PHASE_TIMEOUT_S);
-    bn_handshake(&peers[0]);
-    bn_handshake(&peers[1]);
+    for (int k = 0; k < np; k++)
+        bn_handshake(&peers[k]);
 
     /* Phase 1: small calls, 1 in flight, interleaved in blocks. */
     bn_phase = "small calls";
@@ -618,22 +640,23 @@ int main(int argc, char **argv)
     char *small = bn_xmalloc(sflen);
     memcpy(small, bn_head, sizeof bn_head - 1);
     memcpy(small + BN_ID_OFF + BN_ID_DIGITS, bn_small_tail, sizeof bn_small_tail - 1);
-    uint64_t *lat[2] = {bn_xmalloc(small_n * sizeof(uint64_t)),
-                        bn_xmalloc(small_n * sizeof(uint64_t))};
-    for (int k = 0; k < 2; k++)
+    uint64_t *lat[3], *blat[3];
+    for (int k = 0; k < np; k++)
+        lat[k] = bn_xmalloc(small_n * sizeof(uint64_t));
+    for (int k = 0; k < np; k++)
         bn_serial(&peers[k], small, sflen, small_warm, NULL);
     for (size_t done = 0; done < small_n; done += BN_SMALL_BLOCK) {
         size_t n = small_n - done < BN_SMALL_BLOCK ? small_n - done : BN_SMALL_BLOCK;
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < np; k++)
             bn_serial(&peers[k], small, sflen, n, lat[k] + done);
     }
 
     /* Phase 2: throughput with 64 in flight, rounds alternating. */
     bn_phase = "pipelined calls";
     alarm(BN_PHASE_TIMEOUT_S);
-    uint64_t calls[2] = {0, 0}, ns[2] = {0, 0};
+    uint64_t calls[3] = {0, 0, 0}, ns[3] = {0, 0, 0};
     for (int r = 0; r < BN_PIPE_ROUNDS; r++)
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < np; k++)
             bn_pipelined(&peers[k], BN_PIPE_DEPTH, round_calls, round_ms, &calls[k], &ns[k]);
 
     /* Phase 3: 1 MiB frames, 1 in flight. */
@@ -648,13 +671,13 @@ int main(int argc, char **argv)
     size_t blob = BN_BIG_FRAME_BYTES - off - (sizeof bn_big_tail - 1);
     memset(big + off, 'x', blob);
     memcpy(big + off + blob, bn_big_tail, sizeof bn_big_tail - 1);
-    uint64_t *blat[2] = {bn_xmalloc(big_n * sizeof(uint64_t)),
-                         bn_xmalloc(big_n * sizeof(uint64_t))};
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < np; k++)
+        blat[k] = bn_xmalloc(big_n * sizeof(uint64_t));
+    for (int k = 0; k < np; k++)
         bn_serial(&peers[k], big, BN_BIG_FRAME_BYTES, big_warm, NULL);
     for (size_t done = 0; done < big_n; done += BN_BIG_BLOCK) {
         size_t n = big_n - done < BN_BIG_BLOCK ? big_n - done : BN_BIG_BLOCK;
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < np; k++)
             bn_serial(&peers[k], big, BN_BIG_FRAME_BYTES, n, blat[k] + done);
     }
 
@@ -662,8 +685,9 @@ int main(int argc, char **argv)
     bn_phase = "shutdown";
     alarm(BN_PHASE_TIMEOUT_S);
     uint64_t hwm = bn_vmhwm(peers[1].pid);
-    int st_direct = bn_finish(&peers[0]);
-    int st_wrapped = bn_finish(&peers[1]);
+    int st[3];
+    for (int k = 0; k < np; k++)
+        st[k] = bn_finish(&peers[k]);
     alarm(0);
     if (qos_fd >= 0)
         close(qos_fd);
@@ -671,8 +695,8 @@ int main(int argc, char **argv)
     long long audit_bytes = stat(audit, &ast) == 0 ? (long long)ast.st_size : -1;
     unlink(audit);
 
-    uint64_t p50[2], p99[2], bp50[2], rate[2];
-    for (int k = 0; k < 2; k++) {
+    uint64_t p50[3] = {0}, p99[3] = {0}, bp50[3] = {0}, rate[3] = {0};
+    for (int k = 0; k < np; k++) {
         p50[k] = bn_pct(lat[k], small_n, 50);
         p99[k] = bn_pct(lat[k], small_n, 99);
         bp50[k] = bn_pct(blat[k], big_n, 50);
@@ -688,11 +712,17 @@ int main(int argc, char **argv)
            qos_fd >= 0  ? "polling (/dev/cpu_dma_latency held at 0)"
            : idle_poll ? "as configured (/dev/cpu_dma_latency not writable; expect noise)"
                        : "as configured (--no-idle-poll)");
-    printf("%-32s %12s %12s %8s  %-8s %s\n", "", "direct", "wrapped", "ratio", "goal", "");
-    bn_row("small call p50 (1 in flight)", p50[0], p50[1], true, BN_GOAL_P50, false);
-    bn_row("small call p99 (1 in flight)", p99[0], p99[1], true, 0, false);
-    bn_row("calls/s (64 in flight)", rate[0], rate[1], false, BN_GOAL_RATE, true);
-    bn_row("1 MiB frame p50 (1 in flight)", bp50[0], bp50[1], true, BN_GOAL_BIG_P50, false);
+    bool hr = relay != NULL;
+    if (hr)
+        printf("%-32s %12s %12s %7s %12s %8s  %-8s %s\n", "", "direct", "bare relay", "ratio",
+               "wrapped", "ratio", "goal", "");
+    else
+        printf("%-32s %12s %12s %8s  %-8s %s\n", "", "direct", "wrapped", "ratio", "goal", "");
+    bn_row("small call p50 (1 in flight)", p50[0], p50[2], p50[1], hr, true, BN_GOAL_P50, false);
+    bn_row("small call p99 (1 in flight)", p99[0], p99[2], p99[1], hr, true, 0, false);
+    bn_row("calls/s (64 in flight)", rate[0], rate[2], rate[1], hr, false, BN_GOAL_RATE, true);
+    bn_row("1 MiB frame p50 (1 in flight)", bp50[0], bp50[2], bp50[1], hr, true, BN_GOAL_BIG_P50,
+           false);
     uint64_t rss_goal = BN_RSS_BASE_BYTES + 2 * BN_MAX_FRAME_BYTES;
     printf("%-32s %12s %9.1f MiB           <= %.0f MiB %s\n", "toolgate peak RSS (VmHWM)", "",
            (double)hwm / 1048576.0, (double)rss_goal / 1048576.0,
@@ -701,8 +731,7 @@ int main(int argc, char **argv)
         printf("  audit written: %lld bytes\n", audit_bytes);
 
     int rc = 0;
-    const int st[2] = {st_direct, st_wrapped};
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < np; k++) {
         if (st[k] == -1) {
             fprintf(stderr, "tg_bench: %s did not exit within %d ms of EOF; killed\n",
                     peers[k].label, BN_EXIT_WAIT_MS);
@@ -719,7 +748,7 @@ int main(int argc, char **argv)
     }
     free(small);
     free(big);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < np; k++) {
         free(lat[k]);
         free(blat[k]);
     }
