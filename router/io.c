@@ -158,6 +158,9 @@ void tg_out_free(tg_out_t *o)
     free(o->pieces);
     free(o->refs);
     free(o->scratch);
+    free(o->bufs);
+    o->bufs = NULL;
+    o->bufs_cap = 0;
     o->pieces = NULL;
     o->refs = NULL;
     o->scratch = NULL;
@@ -275,29 +278,65 @@ int tg_out_flush(tg_out_t *o)
         tg_out_discard(o);
         return o->error != 0 ? o->error : -EPIPE;
     }
-    tg_wreq_t *w = calloc(1, sizeof(*w));
-    uv_buf_t small[16];
-    uv_buf_t *bufs = o->npieces <= 16 ? small : malloc(o->npieces * sizeof(*bufs));
-    if (w == NULL || bufs == NULL) {
-        free(w);
-        if (bufs != small)
-            free(bufs);
+    if (grow((void **)&o->bufs, &o->bufs_cap, o->npieces, sizeof(*o->bufs)) < 0) {
         tg_out_discard(o);
         return -ENOMEM;
     }
-    /* The batch's refs and scratch move to the request; the out keeps
-     * fresh (empty) arrays so its next batch can start at once. */
+    uv_buf_t *bufs = o->bufs;
+    size_t n = o->npieces;
+    for (size_t i = 0; i < n; i++) {
+        const tg_piece_t *pc = &o->pieces[i];
+        const char *p = pc->base != NULL ? pc->base : o->scratch + pc->off;
+        bufs[i] = uv_buf_init((char *)p, (unsigned)pc->len);
+    }
+    size_t total = o->pending_bytes;
+    o->written_total += total;
+
+    /* Nothing in flight: write now. Usually the pipe takes it all, and the
+     * batch ends here with no request, no copy of the iovecs and no
+     * callback; the blocks go back and the arrays are kept for the next
+     * batch. A short write queues the rest below, in order. An error other
+     * than EAGAIN also goes below: uv_write meets it again and reports it
+     * through on_error as any write error. */
+    size_t done = 0;
+    if (o->queued_bytes == 0) {
+        int rc = uv_try_write(o->stream, bufs, (unsigned)n);
+        if (rc > 0)
+            done = (size_t)rc;
+    }
+    if (done == total) {
+        for (size_t i = 0; i < o->nrefs; i++)
+            tg_block_unref(o->pool, o->refs[i]);
+        o->nrefs = 0;
+        o->npieces = 0;
+        o->scratch_len = 0;
+        o->pending_bytes = 0;
+        return 0;
+    }
+    size_t first = 0;
+    while (done >= bufs[first].len) {
+        done -= bufs[first].len;
+        first++;
+    }
+    bufs[first].base += done;
+    bufs[first].len -= done;
+
+    tg_wreq_t *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        o->written_total -= total;
+        tg_out_discard(o);
+        return -ENOMEM;
+    }
+    /* The batch's refs and scratch move to the request (they must live
+     * until the write completes); the out starts fresh arrays. */
+    size_t left = 0;
+    for (size_t i = first; i < n; i++)
+        left += bufs[i].len;
     w->out = o;
-    w->bytes = o->pending_bytes;
+    w->bytes = left;
     w->refs = o->refs;
     w->nrefs = o->nrefs;
     w->scratch = o->scratch;
-    for (size_t i = 0; i < o->npieces; i++) {
-        const tg_piece_t *pc = &o->pieces[i];
-        const char *p = pc->base != NULL ? pc->base : w->scratch + pc->off;
-        bufs[i] = uv_buf_init((char *)p, (unsigned)pc->len);
-    }
-    size_t n = o->npieces;
     o->refs = NULL;
     o->refs_cap = 0;
     o->nrefs = 0;
@@ -305,12 +344,9 @@ int tg_out_flush(tg_out_t *o)
     o->scratch_cap = 0;
     o->scratch_len = 0;
     o->npieces = 0;
-    o->queued_bytes += o->pending_bytes;
-    o->written_total += o->pending_bytes;
+    o->queued_bytes += left;
     o->pending_bytes = 0;
-    int rc = uv_write(&w->req, o->stream, bufs, (unsigned)n, on_write);
-    if (bufs != small)
-        free(bufs);
+    int rc = uv_write(&w->req, o->stream, bufs + first, (unsigned)(n - first), on_write);
     if (rc < 0) {
         o->queued_bytes -= w->bytes;
         for (size_t i = 0; i < w->nrefs; i++)

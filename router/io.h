@@ -78,6 +78,8 @@ typedef struct tg_out {
     size_t nrefs, refs_cap;
     char *scratch;
     size_t scratch_len, scratch_cap;
+    uv_buf_t *bufs;          /* flush scratch: the batch as iovecs */
+    size_t bufs_cap;
     size_t pending_bytes;    /* in the batch, not yet flushed */
     size_t queued_bytes;     /* flushed, write not yet completed */
     uint64_t written_total;
@@ -97,7 +99,8 @@ int tg_out_copy(tg_out_t *o, const char *p, size_t len);
  * until the next out call) or NULL. Commit with tg_out_commit. */
 char *tg_out_reserve(tg_out_t *o, size_t len);
 void tg_out_commit(tg_out_t *o, size_t len);
-/* Hand the batch to one uv_write. 0 or a negative errno. */
+/* Write the batch: at once (one writev) when no write is in flight, the
+ * rest (or all of it) through one uv_write. 0 or a negative errno. */
 int tg_out_flush(tg_out_t *o);
 /* Drop the pending batch (stream gone). */
 void tg_out_discard(tg_out_t *o);

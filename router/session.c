@@ -278,16 +278,33 @@ static const char *agent_name(tg_wrap_t *w)
 /* Digits of <v> in base <base> (10 or 16) into <out> (>= 21 bytes), NUL
  * terminated; returns the length. The hot path formats ids per call, and
  * snprintf costs more than the rest of the id splice. */
-static size_t u64_fmt(char *out, uint64_t v, unsigned base)
+/* <v> in decimal (or hex) into <out>, NUL-terminated; returns the digits.
+ * Per call: the agent-side id of every frame, the request id of every
+ * audit event. Constant divisors, so no division instruction. */
+static size_t u64_dec(char *out, uint64_t v)
 {
     char tmp[24];
-    size_t n = 0;
+    char *q = tmp + sizeof(tmp);
     do {
-        tmp[n++] = "0123456789abcdef"[v % base];
-        v /= base;
+        *--q = (char)('0' + v % 10);
+        v /= 10;
     } while (v != 0);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
+    size_t n = (size_t)(tmp + sizeof(tmp) - q);
+    memcpy(out, q, n);
+    out[n] = '\0';
+    return n;
+}
+
+static size_t u64_hex(char *out, uint64_t v)
+{
+    char tmp[24];
+    char *q = tmp + sizeof(tmp);
+    do {
+        *--q = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v != 0);
+    size_t n = (size_t)(tmp + sizeof(tmp) - q);
+    memcpy(out, q, n);
     out[n] = '\0';
     return n;
 }
@@ -298,7 +315,7 @@ static void request_id_of(const tg_call_t *c, char *buf, size_t cap)
     if (cap < 24)
         return;
     memcpy(buf, "tg-", 3);
-    u64_fmt(buf + 3, c->agent_id, 16);
+    u64_hex(buf + 3, c->agent_id);
 }
 
 static void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
@@ -576,7 +593,7 @@ static void to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t 
 {
     tg_out_t *o = &w->inst->p.wr;
     char num[24];
-    size_t n = u64_fmt(num, agent_id, 10);
+    size_t n = u64_dec(num, agent_id);
     if (b != NULL) {
         tg_out_slice(o, b, p, id_off);
         tg_out_copy(o, num, n);

@@ -183,6 +183,14 @@ Test(audit_encode, timestamps)
         {-62167219200000LL, "0000-01-01T00:00:00.000Z"},
         {253402300799999LL, "9999-12-31T23:59:59.999Z"},
         {TS_EXAMPLE, "2026-11-25T22:48:21.123Z"},
+        /* The encoder formats each second once and then only the
+         * milliseconds: within a second, across one, and back. */
+        {TS_EXAMPLE + 876, "2026-11-25T22:48:21.999Z"},
+        {TS_EXAMPLE + 877, "2026-11-25T22:48:22.000Z"},
+        {TS_EXAMPLE - 1, "2026-11-25T22:48:21.122Z"},
+        {TS_EXAMPLE - 124, "2026-11-25T22:48:20.999Z"},
+        {-1000, "1969-12-31T23:59:59.000Z"},
+        {-1001, "1969-12-31T23:59:58.999Z"},
     };
     char ts[25];
 

@@ -4,8 +4,9 @@
  *
  * Starts CMD with pipes on its stdin and stdout and copies bytes both ways
  * on one libuv loop, as toolgate does, but does nothing else: no framing,
- * no parsing, no limits, no audit. It reads into one reused 1 MiB buffer
- * per direction, writes with uv_try_write (queueing only a remainder, and
+ * no parsing, no limits, no audit. It reads into one reused 64 KiB buffer
+ * per direction (a 1 MiB frame is forwarded piece by piece as it arrives,
+ * which toolgate cannot do: it admits a frame only once it is whole), writes with uv_try_write (queueing only a remainder, and
  * pausing that direction's reads until it drains) and enlarges every pipe
  * with F_SETPIPE_SZ. tg_bench runs it beside toolgate (--relay) so each
  * run shows what the event loop and the extra hop cost on their own: the
@@ -24,7 +25,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#define RELAY_BUF (1 << 20)
+#define RELAY_BUF (64 << 10) /* smaller reads forward a large frame as it streams in */
 #define RELAY_PIPE (1 << 20)
 
 typedef struct dir {
