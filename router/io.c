@@ -305,12 +305,7 @@ int tg_out_flush(tg_out_t *o)
             done = (size_t)rc;
     }
     if (done == total) {
-        for (size_t i = 0; i < o->nrefs; i++)
-            tg_block_unref(o->pool, o->refs[i]);
-        o->nrefs = 0;
-        o->npieces = 0;
-        o->scratch_len = 0;
-        o->pending_bytes = 0;
+        tg_out_discard(o); /* written: the batch is let go as a discard lets it go */
         return 0;
     }
     size_t first = 0;

@@ -4,14 +4,16 @@
  * forwarded as slices of the block they arrived in; a frame that straddles
  * two reads is the only thing ever copied (into the next block). All the
  * slices (and small spliced pieces such as rewritten ids) queued on one
- * output during one event are handed to a single uv_write (scatter-gather)
- * by tg_out_flush, so N pipelined frames cost one syscall each way.
+ * output during one event are written by tg_out_flush with one writev
+ * (scatter-gather), so N pipelined frames cost one syscall each way.
  *
  * Ownership: a block is freed (or parked in the pool's spare slots) when
- * its last reference goes: the reader's, or a completed write's. The pool
- * outlives every stream. A tg_out owns its pending batch; each flushed
- * batch owns its write request, block references and scratch bytes, and
- * frees them in the write callback.
+ * its last reference goes: the reader's, or a written batch's. The pool
+ * outlives every stream. A tg_out owns its pending batch. A batch the pipe
+ * takes whole at flush (nothing else in flight) is released at once and
+ * the out keeps its arrays; the rest of a batch goes to one uv_write whose
+ * request owns the remaining block references and scratch bytes and frees
+ * them in the write callback.
  */
 #ifndef TG_ROUTER_IO_H
 #define TG_ROUTER_IO_H
