@@ -123,43 +123,61 @@ static uint64_t mono_ms(void)
     return uv_hrtime() / 1000000;
 }
 
-/* Append the <len>-byte line <a>->line, reporting <carry> lost events, to
- * the queue; false when the queue has no room for it (count or bytes). */
-static bool queue_push(tg_audit_t *a, size_t len, uint64_t carry)
+/* <i> (< 2 * <n>) modulo <n>, without a division: these run per event. */
+static inline size_t wrap_at(size_t i, size_t n)
 {
-    if (a->queued == a->queue_cap || a->ring_size - a->ring_used < len)
-        return false;
-    size_t tail = (a->ring_head + a->ring_used) % a->ring_size;
-    size_t first = a->ring_size - tail < len ? a->ring_size - tail : len;
-    memcpy(a->ring + tail, a->line, first);
-    memcpy(a->ring, a->line + first, len - first);
+    return i >= n ? i - n : i;
+}
+
+/* Record a line of <len> bytes, now in the ring at its tail, reporting
+ * <carry> lost events. */
+static void queue_commit(tg_audit_t *a, size_t len, uint64_t carry)
+{
+    size_t k = wrap_at(a->len_head + a->queued, a->queue_cap);
     a->ring_used += len;
-    a->lens[(a->len_head + a->queued) % a->queue_cap] = (uint32_t)len;
-    a->carry[(a->len_head + a->queued) % a->queue_cap] = carry;
+    a->lens[k] = (uint32_t)len;
+    a->carry[k] = carry;
     a->queued++;
-    return true;
 }
 
 /* Remove the oldest <n> lines (<nbytes> bytes) from the queue. */
 static void queue_pop(tg_audit_t *a, uint32_t n, size_t nbytes)
 {
-    a->len_head = (a->len_head + n) % a->queue_cap;
+    a->len_head = wrap_at(a->len_head + n, a->queue_cap);
     a->queued -= n;
-    a->ring_head = (a->ring_head + nbytes) % a->ring_size;
+    a->ring_head = wrap_at(a->ring_head + nbytes, a->ring_size);
     a->ring_used -= nbytes;
 }
 
 /* Encode <ev> with the next seq and queue it (<carry>: the count it
  * reports, for audit.dropped); the seq is consumed only when the line is
  * queued. False when the event is lost (queue full, or a line that cannot
- * be encoded, which is counted rather than silent). */
+ * be encoded, which is counted rather than silent). The line is encoded
+ * straight into the ring's free space when that is contiguous; only a
+ * line that would wrap around the ring's end goes through <a>->line and is
+ * copied in two pieces. Either way a line is at most TG_AUDIT_LINE_MAX. */
 static bool queue_event(tg_audit_t *a, const tg_audit_ev_t *ev, uint64_t carry)
 {
     if (a->queued == a->queue_cap)
         return false; /* the usual overflow: skip the clock and the encoding */
-    long len = tg_audit_encode(a->line, sizeof(a->line), ev, a->next_seq, wall_ms(), a->instance);
-    if (len < 0 || !queue_push(a, (size_t)len, carry))
+    int64_t now = wall_ms();
+    size_t tail = wrap_at(a->ring_head + a->ring_used, a->ring_size);
+    size_t room = a->ring_size - a->ring_used;
+    size_t contig = a->ring_size - tail;
+    size_t cap = sizeof(a->line) < room ? sizeof(a->line) : room;
+    if (contig > cap)
+        contig = cap;
+    long len = tg_audit_encode(a->ring + tail, contig, ev, a->next_seq, now, a->instance);
+    if (len == -ENOSPC && contig < cap) {
+        len = tg_audit_encode(a->line, cap, ev, a->next_seq, now, a->instance);
+        if (len >= 0) {
+            memcpy(a->ring + tail, a->line, contig);
+            memcpy(a->ring, a->line + contig, (size_t)len - contig);
+        }
+    }
+    if (len < 0)
         return false;
+    queue_commit(a, (size_t)len, carry);
     a->next_seq++;
     return true;
 }
@@ -224,8 +242,12 @@ static uint32_t batch_landed(tg_audit_t *a, const audit_batch_t *b, size_t s)
     size_t done = 0;
     uint32_t whole = 0;
 
+    if (written == b->prefix[s] + b->nbytes) {
+        a->torn[s] = false; /* the usual case: all of it */
+        return b->nevents;
+    }
     while (whole < b->nevents) {
-        size_t len = a->lens[(a->len_head + whole) % a->queue_cap];
+        size_t len = a->lens[wrap_at(a->len_head + whole, a->queue_cap)];
         if (done + len > payload)
             break;
         done += len;
@@ -253,7 +275,7 @@ static void batch_complete(tg_audit_t *a, const audit_batch_t *b)
     }
     /* Lost audit.dropped lines give their count back to be reported again. */
     for (uint32_t i = whole; i < b->nevents; i++)
-        a->unreported += a->carry[(a->len_head + i) % a->queue_cap];
+        a->unreported += a->carry[wrap_at(a->len_head + i, a->queue_cap)];
     queue_pop(a, b->nevents, b->nbytes);
     a->write_failed = whole < b->nevents;
     if (a->write_failed)

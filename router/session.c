@@ -336,15 +336,22 @@ static void reg_set(tg_wrap_t *w, int idx, uint64_t current)
     tg_aproc_reg_set(w->gw, idx, current);
 }
 
-static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
+static void update_tool_regs(tg_wrap_t *w, int tool)
 {
     if (w->gw->metrics_ok)
         tg_metrics_load(&w->gw->metrics, w->ag->idx, w->ag->aconc.inflight, w->ag->aq.count);
     reg_set(w, w->ag->reg_conc, w->ag->aconc.inflight);
     reg_set(w, w->ag->reg_queue, w->ag->aq.count);
     reg_set(w, w->ag->reg_fleet, w->ag->fleet_held);
-    if (c != NULL && c->tool >= 0)
-        tg_adm_tool_regs(w->gw, &w->ag->tools[c->tool]);
+    if (tool >= 0)
+        tg_adm_tool_regs(w->gw, &w->ag->tools[tool]);
+}
+
+/* The agent's concurrency and queue usage, and call <c>'s tool's (none
+ * when NULL), into the metrics and the registry. */
+static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
+{
+    update_tool_regs(w, c != NULL ? c->tool : -1);
 }
 
 /* ---- deadlines ------------------------------------------------------- */
@@ -1295,9 +1302,9 @@ static void call_release(tg_wrap_t *w, tg_call_t *c)
     if (c->state == S_INFLIGHT || c->state == S_ZOMBIE || c->state == S_SLOT)
         release_slots(w, c);
     unqueue(w->ag, c);
-    tg_call_t copy = *c;
+    int tool = c->tool;
     call_free(w, c);
-    update_conc_regs(w, &copy);
+    update_tool_regs(w, tool);
     pump_queue(w);
     check_drained(w);
 }

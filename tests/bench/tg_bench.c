@@ -540,7 +540,7 @@ static void bn_row(const char *what, uint64_t d, uint64_t r, uint64_t w, bool ha
     if (has_relay) {
         char v[32];
         bn_fmt(v, sizeof v, r, is_time);
-        snprintf(rs, sizeof rs, "%12s %6.2fx", v, d ? (double)r / (double)d : 0.0);
+        snprintf(rs, sizeof rs, " %12s %6.2fx", v, d ? (double)r / (double)d : 0.0);
     }
     double ratio = d ? (double)w / (double)d : 0.0;
     if (goal > 0) {
@@ -548,7 +548,7 @@ static void bn_row(const char *what, uint64_t d, uint64_t r, uint64_t w, bool ha
         bool ok = higher_is_better ? ratio >= goal : ratio <= goal;
         snprintf(verdict, sizeof verdict, "%s", ok ? "meets" : "MISSES");
     }
-    printf("%-32s %12s %s %12s %7.2fx  %-8s %s\n", what, ds, rs, ws, ratio, gs, verdict);
+    printf("%-32s %12s%s %12s %7.2fx  %-8s %s\n", what, ds, rs, ws, ratio, gs, verdict);
 }
 
 static void bn_usage(FILE *f)
