@@ -15,7 +15,7 @@ A tiny LD_PRELOAD library (built here with cc) makes execvp() of
 "/proc/self/exe" run the real toolgate binary instead; the child runs
 natively (--trace-children=no), so only toolgate's own instructions count.
 
-Usage: tests/bench/callgrind_calls.py [--build DIR] [--few N] [--many N]
+Usage: tests/bench/callgrind_calls.py [--build DIR] [--few N] [--many N] [--depth N]
                                       [--top K] [--no-build] [--toolgate PATH]
 DIR defaults to build-perf (configured RelWithDebInfo when missing).
 """
@@ -28,7 +28,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEPTH = 64
+DEPTH = 64  # calls in flight; --depth
 
 HEAD = b'{"jsonrpc":"2.0","id":'
 SMALL_TAIL = (b',"method":"tools/call","params":{"name":"echo",'
@@ -84,7 +84,7 @@ def read_lines(f, n, buf):
         buf += chunk
 
 
-def run(build_dir, toolgate, tmp, preload, calls):
+def run(build_dir, toolgate, tmp, preload, calls, depth):
     out = os.path.join(tmp, 'cg.%d.out' % calls)
     audit = os.path.join(tmp, 'audit.%d.jsonl' % calls)
     env = dict(os.environ, LD_PRELOAD=preload, TG_CALLGRIND_SELF=toolgate)
@@ -106,7 +106,7 @@ def run(build_dir, toolgate, tmp, preload, calls):
     next_id = 1000000000
     done = 0
     while done < calls:
-        n = min(DEPTH, calls - done)
+        n = min(depth, calls - done)
         batch = b''.join(HEAD + b'%d' % (next_id + k) + SMALL_TAIL for k in range(n))
         os.write(wfd, batch)
         lines, rest = read_lines(rfd, n, rest)
@@ -166,6 +166,8 @@ def main():
     ap.add_argument('--few', type=int, default=2000)
     ap.add_argument('--many', type=int, default=22000)
     ap.add_argument('--top', type=int, default=25)
+    ap.add_argument('--depth', type=int, default=DEPTH,
+                    help='calls in flight (1: the per-call cost with nothing shared by a batch)')
     ap.add_argument('--no-build', action='store_true', help='measure DIR as it is')
     ap.add_argument('--toolgate', help='this toolgate binary instead of DIR/toolgate')
     a = ap.parse_args()
@@ -178,11 +180,11 @@ def main():
         with open(src, 'w') as f:
             f.write(PRELOAD_SRC)
         subprocess.run(['cc', '-shared', '-fPIC', '-O2', '-o', so, src, '-ldl'], check=True)
-        t1, f1 = total_and_functions(run(a.build, tg, tmp, so, a.few))
-        t2, f2 = total_and_functions(run(a.build, tg, tmp, so, a.many))
+        t1, f1 = total_and_functions(run(a.build, tg, tmp, so, a.few, a.depth))
+        t2, f2 = total_and_functions(run(a.build, tg, tmp, so, a.many, a.depth))
     n = a.many - a.few
-    print('toolgate instructions per small call (64 in flight, %d - %d calls): %.0f'
-          % (a.many, a.few, (t2 - t1) / n))
+    print('toolgate instructions per small call (%d in flight, %d - %d calls): %.0f'
+          % (a.depth, a.many, a.few, (t2 - t1) / n))
     diff = {k: (f2[k] - f1.get(k, 0)) / n for k in f2}
     groups = collections.Counter()
     for k, v in diff.items():
