@@ -159,6 +159,8 @@ void tg_out_free(tg_out_t *o)
     free(o->refs);
     free(o->scratch);
     free(o->bufs);
+    free(o->spare);
+    o->spare = NULL;
     o->bufs = NULL;
     o->bufs_cap = 0;
     o->pieces = NULL;
@@ -259,7 +261,10 @@ static void on_write(uv_write_t *req, int status)
     o->queued_bytes -= w->bytes;
     free(w->refs);
     free(w->scratch);
-    free(w);
+    if (o->spare == NULL)
+        o->spare = w;
+    else
+        free(w);
     if (status < 0 && o->error == 0) {
         o->error = status;
         if (o->on_error != NULL)
@@ -290,6 +295,12 @@ int tg_out_flush(tg_out_t *o)
         bufs[i] = uv_buf_init((char *)p, (unsigned)pc->len);
     }
     size_t total = o->pending_bytes;
+    /* The request a short write needs exists before anything is written:
+     * running out of memory after half a frame went out would tear it. */
+    if (o->spare == NULL && (o->spare = malloc(sizeof(*o->spare))) == NULL) {
+        tg_out_discard(o);
+        return -ENOMEM;
+    }
     o->written_total += total;
 
     /* Nothing in flight: write now. Usually the pipe takes it all, and the
@@ -316,12 +327,9 @@ int tg_out_flush(tg_out_t *o)
     bufs[first].base += done;
     bufs[first].len -= done;
 
-    tg_wreq_t *w = calloc(1, sizeof(*w));
-    if (w == NULL) {
-        o->written_total -= total;
-        tg_out_discard(o);
-        return -ENOMEM;
-    }
+    tg_wreq_t *w = o->spare;
+    o->spare = NULL;
+    memset(w, 0, sizeof(*w));
     /* The batch's refs and scratch move to the request (they must live
      * until the write completes); the out starts fresh arrays. */
     size_t left = 0;
@@ -348,7 +356,7 @@ int tg_out_flush(tg_out_t *o)
             tg_block_unref(o->pool, w->refs[i]);
         free(w->refs);
         free(w->scratch);
-        free(w);
+        o->spare = w;
         if (o->error == 0)
             o->error = rc;
         return rc;

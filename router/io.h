@@ -81,6 +81,7 @@ typedef struct tg_out {
     char *scratch;
     size_t scratch_len, scratch_cap;
     uv_buf_t *bufs;          /* flush scratch: the batch as iovecs */
+    struct tg_wreq *spare;   /* a write request ready before any byte is written */
     size_t bufs_cap;
     size_t pending_bytes;    /* in the batch, not yet flushed */
     size_t queued_bytes;     /* flushed, write not yet completed */

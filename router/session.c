@@ -275,12 +275,10 @@ static const char *agent_name(tg_wrap_t *w)
     return w->ag->acfg->id;
 }
 
-/* Digits of <v> in base <base> (10 or 16) into <out> (>= 21 bytes), NUL
- * terminated; returns the length. The hot path formats ids per call, and
- * snprintf costs more than the rest of the id splice. */
-/* <v> in decimal (or hex) into <out>, NUL-terminated; returns the digits.
- * Per call: the agent-side id of every frame, the request id of every
- * audit event. Constant divisors, so no division instruction. */
+/* <v> in decimal (or hex) into <out> (>= 21 bytes), NUL-terminated;
+ * returns the length. Per call: the agent-side id of every frame, the
+ * request id of every audit event; snprintf would cost more than the rest
+ * of the splice, and constant divisors need no division instruction. */
 static size_t u64_dec(char *out, uint64_t v)
 {
     char tmp[24];
@@ -397,8 +395,11 @@ static void call_arm(tg_wrap_t *w, tg_call_t *c, uint64_t ms)
     tg_agent_t *ag = w->ag;
     uint64_t now = uv_now(w->gw->loop);
     uint64_t due = ms > UINT64_MAX - now ? UINT64_MAX : now + ms;
+    /* A re-arm (a zombie's grace) replaces the deadline, wherever it was. */
     if (tg_dl_linked(&ag->dl, &c->dl))
         tg_dl_remove(&ag->dl, &c->dl);
+    if (c->timer_ready)
+        uv_timer_stop(&c->timer);
     if (tg_dl_insert(&ag->dl, &c->dl, due, TG_DL_MAX_STEPS)) {
         if (!ag->dl_timer_ready) {
             uv_timer_init(w->gw->loop, &ag->dl_timer);
