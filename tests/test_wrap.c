@@ -651,6 +651,54 @@ Test(wrap, mixed_deadlines_each_expire_on_time)
     it_free_resps(rs, 17);
 }
 
+/* A call timed on its own timer (its deadline far ahead of the list) and
+ * then cancelled by the caller becomes a zombie with kill_grace_period to
+ * prove the agent alive: its original deadline no longer counts. The agent
+ * here hangs (no pong), so it is killed after the grace, not at the
+ * cancelled call's old deadline. */
+Test(wrap, cancelled_call_keeps_only_its_grace)
+{
+    const char *const args[] = {"--limit", "max_tool_call_duration=10s", "--limit",
+                                "max_concurrent_calls=32", "--limit", "kill_grace_period=2500ms",
+                                NULL};
+    it_start_init(args);
+    char batch[8192];
+    size_t off = 0;
+    /* ids 1-3 short, 4-10 long: ten deadlines after call 11's, so 11 gets
+     * its own timer; once 1-3 are answered only seven remain, and the
+     * cancel's grace fits in the list. */
+    for (int i = 1; i <= 10; i++)
+        off += (size_t)snprintf(batch + off, sizeof batch - off,
+                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+                                "\"params\":{\"name\":\"sleep\",\"arguments\":{\"ms\":%d}}}\n",
+                                i, i <= 3 ? 100 : 6000);
+    off += (size_t)snprintf(batch + off, sizeof batch - off,
+                            "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":"
+                            "{\"name\":\"hang\",\"arguments\":{},\"_meta\":{\"timeout_ms\":600}}}\n");
+    uint64_t t0 = tgh_now_ms();
+    cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
+    it_resp_t early[3];
+    it_collect(early, 1, 3, t0, 3000);
+    for (int i = 0; i < 3; i++)
+        it_assert_text(early[i].msg, "slept 100");
+    it_free_resps(early, 3);
+    it_send("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+            "{\"requestId\":11,\"reason\":\"user\"}}");
+    uint64_t cancelled_at = tgh_now_ms() - t0;
+    cr_assert_lt(cancelled_at, 500, "the cancel went out late (%llu ms)",
+                 (unsigned long long)cancelled_at);
+    /* The hung agent is killed after the grace: the long calls fail then,
+     * not at the cancelled call's 600 ms deadline. */
+    it_resp_t rs[7];
+    it_collect(rs, 4, 7, t0, 8000);
+    for (int i = 0; i < 7; i++) {
+        it_assert_denial(rs[i].msg, -32064, "agent_unavailable");
+        cr_assert(rs[i].at_ms >= cancelled_at + 2300, "call %d failed at %llu ms (cancel at %llu)",
+                  i + 4, (unsigned long long)rs[i].at_ms, (unsigned long long)cancelled_at);
+    }
+    it_free_resps(rs, 7);
+}
+
 Test(wrap, late_result_dropped_and_audited)
 {
     const char *const args[] = {"--limit", "max_tool_call_duration=300ms", NULL};
