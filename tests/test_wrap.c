@@ -86,6 +86,23 @@ static void it_send(const char *line)
     cr_assert_eq(rc, 0, "sending a line: %s", strerror(-rc));
 }
 
+/* Append a tools/call line (id <id>, tool <tool>, arguments <args>, and
+ * params._meta.timeout_ms unless <timeout_ms> is 0) to <batch> at <off>;
+ * returns the new length. */
+static size_t it_batch_call(char *batch, size_t cap, size_t off, int id, const char *tool,
+                            const char *args, int timeout_ms)
+{
+    char meta[64] = "";
+    if (timeout_ms > 0)
+        snprintf(meta, sizeof meta, ",\"_meta\":{\"timeout_ms\":%d}", timeout_ms);
+    int n = snprintf(batch + off, cap - off,
+                     "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+                     "\"params\":{\"name\":\"%s\",\"arguments\":%s%s}}\n",
+                     id, tool, args, meta);
+    cr_assert(n > 0 && (size_t)n < cap - off, "batch buffer too small");
+    return off + (size_t)n;
+}
+
 /* Compact JSON of <v> for assertion messages, cut to 1000 bytes: criterion
  * carries messages to its runner over a pipe protocol that stalls on
  * megabyte-sized ones. */
@@ -429,11 +446,11 @@ Test(wrap, rate_agent_sixth_refused)
     /* One write: six calls arrive within one GCRA emission interval. */
     char batch[2048];
     size_t off = 0;
-    for (int i = 1; i <= 6; i++)
-        off += (size_t)snprintf(batch + off, sizeof batch - off,
-                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
-                                "\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"r%d\"}}}\n",
-                                i, i);
+    for (int i = 1; i <= 6; i++) {
+        char a[32];
+        snprintf(a, sizeof a, "{\"text\":\"r%d\"}", i);
+        off = it_batch_call(batch, sizeof batch, off, i, "echo", a, 0);
+    }
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t rs[6];
     it_collect(rs, 1, 6, tgh_now_ms(), 5000);
@@ -465,16 +482,10 @@ Test(wrap, rate_tool_scope)
     char batch[2048];
     size_t off = 0;
     for (int i = 1; i <= 3; i++)
-        off += (size_t)snprintf(batch + off, sizeof batch - off,
-                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
-                                "\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"e\"}}}\n",
-                                i);
+        off = it_batch_call(batch, sizeof batch, off, i, "echo", "{\"text\":\"e\"}", 0);
     /* Other tools only see the agent's default rate. */
     for (int i = 4; i <= 8; i++)
-        off += (size_t)snprintf(batch + off, sizeof batch - off,
-                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
-                                "\"params\":{\"name\":\"env\",\"arguments\":{\"name\":\"X_NONE\"}}}\n",
-                                i);
+        off = it_batch_call(batch, sizeof batch, off, i, "env", "{\"name\":\"X_NONE\"}", 0);
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t rs[8];
     it_collect(rs, 1, 8, tgh_now_ms(), 5000);
@@ -502,10 +513,7 @@ Test(wrap, concurrency_queue_then_refuse)
     char batch[2048];
     size_t off = 0;
     for (int i = 1; i <= 4; i++)
-        off += (size_t)snprintf(batch + off, sizeof batch - off,
-                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
-                                "\"params\":{\"name\":\"sleep\",\"arguments\":{\"ms\":500}}}\n",
-                                i);
+        off = it_batch_call(batch, sizeof batch, off, i, "sleep", "{\"ms\":500}", 0);
     uint64_t t0 = tgh_now_ms();
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t rs[4];
@@ -623,13 +631,8 @@ Test(wrap, mixed_deadlines_each_expire_on_time)
     /* ids 1-3 long, 4 short (list head), 5-16 long, 17 short (own timer). */
     for (int i = 1; i <= 17; i++) {
         int meta = i == 4 ? 200 : i == 17 ? 300 : 0;
-        char m[64] = "";
-        if (meta > 0)
-            snprintf(m, sizeof m, ",\"_meta\":{\"timeout_ms\":%d}", meta);
-        off += (size_t)snprintf(batch + off, sizeof batch - off,
-                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
-                                "\"params\":{\"name\":\"sleep\",\"arguments\":{\"ms\":%d}%s}}\n",
-                                i, meta > 0 ? 5000 : 1200, m);
+        off = it_batch_call(batch, sizeof batch, off, i, "sleep",
+                            meta > 0 ? "{\"ms\":5000}" : "{\"ms\":1200}", meta);
     }
     uint64_t t0 = tgh_now_ms();
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
@@ -668,13 +671,9 @@ Test(wrap, cancelled_call_keeps_only_its_grace)
      * its own timer; once 1-3 are answered only seven remain, and the
      * cancel's grace fits in the list. */
     for (int i = 1; i <= 10; i++)
-        off += (size_t)snprintf(batch + off, sizeof batch - off,
-                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
-                                "\"params\":{\"name\":\"sleep\",\"arguments\":{\"ms\":%d}}}\n",
-                                i, i <= 3 ? 100 : 6000);
-    off += (size_t)snprintf(batch + off, sizeof batch - off,
-                            "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":"
-                            "{\"name\":\"hang\",\"arguments\":{},\"_meta\":{\"timeout_ms\":600}}}\n");
+        off = it_batch_call(batch, sizeof batch, off, i, "sleep",
+                            i <= 3 ? "{\"ms\":100}" : "{\"ms\":6000}", 0);
+    off = it_batch_call(batch, sizeof batch, off, 11, "hang", "{}", 600);
     uint64_t t0 = tgh_now_ms();
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t early[3];
@@ -1178,10 +1177,7 @@ Test(wrap, audit_trail)
     char batch[1024];
     size_t off = 0;
     for (int i = 1; i <= 3; i++)
-        off += (size_t)snprintf(batch + off, sizeof batch - off,
-                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
-                                "\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"a\"}}}\n",
-                                i);
+        off = it_batch_call(batch, sizeof batch, off, i, "echo", "{\"text\":\"a\"}", 0);
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t rs[3];
     it_collect(rs, 1, 3, tgh_now_ms(), 3000);
@@ -1391,11 +1387,11 @@ Test(echo_agent, large_frames_through_toolgate)
     /* Pipelined calls keep their ids (default concurrency 3, queue 16). */
     char batch[16 * 160];
     size_t off = 0;
-    for (int i = 0; i < 16; i++)
-        off += (size_t)snprintf(batch + off, sizeof batch - off,
-                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
-                                "\"params\":{\"name\":\"t\",\"arguments\":{\"n\":%d}}}\n",
-                                100 + i, i);
+    for (int i = 0; i < 16; i++) {
+        char a[32];
+        snprintf(a, sizeof a, "{\"n\":%d}", i);
+        off = it_batch_call(batch, sizeof batch, off, 100 + i, "t", a, 0);
+    }
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t rs[16];
     it_collect(rs, 100, 16, tgh_now_ms(), 5000);
