@@ -673,7 +673,7 @@ Test(wrap, cancelled_call_keeps_only_its_grace)
     for (int i = 1; i <= 10; i++)
         off = it_batch_call(batch, sizeof batch, off, i, "sleep",
                             i <= 3 ? "{\"ms\":100}" : "{\"ms\":6000}", 0);
-    off = it_batch_call(batch, sizeof batch, off, 11, "hang", "{}", 600);
+    off = it_batch_call(batch, sizeof batch, off, 11, "hang", "{}", 1500);
     uint64_t t0 = tgh_now_ms();
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t early[3];
@@ -684,10 +684,10 @@ Test(wrap, cancelled_call_keeps_only_its_grace)
     it_send("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
             "{\"requestId\":11,\"reason\":\"user\"}}");
     uint64_t cancelled_at = tgh_now_ms() - t0;
-    cr_assert_lt(cancelled_at, 500, "the cancel went out late (%llu ms)",
+    cr_assert_lt(cancelled_at, 1200, "the cancel went out late (%llu ms)",
                  (unsigned long long)cancelled_at);
     /* The hung agent is killed after the grace: the long calls fail then,
-     * not at the cancelled call's 600 ms deadline. */
+     * not at the cancelled call's 1500 ms deadline. */
     it_resp_t rs[7];
     it_collect(rs, 4, 7, t0, 8000);
     for (int i = 0; i < 7; i++) {
