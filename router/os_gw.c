@@ -60,6 +60,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -73,6 +74,7 @@
 #include "limits/store.h"
 #include "router/contain_cfg.h"
 #include "router/denial.h"
+#include "router/dltimer.h"
 #include "router/io.h"
 #include "router/lenpfx.h"
 #include "router/log.h"
@@ -145,8 +147,8 @@ typedef struct os_call {
     uint64_t deadline_ms;
     enum { DL_CALLER, DL_AGENT, DL_TOOL } deadline_src; /* whose cap the deadline is */
     uint64_t bytes_in;
-    uv_timer_t timer;
-    bool timer_ready;
+    tg_dl_node_t dl;      /* in the agent's deadline list (call_arm) */
+    tg_dlt_own_t own;     /* a deadline the list would not take; kept when reused */
     /* A queued call keeps its frame: a reference on the block, the payload
      * span (header excluded) and the call_id span relative to it. */
     tg_block_t *qblk;
@@ -197,6 +199,7 @@ struct os_agent {
     uint32_t starts;          /* instances started, for session ids */
     bool last_failed;         /* the last instance failed: an on-demand start counts as a restart */
     uv_timer_t hb_timer;      /* hello deadline, then the heartbeat watch */
+    tg_dlt_t dlt;             /* its calls' deadlines; the timer's data is <ag> */
     uv_timer_t restart_timer; /* backoff */
     uv_timer_t phase_timer;   /* shutdown steps */
     uint64_t restart_at[TG_APROC_RESTART_LOG];
@@ -512,17 +515,9 @@ static os_call_t *call_alloc(os_agent_t *ag)
         return NULL;
     uint32_t i = ag->free_idx[--ag->nfree];
     os_call_t *c = call_at(ag, i);
-    bool ready = c->timer_ready;
-    uv_timer_t timer = c->timer;
+    tg_dlt_own_t own = c->own;
     memset(c, 0, sizeof(*c));
-    c->timer = timer;
-    c->timer_ready = ready;
-    if (!c->timer_ready) {
-        uv_timer_init(ag->g->gw->loop, &c->timer);
-        c->timer.data = c;
-        c->timer_ready = true;
-        ag->g->open_timers++;
-    }
+    c->own = own;
     c->ag = ag;
     c->idx = i;
     c->tcfg = -1;
@@ -563,7 +558,7 @@ static void call_free(os_call_t *c)
     os_agent_t *ag = c->ag;
     if (c->state == C_FREE)
         return;
-    uv_timer_stop(&c->timer);
+    tg_dlt_disarm(&ag->dlt, &c->dl, &c->own);
     if (c->qblk != NULL) {
         ag->queued_frame_bytes -= c->qlen;
         tg_block_unref(&ag->g->gw->pool, c->qblk);
@@ -860,7 +855,26 @@ static void idem_clear(os_agent_t *ag)
 
 /* ---- admission -------------------------------------------------------- */
 
-static void on_call_timer(uv_timer_t *t);
+static void call_expired(os_call_t *c);
+
+static void on_call_timer(uv_timer_t *t)
+{
+    call_expired(t->data);
+}
+
+/* Expire call <c> in <ms> from now (router/dltimer.h); a timer it
+ * initialises is one more to close before the gateway is idle. */
+static void call_arm(os_call_t *c, uint64_t ms)
+{
+    tg_osgw_t *g = c->ag->g;
+    g->open_timers += tg_dlt_arm(&c->ag->dlt, g->gw->loop, &c->dl, &c->own, on_call_timer, c, ms);
+}
+
+static void on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x)
+{
+    (void)t;
+    call_expired((os_call_t *)(void *)((char *)x - offsetof(os_call_t, dl)));
+}
 static void slot_ask(os_call_t *c);
 static void release_slots(os_call_t *c);
 
@@ -1289,7 +1303,7 @@ static void admit_slots(os_call_t *c)
                 tool_has_room(ag, c);
     c->state = C_QUEUED; /* not in the queue yet: the stage decides */
     if (room && (ag->cstore == NULL || !ag->fleet_full)) {
-        uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
+        call_arm(c, c->deadline_ms);
         if (ag->cstore != NULL) {
             slot_ask(c); /* may answer, and free <c>, at once */
             return;
@@ -1318,7 +1332,7 @@ static void admit_slots(os_call_t *c)
     tg_waitq_push(&ag->aq, c->idx);
     if (ts != NULL)
         ts->queued++;
-    uv_timer_start(&c->timer, on_call_timer, c->deadline_ms, 0);
+    call_arm(c, c->deadline_ms);
     /* The calls ahead may be held only by their tool's or caller's slot:
      * this one may still fit now. */
     pump_queue(ag);
@@ -1779,11 +1793,10 @@ static void zombie(os_call_t *c, const char *stage)
 {
     c->state = C_ZOMBIE;
     c->stage = stage;
-    uv_timer_start(&c->timer, on_call_timer, c->ag->acfg->kill_grace_ms, 0);
+    call_arm(c, c->ag->acfg->kill_grace_ms);
 }
-static void on_call_timer(uv_timer_t *t)
+static void call_expired(os_call_t *c)
 {
-    os_call_t *c = t->data;
     os_agent_t *ag = c->ag;
     tg_denial_t d;
     char reqid[32], detail[160];
@@ -1882,7 +1895,7 @@ static void caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *en
     audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_cancelled");
     send_cancel(c, "caller_cancelled");
     c->state = C_CANCELLING;
-    uv_timer_start(&c->timer, on_call_timer, c->ag->acfg->kill_grace_ms, 0);
+    call_arm(c, c->ag->acfg->kill_grace_ms);
 }
 
 /* ---- caller connections ----------------------------------------------- */
@@ -2548,7 +2561,7 @@ static void on_result(os_agent_t *ag, tg_block_t *b, const char *frame, size_t l
     }
     switch (c->state) {
     case C_INFLIGHT: {
-        uv_timer_stop(&c->timer);
+        tg_dlt_disarm(&ag->dlt, &c->dl, &c->own);
         to_caller(c, b, frame, len, env->call_id);
         const char *status = env->status == TG_OS_ST_SUCCEEDED ? "ok"
                              : env->status == TG_OS_ST_FAILED  ? "error"
@@ -3170,9 +3183,11 @@ static void g_check_idle(tg_osgw_t *g)
             uv_close((uv_handle_t *)&ag->restart_timer, timer_closed);
             uv_close((uv_handle_t *)&ag->phase_timer, timer_closed);
             uv_close((uv_handle_t *)&ag->fleet_timer, timer_closed);
+            if (ag->dlt.ready)
+                uv_close((uv_handle_t *)&ag->dlt.timer, timer_closed);
             for (uint32_t j = 0; j < ag->ncalls; j++)
-                if (call_at(ag, j)->timer_ready)
-                    uv_close((uv_handle_t *)&call_at(ag, j)->timer, call_timer_closed);
+                if (call_at(ag, j)->own.ready)
+                    uv_close((uv_handle_t *)&call_at(ag, j)->own.timer, call_timer_closed);
         }
     }
     if (g->open_timers > 0)
@@ -3478,6 +3493,7 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
         g->agents[g->nagents++] = ag;
         ag->g = g;
         ag->acfg = a;
+        tg_dlt_init(&ag->dlt, on_call_deadline, ag);
         ag->idx = i;
         if (setup_limits(ag) < 0) {
             tg_log("cannot set up limits for agent '%s' (out of memory, an invalid rate or no "

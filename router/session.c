@@ -47,7 +47,6 @@
 
 #include "audit/audit.h"
 #include "limits/conc.h"
-#include "limits/deadline.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
 #include "limits/preflight.h"
@@ -59,6 +58,7 @@
 #include "router/log.h"
 #include "router/admit.h"
 #include "router/agent_proc.h"
+#include "router/dltimer.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
@@ -96,7 +96,7 @@ typedef struct tg_call {
     uint64_t deadline_ms;           /* relative to t_start */
     const char *deadline_path;      /* config path of the cap that set the deadline */
     uint64_t bytes_in;
-    tg_dl_node_t dl;                /* in the agent's deadline list (call_arm) */
+    tg_dl_node_t dl;                /* in the agent's deadline list (tg_dlt_arm) */
     /* A queued call keeps its frame: a reference on the block, spans. */
     tg_block_t *qblk;
     const char *qframe;
@@ -115,8 +115,7 @@ typedef struct tg_call {
      * written with their lengths, the timer is kept initialised. */
     char caller_id[TG_ID_MAX];
     char tool_name[TG_TOOL_NAME_MAX + 1];
-    uv_timer_t timer;               /* a deadline the list would not take (call_arm) */
-    bool timer_ready;
+    tg_dlt_own_t own;               /* a deadline the list would not take */
 } tg_call_t;
 
 #define CALL_CLEARED offsetof(tg_call_t, caller_id)
@@ -164,12 +163,7 @@ typedef struct tg_agent {
     uint32_t fleet_held;        /* fleet slots this instance's calls hold */
     uv_timer_t fleet_timer;     /* initialised on first use (fleet_timer_ready) */
     bool fleet_timer_ready;
-    /* Deadlines of its calls (call_arm): one timer, armed for <dl_armed>
-     * (0: stopped), initialised on first use. */
-    tg_dl_t dl;
-    uv_timer_t dl_timer;
-    bool dl_timer_ready;
-    uint64_t dl_armed;
+    tg_dlt_t dlt;               /* its calls' deadlines; the timer's data is <ag> */
     tg_adm_pump_t pump;         /* pump_queue re-entered from a store answer */
     int reg_fleet;              /* agent.ID.concurrency.shared, -1: local concurrency */
     tool_state_t *tools;
@@ -354,8 +348,6 @@ static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
 
 /* ---- deadlines ------------------------------------------------------- */
 
-#define TG_DL_MAX_STEPS 8 /* fixed internal bound: deadline list walk before a call gets its own timer */
-
 static void call_expired(tg_call_t *c);
 
 static void on_call_timer(uv_timer_t *t)
@@ -363,76 +355,21 @@ static void on_call_timer(uv_timer_t *t)
     call_expired(t->data);
 }
 
-/* The agent's deadline timer: expire every call due by now, in order (an
- * expiry may answer, free or re-arm other calls, so the head is read
- * again each time), then arm for the next. The timer is re-armed lazily:
- * a call answered before its deadline is only unlinked, and a timer that
- * fires early for it finds a later head and sleeps again. */
-static void on_dl_timer(uv_timer_t *t)
+static void on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x)
 {
-    tg_agent_t *ag = t->data;
-    uint64_t now = uv_now(t->loop);
-    ag->dl_armed = 0;
-    for (;;) {
-        tg_dl_node_t *x = tg_dl_first(&ag->dl);
-        if (x == NULL)
-            return;
-        if (x->due > now) {
-            ag->dl_armed = x->due;
-            uv_timer_start(t, on_dl_timer, x->due - now, 0);
-            return;
-        }
-        tg_dl_remove(&ag->dl, x);
-        call_expired((tg_call_t *)(void *)((char *)x - offsetof(tg_call_t, dl)));
-    }
+    (void)t;
+    call_expired((tg_call_t *)(void *)((char *)x - offsetof(tg_call_t, dl)));
 }
 
-/* Expire call <c> in <ms> from now: in the agent's deadline list, or on
- * the call's own timer when its deadline is far ahead of the list's tail
- * order (see limits/deadline.h). */
+/* Expire call <c> in <ms> from now (router/dltimer.h). */
 static void call_arm(tg_wrap_t *w, tg_call_t *c, uint64_t ms)
 {
-    tg_agent_t *ag = w->ag;
-    uint64_t now = uv_now(w->gw->loop);
-    uint64_t due = ms > UINT64_MAX - now ? UINT64_MAX : now + ms;
-    /* A re-arm (a zombie's grace) replaces the deadline, wherever it was. */
-    if (tg_dl_linked(&ag->dl, &c->dl))
-        tg_dl_remove(&ag->dl, &c->dl);
-    if (c->timer_ready)
-        uv_timer_stop(&c->timer);
-    if (tg_dl_insert(&ag->dl, &c->dl, due, TG_DL_MAX_STEPS)) {
-        if (!ag->dl_timer_ready) {
-            uv_timer_init(w->gw->loop, &ag->dl_timer);
-            ag->dl_timer.data = ag;
-            ag->dl_timer_ready = true;
-        }
-        if (ag->dl_armed == 0 || due < ag->dl_armed) {
-            ag->dl_armed = due;
-            uv_timer_start(&ag->dl_timer, on_dl_timer, ms, 0);
-        }
-        return;
-    }
-    if (!c->timer_ready) {
-        uv_timer_init(w->gw->loop, &c->timer);
-        c->timer.data = c;
-        c->timer_ready = true;
-    }
-    uv_timer_start(&c->timer, on_call_timer, ms, 0);
+    (void)tg_dlt_arm(&w->ag->dlt, w->gw->loop, &c->dl, &c->own, on_call_timer, c, ms);
 }
 
-/* Call <c> will not expire. The agent's timer stays as it is, except that
- * an empty list stops it (an idle agent keeps no timer running). */
 static void call_disarm(tg_agent_t *ag, tg_call_t *c)
 {
-    if (tg_dl_linked(&ag->dl, &c->dl)) {
-        tg_dl_remove(&ag->dl, &c->dl);
-        if (ag->dl.n == 0 && ag->dl_armed != 0) {
-            ag->dl_armed = 0;
-            uv_timer_stop(&ag->dl_timer);
-        }
-    }
-    if (c->timer_ready)
-        uv_timer_stop(&c->timer);
+    tg_dlt_disarm(&ag->dlt, &c->dl, &c->own);
 }
 
 /* ---- call table ------------------------------------------------------- */
@@ -2878,6 +2815,7 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
         return NULL;
     ag->gw = gw;
     ag->acfg = acfg;
+    tg_dlt_init(&ag->dlt, on_call_deadline, ag);
     ag->idx = idx;
     ag->max_sessions = max_sessions;
     if (acfg->rate_shared) {
@@ -2945,12 +2883,12 @@ tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_session
 void tg_agent_close_timers(tg_agent_t *ag)
 {
     for (uint32_t i = 0; i < ag->ncalls; i++)
-        if (ag->calls[i].timer_ready)
-            close_if_open((uv_handle_t *)&ag->calls[i].timer);
+        if (ag->calls[i].own.ready)
+            close_if_open((uv_handle_t *)&ag->calls[i].own.timer);
     if (ag->fleet_timer_ready)
         close_if_open((uv_handle_t *)&ag->fleet_timer);
-    if (ag->dl_timer_ready)
-        close_if_open((uv_handle_t *)&ag->dl_timer);
+    if (ag->dlt.ready)
+        close_if_open((uv_handle_t *)&ag->dlt.timer);
 }
 
 void tg_agent_free(tg_agent_t *ag)
@@ -3082,8 +3020,8 @@ static void agent_maybe_reap(tg_agent_t *ag)
         ag->gw->tearing_down)
         return;
     for (uint32_t i = 0; i < ag->ncalls; i++) {
-        uv_timer_t *t = &ag->calls[i].timer;
-        if (ag->calls[i].timer_ready && !uv_is_closing((uv_handle_t *)t)) {
+        uv_timer_t *t = &ag->calls[i].own.timer;
+        if (ag->calls[i].own.ready && !uv_is_closing((uv_handle_t *)t)) {
             t->data = ag;
             ag->closing++;
             uv_close((uv_handle_t *)t, retired_timer_closed);
@@ -3093,9 +3031,9 @@ static void agent_maybe_reap(tg_agent_t *ag)
         ag->closing++; /* its data is <ag> already */
         uv_close((uv_handle_t *)&ag->fleet_timer, retired_timer_closed);
     }
-    if (ag->dl_timer_ready && !uv_is_closing((uv_handle_t *)&ag->dl_timer)) {
+    if (ag->dlt.ready && !uv_is_closing((uv_handle_t *)&ag->dlt.timer)) {
         ag->closing++; /* its data is <ag> already */
-        uv_close((uv_handle_t *)&ag->dl_timer, retired_timer_closed);
+        uv_close((uv_handle_t *)&ag->dlt.timer, retired_timer_closed);
     }
     if (ag->closing == 0)
         agent_reap(ag);
