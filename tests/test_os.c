@@ -688,6 +688,52 @@ Test(os, concurrency_queue_and_deadline)
     os_stop();
 }
 
+/* Deadlines share one ordered list per agent (router/dltimer.h): a shorter
+ * caller deadline goes ahead of the calls already waiting, and one that
+ * would walk past more than a few of them gets a timer of its own. Both
+ * expire on time and the long calls they overtook still complete. */
+Test(os, mixed_deadlines_each_expire_on_time)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 32, "
+                            "\"max_queued_calls\": 32, \"rate_limit\": \"1000/second\"}"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+    char cid[16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(cid, sizeof cid, "l%d", i);
+        c_call(&c, cid, "os/sleep", "{\"ms\": 2500}", NULL);
+    }
+    uint64_t t0 = tgh_now_ms();
+    json_t *r = denied_call(&c, "h", "os/sleep", "{\"ms\": 30000}", ", \"timeout_ms\": 200",
+                            "timeout");
+    cr_assert_lt(tgh_now_ms() - t0, 900, "a deadline ahead of the list's head was late");
+    json_decref(r);
+    for (int i = 3; i < 12; i++) {
+        snprintf(cid, sizeof cid, "l%d", i);
+        c_call(&c, cid, "os/sleep", "{\"ms\": 2500}", NULL);
+    }
+    t0 = tgh_now_ms();
+    r = denied_call(&c, "o", "os/sleep", "{\"ms\": 30000}", ", \"timeout_ms\": 300", "timeout");
+    cr_assert_lt(tgh_now_ms() - t0, 1000, "a deadline on its own timer was late");
+    json_decref(r);
+    int ok = 0;
+    uint64_t deadline = tgh_now_ms() + 8000;
+    while (ok < 12) {
+        json_t *m = c_read(&c, tgh_left(deadline));
+        cr_assert_not_null(m, "only %d of the 12 long calls were answered", ok);
+        const char *type = jstr(m, "type", NULL);
+        if (type != NULL && strcmp(type, "agent.tool.result") == 0) {
+            cr_assert_str_eq(jstr(m, "payload", "status"), "succeeded", "%s",
+                             json_dumps(m, JSON_COMPACT));
+            ok++;
+        }
+        json_decref(m);
+    }
+    c_close(&c);
+    os_stop();
+}
+
 Test(os, caller_concurrency_waits_then_deadline)
 {
     char top[256];
