@@ -319,6 +319,7 @@ int tg_out_flush(tg_out_t *o)
         tg_out_discard(o); /* written: the batch is let go as a discard lets it go */
         return 0;
     }
+    size_t left = total - done;
     size_t first = 0;
     while (done >= bufs[first].len) {
         done -= bufs[first].len;
@@ -332,9 +333,6 @@ int tg_out_flush(tg_out_t *o)
     memset(w, 0, sizeof(*w));
     /* The batch's refs and scratch move to the request (they must live
      * until the write completes); the out starts fresh arrays. */
-    size_t left = 0;
-    for (size_t i = first; i < n; i++)
-        left += bufs[i].len;
     w->out = o;
     w->bytes = left;
     w->refs = o->refs;

@@ -269,17 +269,18 @@ static const char *agent_name(tg_wrap_t *w)
     return w->ag->acfg->id;
 }
 
-/* <v> in decimal (or hex) into <out> (>= 21 bytes), NUL-terminated;
+/* <v> in base <base> (10 or 16) into <out> (>= 21 bytes), NUL-terminated;
  * returns the length. Per call: the agent-side id of every frame, the
  * request id of every audit event; snprintf would cost more than the rest
- * of the splice, and constant divisors need no division instruction. */
-static size_t u64_dec(char *out, uint64_t v)
+ * of the splice. Inline, so each call site's constant base becomes a
+ * constant divisor (no division instruction). */
+static inline size_t u64_fmt(char *out, uint64_t v, unsigned base)
 {
     char tmp[24];
     char *q = tmp + sizeof(tmp);
     do {
-        *--q = (char)('0' + v % 10);
-        v /= 10;
+        *--q = "0123456789abcdef"[v % base];
+        v /= base;
     } while (v != 0);
     size_t n = (size_t)(tmp + sizeof(tmp) - q);
     memcpy(out, q, n);
@@ -287,27 +288,12 @@ static size_t u64_dec(char *out, uint64_t v)
     return n;
 }
 
-static size_t u64_hex(char *out, uint64_t v)
-{
-    char tmp[24];
-    char *q = tmp + sizeof(tmp);
-    do {
-        *--q = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v != 0);
-    size_t n = (size_t)(tmp + sizeof(tmp) - q);
-    memcpy(out, q, n);
-    out[n] = '\0';
-    return n;
-}
-
-/* "tg-<hex agent id>": toolgate's request id for audit and denials. */
 static void request_id_of(const tg_call_t *c, char *buf, size_t cap)
 {
     if (cap < 24)
         return;
     memcpy(buf, "tg-", 3);
-    u64_hex(buf + 3, c->agent_id);
+    u64_fmt(buf + 3, c->agent_id, 16);
 }
 
 static void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
@@ -328,7 +314,9 @@ static void reg_set(tg_wrap_t *w, int idx, uint64_t current)
     tg_aproc_reg_set(w->gw, idx, current);
 }
 
-static void update_tool_regs(tg_wrap_t *w, int tool)
+/* The agent's concurrency and queue usage, and tool <tool>'s (none when
+ * -1), into the metrics and the registry. */
+static void update_conc_regs(tg_wrap_t *w, int tool)
 {
     if (w->gw->metrics_ok)
         tg_metrics_load(&w->gw->metrics, w->ag->idx, w->ag->aconc.inflight, w->ag->aq.count);
@@ -337,13 +325,6 @@ static void update_tool_regs(tg_wrap_t *w, int tool)
     reg_set(w, w->ag->reg_fleet, w->ag->fleet_held);
     if (tool >= 0)
         tg_adm_tool_regs(w->gw, &w->ag->tools[tool]);
-}
-
-/* The agent's concurrency and queue usage, and call <c>'s tool's (none
- * when NULL), into the metrics and the registry. */
-static void update_conc_regs(tg_wrap_t *w, const tg_call_t *c)
-{
-    update_tool_regs(w, c != NULL ? c->tool : -1);
 }
 
 /* ---- deadlines ------------------------------------------------------- */
@@ -538,7 +519,7 @@ static void to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t 
 {
     tg_out_t *o = &w->inst->p.wr;
     char num[24];
-    size_t n = u64_dec(num, agent_id);
+    size_t n = u64_fmt(num, agent_id, 10);
     if (b != NULL) {
         tg_out_slice(o, b, p, id_off);
         tg_out_copy(o, num, n);
@@ -608,7 +589,7 @@ static void forward(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame
     to_agent_spliced(w, b, frame, len, id_off, id_len, c->agent_id);
     if (c->caller_slot)
         reg_set(w, w->climits->reg_conc, w->climits->conc.inflight);
-    update_conc_regs(w, c);
+    update_conc_regs(w, c->tool);
 }
 
 static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
@@ -709,9 +690,11 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     tg_gcra_t *local[2] = {ts != NULL && ts->has_rate && !ts->shared ? &ts->rate : NULL,
                            cl != NULL && cl->has_rate ? &cl->rate : NULL};
     for (int k = 0; k < 2; k++) {
-        if (local[k] == NULL || tg_gcra_peek(local[k], now).allowed)
+        if (local[k] == NULL)
             continue;
         tg_gcra_result_t rr = tg_gcra_peek(local[k], now);
+        if (rr.allowed)
+            continue;
         denial_init(w, &d, TG_DENY_RATE, c, reqid, sizeof(reqid));
         d.limit = "rate";
         d.scope = k == 0 ? "tool" : "caller";
@@ -1086,7 +1069,7 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
         return;
     }
     c->state = S_QUEUED;
-    update_conc_regs(w, c);
+    update_conc_regs(w, c->tool);
     /* A queued call keeps waiting; the slots it gave back may serve no one
      * else now (the fleet is full), which pump_queue knows. */
 }
@@ -1158,7 +1141,7 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
     c->state = S_QUEUED;
     if (ts != NULL)
         ts->queued++;
-    update_conc_regs(w, c);
+    update_conc_regs(w, c->tool);
     /* The calls ahead may wait only for their own tool's slot: this one
      * may run now, and nothing else would pump until a slot is freed. */
     if (tg_conc_has_room(&w->ag->aconc) && !w->ag->fleet_full)
@@ -1242,7 +1225,7 @@ static void call_release(tg_wrap_t *w, tg_call_t *c)
     unqueue(w->ag, c);
     int tool = c->tool;
     call_free(w, c);
-    update_tool_regs(w, tool);
+    update_conc_regs(w, tool);
     pump_queue(w);
     check_drained(w);
 }
@@ -1895,7 +1878,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             release_slots(w, c);
         call_free(w, c);
     }
-    update_conc_regs(w, NULL);
+    update_conc_regs(w, -1);
     /* The slots given back (local and fleet) may serve other sessions'
      * waiting calls. */
     pump_queue(w);
