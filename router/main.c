@@ -12,9 +12,9 @@
 
 #include "config/config.h"
 #include "audit/verify.h"
-#include "router/cli.h"
-#include "router/shim.h"
-#include "router/wrap.h"
+#include "router/cli/cli.h"
+#include "router/agent/shim.h"
+#include "router/front/wrap.h"
 
 static void usage(FILE *f)
 {

@@ -51,14 +51,14 @@
 #include "limits/registry.h"
 #include "limits/preflight.h"
 #include "limits/store.h"
-#include "router/denial.h"
-#include "router/envelope.h"
-#include "router/io.h"
-#include "router/contain_cfg.h"
+#include "router/call/denial.h"
+#include "router/dialect/envelope.h"
+#include "router/front/io.h"
+#include "router/agent/contain_cfg.h"
 #include "router/log.h"
-#include "router/admit.h"
-#include "router/agent_proc.h"
-#include "router/dltimer.h"
+#include "router/call/admit.h"
+#include "router/agent/agent_proc.h"
+#include "router/call/dltimer.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */

@@ -22,9 +22,9 @@
 #include "limits/contain.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
-#include "router/admin.h"
-#include "router/io.h"
-#include "router/metrics.h"
+#include "router/admin/admin.h"
+#include "router/front/io.h"
+#include "router/admin/metrics.h"
 
 typedef struct tg_wrap tg_sess_t;
 typedef struct tg_agent tg_agent_t;

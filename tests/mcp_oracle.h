@@ -29,7 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "router/envelope.h"
+#include "router/dialect/envelope.h"
 
 #define ORACLE_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)
 

@@ -27,9 +27,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "router/denial.h"
-#include "router/osenv.h"
-#include "router/osmsg.h"
+#include "router/call/denial.h"
+#include "router/dialect/osenv.h"
+#include "router/dialect/osmsg.h"
 
 #define OS_ORACLE_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)
 

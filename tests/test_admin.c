@@ -24,9 +24,9 @@
 #include <uv.h>
 
 #include "limits/registry.h"
-#include "router/admin.h"
-#include "router/cli.h"
-#include "router/metrics.h"
+#include "router/admin/admin.h"
+#include "router/cli/cli.h"
+#include "router/admin/metrics.h"
 
 #define CANARY "SECRET-CANARY-4242"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "router/admit.h"
+#include "router/call/admit.h"
 
 /* ---- rate denials ------------------------------------------------------ */
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "router/agent_proc.h"
+#include "router/agent/agent_proc.h"
 
 /* ---- stderr line splitter ---------------------------------------------- */
 

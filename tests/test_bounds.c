@@ -80,7 +80,7 @@
 
 #include <jansson.h>
 
-#include "router/admin.h"
+#include "router/admin/admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 

@@ -49,7 +49,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "router/admin.h"
+#include "router/admin/admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 

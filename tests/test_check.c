@@ -19,9 +19,9 @@
 
 #include "config/config.h"
 #include "limits/contain.h"
-#include "router/check.h"
-#include "router/cli.h"
-#include "router/contain_cfg.h"
+#include "router/cli/check.h"
+#include "router/cli/cli.h"
+#include "router/agent/contain_cfg.h"
 
 #define OUT_MAX (256 * 1024) /* bytes of captured output kept */
 #define CANARY  "canary-Pw-7f3a91"

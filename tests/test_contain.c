@@ -36,7 +36,7 @@
 #include <jansson.h>
 
 #include "limits/contain.h"
-#include "router/shim.h"
+#include "router/agent/shim.h"
 
 #define HOG TG_AGENTS_DIR "/tg_hog"
 #define MiB (1024ull * 1024)

@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "router/denial.h"
+#include "router/call/denial.h"
 
 static char out[4096];
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "mcp_oracle.h"
-#include "router/envelope.h"
+#include "router/dialect/envelope.h"
 
 static tg_mcp_env_t env;
 

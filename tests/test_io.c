@@ -2,7 +2,7 @@
  * released; one it takes in part is finished by uv_write, in order, with
  * its blocks held until then. */
 #define _GNU_SOURCE
-#include "router/io.h"
+#include "router/front/io.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>

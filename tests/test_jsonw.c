@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "router/jsonw.h"
+#include "config/jsonw.h"
 
 static char out[512];
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "os_oracle.h"
-#include "router/osenv.h"
+#include "router/dialect/osenv.h"
 
 static tg_os_env_t env;
 

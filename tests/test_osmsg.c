@@ -6,9 +6,9 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "router/lenpfx.h"
-#include "router/osenv.h"
-#include "router/osmsg.h"
+#include "router/dialect/lenpfx.h"
+#include "router/dialect/osenv.h"
+#include "router/dialect/osmsg.h"
 
 static char out[4096];
 

@@ -18,7 +18,7 @@
 #include <arpa/inet.h>
 #include <uv.h>
 
-#include "router/admin.h"
+#include "router/admin/admin.h"
 
 Test(registry, warns_once_and_rearms_below_half)
 {

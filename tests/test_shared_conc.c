@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <signal.h>
 
-#include "router/admin.h"
+#include "router/admin/admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 

@@ -25,9 +25,9 @@
 
 #include "config/config.h"
 #include "limits/contain.h"
-#include "router/check.h"
-#include "router/contain_cfg.h"
-#include "router/shim.h"
+#include "router/cli/check.h"
+#include "router/agent/contain_cfg.h"
+#include "router/agent/shim.h"
 
 #define HOG     TG_AGENTS_DIR "/tg_hog"
 #define FIXTURE TG_AGENTS_DIR "/tg_fixture_agent"

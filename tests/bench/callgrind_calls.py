@@ -149,7 +149,7 @@ def group(name):
     """Coarse owner of a function, from its source path."""
     path = name.split(':', 1)[0]
     for key, label in (('config/jscan', 'envelope scan (jscan)'),
-                       ('router/envelope', 'envelope scan (envelope)'),
+                       ('router/dialect/envelope', 'envelope scan (envelope)'),
                        ('emmintrin', 'envelope scan (jscan)'),
                        ('avx2intrin', 'envelope scan (jscan)'),
                        ('audit/', 'audit'),

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "router/ndjson.h"
+#include "router/dialect/ndjson.h"
 #include "tests/mcp_oracle.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,0 +1,486 @@
+/* The exec shim and its argv builder (see shim.h).
+ *
+ * The shim runs between fork and the agent's exec, in a process that is
+ * already the agent's: it allocates nothing, never returns into the router
+ * and reports a failure as one stderr line and an exit status.
+ */
+#define _GNU_SOURCE
+#include "router/agent/shim.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SHIM_MSG_MAX 512 /* fixed internal bound: one stderr line */
+
+static const struct {
+    const char *name;
+    int resource;
+} rl_names[] = {
+    {"data", RLIMIT_DATA},   {"nofile", RLIMIT_NOFILE}, {"fsize", RLIMIT_FSIZE},
+    {"nproc", RLIMIT_NPROC}, {"as", RLIMIT_AS},         {"cpu", RLIMIT_CPU},
+    {"core", RLIMIT_CORE},   {"stack", RLIMIT_STACK},   {"memlock", RLIMIT_MEMLOCK},
+};
+#define RL_NAMES (sizeof rl_names / sizeof rl_names[0])
+
+typedef struct shim_rl {
+    int resource;
+    const char *name;
+    struct rlimit lim;
+} shim_rl_t;
+
+typedef struct shim_opts {
+    const char *join[TG_SHIM_JOIN_MAX];
+    size_t njoin;
+    shim_rl_t rl[TG_SHIM_RLIMIT_MAX];
+    size_t nrl;
+    bool setsid, unshare_net, no_new_privs, set_user;
+    pid_t pdeath_parent; /* 0: no death signal */
+    uid_t uid;
+    gid_t gid;
+    const char *workdir;
+    const char *tmpfs_dir; /* NULL: no workspace mount */
+    uint64_t tmpfs_bytes, tmpfs_inodes;
+} shim_opts_t;
+
+static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *fmt, ...)
+{
+    char line[SHIM_MSG_MAX];
+    int n = snprintf(line, sizeof line, "toolgate shim: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    /* One write, so the line cannot interleave with the agent's stderr. */
+    ssize_t w = write(STDERR_FILENO, line, len);
+    (void)w;
+    return code;
+}
+
+static int parse_num(const char *s, uint64_t *out)
+{
+    if (strcmp(s, "infinity") == 0) {
+        *out = UINT64_MAX;
+        return 0;
+    }
+    if (*s < '0' || *s > '9')
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static rlim_t to_rlim(uint64_t v)
+{
+    return v == UINT64_MAX || v >= (uint64_t)RLIM_INFINITY ? RLIM_INFINITY : (rlim_t)v;
+}
+
+/* "NAME=SOFT[:HARD]" */
+static int parse_rlimit(const char *arg, shim_rl_t *out)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq)
+        return -EINVAL;
+    size_t nl = (size_t)(eq - arg);
+    out->name = NULL;
+    for (size_t i = 0; i < RL_NAMES; i++) {
+        if (strlen(rl_names[i].name) == nl && strncmp(arg, rl_names[i].name, nl) == 0) {
+            out->resource = rl_names[i].resource;
+            out->name = rl_names[i].name;
+        }
+    }
+    if (!out->name)
+        return -EINVAL;
+    char val[64];
+    if (snprintf(val, sizeof val, "%s", eq + 1) >= (int)sizeof val)
+        return -EINVAL;
+    char *colon = strchr(val, ':');
+    if (colon)
+        *colon = '\0';
+    uint64_t soft, hard;
+    if (parse_num(val, &soft) < 0)
+        return -EINVAL;
+    hard = soft;
+    if (colon && parse_num(colon + 1, &hard) < 0)
+        return -EINVAL;
+    if (hard < soft)
+        return -EINVAL;
+    out->lim.rlim_cur = to_rlim(soft);
+    out->lim.rlim_max = to_rlim(hard);
+    return 0;
+}
+
+static int parse_user(const char *arg, uid_t *uid, gid_t *gid)
+{
+    char buf[48];
+    if (snprintf(buf, sizeof buf, "%s", arg) >= (int)sizeof buf)
+        return -EINVAL;
+    char *colon = strchr(buf, ':');
+    if (!colon)
+        return -EINVAL;
+    *colon = '\0';
+    uint64_t u, g;
+    if (parse_num(buf, &u) < 0 || parse_num(colon + 1, &g) < 0 || u >= UINT32_MAX ||
+        g >= UINT32_MAX)
+        return -EINVAL;
+    *uid = (uid_t)u;
+    *gid = (gid_t)g;
+    return 0;
+}
+
+static int join_cgroup(const char *procs)
+{
+    int fd = open(procs, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    /* "0" names the writer: the shim moves itself, and the agent it
+     * becomes, with every process it will ever fork. */
+    int rc = write(fd, "0", 1) == 1 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+static int lo_up(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    memcpy(ifr.ifr_name, "lo", 3);
+    int rc = 0;
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+        rc = -errno;
+    } else {
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+            rc = -errno;
+    }
+    close(fd);
+    return rc;
+}
+
+/* Close every descriptor above stderr: the agent must not inherit
+ * toolgate's sockets, pipes of other agents or the audit file. */
+static int close_stray_fds(void)
+{
+    if (close_range(3, ~0u, 0) == 0)
+        return 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -errno;
+    int self = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end == '\0' && fd > 2 && fd != self)
+            close((int)fd);
+    }
+    closedir(d);
+    return 0;
+}
+
+/* The workspace: a tmpfs of the disk size in a mount namespace of the
+ * agent's own. The tree is made private first, so the mount propagates to
+ * no other namespace (a shared "/" would otherwise carry it back to the
+ * host's), and it disappears with the last process of the instance.
+ * Owned by the agent's user, 0700, no device files, no setuid bits.
+ * 0, or TG_SHIM_EXIT_SETUP after reporting. */
+static int mount_workspace(const shim_opts_t *o)
+{
+    char opts[160];
+    int n = o->set_user
+                ? snprintf(opts, sizeof opts,
+                           "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=0700,uid=%lu,gid=%lu",
+                           o->tmpfs_bytes, o->tmpfs_inodes, (unsigned long)o->uid,
+                           (unsigned long)o->gid)
+                : snprintf(opts, sizeof opts, "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=0700",
+                           o->tmpfs_bytes, o->tmpfs_inodes);
+    if (n < 0 || (size_t)n >= sizeof opts)
+        return fail(TG_SHIM_EXIT_SETUP, "mount tmpfs on %s: options too long", o->tmpfs_dir);
+    if (unshare(CLONE_NEWNS) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "unshare(CLONE_NEWNS): %s", strerror(errno));
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "make the mount tree private: %s", strerror(errno));
+    if (mount("toolgate-workspace", o->tmpfs_dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "mount tmpfs on %s: %s", o->tmpfs_dir, strerror(errno));
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, shim_opts_t *o, int *cmd_at)
+{
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_val = i + 1 < argc;
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        } else if (strcmp(a, "--join") == 0 && has_val) {
+            if (o->njoin == TG_SHIM_JOIN_MAX)
+                return fail(TG_SHIM_EXIT_SETUP, "more than %d --join options", TG_SHIM_JOIN_MAX);
+            o->join[o->njoin++] = argv[++i];
+        } else if (strcmp(a, "--rlimit") == 0 && has_val) {
+            if (o->nrl == TG_SHIM_RLIMIT_MAX)
+                return fail(TG_SHIM_EXIT_SETUP, "more than %d --rlimit options", TG_SHIM_RLIMIT_MAX);
+            if (parse_rlimit(argv[++i], &o->rl[o->nrl]) < 0)
+                return fail(TG_SHIM_EXIT_SETUP, "bad --rlimit %s (expected NAME=SOFT[:HARD])",
+                            argv[i]);
+            o->nrl++;
+        } else if (strcmp(a, "--user") == 0 && has_val) {
+            if (parse_user(argv[++i], &o->uid, &o->gid) < 0)
+                return fail(TG_SHIM_EXIT_SETUP, "bad --user %s (expected UID:GID)", argv[i]);
+            o->set_user = true;
+        } else if (strcmp(a, "--pdeathsig") == 0 && has_val) {
+            uint64_t p;
+            if (parse_num(argv[++i], &p) < 0 || p == 0 || p > INT32_MAX)
+                return fail(TG_SHIM_EXIT_SETUP, "bad --pdeathsig %s (expected the parent's pid)",
+                            argv[i]);
+            o->pdeath_parent = (pid_t)p;
+        } else if (strcmp(a, "--chdir") == 0 && has_val) {
+            o->workdir = argv[++i];
+        } else if (strcmp(a, "--tmpfs") == 0 && has_val) {
+            o->tmpfs_dir = argv[++i];
+            if (o->tmpfs_dir[0] != '/')
+                return fail(TG_SHIM_EXIT_SETUP, "bad --tmpfs %s (expected an absolute path)",
+                            o->tmpfs_dir);
+        } else if ((strcmp(a, "--tmpfs-size") == 0 || strcmp(a, "--tmpfs-inodes") == 0) &&
+                   has_val) {
+            uint64_t v;
+            if (parse_num(argv[++i], &v) < 0 || v == 0 || v == UINT64_MAX)
+                return fail(TG_SHIM_EXIT_SETUP, "bad %s %s (expected a positive number)", a,
+                            argv[i]);
+            if (strcmp(a, "--tmpfs-size") == 0)
+                o->tmpfs_bytes = v;
+            else
+                o->tmpfs_inodes = v;
+        } else if (strcmp(a, "--setsid") == 0) {
+            o->setsid = true;
+        } else if (strcmp(a, "--unshare-net") == 0) {
+            o->unshare_net = true;
+        } else if (strcmp(a, "--no-new-privs") == 0) {
+            o->no_new_privs = true;
+        } else {
+            return fail(TG_SHIM_EXIT_SETUP, "unknown option %s", a);
+        }
+    }
+    if (o->tmpfs_dir && (o->tmpfs_bytes == 0 || o->tmpfs_inodes == 0))
+        return fail(TG_SHIM_EXIT_SETUP, "--tmpfs needs --tmpfs-size and --tmpfs-inodes");
+    if (i >= argc || argv[i][0] == '\0')
+        return fail(TG_SHIM_EXIT_SETUP, "no command after --");
+    *cmd_at = i;
+    return 0;
+}
+
+int tg_shim_main(int argc, char **argv)
+{
+    shim_opts_t o;
+    memset(&o, 0, sizeof o);
+    int at = 0;
+    int rc = parse_args(argc, argv, &o, &at);
+    if (rc != 0)
+        return rc;
+    char **cmd = argv + at;
+
+    /* EPERM: already a group leader (spawned detached), which is the goal. */
+    if (o.setsid && setsid() < 0 && getsid(0) != getpid())
+        return fail(TG_SHIM_EXIT_SETUP, "setsid: %s", strerror(errno));
+    for (size_t i = 0; i < o.njoin; i++) {
+        if ((rc = join_cgroup(o.join[i])) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "join %s: %s", o.join[i], strerror(-rc));
+    }
+    if (o.unshare_net) {
+        if (unshare(CLONE_NEWNET) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "unshare(CLONE_NEWNET): %s", strerror(errno));
+        if ((rc = lo_up()) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "bring up lo: %s", strerror(-rc));
+    }
+    if (o.tmpfs_dir && (rc = mount_workspace(&o)) != 0)
+        return rc;
+    for (size_t i = 0; i < o.nrl; i++) {
+        if (setrlimit(o.rl[i].resource, &o.rl[i].lim) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "setrlimit %s: %s", o.rl[i].name, strerror(errno));
+    }
+    if (o.set_user) {
+        /* Supplementary groups go first: they would keep root's group
+         * access after setgid, and setgroups needs the privilege setuid
+         * gives up. */
+        if (setgroups(0, NULL) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "setgroups: %s", strerror(errno));
+        if (setgid(o.gid) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "setgid %lu: %s", (unsigned long)o.gid, strerror(errno));
+        if (setuid(o.uid) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "setuid %lu: %s", (unsigned long)o.uid, strerror(errno));
+        /* A process that could regain root after dropping it is not
+         * dropped (setuid as a non-root euid only changes the euid). */
+        if (o.uid != 0 && (setuid(0) == 0 || geteuid() != o.uid || getuid() != o.uid))
+            return fail(TG_SHIM_EXIT_SETUP, "uid drop to %lu did not hold", (unsigned long)o.uid);
+    }
+    if (o.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+    if (o.pdeath_parent) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "PR_SET_PDEATHSIG: %s", strerror(errno));
+        /* The parent may have died before the signal was armed. */
+        if (getppid() != o.pdeath_parent)
+            return fail(TG_SHIM_EXIT_SETUP, "toolgate exited while the agent was starting");
+    }
+    if (o.workdir && chdir(o.workdir) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "chdir %s: %s", o.workdir, strerror(errno));
+    if ((rc = close_stray_fds()) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "close stray fds: %s", strerror(-rc));
+
+    execvp(cmd[0], cmd);
+    int e = errno;
+    return fail(e == ENOENT ? TG_SHIM_EXIT_NOTFOUND : TG_SHIM_EXIT_SETUP, "exec %s: %s", cmd[0],
+                strerror(e));
+}
+
+/* ---- argv builder (runs in the router) ---- */
+
+static int add(char **v, size_t *n, const char *s)
+{
+    v[*n] = strdup(s);
+    if (!v[*n])
+        return -ENOMEM;
+    (*n)++;
+    return 0;
+}
+
+static int add_fmt(char **v, size_t *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int add_fmt(char **v, size_t *n, const char *fmt, ...)
+{
+    char buf[TG_CG_PATH_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof buf)
+        return -EINVAL;
+    return add(v, n, buf);
+}
+
+static const char *rl_name(int resource)
+{
+    for (size_t i = 0; i < RL_NAMES; i++) {
+        if (rl_names[i].resource == resource)
+            return rl_names[i].name;
+    }
+    return NULL;
+}
+
+void tg_shim_argv_free(char **argv)
+{
+    if (!argv)
+        return;
+    for (char **p = argv; *p; p++)
+        free(*p);
+    free(argv);
+}
+
+int tg_shim_argv_build(const char *self_exe, const tg_contain_place_t *pl, const char *workdir,
+                       char *const agent_argv[], char ***out)
+{
+    *out = NULL;
+    if (!agent_argv || !agent_argv[0] || agent_argv[0][0] == '\0')
+        return -EINVAL;
+    size_t nargs = 0;
+    while (agent_argv[nargs])
+        nargs++;
+    /* exe, subcommand, 2 per join/rlimit, 6 flags, 2 each for user,
+     * pdeathsig, chdir, tmpfs, tmpfs-size, tmpfs-inodes, "--", the
+     * command, NULL */
+    size_t cap = 2 + 2 * pl->nprocs + 2 * pl->nrl + 6 + 12 + 1 + nargs + 1;
+    char **v = calloc(cap, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    size_t n = 0;
+    int rc = add(v, &n, self_exe);
+    if (rc == 0)
+        rc = add(v, &n, TG_SHIM_SUBCOMMAND);
+    if (rc == 0 && pl->setsid)
+        rc = add(v, &n, "--setsid");
+    for (size_t i = 0; rc == 0 && i < pl->nprocs; i++) {
+        rc = add(v, &n, "--join");
+        if (rc == 0)
+            rc = add(v, &n, pl->procs[i]);
+    }
+    if (rc == 0 && pl->unshare_net)
+        rc = add(v, &n, "--unshare-net");
+    if (rc == 0 && pl->tmpfs_dir[0]) {
+        rc = add(v, &n, "--tmpfs");
+        if (rc == 0)
+            rc = add(v, &n, pl->tmpfs_dir);
+        if (rc == 0)
+            rc = add(v, &n, "--tmpfs-size");
+        if (rc == 0)
+            rc = add_fmt(v, &n, "%" PRIu64, pl->tmpfs_bytes);
+        if (rc == 0)
+            rc = add(v, &n, "--tmpfs-inodes");
+        if (rc == 0)
+            rc = add_fmt(v, &n, "%" PRIu64, pl->tmpfs_inodes);
+    }
+    for (size_t i = 0; rc == 0 && i < pl->nrl; i++) {
+        const char *name = rl_name(pl->rl[i].resource);
+        if (!name) {
+            rc = -EINVAL;
+            break;
+        }
+        rc = add(v, &n, "--rlimit");
+        if (rc == 0)
+            rc = add_fmt(v, &n, "%s=%" PRIu64, name, pl->rl[i].value);
+    }
+    if (rc == 0 && pl->set_user) {
+        rc = add(v, &n, "--user");
+        if (rc == 0)
+            rc = add_fmt(v, &n, "%lu:%lu", (unsigned long)pl->uid, (unsigned long)pl->gid);
+    }
+    if (rc == 0 && pl->no_new_privs)
+        rc = add(v, &n, "--no-new-privs");
+    if (rc == 0 && pl->pdeathsig) {
+        rc = add(v, &n, "--pdeathsig");
+        if (rc == 0)
+            rc = add_fmt(v, &n, "%ld", (long)getpid());
+    }
+    /* A configured cwd wins; else the agent starts in its workspace. */
+    if (!workdir && pl->workdir[0])
+        workdir = pl->workdir;
+    if (rc == 0 && workdir) {
+        rc = add(v, &n, "--chdir");
+        if (rc == 0)
+            rc = add(v, &n, workdir);
+    }
+    if (rc == 0)
+        rc = add(v, &n, "--");
+    for (size_t i = 0; rc == 0 && i < nargs; i++)
+        rc = add(v, &n, agent_argv[i]);
+    if (rc < 0) {
+        tg_shim_argv_free(v);
+        return rc;
+    }
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,1082 @@
+/* toolgate check (see check.h): argument parsing, the effective-limit
+ * tables, the predicted enforcement report, text and JSON output.
+ *
+ * Every table is built once as rows (key, effective value, source, what
+ * the manifest asked, what the operator set) and then written as text or
+ * JSON, so the two outputs cannot disagree.
+ */
+#include "router/cli/check.h"
+
+#include <uv.h>
+
+#include "limits/store.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/manifest.h"
+#include "config/units.h"
+#include "router/cli/cli.h"
+#include "router/agent/contain_cfg.h"
+
+#define VAL_MAX          48   /* fixed internal bound: one formatted value */
+#define NOTE_MAX         96   /* fixed internal bound: a row's note */
+#define ENF_TEXT_MAX     4096 /* fixed internal bound: one agent's enforcement table */
+#define CAPS_TEXT_MAX    8192 /* fixed internal bound: the host capability summary */
+#define CHECK_LIMITS_MAX 256  /* fixed internal bound: --limit options on one command line (as wrap) */
+
+/* ------------------------------------------------------------------ */
+/* Prediction of the containment module's choices                      */
+
+static bool hier_ok(const tg_contain_caps_t *caps, int i)
+{
+    return caps->h[i].usable && caps->h[i].writable;
+}
+
+tg_contain_kind_t tg_check_backend(const tg_contain_caps_t *caps, tg_contain_mode_t mode, char *why,
+                                   size_t cap)
+{
+    bool v2 = hier_ok(caps, TG_CG_V2);
+    bool v2_ctl = caps->v2_memory || caps->v2_cpu || caps->v2_pids;
+    bool v1 = hier_ok(caps, TG_CG_MEMORY) || hier_ok(caps, TG_CG_CPU) || hier_ok(caps, TG_CG_PIDS);
+
+    /* The order of tg_contain_init's choose(). */
+    snprintf(why, cap, "%s", "");
+    if (mode == TG_CONTAIN_OFF) {
+        snprintf(why, cap, "containment.mode is off");
+        return TG_CONTAIN_NONE;
+    }
+    if (v2 && v2_ctl)
+        return TG_CONTAIN_CGROUP2;
+    if (v1) {
+        if (v2)
+            snprintf(why, cap, "controllers on cgroup v1; the cgroup2 mount adds cgroup.kill");
+        return TG_CONTAIN_CGROUP1;
+    }
+    if (v2) {
+        snprintf(why, cap, "cgroup2 without delegated controllers: memory falls back to rlimits");
+        return TG_CONTAIN_CGROUP2;
+    }
+    snprintf(why, cap, "no writable cgroup hierarchy below toolgate's cgroup");
+    return TG_CONTAIN_RLIMIT;
+}
+
+static void plan_no(tg_enforced_t *e, tg_res_t r, const char *backend, const char *reason)
+{
+    tg_enforced_set(e, r, false, 0, backend, NULL, reason);
+}
+
+/* What the cgroup2 / cgroup1 backends' limit() would apply. */
+static void plan_cgroup(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
+                        const tg_contain_req_t *q, tg_enforced_t *e)
+{
+    /* A hierarchy's reason plus ours; the report keeps TG_REASON_MAX of it. */
+    char why[TG_REASON_MAX * 2];
+    /* cpu.max / cfs quota over a 100 ms period, at least the kernel's
+     * 1 ms: the millicores that quota enforces. */
+    uint64_t quota = (uint64_t)q->cpu_millicores * TG_CONTAIN_CPU_PERIOD_US / 1000u;
+    uint64_t cpu_mc = (quota < 1000u ? 1000u : quota) * 1000u / TG_CONTAIN_CPU_PERIOD_US;
+
+    if (kind == TG_CONTAIN_CGROUP2) {
+        if (q->memory_bytes && caps->v2_memory)
+            tg_enforced_set(e, TG_RES_MEMORY, true, q->memory_bytes, "cgroup2", "memory.max", NULL);
+        else if (q->memory_bytes)
+            plan_no(e, TG_RES_MEMORY, "cgroup2",
+                    "memory controller not delegated to toolgate's cgroup");
+        if (q->cpu_millicores && caps->v2_cpu)
+            tg_enforced_set(e, TG_RES_CPU, true, cpu_mc, "cgroup2", "cpu.max", NULL);
+        else if (q->cpu_millicores)
+            plan_no(e, TG_RES_CPU, "cgroup2", "cpu controller not delegated to toolgate's cgroup");
+        if (q->pids && caps->v2_pids)
+            tg_enforced_set(e, TG_RES_PIDS, true, q->pids, "cgroup2", "pids.max", NULL);
+        else if (q->pids)
+            plan_no(e, TG_RES_PIDS, "cgroup2",
+                    "pids controller not delegated to toolgate's cgroup");
+        return;
+    }
+    if (q->memory_bytes && hier_ok(caps, TG_CG_MEMORY)) {
+        tg_enforced_set(e, TG_RES_MEMORY, true, q->memory_bytes, "cgroup1",
+                        caps->v1_memsw ? "memory.limit_in_bytes, memory.memsw.limit_in_bytes"
+                                       : "memory.limit_in_bytes",
+                        NULL);
+    } else if (q->memory_bytes) {
+        snprintf(why, sizeof why, "no writable memory hierarchy: %s", caps->h[TG_CG_MEMORY].why);
+        plan_no(e, TG_RES_MEMORY, "cgroup1", why);
+    }
+    if (q->cpu_millicores && hier_ok(caps, TG_CG_CPU)) {
+        tg_enforced_set(e, TG_RES_CPU, true, cpu_mc, "cgroup1",
+                        "cpu.cfs_quota_us/cpu.cfs_period_us", NULL);
+    } else if (q->cpu_millicores) {
+        snprintf(why, sizeof why, "no writable cpu hierarchy: %s", caps->h[TG_CG_CPU].why);
+        plan_no(e, TG_RES_CPU, "cgroup1", why);
+    }
+    if (q->pids && hier_ok(caps, TG_CG_PIDS)) {
+        tg_enforced_set(e, TG_RES_PIDS, true, q->pids, "cgroup1", "pids.max", NULL);
+    } else if (q->pids) {
+        snprintf(why, sizeof why, "no writable pids hierarchy: %s", caps->h[TG_CG_PIDS].why);
+        plan_no(e, TG_RES_PIDS, "cgroup1", why);
+    }
+}
+
+/* contain_ws.c's tg__ws_setup, minus what only creating the workspace
+ * can show (a missing parent, a foreign owner): agent.started says that. */
+static void plan_workspace(const tg_contain_caps_t *caps, const tg_contain_req_t *q,
+                           tg_enforced_t *e)
+{
+    char why[TG_REASON_MAX * 2], sz[32];
+    tg_workspace_backend_t kind = q->workspace_backend;
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t pg = page > 0 ? (uint64_t)page : 4096u;
+
+    if (kind == TG_WORKSPACE_AUTO)
+        kind = caps->tmpfs ? TG_WORKSPACE_TMPFS : TG_WORKSPACE_SCAN;
+    if (kind == TG_WORKSPACE_SCAN) {
+        tg_enforced_set(e, TG_RES_DISK, true, q->disk_bytes, "scan",
+                        "per-instance directory, scanned every second, killed when over",
+                        NULL);
+    } else if (caps->tmpfs) {
+        tg_enforced_set(e, TG_RES_DISK, true, (q->disk_bytes + pg - 1) / pg * pg, "tmpfs",
+                        "tmpfs per instance in a private mount namespace", NULL);
+    } else {
+        tg_unit_fmt_bytes(sz, (int)sizeof sz, q->fsize ? q->fsize : q->disk_bytes);
+        snprintf(why, sizeof why,
+                 "tmpfs workspaces are refused here (%s); each file is capped at %s by "
+                 "RLIMIT_FSIZE",
+                 caps->tmpfs_why[0] ? caps->tmpfs_why : "not probed", sz);
+        plan_no(e, TG_RES_DISK, "tmpfs", why);
+    }
+}
+
+/* tg__contain_rlimit_fallback, then contain.c's common_limits. */
+static void plan_fallback(const tg_contain_caps_t *caps, const tg_contain_req_t *q,
+                          tg_enforced_t *e)
+{
+    char why[TG_REASON_MAX * 2], sz[32]; /* the report keeps TG_REASON_MAX of <why> */
+    tg_enforced_item_t *it;
+    uint64_t fsize = q->fsize ? q->fsize : q->disk_bytes;
+
+    it = &e->r[TG_RES_MEMORY];
+    if (q->memory_bytes && !it->applied)
+        tg_enforced_set(e, TG_RES_MEMORY, true, q->memory_bytes, "rlimit",
+                        "RLIMIT_DATA + process-tree RSS monitor", NULL);
+    it = &e->r[TG_RES_CPU];
+    if (q->cpu_millicores && !it->applied) {
+        snprintf(why, sizeof why, "%s; RLIMIT_CPU is total seconds, not a rate",
+                 it->reason[0] ? it->reason : "no cpu controller");
+        plan_no(e, TG_RES_CPU, "none", why);
+    }
+    it = &e->r[TG_RES_PIDS];
+    if (q->pids && !it->applied) {
+        if (q->set_user && q->uid != 0) {
+            tg_enforced_set(e, TG_RES_PIDS, true, q->pids, "rlimit",
+                            "RLIMIT_NPROC (counts every process of the dedicated uid)", NULL);
+        } else {
+            snprintf(why, sizeof why,
+                     "%s; RLIMIT_NPROC binds only an agent running as its own non-root user",
+                     it->reason[0] ? it->reason : "no pids controller");
+            plan_no(e, TG_RES_PIDS, "none", why);
+        }
+    }
+    if (q->nofile)
+        tg_enforced_set(e, TG_RES_NOFILE, true, q->nofile, "rlimit", "RLIMIT_NOFILE", NULL);
+    if (q->fsize)
+        tg_enforced_set(e, TG_RES_FSIZE, true, q->fsize, "rlimit", "RLIMIT_FSIZE", NULL);
+    if (q->disk_bytes && q->workspace) {
+        plan_workspace(caps, q, e);
+    } else if (q->disk_bytes) {
+        tg_unit_fmt_bytes(sz, (int)sizeof sz, fsize);
+        snprintf(why, sizeof why, "no workspace quota; each file is capped at %s by RLIMIT_FSIZE",
+                 sz);
+        plan_no(e, TG_RES_DISK, "none", why);
+    }
+    if (q->network_none) {
+        if (caps->netns)
+            tg_enforced_set(e, TG_RES_NETWORK, true, 1, "netns", "unshare(CLONE_NEWNET)", NULL);
+        else
+            plan_no(e, TG_RES_NETWORK, "none",
+                    "network namespaces unavailable (unshare(CLONE_NEWNET) refused)");
+    }
+}
+
+void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_contain_mode_t mode,
+                   const tg_contain_req_t *req, tg_enforced_t *e)
+{
+    const uint64_t val[TG_RES_COUNT] = {
+        [TG_RES_MEMORY] = req->memory_bytes,
+        [TG_RES_CPU] = req->cpu_millicores,
+        [TG_RES_PIDS] = req->pids,
+        [TG_RES_DISK] = req->disk_bytes,
+        [TG_RES_NETWORK] = req->network_none,
+        [TG_RES_NOFILE] = req->nofile,
+        [TG_RES_FSIZE] = req->fsize,
+    };
+
+    memset(e, 0, sizeof *e);
+    e->backend = tg_contain_kind_name(kind);
+    e->mode = mode;
+    for (int r = 0; r < TG_RES_COUNT; r++) {
+        e->r[r].requested = val[r] != 0;
+        e->r[r].value = val[r];
+        e->r[r].backend = "none";
+    }
+    if (kind == TG_CONTAIN_NONE) {
+        for (int r = 0; r < TG_RES_COUNT; r++)
+            if (e->r[r].requested)
+                plan_no(e, (tg_res_t)r, "none", "containment.mode is off");
+        return;
+    }
+    if (kind == TG_CONTAIN_CGROUP2 || kind == TG_CONTAIN_CGROUP1)
+        plan_cgroup(caps, kind, req, e);
+    plan_fallback(caps, req, e);
+}
+
+/* ------------------------------------------------------------------ */
+/* Values and rows                                                     */
+
+typedef enum ck_key {
+    K_DURATION = 0,
+    K_CONCURRENT,
+    K_QUEUED,
+    K_RATE,
+    K_BURST,
+    K_GRACE,
+    K_MEMORY,
+    K_CPU,
+    K_PIDS,
+    K_DISK,
+    K_NETWORK,
+    K_BANDWIDTH,
+    K_CONNECTIONS,
+    K_COUNT,
+} ck_key_t;
+
+static const char *const key_names[K_COUNT] = {
+    [K_DURATION] = "max_tool_call_duration",
+    [K_CONCURRENT] = "max_concurrent_calls",
+    [K_QUEUED] = "max_queued_calls",
+    [K_RATE] = "rate_limit",
+    [K_BURST] = "burst",
+    [K_GRACE] = "kill_grace_period",
+    [K_MEMORY] = "memory",
+    [K_CPU] = "cpu",
+    [K_PIDS] = "pids",
+    [K_DISK] = "disk",
+    [K_NETWORK] = "network",
+    [K_BANDWIDTH] = "bandwidth_limit",
+    [K_CONNECTIONS] = "max_connections",
+};
+
+typedef struct kval {
+    uint64_t u;
+    tg_rate_t rate;
+    tg_src_t src;
+} kval_t;
+
+/* Key <k> of <lim>/<res> (and <a>'s kill grace). A burst left at 0
+ * reads as its rate's count, the value it stands for. */
+static kval_t kget(ck_key_t k, const tg_exec_limits_t *lim, const tg_resources_t *res,
+                   const tg_agent_cfg_t *a)
+{
+    kval_t v = {0};
+
+    switch (k) {
+    case K_DURATION:
+        v.u = lim->max_tool_call_duration_ms;
+        v.src = lim->duration_src;
+        break;
+    case K_CONCURRENT:
+        v.u = lim->max_concurrent_calls;
+        v.src = lim->concurrent_src;
+        break;
+    case K_QUEUED:
+        v.u = lim->max_queued_calls;
+        v.src = lim->queued_src;
+        break;
+    case K_RATE:
+        v.rate = lim->rate_limit;
+        v.src = lim->rate_src;
+        break;
+    case K_BURST:
+        v.u = lim->burst ? lim->burst : lim->rate_limit.count;
+        v.src = lim->burst_src;
+        break;
+    case K_GRACE:
+        v.u = a->kill_grace_ms;
+        v.src = a->kill_grace_src;
+        break;
+    case K_MEMORY:
+        v.u = res->memory_bytes;
+        v.src = res->memory_src;
+        break;
+    case K_CPU:
+        v.u = res->cpu_millicores;
+        v.src = res->cpu_src;
+        break;
+    case K_PIDS:
+        v.u = res->pids;
+        v.src = res->pids_src;
+        break;
+    case K_DISK:
+        v.u = res->disk_bytes;
+        v.src = res->disk_src;
+        break;
+    case K_NETWORK:
+        v.u = (uint64_t)res->network;
+        v.src = res->network_src;
+        break;
+    case K_BANDWIDTH:
+        v.u = res->bandwidth_bps;
+        v.src = res->bandwidth_src;
+        break;
+    case K_CONNECTIONS:
+        v.u = res->max_connections;
+        v.src = res->connections_src;
+        break;
+    case K_COUNT:
+        break;
+    }
+    return v;
+}
+
+static void fmt_bandwidth(char *buf, size_t cap, uint64_t bps)
+{
+    if (bps && bps % 1000000000u == 0)
+        snprintf(buf, cap, "%" PRIu64 "Gbps", bps / 1000000000u);
+    else if (bps && bps % 1000000u == 0)
+        snprintf(buf, cap, "%" PRIu64 "Mbps", bps / 1000000u);
+    else if (bps && bps % 1000u == 0)
+        snprintf(buf, cap, "%" PRIu64 "Kbps", bps / 1000u);
+    else
+        snprintf(buf, cap, "%" PRIu64 " bit/s", bps);
+}
+
+static void kfmt(ck_key_t k, const kval_t *v, char *buf, size_t cap)
+{
+    switch (k) {
+    case K_DURATION:
+    case K_GRACE:
+        tg_unit_fmt_duration(buf, (int)cap, v->u);
+        break;
+    case K_RATE:
+        tg_unit_fmt_rate(buf, (int)cap, v->rate);
+        break;
+    case K_MEMORY:
+    case K_DISK:
+        tg_unit_fmt_bytes(buf, (int)cap, v->u);
+        break;
+    case K_CPU:
+        snprintf(buf, cap, "%" PRIu64 "m", v->u);
+        break;
+    case K_NETWORK:
+        snprintf(buf, cap, "%s", tg_network_name((tg_network_t)v->u));
+        break;
+    case K_BANDWIDTH:
+        fmt_bandwidth(buf, cap, v->u);
+        break;
+    default:
+        snprintf(buf, cap, "%" PRIu64, v->u);
+        break;
+    }
+}
+
+/* The value in base units (ms, bytes, millicores, bit/s, counts) for
+ * --json; a rate is {"count", "period_ms"}, the network its name. */
+static json_t *kjson(ck_key_t k, const kval_t *v)
+{
+    if (k == K_RATE)
+        return json_pack("{s:I,s:I}", "count", (json_int_t)v->rate.count, "period_ms",
+                         (json_int_t)v->rate.period_ms);
+    if (k == K_NETWORK)
+        return json_string(tg_network_name((tg_network_t)v->u));
+    return json_integer((json_int_t)v->u);
+}
+
+/* One line of a limits table. Empty strings are "not set". */
+typedef struct row {
+    ck_key_t key;
+    kval_t eff;
+    char eff_text[VAL_MAX];
+    char man[VAL_MAX]; /* what the manifest asked for */
+    char op[VAL_MAX];  /* what the operator set (file, --limit) */
+    char note[NOTE_MAX];
+} row_t;
+
+static bool operator_src(tg_src_t s)
+{
+    return s == TG_SRC_FILE || s == TG_SRC_CLI;
+}
+
+static void agent_row(const tg_agent_cfg_t *a, ck_key_t k, row_t *r)
+{
+    const tg_manifest_t *m = a->manifest;
+
+    memset(r, 0, sizeof *r);
+    r->key = k;
+    r->eff = kget(k, &a->lim, &a->res, a);
+    kfmt(k, &r->eff, r->eff_text, sizeof r->eff_text);
+    if (m && k != K_GRACE) {
+        kval_t q = kget(k, &m->req, &m->req_res, a), o = kget(k, &m->op, &m->op_res, a);
+        if (q.src == TG_SRC_MANIFEST)
+            kfmt(k, &q, r->man, sizeof r->man);
+        if (operator_src(o.src))
+            kfmt(k, &o, r->op, sizeof r->op);
+    } else if (operator_src(r->eff.src)) {
+        kfmt(k, &r->eff, r->op, sizeof r->op);
+    }
+    if (k == K_BURST && r->eff.src == TG_SRC_DEFAULT)
+        snprintf(r->note, sizeof r->note, "the rate's count");
+    if ((k == K_BANDWIDTH || k == K_CONNECTIONS) && r->eff.u)
+        snprintf(r->note, sizeof r->note, "advisory: no backend enforces it");
+}
+
+/* The agent's rows: execution limits, then resources; bandwidth and
+ * connections only when someone asked for them. Returns the count. */
+static size_t agent_rows(const tg_agent_cfg_t *a, row_t rows[K_COUNT])
+{
+    size_t n = 0;
+
+    for (int k = 0; k < K_COUNT; k++) {
+        agent_row(a, (ck_key_t)k, &rows[n]);
+        if ((k == K_BANDWIDTH || k == K_CONNECTIONS) && rows[n].eff.u == 0 && !rows[n].man[0])
+            continue;
+        n++;
+    }
+    return n;
+}
+
+/* A tool's rows: the limits it sets itself (the agent's apply as well). */
+static size_t tool_rows(const tg_agent_cfg_t *a, const tg_tool_cfg_t *t, row_t rows[K_COUNT])
+{
+    size_t n = 0;
+
+    for (int k = K_DURATION; k <= K_BURST; k++) {
+        row_t *r = &rows[n];
+        memset(r, 0, sizeof *r);
+        r->key = (ck_key_t)k;
+        r->eff = kget((ck_key_t)k, &t->lim, NULL, a);
+        if (r->eff.src == TG_SRC_DEFAULT)
+            continue;
+        kfmt(r->key, &r->eff, r->eff_text, sizeof r->eff_text);
+        if (operator_src(r->eff.src))
+            kfmt(r->key, &r->eff, r->op, sizeof r->op);
+        /* The deadline is the smaller of the two (DESIGN.md "Timeouts"). */
+        if (k == K_DURATION &&
+            t->lim.max_tool_call_duration_ms > a->lim.max_tool_call_duration_ms) {
+            char ag[VAL_MAX];
+            kval_t av = kget(K_DURATION, &a->lim, &a->res, a);
+            kfmt(K_DURATION, &av, ag, sizeof ag);
+            snprintf(r->note, sizeof r->note, "the agent's %s ends a call first", ag);
+        }
+        n++;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Enforcement per agent                                               */
+
+/* Requests outside tg_contain_req_t, reported beside the module's table. */
+typedef struct extra {
+    const char *res;      /* the table's resource column */
+    const char *json_key; /* its member in the JSON "resources" object */
+    char requested[VAL_MAX];
+    uint64_t number; /* the request in base units for JSON; 0: <requested> is the value */
+    const char *reason;
+    bool blocks; /* counts as "not enforced" for containment.mode required */
+} extra_t;
+
+#define EXTRA_MAX 3 /* fixed internal bound: extra columns of one check row */
+
+typedef struct agent_enf {
+    tg_enforced_t e;
+    extra_t extra[EXTRA_MAX];
+    size_t nextra;
+    bool would_start;
+    char refusal[TG_REASON_MAX + 64]; /* why required mode refuses; "" otherwise */
+} agent_enf_t;
+
+static void agent_enforcement(const tg_config_t *cfg, const tg_agent_cfg_t *a,
+                              const tg_contain_caps_t *caps, tg_contain_kind_t kind,
+                              tg_contain_mode_t mode, agent_enf_t *out)
+{
+    tg_contain_req_t req;
+    tg_res_t miss;
+    bool loopback = tg_config_contain_req_for(cfg, a, &req) == -ENOTSUP;
+
+    memset(out, 0, sizeof *out);
+    tg_check_plan(caps, kind, mode, &req, &out->e);
+    if (loopback) {
+        extra_t *x = &out->extra[out->nextra++];
+        x->res = x->json_key = "network";
+        snprintf(x->requested, sizeof x->requested, "loopback");
+        x->reason = "no backend provides loopback-only networking (use \"none\" or \"full\")";
+        x->blocks = true;
+    }
+    if (a->res.bandwidth_bps) {
+        extra_t *x = &out->extra[out->nextra++];
+        x->res = "network";
+        x->json_key = "bandwidth";
+        fmt_bandwidth(x->requested, sizeof x->requested, a->res.bandwidth_bps);
+        x->number = a->res.bandwidth_bps;
+        x->reason = "advisory: no backend limits network bandwidth";
+    }
+    if (a->res.max_connections) {
+        extra_t *x = &out->extra[out->nextra++];
+        x->res = "network";
+        x->json_key = "connections";
+        snprintf(x->requested, sizeof x->requested, "%" PRIu64 " conns", a->res.max_connections);
+        x->number = a->res.max_connections;
+        x->reason = "advisory: no backend limits open connections";
+    }
+    out->would_start = true;
+    if (mode != TG_CONTAIN_REQUIRED)
+        return;
+    if (!tg_enforced_complete(&out->e, &miss)) {
+        out->would_start = false;
+        snprintf(out->refusal, sizeof out->refusal, "%s is not enforced here: %s",
+                 tg_res_name(miss), out->e.r[miss].reason);
+        return;
+    }
+    for (size_t i = 0; i < out->nextra; i++) {
+        if (out->extra[i].blocks) {
+            out->would_start = false;
+            snprintf(out->refusal, sizeof out->refusal, "%s %s is not enforced here: %s",
+                     out->extra[i].res, out->extra[i].requested, out->extra[i].reason);
+            return;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Text                                                                */
+
+static void check_close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static const char *dialect_name(tg_dialect_t d)
+{
+    return d == TG_DIALECT_OPENSENTIENCE ? "opensentience" : "mcp";
+}
+
+/* Columns: the key column ends at the same place whatever the indent. */
+#define KEY_COL 26
+
+static void text_header(FILE *f, const char *indent)
+{
+    fprintf(f, "%s%-*s %-13s %-13s %-13s %s\n", indent, KEY_COL - (int)strlen(indent), "limit",
+            "effective", "source", "manifest", "operator");
+}
+
+static void text_row(FILE *f, const char *indent, const row_t *r)
+{
+    fprintf(f, "%s%-*s %-13s %-13s %-13s %s", indent, KEY_COL - (int)strlen(indent),
+            key_names[r->key], r->eff_text, tg_src_name(r->eff.src), r->man[0] ? r->man : "-",
+            r->op[0] ? r->op : "-");
+    if (r->note[0])
+        fprintf(f, "  (%s)", r->note);
+    fputc('\n', f);
+}
+
+/* <text> with <indent> before each line. */
+static void text_indented(FILE *f, const char *indent, const char *text)
+{
+    while (*text) {
+        const char *nl = strchr(text, '\n');
+        size_t n = nl ? (size_t)(nl - text) : strlen(text);
+        fprintf(f, "%s%.*s\n", indent, (int)n, text);
+        text += n + (nl ? 1 : 0);
+    }
+}
+
+/* What an opensentience agent's runtime does, in one or two lines. */
+static void text_os(FILE *f, const tg_agent_cfg_t *a)
+{
+    char hb[16], to[16], win[16], cache[24];
+    tg_unit_fmt_duration(hb, (int)sizeof hb, a->os.heartbeat_interval_ms);
+    tg_unit_fmt_duration(to, (int)sizeof to, a->os.heartbeat_timeout_ms);
+    tg_unit_fmt_duration(win, (int)sizeof win, a->os.idempotency_window_ms);
+    tg_unit_fmt_bytes(cache, (int)sizeof cache, a->os.idempotency_max_bytes);
+    fprintf(f, "  opensentience: one shared instance, started %s; heartbeat every %s, unhealthy "
+               "after %s without one\n",
+            a->start == TG_START_ON_DEMAND ? "by the first call" : "with serve", hb, to);
+    fprintf(f, "  idempotent results replayed for %s (at most %s kept); an over-cap agent frame "
+               "is %s\n",
+            win, cache,
+            a->os.on_oversize == TG_OVERSIZE_CLOSE ? "answered by restarting the agent" : "skipped");
+}
+
+static json_t *json_os(const tg_agent_cfg_t *a)
+{
+    if (a->dialect != TG_DIALECT_OPENSENTIENCE)
+        return NULL;
+    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "start",
+                     a->start == TG_START_ON_DEMAND ? "on_demand" : "eager",
+                     "heartbeat_interval_ms", (json_int_t)a->os.heartbeat_interval_ms,
+                     "heartbeat_timeout_ms", (json_int_t)a->os.heartbeat_timeout_ms,
+                     "idempotency_window_ms", (json_int_t)a->os.idempotency_window_ms,
+                     "idempotency_max_bytes", (json_int_t)a->os.idempotency_max_bytes,
+                     "on_oversize", a->os.on_oversize == TG_OVERSIZE_CLOSE ? "close" : "reject");
+}
+
+static void text_agent(FILE *f, const tg_agent_cfg_t *a, const agent_enf_t *ae, const char *kind,
+                       tg_workspace_backend_t ws_backend)
+{
+    row_t rows[K_COUNT];
+    size_t n = agent_rows(a, rows);
+    char enf[ENF_TEXT_MAX];
+
+    fprintf(f, "\nagent %s (%s)\n", a->id, dialect_name(a->dialect));
+    if (a->manifest)
+        fprintf(f, "  manifest %s\n", a->manifest->path);
+    if (a->rate_shared)
+        fprintf(f, "  rate_limit is shared across hosts (rate_scope shared, shared_mode %s)\n",
+                a->shared_lease ? "lease" : "exact");
+    if (a->conc_shared)
+        fprintf(f, "  max_concurrent_calls is shared across hosts (concurrency_scope shared: "
+                   "leased slots in the store)\n");
+    for (size_t t = 0; t < a->ntools; t++)
+        if (a->tools[t].lim.rate_shared)
+            fprintf(f, "  tools.%s rate_limit is shared across hosts (rate_scope shared, shared_mode "
+                       "%s)\n",
+                    a->tools[t].name, a->shared_lease ? "lease" : "exact");
+    if (a->workspace)
+        fprintf(f, "  workspace %s: its size is the disk limit (containment.workspace_backend %s)\n",
+                a->workspace, tg_workspace_backend_name(ws_backend));
+    if (a->dialect == TG_DIALECT_OPENSENTIENCE)
+        text_os(f, a);
+    text_header(f, "  ");
+    for (size_t i = 0; i < n; i++)
+        text_row(f, "  ", &rows[i]);
+    for (size_t t = 0; t < a->ntools; t++) {
+        const tg_tool_cfg_t *tc = &a->tools[t];
+        size_t tn = tool_rows(a, tc, rows);
+        fprintf(f, "  tool %s (%s)\n", tc->name,
+                tn ? "these, and the agent's limits" : "the agent's limits only");
+        for (size_t i = 0; i < tn; i++)
+            text_row(f, "    ", &rows[i]);
+    }
+    fprintf(f, "  enforced on this host (backend %s, mode %s)\n", kind,
+            tg_contain_mode_name(ae->e.mode));
+    if (tg_enforced_text(&ae->e, enf, sizeof enf) < 0)
+        snprintf(enf, sizeof enf, "(enforcement table too large to show)\n");
+    text_indented(f, "    ", enf);
+    for (size_t i = 0; i < ae->nextra; i++)
+        fprintf(f, "    %-8s %-10s %-7s %-8s %s\n", ae->extra[i].res, ae->extra[i].requested, "NO",
+                "none", ae->extra[i].reason);
+    if (!ae->would_start)
+        fprintf(f, "  containment.mode required: this agent would not start: %s\n", ae->refusal);
+}
+
+/* The shared store: its redacted URL (never the password), whether it
+ * answers a ping now, and which agents share their rate through it. */
+typedef struct ping_state {
+    bool done;
+    int status;
+} ping_state_t;
+
+static void on_ping(void *arg, int status)
+{
+    ping_state_t *ps = arg;
+    ps->done = true;
+    ps->status = status;
+}
+
+static void text_store(FILE *f, const tg_config_t *cfg)
+{
+    char red[TG_STORE_URL_MAX];
+    if (!cfg->store.redis) {
+        fprintf(f, "\nstore local (nothing shared)\n");
+        return;
+    }
+    tg_store_url_redact_str(cfg->store.url, red, sizeof red);
+    uv_loop_t loop;
+    tg_store_opts_t o;
+    tg_store_t *st = NULL;
+    tg_cfg_err_t err;
+    ping_state_t ps = {false, 0};
+    memset(&o, 0, sizeof o);
+    o.kind = TG_STORE_REDIS;
+    o.url = cfg->store.url;
+    o.prefix = cfg->store.prefix;
+    o.timeout_ms = cfg->store.timeout_ms ? cfg->store.timeout_ms : 1000;
+    o.on_store_error = TG_STORE_POLICY_CLOSED;
+    if (uv_loop_init(&loop) != 0) {
+        fprintf(f, "\nstore %s: cannot check (no event loop)\n", red);
+        return;
+    }
+    uint64_t t0 = uv_hrtime();
+    if (tg_store_open(&loop, &o, &st, &err) < 0) {
+        fprintf(f, "\nstore %s: %s\n", red, err.msg);
+    } else {
+        if (tg_store_ping(st, on_ping, &ps) < 0)
+            ps = (ping_state_t){true, -EINVAL};
+        /* The ping has its own timer: the loop ends with an answer. */
+        for (int i = 0; i < 200 && !ps.done; i++)
+            uv_run(&loop, UV_RUN_ONCE);
+        double ms = (double)(uv_hrtime() - t0) / 1e6;
+        if (ps.done && ps.status == 0)
+            fprintf(f, "\nstore %s: answers (ping %.1f ms); on_store_error %s\n", red, ms,
+                    tg_store_policy_name((tg_store_policy_t)cfg->store.on_store_error));
+        else
+            fprintf(f, "\nstore %s: does not answer (%s); on_store_error %s decides while it is "
+                       "away\n",
+                    red, ps.done ? strerror(-ps.status) : "no reply",
+                    tg_store_policy_name((tg_store_policy_t)cfg->store.on_store_error));
+        tg_store_close(st, NULL, NULL);
+    }
+    uv_walk(&loop, check_close_walk, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&loop);
+    char lease[32];
+    tg_unit_fmt_duration(lease, (int)sizeof lease,
+                         cfg->store.slot_lease_ms != 0 ? cfg->store.slot_lease_ms
+                                                       : TG_STORE_DEF_SLOT_LEASE_MS);
+    for (size_t i = 0; i < cfg->nagents; i++) {
+        if (cfg->agents[i].rate_shared)
+            fprintf(f, "  shared: agents.%s rate_limit\n", cfg->agents[i].id);
+        for (size_t t = 0; t < cfg->agents[i].ntools; t++)
+            if (cfg->agents[i].tools[t].lim.rate_shared)
+                fprintf(f, "  shared: agents.%s tools.%s rate_limit\n", cfg->agents[i].id,
+                        cfg->agents[i].tools[t].name);
+        if (cfg->agents[i].conc_shared)
+            fprintf(f, "  shared: agents.%s max_concurrent_calls (slots leased for %s, renewed "
+                       "every third of it)\n",
+                    cfg->agents[i].id, lease);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* JSON                                                                */
+
+static const char *const hier_names[TG_CG_NHIER] = {
+    [TG_CG_V2] = "cgroup2",      [TG_CG_MEMORY] = "memory", [TG_CG_CPU] = "cpu",
+    [TG_CG_CPUACCT] = "cpuacct", [TG_CG_PIDS] = "pids",
+};
+
+static json_t *json_row(const row_t *r)
+{
+    return json_pack("{s:o,s:s,s:s,s:s?,s:s?,s:s?}", "value", kjson(r->key, &r->eff), "text",
+                     r->eff_text, "source", tg_src_name(r->eff.src), "manifest",
+                     r->man[0] ? r->man : NULL, "operator", r->op[0] ? r->op : NULL, "note",
+                     r->note[0] ? r->note : NULL);
+}
+
+static json_t *json_rows(const row_t *rows, size_t n)
+{
+    json_t *o = json_object();
+
+    for (size_t i = 0; o && i < n; i++)
+        json_object_set_new(o, key_names[rows[i].key], json_row(&rows[i]));
+    return o;
+}
+
+static json_t *json_enforced(const agent_enf_t *ae)
+{
+    char buf[ENF_TEXT_MAX];
+    json_t *res, *o;
+
+    if (tg_enforced_json(&ae->e, buf, sizeof buf) < 0 || !(res = json_loads(buf, 0, NULL)))
+        return NULL;
+    for (size_t i = 0; i < ae->nextra; i++) {
+        const extra_t *x = &ae->extra[i];
+        json_object_set_new(
+            res, x->json_key,
+            json_pack("{s:o,s:b,s:s,s:s}", "requested",
+                      x->number ? json_integer((json_int_t)x->number) : json_string(x->requested),
+                      "applied", 0, "backend", "none", "reason", x->reason));
+    }
+    o = json_pack("{s:s,s:s,s:o,s:b}", "backend", ae->e.backend, "mode",
+                  tg_contain_mode_name(ae->e.mode), "resources", res, "would_start",
+                  ae->would_start);
+    if (o && !ae->would_start)
+        json_object_set_new(o, "refusal", json_string(ae->refusal));
+    return o;
+}
+
+static json_t *json_agent(const tg_agent_cfg_t *a, const agent_enf_t *ae)
+{
+    row_t rows[K_COUNT];
+    json_t *tools = json_object();
+    size_t n;
+
+    for (size_t t = 0; tools && t < a->ntools; t++) {
+        size_t tn = tool_rows(a, &a->tools[t], rows);
+        json_object_set_new(tools, a->tools[t].name, json_rows(rows, tn));
+    }
+    n = agent_rows(a, rows);
+    return json_pack("{s:s,s:s,s:s?,s:s?,s:o,s:o,s:o,s:o*}", "id", a->id, "dialect",
+                     dialect_name(a->dialect), "manifest", a->manifest ? a->manifest->path : NULL,
+                     "workspace", a->workspace, "limits", json_rows(rows, n), "tools", tools,
+                     "enforced", json_enforced(ae), "opensentience", json_os(a));
+}
+
+static json_t *json_host(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
+                         tg_contain_mode_t mode, const char *why)
+{
+    json_t *h = json_object(), *ctl = json_array();
+
+    for (int i = 0; h && i < TG_CG_NHIER; i++) {
+        const tg_cg_hier_caps_t *c = &caps->h[i];
+        json_object_set_new(h, hier_names[i],
+                            json_pack("{s:b,s:b,s:b,s:s?,s:s?}", "mounted", c->mounted, "usable",
+                                      c->usable, "writable", c->writable, "path",
+                                      c->usable ? c->own_dir : NULL, "why",
+                                      c->why[0] ? c->why : NULL));
+    }
+    if (caps->v2_memory)
+        json_array_append_new(ctl, json_string("memory"));
+    if (caps->v2_cpu)
+        json_array_append_new(ctl, json_string("cpu"));
+    if (caps->v2_pids)
+        json_array_append_new(ctl, json_string("pids"));
+    return json_pack("{s:s,s:s,s:s?,s:o,s:o,s:b,s:b,s:b,s:b,s:s?,s:b}", "backend",
+                     tg_contain_kind_name(kind), "mode", tg_contain_mode_name(mode), "why",
+                     why[0] ? why : NULL, "hierarchies", h, "cgroup2_controllers", ctl,
+                     "cgroup_kill", caps->v2_kill, "swap_accounting", caps->v1_memsw, "netns",
+                     caps->netns, "tmpfs", caps->tmpfs, "tmpfs_why",
+                     caps->tmpfs_why[0] ? caps->tmpfs_why : NULL, "root", caps->root);
+}
+
+/* callers[]: who each is and the limits that apply on top of agent and
+ * tool limits (their source is always "caller"; absent ones are null). */
+static json_t *json_callers(const tg_config_t *cfg)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < cfg->ncallers; i++) {
+        const tg_caller_cfg_t *cc = &cfg->callers[i];
+        json_t *rate = json_null(), *conc = json_null(), *burst = json_null();
+        if (cc->lim.rate_src != TG_SRC_DEFAULT) {
+            char text[48];
+            tg_unit_fmt_rate(text, (int)sizeof text, cc->lim.rate_limit);
+            rate = json_pack("{s:I,s:I,s:s,s:s}", "count", (json_int_t)cc->lim.rate_limit.count,
+                             "period_ms", (json_int_t)cc->lim.rate_limit.period_ms, "text", text,
+                             "source", "caller");
+        }
+        if (cc->lim.burst_src != TG_SRC_DEFAULT)
+            burst = json_pack("{s:I,s:s}", "value", (json_int_t)cc->lim.burst, "source", "caller");
+        if (cc->lim.concurrent_src != TG_SRC_DEFAULT)
+            conc = json_pack("{s:I,s:s}", "value", (json_int_t)cc->lim.max_concurrent_calls,
+                             "source", "caller");
+        json_array_append_new(
+            arr, json_pack("{s:s,s:o,s:o,s:{s:o,s:o,s:o}}", "name", cc->name, "uid",
+                           cc->uid >= 0 ? json_integer((json_int_t)cc->uid) : json_null(), "gid",
+                           cc->gid >= 0 ? json_integer((json_int_t)cc->gid) : json_null(),
+                           "limits", "rate_limit", rate, "burst", burst, "max_concurrent_calls",
+                           conc));
+    }
+    return json_pack("{s:b,s:o}", "callers_only", cfg->callers_only, "entries",
+                     arr ? arr : json_array());
+}
+
+/* ------------------------------------------------------------------ */
+/* Report                                                              */
+
+int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json)
+{
+    tg_contain_mode_t mode = tg_config_contain_mode(cfg);
+    char why[TG_REASON_MAX], frame[VAL_MAX];
+    tg_contain_kind_t kind = tg_check_backend(caps, mode, why, sizeof why);
+    agent_enf_t *enf = calloc(cfg->nagents ? cfg->nagents : 1, sizeof *enf);
+    int rc = 0;
+
+    if (!enf)
+        return -ENOMEM;
+    for (size_t i = 0; i < cfg->nagents; i++)
+        agent_enforcement(cfg, &cfg->agents[i], caps, kind, mode, &enf[i]);
+    tg_unit_fmt_bytes(frame, (int)sizeof frame, cfg->max_frame_bytes);
+
+    if (json) {
+        json_t *agents = json_array(), *root;
+        for (size_t i = 0; agents && i < cfg->nagents; i++)
+            json_array_append_new(agents, json_agent(&cfg->agents[i], &enf[i]));
+        root = json_pack("{s:s?,s:b,s:{s:s,s:s},s:{s:{s:I,s:s,s:s}},s:o,s:o}", "config", cfg->path,
+                         "valid", 1, "containment", "mode",
+                         tg_containment_mode_name(cfg->containment_mode), "source",
+                         tg_src_name(cfg->containment_src), "router", "max_frame_bytes", "value",
+                         (json_int_t)cfg->max_frame_bytes, "text", frame, "source",
+                         tg_src_name(cfg->max_frame_src), "agents", agents, "host",
+                         json_host(caps, kind, mode, why));
+        if (root != NULL)
+            json_object_set_new(root, "callers", json_callers(cfg));
+        if (!root)
+            rc = -ENOMEM;
+        else if (json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
+                 fputc('\n', out) == EOF)
+            rc = -EIO;
+        json_decref(root);
+    } else {
+        tg_contain_t *host = calloc(1, sizeof *host);
+        char *caps_text = malloc(CAPS_TEXT_MAX);
+        if (!host || !caps_text) {
+            free(host);
+            free(caps_text);
+            free(enf);
+            return -ENOMEM;
+        }
+        fprintf(out, "config %s: valid\n", cfg->path ? cfg->path : "(built-in defaults)");
+        fprintf(out, "containment.mode %s (%s)\n", tg_containment_mode_name(cfg->containment_mode),
+                tg_src_name(cfg->containment_src));
+        fprintf(out, "\nrouter\n");
+        fprintf(out, "  %-*s %-13s %s\n", KEY_COL - 2, "limit", "effective", "source");
+        fprintf(out, "  %-*s %-13s %s\n", KEY_COL - 2, "max_frame_bytes", frame,
+                tg_src_name(cfg->max_frame_src));
+        for (size_t i = 0; i < cfg->nagents; i++)
+            text_agent(out, &cfg->agents[i], &enf[i], tg_contain_kind_name(kind),
+                       cfg->workspace_backend);
+        /* The capability summary of the containment module, for a context
+         * that was detected but not initialised. */
+        host->mode = mode;
+        host->kind = kind;
+        host->caps = *caps;
+        snprintf(host->why, sizeof host->why, "%s", why);
+        if (tg_contain_caps_text(host, caps_text, CAPS_TEXT_MAX) < 0)
+            snprintf(caps_text, CAPS_TEXT_MAX, "containment: (summary too large to show)\n");
+        text_store(out, cfg);
+        for (size_t i = 0; i < cfg->ncallers; i++) {
+            const tg_caller_cfg_t *cc = &cfg->callers[i];
+            char rate[48] = "-";
+            if (cc->lim.rate_src != TG_SRC_DEFAULT)
+                tg_unit_fmt_rate(rate, (int)sizeof rate, cc->lim.rate_limit);
+            fprintf(out, "%s  %-20s uid %-8lld gid %-8lld rate_limit %-14s max_concurrent_calls %u\n",
+                    i == 0 ? "\ncallers (limits on top of agent and tool limits)\n" : "",
+                    cc->name, (long long)cc->uid, (long long)cc->gid, rate,
+                    cc->lim.concurrent_src != TG_SRC_DEFAULT ? cc->lim.max_concurrent_calls : 0);
+        }
+        fprintf(out, "\nhost (detected for this process; check creates no cgroup)\n%s", caps_text);
+        free(host);
+        free(caps_text);
+        if (fflush(out) != 0 || ferror(out))
+            rc = -EIO;
+    }
+    free(enf);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Command line                                                        */
+
+static void check_usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: toolgate check [--config FILE] [--limit KEY=VALUE]... [--json] [-- CMD ARGS...]\n"
+        "\n"
+        "Validate the config and print, per agent and tool, the effective limits and\n"
+        "where each came from (default, file, manifest, operator cap, --limit), and\n"
+        "what this host will enforce of each agent's resources.\n"
+        "  --config FILE       JSON config\n"
+        "  --limit KEY=VALUE   as in wrap: applies to the first agent\n"
+        "  --json              one JSON object instead of tables\n"
+        "  -- CMD ARGS         the command wrap would run (for a config without one)\n"
+        "Exit status: 0 valid, 1 invalid config, 2 bad usage.\n");
+}
+
+/* Print the config error <msg> (stderr; also stdout as JSON with --json). */
+static int check_fail(const char *msg, bool json)
+{
+    fprintf(stderr, "toolgate check: %s\n", msg);
+    if (json) {
+        json_t *o = json_pack("{s:b,s:s}", "valid", 0, "error", msg);
+        if (o) {
+            json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+            fputc('\n', stdout);
+            json_decref(o);
+        }
+        fflush(stdout);
+    }
+    return 1;
+}
+
+int tg_cli_check(int argc, char **argv)
+{
+    const char *config_path = NULL, *limits[CHECK_LIMITS_MAX];
+    int nlimits = 0, i = 0, rc;
+    bool json = false;
+    tg_config_t cfg;
+    tg_cfg_err_t err;
+    tg_contain_caps_t *caps;
+
+    for (; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '='), *val = NULL;
+        size_t klen = strncmp(a, "--", 2) == 0 && eq ? (size_t)(eq - a) : strlen(a);
+#define OPT(name) (klen == strlen(name) && strncmp(a, name, klen) == 0)
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (OPT("--help") || OPT("-h")) {
+            check_usage(stdout);
+            return 0;
+        }
+        if (OPT("--json")) {
+            json = true;
+            continue;
+        }
+        if (!OPT("--config") && !OPT("--limit")) {
+            fprintf(stderr,
+                    "toolgate check: unknown argument '%s' (expected --config, --limit, --json "
+                    "or -- CMD)\n",
+                    a);
+            return 2;
+        }
+        if (klen < strlen(a)) {
+            val = a + klen + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            fprintf(stderr, "toolgate check: %s needs a value\n", a);
+            return 2;
+        }
+        if (OPT("--config")) {
+            config_path = val;
+        } else if (nlimits < CHECK_LIMITS_MAX) {
+            limits[nlimits++] = val;
+        } else {
+            fprintf(stderr, "toolgate check: too many --limit options (at most %d)\n",
+                    CHECK_LIMITS_MAX);
+            return 2;
+        }
+#undef OPT
+    }
+
+    if (tg_config_default(&cfg) < 0)
+        return check_fail("out of memory", json);
+    rc = 0;
+    if (config_path && tg_config_load_file(&cfg, config_path, &err) < 0)
+        rc = -1;
+    if (rc == 0 && i < argc && tg_config_set_command(&cfg, 0, argv + i, &err) < 0)
+        rc = -1;
+    for (int k = 0; rc == 0 && k < nlimits; k++)
+        if (tg_config_apply_limit(&cfg, 0, limits[k], &err) < 0)
+            rc = -1;
+    if (rc == 0 && tg_config_validate(&cfg, &err) < 0)
+        rc = -1;
+    if (rc < 0) {
+        tg_config_free(&cfg);
+        return check_fail(err.msg, json);
+    }
+
+    caps = calloc(1, sizeof *caps);
+    if (!caps) {
+        tg_config_free(&cfg);
+        return check_fail("out of memory", json);
+    }
+    tg_contain_detect(caps, NULL);
+    rc = tg_check_report(stdout, &cfg, caps, json);
+    free(caps);
+    tg_config_free(&cfg);
+    if (rc < 0) {
+        fprintf(stderr, "toolgate check: cannot write the report: %s\n", strerror(-rc));
+        return 1;
+    }
+    return 0;
+}

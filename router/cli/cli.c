@@ -1,0 +1,210 @@
+/* toolgate wrap's argument parsing: see cli.h. */
+#include "router/cli/cli.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "router/front/serve.h"
+#include "router/front/wrap.h"
+
+/* The agent id for a command: its basename, with every byte outside
+ * [A-Za-z0-9._-] replaced by '_' (ids go into config paths and audit). */
+static char *id_from_command(const char *cmd)
+{
+    const char *base = strrchr(cmd, '/');
+    base = base != NULL ? base + 1 : cmd;
+    size_t n = strlen(base);
+    if (n == 0 || n > 64)
+        n = n == 0 ? 0 : 64;
+    char *id = malloc(n + 6);
+    if (id == NULL)
+        return NULL;
+    if (n == 0) {
+        memcpy(id, "agent", 6);
+        return id;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = base[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                  ch == '.' || ch == '_' || ch == '-';
+        id[i] = ok ? ch : '_';
+    }
+    id[n] = '\0';
+    return id;
+}
+
+int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t errlen)
+{
+    const char *config_path = NULL;
+    const char *audit = NULL;
+    const char *store = NULL;
+    const char *admin = NULL;
+    const char *limits[256];
+    int nlimits = 0;
+    int i = 0;
+    tg_cfg_err_t cerr;
+
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        const char *val = NULL;
+        const char *eq = NULL;
+        if (strncmp(a, "--", 2) == 0 && (eq = strchr(a, '=')) != NULL)
+            val = eq + 1;
+        size_t klen = eq != NULL ? (size_t)(eq - a) : strlen(a);
+#define OPT(name) (klen == strlen(name) && strncmp(a, name, klen) == 0)
+        if (OPT("--config") || OPT("--audit") || OPT("--limit") || OPT("--store") ||
+            OPT("--admin")) {
+            if (val == NULL) {
+                if (i + 1 >= argc) {
+                    snprintf(err, errlen, "%.*s needs a value", (int)klen, a);
+                    return -1;
+                }
+                val = argv[++i];
+            }
+            if (OPT("--config"))
+                config_path = val;
+            else if (OPT("--audit"))
+                audit = val;
+            else if (OPT("--store"))
+                store = val;
+            else if (OPT("--admin"))
+                admin = val;
+            else if (nlimits < (int)(sizeof(limits) / sizeof(limits[0])))
+                limits[nlimits++] = val;
+            else {
+                snprintf(err, errlen, "too many --limit options (at most 256)");
+                return -1;
+            }
+        } else if (a[0] == '-') {
+            snprintf(err, errlen,
+                     "unknown option '%s' (expected --config, --audit, --store, --admin, --limit, "
+                     "then -- CMD ARGS)",
+                     a);
+            return -1;
+        } else {
+            break; /* the command starts without "--" */
+        }
+#undef OPT
+    }
+    if (i >= argc) {
+        snprintf(err, errlen, "no agent command: put it after --, e.g. toolgate wrap -- my-mcp-server");
+        return -1;
+    }
+    if (tg_config_default(cfg) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (config_path != NULL && tg_config_load_file(cfg, config_path, &cerr) < 0) {
+        snprintf(err, errlen, "%s", cerr.msg);
+        return -1;
+    }
+    tg_agent_cfg_t *ag = &cfg->agents[0];
+    /* The command line gives the command; the id comes from the config
+     * file when it names one, else from the command's basename. */
+    if (tg_config_set_command(cfg, 0, argv + i, &cerr) < 0) {
+        snprintf(err, errlen, "%s", cerr.msg);
+        return -1;
+    }
+    if (config_path == NULL || strcmp(ag->id, "agent") == 0) {
+        char *id = id_from_command(argv[i]);
+        if (id == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        free(ag->id);
+        ag->id = id;
+    }
+    for (int k = 0; k < nlimits; k++) {
+        if (tg_config_apply_limit(cfg, 0, limits[k], &cerr) < 0) {
+            snprintf(err, errlen, "%s", cerr.msg);
+            return -1;
+        }
+    }
+    /* --store URL: the shared store for limits with rate_scope=shared. */
+    if (store != NULL) {
+        if (strncmp(store, "redis://", 8) != 0 && strncmp(store, "unix:", 5) != 0) {
+            snprintf(err, errlen, "--store: not a store URL (expected redis://[user:password@]"
+                                  "host:port/db or unix:/path?db=N)");
+            return -1;
+        }
+        free(cfg->store.url);
+        cfg->store.url = strdup(store);
+        cfg->store.redis = cfg->store.url != NULL;
+        if (cfg->store.url == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    if (admin != NULL) {
+        free(cfg->admin_addr);
+        if ((cfg->admin_addr = strdup(admin)) == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    /* --audit PATH replaces whatever sinks the config file named. */
+    if (audit != NULL && tg_config_set_audit_path(cfg, audit, &cerr) < 0) {
+        snprintf(err, errlen, "%s", cerr.msg);
+        return -1;
+    }
+    if (tg_config_validate(cfg, &cerr) < 0) {
+        snprintf(err, errlen, "%s", cerr.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int tg_cli_wrap(int argc, char **argv)
+{
+    tg_config_t cfg;
+    char err[TG_ERR_MAX + 64];
+    memset(&cfg, 0, sizeof(cfg));
+    if (tg_cli_parse_wrap(argc, argv, &cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "toolgate: %s\n", err);
+        tg_config_free(&cfg);
+        return 2;
+    }
+    int rc = tg_wrap_run(&cfg);
+    tg_config_free(&cfg);
+    return rc;
+}
+
+int tg_cli_serve(int argc, char **argv)
+{
+    const char *path = NULL;
+    tg_config_t cfg;
+    tg_cfg_err_t cerr;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            path = argv[++i];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            path = argv[i] + 9;
+        } else {
+            fprintf(stderr, "toolgate: serve: unknown argument '%s' (expected --config FILE)\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (path == NULL) {
+        fprintf(stderr, "toolgate: serve needs --config FILE (agents and router.listen)\n");
+        return 2;
+    }
+    memset(&cfg, 0, sizeof(cfg));
+    if (tg_config_default(&cfg) < 0 || tg_config_load_file(&cfg, path, &cerr) < 0 ||
+        tg_config_validate(&cfg, &cerr) < 0) {
+        fprintf(stderr, "toolgate: %s\n", cerr.msg);
+        tg_config_free(&cfg);
+        return 2;
+    }
+    int rc = tg_serve_run(&cfg);
+    tg_config_free(&cfg);
+    return rc;
+}

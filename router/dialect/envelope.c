@@ -1,0 +1,432 @@
+/* Envelope scanner (see envelope.h).
+ *
+ * Reads the top-level members of a frame and, for the few methods toolgate
+ * acts on, the members of params (and params._meta). Everything deeper is
+ * skipped by jscan. The rules, all in tg_mcp_scan:
+ *   - the frame is one JSON object (or an array: a batch), blanks around it;
+ *   - "method", when present, is a string; "id", when present, is a number,
+ *     a string or null; "params", when present, is an object or an array;
+ *     "jsonrpc" is not required (frames are forwarded as they came);
+ *   - a key toolgate reads may appear once: "id", "method", "params",
+ *     "result", "error" at the top; "name" and "_meta" in tools/call params;
+ *     "timeout_ms" and "progressToken" in _meta; "requestId" or
+ *     "progressToken" in the params of the notifications that carry them.
+ *     Otherwise toolgate could account a call to one tool or id while the
+ *     agent (which typically keeps the last duplicate) runs another;
+ *   - method + id: request; method alone: notification; no method: a
+ *     response, which needs an id and exactly one of result and error.
+ *     A frame with a method and a result or error is invalid.
+ *
+ * One pass: when the method comes before params (the usual order), a
+ * tools/call's params are read in place while the top level is walked
+ * (tg_jobj_enter), so its arguments are skipped once; otherwise params are
+ * iterated from their span once the method is known.
+ */
+#include "router/dialect/envelope.h"
+
+#include <string.h>
+
+/* Call <fn> on every member left in <it>. Returns 0 at the closing brace,
+ * or -1 when the object is malformed, cut, or <fn> refuses a member. */
+typedef int (*member_fn)(void *ctx, const char *buf, tg_jspan_t key, tg_jspan_t val);
+
+static int each_member_it(tg_jobj_iter_t *it, const char *buf, member_fn fn, void *ctx)
+{
+    tg_jspan_t k, v;
+    int rc;
+    while ((rc = tg_jobj_next(it, &k, &v)) == 1) {
+        if (fn(ctx, buf, k, v) < 0)
+            return -1;
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+static int each_member(const char *buf, tg_jspan_t obj, member_fn fn, void *ctx)
+{
+    tg_jobj_iter_t it;
+    tg_jobj_begin(&it, buf, obj);
+    return each_member_it(&it, buf, fn, ctx);
+}
+
+/* Store <val> in <slot> unless the key was already seen. */
+static int take_once(tg_jspan_t *slot, tg_jspan_t val)
+{
+    if (slot->type != TG_J_NONE)
+        return -1;
+    *slot = val;
+    return 0;
+}
+
+static bool is_id_type(tg_jtype_t t)
+{
+    return t == TG_J_NUMBER || t == TG_J_STRING || t == TG_J_NULL;
+}
+
+/* Progress tokens and request ids are strings or numbers (MCP). A member
+ * of another type is recorded as seen (so a duplicate is still caught) but
+ * reported as absent. */
+static tg_jspan_t token_or_none(tg_jspan_t v)
+{
+    if (v.type == TG_J_STRING || v.type == TG_J_NUMBER)
+        return v;
+    return (tg_jspan_t){.off = 0, .len = 0, .type = TG_J_NONE, .escaped = false};
+}
+
+/* True when the key span <k> is the literal <lit> (<n> bytes). Keys are
+ * compared raw, as memcmp of a known length; only an escaped key (rare) is
+ * decoded. */
+static inline bool key_is(const char *buf, tg_jspan_t k, const char *lit, size_t n)
+{
+    if (k.escaped)
+        return tg_jstr_eq(buf, k, lit);
+    return k.len - 2 == n && memcmp(buf + k.off + 1, lit, n) == 0;
+}
+
+#define KEY_IS(buf, k, lit) key_is((buf), (k), (lit), sizeof(lit) - 1)
+
+/* ---- top level ---- */
+
+typedef enum top_key {
+    TK_OTHER = 0,
+    TK_ID,
+    TK_METHOD,
+    TK_PARAMS,
+    TK_RESULT,
+    TK_ERROR,
+} top_key_t;
+
+static inline top_key_t top_key(const char *buf, tg_jspan_t k)
+{
+    if (k.escaped) {
+        return tg_jstr_eq(buf, k, "id")       ? TK_ID
+               : tg_jstr_eq(buf, k, "method") ? TK_METHOD
+               : tg_jstr_eq(buf, k, "params") ? TK_PARAMS
+               : tg_jstr_eq(buf, k, "result") ? TK_RESULT
+               : tg_jstr_eq(buf, k, "error")  ? TK_ERROR
+                                              : TK_OTHER;
+    }
+    const char *s = buf + k.off + 1;
+    switch (k.len - 2) {
+    case 2:
+        return memcmp(s, "id", 2) == 0 ? TK_ID : TK_OTHER;
+    case 5:
+        return memcmp(s, "error", 5) == 0 ? TK_ERROR : TK_OTHER;
+    case 6:
+        if (memcmp(s, "method", 6) == 0)
+            return TK_METHOD;
+        if (memcmp(s, "params", 6) == 0)
+            return TK_PARAMS;
+        if (memcmp(s, "result", 6) == 0)
+            return TK_RESULT;
+        return TK_OTHER;
+    default:
+        return TK_OTHER;
+    }
+}
+
+/* ---- params of tools/call, and its _meta ---- */
+
+typedef struct call_ctx {
+    tg_jspan_t name, meta;             /* seen-markers for duplicates */
+    tg_jspan_t timeout, progress;      /* inside _meta */
+} call_ctx_t;
+
+/* Read the members of a tools/call's params from <it> (begun on the
+ * params span, or entered in place while the top level is walked), and of
+ * its _meta; everything else (the arguments) is skipped once. 0 at the
+ * closing brace, -1 when malformed or a key toolgate reads is repeated. */
+static int call_members(tg_jobj_iter_t *it, const char *buf, call_ctx_t *c)
+{
+    tg_jspan_t k, v;
+    int rc;
+    while ((rc = tg_jobj_key(it, &k)) == 1) {
+        if (KEY_IS(buf, k, "name")) {
+            if (tg_jobj_value(it, &v) < 0 || take_once(&c->name, v) < 0)
+                return -1;
+        } else if (KEY_IS(buf, k, "_meta")) {
+            if (c->meta.type != TG_J_NONE)
+                return -1;
+            tg_jobj_iter_t mit;
+            int er = tg_jobj_enter(it, &mit);
+            if (er < 0)
+                return -1;
+            if (er == 0) {
+                if (tg_jobj_value(it, &c->meta) < 0)
+                    return -1;
+                continue;
+            }
+            while ((rc = tg_jobj_next(&mit, &k, &v)) == 1) {
+                if (KEY_IS(buf, k, "timeout_ms")) {
+                    if (take_once(&c->timeout, v) < 0)
+                        return -1;
+                } else if (KEY_IS(buf, k, "progressToken")) {
+                    if (take_once(&c->progress, v) < 0)
+                        return -1;
+                }
+            }
+            if (tg_jobj_leave(it, &mit, &c->meta) < 0)
+                return -1;
+        } else if (tg_jobj_value(it, NULL) < 0) {
+            return -1;
+        }
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+static void call_apply(const char *buf, const call_ctx_t *c, tg_mcp_env_t *env)
+{
+    if (c->name.type == TG_J_STRING)
+        env->tool_name = c->name;
+    uint64_t t;
+    if (c->timeout.type == TG_J_NUMBER && tg_jnum_u64(buf, c->timeout, UINT64_MAX, &t) == 0) {
+        env->has_timeout = true;
+        env->timeout_ms = t;
+    }
+    env->progress_token = token_or_none(c->progress);
+}
+
+/* The params of a tools/call whose method came after them: iterated from
+ * their span, after the top level. */
+static int scan_call(const char *buf, tg_mcp_env_t *env)
+{
+    if (env->params.type != TG_J_OBJECT)
+        return 0;
+    call_ctx_t c;
+    memset(&c, 0, sizeof c);
+    tg_jobj_iter_t it;
+    tg_jobj_begin(&it, buf, env->params);
+    if (call_members(&it, buf, &c) < 0)
+        return -1;
+    call_apply(buf, &c, env);
+    return 0;
+}
+
+/* ---- params of a notification carrying one member toolgate reads ---- */
+
+typedef struct one_ctx {
+    const char *key;
+    tg_jspan_t val;
+} one_ctx_t;
+
+static int one_member(void *ctx, const char *buf, tg_jspan_t k, tg_jspan_t v)
+{
+    one_ctx_t *o = ctx;
+    if (tg_jstr_eq(buf, k, o->key))
+        return take_once(&o->val, v);
+    return 0;
+}
+
+static int scan_one(const char *buf, const tg_mcp_env_t *env, const char *key, tg_jspan_t *out)
+{
+    if (env->params.type != TG_J_OBJECT)
+        return 0;
+    one_ctx_t o = {.key = key, .val = {.off = 0, .len = 0, .type = TG_J_NONE, .escaped = false}};
+    if (each_member(buf, env->params, one_member, &o) < 0)
+        return -1;
+    *out = token_or_none(o.val);
+    return 0;
+}
+
+static int invalid(tg_mcp_env_t *env)
+{
+    memset(env, 0, sizeof *env);
+    env->kind = TG_MCP_INVALID;
+    return -1;
+}
+
+static bool blank_from(const char *buf, size_t len, size_t i)
+{
+    for (; i < len; i++) {
+        char c = buf[i];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            return false;
+    }
+    return true;
+}
+
+static bool is_tools_call(const char *buf, tg_jspan_t method)
+{
+    return KEY_IS(buf, method, "tools/call");
+}
+
+/* ---- the top level, and the envelope rules ---- */
+
+typedef struct top {
+    tg_jspan_t id, method, params, result, error;
+} top_t;
+
+/* Record the top-level member <which> with value <v> in <t>: -1 when the
+ * value's type or a repeated key breaks an envelope rule. */
+static inline int top_take(top_t *t, top_key_t which, tg_jspan_t v)
+{
+    switch (which) {
+    case TK_ID:
+        return is_id_type(v.type) ? take_once(&t->id, v) : -1;
+    case TK_METHOD:
+        return v.type == TG_J_STRING ? take_once(&t->method, v) : -1;
+    case TK_PARAMS:
+        return v.type == TG_J_OBJECT || v.type == TG_J_ARRAY ? take_once(&t->params, v) : -1;
+    case TK_RESULT:
+        return take_once(&t->result, v);
+    case TK_ERROR:
+        return take_once(&t->error, v);
+    default:
+        return 0;
+    }
+}
+
+/* Which members of params the method makes toolgate read. */
+typedef enum params_need {
+    NEED_NONE = 0,
+    NEED_CALL,     /* tools/call: name, _meta.timeout_ms, _meta.progressToken */
+    NEED_CANCEL,   /* notifications/cancelled: requestId */
+    NEED_PROGRESS, /* notifications/progress: progressToken */
+} params_need_t;
+
+/* Fill <env> from the top-level members <t> by the envelope rules (see
+ * the top of this file). 0 and what params must still give, or -1. */
+static int top_finish(const char *buf, const top_t *t, tg_mcp_env_t *env, params_need_t *need)
+{
+    bool has_id = t->id.type != TG_J_NONE;
+    env->id = t->id;
+    env->method = t->method;
+    env->params = t->params;
+    env->has_result = t->result.type != TG_J_NONE;
+    env->has_error = t->error.type != TG_J_NONE;
+    *need = NEED_NONE;
+    if (t->method.type != TG_J_NONE) {
+        if (env->has_result || env->has_error)
+            return -1;
+        env->kind = has_id ? TG_MCP_REQUEST : TG_MCP_NOTIFICATION;
+        /* A tools/call without an id is still flagged: an agent may run
+         * it, so the router must not let it past the limits unnoticed. */
+        if (is_tools_call(buf, t->method)) {
+            env->is_tools_call = true;
+            *need = NEED_CALL;
+        } else if (!has_id && tg_jstr_eq(buf, t->method, "notifications/cancelled")) {
+            *need = NEED_CANCEL;
+        } else if (!has_id && tg_jstr_eq(buf, t->method, "notifications/progress")) {
+            *need = NEED_PROGRESS;
+        }
+        return 0;
+    }
+    if (!has_id || env->has_result == env->has_error)
+        return -1;
+    env->kind = TG_MCP_RESPONSE;
+    return 0;
+}
+
+/* Flattened: every frame both ways comes through here, and inlining the
+ * jscan steps it calls (across libraries under LTO) lets their iterator
+ * live in registers; about a third of the scan's instructions were calls
+ * and iterator state. */
+__attribute__((flatten)) static int scan_bytes(const char *buf, size_t len, tg_mcp_env_t *env)
+{
+    /* An object is read in one pass: iterated from its opening brace
+     * (partial mode finds the closing one), not skipped first and then
+     * iterated. */
+    tg_jobj_iter_t it;
+    int rc = tg_jobj_begin_partial(&it, buf, len, 0);
+    if (rc == -1) {
+        tg_jspan_t top;
+        long end = tg_jscan_value(buf, len, 0, &top);
+        if (end < 0 || top.type != TG_J_ARRAY || !blank_from(buf, len, (size_t)end))
+            return -1;
+        env->kind = TG_MCP_BATCH;
+        return 0;
+    }
+    if (rc < 0)
+        return -1;
+    top_t t;
+    memset(&t, 0, sizeof t);
+    tg_jspan_t k, v;
+    bool call_read = false; /* a tools/call's params were read in this pass */
+    while ((rc = tg_jobj_key(&it, &k)) == 1) {
+        top_key_t which = top_key(buf, k);
+        /* The usual order puts the method first: then a tools/call's
+         * params are read in place and its arguments skipped once. */
+        if (which == TK_PARAMS && t.params.type == TG_J_NONE && t.method.type != TG_J_NONE &&
+            is_tools_call(buf, t.method)) {
+            tg_jobj_iter_t pit;
+            int er = tg_jobj_enter(&it, &pit);
+            if (er < 0)
+                return -1;
+            if (er == 1) {
+                call_ctx_t c;
+                memset(&c, 0, sizeof c);
+                if (call_members(&pit, buf, &c) < 0 || tg_jobj_leave(&it, &pit, &t.params) < 0)
+                    return -1;
+                call_apply(buf, &c, env);
+                call_read = true;
+                continue;
+            }
+        }
+        if (tg_jobj_value(&it, &v) < 0 || top_take(&t, which, v) < 0)
+            return -1;
+    }
+    if (rc < 0 || !blank_from(buf, len, it.pos))
+        return -1;
+    params_need_t need;
+    if (top_finish(buf, &t, env, &need) < 0)
+        return -1;
+    switch (need) {
+    case NEED_CALL:
+        return call_read ? 0 : scan_call(buf, env);
+    case NEED_CANCEL:
+        return scan_one(buf, env, "requestId", &env->cancel_id);
+    case NEED_PROGRESS:
+        return scan_one(buf, env, "progressToken", &env->notif_progress_token);
+    default:
+        return 0;
+    }
+}
+
+int tg_mcp_scan(const char *buf, size_t len, tg_mcp_env_t *env)
+{
+    memset(env, 0, sizeof *env);
+    if (scan_bytes(buf, len, env) < 0)
+        return invalid(env);
+    return 0;
+}
+
+int tg_mcp_batch_has_call(const char *buf, size_t len)
+{
+    tg_jspan_t top;
+    long end = tg_jscan_value(buf, len, 0, &top);
+    if (end < 0 || top.type != TG_J_ARRAY)
+        return -1;
+    tg_jarr_iter_t it;
+    tg_jspan_t el;
+    int rc, n = 0, calls = 0;
+    tg_jarr_begin(&it, buf, top);
+    while ((rc = tg_jarr_next(&it, &el)) == 1) {
+        tg_mcp_env_t env;
+        /* An element toolgate cannot classify could still be a call to the
+         * agent; a nested array is not JSON-RPC at all. */
+        if (el.type != TG_J_OBJECT || tg_mcp_scan(buf + el.off, el.len, &env) < 0)
+            return -1;
+        if (env.is_tools_call)
+            calls++;
+        n++;
+    }
+    if (rc < 0 || n == 0) /* JSON-RPC: an empty batch is an invalid request */
+        return -1;
+    return calls > 0;
+}
+
+int tg_mcp_scan_head_id(const char *buf, size_t len, tg_jspan_t *id)
+{
+    tg_jobj_iter_t it;
+    tg_jspan_t k, v;
+    if (tg_jobj_begin_partial(&it, buf, len, 0) < 0)
+        return -1;
+    while (tg_jobj_next(&it, &k, &v) == 1) {
+        if (tg_jstr_eq(buf, k, "id")) {
+            if (!is_id_type(v.type))
+                return -1;
+            *id = v;
+            return 0;
+        }
+    }
+    return -1;
+}

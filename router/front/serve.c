@@ -1,0 +1,985 @@
+/* toolgate serve: a gateway for many callers. See serve.h.
+ *
+ * Each router.listen entry is a Unix socket serving one MCP agent. Every
+ * accepted connection is a caller, identified by its peer credentials
+ * (SO_PEERCRED) and mapped to an entry of callers[] by uid, then gid, then
+ * the entry named "default"; an unknown peer gets no caller limits, or is
+ * refused with caller_not_allowed when router.callers_only is true. MCP
+ * sessions are stateful, so each connection gets its own agent instance
+ * (a session); the agent's rate and concurrency limits are shared by all of
+ * them, and at most max_instances run at once: the initialize of one more
+ * is refused with concurrency_limit_exceeded. A listener of dialect
+ * opensentience hands its connections to the opensentience gateway
+ * (os_gw.h), which routes their calls by tool_id to shared agents.
+ */
+#define _GNU_SOURCE /* struct ucred */
+#include "router/front/serve.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "router/call/denial.h"
+#include "router/dialect/envelope.h"
+#include "router/log.h"
+#include "router/os_gw.h"
+#include "router/session.h"
+
+#define SERVE_BACKLOG 128          /* fixed internal bound: listen(2) backlog */
+#define REFUSE_READ_MAX 4096       /* fixed internal bound: bytes read to find a refused request's id */
+#define REFUSE_TIMEOUT_MS 5000     /* fixed internal bound: wait for that request */
+
+typedef struct serve_run serve_run_t;
+
+typedef struct listener {
+    uv_pipe_t pipe;
+    serve_run_t *r;
+    tg_agent_t *ag;
+    uint32_t *ninst; /* running instances of that agent */
+    const tg_listen_cfg_t *lc;
+    bool bound;
+} listener_t;
+
+/* One loaded config: the first (owned by the CLI) and each accepted
+ * reload. Agents and the current config hold references; a generation
+ * nobody refers to any more is freed (the first never is: the gateway
+ * runs on it). */
+typedef struct gen {
+    tg_config_t *cfg;
+    json_t *doc; /* the file as JSON, to tell what a reload changed */
+    uint32_t refs;
+    bool owned;
+} gen_t;
+
+struct serve_run {
+    tg_gw_t gw;
+    tg_config_t *cfg; /* the current generation's */
+    gen_t *cur;
+    gen_t **agent_gen; /* per agent: the generation its config lives in */
+    tg_agent_t **agents;
+    uint32_t *ninst;
+    listener_t *ls;
+    size_t nls;
+    tg_caller_lim_t *callers;
+    tg_osgw_t *os; /* the opensentience agents and listeners (os_gw.h) */
+    uv_signal_t sig_term, sig_int, sig_hup;
+    bool stopping;
+    size_t refusing; /* refusal connections still open */
+};
+
+/* A connection refused before a session exists: read the first request to
+ * answer with its own id, then close. Owns itself. */
+typedef struct refusal {
+    uv_pipe_t pipe;
+    uv_timer_t timer;
+    serve_run_t *r;
+    tg_denial_t d;
+    char detail[160];
+    char path[TG_NAME_MAX + 64];
+    char buf[REFUSE_READ_MAX];
+    size_t len;
+    int open;
+    bool answered;
+} refusal_t;
+
+static void refusal_closed(uv_handle_t *h)
+{
+    refusal_t *f = h->data;
+    if (--f->open > 0)
+        return;
+    f->r->refusing--;
+    free(f);
+}
+
+static void refusal_close(refusal_t *f)
+{
+    if (!uv_is_closing((uv_handle_t *)&f->pipe))
+        uv_close((uv_handle_t *)&f->pipe, refusal_closed);
+    if (!uv_is_closing((uv_handle_t *)&f->timer))
+        uv_close((uv_handle_t *)&f->timer, refusal_closed);
+}
+
+static void refusal_written(uv_write_t *req, int status)
+{
+    refusal_t *f = req->data;
+    (void)status;
+    free(req);
+    refusal_close(f);
+}
+
+static void refusal_answer(refusal_t *f, const char *id, size_t id_len)
+{
+    if (f->answered)
+        return;
+    f->answered = true;
+    uv_read_stop((uv_stream_t *)&f->pipe);
+    uv_timer_stop(&f->timer);
+    char *line = malloc(TG_AUDIT_LINE_MAX);
+    uv_write_t *req = malloc(sizeof(*req));
+    long n = line != NULL ? tg_denial_mcp(line, TG_AUDIT_LINE_MAX, id, id_len, &f->d) : -1;
+    if (n <= 0 || req == NULL) {
+        free(line);
+        free(req);
+        refusal_close(f);
+        return;
+    }
+    /* The line must live until the write completes: keep it in the
+     * refusal's buffer (the request is no longer read). */
+    size_t k = (size_t)n < sizeof(f->buf) ? (size_t)n : sizeof(f->buf);
+    memcpy(f->buf, line, k);
+    free(line);
+    uv_buf_t b = uv_buf_init(f->buf, (unsigned)k);
+    req->data = f;
+    if (uv_write(req, (uv_stream_t *)&f->pipe, &b, 1, refusal_written) < 0) {
+        free(req);
+        refusal_close(f);
+    }
+}
+
+static void refusal_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    refusal_t *f = h->data;
+    (void)suggested;
+    *buf = uv_buf_init(f->buf + f->len, (unsigned)(sizeof(f->buf) - f->len));
+}
+
+static void refusal_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    refusal_t *f = s->data;
+    (void)buf;
+    if (n < 0) {
+        refusal_answer(f, NULL, 0);
+        return;
+    }
+    f->len += (size_t)n;
+    char *nl = memchr(f->buf, '\n', f->len);
+    if (nl == NULL) {
+        if (f->len == sizeof(f->buf))
+            refusal_answer(f, NULL, 0);
+        return;
+    }
+    tg_mcp_env_t env;
+    char id[128];
+    size_t id_len = 0;
+    if (tg_mcp_scan(f->buf, (size_t)(nl - f->buf), &env) == 0 && env.id.type != TG_J_NONE &&
+        env.id.len <= sizeof(id)) {
+        memcpy(id, f->buf + env.id.off, env.id.len);
+        id_len = env.id.len;
+    }
+    refusal_answer(f, id_len > 0 ? id : NULL, id_len);
+}
+
+static void refusal_timeout(uv_timer_t *t)
+{
+    refusal_answer(t->data, NULL, 0);
+}
+
+/* Refuse the connection in <f> (accepted) with a denial for its first
+ * request, answered with that request's id. */
+static void refuse(refusal_t *f, tg_deny_code_t code, const char *limit, const char *agent,
+                   int64_t observed, int64_t cap, const char *path)
+{
+    serve_run_t *r = f->r;
+    f->d.code = code;
+    f->d.limit = limit;
+    f->d.scope = code == TG_DENY_CALLER ? "caller" : "agent";
+    f->d.agent = agent;
+    f->d.observed = observed;
+    f->d.cap = cap;
+    f->d.unit = code == TG_DENY_CONCURRENCY ? "instances" : NULL;
+    f->d.retry_after_ms = TG_DENY_ABSENT;
+    f->d.config_path = path;
+    f->d.detail = f->detail;
+    f->pipe.data = f;
+    f->timer.data = f;
+    uv_timer_init(r->gw.loop, &f->timer);
+    f->open = 2;
+    r->refusing++;
+    uv_timer_start(&f->timer, refusal_timeout, REFUSE_TIMEOUT_MS, 0);
+    uv_read_start((uv_stream_t *)&f->pipe, refusal_alloc, refusal_read);
+
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.agent = agent;
+    ev.status = "denied";
+    ev.code = tg_deny_name(code);
+    ev.limit.type = limit;
+    ev.limit.scope = f->d.scope;
+    ev.limit.observed = observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : observed;
+    ev.limit.cap = cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : cap;
+    tg_audit_emit(r->gw.audit, &ev);
+}
+
+/* The callers[] entry for peer <uid>/<gid>: by uid, then gid, then the
+ * one named "default"; -1 when none. */
+static int caller_for(const tg_config_t *cfg, uid_t uid, gid_t gid)
+{
+    for (size_t i = 0; i < cfg->ncallers; i++)
+        if (cfg->callers[i].uid >= 0 && (uid_t)cfg->callers[i].uid == uid)
+            return (int)i;
+    for (size_t i = 0; i < cfg->ncallers; i++)
+        if (cfg->callers[i].gid >= 0 && (gid_t)cfg->callers[i].gid == gid)
+            return (int)i;
+    for (size_t i = 0; i < cfg->ncallers; i++)
+        if (strcmp(cfg->callers[i].name, "default") == 0)
+            return (int)i;
+    return -1;
+}
+
+/* The peer credentials of accepted connection <p> (SO_PEERCRED); uid and
+ * gid -1 when the kernel cannot say (then no callers[] uid/gid matches). */
+static struct ucred peer_cred(uv_pipe_t *p)
+{
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    socklen_t clen = sizeof(cred);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)p, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+        cred.uid = (uid_t)-1;
+        cred.gid = (gid_t)-1;
+    }
+    return cred;
+}
+
+/* A caller of an opensentience listener: identified like an MCP one, then
+ * handed to the opensentience gateway, which answers in its own framing
+ * (refusals included) and frees <f> with the connection. */
+static void os_connection(serve_run_t *r, listener_t *l, refusal_t *f)
+{
+    struct ucred cred = peer_cred(&f->pipe);
+    int ci = caller_for(r->cfg, cred.uid, cred.gid);
+    tg_osgw_peer_t peer = {.caller = ci >= 0 ? r->cfg->callers[ci].name : "unknown",
+                           .lim = ci >= 0 ? &r->callers[ci] : NULL,
+                           .not_allowed = ci < 0 && r->cfg->callers_only,
+                           .uid = (unsigned)cred.uid,
+                           .gid = (unsigned)cred.gid};
+    tg_osgw_accept(r->os, &f->pipe, l->lc, &peer);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    listener_t *l = server->data;
+    serve_run_t *r = l->r;
+    if (status < 0) {
+        tg_log("accepting on %s failed: %s", l->lc->unix_path, uv_strerror(status));
+        return;
+    }
+    /* The pipe is the first member: a session frees the block through it. */
+    refusal_t *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return;
+    f->r = r;
+    uv_pipe_init(r->gw.loop, &f->pipe, 0);
+    if (uv_accept(server, (uv_stream_t *)&f->pipe) < 0) {
+        f->open = 1;
+        r->refusing++;
+        f->pipe.data = f;
+        uv_close((uv_handle_t *)&f->pipe, refusal_closed);
+        return;
+    }
+    if (l->lc->dialect == TG_DIALECT_OPENSENTIENCE) {
+        os_connection(r, l, f);
+        return;
+    }
+    const char *agent = tg_agent_id(l->ag);
+    if (r->stopping) {
+        snprintf(f->detail, sizeof(f->detail), "toolgate is shutting down");
+        refuse(f, TG_DENY_SHUTTING_DOWN, "shutdown", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, NULL);
+        return;
+    }
+    struct ucred cred = peer_cred(&f->pipe);
+    int ci = caller_for(r->cfg, cred.uid, cred.gid);
+    if (ci < 0 && r->cfg->callers_only) {
+        snprintf(f->detail, sizeof(f->detail),
+                 "peer uid %u gid %u matches no callers[] entry and router.callers_only is true",
+                 (unsigned)cred.uid, (unsigned)cred.gid);
+        refuse(f, TG_DENY_CALLER, "caller", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, "callers");
+        return;
+    }
+    const tg_agent_cfg_t *acfg = NULL;
+    for (size_t i = 0; i < r->cfg->nagents; i++)
+        if (strcmp(r->cfg->agents[i].id, agent) == 0)
+            acfg = &r->cfg->agents[i];
+    if (*l->ninst >= acfg->max_instances) {
+        snprintf(f->path, sizeof(f->path), "agents.%s.max_instances", agent);
+        snprintf(f->detail, sizeof(f->detail), "%u instances running, the most allowed",
+                 *l->ninst);
+        refuse(f, TG_DENY_CONCURRENCY, "instances", agent, (int64_t)*l->ninst + 1,
+               (int64_t)acfg->max_instances, f->path);
+        return;
+    }
+    tg_sess_t *s = tg_sess_conn(&r->gw, l->ag, &f->pipe, ci >= 0 ? r->cfg->callers[ci].name : "unknown",
+                                ci >= 0 ? &r->callers[ci] : NULL);
+    if (s == NULL) {
+        f->open = 1;
+        r->refusing++;
+        f->pipe.data = f;
+        uv_close((uv_handle_t *)&f->pipe, refusal_closed);
+        return;
+    }
+    (*l->ninst)++;
+    tg_agent_instances(l->ag, *l->ninst);
+    (void)tg_sess_start(s);
+}
+
+static void maybe_done(serve_run_t *r)
+{
+    if (!r->stopping || r->gw.nsessions > 0 || !tg_osgw_idle(r->os))
+        return;
+    if (!uv_is_closing((uv_handle_t *)&r->sig_term)) {
+        uv_close((uv_handle_t *)&r->sig_term, NULL);
+        if (!uv_is_closing((uv_handle_t *)&r->sig_int))
+            uv_close((uv_handle_t *)&r->sig_int, NULL);
+        if (!uv_is_closing((uv_handle_t *)&r->sig_hup))
+            uv_close((uv_handle_t *)&r->sig_hup, NULL);
+        tg_gw_stop(&r->gw);
+        for (size_t i = 0; i < r->cfg->nagents; i++)
+            if (r->agents[i] != NULL)
+                tg_agent_close_timers(r->agents[i]);
+    }
+}
+
+static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
+{
+    serve_run_t *r = gw->data;
+    /* By id: the session's agent may be one a reload replaced. */
+    const char *id = tg_agent_id(tg_sess_agent(s));
+    for (size_t i = 0; i < r->cfg->nagents; i++)
+        if (strcmp(r->cfg->agents[i].id, id) == 0 && r->ninst[i] > 0) {
+            r->ninst[i]--;
+            if (r->agents[i] != NULL)
+                tg_agent_instances(r->agents[i], r->ninst[i]);
+        }
+    maybe_done(r);
+}
+
+static void stop_listeners(serve_run_t *r)
+{
+    for (size_t i = 0; i < r->nls; i++) {
+        listener_t *l = &r->ls[i];
+        if (l->bound) {
+            (void)unlink(l->lc->unix_path);
+            l->bound = false;
+        }
+        if (!uv_is_closing((uv_handle_t *)&l->pipe))
+            uv_close((uv_handle_t *)&l->pipe, NULL);
+    }
+}
+
+static void reload(serve_run_t *r);
+
+static void os_idle(void *arg)
+{
+    maybe_done(arg);
+}
+
+static void on_signal(uv_signal_t *sig, int signum)
+{
+    serve_run_t *r = sig->data;
+    if (signum == SIGHUP) {
+        if (!r->stopping)
+            reload(r);
+        return;
+    }
+    if (r->stopping && signum == SIGINT) {
+        for (tg_sess_t *s = r->gw.sessions; s != NULL; s = tg_sess_next(s))
+            tg_sess_kill(s);
+        tg_osgw_kill(r->os);
+        return;
+    }
+    if (!r->stopping) {
+        tg_log("%s: stopping: draining %u sessions", signum == SIGTERM ? "SIGTERM" : "SIGINT",
+               r->gw.nsessions);
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "router.stopping";
+        ev.reason = signum == SIGTERM ? "SIGTERM" : "SIGINT";
+        ev.count = r->gw.nsessions;
+        tg_audit_emit(r->gw.audit, &ev);
+    }
+    r->stopping = true;
+    stop_listeners(r);
+    /* A session may end (and unlink itself) inside shutdown: walk a copy. */
+    size_t n = 0;
+    tg_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
+    for (tg_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_sess_next(s))
+        snap[n++] = s;
+    for (size_t i = 0; i < n; i++)
+        tg_sess_shutdown(snap[i], "router stopping");
+    free(snap);
+    tg_osgw_shutdown(r->os, os_idle, r);
+    maybe_done(r);
+}
+
+/* ---- SIGHUP: reload ------------------------------------------------------
+ *
+ * The file is read, validated and compared with the running config as a
+ * whole before anything changes, so a bad or unsupported reload changes
+ * nothing (config.rejected) and a good one applies to every agent at once
+ * (config.reloaded). What a reload may change:
+ *   - an agent's limits (execution_limits, tools): applied in place, so
+ *     buckets, slots and queues of limits that did not change keep their
+ *     state, and inflight calls keep their slots;
+ *   - anything else of an agent (command, env, cwd, resources, manifest,
+ *     restart, stderr, max_instances...): a successor agent takes new
+ *     connections; the old one's sessions are drained (calls in flight are
+ *     answered, new ones refused with shutting_down) and closed, and the
+ *     caller reconnects to an instance of the new command;
+ *   - an opensentience agent (one instance shared by every caller) the
+ *     same way, but inside the gateway (tg_osgw_reconfigure): limits in
+ *     place, anything else by draining and restarting its one instance
+ *     while callers stay connected and new calls wait for it;
+ *   - callers' limits and router.callers_only, listeners' mode/owner/group.
+ * The rest (router.instance, max_frame_bytes, admin, idle_timeout, audit,
+ * store, containment, the set of agents and their dialects, listeners and
+ * callers) is bound to open sockets, files and connections: changing it is
+ * refused with the key to change back, and needs a restart. */
+
+static void gen_unref(gen_t *g)
+{
+    if (g == NULL || --g->refs > 0 || !g->owned)
+        return;
+    json_decref(g->doc);
+    tg_config_free(g->cfg);
+    free(g->cfg);
+    free(g);
+}
+
+static void gen_unref_cb(void *arg)
+{
+    gen_unref(arg);
+}
+
+/* Load and validate <path> as a new generation. NULL with <err> filled. */
+static gen_t *gen_load(const char *path, tg_cfg_err_t *err)
+{
+    gen_t *g = calloc(1, sizeof(*g));
+    tg_config_t *cfg = calloc(1, sizeof(*cfg));
+    if (g == NULL || cfg == NULL) {
+        free(g);
+        free(cfg);
+        snprintf(err->msg, sizeof(err->msg), "%s: out of memory", path);
+        return NULL;
+    }
+    if (tg_config_default(cfg) < 0 || tg_config_load_file(cfg, path, err) < 0 ||
+        tg_config_validate(cfg, err) < 0) {
+        tg_config_free(cfg);
+        free(cfg);
+        free(g);
+        return NULL;
+    }
+    json_error_t je;
+    g->doc = json_load_file(path, 0, &je);
+    if (g->doc == NULL) { /* the file changed between the two reads */
+        snprintf(err->msg, sizeof(err->msg), "%s: changed while being read (send SIGHUP again)",
+                 path);
+        tg_config_free(cfg);
+        free(cfg);
+        free(g);
+        return NULL;
+    }
+    g->cfg = cfg;
+    g->refs = 1;
+    g->owned = true;
+    return g;
+}
+
+/* Member <key> of object <o>, or a shared JSON null. */
+static json_t *jget(const json_t *o, const char *key)
+{
+    json_t *v = json_is_object(o) ? json_object_get(o, key) : NULL;
+    return v != NULL ? v : json_null();
+}
+
+/* <a> and <b> equal but for the members named in <skip> (NULL-ended). */
+static bool json_equal_but(const json_t *a, const json_t *b, const char *const *skip)
+{
+    if (!json_is_object(a) || !json_is_object(b))
+        return json_equal((json_t *)a, (json_t *)b);
+    json_t *ca = json_copy((json_t *)a), *cb = json_copy((json_t *)b);
+    for (const char *const *k = skip; *k != NULL; k++) {
+        json_object_del(ca, *k);
+        json_object_del(cb, *k);
+    }
+    bool eq = json_equal(ca, cb);
+    json_decref(ca);
+    json_decref(cb);
+    return eq;
+}
+
+static bool lim_equal(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
+{
+    return a->max_tool_call_duration_ms == b->max_tool_call_duration_ms &&
+           a->max_concurrent_calls == b->max_concurrent_calls &&
+           a->max_queued_calls == b->max_queued_calls && a->rate_limit.count == b->rate_limit.count &&
+           a->rate_limit.period_ms == b->rate_limit.period_ms && a->burst == b->burst &&
+           a->duration_src == b->duration_src && a->concurrent_src == b->concurrent_src &&
+           a->queued_src == b->queued_src && a->rate_src == b->rate_src &&
+           a->burst_src == b->burst_src && a->rate_shared == b->rate_shared;
+}
+
+/* The agent's effective limits (after the manifest merge) are the same. */
+static bool agent_limits_equal(const tg_agent_cfg_t *a, const tg_agent_cfg_t *b)
+{
+    if (!lim_equal(&a->lim, &b->lim) || a->ntools != b->ntools || a->kill_grace_ms != b->kill_grace_ms)
+        return false;
+    for (size_t i = 0; i < a->ntools; i++)
+        if (strcmp(a->tools[i].name, b->tools[i].name) != 0 ||
+            !lim_equal(&a->tools[i].lim, &b->tools[i].lim))
+            return false;
+    return true;
+}
+
+/* The agent's effective resources (after the manifest merge) are the same:
+ * field by field, as the struct's padding is not guaranteed to be zero. */
+static bool res_equal(const tg_resources_t *a, const tg_resources_t *b)
+{
+    return a->memory_bytes == b->memory_bytes && a->cpu_millicores == b->cpu_millicores &&
+           a->pids == b->pids && a->disk_bytes == b->disk_bytes && a->network == b->network &&
+           a->bandwidth_bps == b->bandwidth_bps && a->max_connections == b->max_connections &&
+           a->nofile == b->nofile && a->memory_src == b->memory_src &&
+           a->cpu_src == b->cpu_src && a->pids_src == b->pids_src &&
+           a->disk_src == b->disk_src && a->network_src == b->network_src &&
+           a->bandwidth_src == b->bandwidth_src && a->connections_src == b->connections_src &&
+           a->nofile_src == b->nofile_src;
+}
+
+/* Agent <a> (JSON <aj>) and <b> (<bj>) have the same limits: effective
+ * values and the execution_limits/tools sections as written. */
+static bool agent_limits_same(const tg_agent_cfg_t *a, const json_t *aj, const tg_agent_cfg_t *b,
+                              const json_t *bj)
+{
+    return agent_limits_equal(a, b) &&
+           json_equal(jget(aj, "execution_limits"), jget(bj, "execution_limits")) &&
+           json_equal(jget(aj, "tools"), jget(bj, "tools"));
+}
+
+/* Why new generation <g> cannot be applied to the running one, as the key
+ * to change back; NULL when it can. */
+static const char *reload_blocker(const serve_run_t *r, const gen_t *g, char *buf, size_t cap)
+{
+    const json_t *od = r->cur->doc, *nd = g->doc;
+    static const char *const router_live[] = {"listen", "callers_only", NULL};
+    static const char *const fixed[] = {"store", "audit", "containment", NULL};
+    for (const char *const *k = fixed; *k != NULL; k++)
+        if (!json_equal(jget(od, *k), jget(nd, *k)))
+            return *k;
+    if (!json_equal_but(jget(od, "router"), jget(nd, "router"), router_live))
+        return "router (other than listen and callers_only)";
+    const tg_config_t *oc = r->cfg, *nc = g->cfg;
+    if (oc->nagents != nc->nagents)
+        return "agents (added or removed)";
+    for (size_t i = 0; i < nc->nagents; i++)
+        if (strcmp(oc->agents[i].id, nc->agents[i].id) != 0)
+            return "agents (ids or their order)";
+    /* The opensentience gateway serves a fixed set of agents, and MCP
+     * agents have their listeners. */
+    for (size_t i = 0; i < nc->nagents; i++)
+        if (oc->agents[i].dialect != nc->agents[i].dialect) {
+            snprintf(buf, cap, "agents[%zu].dialect", i);
+            return buf;
+        }
+    if (oc->nlisten != nc->nlisten)
+        return "router.listen (added or removed)";
+    for (size_t i = 0; i < nc->nlisten; i++)
+        if (strcmp(oc->listen[i].unix_path, nc->listen[i].unix_path) != 0 ||
+            oc->listen[i].dialect != nc->listen[i].dialect ||
+            oc->listen[i].on_oversize != nc->listen[i].on_oversize ||
+            oc->listen[i].max_connections != nc->listen[i].max_connections ||
+            (oc->listen[i].agent == NULL) != (nc->listen[i].agent == NULL) ||
+            (oc->listen[i].agent != NULL && strcmp(oc->listen[i].agent, nc->listen[i].agent) != 0)) {
+            snprintf(buf, cap, "router.listen[%zu] (its path, agent, dialect, on_oversize or "
+                               "max_connections)", i);
+            return buf;
+        }
+    if (oc->ncallers != nc->ncallers)
+        return "callers (added or removed)";
+    for (size_t i = 0; i < nc->ncallers; i++)
+        if (strcmp(oc->callers[i].name, nc->callers[i].name) != 0 ||
+            oc->callers[i].uid != nc->callers[i].uid || oc->callers[i].gid != nc->callers[i].gid) {
+            snprintf(buf, cap, "callers[%zu] (its name, uid or gid)", i);
+            return buf;
+        }
+    return NULL;
+}
+
+static void reload_audit(serve_run_t *r, const char *event, const char *reason, uint64_t count)
+{
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = event;
+    ev.reason = reason;
+    ev.count = count;
+    tg_audit_emit(r->gw.audit, &ev);
+}
+
+/* Refuse a reload: log the whole message, audit only where it points
+ * ("FILE:LINE:COL: json.path"), never the offending value. */
+static void reload_reject(serve_run_t *r, const char *msg)
+{
+    char where[256];
+    const char *p = msg;
+    /* FILE:LINE:COL: PATH: message — keep up to the end of PATH. */
+    for (int colons = 0; *p != '\0'; p++)
+        if (p[0] == ':' && p[1] == ' ' && ++colons == 2)
+            break;
+    size_t n = (size_t)(p - msg);
+    if (n >= sizeof(where))
+        n = sizeof(where) - 1;
+    memcpy(where, msg, n);
+    where[n] = '\0';
+    tg_log("SIGHUP: config rejected, the running config stays: %s", msg);
+    reload_audit(r, "config.rejected", where, 0);
+}
+
+static void apply_listener_owner(const tg_listen_cfg_t *lc);
+
+/* Update caller limit <cl> to <cc> (same name), keeping the state of what
+ * did not change. */
+static void caller_reconfigure(serve_run_t *r, tg_caller_lim_t *cl, const tg_caller_cfg_t *oc,
+                               const tg_caller_cfg_t *cc)
+{
+    tg_caller_lim_t fresh;
+    if (tg_caller_lim_init(&fresh, cc) < 0)
+        return; /* validated already */
+    bool rate_same = oc->lim.rate_src == cc->lim.rate_src &&
+                     oc->lim.rate_limit.count == cc->lim.rate_limit.count &&
+                     oc->lim.rate_limit.period_ms == cc->lim.rate_limit.period_ms &&
+                     oc->lim.burst == cc->lim.burst && oc->lim.burst_src == cc->lim.burst_src;
+    if (!rate_same) {
+        cl->rate = fresh.rate;
+        cl->rate_cfg = fresh.rate_cfg;
+        cl->has_rate = fresh.has_rate;
+    }
+    /* The counter is kept (also across a removal and a return of the
+     * limit): inflight calls keep their slots and give them back to it. */
+    if (fresh.has_conc)
+        cl->conc.max = fresh.conc.max;
+    cl->has_conc = fresh.has_conc;
+    char name[TG_LIMIT_NAME_MAX];
+    if (cl->has_rate && cl->reg_rate < 0) {
+        snprintf(name, sizeof(name), "caller.%s.rate", cl->name);
+        cl->reg_rate = tg_registry_add(&r->gw.reg, name, TG_LIMIT_RATE, "caller", cl->rate.burst);
+    } else if (cl->reg_rate >= 0) {
+        r->gw.reg.v[cl->reg_rate].capacity = cl->has_rate ? cl->rate.burst : 0;
+    }
+    if (cl->has_conc && cl->reg_conc < 0) {
+        snprintf(name, sizeof(name), "caller.%s.concurrency", cl->name);
+        cl->reg_conc = tg_registry_add(&r->gw.reg, name, TG_LIMIT_CONCURRENCY, "caller", cl->conc.max);
+    } else if (cl->reg_conc >= 0) {
+        r->gw.reg.v[cl->reg_conc].capacity = cl->has_conc ? cl->conc.max : 0;
+    }
+}
+
+/* Reload opensentience agent <i> from generation <g>: limits in place,
+ * anything else by a switch to a new instance (tg_osgw_reconfigure); the
+ * agent's generation moves to <g> once the gateway runs on it. 1 when the
+ * agent changed, else 0. */
+static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i)
+{
+    /* The opensentience settings that are limits; the rest (the
+     * heartbeat interval announced in core.welcome) needs a new instance. */
+    static const char *const limit_keys[] = {"execution_limits", "tools", "opensentience", NULL};
+    static const char *const os_limits[] = {"heartbeat_timeout", "idempotency_window",
+                                            "idempotency_max_bytes", "on_oversize", NULL};
+    gen_t *og = r->agent_gen[i];
+    const tg_agent_cfg_t *oa = &og->cfg->agents[i];
+    tg_agent_cfg_t *na = &g->cfg->agents[i];
+    const json_t *oj = json_array_get(jget(og->doc, "agents"), i);
+    const json_t *nj = json_array_get(jget(g->doc, "agents"), i);
+    json_t *empty = json_object();
+    const json_t *oo = jget(oj, "opensentience"), *no = jget(nj, "opensentience");
+    bool same_spawn = json_equal_but(oj, nj, limit_keys) &&
+                      json_equal_but(json_is_object(oo) ? oo : empty,
+                                     json_is_object(no) ? no : empty, os_limits) &&
+                      res_equal(&oa->res, &na->res);
+    json_decref(empty);
+    bool same_limits = agent_limits_same(oa, oj, na, nj) &&
+                       json_equal(jget(oj, "opensentience"), jget(nj, "opensentience"));
+    if (same_spawn && same_limits)
+        return 0;
+    if (tg_osgw_reconfigure(r->os, na, !same_spawn) < 0) {
+        tg_log("SIGHUP: agent '%s': cannot apply its new config; the old one keeps running",
+               na->id);
+        return 1;
+    }
+    /* The gateway keeps nothing of the old config: its generation may go. */
+    gen_unref(og);
+    r->agent_gen[i] = g;
+    g->refs++;
+    if (same_spawn)
+        tg_log("SIGHUP: agent '%s': limits updated in place", na->id);
+    return 1;
+}
+
+static void reload(serve_run_t *r)
+{
+    tg_cfg_err_t err;
+    char buf[96];
+    if (r->cfg->path == NULL) {
+        tg_log("SIGHUP: nothing to reload (the config did not come from a file)");
+        return;
+    }
+    gen_t *g = gen_load(r->cfg->path, &err);
+    if (g == NULL) {
+        reload_reject(r, err.msg);
+        return;
+    }
+    const char *blocker = reload_blocker(r, g, buf, sizeof(buf));
+    if (blocker != NULL) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s: %s: changed, which needs a restart (change it back to reload)",
+                 r->cfg->path, blocker);
+        reload_reject(r, msg);
+        gen_unref(g);
+        return;
+    }
+    tg_config_t *nc = g->cfg;
+    uint64_t changed = 0;
+    static const char *const limit_keys[] = {"execution_limits", "tools", NULL};
+    const json_t *oagents = jget(r->cur->doc, "agents"), *nagents = jget(g->doc, "agents");
+    for (size_t i = 0; i < nc->nagents; i++) {
+        tg_agent_t *old = r->agents[i];
+        if (old == NULL) {
+            changed += reload_os_agent(r, g, i);
+            continue;
+        }
+        const tg_agent_cfg_t *oa = tg_agent_cfg(old);
+        tg_agent_cfg_t *na = &nc->agents[i];
+        const json_t *oj = json_array_get(oagents, i), *nj = json_array_get(nagents, i);
+        bool same_spawn = json_equal_but(oj, nj, limit_keys) && res_equal(&oa->res, &na->res);
+        bool same_limits = agent_limits_same(oa, oj, na, nj);
+        if (same_spawn && same_limits)
+            continue;
+        changed++;
+        if (same_spawn && tg_agent_reconfigure(old, na) == 0) {
+            gen_unref(r->agent_gen[i]);
+            r->agent_gen[i] = g;
+            g->refs++;
+            tg_log("SIGHUP: agent '%s': limits updated in place", na->id);
+            continue;
+        }
+        tg_agent_t *ag = tg_agent_successor(old, na);
+        if (ag == NULL) {
+            tg_log("SIGHUP: agent '%s': cannot start its new config; the old one keeps running",
+                   na->id);
+            continue;
+        }
+        r->agents[i] = ag;
+        for (size_t j = 0; j < r->nls; j++)
+            if (r->ls[j].ag == old)
+                r->ls[j].ag = ag;
+        /* Drain the old agent's sessions: a copy, as a session may end
+         * (and unlink itself) inside shutdown. */
+        size_t n = 0;
+        tg_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
+        for (tg_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_sess_next(s))
+            if (tg_sess_agent(s) == old)
+                snap[n++] = s;
+        for (size_t k = 0; k < n; k++)
+            tg_sess_shutdown(snap[k], "agent config changed by reload");
+        free(snap);
+        tg_log("SIGHUP: agent '%s': %s changed: %zu session(s) drained, new connections get the "
+               "new config",
+               na->id, same_spawn ? "its call table size" : "command, environment or resources", n);
+        tg_agent_retire(old, gen_unref_cb, r->agent_gen[i]);
+        r->agent_gen[i] = g;
+        g->refs++;
+    }
+    for (size_t i = 0; i < nc->ncallers; i++)
+        caller_reconfigure(r, &r->callers[i], &r->cfg->callers[i], &nc->callers[i]);
+    for (size_t i = 0; i < r->nls; i++) {
+        r->ls[i].lc = &nc->listen[i];
+        if (r->ls[i].bound) {
+            if (chmod(nc->listen[i].unix_path, nc->listen[i].mode) < 0)
+                tg_log("SIGHUP: chmod %s: %s", nc->listen[i].unix_path, strerror(errno));
+            apply_listener_owner(&nc->listen[i]);
+        }
+    }
+    /* The current generation: what callers and listeners now read. */
+    gen_t *prev = r->cur;
+    r->cur = g;
+    r->cfg = nc;
+    gen_unref(prev);
+    tg_log("SIGHUP: config reloaded from %s (%" PRIu64 " agent(s) changed)", nc->path, changed);
+    reload_audit(r, "config.reloaded", NULL, changed);
+}
+
+/* chown the socket file of <lc> to its owner/group, when configured. The
+ * mode (0660 by default) then lets that user and group connect. */
+static void apply_listener_owner(const tg_listen_cfg_t *lc)
+{
+    if (lc->owner < 0 && lc->group < 0)
+        return;
+    if (lchown(lc->unix_path, lc->owner < 0 ? (uid_t)-1 : (uid_t)lc->owner,
+               lc->group < 0 ? (gid_t)-1 : (gid_t)lc->group) < 0)
+        tg_log("router.listen: cannot give %s to owner %lld group %lld: %s (toolgate needs root "
+               "or membership of that group)",
+               lc->unix_path, (long long)lc->owner, (long long)lc->group, strerror(errno));
+}
+
+/* Bind <l>'s socket: a stale socket file (nobody accepting) is replaced; a
+ * live one, or a file that is not a socket, is an error. */
+static int bind_listener(serve_run_t *r, listener_t *l)
+{
+    const char *path = l->lc->unix_path;
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            tg_log("router.listen: %s exists and is not a socket (remove it or choose another path)",
+                   path);
+            return -1;
+        }
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        int live = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (live) {
+            tg_log("router.listen: %s is live: another process accepts on it (stop it or choose "
+                   "another path)",
+                   path);
+            return -1;
+        }
+        (void)unlink(path);
+    }
+    uv_pipe_init(r->gw.loop, &l->pipe, 0);
+    l->pipe.data = l;
+    int rc = uv_pipe_bind(&l->pipe, path);
+    if (rc == 0) {
+        l->bound = true;
+        if (chmod(path, l->lc->mode) < 0)
+            rc = -errno;
+        else
+            apply_listener_owner(l->lc);
+    }
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&l->pipe, SERVE_BACKLOG, on_connection);
+    if (rc < 0) {
+        tg_log("router.listen: cannot listen on %s: %s", path, uv_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int tg_serve_run(tg_config_t *cfg)
+{
+    serve_run_t *r = calloc(1, sizeof(*r));
+    uv_loop_t loop;
+    int rc;
+
+    if (r == NULL || uv_loop_init(&loop) != 0) {
+        free(r);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    r->cfg = cfg;
+    gen_t gen0 = {.cfg = cfg, .refs = 1, .owned = false};
+    if (cfg->path != NULL) {
+        json_error_t je;
+        gen0.doc = json_load_file(cfg->path, 0, &je);
+    }
+    r->cur = &gen0;
+    r->gw.on_session_end = on_session_end;
+    r->gw.data = r;
+    uv_signal_init(&loop, &r->sig_term);
+    uv_signal_init(&loop, &r->sig_int);
+    uv_signal_init(&loop, &r->sig_hup);
+    r->sig_term.data = r->sig_int.data = r->sig_hup.data = r;
+    r->agents = calloc(cfg->nagents, sizeof(*r->agents));
+    r->ninst = calloc(cfg->nagents, sizeof(*r->ninst));
+    r->agent_gen = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*r->agent_gen));
+    r->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*r->ls));
+    r->callers = calloc(cfg->ncallers ? cfg->ncallers : 1, sizeof(*r->callers));
+    rc = r->agents && r->ninst && r->agent_gen && r->ls && r->callers
+             ? tg_gw_open(&r->gw, &loop, cfg)
+             : 1;
+    if (rc == 0 && cfg->nlisten == 0) {
+        tg_log("router.listen is empty: nothing to serve (add {\"unix\": PATH, \"agent\": ID})");
+        rc = 2;
+    }
+    for (size_t i = 0; rc == 0 && i < cfg->ncallers; i++) {
+        tg_caller_lim_t *cl = &r->callers[i];
+        char name[TG_LIMIT_NAME_MAX];
+        if (tg_caller_lim_init(cl, &cfg->callers[i]) < 0) {
+            rc = 2;
+            break;
+        }
+        /* A caller's own limits are limits like any other: registered, so
+         * they show in /limits, `toolgate status` and the page. */
+        if (cl->has_rate) {
+            snprintf(name, sizeof(name), "caller.%s.rate", cl->name);
+            cl->reg_rate = tg_registry_add(&r->gw.reg, name, TG_LIMIT_RATE, "caller", cl->rate.burst);
+        }
+        if (cl->has_conc) {
+            snprintf(name, sizeof(name), "caller.%s.concurrency", cl->name);
+            cl->reg_conc =
+                tg_registry_add(&r->gw.reg, name, TG_LIMIT_CONCURRENCY, "caller", cl->conc.max);
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < cfg->nagents; i++)
+        if (cfg->agents[i].dialect != TG_DIALECT_MCP)
+            r->agent_gen[i] = &gen0, gen0.refs++; /* served by the opensentience gateway */
+        else if ((r->agents[i] = tg_agent_new(&r->gw, &cfg->agents[i], cfg->agents[i].max_instances)) == NULL)
+            rc = 1;
+        else
+            r->agent_gen[i] = &gen0, gen0.refs++;
+    if (rc == 0 && (r->os = tg_osgw_new(&r->gw)) == NULL)
+        rc = 1;
+    for (size_t i = 0; rc == 0 && i < cfg->nlisten; i++) {
+        listener_t *l = &r->ls[i];
+        l->r = r;
+        l->lc = &cfg->listen[i];
+        for (size_t j = 0; l->lc->agent != NULL && j < cfg->nagents; j++)
+            if (strcmp(cfg->agents[j].id, l->lc->agent) == 0) {
+                l->ag = r->agents[j];
+                l->ninst = &r->ninst[j];
+            }
+        r->nls = i + 1;
+        if (bind_listener(r, l) < 0)
+            rc = 1;
+    }
+    if (rc == 0) {
+        tg_osgw_start(r->os);
+        uv_signal_start(&r->sig_term, on_signal, SIGTERM);
+        uv_signal_start(&r->sig_int, on_signal, SIGINT);
+        uv_signal_start(&r->sig_hup, on_signal, SIGHUP);
+        tg_log("serving %zu listener(s); SIGHUP reloads %s, SIGTERM drains and stops", cfg->nlisten,
+               cfg->path != NULL ? cfg->path : "(no file)");
+        uv_run(&loop, UV_RUN_DEFAULT);
+        rc = 0;
+    } else {
+        stop_listeners(r);
+    }
+    tg_gw_teardown(&r->gw, &loop);
+    tg_osgw_free(r->os);
+    for (size_t i = 0; r->agents != NULL && i < cfg->nagents; i++) {
+        tg_agent_free(r->agents[i]);
+        if (r->agent_gen != NULL)
+            gen_unref(r->agent_gen[i]);
+    }
+    if (r->cur != &gen0)
+        gen_unref(r->cur);
+    json_decref(gen0.doc);
+    free(r->agent_gen);
+    free(r->agents);
+    free(r->ninst);
+    free(r->ls);
+    free(r->callers);
+    free(r);
+    return rc;
+}
