@@ -67,6 +67,7 @@ typedef struct tg_audit_ev {
     struct {
         int64_t code;           /* exit status, or TG_AUDIT_ABSENT */
         int64_t signal;         /* terminating signal, or TG_AUDIT_ABSENT */
+        int64_t memory_peak;    /* the instance's peak memory in bytes, or TG_AUDIT_ABSENT */
         const char *reason;     /* "exited", "crashed", "killed", ... */
     } exit;                     /* present when exit.reason != NULL */
     /* agent.started: the enforcement report as a JSON object that toolgate

@@ -339,6 +339,7 @@ void tg_audit_ev_init(tg_audit_ev_t *ev)
     ev->backoff_ms = TG_AUDIT_ABSENT;
     ev->exit.code = TG_AUDIT_ABSENT;
     ev->exit.signal = TG_AUDIT_ABSENT;
+    ev->exit.memory_peak = TG_AUDIT_ABSENT;
 }
 
 /* True when the <len> bytes at <s> are 1..TG_AUDIT_SAFE_MAX of
@@ -424,6 +425,11 @@ __attribute__((flatten)) long tg_audit_encode(char *buf, size_t cap, const tg_au
         if (ev->exit.signal != TG_AUDIT_ABSENT) {
             PUT_LIT(&w, "\"signal\":");
             put_i64(&w, ev->exit.signal);
+            PUT_LIT(&w, ",");
+        }
+        if (ev->exit.memory_peak != TG_AUDIT_ABSENT) {
+            PUT_LIT(&w, "\"memory_peak_bytes\":");
+            put_i64(&w, ev->exit.memory_peak);
             PUT_LIT(&w, ",");
         }
         PUT_LIT(&w, "\"reason\":\"");

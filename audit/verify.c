@@ -71,6 +71,7 @@ static const field_t limit_fields[] = {
 static const field_t exit_fields[] = {
     {"code", F_INT},
     {"signal", F_INT},
+    {"memory_peak_bytes", F_COUNT},
     {"reason", F_STR},
 };
 

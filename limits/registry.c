@@ -20,6 +20,25 @@ void tg_registry_init(tg_registry_t *r)
     r->v = NULL;
     r->n = 0;
     r->cap = 0;
+    r->on_event = NULL;
+    r->event_ctx = NULL;
+}
+
+void tg_registry_on_event(tg_registry_t *r, tg_limit_event_fn fn, void *ctx)
+{
+    r->on_event = fn;
+    r->event_ctx = ctx;
+}
+
+int tg_registry_upsert(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
+                       uint64_t capacity)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->v[i].name, name) == 0) {
+            r->v[i].capacity = capacity;
+            return (int)i;
+        }
+    return tg_registry_add(r, name, cat, scope, capacity);
 }
 
 void tg_registry_free(tg_registry_t *r)

@@ -48,9 +48,16 @@ typedef struct tg_limit {
     uint64_t thr_cap, warn_at, rearm_at;
 } tg_limit_t;
 
+/* Told of every warning and recovery a tg_registry_update or
+ * tg_registry_emit produces (the gateway audits and logs them). <l> is
+ * borrowed for the call. */
+typedef void (*tg_limit_event_fn)(void *ctx, const tg_limit_t *l, tg_limit_ev_t ev);
+
 typedef struct tg_registry {
     tg_limit_t *v;
     size_t n, cap;
+    tg_limit_event_fn on_event; /* NULL: events are returned, not reported */
+    void *event_ctx;
 } tg_registry_t;
 
 void tg_registry_init(tg_registry_t *r);
@@ -58,6 +65,13 @@ void tg_registry_free(tg_registry_t *r);
 /* Register; returns the index (>= 0) or -ENOMEM. */
 int tg_registry_add(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
                     uint64_t capacity);
+/* The entry named <name> with its capacity set to <capacity> (a reload
+ * keeps a limit's row, usage and warning state), or a new one. Index or
+ * -ENOMEM. */
+int tg_registry_upsert(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
+                       uint64_t capacity);
+/* Report crossings to <fn>(<ctx>, ...) from now on (NULL: stop). */
+void tg_registry_on_event(tg_registry_t *r, tg_limit_event_fn fn, void *ctx);
 /* Record usage <current> on a bare limit (pure core); returns the event
  * to emit. */
 tg_limit_ev_t tg_limit_observe(tg_limit_t *l, uint64_t current);
@@ -75,6 +89,21 @@ static inline tg_limit_ev_t tg_registry_set(tg_registry_t *r, int idx, uint64_t 
         return TG_LIMIT_EV_NONE;
     return tg_limit_observe(l, current);
 }
+/* Report event <ev> of limit <idx> to the registry's event function
+ * (nothing for TG_LIMIT_EV_NONE, idx < 0 or no function). */
+static inline void tg_registry_emit(tg_registry_t *r, int idx, tg_limit_ev_t ev)
+{
+    if (ev != TG_LIMIT_EV_NONE && idx >= 0 && (size_t)idx < r->n && r->on_event != NULL)
+        r->on_event(r->event_ctx, &r->v[idx], ev);
+}
+
+/* tg_registry_set, then report what it returned: the one call the
+ * runtime makes for a usage change. idx < 0 (not registered) is a no-op. */
+static inline void tg_registry_update(tg_registry_t *r, int idx, uint64_t current)
+{
+    tg_registry_emit(r, idx, tg_registry_set(r, idx, current));
+}
+
 const char *tg_limit_cat_name(tg_limit_cat_t c);
 
 #endif

@@ -352,7 +352,7 @@ static void emit(tg_osgw_t *g, const tg_audit_ev_t *ev)
 /* Audit (and log) a registered limit crossing 80% or re-arming. */
 static void reg_set(tg_osgw_t *g, int idx, uint64_t current)
 {
-    tg_aproc_reg_set(g->gw, idx, current);
+    tg_registry_update(&g->gw->reg, idx, current);
 }
 
 static void set_state(os_agent_t *ag, astate_t st)
@@ -3210,7 +3210,7 @@ static int register_limits(os_agent_t *ag)
 #define REG(dst, cat, scope, cap, ...)                                                             \
     do {                                                                                           \
         snprintf(name, sizeof(name), __VA_ARGS__);                                                 \
-        dst = tg_aproc_reg_upsert(reg, name, cat, scope, cap);                                     \
+        dst = tg_registry_upsert(reg, name, cat, scope, cap);                                     \
     } while (0)
     REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", max_frame, "agent.%s.frame_bytes", id);
     REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);

@@ -58,6 +58,7 @@
 #include "router/log.h"
 #include "router/call/admit.h"
 #include "router/agent/agent_proc.h"
+#include "router/agent/instance.h"
 #include "router/call/dltimer.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
@@ -122,9 +123,8 @@ typedef struct tg_call {
 
 /* One running agent process. Freed when all its handles have closed. */
 typedef struct tg_inst {
-    tg_aproc_t p; /* the process, its pipes, containment and monitor */
+    tg_ainst_t a; /* first: its handles' data point here */
     tg_wrap_t *w;
-    const char *kill_reason;
 } tg_inst_t;
 
 /* A configured tool's own limits (tools.NAME). */
@@ -167,9 +167,9 @@ typedef struct tg_agent {
     tg_adm_pump_t pump;         /* pump_queue re-entered from a store answer */
     int reg_fleet;              /* agent.ID.concurrency.shared, -1: local concurrency */
     tool_state_t *tools;
-    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr, reg_memory;
-    int reg_disk; /* agent.ID.disk_bytes: the workspace's usage; -1 without a workspace */
-    int reg_pids, reg_restarts, reg_instances; /* -1: not registered (instances: wrap) */
+    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent;
+    tg_agent_rows_t rows; /* its instances' rows (disk: -1 without a workspace) */
+    int reg_restarts, reg_instances; /* -1: not registered (instances: wrap) */
     uint32_t tick_restarts;         /* on_tick scratch: most recent restarts of a session */
     /* Reload (tg_agent_reconfigure, tg_agent_successor, tg_agent_retire):
      * sessions and store answers that still point here, and whether a
@@ -302,16 +302,9 @@ static void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
         tg_audit_emit(w->gw->audit, ev);
 }
 
-/* Audit (and log) a limit crossing 80% or re-arming below 50%. <agent> is
- * the agent it belongs to, or NULL for instance-wide limits. */
-static void limit_event_gw(tg_gw_t *gw, int idx, tg_limit_ev_t lev)
-{
-    tg_aproc_limit_event(gw, idx, lev);
-}
-
 static void reg_set(tg_wrap_t *w, int idx, uint64_t current)
 {
-    tg_aproc_reg_set(w->gw, idx, current);
+    tg_registry_update(&w->gw->reg, idx, current);
 }
 
 /* The agent's concurrency and queue usage, and tool <tool>'s (none when
@@ -517,7 +510,7 @@ static void deny_call(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d, const ch
 static void to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
                              size_t id_off, size_t id_len, uint64_t agent_id)
 {
-    tg_out_t *o = &w->inst->p.wr;
+    tg_out_t *o = &w->inst->a.p.wr;
     char num[24];
     size_t n = u64_fmt(num, agent_id, 10);
     if (b != NULL) {
@@ -533,8 +526,8 @@ static void to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t 
 
 static bool agent_writable(const tg_wrap_t *w)
 {
-    return w->inst != NULL && !w->inst->p.gone && !w->inst->p.stdin_closed &&
-           w->inst->p.wr.stream != NULL;
+    return w->inst != NULL && !w->inst->a.p.gone && !w->inst->a.p.stdin_closed &&
+           w->inst->a.p.wr.stream != NULL;
 }
 
 /* Tell the agent to stop call <c> (MCP notifications/cancelled for the id
@@ -553,7 +546,7 @@ static void send_ping(tg_wrap_t *w, tg_call_t *c)
     p->ping_for_id = c->agent_id;
     int n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n",
                      p->agent_id);
-    tg_out_copy(&w->inst->p.wr, buf, (size_t)n);
+    tg_out_copy(&w->inst->a.p.wr, buf, (size_t)n);
 }
 
 static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
@@ -565,7 +558,7 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
                      "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
                      "\"requestId\":%" PRIu64 ",\"reason\":\"%s\"}}\n",
                      c->agent_id, reason);
-    tg_out_copy(&w->inst->p.wr, buf, (size_t)n);
+    tg_out_copy(&w->inst->a.p.wr, buf, (size_t)n);
     send_ping(w, c);
 }
 
@@ -1324,7 +1317,7 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
         return;
     }
     if (agent_writable(w))
-        tg_out_slice(&w->inst->p.wr, b, frame, len);
+        tg_out_slice(&w->inst->a.p.wr, b, frame, len);
 }
 
 /* ---- caller frames ---------------------------------------------------- */
@@ -1383,7 +1376,7 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
             return;
         }
         if (agent_writable(w) && w->astate == A_RUNNING)
-            tg_out_slice(&w->inst->p.wr, b, frame, len);
+            tg_out_slice(&w->inst->a.p.wr, b, frame, len);
         return;
     }
     if (env.kind == TG_MCP_REQUEST && env.id.len > TG_ID_MAX) {
@@ -1448,7 +1441,7 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
     }
     /* Notifications and the caller's answers to agent requests pass as they are. */
     if (agent_writable(w) && w->astate != A_BACKOFF)
-        tg_out_slice(&w->inst->p.wr, b, frame, len);
+        tg_out_slice(&w->inst->a.p.wr, b, frame, len);
 }
 
 static void on_caller_oversize(tg_wrap_t *w, const char *head, size_t len)
@@ -1585,7 +1578,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
     case K_REPLAY_INIT:
         call_free(w, c);
         if (w->initd_frame != NULL && agent_writable(w))
-            tg_out_copy(&w->inst->p.wr, w->initd_frame, w->initd_len);
+            tg_out_copy(&w->inst->a.p.wr, w->initd_frame, w->initd_len);
         agent_running(w);
         break;
     case K_PING: {
@@ -1763,64 +1756,37 @@ static void caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 static void agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     tg_inst_t *inst = h->data;
-    tg_in_alloc(&inst->p.rd, buf);
+    tg_in_alloc(&inst->a.p.rd, buf);
 }
 
-static void inst_maybe_gone(tg_inst_t *inst);
 
 static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     tg_inst_t *inst = s->data;
     tg_wrap_t *w = inst->w;
     if (n > 0) {
-        tg_in_commit(&inst->p.rd, (size_t)n);
+        tg_in_commit(&inst->a.p.rd, (size_t)n);
         if (w->inst == inst)
-            drain_frames(w, &inst->p.rd, on_agent_frame, on_agent_oversize, on_agent_skipped);
+            drain_frames(w, &inst->a.p.rd, on_agent_frame, on_agent_oversize, on_agent_skipped);
         else
-            inst->p.rd.len = inst->p.rd.pos = 0;
+            inst->a.p.rd.len = inst->a.p.rd.pos = 0;
     } else if (n < 0) {
         uv_read_stop(s);
-        inst->p.out_eof = true;
-        inst_maybe_gone(inst);
+        tg_ainst_out_eof(&inst->a);
     }
     flush_all(w);
 }
 
-/* ---- agent stderr relay ----------------------------------------------- */
-
-static void stderr_emit(void *ctx, const char *p, size_t len, bool truncated)
-{
-    tg_wrap_t *w = ctx;
-    if (!tg_aproc_err_charge(&w->err, now_ms(w), w->ag->acfg->stderr_bytes_per_sec, len,
-                             truncated))
-        return;
-    reg_set(w, w->ag->reg_stderr, w->err.window_bytes);
-    tg_aproc_err_write(&w->err, p, len, truncated);
-}
-
-static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-    tg_inst_t *inst = s->data;
-    tg_aproc_err_read(&inst->p, s, n, buf, stderr_emit, inst->w);
-}
-
 /* ---- agent process ---------------------------------------------------- */
 
-static void inst_handle_closed(uv_handle_t *h)
+static void inst_closed(tg_ainst_t *a)
 {
-    tg_inst_t *inst = h->data;
-    if (!tg_aproc_handle_closed(&inst->p))
-        return;
+    tg_inst_t *inst = (tg_inst_t *)a;
     tg_wrap_t *w = inst->w;
     free(inst);
     if (w->phase == P_DONE && w->inst == NULL)
         finish(w);
     sess_release(w); /* the instance held its session until now */
-}
-
-static void inst_close(tg_inst_t *inst)
-{
-    tg_aproc_close(&inst->p, inst_handle_closed);
 }
 
 static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
@@ -1833,9 +1799,9 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             continue;
         bool pending = c->state == S_INFLIGHT || c->state == S_QUEUED || c->state == S_RATE ||
                        c->state == S_SLOT;
-        if (c->kind == K_CALL && pending && inst->p.watch.verdict.kind != TG_VERDICT_OK) {
+        if (c->kind == K_CALL && pending && inst->a.p.watch.verdict.kind != TG_VERDICT_OK) {
             /* Killed for a resource: say which, and how much against what. */
-            const tg_verdict_t *v = &inst->p.watch.verdict;
+            const tg_verdict_t *v = &inst->a.p.watch.verdict;
             char path[TG_NAME_MAX + 64];
             denial_init(w, &d, TG_DENY_RESOURCE, c, reqid, sizeof(reqid));
             d.limit = tg_res_name(v->res);
@@ -1858,14 +1824,14 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
             d.limit = "agent";
             d.retry_after_ms = (int64_t)w->ag->acfg->backoff_initial_ms;
-            if (inst->p.term_signal != 0)
+            if (inst->a.p.term_signal != 0)
                 snprintf(detail, sizeof(detail), "agent %s by signal %d while the call ran",
-                         inst->p.killed ? "was killed" : "died", inst->p.term_signal);
+                         inst->a.p.killed ? "was killed" : "died", inst->a.p.term_signal);
             else
                 snprintf(detail, sizeof(detail), "agent exited with status %" PRId64
-                         " while the call ran", inst->p.exit_status);
+                         " while the call ran", inst->a.p.exit_status);
             d.detail = detail;
-            deny_call(w, c, &d, "call.denied", inst->p.killed ? "killed" : "agent_exited");
+            deny_call(w, c, &d, "call.denied", inst->a.p.killed ? "killed" : "agent_exited");
         } else if (c->kind == K_PASS) {
             denial_init(w, &d, TG_DENY_UNAVAILABLE, NULL, reqid, sizeof(reqid));
             d.limit = "agent";
@@ -1900,44 +1866,19 @@ static void on_restart_timer(uv_timer_t *t)
     flush_all(w);
 }
 
-/* Keep the instance's peak memory for the pre-flight check of later
- * instances (a small file, written once per instance exit). */
-static void record_peak(tg_wrap_t *w, tg_inst_t *inst)
+/* The agent is gone (agent.exited written, the instance closing):
+ * answer its calls, then restart, stop, or give up. */
+static void inst_gone(tg_ainst_t *a)
 {
-    if (w->gw->peaks_path[0] == '\0' || !inst->p.watch.have_last ||
-        !(inst->p.watch.last.have & TG_SAMPLE_PEAK))
-        return;
-    int rc = tg_peaks_record(w->gw->peaks_path, agent_name(w), inst->p.watch.last.memory_peak);
-    if (rc < 0)
-        tg_log("cannot record agent '%s' peak memory in %s: %s", agent_name(w),
-               w->gw->peaks_path, strerror(-rc));
-}
-
-/* The agent is gone: answer its calls, then restart, stop, or give up. */
-static void inst_gone(tg_inst_t *inst)
-{
+    tg_inst_t *inst = (tg_inst_t *)a;
     tg_wrap_t *w = inst->w;
-    inst->p.gone = true;
-    uv_timer_stop(&inst->p.linger);
-    if (w->inst == inst) {
+    if (w->inst == inst)
         w->inst = NULL;
-    }
     w->astate = A_DOWN;
-
-    tg_audit_ev_t ev;
-    tg_aproc_ev_exited(&ev, agent_name(w), inst->p.pid, inst->p.killed, inst->p.term_signal,
-                       inst->p.exit_status);
-    emit(w, &ev);
     fail_inflight(w, inst);
-    report_stderr_drops(w);
     if (w->gw->metrics_ok)
         tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_DOWN, 0);
-    bool failed = inst->p.term_signal != 0 || inst->p.exit_status != 0;
-    int64_t status = inst->p.term_signal ? 128 + inst->p.term_signal : inst->p.exit_status;
-    bool by_signal = inst->p.term_signal != 0;
-    record_peak(w, inst);
-    inst_close(inst);
-    after_exit(w, failed, status, by_signal);
+    after_exit(w, tg_ainst_failed(a), tg_ainst_status(a), a->p.term_signal != 0);
 }
 
 /* The agent is down (it exited, or could not be started): stop, restart
@@ -1984,42 +1925,6 @@ static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal
     uv_timer_start(&w->restart_timer, on_restart_timer, backoff, 0);
 }
 
-static void on_linger(uv_timer_t *t)
-{
-    tg_inst_t *inst = t->data;
-    inst->p.out_eof = true; /* a grandchild holds stdout open: stop waiting */
-    inst_maybe_gone(inst);
-    flush_all(inst->w);
-}
-
-static void inst_maybe_gone(tg_inst_t *inst)
-{
-    if (tg_aproc_ready_gone(&inst->p, on_linger))
-        inst_gone(inst);
-}
-
-static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
-{
-    tg_inst_t *inst = proc->data;
-    if (tg_aproc_on_exit(&inst->p, status, sig)) {
-        const tg_verdict_t *v = &inst->p.watch.verdict;
-        tg_audit_ev_t ev;
-        tg_audit_ev_init(&ev);
-        ev.event = "agent.killed";
-        ev.agent = inst->w->ag->acfg->id;
-        ev.pid = inst->p.pid;
-        ev.reason = "oom";
-        ev.limit.type = tg_res_name(v->res);
-        ev.limit.scope = "agent";
-        ev.limit.observed = (int64_t)v->used;
-        ev.limit.cap = (int64_t)v->limit;
-        if (inst->w->gw->audit != NULL)
-            tg_audit_emit(inst->w->gw->audit, &ev);
-    }
-    inst_maybe_gone(inst);
-    flush_all(inst->w);
-}
-
 static void agent_out_drain(tg_out_t *o, void *ctx)
 {
     tg_wrap_t *w = ctx;
@@ -2027,117 +1932,47 @@ static void agent_out_drain(tg_out_t *o, void *ctx)
     backpressure(w);
 }
 
-/* Once a second: sample the instance, warn on approach, and kill it when
- * it broke a hard limit (OOM kill, memory over the limit under the RSS
- * monitor, a scanned workspace over its disk size, forks refused). Its
- * calls then fail with
- * resource_limit_exceeded naming the resource. */
-static void on_monitor(uv_timer_t *t)
+static void flush_owner(void *owner)
 {
-    tg_inst_t *inst = t->data;
-    tg_wrap_t *w = inst->w;
-    tg_contain_sample_t cur;
-    if (!tg_aproc_sample(w->gw, w->ag->idx, w->ag->acfg, inst->p.ci, inst->p.exited, &cur))
-        return;
-    if ((cur.have & TG_SAMPLE_MEM) && w->ag->reg_memory >= 0)
-        reg_set(w, w->ag->reg_memory, cur.memory_current);
-    if ((cur.have & TG_SAMPLE_DISK) && w->ag->reg_disk >= 0)
-        reg_set(w, w->ag->reg_disk, cur.disk_bytes);
-    if (cur.have & TG_SAMPLE_PIDS)
-        reg_set(w, w->ag->reg_pids, cur.pids_current);
-    if (!tg_aproc_judge(&inst->p.watch, inst->p.ci, agent_name(w), &cur))
-        return;
-    inst_kill(w, SIGKILL, tg_res_name(inst->p.watch.verdict.res));
-    (void)tg_contain_kill(inst->p.ci);
-    flush_all(w);
+    flush_all(owner);
 }
 
-/* Pre-flight (containment.min_free_memory): refuse to start an instance
- * while MemAvailable < min_free_memory + the P95 of the agent's recorded
- * peaks. 0 to go ahead, -1 after logging and auditing the refusal. */
-static int preflight(tg_wrap_t *w)
-{
-    uint64_t min_free = w->gw->cfg->min_free_memory, avail = 0, peaks[TG_PEAKS_KEEP];
-    size_t n = 0;
-    if (min_free == 0 || tg_mem_available(NULL, &avail) < 0)
-        return 0;
-    if (w->gw->peaks_path[0] != '\0')
-        (void)tg_peaks_load(w->gw->peaks_path, agent_name(w), peaks, &n);
-    uint64_t p95 = tg_peaks_p95(peaks, n);
-    if (avail >= min_free + p95)
-        return 0;
-    char a[24], m[24], p[24];
-    tg_unit_fmt_bytes(a, sizeof(a), avail);
-    tg_unit_fmt_bytes(m, sizeof(m), min_free);
-    tg_unit_fmt_bytes(p, sizeof(p), p95);
-    tg_log("not starting agent '%s': %s available < containment.min_free_memory %s + P95 peak "
-           "%s of its last %zu instances (free memory, or lower containment.min_free_memory)",
-           agent_name(w), a, m, p, n);
-    tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "agent.unhealthy";
-    ev.agent = agent_name(w);
-    ev.reason = "preflight_memory";
-    ev.limit.type = "memory";
-    ev.limit.scope = "instance";
-    ev.limit.observed = (int64_t)avail;
-    ev.limit.cap = (int64_t)(min_free + p95);
-    emit(w, &ev);
-    w->gw->exit_code = 1;
-    return -1;
-}
+static const tg_ainst_ops_t inst_ops = {
+    .out_alloc = agent_alloc,
+    .out_read = agent_read,
+    .out_drain = agent_out_drain,
+    .gone = inst_gone,
+    .closed = inst_closed,
+    .flush = flush_owner,
+};
 
 /* Start one agent instance. On failure: log, count as a crash. */
 static int agent_spawn(tg_wrap_t *w)
 {
-    if (preflight(w) < 0)
-        return -EAGAIN;
     tg_inst_t *inst = calloc(1, sizeof(*inst));
     if (inst == NULL)
         return -ENOMEM;
     inst->w = w;
     w->open_handles++; /* released when the instance's last handle closes */
-    tg_aproc_init(&inst->p, w->gw, w->ag->acfg, inst, w, agent_out_drain);
-
-    if (w->gw->contain_ok && tg_aproc_contain_create(w->gw, w->ag->acfg, &inst->p.ci) < 0) {
-        inst->p.exited = inst->p.gone = true;
-        inst_close(inst);
-        w->gw->exit_code = 1;
-        return -EPERM;
-    }
-    /* Wrap mode is a drop-in: the caller's environment, unchanged. Serve
-     * mode passes only env.pass and env.set: a daemon's environment is not
-     * the agent's business. */
-    char **envp = NULL;
-    if (!w->gw->wrap_mode && (envp = tg_aproc_env_build(w->ag->acfg, NULL, NULL)) == NULL) {
-        inst->p.exited = inst->p.gone = true;
-        inst_close(inst);
-        return -ENOMEM;
-    }
-    char enforced[TG_AUDIT_LINE_MAX / 2];
-    int rc = tg_aproc_start(&inst->p, w->gw->loop, w->ag->acfg, envp, on_exit_cb,
-                            " (check the command after --)", on_monitor, enforced,
-                            sizeof(enforced));
-    tg_aproc_env_free(envp);
+    tg_ainst_init(&inst->a, w->gw, &w->ag->acfg, w->ag->idx, &w->ag->rows, &w->err,
+                  &w->err_dropped_reported, &inst_ops, w);
+    tg_ainst_spawn_t how = {.inherit_env = w->gw->wrap_mode,
+                            .hint = " (check the command after --)",
+                            .attempt = w->nrestarts};
+    int rc = tg_ainst_spawn(&inst->a, &how);
     if (rc < 0) {
-        /* A process handle that was never started must still be closed. */
-        if (inst->p.proc_init) /* uv_spawn itself failed: the command */
+        /* uv_spawn itself failed: the command; containment or the
+         * pre-flight refused: 1. */
+        if (rc == -EAGAIN || rc == -EPERM)
+            w->gw->exit_code = 1;
+        else if (inst->a.p.proc_init)
             w->gw->exit_code = 127;
-        inst->p.exited = true;
-        inst->p.gone = true;
-        inst_close(inst);
         return rc;
     }
-    uv_read_start((uv_stream_t *)&inst->p.pout, agent_alloc, agent_read);
-    uv_read_start((uv_stream_t *)&inst->p.perr, tg_aproc_err_alloc, err_read);
     w->inst = inst;
     w->agent_paused = false;
-
-    tg_audit_ev_t ev;
     if (w->gw->metrics_ok)
-        tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_RUNNING, inst->p.pid);
-    tg_aproc_ev_started(&ev, agent_name(w), inst->p.pid, w->nrestarts, enforced);
-    emit(w, &ev);
+        tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_RUNNING, inst->a.p.pid);
 
     if (w->nrestarts > 0 && w->init_frame != NULL) {
         /* Replay the caller's handshake so the session goes on. */
@@ -2155,21 +1990,8 @@ static int agent_spawn(tg_wrap_t *w)
 
 static void inst_kill(tg_wrap_t *w, int sig, const char *reason)
 {
-    tg_inst_t *inst = w->inst;
-    if (inst == NULL || inst->p.gone || inst->p.pid <= 0)
-        return;
-    if (sig == SIGKILL && !inst->p.killed) {
-        inst->p.killed = true;
-        inst->kill_reason = reason;
-        tg_audit_ev_t ev;
-        tg_audit_ev_init(&ev);
-        ev.event = "agent.killed";
-        ev.agent = agent_name(w);
-        ev.pid = inst->p.pid;
-        ev.reason = reason;
-        emit(w, &ev);
-    }
-    tg_aproc_signal(&inst->p, sig);
+    if (w->inst != NULL)
+        tg_ainst_kill(&w->inst->a, sig, reason);
 }
 
 /* ---- flow control ----------------------------------------------------- */
@@ -2178,7 +2000,7 @@ static void backpressure(tg_wrap_t *w)
 {
     size_t high = 2 * (size_t)w->gw->cfg->max_frame_bytes;
     /* caller -> agent: stop reading the caller while the agent lags. */
-    size_t toward_agent = (w->inst != NULL ? w->inst->p.wr.queued_bytes : 0) + w->ag->queued_frame_bytes;
+    size_t toward_agent = (w->inst != NULL ? w->inst->a.p.wr.queued_bytes : 0) + w->ag->queued_frame_bytes;
     reg_set(w, w->ag->reg_wq_agent, toward_agent);
     if (!w->caller_eof && w->cin != NULL) {
         if (toward_agent > high && !w->caller_paused) {
@@ -2191,8 +2013,8 @@ static void backpressure(tg_wrap_t *w)
     }
     /* agent -> caller */
     reg_set(w, w->gw->reg_wq_caller, w->cwr.queued_bytes);
-    if (w->inst != NULL && !w->inst->p.out_eof) {
-        uv_stream_t *s = (uv_stream_t *)&w->inst->p.pout;
+    if (w->inst != NULL && !w->inst->a.p.out_eof) {
+        uv_stream_t *s = (uv_stream_t *)&w->inst->a.p.pout;
         if (w->cwr.queued_bytes > high && !w->agent_paused) {
             uv_read_stop(s);
             w->agent_paused = true;
@@ -2205,10 +2027,10 @@ static void backpressure(tg_wrap_t *w)
 
 static void flush_all(tg_wrap_t *w)
 {
-    if (w->inst != NULL && !w->inst->p.gone)
-        (void)tg_out_flush(&w->inst->p.wr);
+    if (w->inst != NULL && !w->inst->a.p.gone)
+        (void)tg_out_flush(&w->inst->a.p.wr);
     else if (w->inst != NULL)
-        tg_out_discard(&w->inst->p.wr);
+        tg_out_discard(&w->inst->a.p.wr);
     if (!w->cout_dead)
         (void)tg_out_flush(&w->cwr);
     else
@@ -2243,7 +2065,7 @@ static void stop_agent_step(tg_wrap_t *w)
 {
     tg_inst_t *inst = w->inst;
     uint64_t grace = w->ag->acfg->kill_grace_ms;
-    if (inst == NULL || inst->p.gone) {
+    if (inst == NULL || inst->a.p.gone) {
         w->phase = P_DONE;
         finish(w);
         return;
@@ -2252,7 +2074,7 @@ static void stop_agent_step(tg_wrap_t *w)
     case P_DRAIN:
         /* Inflight calls had their chance: close the agent's stdin. */
         w->phase = P_STOP_STDIN;
-        tg_aproc_close_stdin(&inst->p, inst_handle_closed);
+        tg_ainst_close_stdin(&inst->a);
         break;
     case P_STOP_STDIN:
         w->phase = P_STOP_TERM;
@@ -2309,18 +2131,6 @@ static void begin_shutdown(tg_wrap_t *w, const char *why)
     check_drained(w);
 }
 
-static void close_if_open(uv_handle_t *h)
-{
-    if (h != NULL && h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h))
-        uv_close(h, NULL);
-}
-
-static void walk_close(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    close_if_open(h);
-}
-
 /* Drop one hold on session <w> (a handle of its own, or its agent
  * instance); the last frees it and tells the gateway. */
 static void sess_release(tg_wrap_t *w)
@@ -2359,7 +2169,7 @@ static void sess_handle_closed(uv_handle_t *h)
 static void finish(tg_wrap_t *w)
 {
     w->phase = P_DONE;
-    if (w->inst != NULL && !w->inst->p.gone) {
+    if (w->inst != NULL && !w->inst->a.p.gone) {
         /* The agent still runs: escalate until its exit brings us back. */
         if (!uv_is_active((uv_handle_t *)&w->phase_timer)) {
             w->phase = P_DRAIN;
@@ -2390,14 +2200,7 @@ static void finish(tg_wrap_t *w)
 /* Say how much agent stderr was dropped since the last report. */
 static void report_stderr_drops(tg_wrap_t *w)
 {
-    if (w->err.dropped <= w->err_dropped_reported)
-        return;
-    char cap[24];
-    tg_unit_fmt_bytes(cap, sizeof(cap), w->ag->acfg->stderr_bytes_per_sec);
-    tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (over %s/s or lines over "
-           "the line limit; raise agents.%s.stderr.bytes_per_second)",
-           agent_name(w), w->err.dropped, cap, agent_name(w));
-    w->err_dropped_reported = w->err.dropped;
+    tg_agent_report_drops(w->ag->acfg, &w->err, &w->err_dropped_reported);
 }
 
 /* Restarts of <w>'s agent within restart.window before <now>: what
@@ -2407,24 +2210,12 @@ static uint32_t recent_restarts(const tg_wrap_t *w, uint64_t now)
     return tg_aproc_recent(w->restart_at, w->nrestarts, now, w->ag->acfg->restart_window_ms);
 }
 
-/* Calls waiting for the shared store, against store.max_pending: sampled
- * once a second and on every /limits (a burst within a second shows in the
- * high-water only when a sample catches it). */
-static void store_pending_sample(tg_gw_t *gw)
+/* The gateway's tick: report stderr drops and age out restarts: each
+ * agent's restarts entry shows the live session with the most restarts
+ * within the window (sessions are per caller in serve, and each has its
+ * own budget). */
+void tg_sess_tick(tg_gw_t *gw, uint64_t now)
 {
-    if (gw->store != NULL && gw->reg_store_pending >= 0)
-        limit_event_gw(gw, gw->reg_store_pending,
-                       tg_registry_set(&gw->reg, gw->reg_store_pending, tg_store_pending(gw->store)));
-}
-
-/* Once a second: report stderr drops, sample the audit queue, and age
- * out restarts: each agent's restarts entry shows the live session with
- * the most restarts within the window (sessions are per caller in serve,
- * and each has its own budget). */
-static void on_tick(uv_timer_t *t)
-{
-    tg_gw_t *gw = t->data;
-    uint64_t now = uv_now(gw->loop);
     for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next) {
         report_stderr_drops(w);
         w->ag->tick_restarts = 0;
@@ -2436,10 +2227,6 @@ static void on_tick(uv_timer_t *t)
     }
     for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next)
         reg_set(w, w->ag->reg_restarts, w->ag->tick_restarts);
-    if (gw->audit != NULL)
-        limit_event_gw(gw, gw->reg_audit, tg_registry_set(&gw->reg, gw->reg_audit,
-                                                         tg_audit_queued(gw->audit)));
-    store_pending_sample(gw);
 }
 
 /* ---- setup ------------------------------------------------------------ */
@@ -2495,7 +2282,7 @@ static int register_limits(tg_agent_t *ag)
 #define REG(dst, cat, scope, cap, ...)                                   \
     do {                                                                 \
         snprintf(name, sizeof(name), __VA_ARGS__);                       \
-        dst = tg_aproc_reg_upsert(&ag->gw->reg, name, cat, scope, cap);  \
+        dst = tg_registry_upsert(&ag->gw->reg, name, cat, scope, cap);  \
     } while (0)
     REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", ag->gw->cfg->max_frame_bytes, "agent.%s.frame_bytes", id);
     REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);
@@ -2507,12 +2294,12 @@ static int register_limits(tg_agent_t *ag)
         REG(ag->reg_fleet, TG_LIMIT_CONCURRENCY, "shared", a->lim.max_concurrent_calls, "agent.%s.concurrency.shared", id);
     REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
     REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * ag->gw->cfg->max_frame_bytes, "agent.%s.write_queue_bytes", id);
-    REG(ag->reg_stderr, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec, "agent.%s.stderr_bytes_per_second", id);
-    REG(ag->reg_memory, TG_LIMIT_RESOURCE, "agent", a->res.memory_bytes, "agent.%s.memory_bytes", id);
-    ag->reg_disk = -1;
+    REG(ag->rows.stderr_bytes, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec, "agent.%s.stderr_bytes_per_second", id);
+    REG(ag->rows.memory, TG_LIMIT_RESOURCE, "agent", a->res.memory_bytes, "agent.%s.memory_bytes", id);
+    ag->rows.disk = -1;
     if (a->workspace != NULL)
-        REG(ag->reg_disk, TG_LIMIT_RESOURCE, "agent", a->res.disk_bytes, "agent.%s.disk_bytes", id);
-    REG(ag->reg_pids, TG_LIMIT_RESOURCE, "agent", a->res.pids, "agent.%s.pids", id);
+        REG(ag->rows.disk, TG_LIMIT_RESOURCE, "agent", a->res.disk_bytes, "agent.%s.disk_bytes", id);
+    REG(ag->rows.pids, TG_LIMIT_RESOURCE, "agent", a->res.pids, "agent.%s.pids", id);
     /* max_restarts per restart.window: a count over a period, like a rate. */
     REG(ag->reg_restarts, TG_LIMIT_RATE, "session", a->max_restarts, "agent.%s.restarts", id);
     /* max_instances is enforced by serve only (wrap runs one instance). */
@@ -2560,236 +2347,6 @@ static int setup_limits(tg_agent_t *ag, uint32_t max_sessions)
 
 /* ---- public API: gateway, agents, sessions ------------------------------ */
 
-/* The admin endpoint's own bounds cross a threshold (see admin.h). */
-static void admin_limit_event(void *ctx, int idx, tg_limit_ev_t ev)
-{
-    limit_event_gw(ctx, idx, ev);
-}
-
-static void admin_refresh(void *ctx)
-{
-    tg_gw_t *gw = ctx;
-    if (gw->audit != NULL && gw->metrics_ok)
-        tg_metrics_audit(&gw->metrics, tg_audit_queued(gw->audit), gw->cfg->audit_queue,
-                         tg_audit_dropped(gw->audit));
-    store_pending_sample(gw);
-}
-
-static const tg_registry_t *admin_registry(void *ctx)
-{
-    return &((tg_gw_t *)ctx)->reg;
-}
-
-static const tg_metrics_t *admin_metrics(void *ctx)
-{
-    tg_gw_t *gw = ctx;
-    return gw->metrics_ok ? &gw->metrics : NULL;
-}
-
-static void on_store_event(void *arg, tg_store_event_t sev, const char *reason)
-{
-    tg_gw_t *gw = arg;
-    tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = sev == TG_STORE_EV_DEGRADED ? "store.degraded" : "store.recovered";
-    ev.reason = tg_store_policy_name((tg_store_policy_t)gw->cfg->store.on_store_error);
-    if (gw->metrics_ok)
-        tg_metrics_store(&gw->metrics, TG_STORE_REDIS, sev == TG_STORE_EV_DEGRADED);
-    if (gw->audit != NULL)
-        tg_audit_emit(gw->audit, &ev);
-    /* <reason> names the store by its redacted URL: no password. */
-    tg_log("%s: %s", ev.event, reason);
-}
-
-/* Open the shared store (store.kind redis) and, when an agent asks for
- * it, the lease view over it. 0, or -1 after logging. */
-static int gw_store_open(tg_gw_t *gw, tg_config_t *cfg)
-{
-    tg_store_opts_t o;
-    tg_cfg_err_t err;
-    memset(&o, 0, sizeof(o));
-    o.kind = TG_STORE_REDIS;
-    o.url = cfg->store.url;
-    o.prefix = cfg->store.prefix;
-    o.timeout_ms = cfg->store.timeout_ms;
-    o.on_store_error = (tg_store_policy_t)cfg->store.on_store_error;
-    o.instances = cfg->store.instances;
-    o.connect_timeout_ms = cfg->store.connect_timeout_ms;
-    o.dead_after_ms = cfg->store.dead_after_ms;
-    o.backoff_initial_ms = cfg->store.backoff_ms;
-    o.backoff_max_ms = cfg->store.max_backoff_ms;
-    o.lease_ms = cfg->store.lease_ms;
-    o.slot_lease_ms = cfg->store.slot_lease_ms;
-    o.instance = cfg->instance;
-    o.max_pending = cfg->store.max_pending;
-    o.local_max_keys = cfg->store.local_max_keys;
-    o.on_event = on_store_event;
-    o.event_arg = gw;
-    if (tg_store_open(gw->loop, &o, &gw->store, &err) < 0) {
-        tg_log("store: %s", err.msg);
-        return -1;
-    }
-    bool lease = false;
-    for (size_t i = 0; i < cfg->nagents; i++)
-        for (size_t t = 0; t <= cfg->agents[i].ntools; t++)
-            lease = lease || (cfg->agents[i].shared_lease &&
-                              (t < cfg->agents[i].ntools ? cfg->agents[i].tools[t].lim.rate_shared
-                                                         : cfg->agents[i].rate_shared));
-    if (lease && tg_store_lease_open(gw->store, &o, &gw->lease, &err) < 0) {
-        tg_log("store (lease mode): %s", err.msg);
-        return -1;
-    }
-    return 0;
-}
-
-int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
-{
-    char err[512], audit_path[4096], name[TG_LIMIT_NAME_MAX];
-    gw->loop = loop;
-    gw->cfg = cfg;
-    tg_log_init(loop);
-    tg_pool_init(&gw->pool, (size_t)cfg->max_frame_bytes + 2 * TG_IO_CHUNK);
-    tg_registry_init(&gw->reg);
-    snprintf(gw->path_frame, sizeof(gw->path_frame), "router.max_frame_bytes");
-    snprintf(name, sizeof(name), "caller.frame_bytes");
-    gw->reg_frame_in = tg_registry_add(&gw->reg, name, TG_LIMIT_FRAME, "instance", cfg->max_frame_bytes);
-    snprintf(name, sizeof(name), "caller.write_queue_bytes");
-    gw->reg_wq_caller = tg_registry_add(&gw->reg, name, TG_LIMIT_WRITE_QUEUE, "session",
-                                        2 * cfg->max_frame_bytes);
-    snprintf(name, sizeof(name), "audit.queue");
-    gw->reg_audit = tg_registry_add(&gw->reg, name, TG_LIMIT_AUDIT_QUEUE, "instance", cfg->audit_queue);
-
-    /* Redis Stream sinks keep their URL as text in config (audit must not
-     * depend on limits/); the store's parser fills the endpoint here. */
-    for (size_t i = 0; i < cfg->naudit_sinks; i++) {
-        tg_audit_sink_cfg_t *sk = &cfg->audit_sinks[i];
-        if (sk->kind != TG_AUDIT_SINK_REDIS_STREAM)
-            continue;
-        tg_store_url_t u;
-        tg_cfg_err_t uerr;
-        if (tg_store_url_parse(&u, sk->url, &uerr) < 0) {
-            tg_log("audit.sinks[%zu].url: %s", i, uerr.msg);
-            return 2;
-        }
-        sk->ep.is_unix = u.is_unix;
-        sk->ep.port = u.port;
-        sk->ep.db = u.db;
-        snprintf(sk->ep.host, sizeof(sk->ep.host), "%s", u.host);
-        snprintf(sk->ep.path, sizeof(sk->ep.path), "%s", u.path);
-        snprintf(sk->ep.user, sizeof(sk->ep.user), "%s", u.user);
-        snprintf(sk->ep.password, sizeof(sk->ep.password), "%s", u.password);
-        tg_store_url_wipe(&u);
-    }
-    const char *ap = cfg->audit_path;
-    if (ap == NULL) {
-        if (tg_audit_default_path(audit_path, sizeof(audit_path)) < 0) {
-            tg_log("no audit path: set --audit PATH, XDG_STATE_HOME or HOME");
-            return 2;
-        }
-        ap = audit_path;
-    }
-    tg_audit_opts_t ao = {.path = ap,
-                          .instance = cfg->instance,
-                          .queue_cap = cfg->audit_queue,
-                          .sinks = cfg->audit_sinks,
-                          .nsinks = cfg->naudit_sinks};
-    if (tg_audit_open(&gw->audit, loop, &ao, err, sizeof(err)) < 0) {
-        tg_log("%s", err);
-        return 2;
-    }
-    gw->reg_store_pending = -1;
-    if (cfg->store.redis && gw_store_open(gw, cfg) < 0)
-        return 2;
-    if (gw->store != NULL) {
-        snprintf(name, sizeof(name), "store.pending");
-        gw->reg_store_pending = tg_registry_add(&gw->reg, name, TG_LIMIT_QUEUE, "instance",
-                                                cfg->store.max_pending != 0 ? cfg->store.max_pending
-                                                                            : TG_STORE_DEF_MAX_PENDING);
-    }
-    if (tg_peaks_default_path(gw->peaks_path, sizeof(gw->peaks_path)) < 0)
-        gw->peaks_path[0] = '\0';
-    /* Containment is detected once; without a usable backend, required
-     * mode refuses to run rather than start agents it cannot contain. */
-    tg_contain_opts_t co = {.mode = tg_config_contain_mode(cfg)};
-    tg_cfg_err_t cerr;
-    if (tg_contain_init(&gw->contain, &co, &cerr) == 0) {
-        gw->contain_ok = true;
-    } else if (co.mode == TG_CONTAIN_REQUIRED) {
-        tg_log("containment.mode is required but containment cannot be set up: %s", cerr.msg);
-        return 2;
-    } else {
-        tg_log("containment unavailable, agents run uncontained: %s", cerr.msg);
-    }
-    if (tg_metrics_init(&gw->metrics, cfg) == 0)
-        gw->metrics_ok = true;
-    if (cfg->admin_addr != NULL) {
-        tg_admin_opts_t aopts = {.max_header_bytes = cfg->admin_max_header_bytes,
-                                 .max_connections = cfg->admin_max_connections,
-                                 .idle_timeout_ms = cfg->admin_idle_timeout_ms,
-                                 .max_response_bytes = cfg->admin_max_response_bytes};
-        tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
-                                    .registry = admin_registry, .metrics = admin_metrics,
-                                    .own = &gw->reg, .limit_event = admin_limit_event};
-        char aerr[256];
-        if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, aerr, sizeof(aerr)) < 0) {
-            tg_log("router.admin: %s", aerr);
-            return 2;
-        }
-        char bound[128];
-        if (tg_admin_bound(gw->admin, bound, sizeof(bound)) >= 0)
-            tg_log("admin endpoint on http://%s/ (/metrics, /limits, /agents, /healthz)", bound);
-    }
-    uv_timer_init(loop, &gw->tick_timer);
-    gw->tick_timer.data = gw;
-    uv_timer_start(&gw->tick_timer, on_tick, 1000, 1000);
-    uv_unref((uv_handle_t *)&gw->tick_timer);
-
-    tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "router.started";
-    ev.pid = getpid();
-    tg_audit_emit(gw->audit, &ev);
-    return 0;
-}
-
-void tg_gw_stop(tg_gw_t *gw)
-{
-    if (gw->admin != NULL)
-        tg_admin_close(gw->admin);
-    gw->admin = NULL;
-    /* The store's connection and timers would keep the loop alive; calls
-     * still waiting on it are answered (cancelled) first. */
-    if (gw->lease != NULL)
-        tg_store_close(gw->lease, NULL, NULL);
-    if (gw->store != NULL)
-        tg_store_close(gw->store, NULL, NULL);
-    gw->lease = gw->store = NULL;
-    close_if_open((uv_handle_t *)&gw->tick_timer);
-}
-
-/* After the loop ended: write out and close the audit trail (its last
- * write request is freed by the next loop run). No session may emit after. */
-static void tg_gw_close(tg_gw_t *gw)
-{
-    tg_gw_stop(gw); /* idempotent: error paths may not have stopped */
-    if (gw->audit != NULL)
-        tg_audit_close(gw->audit);
-    gw->audit = NULL;
-}
-
-/* Once every session and handle is gone: free buffers and registry. */
-static void tg_gw_free(tg_gw_t *gw)
-{
-    if (gw->metrics_ok)
-        tg_metrics_free(&gw->metrics);
-    gw->metrics_ok = false;
-    if (gw->contain_ok)
-        (void)tg_contain_fini(&gw->contain);
-    gw->contain_ok = false;
-    tg_registry_free(&gw->reg);
-    tg_pool_free(&gw->pool);
-}
-
 /* An agent for <acfg> at metrics row <idx>. NULL after logging. */
 static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uint32_t max_sessions)
 {
@@ -2798,6 +2355,8 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
         return NULL;
     ag->gw = gw;
     ag->acfg = acfg;
+    gw->engine_tick = tg_sess_tick;
+    gw->engine_reap = tg_sess_reap_retired;
     tg_dlt_init(&ag->dlt, on_call_deadline, ag);
     ag->idx = idx;
     ag->max_sessions = max_sessions;
@@ -2867,11 +2426,11 @@ void tg_agent_close_timers(tg_agent_t *ag)
 {
     for (uint32_t i = 0; i < ag->ncalls; i++)
         if (ag->calls[i].own.ready)
-            close_if_open((uv_handle_t *)&ag->calls[i].own.timer);
+            tg_handle_close((uv_handle_t *)&ag->calls[i].own.timer);
     if (ag->fleet_timer_ready)
-        close_if_open((uv_handle_t *)&ag->fleet_timer);
+        tg_handle_close((uv_handle_t *)&ag->fleet_timer);
     if (ag->dlt.ready)
-        close_if_open((uv_handle_t *)&ag->dlt.timer);
+        tg_handle_close((uv_handle_t *)&ag->dlt.timer);
 }
 
 void tg_agent_free(tg_agent_t *ag)
@@ -2986,6 +2545,12 @@ static void agent_reap(tg_agent_t *ag)
         cb(arg);
 }
 
+void tg_sess_reap_retired(tg_gw_t *gw)
+{
+    while (gw->retired != NULL)
+        agent_reap(gw->retired);
+}
+
 static void retired_timer_closed(uv_handle_t *h)
 {
     tg_agent_t *ag = h->data;
@@ -3045,8 +2610,7 @@ const char *tg_agent_id(const tg_agent_t *ag)
 void tg_agent_instances(tg_agent_t *ag, uint32_t running)
 {
     if (ag->reg_instances >= 0)
-        limit_event_gw(ag->gw, ag->reg_instances,
-                       tg_registry_set(&ag->gw->reg, ag->reg_instances, running));
+        tg_registry_update(&ag->gw->reg, ag->reg_instances, running);
 }
 
 tg_agent_t *tg_sess_agent(const tg_wrap_t *w)
@@ -3057,29 +2621,6 @@ tg_agent_t *tg_sess_agent(const tg_wrap_t *w)
 tg_wrap_t *tg_sess_next(const tg_wrap_t *w)
 {
     return w->next;
-}
-
-int tg_caller_lim_init(tg_caller_lim_t *cl, const tg_caller_cfg_t *cc)
-{
-    memset(cl, 0, sizeof(*cl));
-    cl->name = cc->name;
-    cl->reg_rate = cl->reg_conc = -1;
-    if (cc->lim.rate_src != TG_SRC_DEFAULT) {
-        if (tg_gcra_init(&cl->rate, cc->lim.rate_limit.count, cc->lim.rate_limit.period_ms,
-                         cc->lim.burst_src != TG_SRC_DEFAULT ? cc->lim.burst : 0) < 0)
-            return -EINVAL;
-        cl->has_rate = true;
-        cl->rate_cfg = cc->lim.rate_limit;
-    }
-    if (cc->lim.concurrent_src != TG_SRC_DEFAULT) {
-        tg_conc_init(&cl->conc, cc->lim.max_concurrent_calls);
-        cl->has_conc = true;
-    }
-    snprintf(cl->path_rate, sizeof(cl->path_rate), "callers.%s.execution_limits.rate_limit",
-             cc->name);
-    snprintf(cl->path_conc, sizeof(cl->path_conc),
-             "callers.%s.execution_limits.max_concurrent_calls", cc->name);
-    return 0;
 }
 
 static tg_wrap_t *sess_alloc(tg_gw_t *gw, tg_agent_t *ag, const char *caller)
@@ -3165,19 +2706,3 @@ void tg_sess_kill(tg_wrap_t *w)
     inst_kill(w, SIGKILL, "interrupted");
 }
 
-void tg_gw_teardown(tg_gw_t *gw, uv_loop_t *loop)
-{
-    /* Write out the audit trail, close whatever is still open (error
-     * paths) and let the close callbacks run: sessions free themselves
-     * there (they emit nothing while closing), and so does the audit
-     * write request that was in flight. Buffers go last. */
-    tg_gw_close(gw);
-    tg_log_close();
-    gw->tearing_down = true;
-    uv_walk(loop, walk_close, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
-    while (gw->retired != NULL)
-        agent_reap(gw->retired);
-    tg_gw_free(gw);
-    (void)uv_loop_close(loop);
-}

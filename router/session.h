@@ -16,69 +16,11 @@
 
 #include <uv.h>
 
-#include "audit/audit.h"
 #include "config/config.h"
-#include "limits/conc.h"
-#include "limits/contain.h"
-#include "limits/gcra.h"
-#include "limits/registry.h"
-#include "router/admin/admin.h"
-#include "router/front/io.h"
-#include "router/admin/metrics.h"
+#include "router/gateway.h"
 
 typedef struct tg_wrap tg_sess_t;
 typedef struct tg_agent tg_agent_t;
-
-/* One caller's own limits (callers[].execution_limits), shared by all of
- * its connections; owned by the runner. */
-typedef struct tg_caller_lim {
-    const char *name;
-    tg_gcra_t rate;
-    tg_rate_t rate_cfg;
-    bool has_rate;
-    tg_conc_t conc;
-    bool has_conc;
-    char path_rate[256], path_conc[256];
-    int reg_rate, reg_conc; /* registry entries (-1: none); the runner registers them */
-} tg_caller_lim_t;
-
-/* From callers[] entry <cc> (which must outlive <cl>). 0 or -EINVAL. */
-int tg_caller_lim_init(tg_caller_lim_t *cl, const tg_caller_cfg_t *cc);
-
-typedef struct tg_gw {
-    uv_loop_t *loop;
-    tg_config_t *cfg;
-    tg_audit_t *audit;
-    tg_registry_t reg;
-    tg_pool_t pool;
-    int reg_frame_in, reg_wq_caller, reg_audit;
-    int reg_store_pending; /* store.pending: calls waiting for the redis store; -1 without one */
-    char path_frame[64];
-    uv_timer_t tick_timer;
-    struct tg_store *store; /* the shared rate store (redis), or NULL */
-    struct tg_store *lease; /* lease view over it, when an agent uses shared_mode lease */
-    tg_contain_t contain; /* containment context (detected once at open) */
-    char peaks_path[4096]; /* pre-flight state file of peak memory, "" when none */
-    tg_metrics_t metrics; /* counters for /metrics, /agents and the page */
-    bool metrics_ok;
-    tg_admin_t *admin;    /* the admin HTTP endpoint (router.admin / --admin), or NULL */
-    bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
-    tg_sess_t *sessions; /* live sessions, a list linked through the sessions */
-    tg_agent_t *retired; /* agents replaced by a reload, freed once unused */
-    bool tearing_down;
-    uint32_t nsessions;
-    bool wrap_mode;      /* the single session is the router (router.stopping) */
-    int exit_code;       /* wrap: the process status once the session ended */
-    void (*on_session_end)(struct tg_gw *gw, tg_sess_t *s);
-    void *data;          /* the runner's */
-} tg_gw_t;
-
-/* Open the audit pipe, registry and buffers on <loop> (gw zeroed by the
- * caller). 0, or an exit status (2) after logging what was wrong. */
-int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg);
-/* Close the gateway's own handles (so the loop can end). */
-void tg_gw_stop(tg_gw_t *gw);
-
 
 /* The shared state of agent <acfg>, for up to <max_sessions> sessions at
  * once. NULL after logging on failure. */
@@ -127,9 +69,10 @@ bool tg_sess_stopping(const tg_sess_t *s);
 /* SIGKILL the session's agent tree now (a second Ctrl-C). */
 void tg_sess_kill(tg_sess_t *s);
 
-/* After the loop ended: write out and close audit, close every handle
- * still open on <loop> and run their callbacks, free the gateway's
- * buffers, close the loop. Agents are freed by the caller afterwards. */
-void tg_gw_teardown(tg_gw_t *gw, uv_loop_t *loop);
+/* Once a second (the gateway's tick): report stderr drops and age out
+ * restarts of every session's agent. */
+void tg_sess_tick(tg_gw_t *gw, uint64_t now);
+/* Free the agents a reload retired (tg_gw_teardown, after the loop ran). */
+void tg_sess_reap_retired(tg_gw_t *gw);
 
 #endif

@@ -121,6 +121,73 @@ Test(registry, add_set_and_high_water)
     cr_assert_eq(r.n, 0);
 }
 
+/* The event function sees every crossing an update makes, once, with the
+ * limit it concerns; unchanged usage and unregistered indices report
+ * nothing. */
+typedef struct {
+    int n;
+    tg_limit_ev_t last;
+    char name[TG_LIMIT_NAME_MAX];
+} ev_log_t;
+
+static void ev_log(void *ctx, const tg_limit_t *l, tg_limit_ev_t ev)
+{
+    ev_log_t *g = ctx;
+    g->n++;
+    g->last = ev;
+    snprintf(g->name, sizeof(g->name), "%s", l->name);
+}
+
+Test(registry, update_reports_crossings_to_the_event_function)
+{
+    tg_registry_t r;
+    ev_log_t g = {0};
+    tg_registry_init(&r);
+    int a = tg_registry_add(&r, "agent.a.concurrency", TG_LIMIT_CONCURRENCY, "agent", 10);
+    tg_registry_update(&r, a, 9); /* no function yet: nothing reported */
+    cr_assert_eq(g.n, 0);
+    tg_registry_update(&r, a, 1);
+    tg_registry_on_event(&r, ev_log, &g);
+    tg_registry_update(&r, a, 7);
+    cr_assert_eq(g.n, 0);
+    tg_registry_update(&r, a, 8);
+    cr_assert_eq(g.n, 1);
+    cr_assert_eq(g.last, TG_LIMIT_EV_WARNING);
+    cr_assert_str_eq(g.name, "agent.a.concurrency");
+    tg_registry_update(&r, a, 8);
+    tg_registry_update(&r, a, 9);
+    tg_registry_update(&r, a, 5);
+    cr_assert_eq(g.n, 1);
+    tg_registry_update(&r, a, 4);
+    cr_assert_eq(g.n, 2);
+    cr_assert_eq(g.last, TG_LIMIT_EV_RECOVERED);
+    tg_registry_update(&r, -1, 100);
+    tg_registry_update(&r, 7, 100);
+    tg_registry_emit(&r, a, TG_LIMIT_EV_NONE);
+    cr_assert_eq(g.n, 2);
+    tg_registry_emit(&r, a, TG_LIMIT_EV_WARNING);
+    cr_assert_eq(g.n, 3);
+    tg_registry_free(&r);
+}
+
+Test(registry, upsert_keeps_the_row_and_its_state)
+{
+    tg_registry_t r;
+    tg_registry_init(&r);
+    int a = tg_registry_upsert(&r, "agent.a.queue", TG_LIMIT_QUEUE, "agent", 10);
+    cr_assert_eq(a, 0);
+    cr_assert_eq(tg_registry_set(&r, a, 9), TG_LIMIT_EV_WARNING);
+    cr_assert_eq(tg_registry_upsert(&r, "agent.b.queue", TG_LIMIT_QUEUE, "agent", 3), 1);
+    cr_assert_eq(tg_registry_upsert(&r, "agent.a.queue", TG_LIMIT_QUEUE, "agent", 100), a);
+    cr_assert_eq(r.n, 2);
+    cr_assert_eq(r.v[a].capacity, 100);
+    cr_assert_eq(r.v[a].high_water, 9);
+    cr_assert(r.v[a].warned);
+    /* the new capacity's thresholds apply at the next update */
+    cr_assert_eq(tg_registry_set(&r, a, 20), TG_LIMIT_EV_RECOVERED);
+    tg_registry_free(&r);
+}
+
 Test(registry, many_entries_keep_their_indices)
 {
     tg_registry_t r;

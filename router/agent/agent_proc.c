@@ -19,45 +19,6 @@
 #include "router/admin/metrics.h"
 #include "router/agent/shim.h"
 
-/* ---- limit registry --------------------------------------------------- */
-
-void tg_aproc_limit_event(tg_gw_t *gw, int idx, tg_limit_ev_t lev)
-{
-    if (lev == TG_LIMIT_EV_NONE || idx < 0)
-        return;
-    const tg_limit_t *l = &gw->reg.v[idx];
-    tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = lev == TG_LIMIT_EV_WARNING ? "limit.warning" : "limit.recovered";
-    ev.limit.type = tg_limit_cat_name(l->cat);
-    ev.limit.scope = l->scope;
-    ev.limit.name = l->name;
-    ev.limit.observed = (int64_t)l->current;
-    ev.limit.cap = (int64_t)l->capacity;
-    if (gw->audit != NULL)
-        tg_audit_emit(gw->audit, &ev);
-    if (lev == TG_LIMIT_EV_WARNING)
-        tg_log("limit %s at %" PRIu64 " of %" PRIu64 " (80%% warning)", l->name, l->current,
-               l->capacity);
-}
-
-void tg_aproc_reg_set(tg_gw_t *gw, int idx, uint64_t current)
-{
-    if (idx >= 0)
-        tg_aproc_limit_event(gw, idx, tg_registry_set(&gw->reg, idx, current));
-}
-
-int tg_aproc_reg_upsert(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
-                        uint64_t cap)
-{
-    for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->v[i].name, name) == 0) {
-            r->v[i].capacity = cap;
-            return (int)i;
-        }
-    return tg_registry_add(r, name, cat, scope, cap);
-}
-
 /* ---- environment ------------------------------------------------------ */
 
 static bool is_extra(const char *entry, const char *name, size_t nl, bool assignment)

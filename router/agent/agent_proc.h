@@ -32,7 +32,7 @@
 #include "config/config.h"
 #include "limits/contain.h"
 #include "router/front/io.h"
-#include "router/session.h"
+#include "router/gateway.h"
 
 /* fixed internal bound: kernel pipe buffer asked for (F_SETPIPE_SZ) */
 #define TG_APROC_PIPE_BYTES (1 << 20)
@@ -43,17 +43,6 @@
 #define TG_APROC_ERR_SCRATCH 16384 /* fixed internal bound: stderr bytes read per wakeup */
 
 /* ---- limit registry --------------------------------------------------- */
-
-/* Audit (and log) limit <idx> of <gw>'s registry crossing 80% or
- * re-arming (<lev>); nothing for TG_LIMIT_EV_NONE or idx < 0. */
-void tg_aproc_limit_event(tg_gw_t *gw, int idx, tg_limit_ev_t lev);
-/* Set limit <idx> (idx < 0: none) to <current>, then tg_aproc_limit_event. */
-void tg_aproc_reg_set(tg_gw_t *gw, int idx, uint64_t current);
-/* Register limit <name> in <r>, or update the capacity of the entry that
- * has it: a reloaded or replaced agent keeps its registry rows (and their
- * high-water marks). Its index, or tg_registry_add's negative errno. */
-int tg_aproc_reg_upsert(tg_registry_t *r, const char *name, tg_limit_cat_t cat, const char *scope,
-                        uint64_t cap);
 
 /* ---- environment ------------------------------------------------------ */
 

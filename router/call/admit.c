@@ -279,15 +279,15 @@ void tg_adm_tool_register(tg_adm_tool_t *t, tg_registry_t *reg, const char *agen
      * its index, the name only labels it. */
     if (t->has_rate) {
         (void)snprintf(name, sizeof(name), "agent.%s.tool.%s.rate", agent, tool);
-        t->reg_rate = tg_aproc_reg_upsert(reg, name, TG_LIMIT_RATE, "tool", t->rate.burst);
+        t->reg_rate = tg_registry_upsert(reg, name, TG_LIMIT_RATE, "tool", t->rate.burst);
     }
     if (t->has_conc) {
         (void)snprintf(name, sizeof(name), "agent.%s.tool.%s.concurrency", agent, tool);
-        t->reg_conc = tg_aproc_reg_upsert(reg, name, TG_LIMIT_CONCURRENCY, "tool", t->conc.max);
+        t->reg_conc = tg_registry_upsert(reg, name, TG_LIMIT_CONCURRENCY, "tool", t->conc.max);
     }
     if (t->has_queue) {
         (void)snprintf(name, sizeof(name), "agent.%s.tool.%s.queue", agent, tool);
-        t->reg_queue = tg_aproc_reg_upsert(reg, name, TG_LIMIT_QUEUE, "tool", t->max_queued);
+        t->reg_queue = tg_registry_upsert(reg, name, TG_LIMIT_QUEUE, "tool", t->max_queued);
     }
 }
 
@@ -320,7 +320,7 @@ void tg_adm_take_slots(tg_conc_t *agent, tg_adm_tool_t *t, tg_caller_lim_t *cl, 
 void tg_adm_tool_regs(tg_gw_t *gw, const tg_adm_tool_t *t)
 {
     if (t->has_conc)
-        tg_aproc_reg_set(gw, t->reg_conc, t->conc.inflight);
+        tg_registry_update(&gw->reg, t->reg_conc, t->conc.inflight);
     if (t->has_queue)
-        tg_aproc_reg_set(gw, t->reg_queue, t->queued);
+        tg_registry_update(&gw->reg, t->reg_queue, t->queued);
 }

@@ -36,7 +36,7 @@
 #include "limits/store.h"
 #include "router/call/denial.h"
 #include "router/admin/metrics.h"
-#include "router/session.h"
+#include "router/gateway.h"
 
 #define TG_ADM_FLEET_RETRY_MIN_MS 20  /* fixed internal bound: first refused-slot wait */
 #define TG_ADM_FLEET_RETRY_MAX_MS 500 /* fixed internal bound: longest wait between slot asks */

@@ -1,0 +1,306 @@
+/* Agent instances (see instance.h): the lifecycle both engines share. */
+#include "router/agent/instance.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/units.h"
+#include "limits/preflight.h"
+#include "router/admin/metrics.h"
+#include "router/log.h"
+
+static const char *iname(const tg_ainst_t *in)
+{
+    return (*in->acfg)->id;
+}
+
+static void emit(const tg_ainst_t *in, const tg_audit_ev_t *ev)
+{
+    if (in->gw->audit != NULL)
+        tg_audit_emit(in->gw->audit, ev);
+}
+
+void tg_ainst_init(tg_ainst_t *in, tg_gw_t *gw, tg_agent_cfg_t *const *acfg, size_t idx,
+                   const tg_agent_rows_t *rows, tg_aproc_errbudget_t *err, uint64_t *err_reported,
+                   const tg_ainst_ops_t *ops, void *owner)
+{
+    in->gw = gw;
+    in->acfg = acfg;
+    in->idx = idx;
+    in->rows = rows;
+    in->err = err;
+    in->err_reported = err_reported;
+    in->ops = ops;
+    in->owner = owner;
+    tg_aproc_init(&in->p, gw, *acfg, in, owner, ops->out_drain);
+}
+
+/* ---- pre-flight and peaks ----------------------------------------------- */
+
+int tg_ainst_preflight(tg_gw_t *gw, const tg_agent_cfg_t *a)
+{
+    uint64_t min_free = gw->cfg->min_free_memory, avail = 0, peaks[TG_PEAKS_KEEP];
+    size_t n = 0;
+    if (min_free == 0 || tg_mem_available(NULL, &avail) < 0)
+        return 0;
+    if (gw->peaks_path[0] != '\0')
+        (void)tg_peaks_load(gw->peaks_path, a->id, peaks, &n);
+    uint64_t p95 = tg_peaks_p95(peaks, n);
+    if (avail >= min_free + p95)
+        return 0;
+    char av[24], m[24], p[24];
+    tg_unit_fmt_bytes(av, sizeof(av), avail);
+    tg_unit_fmt_bytes(m, sizeof(m), min_free);
+    tg_unit_fmt_bytes(p, sizeof(p), p95);
+    tg_log("not starting agent '%s': %s available < containment.min_free_memory %s + P95 peak "
+           "%s of its last %zu instances (free memory, or lower containment.min_free_memory)",
+           a->id, av, m, p, n);
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.unhealthy";
+    ev.agent = a->id;
+    ev.reason = "preflight_memory";
+    ev.limit.type = "memory";
+    ev.limit.scope = "instance";
+    ev.limit.observed = (int64_t)avail;
+    ev.limit.cap = (int64_t)(min_free + p95);
+    if (gw->audit != NULL)
+        tg_audit_emit(gw->audit, &ev);
+    return -1;
+}
+
+/* The instance's peak memory, when its last sample has one. */
+static bool peak_of(const tg_ainst_t *in, uint64_t *peak)
+{
+    if (!in->p.watch.have_last || !(in->p.watch.last.have & TG_SAMPLE_PEAK))
+        return false;
+    *peak = in->p.watch.last.memory_peak;
+    return true;
+}
+
+/* Keep the instance's peak memory for the pre-flight check of later
+ * instances (a small file, written once per instance exit). */
+static void record_peak(const tg_ainst_t *in)
+{
+    uint64_t peak;
+    if (in->gw->peaks_path[0] == '\0' || !peak_of(in, &peak))
+        return;
+    int rc = tg_peaks_record(in->gw->peaks_path, iname(in), peak);
+    if (rc < 0)
+        tg_log("cannot record agent '%s' peak memory in %s: %s", iname(in), in->gw->peaks_path,
+               strerror(-rc));
+}
+
+/* ---- stderr ------------------------------------------------------------- */
+
+static void stderr_emit(void *ctx, const char *p, size_t len, bool truncated)
+{
+    tg_ainst_t *in = ctx;
+    if (!tg_aproc_err_charge(in->err, uv_now(in->gw->loop), (*in->acfg)->stderr_bytes_per_sec,
+                             len, truncated))
+        return;
+    tg_registry_update(&in->gw->reg, in->rows->stderr_bytes, in->err->window_bytes);
+    tg_aproc_err_write(in->err, p, len, truncated);
+}
+
+static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    tg_ainst_t *in = s->data;
+    tg_aproc_err_read(&in->p, s, n, buf, stderr_emit, in);
+}
+
+void tg_agent_report_drops(const tg_agent_cfg_t *a, const tg_aproc_errbudget_t *err,
+                           uint64_t *reported)
+{
+    if (err->dropped <= *reported)
+        return;
+    char cap[24];
+    tg_unit_fmt_bytes(cap, sizeof(cap), a->stderr_bytes_per_sec);
+    tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (over %s/s or lines over "
+           "the line limit; raise agents.%s.stderr.bytes_per_second)",
+           a->id, err->dropped, cap, a->id);
+    *reported = err->dropped;
+}
+
+/* ---- exit --------------------------------------------------------------- */
+
+static void handle_closed(uv_handle_t *h)
+{
+    tg_ainst_t *in = h->data;
+    if (tg_aproc_handle_closed(&in->p))
+        in->ops->closed(in);
+}
+
+bool tg_ainst_failed(const tg_ainst_t *in)
+{
+    return in->p.killed || in->p.term_signal != 0 || in->p.exit_status != 0;
+}
+
+int64_t tg_ainst_status(const tg_ainst_t *in)
+{
+    return in->p.term_signal ? 128 + in->p.term_signal : in->p.exit_status;
+}
+
+/* Exited and stdout done: agent.exited (with the peak), the peak kept,
+ * dropped stderr reported, then the engine's part, then the close. */
+static void gone(tg_ainst_t *in)
+{
+    in->p.gone = true;
+    uv_timer_stop(&in->p.linger);
+    tg_audit_ev_t ev;
+    uint64_t peak;
+    tg_aproc_ev_exited(&ev, iname(in), in->p.pid, in->p.killed, in->p.term_signal,
+                       in->p.exit_status);
+    if (peak_of(in, &peak))
+        ev.exit.memory_peak = (int64_t)peak;
+    emit(in, &ev);
+    tg_agent_report_drops(*in->acfg, in->err, in->err_reported);
+    record_peak(in);
+    tg_aproc_close(&in->p, handle_closed);
+    in->ops->gone(in);
+}
+
+static void maybe_gone(tg_ainst_t *in);
+
+static void on_linger(uv_timer_t *t)
+{
+    tg_ainst_t *in = t->data;
+    void *owner = in->owner;
+    const tg_ainst_ops_t *ops = in->ops;
+    in->p.out_eof = true; /* a grandchild holds stdout open: stop waiting */
+    maybe_gone(in);
+    ops->flush(owner);
+}
+
+static void maybe_gone(tg_ainst_t *in)
+{
+    if (tg_aproc_ready_gone(&in->p, on_linger))
+        gone(in);
+}
+
+/* The agent's stdout ended (the engine's reader calls this through
+ * tg_aproc, see tg_ainst_out_eof). */
+static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
+{
+    tg_ainst_t *in = proc->data;
+    void *owner = in->owner;
+    const tg_ainst_ops_t *ops = in->ops;
+    if (tg_aproc_on_exit(&in->p, status, sig)) {
+        /* An OOM kill the monitor did not see coming. */
+        const tg_verdict_t *v = &in->p.watch.verdict;
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "agent.killed";
+        ev.agent = iname(in);
+        ev.pid = in->p.pid;
+        ev.reason = "oom";
+        ev.limit.type = tg_res_name(v->res);
+        ev.limit.scope = "agent";
+        ev.limit.observed = (int64_t)v->used;
+        ev.limit.cap = (int64_t)v->limit;
+        emit(in, &ev);
+    }
+    maybe_gone(in);
+    ops->flush(owner);
+}
+
+void tg_ainst_out_eof(tg_ainst_t *in)
+{
+    in->p.out_eof = true;
+    maybe_gone(in);
+}
+
+/* ---- monitor and kills -------------------------------------------------- */
+
+/* Once a second: sample the instance, update the agent's rows, and kill
+ * it when it broke a hard limit (OOM kill, memory over the limit under
+ * the RSS monitor, a scanned workspace over its disk size, forks
+ * refused). Its calls then fail with resource_limit_exceeded naming the
+ * resource (the engine's gone). */
+static void on_monitor(uv_timer_t *t)
+{
+    tg_ainst_t *in = t->data;
+    tg_contain_sample_t cur;
+    tg_registry_t *reg = &in->gw->reg;
+    if (!tg_aproc_sample(in->gw, in->idx, *in->acfg, in->p.ci, in->p.exited, &cur))
+        return;
+    if (cur.have & TG_SAMPLE_MEM)
+        tg_registry_update(reg, in->rows->memory, cur.memory_current);
+    if (cur.have & TG_SAMPLE_DISK)
+        tg_registry_update(reg, in->rows->disk, cur.disk_bytes);
+    if (cur.have & TG_SAMPLE_PIDS)
+        tg_registry_update(reg, in->rows->pids, cur.pids_current);
+    if (!tg_aproc_judge(&in->p.watch, in->p.ci, iname(in), &cur))
+        return;
+    tg_ainst_kill(in, SIGKILL, tg_res_name(in->p.watch.verdict.res));
+    (void)tg_contain_kill(in->p.ci);
+    in->ops->flush(in->owner);
+}
+
+void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason)
+{
+    if (in->p.gone || in->p.pid <= 0 || in->p.exited)
+        return;
+    if (sig == SIGKILL) {
+        in->p.killed = true;
+        if (!in->kill_audited) {
+            in->kill_audited = true;
+            in->kill_reason = reason;
+            tg_audit_ev_t ev;
+            tg_audit_ev_init(&ev);
+            ev.event = "agent.killed";
+            ev.agent = iname(in);
+            ev.pid = in->p.pid;
+            ev.reason = reason;
+            emit(in, &ev);
+        }
+    }
+    tg_aproc_signal(&in->p, sig);
+}
+
+void tg_ainst_close_stdin(tg_ainst_t *in)
+{
+    tg_aproc_close_stdin(&in->p, handle_closed);
+}
+
+/* ---- start -------------------------------------------------------------- */
+
+int tg_ainst_spawn(tg_ainst_t *in, const tg_ainst_spawn_t *how)
+{
+    tg_gw_t *gw = in->gw;
+    const tg_agent_cfg_t *a = *in->acfg;
+    int rc = 0;
+    char **envp = NULL;
+    if (tg_ainst_preflight(gw, a) < 0)
+        rc = -EAGAIN;
+    if (rc == 0 && gw->contain_ok && tg_aproc_contain_create(gw, a, &in->p.ci) < 0)
+        rc = -EPERM;
+    /* Wrap mode is a drop-in: the caller's environment, unchanged. Serve
+     * mode passes only env.pass and env.set (and the engine's one extra,
+     * last, so a config entry of that name cannot replace it): a daemon's
+     * environment is not the agent's business. */
+    if (rc == 0 && !how->inherit_env &&
+        (envp = tg_aproc_env_build(a, how->env_name, how->env_value)) == NULL)
+        rc = -ENOMEM;
+    char enforced[TG_AUDIT_LINE_MAX / 2];
+    if (rc == 0)
+        rc = tg_aproc_start(&in->p, gw->loop, a, envp, on_exit_cb, how->hint, on_monitor,
+                            enforced, sizeof(enforced));
+    tg_aproc_env_free(envp);
+    if (rc < 0) {
+        /* Handles that were set up (or a process never started) must
+         * still be closed: ops->closed follows. */
+        in->p.exited = in->p.gone = true;
+        tg_aproc_close(&in->p, handle_closed);
+        return rc;
+    }
+    uv_read_start((uv_stream_t *)&in->p.pout, in->ops->out_alloc, in->ops->out_read);
+    uv_read_start((uv_stream_t *)&in->p.perr, tg_aproc_err_alloc, err_read);
+    tg_audit_ev_t ev;
+    tg_aproc_ev_started(&ev, a->id, in->p.pid, how->attempt, enforced);
+    emit(in, &ev);
+    return 0;
+}

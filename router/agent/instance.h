@@ -1,0 +1,121 @@
+/* An agent instance: one running agent process and everything toolgate
+ * does to it that does not depend on the dialect or on who its callers
+ * are — the memory pre-flight, containment, start through the exec shim,
+ * the once-a-second sample and verdict (registry rows, kill on a hard
+ * limit), the stderr relay with its byte budget, kills with their audit
+ * event, the exit (OOM seen at exit, agent.exited with the peak memory,
+ * the peak recorded for later pre-flights) and the close.
+ *
+ * What happens around it is the engine's, through tg_ainst_ops_t: how its
+ * stdout is framed, what its calls are told when it is gone, whether it is
+ * restarted (the MCP engine runs one instance per caller session, the
+ * OpenSentience engine one shared instance per agent).
+ *
+ * Ownership: the engine allocates the instance (usually as the first
+ * member of its own struct), calls tg_ainst_init then tg_ainst_spawn, and
+ * frees it in ops->closed, after the last handle closed. Nothing here
+ * keeps a pointer into an agent config across callbacks but through
+ * <*acfg>, which the engine may move to a reloaded config at any time.
+ */
+#ifndef TG_ROUTER_AGENT_INSTANCE_H
+#define TG_ROUTER_AGENT_INSTANCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "config/config.h"
+#include "router/agent/agent_proc.h"
+#include "router/gateway.h"
+
+typedef struct tg_ainst tg_ainst_t;
+
+typedef struct tg_ainst_ops {
+    /* The agent's stdout: the engine frames it (handle data is the instance). */
+    uv_alloc_cb out_alloc;
+    uv_read_cb out_read;
+    /* Its stdin's write queue drained (ctx is the owner). */
+    void (*out_drain)(tg_out_t *o, void *ctx);
+    /* It exited and its stdout ended (or lingered too long): agent.exited
+     * is written and the instance is closing. The engine answers the
+     * instance's calls and applies its restart policy; it must not use
+     * <in> once this returns but to compare pointers. */
+    void (*gone)(tg_ainst_t *in);
+    /* Its last handle closed: the memory is the engine's to free. */
+    void (*closed)(tg_ainst_t *in);
+    /* Called at the end of every libuv callback the instance runs, so
+     * what it wrote goes out (the engine's flush). */
+    void (*flush)(void *owner);
+} tg_ainst_ops_t;
+
+/* The registry rows of the agent an instance belongs to (-1: none), owned
+ * by the agent. */
+typedef struct tg_agent_rows {
+    int memory, disk, pids, stderr_bytes;
+} tg_agent_rows_t;
+
+struct tg_ainst {
+    tg_aproc_t p; /* the process, its pipes, containment and watch */
+    tg_gw_t *gw;
+    tg_agent_cfg_t *const *acfg; /* the agent's current config, through the agent */
+    size_t idx;                  /* the agent's metrics row */
+    const tg_agent_rows_t *rows;
+    tg_aproc_errbudget_t *err;   /* the stderr budget charged (per session or per agent) */
+    uint64_t *err_reported;      /* bytes of err->dropped already logged */
+    const tg_ainst_ops_t *ops;
+    void *owner;                 /* the engine's (its session or agent) */
+    const char *kill_reason;     /* the first SIGKILL's reason, or NULL */
+    bool kill_audited;           /* agent.killed written for this instance */
+};
+
+/* Set up <in> (zeroed by the caller) for agent <*acfg> of <gw>. */
+void tg_ainst_init(tg_ainst_t *in, tg_gw_t *gw, tg_agent_cfg_t *const *acfg, size_t idx,
+                   const tg_agent_rows_t *rows, tg_aproc_errbudget_t *err, uint64_t *err_reported,
+                   const tg_ainst_ops_t *ops, void *owner);
+
+/* How to start it. */
+typedef struct tg_ainst_spawn {
+    bool inherit_env;       /* wrap: toolgate's own environment, unchanged */
+    const char *env_name;   /* one more variable (after env.pass and env.set), or NULL */
+    const char *env_value;
+    const char *hint;       /* appended to a failed exec's log line */
+    uint32_t attempt;       /* restarts so far, for agent.started */
+} tg_ainst_spawn_t;
+
+/* Start <in>: the pre-flight, containment, the environment, the process,
+ * reading its stdout (ops) and stderr (relayed), agent.started. 0, or a
+ * negative errno after logging, the instance then closing (ops->closed
+ * follows): -EAGAIN the pre-flight refused, -EPERM containment could not
+ * be set up, -ENOMEM, or tg_aproc_start's error (p.proc_init tells that
+ * the command itself failed). */
+int tg_ainst_spawn(tg_ainst_t *in, const tg_ainst_spawn_t *how);
+
+/* Send <sig>; the first SIGKILL writes agent.killed with <reason> and
+ * marks the instance killed. Nothing once it is gone or has exited. */
+void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason);
+
+/* Its stdout ended (the engine's reader saw EOF or an error, and stopped
+ * reading): gone once the process has exited too. */
+void tg_ainst_out_eof(tg_ainst_t *in);
+
+/* Close its stdin (a stop step); <in> must not be gone. */
+void tg_ainst_close_stdin(tg_ainst_t *in);
+
+/* Log the stderr bytes agent <a> dropped from budget <err> since the last
+ * report (*<reported> bytes), if any. */
+void tg_agent_report_drops(const tg_agent_cfg_t *a, const tg_aproc_errbudget_t *err,
+                           uint64_t *reported);
+
+/* Pre-flight (containment.min_free_memory) for agent <a>: 0 to go ahead,
+ * or -1 after logging and auditing agent.unhealthy preflight_memory:
+ * MemAvailable is below min_free_memory + the P95 of the agent's recorded
+ * peaks. */
+int tg_ainst_preflight(tg_gw_t *gw, const tg_agent_cfg_t *a);
+
+/* The exit status an instance's end means for a restart policy. */
+bool tg_ainst_failed(const tg_ainst_t *in);
+int64_t tg_ainst_status(const tg_ainst_t *in);
+
+#endif

@@ -1,0 +1,339 @@
+/* The gateway (see gateway.h): the process-wide state both dialects and
+ * every front run on. */
+#include "router/gateway.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "limits/preflight.h"
+#include "limits/store.h"
+#include "router/agent/contain_cfg.h"
+#include "router/log.h"
+
+void tg_handle_close(uv_handle_t *h)
+{
+    if (h != NULL && h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void walk_close(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    tg_handle_close(h);
+}
+
+/* A registered limit crossed 80% or re-armed below 50%: audit it, and log
+ * the warning (the registry's event function, for every limit). */
+static void on_limit_event(void *ctx, const tg_limit_t *l, tg_limit_ev_t lev)
+{
+    tg_gw_t *gw = ctx;
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = lev == TG_LIMIT_EV_WARNING ? "limit.warning" : "limit.recovered";
+    ev.limit.type = tg_limit_cat_name(l->cat);
+    ev.limit.scope = l->scope;
+    ev.limit.name = l->name;
+    ev.limit.observed = (int64_t)l->current;
+    ev.limit.cap = (int64_t)l->capacity;
+    if (gw->audit != NULL)
+        tg_audit_emit(gw->audit, &ev);
+    if (lev == TG_LIMIT_EV_WARNING)
+        tg_log("limit %s at %" PRIu64 " of %" PRIu64 " (80%% warning)", l->name, l->current,
+               l->capacity);
+}
+
+/* Calls waiting for the shared store, against store.max_pending: sampled
+ * once a second and on every /limits (a burst within a second shows in the
+ * high-water only when a sample catches it). */
+static void store_pending_sample(tg_gw_t *gw)
+{
+    if (gw->store != NULL && gw->reg_store_pending >= 0)
+        tg_registry_update(&gw->reg, gw->reg_store_pending, tg_store_pending(gw->store));
+}
+
+/* Once a second: sample the audit queue and the store's pending calls,
+ * and let the engine age out what it counts per second. */
+static void on_tick(uv_timer_t *t)
+{
+    tg_gw_t *gw = t->data;
+    if (gw->engine_tick != NULL)
+        gw->engine_tick(gw, uv_now(gw->loop));
+    if (gw->audit != NULL)
+        tg_registry_update(&gw->reg, gw->reg_audit, tg_audit_queued(gw->audit));
+    store_pending_sample(gw);
+}
+
+/* The admin endpoint's own bounds cross a threshold (see admin.h). */
+static void admin_limit_event(void *ctx, int idx, tg_limit_ev_t ev)
+{
+    tg_registry_emit(&((tg_gw_t *)ctx)->reg, idx, ev);
+}
+
+static void admin_refresh(void *ctx)
+{
+    tg_gw_t *gw = ctx;
+    if (gw->audit != NULL && gw->metrics_ok)
+        tg_metrics_audit(&gw->metrics, tg_audit_queued(gw->audit), gw->cfg->audit_queue,
+                         tg_audit_dropped(gw->audit));
+    store_pending_sample(gw);
+}
+
+static const tg_registry_t *admin_registry(void *ctx)
+{
+    return &((tg_gw_t *)ctx)->reg;
+}
+
+static const tg_metrics_t *admin_metrics(void *ctx)
+{
+    tg_gw_t *gw = ctx;
+    return gw->metrics_ok ? &gw->metrics : NULL;
+}
+
+static void on_store_event(void *arg, tg_store_event_t sev, const char *reason)
+{
+    tg_gw_t *gw = arg;
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = sev == TG_STORE_EV_DEGRADED ? "store.degraded" : "store.recovered";
+    ev.reason = tg_store_policy_name((tg_store_policy_t)gw->cfg->store.on_store_error);
+    if (gw->metrics_ok)
+        tg_metrics_store(&gw->metrics, TG_STORE_REDIS, sev == TG_STORE_EV_DEGRADED);
+    if (gw->audit != NULL)
+        tg_audit_emit(gw->audit, &ev);
+    /* <reason> names the store by its redacted URL: no password. */
+    tg_log("%s: %s", ev.event, reason);
+}
+
+/* Open the shared store (store.kind redis) and, when an agent asks for
+ * it, the lease view over it. 0, or -1 after logging. */
+static int gw_store_open(tg_gw_t *gw, tg_config_t *cfg)
+{
+    tg_store_opts_t o;
+    tg_cfg_err_t err;
+    memset(&o, 0, sizeof(o));
+    o.kind = TG_STORE_REDIS;
+    o.url = cfg->store.url;
+    o.prefix = cfg->store.prefix;
+    o.timeout_ms = cfg->store.timeout_ms;
+    o.on_store_error = (tg_store_policy_t)cfg->store.on_store_error;
+    o.instances = cfg->store.instances;
+    o.connect_timeout_ms = cfg->store.connect_timeout_ms;
+    o.dead_after_ms = cfg->store.dead_after_ms;
+    o.backoff_initial_ms = cfg->store.backoff_ms;
+    o.backoff_max_ms = cfg->store.max_backoff_ms;
+    o.lease_ms = cfg->store.lease_ms;
+    o.slot_lease_ms = cfg->store.slot_lease_ms;
+    o.instance = cfg->instance;
+    o.max_pending = cfg->store.max_pending;
+    o.local_max_keys = cfg->store.local_max_keys;
+    o.on_event = on_store_event;
+    o.event_arg = gw;
+    if (tg_store_open(gw->loop, &o, &gw->store, &err) < 0) {
+        tg_log("store: %s", err.msg);
+        return -1;
+    }
+    bool lease = false;
+    for (size_t i = 0; i < cfg->nagents; i++)
+        for (size_t t = 0; t <= cfg->agents[i].ntools; t++)
+            lease = lease || (cfg->agents[i].shared_lease &&
+                              (t < cfg->agents[i].ntools ? cfg->agents[i].tools[t].lim.rate_shared
+                                                         : cfg->agents[i].rate_shared));
+    if (lease && tg_store_lease_open(gw->store, &o, &gw->lease, &err) < 0) {
+        tg_log("store (lease mode): %s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
+{
+    char err[512], audit_path[4096], name[TG_LIMIT_NAME_MAX];
+    gw->loop = loop;
+    gw->cfg = cfg;
+    tg_log_init(loop);
+    tg_pool_init(&gw->pool, (size_t)cfg->max_frame_bytes + 2 * TG_IO_CHUNK);
+    tg_registry_init(&gw->reg);
+    tg_registry_on_event(&gw->reg, on_limit_event, gw);
+    snprintf(gw->path_frame, sizeof(gw->path_frame), "router.max_frame_bytes");
+    snprintf(name, sizeof(name), "caller.frame_bytes");
+    gw->reg_frame_in = tg_registry_add(&gw->reg, name, TG_LIMIT_FRAME, "instance", cfg->max_frame_bytes);
+    snprintf(name, sizeof(name), "caller.write_queue_bytes");
+    gw->reg_wq_caller = tg_registry_add(&gw->reg, name, TG_LIMIT_WRITE_QUEUE, "session",
+                                        2 * cfg->max_frame_bytes);
+    snprintf(name, sizeof(name), "audit.queue");
+    gw->reg_audit = tg_registry_add(&gw->reg, name, TG_LIMIT_AUDIT_QUEUE, "instance", cfg->audit_queue);
+
+    /* Redis Stream sinks keep their URL as text in config (audit must not
+     * depend on limits/); the store's parser fills the endpoint here. */
+    for (size_t i = 0; i < cfg->naudit_sinks; i++) {
+        tg_audit_sink_cfg_t *sk = &cfg->audit_sinks[i];
+        if (sk->kind != TG_AUDIT_SINK_REDIS_STREAM)
+            continue;
+        tg_store_url_t u;
+        tg_cfg_err_t uerr;
+        if (tg_store_url_parse(&u, sk->url, &uerr) < 0) {
+            tg_log("audit.sinks[%zu].url: %s", i, uerr.msg);
+            return 2;
+        }
+        sk->ep.is_unix = u.is_unix;
+        sk->ep.port = u.port;
+        sk->ep.db = u.db;
+        snprintf(sk->ep.host, sizeof(sk->ep.host), "%s", u.host);
+        snprintf(sk->ep.path, sizeof(sk->ep.path), "%s", u.path);
+        snprintf(sk->ep.user, sizeof(sk->ep.user), "%s", u.user);
+        snprintf(sk->ep.password, sizeof(sk->ep.password), "%s", u.password);
+        tg_store_url_wipe(&u);
+    }
+    const char *ap = cfg->audit_path;
+    if (ap == NULL) {
+        if (tg_audit_default_path(audit_path, sizeof(audit_path)) < 0) {
+            tg_log("no audit path: set --audit PATH, XDG_STATE_HOME or HOME");
+            return 2;
+        }
+        ap = audit_path;
+    }
+    tg_audit_opts_t ao = {.path = ap,
+                          .instance = cfg->instance,
+                          .queue_cap = cfg->audit_queue,
+                          .sinks = cfg->audit_sinks,
+                          .nsinks = cfg->naudit_sinks};
+    if (tg_audit_open(&gw->audit, loop, &ao, err, sizeof(err)) < 0) {
+        tg_log("%s", err);
+        return 2;
+    }
+    gw->reg_store_pending = -1;
+    if (cfg->store.redis && gw_store_open(gw, cfg) < 0)
+        return 2;
+    if (gw->store != NULL) {
+        snprintf(name, sizeof(name), "store.pending");
+        gw->reg_store_pending = tg_registry_add(&gw->reg, name, TG_LIMIT_QUEUE, "instance",
+                                                cfg->store.max_pending != 0 ? cfg->store.max_pending
+                                                                            : TG_STORE_DEF_MAX_PENDING);
+    }
+    if (tg_peaks_default_path(gw->peaks_path, sizeof(gw->peaks_path)) < 0)
+        gw->peaks_path[0] = '\0';
+    /* Containment is detected once; without a usable backend, required
+     * mode refuses to run rather than start agents it cannot contain. */
+    tg_contain_opts_t co = {.mode = tg_config_contain_mode(cfg)};
+    tg_cfg_err_t cerr;
+    if (tg_contain_init(&gw->contain, &co, &cerr) == 0) {
+        gw->contain_ok = true;
+    } else if (co.mode == TG_CONTAIN_REQUIRED) {
+        tg_log("containment.mode is required but containment cannot be set up: %s", cerr.msg);
+        return 2;
+    } else {
+        tg_log("containment unavailable, agents run uncontained: %s", cerr.msg);
+    }
+    if (tg_metrics_init(&gw->metrics, cfg) == 0)
+        gw->metrics_ok = true;
+    if (cfg->admin_addr != NULL) {
+        tg_admin_opts_t aopts = {.max_header_bytes = cfg->admin_max_header_bytes,
+                                 .max_connections = cfg->admin_max_connections,
+                                 .idle_timeout_ms = cfg->admin_idle_timeout_ms,
+                                 .max_response_bytes = cfg->admin_max_response_bytes};
+        tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
+                                    .registry = admin_registry, .metrics = admin_metrics,
+                                    .own = &gw->reg, .limit_event = admin_limit_event};
+        char aerr[256];
+        if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, aerr, sizeof(aerr)) < 0) {
+            tg_log("router.admin: %s", aerr);
+            return 2;
+        }
+        char bound[128];
+        if (tg_admin_bound(gw->admin, bound, sizeof(bound)) >= 0)
+            tg_log("admin endpoint on http://%s/ (/metrics, /limits, /agents, /healthz)", bound);
+    }
+    uv_timer_init(loop, &gw->tick_timer);
+    gw->tick_timer.data = gw;
+    uv_timer_start(&gw->tick_timer, on_tick, 1000, 1000);
+    uv_unref((uv_handle_t *)&gw->tick_timer);
+
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "router.started";
+    ev.pid = getpid();
+    tg_audit_emit(gw->audit, &ev);
+    return 0;
+}
+
+void tg_gw_stop(tg_gw_t *gw)
+{
+    if (gw->admin != NULL)
+        tg_admin_close(gw->admin);
+    gw->admin = NULL;
+    /* The store's connection and timers would keep the loop alive; calls
+     * still waiting on it are answered (cancelled) first. */
+    if (gw->lease != NULL)
+        tg_store_close(gw->lease, NULL, NULL);
+    if (gw->store != NULL)
+        tg_store_close(gw->store, NULL, NULL);
+    gw->lease = gw->store = NULL;
+    tg_handle_close((uv_handle_t *)&gw->tick_timer);
+}
+
+/* After the loop ended: write out and close the audit trail (its last
+ * write request is freed by the next loop run). No session may emit after. */
+static void tg_gw_close(tg_gw_t *gw)
+{
+    tg_gw_stop(gw); /* idempotent: error paths may not have stopped */
+    if (gw->audit != NULL)
+        tg_audit_close(gw->audit);
+    gw->audit = NULL;
+}
+
+/* Once every session and handle is gone: free buffers and registry. */
+static void tg_gw_free(tg_gw_t *gw)
+{
+    if (gw->metrics_ok)
+        tg_metrics_free(&gw->metrics);
+    gw->metrics_ok = false;
+    if (gw->contain_ok)
+        (void)tg_contain_fini(&gw->contain);
+    gw->contain_ok = false;
+    tg_registry_free(&gw->reg);
+    tg_pool_free(&gw->pool);
+}
+
+int tg_caller_lim_init(tg_caller_lim_t *cl, const tg_caller_cfg_t *cc)
+{
+    memset(cl, 0, sizeof(*cl));
+    cl->name = cc->name;
+    cl->reg_rate = cl->reg_conc = -1;
+    if (cc->lim.rate_src != TG_SRC_DEFAULT) {
+        if (tg_gcra_init(&cl->rate, cc->lim.rate_limit.count, cc->lim.rate_limit.period_ms,
+                         cc->lim.burst_src != TG_SRC_DEFAULT ? cc->lim.burst : 0) < 0)
+            return -EINVAL;
+        cl->has_rate = true;
+        cl->rate_cfg = cc->lim.rate_limit;
+    }
+    if (cc->lim.concurrent_src != TG_SRC_DEFAULT) {
+        tg_conc_init(&cl->conc, cc->lim.max_concurrent_calls);
+        cl->has_conc = true;
+    }
+    snprintf(cl->path_rate, sizeof(cl->path_rate), "callers.%s.execution_limits.rate_limit",
+             cc->name);
+    snprintf(cl->path_conc, sizeof(cl->path_conc),
+             "callers.%s.execution_limits.max_concurrent_calls", cc->name);
+    return 0;
+}
+
+void tg_gw_teardown(tg_gw_t *gw, uv_loop_t *loop)
+{
+    /* Write out the audit trail, close whatever is still open (error
+     * paths) and let the close callbacks run: sessions free themselves
+     * there (they emit nothing while closing), and so does the audit
+     * write request that was in flight. Buffers go last. */
+    tg_gw_close(gw);
+    tg_log_close();
+    gw->tearing_down = true;
+    uv_walk(loop, walk_close, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    if (gw->engine_reap != NULL)
+        gw->engine_reap(gw);
+    tg_gw_free(gw);
+    (void)uv_loop_close(loop);
+}
