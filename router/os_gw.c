@@ -83,6 +83,7 @@
 #include "router/dialect/osmsg.h"
 #include "router/call/admit.h"
 #include "router/agent/agent_proc.h"
+#include "router/agent/instance.h"
 
 #define OS_ECHO_MAX        130  /* fixed internal bound: an id kept per call (128 bytes + quotes) */
 #define OS_TOOLS_MAX       1024 /* fixed internal bound: tools one instance may register */
@@ -180,7 +181,7 @@ typedef struct idem_entry {
 
 /* One running agent process. Freed when its handles have closed. */
 typedef struct os_inst {
-    tg_aproc_t p; /* the process, its pipes, containment and monitor */
+    tg_ainst_t a; /* first: its handles' data point here */
     os_agent_t *ag;
     tg_lenpfx_t lp;
     bool paused;
@@ -212,8 +213,8 @@ struct os_agent {
     tg_waitq_t aq;  /* its ring may be larger than qcap after a reload lowered it */
     uint32_t qcap;  /* max_queued_calls */
     os_tool_t *tools;
-    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_stderr, reg_memory,
-        reg_idem, reg_fleet;
+    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_idem, reg_fleet;
+    tg_agent_rows_t rows; /* its instance's rows */
     char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
     char path_hb[256];
     /* rate_scope shared: the store (redis, or its lease view) and the key
@@ -365,7 +366,7 @@ static void set_state(os_agent_t *ag, astate_t st)
     ag->st = st;
     if (ag->g->gw->metrics_ok)
         tg_metrics_agent_state(&ag->g->gw->metrics, ag->idx, map[st],
-                               ag->inst != NULL ? ag->inst->p.pid : 0);
+                               ag->inst != NULL ? ag->inst->a.p.pid : 0);
 }
 
 /* "tg-<hex>" into <out> (>= 24 bytes); returns its length. */
@@ -880,8 +881,8 @@ static void release_slots(os_call_t *c);
 
 static bool agent_writable(const os_agent_t *ag)
 {
-    return ag->inst != NULL && !ag->inst->p.gone && !ag->inst->p.stdin_closed &&
-           ag->inst->p.wr.stream != NULL;
+    return ag->inst != NULL && !ag->inst->a.p.gone && !ag->inst->a.p.stdin_closed &&
+           ag->inst->a.p.wr.stream != NULL;
 }
 
 /* Calls may go to the instance now: it has registered its tools, its
@@ -914,7 +915,7 @@ static void forward(os_call_t *c)
     id[n++] = '"';
     tg_os_splice_t sp;
     tg_jspan_t s = {.off = c->qcid_off, .len = c->qcid_len, .type = TG_J_STRING};
-    tg_out_t *o = &ag->inst->p.wr;
+    tg_out_t *o = &ag->inst->a.p.wr;
     if (tg_os_splice_plan(c->qlen, s, n, &sp) == 0) {
         tg_out_copy(o, (const char *)sp.hdr, TG_LENPFX_HDR);
         tg_out_slice(o, c->qblk, c->qframe, sp.head_len);
@@ -1784,7 +1785,7 @@ static void send_cancel(os_call_t *c, const char *reason)
     call_id_fmt(cid, c->seq);
     long n =
         tg_os_enc_tool_cancel(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, cid, reason);
-    send_built(&ag->inst->p.wr, buf, n);
+    send_built(&ag->inst->a.p.wr, buf, n);
 }
 
 /* A zombie or cancelled call must be answered by the agent within
@@ -2183,7 +2184,7 @@ static bool agents_lagging(const tg_osgw_t *g)
 {
     for (size_t i = 0; i < g->nagents; i++) {
         const os_agent_t *ag = g->agents[i];
-        uint64_t q = (ag->inst != NULL ? ag->inst->p.wr.queued_bytes : 0) + ag->queued_frame_bytes;
+        uint64_t q = (ag->inst != NULL ? ag->inst->a.p.wr.queued_bytes : 0) + ag->queued_frame_bytes;
         if (q > high_mark(g))
             return true;
     }
@@ -2275,15 +2276,15 @@ static void flow(tg_osgw_t *g)
         os_agent_t *ag = g->agents[i];
         os_inst_t *in = ag->inst;
         reg_set(g, ag->reg_wq_agent,
-                (in != NULL ? in->p.wr.queued_bytes : 0) + ag->queued_frame_bytes);
-        if (in == NULL || in->p.gone || in->p.out_eof)
+                (in != NULL ? in->a.p.wr.queued_bytes : 0) + ag->queued_frame_bytes);
+        if (in == NULL || in->a.p.gone || in->a.p.out_eof)
             continue;
         if (g->nover > 0 && !in->paused) {
-            uv_read_stop((uv_stream_t *)&in->p.pout);
+            uv_read_stop((uv_stream_t *)&in->a.p.pout);
             in->paused = true;
         } else if (g->nover == 0 && in->paused) {
             in->paused = false;
-            uv_read_start((uv_stream_t *)&in->p.pout, agent_alloc, agent_read);
+            uv_read_start((uv_stream_t *)&in->a.p.pout, agent_alloc, agent_read);
         }
     }
 }
@@ -2292,10 +2293,10 @@ static void g_flush(tg_osgw_t *g)
 {
     for (size_t i = 0; i < g->nagents; i++) {
         os_inst_t *in = g->agents[i]->inst;
-        if (in != NULL && !in->p.gone)
-            (void)tg_out_flush(&in->p.wr);
+        if (in != NULL && !in->a.p.gone)
+            (void)tg_out_flush(&in->a.p.wr);
         else if (in != NULL)
-            tg_out_discard(&in->p.wr);
+            tg_out_discard(&in->a.p.wr);
     }
     uint64_t most = 0;
     for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
@@ -2343,7 +2344,7 @@ static void agent_event(os_agent_t *ag, const char *event, const char *status, c
     ev.agent = aname(ag);
     ev.status = status;
     ev.reason = reason;
-    ev.pid = ag->inst != NULL ? ag->inst->p.pid : TG_AUDIT_ABSENT;
+    ev.pid = ag->inst != NULL ? ag->inst->a.p.pid : TG_AUDIT_ABSENT;
     emit(ag->g, &ev);
 }
 
@@ -2385,13 +2386,13 @@ static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
     if (code != NULL) {
         long n = tg_os_enc_error(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h,
                                  "core.welcome", code, msg, false);
-        send_built(&in->p.wr, buf, n);
+        send_built(&in->a.p.wr, buf, n);
         tg_log("agent '%s' refused at agent.hello: %s; stopping the instance", aname(ag), msg);
         agent_event(ag, "agent.unhealthy", "rejected", reason);
-        in->p.killed = true; /* counts as a failure whatever its exit status */
+        in->a.p.killed = true; /* counts as a failure whatever its exit status */
         ag->hello_ok = false;
         uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->kill_grace_ms, 0);
-        in->p.stdin_closed = true; /* nothing more goes to it */
+        in->a.p.stdin_closed = true; /* nothing more goes to it */
         return;
     }
     char sid[TG_NAME_MAX + 24];
@@ -2403,7 +2404,7 @@ static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
                            .core_version = TG_VERSION,
                            .instance_id = g->cfg->instance};
     long n = tg_os_enc_welcome(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, &wel);
-    send_built(&in->p.wr, buf, n);
+    send_built(&in->a.p.wr, buf, n);
     ag->hello_ok = true;
     /* From now on the heartbeat watch. */
     uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
@@ -2441,7 +2442,7 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
     if (rc < 0) {
         long len = tg_os_enc_error(buf + TG_LENPFX_HDR, cap, &h, "core.tools.registered",
                                    "protocol.invalid_frame", "tools is not a valid array", false);
-        send_built(&in->p.wr, buf, len);
+        send_built(&in->a.p.wr, buf, len);
         agent_invalid_frame(ag, env->payload.len, "invalid_tools");
         free(regd);
         free(rej);
@@ -2489,7 +2490,7 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
         regd[nreg++] = tg_os_raw(frame, tid);
     }
     long len = tg_os_enc_tools_registered(buf + TG_LENPFX_HDR, cap, &h, regd, nreg, rej, nrej);
-    send_built(&in->p.wr, buf, len);
+    send_built(&in->a.p.wr, buf, len);
     free(regd);
     free(rej);
     free(buf);
@@ -2636,10 +2637,9 @@ static void agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     os_inst_t *in = h->data;
     (void)suggested;
-    tg_in_alloc(&in->p.rd, buf);
+    tg_in_alloc(&in->a.p.rd, buf);
 }
 
-static void inst_maybe_gone(os_inst_t *in);
 
 static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
@@ -2648,20 +2648,19 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     (void)buf;
     if (n < 0) {
         uv_read_stop(s);
-        in->p.out_eof = true;
-        inst_maybe_gone(in);
+        tg_ainst_out_eof(&in->a);
         g_flush(ag->g);
         return;
     }
-    tg_in_commit(&in->p.rd, (size_t)n);
-    while (ag->inst == in && !in->p.gone) {
+    tg_in_commit(&in->a.p.rd, (size_t)n);
+    while (ag->inst == in && !in->a.p.gone) {
         size_t st = 0, e = 0;
         uint64_t total = 0;
-        tg_block_t *b = in->p.rd.blk;
-        tg_lp_ev_t ev = tg_lenpfx_next(&in->lp, b->data, in->p.rd.len, &in->p.rd.pos, &st, &e, &total);
+        tg_block_t *b = in->a.p.rd.blk;
+        tg_lp_ev_t ev = tg_lenpfx_next(&in->lp, b->data, in->a.p.rd.len, &in->a.p.rd.pos, &st, &e, &total);
         if (ev == TG_LP_NEED_MORE) {
-            if (total > in->p.rd.hint)
-                in->p.rd.hint = (size_t)total;
+            if (total > in->a.p.rd.hint)
+                in->a.p.rd.hint = (size_t)total;
             break;
         }
         if (ev == TG_LP_FRAME) {
@@ -2675,7 +2674,7 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
                    ag->acfg->os.on_oversize == TG_OVERSIZE_CLOSE ? ": restarting it" : ": skipped");
             if (ag->acfg->os.on_oversize == TG_OVERSIZE_CLOSE) {
                 inst_kill(ag, SIGKILL, "frame_too_large");
-                in->p.rd.len = in->p.rd.pos = 0;
+                in->a.p.rd.len = in->a.p.rd.pos = 0;
                 break;
             }
         } else if (ev == TG_LP_INVALID) {
@@ -2683,55 +2682,20 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         }
     }
     if (ag->inst == in)
-        tg_in_settle(&in->p.rd);
+        tg_in_settle(&in->a.p.rd);
     else
-        in->p.rd.len = in->p.rd.pos = 0;
+        in->a.p.rd.len = in->a.p.rd.pos = 0;
     g_flush(ag->g);
-}
-
-/* ---- agent stderr relay ----------------------------------------------- */
-
-static void stderr_emit(void *ctx, const char *p, size_t len, bool truncated)
-{
-    os_agent_t *ag = ctx;
-    if (!tg_aproc_err_charge(&ag->err, now_ms(ag->g), ag->acfg->stderr_bytes_per_sec, len,
-                             truncated))
-        return;
-    reg_set(ag->g, ag->reg_stderr, ag->err.window_bytes);
-    tg_aproc_err_write(&ag->err, p, len, truncated);
-}
-
-static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-    os_inst_t *in = s->data;
-    tg_aproc_err_read(&in->p, s, n, buf, stderr_emit, in->ag);
-}
-
-static void report_stderr_drops(os_agent_t *ag)
-{
-    if (ag->err.dropped <= ag->err_reported)
-        return;
-    tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (raise "
-           "agents.%s.stderr.bytes_per_second)",
-           aname(ag), ag->err.dropped, aname(ag));
-    ag->err_reported = ag->err.dropped;
 }
 
 /* ---- agent process ---------------------------------------------------- */
 
-static void inst_handle_closed(uv_handle_t *h)
+static void inst_closed(tg_ainst_t *a)
 {
-    os_inst_t *in = h->data;
-    if (!tg_aproc_handle_closed(&in->p))
-        return;
+    os_inst_t *in = (os_inst_t *)a;
     tg_osgw_t *g = in->ag->g;
     free(in);
     g_check_idle(g);
-}
-
-static void inst_close(os_inst_t *in)
-{
-    tg_aproc_close(&in->p, inst_handle_closed);
 }
 
 /* The instance is gone: every call it had is answered, and the queued
@@ -2750,8 +2714,8 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
         if (c->state == C_FREE || c->state == C_RATE || c->state == C_SLOT ||
             (c->state == C_QUEUED && keep_queued))
             continue;
-        if (c->state == C_INFLIGHT && in->p.watch.verdict.kind != TG_VERDICT_OK) {
-            const tg_verdict_t *v = &in->p.watch.verdict;
+        if (c->state == C_INFLIGHT && in->a.p.watch.verdict.kind != TG_VERDICT_OK) {
+            const tg_verdict_t *v = &in->a.p.watch.verdict;
             denial_init(ag, &d, TG_DENY_RESOURCE, c, reqid);
             d.limit = tg_res_name(v->res);
             d.observed = (int64_t)v->used;
@@ -2773,18 +2737,18 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
                 d.retry_after_ms = (int64_t)ag->acfg->backoff_initial_ms;
             if (stopping)
                 snprintf(detail, sizeof(detail), "toolgate is shutting down");
-            else if (in->p.term_signal != 0)
+            else if (in->a.p.term_signal != 0)
                 snprintf(detail, sizeof(detail), "agent %s by signal %d %s",
-                         in->p.killed ? "was killed" : "died", in->p.term_signal,
+                         in->a.p.killed ? "was killed" : "died", in->a.p.term_signal,
                          c->state == C_QUEUED ? "before the call ran" : "while the call ran");
             else
                 snprintf(detail, sizeof(detail), "agent exited with status %" PRId64 " %s",
-                         in->p.exit_status,
+                         in->a.p.exit_status,
                          c->state == C_QUEUED ? "before the call ran" : "while the call ran");
             d.detail = detail;
             deny_call(c, &d, "call.denied",
                       c->state == C_QUEUED ? "queued"
-                      : in->p.killed         ? "killed"
+                      : in->a.p.killed         ? "killed"
                                            : "agent_exited");
         } else if (c->state == C_CANCELLING) {
             answer(g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
@@ -2862,11 +2826,12 @@ static void on_restart_timer(uv_timer_t *t)
     g_flush(ag->g);
 }
 
-static void inst_gone(os_inst_t *in)
+/* The instance is gone (agent.exited written, the instance closing):
+ * its calls are answered, then the restart policy applies. */
+static void inst_gone(tg_ainst_t *a)
 {
+    os_inst_t *in = (os_inst_t *)a;
     os_agent_t *ag = in->ag;
-    in->p.gone = true;
-    uv_timer_stop(&in->p.linger);
     uv_timer_stop(&ag->hb_timer);
     if (ag->inst == in)
         ag->inst = NULL;
@@ -2875,55 +2840,9 @@ static void inst_gone(os_inst_t *in)
     for (size_t i = 0; i < ag->nreg; i++)
         free(ag->reg[i]);
     ag->nreg = 0;
-
-    tg_audit_ev_t ev;
-    tg_aproc_ev_exited(&ev, aname(ag), in->p.pid, in->p.killed, in->p.term_signal, in->p.exit_status);
-    emit(ag->g, &ev);
     set_state(ag, A_DOWN);
     fail_calls(ag, in);
-    report_stderr_drops(ag);
-    bool failed = in->p.killed || in->p.term_signal != 0 || in->p.exit_status != 0;
-    int64_t status = in->p.term_signal ? 128 + in->p.term_signal : in->p.exit_status;
-    inst_close(in);
-    after_exit(ag, failed, status);
-}
-
-static void on_linger(uv_timer_t *t)
-{
-    os_inst_t *in = t->data;
-    in->p.out_eof = true; /* a grandchild holds stdout open: stop waiting */
-    inst_maybe_gone(in);
-    g_flush(in->ag->g);
-}
-
-static void inst_maybe_gone(os_inst_t *in)
-{
-    if (tg_aproc_ready_gone(&in->p, on_linger))
-        inst_gone(in);
-}
-
-static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
-{
-    os_inst_t *in = proc->data;
-    (void)tg_aproc_on_exit(&in->p, status, sig);
-    inst_maybe_gone(in);
-    g_flush(in->ag->g);
-}
-
-static void on_monitor(uv_timer_t *t)
-{
-    os_inst_t *in = t->data;
-    os_agent_t *ag = in->ag;
-    tg_contain_sample_t cur;
-    if (!tg_aproc_sample(ag->g->gw, ag->idx, ag->acfg, in->p.ci, in->p.exited, &cur))
-        return;
-    if (cur.have & TG_SAMPLE_MEM)
-        reg_set(ag->g, ag->reg_memory, cur.memory_current);
-    if (!tg_aproc_judge(&in->p.watch, in->p.ci, aname(ag), &cur))
-        return;
-    inst_kill(ag, SIGKILL, tg_res_name(in->p.watch.verdict.res));
-    (void)tg_contain_kill(in->p.ci);
-    g_flush(ag->g);
+    after_exit(ag, tg_ainst_failed(a), tg_ainst_status(a));
 }
 
 static void agent_out_drain(tg_out_t *o, void *ctx)
@@ -2955,9 +2874,23 @@ static int new_token(os_agent_t *ag)
     return 0;
 }
 
-/* Start the agent's instance: pipes, containment through the exec shim,
- * a fresh session token in its environment. 0, or a negative errno after
- * logging (the caller applies the restart policy). */
+static void flush_owner(void *owner)
+{
+    g_flush(((os_agent_t *)owner)->g);
+}
+
+static const tg_ainst_ops_t inst_ops = {
+    .out_alloc = agent_alloc,
+    .out_read = agent_read,
+    .out_drain = agent_out_drain,
+    .gone = inst_gone,
+    .closed = inst_closed,
+    .flush = flush_owner,
+};
+
+/* Start the agent's instance: the pre-flight, containment through the
+ * exec shim, a fresh session token in its environment. 0, or a negative
+ * errno after logging (the caller applies the restart policy). */
 static int agent_spawn(os_agent_t *ag)
 {
     tg_osgw_t *g = ag->g;
@@ -2977,53 +2910,32 @@ static int agent_spawn(os_agent_t *ag)
     if (in == NULL)
         return -ENOMEM;
     in->ag = ag;
-    tg_aproc_init(&in->p, g->gw, ag->acfg, in, ag, agent_out_drain);
+    tg_ainst_init(&in->a, g->gw, &ag->acfg, ag->idx, &ag->rows, &ag->err, &ag->err_reported,
+                  &inst_ops, ag);
     tg_lenpfx_init(&in->lp, g->cfg->max_frame_bytes);
-
-    char **envp = NULL;
-    if (g->gw->contain_ok && tg_aproc_contain_create(g->gw, ag->acfg, &in->p.ci) < 0)
-        rc = -EPERM;
     /* The session token goes last: an entry of the same name from config
      * is left out, the token must be the one toolgate checks. */
-    if (rc == 0 && (envp = tg_aproc_env_build(ag->acfg, OS_TOKEN_ENV, ag->token)) == NULL)
-        rc = -ENOMEM;
-    char enforced[TG_AUDIT_LINE_MAX / 2];
-    if (rc == 0)
-        rc = tg_aproc_start(&in->p, g->gw->loop, ag->acfg, envp, on_exit_cb, "", on_monitor,
-                            enforced, sizeof(enforced));
-    tg_aproc_env_free(envp);
+    tg_ainst_spawn_t how = {.env_name = OS_TOKEN_ENV, .env_value = ag->token, .hint = "",
+                            .attempt = ag->nrestarts};
+    rc = tg_ainst_spawn(&in->a, &how);
     if (rc < 0) {
-        in->p.exited = in->p.gone = true;
-        inst_close(in);
         explicit_bzero(ag->token, sizeof(ag->token));
         return rc;
     }
-    uv_read_start((uv_stream_t *)&in->p.pout, agent_alloc, agent_read);
-    uv_read_start((uv_stream_t *)&in->p.perr, tg_aproc_err_alloc, err_read);
     ag->inst = in;
     ag->starts++;
     ag->hello_ok = false;
     set_state(ag, A_STARTING);
     /* The hello deadline. */
     uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
-
-    tg_audit_ev_t ev;
-    tg_aproc_ev_started(&ev, aname(ag), in->p.pid, ag->nrestarts, enforced);
-    emit(g, &ev);
     flow(g);
     return 0;
 }
 
 static void inst_kill(os_agent_t *ag, int sig, const char *reason)
 {
-    os_inst_t *in = ag->inst;
-    if (in == NULL || in->p.gone || in->p.pid <= 0 || in->p.exited)
-        return;
-    if (sig == SIGKILL) {
-        in->p.killed = true;
-        agent_event(ag, "agent.killed", NULL, reason);
-    }
-    tg_aproc_signal(&in->p, sig);
+    if (ag->inst != NULL)
+        tg_ainst_kill(&ag->inst->a, sig, reason);
 }
 
 /* The hello deadline, then the heartbeat watch: no heartbeat for
@@ -3033,9 +2945,9 @@ static void on_hb_timer(uv_timer_t *t)
 {
     os_agent_t *ag = t->data;
     os_inst_t *in = ag->inst;
-    if (in == NULL || in->p.gone || in->p.exited)
+    if (in == NULL || in->a.p.gone || in->a.p.exited)
         return;
-    if (in->p.killed && !ag->hello_ok) {
+    if (in->a.p.killed && !ag->hello_ok) {
         /* Refused at hello and still there. */
         inst_kill(ag, SIGKILL, "hello_refused");
     } else if (!ag->hello_ok) {
@@ -3069,7 +2981,7 @@ static void stop_step(os_agent_t *ag)
     os_inst_t *in = ag->inst;
     uint64_t grace = ag->acfg->kill_grace_ms;
     const char *why = ag->switching ? "reload" : "shutdown";
-    if (in == NULL || in->p.gone) {
+    if (in == NULL || in->a.p.gone) {
         if (ag->switching && !ag->g->stopping) {
             switch_done(ag);
             return;
@@ -3082,7 +2994,7 @@ static void stop_step(os_agent_t *ag)
     case P_DRAIN:
         /* The calls in flight had their chance: close the agent's stdin. */
         ag->phase = P_STOP_STDIN;
-        tg_aproc_close_stdin(&in->p, inst_handle_closed);
+        tg_ainst_close_stdin(&in->a);
         break;
     case P_STOP_STDIN:
         ag->phase = P_STOP_TERM;
@@ -3225,10 +3137,7 @@ static int register_limits(os_agent_t *ag)
     REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
     REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * max_frame,
         "agent.%s.write_queue_bytes", id);
-    REG(ag->reg_stderr, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec,
-        "agent.%s.stderr_bytes_per_second", id);
-    REG(ag->reg_memory, TG_LIMIT_RESOURCE, "agent", a->res.memory_bytes, "agent.%s.memory_bytes",
-        id);
+    (void)tg_agent_rows_register(&ag->rows, reg, a);
     REG(ag->reg_idem, TG_LIMIT_RESOURCE, "agent", a->os.idempotency_max_bytes,
         "agent.%s.idempotency_bytes", id);
     for (size_t i = 0; i < a->ntools; i++)

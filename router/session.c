@@ -2294,12 +2294,7 @@ static int register_limits(tg_agent_t *ag)
         REG(ag->reg_fleet, TG_LIMIT_CONCURRENCY, "shared", a->lim.max_concurrent_calls, "agent.%s.concurrency.shared", id);
     REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
     REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * ag->gw->cfg->max_frame_bytes, "agent.%s.write_queue_bytes", id);
-    REG(ag->rows.stderr_bytes, TG_LIMIT_STDERR, "agent", a->stderr_bytes_per_sec, "agent.%s.stderr_bytes_per_second", id);
-    REG(ag->rows.memory, TG_LIMIT_RESOURCE, "agent", a->res.memory_bytes, "agent.%s.memory_bytes", id);
-    ag->rows.disk = -1;
-    if (a->workspace != NULL)
-        REG(ag->rows.disk, TG_LIMIT_RESOURCE, "agent", a->res.disk_bytes, "agent.%s.disk_bytes", id);
-    REG(ag->rows.pids, TG_LIMIT_RESOURCE, "agent", a->res.pids, "agent.%s.pids", id);
+    (void)tg_agent_rows_register(&ag->rows, &ag->gw->reg, a);
     /* max_restarts per restart.window: a count over a period, like a rate. */
     REG(ag->reg_restarts, TG_LIMIT_RATE, "session", a->max_restarts, "agent.%s.restarts", id);
     /* max_instances is enforced by serve only (wrap runs one instance). */

@@ -1825,3 +1825,60 @@ Test(os_config, check_shows_the_runtime)
                                     "over-cap agent frame is answered by restarting the agent\n"),
                        "%s", text);
 }
+
+/* ---- one agent lifecycle in both dialects ------------------------------- */
+
+TestSuite(os_agent, .fini = os_fini, .timeout = 60);
+
+/* containment.min_free_memory applies to OpenSentience agents as to MCP
+ * ones: an instance is not started while free memory is below the floor
+ * plus the P95 of the agent's recorded peaks, and calls are refused. */
+Test(os_agent, preflight_memory_refuses_the_start)
+{
+    os_opts_t o = {.top = ", \"containment\": {\"min_free_memory\": \"900Ti\"}",
+                   .agent = ", \"restart\": {\"policy\": \"no\"}",
+                   .no_wait = true};
+    os_start(&o);
+    cr_assert_geq(wait_in(S.audit, "\"reason\":\"preflight_memory\"", 1, 5000), 1,
+                  "no agent.unhealthy preflight_memory event");
+    cr_assert_geq(count_in(S.err, "containment.min_free_memory"), 1, "no pre-flight message");
+    osc_t c;
+    c_open(&c);
+    json_decref(denied_call(&c, "p", "os/echo", "{\"text\":\"x\"}", NULL, "agent_unavailable"));
+    c_close(&c);
+    cr_assert_eq(count_in(S.log, "start "), 0, "the agent started anyway");
+    os_stop();
+}
+
+/* An instance's end is audited with its peak memory, and the peak is kept
+ * for the pre-flight of later instances, in both dialects. */
+Test(os_agent, exit_records_peak_memory)
+{
+    char state[TGH_PATH + 16], peaks[TGH_PATH + 64];
+    char tmp[TGH_PATH];
+    cr_assert_eq(tgh_mkdtemp(tmp, sizeof tmp), 0);
+    snprintf(state, sizeof state, "%s/state", tmp);
+    snprintf(peaks, sizeof peaks, "%s/toolgate/peaks.json", state);
+    cr_assert_eq(setenv("XDG_STATE_HOME", state, 1), 0);
+    os_start(NULL);
+    osc_t c;
+    c_open(&c);
+    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    tgh_sleep_ms(1200); /* one monitor sample at least */
+    c_close(&c);
+    os_stop();
+    unsetenv("XDG_STATE_HOME");
+    char *text = tgh_read_file(S.audit, NULL);
+    cr_assert_not_null(text);
+    const char *ex = strstr(text, "\"event\":\"agent.exited\"");
+    cr_assert_not_null(ex, "no agent.exited");
+    const char *eol = strchr(ex, '\n');
+    const char *pk = strstr(ex, "\"memory_peak_bytes\":");
+    cr_assert(pk != NULL && (eol == NULL || pk < eol), "agent.exited has no peak: %.*s",
+              eol ? (int)(eol - ex) : 200, ex);
+    cr_assert_gt(atoll(pk + strlen("\"memory_peak_bytes\":")), 0);
+    free(text);
+    text = tgh_read_file(peaks, NULL);
+    cr_assert(text && strstr(text, "\"os\":["), "no peak recorded in %s", peaks);
+    free(text);
+}

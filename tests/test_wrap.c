@@ -1549,6 +1549,13 @@ Test(wrap, preflight_memory_refuses_and_peaks_are_recorded)
     char *text = tgh_read_file(peaks, NULL);
     cr_assert(text && strstr(text, "\"tg_fixture_agent\":["), "no peak recorded in %s", peaks);
     free(text);
+    /* ... and agent.exited carries it. */
+    text = tgh_read_file(W.audit, NULL);
+    const char *ex = text ? strstr(text, "\"event\":\"agent.exited\"") : NULL;
+    cr_assert_not_null(ex, "no agent.exited");
+    const char *eol = strchr(ex, '\n'), *pk = strstr(ex, "\"memory_peak_bytes\":");
+    cr_assert(pk != NULL && (eol == NULL || pk < eol), "agent.exited has no peak memory");
+    free(text);
 
     /* A floor no host has: the agent is not started, the reason is said. */
     tgh_cleanup();

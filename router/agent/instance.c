@@ -38,6 +38,24 @@ void tg_ainst_init(tg_ainst_t *in, tg_gw_t *gw, tg_agent_cfg_t *const *acfg, siz
     tg_aproc_init(&in->p, gw, *acfg, in, owner, ops->out_drain);
 }
 
+int tg_agent_rows_register(tg_agent_rows_t *rows, tg_registry_t *reg, const tg_agent_cfg_t *a)
+{
+    char name[TG_LIMIT_NAME_MAX];
+    snprintf(name, sizeof(name), "agent.%s.stderr_bytes_per_second", a->id);
+    rows->stderr_bytes = tg_registry_upsert(reg, name, TG_LIMIT_STDERR, "agent",
+                                            a->stderr_bytes_per_sec);
+    snprintf(name, sizeof(name), "agent.%s.memory_bytes", a->id);
+    rows->memory = tg_registry_upsert(reg, name, TG_LIMIT_RESOURCE, "agent", a->res.memory_bytes);
+    rows->disk = -1;
+    if (a->workspace != NULL) {
+        snprintf(name, sizeof(name), "agent.%s.disk_bytes", a->id);
+        rows->disk = tg_registry_upsert(reg, name, TG_LIMIT_RESOURCE, "agent", a->res.disk_bytes);
+    }
+    snprintf(name, sizeof(name), "agent.%s.pids", a->id);
+    rows->pids = tg_registry_upsert(reg, name, TG_LIMIT_RESOURCE, "agent", a->res.pids);
+    return rows->stderr_bytes < 0 || rows->memory < 0 || rows->pids < 0 ? -ENOMEM : 0;
+}
+
 /* ---- pre-flight and peaks ----------------------------------------------- */
 
 int tg_ainst_preflight(tg_gw_t *gw, const tg_agent_cfg_t *a)

@@ -56,6 +56,11 @@ typedef struct tg_agent_rows {
     int memory, disk, pids, stderr_bytes;
 } tg_agent_rows_t;
 
+/* Register (or, on reload, update) agent <a>'s instance rows in <reg>:
+ * agent.ID.stderr_bytes_per_second, .memory_bytes, .disk_bytes (with a
+ * workspace only) and .pids. 0 or -ENOMEM. */
+int tg_agent_rows_register(tg_agent_rows_t *rows, tg_registry_t *reg, const tg_agent_cfg_t *a);
+
 struct tg_ainst {
     tg_aproc_t p; /* the process, its pipes, containment and watch */
     tg_gw_t *gw;
