@@ -137,6 +137,7 @@ typedef struct os_call {
     os_conn_t *conn;               /* NULL once the caller left */
     struct os_call *cnext, *cprev; /* the caller's calls */
     os_echo_t cid, msg_id, request_id, correlation_id;
+    bool rid_assigned; /* request_id is toolgate's (the caller named none) */
     char tool[TG_OS_TOOL_ID_MAX + 1]; /* the tool's name in its agent (after '/') */
     size_t tool_len;
     int tcfg; /* index in the agent's configured tools, -1 when not configured */
@@ -916,9 +917,29 @@ static void forward(os_call_t *c)
     tg_os_splice_t sp;
     tg_jspan_t s = {.off = c->qcid_off, .len = c->qcid_len, .type = TG_J_STRING};
     tg_out_t *o = &ag->inst->a.p.wr;
-    if (tg_os_splice_plan(c->qlen, s, n, &sp) == 0) {
+    /* An assigned request_id goes in as the envelope's first member, unless
+     * the frame would then exceed max_frame_bytes (the audit and every
+     * answer still carry it). */
+    char rid[OS_ECHO_MAX + 16];
+    size_t rid_len = 0, brace = 0;
+    if (c->rid_assigned) {
+        while (brace < c->qcid_off && c->qframe[brace] != '{')
+            brace++;
+        rid_len = (size_t)snprintf(rid, sizeof(rid), "\"request_id\":%.*s,",
+                                   (int)c->request_id.len, c->request_id.buf);
+        if (brace >= c->qcid_off ||
+            c->qlen - c->qcid_len + n + rid_len > ag->g->cfg->max_frame_bytes)
+            rid_len = 0;
+    }
+    if (tg_os_splice_plan(c->qlen, s, n + rid_len, &sp) == 0) {
         tg_out_copy(o, (const char *)sp.hdr, TG_LENPFX_HDR);
-        tg_out_slice(o, c->qblk, c->qframe, sp.head_len);
+        if (rid_len > 0) {
+            tg_out_slice(o, c->qblk, c->qframe, brace + 1);
+            tg_out_copy(o, rid, rid_len);
+            tg_out_slice(o, c->qblk, c->qframe + brace + 1, sp.head_len - brace - 1);
+        } else {
+            tg_out_slice(o, c->qblk, c->qframe, sp.head_len);
+        }
         tg_out_copy(o, id, n);
         tg_out_slice(o, c->qblk, c->qframe + sp.tail_off, c->qlen - sp.tail_off);
     }
@@ -1151,12 +1172,13 @@ static void deny_fleet(os_call_t *c, uint32_t observed, uint32_t cap, const char
 /* Refuse call <c> because the shared store cannot decide and
  * on_store_error is closed (or the store refused the request), with
  * <retry_after_ms> (TG_DENY_ABSENT: none). */
-static void deny_store(os_call_t *c, const char *limit, const char *detail, int64_t retry_after_ms)
+static void deny_store(os_call_t *c, const char *limit, const char *scope, const char *unit,
+                       const char *detail, int64_t retry_after_ms)
 {
     tg_denial_t d;
     char reqid[32];
     denial_init(c->ag, &d, TG_DENY_STORE, c, reqid);
-    tg_adm_store_denial(&d, limit, detail, retry_after_ms);
+    tg_adm_store_denial(&d, limit, scope, unit, detail, retry_after_ms);
     deny_call(c, &d, "call.denied", NULL);
 }
 
@@ -1205,7 +1227,7 @@ static void slot_ask(os_call_t *c)
             free(t);
     }
     if (rc < 0) {
-        deny_store(c, "concurrency", "the shared slot store refused the request", TG_DENY_ABSENT);
+        deny_store(c, "concurrency", NULL, NULL, TG_ADM_STORE_REFUSED_SLOT, TG_DENY_ABSENT);
         call_release(c);
     }
 }
@@ -1251,8 +1273,7 @@ static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
     }
     if (r->decided_by == TG_STORE_BY_CLOSED) {
         tg_config_t *cfg = ag->g->gw->cfg;
-        deny_store(c, "concurrency",
-                   "the shared slot store is unavailable and on_store_error is closed",
+        deny_store(c, "concurrency", NULL, NULL, TG_ADM_STORE_CLOSED_SLOT,
                    cfg->store.timeout_ms != 0 ? (int64_t)cfg->store.timeout_ms
                                               : TG_STORE_DEF_TIMEOUT_MS);
         call_release(c);
@@ -1447,9 +1468,8 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         bool tool = step == STEP_TOOL && ts != NULL;
         tg_rate_t rate = tool ? ag->acfg->tools[c->tcfg].lim.rate_limit : ag->acfg->lim.rate_limit;
         if (r->decided_by == TG_STORE_BY_CLOSED) {
-            deny_store(c, "rate",
-                       "the shared rate store is unavailable and on_store_error is closed",
-                       (int64_t)r->gcra.retry_after_ms);
+            deny_store(c, "rate", tool ? "tool" : "agent", tg_adm_rate_unit(rate),
+                       TG_ADM_STORE_CLOSED_RATE, (int64_t)r->gcra.retry_after_ms);
         } else {
             tg_denial_t d;
             char reqid[32], detail[160];
@@ -1468,7 +1488,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
      * agent's limit by such calls, never exceed either limit. */
     if (step == STEP_AGENT && ts != NULL && ts->shared && ag->tool_store != NULL) {
         if (store_step(c, STEP_TOOL) < 0) {
-            deny_store(c, "rate", "the shared rate store refused the request", TG_DENY_ABSENT);
+            deny_store(c, "rate", "tool", NULL, TG_ADM_STORE_REFUSED_RATE, TG_DENY_ABSENT);
             call_free(c);
             agent_check_drained(ag);
         }
@@ -1540,7 +1560,8 @@ static void rate_hold(os_call_t *c)
 {
     c->state = C_RATE;
     if (store_step(c, c->ag->store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
-        deny_store(c, "rate", "the shared rate store refused the request", TG_DENY_ABSENT);
+        deny_store(c, "rate", c->ag->store != NULL ? "agent" : "tool", NULL,
+                   TG_ADM_STORE_REFUSED_RATE, TG_DENY_ABSENT);
         call_free(c);
     }
 }
@@ -1605,6 +1626,14 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     echo_set(&c->cid, frame, env->call_id);
     echo_set(&c->msg_id, frame, env->id);
     echo_set(&c->request_id, frame, env->request_id);
+    c->rid_assigned = c->request_id.len == 0;
+    if (c->rid_assigned) {
+        /* The caller named none: the call's own id is its request_id, in
+         * what the agent gets and in every answer. */
+        c->request_id.buf[0] = '"';
+        c->request_id.len = call_id_fmt(c->request_id.buf + 1, c->seq) + 2;
+        c->request_id.buf[c->request_id.len - 1] = '"';
+    }
     echo_set(&c->correlation_id, frame, env->correlation_id);
     c->bytes_in = len;
     c->tool_len = tlen - alen - 1;

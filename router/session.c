@@ -643,14 +643,8 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         bool store_down = r->decided_by == TG_STORE_BY_CLOSED;
         denial_init(w, &d, store_down ? TG_DENY_STORE : TG_DENY_RATE, c, reqid, sizeof(reqid));
         if (store_down) {
-            /* The bucket's scope and unit stay named (os_gw's store
-             * denial names the agent scope and no unit). */
-            d.limit = "rate";
-            d.scope = tool ? "tool" : "agent";
-            d.unit = tg_adm_rate_unit(rate);
-            d.retry_after_ms = (int64_t)r->gcra.retry_after_ms;
-            d.config_path = "store.on_store_error";
-            d.detail = "the shared rate store is unavailable and on_store_error is closed";
+            tg_adm_store_denial(&d, "rate", tool ? "tool" : "agent", tg_adm_rate_unit(rate),
+                                TG_ADM_STORE_CLOSED_RATE, (int64_t)r->gcra.retry_after_ms);
         } else {
             tg_adm_rate_denial(&d, detail, sizeof(detail), tool ? "tool" : "agent",
                                tool ? ts->path_rate : ag->path_rate, rate, &r->gcra);
@@ -667,9 +661,8 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     if (step == STEP_AGENT && ts != NULL && ts->shared) {
         if (store_step(w, c, STEP_TOOL) < 0) {
             denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
-            d.limit = "rate";
-            d.scope = "tool";
-            d.detail = "the shared rate store refused the request";
+            tg_adm_store_denial(&d, "rate", "tool", NULL, TG_ADM_STORE_REFUSED_RATE,
+                                TG_DENY_ABSENT);
             deny_call(w, c, &d, "call.denied", NULL);
             call_free(w, c);
             check_drained(w);
@@ -765,8 +758,8 @@ static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fra
         tg_denial_t d;
         char reqid[32];
         denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
-        d.limit = "rate";
-        d.detail = "the shared rate store refused the request";
+        tg_adm_store_denial(&d, "rate", w->ag->store != NULL ? "agent" : "tool", NULL,
+                            TG_ADM_STORE_REFUSED_RATE, TG_DENY_ABSENT);
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
     }
@@ -1000,7 +993,7 @@ static void slot_ask(tg_wrap_t *w, tg_call_t *c)
         tg_denial_t d;
         char reqid[32];
         denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
-        tg_adm_store_denial(&d, "concurrency", "the shared slot store refused the request",
+        tg_adm_store_denial(&d, "concurrency", NULL, NULL, TG_ADM_STORE_REFUSED_SLOT,
                             TG_DENY_ABSENT);
         deny_call(w, c, &d, "call.denied", NULL);
         call_release(w, c);
@@ -1042,8 +1035,7 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
         tg_denial_t d;
         char reqid[32];
         denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
-        tg_adm_store_denial(&d, "concurrency",
-                            "the shared slot store is unavailable and on_store_error is closed",
+        tg_adm_store_denial(&d, "concurrency", NULL, NULL, TG_ADM_STORE_CLOSED_SLOT,
                             w->gw->cfg->store.timeout_ms != 0 ? (int64_t)w->gw->cfg->store.timeout_ms
                                                               : TG_STORE_DEF_TIMEOUT_MS);
         deny_call(w, c, &d, "call.denied", NULL);

@@ -255,14 +255,16 @@ Test(admit, store_denial_scope_by_limit)
 {
     tg_denial_t d;
     tg_adm_denial_init(&d, TG_DENY_STORE, "a", NULL, 0, NULL);
-    tg_adm_store_denial(&d, "rate", "x", 1500);
+    tg_adm_store_denial(&d, "rate", "tool", "calls/minute", "x", 1500);
     cr_assert_str_eq(d.limit, "rate");
-    cr_assert_str_eq(d.scope, "agent");
+    cr_assert_str_eq(d.scope, "tool");
+    cr_assert_str_eq(d.unit, "calls/minute");
     cr_assert_str_eq(d.config_path, "store.on_store_error");
     cr_assert_str_eq(d.detail, "x");
     cr_assert_eq(d.retry_after_ms, 1500);
-    tg_adm_store_denial(&d, "concurrency", "y", TG_DENY_ABSENT);
+    tg_adm_store_denial(&d, "concurrency", NULL, NULL, "y", TG_DENY_ABSENT);
     cr_assert_str_eq(d.scope, "shared");
+    cr_assert_null(d.unit);
     cr_assert_eq(d.retry_after_ms, TG_DENY_ABSENT);
 }
 

@@ -1629,6 +1629,11 @@ Test(os_shared, store_down_closed_refuses)
     json_t *r = denied_call(&c, "a", "os/echo", NULL, NULL, "rate_store_unavailable");
     cr_assert_str_eq(detail_str(r, "limit"), "rate");
     cr_assert_str_eq(detail_str(r, "config_path"), "store.on_store_error");
+    /* Worded as the MCP dialect words it: the bucket's scope and unit. */
+    cr_assert_str_eq(detail_str(r, "scope"), "agent");
+    cr_assert_str_eq(detail_str(r, "unit"), "calls/minute");
+    cr_assert_not_null(strstr(jstr(r, "error", "message"),
+                              "the shared rate store is unavailable and on_store_error is closed"));
     json_decref(r);
     os_opts_t conc = {.agent = ", \"execution_limits\": {\"rate_limit\": \"100/minute\", "
                                "\"concurrency_scope\": \"shared\"}",
@@ -1881,4 +1886,38 @@ Test(os_agent, exit_records_peak_memory)
     text = tgh_read_file(peaks, NULL);
     cr_assert(text && strstr(text, "\"os\":["), "no peak recorded in %s", peaks);
     free(text);
+}
+
+/* A call whose caller named no request_id gets one: its own call id, in
+ * the frame the agent gets and in every answer toolgate makes for it. */
+Test(os_agent, request_id_assigned_when_absent)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"1/minute\"}"};
+    os_start(&o);
+    osc_t c;
+    c_open(&c);
+#define NO_RID_CALL                                                                          \
+    "{\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m-%s\",\"ts\":\"2026-01-16T12:00:00Z\","   \
+    "\"payload\":{\"call_id\":\"%s\",\"tool_id\":\"os/echo\",\"input\":{\"text\":\"x\"}}}"
+    char buf[512];
+    snprintf(buf, sizeof buf, NO_RID_CALL, "n1", "n1");
+    c_frame(&c, buf);
+    json_t *r = c_await(&c, "n1", 10000, NULL);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    json_decref(r);
+    char line[128];
+    cr_assert_eq(tgh_log_field(S.log, "request_id ", 0, line, sizeof line), 0);
+    cr_assert(strncmp(line, "tg-", 3) == 0, "the agent got request_id %s", line);
+    snprintf(buf, sizeof buf, NO_RID_CALL, "n2", "n2");
+    c_frame(&c, buf);
+    r = c_await(&c, "n2", 10000, NULL);
+    cr_assert_not_null(r);
+    cr_assert_str_eq(code_of(r), "rate_limit_exceeded");
+    const char *rid = jstr(r, "request_id", NULL);
+    cr_assert(rid != NULL && strncmp(rid, "tg-", 3) == 0, "denial without a request_id");
+    cr_assert_str_eq(detail_str(r, "request_id"), rid);
+    json_decref(r);
+    c_close(&c);
+    os_stop();
 }

@@ -270,6 +270,16 @@ Test(shared, redis_restart_recovers_exact_admission)
         r = tgh_await_int(&p, i, 3000, NULL);
         cr_assert_not_null(r, "a call hung while Redis was down");
         refused = code_of(r) && strcmp(code_of(r), "rate_store_unavailable") == 0;
+        if (refused) {
+            /* One wording in both dialects (test_os: store_down_closed_refuses). */
+            json_t *data = json_object_get(json_object_get(r, "error"), "data");
+            cr_assert_str_eq(json_string_value(json_object_get(data, "scope")), "agent");
+            cr_assert_str_eq(json_string_value(json_object_get(data, "unit")), "calls/minute");
+            cr_assert_not_null(strstr(json_string_value(json_object_get(json_object_get(r, "error"),
+                                                                        "message")),
+                                      "the shared rate store is unavailable and on_store_error "
+                                      "is closed"));
+        }
         json_decref(r);
         if (!refused)
             tgh_sleep_ms(50);

@@ -147,11 +147,12 @@ void tg_adm_fleet_denial(tg_denial_t *d, char *detail, size_t detail_cap, const 
     d->detail = detail;
 }
 
-void tg_adm_store_denial(tg_denial_t *d, const char *limit, const char *detail,
-                         int64_t retry_after_ms)
+void tg_adm_store_denial(tg_denial_t *d, const char *limit, const char *scope, const char *unit,
+                         const char *detail, int64_t retry_after_ms)
 {
     d->limit = limit;
-    d->scope = strcmp(limit, "rate") == 0 ? "agent" : "shared";
+    d->scope = scope != NULL ? scope : "shared";
+    d->unit = unit;
     d->config_path = "store.on_store_error";
     d->detail = detail;
     d->retry_after_ms = retry_after_ms;

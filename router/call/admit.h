@@ -117,12 +117,20 @@ void tg_adm_queue_full(tg_denial_t *d, char *detail, size_t detail_cap, bool too
 void tg_adm_fleet_denial(tg_denial_t *d, char *detail, size_t detail_cap, const char *path,
                          uint32_t observed, uint32_t cap, const char *why);
 
+/* The details of a store denial, one wording for every dialect. */
+#define TG_ADM_STORE_CLOSED_RATE "the shared rate store is unavailable and on_store_error is closed"
+#define TG_ADM_STORE_CLOSED_SLOT "the shared slot store is unavailable and on_store_error is closed"
+#define TG_ADM_STORE_REFUSED_RATE "the shared rate store refused the request"
+#define TG_ADM_STORE_REFUSED_SLOT "the shared slot store refused the request"
+
 /* Fill denial <d> (tg_adm_denial_init'ed, code store) for shared limit
- * <limit> ("rate": scope agent, else scope shared) that the store cannot
- * decide with on_store_error closed: config store.on_store_error, static
- * <detail>, <retry_after_ms> (TG_DENY_ABSENT: none). */
-void tg_adm_store_denial(tg_denial_t *d, const char *limit, const char *detail,
-                         int64_t retry_after_ms);
+ * <limit> of <scope> ("agent" or "tool" for a rate; NULL: "shared", the
+ * fleet's slots) that the store cannot decide with on_store_error closed,
+ * or that it refused: config store.on_store_error, <unit> of the rate
+ * (NULL: none), static <detail> (TG_ADM_STORE_*), <retry_after_ms>
+ * (TG_DENY_ABSENT: none). Both dialects word every store denial here. */
+void tg_adm_store_denial(tg_denial_t *d, const char *limit, const char *scope, const char *unit,
+                         const char *detail, int64_t retry_after_ms);
 
 /* ---- shared slots (concurrency_scope shared) --------------------------- */
 

@@ -279,6 +279,8 @@ static void on_frame(const char *buf, size_t len)
         logf_("registered %zu rejected %zu", json_array_size(json_object_get(p, "registered")),
               json_array_size(json_object_get(p, "rejected")));
     } else if (strcmp(type, "core.tool.call") == 0) {
+        const char *rid = json_string_value(json_object_get(m, "request_id"));
+        logf_("request_id %s", rid ? rid : "-");
         on_call(p);
     } else if (strcmp(type, "core.tool.cancel") == 0) {
         on_cancel(p);
