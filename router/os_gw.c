@@ -8,13 +8,11 @@
  * writer and the list of its calls.
  *
  * Ids. A call is forwarded with its call_id replaced (spliced in place,
- * the frame otherwise forwarded as it came) by "tg-<hex>", where the
- * number is seq << OS_IDX_BITS | slab index: the agent never sees two live
- * calls with one id whatever the callers chose, a late result is told
- * apart, and the same text is the call's request_id in audit and denials.
- * Results and streams go back with the caller's own call_id spliced in.
- * The slab grows in chunks that never move (call timers live in them), so
- * a reload may raise the limits under live calls.
+ * the frame otherwise forwarded as it came) by "tg-<hex>" of its id in
+ * the agent's call table (router/call/table.h, which also says why the
+ * agent never sees two live calls with one id, and why the table may grow
+ * under live calls on reload). Results and streams go back with the
+ * caller's own call_id spliced in.
  *
  * Invariants.
  *  - A call in state INFLIGHT, CANCELLING or ZOMBIE holds one agent slot
@@ -82,6 +80,7 @@
 #include "router/dialect/osenv.h"
 #include "router/dialect/osmsg.h"
 #include "router/call/admit.h"
+#include "router/call/table.h"
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
 
@@ -91,9 +90,6 @@
 #define OS_IDEM_BUCKETS    1024 /* fixed internal bound: hash buckets of one idempotency cache */
 #define OS_MSG_MAX         4096 /* fixed internal bound: one message toolgate writes */
 #define OS_REJECT_ECHO_MAX 256  /* fixed internal bound: a refused tool_id echoed back, bytes */
-#define OS_CALL_CHUNK      64        /* fixed internal bound: calls per slab chunk */
-/* 2^OS_IDX_BITS is more than the largest slab the limits' ceilings allow. */
-#define OS_IDX_BITS        20        /* fixed internal bound: slab index bits of a call id */
 #define OS_TOKEN_BYTES     16        /* the session token: 128 bits */
 #define OS_TOKEN_ENV       "OPENSENTIENCE_SESSION_TOKEN"
 
@@ -237,14 +233,7 @@ struct os_agent {
     /* A reload changed more than limits: the instance is drained, stopped
      * and started again from the new config. */
     bool switching;
-    /* calls: a slab of chunks of OS_CALL_CHUNK (call_at) */
-    os_call_t **chunks;
-    uint32_t nchunks;
-    uint32_t ncalls;
-    uint32_t *free_idx;
-    uint32_t nfree;
-    uint64_t seq;
-    uint32_t nbusy; /* calls not free */
+    tg_ctab_t tab; /* its calls (router/call/table.h) */
     uint64_t queued_frame_bytes;
     /* idempotency cache */
     idem_entry_t *idem_oldest, *idem_newest;
@@ -370,27 +359,11 @@ static void set_state(os_agent_t *ag, astate_t st)
                                ag->inst != NULL ? ag->inst->a.p.pid : 0);
 }
 
-/* "tg-<hex>" into <out> (>= 24 bytes); returns its length. */
-static size_t call_id_fmt(char *out, uint64_t seq)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = "0123456789abcdef"[seq & 15];
-        seq >>= 4;
-    } while (seq != 0);
-    memcpy(out, "tg-", 3);
-    for (size_t i = 0; i < n; i++)
-        out[3 + i] = tmp[n - 1 - i];
-    out[3 + n] = '\0';
-    return 3 + n;
-}
-
 /* A fresh id for a message toolgate writes. */
 static const char *msg_id(tg_osgw_t *g, char out[32])
 {
     char num[24];
-    call_id_fmt(num, ++g->msg_seq);
+    tg_call_id_hex(num, ++g->msg_seq);
     snprintf(out, 32, "tgm-%s", num + 3);
     return out;
 }
@@ -464,39 +437,7 @@ static bool conn_writable(const os_conn_t *c)
 
 static os_call_t *call_at(const os_agent_t *ag, uint32_t i)
 {
-    return &ag->chunks[i / OS_CALL_CHUNK][i % OS_CALL_CHUNK];
-}
-
-/* Grow the slab to at least <n> calls (never shrinks: live calls may sit
- * anywhere). New entries go on the free list. 0 or -ENOMEM; on failure
- * the slab may have spare chunks but ncalls is unchanged. */
-static int slab_grow(os_agent_t *ag, uint32_t n)
-{
-    if (n <= ag->ncalls)
-        return 0;
-    if (n > (1u << OS_IDX_BITS))
-        return -ENOMEM;
-    uint32_t need = (n + OS_CALL_CHUNK - 1) / OS_CALL_CHUNK;
-    if (need > ag->nchunks) {
-        os_call_t **t = realloc(ag->chunks, need * sizeof(*t));
-        if (t == NULL)
-            return -ENOMEM;
-        ag->chunks = t;
-        while (ag->nchunks < need) {
-            if ((t[ag->nchunks] = calloc(OS_CALL_CHUNK, sizeof(os_call_t))) == NULL)
-                return -ENOMEM;
-            ag->nchunks++;
-        }
-    }
-    uint32_t *f = realloc(ag->free_idx, n * sizeof(*f));
-    if (f == NULL)
-        return -ENOMEM;
-    ag->free_idx = f;
-    /* Lowest index on top of the free list. */
-    for (uint32_t i = n; i > ag->ncalls; i--)
-        f[ag->nfree++] = i - 1;
-    ag->ncalls = n;
-    return 0;
+    return tg_ctab_at(&ag->tab, i);
 }
 
 /* The slab the limits of <a> need: every call they allow at once (in
@@ -508,25 +449,25 @@ static uint32_t slab_need(const tg_agent_cfg_t *a)
     uint64_t n = (uint64_t)a->lim.max_concurrent_calls + a->lim.max_queued_calls + 1;
     if (a->rate_shared)
         n += (uint64_t)a->lim.max_concurrent_calls + a->lim.max_queued_calls;
-    return n > (1u << OS_IDX_BITS) ? 1u << OS_IDX_BITS : (uint32_t)n;
+    return n > TG_CALL_MAX ? TG_CALL_MAX : (uint32_t)n;
 }
 
 static os_call_t *call_alloc(os_agent_t *ag)
 {
-    if (ag->nfree == 0)
+    uint32_t i;
+    uint64_t id;
+    os_call_t *c = tg_ctab_take(&ag->tab, &i, &id);
+    if (c == NULL)
         return NULL;
-    uint32_t i = ag->free_idx[--ag->nfree];
-    os_call_t *c = call_at(ag, i);
     tg_dlt_own_t own = c->own;
     memset(c, 0, sizeof(*c));
     c->own = own;
     c->ag = ag;
     c->idx = i;
     c->tcfg = -1;
-    c->seq = ++ag->seq << OS_IDX_BITS | i;
+    c->seq = id;
     c->t_start = now_ms(ag->g);
     c->state = C_QUEUED; /* not yet in the queue: the admission decides */
-    ag->nbusy++;
     return c;
 }
 
@@ -568,18 +509,14 @@ static void call_free(os_call_t *c)
     }
     call_detach(c);
     c->state = C_FREE;
-    ag->free_idx[ag->nfree++] = c->idx;
-    ag->nbusy--;
+    tg_ctab_put(&ag->tab, c->idx);
 }
 
 /* The live call numbered <seq>, or NULL. */
 static os_call_t *call_by_seq(os_agent_t *ag, uint64_t seq)
 {
-    uint32_t i = (uint32_t)(seq & ((1u << OS_IDX_BITS) - 1));
-    if (i >= ag->ncalls)
-        return NULL;
-    os_call_t *c = call_at(ag, i);
-    return c->state != C_FREE && c->seq == seq ? c : NULL;
+    os_call_t *c = tg_ctab_lookup(&ag->tab, seq);
+    return c != NULL && c->state != C_FREE && c->seq == seq ? c : NULL;
 }
 
 /* The live call whose agent-side id is the string span <s> of <frame>. */
@@ -587,16 +524,9 @@ static os_call_t *call_by_agent_id(os_agent_t *ag, const char *frame, tg_jspan_t
 {
     char txt[40];
     long n = tg_jstr_decode(frame, s, txt, sizeof(txt));
-    if (n < 4 || memcmp(txt, "tg-", 3) != 0 || n > 3 + 16)
+    uint64_t v;
+    if (n < 0 || tg_call_id_parse(txt, (size_t)n, &v) < 0)
         return NULL;
-    uint64_t v = 0;
-    for (long i = 3; i < n; i++) {
-        char ch = txt[i];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-        if (d < 0)
-            return NULL;
-        v = v << 4 | (uint64_t)d;
-    }
     return call_by_seq(ag, v);
 }
 
@@ -606,7 +536,7 @@ static void denial_init(const os_agent_t *ag, tg_denial_t *d, tg_deny_code_t cod
                         const os_call_t *c, char reqid[32])
 {
     if (c != NULL)
-        call_id_fmt(reqid, c->seq);
+        tg_call_id_hex(reqid, c->seq);
     tg_adm_denial_init(d, code, ag != NULL ? aname(ag) : NULL, c != NULL ? c->tool : NULL,
                        c != NULL ? c->tool_len : 0, c != NULL ? reqid : NULL);
 }
@@ -667,7 +597,7 @@ static void audit_call(os_call_t *c, const char *event, const char *status, cons
     ev.event = event;
     ev.agent = aname(ag);
     ev.caller = c->conn != NULL ? c->conn->caller : NULL;
-    call_id_fmt(reqid, c->seq);
+    tg_call_id_hex(reqid, c->seq);
     ev.request_id = reqid;
     ev.call_id = echo_text(&c->cid, cid);
     ev.correlation_id = echo_text(&c->correlation_id, corr);
@@ -912,7 +842,7 @@ static void forward(os_call_t *c)
     c->state = C_INFLIGHT;
     char id[26];
     id[0] = '"';
-    size_t n = call_id_fmt(id + 1, c->seq) + 1;
+    size_t n = tg_call_id_hex(id + 1, c->seq) + 1;
     id[n++] = '"';
     tg_os_splice_t sp;
     tg_jspan_t s = {.off = c->qcid_off, .len = c->qcid_len, .type = TG_J_STRING};
@@ -1631,7 +1561,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         /* The caller named none: the call's own id is its request_id, in
          * what the agent gets and in every answer. */
         c->request_id.buf[0] = '"';
-        c->request_id.len = call_id_fmt(c->request_id.buf + 1, c->seq) + 2;
+        c->request_id.len = tg_call_id_hex(c->request_id.buf + 1, c->seq) + 2;
         c->request_id.buf[c->request_id.len - 1] = '"';
     }
     echo_set(&c->correlation_id, frame, env->correlation_id);
@@ -1673,7 +1603,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
             call_free(c);
             return;
         }
-        for (uint32_t i = 0; i < ag->ncalls && klen > 0; i++) {
+        for (uint32_t i = 0; i < ag->tab.n && klen > 0; i++) {
             os_call_t *o = call_at(ag, i);
             char okey[sizeof(key)];
             if (o == c || o->state == C_FREE || o->state == C_ZOMBIE || !o->has_idem ||
@@ -1811,7 +1741,7 @@ static void send_cancel(os_call_t *c, const char *reason)
     char buf[512], id[32], cid[24];
     tg_os_hdr_t h;
     hdr_for_call(ag->g, NULL, &h, id);
-    call_id_fmt(cid, c->seq);
+    tg_call_id_hex(cid, c->seq);
     long n =
         tg_os_enc_tool_cancel(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, cid, reason);
     send_built(&ag->inst->a.p.wr, buf, n);
@@ -2568,7 +2498,7 @@ static void late_result(os_agent_t *ag, const os_call_t *c, const char *frame, t
     ev.event = "call.late_result";
     ev.agent = aname(ag);
     if (c != NULL) {
-        call_id_fmt(reqid, c->seq);
+        tg_call_id_hex(reqid, c->seq);
         ev.request_id = reqid;
         if (c->tool_len > 0)
             ev.tool = c->tool;
@@ -2736,7 +2666,7 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
     char reqid[32], detail[160], path[TG_NAME_MAX + 64];
     /* A reload's switch keeps the queued calls for the new instance. */
     bool keep_queued = ag->switching && !g->stopping;
-    for (uint32_t i = 0; i < ag->ncalls; i++) {
+    for (uint32_t i = 0; i < ag->tab.n; i++) {
         os_call_t *c = call_at(ag, i);
         /* Calls waiting for the store never reached this instance: the
          * answer finds the agent as it is then. */
@@ -3055,7 +2985,7 @@ static void agent_check_drained(os_agent_t *ag)
 {
     if (ag->phase != P_DRAIN)
         return;
-    if (ag->switching ? ag->aconc.inflight == 0 : ag->nbusy == 0) {
+    if (ag->switching ? ag->aconc.inflight == 0 : tg_ctab_used(&ag->tab) == 0) {
         uv_timer_stop(&ag->phase_timer);
         stop_step(ag);
     }
@@ -3126,7 +3056,7 @@ static void g_check_idle(tg_osgw_t *g)
             uv_close((uv_handle_t *)&ag->fleet_timer, timer_closed);
             if (ag->dlt.ready)
                 uv_close((uv_handle_t *)&ag->dlt.timer, timer_closed);
-            for (uint32_t j = 0; j < ag->ncalls; j++)
+            for (uint32_t j = 0; j < ag->tab.n; j++)
                 if (call_at(ag, j)->own.ready)
                     uv_close((uv_handle_t *)&call_at(ag, j)->own.timer, call_timer_closed);
         }
@@ -3297,7 +3227,7 @@ static int setup_limits(os_agent_t *ag)
     if (rc < 0)
         return rc;
     ag->idem_tab = calloc(OS_IDEM_BUCKETS, sizeof(*ag->idem_tab));
-    if (ag->idem_tab == NULL || slab_grow(ag, slab_need(a)) < 0)
+    if (ag->idem_tab == NULL || tg_ctab_grow(&ag->tab, slab_need(a)) < 0)
         return -ENOMEM;
     return register_limits(ag);
 }
@@ -3313,10 +3243,7 @@ static void agent_free(os_agent_t *ag)
     free(ag->reg);
     free(ag->idem_tab);
     free(ag->tools);
-    for (uint32_t i = 0; i < ag->nchunks; i++)
-        free(ag->chunks[i]);
-    free(ag->chunks);
-    free(ag->free_idx);
+    tg_ctab_fini(&ag->tab);
     explicit_bzero(ag->token, sizeof(ag->token));
     free(ag);
 }
@@ -3333,7 +3260,7 @@ static void restarts_reset(os_agent_t *ag)
 /* Refuse every queued call of <ag> with agent_unavailable (<why>). */
 static void fail_queued(os_agent_t *ag, const char *why)
 {
-    for (uint32_t i = 0; i < ag->ncalls; i++) {
+    for (uint32_t i = 0; i < ag->tab.n; i++) {
         os_call_t *c = call_at(ag, i);
         if (c->state != C_QUEUED)
             continue;
@@ -3428,6 +3355,7 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
             tg_osgw_free(g);
             return NULL;
         }
+        tg_ctab_init(&ag->tab, sizeof(os_call_t));
         g->agents[g->nagents++] = ag;
         ag->g = g;
         ag->acfg = a;
@@ -3590,7 +3518,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     uint32_t ring = acfg->lim.max_queued_calls > ag->aq.count ? acfg->lim.max_queued_calls
                                                               : ag->aq.count;
     if ((ring > ag->aq.cap && tg_waitq_resize(&ag->aq, ring) < 0) ||
-        slab_grow(ag, slab_need(acfg)) < 0) {
+        tg_ctab_grow(&ag->tab, slab_need(acfg)) < 0) {
         free(tools);
         return -ENOMEM;
     }
@@ -3598,7 +3526,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     /* Nothing fails from here on: the new limits apply as a whole. Live
      * calls find their tool by name in the new config; one that held its
      * tool's slot keeps it where the tool still has a concurrency limit. */
-    for (uint32_t i = 0; i < ag->ncalls; i++) {
+    for (uint32_t i = 0; i < ag->tab.n; i++) {
         os_call_t *c = call_at(ag, i);
         if (c->state == C_FREE)
             continue;

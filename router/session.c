@@ -8,7 +8,7 @@
  * Ids. Every request the caller sends is forwarded with a toolgate-made
  * integer id, so the agent never sees two live requests with one id (a
  * caller may reuse an id after a timeout) and a late result can be told
- * apart. The id encodes the slab index: agent_id = seq * cap + index.
+ * apart. The id is the call's in the agent's call table (router/call/table.h).
  * Requests the agent sends (sampling, elicitation, roots) pass through with
  * their own ids, and so do the caller's answers to them.
  *
@@ -57,6 +57,7 @@
 #include "router/agent/contain_cfg.h"
 #include "router/log.h"
 #include "router/call/admit.h"
+#include "router/call/table.h"
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
 #include "router/call/dltimer.h"
@@ -138,13 +139,7 @@ typedef struct tg_agent {
     tg_gw_t *gw;
     tg_agent_cfg_t *acfg;
     size_t idx; /* position in cfg->agents (metrics rows) */
-    tg_call_t *calls;
-    uint32_t ncalls;
-    uint32_t *free_idx;
-    uint32_t nfree;
-    uint64_t seq;
-    uint64_t last_agent_id;
-    uint32_t nactive;               /* entries not free */
+    tg_ctab_t tab;                  /* the calls of all its sessions */
     uint64_t queued_frame_bytes;    /* bytes of frames held by queued calls */
     tg_gcra_t arate;
     tg_conc_t aconc;
@@ -292,8 +287,7 @@ static void request_id_of(const tg_call_t *c, char *buf, size_t cap)
 {
     if (cap < 24)
         return;
-    memcpy(buf, "tg-", 3);
-    u64_fmt(buf + 3, c->agent_id, 16);
+    tg_call_id_hex(buf, c->agent_id);
 }
 
 static void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
@@ -348,22 +342,26 @@ static void call_disarm(tg_agent_t *ag, tg_call_t *c)
 
 /* ---- call table ------------------------------------------------------- */
 
+static inline tg_call_t *call_at(const tg_agent_t *ag, uint32_t i)
+{
+    return tg_ctab_at(&ag->tab, i);
+}
+
 static tg_call_t *call_alloc(tg_wrap_t *w, call_kind_t kind)
 {
-    if (w->ag->nfree == 0)
+    uint32_t i;
+    uint64_t id;
+    tg_call_t *c = tg_ctab_take(&w->ag->tab, &i, &id);
+    if (c == NULL)
         return NULL;
-    uint32_t i = w->ag->free_idx[--w->ag->nfree];
-    tg_call_t *c = &w->ag->calls[i];
     memset(c, 0, CALL_CLEARED);
     c->tool_name[0] = '\0';
     c->w = w;
     c->idx = i;
     c->kind = kind;
     c->tool = -1;
-    c->agent_id = ++w->ag->seq * w->ag->ncalls + i;
-    w->ag->last_agent_id = c->agent_id;
+    c->agent_id = id;
     c->t_start = now_ms(w);
-    w->ag->nactive++;
     if (kind == K_PASS)
         w->npass++;
     if (kind == K_CALL || kind == K_PASS)
@@ -395,16 +393,15 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
         c->w->nbusy--;
     c->kind = K_FREE;
     c->state = S_NONE;
-    w->ag->free_idx[w->ag->nfree++] = c->idx;
-    w->ag->nactive--;
+    tg_ctab_put(&w->ag->tab, c->idx);
 }
 
 /* The live entry with agent-side id <id> belonging to session <w>: an
  * instance can only answer the calls of its own session. */
 static tg_call_t *call_by_agent_id(tg_wrap_t *w, uint64_t id)
 {
-    tg_call_t *c = &w->ag->calls[id % w->ag->ncalls];
-    if (c->kind == K_FREE || c->agent_id != id || c->w != w)
+    tg_call_t *c = tg_ctab_lookup(&w->ag->tab, id);
+    if (c == NULL || c->kind == K_FREE || c->agent_id != id || c->w != w)
         return NULL;
     return c;
 }
@@ -619,8 +616,8 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     store_ticket_t *t = arg;
     tg_agent_t *ag = t->ag;
     int step = t->step;
-    tg_call_t *c = &ag->calls[t->agent_id % ag->ncalls];
-    bool live = c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_RATE;
+    tg_call_t *c = tg_ctab_lookup(&ag->tab, t->agent_id);
+    bool live = c != NULL && c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_RATE;
     free(t);
     ag->nstore_wait--;
     if (!live) {
@@ -901,7 +898,7 @@ static void unqueue(tg_agent_t *ag, tg_call_t *c)
 static uint64_t arrival_of(const void *ctx, uint32_t i)
 {
     const tg_agent_t *ag = ctx;
-    return ag->calls[i].agent_id;
+    return call_at(ag, i)->agent_id;
 }
 
 /* Put <c>, which the store turned away, into the wait queue where its
@@ -923,7 +920,7 @@ static void on_fleet_timer(uv_timer_t *t)
     ag->fleet_full = false;
     if (ag->aq.count == 0)
         return;
-    tg_wrap_t *w = ag->calls[tg_waitq_at(&ag->aq, 0)].w;
+    tg_wrap_t *w = call_at(ag, tg_waitq_at(&ag->aq, 0))->w;
     pump_queue(w);
     flush_all(w);
 }
@@ -1063,8 +1060,8 @@ static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
 {
     slot_ticket_t *t = arg;
     tg_agent_t *ag = t->ag;
-    tg_call_t *c = &ag->calls[t->agent_id % ag->ncalls];
-    bool live = c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_SLOT;
+    tg_call_t *c = tg_ctab_lookup(&ag->tab, t->agent_id);
+    bool live = c != NULL && c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_SLOT;
     free(t);
     ag->nstore_wait--;
     if (!live) {
@@ -1150,7 +1147,7 @@ static void pump_queue(tg_wrap_t *w)
         /* The queue is the agent's: a slot freed by one session may go to a
          * call of another, sent through that call's own session. */
         while (i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
-            tg_call_t *c = &ag->calls[tg_waitq_at(&ag->aq, i)];
+            tg_call_t *c = call_at(ag, tg_waitq_at(&ag->aq, i));
             tg_wrap_t *cw = c->w;
             if (c->state != S_QUEUED || !tool_has_room(cw, c) || !agent_writable(cw) ||
                 cw->astate != A_RUNNING) {
@@ -1277,8 +1274,8 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
                           const tg_mcp_env_t *env)
 {
     tg_jspan_t id = env->cancel_id;
-    for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->ncalls; i++) {
-        tg_call_t *c = &w->ag->calls[i];
+    for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->tab.n; i++) {
+        tg_call_t *c = call_at(w->ag, i);
         if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
             memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->state == S_ZOMBIE)
             continue;
@@ -1521,7 +1518,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
         c = call_by_agent_id(w, id);
     if (c == NULL) {
         if (env->id.type == TG_J_NUMBER && tg_jnum_u64(frame, env->id, UINT64_MAX, &id) == 0 &&
-            id <= w->ag->last_agent_id) {
+            id <= w->ag->tab.last_id) {
             tg_audit_ev_t ev;
             char reqid[32];
             tg_audit_ev_init(&ev);
@@ -1574,7 +1571,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
         agent_running(w);
         break;
     case K_PING: {
-        tg_call_t *z = &w->ag->calls[c->ping_for];
+        tg_call_t *z = call_at(w->ag, c->ping_for);
         call_free(w, c);
         if (z->kind == K_CALL && z->agent_id == c->ping_for_id && z->state == S_ZOMBIE)
             call_release(w, z);
@@ -1785,8 +1782,8 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
 {
     tg_denial_t d;
     char reqid[32], detail[160];
-    for (uint32_t i = 0; i < w->ag->ncalls; i++) {
-        tg_call_t *c = &w->ag->calls[i];
+    for (uint32_t i = 0; i < w->ag->tab.n; i++) {
+        tg_call_t *c = call_at(w->ag, i);
         if (c->kind == K_FREE || c->w != w)
             continue;
         bool pending = c->state == S_INFLIGHT || c->state == S_QUEUED || c->state == S_RATE ||
@@ -2321,14 +2318,10 @@ static int setup_limits(tg_agent_t *ag, uint32_t max_sessions)
     /* The slab holds every entry the limits allow: inflight and zombie
      * calls (<= max_concurrent, each with at most one ping), queued calls,
      * and per session its pass-through requests and replayed initialize. */
-    ag->ncalls = 2 * a->lim.max_concurrent_calls + a->lim.max_queued_calls +
-                 max_sessions * (TG_MAX_PASSTHRU + 2) + TG_RELOAD_SPARE_CALLS;
-    ag->calls = calloc(ag->ncalls, sizeof(*ag->calls));
-    ag->free_idx = calloc(ag->ncalls, sizeof(*ag->free_idx));
-    if (ag->calls == NULL || ag->free_idx == NULL)
+    uint64_t n = 2ull * a->lim.max_concurrent_calls + a->lim.max_queued_calls +
+                 (uint64_t)max_sessions * (TG_MAX_PASSTHRU + 2) + TG_RELOAD_SPARE_CALLS;
+    if (n > TG_CALL_MAX || tg_ctab_grow(&ag->tab, (uint32_t)n) < 0)
         return -ENOMEM;
-    for (uint32_t i = 0; i < ag->ncalls; i++)
-        ag->free_idx[ag->nfree++] = ag->ncalls - 1 - i;
     return register_limits(ag);
 }
 
@@ -2340,6 +2333,7 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
     tg_agent_t *ag = calloc(1, sizeof(*ag));
     if (ag == NULL)
         return NULL;
+    tg_ctab_init(&ag->tab, sizeof(tg_call_t));
     ag->gw = gw;
     ag->acfg = acfg;
     gw->engine_tick = tg_sess_tick;
@@ -2411,9 +2405,9 @@ tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_session
 
 void tg_agent_close_timers(tg_agent_t *ag)
 {
-    for (uint32_t i = 0; i < ag->ncalls; i++)
-        if (ag->calls[i].own.ready)
-            tg_handle_close((uv_handle_t *)&ag->calls[i].own.timer);
+    for (uint32_t i = 0; i < ag->tab.n; i++)
+        if (call_at(ag, i)->own.ready)
+            tg_handle_close((uv_handle_t *)&call_at(ag, i)->own.timer);
     if (ag->fleet_timer_ready)
         tg_handle_close((uv_handle_t *)&ag->fleet_timer);
     if (ag->dlt.ready)
@@ -2426,8 +2420,7 @@ void tg_agent_free(tg_agent_t *ag)
         return;
     tg_waitq_free(&ag->aq);
     free(ag->tools);
-    free(ag->calls);
-    free(ag->free_idx);
+    tg_ctab_fini(&ag->tab);
     free(ag);
 }
 
@@ -2450,11 +2443,14 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
         if (strcmp(acfg->tools[i].name, o->tools[i].name) != 0 ||
             acfg->tools[i].lim.rate_shared != o->tools[i].lim.rate_shared)
             return -EAGAIN;
-    /* The slab cannot grow under live calls (their timers live in it). */
+    /* The table grows in place (its chunks never move); it is left
+     * larger when a later step fails, which is harmless. */
     uint64_t need = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
                     (uint64_t)ag->max_sessions * (TG_MAX_PASSTHRU + 2);
-    if (need > ag->ncalls || ag->aq.count > acfg->lim.max_queued_calls)
+    if (need > TG_CALL_MAX || ag->aq.count > acfg->lim.max_queued_calls)
         return -EAGAIN;
+    if (tg_ctab_grow(&ag->tab, (uint32_t)need) < 0)
+        return -ENOMEM;
     tg_gcra_t arate = ag->arate;
     if (!same_rate(&o->lim, &acfg->lim) &&
         tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
@@ -2554,9 +2550,9 @@ static void agent_maybe_reap(tg_agent_t *ag)
     if (!ag->retired || ag->nsess > 0 || ag->nstore_wait > 0 || ag->closing > 0 ||
         ag->gw->tearing_down)
         return;
-    for (uint32_t i = 0; i < ag->ncalls; i++) {
-        uv_timer_t *t = &ag->calls[i].own.timer;
-        if (ag->calls[i].own.ready && !uv_is_closing((uv_handle_t *)t)) {
+    for (uint32_t i = 0; i < ag->tab.n; i++) {
+        uv_timer_t *t = &call_at(ag, i)->own.timer;
+        if (call_at(ag, i)->own.ready && !uv_is_closing((uv_handle_t *)t)) {
             t->data = ag;
             ag->closing++;
             uv_close((uv_handle_t *)t, retired_timer_closed);

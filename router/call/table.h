@@ -1,0 +1,84 @@
+/* The call table: one per agent, the calls of every caller of that agent,
+ * whatever the dialect. Pure (no libuv): the engine keeps the calls'
+ * contents; the table keeps where they are, which are free, and their ids.
+ *
+ * Ids. Every call gets an id that names its entry and when it was taken:
+ * id = seq << TG_CALL_IDX_BITS | index, seq counting takes per table. A
+ * lookup by id finds the entry in O(1); the engine compares the id it
+ * stored to tell a live call from a stale answer to a call long gone (a
+ * late result). The agent sees the id instead of the caller's (an MCP
+ * integer, an OpenSentience "tg-<hex>" string), so it never sees two live
+ * calls with one id whatever the callers chose; the same number is the
+ * call's request_id ("tg-<hex>") in audit and denials. seq keeps ids below
+ * 2^53, exact in every JSON reader (it wraps after 2^33 takes per table).
+ *
+ * Entries live in chunks that never move (the calls' timers and deadline
+ * nodes are inside them), so the table can grow under live calls when a
+ * reload raises the limits; it never shrinks.
+ *
+ * Ownership: the engine's agent owns the table (tg_ctab_fini frees it).
+ */
+#ifndef TG_ROUTER_CALL_TABLE_H
+#define TG_ROUTER_CALL_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* 2^TG_CALL_IDX_BITS is more than the largest table the limits' ceilings allow. */
+#define TG_CALL_IDX_BITS 20 /* fixed internal bound: index bits of a call id */
+#define TG_CALL_SEQ_BITS 33 /* fixed internal bound: seq bits of a call id (ids < 2^53) */
+#define TG_CALL_CHUNK    64 /* fixed internal bound: entries per chunk */
+#define TG_CALL_MAX      (1u << TG_CALL_IDX_BITS)
+
+typedef struct tg_ctab {
+    size_t esize;       /* bytes of one entry */
+    char **chunks;
+    uint32_t nchunks;
+    uint32_t n;         /* entries */
+    uint32_t *free_idx; /* a stack, lowest index on top after a grow */
+    uint32_t nfree;
+    uint64_t seq;
+    uint64_t last_id;   /* the newest id given out */
+} tg_ctab_t;
+
+/* An empty table of entries of <esize> bytes. */
+void tg_ctab_init(tg_ctab_t *t, size_t esize);
+/* Grow to at least <n> entries (zeroed, free). 0, or -ENOMEM (also for
+ * n > TG_CALL_MAX); on failure the table is unchanged but for spare
+ * chunks. */
+int tg_ctab_grow(tg_ctab_t *t, uint32_t n);
+/* Free the table's memory (the entries' own resources are the engine's). */
+void tg_ctab_fini(tg_ctab_t *t);
+
+/* Entry <i> (< t->n). */
+static inline void *tg_ctab_at(const tg_ctab_t *t, uint32_t i)
+{
+    return t->chunks[i / TG_CALL_CHUNK] + (size_t)(i % TG_CALL_CHUNK) * t->esize;
+}
+
+/* Take a free entry: its index into *<idx>, a fresh id into *<id>. NULL
+ * when the table is full. Its bytes are as the engine last left them. */
+void *tg_ctab_take(tg_ctab_t *t, uint32_t *idx, uint64_t *id);
+/* Give entry <idx> back. */
+void tg_ctab_put(tg_ctab_t *t, uint32_t idx);
+/* Entries taken. */
+static inline uint32_t tg_ctab_used(const tg_ctab_t *t)
+{
+    return t->n - t->nfree;
+}
+
+/* The entry id <id> names, or NULL when its index is out of the table:
+ * the engine checks that the entry is live and holds <id>. */
+static inline void *tg_ctab_lookup(const tg_ctab_t *t, uint64_t id)
+{
+    uint32_t i = (uint32_t)(id & (TG_CALL_MAX - 1));
+    return i < t->n ? tg_ctab_at(t, i) : NULL;
+}
+
+/* "tg-<hex>" of <id> into <out> (>= 20 bytes), NUL-terminated; its length. */
+size_t tg_call_id_hex(char *out, uint64_t id);
+/* The id of text "tg-<hex>" [<s>, <s>+<n>); -1 when it is not one. */
+int tg_call_id_parse(const char *s, size_t n, uint64_t *id);
+
+#endif
