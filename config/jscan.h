@@ -98,6 +98,36 @@ int tg_jobj_value(tg_jobj_iter_t *it, tg_jspan_t *val);
 int tg_jobj_enter(tg_jobj_iter_t *it, tg_jobj_iter_t *child);
 int tg_jobj_leave(tg_jobj_iter_t *it, const tg_jobj_iter_t *child, tg_jspan_t *val);
 
+/* Call <fn> on every member of an object, in order. <fn> returns >= 0 to
+ * go on, < 0 to refuse the member (iteration stops there); <key> and <val>
+ * are spans in <buf>, the iterated buffer. */
+typedef int (*tg_jmember_fn)(void *ctx, const char *buf, tg_jspan_t key, tg_jspan_t val);
+
+/* tg_jobj_each_it: call <fn>(<ctx>, ...) on every member left in <it> (as
+ * tg_jobj_next yields them). Returns 0 at the closing brace, or -1 when the
+ * object is malformed or cut (-2 from a partial iteration included) or <fn>
+ * refused a member. Inline on purpose: the envelope scanners run it per
+ * frame with a constant <fn>, which is then called directly. */
+static inline int tg_jobj_each_it(tg_jobj_iter_t *it, tg_jmember_fn fn, void *ctx)
+{
+    tg_jspan_t k, v;
+    int rc;
+    while ((rc = tg_jobj_next(it, &k, &v)) == 1) {
+        if (fn(ctx, it->buf, k, v) < 0)
+            return -1;
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+/* tg_jobj_each: tg_jobj_each_it over the object <obj> of <buf>, from its
+ * first member. */
+static inline int tg_jobj_each(const char *buf, tg_jspan_t obj, tg_jmember_fn fn, void *ctx)
+{
+    tg_jobj_iter_t it;
+    tg_jobj_begin(&it, buf, obj);
+    return tg_jobj_each_it(&it, fn, ctx);
+}
+
 /* Element iteration over the array <arr> (type TG_J_ARRAY), same rules:
  * 1 and the element's span, 0 at the end, -1 malformed. */
 typedef tg_jobj_iter_t tg_jarr_iter_t;

@@ -74,6 +74,7 @@
 #include "router/call/denial.h"
 #include "router/call/dltimer.h"
 #include "router/front/io.h"
+#include "router/dialect/idem.h"
 #include "router/dialect/lenpfx.h"
 #include "router/log.h"
 #include "router/admin/metrics.h"
@@ -87,7 +88,6 @@
 #define OS_ECHO_MAX        130  /* fixed internal bound: an id kept per call (128 bytes + quotes) */
 #define OS_TOOLS_MAX       1024 /* fixed internal bound: tools one instance may register */
 #define OS_IDEM_KEY_MAX    256  /* fixed internal bound: bytes of an idempotency_key */
-#define OS_IDEM_BUCKETS    1024 /* fixed internal bound: hash buckets of one idempotency cache */
 #define OS_MSG_MAX         4096 /* fixed internal bound: one message toolgate writes */
 #define OS_REJECT_ECHO_MAX 256  /* fixed internal bound: a refused tool_id echoed back, bytes */
 #define OS_TOKEN_BYTES     16        /* the session token: 128 bits */
@@ -162,20 +162,6 @@ typedef struct os_call {
  * NAME being the part of the tool_id after '/'). */
 typedef tg_adm_tool_t os_tool_t;
 
-/* One completed result kept for replay. Owned by its agent's cache. */
-typedef struct idem_entry {
-    struct idem_entry *older, *newer; /* insertion order = expiry order */
-    struct idem_entry *chain;         /* hash bucket */
-    uint32_t hash;
-    uint64_t expires; /* uv_now ms */
-    bool ok;          /* status succeeded */
-    size_t cost;      /* bytes counted against idempotency_max_bytes */
-    char *key;        /* caller NUL tool NUL idempotency_key */
-    size_t key_len;
-    char *frame; /* the agent's result payload, header excluded */
-    size_t frame_len, cid_off, cid_len;
-} idem_entry_t;
-
 /* One running agent process. Freed when its handles have closed. */
 typedef struct os_inst {
     tg_ainst_t a; /* first: its handles' data point here */
@@ -235,10 +221,9 @@ struct os_agent {
     bool switching;
     tg_ctab_t tab; /* its calls (router/call/table.h) */
     uint64_t queued_frame_bytes;
-    /* idempotency cache */
-    idem_entry_t *idem_oldest, *idem_newest;
-    idem_entry_t **idem_tab;
-    uint64_t idem_bytes;
+    /* idempotency cache: result payloads (header excluded) under idem_key,
+     * on the uv_now clock; freed in agent_free */
+    tg_idem_t idem_cache;
     /* stderr budget: bytes relayed in the current second, and dropped */
     tg_aproc_errbudget_t err;
     uint64_t err_reported;
@@ -639,16 +624,6 @@ static void update_conc_regs(os_agent_t *ag, const os_call_t *c)
 
 /* ---- idempotency cache ------------------------------------------------ */
 
-static uint32_t fnv1a(const char *p, size_t n)
-{
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 16777619u;
-    }
-    return h;
-}
-
 /* The cache key of call <c>: "<peer uid>:<caller>" NUL tool NUL key,
  * into <out>; its length, 0 when it does not fit. The caller is part of
  * it, by uid too (every peer without a callers[] entry is "unknown"): one
@@ -669,54 +644,12 @@ static size_t idem_key(const os_call_t *c, char *out, size_t cap)
     return n;
 }
 
-static void idem_unlink(os_agent_t *ag, idem_entry_t *e)
+/* The live entry under <key>, expired ones dropped (the registry follows). */
+static const tg_idem_entry_t *idem_find(os_agent_t *ag, const char *key, size_t len)
 {
-    idem_entry_t **pp = &ag->idem_tab[e->hash % OS_IDEM_BUCKETS];
-    while (*pp != NULL && *pp != e)
-        pp = &(*pp)->chain;
-    if (*pp == e)
-        *pp = e->chain;
-    if (e->older != NULL)
-        e->older->newer = e->newer;
-    else
-        ag->idem_oldest = e->newer;
-    if (e->newer != NULL)
-        e->newer->older = e->older;
-    else
-        ag->idem_newest = e->older;
-    ag->idem_bytes -= e->cost;
-    free(e->key);
-    free(e->frame);
-    free(e);
-}
-
-/* Drop expired entries (the oldest expire first: one window for all). */
-static void idem_expire(os_agent_t *ag, uint64_t now)
-{
-    while (ag->idem_oldest != NULL && ag->idem_oldest->expires <= now)
-        idem_unlink(ag, ag->idem_oldest);
-    reg_set(ag->g, ag->reg_idem, ag->idem_bytes);
-}
-
-static idem_entry_t *idem_find(os_agent_t *ag, const char *key, size_t len)
-{
-    if (ag->idem_tab == NULL)
-        return NULL;
-    uint64_t now = now_ms(ag->g);
-    idem_expire(ag, now);
-    uint32_t h = fnv1a(key, len);
-    /* A reload that shortened the window leaves newer entries expiring
-     * before older ones: idem_expire stops at the first live one, so an
-     * entry behind it may be past its own expiry: it goes now. */
-    for (idem_entry_t *e = ag->idem_tab[h % OS_IDEM_BUCKETS]; e != NULL; e = e->chain)
-        if (e->hash == h && e->key_len == len && memcmp(e->key, key, len) == 0) {
-            if (e->expires > now)
-                return e;
-            idem_unlink(ag, e);
-            reg_set(ag->g, ag->reg_idem, ag->idem_bytes);
-            return NULL;
-        }
-    return NULL;
+    const tg_idem_entry_t *e = tg_idem_find(&ag->idem_cache, key, len, now_ms(ag->g));
+    reg_set(ag->g, ag->reg_idem, tg_idem_bytes(&ag->idem_cache));
+    return e;
 }
 
 /* Keep the result payload [frame, frame+len) of call <c> (call_id at
@@ -727,46 +660,15 @@ static void idem_store(os_call_t *c, const char *frame, size_t len, tg_jspan_t c
     os_agent_t *ag = c->ag;
     char key[96 + TG_OS_TOOL_ID_MAX + OS_IDEM_KEY_MAX + 4];
     size_t klen = idem_key(c, key, sizeof(key));
-    size_t cost = len + klen + sizeof(idem_entry_t);
-    if (klen == 0 || ag->idem_tab == NULL || cost > ag->acfg->os.idempotency_max_bytes)
+    if (klen == 0)
         return;
-    idem_entry_t *old = idem_find(ag, key, klen);
-    if (old != NULL)
-        idem_unlink(ag, old);
-    while (ag->idem_oldest != NULL && ag->idem_bytes + cost > ag->acfg->os.idempotency_max_bytes)
-        idem_unlink(ag, ag->idem_oldest);
-    idem_entry_t *e = calloc(1, sizeof(*e));
-    if (e == NULL || (e->key = malloc(klen)) == NULL || (e->frame = malloc(len)) == NULL) {
-        if (e != NULL)
-            free(e->key);
-        free(e);
-        return;
-    }
-    memcpy(e->key, key, klen);
-    e->key_len = klen;
-    memcpy(e->frame, frame, len);
-    e->frame_len = len;
-    e->cid_off = cid.off;
-    e->cid_len = cid.len;
-    e->ok = ok;
-    e->cost = cost;
-    e->hash = fnv1a(key, klen);
-    e->expires = now_ms(ag->g) + ag->acfg->os.idempotency_window_ms;
-    idem_entry_t **b = &ag->idem_tab[e->hash % OS_IDEM_BUCKETS];
-    e->chain = *b;
-    *b = e;
-    e->older = ag->idem_newest;
-    if (ag->idem_newest != NULL)
-        ag->idem_newest->newer = e;
-    else
-        ag->idem_oldest = e;
-    ag->idem_newest = e;
-    ag->idem_bytes += cost;
-    reg_set(ag->g, ag->reg_idem, ag->idem_bytes);
+    (void)tg_idem_store(&ag->idem_cache, key, klen, frame, len, cid.off, cid.len, ok,
+                        now_ms(ag->g));
+    reg_set(ag->g, ag->reg_idem, tg_idem_bytes(&ag->idem_cache));
 }
 
 /* Send the kept result <e> to the caller of call <c>, its call_id spliced in. */
-static void idem_replay(os_call_t *c, const idem_entry_t *e)
+static void idem_replay(os_call_t *c, const tg_idem_entry_t *e)
 {
     os_conn_t *k = c->conn;
     tg_os_splice_t sp;
@@ -777,12 +679,6 @@ static void idem_replay(os_call_t *c, const idem_entry_t *e)
     tg_out_copy(&k->wr, e->frame, sp.head_len);
     tg_out_copy(&k->wr, c->cid.buf, c->cid.len);
     tg_out_copy(&k->wr, e->frame + sp.tail_off, e->frame_len - sp.tail_off);
-}
-
-static void idem_clear(os_agent_t *ag)
-{
-    while (ag->idem_oldest != NULL)
-        idem_unlink(ag, ag->idem_oldest);
 }
 
 /* ---- admission -------------------------------------------------------- */
@@ -1595,7 +1491,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     if (c->has_idem) {
         char key[96 + TG_OS_TOOL_ID_MAX + OS_IDEM_KEY_MAX + 4];
         size_t klen = idem_key(c, key, sizeof(key));
-        const idem_entry_t *e = klen > 0 ? idem_find(ag, key, klen) : NULL;
+        const tg_idem_entry_t *e = klen > 0 ? idem_find(ag, key, klen) : NULL;
         if (e != NULL) {
             idem_replay(c, e);
             audit_call(c, "call.completed", e->ok ? "ok" : "error", NULL, NULL,
@@ -3226,8 +3122,8 @@ static int setup_limits(os_agent_t *ag)
     int rc = tools_build(ag, a, ag->tool_store, &ag->tools);
     if (rc < 0)
         return rc;
-    ag->idem_tab = calloc(OS_IDEM_BUCKETS, sizeof(*ag->idem_tab));
-    if (ag->idem_tab == NULL || tg_ctab_grow(&ag->tab, slab_need(a)) < 0)
+    rc = tg_idem_init(&ag->idem_cache, a->os.idempotency_max_bytes, a->os.idempotency_window_ms);
+    if (rc < 0 || tg_ctab_grow(&ag->tab, slab_need(a)) < 0)
         return -ENOMEM;
     return register_limits(ag);
 }
@@ -3236,12 +3132,11 @@ static void agent_free(os_agent_t *ag)
 {
     if (ag == NULL)
         return;
-    idem_clear(ag);
+    tg_idem_free(&ag->idem_cache);
     tg_waitq_free(&ag->aq);
     for (size_t i = 0; i < ag->nreg; i++)
         free(ag->reg[i]);
     free(ag->reg);
-    free(ag->idem_tab);
     free(ag->tools);
     tg_ctab_fini(&ag->tab);
     explicit_bzero(ag->token, sizeof(ag->token));
@@ -3563,9 +3458,8 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     ag->acfg = acfg;
     set_paths(ag);
     (void)register_limits(ag);
-    while (ag->idem_oldest != NULL && ag->idem_bytes > acfg->os.idempotency_max_bytes)
-        idem_unlink(ag, ag->idem_oldest);
-    reg_set(g, ag->reg_idem, ag->idem_bytes);
+    tg_idem_limits(&ag->idem_cache, acfg->os.idempotency_max_bytes, acfg->os.idempotency_window_ms);
+    reg_set(g, ag->reg_idem, tg_idem_bytes(&ag->idem_cache));
     if (respawn && !g->stopping)
         switch_start(ag);
     /* Raised caps may let queued calls run now. */

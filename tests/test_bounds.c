@@ -341,7 +341,7 @@ static const key_reg_t keys[] = {
           "a period toolgate announces in core.welcome for the agent to keep; what toolgate "
           "enforces is heartbeat_timeout"),
     DURATION("agents[].opensentience.heartbeat_timeout", "router/os_gw.c:on_hb_timer"),
-    DURATION("agents[].opensentience.idempotency_window", "router/os_gw.c:idem_expire"),
+    DURATION("agents[].opensentience.idempotency_window", "router/dialect/idem.c:tg_idem_find"),
     /* Registered per opensentience agent and listener; the runtime config
      * here has none (tests/test_os.c runs them). */
     PENDING("agents[].opensentience.idempotency_max_bytes", "agent.*.idempotency_bytes", 0,

@@ -509,6 +509,101 @@ Test(jscan, object_iteration_is_strict)
     cr_assert_eq(tg_jobj_next(&it, &k, &val), -1, "not an object");
 }
 
+/* tg_jobj_each: records the members it is given; refuses the key "stop". */
+typedef struct each_log {
+    size_t n;
+    char keys[8][8];
+    tg_jtype_t types[8];
+} each_log_t;
+
+static int each_record(void *ctx, const char *buf, tg_jspan_t k, tg_jspan_t v)
+{
+    each_log_t *l = ctx;
+    if (tg_jstr_eq(buf, k, "stop"))
+        return -1;
+    cr_assert_lt(l->n, 8);
+    cr_assert_geq(tg_jstr_decode(buf, k, l->keys[l->n], sizeof(l->keys[0])), 0);
+    l->types[l->n++] = v.type;
+    return 0;
+}
+
+static int each_all(const char *s, each_log_t *l)
+{
+    tg_jspan_t v;
+    memset(l, 0, sizeof(*l));
+    cr_assert_gt(scan(s, &v), 0, "%s", s);
+    return tg_jobj_each(s, v, each_record, l);
+}
+
+Test(jscan, object_each)
+{
+    each_log_t l;
+    cr_assert_eq(each_all(" {\"a\":1, \"b\\u0063\":{\"x\":[1]}, \"d\":\"e\", \"n\":null} ", &l), 0);
+    cr_assert_eq(l.n, 4, "every member, in order");
+    cr_assert_str_eq(l.keys[0], "a");
+    cr_assert_eq(l.types[0], TG_J_NUMBER);
+    cr_assert_str_eq(l.keys[1], "bc");
+    cr_assert_eq(l.types[1], TG_J_OBJECT);
+    cr_assert_str_eq(l.keys[2], "d");
+    cr_assert_eq(l.types[2], TG_J_STRING);
+    cr_assert_str_eq(l.keys[3], "n");
+    cr_assert_eq(l.types[3], TG_J_NULL);
+
+    cr_assert_eq(each_all("{}", &l), 0);
+    cr_assert_eq(l.n, 0, "empty object: no call");
+    cr_assert_eq(each_all("{ \n}", &l), 0);
+    cr_assert_eq(l.n, 0);
+
+    /* malformed at the iterated level (the value scan skips it) */
+    cr_assert_eq(each_all("{\"a\":1,\"b\":tru}", &l), -1);
+    cr_assert_eq(l.n, 1, "members before the fault were given");
+    cr_assert_eq(each_all("{\"a\":1,}", &l), -1);
+    cr_assert_eq(each_all("{\"a\" 1}", &l), -1);
+    cr_assert_eq(l.n, 0);
+
+    /* refused by the callback: stops there */
+    cr_assert_eq(each_all("{\"a\":1,\"stop\":2,\"c\":3}", &l), -1);
+    cr_assert_eq(l.n, 1, "nothing after the refused member");
+
+    /* not an object */
+    memset(&l, 0, sizeof(l));
+    cr_assert_eq(tg_jobj_each("[1]", (tg_jspan_t){.off = 0, .len = 3, .type = TG_J_ARRAY},
+                              each_record, &l),
+                 -1);
+    cr_assert_eq(l.n, 0);
+}
+
+Test(jscan, object_each_it_partial)
+{
+    /* a cut object (partial iteration: -2 inside) is -1, after the members
+     * that were whole */
+    const char *s = "{\"a\":1,\"b\":\"xx";
+    tg_jobj_iter_t it;
+    each_log_t l = {0};
+    cr_assert_eq(tg_jobj_begin_partial(&it, s, strlen(s), 0), 0);
+    cr_assert_eq(tg_jobj_each_it(&it, each_record, &l), -1);
+    cr_assert_eq(l.n, 1);
+    cr_assert_str_eq(l.keys[0], "a");
+
+    /* whole: 0, and <pos> is just past the closing brace */
+    const char *t = "{\"a\":1,\"b\":[2]}  ";
+    memset(&l, 0, sizeof(l));
+    cr_assert_eq(tg_jobj_begin_partial(&it, t, strlen(t), 0), 0);
+    cr_assert_eq(tg_jobj_each_it(&it, each_record, &l), 0);
+    cr_assert_eq(l.n, 2);
+    cr_assert_eq(it.pos, 15);
+
+    /* the rest of an iteration already under way */
+    memset(&l, 0, sizeof(l));
+    tg_jspan_t k, v;
+    cr_assert_eq(tg_jobj_begin_partial(&it, t, strlen(t), 0), 0);
+    cr_assert_eq(tg_jobj_next(&it, &k, &v), 1);
+    cr_assert_eq(tg_jobj_each_it(&it, each_record, &l), 0);
+    cr_assert_eq(l.n, 1);
+    cr_assert_str_eq(l.keys[0], "b");
+    cr_assert_eq(l.types[0], TG_J_ARRAY);
+}
+
 Test(jscan, array_iteration)
 {
     const char *s = "[ 1, \"two\", [3], {\"4\":4}, null ]";

@@ -26,28 +26,6 @@
 
 #include <string.h>
 
-/* Call <fn> on every member left in <it>. Returns 0 at the closing brace,
- * or -1 when the object is malformed, cut, or <fn> refuses a member. */
-typedef int (*member_fn)(void *ctx, const char *buf, tg_jspan_t key, tg_jspan_t val);
-
-static int each_member_it(tg_jobj_iter_t *it, const char *buf, member_fn fn, void *ctx)
-{
-    tg_jspan_t k, v;
-    int rc;
-    while ((rc = tg_jobj_next(it, &k, &v)) == 1) {
-        if (fn(ctx, buf, k, v) < 0)
-            return -1;
-    }
-    return rc == 0 ? 0 : -1;
-}
-
-static int each_member(const char *buf, tg_jspan_t obj, member_fn fn, void *ctx)
-{
-    tg_jobj_iter_t it;
-    tg_jobj_begin(&it, buf, obj);
-    return each_member_it(&it, buf, fn, ctx);
-}
-
 /* Store <val> in <slot> unless the key was already seen. */
 static int take_once(tg_jspan_t *slot, tg_jspan_t val)
 {
@@ -221,7 +199,7 @@ static int scan_one(const char *buf, const tg_mcp_env_t *env, const char *key, t
     if (env->params.type != TG_J_OBJECT)
         return 0;
     one_ctx_t o = {.key = key, .val = {.off = 0, .len = 0, .type = TG_J_NONE, .escaped = false}};
-    if (each_member(buf, env->params, one_member, &o) < 0)
+    if (tg_jobj_each(buf, env->params, one_member, &o) < 0)
         return -1;
     *out = token_or_none(o.val);
     return 0;

@@ -29,28 +29,6 @@
 
 static const tg_jspan_t none = {.off = 0, .len = 0, .type = TG_J_NONE, .escaped = false};
 
-/* Call <fn> on every member of <obj>. 0 at the closing brace, -1 when the
- * object is malformed or <fn> refuses a member. */
-typedef int (*member_fn)(void *ctx, const char *buf, tg_jspan_t key, tg_jspan_t val);
-
-static int each_member_it(tg_jobj_iter_t *it, const char *buf, member_fn fn, void *ctx)
-{
-    tg_jspan_t k, v;
-    int rc;
-    while ((rc = tg_jobj_next(it, &k, &v)) == 1) {
-        if (fn(ctx, buf, k, v) < 0)
-            return -1;
-    }
-    return rc == 0 ? 0 : -1;
-}
-
-static int each_member(const char *buf, tg_jspan_t obj, member_fn fn, void *ctx)
-{
-    tg_jobj_iter_t it;
-    tg_jobj_begin(&it, buf, obj);
-    return each_member_it(&it, buf, fn, ctx);
-}
-
 /* Slots record "seen" even for null, so a duplicate is caught; <seen>
  * marks are kept apart from the reported spans for that reason. */
 typedef struct slot {
@@ -159,13 +137,13 @@ static int scan_hello(const char *buf, tg_os_env_t *env)
     keyset_t ks, pk;
     tg_jspan_t proto;
     keyset_init(&ks, hello_keys, H__HELLO);
-    if (each_member(buf, env->payload, keyset_member, &ks) < 0 ||
+    if (tg_jobj_each(buf, env->payload, keyset_member, &ks) < 0 ||
         typed(&ks.slot[H_TOKEN], TG_J_STRING, true, &env->session_token) < 0 ||
         typed(&ks.slot[H_AGENT], TG_J_STRING, true, &env->agent_id) < 0 ||
         typed(&ks.slot[H_PROTOCOL], TG_J_OBJECT, true, &proto) < 0)
         return -1;
     keyset_init(&pk, protocol_keys, 1);
-    if (each_member(buf, proto, keyset_member, &pk) < 0)
+    if (tg_jobj_each(buf, proto, keyset_member, &pk) < 0)
         return -1;
     return typed(&pk.slot[0], TG_J_ARRAY, true, &env->versions);
 }
@@ -175,7 +153,7 @@ static int scan_call(const char *buf, tg_os_env_t *env)
     keyset_t ks;
     tg_jspan_t t;
     keyset_init(&ks, call_keys, P__CALL);
-    if (each_member(buf, env->payload, keyset_member, &ks) < 0 ||
+    if (tg_jobj_each(buf, env->payload, keyset_member, &ks) < 0 ||
         typed(&ks.slot[P_CALL_ID], TG_J_STRING, true, &env->call_id) < 0 ||
         typed(&ks.slot[P_TOOL_ID], TG_J_STRING, true, &env->tool_id) < 0 ||
         typed(&ks.slot[P_INPUT], TG_J_OBJECT, true, &env->input) < 0 ||
@@ -195,7 +173,7 @@ static int scan_result(const char *buf, tg_os_env_t *env)
     keyset_t ks;
     tg_jspan_t st;
     keyset_init(&ks, result_keys, 2);
-    if (each_member(buf, env->payload, keyset_member, &ks) < 0 ||
+    if (tg_jobj_each(buf, env->payload, keyset_member, &ks) < 0 ||
         typed(&ks.slot[0], TG_J_STRING, true, &env->call_id) < 0 ||
         typed(&ks.slot[1], TG_J_STRING, true, &st) < 0)
         return -1;
@@ -216,7 +194,7 @@ static int scan_simple(const char *buf, tg_os_env_t *env, const char *const *key
 {
     keyset_t ks;
     keyset_init(&ks, keys, n);
-    if (each_member(buf, env->payload, keyset_member, &ks) < 0 ||
+    if (tg_jobj_each(buf, env->payload, keyset_member, &ks) < 0 ||
         typed(&ks.slot[0], t0, true, out0) < 0)
         return -1;
     if (opt1 && typed(&ks.slot[1], TG_J_STRING, false, opt1) < 0)
@@ -296,7 +274,7 @@ int tg_os_scan(const char *buf, size_t len, tg_os_env_t *env)
         return invalid(env);
     keyset_t ks;
     keyset_init(&ks, top_keys, K__TOP);
-    if (each_member_it(&it, buf, keyset_member, &ks) < 0 || !blank_from(buf, len, it.pos))
+    if (tg_jobj_each_it(&it, keyset_member, &ks) < 0 || !blank_from(buf, len, it.pos))
         return invalid(env);
 
     tg_jspan_t v;
