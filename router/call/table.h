@@ -29,7 +29,7 @@
 #define TG_CALL_IDX_BITS 20 /* fixed internal bound: index bits of a call id */
 #define TG_CALL_SEQ_BITS 33 /* fixed internal bound: seq bits of a call id (ids < 2^53) */
 #define TG_CALL_CHUNK    64 /* fixed internal bound: entries per chunk */
-#define TG_CALL_MAX      (1u << TG_CALL_IDX_BITS)
+#define TG_CALL_MAX      (1u << TG_CALL_IDX_BITS) /* fixed internal bound: entries of one call table */
 
 typedef struct tg_ctab {
     size_t esize;       /* bytes of one entry */
