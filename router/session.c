@@ -57,6 +57,7 @@
 #include "router/agent/contain_cfg.h"
 #include "router/log.h"
 #include "router/call/admit.h"
+#include "router/call/route.h"
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
@@ -136,34 +137,8 @@ typedef tg_adm_tool_t tool_state_t;
  * slab holds the calls of all of them, so agent-side ids are unique per
  * agent. Owned by the gateway. */
 typedef struct tg_agent {
+    tg_route_t r; /* first: its limits, stores, call table and rows */
     tg_gw_t *gw;
-    tg_agent_cfg_t *acfg;
-    size_t idx; /* position in cfg->agents (metrics rows) */
-    tg_ctab_t tab;                  /* the calls of all its sessions */
-    uint64_t queued_frame_bytes;    /* bytes of frames held by queued calls */
-    tg_gcra_t arate;
-    tg_conc_t aconc;
-    tg_waitq_t aq;
-    tg_store_t *store;              /* the shared store for this agent's rate, or NULL (local) */
-    tg_store_t *tool_store;         /* the same for its tools with rate_scope shared, or NULL */
-    char rate_key[TG_STORE_KEY_MAX + 1];
-    /* concurrency_scope shared: the store holding the fleet's slots (else
-     * NULL), its key, and the wait for a fleet slot. fleet_full: the store
-     * last said the fleet is full, so queued calls wait for a release by
-     * this instance or for fleet_timer (backing off) before asking again. */
-    tg_store_t *cstore;
-    char slots_key[TG_STORE_KEY_MAX + 1];
-    bool fleet_full;
-    uint32_t fleet_backoff_ms;
-    uint32_t fleet_held;        /* fleet slots this instance's calls hold */
-    uv_timer_t fleet_timer;     /* initialised on first use (fleet_timer_ready) */
-    bool fleet_timer_ready;
-    tg_dlt_t dlt;               /* its calls' deadlines; the timer's data is <ag> */
-    tg_adm_pump_t pump;         /* pump_queue re-entered from a store answer */
-    int reg_fleet;              /* agent.ID.concurrency.shared, -1: local concurrency */
-    tool_state_t *tools;
-    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent;
-    tg_agent_rows_t rows; /* its instances' rows (disk: -1 without a workspace) */
     int reg_restarts, reg_instances; /* -1: not registered (instances: wrap) */
     uint32_t tick_restarts;         /* on_tick scratch: most recent restarts of a session */
     /* Reload (tg_agent_reconfigure, tg_agent_successor, tg_agent_retire):
@@ -177,7 +152,6 @@ typedef struct tg_agent {
     struct tg_agent *next_retired; /* gw->retired */
     void (*on_free)(void *arg);    /* the runner's, once a retired agent is freed */
     void *on_free_arg;
-    char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
 } tg_agent_t;
 
 /* One caller and the agent instance serving it (MCP sessions are
@@ -261,7 +235,7 @@ static uint64_t now_ms(tg_wrap_t *w)
 
 static const char *agent_name(tg_wrap_t *w)
 {
-    return w->ag->acfg->id;
+    return w->ag->r.acfg->id;
 }
 
 /* <v> in base <base> (10 or 16) into <out> (>= 21 bytes), NUL-terminated;
@@ -305,13 +279,7 @@ static void reg_set(tg_wrap_t *w, int idx, uint64_t current)
  * -1), into the metrics and the registry. */
 static void update_conc_regs(tg_wrap_t *w, int tool)
 {
-    if (w->gw->metrics_ok)
-        tg_metrics_load(&w->gw->metrics, w->ag->idx, w->ag->aconc.inflight, w->ag->aq.count);
-    reg_set(w, w->ag->reg_conc, w->ag->aconc.inflight);
-    reg_set(w, w->ag->reg_queue, w->ag->aq.count);
-    reg_set(w, w->ag->reg_fleet, w->ag->fleet_held);
-    if (tool >= 0)
-        tg_adm_tool_regs(w->gw, &w->ag->tools[tool]);
+    tg_route_regs(&w->ag->r, tool);
 }
 
 /* ---- deadlines ------------------------------------------------------- */
@@ -332,26 +300,26 @@ static void on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x)
 /* Expire call <c> in <ms> from now (router/dltimer.h). */
 static void call_arm(tg_wrap_t *w, tg_call_t *c, uint64_t ms)
 {
-    (void)tg_dlt_arm(&w->ag->dlt, w->gw->loop, &c->dl, &c->own, on_call_timer, c, ms);
+    (void)tg_dlt_arm(&w->ag->r.dlt, w->gw->loop, &c->dl, &c->own, on_call_timer, c, ms);
 }
 
 static void call_disarm(tg_agent_t *ag, tg_call_t *c)
 {
-    tg_dlt_disarm(&ag->dlt, &c->dl, &c->own);
+    tg_dlt_disarm(&ag->r.dlt, &c->dl, &c->own);
 }
 
 /* ---- call table ------------------------------------------------------- */
 
 static inline tg_call_t *call_at(const tg_agent_t *ag, uint32_t i)
 {
-    return tg_ctab_at(&ag->tab, i);
+    return tg_ctab_at(&ag->r.tab, i);
 }
 
 static tg_call_t *call_alloc(tg_wrap_t *w, call_kind_t kind)
 {
     uint32_t i;
     uint64_t id;
-    tg_call_t *c = tg_ctab_take(&w->ag->tab, &i, &id);
+    tg_call_t *c = tg_ctab_take(&w->ag->r.tab, &i, &id);
     if (c == NULL)
         return NULL;
     memset(c, 0, CALL_CLEARED);
@@ -377,12 +345,12 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
     if (c->fslot != NULL) {
         /* Every path gives the fleet slot back through release_slots; an
          * entry freed with one still held would keep it renewed forever. */
-        tg_store_slot_release(w->ag->cstore, c->fslot);
+        tg_store_slot_release(w->ag->r.cstore, c->fslot);
         c->fslot = NULL;
-        w->ag->fleet_held--;
+        w->ag->r.fleet_held--;
     }
     if (c->qblk != NULL) {
-        w->ag->queued_frame_bytes -= c->qlen;
+        w->ag->r.queued_frame_bytes -= c->qlen;
         tg_block_unref(&w->gw->pool, c->qblk);
         c->qblk = NULL;
     }
@@ -393,14 +361,14 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
         c->w->nbusy--;
     c->kind = K_FREE;
     c->state = S_NONE;
-    tg_ctab_put(&w->ag->tab, c->idx);
+    tg_ctab_put(&w->ag->r.tab, c->idx);
 }
 
 /* The live entry with agent-side id <id> belonging to session <w>: an
  * instance can only answer the calls of its own session. */
 static tg_call_t *call_by_agent_id(tg_wrap_t *w, uint64_t id)
 {
-    tg_call_t *c = tg_ctab_lookup(&w->ag->tab, id);
+    tg_call_t *c = tg_ctab_lookup(&w->ag->r.tab, id);
     if (c == NULL || c->kind == K_FREE || c->agent_id != id || c->w != w)
         return NULL;
     return c;
@@ -482,9 +450,9 @@ static void audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, cons
     ev.stage = stage;
     if (w->gw->metrics_ok && c != NULL && c->kind == K_CALL) {
         tg_outcome_t o = tg_adm_outcome(event, status, d, stage);
-        tg_metrics_call(&w->gw->metrics, w->ag->idx, c->tool, o, now_ms(w) - c->t_start);
+        tg_metrics_call(&w->gw->metrics, w->ag->r.idx, c->tool, o, now_ms(w) - c->t_start);
         if (d != NULL)
-            tg_metrics_denial(&w->gw->metrics, d->code, (int)w->ag->idx, c->tool_name,
+            tg_metrics_denial(&w->gw->metrics, d->code, (int)w->ag->r.idx, c->tool_name,
                               c->tool_name_len, wall_now_ms());
     }
     if (d != NULL)
@@ -567,7 +535,7 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
  * is full) must not make a limit warn and re-arm on every retry. */
 static void take_slots(tg_wrap_t *w, tg_call_t *c)
 {
-    tg_adm_take_slots(&w->ag->aconc, c->tool >= 0 ? &w->ag->tools[c->tool] : NULL, w->climits,
+    tg_adm_take_slots(&w->ag->r.aconc, c->tool >= 0 ? &w->ag->r.tools[c->tool] : NULL, w->climits,
                       &c->tool_slot, &c->caller_slot);
 }
 
@@ -593,7 +561,7 @@ static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fram
  * checked by the caller of this). */
 static bool tool_has_room(tg_wrap_t *w, const tg_call_t *c)
 {
-    return tg_adm_has_room(c->tool >= 0 ? &w->ag->tools[c->tool] : NULL, c->w->climits);
+    return tg_adm_has_room(c->tool >= 0 ? &w->ag->r.tools[c->tool] : NULL, c->w->climits);
 }
 
 static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
@@ -616,7 +584,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     store_ticket_t *t = arg;
     tg_agent_t *ag = t->ag;
     int step = t->step;
-    tg_call_t *c = tg_ctab_lookup(&ag->tab, t->agent_id);
+    tg_call_t *c = tg_ctab_lookup(&ag->r.tab, t->agent_id);
     bool live = c != NULL && c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_RATE;
     free(t);
     ag->nstore_wait--;
@@ -625,7 +593,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         return;
     }
     tg_wrap_t *w = c->w;
-    tool_state_t *ts = c->tool >= 0 ? &ag->tools[c->tool] : NULL;
+    tool_state_t *ts = c->tool >= 0 ? &ag->r.tools[c->tool] : NULL;
     /* Two shared buckets: the one that did not simply answer from the
      * store (a fallback, open, closed) is what the audit names. */
     if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->rate_by == NULL) {
@@ -636,7 +604,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     char reqid[32], detail[160];
     if (!r->gcra.allowed) {
         bool tool = step == STEP_TOOL;
-        tg_rate_t rate = tool ? ag->acfg->tools[c->tool].lim.rate_limit : ag->acfg->lim.rate_limit;
+        tg_rate_t rate = tool ? ag->r.acfg->tools[c->tool].lim.rate_limit : ag->r.acfg->lim.rate_limit;
         bool store_down = r->decided_by == TG_STORE_BY_CLOSED;
         denial_init(w, &d, store_down ? TG_DENY_STORE : TG_DENY_RATE, c, reqid, sizeof(reqid));
         if (store_down) {
@@ -644,7 +612,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
                                 TG_ADM_STORE_CLOSED_RATE, (int64_t)r->gcra.retry_after_ms);
         } else {
             tg_adm_rate_denial(&d, detail, sizeof(detail), tool ? "tool" : "agent",
-                               tool ? ts->path_rate : ag->path_rate, rate, &r->gcra);
+                               tool ? ts->path_rate : ag->r.path_rate, rate, &r->gcra);
         }
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
@@ -710,9 +678,9 @@ static int store_step(tg_wrap_t *w, tg_call_t *c, int step)
     store_ticket_t *t = malloc(sizeof(*t));
     if (t == NULL)
         return -ENOMEM;
-    const tg_exec_limits_t *l = step == STEP_TOOL ? &ag->acfg->tools[c->tool].lim : &ag->acfg->lim;
-    const char *key = step == STEP_TOOL ? ag->tools[c->tool].rate_key : ag->rate_key;
-    tg_store_t *st = step == STEP_TOOL ? ag->tool_store : ag->store;
+    const tg_exec_limits_t *l = step == STEP_TOOL ? &ag->r.acfg->tools[c->tool].lim : &ag->r.acfg->lim;
+    const char *key = step == STEP_TOOL ? ag->r.tools[c->tool].rate_key : ag->r.rate_key;
+    tg_store_t *st = step == STEP_TOOL ? ag->r.tool_store : ag->r.store;
     uint32_t burst = step == STEP_TOOL ? (l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) : l->burst;
     t->ag = ag;
     t->agent_id = c->agent_id;
@@ -736,7 +704,7 @@ static void call_hold_frame(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const cha
     if (!held) {
         c->qblk = b;
         b->refs++;
-        w->ag->queued_frame_bytes += len;
+        w->ag->r.queued_frame_bytes += len;
     }
     c->qframe = frame;
     c->qlen = len;
@@ -751,11 +719,11 @@ static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fra
 {
     c->state = S_RATE;
     call_hold_frame(w, c, b, frame, len, id_off, id_len, false);
-    if (store_step(w, c, w->ag->store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
+    if (store_step(w, c, w->ag->r.store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
         tg_denial_t d;
         char reqid[32];
         denial_init(w, &d, TG_DENY_STORE, c, reqid, sizeof(reqid));
-        tg_adm_store_denial(&d, "rate", w->ag->store != NULL ? "agent" : "tool", NULL,
+        tg_adm_store_denial(&d, "rate", w->ag->r.store != NULL ? "agent" : "tool", NULL,
                             TG_ADM_STORE_REFUSED_RATE, TG_DENY_ABSENT);
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
@@ -787,16 +755,16 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         long n = tg_jstr_decode(frame, env->tool_name, c->tool_name, sizeof(c->tool_name));
         if (n > 0) {
             c->tool_name_len = (size_t)n;
-            const tg_tool_cfg_t *tc = tg_config_tool(w->ag->acfg, c->tool_name, c->tool_name_len);
+            const tg_tool_cfg_t *tc = tg_config_tool(w->ag->r.acfg, c->tool_name, c->tool_name_len);
             if (tc != NULL)
-                c->tool = (int)(tc - w->ag->acfg->tools);
+                c->tool = (int)(tc - w->ag->r.acfg->tools);
         } else if (n < 0) {
             /* Longer than any name we keep: refer to it as invalid. */
             memcpy(c->tool_name, "invalid", 8);
             c->tool_name_len = 7;
         }
     }
-    tool_state_t *ts = c->tool >= 0 ? &w->ag->tools[c->tool] : NULL;
+    tool_state_t *ts = c->tool >= 0 ? &w->ag->r.tools[c->tool] : NULL;
 
     if (w->phase != P_RUN) {
         denial_init(w, &d, TG_DENY_SHUTTING_DOWN, c, reqid, sizeof(reqid));
@@ -819,11 +787,11 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     /* Rate: both buckets must allow; a call refused by one takes no token
      * from the other. */
     /* Deadline: min(caller timeout_ms, tool cap, agent cap). */
-    c->deadline_ms = w->ag->acfg->lim.max_tool_call_duration_ms;
-    c->deadline_path = w->ag->path_dur;
-    if (ts != NULL && w->ag->acfg->tools[c->tool].lim.duration_src != TG_SRC_DEFAULT &&
-        w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms < c->deadline_ms) {
-        c->deadline_ms = w->ag->acfg->tools[c->tool].lim.max_tool_call_duration_ms;
+    c->deadline_ms = w->ag->r.acfg->lim.max_tool_call_duration_ms;
+    c->deadline_path = w->ag->r.path_dur;
+    if (ts != NULL && w->ag->r.acfg->tools[c->tool].lim.duration_src != TG_SRC_DEFAULT &&
+        w->ag->r.acfg->tools[c->tool].lim.max_tool_call_duration_ms < c->deadline_ms) {
+        c->deadline_ms = w->ag->r.acfg->tools[c->tool].lim.max_tool_call_duration_ms;
         c->deadline_path = ts->path_dur;
     }
     if (env->has_timeout && env->timeout_ms < c->deadline_ms) {
@@ -835,12 +803,12 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     tg_caller_lim_t *cl = w->climits;
     rate_scope_t scopes[3];
     int nscopes = 0;
-    if (w->ag->store == NULL)
-        scopes[nscopes++] = (rate_scope_t){&w->ag->arate, "agent", w->ag->path_rate,
-                                           w->ag->acfg->lim.rate_limit, w->ag->reg_rate};
+    if (w->ag->r.store == NULL)
+        scopes[nscopes++] = (rate_scope_t){&w->ag->r.arate, "agent", w->ag->r.path_rate,
+                                           w->ag->r.acfg->lim.rate_limit, w->ag->r.reg_rate};
     if (ts != NULL && ts->has_rate && !ts->shared)
         scopes[nscopes++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
-                                                w->ag->acfg->tools[c->tool].lim.rate_limit,
+                                                w->ag->r.acfg->tools[c->tool].lim.rate_limit,
                                                 ts->reg_rate};
     if (cl != NULL && cl->has_rate)
         scopes[nscopes++] = (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg,
@@ -856,7 +824,7 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         call_free(w, c);
         return;
     }
-    if (w->ag->store != NULL || (ts != NULL && ts->shared)) {
+    if (w->ag->r.store != NULL || (ts != NULL && ts->shared)) {
         /* The agent's or the tool's bucket is shared: ask the store, holding the frame
          * until it answers (within its own timeout). The local scopes are
          * taken then, so a call the store refuses costs them nothing. */
@@ -888,9 +856,9 @@ static void unqueue(tg_agent_t *ag, tg_call_t *c)
 {
     if (!c->in_queue)
         return;
-    tg_waitq_remove(&ag->aq, c->idx);
+    tg_waitq_remove(&ag->r.aq, c->idx);
     if (c->tool >= 0)
-        ag->tools[c->tool].queued--;
+        ag->r.tools[c->tool].queued--;
     c->in_queue = false;
 }
 
@@ -907,7 +875,7 @@ static uint64_t arrival_of(const void *ctx, uint32_t i)
  * the tool's is full. */
 static bool requeue(tg_agent_t *ag, tg_call_t *c)
 {
-    if (!tg_adm_requeue(&ag->aq, ag->aq.cap, c->tool >= 0 ? &ag->tools[c->tool] : NULL, c->idx,
+    if (!tg_adm_requeue(&ag->r.aq, ag->r.aq.cap, c->tool >= 0 ? &ag->r.tools[c->tool] : NULL, c->idx,
                         c->agent_id, arrival_of, ag))
         return false;
     c->in_queue = true;
@@ -917,10 +885,10 @@ static bool requeue(tg_agent_t *ag, tg_call_t *c)
 static void on_fleet_timer(uv_timer_t *t)
 {
     tg_agent_t *ag = t->data;
-    ag->fleet_full = false;
-    if (ag->aq.count == 0)
+    ag->r.fleet_full = false;
+    if (ag->r.aq.count == 0)
         return;
-    tg_wrap_t *w = call_at(ag, tg_waitq_at(&ag->aq, 0))->w;
+    tg_wrap_t *w = call_at(ag, tg_waitq_at(&ag->r.aq, 0))->w;
     pump_queue(w);
     flush_all(w);
 }
@@ -930,15 +898,15 @@ static void on_fleet_timer(uv_timer_t *t)
  * doubling backoff while the refusals go on). */
 static void fleet_wait(tg_agent_t *ag)
 {
-    ag->fleet_full = true;
-    if (!ag->fleet_timer_ready) {
-        uv_timer_init(ag->gw->loop, &ag->fleet_timer);
-        ag->fleet_timer.data = ag;
-        ag->fleet_timer_ready = true;
+    ag->r.fleet_full = true;
+    if (!ag->r.fleet_timer_ready) {
+        uv_timer_init(ag->gw->loop, &ag->r.fleet_timer);
+        ag->r.fleet_timer.data = ag;
+        ag->r.fleet_timer_ready = true;
     }
-    if (uv_is_active((uv_handle_t *)&ag->fleet_timer))
+    if (uv_is_active((uv_handle_t *)&ag->r.fleet_timer))
         return;
-    uv_timer_start(&ag->fleet_timer, on_fleet_timer, tg_adm_fleet_delay(&ag->fleet_backoff_ms), 0);
+    uv_timer_start(&ag->r.fleet_timer, on_fleet_timer, tg_adm_fleet_delay(&ag->r.fleet_backoff_ms), 0);
 }
 
 /* Refuse call <c> for the shared concurrency limit: <observed> of <cap>
@@ -949,7 +917,7 @@ static void deny_fleet(tg_wrap_t *w, tg_call_t *c, uint32_t observed, uint32_t c
     tg_denial_t d;
     char reqid[32], detail[160];
     denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
-    tg_adm_fleet_denial(&d, detail, sizeof(detail), w->ag->path_conc, observed, cap, why);
+    tg_adm_fleet_denial(&d, detail, sizeof(detail), w->ag->r.path_conc, observed, cap, why);
     deny_call(w, c, &d, "call.denied", stage);
 }
 
@@ -979,7 +947,7 @@ static void slot_ask(tg_wrap_t *w, tg_call_t *c)
         t->ag = ag;
         t->agent_id = c->agent_id;
         ag->nstore_wait++;
-        rc = tg_store_slot_acquire(ag->cstore, ag->slots_key, ag->acfg->lim.max_concurrent_calls,
+        rc = tg_store_slot_acquire(ag->r.cstore, ag->r.slots_key, ag->r.acfg->lim.max_concurrent_calls,
                                    on_slot_taken, t);
         if (rc < 0) {
             ag->nstore_wait--;
@@ -1004,9 +972,9 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
     note_slot_decider(c, r->decided_by);
     if (r->granted) {
         c->fslot = r->slot;
-        ag->fleet_held++;
-        ag->fleet_full = false;
-        ag->fleet_backoff_ms = 0;
+        ag->r.fleet_held++;
+        ag->r.fleet_full = false;
+        ag->r.fleet_backoff_ms = 0;
         unqueue(ag, c);
         if (!agent_writable(w) || w->astate != A_RUNNING) {
             /* The instance went away while the store answered. */
@@ -1021,7 +989,7 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
         }
         tg_block_t *b = c->qblk;
         c->qblk = NULL;
-        ag->queued_frame_bytes -= c->qlen;
+        ag->r.queued_frame_bytes -= c->qlen;
         forward(w, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
         tg_block_unref(&w->gw->pool, b);
         /* The fleet had room: the next waiter may ask too. */
@@ -1060,14 +1028,14 @@ static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
 {
     slot_ticket_t *t = arg;
     tg_agent_t *ag = t->ag;
-    tg_call_t *c = tg_ctab_lookup(&ag->tab, t->agent_id);
+    tg_call_t *c = tg_ctab_lookup(&ag->r.tab, t->agent_id);
     bool live = c != NULL && c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_SLOT;
     free(t);
     ag->nstore_wait--;
     if (!live) {
         /* Nobody wants it any more. */
         if (r->granted)
-            tg_store_slot_release(ag->cstore, r->slot);
+            tg_store_slot_release(ag->r.cstore, r->slot);
         agent_maybe_reap(ag);
         return;
     }
@@ -1087,26 +1055,26 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
 {
     tg_denial_t d;
     char reqid[32], detail[160];
-    tool_state_t *ts = c->tool >= 0 ? &w->ag->tools[c->tool] : NULL;
-    bool room = w->ag->aq.count == 0 && tg_conc_has_room(&w->ag->aconc) && tool_has_room(w, c);
-    if (room && w->ag->cstore == NULL) {
+    tool_state_t *ts = c->tool >= 0 ? &w->ag->r.tools[c->tool] : NULL;
+    bool room = w->ag->r.aq.count == 0 && tg_conc_has_room(&w->ag->r.aconc) && tool_has_room(w, c);
+    if (room && w->ag->r.cstore == NULL) {
         dispatch(w, c, b, frame, len, id_off, id_len);
         if (held) {
             c->qblk = NULL;
-            w->ag->queued_frame_bytes -= c->qlen;
+            w->ag->r.queued_frame_bytes -= c->qlen;
             tg_block_unref(&w->gw->pool, b);
         }
         call_arm(w, c, c->deadline_ms);
         return;
     }
-    bool ask = room && !w->ag->fleet_full;
+    bool ask = room && !w->ag->r.fleet_full;
     bool tool_scope = tg_adm_tool_queue_full(ts);
-    if (!ask && (w->ag->aq.count >= w->ag->aq.cap || tool_scope)) {
+    if (!ask && (w->ag->r.aq.count >= w->ag->r.aq.cap || tool_scope)) {
         denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
         tg_adm_queue_full(&d, detail, sizeof(detail), tool_scope, tool_scope ? ts->queued : 0,
                           tool_scope ? ts->max_queued : 0, tool_scope ? ts->path_queue : NULL,
-                          w->ag->aq.count, w->ag->aq.cap, w->ag->path_queue,
-                          w->ag->aconc.inflight, w->ag->fleet_full);
+                          w->ag->r.aq.count, w->ag->r.aq.cap, w->ag->r.path_queue,
+                          w->ag->r.aconc.inflight, w->ag->r.fleet_full);
         deny_call(w, c, &d, "call.denied", NULL);
         call_free(w, c);
         return;
@@ -1118,7 +1086,7 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
         slot_ask(w, c); /* may answer, and free <c>, at once */
         return;
     }
-    tg_waitq_push(&w->ag->aq, c->idx);
+    tg_waitq_push(&w->ag->r.aq, c->idx);
     c->in_queue = true;
     c->state = S_QUEUED;
     if (ts != NULL)
@@ -1126,7 +1094,7 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
     update_conc_regs(w, c->tool);
     /* The calls ahead may wait only for their own tool's slot: this one
      * may run now, and nothing else would pump until a slot is freed. */
-    if (tg_conc_has_room(&w->ag->aconc) && !w->ag->fleet_full)
+    if (tg_conc_has_room(&w->ag->r.aconc) && !w->ag->r.fleet_full)
         pump_queue(w);
 }
 
@@ -1140,34 +1108,34 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
 static void pump_queue(tg_wrap_t *w)
 {
     tg_agent_t *ag = w->ag;
-    if (!tg_adm_pump_begin(&ag->pump))
+    if (!tg_adm_pump_begin(&ag->r.pump))
         return;
     do {
         uint32_t i = 0;
         /* The queue is the agent's: a slot freed by one session may go to a
          * call of another, sent through that call's own session. */
-        while (i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
-            tg_call_t *c = call_at(ag, tg_waitq_at(&ag->aq, i));
+        while (i < ag->r.aq.count && tg_conc_has_room(&ag->r.aconc)) {
+            tg_call_t *c = call_at(ag, tg_waitq_at(&ag->r.aq, i));
             tg_wrap_t *cw = c->w;
             if (c->state != S_QUEUED || !tool_has_room(cw, c) || !agent_writable(cw) ||
                 cw->astate != A_RUNNING) {
                 i++;
                 continue;
             }
-            if (ag->cstore != NULL) {
-                if (ag->fleet_full)
+            if (ag->r.cstore != NULL) {
+                if (ag->r.fleet_full)
                     break;
                 slot_ask(cw, c);
                 /* Still asking from its place, or gone from the queue (the
                  * next entry is at i now). */
-                if (tg_waitq_at(&ag->aq, i) == c->idx)
+                if (tg_waitq_at(&ag->r.aq, i) == c->idx)
                     i++;
             } else {
-                tg_adm_dequeue_at(&ag->aq, i, c->tool >= 0 ? &ag->tools[c->tool] : NULL);
+                tg_adm_dequeue_at(&ag->r.aq, i, c->tool >= 0 ? &ag->r.tools[c->tool] : NULL);
                 c->in_queue = false;
                 tg_block_t *b = c->qblk;
                 c->qblk = NULL;
-                ag->queued_frame_bytes -= c->qlen;
+                ag->r.queued_frame_bytes -= c->qlen;
                 dispatch(cw, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
                 tg_block_unref(&ag->gw->pool, b);
             }
@@ -1175,7 +1143,7 @@ static void pump_queue(tg_wrap_t *w)
             if (cw != w)
                 flush_all(cw);
         }
-    } while (tg_adm_pump_again(&ag->pump));
+    } while (tg_adm_pump_again(&ag->r.pump));
 }
 
 /* Give back every concurrency slot an inflight, zombie or slot-waiting
@@ -1183,19 +1151,19 @@ static void pump_queue(tg_wrap_t *w)
  * this instance is room in the fleet, so the queue may ask again. */
 static void release_slots(tg_wrap_t *w, tg_call_t *c)
 {
-    tg_conc_release(&w->ag->aconc);
+    tg_conc_release(&w->ag->r.aconc);
     if (c->tool_slot)
-        tg_conc_release(&w->ag->tools[c->tool].conc);
+        tg_conc_release(&w->ag->r.tools[c->tool].conc);
     if (c->caller_slot) {
         tg_conc_release(&c->w->climits->conc);
         reg_set(w, c->w->climits->reg_conc, c->w->climits->conc.inflight);
     }
     c->tool_slot = c->caller_slot = false;
     if (c->fslot != NULL) {
-        tg_store_slot_release(w->ag->cstore, c->fslot);
+        tg_store_slot_release(w->ag->r.cstore, c->fslot);
         c->fslot = NULL;
-        w->ag->fleet_held--;
-        w->ag->fleet_full = false;
+        w->ag->r.fleet_held--;
+        w->ag->r.fleet_full = false;
     }
 }
 
@@ -1224,8 +1192,8 @@ static void call_expired(tg_call_t *c)
      * deciding now, or it refused this call and the local scopes have
      * room, so the shared limit is what held it back. */
     if (c->state == S_SLOT ||
-        (c->state == S_QUEUED && w->ag->cstore != NULL && c->fleet_cap > 0 &&
-         tg_conc_has_room(&w->ag->aconc) && tool_has_room(w, c))) {
+        (c->state == S_QUEUED && w->ag->r.cstore != NULL && c->fleet_cap > 0 &&
+         tg_conc_has_room(&w->ag->r.aconc) && tool_has_room(w, c))) {
         snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while waiting for one",
                  c->deadline_ms);
         deny_fleet(w, c, c->fleet_seen, c->fleet_cap, detail, "queued");
@@ -1233,13 +1201,13 @@ static void call_expired(tg_call_t *c)
     } else if (c->state == S_QUEUED) {
         denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
         d.limit = "concurrency";
-        d.observed = w->ag->aconc.inflight;
-        d.cap = w->ag->aconc.max;
+        d.observed = w->ag->r.aconc.inflight;
+        d.cap = w->ag->r.aconc.max;
         d.unit = "calls";
-        d.config_path = c->tool >= 0 && w->ag->tools[c->tool].has_conc &&
-                                !tg_conc_has_room(&w->ag->tools[c->tool].conc)
-                            ? w->ag->tools[c->tool].path_conc
-                            : w->ag->path_conc;
+        d.config_path = c->tool >= 0 && w->ag->r.tools[c->tool].has_conc &&
+                                !tg_conc_has_room(&w->ag->r.tools[c->tool].conc)
+                            ? w->ag->r.tools[c->tool].path_conc
+                            : w->ag->r.path_conc;
         snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while queued",
                  c->deadline_ms);
         d.detail = detail;
@@ -1259,11 +1227,11 @@ static void call_expired(tg_call_t *c)
         c->state = S_ZOMBIE;
         c->stage = "timed_out";
         send_cancel_and_ping(w, c, "toolgate: deadline exceeded");
-        call_arm(w, c, w->ag->acfg->kill_grace_ms);
+        call_arm(w, c, w->ag->r.acfg->kill_grace_ms);
     } else if (c->state == S_ZOMBIE) {
         tg_log("agent '%s' did not answer a cancel or ping within %" PRIu64
                " ms; killing it (raise %s)",
-               agent_name(w), w->ag->acfg->kill_grace_ms, w->ag->path_grace);
+               agent_name(w), w->ag->r.acfg->kill_grace_ms, w->ag->r.path_grace);
         inst_kill(w, SIGKILL, "stuck");
     }
     flush_all(w);
@@ -1274,7 +1242,7 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
                           const tg_mcp_env_t *env)
 {
     tg_jspan_t id = env->cancel_id;
-    for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->tab.n; i++) {
+    for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->r.tab.n; i++) {
         tg_call_t *c = call_at(w->ag, i);
         if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
             memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->state == S_ZOMBIE)
@@ -1302,7 +1270,7 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
         c->state = S_ZOMBIE;
         c->stage = "cancelled";
         send_ping(w, c);
-        call_arm(w, c, w->ag->acfg->kill_grace_ms);
+        call_arm(w, c, w->ag->r.acfg->kill_grace_ms);
         return;
     }
     if (agent_writable(w))
@@ -1518,7 +1486,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
         c = call_by_agent_id(w, id);
     if (c == NULL) {
         if (env->id.type == TG_J_NUMBER && tg_jnum_u64(frame, env->id, UINT64_MAX, &id) == 0 &&
-            id <= w->ag->tab.last_id) {
+            id <= w->ag->r.tab.last_id) {
             tg_audit_ev_t ev;
             char reqid[32];
             tg_audit_ev_init(&ev);
@@ -1592,7 +1560,7 @@ static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
         slen--;
     tg_mcp_env_t env;
 
-    reg_set(w, w->ag->reg_frame_out, flen);
+    reg_set(w, w->ag->r.reg_frame_out, flen);
     if (slen == 0)
         return;
     if (tg_mcp_scan(frame, slen, &env) < 0) {
@@ -1629,7 +1597,7 @@ static void on_agent_oversize(tg_wrap_t *w, const char *head, size_t len)
 static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
 {
     tg_call_t *c = w->agent_over_has_id ? call_by_agent_id(w, w->agent_over_id) : NULL;
-    reg_set(w, w->ag->reg_frame_out, w->gw->cfg->max_frame_bytes);
+    reg_set(w, w->ag->r.reg_frame_out, w->gw->cfg->max_frame_bytes);
     w->agent_over_has_id = false;
     if (c == NULL || (c->kind != K_CALL && c->kind != K_PASS) ||
         (c->kind == K_CALL && c->state != S_INFLIGHT)) {
@@ -1782,7 +1750,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
 {
     tg_denial_t d;
     char reqid[32], detail[160];
-    for (uint32_t i = 0; i < w->ag->tab.n; i++) {
+    for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
         tg_call_t *c = call_at(w->ag, i);
         if (c->kind == K_FREE || c->w != w)
             continue;
@@ -1812,7 +1780,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
         } else if (c->kind == K_CALL && pending) {
             denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
             d.limit = "agent";
-            d.retry_after_ms = (int64_t)w->ag->acfg->backoff_initial_ms;
+            d.retry_after_ms = (int64_t)w->ag->r.acfg->backoff_initial_ms;
             if (inst->a.p.term_signal != 0)
                 snprintf(detail, sizeof(detail), "agent %s by signal %d while the call ran",
                          inst->a.p.killed ? "was killed" : "died", inst->a.p.term_signal);
@@ -1866,7 +1834,7 @@ static void inst_gone(tg_ainst_t *a)
     w->astate = A_DOWN;
     fail_inflight(w, inst);
     if (w->gw->metrics_ok)
-        tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_DOWN, 0);
+        tg_metrics_agent_state(&w->gw->metrics, w->ag->r.idx, TG_AGENT_DOWN, 0);
     after_exit(w, tg_ainst_failed(a), tg_ainst_status(a), a->p.term_signal != 0);
 }
 
@@ -1879,7 +1847,7 @@ static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal
         finish(w);
         return;
     }
-    tg_restart_policy_t pol = w->ag->acfg->restart_policy;
+    tg_restart_policy_t pol = w->ag->r.acfg->restart_policy;
     if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
         tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': stopping",
                agent_name(w), failed ? "failed" : "exited", status,
@@ -1892,14 +1860,14 @@ static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal
     /* Crash-loop protection: at most max_restarts within window. */
     uint64_t now = now_ms(w);
     uint32_t recent = recent_restarts(w, now);
-    if (recent >= w->ag->acfg->max_restarts) {
-        tg_aproc_log_give_up(w->ag->acfg, recent);
+    if (recent >= w->ag->r.acfg->max_restarts) {
+        tg_aproc_log_give_up(w->ag->r.acfg, recent);
         w->gw->exit_code = 1;
         begin_shutdown(w, "agent restarts exhausted");
         finish(w);
         return;
     }
-    uint64_t backoff = tg_aproc_backoff(w->ag->acfg, recent);
+    uint64_t backoff = tg_aproc_backoff(w->ag->r.acfg, recent);
     tg_aproc_restart_note(w->restart_at, &w->nrestarts, now);
     /* Another session of the agent may be nearer its budget: only raise
      * (on_tick lowers it as restarts leave the window). */
@@ -1909,7 +1877,7 @@ static void after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal
     emit(w, &ev);
     tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", agent_name(w),
            by_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
-           w->ag->acfg->max_restarts);
+           w->ag->r.acfg->max_restarts);
     w->astate = A_BACKOFF;
     uv_timer_start(&w->restart_timer, on_restart_timer, backoff, 0);
 }
@@ -1943,7 +1911,7 @@ static int agent_spawn(tg_wrap_t *w)
         return -ENOMEM;
     inst->w = w;
     w->open_handles++; /* released when the instance's last handle closes */
-    tg_ainst_init(&inst->a, w->gw, &w->ag->acfg, w->ag->idx, &w->ag->rows, &w->err,
+    tg_ainst_init(&inst->a, w->gw, &w->ag->r.acfg, w->ag->r.idx, &w->ag->r.rows, &w->err,
                   &w->err_dropped_reported, &inst_ops, w);
     tg_ainst_spawn_t how = {.inherit_env = w->gw->wrap_mode,
                             .hint = " (check the command after --)",
@@ -1961,7 +1929,7 @@ static int agent_spawn(tg_wrap_t *w)
     w->inst = inst;
     w->agent_paused = false;
     if (w->gw->metrics_ok)
-        tg_metrics_agent_state(&w->gw->metrics, w->ag->idx, TG_AGENT_RUNNING, inst->a.p.pid);
+        tg_metrics_agent_state(&w->gw->metrics, w->ag->r.idx, TG_AGENT_RUNNING, inst->a.p.pid);
 
     if (w->nrestarts > 0 && w->init_frame != NULL) {
         /* Replay the caller's handshake so the session goes on. */
@@ -1989,8 +1957,8 @@ static void backpressure(tg_wrap_t *w)
 {
     size_t high = 2 * (size_t)w->gw->cfg->max_frame_bytes;
     /* caller -> agent: stop reading the caller while the agent lags. */
-    size_t toward_agent = (w->inst != NULL ? w->inst->a.p.wr.queued_bytes : 0) + w->ag->queued_frame_bytes;
-    reg_set(w, w->ag->reg_wq_agent, toward_agent);
+    size_t toward_agent = (w->inst != NULL ? w->inst->a.p.wr.queued_bytes : 0) + w->ag->r.queued_frame_bytes;
+    reg_set(w, w->ag->r.reg_wq_agent, toward_agent);
     if (!w->caller_eof && w->cin != NULL) {
         if (toward_agent > high && !w->caller_paused) {
             uv_read_stop(w->cin);
@@ -2053,7 +2021,7 @@ static void on_phase_timer(uv_timer_t *t);
 static void stop_agent_step(tg_wrap_t *w)
 {
     tg_inst_t *inst = w->inst;
-    uint64_t grace = w->ag->acfg->kill_grace_ms;
+    uint64_t grace = w->ag->r.acfg->kill_grace_ms;
     if (inst == NULL || inst->a.p.gone) {
         w->phase = P_DONE;
         finish(w);
@@ -2116,7 +2084,7 @@ static void begin_shutdown(tg_wrap_t *w, const char *why)
         finish(w);
         return;
     }
-    uv_timer_start(&w->phase_timer, on_phase_timer, w->ag->acfg->kill_grace_ms, 0);
+    uv_timer_start(&w->phase_timer, on_phase_timer, w->ag->r.acfg->kill_grace_ms, 0);
     check_drained(w);
 }
 
@@ -2189,14 +2157,14 @@ static void finish(tg_wrap_t *w)
 /* Say how much agent stderr was dropped since the last report. */
 static void report_stderr_drops(tg_wrap_t *w)
 {
-    tg_agent_report_drops(w->ag->acfg, &w->err, &w->err_dropped_reported);
+    tg_agent_report_drops(w->ag->r.acfg, &w->err, &w->err_dropped_reported);
 }
 
 /* Restarts of <w>'s agent within restart.window before <now>: what
  * after_exit holds against max_restarts. */
 static uint32_t recent_restarts(const tg_wrap_t *w, uint64_t now)
 {
-    return tg_aproc_recent(w->restart_at, w->nrestarts, now, w->ag->acfg->restart_window_ms);
+    return tg_aproc_recent(w->restart_at, w->nrestarts, now, w->ag->r.acfg->restart_window_ms);
 }
 
 /* The gateway's tick: report stderr drops and age out restarts: each
@@ -2263,66 +2231,22 @@ static int open_caller(tg_wrap_t *w)
 }
 
 
-static int register_limits(tg_agent_t *ag)
+/* The MCP engine's own rows, beside the route's. */
+static void register_limits(tg_agent_t *ag)
 {
-    const char *id = ag->acfg->id;
-    const tg_agent_cfg_t *a = ag->acfg;
+    const tg_agent_cfg_t *a = ag->r.acfg;
     char name[TG_LIMIT_NAME_MAX];
-#define REG(dst, cat, scope, cap, ...)                                   \
-    do {                                                                 \
-        snprintf(name, sizeof(name), __VA_ARGS__);                       \
-        dst = tg_registry_upsert(&ag->gw->reg, name, cat, scope, cap);  \
-    } while (0)
-    REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", ag->gw->cfg->max_frame_bytes, "agent.%s.frame_bytes", id);
-    REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);
-    REG(ag->reg_conc, TG_LIMIT_CONCURRENCY, "agent", a->lim.max_concurrent_calls, "agent.%s.concurrency", id);
-    /* concurrency_scope shared: the fleet slots this instance holds, of the
-     * fleet-wide cap (the store knows the fleet's count; this is ours). */
-    ag->reg_fleet = -1;
-    if (ag->cstore != NULL)
-        REG(ag->reg_fleet, TG_LIMIT_CONCURRENCY, "shared", a->lim.max_concurrent_calls, "agent.%s.concurrency.shared", id);
-    REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
-    REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * ag->gw->cfg->max_frame_bytes, "agent.%s.write_queue_bytes", id);
-    (void)tg_agent_rows_register(&ag->rows, &ag->gw->reg, a);
     /* max_restarts per restart.window: a count over a period, like a rate. */
-    REG(ag->reg_restarts, TG_LIMIT_RATE, "session", a->max_restarts, "agent.%s.restarts", id);
+    snprintf(name, sizeof(name), "agent.%s.restarts", a->id);
+    ag->reg_restarts = tg_registry_upsert(&ag->gw->reg, name, TG_LIMIT_RATE, "session",
+                                          a->max_restarts);
     /* max_instances is enforced by serve only (wrap runs one instance). */
     ag->reg_instances = -1;
-    if (!ag->gw->wrap_mode)
-        REG(ag->reg_instances, TG_LIMIT_CONCURRENCY, "agent", a->max_instances, "agent.%s.instances", id);
-    for (size_t i = 0; i < a->ntools; i++)
-        tg_adm_tool_register(&ag->tools[i], &ag->gw->reg, id, a->tools[i].name);
-#undef REG
-    return 0;
-}
-
-static int setup_limits(tg_agent_t *ag, uint32_t max_sessions)
-{
-    tg_agent_cfg_t *a = ag->acfg;
-    if (tg_gcra_init(&ag->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms, a->lim.burst) < 0)
-        return -EINVAL;
-    tg_conc_init(&ag->aconc, a->lim.max_concurrent_calls);
-    if (tg_waitq_init(&ag->aq, a->lim.max_queued_calls) < 0)
-        return -ENOMEM;
-    tg_config_path_for(a, NULL, "rate_limit", ag->path_rate, sizeof(ag->path_rate));
-    tg_config_path_for(a, NULL, "max_concurrent_calls", ag->path_conc, sizeof(ag->path_conc));
-    tg_config_path_for(a, NULL, "max_queued_calls", ag->path_queue, sizeof(ag->path_queue));
-    tg_config_path_for(a, NULL, "max_tool_call_duration", ag->path_dur, sizeof(ag->path_dur));
-    tg_config_path_for(a, NULL, "kill_grace_period", ag->path_grace, sizeof(ag->path_grace));
-    ag->tools = calloc(a->ntools ? a->ntools : 1, sizeof(*ag->tools));
-    if (ag->tools == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < a->ntools; i++)
-        if (tg_adm_tool_init(&ag->tools[i], a, &a->tools[i], NULL) < 0)
-            return -EINVAL;
-    /* The slab holds every entry the limits allow: inflight and zombie
-     * calls (<= max_concurrent, each with at most one ping), queued calls,
-     * and per session its pass-through requests and replayed initialize. */
-    uint64_t n = 2ull * a->lim.max_concurrent_calls + a->lim.max_queued_calls +
-                 (uint64_t)max_sessions * (TG_MAX_PASSTHRU + 2) + TG_RELOAD_SPARE_CALLS;
-    if (n > TG_CALL_MAX || tg_ctab_grow(&ag->tab, (uint32_t)n) < 0)
-        return -ENOMEM;
-    return register_limits(ag);
+    if (!ag->gw->wrap_mode) {
+        snprintf(name, sizeof(name), "agent.%s.instances", a->id);
+        ag->reg_instances = tg_registry_upsert(&ag->gw->reg, name, TG_LIMIT_CONCURRENCY,
+                                               "agent", a->max_instances);
+    }
 }
 
 /* ---- public API: gateway, agents, sessions ------------------------------ */
@@ -2333,68 +2257,21 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
     tg_agent_t *ag = calloc(1, sizeof(*ag));
     if (ag == NULL)
         return NULL;
-    tg_ctab_init(&ag->tab, sizeof(tg_call_t));
     ag->gw = gw;
-    ag->acfg = acfg;
     gw->engine_tick = tg_sess_tick;
     gw->engine_reap = tg_sess_reap_retired;
-    tg_dlt_init(&ag->dlt, on_call_deadline, ag);
-    ag->idx = idx;
+    tg_dlt_init(&ag->r.dlt, on_call_deadline, ag);
     ag->max_sessions = max_sessions;
-    if (acfg->rate_shared) {
-        ag->store = acfg->shared_lease ? gw->lease : gw->store;
-        if (ag->store == NULL) {
-            tg_log("agent '%s': rate_scope is shared but no shared store is configured (add "
-                   "store {\"kind\": \"redis\", \"url\": ...} or --store URL)",
-                   acfg->id);
-            free(ag);
-            return NULL;
-        }
-        if (tg_store_make_key(ag->store, ag->rate_key, sizeof(ag->rate_key), acfg->id, "rate") < 0) {
-            tg_log("agent '%s': its id cannot name a shared bucket (braces?)", acfg->id);
-            free(ag);
-            return NULL;
-        }
-    }
-    if (acfg->conc_shared) {
-        /* Slots live in the redis store itself, never in the lease view:
-         * each one is a call in flight, not a token to spend later. */
-        ag->cstore = gw->store;
-        if (ag->cstore == NULL) {
-            tg_log("agent '%s': concurrency_scope is shared but no shared store is configured "
-                   "(add store {\"kind\": \"redis\", \"url\": ...} or --store URL)",
-                   acfg->id);
-            free(ag);
-            return NULL;
-        }
-        if (tg_store_make_key(ag->cstore, ag->slots_key, sizeof(ag->slots_key), acfg->id,
-                              "slots") < 0) {
-            tg_log("agent '%s': its id cannot name a shared slot set (braces?)", acfg->id);
-            free(ag);
-            return NULL;
-        }
-    }
-    if (setup_limits(ag, max_sessions) < 0) {
-        tg_log("cannot set up limits for agent '%s' (out of memory or invalid rate)", acfg->id);
+    /* The table holds every entry the limits allow: inflight and zombie
+     * calls (<= max_concurrent, each with at most one ping), queued calls,
+     * and per session its pass-through requests and replayed initialize. */
+    uint64_t n = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
+                 (uint64_t)max_sessions * (TG_MAX_PASSTHRU + 2) + TG_RELOAD_SPARE_CALLS;
+    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(tg_call_t), n) < 0) {
         tg_agent_free(ag);
         return NULL;
     }
-    /* Tools with rate_scope shared: their buckets are in the same store,
-     * under "{agent}:tool.NAME.rate" (same hash slot as the agent's). */
-    for (size_t i = 0; i < acfg->ntools; i++) {
-        if (!acfg->tools[i].lim.rate_shared)
-            continue;
-        ag->tool_store = acfg->shared_lease ? gw->lease : gw->store;
-        if (tg_adm_tool_key(&ag->tools[i], ag->tool_store, acfg->id, acfg->tools[i].name) < 0) {
-            tg_log("agent '%s': tool '%s' has rate_scope shared but %s", acfg->id,
-                   acfg->tools[i].name,
-                   ag->tool_store == NULL ? "no shared store is configured (add store {\"kind\": "
-                                            "\"redis\", \"url\": ...} or --store URL)"
-                                          : "its name cannot name a shared bucket");
-            tg_agent_free(ag);
-            return NULL;
-        }
-    }
+    register_limits(ag);
     return ag;
 }
 
@@ -2405,37 +2282,28 @@ tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_session
 
 void tg_agent_close_timers(tg_agent_t *ag)
 {
-    for (uint32_t i = 0; i < ag->tab.n; i++)
+    for (uint32_t i = 0; i < ag->r.tab.n; i++)
         if (call_at(ag, i)->own.ready)
             tg_handle_close((uv_handle_t *)&call_at(ag, i)->own.timer);
-    if (ag->fleet_timer_ready)
-        tg_handle_close((uv_handle_t *)&ag->fleet_timer);
-    if (ag->dlt.ready)
-        tg_handle_close((uv_handle_t *)&ag->dlt.timer);
+    if (ag->r.fleet_timer_ready)
+        tg_handle_close((uv_handle_t *)&ag->r.fleet_timer);
+    if (ag->r.dlt.ready)
+        tg_handle_close((uv_handle_t *)&ag->r.dlt.timer);
 }
 
 void tg_agent_free(tg_agent_t *ag)
 {
     if (ag == NULL)
         return;
-    tg_waitq_free(&ag->aq);
-    free(ag->tools);
-    tg_ctab_fini(&ag->tab);
+    tg_route_fini(&ag->r);
     free(ag);
 }
 
 /* ---- reload ----------------------------------------------------------- */
 
-static bool same_rate(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
-{
-    return a->rate_src == b->rate_src && a->rate_limit.count == b->rate_limit.count &&
-           a->rate_limit.period_ms == b->rate_limit.period_ms && a->burst == b->burst &&
-           a->burst_src == b->burst_src;
-}
-
 int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
 {
-    const tg_agent_cfg_t *o = ag->acfg;
+    const tg_agent_cfg_t *o = ag->r.acfg;
     if (acfg->rate_shared != o->rate_shared || acfg->shared_lease != o->shared_lease ||
         acfg->conc_shared != o->conc_shared || acfg->ntools != o->ntools)
         return -EAGAIN;
@@ -2447,26 +2315,26 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
      * larger when a later step fails, which is harmless. */
     uint64_t need = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
                     (uint64_t)ag->max_sessions * (TG_MAX_PASSTHRU + 2);
-    if (need > TG_CALL_MAX || ag->aq.count > acfg->lim.max_queued_calls)
+    if (need > TG_CALL_MAX || ag->r.aq.count > acfg->lim.max_queued_calls)
         return -EAGAIN;
-    if (tg_ctab_grow(&ag->tab, (uint32_t)need) < 0)
+    if (tg_ctab_grow(&ag->r.tab, (uint32_t)need) < 0)
         return -ENOMEM;
-    tg_gcra_t arate = ag->arate;
-    if (!same_rate(&o->lim, &acfg->lim) &&
+    tg_gcra_t arate = ag->r.arate;
+    if (!tg_route_same_rate(&o->lim, &acfg->lim) &&
         tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
                      acfg->lim.burst) < 0)
         return -EINVAL;
-    if (acfg->lim.max_queued_calls != ag->aq.cap && tg_waitq_resize(&ag->aq, acfg->lim.max_queued_calls) < 0)
+    if (acfg->lim.max_queued_calls != ag->r.aq.cap && tg_waitq_resize(&ag->r.aq, acfg->lim.max_queued_calls) < 0)
         return -ENOMEM;
     /* Nothing fails from here on: the new limits apply as a whole. */
-    ag->arate = arate;
-    ag->aconc.max = acfg->lim.max_concurrent_calls;
+    ag->r.arate = arate;
+    ag->r.aconc.max = acfg->lim.max_concurrent_calls;
     for (size_t i = 0; i < acfg->ntools; i++) {
-        tool_state_t *t = &ag->tools[i];
+        tool_state_t *t = &ag->r.tools[i];
         const tg_exec_limits_t *l = &acfg->tools[i].lim, *ol = &o->tools[i].lim;
         if (l->rate_src == TG_SRC_DEFAULT) {
             t->has_rate = false;
-        } else if (!t->has_rate || !same_rate(ol, l)) {
+        } else if (!t->has_rate || !tg_route_same_rate(ol, l)) {
             t->has_rate = tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
                                        l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) == 0;
         }
@@ -2483,8 +2351,9 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
         t->has_queue = l->queued_src != TG_SRC_DEFAULT;
         t->max_queued = l->max_queued_calls;
     }
-    ag->acfg = acfg;
-    (void)register_limits(ag);
+    ag->r.acfg = acfg;
+    tg_route_register(&ag->r);
+    register_limits(ag);
     /* Raised caps may let queued calls run now. */
     for (tg_wrap_t *w = ag->gw->sessions; w != NULL; w = w->next)
         if (w->ag == ag) {
@@ -2497,19 +2366,19 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
 
 tg_agent_t *tg_agent_successor(tg_agent_t *old, tg_agent_cfg_t *acfg)
 {
-    tg_agent_t *ag = agent_make(old->gw, acfg, old->idx, old->max_sessions);
+    tg_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions);
     if (ag == NULL)
         return NULL;
     /* Bucket state survives for the rates that did not change (a local
      * bucket; a shared one lives in the store under the same key). */
-    if (!acfg->rate_shared && !old->acfg->rate_shared && same_rate(&old->acfg->lim, &acfg->lim))
-        ag->arate = old->arate;
+    if (!acfg->rate_shared && !old->r.acfg->rate_shared && tg_route_same_rate(&old->r.acfg->lim, &acfg->lim))
+        ag->r.arate = old->r.arate;
     for (size_t i = 0; i < acfg->ntools; i++)
-        for (size_t j = 0; j < old->acfg->ntools; j++)
-            if (strcmp(acfg->tools[i].name, old->acfg->tools[j].name) == 0 &&
-                ag->tools[i].has_rate && old->tools[j].has_rate &&
-                same_rate(&acfg->tools[i].lim, &old->acfg->tools[j].lim))
-                ag->tools[i].rate = old->tools[j].rate;
+        for (size_t j = 0; j < old->r.acfg->ntools; j++)
+            if (strcmp(acfg->tools[i].name, old->r.acfg->tools[j].name) == 0 &&
+                ag->r.tools[i].has_rate && old->r.tools[j].has_rate &&
+                tg_route_same_rate(&acfg->tools[i].lim, &old->r.acfg->tools[j].lim))
+                ag->r.tools[i].rate = old->r.tools[j].rate;
     return ag;
 }
 
@@ -2550,7 +2419,7 @@ static void agent_maybe_reap(tg_agent_t *ag)
     if (!ag->retired || ag->nsess > 0 || ag->nstore_wait > 0 || ag->closing > 0 ||
         ag->gw->tearing_down)
         return;
-    for (uint32_t i = 0; i < ag->tab.n; i++) {
+    for (uint32_t i = 0; i < ag->r.tab.n; i++) {
         uv_timer_t *t = &call_at(ag, i)->own.timer;
         if (call_at(ag, i)->own.ready && !uv_is_closing((uv_handle_t *)t)) {
             t->data = ag;
@@ -2558,13 +2427,13 @@ static void agent_maybe_reap(tg_agent_t *ag)
             uv_close((uv_handle_t *)t, retired_timer_closed);
         }
     }
-    if (ag->fleet_timer_ready && !uv_is_closing((uv_handle_t *)&ag->fleet_timer)) {
+    if (ag->r.fleet_timer_ready && !uv_is_closing((uv_handle_t *)&ag->r.fleet_timer)) {
         ag->closing++; /* its data is <ag> already */
-        uv_close((uv_handle_t *)&ag->fleet_timer, retired_timer_closed);
+        uv_close((uv_handle_t *)&ag->r.fleet_timer, retired_timer_closed);
     }
-    if (ag->dlt.ready && !uv_is_closing((uv_handle_t *)&ag->dlt.timer)) {
+    if (ag->r.dlt.ready && !uv_is_closing((uv_handle_t *)&ag->r.dlt.timer)) {
         ag->closing++; /* its data is <ag> already */
-        uv_close((uv_handle_t *)&ag->dlt.timer, retired_timer_closed);
+        uv_close((uv_handle_t *)&ag->r.dlt.timer, retired_timer_closed);
     }
     if (ag->closing == 0)
         agent_reap(ag);
@@ -2582,12 +2451,12 @@ void tg_agent_retire(tg_agent_t *ag, void (*on_free)(void *arg), void *arg)
 
 const tg_agent_cfg_t *tg_agent_cfg(const tg_agent_t *ag)
 {
-    return ag->acfg;
+    return ag->r.acfg;
 }
 
 const char *tg_agent_id(const tg_agent_t *ag)
 {
-    return ag->acfg->id;
+    return ag->r.acfg->id;
 }
 
 void tg_agent_instances(tg_agent_t *ag, uint32_t running)
