@@ -43,7 +43,7 @@
  *    tg_os_token_ok (constant time); no log line, event or message holds
  *    it, and it is wiped when the instance ends.
  *  - Reload (tg_osgw_reconfigure): nothing of the gateway points into an
- *    agent config but ag->acfg, which moves to the new one at once; what a
+ *    agent config but ag->r.acfg, which moves to the new one at once; what a
  *    running instance needs of the config it was started with (its stderr
  *    line buffer size, its containment) is copied into the instance. A
  *    switch to a new instance (switching) drains the old one's calls in
@@ -81,6 +81,7 @@
 #include "router/dialect/osenv.h"
 #include "router/dialect/osmsg.h"
 #include "router/call/admit.h"
+#include "router/call/route.h"
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
@@ -158,10 +159,6 @@ typedef struct os_call {
     const char *stage;
 } os_call_t;
 
-/* A configured tool's own limits (tools.NAME of an opensentience agent,
- * NAME being the part of the tool_id after '/'). */
-typedef tg_adm_tool_t os_tool_t;
-
 /* One running agent process. Freed when its handles have closed. */
 typedef struct os_inst {
     tg_ainst_t a; /* first: its handles' data point here */
@@ -171,9 +168,8 @@ typedef struct os_inst {
 } os_inst_t;
 
 struct os_agent {
+    tg_route_t r; /* first: its limits, stores, call table and rows */
     tg_osgw_t *g;
-    tg_agent_cfg_t *acfg;
-    size_t idx; /* position in cfg->agents (metrics rows) */
     astate_t st;
     phase_t phase;
     os_inst_t *inst;
@@ -183,44 +179,18 @@ struct os_agent {
     uint32_t starts;          /* instances started, for session ids */
     bool last_failed;         /* the last instance failed: an on-demand start counts as a restart */
     uv_timer_t hb_timer;      /* hello deadline, then the heartbeat watch */
-    tg_dlt_t dlt;             /* its calls' deadlines; the timer's data is <ag> */
     uv_timer_t restart_timer; /* backoff */
     uv_timer_t phase_timer;   /* shutdown steps */
     uint64_t restart_at[TG_APROC_RESTART_LOG];
     uint32_t nrestarts;
     char **reg; /* registered tool names (after '/'), owned */
     size_t nreg;
-    /* limits */
-    tg_gcra_t arate;
-    tg_conc_t aconc;
-    tg_waitq_t aq;  /* its ring may be larger than qcap after a reload lowered it */
-    uint32_t qcap;  /* max_queued_calls */
-    os_tool_t *tools;
-    int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent, reg_idem, reg_fleet;
-    tg_agent_rows_t rows; /* its instance's rows */
-    char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
+    uint32_t qcap;  /* max_queued_calls (r.aq's ring may be larger after a reload lowered it) */
+    int reg_idem;
     char path_hb[256];
-    /* rate_scope shared: the store (redis, or its lease view) and the key
-     * of the agent's bucket; NULL: the local bucket arate. */
-    tg_store_t *store;
-    char rate_key[TG_STORE_KEY_MAX + 1];
-    tg_store_t *tool_store; /* the same for its tools with rate_scope shared, or NULL */
-    /* concurrency_scope shared: the store holding the fleet's slots (else
-     * NULL) and its key. fleet_full: the store last said the fleet is
-     * full, so queued calls wait for a release by this instance or for
-     * fleet_timer (backing off) before asking again. */
-    tg_store_t *cstore;
-    char slots_key[TG_STORE_KEY_MAX + 1];
-    bool fleet_full;
-    uint32_t fleet_backoff_ms;
-    uint32_t fleet_held; /* fleet slots this instance's calls hold */
-    uv_timer_t fleet_timer;
-    tg_adm_pump_t pump; /* pump_queue re-entered from a store answer */
     /* A reload changed more than limits: the instance is drained, stopped
      * and started again from the new config. */
     bool switching;
-    tg_ctab_t tab; /* its calls (router/call/table.h) */
-    uint64_t queued_frame_bytes;
     /* idempotency cache: result payloads (header excluded) under idem_key,
      * on the uv_now clock; freed in agent_free */
     tg_idem_t idem_cache;
@@ -311,7 +281,7 @@ static uint64_t now_ms(const tg_osgw_t *g)
 
 static const char *aname(const os_agent_t *ag)
 {
-    return ag->acfg->id;
+    return ag->r.acfg->id;
 }
 
 static uint64_t high_mark(const tg_osgw_t *g)
@@ -340,7 +310,7 @@ static void set_state(os_agent_t *ag, astate_t st)
     };
     ag->st = st;
     if (ag->g->gw->metrics_ok)
-        tg_metrics_agent_state(&ag->g->gw->metrics, ag->idx, map[st],
+        tg_metrics_agent_state(&ag->g->gw->metrics, ag->r.idx, map[st],
                                ag->inst != NULL ? ag->inst->a.p.pid : 0);
 }
 
@@ -422,7 +392,7 @@ static bool conn_writable(const os_conn_t *c)
 
 static os_call_t *call_at(const os_agent_t *ag, uint32_t i)
 {
-    return tg_ctab_at(&ag->tab, i);
+    return tg_ctab_at(&ag->r.tab, i);
 }
 
 /* The slab the limits of <a> need: every call they allow at once (in
@@ -441,7 +411,7 @@ static os_call_t *call_alloc(os_agent_t *ag)
 {
     uint32_t i;
     uint64_t id;
-    os_call_t *c = tg_ctab_take(&ag->tab, &i, &id);
+    os_call_t *c = tg_ctab_take(&ag->r.tab, &i, &id);
     if (c == NULL)
         return NULL;
     tg_dlt_own_t own = c->own;
@@ -486,21 +456,21 @@ static void call_free(os_call_t *c)
     os_agent_t *ag = c->ag;
     if (c->state == C_FREE)
         return;
-    tg_dlt_disarm(&ag->dlt, &c->dl, &c->own);
+    tg_dlt_disarm(&ag->r.dlt, &c->dl, &c->own);
     if (c->qblk != NULL) {
-        ag->queued_frame_bytes -= c->qlen;
+        ag->r.queued_frame_bytes -= c->qlen;
         tg_block_unref(&ag->g->gw->pool, c->qblk);
         c->qblk = NULL;
     }
     call_detach(c);
     c->state = C_FREE;
-    tg_ctab_put(&ag->tab, c->idx);
+    tg_ctab_put(&ag->r.tab, c->idx);
 }
 
 /* The live call numbered <seq>, or NULL. */
 static os_call_t *call_by_seq(os_agent_t *ag, uint64_t seq)
 {
-    os_call_t *c = tg_ctab_lookup(&ag->tab, seq);
+    os_call_t *c = tg_ctab_lookup(&ag->r.tab, seq);
     return c != NULL && c->state != C_FREE && c->seq == seq ? c : NULL;
 }
 
@@ -595,9 +565,9 @@ static void audit_call(os_call_t *c, const char *event, const char *status, cons
         tg_adm_audit_denial(&ev, d);
     if (g->gw->metrics_ok) {
         tg_outcome_t o = tg_adm_outcome(event, status, d, stage);
-        tg_metrics_call(&g->gw->metrics, ag->idx, c->tcfg, o, now_ms(g) - c->t_start);
+        tg_metrics_call(&g->gw->metrics, ag->r.idx, c->tcfg, o, now_ms(g) - c->t_start);
         if (d != NULL)
-            tg_metrics_denial(&g->gw->metrics, d->code, (int)ag->idx, c->tool, c->tool_len,
+            tg_metrics_denial(&g->gw->metrics, d->code, (int)ag->r.idx, c->tool, c->tool_len,
                               wall_now_ms());
     }
     emit(g, &ev);
@@ -612,14 +582,7 @@ static void deny_call(os_call_t *c, tg_denial_t *d, const char *event, const cha
 
 static void update_conc_regs(os_agent_t *ag, const os_call_t *c)
 {
-    tg_osgw_t *g = ag->g;
-    if (g->gw->metrics_ok)
-        tg_metrics_load(&g->gw->metrics, ag->idx, ag->aconc.inflight, ag->aq.count);
-    reg_set(g, ag->reg_conc, ag->aconc.inflight);
-    reg_set(g, ag->reg_queue, ag->aq.count);
-    reg_set(g, ag->reg_fleet, ag->fleet_held);
-    if (c != NULL && c->tcfg >= 0)
-        tg_adm_tool_regs(g->gw, &ag->tools[c->tcfg]);
+    tg_route_regs(&ag->r, c != NULL ? c->tcfg : -1);
 }
 
 /* ---- idempotency cache ------------------------------------------------ */
@@ -695,7 +658,7 @@ static void on_call_timer(uv_timer_t *t)
 static void call_arm(os_call_t *c, uint64_t ms)
 {
     tg_osgw_t *g = c->ag->g;
-    g->open_timers += tg_dlt_arm(&c->ag->dlt, g->gw->loop, &c->dl, &c->own, on_call_timer, c, ms);
+    g->open_timers += tg_dlt_arm(&c->ag->r.dlt, g->gw->loop, &c->dl, &c->own, on_call_timer, c, ms);
 }
 
 static void on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x)
@@ -726,7 +689,7 @@ static bool can_dispatch(const os_agent_t *ag)
 static void take_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    tg_adm_take_slots(&ag->aconc, c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL,
+    tg_adm_take_slots(&ag->r.aconc, c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL,
                       c->conn != NULL ? c->conn->lim : NULL, &c->tool_slot, &c->caller_slot);
 }
 
@@ -769,7 +732,7 @@ static void forward(os_call_t *c)
         tg_out_copy(o, id, n);
         tg_out_slice(o, c->qblk, c->qframe + sp.tail_off, c->qlen - sp.tail_off);
     }
-    ag->queued_frame_bytes -= c->qlen;
+    ag->r.queued_frame_bytes -= c->qlen;
     tg_block_unref(&ag->g->gw->pool, c->qblk);
     c->qblk = NULL;
     if (c->caller_slot && c->conn != NULL && c->conn->lim != NULL)
@@ -779,7 +742,7 @@ static void forward(os_call_t *c)
 
 static bool tool_has_room(const os_agent_t *ag, const os_call_t *c)
 {
-    return tg_adm_has_room(c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL,
+    return tg_adm_has_room(c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL,
                            c->conn != NULL ? c->conn->lim : NULL);
 }
 
@@ -805,8 +768,8 @@ static void not_found(os_call_t *c)
 static void unqueue(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    if (tg_waitq_remove(&ag->aq, c->idx) && c->tcfg >= 0)
-        ag->tools[c->tcfg].queued--;
+    if (tg_waitq_remove(&ag->r.aq, c->idx) && c->tcfg >= 0)
+        ag->r.tools[c->tcfg].queued--;
 }
 
 /* The arrival key of the call in slot <i> of agent <ctx>'s table. */
@@ -821,7 +784,7 @@ static uint64_t arrival_of(const void *ctx, uint32_t i)
 static bool requeue(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    if (!tg_adm_requeue(&ag->aq, ag->qcap, c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL, c->idx,
+    if (!tg_adm_requeue(&ag->r.aq, ag->qcap, c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL, c->idx,
                         c->seq, arrival_of, ag))
         return false;
     c->state = C_QUEUED;
@@ -838,14 +801,14 @@ static bool requeue(os_call_t *c)
  * such a nested call only asks for one more pass (tg_adm_pump_t). */
 static void pump_queue(os_agent_t *ag)
 {
-    if (!tg_adm_pump_begin(&ag->pump))
+    if (!tg_adm_pump_begin(&ag->r.pump))
         return;
     do {
         uint32_t i = 0;
-        while (can_dispatch(ag) && i < ag->aq.count && tg_conc_has_room(&ag->aconc)) {
-            os_call_t *c = call_at(ag, tg_waitq_at(&ag->aq, i));
+        while (can_dispatch(ag) && i < ag->r.aq.count && tg_conc_has_room(&ag->r.aconc)) {
+            os_call_t *c = call_at(ag, tg_waitq_at(&ag->r.aq, i));
             if (!tool_registered(ag, c->tool, c->tool_len)) {
-                tg_adm_dequeue_at(&ag->aq, i, c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL);
+                tg_adm_dequeue_at(&ag->r.aq, i, c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL);
                 not_found(c);
                 call_free(c);
                 continue;
@@ -854,17 +817,17 @@ static void pump_queue(os_agent_t *ag)
                 i++;
                 continue;
             }
-            if (ag->cstore != NULL && ag->fleet_full)
+            if (ag->r.cstore != NULL && ag->r.fleet_full)
                 break;
-            tg_adm_dequeue_at(&ag->aq, i, c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL);
-            if (ag->cstore != NULL) {
+            tg_adm_dequeue_at(&ag->r.aq, i, c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL);
+            if (ag->r.cstore != NULL) {
                 slot_ask(c); /* its deadline runs on from its arrival */
             } else {
                 take_slots(c);
                 forward(c);
             }
         }
-    } while (tg_adm_pump_again(&ag->pump));
+    } while (tg_adm_pump_again(&ag->r.pump));
     update_conc_regs(ag, NULL);
 }
 
@@ -907,12 +870,12 @@ static void rate_take(tg_osgw_t *g, const rate_scope_t *scopes, int n, uint64_t 
 static int rate_scopes_local(os_call_t *c, rate_scope_t *scopes)
 {
     os_agent_t *ag = c->ag;
-    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
+    tg_adm_tool_t *ts = c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL;
     tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
     int n = 0;
     if (ts != NULL && ts->has_rate && !ts->shared)
         scopes[n++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
-                                     ag->acfg->tools[c->tcfg].lim.rate_limit, ts->reg_rate};
+                                     ag->r.acfg->tools[c->tcfg].lim.rate_limit, ts->reg_rate};
     if (cl != NULL && cl->has_rate)
         scopes[n++] =
             (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, cl->reg_rate};
@@ -931,7 +894,7 @@ static const char *unavailable(const os_agent_t *ag)
     case A_STARTING:
         return NULL;
     case A_DOWN:
-        return ag->acfg->start == TG_START_ON_DEMAND ? NULL : "agent is not running";
+        return ag->r.acfg->start == TG_START_ON_DEMAND ? NULL : "agent is not running";
     case A_UNHEALTHY:
         return "agent missed its heartbeats";
     case A_BACKOFF:
@@ -949,8 +912,8 @@ static const char *deadline_path(const os_call_t *c)
     if (c->deadline_src == DL_CALLER)
         return NULL;
     if (c->deadline_src == DL_TOOL && c->tcfg >= 0)
-        return c->ag->tools[c->tcfg].path_dur;
-    return c->ag->path_dur;
+        return c->ag->r.tools[c->tcfg].path_dur;
+    return c->ag->r.path_dur;
 }
 
 /* ---- fleet slots (concurrency_scope shared) ---------------------------- */
@@ -958,7 +921,7 @@ static const char *deadline_path(const os_call_t *c)
 static void on_fleet_timer(uv_timer_t *t)
 {
     os_agent_t *ag = t->data;
-    ag->fleet_full = false;
+    ag->r.fleet_full = false;
     pump_queue(ag);
     g_flush(ag->g);
 }
@@ -968,10 +931,10 @@ static void on_fleet_timer(uv_timer_t *t)
  * doubling backoff while the refusals go on). */
 static void fleet_wait(os_agent_t *ag)
 {
-    ag->fleet_full = true;
-    if (ag->g->closing_timers || uv_is_active((uv_handle_t *)&ag->fleet_timer))
+    ag->r.fleet_full = true;
+    if (ag->g->closing_timers || uv_is_active((uv_handle_t *)&ag->r.fleet_timer))
         return;
-    uv_timer_start(&ag->fleet_timer, on_fleet_timer, tg_adm_fleet_delay(&ag->fleet_backoff_ms), 0);
+    uv_timer_start(&ag->r.fleet_timer, on_fleet_timer, tg_adm_fleet_delay(&ag->r.fleet_backoff_ms), 0);
 }
 
 /* Give back fleet slot <slot>: slots live in the redis store itself
@@ -991,7 +954,7 @@ static void deny_fleet(os_call_t *c, uint32_t observed, uint32_t cap, const char
     tg_denial_t d;
     char reqid[32], detail[160];
     denial_init(c->ag, &d, TG_DENY_CONCURRENCY, c, reqid);
-    tg_adm_fleet_denial(&d, detail, sizeof(detail), c->ag->path_conc, observed, cap, why);
+    tg_adm_fleet_denial(&d, detail, sizeof(detail), c->ag->r.path_conc, observed, cap, why);
     deny_call(c, &d, "call.denied", stage);
 }
 
@@ -1015,7 +978,7 @@ static void deny_switching(os_call_t *c, const char *stage)
     char reqid[32];
     denial_init(c->ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
     d.limit = "agent";
-    d.retry_after_ms = (int64_t)c->ag->acfg->kill_grace_ms;
+    d.retry_after_ms = (int64_t)c->ag->r.acfg->kill_grace_ms;
     d.detail = "agent is being restarted with its reloaded config and its wait queue is full";
     deny_call(c, &d, "call.denied", stage);
 }
@@ -1047,7 +1010,7 @@ static void slot_ask(os_call_t *c)
     if (t != NULL) {
         t->ag = ag;
         t->seq = c->seq;
-        rc = tg_store_slot_acquire(ag->cstore, ag->slots_key, ag->acfg->lim.max_concurrent_calls,
+        rc = tg_store_slot_acquire(ag->r.cstore, ag->r.slots_key, ag->r.acfg->lim.max_concurrent_calls,
                                    on_slot_taken, t);
         if (rc < 0)
             free(t);
@@ -1068,9 +1031,9 @@ static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
     c->decided_by = c->rate_by != NULL && strcmp(c->rate_by, "store") != 0 ? c->rate_by : by;
     if (r->granted) {
         c->fslot = r->slot;
-        ag->fleet_held++;
-        ag->fleet_full = false;
-        ag->fleet_backoff_ms = 0;
+        ag->r.fleet_held++;
+        ag->r.fleet_full = false;
+        ag->r.fleet_backoff_ms = 0;
         if (can_dispatch(ag)) {
             forward(c);
             pump_queue(ag); /* the fleet had room: the next waiter may ask too */
@@ -1145,14 +1108,14 @@ static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
 static void admit_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
+    tg_adm_tool_t *ts = c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL;
     bool tool_full = tg_adm_tool_queue_full(ts);
-    bool room = can_dispatch(ag) && ag->aq.count == 0 && tg_conc_has_room(&ag->aconc) &&
+    bool room = can_dispatch(ag) && ag->r.aq.count == 0 && tg_conc_has_room(&ag->r.aconc) &&
                 tool_has_room(ag, c);
     c->state = C_QUEUED; /* not in the queue yet: the stage decides */
-    if (room && (ag->cstore == NULL || !ag->fleet_full)) {
+    if (room && (ag->r.cstore == NULL || !ag->r.fleet_full)) {
         call_arm(c, c->deadline_ms);
-        if (ag->cstore != NULL) {
+        if (ag->r.cstore != NULL) {
             slot_ask(c); /* may answer, and free <c>, at once */
             return;
         }
@@ -1160,7 +1123,7 @@ static void admit_slots(os_call_t *c)
         forward(c);
         return;
     }
-    if (ag->aq.count >= ag->qcap || ag->aq.count >= ag->aq.cap || tool_full) {
+    if (ag->r.aq.count >= ag->qcap || ag->r.aq.count >= ag->r.aq.cap || tool_full) {
         if (ag->switching && !tool_full) {
             deny_switching(c, NULL);
             call_free(c);
@@ -1171,13 +1134,13 @@ static void admit_slots(os_call_t *c)
         denial_init(ag, &d, TG_DENY_CONCURRENCY, c, reqid);
         tg_adm_queue_full(&d, detail, sizeof(detail), tool_full, tool_full ? ts->queued : 0,
                           tool_full ? ts->max_queued : 0, tool_full ? ts->path_queue : NULL,
-                          ag->aq.count, ag->qcap, ag->path_queue, ag->aconc.inflight,
-                          ag->cstore != NULL && ag->fleet_full);
+                          ag->r.aq.count, ag->qcap, ag->r.path_queue, ag->r.aconc.inflight,
+                          ag->r.cstore != NULL && ag->r.fleet_full);
         deny_call(c, &d, "call.denied", NULL);
         call_free(c);
         return;
     }
-    tg_waitq_push(&ag->aq, c->idx);
+    tg_waitq_push(&ag->r.aq, c->idx);
     if (ts != NULL)
         ts->queued++;
     call_arm(c, c->deadline_ms);
@@ -1207,9 +1170,9 @@ static void deny_unavailable(os_call_t *c, const char *why)
     d.limit = "agent";
     d.detail = why;
     if (ag->st == A_UNHEALTHY)
-        d.retry_after_ms = (int64_t)ag->acfg->os.heartbeat_interval_ms;
+        d.retry_after_ms = (int64_t)ag->r.acfg->os.heartbeat_interval_ms;
     else if (ag->st == A_BACKOFF)
-        d.retry_after_ms = (int64_t)ag->acfg->backoff_initial_ms;
+        d.retry_after_ms = (int64_t)ag->r.acfg->backoff_initial_ms;
     d.config_path = ag->st == A_UNHEALTHY ? ag->path_hb : NULL;
     deny_call(c, &d, "call.denied", NULL);
 }
@@ -1283,7 +1246,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     free(t);
     if (c == NULL || c->state != C_RATE)
         return; /* its caller left or cancelled it meanwhile */
-    os_tool_t *ts = c->tcfg >= 0 ? &ag->tools[c->tcfg] : NULL;
+    tg_adm_tool_t *ts = c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL;
     /* Two shared buckets: the one that did not simply answer from the
      * store (a fallback, open, closed) is what the audit names. */
     if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->rate_by == NULL) {
@@ -1292,7 +1255,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     }
     if (!r->gcra.allowed) {
         bool tool = step == STEP_TOOL && ts != NULL;
-        tg_rate_t rate = tool ? ag->acfg->tools[c->tcfg].lim.rate_limit : ag->acfg->lim.rate_limit;
+        tg_rate_t rate = tool ? ag->r.acfg->tools[c->tcfg].lim.rate_limit : ag->r.acfg->lim.rate_limit;
         if (r->decided_by == TG_STORE_BY_CLOSED) {
             deny_store(c, "rate", tool ? "tool" : "agent", tg_adm_rate_unit(rate),
                        TG_ADM_STORE_CLOSED_RATE, (int64_t)r->gcra.retry_after_ms);
@@ -1301,7 +1264,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
             char reqid[32], detail[160];
             denial_init(ag, &d, TG_DENY_RATE, c, reqid);
             tg_adm_rate_denial(&d, detail, sizeof(detail), tool ? "tool" : "agent",
-                               tool ? ts->path_rate : ag->path_rate, rate, &r->gcra);
+                               tool ? ts->path_rate : ag->r.path_rate, rate, &r->gcra);
             deny_call(c, &d, "call.denied", NULL);
         }
         call_free(c);
@@ -1312,7 +1275,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     /* The agent's shared token taken, the tool's next. A refusal there
      * leaves the agent's token spent: the fleet can fall short of the
      * agent's limit by such calls, never exceed either limit. */
-    if (step == STEP_AGENT && ts != NULL && ts->shared && ag->tool_store != NULL) {
+    if (step == STEP_AGENT && ts != NULL && ts->shared && ag->r.tool_store != NULL) {
         if (store_step(c, STEP_TOOL) < 0) {
             deny_store(c, "rate", "tool", NULL, TG_ADM_STORE_REFUSED_RATE, TG_DENY_ABSENT);
             call_free(c);
@@ -1361,7 +1324,7 @@ static int store_step(os_call_t *c, int step)
 {
     os_agent_t *ag = c->ag;
     bool tool = step == STEP_TOOL;
-    const tg_exec_limits_t *l = tool ? &ag->acfg->tools[c->tcfg].lim : &ag->acfg->lim;
+    const tg_exec_limits_t *l = tool ? &ag->r.acfg->tools[c->tcfg].lim : &ag->r.acfg->lim;
     uint32_t burst = tool ? (l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) : l->burst;
     os_ticket_t *t = malloc(sizeof(*t));
     if (t == NULL)
@@ -1369,8 +1332,8 @@ static int store_step(os_call_t *c, int step)
     t->ag = ag;
     t->seq = c->seq;
     t->step = step;
-    int rc = tg_store_take(tool ? ag->tool_store : ag->store,
-                           tool ? ag->tools[c->tcfg].rate_key : ag->rate_key, l->rate_limit.count,
+    int rc = tg_store_take(tool ? ag->r.tool_store : ag->r.store,
+                           tool ? ag->r.tools[c->tcfg].rate_key : ag->r.rate_key, l->rate_limit.count,
                            l->rate_limit.period_ms, burst ? burst : (uint32_t)l->rate_limit.count,
                            on_store_taken, t);
     if (rc < 0)
@@ -1385,8 +1348,8 @@ static int store_step(os_call_t *c, int step)
 static void rate_hold(os_call_t *c)
 {
     c->state = C_RATE;
-    if (store_step(c, c->ag->store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
-        deny_store(c, "rate", c->ag->store != NULL ? "agent" : "tool", NULL,
+    if (store_step(c, c->ag->r.store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
+        deny_store(c, "rate", c->ag->r.store != NULL ? "agent" : "tool", NULL,
                    TG_ADM_STORE_REFUSED_RATE, TG_DENY_ABSENT);
         call_free(c);
     }
@@ -1465,9 +1428,9 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     c->tool_len = tlen - alen - 1;
     memcpy(c->tool, tid + alen + 1, c->tool_len);
     c->tool[c->tool_len] = '\0';
-    const tg_tool_cfg_t *tc = tg_config_tool(ag->acfg, c->tool, c->tool_len);
+    const tg_tool_cfg_t *tc = tg_config_tool(ag->r.acfg, c->tool, c->tool_len);
     if (tc != NULL)
-        c->tcfg = (int)(tc - ag->acfg->tools);
+        c->tcfg = (int)(tc - ag->r.acfg->tools);
     if (env->idempotency_key.type == TG_J_STRING) {
         long n = tg_jstr_decode(frame, env->idempotency_key, c->idem, sizeof(c->idem));
         if (n >= 0) {
@@ -1499,7 +1462,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
             call_free(c);
             return;
         }
-        for (uint32_t i = 0; i < ag->tab.n && klen > 0; i++) {
+        for (uint32_t i = 0; i < ag->r.tab.n && klen > 0; i++) {
             os_call_t *o = call_at(ag, i);
             char okey[sizeof(key)];
             if (o == c || o->state == C_FREE || o->state == C_ZOMBIE || !o->has_idem ||
@@ -1531,7 +1494,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
 
     /* Deadline: min(caller timeout_ms, tool cap, agent cap); it runs from
      * arrival, so time spent waiting counts. */
-    c->deadline_ms = ag->acfg->lim.max_tool_call_duration_ms;
+    c->deadline_ms = ag->r.acfg->lim.max_tool_call_duration_ms;
     c->deadline_src = DL_AGENT;
     if (tc != NULL && tc->lim.duration_src != TG_SRC_DEFAULT &&
         tc->lim.max_tool_call_duration_ms < c->deadline_ms) {
@@ -1546,7 +1509,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     /* The frame stays in its block until it is forwarded. */
     c->qblk = b;
     b->refs++;
-    ag->queued_frame_bytes += len;
+    ag->r.queued_frame_bytes += len;
     c->qframe = frame;
     c->qlen = len;
     c->qcid_off = env->call_id.off;
@@ -1559,15 +1522,15 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     uint64_t now = now_ms(g);
     rate_scope_t scopes[3];
     int nscopes = 0;
-    if (ag->store == NULL)
-        scopes[nscopes++] = (rate_scope_t){&ag->arate, "agent", ag->path_rate,
-                                           ag->acfg->lim.rate_limit, ag->reg_rate};
+    if (ag->r.store == NULL)
+        scopes[nscopes++] = (rate_scope_t){&ag->r.arate, "agent", ag->r.path_rate,
+                                           ag->r.acfg->lim.rate_limit, ag->r.reg_rate};
     nscopes += rate_scopes_local(c, scopes + nscopes);
     if (rate_refused(c, scopes, nscopes, now, NULL)) {
         call_free(c);
         return;
     }
-    if (ag->store != NULL || (c->tcfg >= 0 && ag->tools[c->tcfg].shared)) {
+    if (ag->r.store != NULL || (c->tcfg >= 0 && ag->r.tools[c->tcfg].shared)) {
         rate_hold(c);
         return;
     }
@@ -1581,9 +1544,9 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
 static void release_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    tg_conc_release(&ag->aconc);
+    tg_conc_release(&ag->r.aconc);
     if (c->tool_slot)
-        tg_conc_release(&ag->tools[c->tcfg].conc);
+        tg_conc_release(&ag->r.tools[c->tcfg].conc);
     if (c->caller_slot && c->conn != NULL && c->conn->lim != NULL) {
         tg_conc_release(&c->conn->lim->conc);
         reg_set(ag->g, c->conn->lim->reg_conc, c->conn->lim->conc.inflight);
@@ -1592,8 +1555,8 @@ static void release_slots(os_call_t *c)
     if (c->fslot != NULL) {
         fleet_release(ag, c->fslot);
         c->fslot = NULL;
-        ag->fleet_held--;
-        ag->fleet_full = false;
+        ag->r.fleet_held--;
+        ag->r.fleet_full = false;
     }
 }
 
@@ -1649,7 +1612,7 @@ static void zombie(os_call_t *c, const char *stage)
 {
     c->state = C_ZOMBIE;
     c->stage = stage;
-    call_arm(c, c->ag->acfg->kill_grace_ms);
+    call_arm(c, c->ag->r.acfg->kill_grace_ms);
 }
 static void call_expired(os_call_t *c)
 {
@@ -1660,8 +1623,8 @@ static void call_expired(os_call_t *c)
      * deciding now, or it refused this call and the local scopes have
      * room, so the shared limit is what held it back. */
     if (c->state == C_SLOT ||
-        (c->state == C_QUEUED && ag->cstore != NULL && c->fleet_cap > 0 && can_dispatch(ag) &&
-         tg_conc_has_room(&ag->aconc) && tool_has_room(ag, c))) {
+        (c->state == C_QUEUED && ag->r.cstore != NULL && c->fleet_cap > 0 && can_dispatch(ag) &&
+         tg_conc_has_room(&ag->r.aconc) && tool_has_room(ag, c))) {
         snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while waiting for one",
                  c->deadline_ms);
         deny_fleet(c, c->fleet_seen, c->fleet_cap, detail, "queued");
@@ -1677,13 +1640,13 @@ static void call_expired(os_call_t *c)
                      ag->switching ? " (it is being restarted with its reloaded config)" : "");
         } else {
             d.limit = "concurrency";
-            d.observed = ag->aconc.inflight;
-            d.cap = ag->aconc.max;
+            d.observed = ag->r.aconc.inflight;
+            d.cap = ag->r.aconc.max;
             d.unit = "calls";
-            d.config_path = c->tcfg >= 0 && ag->tools[c->tcfg].has_conc &&
-                                    !tg_conc_has_room(&ag->tools[c->tcfg].conc)
-                                ? ag->tools[c->tcfg].path_conc
-                                : ag->path_conc;
+            d.config_path = c->tcfg >= 0 && ag->r.tools[c->tcfg].has_conc &&
+                                    !tg_conc_has_room(&ag->r.tools[c->tcfg].conc)
+                                ? ag->r.tools[c->tcfg].path_conc
+                                : ag->r.path_conc;
             snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while queued",
                      c->deadline_ms);
         }
@@ -1713,12 +1676,12 @@ static void call_expired(os_call_t *c)
         zombie(c, "cancelled");
         tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
                " ms; killing it (raise %s)",
-               aname(ag), ag->acfg->kill_grace_ms, ag->path_grace);
+               aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
         inst_kill(ag, SIGKILL, "stuck");
     } else if (c->state == C_ZOMBIE) {
         tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
                " ms; killing it (raise %s)",
-               aname(ag), ag->acfg->kill_grace_ms, ag->path_grace);
+               aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
         inst_kill(ag, SIGKILL, "stuck");
     }
     g_flush(ag->g);
@@ -1751,7 +1714,7 @@ static void caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *en
     audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_cancelled");
     send_cancel(c, "caller_cancelled");
     c->state = C_CANCELLING;
-    call_arm(c, c->ag->acfg->kill_grace_ms);
+    call_arm(c, c->ag->r.acfg->kill_grace_ms);
 }
 
 /* ---- caller connections ----------------------------------------------- */
@@ -2039,7 +2002,7 @@ static bool agents_lagging(const tg_osgw_t *g)
 {
     for (size_t i = 0; i < g->nagents; i++) {
         const os_agent_t *ag = g->agents[i];
-        uint64_t q = (ag->inst != NULL ? ag->inst->a.p.wr.queued_bytes : 0) + ag->queued_frame_bytes;
+        uint64_t q = (ag->inst != NULL ? ag->inst->a.p.wr.queued_bytes : 0) + ag->r.queued_frame_bytes;
         if (q > high_mark(g))
             return true;
     }
@@ -2130,8 +2093,8 @@ static void flow(tg_osgw_t *g)
     for (size_t i = 0; i < g->nagents; i++) {
         os_agent_t *ag = g->agents[i];
         os_inst_t *in = ag->inst;
-        reg_set(g, ag->reg_wq_agent,
-                (in != NULL ? in->a.p.wr.queued_bytes : 0) + ag->queued_frame_bytes);
+        reg_set(g, ag->r.reg_wq_agent,
+                (in != NULL ? in->a.p.wr.queued_bytes : 0) + ag->r.queued_frame_bytes);
         if (in == NULL || in->a.p.gone || in->a.p.out_eof)
             continue;
         if (g->nover > 0 && !in->paused) {
@@ -2246,7 +2209,7 @@ static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
         agent_event(ag, "agent.unhealthy", "rejected", reason);
         in->a.p.killed = true; /* counts as a failure whatever its exit status */
         ag->hello_ok = false;
-        uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->kill_grace_ms, 0);
+        uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->kill_grace_ms, 0);
         in->a.p.stdin_closed = true; /* nothing more goes to it */
         return;
     }
@@ -2254,7 +2217,7 @@ static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
     snprintf(sid, sizeof(sid), "%s-%u", aname(ag), ag->starts);
     tg_os_welcome_t wel = {.accepted_version = TG_OS_VERSION,
                            .session_id = sid,
-                           .heartbeat_interval_ms = ag->acfg->os.heartbeat_interval_ms,
+                           .heartbeat_interval_ms = ag->r.acfg->os.heartbeat_interval_ms,
                            .max_frame_bytes = g->cfg->max_frame_bytes,
                            .core_version = TG_VERSION,
                            .instance_id = g->cfg->instance};
@@ -2262,7 +2225,7 @@ static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
     send_built(&in->a.p.wr, buf, n);
     ag->hello_ok = true;
     /* From now on the heartbeat watch. */
-    uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
+    uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->os.heartbeat_timeout_ms, 0);
 }
 
 /* agent.tools.register: check every tool_id and answer
@@ -2362,7 +2325,7 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
 
 static void on_heartbeat(os_agent_t *ag)
 {
-    uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
+    uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->os.heartbeat_timeout_ms, 0);
     if (ag->st != A_UNHEALTHY)
         return;
     set_state(ag, ag->registered ? A_READY : A_STARTING);
@@ -2417,7 +2380,7 @@ static void on_result(os_agent_t *ag, tg_block_t *b, const char *frame, size_t l
     }
     switch (c->state) {
     case C_INFLIGHT: {
-        tg_dlt_disarm(&ag->dlt, &c->dl, &c->own);
+        tg_dlt_disarm(&ag->r.dlt, &c->dl, &c->own);
         to_caller(c, b, frame, len, env->call_id);
         const char *status = env->status == TG_OS_ST_SUCCEEDED ? "ok"
                              : env->status == TG_OS_ST_FAILED  ? "error"
@@ -2452,7 +2415,7 @@ static void on_stream(os_agent_t *ag, tg_block_t *b, const char *frame, size_t l
 static void on_agent_frame(os_agent_t *ag, tg_block_t *b, const char *frame, size_t len)
 {
     tg_os_env_t env;
-    reg_set(ag->g, ag->reg_frame_out, len);
+    reg_set(ag->g, ag->r.reg_frame_out, len);
     if (tg_os_scan(frame, len, &env) < 0) {
         /* Dropped, counted and audited as its length, never its content. */
         agent_invalid_frame(ag, len, "invalid_frame");
@@ -2521,13 +2484,13 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         if (ev == TG_LP_FRAME) {
             on_agent_frame(ag, b, b->data + st, e - st);
         } else if (ev == TG_LP_OVERSIZE) {
-            reg_set(ag->g, ag->reg_frame_out, ag->g->cfg->max_frame_bytes);
+            reg_set(ag->g, ag->r.reg_frame_out, ag->g->cfg->max_frame_bytes);
             agent_invalid_frame(ag, total, "frame_too_large");
             tg_log("agent '%s' sent a %" PRIu64 "-byte frame over max_frame_bytes (%" PRIu64
                    "; raise %s)%s",
                    aname(ag), total, ag->g->cfg->max_frame_bytes, ag->g->gw->path_frame,
-                   ag->acfg->os.on_oversize == TG_OVERSIZE_CLOSE ? ": restarting it" : ": skipped");
-            if (ag->acfg->os.on_oversize == TG_OVERSIZE_CLOSE) {
+                   ag->r.acfg->os.on_oversize == TG_OVERSIZE_CLOSE ? ": restarting it" : ": skipped");
+            if (ag->r.acfg->os.on_oversize == TG_OVERSIZE_CLOSE) {
                 inst_kill(ag, SIGKILL, "frame_too_large");
                 in->a.p.rd.len = in->a.p.rd.pos = 0;
                 break;
@@ -2562,7 +2525,7 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
     char reqid[32], detail[160], path[TG_NAME_MAX + 64];
     /* A reload's switch keeps the queued calls for the new instance. */
     bool keep_queued = ag->switching && !g->stopping;
-    for (uint32_t i = 0; i < ag->tab.n; i++) {
+    for (uint32_t i = 0; i < ag->r.tab.n; i++) {
         os_call_t *c = call_at(ag, i);
         /* Calls waiting for the store never reached this instance: the
          * answer finds the agent as it is then. */
@@ -2589,7 +2552,7 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
             denial_init(ag, &d, stopping ? TG_DENY_SHUTTING_DOWN : TG_DENY_UNAVAILABLE, c, reqid);
             d.limit = stopping ? "shutdown" : "agent";
             if (!stopping)
-                d.retry_after_ms = (int64_t)ag->acfg->backoff_initial_ms;
+                d.retry_after_ms = (int64_t)ag->r.acfg->backoff_initial_ms;
             if (stopping)
                 snprintf(detail, sizeof(detail), "toolgate is shutting down");
             else if (in->a.p.term_signal != 0)
@@ -2619,8 +2582,8 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
 
 static bool crash_loop(const os_agent_t *ag, uint64_t now, uint32_t *recent)
 {
-    *recent = tg_aproc_recent(ag->restart_at, ag->nrestarts, now, ag->acfg->restart_window_ms);
-    return *recent >= ag->acfg->max_restarts;
+    *recent = tg_aproc_recent(ag->restart_at, ag->nrestarts, now, ag->r.acfg->restart_window_ms);
+    return *recent >= ag->r.acfg->max_restarts;
 }
 
 static void on_restart_timer(uv_timer_t *t);
@@ -2641,8 +2604,8 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
         g_check_idle(g);
         return;
     }
-    tg_restart_policy_t pol = ag->acfg->restart_policy;
-    bool on_demand = ag->acfg->start == TG_START_ON_DEMAND;
+    tg_restart_policy_t pol = ag->r.acfg->restart_policy;
+    bool on_demand = ag->r.acfg->start == TG_START_ON_DEMAND;
     if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
         tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': %s", aname(ag),
                failed ? "failed" : "exited", status, pol == TG_RESTART_NO ? "no" : "on-failure",
@@ -2653,19 +2616,19 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
     uint64_t now = now_ms(g);
     uint32_t recent = 0;
     if (crash_loop(ag, now, &recent)) {
-        tg_aproc_log_give_up(ag->acfg, recent);
+        tg_aproc_log_give_up(ag->r.acfg, recent);
         set_state(ag, on_demand ? A_DOWN : A_FAILED);
         return;
     }
-    uint64_t backoff = tg_aproc_backoff(ag->acfg, recent);
+    uint64_t backoff = tg_aproc_backoff(ag->r.acfg, recent);
     tg_aproc_restart_note(ag->restart_at, &ag->nrestarts, now);
     tg_audit_ev_t ev;
     tg_aproc_ev_restarting(&ev, aname(ag), recent + 1, backoff);
     emit(g, &ev);
     if (g->gw->metrics_ok)
-        tg_metrics_agent_restarted(&g->gw->metrics, ag->idx);
+        tg_metrics_agent_restarted(&g->gw->metrics, ag->r.idx);
     tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", aname(ag),
-           failed ? "failed" : "exited", backoff, recent + 1, ag->acfg->max_restarts);
+           failed ? "failed" : "exited", backoff, recent + 1, ag->r.acfg->max_restarts);
     set_state(ag, A_BACKOFF);
     uv_timer_start(&ag->restart_timer, on_restart_timer, backoff, 0);
 }
@@ -2765,7 +2728,7 @@ static int agent_spawn(os_agent_t *ag)
     if (in == NULL)
         return -ENOMEM;
     in->ag = ag;
-    tg_ainst_init(&in->a, g->gw, &ag->acfg, ag->idx, &ag->rows, &ag->err, &ag->err_reported,
+    tg_ainst_init(&in->a, g->gw, &ag->r.acfg, ag->r.idx, &ag->r.rows, &ag->err, &ag->err_reported,
                   &inst_ops, ag);
     tg_lenpfx_init(&in->lp, g->cfg->max_frame_bytes);
     /* The session token goes last: an entry of the same name from config
@@ -2782,7 +2745,7 @@ static int agent_spawn(os_agent_t *ag)
     ag->hello_ok = false;
     set_state(ag, A_STARTING);
     /* The hello deadline. */
-    uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->os.heartbeat_timeout_ms, 0);
+    uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->os.heartbeat_timeout_ms, 0);
     flow(g);
     return 0;
 }
@@ -2807,19 +2770,19 @@ static void on_hb_timer(uv_timer_t *t)
         inst_kill(ag, SIGKILL, "hello_refused");
     } else if (!ag->hello_ok) {
         tg_log("agent '%s' sent no agent.hello within %" PRIu64 " ms (raise %s): killing it",
-               aname(ag), ag->acfg->os.heartbeat_timeout_ms, ag->path_hb);
+               aname(ag), ag->r.acfg->os.heartbeat_timeout_ms, ag->path_hb);
         agent_event(ag, "agent.unhealthy", "unhealthy", "hello_timeout");
         inst_kill(ag, SIGKILL, "hello_timeout");
     } else if (ag->st != A_UNHEALTHY) {
         tg_log("agent '%s' missed its heartbeats for %" PRIu64
                " ms: unhealthy, calls refused until it recovers",
-               aname(ag), ag->acfg->os.heartbeat_timeout_ms);
+               aname(ag), ag->r.acfg->os.heartbeat_timeout_ms);
         set_state(ag, A_UNHEALTHY);
         agent_event(ag, "agent.unhealthy", "unhealthy", "heartbeat_missed");
-        uv_timer_start(&ag->hb_timer, on_hb_timer, ag->acfg->kill_grace_ms, 0);
+        uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->kill_grace_ms, 0);
     } else {
         tg_log("agent '%s' still sent no heartbeat %" PRIu64 " ms later: killing it (raise %s)",
-               aname(ag), ag->acfg->kill_grace_ms, ag->path_grace);
+               aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
         inst_kill(ag, SIGKILL, "heartbeat");
     }
     g_flush(ag->g);
@@ -2834,7 +2797,7 @@ static void on_phase_timer(uv_timer_t *t);
 static void stop_step(os_agent_t *ag)
 {
     os_inst_t *in = ag->inst;
-    uint64_t grace = ag->acfg->kill_grace_ms;
+    uint64_t grace = ag->r.acfg->kill_grace_ms;
     const char *why = ag->switching ? "reload" : "shutdown";
     if (in == NULL || in->a.p.gone) {
         if (ag->switching && !ag->g->stopping) {
@@ -2881,7 +2844,7 @@ static void agent_check_drained(os_agent_t *ag)
 {
     if (ag->phase != P_DRAIN)
         return;
-    if (ag->switching ? ag->aconc.inflight == 0 : tg_ctab_used(&ag->tab) == 0) {
+    if (ag->switching ? ag->r.aconc.inflight == 0 : tg_ctab_used(&ag->r.tab) == 0) {
         uv_timer_stop(&ag->phase_timer);
         stop_step(ag);
     }
@@ -2894,7 +2857,7 @@ static void agent_stop(os_agent_t *ag)
          * now have kill_grace_period, queued ones may still run. */
         ag->switching = false;
         if (ag->phase == P_DRAIN) {
-            uv_timer_start(&ag->phase_timer, on_phase_timer, ag->acfg->kill_grace_ms, 0);
+            uv_timer_start(&ag->phase_timer, on_phase_timer, ag->r.acfg->kill_grace_ms, 0);
             pump_queue(ag);
             agent_check_drained(ag);
         }
@@ -2910,7 +2873,7 @@ static void agent_stop(os_agent_t *ag)
             set_state(ag, A_DOWN);
         return;
     }
-    uv_timer_start(&ag->phase_timer, on_phase_timer, ag->acfg->kill_grace_ms, 0);
+    uv_timer_start(&ag->phase_timer, on_phase_timer, ag->r.acfg->kill_grace_ms, 0);
     agent_check_drained(ag);
 }
 
@@ -2949,10 +2912,10 @@ static void g_check_idle(tg_osgw_t *g)
             uv_close((uv_handle_t *)&ag->hb_timer, timer_closed);
             uv_close((uv_handle_t *)&ag->restart_timer, timer_closed);
             uv_close((uv_handle_t *)&ag->phase_timer, timer_closed);
-            uv_close((uv_handle_t *)&ag->fleet_timer, timer_closed);
-            if (ag->dlt.ready)
-                uv_close((uv_handle_t *)&ag->dlt.timer, timer_closed);
-            for (uint32_t j = 0; j < ag->tab.n; j++)
+            uv_close((uv_handle_t *)&ag->r.fleet_timer, timer_closed);
+            if (ag->r.dlt.ready)
+                uv_close((uv_handle_t *)&ag->r.dlt.timer, timer_closed);
+            for (uint32_t j = 0; j < ag->r.tab.n; j++)
                 if (call_at(ag, j)->own.ready)
                     uv_close((uv_handle_t *)&call_at(ag, j)->own.timer, call_timer_closed);
         }
@@ -2967,165 +2930,28 @@ static void g_check_idle(tg_osgw_t *g)
 /* ---- setup ------------------------------------------------------------ */
 
 
-static int register_limits(os_agent_t *ag)
+/* The OpenSentience engine's own rows, beside the route's. */
+static void register_limits(os_agent_t *ag)
 {
-    const char *id = aname(ag);
-    const tg_agent_cfg_t *a = ag->acfg;
-    tg_registry_t *reg = &ag->g->gw->reg;
-    uint64_t max_frame = ag->g->cfg->max_frame_bytes;
     char name[TG_LIMIT_NAME_MAX];
-#define REG(dst, cat, scope, cap, ...)                                                             \
-    do {                                                                                           \
-        snprintf(name, sizeof(name), __VA_ARGS__);                                                 \
-        dst = tg_registry_upsert(reg, name, cat, scope, cap);                                     \
-    } while (0)
-    REG(ag->reg_frame_out, TG_LIMIT_FRAME, "agent", max_frame, "agent.%s.frame_bytes", id);
-    REG(ag->reg_rate, TG_LIMIT_RATE, "agent", ag->arate.burst, "agent.%s.rate", id);
-    REG(ag->reg_conc, TG_LIMIT_CONCURRENCY, "agent", a->lim.max_concurrent_calls,
-        "agent.%s.concurrency", id);
-    /* concurrency_scope shared: the fleet slots this instance holds, of the
-     * fleet-wide cap (the store knows the fleet's count; this is ours). */
-    ag->reg_fleet = -1;
-    if (ag->cstore != NULL)
-        REG(ag->reg_fleet, TG_LIMIT_CONCURRENCY, "shared", a->lim.max_concurrent_calls,
-            "agent.%s.concurrency.shared", id);
-    REG(ag->reg_queue, TG_LIMIT_QUEUE, "agent", a->lim.max_queued_calls, "agent.%s.queue", id);
-    REG(ag->reg_wq_agent, TG_LIMIT_WRITE_QUEUE, "session", 2 * max_frame,
-        "agent.%s.write_queue_bytes", id);
-    (void)tg_agent_rows_register(&ag->rows, reg, a);
-    REG(ag->reg_idem, TG_LIMIT_RESOURCE, "agent", a->os.idempotency_max_bytes,
-        "agent.%s.idempotency_bytes", id);
-    for (size_t i = 0; i < a->ntools; i++)
-        tg_adm_tool_register(&ag->tools[i], reg, id, a->tools[i].name);
-#undef REG
-    return 0;
+    snprintf(name, sizeof(name), "agent.%s.idempotency_bytes", aname(ag));
+    ag->reg_idem = tg_registry_upsert(&ag->g->gw->reg, name, TG_LIMIT_RESOURCE, "agent",
+                                      ag->r.acfg->os.idempotency_max_bytes);
+    snprintf(ag->path_hb, sizeof(ag->path_hb), "agents.%s.opensentience.heartbeat_timeout",
+             aname(ag));
 }
 
-static bool same_rate(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
+static int setup_limits(os_agent_t *ag, tg_agent_cfg_t *a, size_t idx)
 {
-    return a->rate_src == b->rate_src && a->rate_limit.count == b->rate_limit.count &&
-           a->rate_limit.period_ms == b->rate_limit.period_ms && a->burst == b->burst &&
-           a->burst_src == b->burst_src;
-}
-
-/* The config paths a denial of <ag> names (its id never changes). */
-static void set_paths(os_agent_t *ag)
-{
-    const tg_agent_cfg_t *a = ag->acfg;
-    tg_config_path_for(a, NULL, "rate_limit", ag->path_rate, sizeof(ag->path_rate));
-    tg_config_path_for(a, NULL, "max_concurrent_calls", ag->path_conc, sizeof(ag->path_conc));
-    tg_config_path_for(a, NULL, "max_queued_calls", ag->path_queue, sizeof(ag->path_queue));
-    tg_config_path_for(a, NULL, "max_tool_call_duration", ag->path_dur, sizeof(ag->path_dur));
-    tg_config_path_for(a, NULL, "kill_grace_period", ag->path_grace, sizeof(ag->path_grace));
-    snprintf(ag->path_hb, sizeof(ag->path_hb), "agents.%s.opensentience.heartbeat_timeout", a->id);
-}
-
-/* The tool limit state of config <a> into <*out>: a tool's rate bucket
- * is carried over from <ag>'s current tools when a tool of that name has
- * the same rate (fresh otherwise), or lives in <tool_store> with
- * rate_scope shared; concurrency and queue counts start at 0 (the caller
- * counts live calls in). 0, -EINVAL (a rate that cannot be set up, a
- * shared bucket without a store or key; logged) or -ENOMEM. */
-static int tools_build(const os_agent_t *ag, const tg_agent_cfg_t *a, tg_store_t *tool_store,
-                       os_tool_t **out)
-{
-    os_tool_t *tools = calloc(a->ntools ? a->ntools : 1, sizeof(*tools));
-    if (tools == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < a->ntools; i++) {
-        const tg_exec_limits_t *l = &a->tools[i].lim;
-        os_tool_t *t = &tools[i];
-        const char *tn = a->tools[i].name;
-        const tg_tool_cfg_t *oc =
-            ag->tools != NULL ? tg_config_tool(ag->acfg, tn, strlen(tn)) : NULL;
-        const os_tool_t *ot = oc != NULL ? &ag->tools[oc - ag->acfg->tools] : NULL;
-        bool keep = ot != NULL && ot->has_rate && same_rate(&oc->lim, l);
-        if (tg_adm_tool_init(t, a, &a->tools[i], keep ? &ot->rate : NULL) < 0) {
-            free(tools);
-            return -EINVAL;
-        }
-        /* Shared tool buckets sit beside the agent's, under
-         * "{agent}:tool.NAME.rate" (the same hash slot). */
-        if (t->has_rate && l->rate_shared && tg_adm_tool_key(t, tool_store, a->id, tn) < 0) {
-            tg_log("agent '%s': tool '%s' has rate_scope shared but %s", a->id, tn,
-                   tool_store == NULL ? "no shared store is open for it"
-                                      : "its name cannot name a shared bucket");
-            free(tools);
-            return -EINVAL;
-        }
-    }
-    *out = tools;
-    return 0;
-}
-
-/* The shared stores agent config <a> asks for, from the gateway's: the
- * rate store and its bucket key (rate_scope shared; the lease view for
- * shared_mode lease), the same for its tools' shared buckets, and the slot
- * store and its key (concurrency_scope shared); NULL for a local limit.
- * 0, or -EINVAL after logging. */
-static int stores_for(const tg_osgw_t *g, const tg_agent_cfg_t *a, tg_store_t **store,
-                      char *rate_key, tg_store_t **tool_store, tg_store_t **cstore,
-                      char *slots_key)
-{
-    *store = *cstore = *tool_store = NULL;
-    for (size_t i = 0; i < a->ntools; i++)
-        if (a->tools[i].lim.rate_shared)
-            *tool_store = a->shared_lease ? g->gw->lease : g->gw->store;
-    if (a->rate_shared) {
-        *store = a->shared_lease ? g->gw->lease : g->gw->store;
-        if (*store == NULL) {
-            tg_log("agent '%s': rate_scope is shared but %s", a->id,
-                   g->gw->store == NULL
-                       ? "no shared store is configured (add store {\"kind\": \"redis\", "
-                         "\"url\": ...} or --store URL)"
-                       : "the lease view of the store opens at start only when an agent uses "
-                         "shared_mode \"lease\" (restart toolgate to add the first one)");
-            return -EINVAL;
-        }
-        if (tg_store_make_key(*store, rate_key, TG_STORE_KEY_MAX + 1, a->id, "rate") < 0) {
-            tg_log("agent '%s': its id cannot name a shared bucket (braces?)", a->id);
-            return -EINVAL;
-        }
-    }
-    if (a->conc_shared) {
-        /* Slots live in the redis store itself, never in the lease view:
-         * each one is a call in flight, not a token to spend later. */
-        *cstore = g->gw->store;
-        if (*cstore == NULL) {
-            tg_log("agent '%s': concurrency_scope is shared but no shared store is configured "
-                   "(add store {\"kind\": \"redis\", \"url\": ...} or --store URL)",
-                   a->id);
-            return -EINVAL;
-        }
-        if (tg_store_make_key(*cstore, slots_key, TG_STORE_KEY_MAX + 1, a->id, "slots") < 0) {
-            tg_log("agent '%s': its id cannot name a shared slot set (braces?)", a->id);
-            return -EINVAL;
-        }
-    }
-    return 0;
-}
-
-static int setup_limits(os_agent_t *ag)
-{
-    tg_agent_cfg_t *a = ag->acfg;
-    if (stores_for(ag->g, a, &ag->store, ag->rate_key, &ag->tool_store, &ag->cstore,
-                   ag->slots_key) < 0)
-        return -EINVAL;
-    if (tg_gcra_init(&ag->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms,
-                     a->lim.burst) < 0)
-        return -EINVAL;
-    tg_conc_init(&ag->aconc, a->lim.max_concurrent_calls);
     ag->qcap = a->lim.max_queued_calls;
-    if (tg_waitq_init(&ag->aq, a->lim.max_queued_calls) < 0)
-        return -ENOMEM;
-    set_paths(ag);
-    int rc = tools_build(ag, a, ag->tool_store, &ag->tools);
+    int rc = tg_route_setup(&ag->r, ag->g->gw, a, idx, sizeof(os_call_t), slab_need(a));
     if (rc < 0)
         return rc;
     rc = tg_idem_init(&ag->idem_cache, a->os.idempotency_max_bytes, a->os.idempotency_window_ms);
-    if (rc < 0 || tg_ctab_grow(&ag->tab, slab_need(a)) < 0)
-        return -ENOMEM;
-    return register_limits(ag);
+    if (rc < 0)
+        return rc;
+    register_limits(ag);
+    return 0;
 }
 
 static void agent_free(os_agent_t *ag)
@@ -3133,12 +2959,10 @@ static void agent_free(os_agent_t *ag)
     if (ag == NULL)
         return;
     tg_idem_free(&ag->idem_cache);
-    tg_waitq_free(&ag->aq);
     for (size_t i = 0; i < ag->nreg; i++)
         free(ag->reg[i]);
     free(ag->reg);
-    free(ag->tools);
-    tg_ctab_fini(&ag->tab);
+    tg_route_fini(&ag->r);
     explicit_bzero(ag->token, sizeof(ag->token));
     free(ag);
 }
@@ -3155,7 +2979,7 @@ static void restarts_reset(os_agent_t *ag)
 /* Refuse every queued call of <ag> with agent_unavailable (<why>). */
 static void fail_queued(os_agent_t *ag, const char *why)
 {
-    for (uint32_t i = 0; i < ag->tab.n; i++) {
+    for (uint32_t i = 0; i < ag->r.tab.n; i++) {
         os_call_t *c = call_at(ag, i);
         if (c->state != C_QUEUED)
             continue;
@@ -3177,7 +3001,7 @@ static void switch_done(os_agent_t *ag)
     uv_timer_stop(&ag->restart_timer);
     restarts_reset(ag);
     set_state(ag, A_DOWN);
-    bool start = ag->acfg->start == TG_START_EAGER || ag->aq.count > 0;
+    bool start = ag->r.acfg->start == TG_START_EAGER || ag->r.aq.count > 0;
     tg_log("SIGHUP: agent '%s': %s", aname(ag),
            start ? "starting an instance with the reloaded config"
                  : "the next call starts an instance with the reloaded config");
@@ -3204,7 +3028,7 @@ static void switch_start(os_agent_t *ag)
         ag->phase = P_DRAIN;
         tg_log("SIGHUP: agent '%s': its command, environment or resources changed: draining "
                "its %u call(s) in flight, then restarting it",
-               aname(ag), ag->aconc.inflight);
+               aname(ag), ag->r.aconc.inflight);
     }
     agent_check_drained(ag);
 }
@@ -3250,16 +3074,10 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
             tg_osgw_free(g);
             return NULL;
         }
-        tg_ctab_init(&ag->tab, sizeof(os_call_t));
         g->agents[g->nagents++] = ag;
         ag->g = g;
-        ag->acfg = a;
-        tg_dlt_init(&ag->dlt, on_call_deadline, ag);
-        ag->idx = i;
-        if (setup_limits(ag) < 0) {
-            tg_log("cannot set up limits for agent '%s' (out of memory, an invalid rate or no "
-                   "shared store)",
-                   a->id);
+        tg_dlt_init(&ag->r.dlt, on_call_deadline, ag);
+        if (setup_limits(ag, a, i) < 0) {
             tg_osgw_free(g);
             return NULL;
         }
@@ -3271,9 +3089,9 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
         uv_timer_init(gw->loop, &ag->hb_timer);
         uv_timer_init(gw->loop, &ag->restart_timer);
         uv_timer_init(gw->loop, &ag->phase_timer);
-        uv_timer_init(gw->loop, &ag->fleet_timer);
+        uv_timer_init(gw->loop, &ag->r.fleet_timer);
         ag->hb_timer.data = ag->restart_timer.data = ag->phase_timer.data = ag;
-        ag->fleet_timer.data = ag;
+        ag->r.fleet_timer.data = ag;
         g->open_timers += 4;
     }
     return g;
@@ -3288,7 +3106,7 @@ void tg_osgw_start(tg_osgw_t *g)
 {
     for (size_t i = 0; i < g->nagents; i++) {
         os_agent_t *ag = g->agents[i];
-        if (ag->acfg->start != TG_START_EAGER)
+        if (ag->r.acfg->start != TG_START_EAGER)
             continue;
         if (agent_spawn(ag) < 0)
             after_exit(ag, true, 127);
@@ -3391,29 +3209,29 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     os_agent_t *ag = g != NULL ? agent_by_id(g, acfg->id, strlen(acfg->id)) : NULL;
     if (ag == NULL || acfg->dialect != TG_DIALECT_OPENSENTIENCE)
         return -ENOENT;
-    const tg_agent_cfg_t *o = ag->acfg;
+    const tg_agent_cfg_t *o = ag->r.acfg;
     tg_store_t *store = NULL, *tool_store = NULL, *cstore = NULL;
     char rate_key[TG_STORE_KEY_MAX + 1], slots_key[TG_STORE_KEY_MAX + 1];
-    if (stores_for(g, acfg, &store, rate_key, &tool_store, &cstore, slots_key) < 0)
+    if (tg_route_stores(g->gw, acfg, &store, rate_key, &tool_store, &cstore, slots_key) < 0)
         return -EINVAL;
     /* The agent's bucket keeps its state when its rate did not change (a
      * shared one lives in the store under the same key either way). */
-    tg_gcra_t arate = ag->arate;
-    if ((!same_rate(&o->lim, &acfg->lim) || o->rate_shared != acfg->rate_shared) &&
+    tg_gcra_t arate = ag->r.arate;
+    if ((!tg_route_same_rate(&o->lim, &acfg->lim) || o->rate_shared != acfg->rate_shared) &&
         tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
                      acfg->lim.burst) < 0)
         return -EINVAL;
-    os_tool_t *tools = NULL;
-    int rc = tools_build(ag, acfg, tool_store, &tools);
+    tg_adm_tool_t *tools = NULL;
+    int rc = tg_route_tools_build(&ag->r, acfg, tool_store, &tools);
     if (rc < 0)
         return rc;
     /* The ring keeps every call queued now, in order, even when the new
      * cap is lower: those wait on, new calls are refused until the queue
      * is under the cap. The slab only grows (its chunks never move). */
-    uint32_t ring = acfg->lim.max_queued_calls > ag->aq.count ? acfg->lim.max_queued_calls
-                                                              : ag->aq.count;
-    if ((ring > ag->aq.cap && tg_waitq_resize(&ag->aq, ring) < 0) ||
-        tg_ctab_grow(&ag->tab, slab_need(acfg)) < 0) {
+    uint32_t ring = acfg->lim.max_queued_calls > ag->r.aq.count ? acfg->lim.max_queued_calls
+                                                              : ag->r.aq.count;
+    if ((ring > ag->r.aq.cap && tg_waitq_resize(&ag->r.aq, ring) < 0) ||
+        tg_ctab_grow(&ag->r.tab, slab_need(acfg)) < 0) {
         free(tools);
         return -ENOMEM;
     }
@@ -3421,7 +3239,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     /* Nothing fails from here on: the new limits apply as a whole. Live
      * calls find their tool by name in the new config; one that held its
      * tool's slot keeps it where the tool still has a concurrency limit. */
-    for (uint32_t i = 0; i < ag->tab.n; i++) {
+    for (uint32_t i = 0; i < ag->r.tab.n; i++) {
         os_call_t *c = call_at(ag, i);
         if (c->state == C_FREE)
             continue;
@@ -3437,27 +3255,28 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
             c->deadline_src = DL_AGENT;
         c->tcfg = nt;
     }
-    free(ag->tools);
-    ag->tools = tools;
-    ag->arate = arate;
-    ag->aconc.max = acfg->lim.max_concurrent_calls; /* inflight calls keep their slots */
+    free(ag->r.tools);
+    ag->r.tools = tools;
+    ag->r.arate = arate;
+    ag->r.aconc.max = acfg->lim.max_concurrent_calls; /* inflight calls keep their slots */
     ag->qcap = acfg->lim.max_queued_calls;
-    ag->store = store;
+    ag->r.store = store;
     if (store != NULL)
-        memcpy(ag->rate_key, rate_key, sizeof(rate_key));
-    ag->tool_store = tool_store;
+        memcpy(ag->r.rate_key, rate_key, sizeof(rate_key));
+    ag->r.tool_store = tool_store;
     /* Calls holding fleet slots keep them (released through the redis
      * store whatever the new scope). */
-    ag->cstore = cstore;
+    ag->r.cstore = cstore;
     if (cstore != NULL)
-        memcpy(ag->slots_key, slots_key, sizeof(slots_key));
+        memcpy(ag->r.slots_key, slots_key, sizeof(slots_key));
     if (cstore == NULL) {
-        ag->fleet_full = false;
-        uv_timer_stop(&ag->fleet_timer);
+        ag->r.fleet_full = false;
+        uv_timer_stop(&ag->r.fleet_timer);
     }
-    ag->acfg = acfg;
-    set_paths(ag);
-    (void)register_limits(ag);
+    ag->r.acfg = acfg;
+    tg_route_paths(&ag->r);
+    tg_route_register(&ag->r);
+    register_limits(ag);
     tg_idem_limits(&ag->idem_cache, acfg->os.idempotency_max_bytes, acfg->os.idempotency_window_ms);
     reg_set(g, ag->reg_idem, tg_idem_bytes(&ag->idem_cache));
     if (respawn && !g->stopping)
