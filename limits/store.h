@@ -6,7 +6,7 @@
  * functions below (STYLE.md habit 5):
  *   local  in-process buckets (store_local.c): the default, needs nothing
  *          running; decides synchronously.
- *   redis  one shared Redis (store_redis.c): every toolgate pointed at the
+ *   redis  one shared Redis (store_redis*.c): every toolgate pointed at the
  *          same Redis shares the bucket, so a limit holds for a fleet
  *          ("shared_mode": "exact": one round trip per call).
  * and a view over a store:

@@ -1,5 +1,11 @@
 /* The redis store: shared GCRA buckets in one Redis (exact mode).
  *
+ * This file owns the store's calls: the two Lua scripts, the request pool,
+ * sending take, ping and slot calls and reading their replies, the failure
+ * policy for takes, and open and close. The connection (set-up, health,
+ * backoff, resolution) is store_redis_conn.c; shared concurrency slots are
+ * store_redis_slots.c; store_redis_impl.h holds what the three share.
+ *
  * One Lua script (gcra_lua below) runs the arithmetic of limits/gcra.c on
  * the server, reading the server's TIME, so host clocks do not matter and
  * every toolgate pointed at the same Redis shares each bucket. It is
@@ -10,9 +16,9 @@
  * Connection: one hiredis 0.14 async connection on the caller's libuv
  * loop. Every call is written to it as soon as it is made, so calls
  * pipeline naturally (one write and one read carry many of them); replies
- * come back in order. Set-up is pipelined too: AUTH [user] password,
- * SELECT db, SCRIPT LOAD, then any calls made meanwhile (sent as EVAL until
- * the script's SHA is known).
+ * come back in order. Set-up is pipelined too (store_redis_conn.c): AUTH
+ * [user] password, SELECT db, SCRIPT LOAD, then any calls made meanwhile
+ * (sent as EVAL until the script's SHA is known).
  *
  * Timeouts: hiredis 0.14 has none for async calls, so every call carries
  * its own uv timer (timeout_ms, default 50). When it fires the caller gets
@@ -20,68 +26,30 @@
  * it ever comes, is dropped (Redis did count that call: a timeout can only
  * make the fleet admit less, never more). The request's memory stays with
  * hiredis until hiredis hands it back (reply or connection teardown).
- *
- * Health: the connection is healthy when set-up has finished and no call
- * has timed out since the last reply arrived. A timeout marks it stalled;
- * a reply of any kind clears that. While the store is degraded (after any
- * failure) calls are decided by the policy at once, without a round trip,
- * so an outage adds no latency; they go back to Redis as soon as a
- * connection is healthy again. A connection that stays stalled for
- * dead_after_ms, or whose set-up takes longer than connect_timeout_ms, is
- * dropped; a lost connection is re-made after a backoff (backoff_initial_ms
- * doubling to backoff_max_ms, each delay drawn from [d/2, d] so that a
- * fleet does not reconnect in lockstep; reset once set-up succeeds).
- * store.degraded is reported on the first failure while healthy, and
- * store.recovered when a connection is healthy again: once each.
+ * While the store is degraded (store_redis_conn.c says when) calls are
+ * decided by the policy at once, without a round trip, so an outage adds
+ * no latency.
  *
  * An error reply to a call (other than NOSCRIPT: OOM, LOADING, READONLY,
  * NOAUTH...) also drops the connection: set-up on a new connection is the
  * one place that proves the server can serve again.
  *
- * Host names are resolved with uv_getaddrinfo on the threadpool: a
- * resolver timeout during an outage must not freeze the loop. Calls made
- * while the first resolution is running are decided by the policy
- * (-ENOTCONN); with an IP address or a unix socket there is no such window.
- *
- * Shared slots: a second script (slots_lua) keeps one sorted set per
- * limit key, members the slots held fleet-wide, scores their expiry on the
- * server's clock. Acquire drops expired members and adds one while fewer
- * than the cap are left; a renew timer (every slot_lease_ms / 3) sends one
- * script call per key with every member this store holds there, which
- * pushes their expiry out and puts back any that lapsed (their calls still
- * run: the count must see them); release is a plain ZREM sent without
- * waiting for its answer. Both scripts are loaded at set-up and recovered
- * alike after NOSCRIPT. A slot granted by Redis after its caller was
- * answered by the policy without one (a reply after the timeout) is
- * removed at once. Closing sends a ZREM for every slot still held and
- * pushes it onto the socket before the connection goes, so a clean exit
- * leaves nothing behind; a crash leaves slots that expire with their lease.
- *
  * Ownership: the store owns its requests (pooled, each with a uv timer
  * initialised once), three timers, the getaddrinfo request, the fallback
- * local store, the slot table and the hiredis context. Memory is released after the last
- * libuv close callback. hiredis callbacks always find the request they
- * were given alive, because nothing is freed before hiredis has handed
- * back every request (a context is only ever freed through
- * redisAsyncFree, which runs the outstanding callbacks first).
+ * local store, the slot table and the hiredis context. Memory is released
+ * after the last libuv close callback (tg__rs_free_all). hiredis callbacks
+ * always find the request they were given alive, because nothing is freed
+ * before hiredis has handed back every request (a context is only ever
+ * freed through redisAsyncFree, which runs the outstanding callbacks
+ * first).
  */
-#include "limits/store.h"
+#include "limits/store_redis_impl.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
-
-#include "limits/store_slots.h"
-
-#define TG_STORE_RENEW_BATCH 512 /* fixed internal bound: members per renewal or release command */
 
 /* The GCRA of limits/gcra.c, in integer microseconds held in Lua doubles
  * (exact below 2^53, and gcra.h keeps every value below that).
@@ -217,195 +185,12 @@ const char *tg_store_redis_slots_script(void)
     return slots_lua;
 }
 
-/* The scripts, loaded at set-up in this order. */
-enum { SCRIPT_GCRA = 0, SCRIPT_SLOTS, NSCRIPTS };
-
-static const struct {
-    const char *body;
-    size_t len;
-} scripts[NSCRIPTS] = {
+const tg_rs_script_t tg__rs_scripts[RS_NSCRIPTS] = {
     {gcra_lua, sizeof gcra_lua - 1},
     {slots_lua, sizeof slots_lua - 1},
 };
 
-typedef enum req_kind {
-    REQ_TAKE = 0,
-    REQ_PING,
-    REQ_SLOT_ACQUIRE,
-    REQ_SLOT_RENEW,
-} req_kind_t;
-
-struct redis_store;
-
-/* One call. Pooled: taken from the free list, returned when both the
- * caller has been answered (user_done) and hiredis has given it back
- * (!in_redis). */
-typedef struct req {
-    struct req *next_free;
-    struct req *next_all; /* every request allocated, for close */
-    struct redis_store *rs;
-    uv_timer_t timer;            /* initialised once; closed only by store close */
-    const redisAsyncContext *ac; /* connection the command went out on */
-    union {
-        tg_store_take_cb take;
-        tg_store_ping_cb ping;
-        tg_store_slot_cb slot;
-    } cb;
-    void *arg;
-    req_kind_t kind;
-    bool user_done;
-    bool in_redis;
-    bool as_eval; /* sent (or re-sent after NOSCRIPT) with the script body */
-    uint64_t count;
-    uint64_t period_ms;
-    uint32_t burst;
-    uint32_t n;   /* tokens wanted */
-    uint32_t cap; /* effective burst */
-    uint64_t test_now_ms;
-    bool has_test_now;
-    /* slot acquire: the member's number, and whether the failure policy
-     * answered with a slot (a late grant from Redis is then that slot) */
-    uint64_t seq;
-    bool policy_granted;
-    /* slot renew: <nmem> members, NUL-separated (heap, freed on reuse) */
-    char *mbuf;
-    uint32_t nmem;
-    char key[TG_STORE_KEY_MAX + 1];
-} req_t;
-
-/* Which script a SCRIPT LOAD reply is for. */
-typedef struct script_ctx {
-    struct redis_store *rs;
-    int idx;
-} script_ctx_t;
-
-typedef struct redis_store {
-    tg_store_t base;
-    uv_loop_t *loop;
-    tg_store_url_t url;
-    uint64_t timeout_ms;
-    uint64_t connect_timeout_ms;
-    uint64_t dead_after_ms;
-    uint64_t backoff_initial_ms;
-    uint64_t backoff_max_ms;
-    uint32_t max_pending;
-    tg_store_policy_t policy;
-    uint32_t instances;
-    tg_store_t *fallback; /* local buckets for policy local */
-    tg_store_event_cb on_event;
-    void *event_arg;
-    tg_store_clock_fn test_clock;
-    void *test_clock_arg;
-
-    redisAsyncContext *ac; /* current connection, or NULL */
-    bool ready;            /* set-up on <ac> has finished */
-    bool stalled;          /* a call timed out on <ac>; no reply since */
-    bool degraded;         /* as last reported */
-    bool resolving;        /* <gai> is running */
-    unsigned reloading;    /* SCRIPT LOADs after NOSCRIPT in flight */
-    bool closing;
-    bool have_sha[NSCRIPTS];
-    char sha[NSCRIPTS][41];
-    script_ctx_t load_ctx[NSCRIPTS]; /* privdata of each SCRIPT LOAD */
-    char fail_what[160]; /* a connect that failed at once: reported from <watchdog> */
-
-    tg_store_redis_stats_t stats;
-    uv_timer_t watchdog; /* set-up timeout, dead connection, deferred failure */
-    uv_timer_t retry;    /* reconnect backoff */
-    uv_getaddrinfo_t gai;
-    uint64_t backoff_ms;
-    uint64_t retry_at_ms;
-    uint64_t rng;
-    unsigned addr_turn; /* which resolved address the next attempt uses */
-
-    tg_slots_t slots;     /* shared slots held */
-    uint64_t slot_lease_ms;
-    uv_timer_t renew;     /* every slot_lease_ms / 3 while a slot is held */
-
-    req_t *free_list;
-    req_t *all;
-    uint32_t nreqs;
-    uint32_t in_use; /* requests not back in the free list: calls pending */
-    unsigned open_handles; /* uv handles (and <gai>) not yet closed or finished */
-    tg_store_close_cb close_cb;
-    void *close_arg;
-} redis_store_t;
-
-static void rs_connect(redis_store_t *rs);
-static void rs_drop(redis_store_t *rs, const char *what);
-static void rs_lost(redis_store_t *rs, const redisAsyncContext *ac, const char *what);
-static void rs_on_watchdog(uv_timer_t *t);
-static void rs_free_all(redis_store_t *rs);
-static void rs_renew_all(redis_store_t *rs);
-static void rs_on_renew(uv_timer_t *t);
-static void rs_slot_gone(redis_store_t *rs, const char *key, uint64_t seq);
-
-/* ---- events ---- */
-
-/* "<redacted url>: <what>", with any occurrence of the password masked
- * too: <what> may quote a server error, and a secret in an audit trail
- * cannot be taken back. */
-static void rs_reason(const redis_store_t *rs, char *buf, size_t cap, const char *what)
-{
-    char raw[TG_STORE_URL_MAX + 256];
-    snprintf(raw, sizeof raw, "%s: %s", rs->base.name, what);
-    const char *pw = rs->url.password;
-    size_t n = strlen(pw), j = 0;
-    for (const char *p = raw; *p != '\0' && j + 1 < cap;) {
-        if (n > 0 && strncmp(p, pw, n) == 0) {
-            for (int k = 0; k < 3 && j + 1 < cap; k++)
-                buf[j++] = '*';
-            p += n;
-        } else {
-            buf[j++] = *p++;
-        }
-    }
-    buf[j] = '\0';
-}
-
-static void rs_degrade(redis_store_t *rs, const char *what)
-{
-    if (rs->degraded || rs->closing)
-        return;
-    rs->degraded = true;
-    rs->stats.degraded++;
-    if (rs->on_event != NULL) {
-        char reason[TG_STORE_URL_MAX + 256];
-        rs_reason(rs, reason, sizeof reason, what);
-        rs->on_event(rs->event_arg, TG_STORE_EV_DEGRADED, reason);
-    }
-}
-
-static bool rs_healthy(const redis_store_t *rs)
-{
-    return rs->ac != NULL && rs->ready && !rs->stalled;
-}
-
-static void rs_maybe_recovered(redis_store_t *rs)
-{
-    if (!rs->degraded || rs->closing || !rs_healthy(rs))
-        return;
-    rs->degraded = false;
-    if (rs->on_event != NULL) {
-        char reason[TG_STORE_URL_MAX + 256];
-        rs_reason(rs, reason, sizeof reason, "answering again");
-        rs->on_event(rs->event_arg, TG_STORE_EV_RECOVERED, reason);
-    }
-    /* Slots that lapsed during the outage, or were granted by the policy,
-     * go (back) into Redis now rather than at the next tick. */
-    rs_renew_all(rs);
-}
-
 /* ---- failure policy ---- */
-
-static uint64_t rs_retry_hint(const redis_store_t *rs)
-{
-    if (rs->ac == NULL && uv_is_active((const uv_handle_t *)&rs->retry)) {
-        uint64_t now = uv_now(rs->loop);
-        return rs->retry_at_ms > now ? rs->retry_at_ms - now : 1;
-    }
-    return rs->timeout_ms;
-}
 
 static tg_store_result_t rs_policy(redis_store_t *rs, const char *key, uint64_t count,
                                    uint64_t period_ms, uint32_t burst, uint32_t n, uint32_t cap,
@@ -425,55 +210,12 @@ static tg_store_result_t rs_policy(redis_store_t *rs, const char *key, uint64_t 
     }
     return tg_store_policy_result(rs->policy == TG_STORE_POLICY_OPEN ? TG_STORE_POLICY_OPEN
                                                                      : TG_STORE_POLICY_CLOSED,
-                                  status, cap, n, rs_retry_hint(rs));
-}
-
-static void rs_renew_arm(redis_store_t *rs)
-{
-    if (!rs->closing && !uv_is_active((const uv_handle_t *)&rs->renew)) {
-        uint64_t every = tg_store_slot_renew_ms(rs->slot_lease_ms);
-        uv_timer_start(&rs->renew, rs_on_renew, every, every);
-    }
-}
-
-/* A slot decided without Redis: <status> says why. Under policy local a
- * slot is granted while this instance holds fewer than its share of <cap>
- * under <key>, counting every slot it holds there (also those Redis
- * granted before the outage); open grants one; closed, or a store being
- * closed (it must not hand out slots it is about to forget), refuses. */
-static tg_store_slot_result_t rs_slot_policy(redis_store_t *rs, const char *key, uint32_t cap,
-                                             uint64_t seq, int status)
-{
-    tg_store_slot_result_t r = {.cap = cap, .decided_by = TG_STORE_BY_CLOSED, .status = status};
-    uint32_t held = tg_slots_held(&rs->slots, key);
-    bool grant = false;
-    rs->stats.by_policy++;
-    if (!rs->closing && rs->policy == TG_STORE_POLICY_LOCAL) {
-        r.decided_by = TG_STORE_BY_LOCAL_FALLBACK;
-        r.cap = tg_store_share(cap, rs->instances);
-        r.holders = held;
-        grant = held < r.cap;
-    } else if (!rs->closing && rs->policy == TG_STORE_POLICY_OPEN) {
-        r.decided_by = TG_STORE_BY_OPEN;
-        r.holders = held;
-        grant = true;
-    }
-    if (grant) {
-        r.slot = tg_slots_add(&rs->slots, key, seq, r.decided_by);
-        if (r.slot == NULL) {
-            r.decided_by = TG_STORE_BY_CLOSED;
-        } else {
-            r.granted = true;
-            r.holders = held + 1;
-            rs_renew_arm(rs);
-        }
-    }
-    return r;
+                                  status, cap, n, tg__rs_retry_hint(rs));
 }
 
 /* ---- requests ---- */
 
-static void req_release(req_t *q)
+void tg__rs_req_release(req_t *q)
 {
     if (!q->user_done || q->in_redis || q->rs->closing)
         return;
@@ -505,7 +247,7 @@ static void req_answer(req_t *q, const tg_store_result_t *r, int status)
         q->cb.ping(q->arg, status);
 }
 
-static void req_answer_slot(req_t *q, const tg_store_slot_result_t *r)
+void tg__rs_req_answer_slot(req_t *q, const tg_store_slot_result_t *r)
 {
     if (req_done(q))
         q->cb.slot(q->arg, r);
@@ -517,9 +259,9 @@ static void req_fail(req_t *q, int status)
         return;
     tg_store_result_t r = {0};
     if (q->kind == REQ_SLOT_ACQUIRE) {
-        tg_store_slot_result_t sr = rs_slot_policy(q->rs, q->key, q->cap, q->seq, status);
+        tg_store_slot_result_t sr = tg__rs_slot_policy(q->rs, q->key, q->cap, q->seq, status);
         q->policy_granted = sr.granted;
-        req_answer_slot(q, &sr);
+        tg__rs_req_answer_slot(q, &sr);
         return;
     }
     if (q->kind == REQ_TAKE)
@@ -536,20 +278,13 @@ static void req_on_timeout(uv_timer_t *t)
     /* The request may still be queued behind others on a healthy but
      * overloaded connection; either way nothing has come back for
      * timeout_ms, and until something does the connection is stalled. */
-    if (q->in_redis && q->ac == rs->ac && rs->ac != NULL && !rs->stalled) {
-        rs->stalled = true;
-        /* While setting up, the connect timeout already runs. */
-        if (rs->ready)
-            uv_timer_start(&rs->watchdog, rs_on_watchdog, rs->dead_after_ms, 0);
-        char what[96];
-        snprintf(what, sizeof what, "no reply within %llu ms", (unsigned long long)rs->timeout_ms);
-        rs_degrade(rs, what);
-    }
+    if (q->in_redis && q->ac == rs->ac && rs->ac != NULL && !rs->stalled)
+        tg__rs_stall(rs);
     rs->stats.timeouts++;
     req_fail(q, -ETIMEDOUT);
 }
 
-static req_t *req_get(redis_store_t *rs)
+req_t *tg__rs_req_get(redis_store_t *rs)
 {
     req_t *q = rs->free_list;
     if (q != NULL) {
@@ -602,7 +337,7 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 /* The script request <q> runs. */
 static int req_script(const req_t *q)
 {
-    return q->kind == REQ_TAKE ? SCRIPT_GCRA : SCRIPT_SLOTS;
+    return q->kind == REQ_TAKE ? RS_SCRIPT_GCRA : RS_SCRIPT_SLOTS;
 }
 
 /* Write request <q> to the current connection. 0 or -ECONNRESET. */
@@ -637,8 +372,8 @@ static int req_send(redis_store_t *rs, req_t *q)
         argv[argc] = q->as_eval ? "EVAL" : "EVALSHA";
         lens[argc] = strlen(argv[argc]);
         argc++;
-        argv[argc] = q->as_eval ? scripts[sc].body : rs->sha[sc];
-        lens[argc++] = q->as_eval ? scripts[sc].len : 40;
+        argv[argc] = q->as_eval ? tg__rs_scripts[sc].body : rs->sha[sc];
+        lens[argc++] = q->as_eval ? tg__rs_scripts[sc].len : 40;
         argv[argc] = "1";
         lens[argc++] = 1;
         argv[argc] = q->key;
@@ -721,17 +456,6 @@ static int parse_result(const redisReply *r, uint32_t n, tg_store_result_t *res)
     return 0;
 }
 
-/* Any reply on the current connection proves it alive. */
-static void rs_alive(redis_store_t *rs, const redisAsyncContext *ac)
-{
-    if (ac != rs->ac || !rs->stalled)
-        return;
-    rs->stalled = false;
-    if (rs->ready)
-        uv_timer_stop(&rs->watchdog);
-    rs_maybe_recovered(rs);
-}
-
 /* Parse the slot script's {granted, holders, cap} (acquire) or {put
  * back, holders} (renew) into <v>. */
 static int parse_ints(const redisReply *r, size_t n, long long *v)
@@ -748,7 +472,7 @@ static int parse_ints(const redisReply *r, size_t n, long long *v)
 }
 
 /* The SHA of one script, from set-up or from a reload after NOSCRIPT. */
-static bool rs_take_sha(redis_store_t *rs, int idx, const redisReply *r)
+bool tg__rs_take_sha(redis_store_t *rs, int idx, const redisReply *r)
 {
     if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40)
         return false;
@@ -768,7 +492,7 @@ static void rs_on_reload(redisAsyncContext *ac, void *reply, void *privdata)
         rs->reloading--;
     /* A failed reload costs only EVALs instead of EVALSHAs; the calls
      * themselves report real failures. */
-    (void)rs_take_sha(rs, sc->idx, reply);
+    (void)tg__rs_take_sha(rs, sc->idx, reply);
 }
 
 /* NOSCRIPT: the server lost its script cache (flushed, or restarted
@@ -776,48 +500,16 @@ static void rs_on_reload(redisAsyncContext *ac, void *reply, void *privdata)
 static bool rs_noscript(redis_store_t *rs, req_t *q)
 {
     if (rs->reloading == 0) {
-        for (int i = 0; i < NSCRIPTS; i++) {
+        for (int i = 0; i < RS_NSCRIPTS; i++) {
             rs->have_sha[i] = false;
             if (redisAsyncCommand(rs->ac, rs_on_reload, &rs->load_ctx[i], "SCRIPT LOAD %b",
-                                  scripts[i].body, scripts[i].len) == REDIS_OK)
+                                  tg__rs_scripts[i].body, tg__rs_scripts[i].len) == REDIS_OK)
                 rs->reloading++;
         }
     }
     q->as_eval = true;
     rs->stats.noscript++;
     return req_send(rs, q) == 0;
-}
-
-/* A slot Redis granted that nobody holds: remove it. */
-static void rs_slot_gone(redis_store_t *rs, const char *key, uint64_t seq)
-{
-    char member[TG_STORE_MEMBER_MAX];
-    size_t mlen = tg_slots_member(&rs->slots, seq, member, sizeof member);
-    if (rs->ac != NULL && redisAsyncCommand(rs->ac, NULL, NULL, "ZREM %s %b", key, member,
-                                            mlen) == REDIS_OK)
-        rs->stats.slot_releases++;
-}
-
-/* The answer to a slot acquisition. */
-static void rs_slot_reply(redis_store_t *rs, req_t *q, const long long *v)
-{
-    tg_store_slot_result_t res = {.decided_by = TG_STORE_BY_STORE};
-    res.holders = (uint64_t)v[1];
-    res.cap = (uint64_t)v[2];
-    if (v[0] != 0) {
-        res.slot = tg_slots_add(&rs->slots, q->key, q->seq, TG_STORE_BY_STORE);
-        if (res.slot != NULL) {
-            res.granted = true;
-            rs_renew_arm(rs);
-        } else {
-            /* Out of memory: a slot nobody renews would block the fleet
-             * for a lease; give it back. */
-            rs_slot_gone(rs, q->key, q->seq);
-            res.decided_by = TG_STORE_BY_CLOSED;
-            res.status = -ENOMEM;
-        }
-    }
-    req_answer_slot(q, &res);
 }
 
 static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
@@ -832,12 +524,12 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
          * own (I/O error, server closed it), <ac> is still ours: report
          * the loss before answering, so store.degraded precedes the
          * calls it explains. */
-        rs_lost(rs, ac, ac->errstr[0] != '\0' ? ac->errstr : "connection lost");
+        tg__rs_lost(rs, ac, ac->errstr[0] != '\0' ? ac->errstr : "connection lost");
         req_fail(q, rs->closing ? -ECANCELED : -ECONNRESET);
-        req_release(q);
+        tg__rs_req_release(q);
         return;
     }
-    rs_alive(rs, ac);
+    tg__rs_alive(rs, ac);
     if (q->user_done || rs->closing) {
         /* Answered already (timed out): Redis did the work anyway. A slot
          * it granted is held by nobody unless the policy handed out that
@@ -846,15 +538,15 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         if (!rs->closing && q->kind == REQ_SLOT_ACQUIRE && !q->policy_granted &&
             parse_ints(r, 3, v) == 0 && v[0] != 0) {
             rs->stats.slot_orphans++;
-            rs_slot_gone(rs, q->key, q->seq);
+            tg__rs_slot_gone(rs, q->key, q->seq);
         }
-        req_release(q);
+        tg__rs_req_release(q);
         return;
     }
     if (q->kind == REQ_PING) {
         bool ok = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
         req_answer(q, NULL, ok ? 0 : -EPROTO);
-        req_release(q);
+        tg__rs_req_release(q);
         return;
     }
     if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 && !q->as_eval &&
@@ -865,18 +557,18 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     tg_store_result_t res = {.decided_by = TG_STORE_BY_STORE};
     if (q->kind == REQ_TAKE && parse_result(r, q->n, &res) == 0) {
         req_answer(q, &res, 0);
-        req_release(q);
+        tg__rs_req_release(q);
         return;
     }
     if (q->kind == REQ_SLOT_ACQUIRE && parse_ints(r, 3, v) == 0) {
-        rs_slot_reply(rs, q, v);
-        req_release(q);
+        tg__rs_slot_reply(rs, q, v);
+        tg__rs_req_release(q);
         return;
     }
     if (q->kind == REQ_SLOT_RENEW && parse_ints(r, 2, v) == 0) {
         rs->stats.slot_readded += (uint64_t)v[0];
         req_done(q);
-        req_release(q);
+        tg__rs_req_release(q);
         return;
     }
     char what[200];
@@ -885,401 +577,27 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     else
         snprintf(what, sizeof what, "malformed reply (type %d)", r->type);
     if (ac == rs->ac)
-        rs_drop(rs, what);
+        tg__rs_drop(rs, what);
     req_fail(q, -EPROTO);
-    req_release(q);
-}
-
-/* ---- event loop hooks ---- */
-
-/* hiredis' read/write hooks on a uv_poll_t. Not hiredis' own
- * adapters/libuv.h: the 0.14 one returns early on a poll error
- * (status < 0), and libuv reports a refused connect or a reset socket
- * exactly that way (POLLERR, after stopping the poll), so hiredis would
- * never learn of it and the connection would sit there until a timer gave
- * up on it. Here an error wakes every direction hiredis asked for, and its
- * own connect/read/write checks then find the error and tear down.
- * The poll handle counts in the store's open_handles until it is closed,
- * so the store outlives it. */
-typedef struct rs_poll {
-    uv_poll_t handle;
-    redisAsyncContext *ac; /* NULL once hiredis has cleaned up */
-    redis_store_t *rs;
-    int events;
-} rs_poll_t;
-
-static void rs_poll_cb(uv_poll_t *h, int status, int events)
-{
-    rs_poll_t *p = h->data;
-    int ev = status < 0 ? p->events : events;
-    if (p->ac != NULL && (ev & UV_READABLE))
-        redisAsyncHandleRead(p->ac);
-    /* The read may have freed the context (cleanup cleared p->ac). */
-    if (p->ac != NULL && (ev & UV_WRITABLE))
-        redisAsyncHandleWrite(p->ac);
-}
-
-static void rs_poll_set(rs_poll_t *p, int events)
-{
-    if (p->ac == NULL || events == p->events)
-        return;
-    p->events = events;
-    if (events != 0)
-        uv_poll_start(&p->handle, events, rs_poll_cb);
-    else
-        uv_poll_stop(&p->handle);
-}
-
-static void rs_add_read(void *d)
-{
-    rs_poll_set(d, ((rs_poll_t *)d)->events | UV_READABLE);
-}
-static void rs_del_read(void *d)
-{
-    rs_poll_set(d, ((rs_poll_t *)d)->events & ~UV_READABLE);
-}
-static void rs_add_write(void *d)
-{
-    rs_poll_set(d, ((rs_poll_t *)d)->events | UV_WRITABLE);
-}
-static void rs_del_write(void *d)
-{
-    rs_poll_set(d, ((rs_poll_t *)d)->events & ~UV_WRITABLE);
-}
-
-static void rs_poll_closed(uv_handle_t *h)
-{
-    rs_poll_t *p = h->data;
-    redis_store_t *rs = p->rs;
-    free(p);
-    if (--rs->open_handles == 0)
-        rs_free_all(rs);
-}
-
-static void rs_cleanup(void *d)
-{
-    rs_poll_t *p = d;
-    if (p->ac == NULL)
-        return;
-    p->ac = NULL;
-    uv_close((uv_handle_t *)&p->handle, rs_poll_closed);
-}
-
-static int rs_attach(redis_store_t *rs, redisAsyncContext *ac)
-{
-    rs_poll_t *p = calloc(1, sizeof *p);
-    if (p == NULL)
-        return -ENOMEM;
-    int rc = uv_poll_init(rs->loop, &p->handle, ac->c.fd);
-    if (rc != 0) {
-        free(p);
-        return rc;
-    }
-    p->handle.data = p;
-    p->ac = ac;
-    p->rs = rs;
-    rs->open_handles++;
-    ac->ev.data = p;
-    ac->ev.addRead = rs_add_read;
-    ac->ev.delRead = rs_del_read;
-    ac->ev.addWrite = rs_add_write;
-    ac->ev.delWrite = rs_del_write;
-    ac->ev.cleanup = rs_cleanup;
-    return 0;
-}
-
-/* ---- connection ---- */
-
-/* Forget the current connection (the caller frees it, or hiredis does). */
-static redisAsyncContext *rs_detach(redis_store_t *rs)
-{
-    redisAsyncContext *ac = rs->ac;
-    rs->ac = NULL;
-    rs->ready = false;
-    rs->stalled = false;
-    rs->reloading = 0;
-    if (!rs->closing)
-        uv_timer_stop(&rs->watchdog);
-    return ac;
-}
-
-static uint64_t rs_rand(redis_store_t *rs)
-{
-    /* xorshift64: jitter needs spread, not secrecy. */
-    uint64_t x = rs->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    rs->rng = x;
-    return x;
-}
-
-static void rs_on_retry(uv_timer_t *t)
-{
-    redis_store_t *rs = t->data;
-    rs_connect(rs);
-}
-
-static void rs_schedule(redis_store_t *rs)
-{
-    if (rs->closing || rs->ac != NULL || rs->resolving ||
-        uv_is_active((const uv_handle_t *)&rs->retry))
-        return;
-    uint64_t d = rs->backoff_ms;
-    uint64_t delay = d / 2 + rs_rand(rs) % (d - d / 2 + 1);
-    rs->backoff_ms = d * 2 < rs->backoff_max_ms ? d * 2 : rs->backoff_max_ms;
-    rs->retry_at_ms = uv_now(rs->loop) + delay;
-    uv_timer_start(&rs->retry, rs_on_retry, delay, 0);
-}
-
-/* Lost or dropped: report, and come back after the backoff. A context
- * still attached is freed here; one hiredis is tearing down already has
- * been detached by the caller (rs_lost). */
-static void rs_drop(redis_store_t *rs, const char *what)
-{
-    redisAsyncContext *ac = rs_detach(rs);
-    rs_degrade(rs, what);
-    /* Inside a hiredis callback this only marks the context; hiredis frees
-     * it, answering every outstanding request with a NULL reply, as soon
-     * as that callback returns. */
-    if (ac != NULL)
-        redisAsyncFree(ac);
-    rs_schedule(rs);
-}
-
-/* hiredis is freeing <ac> itself: forget it without freeing. */
-static void rs_lost(redis_store_t *rs, const redisAsyncContext *ac, const char *what)
-{
-    if (ac != rs->ac)
-        return;
-    rs_detach(rs);
-    rs_degrade(rs, what);
-    rs_schedule(rs);
-}
-
-static void rs_on_connect(const redisAsyncContext *ac, int status)
-{
-    redis_store_t *rs = ac->data;
-    if (status != REDIS_OK)
-        rs_lost(rs, ac, ac->errstr[0] != '\0' ? ac->errstr : "connect failed");
-}
-
-static void rs_on_disconnect(const redisAsyncContext *ac, int status)
-{
-    redis_store_t *rs = ac->data;
-    (void)status;
-    rs_lost(rs, ac, ac->errstr[0] != '\0' ? ac->errstr : "connection closed");
-}
-
-/* Set-up step replies: an error ends the connection. */
-static bool setup_reply_ok(redis_store_t *rs, redisAsyncContext *ac, const redisReply *r,
-                           const char *step)
-{
-    if (ac != rs->ac)
-        return false;
-    if (r == NULL) {
-        rs_lost(rs, ac, ac->errstr[0] != '\0' ? ac->errstr : "connection lost");
-        return false;
-    }
-    rs_alive(rs, ac);
-    if (r->type == REDIS_REPLY_ERROR) {
-        char what[220];
-        snprintf(what, sizeof what, "%s failed: %.160s", step, r->str);
-        rs_drop(rs, what);
-        return false;
-    }
-    return true;
-}
-
-static void rs_on_auth(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    setup_reply_ok(privdata, ac, reply, "AUTH");
-}
-
-static void rs_on_select(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    setup_reply_ok(privdata, ac, reply, "SELECT");
-}
-
-static void rs_on_script_load(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    const script_ctx_t *sc = privdata;
-    redis_store_t *rs = sc->rs;
-    const redisReply *r = reply;
-    if (!setup_reply_ok(rs, ac, r, "SCRIPT LOAD"))
-        return;
-    if (!rs_take_sha(rs, sc->idx, r)) {
-        rs_drop(rs, "SCRIPT LOAD: unexpected reply");
-        return;
-    }
-    if (sc->idx + 1 < NSCRIPTS)
-        return; /* set-up ends with the last script */
-    rs->ready = true;
-    rs->stats.sessions++;
-    rs->backoff_ms = rs->backoff_initial_ms;
-    uv_timer_stop(&rs->watchdog);
-    rs_maybe_recovered(rs);
-}
-
-static void rs_on_watchdog(uv_timer_t *t)
-{
-    redis_store_t *rs = t->data;
-    char what[96];
-    if (rs->ac == NULL) {
-        /* A connect that failed before it got going (rs_start). */
-        rs_degrade(rs, rs->fail_what);
-        rs_schedule(rs);
-    } else if (!rs->ready) {
-        snprintf(what, sizeof what, "connect and set-up took longer than %llu ms",
-                 (unsigned long long)rs->connect_timeout_ms);
-        rs_drop(rs, what);
-    } else if (rs->stalled) {
-        snprintf(what, sizeof what, "no reply for %llu ms", (unsigned long long)rs->dead_after_ms);
-        rs_drop(rs, what);
-    }
-}
-
-/* Start a connection to <addr> (IP literal) or the unix socket. */
-static void rs_start(redis_store_t *rs, const char *addr)
-{
-    rs->stats.connects++;
-    redisAsyncContext *ac = rs->url.is_unix ? redisAsyncConnectUnix(rs->url.path)
-                                            : redisAsyncConnect(addr, rs->url.port);
-    const char *fail = NULL;
-    if (ac == NULL)
-        fail = "out of memory";
-    else if (ac->err)
-        fail = ac->errstr;
-    else if (rs_attach(rs, ac) < 0)
-        fail = "cannot attach to the event loop";
-    if (fail != NULL) {
-        /* Reported from the loop, not from inside tg_store_open or a
-         * caller's tg_store_take. */
-        snprintf(rs->fail_what, sizeof rs->fail_what, "%s", fail);
-        if (ac != NULL)
-            redisAsyncFree(ac);
-        uv_timer_start(&rs->watchdog, rs_on_watchdog, 0, 0);
-        return;
-    }
-    ac->data = rs;
-    redisAsyncSetConnectCallback(ac, rs_on_connect);
-    redisAsyncSetDisconnectCallback(ac, rs_on_disconnect);
-    rs->ac = ac;
-    rs->ready = false;
-    rs->stalled = false;
-    /* Pipelined set-up: hiredis buffers these until the socket connects. */
-    if (rs->url.password[0] != '\0') {
-        if (rs->url.user[0] != '\0')
-            redisAsyncCommand(ac, rs_on_auth, rs, "AUTH %s %s", rs->url.user, rs->url.password);
-        else
-            redisAsyncCommand(ac, rs_on_auth, rs, "AUTH %s", rs->url.password);
-    }
-    if (rs->url.db != 0)
-        redisAsyncCommand(ac, rs_on_select, rs, "SELECT %u", rs->url.db);
-    for (int i = 0; i < NSCRIPTS; i++)
-        redisAsyncCommand(ac, rs_on_script_load, &rs->load_ctx[i], "SCRIPT LOAD %b",
-                          scripts[i].body, scripts[i].len);
-    uv_timer_start(&rs->watchdog, rs_on_watchdog, rs->connect_timeout_ms, 0);
-}
-
-static void rs_on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
-{
-    redis_store_t *rs = g->data;
-    rs->resolving = false;
-    if (--rs->open_handles == 0) {
-        /* Closed meanwhile, and every handle is gone already. */
-        uv_freeaddrinfo(res);
-        rs_free_all(rs);
-        return;
-    }
-    if (rs->closing) {
-        uv_freeaddrinfo(res);
-        return;
-    }
-    /* Each attempt takes the next address, so a name with an address
-     * that does not answer (localhost as ::1 with Redis on 127.0.0.1 only)
-     * still reaches the one that does. */
-    char ip[INET6_ADDRSTRLEN] = "";
-    unsigned n = 0;
-    for (const struct addrinfo *a = status == 0 ? res : NULL; a != NULL; a = a->ai_next)
-        n += a->ai_family == AF_INET || a->ai_family == AF_INET6;
-    const struct addrinfo *a = status == 0 ? res : NULL;
-    for (unsigned skip = n > 0 ? rs->addr_turn++ % n : 0; a != NULL; a = a->ai_next) {
-        if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
-            continue;
-        if (skip-- > 0)
-            continue;
-        const void *in = a->ai_family == AF_INET6
-                             ? (const void *)&((const struct sockaddr_in6 *)a->ai_addr)->sin6_addr
-                             : (const void *)&((const struct sockaddr_in *)a->ai_addr)->sin_addr;
-        inet_ntop(a->ai_family, in, ip, sizeof ip);
-        break;
-    }
-    uv_freeaddrinfo(res);
-    if (ip[0] == '\0') {
-        char what[160];
-        snprintf(what, sizeof what, "cannot resolve host: %s",
-                 status < 0 ? uv_strerror(status) : "no address");
-        rs_degrade(rs, what);
-        rs_schedule(rs);
-        return;
-    }
-    rs_start(rs, ip);
-}
-
-static void rs_connect(redis_store_t *rs)
-{
-    if (rs->closing || rs->ac != NULL || rs->resolving)
-        return;
-    unsigned char tmp[16];
-    if (rs->url.is_unix || inet_pton(AF_INET, rs->url.host, tmp) == 1 ||
-        inet_pton(AF_INET6, rs->url.host, tmp) == 1) {
-        rs_start(rs, rs->url.host);
-        return;
-    }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    int rc = uv_getaddrinfo(rs->loop, &rs->gai, rs_on_resolved, rs->url.host, NULL, &hints);
-    if (rc != 0) {
-        snprintf(rs->fail_what, sizeof rs->fail_what, "cannot resolve host: %s", uv_strerror(rc));
-        uv_timer_start(&rs->watchdog, rs_on_watchdog, 0, 0);
-        return;
-    }
-    rs->resolving = true;
-    rs->open_handles++; /* the request holds the store like a handle */
+    tg__rs_req_release(q);
 }
 
 /* ---- interface ---- */
 
-/* Whether a take may go to Redis now; if not, <*status> says why. */
-static bool rs_status(const redis_store_t *rs, int *status)
-{
-    *status = 0;
-    if (rs->ac == NULL)
-        *status = -ENOTCONN;
-    else if (rs->stalled)
-        *status = -ETIMEDOUT;
-    else if (!rs->ready && rs->degraded)
-        /* The first connection takes calls while it sets up (they queue
-         * behind AUTH and SCRIPT LOAD); after a failure only a connection
-         * that has proved itself does. */
-        *status = -ENOTCONN;
-    return *status == 0;
-}
-
 /* A request for a call when the connection takes calls now; NULL with
- * <*status> saying why not (rs_status, or -ENOBUFS: every request busy). */
-static req_t *req_for_call(redis_store_t *rs, int *status)
+ * <*status> saying why not (tg__rs_status, or -ENOBUFS: every request busy). */
+req_t *tg__rs_req_for_call(redis_store_t *rs, int *status)
 {
-    if (!rs_status(rs, status))
+    if (!tg__rs_status(rs, status))
         return NULL;
-    req_t *q = req_get(rs);
+    req_t *q = tg__rs_req_get(rs);
     if (q == NULL)
         *status = -ENOBUFS;
     return q;
 }
 
 /* Under a test clock, the time the script is to use instead of TIME. */
-static void req_stamp(const redis_store_t *rs, req_t *q)
+void tg__rs_req_stamp(const redis_store_t *rs, req_t *q)
 {
     if (rs->test_clock != NULL) {
         q->has_test_now = true;
@@ -1287,7 +605,7 @@ static void req_stamp(const redis_store_t *rs, req_t *q)
     }
 }
 
-static int redis_submit(redis_store_t *rs, req_t *q, int *status)
+int tg__rs_submit(redis_store_t *rs, req_t *q, int *status)
 {
     if (req_send(rs, q) < 0) {
         *status = -ECONNRESET;
@@ -1309,7 +627,7 @@ static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t p
     if (rs->closing)
         return -ECANCELED;
     int status;
-    req_t *q = req_for_call(rs, &status);
+    req_t *q = tg__rs_req_for_call(rs, &status);
     if (q != NULL) {
         q->kind = REQ_TAKE;
         q->cb.take = cb;
@@ -1320,11 +638,11 @@ static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t p
         q->n = want;
         q->cap = g.burst;
         memcpy(q->key, key, n + 1);
-        req_stamp(rs, q);
-        if (redis_submit(rs, q, &status) == 0)
+        tg__rs_req_stamp(rs, q);
+        if (tg__rs_submit(rs, q, &status) == 0)
             return 0;
         q->user_done = true;
-        req_release(q);
+        tg__rs_req_release(q);
     }
     tg_store_result_t r = rs_policy(rs, key, count, period_ms, burst, want, g.burst, status);
     cb(arg, &r);
@@ -1339,7 +657,7 @@ static int redis_ping(tg_store_t *s, tg_store_ping_cb cb, void *arg)
     int status = rs->ac == NULL ? -ENOTCONN : -ETIMEDOUT;
     req_t *q = NULL;
     if (rs->ac != NULL && !rs->stalled) {
-        q = req_get(rs);
+        q = tg__rs_req_get(rs);
         if (q == NULL)
             status = -ENOBUFS;
     }
@@ -1355,59 +673,10 @@ static int redis_ping(tg_store_t *s, tg_store_ping_cb cb, void *arg)
         }
         status = -ECONNRESET;
         q->user_done = true;
-        req_release(q);
+        tg__rs_req_release(q);
     }
     cb(arg, status);
     return 0;
-}
-
-/* ---- shared slots ---- */
-
-static int redis_slot_acquire(tg_store_t *s, const char *key, uint32_t cap, tg_store_slot_cb cb,
-                              void *arg)
-{
-    redis_store_t *rs = (redis_store_t *)s;
-    size_t n = strnlen(key, TG_STORE_KEY_MAX + 1);
-    if (n == 0 || n > TG_STORE_KEY_MAX || cap == 0 || cap > TG_MAX_CONCURRENT_CEIL)
-        return -EINVAL;
-    if (rs->closing)
-        return -ECANCELED;
-    uint64_t seq = tg_slots_next_seq(&rs->slots);
-    int status;
-    req_t *q = req_for_call(rs, &status);
-    if (q != NULL) {
-        q->kind = REQ_SLOT_ACQUIRE;
-        q->cb.slot = cb;
-        q->arg = arg;
-        q->cap = cap;
-        q->seq = seq;
-        memcpy(q->key, key, n + 1);
-        req_stamp(rs, q);
-        if (redis_submit(rs, q, &status) == 0)
-            return 0;
-        q->user_done = true;
-        req_release(q);
-    }
-    tg_store_slot_result_t r = rs_slot_policy(rs, key, cap, seq, status);
-    cb(arg, &r);
-    return 0;
-}
-
-static void redis_slot_release(tg_store_t *s, tg_store_slot_t *slot)
-{
-    redis_store_t *rs = (redis_store_t *)s;
-    /* Sent whenever there is a connection, even a stalled one: it queues
-     * behind the acquisition on the same connection, so it cannot overtake
-     * it. Without one, the slot's lease ends it. */
-    rs_slot_gone(rs, slot->k->key, slot->seq);
-    tg_slots_remove(&rs->slots, slot);
-    if (rs->slots.held == 0)
-        uv_timer_stop(&rs->renew);
-}
-
-static uint64_t redis_slots_held(const tg_store_t *s)
-{
-    return ((const redis_store_t *)s)->slots.held;
 }
 
 static uint32_t redis_pending(const tg_store_t *s)
@@ -1415,125 +684,9 @@ static uint32_t redis_pending(const tg_store_t *s)
     return ((const redis_store_t *)s)->in_use;
 }
 
-/* The members of <k>'s slots from <from> on, at most TG_STORE_RENEW_BATCH,
- * NUL-separated into a new buffer; <*next> is where the next batch starts. */
-static char *rs_members(redis_store_t *rs, const tg_store_slot_t *from, uint32_t *count,
-                        const tg_store_slot_t **next)
-{
-    uint32_t n = 0;
-    const tg_store_slot_t *sl = from;
-    while (sl != NULL && n < TG_STORE_RENEW_BATCH) {
-        n++;
-        sl = sl->next;
-    }
-    *next = sl;
-    *count = n;
-    char *buf = malloc((size_t)n * TG_STORE_MEMBER_MAX);
-    if (buf == NULL)
-        return NULL;
-    char *p = buf;
-    for (sl = from; sl != *next; sl = sl->next)
-        p += tg_slots_member(&rs->slots, sl->seq, p, TG_STORE_MEMBER_MAX) + 1;
-    return buf;
-}
+/* ---- close and open ---- */
 
-/* One renewal call per key (per TG_STORE_RENEW_BATCH slots of it). */
-static void rs_renew_key(void *arg, const tg_slot_key_t *k)
-{
-    redis_store_t *rs = arg;
-    const tg_store_slot_t *from = k->head;
-    while (from != NULL) {
-        req_t *q = req_get(rs);
-        if (q == NULL)
-            return; /* the pool is busy: the next tick tries again */
-        q->kind = REQ_SLOT_RENEW;
-        q->cb.slot = NULL;
-        q->arg = NULL;
-        memcpy(q->key, k->key, strlen(k->key) + 1);
-        q->mbuf = rs_members(rs, from, &q->nmem, &from);
-        req_stamp(rs, q);
-        int status;
-        if (q->mbuf == NULL || redis_submit(rs, q, &status) < 0) {
-            q->user_done = true;
-            req_release(q);
-            return;
-        }
-    }
-}
-
-static void rs_renew_all(redis_store_t *rs)
-{
-    int status;
-    if (rs->closing || rs->slots.held == 0 || !rs_status(rs, &status))
-        return;
-    tg_slots_each(&rs->slots, rs_renew_key, rs);
-}
-
-static void rs_on_renew(uv_timer_t *t)
-{
-    rs_renew_all(t->data);
-}
-
-/* ZREM every slot of <k> on the connection in <arg> (closing). */
-typedef struct zrem_ctx {
-    redis_store_t *rs;
-    redisAsyncContext *ac;
-} zrem_ctx_t;
-
-static void rs_zrem_key(void *arg, const tg_slot_key_t *k)
-{
-    zrem_ctx_t *z = arg;
-    const tg_store_slot_t *from = k->head;
-    while (from != NULL) {
-        uint32_t n;
-        char *buf = rs_members(z->rs, from, &n, &from);
-        const char **argv = malloc((2 + (size_t)n) * sizeof *argv);
-        size_t *lens = malloc((2 + (size_t)n) * sizeof *lens);
-        if (buf != NULL && argv != NULL && lens != NULL) {
-            argv[0] = "ZREM";
-            lens[0] = 4;
-            argv[1] = k->key;
-            lens[1] = strlen(k->key);
-            const char *m = buf;
-            for (uint32_t i = 0; i < n; i++) {
-                argv[2 + i] = m;
-                lens[2 + i] = strlen(m);
-                m += lens[2 + i] + 1;
-            }
-            if (redisAsyncCommandArgv(z->ac, NULL, NULL, (int)(2 + n), argv, lens) == REDIS_OK)
-                z->rs->stats.slot_releases += n;
-        }
-        free(buf);
-        free(argv);
-        free(lens);
-    }
-}
-
-/* Closing with slots still held (their calls were cut short), or with
- * acquisitions unanswered: remove those slots and push the commands onto
- * the socket now, without waiting for answers;
- * what a full socket buffer keeps back expires with the lease. Returns
- * <ac>, or NULL when hiredis freed it (a failed write tears it down). */
-static redisAsyncContext *rs_release_all(redis_store_t *rs, redisAsyncContext *ac)
-{
-    zrem_ctx_t z = {rs, ac};
-    tg_slots_each(&rs->slots, rs_zrem_key, &z);
-    /* Acquisitions Redis has not answered yet may still add a slot nobody
-     * holds; a ZREM behind them on the same connection runs after them. */
-    for (const req_t *q = rs->all; q != NULL; q = q->next_all) {
-        char member[TG_STORE_MEMBER_MAX];
-        if (q->kind != REQ_SLOT_ACQUIRE || !q->in_redis || q->ac != ac)
-            continue;
-        size_t mlen = tg_slots_member(&rs->slots, q->seq, member, sizeof member);
-        if (redisAsyncCommand(ac, NULL, NULL, "ZREM %s %b", q->key, member, mlen) == REDIS_OK)
-            rs->stats.slot_releases++;
-    }
-    rs_poll_t *p = ac->ev.data;
-    redisAsyncHandleWrite(ac);
-    return p->ac != NULL ? ac : NULL;
-}
-
-static void rs_free_all(redis_store_t *rs)
+void tg__rs_free_all(redis_store_t *rs)
 {
     req_t *q = rs->all;
     while (q != NULL) {
@@ -1554,14 +707,14 @@ static void rs_on_timer_closed(uv_handle_t *h)
 {
     redis_store_t *rs = h->data;
     if (--rs->open_handles == 0)
-        rs_free_all(rs);
+        tg__rs_free_all(rs);
 }
 
 static void req_on_timer_closed(uv_handle_t *h)
 {
     redis_store_t *rs = ((req_t *)h->data)->rs;
     if (--rs->open_handles == 0)
-        rs_free_all(rs);
+        tg__rs_free_all(rs);
 }
 
 static void redis_close(tg_store_t *s, tg_store_close_cb cb, void *arg)
@@ -1577,9 +730,9 @@ static void redis_close(tg_store_t *s, tg_store_close_cb cb, void *arg)
     for (req_t *q = rs->all; q != NULL; q = q->next_all)
         req_fail(q, -ECANCELED);
     bool connected = rs->ready;
-    redisAsyncContext *ac = rs_detach(rs);
+    redisAsyncContext *ac = tg__rs_detach(rs);
     if (ac != NULL && connected)
-        ac = rs_release_all(rs, ac);
+        ac = tg__rs_release_all(rs, ac);
     if (ac != NULL)
         redisAsyncFree(ac);
     if (rs->resolving)
@@ -1608,9 +761,9 @@ static const tg_store_ops_t redis_ops = {
     .take = redis_take,
     .ping = redis_ping,
     .close = redis_close,
-    .slot_acquire = redis_slot_acquire,
-    .slot_release = redis_slot_release,
-    .slots_held = redis_slots_held,
+    .slot_acquire = tg__rs_slot_acquire,
+    .slot_release = tg__rs_slot_release,
+    .slots_held = tg__rs_slots_held,
     .pending = redis_pending,
 };
 
@@ -1678,10 +831,10 @@ int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **
     rs->retry.data = rs;
     rs->renew.data = rs;
     rs->gai.data = rs;
-    for (int i = 0; i < NSCRIPTS; i++)
+    for (int i = 0; i < RS_NSCRIPTS; i++)
         rs->load_ctx[i] = (script_ctx_t){rs, i};
     rs->open_handles = 3;
-    rs_connect(rs);
+    tg__rs_connect(rs);
     *out = &rs->base;
     return 0;
 }

@@ -398,95 +398,112 @@ static const char *family_of(checker_t *k, const char *name, const char **suffix
     return name;
 }
 
-static void check_line(checker_t *k, const char *line, size_t lineno)
+/* A "# HELP" or "# TYPE" line: a valid name, a known type, one TYPE per
+ * family and before its samples, counters named *_total. */
+static void check_comment(checker_t *k, const char *line, size_t lineno)
 {
-    if (line[0] == '#') {
-        char kw[8], name[128], rest[512] = "";
-        if (sscanf(line, "# %7s %127s %511[^\n]", kw, name, rest) >= 2 &&
-            (strcmp(kw, "HELP") == 0 || strcmp(kw, "TYPE") == 0)) {
-            cr_assert(name_start(name[0]), "line %zu: metric name '%s'", lineno, name);
-            for (const char *p = name; *p; p++)
-                cr_assert(name_char(*p), "line %zu: metric name '%s'", lineno, name);
-            fam_t *f = fam_find(k, name);
-            if (strcmp(kw, "TYPE") == 0) {
-                cr_assert(strcmp(rest, "counter") == 0 || strcmp(rest, "gauge") == 0 ||
-                              strcmp(rest, "histogram") == 0 || strcmp(rest, "summary") == 0 ||
-                              strcmp(rest, "untyped") == 0,
-                          "line %zu: type '%s'", lineno, rest);
-                cr_assert(f == NULL || f->type[0] == '\0', "line %zu: second TYPE for %s", lineno,
-                          name);
-                cr_assert_neq(strcmp(k->cur_fam, name), 0, "line %zu: TYPE after samples", lineno);
-                if (strcmp(rest, "counter") == 0) {
-                    size_t n = strlen(name);
-                    cr_assert(n > 6 && strcmp(name + n - 6, "_total") == 0,
-                              "line %zu: counter %s should end in _total", lineno, name);
-                }
-            }
-            if (f == NULL) {
-                cr_assert_lt(k->nfams, 128);
-                f = &k->fams[k->nfams++];
-                snprintf(f->name, sizeof(f->name), "%s", name);
-                f->type[0] = '\0';
-            }
-            if (strcmp(kw, "TYPE") == 0)
-                scopy(f->type, sizeof(f->type), rest);
-            else
-                cr_assert(strlen(rest) > 0, "line %zu: empty HELP", lineno);
-        }
+    char kw[8], name[128], rest[512] = "";
+    if (sscanf(line, "# %7s %127s %511[^\n]", kw, name, rest) < 2 ||
+        (strcmp(kw, "HELP") != 0 && strcmp(kw, "TYPE") != 0))
         return;
+    cr_assert(name_start(name[0]), "line %zu: metric name '%s'", lineno, name);
+    for (const char *p = name; *p; p++)
+        cr_assert(name_char(*p), "line %zu: metric name '%s'", lineno, name);
+    fam_t *f = fam_find(k, name);
+    if (strcmp(kw, "TYPE") == 0) {
+        cr_assert(strcmp(rest, "counter") == 0 || strcmp(rest, "gauge") == 0 ||
+                      strcmp(rest, "histogram") == 0 || strcmp(rest, "summary") == 0 ||
+                      strcmp(rest, "untyped") == 0,
+                  "line %zu: type '%s'", lineno, rest);
+        cr_assert(f == NULL || f->type[0] == '\0', "line %zu: second TYPE for %s", lineno, name);
+        cr_assert_neq(strcmp(k->cur_fam, name), 0, "line %zu: TYPE after samples", lineno);
+        if (strcmp(rest, "counter") == 0) {
+            size_t n = strlen(name);
+            cr_assert(n > 6 && strcmp(name + n - 6, "_total") == 0,
+                      "line %zu: counter %s should end in _total", lineno, name);
+        }
     }
-    /* name{l="v",...} value [timestamp] */
-    const char *p = line;
+    if (f == NULL) {
+        cr_assert_lt(k->nfams, 128);
+        f = &k->fams[k->nfams++];
+        snprintf(f->name, sizeof(f->name), "%s", name);
+        f->type[0] = '\0';
+    }
+    if (strcmp(kw, "TYPE") == 0)
+        scopy(f->type, sizeof(f->type), rest);
+    else
+        cr_assert(strlen(rest) > 0, "line %zu: empty HELP", lineno);
+}
+
+/* One sample line, parsed. */
+typedef struct sample {
     char name[128];
+    char labels[1024]; /* "name=value;" for every label but le, in order */
+    char le[64];
+    double v;
+} sample_t;
+
+/* The label set at <*pp> ('{' already passed) up to and past its '}'. */
+static void parse_labels(const char **pp, size_t lineno, sample_t *s)
+{
+    const char *p = *pp;
+    size_t ln = 0;
+    while (*p != '}') {
+        char lname[64];
+        size_t m = 0;
+        cr_assert(name_start(*p) && *p != ':', "line %zu: label name at '%s'", lineno, p);
+        while (name_char(*p) && *p != ':') {
+            cr_assert_lt(m, sizeof(lname) - 1);
+            lname[m++] = *p++;
+        }
+        lname[m] = '\0';
+        cr_assert_eq(*p, '=', "line %zu: '=' after label %s", lineno, lname);
+        p++;
+        cr_assert_eq(*p, '"', "line %zu: quoted label value", lineno);
+        p++;
+        char val[512];
+        size_t vn = 0;
+        while (*p != '"') {
+            cr_assert_neq(*p, '\0', "line %zu: unterminated label value", lineno);
+            cr_assert_neq(*p, '\n', "line %zu: raw newline in label", lineno);
+            if (*p == '\\') {
+                p++;
+                cr_assert(*p == '\\' || *p == '"' || *p == 'n', "line %zu: escape \\%c", lineno,
+                          *p);
+            }
+            cr_assert_lt(vn, sizeof(val) - 1);
+            val[vn++] = *p++;
+        }
+        val[vn] = '\0';
+        p++;
+        if (strcmp(lname, "le") == 0)
+            scopy(s->le, sizeof(s->le), val);
+        else
+            ln += (size_t)snprintf(s->labels + ln, sizeof(s->labels) - ln, "%s=%s;", lname, val);
+        if (*p == ',')
+            p++;
+        else
+            cr_assert_eq(*p, '}', "line %zu: ',' or '}' after a label", lineno);
+    }
+    *pp = p + 1;
+}
+
+/* name{l="v",...} value [timestamp] */
+static void parse_sample(const char *line, size_t lineno, sample_t *s)
+{
+    const char *p = line;
     size_t n = 0;
     cr_assert(name_start(*p), "line %zu: sample must start with a name: %s", lineno, line);
     while (name_char(*p)) {
-        cr_assert_lt(n, sizeof(name) - 1);
-        name[n++] = *p++;
+        cr_assert_lt(n, sizeof(s->name) - 1);
+        s->name[n++] = *p++;
     }
-    name[n] = '\0';
-    char labels[1024] = "", le[64] = "", key[1400];
-    size_t ln = 0;
+    s->name[n] = '\0';
+    s->labels[0] = '\0';
+    s->le[0] = '\0';
     if (*p == '{') {
         p++;
-        while (*p != '}') {
-            char lname[64];
-            size_t m = 0;
-            cr_assert(name_start(*p) && *p != ':', "line %zu: label name at '%s'", lineno, p);
-            while (name_char(*p) && *p != ':') {
-                cr_assert_lt(m, sizeof(lname) - 1);
-                lname[m++] = *p++;
-            }
-            lname[m] = '\0';
-            cr_assert_eq(*p, '=', "line %zu: '=' after label %s", lineno, lname);
-            p++;
-            cr_assert_eq(*p, '"', "line %zu: quoted label value", lineno);
-            p++;
-            char val[512];
-            size_t vn = 0;
-            while (*p != '"') {
-                cr_assert_neq(*p, '\0', "line %zu: unterminated label value", lineno);
-                cr_assert_neq(*p, '\n', "line %zu: raw newline in label", lineno);
-                if (*p == '\\') {
-                    p++;
-                    cr_assert(*p == '\\' || *p == '"' || *p == 'n', "line %zu: escape \\%c", lineno,
-                              *p);
-                }
-                cr_assert_lt(vn, sizeof(val) - 1);
-                val[vn++] = *p++;
-            }
-            val[vn] = '\0';
-            p++;
-            if (strcmp(lname, "le") == 0)
-                scopy(le, sizeof(le), val);
-            else
-                ln += (size_t)snprintf(labels + ln, sizeof(labels) - ln, "%s=%s;", lname, val);
-            if (*p == ',')
-                p++;
-            else
-                cr_assert_eq(*p, '}', "line %zu: ',' or '}' after a label", lineno);
-        }
-        p++;
+        parse_labels(&p, lineno, s);
     }
     cr_assert_eq(*p, ' ', "line %zu: one space before the value", lineno);
     p++;
@@ -497,65 +514,82 @@ static void check_line(checker_t *k, const char *line, size_t lineno)
         valtxt[vn++] = *p++;
     }
     valtxt[vn] = '\0';
-    double v;
-    cr_assert(parse_value(valtxt, &v), "line %zu: value '%s'", lineno, valtxt);
+    cr_assert(parse_value(valtxt, &s->v), "line %zu: value '%s'", lineno, valtxt);
     if (*p == ' ') {
         char *end;
         p++;
         strtoll(p, &end, 10);
         cr_assert(end != p && *end == '\0', "line %zu: timestamp '%s'", lineno, p);
     }
+}
+
+/* A histogram sample of family <famname>: buckets cumulative with le
+ * increasing, _count equal to the +Inf bucket. */
+static void check_histogram(checker_t *k, const char *famname, const char *suffix,
+                            const sample_t *s, size_t lineno)
+{
+    char hk[1200];
+    snprintf(hk, sizeof(hk), "%s|%s", famname, s->labels);
+    if (strcmp(suffix, "_bucket") == 0) {
+        cr_assert_neq(s->le[0], '\0', "line %zu: bucket without le", lineno);
+        double lev = strcmp(s->le, "+Inf") == 0 ? 1e308 : strtod(s->le, NULL);
+        if (strcmp(k->h_key, hk) == 0) {
+            cr_assert_gt(lev, k->h_prev_le, "line %zu: le not increasing", lineno);
+            cr_assert_geq(s->v, k->h_prev_count, "line %zu: buckets not cumulative", lineno);
+        }
+        scopy(k->h_key, sizeof(k->h_key), hk);
+        k->h_prev_le = lev;
+        k->h_prev_count = s->v;
+        if (lev == 1e308) {
+            cr_assert_lt(k->n_inf, 256);
+            scopy(k->h_inf[k->n_inf].key, sizeof(k->h_inf[0].key), hk);
+            k->h_inf[k->n_inf++].inf = s->v;
+        }
+    } else if (strcmp(suffix, "_count") == 0) {
+        bool found = false;
+        for (size_t i = 0; i < k->n_inf; i++)
+            if (strcmp(k->h_inf[i].key, hk) == 0) {
+                cr_assert_eq(k->h_inf[i].inf, s->v, "line %zu: _count != +Inf bucket", lineno);
+                found = true;
+            }
+        cr_assert(found, "line %zu: histogram %s without a +Inf bucket", lineno, hk);
+    }
+}
+
+static void check_line(checker_t *k, const char *line, size_t lineno)
+{
+    if (line[0] == '#') {
+        check_comment(k, line, lineno);
+        return;
+    }
+    sample_t s;
+    parse_sample(line, lineno, &s);
 
     const char *suffix;
-    const char *famname = family_of(k, name, &suffix);
+    const char *famname = family_of(k, s.name, &suffix);
     fam_t *f = fam_find(k, famname);
-    cr_assert_not_null(f, "line %zu: sample %s has no TYPE", lineno, name);
-    cr_assert_neq(f->type[0], '\0', "line %zu: sample %s has no TYPE", lineno, name);
+    cr_assert_not_null(f, "line %zu: sample %s has no TYPE", lineno, s.name);
+    cr_assert_neq(f->type[0], '\0', "line %zu: sample %s has no TYPE", lineno, s.name);
     if (strcmp(k->cur_fam, famname) != 0) {
         /* A family's samples are contiguous: it may not be reopened. */
         for (size_t i = 0; i < k->nseries; i++) {
-            const char *s = k->series[i];
-            cr_assert(strncmp(s, famname, strlen(famname)) != 0 || s[strlen(famname)] != '|',
+            const char *ser = k->series[i];
+            cr_assert(strncmp(ser, famname, strlen(famname)) != 0 || ser[strlen(famname)] != '|',
                       "line %zu: family %s reopened", lineno, famname);
         }
         snprintf(k->cur_fam, sizeof(k->cur_fam), "%s", famname);
     }
     if (strcmp(f->type, "counter") == 0)
-        cr_assert_geq(v, 0, "line %zu: negative counter", lineno);
-    snprintf(key, sizeof(key), "%s|%s%s|%s", famname, suffix, labels, le);
+        cr_assert_geq(s.v, 0, "line %zu: negative counter", lineno);
+    char key[1400];
+    snprintf(key, sizeof(key), "%s|%s%s|%s", famname, suffix, s.labels, s.le);
     for (size_t i = 0; i < k->nseries; i++)
         cr_assert_neq(strcmp(k->series[i], key), 0, "line %zu: duplicate series %s", lineno, key);
     cr_assert_lt(k->nseries, 4096);
     k->series[k->nseries++] = strdup(key);
 
-    if (strcmp(f->type, "histogram") == 0) {
-        char hk[1200];
-        snprintf(hk, sizeof(hk), "%s|%s", famname, labels);
-        if (strcmp(suffix, "_bucket") == 0) {
-            cr_assert_neq(le[0], '\0', "line %zu: bucket without le", lineno);
-            double lev = strcmp(le, "+Inf") == 0 ? 1e308 : strtod(le, NULL);
-            if (strcmp(k->h_key, hk) == 0) {
-                cr_assert_gt(lev, k->h_prev_le, "line %zu: le not increasing", lineno);
-                cr_assert_geq(v, k->h_prev_count, "line %zu: buckets not cumulative", lineno);
-            }
-            scopy(k->h_key, sizeof(k->h_key), hk);
-            k->h_prev_le = lev;
-            k->h_prev_count = v;
-            if (lev == 1e308) {
-                cr_assert_lt(k->n_inf, 256);
-                scopy(k->h_inf[k->n_inf].key, sizeof(k->h_inf[0].key), hk);
-                k->h_inf[k->n_inf++].inf = v;
-            }
-        } else if (strcmp(suffix, "_count") == 0) {
-            bool found = false;
-            for (size_t i = 0; i < k->n_inf; i++)
-                if (strcmp(k->h_inf[i].key, hk) == 0) {
-                    cr_assert_eq(k->h_inf[i].inf, v, "line %zu: _count != +Inf bucket", lineno);
-                    found = true;
-                }
-            cr_assert(found, "line %zu: histogram %s without a +Inf bucket", lineno, hk);
-        }
-    }
+    if (strcmp(f->type, "histogram") == 0)
+        check_histogram(k, famname, suffix, &s, lineno);
 }
 
 static void check_exposition(const char *text, size_t len)

@@ -306,12 +306,12 @@ static const key_reg_t keys[] = {
     DURATION("audit.sinks[].fsync_interval", "audit/audit.c:on_sync_timer"),
     DURATION("audit.sinks[].timeout", "audit/sink_redis.c:rs_connect"),
     DURATION("store.timeout", "limits/store_redis.c:req_on_timeout"),
-    DURATION("store.connect_timeout", "limits/store_redis.c:rs_on_watchdog"),
-    DURATION("store.dead_after", "limits/store_redis.c:rs_on_watchdog"),
-    DURATION("store.backoff", "limits/store_redis.c:rs_on_retry"),
-    DURATION("store.max_backoff", "limits/store_redis.c:rs_on_retry"),
+    DURATION("store.connect_timeout", "limits/store_redis_conn.c:rs_on_watchdog"),
+    DURATION("store.dead_after", "limits/store_redis_conn.c:rs_on_watchdog"),
+    DURATION("store.backoff", "limits/store_redis_conn.c:rs_on_retry"),
+    DURATION("store.max_backoff", "limits/store_redis_conn.c:rs_on_retry"),
     DURATION("store.lease", "limits/store_lease.c:lease_life"),
-    DURATION("store.slot_lease", "limits/store_redis.c:rs_on_renew"),
+    DURATION("store.slot_lease", "limits/store_redis_slots.c:rs_on_renew"),
 
     /* Wired, deliberately not registered. */
     UNREG("agents[].stderr.max_line",

@@ -132,6 +132,144 @@ static int find_agent(const char *self, char *out, size_t cap)
     return access(out, X_OK);
 }
 
+/* Start `<exe> wrap` over <agent> with the demo's limits and audit file,
+ * its stdin and stdout on pipes in <d>. 0, or -1 after saying why. */
+static int demo_start(demo_t *d, const char *exe, const char *agent, const char *audit)
+{
+    const char *args[] = {exe, "wrap", "--audit", audit,
+                          "--limit", "rate_limit=5/second",
+                          "--limit", "max_tool_call_duration=500ms",
+                          "--limit", "max_frame_bytes=64Ki",
+                          "--limit", "kill_grace_period=1s",
+                          "--", agent, NULL};
+    int in[2], out[2];
+    if (pipe(in) < 0 || pipe(out) < 0) {
+        fprintf(stderr, "toolgate: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    printf("toolgate demo: running\n  %s wrap --audit %s \\\n"
+           "    --limit rate_limit=5/second --limit max_tool_call_duration=500ms \\\n"
+           "    --limit max_frame_bytes=64Ki --limit kill_grace_period=1s -- %s\n\n",
+           exe, audit, agent);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "toolgate: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        execv(exe, (char *const *)args);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    signal(SIGPIPE, SIG_IGN);
+    *d = (demo_t){.pid = pid, .to = in[1], .from = out[0], .buf = malloc(DEMO_LINE_MAX)};
+    return d->buf != NULL ? 0 : -1;
+}
+
+static void demo_handshake(demo_t *d)
+{
+    json_t *r = call(d,
+                     "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                     "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+                     "\"clientInfo\":{\"name\":\"toolgate-demo\",\"version\":\"1\"}}}",
+                     5000);
+    json_t *info = json_object_get(json_object_get(r, "result"), "serverInfo");
+    printf("handshake: agent '%s' answered initialize\n",
+           json_string_value(json_object_get(info, "name")) ? json_string_value(json_object_get(info, "name")) : "?");
+    json_decref(r);
+    send_line(d, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+}
+
+/* Echo calls with ids <first>..<last>, the text "<word> <id>". */
+static void demo_echoes(demo_t *d, int first, int last, const char *word)
+{
+    char line[256];
+    for (int i = first; i <= last; i++) {
+        snprintf(line, sizeof(line),
+                 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
+                 "\"name\":\"echo\",\"arguments\":{\"text\":\"%s %d\"}}}",
+                 i, word, i);
+        char what[32];
+        snprintf(what, sizeof(what), "echo #%d", i);
+        show(what, call(d, line, 5000));
+    }
+}
+
+static void demo_timeouts(demo_t *d)
+{
+    printf("\n3. a call that runs past max_tool_call_duration (500ms):\n");
+    show("sleep 3000ms",
+         call(d,
+              "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":{"
+              "\"name\":\"sleep\",\"arguments\":{\"ms\":3000}}}",
+              5000));
+    printf("\n   and one that asks for less with params._meta.timeout_ms=100:\n");
+    show("sleep 3000ms, timeout_ms 100",
+         call(d,
+              "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{"
+              "\"name\":\"sleep\",\"arguments\":{\"ms\":3000},\"_meta\":{\"timeout_ms\":100}}}",
+              5000));
+}
+
+static void demo_frames(demo_t *d)
+{
+    printf("\n4. frames over max_frame_bytes (64Ki):\n");
+    size_t big = 100 * 1024;
+    char *req = malloc(big + 256);
+    if (req != NULL) {
+        int h = snprintf(req, 256,
+                         "{\"jsonrpc\":\"2.0\",\"id\":20,\"method\":\"tools/call\",\"params\":{"
+                         "\"name\":\"echo\",\"arguments\":{\"text\":\"");
+        memset(req + h, 'x', big);
+        memcpy(req + h + big, "\"}}}", 5);
+        show("request of 100 KiB", call(d, req, 5000));
+        free(req);
+    }
+    show("response of 100 KB",
+         call(d,
+              "{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"tools/call\",\"params\":{"
+              "\"name\":\"big\",\"arguments\":{\"bytes\":100000}}}",
+              5000));
+    show("echo after all that",
+         call(d,
+              "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"tools/call\",\"params\":{"
+              "\"name\":\"echo\",\"arguments\":{\"text\":\"still here\"}}}",
+              5000));
+}
+
+/* One line per event of the audit file at <audit>. */
+static void demo_audit(const char *audit)
+{
+    printf("\n5. audit trail: %s\n", audit);
+    FILE *f = fopen(audit, "r");
+    if (f == NULL) {
+        printf("  (cannot read it: %s)\n", strerror(errno));
+        return;
+    }
+    char l[TG_AUDIT_LINE_MAX + 2];
+    int count = 0;
+    while (fgets(l, sizeof(l), f) != NULL) {
+        json_t *ev = json_loads(l, 0, NULL);
+        const char *name = json_string_value(json_object_get(ev, "event"));
+        const char *code = json_string_value(json_object_get(ev, "code"));
+        printf("  seq %-3" JSON_INTEGER_FORMAT " %-18s%s%s\n",
+               json_integer_value(json_object_get(ev, "seq")), name ? name : "?",
+               code ? " " : "", code ? code : "");
+        json_decref(ev);
+        count++;
+    }
+    fclose(f);
+    printf("  %d events; check it with: jq . %s\n", count, audit);
+}
+
 int tg_cli_demo(int argc, char **argv, const char *self)
 {
     char agent[PATH_MAX], exe[PATH_MAX], dir[PATH_MAX], audit[PATH_MAX + 32];
@@ -157,142 +295,25 @@ int tg_cli_demo(int argc, char **argv, const char *self)
     }
     snprintf(audit, sizeof(audit), "%s/audit.jsonl", dir);
 
-    const char *args[] = {exe, "wrap", "--audit", audit,
-                          "--limit", "rate_limit=5/second",
-                          "--limit", "max_tool_call_duration=500ms",
-                          "--limit", "max_frame_bytes=64Ki",
-                          "--limit", "kill_grace_period=1s",
-                          "--", agent, NULL};
-    int in[2], out[2];
-    if (pipe(in) < 0 || pipe(out) < 0) {
-        fprintf(stderr, "toolgate: pipe: %s\n", strerror(errno));
+    demo_t d;
+    if (demo_start(&d, exe, agent, audit) < 0)
         return 1;
-    }
-    printf("toolgate demo: running\n  %s wrap --audit %s \\\n"
-           "    --limit rate_limit=5/second --limit max_tool_call_duration=500ms \\\n"
-           "    --limit max_frame_bytes=64Ki --limit kill_grace_period=1s -- %s\n\n",
-           exe, audit, agent);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "toolgate: fork: %s\n", strerror(errno));
-        return 1;
-    }
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[0]);
-        close(in[1]);
-        close(out[0]);
-        close(out[1]);
-        execv(exe, (char *const *)args);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    signal(SIGPIPE, SIG_IGN);
-    demo_t d = {.pid = pid, .to = in[1], .from = out[0], .buf = malloc(DEMO_LINE_MAX)};
-    if (d.buf == NULL)
-        return 1;
-
-    json_t *r = call(&d,
-                     "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
-                     "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
-                     "\"clientInfo\":{\"name\":\"toolgate-demo\",\"version\":\"1\"}}}",
-                     5000);
-    json_t *info = json_object_get(json_object_get(r, "result"), "serverInfo");
-    printf("handshake: agent '%s' answered initialize\n",
-           json_string_value(json_object_get(info, "name")) ? json_string_value(json_object_get(info, "name")) : "?");
-    json_decref(r);
-    send_line(&d, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
-
+    demo_handshake(&d);
     printf("\n1. allowed calls (rate limit 5/second):\n");
-    char line[256];
-    for (int i = 1; i <= 3; i++) {
-        snprintf(line, sizeof(line),
-                 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
-                 "\"name\":\"echo\",\"arguments\":{\"text\":\"hello %d\"}}}",
-                 i, i);
-        char what[32];
-        snprintf(what, sizeof(what), "echo #%d", i);
-        show(what, call(&d, line, 5000));
-    }
+    demo_echoes(&d, 1, 3, "hello");
     printf("\n2. a burst past the rate limit:\n");
-    for (int i = 4; i <= 7; i++) {
-        snprintf(line, sizeof(line),
-                 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
-                 "\"name\":\"echo\",\"arguments\":{\"text\":\"burst %d\"}}}",
-                 i, i);
-        char what[32];
-        snprintf(what, sizeof(what), "echo #%d", i);
-        show(what, call(&d, line, 5000));
-    }
+    demo_echoes(&d, 4, 7, "burst");
     usleep(1200 * 1000); /* let the bucket refill */
-
-    printf("\n3. a call that runs past max_tool_call_duration (500ms):\n");
-    show("sleep 3000ms",
-         call(&d,
-              "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":{"
-              "\"name\":\"sleep\",\"arguments\":{\"ms\":3000}}}",
-              5000));
-    printf("\n   and one that asks for less with params._meta.timeout_ms=100:\n");
-    show("sleep 3000ms, timeout_ms 100",
-         call(&d,
-              "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{"
-              "\"name\":\"sleep\",\"arguments\":{\"ms\":3000},\"_meta\":{\"timeout_ms\":100}}}",
-              5000));
-
-    printf("\n4. frames over max_frame_bytes (64Ki):\n");
-    {
-        size_t big = 100 * 1024;
-        char *req = malloc(big + 256);
-        if (req != NULL) {
-            int h = snprintf(req, 256,
-                             "{\"jsonrpc\":\"2.0\",\"id\":20,\"method\":\"tools/call\",\"params\":{"
-                             "\"name\":\"echo\",\"arguments\":{\"text\":\"");
-            memset(req + h, 'x', big);
-            memcpy(req + h + big, "\"}}}", 5);
-            show("request of 100 KiB", call(&d, req, 5000));
-            free(req);
-        }
-    }
-    show("response of 100 KB",
-         call(&d,
-              "{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"tools/call\",\"params\":{"
-              "\"name\":\"big\",\"arguments\":{\"bytes\":100000}}}",
-              5000));
-    show("echo after all that",
-         call(&d,
-              "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"tools/call\",\"params\":{"
-              "\"name\":\"echo\",\"arguments\":{\"text\":\"still here\"}}}",
-              5000));
+    demo_timeouts(&d);
+    demo_frames(&d);
 
     close(d.to);
     int status = 0;
-    waitpid(pid, &status, 0);
+    waitpid(d.pid, &status, 0);
     close(d.from);
     free(d.buf);
 
-    printf("\n5. audit trail: %s\n", audit);
-    FILE *f = fopen(audit, "r");
-    if (f != NULL) {
-        char l[TG_AUDIT_LINE_MAX + 2];
-        int count = 0;
-        while (fgets(l, sizeof(l), f) != NULL) {
-            json_t *ev = json_loads(l, 0, NULL);
-            const char *name = json_string_value(json_object_get(ev, "event"));
-            const char *code = json_string_value(json_object_get(ev, "code"));
-            printf("  seq %-3" JSON_INTEGER_FORMAT " %-18s%s%s\n",
-                   json_integer_value(json_object_get(ev, "seq")), name ? name : "?",
-                   code ? " " : "", code ? code : "");
-            json_decref(ev);
-            count++;
-        }
-        fclose(f);
-        printf("  %d events; check it with: jq . %s\n", count, audit);
-    } else {
-        printf("  (cannot read it: %s)\n", strerror(errno));
-    }
+    demo_audit(audit);
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     printf("\ntoolgate exited with status %d\n", rc);
     return rc;

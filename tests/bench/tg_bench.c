@@ -567,21 +567,28 @@ static void bn_usage(FILE *f)
             BN_PIPE_DEPTH);
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+typedef struct bn_opts {
+    const char *toolgate, *agent, *relay;
+    bool quick, idle_poll;
+} bn_opts_t;
+
+/* Parse argv into <o>. -1 to go on, else the exit status (0 after --help,
+ * 64 on bad usage). */
+static int bn_parse_args(int argc, char **argv, bn_opts_t *o)
 {
-    const char *toolgate = NULL, *agent = NULL, *relay = NULL;
-    bool quick = false, idle_poll = true;
+    *o = (bn_opts_t){.idle_poll = true};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--toolgate") == 0 && i + 1 < argc)
-            toolgate = argv[++i];
+            o->toolgate = argv[++i];
         else if (strcmp(argv[i], "--agent") == 0 && i + 1 < argc)
-            agent = argv[++i];
+            o->agent = argv[++i];
         else if (strcmp(argv[i], "--relay") == 0 && i + 1 < argc)
-            relay = argv[++i];
+            o->relay = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
-            quick = true;
+            o->quick = true;
         else if (strcmp(argv[i], "--no-idle-poll") == 0)
-            idle_poll = false;
+            o->idle_poll = false;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             bn_usage(stdout);
             return 0;
@@ -591,75 +598,103 @@ int main(int argc, char **argv)
             return 64;
         }
     }
-    if (!toolgate || !agent) {
+    if (!o->toolgate || !o->agent) {
         bn_usage(stderr);
         return 64;
     }
-    const char *const exes[] = {toolgate, agent, relay};
+    const char *const exes[] = {o->toolgate, o->agent, o->relay};
     for (int k = 0; k < 3; k++)
         if (exes[k] != NULL && access(exes[k], X_OK) != 0) {
             fprintf(stderr, "tg_bench: %s is not executable\n", exes[k]);
             return 64;
         }
+    return -1;
+}
+
+/* The workload: call counts and round lengths (--quick divides them). */
+typedef struct bn_sizes {
+    size_t small_warm, small_n;
+    size_t big_warm, big_n;
+    size_t round_calls;
+    uint64_t round_ms;
+} bn_sizes_t;
+
+static bn_sizes_t bn_sizes(bool quick)
+{
     size_t div = quick ? 10 : 1;
-    size_t small_warm = BN_SMALL_WARMUP / div, small_n = BN_SMALL_CALLS / div;
-    size_t big_warm = quick ? 3 : BN_BIG_WARMUP, big_n = BN_BIG_CALLS / div;
-    size_t round_calls = BN_PIPE_ROUND_CALLS / div;
-    uint64_t round_ms = BN_PIPE_ROUND_MS / div;
+    return (bn_sizes_t){
+        .small_warm = BN_SMALL_WARMUP / div,
+        .small_n = BN_SMALL_CALLS / div,
+        .big_warm = quick ? 3 : BN_BIG_WARMUP,
+        .big_n = BN_BIG_CALLS / div,
+        .round_calls = BN_PIPE_ROUND_CALLS / div,
+        .round_ms = BN_PIPE_ROUND_MS / div,
+    };
+}
 
-    int qos_fd = idle_poll ? bn_hold_idle_poll() : -1;
-    signal(SIGPIPE, SIG_IGN); /* a dead peer shows as EPIPE, reported as such */
-    signal(SIGALRM, bn_on_alarm);
+/* What the phases measured, per peer (0 direct, 1 wrapped, 2 relay). */
+typedef struct bn_results {
+    uint64_t *lat[3];         /* small-call round trips, ns (heap) */
+    uint64_t *blat[3];        /* 1 MiB round trips, ns (heap) */
+    uint64_t calls[3], ns[3]; /* pipelined calls and the time they took */
+    uint64_t hwm;             /* toolgate's VmHWM, bytes (0: unreadable) */
+    long long audit_bytes;    /* -1: no audit file */
+    int st[3];                /* bn_finish */
+} bn_results_t;
 
-    char audit[128];
-    snprintf(audit, sizeof audit, "/tmp/tg_bench-%d.audit.jsonl", (int)getpid());
-    const char *direct_argv[] = {agent, NULL};
-    const char *wrapped_argv[] = {toolgate, "wrap", "--audit", audit,
+/* Start the peers: the agent alone, under `toolgate wrap`, and under the
+ * bare relay when there is one. */
+static void bn_spawn_all(bn_peer_t *peers, const bn_opts_t *o, const char *audit)
+{
+    const char *direct_argv[] = {o->agent, NULL};
+    const char *wrapped_argv[] = {o->toolgate, "wrap", "--audit", audit,
                             "--limit", "rate_limit=1000000/second",
                             "--limit", "max_concurrent_calls=1024",
                             "--limit", "max_queued_calls=1024",
                             "--limit", BN_MAX_FRAME_ARG,
-                            "--", agent, NULL};
-    const char *relay_argv[] = {relay, "--", agent, NULL};
-    /* 0: direct, 1: wrapped, 2: the bare relay (--relay); every phase
-     * interleaves them so that they see the same machine. */
-    const int np = relay != NULL ? 3 : 2;
-    bn_peer_t peers[3];
+                            "--", o->agent, NULL};
+    const char *relay_argv[] = {o->relay, "--", o->agent, NULL};
     bn_spawn(&peers[0], "direct", (char *const *)direct_argv);
     bn_spawn(&peers[1], "wrapped", (char *const *)wrapped_argv);
-    if (relay != NULL)
+    if (o->relay != NULL)
         bn_spawn(&peers[2], "relay", (char *const *)relay_argv);
-    alarm(BN_PHASE_TIMEOUT_S);
-    for (int k = 0; k < np; k++)
-        bn_handshake(&peers[k]);
+}
 
-    /* Phase 1: small calls, 1 in flight, interleaved in blocks. */
+/* Phase 1: small calls, 1 in flight, interleaved in blocks. */
+static void bn_phase_small(bn_peer_t *peers, int np, const bn_sizes_t *z, bn_results_t *res)
+{
     bn_phase = "small calls";
     alarm(BN_PHASE_TIMEOUT_S);
     size_t sflen = sizeof bn_head - 1 + BN_ID_DIGITS + sizeof bn_small_tail - 1;
     char *small = bn_xmalloc(sflen);
     memcpy(small, bn_head, sizeof bn_head - 1);
     memcpy(small + BN_ID_OFF + BN_ID_DIGITS, bn_small_tail, sizeof bn_small_tail - 1);
-    uint64_t *lat[3], *blat[3];
     for (int k = 0; k < np; k++)
-        lat[k] = bn_xmalloc(small_n * sizeof(uint64_t));
+        res->lat[k] = bn_xmalloc(z->small_n * sizeof(uint64_t));
     for (int k = 0; k < np; k++)
-        bn_serial(&peers[k], small, sflen, small_warm, NULL);
-    for (size_t done = 0; done < small_n; done += BN_SMALL_BLOCK) {
-        size_t n = small_n - done < BN_SMALL_BLOCK ? small_n - done : BN_SMALL_BLOCK;
+        bn_serial(&peers[k], small, sflen, z->small_warm, NULL);
+    for (size_t done = 0; done < z->small_n; done += BN_SMALL_BLOCK) {
+        size_t n = z->small_n - done < BN_SMALL_BLOCK ? z->small_n - done : BN_SMALL_BLOCK;
         for (int k = 0; k < np; k++)
-            bn_serial(&peers[k], small, sflen, n, lat[k] + done);
+            bn_serial(&peers[k], small, sflen, n, res->lat[k] + done);
     }
+    free(small);
+}
 
-    /* Phase 2: throughput with 64 in flight, rounds alternating. */
+/* Phase 2: throughput with 64 in flight, rounds alternating. */
+static void bn_phase_pipelined(bn_peer_t *peers, int np, const bn_sizes_t *z, bn_results_t *res)
+{
     bn_phase = "pipelined calls";
     alarm(BN_PHASE_TIMEOUT_S);
-    uint64_t calls[3] = {0, 0, 0}, ns[3] = {0, 0, 0};
     for (int r = 0; r < BN_PIPE_ROUNDS; r++)
         for (int k = 0; k < np; k++)
-            bn_pipelined(&peers[k], BN_PIPE_DEPTH, round_calls, round_ms, &calls[k], &ns[k]);
+            bn_pipelined(&peers[k], BN_PIPE_DEPTH, z->round_calls, z->round_ms, &res->calls[k],
+                         &res->ns[k]);
+}
 
-    /* Phase 3: 1 MiB frames, 1 in flight. */
+/* Phase 3: 1 MiB frames, 1 in flight. */
+static void bn_phase_big(bn_peer_t *peers, int np, const bn_sizes_t *z, bn_results_t *res)
+{
     bn_phase = "1 MiB frames";
     alarm(BN_PHASE_TIMEOUT_S);
     char *big = bn_xmalloc(BN_BIG_FRAME_BYTES);
@@ -672,47 +707,40 @@ int main(int argc, char **argv)
     memset(big + off, 'x', blob);
     memcpy(big + off + blob, bn_big_tail, sizeof bn_big_tail - 1);
     for (int k = 0; k < np; k++)
-        blat[k] = bn_xmalloc(big_n * sizeof(uint64_t));
+        res->blat[k] = bn_xmalloc(z->big_n * sizeof(uint64_t));
     for (int k = 0; k < np; k++)
-        bn_serial(&peers[k], big, BN_BIG_FRAME_BYTES, big_warm, NULL);
-    for (size_t done = 0; done < big_n; done += BN_BIG_BLOCK) {
-        size_t n = big_n - done < BN_BIG_BLOCK ? big_n - done : BN_BIG_BLOCK;
+        bn_serial(&peers[k], big, BN_BIG_FRAME_BYTES, z->big_warm, NULL);
+    for (size_t done = 0; done < z->big_n; done += BN_BIG_BLOCK) {
+        size_t n = z->big_n - done < BN_BIG_BLOCK ? z->big_n - done : BN_BIG_BLOCK;
         for (int k = 0; k < np; k++)
-            bn_serial(&peers[k], big, BN_BIG_FRAME_BYTES, n, blat[k] + done);
+            bn_serial(&peers[k], big, BN_BIG_FRAME_BYTES, n, res->blat[k] + done);
     }
+    free(big);
+}
 
-    /* Peak RSS while the process still exists, then shut both down. */
-    bn_phase = "shutdown";
-    alarm(BN_PHASE_TIMEOUT_S);
-    uint64_t hwm = bn_vmhwm(peers[1].pid);
-    int st[3];
-    for (int k = 0; k < np; k++)
-        st[k] = bn_finish(&peers[k]);
-    alarm(0);
-    if (qos_fd >= 0)
-        close(qos_fd);
-    struct stat ast;
-    long long audit_bytes = stat(audit, &ast) == 0 ? (long long)ast.st_size : -1;
-    unlink(audit);
-
+/* Print the figures against the goals. <qos_fd> says whether idle CPUs
+ * polled. */
+static void bn_report(const bn_opts_t *o, const bn_sizes_t *z, const bn_peer_t *peers, int np,
+                      bn_results_t *res, int qos_fd)
+{
     uint64_t p50[3] = {0}, p99[3] = {0}, bp50[3] = {0}, rate[3] = {0};
     for (int k = 0; k < np; k++) {
-        p50[k] = bn_pct(lat[k], small_n, 50);
-        p99[k] = bn_pct(lat[k], small_n, 99);
-        bp50[k] = bn_pct(blat[k], big_n, 50);
-        rate[k] = ns[k] ? calls[k] * 1000000000ull / ns[k] : 0;
+        p50[k] = bn_pct(res->lat[k], z->small_n, 50);
+        p99[k] = bn_pct(res->lat[k], z->small_n, 99);
+        bp50[k] = bn_pct(res->blat[k], z->big_n, 50);
+        rate[k] = res->ns[k] ? res->calls[k] * 1000000000ull / res->ns[k] : 0;
     }
 
-    printf("tg_bench%s: echo agent direct vs through toolgate wrap\n", quick ? " --quick" : "");
+    printf("tg_bench%s: echo agent direct vs through toolgate wrap\n", o->quick ? " --quick" : "");
     printf("  %zu small calls, %d in flight for %" PRIu64 "+%" PRIu64
            " calls, %zu frames of 1 MiB; pipes %d/%d bytes\n",
-           small_n, BN_PIPE_DEPTH, calls[0], calls[1], big_n, peers[1].pipe_req,
-           peers[1].pipe_ans);
+           z->small_n, BN_PIPE_DEPTH, res->calls[0], res->calls[1], z->big_n,
+           peers[1].pipe_req, peers[1].pipe_ans);
     printf("  idle CPUs: %s\n",
-           qos_fd >= 0  ? "polling (/dev/cpu_dma_latency held at 0)"
-           : idle_poll ? "as configured (/dev/cpu_dma_latency not writable; expect noise)"
-                       : "as configured (--no-idle-poll)");
-    bool hr = relay != NULL;
+           qos_fd >= 0    ? "polling (/dev/cpu_dma_latency held at 0)"
+           : o->idle_poll ? "as configured (/dev/cpu_dma_latency not writable; expect noise)"
+                          : "as configured (--no-idle-poll)");
+    bool hr = o->relay != NULL;
     if (hr)
         printf("%-32s %12s %12s %7s %12s %8s  %-8s %s\n", "", "direct", "bare relay", "ratio",
                "wrapped", "ratio", "goal", "");
@@ -725,11 +753,15 @@ int main(int argc, char **argv)
            false);
     uint64_t rss_goal = BN_RSS_BASE_BYTES + 2 * BN_MAX_FRAME_BYTES;
     printf("%-32s %12s %9.1f MiB           <= %.0f MiB %s\n", "toolgate peak RSS (VmHWM)", "",
-           (double)hwm / 1048576.0, (double)rss_goal / 1048576.0,
-           hwm == 0 ? "(unreadable)" : hwm <= rss_goal ? "meets" : "MISSES");
-    if (audit_bytes >= 0)
-        printf("  audit written: %lld bytes\n", audit_bytes);
+           (double)res->hwm / 1048576.0, (double)rss_goal / 1048576.0,
+           res->hwm == 0 ? "(unreadable)" : res->hwm <= rss_goal ? "meets" : "MISSES");
+    if (res->audit_bytes >= 0)
+        printf("  audit written: %lld bytes\n", res->audit_bytes);
+}
 
+/* 0 when every peer exited cleanly after EOF, else 2 (each failure said). */
+static int bn_exit_status(const bn_peer_t *peers, int np, const int *st)
+{
     int rc = 0;
     for (int k = 0; k < np; k++) {
         if (st[k] == -1) {
@@ -746,11 +778,55 @@ int main(int argc, char **argv)
             rc = 2;
         }
     }
-    free(small);
-    free(big);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    bn_opts_t o;
+    int early = bn_parse_args(argc, argv, &o);
+    if (early >= 0)
+        return early;
+    bn_sizes_t z = bn_sizes(o.quick);
+
+    int qos_fd = o.idle_poll ? bn_hold_idle_poll() : -1;
+    signal(SIGPIPE, SIG_IGN); /* a dead peer shows as EPIPE, reported as such */
+    signal(SIGALRM, bn_on_alarm);
+
+    char audit[128];
+    snprintf(audit, sizeof audit, "/tmp/tg_bench-%d.audit.jsonl", (int)getpid());
+    /* 0: direct, 1: wrapped, 2: the bare relay (--relay); every phase
+     * interleaves them so that they see the same machine. */
+    const int np = o.relay != NULL ? 3 : 2;
+    bn_peer_t peers[3];
+    bn_spawn_all(peers, &o, audit);
+    alarm(BN_PHASE_TIMEOUT_S);
+    for (int k = 0; k < np; k++)
+        bn_handshake(&peers[k]);
+
+    bn_results_t res = {0};
+    bn_phase_small(peers, np, &z, &res);
+    bn_phase_pipelined(peers, np, &z, &res);
+    bn_phase_big(peers, np, &z, &res);
+
+    /* Peak RSS while the process still exists, then shut both down. */
+    bn_phase = "shutdown";
+    alarm(BN_PHASE_TIMEOUT_S);
+    res.hwm = bn_vmhwm(peers[1].pid);
+    for (int k = 0; k < np; k++)
+        res.st[k] = bn_finish(&peers[k]);
+    alarm(0);
+    if (qos_fd >= 0)
+        close(qos_fd);
+    struct stat ast;
+    res.audit_bytes = stat(audit, &ast) == 0 ? (long long)ast.st_size : -1;
+    unlink(audit);
+
+    bn_report(&o, &z, peers, np, &res, qos_fd);
+    int rc = bn_exit_status(peers, np, res.st);
     for (int k = 0; k < np; k++) {
-        free(lat[k]);
-        free(blat[k]);
+        free(res.lat[k]);
+        free(res.blat[k]);
     }
     return rc;
 }
