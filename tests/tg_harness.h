@@ -12,7 +12,11 @@
  * assertion leaves nothing running. TG_KEEP_TMP=1 keeps the dirs.
  *
  * Convention: functions return 0 or a negative errno (-ETIMEDOUT when the
- * deadline passed), or a pointer that is NULL on failure.
+ * deadline passed), or a pointer that is NULL on failure; the fixtures
+ * that set up a run for a test (tgh_free_port, tgh_serve_start,
+ * tgh_serve_stop, tgh_fail_with_stderr) fail the test themselves.
+ * The callers of each dialect are tests/mcp_client.h and
+ * tests/os_client.h.
  */
 #ifndef TG_TESTS_HARNESS_H
 #define TG_TESTS_HARNESS_H
@@ -555,60 +559,10 @@ static inline json_t *tgh_read_json(tgh_proc_t *p, int timeout_ms, bool *bad)
     return v;
 }
 
-/* True when <msg> is a response (result or error, no method) for <id>. */
-static inline bool tgh_is_response_to(const json_t *msg, const json_t *id)
+/* A stream socket connected to the Unix socket <path>: its descriptor, or
+ * -errno. */
+static inline int tgh_unix_dial(const char *path)
 {
-    return json_is_object(msg) && !json_object_get(msg, "method") &&
-           (json_object_get(msg, "result") || json_object_get(msg, "error")) &&
-           json_equal(json_object_get(msg, "id"), (json_t *)id);
-}
-
-/* Read until the response to <id> arrives; other messages are appended to
- * the array <others> (or dropped when it is NULL). NULL on timeout/EOF. */
-static inline json_t *tgh_await(tgh_proc_t *p, const json_t *id, int timeout_ms, json_t *others)
-{
-    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        json_t *msg = tgh_read_json(p, tgh_left(deadline), NULL);
-        if (!msg) {
-            if (p->out_eof || tgh_left(deadline) == 0)
-                return NULL;
-            continue;
-        }
-        if (tgh_is_response_to(msg, id))
-            return msg;
-        if (others)
-            json_array_append_new(others, msg);
-        else
-            json_decref(msg);
-    }
-}
-
-static inline json_t *tgh_await_int(tgh_proc_t *p, json_int_t id, int timeout_ms, json_t *others)
-{
-    json_t *jid = json_integer(id);
-    json_t *r = tgh_await(p, jid, timeout_ms, others);
-    json_decref(jid);
-    return r;
-}
-
-/* Send a tools/call with integer id <id>, tool <tool> and <args_json>
- * (raw JSON text for params.arguments; NULL for {}). */
-static inline int tgh_call(tgh_proc_t *p, json_int_t id, const char *tool, const char *args_json)
-{
-    return tgh_sendf(p,
-                     "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
-                     ",\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":%s}}",
-                     id, tool, args_json ? args_json : "{}");
-}
-
-/* Connect <c> as a caller to the Unix socket <path> (toolgate serve):
- * line I/O as with a child, on one socket. 0, or -errno (then <c> holds
- * no descriptor). */
-static inline int tgh_unix_connect(tgh_proc_t *c, const char *path)
-{
-    memset(c, 0, sizeof *c);
-    c->in_fd = c->out_fd = -1;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     size_t n = strlen(path);
     if (n >= sizeof sa.sun_path)
@@ -622,6 +576,19 @@ static inline int tgh_unix_connect(tgh_proc_t *c, const char *path)
         close(fd);
         return -e;
     }
+    return fd;
+}
+
+/* Connect <c> as a caller to the Unix socket <path> (toolgate serve):
+ * line I/O as with a child, on one socket. 0, or -errno (then <c> holds
+ * no descriptor). */
+static inline int tgh_unix_connect(tgh_proc_t *c, const char *path)
+{
+    memset(c, 0, sizeof *c);
+    c->in_fd = c->out_fd = -1;
+    int fd = tgh_unix_dial(path);
+    if (fd < 0)
+        return fd;
     c->in_fd = fd;
     c->out_fd = dup(fd);
     return 0;
@@ -760,6 +727,72 @@ static inline int tgh_wrap_start(tgh_wrap_t *w, const char *const *tg_args,
     return tgh_wrap_exec(w, tg_args, TG_AGENTS_DIR "/tg_fixture_agent", args, env);
 }
 
+/* ---- toolgate serve ---------------------------------------------------- */
+
+/* One `toolgate serve` run: a temp dir with the config, the socket of the
+ * first listener, the fixture agent's log, the audit trail and toolgate's
+ * stderr. A test may name other files in <dir> for what it adds. */
+typedef struct tgh_serve {
+    char dir[TGH_PATH];
+    char cfg[TGH_PATH + 32];   /* <dir>/serve.json */
+    char sock[TGH_PATH + 32];  /* <dir>/<name>.sock */
+    char log[TGH_PATH + 32];   /* <dir>/fixture.log */
+    char audit[TGH_PATH + 32]; /* <dir>/audit.jsonl */
+    char err[TGH_PATH + 32];   /* <dir>/stderr.txt: toolgate's stderr */
+    tgh_proc_t tg;
+} tgh_serve_t;
+
+/* A fresh temp dir for one run and the paths in it; the socket is
+ * <dir>/<sock_name>.sock. */
+static inline int tgh_serve_prepare(tgh_serve_t *s, const char *sock_name)
+{
+    memset(s, 0, sizeof *s);
+    int rc = tgh_mkdtemp(s->dir, sizeof s->dir);
+    if (rc != 0)
+        return rc;
+    snprintf(s->cfg, sizeof s->cfg, "%s/serve.json", s->dir);
+    snprintf(s->sock, sizeof s->sock, "%s/%s.sock", s->dir, sock_name);
+    snprintf(s->log, sizeof s->log, "%s/fixture.log", s->dir);
+    snprintf(s->audit, sizeof s->audit, "%s/audit.jsonl", s->dir);
+    snprintf(s->err, sizeof s->err, "%s/stderr.txt", s->dir);
+    return 0;
+}
+
+/* Fail the test with <what> and all of toolgate's stderr so far. */
+static inline void tgh_fail_with_stderr(const char *err_path, const char *what)
+{
+    char *err = tgh_read_file(err_path, NULL);
+    cr_assert_fail("%s: %s", what, err ? err : "");
+}
+
+/* Write <json> as the config of a prepared run (NULL: the test wrote
+ * <cfg> itself) and start `toolgate serve --config` with <env> added to
+ * the environment (NULL-terminated, may be NULL). Waits up to
+ * <timeout_ms> for the "toolgate: serving" line (probing the socket would
+ * start an agent); fails the test, showing toolgate's stderr, when it
+ * does not come. */
+static inline void tgh_serve_start(tgh_serve_t *s, const char *json, char *const *env,
+                                   int timeout_ms)
+{
+    if (json != NULL)
+        cr_assert_eq(tgh_write_file(s->cfg, json), 0, "cannot write %s", s->cfg);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", s->cfg, NULL};
+    cr_assert_eq(tgh_spawn(&s->tg, argv, env, s->err), 0);
+    if (tgh_log_wait(s->err, "toolgate: serving", 1, timeout_ms) < 1)
+        tgh_fail_with_stderr(s->err, "toolgate serve did not start");
+}
+
+/* SIGTERM; toolgate must exit 0 within <timeout_ms> and take its socket
+ * file with it. */
+static inline void tgh_serve_stop(tgh_serve_t *s, int timeout_ms)
+{
+    kill(s->tg.pid, SIGTERM);
+    cr_assert_eq(tgh_wait(&s->tg, timeout_ms), 0, "toolgate serve did not stop on SIGTERM");
+    cr_assert_eq(tgh_exit_code(&s->tg), 0);
+    cr_assert(s->sock[0] == '\0' || access(s->sock, F_OK) != 0,
+              "the socket file was left behind");
+}
+
 /* Kill every registered process (and the fixture agents named in the logs
  * of registered dirs), then remove the dirs unless TG_KEEP_TMP is set. */
 static inline void tgh_cleanup(void)
@@ -824,6 +857,27 @@ static inline int tgh_count_lines_with(const char *text, const char *prefix, con
         n += ok;
         line = nl ? nl + 1 : NULL;
     }
+    return n;
+}
+
+/* Lines of <path> containing <needle> (case-insensitive); 0 when it
+ * cannot be read. */
+static inline int tgh_file_count(const char *path, const char *needle)
+{
+    char *text = tgh_read_file(path, NULL);
+    int n = text ? tgh_count_lines_with(text, "", needle) : 0;
+    free(text);
+    return n;
+}
+
+/* Wait until <path> has at least <min> lines containing <needle>.
+ * Returns the count reached (may be below <min> on timeout). */
+static inline int tgh_file_wait(const char *path, const char *needle, int min, int timeout_ms)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    int n;
+    while ((n = tgh_file_count(path, needle)) < min && tgh_now_ms() < deadline)
+        tgh_sleep_ms(10);
     return n;
 }
 
