@@ -303,7 +303,7 @@ static const key_reg_t keys[] = {
     DURATION("agents[].restart.backoff", "router/session.c:on_restart_timer"),
     DURATION("agents[].restart.max_backoff", "router/session.c:on_restart_timer"),
     DURATION("router.idle_timeout", "router/session.c:on_idle"),
-    DURATION("router.admin.idle_timeout", "router/admin.c:on_timer"),
+    DURATION("router.admin.idle_timeout", "router/admin/admin.c:on_timer"),
     DURATION("audit.sinks[].fsync_interval", "audit/audit.c:on_sync_timer"),
     DURATION("audit.sinks[].timeout", "audit/sink_redis.c:rs_connect"),
     DURATION("store.timeout", "limits/store_redis.c:req_on_timeout"),

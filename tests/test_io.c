@@ -1,4 +1,4 @@
-/* router/io.c output: a batch the pipe takes whole is written at once and
+/* router/front/io.c output: a batch the pipe takes whole is written at once and
  * released; one it takes in part is finished by uv_write, in order, with
  * its blocks held until then. */
 #define _GNU_SOURCE
