@@ -4,7 +4,7 @@
  * of tests/tg_harness.h; tests/mcp_client.h is the MCP one.
  *
  * Convention: osc_read and osc_await return NULL on timeout or EOF (then
- * <eof> is set); the others fail the test themselves, so a test body
+ * <out_eof> is set); the others fail the test themselves, so a test body
  * reads as what it checks.
  */
 #ifndef TG_TESTS_OS_CLIENT_H
@@ -14,43 +14,27 @@
 
 #include "tests/tg_harness.h"
 
-/* One caller connection; osc_close frees what it holds. */
-typedef struct osc {
-    int fd;
-    char *buf; /* bytes read, not yet returned as frames */
-    size_t len, cap;
-    bool eof;
-} osc_t;
+/* One caller connection: a harness connection on one socket (its reader
+ * buffers what came and is not yet a whole frame). */
+typedef tgh_proc_t osc_t;
 
 /* Connect <c> to the listener at <path>. */
 static inline void osc_open(osc_t *c, const char *path)
 {
-    memset(c, 0, sizeof *c);
-    c->fd = tgh_unix_dial(path);
-    cr_assert_geq(c->fd, 0, "cannot connect to %s: %s", path, strerror(-c->fd));
+    int rc = tgh_unix_connect(c, path);
+    cr_assert_eq(rc, 0, "cannot connect to %s: %s", path, strerror(-rc));
 }
 
 static inline void osc_close(osc_t *c)
 {
-    if (c->fd >= 0)
-        close(c->fd);
-    free(c->buf);
-    memset(c, 0, sizeof *c);
-    c->fd = -1;
+    tgh_conn_close(c);
 }
 
 /* Write all of <p>, as it is (no frame header). */
 static inline void osc_raw(osc_t *c, const void *p, size_t n)
 {
-    const char *s = p;
-    while (n > 0) {
-        ssize_t w = write(c->fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        cr_assert_gt(w, 0, "write to toolgate: %s", strerror(errno));
-        s += w;
-        n -= (size_t)w;
-    }
+    int rc = tgh_send(c, p, n, 10000);
+    cr_assert_eq(rc, 0, "write to toolgate: %s", strerror(-rc));
 }
 
 /* <text> as one frame. */
@@ -88,45 +72,27 @@ static inline void osc_cancel(osc_t *c, const char *cid)
     osc_frame(c, buf);
 }
 
-/* The next frame as JSON; NULL on timeout or EOF (c->eof). A frame that
- * is not JSON fails the test. */
+/* The next frame as JSON; NULL on timeout or EOF (c->out_eof). A frame
+ * that is not JSON fails the test. */
 static inline json_t *osc_read(osc_t *c, int timeout_ms)
 {
     uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
     for (;;) {
-        if (c->len >= 4) {
-            const unsigned char *u = (const unsigned char *)c->buf;
+        if (c->rlen >= 4) {
+            const unsigned char *u = (const unsigned char *)c->rbuf;
             size_t n = (size_t)u[0] << 24 | (size_t)u[1] << 16 | (size_t)u[2] << 8 | u[3];
-            if (c->len - 4 >= n) {
+            if (c->rlen - 4 >= n) {
                 json_error_t je;
-                json_t *v = json_loadb(c->buf + 4, n, 0, &je);
+                json_t *v = json_loadb(c->rbuf + 4, n, 0, &je);
                 cr_assert_not_null(v, "a frame from toolgate is not JSON: %.*s", (int)n,
-                                   c->buf + 4);
-                memmove(c->buf, c->buf + 4 + n, c->len - 4 - n);
-                c->len -= 4 + n;
+                                   c->rbuf + 4);
+                memmove(c->rbuf, c->rbuf + 4 + n, c->rlen - 4 - n);
+                c->rlen -= 4 + n;
                 return v;
             }
         }
-        if (c->eof)
+        if (c->out_eof || tgh_read_more(c, deadline) < 0)
             return NULL;
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, tgh_left(deadline));
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0)
-            return NULL;
-        if (c->cap - c->len < 65536) {
-            c->cap = c->cap ? c->cap * 2 : 262144;
-            c->buf = realloc(c->buf, c->cap);
-            cr_assert_not_null(c->buf);
-        }
-        ssize_t r = read(c->fd, c->buf + c->len, c->cap - c->len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            c->eof = true;
-        else
-            c->len += (size_t)r;
     }
 }
 

@@ -564,7 +564,7 @@ Test(os, ffffffff_header_with_on_oversize_close)
     cr_assert_eq(osc_detail_int(r, "observed"), 4294967295LL);
     json_decref(r);
     cr_assert_null(osc_read(&c, 3000));
-    cr_assert(c.eof, "the connection stayed open after an over-cap frame with on_oversize close");
+    cr_assert(c.out_eof, "the connection stayed open after an over-cap frame with on_oversize close");
     osc_close(&c);
     /* The gateway is unharmed. */
     osc_open(&c, S.sock);
@@ -713,7 +713,7 @@ Test(os, callers_only_refuses_unknown_peer)
     cr_assert_str_eq(osc_detail_str(r, "config_path"), "callers");
     json_decref(r);
     cr_assert_null(osc_read(&c, 3000));
-    cr_assert(c.eof);
+    cr_assert(c.out_eof);
     osc_close(&c);
     cr_assert_eq(tgh_file_count(S.log, "call tg-"), 0);
     os_stop();
@@ -736,7 +736,7 @@ Test(os, listener_max_connections)
     cr_assert_eq(osc_detail_int(r, "cap"), 2);
     json_decref(r);
     cr_assert_null(osc_read(&x, 3000));
-    cr_assert(x.eof, "a connection over max_connections stayed open");
+    cr_assert(x.out_eof, "a connection over max_connections stayed open");
     osc_close(&x);
     osc_close(&a);
     /* Its place is free once it has closed. */
@@ -770,7 +770,7 @@ Test(os, sigterm_drains_calls_in_flight)
     cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded", "a call in flight was not drained");
     json_decref(r);
     cr_assert_null(osc_read(&c, 5000));
-    cr_assert(c.eof, "callers are disconnected once answered");
+    cr_assert(c.out_eof, "callers are disconnected once answered");
     cr_assert_eq(tgh_wait(&S.tg, 20000), 0);
     cr_assert_eq(tgh_exit_code(&S.tg), 0);
     cr_assert_eq(tgh_file_count(S.log, "exit eof"), 1, "the agent was not stopped by closing its stdin");

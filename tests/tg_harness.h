@@ -209,15 +209,23 @@ static inline int tgh_log_count(const char *path, const char *prefix)
     return n;
 }
 
+/* Poll <count>(<path>, <what>) every 10 ms until it reaches <min> or
+ * <timeout_ms> pass; returns the last count. */
+static inline int tgh__wait_count(int (*count)(const char *, const char *), const char *path,
+                                  const char *what, int min, int timeout_ms)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    int n;
+    while ((n = count(path, what)) < min && tgh_now_ms() < deadline)
+        tgh_sleep_ms(10);
+    return n;
+}
+
 /* Wait until <path> has at least <min> lines starting with <prefix>.
  * Returns the count reached (may be below <min> on timeout). */
 static inline int tgh_log_wait(const char *path, const char *prefix, int min, int timeout_ms)
 {
-    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
-    int n;
-    while ((n = tgh_log_count(path, prefix)) < min && tgh_now_ms() < deadline)
-        tgh_sleep_ms(10);
-    return n;
+    return tgh__wait_count(tgh_log_count, path, prefix, min, timeout_ms);
 }
 
 /* The rest of the <nth> (0-based) line of <path> starting with <prefix>,
@@ -488,6 +496,42 @@ static inline void tgh_close_stdin(tgh_proc_t *p)
     p->in_fd = -1;
 }
 
+/* Wait until <deadline> for more of the child's stdout and append it to
+ * p->rbuf. 1 when bytes came, 0 at EOF (p->out_eof is set), -ETIMEDOUT,
+ * or a negative errno. */
+static inline int tgh_read_more(tgh_proc_t *p, uint64_t deadline)
+{
+    for (;;) {
+        if (p->out_eof || p->out_fd < 0)
+            return 0;
+        struct pollfd pfd = {.fd = p->out_fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, tgh_left(deadline));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr < 0)
+            return -errno;
+        if (pr == 0)
+            return -ETIMEDOUT;
+        if (p->rcap - p->rlen < TGH_READ_CHUNK) {
+            size_t ncap = p->rcap ? p->rcap * 2 : 4 * TGH_READ_CHUNK;
+            char *nb = realloc(p->rbuf, ncap);
+            if (!nb)
+                return -ENOMEM;
+            p->rbuf = nb;
+            p->rcap = ncap;
+        }
+        ssize_t r = read(p->out_fd, p->rbuf + p->rlen, p->rcap - p->rlen);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r <= 0) {
+            p->out_eof = true;
+            return 0;
+        }
+        p->rlen += (size_t)r;
+        return 1;
+    }
+}
+
 /* Next line of the child's stdout (without '\n', NUL-terminated, caller
  * frees), waiting up to <timeout_ms>. NULL on timeout or EOF (see
  * p->out_eof). A final unterminated fragment at EOF is returned as a line. */
@@ -512,29 +556,8 @@ static inline char *tgh_read_line(tgh_proc_t *p, int timeout_ms, size_t *len_out
             return line;
         }
         scanned = p->rlen;
-        if (p->out_eof || p->out_fd < 0)
+        if (p->out_eof || p->out_fd < 0 || tgh_read_more(p, deadline) < 0)
             return NULL;
-        struct pollfd pfd = {.fd = p->out_fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, tgh_left(deadline));
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0)
-            return NULL;
-        if (p->rcap - p->rlen < TGH_READ_CHUNK) {
-            size_t ncap = p->rcap ? p->rcap * 2 : 4 * TGH_READ_CHUNK;
-            char *nb = realloc(p->rbuf, ncap);
-            if (!nb)
-                return NULL;
-            p->rbuf = nb;
-            p->rcap = ncap;
-        }
-        ssize_t r = read(p->out_fd, p->rbuf + p->rlen, p->rcap - p->rlen);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0)
-            p->out_eof = true;
-        else
-            p->rlen += (size_t)r;
     }
 }
 
@@ -874,11 +897,7 @@ static inline int tgh_file_count(const char *path, const char *needle)
  * Returns the count reached (may be below <min> on timeout). */
 static inline int tgh_file_wait(const char *path, const char *needle, int min, int timeout_ms)
 {
-    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
-    int n;
-    while ((n = tgh_file_count(path, needle)) < min && tgh_now_ms() < deadline)
-        tgh_sleep_ms(10);
-    return n;
+    return tgh__wait_count(tgh_file_count, path, needle, min, timeout_ms);
 }
 
 #endif
