@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/tg_harness.h"
+
 #define TS_EXAMPLE 1795646901123LL /* 2026-11-25T22:48:21.123Z */
 
 static tg_audit_ev_t full_event(void)
@@ -401,28 +403,8 @@ Test(audit_encode, canary_never_reaches_the_line)
 
 /* ---- file sink ---------------------------------------------------------- */
 
-static char tmpdir[64];
+TestSuite(audit_sink, .init = tgh_tmp_init, .fini = tgh_cleanup);
 
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tg-audit-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tree(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(audit_sink, .init = make_tmpdir, .fini = remove_tree);
-
-static void path_in_tmp(char *buf, size_t cap, const char *name)
-{
-    int n = snprintf(buf, cap, "%s/%s", tmpdir, name);
-    cr_assert(n > 0 && (size_t)n < cap);
-}
 
 static tg_audit_t *open_audit(uv_loop_t *loop, const char *path, uint32_t queue_cap)
 {
@@ -520,8 +502,8 @@ Test(audit_sink, creates_dirs_and_file_private_and_writes_gap_free_seq)
     struct stat st;
     lines_t l;
 
-    path_in_tmp(dir, sizeof(dir), "state/toolgate");
-    path_in_tmp(path, sizeof(path), "state/toolgate/audit.jsonl");
+    tgh_tmp_path(dir, sizeof(dir), "state/toolgate");
+    tgh_tmp_path(path, sizeof(path), "state/toolgate/audit.jsonl");
     umask(022);
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_t *a = open_audit(&loop, path, 64);
@@ -572,7 +554,7 @@ Test(audit_sink, appends_to_an_existing_file)
     char path[256];
     lines_t l;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     FILE *f = fopen(path, "w");
     fputs("{\"old\":1}\n", f);
     fclose(f);
@@ -595,7 +577,7 @@ Test(audit_sink, overflow_is_counted_and_reported_without_seq_gaps)
     char path[256], name[64];
     lines_t l;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_t *a = open_audit(&loop, path, 4);
 
@@ -639,7 +621,7 @@ Test(audit_sink, close_with_write_in_flight_writes_everything_in_order)
     char path[256];
     lines_t l;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_t *a = open_audit(&loop, path, 64);
     for (int i = 0; i < 10; i++)
@@ -661,7 +643,7 @@ Test(audit_sink, close_reports_loss_not_yet_reported)
     char path[256], name[64];
     lines_t l;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_t *a = open_audit(&loop, path, 2);
     for (int i = 0; i < 5; i++)
@@ -682,7 +664,7 @@ Test(audit_sink, idle_pipe_does_not_keep_the_loop_alive)
     uv_loop_t loop;
     char path[256];
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_t *a = open_audit(&loop, path, 8);
     cr_assert_not(uv_loop_alive(&loop));
@@ -703,7 +685,7 @@ Test(audit_sink, canary_never_reaches_the_file)
     lines_t l;
     tg_audit_ev_t ev;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_t *a = open_audit(&loop, path, 64);
     for (size_t i = 0; i < sizeof(CANARIES) / sizeof(CANARIES[0]); i++) {
@@ -752,7 +734,7 @@ Test(audit_sink, a_torn_line_is_ended_before_the_next_batch)
     long len = tg_audit_encode(line, sizeof(line), &ev, 1, TS_EXAMPLE, "host-a");
     cr_assert_gt(len, 10);
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_t *a = open_audit(&loop, path, 8);
 
@@ -801,19 +783,19 @@ Test(audit_sink, open_failure_names_the_path_and_the_way_out)
     cr_assert_not_null(strstr(err, "use --audit PATH to write elsewhere"), "%s", err);
 
     /* a parent that is a file */
-    path_in_tmp(path, sizeof(path), "plain");
+    tgh_tmp_path(path, sizeof(path), "plain");
     FILE *f = fopen(path, "w");
     fclose(f);
-    path_in_tmp(path, sizeof(path), "plain/audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "plain/audit.jsonl");
     opts.path = path;
     cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -ENOTDIR);
     cr_assert_not_null(strstr(err, path), "%s", err);
     cr_assert_not_null(strstr(err, strerror(ENOTDIR)), "%s", err);
 
     /* a directory */
-    opts.path = tmpdir;
+    opts.path = tgh_tmp;
     cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -EISDIR);
-    cr_assert_not_null(strstr(err, tmpdir), "%s", err);
+    cr_assert_not_null(strstr(err, tgh_tmp), "%s", err);
 
     opts.path = path;
     opts.queue_cap = 0;

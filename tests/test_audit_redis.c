@@ -20,37 +20,17 @@
 #include "audit/audit.h"
 #include "audit/verify.h"
 #include "config/config.h"
+#include "tests/tg_harness.h"
+#include "tests/tg_redis.h"
 
 #define STREAM "tg:audit:test"
 
-static char tmpdir[64];
-static char spool[128];
-static int rport;
-static pid_t rpid;
-
-static bool have_redis(void)
-{
-    return system("command -v redis-server >/dev/null 2>&1") == 0;
-}
-
-/* A port nobody listens on right now. */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+static char spool[TGH_PATH + 32];
+static srv_t R;
 
 static redisContext *connect_test(void)
 {
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", rport, tv);
+    redisContext *c = srv_connect(&R);
     if (c != NULL && c->err != 0) {
         redisFree(c);
         return NULL;
@@ -58,72 +38,34 @@ static redisContext *connect_test(void)
     return c;
 }
 
-/* Start redis-server on <rport>, persisting every write (AOF, fsync
- * always) in <tmpdir>, and wait until it answers. */
+/* Start redis-server on R's port, persisting every write (AOF, fsync
+ * always) in its dir, so that a restart finds what was written. */
 static void redis_start(void)
 {
-    char port[16];
-
-    snprintf(port, sizeof(port), "%d", rport);
-    rpid = fork();
-    cr_assert_geq(rpid, 0);
-    if (rpid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
-               tmpdir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-               "--daemonize", "no", (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200; i++) {
-        redisContext *c = connect_test();
-        if (c != NULL) {
-            redisReply *r = redisCommand(c, "PING");
-            bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-            if (r != NULL)
-                freeReplyObject(r);
-            redisFree(c);
-            if (ok)
-                return;
-        }
-        struct timespec ts = {0, 25 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    cr_assert_fail("redis-server did not start on port %d", rport);
+    srv_spawn(&R);
 }
 
 static void redis_kill(void)
 {
-    if (rpid > 0) {
-        kill(rpid, SIGKILL);
-        waitpid(rpid, NULL, 0);
-        rpid = 0;
-    }
+    if (R.pid > 0)
+        srv_kill(&R);
 }
 
 static void setup(void)
 {
-    if (!have_redis())
-        cr_skip_test("redis-server is not installed (Debian package redis-server)");
     /* a broken connection raises SIGPIPE on write; toolgate ignores it
      * process-wide, as any user of this sink must */
     signal(SIGPIPE, SIG_IGN);
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tg-redis-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-    snprintf(spool, sizeof(spool), "%s/spool/audit.spool", tmpdir);
-    rport = free_port();
-    rpid = 0;
+    static const char *const aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+    srv_prepare(&R, false, aof);
+    tgh_tmp_init();
+    tgh_tmp_path(spool, sizeof spool, "spool/audit.spool");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-
-    redis_kill();
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    if (tmpdir[0] != '\0')
-        cr_assert_eq(system(cmd), 0);
+    srv_done(&R);
+    tgh_cleanup();
 }
 
 TestSuite(audit_redis, .init = setup, .fini = teardown);
@@ -135,7 +77,7 @@ static tg_audit_sink_cfg_t redis_cfg(void)
 
     tg_config_sink_defaults(&s, TG_AUDIT_SINK_REDIS_STREAM);
     snprintf(s.ep.host, sizeof(s.ep.host), "127.0.0.1");
-    s.ep.port = (uint16_t)rport;
+    s.ep.port = (uint16_t)R.port;
     s.stream = stream;
     s.spool = spool;
     s.timeout_ms = 500;

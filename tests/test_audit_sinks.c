@@ -17,33 +17,19 @@
 #include "audit/sink.h"
 #include "audit/verify.h"
 #include "config/config.h"
+#include "tests/tg_harness.h"
 
 #ifndef F_SETPIPE_SZ
 #define F_SETPIPE_SZ 1031 /* Linux; glibc shows it only with _GNU_SOURCE */
 #endif
 
-static char tmpdir[64];
+TestSuite(sinks, .init = tgh_tmp_init, .fini = tgh_cleanup);
 
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tg-sinks-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tree(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(sinks, .init = make_tmpdir, .fini = remove_tree);
-
-static char base[128]; /* <tmpdir>/audit.jsonl */
+static char base[128]; /* <tgh_tmp>/audit.jsonl */
 
 static const char *audit_path(void)
 {
-    snprintf(base, sizeof(base), "%s/audit.jsonl", tmpdir);
+    tgh_tmp_path(base, sizeof base, "audit.jsonl");
     return base;
 }
 
@@ -457,7 +443,7 @@ Test(sinks, every_fsync_policy_writes_everything)
     for (size_t i = 0; i < 3; i++) {
         uv_loop_t loop;
         char p[192];
-        snprintf(p, sizeof(p), "%s/audit.jsonl", tmpdir);
+        tgh_tmp_path(p, sizeof p, "audit.jsonl");
         unlink(p);
         cr_assert_eq(uv_loop_init(&loop), 0);
         tg_audit_sink_cfg_t s = file_cfg(p, 1 << 20, 1, policies[i]);
@@ -573,7 +559,7 @@ Test(sinks, stderr_sink_writes_whole_lines_to_fd_2)
     uv_loop_t loop;
     char ep[192];
 
-    snprintf(ep, sizeof(ep), "%s/stderr.out", tmpdir);
+    tgh_tmp_path(ep, sizeof ep, "stderr.out");
     int saved = redirect_stderr(ep, -1);
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s;
@@ -668,8 +654,8 @@ Test(sinks, several_sinks_get_the_same_bytes)
     uv_loop_t loop;
     char p2[192], ep[192];
 
-    snprintf(p2, sizeof(p2), "%s/second/audit.jsonl", tmpdir);
-    snprintf(ep, sizeof(ep), "%s/stderr.out", tmpdir);
+    tgh_tmp_path(p2, sizeof p2, "second/audit.jsonl");
+    tgh_tmp_path(ep, sizeof ep, "stderr.out");
     tg_audit_sink_cfg_t s[3];
     s[0] = file_cfg(audit_path(), 1 << 20, 1, TG_AUDIT_FSYNC_INTERVAL);
     tg_config_sink_defaults(&s[1], TG_AUDIT_SINK_STDERR);

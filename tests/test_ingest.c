@@ -16,29 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tg_redis.h"
+#include "tests/tg_harness.h"
+#include "tests/tg_redis.h"
 
 #define INGEST_DIR TG_SOURCE_DIR "/deploy/ingest"
 #define OUT_MAX    (64 * 1024) /* tool output kept for the failure message, bytes */
-
-/* Full path of <name> found on PATH, in a static buffer, or NULL. */
-static const char *find_tool(const char *name)
-{
-    static char found[512];
-    const char *path = getenv("PATH");
-    if (path == NULL)
-        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-    while (*path != '\0') {
-        size_t n = strcspn(path, ":");
-        snprintf(found, sizeof found, "%.*s/%s", (int)n, path, name);
-        if (access(found, X_OK) == 0)
-            return found;
-        path += n + (path[n] == ':');
-    }
-    /* rsyslogd lives in /usr/sbin, which a non-root PATH may lack. */
-    snprintf(found, sizeof found, "/usr/sbin/%s", name);
-    return access(found, X_OK) == 0 ? found : NULL;
-}
 
 /* Run <argv> (argv[0] a full path) and wait for it. Its stdout (and its
  * stderr too when <with_stderr>, else stderr goes to /dev/null) is kept in
@@ -109,30 +91,11 @@ static void copy_replacing(const char *src, const char *dst, const char *from, c
     cr_assert(hit, "%s does not contain '%s'", src, from);
 }
 
-static char tmpdir[64];
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg-ingest-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char path[128];
-    static const char *const files[] = {"rsyslog.conf", "prometheus.yml", "alerts.yml"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", tmpdir, files[i]);
-        unlink(path);
-    }
-    rmdir(tmpdir);
-}
-
-TestSuite(ingest, .init = setup, .fini = teardown);
+TestSuite(ingest, .init = tgh_tmp_init, .fini = tgh_cleanup);
 
 Test(ingest, rsyslog_config_is_valid)
 {
-    const char *bin = find_tool("rsyslogd");
+    const char *bin = tgh_which("rsyslogd");
     if (bin == NULL)
         cr_skip_test("rsyslogd is not installed (Debian package rsyslog; deploy/install-deps.sh "
                      "installs it)");
@@ -143,7 +106,7 @@ Test(ingest, rsyslog_config_is_valid)
 
     /* A misspelt imfile parameter must be refused. */
     char bad[128];
-    snprintf(bad, sizeof bad, "%s/rsyslog.conf", tmpdir);
+    tgh_tmp_path(bad, sizeof bad, "rsyslog.conf");
     copy_replacing(INGEST_DIR "/rsyslog-toolgate.conf", bad, "reopenOnTruncate=",
                    "reopenOnTruncated=");
     argv[3] = bad;
@@ -154,7 +117,7 @@ Test(ingest, rsyslog_config_is_valid)
 
 Test(ingest, prometheus_config_is_valid)
 {
-    const char *bin = find_tool("promtool");
+    const char *bin = tgh_which("promtool");
     if (bin == NULL)
         cr_skip_test("promtool is not installed (Debian package prometheus; "
                      "deploy/install-deps.sh installs it)");
@@ -166,7 +129,7 @@ Test(ingest, prometheus_config_is_valid)
     cr_assert_not_null(strstr(out, "SUCCESS: 1 rule files found"), "%s", out);
 
     char bad[128];
-    snprintf(bad, sizeof bad, "%s/prometheus.yml", tmpdir);
+    tgh_tmp_path(bad, sizeof bad, "prometheus.yml");
     copy_replacing(INGEST_DIR "/prometheus.yml", bad, "metrics_path:", "metrics_pth:");
     argv[3] = bad;
     rc = run(argv, true, out, sizeof out);
@@ -175,7 +138,7 @@ Test(ingest, prometheus_config_is_valid)
 
 Test(ingest, alert_rules_are_valid)
 {
-    const char *bin = find_tool("promtool");
+    const char *bin = tgh_which("promtool");
     if (bin == NULL)
         cr_skip_test("promtool is not installed (Debian package prometheus; "
                      "deploy/install-deps.sh installs it)");
@@ -187,7 +150,7 @@ Test(ingest, alert_rules_are_valid)
 
     /* A PromQL syntax error must be refused. */
     char bad[128];
-    snprintf(bad, sizeof bad, "%s/alerts.yml", tmpdir);
+    tgh_tmp_path(bad, sizeof bad, "alerts.yml");
     copy_replacing(INGEST_DIR "/toolgate-alerts.yml", bad, "toolgate_limit_fill_ratio > 0.9",
                    "toolgate_limit_fill_ratio >> 0.9");
     argv[3] = bad;
@@ -235,7 +198,7 @@ Test(ingest, alert_rules_name_exported_metrics)
  * stream that is not toolgate's. */
 Test(ingest, redis_consumer_reads_and_acks)
 {
-    if (find_tool("redis-cli") == NULL)
+    if (tgh_which("redis-cli") == NULL)
         cr_skip_test("redis-cli is not installed (Debian package redis-tools, a dependency of "
                      "redis-server)");
     srv_t s;

@@ -192,7 +192,7 @@ Test(shared, store_down_closed_policy_and_no_password)
     if (redis_server_path() == NULL)
         cr_skip_test("redis-server is not installed; CI installs it");
     /* A free port nobody listens on: the store is down from the start. */
-    int port = pick_port();
+    int port = tgh_free_port();
     char url[128];
     snprintf(url, sizeof url, "redis://app:CANARY-PW-51c3@127.0.0.1:%d/0", port);
     const char *extra[] = {"--store", url, "--limit", "rate_scope=shared",

@@ -13,7 +13,7 @@
  *
  * Convention: functions return 0 or a negative errno (-ETIMEDOUT when the
  * deadline passed), or a pointer that is NULL on failure; the fixtures
- * that set up a run for a test (tgh_free_port, tgh_serve_start,
+ * that set up a run for a test (tgh_free_port, tgh_tmp_*, tgh_serve_start,
  * tgh_serve_stop, tgh_fail_with_stderr) fail the test themselves.
  * The callers of each dialect are tests/mcp_client.h and
  * tests/os_client.h.
@@ -99,6 +99,25 @@ static inline int tgh_left(uint64_t deadline)
 {
     uint64_t now = tgh_now_ms();
     return now >= deadline ? 0 : (int)(deadline - now);
+}
+
+/* The full path of the executable <name> on PATH (then /usr/sbin, which a
+ * non-root PATH may lack), in a static buffer; NULL when there is none. */
+static inline const char *tgh_which(const char *name)
+{
+    static char found[TGH_PATH];
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    while (*path != '\0') {
+        size_t n = strcspn(path, ":");
+        snprintf(found, sizeof found, "%.*s/%s", (int)n, path, name);
+        if (access(found, X_OK) == 0)
+            return found;
+        path += n + (path[n] == ':');
+    }
+    snprintf(found, sizeof found, "/usr/sbin/%s", name);
+    return access(found, X_OK) == 0 ? found : NULL;
 }
 
 /* ---- files and dirs ---------------------------------------------------- */
@@ -189,6 +208,33 @@ static inline int tgh_write_file(const char *path, const char *text)
     if (fclose(f) != 0 && rc == 0)
         rc = -errno;
     return rc;
+}
+
+/* The scratch dir of a suite whose .init is tgh_tmp_init (and .fini
+ * tgh_cleanup, which removes it). */
+static char tgh_tmp[TGH_PATH];
+
+/* A criterion .init: a fresh scratch dir in tgh_tmp. */
+static inline void tgh_tmp_init(void)
+{
+    int rc = tgh_mkdtemp(tgh_tmp, sizeof tgh_tmp);
+    cr_assert_eq(rc, 0, "cannot make a temp dir: %s", strerror(-rc));
+}
+
+/* <tgh_tmp>/<name> in <path>; fails the test when it does not fit. */
+static inline const char *tgh_tmp_path(char *path, size_t cap, const char *name)
+{
+    int n = snprintf(path, cap, "%s/%s", tgh_tmp, name);
+    cr_assert(n > 0 && (size_t)n < cap, "%s/%s does not fit in %zu bytes", tgh_tmp, name, cap);
+    return path;
+}
+
+/* Write <text> to <tgh_tmp>/<name>, its path in <path>; fails the test
+ * when it cannot. */
+static inline void tgh_tmp_put(const char *name, const char *text, char *path, size_t cap)
+{
+    tgh_tmp_path(path, cap, name);
+    cr_assert_eq(tgh_write_file(path, text), 0, "cannot write %s", path);
 }
 
 /* Number of lines of <path> starting with <prefix> (0 when unreadable). */
