@@ -19,6 +19,7 @@
 
 #include "tests/mcp_client.h"
 #include "tests/tg_harness.h"
+#include "tests/tg_shim.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -96,16 +97,6 @@ static tg_contain_req_t ws_req(const char *ws, uint64_t disk, tg_workspace_backe
     tg_contain_req_t q = {
         .disk_bytes = disk, .fsize = disk, .workspace = ws, .workspace_backend = b};
     return q;
-}
-
-static pid_t dead_pid(void)
-{
-    pid_t p = fork();
-    cr_assert_geq(p, 0);
-    if (p == 0)
-        _exit(0);
-    waitpid(p, NULL, 0);
-    return p;
 }
 
 /* ---- config ------------------------------------------------------------ */
@@ -382,7 +373,7 @@ Test(workspace, scan_sweeps_what_dead_toolgates_left)
     cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     snprintf(ws, sizeof ws, "%s/ws", dir);
     cr_assert_eq(mkdir(ws, 0700), 0);
-    pid_t dead = dead_pid();
+    pid_t dead = tgh_dead_pid();
     char orphan[TGH_PATH * 2], live[TGH_PATH * 2], other[TGH_PATH * 2];
     snprintf(orphan, sizeof orphan, "%s/tg-%ld-a-3", ws, (long)dead);
     snprintf(live, sizeof live, "%s/tg-1-a-1", ws); /* pid 1 is alive */
@@ -518,39 +509,6 @@ Test(workspace, scan_keeps_the_workspace_itself_out_of_the_agent_users_reach)
 
 /* ---- tmpfs through the exec shim --------------------------------------- */
 
-typedef struct run {
-    int status;
-    char out[8192];
-} run_t;
-
-/* Run the shim for <pl> with <argv> in a forked child, as the router
- * does; stdout collected, up to 20 s. */
-static void run_shim(const tg_contain_place_t *pl, char *const argv[], run_t *r)
-{
-    memset(r, 0, sizeof *r);
-    char **sv = NULL;
-    cr_assert_eq(tg_shim_argv_build("/proc/self/exe", pl, NULL, argv, &sv), 0);
-    int sc = 0;
-    while (sv[sc])
-        sc++;
-    int po[2];
-    cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(po[1], 1);
-        _exit(tg_shim_main(sc - 1, sv + 1));
-    }
-    tg_shim_argv_free(sv);
-    close(po[1]);
-    size_t len = 0;
-    for (ssize_t k; (k = read(po[0], r->out + len, sizeof r->out - 1 - len)) > 0;)
-        len += (size_t)k;
-    r->out[len] = '\0';
-    close(po[0]);
-    cr_assert_eq(waitpid(pid, &r->status, 0), pid);
-}
-
 static void need_tmpfs(const tg_contain_t *c)
 {
     if (!c->caps.tmpfs)
@@ -601,8 +559,8 @@ Test(workspace, tmpfs_holds_the_size_and_hides_the_files)
      * files stop at ENOSPC after exactly 1 MiB (each file is well under
      * RLIMIT_FSIZE: the total is what binds). */
     char *status[] = {(char *)HOG, (char *)"status", NULL};
-    run_t r;
-    run_shim(&pl, status, &r);
+    shim_run_t r;
+    shim_run(&pl, status, false, 20000, &r);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %d: %s", r.status, r.out);
     snprintf(out, sizeof out, "cwd=%s\n", ws);
     cr_expect(strstr(r.out, out) != NULL, "%s", r.out);
@@ -610,7 +568,7 @@ Test(workspace, tmpfs_holds_the_size_and_hides_the_files)
     cr_expect(strstr(r.out, "cwd_fs_bytes=1048576\n") != NULL, "%s", r.out);
     char *fill[] = {(char *)HOG,       (char *)"fill",   (char *)".",
                     (char *)"2097152", (char *)"262144", NULL};
-    run_shim(&pl, fill, &r);
+    shim_run(&pl, fill, false, 20000, &r);
     cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 5, "status %d", r.status);
     cr_expect_str_eq(r.out, "ENOSPC at 1048576\n");
     /* The host's directory never saw the files; the tmpfs is gone. */
@@ -642,7 +600,7 @@ Test(workspace, a_dropped_user_writes_its_workspace_and_nothing_beside_it)
     q.uid = q.gid = 65534;
     tg_contain_inst_t *ci = NULL;
     tg_cfg_err_t err = {{0}};
-    run_t r;
+    shim_run_t r;
     if (c.caps.tmpfs) {
         cr_assert_eq(tg_contain_create(&c, "u", &q, &ci, &err), 0, "%s", err.msg);
         cr_assert(ci->enforced.r[TG_RES_DISK].applied, "%s", ci->enforced.r[TG_RES_DISK].reason);
@@ -650,7 +608,7 @@ Test(workspace, a_dropped_user_writes_its_workspace_and_nothing_beside_it)
         tg_contain_place(ci, &pl);
         char *fill[] = {hog, (char *)"fill", (char *)".", (char *)"2097152", (char *)"262144",
                         NULL};
-        run_shim(&pl, fill, &r);
+        shim_run(&pl, fill, false, 20000, &r);
         cr_expect_str_eq(r.out, "ENOSPC at 1048576\n");
         tg_contain_destroy(ci);
     } else {
@@ -662,10 +620,10 @@ Test(workspace, a_dropped_user_writes_its_workspace_and_nothing_beside_it)
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
     char *mine[] = {hog, (char *)"fill", (char *)".", (char *)"131072", (char *)"65536", NULL};
-    run_shim(&pl, mine, &r);
+    shim_run(&pl, mine, false, 20000, &r);
     cr_expect_str_eq(r.out, "wrote 131072\n");
     char *beside[] = {hog, (char *)"fill", (char *)"..", (char *)"4096", (char *)"4096", NULL};
-    run_shim(&pl, beside, &r);
+    shim_run(&pl, beside, false, 20000, &r);
     cr_expect_str_eq(r.out, "EACCES at 0\n");
     snprintf(out, sizeof out, "%s/fill-0", ci->ws_dir);
     struct stat st;

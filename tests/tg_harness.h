@@ -13,10 +13,10 @@
  *
  * Convention: functions return 0 or a negative errno (-ETIMEDOUT when the
  * deadline passed), or a pointer that is NULL on failure; the fixtures
- * that set up a run for a test (tgh_free_port, tgh_tmp_*, tgh_serve_start,
- * tgh_serve_stop, tgh_fail_with_stderr) fail the test themselves.
- * The callers of each dialect are tests/mcp_client.h and
- * tests/os_client.h.
+ * that set up a run for a test (tgh_free_port, tgh_dead_pid, tgh_put,
+ * tgh_tmp_*, tgh_serve_start, tgh_serve_stop, tgh_fail_with_stderr) fail
+ * the test themselves. The callers of each dialect are tests/mcp_client.h
+ * and tests/os_client.h; the exec shim's runner is tests/tg_shim.h.
  */
 #ifndef TG_TESTS_HARNESS_H
 #define TG_TESTS_HARNESS_H
@@ -210,6 +210,15 @@ static inline int tgh_write_file(const char *path, const char *text)
     return rc;
 }
 
+/* Write <text> to <dir>/<name>; fails the test when it cannot. */
+static inline void tgh_put(const char *dir, const char *name, const char *text)
+{
+    char path[TGH_PATH * 2];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    cr_assert(n > 0 && (size_t)n < sizeof path, "%s/%s: path too long", dir, name);
+    cr_assert_eq(tgh_write_file(path, text), 0, "cannot write %s", path);
+}
+
 /* The scratch dir of a suite whose .init is tgh_tmp_init (and .fini
  * tgh_cleanup, which removes it). */
 static char tgh_tmp[TGH_PATH];
@@ -350,6 +359,18 @@ static inline bool tgh_pid_wait_gone(pid_t pid, int timeout_ms)
         tgh_sleep_ms(10);
     }
     return true;
+}
+
+/* A pid that was just in use and is free now: a child forked, exited and
+ * reaped. */
+static inline pid_t tgh_dead_pid(void)
+{
+    pid_t p = fork();
+    cr_assert_geq(p, 0);
+    if (p == 0)
+        _exit(0);
+    waitpid(p, NULL, 0);
+    return p;
 }
 
 /* True when /proc/<pid>/cmdline names <needle>: guards the cleanup kill
