@@ -1416,22 +1416,15 @@ Test(wrap, memory_limit_kills_and_names_the_resource, .timeout = 30)
 /* GET <path> from the admin endpoint at 127.0.0.1:<port>; the body, heap. */
 static char *it_http_get(int port, const char *path)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
+    int fd = tgh_tcp_dial(port);
+    if (fd < 0)
         return NULL;
-    }
     char req[256];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
     cr_assert_eq(write(fd, req, (size_t)n), n);
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap + 1);
-    for (ssize_t k; (k = read(fd, buf + len, cap - len)) > 0;)
-        len += (size_t)k;
+    size_t len = 0;
+    char *buf = tgh_read_all(fd, &len);
     close(fd);
-    buf[len] = '\0';
     return buf;
 }
 

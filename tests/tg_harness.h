@@ -684,6 +684,55 @@ static inline int tgh_unix_connect(tgh_proc_t *c, const char *path)
     return 0;
 }
 
+/* A TCP connection to 127.0.0.1:<port>, its reads timing out after 5 s:
+ * its descriptor, or -errno. */
+static inline int tgh_tcp_dial(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+/* All <fd> sends until EOF (or an error, a reset, the receive timeout),
+ * NUL-terminated, its length in <*len>; the caller frees. NULL when out
+ * of memory. */
+static inline char *tgh_read_all(int fd, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return NULL;
+    for (;;) {
+        if (n + 4096 > cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+        }
+        ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
 /* Close a connection made by tgh_unix_connect and forget what it read. */
 static inline void tgh_conn_close(tgh_proc_t *c)
 {
