@@ -82,6 +82,7 @@
 
 #include "router/admin/admin.h"
 #include "tests/mcp_client.h"
+#include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 
@@ -619,14 +620,7 @@ static bool row_applies(const key_reg_t *k, unsigned run)
  * (NEED_* bits it satisfies) against `keys`; failures go to <rep>. */
 static void check_snapshot(const char *addr, unsigned run, char *rep)
 {
-    char *body = NULL, err[256];
-    size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits from %s: %d %s", addr, st, st < 0 ? err : "");
-    json_error_t jerr;
-    json_t *doc = json_loadb(body, len, 0, &jerr);
-    cr_assert_not_null(doc, "/limits is not JSON: %s", jerr.text);
-    free(body);
+    json_t *doc = tga_limits(addr);
     json_t *lims = json_object_get(doc, "limits");
     cr_assert(json_is_array(lims));
     cr_assert_geq(json_array_size(lims), 10, "only %zu limits registered", json_array_size(lims));
@@ -860,25 +854,12 @@ Test(bounds, registry_names_match_their_patterns)
 /* Current and high-water of registry entry <name> at <addr>. */
 static void limit_usage(const char *addr, const char *name, uint64_t *cur, uint64_t *hw)
 {
-    char *body = NULL, err[256];
-    size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits: %d %s", st, st < 0 ? err : "");
-    json_t *doc = json_loadb(body, len, 0, NULL);
-    free(body);
-    cr_assert_not_null(doc);
-    size_t i;
-    json_t *e;
-    bool found = false;
-    json_array_foreach(json_object_get(doc, "limits"), i, e) {
-        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0) {
-            *cur = (uint64_t)json_integer_value(json_object_get(e, "current"));
-            *hw = (uint64_t)json_integer_value(json_object_get(e, "high_water"));
-            found = true;
-        }
-    }
+    json_t *doc = tga_limits(addr);
+    json_t *e = tga_limit(doc, name);
+    cr_assert_not_null(e, "%s is not registered", name);
+    *cur = (uint64_t)json_integer_value(json_object_get(e, "current"));
+    *hw = (uint64_t)json_integer_value(json_object_get(e, "high_water"));
     json_decref(doc);
-    cr_assert(found, "%s is not registered", name);
 }
 
 static srv_t R;

@@ -47,8 +47,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "router/admin/admin.h"
 #include "tests/mcp_client.h"
+#include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 
@@ -180,28 +180,16 @@ static void call(const char *id_json, const char *tool, const char *args, const 
 
 static char *admin_get(const char *path)
 {
-    char *body = NULL, err[256];
-    size_t len = 0;
-    int st = tg_admin_get(T.addr, path, 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET %s: %d %s", path, st, st < 0 ? err : "");
-    return body;
+    return tga_get(T.addr, path, NULL);
 }
 
 /* Wait until no call of agent fx holds a slot (/limits). */
 static void wait_idle(void)
 {
     for (int tries = 0; tries < 200; tries++) {
-        char *body = admin_get("/limits");
-        json_t *doc = json_loads(body, 0, NULL);
-        free(body);
-        cr_assert_not_null(doc);
-        size_t i;
-        json_t *e;
-        json_int_t cur = -1;
-        json_array_foreach(json_object_get(doc, "limits"), i, e) {
-            if (strcmp(json_string_value(json_object_get(e, "name")), "agent.fx.concurrency") == 0)
-                cur = json_integer_value(json_object_get(e, "current"));
-        }
+        json_t *doc = tga_limits(T.addr);
+        json_t *e = tga_limit(doc, "agent.fx.concurrency");
+        json_int_t cur = e ? json_integer_value(json_object_get(e, "current")) : -1;
         json_decref(doc);
         if (cur == 0)
             return;

@@ -14,8 +14,8 @@
 #include <jansson.h>
 #include <signal.h>
 
-#include "router/admin/admin.h"
 #include "tests/mcp_client.h"
+#include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 
@@ -113,6 +113,15 @@ static char *sc_audit(const tgh_wrap_t *w)
     return a;
 }
 
+/* The audit trail of <w> holds both <a> and <b>; <why> says what it
+ * means when it does not. */
+static void sc_audit_has(const tgh_wrap_t *w, const char *a, const char *b, const char *why)
+{
+    char *audit = sc_audit(w);
+    cr_assert(strstr(audit, a) && strstr(audit, b), "%s", why);
+    free(audit);
+}
+
 static void sc_stop(tgh_wrap_t *w)
 {
     tgh_close_stdin(&w->tg);
@@ -157,11 +166,8 @@ Test(shared_conc, two_instances_hold_the_cap_and_the_third_waits)
     cr_assert_eq(zcard_wait(0, 3000), 0, "slots left after every call ended");
     sc_stop(&a);
     sc_stop(&b);
-    char *audit = sc_audit(&b);
-    cr_assert(strstr(audit, "\"event\":\"call.completed\"") &&
-                  strstr(audit, "\"decided_by\":\"store\""),
-              "B's audit does not say the store decided");
-    free(audit);
+    sc_audit_has(&b, "\"event\":\"call.completed\"", "\"decided_by\":\"store\"",
+                 "B's audit does not say the store decided");
 }
 
 /* The fleet stays full past B's deadline: B's call is refused with
@@ -199,11 +205,8 @@ Test(shared_conc, refused_at_its_deadline_naming_the_shared_limit)
     sc_stop(&a);
     sc_stop(&b);
     cr_assert_eq(zcard(), 0);
-    char *audit = sc_audit(&b);
-    cr_assert(strstr(audit, "\"code\":\"concurrency_limit_exceeded\"") &&
-                  strstr(audit, "\"scope\":\"shared\""),
-              "the refusal is not audited with the shared scope");
-    free(audit);
+    sc_audit_has(&b, "\"code\":\"concurrency_limit_exceeded\"", "\"scope\":\"shared\"",
+                 "the refusal is not audited with the shared scope");
 }
 
 /* A toolgate killed while it holds the only slot: its slot expires within
@@ -391,22 +394,9 @@ Test(shared_conc, registry_shows_shared_slots_and_store_pending)
     sc_start(&a, 3, extra);
     sc_sleep(&a, 1, 2000, 0);
     cr_assert_eq(zcard_wait(1, 3000), 1);
-    char *body = NULL, err[256];
-    size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits: %d %s", st, st < 0 ? err : "");
-    json_t *doc = json_loadb(body, len, 0, NULL);
-    free(body);
-    cr_assert_not_null(doc);
-    json_t *lims = json_object_get(doc, "limits"), *e, *shared = NULL, *pending = NULL;
-    size_t i;
-    json_array_foreach(lims, i, e) {
-        const char *name = json_string_value(json_object_get(e, "name"));
-        if (name && strcmp(name, "agent.tg_fixture_agent.concurrency.shared") == 0)
-            shared = e;
-        if (name && strcmp(name, "store.pending") == 0)
-            pending = e;
-    }
+    json_t *doc = tga_limits(addr);
+    json_t *shared = tga_limit(doc, "agent.tg_fixture_agent.concurrency.shared");
+    json_t *pending = tga_limit(doc, "store.pending");
     cr_assert_not_null(shared, "agent.tg_fixture_agent.concurrency.shared not on /limits");
     cr_assert_eq(json_integer_value(json_object_get(shared, "capacity")), 3);
     cr_assert_eq(json_integer_value(json_object_get(shared, "current")), 1);
@@ -428,33 +418,25 @@ Test(shared_conc, registry_shows_shared_slots_and_store_pending)
 Test(shared_conc, check_shows_shared_concurrency_and_refuses_it_without_a_store)
 {
     srv_own(&R, false, NULL);
-    char dir[TGH_PATH], cfg[TGH_PATH + 32], out[TGH_PATH + 32], json[1024], cmd[4096];
-    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
-    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
-    snprintf(out, sizeof out, "%s/check.txt", dir);
+    char json[1024], *text;
     snprintf(json, sizeof json,
              "{\"store\":{\"kind\":\"redis\",\"url\":\"%s\",\"slot_lease\":\"4s\"},"
              "\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"],\"execution_limits\":"
              "{\"max_concurrent_calls\":5,\"concurrency_scope\":\"shared\"}}]}\n",
              R.url);
-    cr_assert_eq(tgh_write_file(cfg, json), 0);
-    snprintf(cmd, sizeof cmd, "'%s' check --config '%s' > '%s' 2>&1", TG_BIN, cfg, out);
-    cr_assert_eq(system(cmd), 0);
-    char *text = tgh_read_file(out, NULL);
-    cr_assert(text && strstr(text, "max_concurrent_calls is shared across hosts"),
+    cr_assert_eq(tgh_check_config(json, &text), 0);
+    cr_assert(strstr(text, "max_concurrent_calls is shared across hosts"),
               "check does not say the concurrency is shared:\n%s", text);
     cr_assert(strstr(text, "shared: agents.a max_concurrent_calls (slots leased for 4s"),
               "check does not list the shared slots under the store:\n%s", text);
     cr_assert(strstr(text, "answers (ping"), "the store was not pinged:\n%s", text);
     free(text);
-    snprintf(json, sizeof json,
-             "{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"],\"execution_limits\":"
-             "{\"concurrency_scope\":\"shared\"}}]}\n");
-    cr_assert_eq(tgh_write_file(cfg, json), 0);
-    cr_assert_neq(system(cmd), 0, "check accepted shared concurrency without a store");
-    text = tgh_read_file(out, NULL);
-    cr_assert(text && strstr(text, "agents[0].execution_limits.concurrency_scope: \"shared\" needs "
-                                   "a shared store"),
+    cr_assert_neq(tgh_check_config("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"],"
+                                   "\"execution_limits\":{\"concurrency_scope\":\"shared\"}}]}\n",
+                                   &text),
+                  0, "check accepted shared concurrency without a store");
+    cr_assert(strstr(text, "agents[0].execution_limits.concurrency_scope: \"shared\" needs "
+                           "a shared store"),
               "no path-qualified refusal:\n%s", text);
     free(text);
     /* a tool cannot have its own shared slots */
@@ -462,10 +444,8 @@ Test(shared_conc, check_shows_shared_concurrency_and_refuses_it_without_a_store)
              "{\"store\":{\"kind\":\"redis\",\"url\":\"%s\"},\"agents\":[{\"id\":\"a\","
              "\"command\":[\"/bin/true\"],\"tools\":{\"web\":{\"concurrency_scope\":\"shared\"}}}]}\n",
              R.url);
-    cr_assert_eq(tgh_write_file(cfg, json), 0);
-    cr_assert_neq(system(cmd), 0);
-    text = tgh_read_file(out, NULL);
-    cr_assert(text && strstr(text, "agents[0].tools.web.concurrency_scope: \"shared\" is per agent"),
+    cr_assert_neq(tgh_check_config(json, &text), 0);
+    cr_assert(strstr(text, "agents[0].tools.web.concurrency_scope: \"shared\" is per agent"),
               "a tool's shared scope was not refused:\n%s", text);
     free(text);
 }

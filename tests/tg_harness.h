@@ -866,6 +866,28 @@ static inline int tgh_wrap_start(tgh_wrap_t *w, const char *const *tg_args,
     return tgh_wrap_exec(w, tg_args, TG_AGENTS_DIR "/tg_fixture_agent", args, env);
 }
 
+/* ---- toolgate check ---------------------------------------------------- */
+
+/* Run `toolgate check --config <a file holding json>` (the file in a temp
+ * dir of this test); its exit code (-1 when it did not exit), its stdout
+ * and stderr together in <*out> (caller frees; "" when there was none). */
+static inline int tgh_check_config(const char *json, char **out)
+{
+    static char dir[TGH_PATH];
+    char cfg[TGH_PATH + 32], txt[TGH_PATH + 32], cmd[3 * TGH_PATH + 128];
+    if (dir[0] == '\0')
+        cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
+    snprintf(txt, sizeof txt, "%s/check.txt", dir);
+    cr_assert_eq(tgh_write_file(cfg, json), 0, "cannot write %s", cfg);
+    snprintf(cmd, sizeof cmd, "'%s' check --config '%s' > '%s' 2>&1", TG_BIN, cfg, txt);
+    int st = system(cmd);
+    *out = tgh_read_file(txt, NULL);
+    if (*out == NULL)
+        *out = strdup("");
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* ---- toolgate serve ---------------------------------------------------- */
 
 /* One `toolgate serve` run: a temp dir with the config, the socket of the
