@@ -255,4 +255,17 @@ static inline void mcp_call_text(tgh_proc_t *c, json_int_t id, const char *tool,
     json_decref(r);
 }
 
+/* Call <tool> with <args_json> as id <id> and check that toolgate refuses
+ * it with JSON-RPC code <code> and data.code <name>. */
+static inline void mcp_call_denied(tgh_proc_t *c, json_int_t id, const char *tool,
+                                   const char *args_json, int code, const char *name,
+                                   int timeout_ms)
+{
+    int rc = mcp_call(c, id, tool, args_json);
+    cr_assert_eq(rc, 0, "sending call %lld: %s", (long long)id, strerror(-rc));
+    json_t *r = mcp_expect_int(c, id, timeout_ms);
+    mcp_assert_denial(r, code, name);
+    json_decref(r);
+}
+
 #endif

@@ -202,6 +202,44 @@ static void it_logged_call(int nth, char *id, size_t cap, const char *tool)
     cr_assert_lt((size_t)snprintf(id, cap, "%s", field), cap, "id too long: %s", field);
 }
 
+/* Send <line> and read the next message, which must come; <why...> is
+ * the printf-style failure message. */
+__attribute__((format(printf, 2, 3))) static json_t *it_answer(const char *line,
+                                                               const char *why, ...)
+{
+    it_send(line);
+    json_t *r = tgh_read_json(&W.tg, 3000, NULL);
+    if (r == NULL) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, why);
+        vsnprintf(msg, sizeof msg, why, ap);
+        va_end(ap);
+        cr_assert_fail("%s", msg);
+    }
+    return r;
+}
+
+/* Prepare the session with <json> as <W.dir>/config.json, its path in
+ * <cfg>. */
+static void it_prepare_config(char *cfg, size_t cap, const char *json)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    snprintf(cfg, cap, "%s/config.json", W.dir);
+    cr_assert_eq(tgh_write_file(cfg, json), 0);
+}
+
+/* An initialized session whose agent runs call 1, a sleep with
+ * <sleep_args>: the agent's pid, once the agent has logged the call. */
+static pid_t it_start_sleeping(const char *sleep_args)
+{
+    it_start_init(NULL);
+    it_call(1, "sleep", sleep_args);
+    char id[64];
+    it_logged_call(0, id, sizeof id, "sleep");
+    return it_agent_pid(0);
+}
+
 /* All of toolgate's stderr; caller frees. */
 static char *it_stderr(void)
 {
@@ -361,14 +399,8 @@ Test(wrap, env_passthrough)
     const char *const env[] = {"TG_TEST_VAR=hello", NULL};
     it_start(NULL, NULL, env);
     json_decref(it_handshake());
-    it_call(1, "env", "{\"name\":\"TG_TEST_VAR\"}");
-    json_t *r = mcp_expect_int(&W.tg, 1, 3000);
-    mcp_assert_text(r, "hello");
-    json_decref(r);
-    it_call(2, "env", "{\"name\":\"TG_TEST_SURELY_UNSET\"}");
-    r = mcp_expect_int(&W.tg, 2, 3000);
-    mcp_assert_text(r, "(unset)");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "env", "{\"name\":\"TG_TEST_VAR\"}", "hello", 3000);
+    mcp_call_text(&W.tg, 2, "env", "{\"name\":\"TG_TEST_SURELY_UNSET\"}", "(unset)", 3000);
 }
 
 /* ---- rate -------------------------------------------------------------- */
@@ -529,10 +561,7 @@ Test(wrap, timeout_cap_cancels_agent_call)
     /* DESIGN "Timeouts": a ping goes with the cancel; its pong frees the slot. */
     cr_assert_geq(tgh_log_wait(W.log, "ping ", 1, 2000), 1, "no ping followed the cancel");
 
-    it_call(2, "echo", "{\"text\":\"after\"}");
-    r = mcp_expect_int(&W.tg, 2, 3000);
-    mcp_assert_text(r, "after");
-    json_decref(r);
+    mcp_call_text(&W.tg, 2, "echo", "{\"text\":\"after\"}", "after", 3000);
 }
 
 Test(wrap, timeout_from_caller_meta)
@@ -636,10 +665,7 @@ Test(wrap, late_result_dropped_and_audited)
 {
     const char *const args[] = {"--limit", "max_tool_call_duration=300ms", NULL};
     it_start_init(args);
-    it_call(1, "slow_cancel", "{\"ms\":800}");
-    json_t *r = mcp_expect_int(&W.tg, 1, 3000);
-    mcp_assert_denial(r, -32062, "timeout");
-    json_decref(r);
+    mcp_call_denied(&W.tg, 1, "slow_cancel", "{\"ms\":800}", -32062, "timeout", 3000);
     /* The agent answers at ~800 ms; the caller must never see it. */
     uint64_t deadline = tgh_now_ms() + 1200;
     json_t *jid = json_integer(1);
@@ -653,10 +679,7 @@ Test(wrap, late_result_dropped_and_audited)
         json_decref(m);
     }
     json_decref(jid);
-    it_call(2, "echo", "{\"text\":\"still here\"}");
-    r = mcp_expect_int(&W.tg, 2, 3000);
-    mcp_assert_text(r, "still here");
-    json_decref(r);
+    mcp_call_text(&W.tg, 2, "echo", "{\"text\":\"still here\"}", "still here", 3000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
     char *audit = tgh_read_file(W.audit, NULL);
     cr_assert_not_null(audit, "no audit file at %s", W.audit);
@@ -699,10 +722,7 @@ Test(wrap, frame_caller_over_cap)
     json_t *data = mcp_assert_denial(r, -32063, "frame_too_large");
     cr_assert_eq(it_int(data, "cap"), 65536);
     json_decref(r);
-    it_call(78, "echo", "{\"text\":\"next\"}");
-    r = mcp_expect_int(&W.tg, 78, 3000);
-    mcp_assert_text(r, "next");
-    json_decref(r);
+    mcp_call_text(&W.tg, 78, "echo", "{\"text\":\"next\"}", "next", 3000);
     cr_assert_eq(tgh_log_count(W.log, "call "), 1, "the over-cap frame reached the agent");
 }
 
@@ -710,22 +730,15 @@ Test(wrap, frame_agent_over_cap)
 {
     const char *const args[] = {"--limit", "max_frame_bytes=64Ki", NULL};
     it_start_init(args);
-    it_call(5, "big", "{\"bytes\":200000}");
-    json_t *r = mcp_expect_int(&W.tg, 5, 5000);
-    mcp_assert_denial(r, -32063, "frame_too_large");
-    json_decref(r);
+    mcp_call_denied(&W.tg, 5, "big", "{\"bytes\":200000}", -32063, "frame_too_large", 5000);
     /* Under the cap still passes, whole. */
     it_call(6, "big", "{\"bytes\":60000}");
-    r = mcp_expect_int(&W.tg, 6, 5000);
-    const char *text = json_string_value(json_object_get(
-        json_array_get(json_object_get(json_object_get(r, "result"), "content"), 0), "text"));
+    json_t *r = mcp_expect_int(&W.tg, 6, 5000);
+    const char *text = mcp_text_of(r);
     cr_assert_not_null(text);
     cr_assert_eq(strlen(text), 60000);
     json_decref(r);
-    it_call(7, "echo", "{\"text\":\"ok\"}");
-    r = mcp_expect_int(&W.tg, 7, 3000);
-    mcp_assert_text(r, "ok");
-    json_decref(r);
+    mcp_call_text(&W.tg, 7, "echo", "{\"text\":\"ok\"}", "ok", 3000);
 }
 
 Test(wrap, frame_memory_stays_bounded, .timeout = 30)
@@ -750,10 +763,7 @@ Test(wrap, frame_memory_stays_bounded, .timeout = 30)
     json_t *r = mcp_expect_int(&W.tg, 99, 10000);
     mcp_assert_denial(r, -32063, "frame_too_large");
     json_decref(r);
-    it_call(100, "echo", "{\"text\":\"alive\"}");
-    r = mcp_expect_int(&W.tg, 100, 3000);
-    mcp_assert_text(r, "alive");
-    json_decref(r);
+    mcp_call_text(&W.tg, 100, "echo", "{\"text\":\"alive\"}", "alive", 3000);
     long hwm = tgh_proc_status_kb(W.tg.pid, "VmHWM");
     cr_assert_gt(hwm, 0, "cannot read VmHWM of %ld", (long)W.tg.pid);
     const char *asan = getenv("TG_ASAN");
@@ -767,19 +777,14 @@ Test(wrap, frame_memory_stays_bounded, .timeout = 30)
 Test(wrap, parse_error_then_continue)
 {
     it_start_init(NULL);
-    it_send("this is not json {");
-    json_t *r = tgh_read_json(&W.tg, 3000, NULL);
-    cr_assert_not_null(r, "no answer to a non-JSON line");
+    json_t *r = it_answer("this is not json {", "no answer to a non-JSON line");
     char *s = mcp_dump(r);
     cr_assert(json_is_null(json_object_get(r, "id")), "id must be null: %s", s);
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32700,
                  "%s", s);
     free(s);
     json_decref(r);
-    it_call(1, "echo", "{\"text\":\"on\"}");
-    r = mcp_expect_int(&W.tg, 1, 3000);
-    mcp_assert_text(r, "on");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "echo", "{\"text\":\"on\"}", "on", 3000);
 }
 
 /* Valid JSON that is not a request is -32600, malformed JSON -32700 (even
@@ -791,29 +796,23 @@ Test(wrap, invalid_request_codes_and_unanswerable_call)
     const char *lines[] = {"{\"a\" 1}", "{\"jsonrpc\":\"2.0\",\"id\":3}", "42"};
     const int codes[] = {-32700, -32600, -32600};
     for (int i = 0; i < 3; i++) {
-        it_send(lines[i]);
-        json_t *r = tgh_read_json(&W.tg, 3000, NULL);
-        cr_assert_not_null(r, "no answer to %s", lines[i]);
+        json_t *r = it_answer(lines[i], "no answer to %s", lines[i]);
         cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")),
                      codes[i], "wrong code for %s", lines[i]);
         json_decref(r);
     }
     it_send("{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
             "\"arguments\":{\"text\":\"x\"}}}");
-    it_call(5, "echo", "{\"text\":\"after\"}");
-    json_t *r = mcp_expect_int(&W.tg, 5, 3000);
-    mcp_assert_text(r, "after");
-    json_decref(r);
+    mcp_call_text(&W.tg, 5, "echo", "{\"text\":\"after\"}", "after", 3000);
     cr_assert_eq(tgh_log_count(W.log, "call "), 1, "a tools/call without id reached the agent");
 }
 
 Test(wrap, batch_with_call_refused)
 {
     it_start_init(NULL);
-    it_send("[{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"tools/call\",\"params\":{\"name\":"
-            "\"echo\",\"arguments\":{\"text\":\"a\"}}}]");
-    json_t *r = tgh_read_json(&W.tg, 3000, NULL);
-    cr_assert_not_null(r, "no answer to a batch holding a call");
+    json_t *r = it_answer("[{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"tools/call\",\"params\":"
+                          "{\"name\":\"echo\",\"arguments\":{\"text\":\"a\"}}}]",
+                          "no answer to a batch holding a call");
     char *s = mcp_dump(r);
     /* A single error, or a batch of errors: either must be -32600. */
     const json_t *e = json_is_array(r) ? json_array_get(r, 0) : r;
@@ -821,20 +820,16 @@ Test(wrap, batch_with_call_refused)
                  "%s", s);
     free(s);
     json_decref(r);
-    it_call(42, "echo", "{\"text\":\"b\"}");
-    r = mcp_expect_int(&W.tg, 42, 3000);
-    mcp_assert_text(r, "b");
-    json_decref(r);
+    mcp_call_text(&W.tg, 42, "echo", "{\"text\":\"b\"}", "b", 3000);
     cr_assert_eq(tgh_log_count(W.log, "call "), 1, "the batched call reached the agent");
 }
 
 Test(wrap, batch_without_call_forwarded)
 {
     it_start_init(NULL);
-    it_send("[{\"jsonrpc\":\"2.0\",\"id\":\"b1\",\"method\":\"ping\"},"
-            "{\"jsonrpc\":\"2.0\",\"id\":\"b2\",\"method\":\"tools/list\"}]");
-    json_t *r = tgh_read_json(&W.tg, 3000, NULL);
-    cr_assert_not_null(r, "no answer to a batch without calls");
+    json_t *r = it_answer("[{\"jsonrpc\":\"2.0\",\"id\":\"b1\",\"method\":\"ping\"},"
+                          "{\"jsonrpc\":\"2.0\",\"id\":\"b2\",\"method\":\"tools/list\"}]",
+                          "no answer to a batch without calls");
     char *s = mcp_dump(r);
     cr_assert(json_is_array(r) && json_array_size(r) == 2, "expected a batch of 2: %s", s);
     json_t *b1 = json_string("b1"), *b2 = json_string("b2");
@@ -890,11 +885,7 @@ static json_t *it_find_event(json_t *events, const char *name, size_t nth)
 
 Test(wrap, crash_fails_inflight_and_restarts)
 {
-    it_start_init(NULL);
-    it_call(1, "sleep", "{\"ms\":5000}");
-    char id[64];
-    it_logged_call(0, id, sizeof id, "sleep");
-    pid_t first = it_agent_pid(0);
+    pid_t first = it_start_sleeping("{\"ms\":5000}");
     uint64_t t0 = tgh_now_ms();
     it_call(2, "crash", NULL);
     it_resp_t rs[2];
@@ -940,12 +931,9 @@ Test(wrap, crash_fails_inflight_and_restarts)
 
 Test(wrap, crash_loop_gives_up)
 {
-    cr_assert_eq(tgh_wrap_prepare(&W), 0);
     char cfg[TGH_PATH + 32];
-    snprintf(cfg, sizeof cfg, "%s/config.json", W.dir);
-    cr_assert_eq(tgh_write_file(cfg, "{\"agents\":[{\"id\":\"x\",\"restart\":{"
-                                     "\"max_restarts\":2,\"window\":\"1m\"}}]}\n"),
-                 0);
+    it_prepare_config(cfg, sizeof cfg, "{\"agents\":[{\"id\":\"x\",\"restart\":{"
+                                     "\"max_restarts\":2,\"window\":\"1m\"}}]}\n");
     const char *const args[] = {"--config", cfg, NULL};
     /* The first instance runs; every restart exits at once. */
     const char *const agent_args[] = {"--log", W.log, "--crash-on-start", "2", NULL};
@@ -976,11 +964,7 @@ Test(wrap, crash_loop_gives_up)
 
 Test(wrap, caller_eof_drains_then_exits)
 {
-    it_start_init(NULL);
-    it_call(1, "sleep", "{\"ms\":300}");
-    char id[64];
-    it_logged_call(0, id, sizeof id, "sleep");
-    pid_t agent = it_agent_pid(0);
+    pid_t agent = it_start_sleeping("{\"ms\":300}");
     tgh_close_stdin(&W.tg);
     json_t *r = mcp_expect_int(&W.tg, 1, 3000);
     mcp_assert_text(r, "slept 300");
@@ -992,11 +976,7 @@ Test(wrap, caller_eof_drains_then_exits)
 
 Test(wrap, sigterm_drains_and_refuses_new)
 {
-    it_start_init(NULL);
-    it_call(1, "sleep", "{\"ms\":800}");
-    char id[64];
-    it_logged_call(0, id, sizeof id, "sleep");
-    pid_t agent = it_agent_pid(0);
+    pid_t agent = it_start_sleeping("{\"ms\":800}");
     cr_assert_eq(kill(W.tg.pid, SIGTERM), 0);
     tgh_sleep_ms(100);
     it_call(2, "echo", "{\"text\":\"late\"}");
@@ -1062,10 +1042,7 @@ static size_t it_longest_line(const char *text)
 Test(wrap, stderr_flood_is_rate_limited)
 {
     it_start_init(NULL);
-    it_call(1, "stderr", "{\"bytes\":5000000,\"line_len\":100}");
-    json_t *r = mcp_expect_int(&W.tg, 1, 10000);
-    mcp_assert_text(r, "written");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "stderr", "{\"bytes\":5000000,\"line_len\":100}", "written", 10000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
     uint64_t secs = (tgh_now_ms() - W.started_ms + 999) / 1000;
     size_t len = 0;
@@ -1085,10 +1062,7 @@ Test(wrap, stderr_flood_is_rate_limited)
 Test(wrap, stderr_long_lines_cut)
 {
     it_start_init(NULL);
-    it_call(1, "stderr", "{\"bytes\":60000,\"line_len\":20000}");
-    json_t *r = mcp_expect_int(&W.tg, 1, 5000);
-    mcp_assert_text(r, "written");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "stderr", "{\"bytes\":60000,\"line_len\":20000}", "written", 5000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
     char *err = tgh_read_file(W.err, NULL);
     cr_assert_not_null(err);
@@ -1117,10 +1091,7 @@ Test(wrap, audit_trail)
     it_collect(rs, 1, 3, tgh_now_ms(), 3000);
     mcp_assert_denial(rs[2].msg, -32060, "rate_limit_exceeded");
     it_free_resps(rs, 3);
-    it_call(4, "sleep", "{\"ms\":3000}");
-    json_t *r = mcp_expect_int(&W.tg, 4, 3000);
-    mcp_assert_denial(r, -32062, "timeout");
-    json_decref(r);
+    mcp_call_denied(&W.tg, 4, "sleep", "{\"ms\":3000}", -32062, "timeout", 3000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
 
     json_t *events = it_audit_events();
@@ -1158,10 +1129,7 @@ Test(wrap, canary_never_leaks)
     mcp_assert_text(r, IT_CANARY);
     json_decref(r);
     /* In the agent's environment (inherited from toolgate's). */
-    it_call(2, "env", "{\"name\":\"TG_CANARY_ENV\"}");
-    r = mcp_expect_int(&W.tg, 2, 3000);
-    mcp_assert_text(r, IT_CANARY);
-    json_decref(r);
+    mcp_call_text(&W.tg, 2, "env", "{\"name\":\"TG_CANARY_ENV\"}", IT_CANARY, 3000);
     /* In agent stderr. */
     it_call(3, "stderr", "{\"text\":\"" IT_CANARY "\",\"bytes\":200,\"line_len\":50}");
     r = mcp_expect_int(&W.tg, 3, 3000);
@@ -1198,9 +1166,7 @@ Test(wrap, canary_never_leaks)
     free(s);
     json_decref(r);
     /* In a line that is not JSON, an unsafe tool name and an unsafe id. */
-    it_send("not json " IT_CANARY);
-    r = tgh_read_json(&W.tg, 3000, NULL);
-    cr_assert_not_null(r);
+    r = it_answer("not json " IT_CANARY, "no answer to a line that is not JSON");
     s = mcp_dump(r);
     cr_assert(!it_has_canary(r), "parse error repeats the line: %s", s);
     free(s);
@@ -1339,20 +1305,14 @@ Test(echo_agent, large_frames_through_toolgate)
 /* stderr.max_line is honoured above the 4 KiB default (up to its ceiling). */
 Test(wrap, stderr_max_line_configurable)
 {
-    cr_assert_eq(tgh_wrap_prepare(&W), 0);
     char cfg[TGH_PATH + 32];
-    snprintf(cfg, sizeof cfg, "%s/config.json", W.dir);
-    cr_assert_eq(tgh_write_file(cfg, "{\"agents\":[{\"id\":\"fx\",\"stderr\":{"
-                                     "\"max_line\":\"16Ki\"}}]}\n"),
-                 0);
+    it_prepare_config(cfg, sizeof cfg, "{\"agents\":[{\"id\":\"fx\",\"stderr\":{"
+                                     "\"max_line\":\"16Ki\"}}]}\n");
     const char *const args[] = {"--config", cfg, NULL};
     const char *const agent_args[] = {"--log", W.log, NULL};
     cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, NULL), 0);
     json_decref(it_handshake());
-    it_call(1, "stderr", "{\"bytes\":30000,\"line_len\":10000}");
-    json_t *r = mcp_expect_int(&W.tg, 1, 5000);
-    mcp_assert_text(r, "written");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "stderr", "{\"bytes\":30000,\"line_len\":10000}", "written", 5000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
     char *err = tgh_read_file(W.err, NULL);
     cr_assert_not_null(err);
@@ -1479,10 +1439,8 @@ Test(wrap, preflight_memory_refuses_and_peaks_are_recorded)
 
     /* A floor no host has: the agent is not started, the reason is said. */
     tgh_cleanup();
-    cr_assert_eq(tgh_wrap_prepare(&W), 0);
     char cfg[TGH_PATH + 32];
-    snprintf(cfg, sizeof cfg, "%s/config.json", W.dir);
-    cr_assert_eq(tgh_write_file(cfg, "{\"containment\":{\"min_free_memory\":\"900Ti\"}}\n"), 0);
+    it_prepare_config(cfg, sizeof cfg, "{\"containment\":{\"min_free_memory\":\"900Ti\"}}\n");
     const char *const args[] = {"--config", cfg, NULL};
     cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, env), 0);
     cr_assert_eq(tgh_wait(&W.tg, 5000), 0, "toolgate did not exit");
