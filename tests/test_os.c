@@ -90,6 +90,20 @@ static void os_stop(void)
     free(line);
 }
 
+/* os_start, and one caller connected in <c>. */
+static void os_start_caller(const os_opts_t *o, osc_t *c)
+{
+    os_start(o);
+    osc_open(c, S.sock);
+}
+
+/* Close the caller <c>, then os_stop. */
+static void os_stop_caller(osc_t *c)
+{
+    osc_close(c);
+    os_stop();
+}
+
 TestSuite(os, .fini = os_fini, .timeout = 60);
 
 Test(os, many_concurrent_callers_with_colliding_call_ids)
@@ -176,8 +190,7 @@ Test(os, session_token_fresh_secret_and_checked)
     cr_assert_eq(strlen(tok2), 32);
     cr_assert_str_neq(tok1, tok2, "the restarted instance got the same token");
     json_decref(osc_ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
     /* Never logged, never audited. */
     char *err = tgh_read_file(S.err, NULL), *audit = tgh_read_file(S.audit, NULL);
     cr_assert_null(strstr(err, tok1), "the session token is in toolgate's log");
@@ -208,8 +221,7 @@ Test(os, wrong_session_token_rejected)
     cr_assert_eq(json_is_true(json_object_get(json_object_get(r, "error"), "retryable")), true);
     json_decref(r);
     cr_assert_eq(tgh_file_count(S.log, "call "), 0);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, heartbeat_loss_then_recovery)
@@ -233,8 +245,7 @@ Test(os, heartbeat_loss_then_recovery)
     cr_assert_eq(tgh_file_wait(S.audit, "\"reason\":\"heartbeat_resumed\"", 1, 5000), 1);
     json_decref(osc_ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
     cr_assert_eq(tgh_file_count(S.log, "start "), 1, "a recovered agent must not be restarted");
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, heartbeat_loss_kills_and_restarts)
@@ -253,8 +264,7 @@ Test(os, heartbeat_loss_kills_and_restarts)
     osc_t c;
     osc_open(&c, S.sock);
     json_decref(osc_ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, caller_disconnect_cancels_its_calls)
@@ -284,9 +294,8 @@ Test(os, caller_disconnect_cancels_its_calls)
 
 Test(os, caller_cancel_answered_canceled)
 {
-    os_start(NULL);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(NULL, &c);
     osc_call(&c, "s1", "os/sleep", "{\"ms\": 30000}", NULL);
     cr_assert_eq(tgh_file_wait(S.log, "call tg-", 1, 5000), 1);
     osc_cancel(&c, "s1");
@@ -297,16 +306,14 @@ Test(os, caller_cancel_answered_canceled)
     cr_assert_eq(tgh_file_wait(S.log, "caller_cancelled", 1, 5000), 1);
     cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"call.cancelled\"", 1, 5000), 1);
     /* A queued call is cancelled by toolgate itself. */
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, idempotent_replay_within_window)
 {
     os_opts_t o = {.agent = ", \"opensentience\": {\"idempotency_window\": \"1500ms\"}"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     const char *k1 = ", \"idempotency_key\": \"order-1\"";
     osc_call(&c, "x1", "os/count", "{}", k1);
     json_t *r1 = osc_await(&c, "x1", 5000, NULL);
@@ -337,16 +344,14 @@ Test(os, idempotent_replay_within_window)
                  3);
     json_decref(r4);
     cr_assert_eq(tgh_file_count(S.log, " count order-1"), 2);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, agent_rate_limit)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/second\"}"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     for (int i = 0; i < 3; i++) {
         char cid[8];
         snprintf(cid, sizeof cid, "r%d", i);
@@ -368,8 +373,7 @@ Test(os, agent_rate_limit)
     json_decref(r);
     cr_assert_eq(tgh_file_count(S.log, "call tg-"), 3);
     cr_assert_eq(tgh_file_wait(S.audit, "\"code\":\"rate_limit_exceeded\"", 1, 5000), 1);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, tool_and_caller_rate_limits)
@@ -380,9 +384,8 @@ Test(os, tool_and_caller_rate_limits)
              "{\"rate_limit\": \"5/second\"}}]",
              (unsigned)getuid());
     os_opts_t o = {.agent = ", \"tools\": {\"count\": {\"rate_limit\": \"2/second\"}}", .top = top};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     json_decref(osc_ok_call(&c, "t0", "os/count", "{}"));
     json_decref(osc_ok_call(&c, "t1", "os/count", "{}"));
     json_t *r = osc_denied_call(&c, "t2", "os/count", "{}", NULL, "rate_limit_exceeded");
@@ -401,8 +404,7 @@ Test(os, tool_and_caller_rate_limits)
     json_decref(r);
     /* 5 completed, 2 denied: all audited under the caller's name. */
     cr_assert_eq(tgh_file_wait(S.audit, "\"caller\":\"me\"", 7, 5000), 7);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, concurrency_queue_and_deadline)
@@ -410,9 +412,8 @@ Test(os, concurrency_queue_and_deadline)
     os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 1, "
                             "\"max_queued_calls\": 1}, "
                             "\"tools\": {\"sleep\": {\"max_tool_call_duration\": \"1s\"}}"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     osc_call(&c, "q0", "os/sleep", "{\"ms\": 300}", NULL);   /* in flight */
     osc_call(&c, "q1", "os/echo", "{\"text\":\"w\"}", NULL); /* waits in the queue */
     json_t *r =
@@ -447,8 +448,7 @@ Test(os, concurrency_queue_and_deadline)
     json_decref(r);
     /* The agent confirmed both cancels: the slot is free. */
     json_decref(osc_ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 /* Deadlines share one ordered list per agent (router/dltimer.h): a shorter
@@ -459,9 +459,8 @@ Test(os, mixed_deadlines_each_expire_on_time)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 32, "
                             "\"max_queued_calls\": 32, \"rate_limit\": \"1000/second\"}"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     char cid[16];
     for (int i = 0; i < 3; i++) {
         snprintf(cid, sizeof cid, "l%d", i);
@@ -493,8 +492,7 @@ Test(os, mixed_deadlines_each_expire_on_time)
         }
         json_decref(m);
     }
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, caller_concurrency_waits_then_deadline)
@@ -505,9 +503,8 @@ Test(os, caller_concurrency_waits_then_deadline)
              "{\"max_concurrent_calls\": 1}}]",
              (unsigned)getuid());
     os_opts_t o = {.top = top};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     osc_call(&c, "a", "os/sleep", "{\"ms\": 1500}", NULL);
     json_t *r = osc_denied_call(&c, "b", "os/echo", "{\"text\":\"x\"}", ", \"timeout_ms\": 200",
                             "concurrency_limit_exceeded");
@@ -518,16 +515,14 @@ Test(os, caller_concurrency_waits_then_deadline)
     cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
     json_decref(r);
     json_decref(osc_ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, oversize_header_refused_from_the_header_alone)
 {
     os_opts_t o = {.router = ", \"max_frame_bytes\": \"64Ki\""};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     /* Only the header: the refusal must not wait for the payload. */
     unsigned char h[4] = {0x00, 0x10, 0x00, 0x00}; /* 1 MiB */
     osc_raw(&c, h, 4);
@@ -546,16 +541,14 @@ Test(os, oversize_header_refused_from_the_header_alone)
     free(junk);
     json_decref(osc_ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
     cr_assert_eq(tgh_file_count(S.log, "call tg-"), 1);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, ffffffff_header_with_on_oversize_close)
 {
     os_opts_t o = {.listen = ", \"on_oversize\": \"close\""};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     unsigned char h[4] = {0xff, 0xff, 0xff, 0xff};
     osc_raw(&c, h, 4);
     json_t *r = osc_read(&c, 3000);
@@ -569,15 +562,13 @@ Test(os, ffffffff_header_with_on_oversize_close)
     /* The gateway is unharmed. */
     osc_open(&c, S.sock);
     json_decref(osc_ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, garbage_is_answered_and_survived)
 {
-    os_start(NULL);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(NULL, &c);
     osc_frame(&c, "this is not json");
     json_t *r = osc_read(&c, 3000);
     cr_assert_not_null(r);
@@ -621,9 +612,8 @@ Test(os, garbage_is_answered_and_survived)
 
 Test(os, streams_and_failures_forwarded)
 {
-    os_start(NULL);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(NULL, &c);
     int streams = 0;
     osc_call(&c, "st", "os/stream", "{\"n\": 3}", NULL);
     json_t *r = osc_await(&c, "st", 5000, &streams);
@@ -636,8 +626,7 @@ Test(os, streams_and_failures_forwarded)
     cr_assert_str_eq(osc_code_of(r), "tool.failed", "the agent's own error is forwarded");
     json_decref(r);
     cr_assert_eq(tgh_file_wait(S.audit, "\"status\":\"error\"", 1, 5000), 1);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, on_demand_start)
@@ -650,16 +639,14 @@ Test(os, on_demand_start)
     osc_open(&c, S.sock);
     json_decref(osc_ok_call(&c, "first", "os/echo", "{\"text\":\"x\"}"));
     cr_assert_eq(tgh_file_count(S.log, "start "), 1);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, crash_fails_calls_and_restarts)
 {
     os_opts_t o = {.agent = ", \"restart\": {\"policy\": \"on-failure\", \"backoff\": \"50ms\"}"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     osc_call(&c, "s", "os/sleep", "{\"ms\": 30000}", NULL);
     cr_assert_eq(tgh_file_wait(S.log, "call tg-", 1, 5000), 1);
     osc_call(&c, "boom", "os/crash", "{}", NULL);
@@ -672,8 +659,7 @@ Test(os, crash_fails_calls_and_restarts)
     cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"agent.restarting\"", 1, 5000), 1);
     cr_assert_eq(tgh_file_wait(S.err, "agent 'os' ready", 2, 10000), 2);
     json_decref(osc_ok_call(&c, "again", "os/echo", "{\"text\":\"x\"}"));
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, registration_refuses_foreign_tool_ids)
@@ -684,31 +670,27 @@ Test(os, registration_refuses_foreign_tool_ids)
     osc_t c;
     osc_open(&c, S.sock);
     json_decref(osc_denied_call(&c, "x", "someone-else/echo", "{}", NULL, "tool.not_found"));
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, agent_oversize_frame_skipped)
 {
     os_opts_t o = {.router = ", \"max_frame_bytes\": \"64Ki\""};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     json_t *r = osc_denied_call(&c, "big", "os/oversize", "{\"bytes\": 200000}",
                             ", \"timeout_ms\": 500", "timeout");
     json_decref(r);
     cr_assert_eq(tgh_file_wait(S.audit, "\"reason\":\"frame_too_large\"", 1, 5000), 1);
     json_decref(osc_ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, callers_only_refuses_unknown_peer)
 {
     os_opts_t o = {.router = ", \"callers_only\": true"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     json_t *r = osc_denied_call(&c, "x", "os/echo", "{}", NULL, "caller_not_allowed");
     cr_assert_str_eq(osc_detail_str(r, "config_path"), "callers");
     json_decref(r);
@@ -759,9 +741,8 @@ Test(os, listener_max_connections)
 
 Test(os, sigterm_drains_calls_in_flight)
 {
-    os_start(NULL);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(NULL, &c);
     osc_call(&c, "s", "os/sleep", "{\"ms\": 500}", NULL);
     cr_assert_eq(tgh_file_wait(S.log, "call tg-", 1, 5000), 1);
     kill(S.tg.pid, SIGTERM);
@@ -781,9 +762,8 @@ Test(os, tool_concurrency_holds_only_its_tool)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 4}, "
                             "\"tools\": {\"sleep\": {\"max_concurrent_calls\": 1}}"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     osc_call(&c, "s1", "os/sleep", "{\"ms\": 2500}", NULL);
     osc_call(&c, "s2", "os/sleep", "{\"ms\": 10}", NULL); /* waits for the tool's one slot */
     uint64_t t0 = tgh_now_ms();
@@ -796,8 +776,7 @@ Test(os, tool_concurrency_holds_only_its_tool)
     cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
     json_decref(r);
     cr_assert_eq(tgh_file_count(S.log, " sleep -"), 2);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, beside_an_mcp_listener)
@@ -876,9 +855,8 @@ TestSuite(os_reload, .fini = os_fini, .timeout = 120);
 Test(os_reload, bad_file_rejected_old_config_keeps_running)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/minute\"}"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     json_int_t pid = echo_pid(&c, "a", NULL, 0);
     /* Not JSON, then JSON that does not validate: both refused. */
     cr_assert_eq(tgh_write_file(S.cfg, "{\"agents\": ["), 0);
@@ -896,17 +874,15 @@ Test(os_reload, bad_file_rejected_old_config_keeps_running)
     cr_assert_eq(echo_pid(&c, "c", NULL, 0), pid);
     json_decref(osc_denied_call(&c, "d", "os/echo", NULL, NULL, "rate_limit_exceeded"));
     cr_assert_eq(tgh_file_count(S.log, "start "), 1);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os_reload, limits_in_place_keep_bucket_slots_and_instance)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/minute\", "
                             "\"max_concurrent_calls\": 1, \"max_queued_calls\": 4}"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     json_int_t pid = echo_pid(&c, "a", NULL, 0);
     /* A sleep holds the only slot; the cap is raised under it. */
     osc_call(&c, "s", "os/sleep", "{\"ms\":2500}", NULL);
@@ -954,8 +930,7 @@ Test(os_reload, limits_in_place_keep_bucket_slots_and_instance)
     cr_assert_eq(tgh_file_count(S.log, "start "), 1);
     cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"config.reloaded\"", 2, 5000), 2);
     cr_assert_eq(tgh_file_count(S.audit, "\"event\":\"agent.exited\""), 0);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os_reload, command_change_drains_and_restarts)
@@ -1001,9 +976,8 @@ Test(os_reload, command_change_drains_and_restarts)
 Test(os_reload, on_demand_switch_waits_for_a_call)
 {
     os_opts_t o = {.args = ", \"--tag\", \"v1\""};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     echo_pid(&c, "a", NULL, 0);
     /* Now on_demand and a new command: the old instance stops, the next
      * call starts the new one. */
@@ -1014,8 +988,7 @@ Test(os_reload, on_demand_switch_waits_for_a_call)
     echo_pid(&c, "b", tag, sizeof tag);
     cr_assert_str_eq(tag, "v2");
     cr_assert_eq(tgh_file_count(S.log, "start "), 2);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 /* A reload that shortens idempotency_window: an entry kept after it
@@ -1024,9 +997,8 @@ Test(os_reload, on_demand_switch_waits_for_a_call)
 Test(os_reload, shortened_idempotency_window_expires_newer_entries)
 {
     os_opts_t o = {.agent = ", \"opensentience\": {\"idempotency_window\": \"1m\"}"};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     osc_call(&c, "a", "os/count", "{}", ", \"idempotency_key\": \"old\"");
     json_decref(osc_await(&c, "a", 5000, NULL));
     os_opts_t shorter = {.agent = ", \"opensentience\": {\"idempotency_window\": \"300ms\"}"};
@@ -1045,8 +1017,7 @@ Test(os_reload, shortened_idempotency_window_expires_newer_entries)
                  3, "a result past its window was replayed: %s", json_dumps(r, 0));
     json_decref(r);
     cr_assert_eq(tgh_file_count(S.log, " count new"), 2);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 /* Several callers keep calls in flight while SIGHUP comes again and again
@@ -1341,9 +1312,8 @@ Test(os_shared, store_down_closed_refuses)
     os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"100/minute\", "
                             "\"rate_scope\": \"shared\"}",
                    .top = top};
-    os_start(&o);
     osc_t c;
-    osc_open(&c, S.sock);
+    os_start_caller(&o, &c);
     json_t *r = osc_denied_call(&c, "a", "os/echo", NULL, NULL, "rate_store_unavailable");
     cr_assert_str_eq(osc_detail_str(r, "limit"), "rate");
     cr_assert_str_eq(osc_detail_str(r, "config_path"), "store.on_store_error");
@@ -1358,8 +1328,7 @@ Test(os_shared, store_down_closed_refuses)
     json_decref(r);
     cr_assert_eq(tgh_file_wait(S.audit, "\"decided_by\":\"closed\"", 2, 5000), 2);
     cr_assert_eq(tgh_file_count(S.log, "call "), 0);
-    osc_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 /* ---- config --------------------------------------------------------------- */
@@ -1374,6 +1343,13 @@ static int load(const char *json)
     if (tg_config_load_buffer(&cfg, "t.json", json, strlen(json), &err) < 0)
         return -1;
     return tg_config_validate(&cfg, &err);
+}
+
+/* <json> loads or validates with exactly the error <msg>. */
+static void load_fails(const char *json, const char *msg)
+{
+    cr_assert_eq(load(json), -1, "accepted: %s", json);
+    cr_assert_str_eq(err.msg, msg);
 }
 
 static void cfg_fini(void)
@@ -1424,49 +1400,34 @@ Test(os_config, defaults_and_keys)
 
 Test(os_config, errors)
 {
-    cr_assert_eq(
-        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\","
-             "\"agent\":\"a\"}]},\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\","
-             "\"command\":[\"/bin/a\"]}]}"),
-        -1);
-    cr_assert_str_eq(err.msg,
-                     "t.json:1:22: router.listen[0]: an opensentience listener routes calls "
-                     "by tool_id to every opensentience agent (remove \"agent\")");
-    cr_assert_eq(
-        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\"}]},"
-             "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"]}]}"),
-        -1);
-    cr_assert_str_eq(err.msg,
-                     "router.listen[0].agent: agent \"a\" speaks opensentience (serve it "
-                     "on a listener with \"dialect\": \"opensentience\", which routes by tool_id)");
-    cr_assert_eq(
-        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\"}]},"
-             "\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}"),
-        -1);
-    cr_assert_str_eq(err.msg,
-                     "router.listen[0].dialect: no agent in agents[] speaks "
-                     "opensentience (expected at least one with \"dialect\": \"opensentience\")");
-    cr_assert_eq(load("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],"
-                      "\"opensentience\":{\"heartbeat_interval\":\"1s\"}}]}"),
-                 -1);
-    cr_assert_str_eq(err.msg, "agents[0].opensentience: agent \"a\" speaks mcp (expected "
-                              "\"dialect\": \"opensentience\", or remove the key)");
-    cr_assert_eq(
-        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\","
-             "\"max_connections\":5}]},\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}"),
-        -1);
-    cr_assert_str_eq(err.msg, "t.json:1:22: router.listen[0]: an mcp listener's connections are "
-                              "bounded by its agent's max_instances (remove \"max_connections\")");
-    cr_assert_eq(load("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],\"start\":\"eager\"}]}"),
-                 -1);
-    cr_assert_str_eq(err.msg, "agents[0].start: an mcp agent starts one instance per caller "
-                              "connection (expected \"on_demand\")");
-    cr_assert_eq(
-        load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
-             "\"opensentience\":{\"heartbeat_interval\":\"10s\",\"heartbeat_timeout\":\"5s\"}}]}"),
-        -1);
-    cr_assert_str_eq(err.msg, "agents[0].opensentience.heartbeat_timeout: 5s is shorter than "
-                              "heartbeat_interval 10s (expected at least one interval)");
+    load_fails("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\","
+               "\"agent\":\"a\"}]},\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\","
+               "\"command\":[\"/bin/a\"]}]}",
+               "t.json:1:22: router.listen[0]: an opensentience listener routes calls "
+               "by tool_id to every opensentience agent (remove \"agent\")");
+    load_fails("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\"}]},"
+               "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"]}]}",
+               "router.listen[0].agent: agent \"a\" speaks opensentience (serve it "
+               "on a listener with \"dialect\": \"opensentience\", which routes by tool_id)");
+    load_fails("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\"}]},"
+               "\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}",
+               "router.listen[0].dialect: no agent in agents[] speaks "
+               "opensentience (expected at least one with \"dialect\": \"opensentience\")");
+    load_fails("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],"
+               "\"opensentience\":{\"heartbeat_interval\":\"1s\"}}]}",
+               "agents[0].opensentience: agent \"a\" speaks mcp (expected "
+               "\"dialect\": \"opensentience\", or remove the key)");
+    load_fails("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\","
+               "\"max_connections\":5}]},\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}",
+               "t.json:1:22: router.listen[0]: an mcp listener's connections are "
+               "bounded by its agent's max_instances (remove \"max_connections\")");
+    load_fails("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],\"start\":\"eager\"}]}",
+               "agents[0].start: an mcp agent starts one instance per caller "
+               "connection (expected \"on_demand\")");
+    load_fails("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+               "\"opensentience\":{\"heartbeat_interval\":\"10s\",\"heartbeat_timeout\":\"5s\"}}]}",
+               "agents[0].opensentience.heartbeat_timeout: 5s is shorter than "
+               "heartbeat_interval 10s (expected at least one interval)");
     cr_assert_eq(
         load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
              "\"opensentience\":{\"heartbeat_interval\":\"5ms\"}}]}"),
@@ -1488,13 +1449,11 @@ Test(os_config, errors)
         -1);
     cr_assert(strstr(err.msg, "opensentience.on_oversize") != NULL, "%s", err.msg);
     /* Shared limits as for MCP agents: slots need the store. */
-    cr_assert_eq(
-        load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
-             "\"execution_limits\":{\"concurrency_scope\":\"shared\"}}]}"),
-        -1);
-    cr_assert_str_eq(err.msg, "agents[0].execution_limits.concurrency_scope: \"shared\" needs a "
-                              "shared store (expected store {\"kind\": \"redis\", \"url\": ...} or "
-                              "--store URL)");
+    load_fails("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+               "\"execution_limits\":{\"concurrency_scope\":\"shared\"}}]}",
+               "agents[0].execution_limits.concurrency_scope: \"shared\" needs a "
+               "shared store (expected store {\"kind\": \"redis\", \"url\": ...} or "
+               "--store URL)");
 }
 
 Test(os_config, shared_limits)
