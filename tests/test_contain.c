@@ -227,15 +227,24 @@ static void init_rlimit_ctx(tg_contain_t *c, tg_contain_mode_t mode)
     cr_assert_eq(c->kind, TG_CONTAIN_RLIMIT);
 }
 
+/* A best-effort rlimit context in <c>, and in it the instance <name> for
+ * <q>. */
+static tg_contain_inst_t *rlimit_create(tg_contain_t *c, const char *name,
+                                        const tg_contain_req_t *q)
+{
+    init_rlimit_ctx(c, TG_CONTAIN_BEST_EFFORT);
+    tg_contain_inst_t *ci = NULL;
+    tg_cfg_err_t err = {{0}};
+    cr_assert_eq(tg_contain_create(c, name, q, &ci, &err), 0, "%s", err.msg);
+    return ci;
+}
+
 Test(contain, report_json_and_text)
 {
     tg_contain_t c;
-    init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB, .cpu_millicores = 500, .pids = 32,
                           .disk_bytes = 1024 * MiB, .network_none = true, .nofile = 256};
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "search", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = rlimit_create(&c, "search", &q);
     cr_assert_str_eq(ci->name, "search-1");
 
     char buf[4096];
@@ -810,11 +819,8 @@ Test(contain, rlimit_data_fallback_stops_the_hog, .timeout = 60)
     if (TG_ASAN)
         cr_skip_test("an AddressSanitizer fixture cannot start under RLIMIT_DATA");
     tg_contain_t c;
-    init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB};
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "hog", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = rlimit_create(&c, "hog", &q);
     cr_assert_str_eq(ci->enforced.r[TG_RES_MEMORY].how, "RLIMIT_DATA + process-tree RSS monitor");
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
@@ -833,11 +839,8 @@ Test(contain, rlimit_data_fallback_stops_the_hog, .timeout = 60)
 Test(contain, rss_monitor_samples_the_tree, .timeout = 60)
 {
     tg_contain_t c;
-    init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 16 * MiB};
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "hog", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = rlimit_create(&c, "hog", &q);
     /* No DATA limit for this run: the monitor alone must see the tree
      * (the hog and, through fork, nothing else) grow past 16Mi. */
     tg_contain_place_t pl;
@@ -882,11 +885,8 @@ Test(contain, node_starts_under_rlimit_data_and_dies_under_rlimit_as, .timeout =
     if (!have_node())
         cr_skip_test("node is not installed");
     tg_contain_t c;
-    init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 256 * MiB};
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "node", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = rlimit_create(&c, "node", &q);
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
     cr_assert_eq(pl.rl[0].resource, RLIMIT_DATA);

@@ -99,6 +99,29 @@ static tg_contain_req_t ws_req(const char *ws, uint64_t disk, tg_workspace_backe
     return q;
 }
 
+/* A best-effort rlimit context in <c>, and in it the instance <name>
+ * with the workspace <ws> holding <disk> bytes by backend <b>. */
+static tg_contain_inst_t *ws_create(tg_contain_t *c, const char *name, const char *ws,
+                                    uint64_t disk, tg_workspace_backend_t b)
+{
+    rl_ctx(c, TG_CONTAIN_BEST_EFFORT, false);
+    tg_contain_req_t q = ws_req(ws, disk, b);
+    tg_contain_inst_t *ci = NULL;
+    tg_cfg_err_t err = {{0}};
+    cr_assert_eq(tg_contain_create(c, name, &q, &ci, &err), 0, "%s", err.msg);
+    return ci;
+}
+
+/* Destroy <ci>, whose workspace directory must go with it, and <c>. */
+static void ws_destroy(tg_contain_t *c, tg_contain_inst_t *ci)
+{
+    char dir[TGH_PATH * 2];
+    snprintf(dir, sizeof dir, "%s", ci->ws_dir);
+    cr_assert_eq(tg_contain_destroy(ci), 0);
+    cr_expect_not(exists(dir), "%s was left behind", dir);
+    tg_contain_fini(c);
+}
+
 /* ---- config ------------------------------------------------------------ */
 
 static void load_fails(const char *json, const char *msg)
@@ -217,11 +240,8 @@ Test(workspace, scan_counts_blocks_ignores_symlinks_and_cleans_up)
     write_bytes(p, 3 * MiB);
 
     tg_contain_t c;
-    rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
-    tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_AUTO); /* auto: no tmpfs probed */
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "agent", &q, &ci, &err), 0, "%s", err.msg);
+    /* auto: no tmpfs probed */
+    tg_contain_inst_t *ci = ws_create(&c, "agent", ws, 1 * MiB, TG_WORKSPACE_AUTO);
     char buf[2048];
     cr_assert_gt(tg_enforced_json(&ci->enforced, buf, sizeof buf), 0);
     cr_assert_str_eq(buf, "{\"disk\":{\"requested\":1048576,\"applied\":true,\"backend\":\"scan\","
@@ -292,11 +312,7 @@ Test(workspace, scan_resumes_a_big_tree_across_samples)
     cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     snprintf(ws, sizeof ws, "%s/ws", dir);
     tg_contain_t c;
-    rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
-    tg_contain_req_t q = ws_req(ws, 1024 * MiB, TG_WORKSPACE_SCAN);
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "big", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = ws_create(&c, "big", ws, 1024 * MiB, TG_WORKSPACE_SCAN);
     /* 4200 files of one 4 KiB block each: more than one sample's budget. */
     enum { NFILES = 4200 };
     static char block[4096];
@@ -321,11 +337,7 @@ Test(workspace, scan_resumes_a_big_tree_across_samples)
     /* The second completes the walk: the data plus the directory's blocks. */
     cr_expect_geq(s2.disk_bytes, data, "%" PRIu64, s2.disk_bytes);
     cr_expect_leq(s2.disk_bytes, data + 1 * MiB, "%" PRIu64, s2.disk_bytes);
-    char want[TGH_PATH * 2];
-    snprintf(want, sizeof want, "%s", ci->ws_dir);
-    cr_assert_eq(tg_contain_destroy(ci), 0);
-    cr_expect_not(exists(want));
-    tg_contain_fini(&c);
+    ws_destroy(&c, ci);
 }
 
 Test(workspace, scan_walks_and_removes_a_deep_tree)
@@ -334,11 +346,7 @@ Test(workspace, scan_walks_and_removes_a_deep_tree)
     cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     snprintf(ws, sizeof ws, "%s/ws", dir);
     tg_contain_t c;
-    rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
-    tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_SCAN);
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "deep", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = ws_create(&c, "deep", ws, 1 * MiB, TG_WORKSPACE_SCAN);
     /* 300 levels, deeper than a path string could name in a few of them,
      * built with *at() calls; 2 MiB at the bottom. */
     int fd = open(ci->ws_dir, O_RDONLY | O_DIRECTORY);
@@ -360,11 +368,7 @@ Test(workspace, scan_walks_and_removes_a_deep_tree)
     tg_contain_sample(ci, &s);
     cr_expect_geq(s.disk_bytes, 2 * MiB, "%" PRIu64, s.disk_bytes);
     cr_expect_eq(tg_contain_judge(ci, NULL, &s).kind, TG_VERDICT_DISK_OVER);
-    char want[TGH_PATH * 2];
-    snprintf(want, sizeof want, "%s", ci->ws_dir);
-    cr_assert_eq(tg_contain_destroy(ci), 0);
-    cr_expect_not(exists(want));
-    tg_contain_fini(&c);
+    ws_destroy(&c, ci);
 }
 
 Test(workspace, scan_sweeps_what_dead_toolgates_left)
@@ -387,11 +391,7 @@ Test(workspace, scan_sweeps_what_dead_toolgates_left)
     write_bytes(other, 1 * KiB);
 
     tg_contain_t c;
-    rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
-    tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_SCAN);
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "a", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = ws_create(&c, "a", ws, 1 * MiB, TG_WORKSPACE_SCAN);
     cr_expect_not(exists(orphan), "the dead toolgate's directory is still there");
     cr_expect(exists(live), "a live toolgate's directory was removed");
     cr_expect(exists(other), "a file that is not toolgate's was removed");
