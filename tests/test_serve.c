@@ -44,6 +44,16 @@ static void s_stop(void)
     tgh_serve_stop(&S, 10000);
 }
 
+/* The audit trail names the caller <name>. */
+static void s_audit_names(const char *name)
+{
+    char needle[96];
+    snprintf(needle, sizeof needle, "\"caller\":\"%s\"", name);
+    char *audit = tgh_read_file(S.audit, NULL);
+    cr_assert(audit && strstr(audit, needle), "audit events do not name the caller %s", name);
+    free(audit);
+}
+
 TestSuite(serve, .fini = s_fini, .timeout = 30);
 
 Test(serve, one_instance_per_connection_and_shared_agent_rate)
@@ -160,10 +170,7 @@ Test(serve, caller_limits_by_peer_uid)
     free(status);
     tgh_conn_close(&a);
     s_stop();
-    /* The audit names the caller. */
-    char *audit = tgh_read_file(S.audit, NULL);
-    cr_assert(audit && strstr(audit, "\"caller\":\"me\""), "audit events do not name the caller");
-    free(audit);
+    s_audit_names("me");
 }
 
 Test(serve, callers_only_refuses_unknown_peers)
@@ -471,7 +478,5 @@ Test(serve, caller_limits_by_another_uid)
     }
     tgh_conn_close(&a);
     s_stop();
-    char *audit = tgh_read_file(S.audit, NULL);
-    cr_assert(audit && strstr(audit, "\"caller\":\"nobody\""), "audit does not name the caller");
-    free(audit);
+    s_audit_names("nobody");
 }
