@@ -312,23 +312,12 @@ static inline int tgh_log_field(const char *path, const char *prefix, int nth, c
  * negative errno. */
 static inline long tgh_proc_status_kb(pid_t pid, const char *field)
 {
-    char path[64];
+    char path[64], prefix[64], rest[128];
     snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-    char *text = tgh_read_file(path, NULL);
-    if (!text)
+    snprintf(prefix, sizeof prefix, "%s:", field);
+    if (tgh_log_field(path, prefix, 0, rest, sizeof rest) != 0)
         return -ENOENT;
-    long kb = -ENOENT;
-    size_t flen = strlen(field);
-    for (char *line = text; line && *line;) {
-        if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
-            kb = strtol(line + flen + 1, NULL, 10);
-            break;
-        }
-        char *nl = strchr(line, '\n');
-        line = nl ? nl + 1 : NULL;
-    }
-    free(text);
-    return kb;
+    return strtol(rest, NULL, 10);
 }
 
 /* True while <pid> exists and is not a zombie (a zombie has exited: only
