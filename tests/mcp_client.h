@@ -228,8 +228,7 @@ static inline json_t *mcp_assert_denial(const json_t *resp, int code, const char
     cr_assert(json_is_string(json_object_get(err, "message")), "message in %s", s);
     json_t *data = json_object_get(err, "data");
     cr_assert(json_is_object(data), "error.data in %s", s);
-    cr_assert_str_eq(json_string_value(json_object_get(data, "code")), name, "data.code in %s",
-                     s);
+    cr_assert_str_eq(json_string_value(json_object_get(data, "code")), name, "data.code in %s", s);
     free(s);
     return data;
 }

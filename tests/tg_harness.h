@@ -939,8 +939,7 @@ static inline void tgh_serve_stop(tgh_serve_t *s, int timeout_ms)
     kill(s->tg.pid, SIGTERM);
     cr_assert_eq(tgh_wait(&s->tg, timeout_ms), 0, "toolgate serve did not stop on SIGTERM");
     cr_assert_eq(tgh_exit_code(&s->tg), 0);
-    cr_assert(s->sock[0] == '\0' || access(s->sock, F_OK) != 0,
-              "the socket file was left behind");
+    cr_assert(s->sock[0] == '\0' || access(s->sock, F_OK) != 0, "the socket file was left behind");
 }
 
 /* Kill every registered process (and the fixture agents named in the logs
