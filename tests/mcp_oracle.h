@@ -13,7 +13,8 @@
  *   - whatever jansson rejects, the scanners may accept or reject, but the
  *     spans they report stay inside the buffer.
  * Inputs holding a NUL byte are only checked for memory safety: jansson
- * 2.14 silently drops a NUL that follows a number or literal.
+ * 2.14 silently drops a NUL that follows a number or literal. The span
+ * checks and the reference parse are the oracle base (tests/json_oracle.h).
  * Envelope rules the scanner adds to JSON (so jansson accepts and
  * toolgate rejects): nesting deeper than TG_JSCAN_MAX_DEPTH, a method that
  * is not a string, an id that is not a number/string/null, params that are
@@ -30,60 +31,7 @@
 #include <string.h>
 
 #include "router/dialect/envelope.h"
-
-#define ORACLE_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)
-
-static char oracle_msg[256];
-
-static const char *oracle_fail(const char *what)
-{
-    snprintf(oracle_msg, sizeof oracle_msg, "%s", what);
-    return oracle_msg;
-}
-
-static size_t oracle_depth(const json_t *j)
-{
-    size_t d = 0;
-    if (json_is_object(j)) {
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)j, k, v) {
-            size_t x = oracle_depth(v);
-            if (x > d)
-                d = x;
-        }
-        return d + 1;
-    }
-    if (json_is_array(j)) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(j, i, v) {
-            size_t x = oracle_depth(v);
-            if (x > d)
-                d = x;
-        }
-        return d + 1;
-    }
-    return 0;
-}
-
-/* True when the span is inside [0, len) and re-parses to <want>. */
-static bool oracle_span_is(const char *buf, size_t len, tg_jspan_t s, const json_t *want)
-{
-    if (s.type == TG_J_NONE)
-        return want == NULL;
-    if (want == NULL || s.off > len || s.len > len - s.off || s.len == 0)
-        return false;
-    json_t *got = json_loadb(buf + s.off, s.len, ORACLE_FLAGS, NULL);
-    bool eq = got && json_equal(got, want);
-    json_decref(got);
-    return eq;
-}
-
-static bool oracle_span_inside(tg_jspan_t s, size_t len)
-{
-    return s.type == TG_J_NONE || (s.off <= len && s.len <= len - s.off);
-}
+#include "tests/json_oracle.h"
 
 static bool oracle_is_token(const json_t *v)
 {
@@ -266,21 +214,14 @@ static const char *oracle_check(const char *buf, size_t len, unsigned cut_seed)
         (hr == 0 && !oracle_span_inside(hid, len)) || (vr >= 0 && (size_t)vr > len))
         return oracle_fail("span outside the buffer");
 
-    /* jansson 2.14 drops a NUL byte that directly follows a number or a
-     * literal (its lexer's unget treats NUL as "buffer empty"), so it
-     * accepts "1\0" and "{\"a\":1.0\0}". A raw NUL is never valid JSON;
-     * jansson's verdict on such input is not a reference. */
-    if (memchr(buf, 0, len))
-        return NULL;
-    json_t *j = json_loadb(buf, len, ORACLE_FLAGS, NULL);
+    json_t *j = oracle_reference(buf, len);
     if (!j)
-        return NULL; /* jansson rejects: anything memory-safe goes */
+        return NULL;
     const char *why = NULL;
     bool deep = oracle_depth(j) > TG_JSCAN_MAX_DEPTH;
     tg_mcp_kind_t want = deep ? TG_MCP_INVALID : oracle_kind(j);
     if (env.kind != want) {
-        snprintf(oracle_msg, sizeof oracle_msg, "kind %d, jansson says %d", env.kind, want);
-        why = oracle_msg;
+        why = oracle_fail("kind %d, jansson says %d", env.kind, want);
         goto out;
     }
     if (deep) {
@@ -299,8 +240,7 @@ static const char *oracle_check(const char *buf, size_t len, unsigned cut_seed)
     if (want == TG_MCP_BATCH) {
         int wb = oracle_batch_has_call(j);
         if (bc != wb) {
-            snprintf(oracle_msg, sizeof oracle_msg, "batch_has_call %d, jansson says %d", bc, wb);
-            why = oracle_msg;
+            why = oracle_fail("batch_has_call %d, jansson says %d", bc, wb);
         }
         goto out;
     }

@@ -17,7 +17,8 @@
  *   - whatever jansson rejects, the scanner may accept or reject, but the
  *     spans it reports stay inside the buffer.
  * Inputs holding a NUL byte are only checked for memory safety: jansson
- * 2.14 silently drops a NUL that follows a number or literal.
+ * 2.14 silently drops a NUL that follows a number or literal. The span
+ * checks and the reference parse are the oracle base (tests/json_oracle.h).
  */
 #ifndef TG_TESTS_OS_ORACLE_H
 #define TG_TESTS_OS_ORACLE_H
@@ -30,61 +31,7 @@
 #include "router/call/denial.h"
 #include "router/dialect/osenv.h"
 #include "router/dialect/osmsg.h"
-
-#define OS_ORACLE_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)
-
-static char os_oracle_msg[256];
-
-static const char *os_fail(const char *what)
-{
-    snprintf(os_oracle_msg, sizeof os_oracle_msg, "%s", what);
-    return os_oracle_msg;
-}
-
-static size_t os_depth(const json_t *j)
-{
-    size_t d = 0;
-    if (json_is_object(j)) {
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)j, k, v) {
-            size_t x = os_depth(v);
-            if (x > d)
-                d = x;
-        }
-        return d + 1;
-    }
-    if (json_is_array(j)) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(j, i, v) {
-            size_t x = os_depth(v);
-            if (x > d)
-                d = x;
-        }
-        return d + 1;
-    }
-    return 0;
-}
-
-static bool os_span_inside(tg_jspan_t s, size_t len)
-{
-    return s.type == TG_J_NONE || (s.off <= len && s.len <= len - s.off);
-}
-
-/* True when the span is inside the buffer and re-parses to <want>; an
- * absent span matches an absent <want>. */
-static bool os_span_is(const char *buf, size_t len, tg_jspan_t s, const json_t *want)
-{
-    if (s.type == TG_J_NONE)
-        return want == NULL;
-    if (want == NULL || s.off > len || s.len > len - s.off || s.len == 0)
-        return false;
-    json_t *got = json_loadb(buf + s.off, s.len, OS_ORACLE_FLAGS, NULL);
-    bool eq = got && json_equal(got, want);
-    json_decref(got);
-    return eq;
-}
+#include "tests/json_oracle.h"
 
 /* A JSON string equal to <lit> (NUL bytes inside count). */
 static bool os_str_is(const json_t *v, const char *lit)
@@ -192,7 +139,7 @@ static void os_want(const json_t *j, os_want_t *w)
         {"agent.heartbeat", TG_OS_AGENT_HEARTBEAT},
     };
     memset(w, 0, sizeof(*w));
-    if (!json_is_object(j) || os_depth(j) > TG_JSCAN_MAX_DEPTH)
+    if (!json_is_object(j) || oracle_depth(j) > TG_JSCAN_MAX_DEPTH)
         return;
     const json_t *v = json_object_get(j, "v");
     if (!json_is_integer(v) || json_integer_value(v) != 1)
@@ -271,21 +218,21 @@ static const char *os_check_encoders(const char *buf, const tg_os_env_t *env, co
     if (n == -ENOSPC)
         return NULL; /* a call_id or echo larger than the scratch */
     if (n < 0)
-        return os_fail("tg_denial_os failed on an accepted call");
+        return oracle_fail("tg_denial_os failed on an accepted call");
     json_t *r = json_loadb(out, (size_t)n, JSON_REJECT_DUPLICATES, NULL);
     const char *why = NULL;
     if (!r)
-        why = os_fail("denial does not parse");
+        why = oracle_fail("denial does not parse");
     else if (!json_equal(json_object_get(json_object_get(r, "payload"), "call_id"), w->call_id))
-        why = os_fail("denial call_id differs");
+        why = oracle_fail("denial call_id differs");
     else if (!json_equal(json_object_get(r, "in_reply_to"), w->id))
-        why = os_fail("denial in_reply_to differs");
+        why = oracle_fail("denial in_reply_to differs");
     else if ((w->request_id || json_object_get(r, "request_id")) &&
              !json_equal(json_object_get(r, "request_id"), w->request_id))
-        why = os_fail("denial request_id differs");
+        why = oracle_fail("denial request_id differs");
     else if ((w->correlation_id || json_object_get(r, "correlation_id")) &&
              !json_equal(json_object_get(r, "correlation_id"), w->correlation_id))
-        why = os_fail("denial correlation_id differs");
+        why = oracle_fail("denial correlation_id differs");
     json_decref(r);
     if (why)
         return why;
@@ -301,19 +248,19 @@ static const char *os_check_encoders(const char *buf, const tg_os_env_t *env, co
     if (n == -ENOSPC)
         return NULL;
     if (n < 0)
-        return os_fail("tg_os_enc_tool_call failed on an accepted call");
+        return oracle_fail("tg_os_enc_tool_call failed on an accepted call");
     r = json_loadb(out, (size_t)n, JSON_REJECT_DUPLICATES, NULL);
     json_t *p = json_object_get(r, "payload");
     if (!r)
-        why = os_fail("encoded call does not parse");
+        why = oracle_fail("encoded call does not parse");
     else if (!json_equal(json_object_get(p, "tool_id"), w->tool_id) ||
              !json_equal(json_object_get(p, "input"), w->input) ||
              !os_str_is(json_object_get(p, "call_id"), "tg-c-1"))
-        why = os_fail("encoded call differs");
+        why = oracle_fail("encoded call differs");
     else if (w->has_timeout && (uint64_t)json_integer_value(json_object_get(p, "timeout_ms")) != w->timeout_ms)
-        why = os_fail("encoded timeout differs");
+        why = oracle_fail("encoded timeout differs");
     else if (w->idempotency_key && !json_equal(json_object_get(p, "idempotency_key"), w->idempotency_key))
-        why = os_fail("encoded idempotency_key differs");
+        why = oracle_fail("encoded idempotency_key differs");
     json_decref(r);
     return why;
 }
@@ -346,17 +293,16 @@ static const char *os_check_spans(const char *buf, size_t len, const tg_os_env_t
         {e->reason, w->reason, "reason"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (!os_span_is(buf, len, t[i].s, t[i].v)) {
-            snprintf(os_oracle_msg, sizeof os_oracle_msg, "%s span differs", t[i].name);
-            return os_oracle_msg;
+        if (!oracle_span_is(buf, len, t[i].s, t[i].v)) {
+            return oracle_fail("%s span differs", t[i].name);
         }
     }
     if (e->type != w->type)
-        return os_fail("type differs");
+        return oracle_fail("type differs");
     if (e->has_timeout != w->has_timeout || (w->has_timeout && e->timeout_ms != w->timeout_ms))
-        return os_fail("timeout_ms differs");
+        return oracle_fail("timeout_ms differs");
     if (e->status != w->status)
-        return os_fail("status differs");
+        return oracle_fail("status differs");
     return NULL;
 }
 
@@ -372,7 +318,7 @@ static const char *os_check_helpers(const char *buf, size_t len, const tg_os_env
                 want = 1;
         }
         if (tg_os_supports_v1(buf, e->versions) != want)
-            return os_fail("supports_v1 differs");
+            return oracle_fail("supports_v1 differs");
     }
     if (w->tools) {
         tg_os_tools_iter_t it;
@@ -385,11 +331,11 @@ static const char *os_check_helpers(const char *buf, size_t len, const tg_os_env
             const json_t *want = json_is_object(el) ? json_object_get(el, "tool_id") : NULL;
             if (!json_is_string(want))
                 want = NULL;
-            if (!os_span_is(buf, len, tid, want))
-                return os_fail("tools iterator tool_id differs");
+            if (!oracle_span_is(buf, len, tid, want))
+                return oracle_fail("tools iterator tool_id differs");
         }
         if (rc != 0 || i != json_array_size(w->tools))
-            return os_fail("tools iterator count differs");
+            return oracle_fail("tools iterator count differs");
     }
     if (w->tool_id) {
         char dst[TG_OS_TOOL_ID_MAX + 1];
@@ -397,11 +343,11 @@ static const char *os_check_helpers(const char *buf, size_t len, const tg_os_env
         int rc = tg_os_tool_id_parse(buf, e->tool_id, dst, sizeof dst, &n, &alen);
         bool want = os_ref_tool_id(json_string_value(w->tool_id), json_string_length(w->tool_id));
         if ((rc == 0) != want)
-            return os_fail("tool_id verdict differs");
+            return oracle_fail("tool_id verdict differs");
         if (rc == 0 && (n != json_string_length(w->tool_id) ||
                         memcmp(dst, json_string_value(w->tool_id), n) != 0 ||
                         dst[alen] != '/'))
-            return os_fail("tool_id split differs");
+            return oracle_fail("tool_id split differs");
     }
     if (w->type == TG_OS_CORE_TOOL_CALL)
         return os_check_encoders(buf, e, w);
@@ -419,23 +365,20 @@ static const char *os_oracle_check(const char *buf, size_t len)
                                &env.versions, &env.tools, &env.tool_id, &env.input,
                                &env.idempotency_key, &env.reason};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        if (!os_span_inside(*all[i], len))
-            return os_fail("span outside the buffer");
+        if (!oracle_span_inside(*all[i], len))
+            return oracle_fail("span outside the buffer");
         if (rc < 0 && all[i]->type != TG_J_NONE)
-            return os_fail("span reported for an invalid frame");
+            return oracle_fail("span reported for an invalid frame");
     }
-    if (memchr(buf, 0, len))
-        return NULL;
-    json_t *j = json_loadb(buf, len, OS_ORACLE_FLAGS, NULL);
+    json_t *j = oracle_reference(buf, len);
     if (!j)
-        return NULL; /* jansson rejects: anything memory-safe goes */
+        return NULL;
     os_want_t w;
     os_want(j, &w);
     const char *why = NULL;
     if ((rc == 0) != w.valid) {
-        snprintf(os_oracle_msg, sizeof os_oracle_msg, "scan says %s, the rules say %s",
-                 rc == 0 ? "valid" : "invalid", w.valid ? "valid" : "invalid");
-        why = os_oracle_msg;
+        why = oracle_fail("scan says %s, the rules say %s", rc == 0 ? "valid" : "invalid",
+                          w.valid ? "valid" : "invalid");
     } else if (w.valid) {
         why = os_check_spans(buf, len, &env, &w);
         if (!why)

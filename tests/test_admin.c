@@ -27,6 +27,7 @@
 #include "router/admin/admin.h"
 #include "router/cli/cli.h"
 #include "router/admin/metrics.h"
+#include "tests/tg_harness.h"
 
 #define CANARY "SECRET-CANARY-4242"
 
@@ -185,23 +186,10 @@ static void teardown(void)
 
 /* ---- a raw client ----------------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int dial(void)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0);
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "connect: %s",
-                 strerror(errno));
+    int fd = tgh_tcp_dial(port);
+    cr_assert_geq(fd, 0, "connect: %s", strerror(-fd));
     return fd;
 }
 
@@ -218,18 +206,8 @@ static void send_all(int fd, const char *p, size_t n)
 /* Read until EOF (or an error such as a reset, or the 5 s timeout). */
 static char *read_all(int fd, size_t *len)
 {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (n + 4096 > cap)
-            buf = realloc(buf, cap *= 2);
-        ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-    }
-    buf[n] = '\0';
-    *len = n;
+    char *buf = tgh_read_all(fd, len);
+    cr_assert_not_null(buf);
     return buf;
 }
 
@@ -280,15 +258,9 @@ static void parse_resp(resp_t *r)
     r->body_len = r->raw_len - (size_t)(r->body - r->raw);
 }
 
-/* One request on a fresh connection with "Connection: close". */
-static resp_t request(const char *method, const char *path, const char *extra)
+/* The response the server sends on <fd> until it closes; <fd> is closed. */
+static resp_t finish(int fd)
 {
-    char req[8192];
-    int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n",
-                     method, path, addr, extra != NULL ? extra : "");
-    cr_assert(n > 0 && (size_t)n < sizeof(req));
-    int fd = dial();
-    send_all(fd, req, strlen(req));
     resp_t r;
     r.raw = read_all(fd, &r.raw_len);
     close(fd);
@@ -296,9 +268,39 @@ static resp_t request(const char *method, const char *path, const char *extra)
     return r;
 }
 
+/* <n> bytes of <req> on a fresh connection, and the response. */
+static resp_t exchange(const char *req, size_t n)
+{
+    int fd = dial();
+    send_all(fd, req, n);
+    return finish(fd);
+}
+
+/* One request on a fresh connection with "Connection: close". */
+static resp_t request(const char *method, const char *path, const char *extra)
+{
+    char req[8192];
+    int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n",
+                     method, path, addr, extra != NULL ? extra : "");
+    cr_assert(n > 0 && (size_t)n < sizeof(req));
+    return exchange(req, (size_t)n);
+}
+
 static resp_t get(const char *path)
 {
     return request("GET", path, NULL);
+}
+
+/* GET <path>: a 200 whose body is a JSON document (the caller frees). */
+static json_t *get_json(const char *path)
+{
+    resp_t r = get(path);
+    cr_assert_eq(r.status, 200);
+    json_error_t e;
+    json_t *doc = json_loadb(r.body, r.body_len, 0, &e);
+    cr_assert_not_null(doc, "%s", e.text);
+    resp_free(&r);
+    return doc;
 }
 
 static void assert_ctype(const resp_t *r, const char *want)
@@ -907,11 +909,7 @@ Test(admin, metrics_real_parser)
 
 Test(admin, limits_json)
 {
-    resp_t r = get("/limits");
-    cr_assert_eq(r.status, 200);
-    json_error_t e;
-    json_t *doc = json_loadb(r.body, r.body_len, 0, &e);
-    cr_assert_not_null(doc, "%s", e.text);
+    json_t *doc = get_json("/limits");
     cr_assert_str_eq(json_string_value(json_object_get(doc, "instance")), "host-a");
     json_t *ls = json_object_get(doc, "limits");
     cr_assert_eq(json_array_size(ls), 5);
@@ -933,16 +931,11 @@ Test(admin, limits_json)
     l = json_array_get(ls, 4);
     cr_assert_str_eq(json_string_value(json_object_get(l, "name")), "invalid.4");
     json_decref(doc);
-    resp_free(&r);
 }
 
 Test(admin, agents_json)
 {
-    resp_t r = get("/agents");
-    cr_assert_eq(r.status, 200);
-    json_error_t e;
-    json_t *doc = json_loadb(r.body, r.body_len, 0, &e);
-    cr_assert_not_null(doc, "%s", e.text);
+    json_t *doc = get_json("/agents");
     json_t *as = json_object_get(doc, "agents");
     cr_assert_eq(json_array_size(as), 2);
     json_t *a = json_array_get(as, 0);
@@ -983,7 +976,6 @@ Test(admin, agents_json)
     json_t *au = json_object_get(doc, "audit");
     cr_assert_eq(json_integer_value(json_object_get(au, "dropped")), 2);
     json_decref(doc);
-    resp_free(&r);
 }
 
 Test(admin, canary_never_reaches_any_output)
@@ -1032,11 +1024,7 @@ Test(admin, head_and_refused_requests)
     resp_free(&r);
 
     /* Malformed request line. */
-    int fd = dial();
-    send_all(fd, "GARBAGE\r\n\r\n", 11);
-    r.raw = read_all(fd, &r.raw_len);
-    close(fd);
-    parse_resp(&r);
+    r = exchange("GARBAGE\r\n\r\n", 11);
     cr_assert_eq(r.status, 400);
     resp_free(&r);
 }
@@ -1046,13 +1034,7 @@ static resp_t with_host(const char *host)
     char req[512];
     snprintf(req, sizeof(req), "GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
              host);
-    int fd = dial();
-    send_all(fd, req, strlen(req));
-    resp_t r;
-    r.raw = read_all(fd, &r.raw_len);
-    close(fd);
-    parse_resp(&r);
-    return r;
+    return exchange(req, strlen(req));
 }
 
 Test(admin, host_must_be_loopback)
@@ -1117,10 +1099,7 @@ Test(admin, split_reads)
             send_all(fd, pieces[i][j], strlen(pieces[i][j]));
             usleep(30000); /* separate reads on the server */
         }
-    resp_t r;
-    r.raw = read_all(fd, &r.raw_len);
-    close(fd);
-    parse_resp(&r);
+    resp_t r = finish(fd);
     cr_assert_eq(r.status, 200, "%s", r.raw);
     resp_free(&r);
 
@@ -1136,9 +1115,7 @@ Test(admin, split_reads)
     n = 3000 + (size_t)snprintf(head + 3000, sizeof(head) - 3000,
                                 ": v\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     send_all(fd, head, n);
-    r.raw = read_all(fd, &r.raw_len);
-    close(fd);
-    parse_resp(&r);
+    r = finish(fd);
     cr_assert_eq(r.status, 200, "%s", r.raw);
     resp_free(&r);
 
@@ -1147,9 +1124,7 @@ Test(admin, split_reads)
     send_all(fd, "GET /healthz HTTP/1.1\r\nHost: local", 34);
     usleep(30000);
     send_all(fd, "host.evil.example\r\nConnection: close\r\n\r\n", 40);
-    r.raw = read_all(fd, &r.raw_len);
-    close(fd);
-    parse_resp(&r);
+    r = finish(fd);
     cr_assert_eq(r.status, 421, "%s", r.raw);
     resp_free(&r);
 }
@@ -1274,13 +1249,8 @@ static resp_t sized_request(size_t head_bytes)
     memcpy(req, pre, sizeof(pre) - 1);
     memset(req + sizeof(pre) - 1, 'p', head_bytes - fixed);
     memcpy(req + head_bytes - 4, "\r\n\r\n", 4);
-    int fd = dial();
-    send_all(fd, req, head_bytes);
+    resp_t r = exchange(req, head_bytes);
     free(req);
-    resp_t r;
-    r.raw = read_all(fd, &r.raw_len);
-    close(fd);
-    parse_resp(&r);
     return r;
 }
 
@@ -1306,9 +1276,7 @@ Test(bounds, header_bytes)
         if (send(fd, line, (size_t)n, MSG_NOSIGNAL) < 0)
             break;
     }
-    r.raw = read_all(fd, &r.raw_len);
-    close(fd);
-    parse_resp(&r);
+    r = finish(fd);
     cr_assert_eq(r.status, 431);
     resp_free(&r);
 }
@@ -1356,11 +1324,11 @@ Test(bounds, connections)
 Test(bounds, idle_timeout)
 {
     /* Silent connection. */
-    int64_t t0 = now_ms();
+    int64_t t0 = (int64_t)tgh_now_ms();
     int fd = dial();
     size_t n;
     char *txt = read_all(fd, &n);
-    int64_t dt = now_ms() - t0;
+    int64_t dt = (int64_t)tgh_now_ms() - t0;
     close(fd);
     free(txt);
     cr_assert_eq(n, 0);
@@ -1368,7 +1336,7 @@ Test(bounds, idle_timeout)
     cr_assert_lt(dt, 3000, "closed by the server (%lld ms)", (long long)dt);
 
     /* A head dribbled slower than the timeout does not keep it alive. */
-    t0 = now_ms();
+    t0 = (int64_t)tgh_now_ms();
     fd = dial();
     for (int i = 0; i < 10; i++) {
         if (send(fd, "X", 1, MSG_NOSIGNAL) < 0)
@@ -1376,7 +1344,7 @@ Test(bounds, idle_timeout)
         usleep(100000);
     }
     txt = read_all(fd, &n);
-    dt = now_ms() - t0;
+    dt = (int64_t)tgh_now_ms() - t0;
     close(fd);
     free(txt);
     cr_assert_lt(dt, 2000, "partial request cut at the idle timeout (%lld ms)", (long long)dt);
@@ -1384,9 +1352,9 @@ Test(bounds, idle_timeout)
     /* A keep-alive connection idles out after its answer. */
     fd = dial();
     cr_assert(healthz_on(fd));
-    t0 = now_ms();
+    t0 = (int64_t)tgh_now_ms();
     txt = read_all(fd, &n);
-    dt = now_ms() - t0;
+    dt = (int64_t)tgh_now_ms() - t0;
     close(fd);
     free(txt);
     cr_assert_eq(n, 0);

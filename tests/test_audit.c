@@ -16,6 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/tg_audit.h"
+#include "tests/tg_harness.h"
+
 #define TS_EXAMPLE 1795646901123LL /* 2026-11-25T22:48:21.123Z */
 
 static tg_audit_ev_t full_event(void)
@@ -401,59 +404,8 @@ Test(audit_encode, canary_never_reaches_the_line)
 
 /* ---- file sink ---------------------------------------------------------- */
 
-static char tmpdir[64];
+TestSuite(audit_sink, .init = tgh_tmp_init, .fini = tgh_cleanup);
 
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tg-audit-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tree(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(audit_sink, .init = make_tmpdir, .fini = remove_tree);
-
-static void path_in_tmp(char *buf, size_t cap, const char *name)
-{
-    int n = snprintf(buf, cap, "%s/%s", tmpdir, name);
-    cr_assert(n > 0 && (size_t)n < cap);
-}
-
-static tg_audit_t *open_audit(uv_loop_t *loop, const char *path, uint32_t queue_cap)
-{
-    tg_audit_opts_t opts = {.path = path, .instance = "host-a", .queue_cap = queue_cap};
-    tg_audit_t *a = NULL;
-    char err[256] = "";
-
-    int rc = tg_audit_open(&a, loop, &opts, err, sizeof(err));
-    cr_assert_eq(rc, 0, "open: %s", err);
-    cr_assert_not_null(a);
-    return a;
-}
-
-static void emit_named(tg_audit_t *a, const char *event, int64_t count)
-{
-    tg_audit_ev_t ev;
-
-    tg_audit_ev_init(&ev);
-    ev.event = event;
-    ev.count = count;
-    tg_audit_emit(a, &ev);
-}
-
-/* Close <a>, let libuv release any request it left, and check that the
- * loop then closes cleanly. */
-static void close_all(tg_audit_t *a, uv_loop_t *loop)
-{
-    tg_audit_close(a);
-    cr_assert_eq(uv_run(loop, UV_RUN_DEFAULT), 0);
-    cr_assert_eq(uv_loop_close(loop), 0);
-}
 
 typedef struct lines {
     char *data;
@@ -520,11 +472,11 @@ Test(audit_sink, creates_dirs_and_file_private_and_writes_gap_free_seq)
     struct stat st;
     lines_t l;
 
-    path_in_tmp(dir, sizeof(dir), "state/toolgate");
-    path_in_tmp(path, sizeof(path), "state/toolgate/audit.jsonl");
+    tgh_tmp_path(dir, sizeof(dir), "state/toolgate");
+    tgh_tmp_path(path, sizeof(path), "state/toolgate/audit.jsonl");
     umask(022);
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_audit(&loop, path, 64);
+    tg_audit_t *a = aud_open_path(&loop, path, 64);
 
     cr_assert_eq(stat(dir, &st), 0);
     cr_assert_eq(st.st_mode & 0777, 0700);
@@ -533,14 +485,14 @@ Test(audit_sink, creates_dirs_and_file_private_and_writes_gap_free_seq)
 
     int64_t before = (int64_t)time(NULL);
     for (int i = 0; i < 50; i++) {
-        emit_named(a, "call.completed", i);
+        aud_emit(a, "call.completed", i);
         if (i % 7 == 0)
             uv_run(&loop, UV_RUN_NOWAIT); /* interleave completions with emits */
     }
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(tg_audit_queued(a), 0);
     cr_assert_eq(tg_audit_dropped(a), 0);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     read_lines(&l, path);
     cr_assert_eq(l.n, 50);
@@ -572,15 +524,15 @@ Test(audit_sink, appends_to_an_existing_file)
     char path[256];
     lines_t l;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     FILE *f = fopen(path, "w");
     fputs("{\"old\":1}\n", f);
     fclose(f);
 
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_audit(&loop, path, 8);
-    emit_named(a, "router.started", TG_AUDIT_ABSENT);
-    close_all(a, &loop);
+    tg_audit_t *a = aud_open_path(&loop, path, 8);
+    aud_emit(a, "router.started", TG_AUDIT_ABSENT);
+    aud_close(a, &loop);
 
     read_lines(&l, path);
     cr_assert_eq(l.n, 2);
@@ -595,14 +547,14 @@ Test(audit_sink, overflow_is_counted_and_reported_without_seq_gaps)
     char path[256], name[64];
     lines_t l;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_audit(&loop, path, 4);
+    tg_audit_t *a = aud_open_path(&loop, path, 4);
 
     /* Without the loop running no write can complete, so the queue holds
      * exactly queue_cap events and the rest are dropped. */
     for (int i = 0; i < 100; i++)
-        emit_named(a, "call.completed", i);
+        aud_emit(a, "call.completed", i);
     cr_assert_eq(tg_audit_queued(a), 4);
     cr_assert_eq(tg_audit_dropped(a), 96);
 
@@ -614,10 +566,10 @@ Test(audit_sink, overflow_is_counted_and_reported_without_seq_gaps)
     cr_assert_str_eq(event_of(l.v[4], name, sizeof(name)), "audit.dropped");
     free(l.data);
 
-    emit_named(a, "call.completed", 1000);
-    emit_named(a, "call.completed", 1001);
+    aud_emit(a, "call.completed", 1000);
+    aud_emit(a, "call.completed", 1001);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     read_lines(&l, path);
     cr_assert_eq(l.n, 7);
@@ -639,13 +591,13 @@ Test(audit_sink, close_with_write_in_flight_writes_everything_in_order)
     char path[256];
     lines_t l;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_audit(&loop, path, 64);
+    tg_audit_t *a = aud_open_path(&loop, path, 64);
     for (int i = 0; i < 10; i++)
-        emit_named(a, "call.completed", i);
+        aud_emit(a, "call.completed", i);
     cr_assert(uv_loop_alive(&loop)); /* the first line's write is in flight */
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     read_lines(&l, path);
     cr_assert_eq(l.n, 10);
@@ -661,13 +613,13 @@ Test(audit_sink, close_reports_loss_not_yet_reported)
     char path[256], name[64];
     lines_t l;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_audit(&loop, path, 2);
+    tg_audit_t *a = aud_open_path(&loop, path, 2);
     for (int i = 0; i < 5; i++)
-        emit_named(a, "call.completed", i);
+        aud_emit(a, "call.completed", i);
     cr_assert_eq(tg_audit_dropped(a), 3);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     read_lines(&l, path);
     cr_assert_eq(l.n, 3);
@@ -682,18 +634,18 @@ Test(audit_sink, idle_pipe_does_not_keep_the_loop_alive)
     uv_loop_t loop;
     char path[256];
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_audit(&loop, path, 8);
+    tg_audit_t *a = aud_open_path(&loop, path, 8);
     cr_assert_not(uv_loop_alive(&loop));
     cr_assert_eq(uv_run(&loop, UV_RUN_NOWAIT), 0);
 
-    emit_named(a, "router.started", TG_AUDIT_ABSENT);
+    aud_emit(a, "router.started", TG_AUDIT_ABSENT);
     cr_assert(uv_loop_alive(&loop));
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0); /* returns once written */
     cr_assert_not(uv_loop_alive(&loop));
     cr_assert_eq(tg_audit_queued(a), 0);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 }
 
 Test(audit_sink, canary_never_reaches_the_file)
@@ -703,14 +655,14 @@ Test(audit_sink, canary_never_reaches_the_file)
     lines_t l;
     tg_audit_ev_t ev;
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_audit(&loop, path, 64);
+    tg_audit_t *a = aud_open_path(&loop, path, 64);
     for (size_t i = 0; i < sizeof(CANARIES) / sizeof(CANARIES[0]); i++) {
         canary_event(&ev, CANARIES[i]);
         tg_audit_emit(a, &ev);
     }
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     read_lines(&l, path);
     cr_assert_eq(l.n, sizeof(CANARIES) / sizeof(CANARIES[0]));
@@ -724,18 +676,18 @@ Test(audit_sink, write_errors_are_counted_and_do_not_spin)
     uv_loop_t loop;
 
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_audit(&loop, "/dev/full", 8); /* every write fails: ENOSPC */
+    tg_audit_t *a = aud_open_path(&loop, "/dev/full", 8); /* every write fails: ENOSPC */
     for (int i = 0; i < 3; i++)
-        emit_named(a, "call.completed", i);
+        aud_emit(a, "call.completed", i);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(tg_audit_queued(a), 0);
     cr_assert_eq(tg_audit_dropped(a), 3);
 
     /* the next event brings an audit.dropped report; both fail and count */
-    emit_named(a, "call.completed", 3);
+    aud_emit(a, "call.completed", 3);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(tg_audit_dropped(a), 5);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 }
 
 Test(audit_sink, a_torn_line_is_ended_before_the_next_batch)
@@ -752,9 +704,9 @@ Test(audit_sink, a_torn_line_is_ended_before_the_next_batch)
     long len = tg_audit_encode(line, sizeof(line), &ev, 1, TS_EXAMPLE, "host-a");
     cr_assert_gt(len, 10);
 
-    path_in_tmp(path, sizeof(path), "audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_audit(&loop, path, 8);
+    tg_audit_t *a = aud_open_path(&loop, path, 8);
 
     signal(SIGXFSZ, SIG_IGN); /* get EFBIG instead of dying */
     cr_assert_eq(getrlimit(RLIMIT_FSIZE, &saved), 0);
@@ -770,7 +722,7 @@ Test(audit_sink, a_torn_line_is_ended_before_the_next_batch)
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &saved), 0);
     tg_audit_emit(a, &ev); /* brings the report (seq 3), then seq 4 */
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     read_lines(&l, path);
     cr_assert_eq(l.n, 4);
@@ -801,19 +753,19 @@ Test(audit_sink, open_failure_names_the_path_and_the_way_out)
     cr_assert_not_null(strstr(err, "use --audit PATH to write elsewhere"), "%s", err);
 
     /* a parent that is a file */
-    path_in_tmp(path, sizeof(path), "plain");
+    tgh_tmp_path(path, sizeof(path), "plain");
     FILE *f = fopen(path, "w");
     fclose(f);
-    path_in_tmp(path, sizeof(path), "plain/audit.jsonl");
+    tgh_tmp_path(path, sizeof(path), "plain/audit.jsonl");
     opts.path = path;
     cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -ENOTDIR);
     cr_assert_not_null(strstr(err, path), "%s", err);
     cr_assert_not_null(strstr(err, strerror(ENOTDIR)), "%s", err);
 
     /* a directory */
-    opts.path = tmpdir;
+    opts.path = tgh_tmp;
     cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -EISDIR);
-    cr_assert_not_null(strstr(err, tmpdir), "%s", err);
+    cr_assert_not_null(strstr(err, tgh_tmp), "%s", err);
 
     opts.path = path;
     opts.queue_cap = 0;

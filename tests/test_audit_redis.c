@@ -20,37 +20,18 @@
 #include "audit/audit.h"
 #include "audit/verify.h"
 #include "config/config.h"
+#include "tests/tg_audit.h"
+#include "tests/tg_harness.h"
+#include "tests/tg_redis.h"
 
 #define STREAM "tg:audit:test"
 
-static char tmpdir[64];
-static char spool[128];
-static int rport;
-static pid_t rpid;
-
-static bool have_redis(void)
-{
-    return system("command -v redis-server >/dev/null 2>&1") == 0;
-}
-
-/* A port nobody listens on right now. */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+static char spool[TGH_PATH + 32];
+static srv_t R;
 
 static redisContext *connect_test(void)
 {
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", rport, tv);
+    redisContext *c = srv_connect(&R);
     if (c != NULL && c->err != 0) {
         redisFree(c);
         return NULL;
@@ -58,72 +39,34 @@ static redisContext *connect_test(void)
     return c;
 }
 
-/* Start redis-server on <rport>, persisting every write (AOF, fsync
- * always) in <tmpdir>, and wait until it answers. */
+/* Start redis-server on R's port, persisting every write (AOF, fsync
+ * always) in its dir, so that a restart finds what was written. */
 static void redis_start(void)
 {
-    char port[16];
-
-    snprintf(port, sizeof(port), "%d", rport);
-    rpid = fork();
-    cr_assert_geq(rpid, 0);
-    if (rpid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
-               tmpdir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-               "--daemonize", "no", (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200; i++) {
-        redisContext *c = connect_test();
-        if (c != NULL) {
-            redisReply *r = redisCommand(c, "PING");
-            bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-            if (r != NULL)
-                freeReplyObject(r);
-            redisFree(c);
-            if (ok)
-                return;
-        }
-        struct timespec ts = {0, 25 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    cr_assert_fail("redis-server did not start on port %d", rport);
+    srv_spawn(&R);
 }
 
 static void redis_kill(void)
 {
-    if (rpid > 0) {
-        kill(rpid, SIGKILL);
-        waitpid(rpid, NULL, 0);
-        rpid = 0;
-    }
+    if (R.pid > 0)
+        srv_kill(&R);
 }
 
 static void setup(void)
 {
-    if (!have_redis())
-        cr_skip_test("redis-server is not installed (Debian package redis-server)");
     /* a broken connection raises SIGPIPE on write; toolgate ignores it
      * process-wide, as any user of this sink must */
     signal(SIGPIPE, SIG_IGN);
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tg-redis-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-    snprintf(spool, sizeof(spool), "%s/spool/audit.spool", tmpdir);
-    rport = free_port();
-    rpid = 0;
+    static const char *const aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+    srv_prepare(&R, false, aof);
+    tgh_tmp_init();
+    tgh_tmp_path(spool, sizeof spool, "spool/audit.spool");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-
-    redis_kill();
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    if (tmpdir[0] != '\0')
-        cr_assert_eq(system(cmd), 0);
+    srv_done(&R);
+    tgh_cleanup();
 }
 
 TestSuite(audit_redis, .init = setup, .fini = teardown);
@@ -135,61 +78,21 @@ static tg_audit_sink_cfg_t redis_cfg(void)
 
     tg_config_sink_defaults(&s, TG_AUDIT_SINK_REDIS_STREAM);
     snprintf(s.ep.host, sizeof(s.ep.host), "127.0.0.1");
-    s.ep.port = (uint16_t)rport;
+    s.ep.port = (uint16_t)R.port;
     s.stream = stream;
     s.spool = spool;
     s.timeout_ms = 500;
     return s;
 }
 
-static tg_audit_t *open_one(uv_loop_t *loop, const tg_audit_sink_cfg_t *s, uint32_t queue_cap)
-{
-    tg_audit_opts_t o = {.sinks = s, .nsinks = 1, .instance = "host-a", .queue_cap = queue_cap};
-    tg_audit_t *a = NULL;
-    char err[512] = "";
-
-    cr_assert_eq(tg_audit_open(&a, loop, &o, err, sizeof(err)), 0, "open: %s", err);
-    return a;
-}
-
 static void emit_range(tg_audit_t *a, uv_loop_t *loop, int from, int to)
 {
-    tg_audit_ev_t ev;
-
     for (int i = from; i < to; i++) {
-        tg_audit_ev_init(&ev);
-        ev.event = "call.completed";
-        ev.count = i;
-        tg_audit_emit(a, &ev);
+        aud_emit(a, "call.completed", i);
         if (i % 16 == 15)
             uv_run(loop, UV_RUN_DEFAULT);
     }
     uv_run(loop, UV_RUN_DEFAULT);
-}
-
-static void on_keepalive(uv_timer_t *t)
-{
-    (void)t;
-}
-
-/* Run the loop for <ms> so that the sink's sync timer can reconnect and
- * replay the spool. */
-static void run_for(uv_loop_t *loop, uint64_t ms)
-{
-    uv_timer_t t;
-
-    uv_timer_init(loop, &t);
-    uv_timer_start(&t, on_keepalive, ms, 0);
-    uv_run(loop, UV_RUN_DEFAULT);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
-}
-
-static void close_all(tg_audit_t *a, uv_loop_t *loop)
-{
-    tg_audit_close(a);
-    cr_assert_eq(uv_run(loop, UV_RUN_DEFAULT), 0);
-    cr_assert_eq(uv_loop_close(loop), 0);
 }
 
 static off_t spool_size(void)
@@ -251,12 +154,7 @@ static tg_verify_summary_t verify_stream(const stream_text_t *t)
     nfound = ngaps = ndropped = nunexplained = 0;
     cr_assert_eq(tg_verify_begin(v, "stream"), 0);
     cr_assert_eq(tg_verify_feed(v, t->p, t->n), 0);
-    cr_assert_eq(tg_verify_finish(v), 0);
-    cr_assert_eq(tg_verify_ninstances(v), 1);
-    tg_verify_summary_t s = *tg_verify_summary(v, 0);
-    s.instance = NULL;
-    tg_verify_free(v);
-    return s;
+    return aud_verify_summary(v);
 }
 
 Test(audit_redis, delivers_every_event_in_order)
@@ -266,10 +164,10 @@ Test(audit_redis, delivers_every_event_in_order)
     redis_start();
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = redis_cfg();
-    tg_audit_t *a = open_one(&loop, &s, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
     emit_range(a, &loop, 0, 300);
     cr_assert_eq(tg_audit_dropped(a), 0);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     stream_text_t t = read_stream();
     cr_assert_eq(t.entries, 300);
@@ -287,20 +185,20 @@ Test(audit_redis, spools_while_away_and_replays_in_order)
 
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = redis_cfg();
-    tg_audit_t *a = open_one(&loop, &s, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
     emit_range(a, &loop, 0, 50); /* nobody listens yet */
     cr_assert_eq(tg_audit_dropped(a), 0);
     cr_assert_gt(spool_size(), 50 * 80);
 
     redis_start();
-    run_for(&loop, 1500); /* the sync timer reconnects and replays */
+    aud_run_for(&loop, 1500); /* the sync timer reconnects and replays */
     cr_assert_eq(spool_size(), 0);
     stream_text_t t = read_stream();
     cr_assert_eq(t.entries, 50);
     free(t.p);
 
     emit_range(a, &loop, 50, 100);
-    close_all(a, &loop);
+    aud_close(a, &loop);
     t = read_stream();
     cr_assert_eq(t.entries, 100);
     tg_verify_summary_t sum = verify_stream(&t);
@@ -317,16 +215,16 @@ Test(audit_redis, redis_killed_and_restarted_loses_nothing)
     redis_start();
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = redis_cfg();
-    tg_audit_t *a = open_one(&loop, &s, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
     emit_range(a, &loop, 0, 100);
     redis_kill();
     emit_range(a, &loop, 100, 200); /* the connection breaks: spooled */
     cr_assert_gt(spool_size(), 0);
     redis_start(); /* the AOF brings the first 100 back */
-    run_for(&loop, 1500);
+    aud_run_for(&loop, 1500);
     emit_range(a, &loop, 200, 300);
     cr_assert_eq(tg_audit_dropped(a), 0);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     stream_text_t t = read_stream();
     cr_assert_eq(t.entries, 300);
@@ -344,9 +242,9 @@ Test(audit_redis, spool_left_by_a_previous_run_goes_first)
 
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = redis_cfg();
-    tg_audit_t *a = open_one(&loop, &s, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
     emit_range(a, &loop, 0, 20);
-    close_all(a, &loop); /* Redis never came: all 20 stay spooled */
+    aud_close(a, &loop); /* Redis never came: all 20 stay spooled */
     cr_assert_gt(spool_size(), 0);
 
     /* a crash tore the spool's last line */
@@ -356,13 +254,13 @@ Test(audit_redis, spool_left_by_a_previous_run_goes_first)
 
     redis_start();
     cr_assert_eq(uv_loop_init(&loop), 0);
-    a = open_one(&loop, &s, 64);
+    a = aud_open_sinks(&loop, &s, 1, 64);
     tg_audit_ev_t ev;
     tg_audit_ev_init(&ev);
     ev.event = "router.started";
     tg_audit_emit(a, &ev); /* seq 1 of the new run */
     uv_run(&loop, UV_RUN_DEFAULT);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     stream_text_t t = read_stream();
     cr_assert_eq(t.entries, 21);
@@ -382,7 +280,7 @@ Test(audit_redis, full_spool_loss_is_counted_and_explained)
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = redis_cfg();
     s.spool_max_bytes = 4096;
-    tg_audit_t *a = open_one(&loop, &s, 256);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 256);
     emit_range(a, &loop, 0, 100); /* ~10 KiB: about 40 lines fit */
     uint64_t lost = tg_audit_dropped(a);
     cr_assert_gt(lost, 40);
@@ -390,9 +288,9 @@ Test(audit_redis, full_spool_loss_is_counted_and_explained)
     cr_assert_leq(spool_size(), 4096);
 
     redis_start();
-    run_for(&loop, 1500);
+    aud_run_for(&loop, 1500);
     emit_range(a, &loop, 100, 101); /* brings the audit.dropped report */
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     stream_text_t t = read_stream();
     tg_verify_summary_t sum = verify_stream(&t);
@@ -411,9 +309,9 @@ Test(audit_redis, maxlen_trims_the_stream)
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = redis_cfg();
     s.maxlen = 10;
-    tg_audit_t *a = open_one(&loop, &s, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
     emit_range(a, &loop, 0, 1000);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     redisContext *c = connect_test();
     redisReply *r = redisCommand(c, "XLEN %s", STREAM);

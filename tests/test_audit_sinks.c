@@ -17,33 +17,20 @@
 #include "audit/sink.h"
 #include "audit/verify.h"
 #include "config/config.h"
+#include "tests/tg_audit.h"
+#include "tests/tg_harness.h"
 
 #ifndef F_SETPIPE_SZ
 #define F_SETPIPE_SZ 1031 /* Linux; glibc shows it only with _GNU_SOURCE */
 #endif
 
-static char tmpdir[64];
+TestSuite(sinks, .init = tgh_tmp_init, .fini = tgh_cleanup);
 
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tg-sinks-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tree(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(sinks, .init = make_tmpdir, .fini = remove_tree);
-
-static char base[128]; /* <tmpdir>/audit.jsonl */
+static char base[128]; /* <tgh_tmp>/audit.jsonl */
 
 static const char *audit_path(void)
 {
-    snprintf(base, sizeof(base), "%s/audit.jsonl", tmpdir);
+    tgh_tmp_path(base, sizeof base, "audit.jsonl");
     return base;
 }
 
@@ -60,45 +47,17 @@ static tg_audit_sink_cfg_t file_cfg(const char *path, uint64_t max_bytes, uint32
     return s;
 }
 
-static tg_audit_t *open_sinks(uv_loop_t *loop, const tg_audit_sink_cfg_t *s, size_t n,
-                              uint32_t queue_cap)
-{
-    tg_audit_opts_t o = {.sinks = s, .nsinks = n, .instance = "host-a", .queue_cap = queue_cap};
-    tg_audit_t *a = NULL;
-    char err[512] = "";
-
-    cr_assert_eq(tg_audit_open(&a, loop, &o, err, sizeof(err)), 0, "open: %s", err);
-    return a;
-}
-
-static void emit_count(tg_audit_t *a, const char *event, int64_t count)
-{
-    tg_audit_ev_t ev;
-
-    tg_audit_ev_init(&ev);
-    ev.event = event;
-    ev.count = count;
-    tg_audit_emit(a, &ev);
-}
-
 /* Emit <n> events (count 0..n-1), letting the loop write every 16 so the
  * queue never overflows and batches of many sizes form. */
 static void emit_many(tg_audit_t *a, uv_loop_t *loop, int n)
 {
     for (int i = 0; i < n; i++) {
-        emit_count(a, "call.completed", i);
+        aud_emit(a, "call.completed", i);
         if (i % 16 == 15)
             cr_assert_eq(uv_run(loop, UV_RUN_DEFAULT), 0);
     }
     cr_assert_eq(uv_run(loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(tg_audit_dropped(a), 0);
-}
-
-static void close_all(tg_audit_t *a, uv_loop_t *loop)
-{
-    tg_audit_close(a);
-    cr_assert_eq(uv_run(loop, UV_RUN_DEFAULT), 0);
-    cr_assert_eq(uv_loop_close(loop), 0);
 }
 
 typedef struct blob {
@@ -220,12 +179,7 @@ static tg_verify_summary_t verify_set(const unsigned *order, size_t n)
         cr_assert_eq(tg_verify_feed(v, b.p, b.n), 0);
         free(b.p);
     }
-    cr_assert_eq(tg_verify_finish(v), 0);
-    cr_assert_eq(tg_verify_ninstances(v), 1);
-    tg_verify_summary_t s = *tg_verify_summary(v, 0);
-    s.instance = NULL;
-    tg_verify_free(v);
-    return s;
+    return aud_verify_summary(v);
 }
 
 /* ---- rotation -------------------------------------------------------------- */
@@ -239,9 +193,9 @@ Test(sinks, rotation_keeps_every_event_exactly_once_and_verify_passes)
 
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = file_cfg(audit_path(), 2048, 1000, TG_AUDIT_FSYNC_NEVER);
-    tg_audit_t *a = open_sinks(&loop, &s, 1, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
     emit_many(a, &loop, MANY);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     unsigned last = last_rotated();
     cr_assert_gt(last, 100, "only %u rotations", last); /* ~20 lines a file */
@@ -301,9 +255,9 @@ Test(sinks, keep_is_honoured_and_the_newest_events_stay)
 
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = file_cfg(audit_path(), 1024, 3, TG_AUDIT_FSYNC_INTERVAL);
-    tg_audit_t *a = open_sinks(&loop, &s, 1, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
     emit_many(a, &loop, 500);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     cr_assert_eq(last_rotated(), 3);
     rotated(p, sizeof(p), 4);
@@ -329,9 +283,9 @@ Test(sinks, keep_zero_empties_the_file_in_place)
 
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = file_cfg(audit_path(), 1024, 0, TG_AUDIT_FSYNC_ALWAYS);
-    tg_audit_t *a = open_sinks(&loop, &s, 1, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
     emit_many(a, &loop, 200);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     cr_assert_eq(last_rotated(), 0);
     size_t n = read_set(0, 1024, seqs, counts, 64);
@@ -354,16 +308,16 @@ Test(sinks, a_line_longer_than_max_bytes_is_alone_in_its_file)
     agent[300] = '\0';
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = file_cfg(audit_path(), 250, 10, TG_AUDIT_FSYNC_NEVER);
-    tg_audit_t *a = open_sinks(&loop, &s, 1, 64);
-    emit_count(a, "call.completed", 0); /* 103 bytes: two fit in 250 */
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
+    aud_emit(a, "call.completed", 0); /* 103 bytes: two fit in 250 */
     tg_audit_ev_init(&ev);
     ev.event = "agent.started";
     ev.agent = agent;
     tg_audit_emit(a, &ev); /* ~400 bytes */
-    emit_count(a, "call.completed", 2);
-    emit_count(a, "call.completed", 3);
+    aud_emit(a, "call.completed", 2);
+    aud_emit(a, "call.completed", 3);
     cr_assert_eq(tg_audit_queued(a), 4); /* one batch */
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     cr_assert_eq(last_rotated(), 2);
     cr_assert_eq(read_set(2, 250, seqs, counts, 8), 4);
@@ -401,11 +355,11 @@ Test(sinks, existing_content_counts_towards_max_bytes)
 
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = file_cfg(audit_path(), 1024, 2, TG_AUDIT_FSYNC_NEVER);
-    tg_audit_t *a = open_sinks(&loop, &s, 1, 64);
-    emit_count(a, "call.completed", 0);
-    emit_count(a, "call.completed", 1);
-    emit_count(a, "call.completed", 2);
-    close_all(a, &loop);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
+    aud_emit(a, "call.completed", 0);
+    aud_emit(a, "call.completed", 1);
+    aud_emit(a, "call.completed", 2);
+    aud_close(a, &loop);
 
     rotated(p1, sizeof(p1), 1);
     blob_t old = slurp(p1), cur = slurp(audit_path());
@@ -431,9 +385,9 @@ Test(sinks, a_torn_existing_file_gets_its_line_ended)
     fclose(f);
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = file_cfg(audit_path(), 1 << 20, 2, TG_AUDIT_FSYNC_NEVER);
-    tg_audit_t *a = open_sinks(&loop, &s, 1, 8);
-    emit_count(a, "router.started", TG_AUDIT_ABSENT);
-    close_all(a, &loop);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 8);
+    aud_emit(a, "router.started", TG_AUDIT_ABSENT);
+    aud_close(a, &loop);
 
     blob_t b = slurp(audit_path());
     cr_assert_eq(memcmp(b.p, torn, sizeof(torn) - 1), 0);
@@ -457,13 +411,13 @@ Test(sinks, every_fsync_policy_writes_everything)
     for (size_t i = 0; i < 3; i++) {
         uv_loop_t loop;
         char p[192];
-        snprintf(p, sizeof(p), "%s/audit.jsonl", tmpdir);
+        tgh_tmp_path(p, sizeof p, "audit.jsonl");
         unlink(p);
         cr_assert_eq(uv_loop_init(&loop), 0);
         tg_audit_sink_cfg_t s = file_cfg(p, 1 << 20, 1, policies[i]);
-        tg_audit_t *a = open_sinks(&loop, &s, 1, 64);
+        tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
         emit_many(a, &loop, 40);
-        close_all(a, &loop);
+        aud_close(a, &loop);
         cr_assert_eq(read_set(0, 1 << 20, seqs, counts, 64), 40, "policy %zu", i);
     }
 }
@@ -506,11 +460,6 @@ Test(sinks, interval_fsync_runs_at_most_once_per_interval)
     free(b.p);
 }
 
-static void on_keepalive(uv_timer_t *t)
-{
-    (void)t;
-}
-
 /* A pending interval fsync arms a timer that never keeps the loop alive,
  * fires while something else does, and is closed cleanly. */
 Test(sinks, pending_fsync_timer_never_holds_the_loop)
@@ -521,25 +470,25 @@ Test(sinks, pending_fsync_timer_never_holds_the_loop)
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = file_cfg(audit_path(), 1 << 20, 1, TG_AUDIT_FSYNC_INTERVAL);
     s.fsync_interval_ms = 20;
-    tg_audit_t *a = open_sinks(&loop, &s, 1, 8);
-    emit_count(a, "router.started", TG_AUDIT_ABSENT);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 8);
+    aud_emit(a, "router.started", TG_AUDIT_ABSENT);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0); /* written and synced at once */
-    emit_count(a, "call.completed", 1);
+    aud_emit(a, "call.completed", 1);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0); /* written; its sync is pending */
     cr_assert_not(uv_loop_alive(&loop));
 
     /* keep the loop busy past the interval so the sync timer fires */
     uv_timer_init(&loop, &keep);
-    uv_timer_start(&keep, on_keepalive, 80, 0);
+    uv_timer_start(&keep, aud_keepalive, 80, 0);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     uv_close((uv_handle_t *)&keep, NULL);
 
     /* and once more pending when the pipe closes */
-    emit_count(a, "call.completed", 2);
+    aud_emit(a, "call.completed", 2);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    emit_count(a, "call.completed", 3);
+    aud_emit(a, "call.completed", 3);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     unsigned order[] = {0};
     tg_verify_summary_t sum = verify_set(order, 1);
@@ -573,17 +522,17 @@ Test(sinks, stderr_sink_writes_whole_lines_to_fd_2)
     uv_loop_t loop;
     char ep[192];
 
-    snprintf(ep, sizeof(ep), "%s/stderr.out", tmpdir);
+    tgh_tmp_path(ep, sizeof ep, "stderr.out");
     int saved = redirect_stderr(ep, -1);
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s;
     tg_config_sink_defaults(&s, TG_AUDIT_SINK_STDERR);
-    tg_audit_t *a = open_sinks(&loop, &s, 1, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
     /* the sink has its own descriptor: closing fd 2 (as the router's log
      * does at exit) does not stop it */
     restore_stderr(saved);
     emit_many(a, &loop, 5);
-    close_all(a, &loop);
+    aud_close(a, &loop);
 
     blob_t b = slurp(ep);
     int lines = 0;
@@ -638,11 +587,11 @@ Test(sinks, stderr_sink_on_a_slow_non_blocking_pipe_loses_nothing)
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s;
     tg_config_sink_defaults(&s, TG_AUDIT_SINK_STDERR);
-    tg_audit_t *a = open_sinks(&loop, &s, 1, 512);
+    tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 512);
     for (int i = 0; i < 300; i++)
-        emit_count(a, "call.completed", i);
+        aud_emit(a, "call.completed", i);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    close_all(a, &loop);
+    aud_close(a, &loop);
     restore_stderr(saved); /* the last write end: the reader sees EOF */
     cr_assert_eq(uv_thread_join(&th), 0);
     close(pfd[0]);
@@ -668,17 +617,17 @@ Test(sinks, several_sinks_get_the_same_bytes)
     uv_loop_t loop;
     char p2[192], ep[192];
 
-    snprintf(p2, sizeof(p2), "%s/second/audit.jsonl", tmpdir);
-    snprintf(ep, sizeof(ep), "%s/stderr.out", tmpdir);
+    tgh_tmp_path(p2, sizeof p2, "second/audit.jsonl");
+    tgh_tmp_path(ep, sizeof ep, "stderr.out");
     tg_audit_sink_cfg_t s[3];
     s[0] = file_cfg(audit_path(), 1 << 20, 1, TG_AUDIT_FSYNC_INTERVAL);
     tg_config_sink_defaults(&s[1], TG_AUDIT_SINK_STDERR);
     s[2] = file_cfg(p2, 1 << 20, 1, TG_AUDIT_FSYNC_NEVER);
     int saved = redirect_stderr(ep, -1);
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_sinks(&loop, s, 3, 64);
+    tg_audit_t *a = aud_open_sinks(&loop, s, 3, 64);
     emit_many(a, &loop, 100);
-    close_all(a, &loop);
+    aud_close(a, &loop);
     restore_stderr(saved);
 
     blob_t b0 = slurp(audit_path()), b1 = slurp(ep), b2 = slurp(p2);
@@ -705,15 +654,15 @@ Test(sinks, a_failing_sink_is_reported_in_the_healthy_one)
     s[0] = file_cfg(audit_path(), 1 << 20, 1, TG_AUDIT_FSYNC_NEVER);
     s[1] = file_cfg("/dev/full", 1 << 20, 1, TG_AUDIT_FSYNC_NEVER);
     cr_assert_eq(uv_loop_init(&loop), 0);
-    tg_audit_t *a = open_sinks(&loop, s, 2, 8);
+    tg_audit_t *a = aud_open_sinks(&loop, s, 2, 8);
     for (int i = 0; i < 3; i++)
-        emit_count(a, "call.completed", i);
+        aud_emit(a, "call.completed", i);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(tg_audit_dropped(a), 3);
-    emit_count(a, "call.completed", 3); /* brings the report (3), then itself */
+    aud_emit(a, "call.completed", 3); /* brings the report (3), then itself */
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(tg_audit_dropped(a), 5);
-    close_all(a, &loop); /* reports the lost report's 3 and the last 2 */
+    aud_close(a, &loop); /* reports the lost report's 3 and the last 2 */
 
     cr_assert_eq(read_set(0, 1 << 20, seqs, counts, 16), 6);
     static const json_int_t want_counts[] = {0, 1, 2, 3, 3, 5};

@@ -81,6 +81,8 @@
 #include <jansson.h>
 
 #include "router/admin/admin.h"
+#include "tests/mcp_client.h"
+#include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 
@@ -618,14 +620,7 @@ static bool row_applies(const key_reg_t *k, unsigned run)
  * (NEED_* bits it satisfies) against `keys`; failures go to <rep>. */
 static void check_snapshot(const char *addr, unsigned run, char *rep)
 {
-    char *body = NULL, err[256];
-    size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits from %s: %d %s", addr, st, st < 0 ? err : "");
-    json_error_t jerr;
-    json_t *doc = json_loadb(body, len, 0, &jerr);
-    cr_assert_not_null(doc, "/limits is not JSON: %s", jerr.text);
-    free(body);
+    json_t *doc = tga_limits(addr);
     json_t *lims = json_object_get(doc, "limits");
     cr_assert(json_is_array(lims));
     cr_assert_geq(json_array_size(lims), 10, "only %zu limits registered", json_array_size(lims));
@@ -859,30 +854,17 @@ Test(bounds, registry_names_match_their_patterns)
 /* Current and high-water of registry entry <name> at <addr>. */
 static void limit_usage(const char *addr, const char *name, uint64_t *cur, uint64_t *hw)
 {
-    char *body = NULL, err[256];
-    size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits: %d %s", st, st < 0 ? err : "");
-    json_t *doc = json_loadb(body, len, 0, NULL);
-    free(body);
-    cr_assert_not_null(doc);
-    size_t i;
-    json_t *e;
-    bool found = false;
-    json_array_foreach(json_object_get(doc, "limits"), i, e) {
-        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0) {
-            *cur = (uint64_t)json_integer_value(json_object_get(e, "current"));
-            *hw = (uint64_t)json_integer_value(json_object_get(e, "high_water"));
-            found = true;
-        }
-    }
+    json_t *doc = tga_limits(addr);
+    json_t *e = tga_limit(doc, name);
+    cr_assert_not_null(e, "%s is not registered", name);
+    *cur = (uint64_t)json_integer_value(json_object_get(e, "current"));
+    *hw = (uint64_t)json_integer_value(json_object_get(e, "high_water"));
     json_decref(doc);
-    cr_assert(found, "%s is not registered", name);
 }
 
 static srv_t R;
 static tgh_wrap_t W;
-static tgh_proc_t SV;
+static tgh_serve_t SV;
 
 static void rt_fini(void)
 {
@@ -914,10 +896,9 @@ Test(bounds, wrap_registers_every_wired_bound, .fini = rt_fini, .timeout = 60)
     uint64_t cur, hw;
     limit_usage(addr, "agent.fx.restarts", &cur, &hw);
     cr_assert_eq(cur, 0);
-    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
-    json_decref(tgh_await_int(&W.tg, 0, 5000, NULL));
-    tgh_call(&W.tg, 1, "crash", "{}");
-    json_t *r = tgh_await_int(&W.tg, 1, 5000, NULL);
+    json_decref(mcp_initialize(&W.tg, 5000));
+    mcp_call(&W.tg, 1, "crash", "{}");
+    json_t *r = mcp_await_int(&W.tg, 1, 5000, NULL);
     cr_assert(r != NULL && json_object_get(r, "error") != NULL, "the crashed call was not answered");
     json_decref(r);
     cr_assert_eq(tgh_log_wait(W.log, "start ", 2, 5000), 2, "the agent was not restarted");
@@ -930,14 +911,8 @@ Test(bounds, wrap_registers_every_wired_bound, .fini = rt_fini, .timeout = 60)
 
 Test(bounds, serve_registers_every_wired_bound, .fini = rt_fini, .timeout = 60)
 {
-    char dir[TGH_PATH], cfg[TGH_PATH + 32], sock[TGH_PATH + 32], audit[TGH_PATH + 32];
-    char err[TGH_PATH + 32], log[TGH_PATH + 32], addr[64];
-    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
-    snprintf(cfg, sizeof cfg, "%s/bounds.json", dir);
-    snprintf(sock, sizeof sock, "%s/fx.sock", dir);
-    snprintf(audit, sizeof audit, "%s/audit.jsonl", dir);
-    snprintf(err, sizeof err, "%s/stderr.txt", dir);
-    snprintf(log, sizeof log, "%s/fixture.log", dir);
+    char addr[64];
+    cr_assert_eq(tgh_serve_prepare(&SV, "fx"), 0);
     snprintf(addr, sizeof addr, "127.0.0.1:%d", tgh_free_port());
 
     unsigned run = NEED_SERVE;
@@ -956,20 +931,15 @@ Test(bounds, serve_registers_every_wired_bound, .fini = rt_fini, .timeout = 60)
     }
     char router_extra[TGH_PATH + 96], agent_extra[TGH_PATH * 2 + 96], top_extra[1200];
     snprintf(router_extra, sizeof router_extra,
-             ", \"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}]", sock);
+             ", \"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}]", SV.sock);
     snprintf(agent_extra, sizeof agent_extra,
-             ", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]", TG_AGENTS_DIR, log);
+             ", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]", TG_AGENTS_DIR, SV.log);
     snprintf(top_extra, sizeof top_extra,
              ",\n \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
              "{\"rate_limit\": \"9/second\", \"max_concurrent_calls\": 8}}]%s",
              (unsigned)getuid(), store);
-    rt_config(cfg, addr, audit, router_extra, agent_extra, limits_extra, top_extra);
-    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", cfg, NULL};
-    cr_assert_eq(tgh_spawn(&SV, argv, NULL, err), 0);
-    if (tgh_log_wait(err, "toolgate: serving", 1, 10000) < 1) {
-        char *e = tgh_read_file(err, NULL);
-        cr_assert_fail("toolgate serve did not start: %s", e ? e : "");
-    }
+    rt_config(SV.cfg, addr, SV.audit, router_extra, agent_extra, limits_extra, top_extra);
+    tgh_serve_start(&SV, NULL, NULL, 10000);
     char *rep = calloc(1, REPORT_MAX);
     cr_assert_not_null(rep);
     check_snapshot(addr, run, rep);
@@ -982,32 +952,19 @@ Test(bounds, serve_registers_every_wired_bound, .fini = rt_fini, .timeout = 60)
     cr_assert_eq(cur, 0);
     tgh_proc_t c[2];
     for (int i = 0; i < 2; i++) {
-        memset(&c[i], 0, sizeof c[i]);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        cr_assert_lt(strlen(sock), sizeof sa.sun_path);
-        memcpy(sa.sun_path, sock, strlen(sock) + 1);
-        cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-        c[i].in_fd = fd;
-        c[i].out_fd = dup(fd);
-        tgh_sendf(&c[i], "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
-        json_decref(tgh_await_int(&c[i], 0, 5000, NULL));
+        mcp_connect(&c[i], SV.sock);
+        json_decref(mcp_initialize(&c[i], 5000));
     }
     limit_usage(addr, "agent.fx.instances", &cur, &hw);
     cr_assert_eq(cur, 2);
     cr_assert_eq(hw, 2);
-    close(c[0].in_fd);
-    close(c[0].out_fd);
-    free(c[0].rbuf);
+    tgh_conn_close(&c[0]);
     for (int tries = 0; tries < 100 && cur != 1; tries++) {
         tgh_sleep_ms(50);
         limit_usage(addr, "agent.fx.instances", &cur, &hw);
     }
     cr_assert_eq(cur, 1, "a closed session is still counted");
     cr_assert_eq(hw, 2);
-    close(c[1].in_fd);
-    close(c[1].out_fd);
-    free(c[1].rbuf);
-    kill(SV.pid, SIGTERM);
-    cr_assert_eq(tgh_wait(&SV, 10000), 0, "toolgate serve did not stop on SIGTERM");
+    tgh_conn_close(&c[1]);
+    tgh_serve_stop(&SV, 10000);
 }

@@ -45,11 +45,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include "router/admin/admin.h"
+#include "tests/mcp_client.h"
+#include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 
@@ -83,16 +82,14 @@ static const canary_t canaries[] = {
 #define NCANARIES (sizeof canaries / sizeof canaries[0])
 
 typedef struct run {
-    char dir[TGH_PATH];
-    char sock[TGH_PATH + 16], cfg[TGH_PATH + 16], log[TGH_PATH + 16];
-    char audit[TGH_PATH + 16], err[TGH_PATH + 16], status[TGH_PATH + 16];
-    char addr[64];
+    char status[TGH_PATH + 16]; /* `toolgate status --json` output */
+    char addr[64];              /* the admin endpoint */
     bool store;
-    tgh_proc_t tg;
     tgh_proc_t caller;
     json_t *errors; /* every error answer the caller received */
 } run_t;
 
+static tgh_serve_t S;
 static run_t T;
 static srv_t R;
 
@@ -115,13 +112,8 @@ static const char *leaked(const char *text, bool allowed_audit)
 
 static void start_serve(void)
 {
-    cr_assert_eq(tgh_mkdtemp(T.dir, sizeof T.dir), 0);
-    snprintf(T.sock, sizeof T.sock, "%s/fx.sock", T.dir);
-    snprintf(T.cfg, sizeof T.cfg, "%s/serve.json", T.dir);
-    snprintf(T.log, sizeof T.log, "%s/fixture.log", T.dir);
-    snprintf(T.audit, sizeof T.audit, "%s/audit.jsonl", T.dir);
-    snprintf(T.err, sizeof T.err, "%s/stderr.txt", T.dir);
-    snprintf(T.status, sizeof T.status, "%s/status.json", T.dir);
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
+    snprintf(T.status, sizeof T.status, "%s/status.json", S.dir);
     snprintf(T.addr, sizeof T.addr, "127.0.0.1:%d", tgh_free_port());
 
     /* An own redis-server that needs the planted password: TG_REDIS_URL
@@ -154,31 +146,16 @@ static void start_serve(void)
         "   \"execution_limits\": {\"max_concurrent_calls\": 2, \"max_queued_calls\": 0, "
         "\"rate_limit\": \"600/minute\"%s},\n"
         "   \"tools\": {\"echo\": {\"rate_limit\": \"3/minute\"}}}]}\n",
-        T.sock, T.addr, T.audit, (unsigned)getuid(), store, TG_AGENTS_DIR, T.log, shared);
+        S.sock, T.addr, S.audit, (unsigned)getuid(), store, TG_AGENTS_DIR, S.log, shared);
     cr_assert(n > 0 && (size_t)n < sizeof json);
-    cr_assert_eq(tgh_write_file(T.cfg, json), 0);
-    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", T.cfg, NULL};
     char *const env[] = {(char *)"TG_CANARY_PASS=" C_ENV_PASS, NULL};
-    cr_assert_eq(tgh_spawn(&T.tg, argv, env, T.err), 0);
-    if (tgh_log_wait(T.err, "toolgate: serving", 1, 10000) < 1) {
-        char *e = tgh_read_file(T.err, NULL);
-        cr_assert_fail("toolgate serve did not start: %s", e ? e : "");
-    }
+    tgh_serve_start(&S, json, env, 10000);
 }
 
-static void connect_caller(tgh_proc_t *c)
+/* <r>, an answer the caller received, kept in T.errors when it is an
+ * error answer. */
+static json_t *keep(json_t *r)
 {
-    cr_assert_eq(tgh_unix_connect(c, T.sock), 0, "cannot connect to %s", T.sock);
-}
-
-/* Read until the answer to <id> comes; error answers are kept in
- * T.errors, notifications appended to <others> (may be NULL). */
-static json_t *await_id(json_t *id, json_t *others)
-{
-    json_t *r = tgh_await(&T.caller, id, 10000, others);
-    char *s = json_dumps(id, JSON_ENCODE_ANY);
-    cr_assert_not_null(r, "no answer to id %s", s);
-    free(s);
     if (json_object_get(r, "error") != NULL)
         json_array_append(T.errors, r);
     return r;
@@ -186,80 +163,33 @@ static json_t *await_id(json_t *id, json_t *others)
 
 static json_t *await_int(json_int_t id)
 {
-    json_t *jid = json_integer(id);
-    json_t *r = await_id(jid, NULL);
-    json_decref(jid);
-    return r;
+    return keep(mcp_expect_int(&T.caller, id, 10000));
 }
 
 static json_t *await_str(const char *id)
 {
-    json_t *jid = json_string(id);
-    json_t *r = await_id(jid, NULL);
-    json_decref(jid);
-    return r;
+    return keep(mcp_expect_str(&T.caller, id, 10000));
 }
 
 /* A tools/call with any JSON id, tool name and arguments (<meta> is the
  * _meta object's inside, or ""). */
 static void call(const char *id_json, const char *tool, const char *args, const char *meta)
 {
-    json_t *name = json_string(tool);
-    char *qname = json_dumps(name, JSON_ENCODE_ANY);
-    json_decref(name);
-    cr_assert_eq(tgh_sendf(&T.caller,
-                           "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":"
-                           "{\"name\":%s,\"arguments\":%s%s%s%s}}",
-                           id_json, qname, args, meta[0] ? ",\"_meta\":{" : "", meta,
-                           meta[0] ? "}" : ""),
-                 0);
-    free(qname);
-}
-
-static const char *text_of(const json_t *r)
-{
-    const json_t *c = json_array_get(json_object_get(json_object_get(r, "result"), "content"), 0);
-    return json_string_value(json_object_get(c, "text"));
-}
-
-static const char *code_of(const json_t *r)
-{
-    return json_string_value(
-        json_object_get(json_object_get(json_object_get(r, "error"), "data"), "code"));
-}
-
-static void assert_denied(json_t *r, const char *code)
-{
-    char *s = json_dumps(r, JSON_COMPACT);
-    cr_assert_not_null(code_of(r), "expected a %s denial, got %s", code, s);
-    cr_assert_str_eq(code_of(r), code, "expected %s: %s", code, s);
-    free(s);
+    mcp_call_meta(&T.caller, id_json, tool, args, meta);
 }
 
 static char *admin_get(const char *path)
 {
-    char *body = NULL, err[256];
-    size_t len = 0;
-    int st = tg_admin_get(T.addr, path, 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET %s: %d %s", path, st, st < 0 ? err : "");
-    return body;
+    return tga_get(T.addr, path, NULL);
 }
 
 /* Wait until no call of agent fx holds a slot (/limits). */
 static void wait_idle(void)
 {
     for (int tries = 0; tries < 200; tries++) {
-        char *body = admin_get("/limits");
-        json_t *doc = json_loads(body, 0, NULL);
-        free(body);
-        cr_assert_not_null(doc);
-        size_t i;
-        json_t *e;
-        json_int_t cur = -1;
-        json_array_foreach(json_object_get(doc, "limits"), i, e) {
-            if (strcmp(json_string_value(json_object_get(e, "name")), "agent.fx.concurrency") == 0)
-                cur = json_integer_value(json_object_get(e, "current"));
-        }
+        json_t *doc = tga_limits(T.addr);
+        json_t *e = tga_limit(doc, "agent.fx.concurrency");
+        json_int_t cur = e ? json_integer_value(json_object_get(e, "current")) : -1;
         json_decref(doc);
         if (cur == 0)
             return;
@@ -279,30 +209,28 @@ static void drive_calls(void)
     json_t *r = await_int(0);
     cr_assert_not_null(json_object_get(r, "result"), "initialize failed");
     json_decref(r);
-    cr_assert_eq(tgh_sendf(&T.caller, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"),
-                 0);
+    cr_assert_eq(tgh_sendf(&T.caller, MCP_INITIALIZED), 0);
 
     /* Succeed: the planted values come back to the caller, as they should. */
     call("1", "echo", "{\"text\":\"" C_ARG "\"}", "");
     r = await_int(1);
-    cr_assert_str_eq(text_of(r), C_ARG);
+    cr_assert_str_eq(mcp_text_of(r), C_ARG);
     json_decref(r);
     call("2", "env", "{\"name\":\"TG_CANARY_SET\"}", "");
     r = await_int(2);
-    cr_assert_str_eq(text_of(r), C_ENV_SET, "env.set did not reach the agent");
+    cr_assert_str_eq(mcp_text_of(r), C_ENV_SET, "env.set did not reach the agent");
     json_decref(r);
     call("3", "env", "{\"name\":\"TG_CANARY_PASS\"}", "");
     r = await_int(3);
-    cr_assert_str_eq(text_of(r), C_ENV_PASS, "env.pass did not reach the agent");
+    cr_assert_str_eq(mcp_text_of(r), C_ENV_PASS, "env.pass did not reach the agent");
     json_decref(r);
     call("4", "stderr", "{\"text\":\"" C_STDERR " \",\"bytes\":400,\"line_len\":80}", "");
     json_decref(await_int(4));
     json_t *notes = json_array();
     call("5", "progress", "{}", "\"progressToken\":\"" C_PROGRESS "\"");
     json_t *jid = json_integer(5);
-    r = await_id(jid, notes);
+    json_decref(keep(mcp_expect(&T.caller, jid, 10000, notes)));
     json_decref(jid);
-    json_decref(r);
     char *ns = json_dumps(notes, JSON_COMPACT);
     cr_assert(ns && strstr(ns, "notifications/progress") && strstr(ns, C_PROGRESS),
               "the progress token did not come back: %s", ns ? ns : "");
@@ -322,7 +250,7 @@ static void drive_calls(void)
     /* Refused: rate. */
     call("\"" C_ID_SECRET "/rate\"", "echo", "{\"text\":\"" C_ARG "\"}", "");
     r = await_str(C_ID_SECRET "/rate");
-    assert_denied(r, "rate_limit_exceeded");
+    mcp_assert_denied(r, "rate_limit_exceeded");
     json_decref(r);
     /* Refused: a frame over max_frame_bytes, full of the canary. */
     size_t fill = 100 * 1024, off = 0;
@@ -338,12 +266,12 @@ static void drive_calls(void)
     cr_assert_eq(tgh_send(&T.caller, big, off, 10000), 0);
     free(big);
     r = await_int(8);
-    assert_denied(r, "frame_too_large");
+    mcp_assert_denied(r, "frame_too_large");
     json_decref(r);
     /* Times out: the caller's own deadline, shorter than the tool's. */
     call("9", "sleep", "{\"ms\":5000,\"note\":\"" C_ARG "\"}", "\"timeout_ms\":200");
     r = await_int(9);
-    assert_denied(r, "timeout");
+    mcp_assert_denied(r, "timeout");
     json_decref(r);
     /* The zombie's slot comes back with the agent's pong. */
     wait_idle();
@@ -354,7 +282,7 @@ static void drive_calls(void)
     tgh_sleep_ms(200);
     call("\"" C_ID_SECRET "/conc\"", C_TOOL_SECRET, "{\"text\":\"" C_ARG "\"}", "");
     r = await_str(C_ID_SECRET "/conc");
-    assert_denied(r, "concurrency_limit_exceeded");
+    mcp_assert_denied(r, "concurrency_limit_exceeded");
     json_decref(r);
     json_decref(await_int(10));
     json_decref(await_int(11));
@@ -370,7 +298,7 @@ Test(canary, no_planted_secret_reaches_any_output, .fini = canary_fini, .timeout
 {
     T.errors = json_array();
     start_serve();
-    connect_caller(&T.caller);
+    mcp_connect(&T.caller, S.sock);
     drive_calls();
 
     /* The admin endpoint and `toolgate status`, while the session is open. */
@@ -414,14 +342,10 @@ Test(canary, no_planted_secret_reaches_any_output, .fini = canary_fini, .timeout
                   json_array_size(T.errors));
 
     /* Stop, then the audit trail and the log are complete. */
-    close(T.caller.in_fd);
-    close(T.caller.out_fd);
-    free(T.caller.rbuf);
-    memset(&T.caller, 0, sizeof T.caller);
-    kill(T.tg.pid, SIGTERM);
-    cr_assert_eq(tgh_wait(&T.tg, 15000), 0, "toolgate serve did not stop on SIGTERM");
+    tgh_conn_close(&T.caller);
+    tgh_serve_stop(&S, 15000);
 
-    char *audit = tgh_read_file(T.audit, NULL);
+    char *audit = tgh_read_file(S.audit, NULL);
     cr_assert(audit && strlen(audit) > 0, "no audit trail");
     l = leaked(audit, true);
     cr_assert_null(l, "the audit trail holds the canary %s", l);
@@ -434,7 +358,7 @@ Test(canary, no_planted_secret_reaches_any_output, .fini = canary_fini, .timeout
                            "the redis store decided no call (wrong password?)");
     free(audit);
 
-    char *err = tgh_read_file(T.err, NULL);
+    char *err = tgh_read_file(S.err, NULL);
     cr_assert_not_null(err);
     cr_assert_gt(tgh_count_lines_with(err, NULL, C_STDERR), 0,
                  "the agent's stderr was not relayed: the log was not captured");

@@ -22,39 +22,14 @@
 #include "router/cli/check.h"
 #include "router/cli/cli.h"
 #include "router/agent/contain_cfg.h"
+#include "tests/tg_harness.h"
 
 #define OUT_MAX (256 * 1024) /* bytes of captured output kept */
 #define CANARY  "canary-Pw-7f3a91"
 
-static char dir[64];
 static char out[OUT_MAX], errout[OUT_MAX];
 
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/tg_check_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_expect_eq(system(cmd), 0);
-}
-
-TestSuite(check, .init = setup, .fini = teardown);
-
-static void put(const char *name, const char *text, char *path, size_t cap)
-{
-    FILE *f;
-
-    snprintf(path, cap, "%s/%s", dir, name);
-    f = fopen(path, "w");
-    cr_assert_not_null(f);
-    cr_assert_eq(fputs(text, f) >= 0, true);
-    cr_assert_eq(fclose(f), 0);
-}
+TestSuite(check, .init = tgh_tmp_init, .fini = tgh_cleanup);
 
 static void slurp(const char *path, char *buf, size_t cap)
 {
@@ -110,8 +85,8 @@ static int run_check(const char *const *args)
     for (; *args && argc < 63; args++)
         argv[argc++] = (char *)*args;
     argv[argc] = NULL;
-    snprintf(opath, sizeof opath, "%s/stdout", dir);
-    snprintf(epath, sizeof epath, "%s/stderr", dir);
+    tgh_tmp_path(opath, sizeof opath, "stdout");
+    tgh_tmp_path(epath, sizeof epath, "stderr");
     fflush(NULL);
     pid = fork();
     cr_assert_geq(pid, 0);
@@ -177,8 +152,8 @@ static void sample(char *cpath, size_t cap)
 {
     char mpath[128];
 
-    put("m.json", manifest_text, mpath, sizeof mpath);
-    put("c.json", config_text, cpath, cap);
+    tgh_tmp_put("m.json", manifest_text, mpath, sizeof mpath);
+    tgh_tmp_put("c.json", config_text, cpath, cap);
 }
 
 Test(check, valid_config_prints_the_limits_tables)
@@ -193,7 +168,7 @@ Test(check, valid_config_prints_the_limits_tables)
     EXPECT_LINE(out, "containment.mode best_effort (default)");
     EXPECT_LINE(out, "  max_frame_bytes          4Mi           default");
     EXPECT_LINE(out, "agent search (mcp)");
-    snprintf(line, sizeof line, "  manifest %s/m.json", dir);
+    snprintf(line, sizeof line, "  manifest %s/m.json", tgh_tmp);
     EXPECT_LINE(out, line);
     EXPECT_LINE(out,
                 "  limit                    effective     source        manifest      operator");
@@ -293,7 +268,7 @@ Test(check, json_output_shows_callers_and_their_limits)
 {
     char cpath[128];
     json_error_t jerr;
-    put("callers.json",
+    tgh_tmp_put("callers.json",
         "{\"router\": {\"callers_only\": true},\n"
         " \"callers\": [{\"name\": \"ci-bot\", \"uid\": 1001, \"execution_limits\": "
         "{\"rate_limit\": \"30/minute\", \"burst\": 5}},\n"
@@ -331,7 +306,7 @@ Test(check, bad_config_exits_1_with_the_positioned_error)
 {
     char cpath[128], want[512];
 
-    put("c.json",
+    tgh_tmp_put("c.json",
         "{\"agents\": [{\"id\": \"a\", \"command\": [\"x\"],\n  \"resources\": {\"cpu\": "
         "{\"limit\": \"fast\"}}}]}",
         cpath, sizeof cpath);
@@ -361,14 +336,14 @@ Test(check, missing_manifest_names_the_path)
 {
     char cpath[128], want[512];
 
-    put("c.json",
+    tgh_tmp_put("c.json",
         "{\"agents\": [{\"id\": \"a\", \"command\": [\"x\"], \"manifest\": \"gone/m.json\"}]}",
         cpath, sizeof cpath);
     cr_expect_eq(run_check((const char *[]){"--config", cpath, NULL}), 1);
     snprintf(want, sizeof want,
              "toolgate check: %s:1:55: agents[0].manifest: %s/gone/m.json: cannot open: No such "
              "file or directory\n",
-             cpath, dir);
+             cpath, tgh_tmp);
     cr_expect_str_eq(errout, want);
 }
 
@@ -414,7 +389,7 @@ Test(check, secrets_are_never_printed)
     /* A config that fails after the secrets were read. */
     snprintf(bad, sizeof bad, "%.*s, \"containment\": {\"mode\": 1}}\n",
              (int)(strrchr(config_text, '}') - config_text), config_text);
-    put("c.json", bad, cpath, sizeof cpath);
+    tgh_tmp_put("c.json", bad, cpath, sizeof cpath);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         cr_expect_eq(run_check(runs[i]), 1);
         cr_expect_not_null(strstr(errout, "containment.mode: expected a string"), "%s", errout);

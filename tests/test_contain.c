@@ -18,7 +18,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,6 +36,8 @@
 
 #include "limits/contain.h"
 #include "router/agent/shim.h"
+#include "tests/tg_harness.h"
+#include "tests/tg_shim.h"
 
 #define HOG TG_AGENTS_DIR "/tg_hog"
 #define MiB (1024ull * 1024)
@@ -49,117 +50,7 @@
 
 /* ---- helpers ---- */
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-typedef struct run {
-    int status;
-    bool timed_out;
-    char out[16384];
-    size_t outlen;
-    char err[4096];
-    size_t errlen;
-} run_t;
-
-static void drain(int fd, char *buf, size_t cap, size_t *len)
-{
-    for (;;) {
-        if (*len + 1 >= cap) {
-            char sink[4096];
-            if (read(fd, sink, sizeof sink) <= 0)
-                return;
-            continue;
-        }
-        ssize_t r = read(fd, buf + *len, cap - 1 - *len);
-        if (r <= 0)
-            return;
-        *len += (size_t)r;
-        buf[*len] = '\0';
-    }
-}
-
-/* Fork, and in the child run the shim for <pl> with <argv>, as the router
- * will. With <stray_fd>, the child first opens a descriptor without
- * O_CLOEXEC that the shim must close. Waits for the main pid only (a
- * forked grandchild may hold the pipes open), up to <timeout_ms>. */
-static void run_shim(const tg_contain_place_t *pl, char *const argv[], bool stray_fd,
-                     unsigned timeout_ms, run_t *r)
-{
-    memset(r, 0, sizeof *r);
-    char **sv = NULL;
-    cr_assert_eq(tg_shim_argv_build("/proc/self/exe", pl, NULL, argv, &sv), 0);
-    int sc = 0;
-    while (sv[sc])
-        sc++;
-    int po[2], pe[2];
-    cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
-    cr_assert_eq(pipe2(pe, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        if (stray_fd && open("/dev/null", O_RDONLY) < 0)
-            _exit(99);
-        _exit(tg_shim_main(sc - 1, sv + 1));
-    }
-    tg_shim_argv_free(sv);
-    close(po[1]);
-    close(pe[1]);
-    fcntl(po[0], F_SETFL, O_NONBLOCK);
-    fcntl(pe[0], F_SETFL, O_NONBLOCK);
-    uint64_t deadline = now_ms() + timeout_ms;
-    for (;;) {
-        struct pollfd pf[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
-        poll(pf, 2, 20);
-        drain(po[0], r->out, sizeof r->out, &r->outlen);
-        drain(pe[0], r->err, sizeof r->err, &r->errlen);
-        pid_t w = waitpid(pid, &r->status, WNOHANG);
-        if (w == pid)
-            break;
-        if (now_ms() >= deadline) {
-            r->timed_out = true;
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            waitpid(pid, &r->status, 0);
-            break;
-        }
-    }
-    drain(po[0], r->out, sizeof r->out, &r->outlen);
-    drain(pe[0], r->err, sizeof r->err, &r->errlen);
-    close(po[0]);
-    close(pe[0]);
-}
-
-/* Start the shim for <pl> with <argv> in the background, output to /dev/null. */
-static pid_t spawn_shim(const tg_contain_place_t *pl, char *const argv[])
-{
-    char **sv = NULL;
-    cr_assert_eq(tg_shim_argv_build("/proc/self/exe", pl, NULL, argv, &sv), 0);
-    int sc = 0;
-    while (sv[sc])
-        sc++;
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        int fd = open("/dev/null", O_RDWR);
-        dup2(fd, 1);
-        _exit(tg_shim_main(sc - 1, sv + 1));
-    }
-    tg_shim_argv_free(sv);
-    return pid;
-}
+TestSuite(contain, .fini = tgh_cleanup);
 
 /* The value of "key=" in fixture output, or NULL. */
 static const char *field(const char *out, const char *key, char *buf, size_t cap)
@@ -181,16 +72,6 @@ static bool dir_exists(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static void write_file(const char *dir, const char *name, const char *text)
-{
-    char p[2048];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    cr_assert_not_null(f, "create %s", p);
-    fputs(text, f);
-    fclose(f);
 }
 
 static const char *read_file(const char *dir, const char *name, char *buf, size_t cap)
@@ -218,18 +99,6 @@ static void mkdirs(const char *p)
         }
     }
     cr_assert(mkdir(tmp, 0755) == 0 || errno == EEXIST, "mkdir %s", tmp);
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)f;
-    return flag == FTW_DP ? rmdir(p) : unlink(p);
-}
-
-static void rm_rf(const char *p)
-{
-    nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static void need_root(void)
@@ -358,15 +227,24 @@ static void init_rlimit_ctx(tg_contain_t *c, tg_contain_mode_t mode)
     cr_assert_eq(c->kind, TG_CONTAIN_RLIMIT);
 }
 
+/* A best-effort rlimit context in <c>, and in it the instance <name> for
+ * <q>. */
+static tg_contain_inst_t *rlimit_create(tg_contain_t *c, const char *name,
+                                        const tg_contain_req_t *q)
+{
+    init_rlimit_ctx(c, TG_CONTAIN_BEST_EFFORT);
+    tg_contain_inst_t *ci = NULL;
+    tg_cfg_err_t err = {{0}};
+    cr_assert_eq(tg_contain_create(c, name, q, &ci, &err), 0, "%s", err.msg);
+    return ci;
+}
+
 Test(contain, report_json_and_text)
 {
     tg_contain_t c;
-    init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB, .cpu_millicores = 500, .pids = 32,
                           .disk_bytes = 1024 * MiB, .network_none = true, .nofile = 256};
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "search", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = rlimit_create(&c, "search", &q);
     cr_assert_str_eq(ci->name, "search-1");
 
     char buf[4096];
@@ -548,19 +426,9 @@ typedef struct fake {
     pid_t dead;
 } fake_t;
 
-static pid_t dead_pid(void)
-{
-    pid_t p = fork();
-    if (p == 0)
-        _exit(0);
-    waitpid(p, NULL, 0);
-    return p;
-}
-
 static void fake_tree(fake_t *f, const char *own_procs)
 {
-    snprintf(f->root, sizeof f->root, "/tmp/tg-contain-XXXXXX");
-    cr_assert_not_null(mkdtemp(f->root));
+    cr_assert_eq(tgh_mkdtemp(f->root, sizeof f->root), 0);
     char cg[300];
     snprintf(cg, sizeof cg, "%s/cg", f->root);
     snprintf(f->own, sizeof f->own, "%s/svc", cg);
@@ -573,14 +441,14 @@ static void fake_tree(fake_t *f, const char *own_procs)
              "25 30 0:22 / /proc rw,nosuid - proc proc rw\n"
              "41 31 0:38 / %s rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,nsdelegate\n",
              cg);
-    write_file(f->root, "mountinfo", line);
-    write_file(f->root, "cgroup", "0::/svc\n");
+    tgh_put(f->root, "mountinfo", line);
+    tgh_put(f->root, "cgroup", "0::/svc\n");
     mkdirs(f->own);
-    write_file(f->own, "cgroup.controllers", "cpu io memory pids\n");
-    write_file(f->own, "cgroup.subtree_control", "");
-    write_file(f->own, "cgroup.procs", own_procs);
+    tgh_put(f->own, "cgroup.controllers", "cpu io memory pids\n");
+    tgh_put(f->own, "cgroup.subtree_control", "");
+    tgh_put(f->own, "cgroup.procs", own_procs);
     /* a dead toolgate's tree: removed at init */
-    f->dead = dead_pid();
+    f->dead = tgh_dead_pid();
     char orphan[700];
     snprintf(orphan, sizeof orphan, "%s/toolgate-%ld/search-3", f->own, (long)f->dead);
     mkdirs(orphan);
@@ -590,20 +458,20 @@ static void fake_tree(fake_t *f, const char *own_procs)
     char leaf[700];
     snprintf(leaf, sizeof leaf, "%s/router", f->base);
     mkdirs(leaf);
-    write_file(leaf, "cgroup.procs", "");
-    write_file(f->base, "cgroup.subtree_control", "");
-    write_file(f->base, "cgroup.kill", "");
+    tgh_put(leaf, "cgroup.procs", "");
+    tgh_put(f->base, "cgroup.subtree_control", "");
+    tgh_put(f->base, "cgroup.kill", "");
     mkdirs(f->inst);
     const char *empty[] = {"memory.max", "memory.swap.max", "memory.oom.group", "cpu.max",
                            "pids.max",   "cgroup.procs",    "cgroup.kill"};
     for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++)
-        write_file(f->inst, empty[i], "");
-    write_file(f->inst, "memory.current", "1234\n");
-    write_file(f->inst, "memory.peak", "5678\n");
-    write_file(f->inst, "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n");
-    write_file(f->inst, "cpu.stat", "usage_usec 777\nuser_usec 700\nsystem_usec 77\n");
-    write_file(f->inst, "pids.current", "2\n");
-    write_file(f->inst, "pids.events", "max 5\n");
+        tgh_put(f->inst, empty[i], "");
+    tgh_put(f->inst, "memory.current", "1234\n");
+    tgh_put(f->inst, "memory.peak", "5678\n");
+    tgh_put(f->inst, "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n");
+    tgh_put(f->inst, "cpu.stat", "usage_usec 777\nuser_usec 700\nsystem_usec 77\n");
+    tgh_put(f->inst, "pids.current", "2\n");
+    tgh_put(f->inst, "pids.events", "max 5\n");
 }
 
 Test(contain, cgroup2_writes_on_a_fake_tree)
@@ -684,7 +552,7 @@ Test(contain, cgroup2_writes_on_a_fake_tree)
     cr_assert_str_eq(read_file(f.inst, "cgroup.kill", buf, sizeof buf), "1");
     /* a fake directory holding files cannot be removed; cgroupfs allows it */
     cr_assert_eq(tg_contain_destroy(ci), -ENOTEMPTY);
-    rm_rf(f.root);
+    tgh_rmtree(f.root);
 }
 
 Test(contain, cgroup2_not_delegated_when_others_share_the_cgroup)
@@ -720,16 +588,16 @@ Test(contain, cgroup2_not_delegated_when_others_share_the_cgroup)
     tg_contain_place(ci, &pl);
     cr_assert_eq(pl.nprocs, 1);
     tg_contain_destroy(ci);
-    rm_rf(f.root);
+    tgh_rmtree(f.root);
 }
 
 Test(contain, forced_backend_missing_fails_init)
 {
-    char dir[] = "/tmp/tg-contain-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    write_file(dir, "mountinfo", "25 30 0:22 / /proc rw - proc proc rw\n");
-    write_file(dir, "cgroup", "0::/\n");
-    char mi[64], cg[64];
+    char dir[TGH_PATH];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    tgh_put(dir, "mountinfo", "25 30 0:22 / /proc rw - proc proc rw\n");
+    tgh_put(dir, "cgroup", "0::/\n");
+    char mi[TGH_PATH + 16], cg[TGH_PATH + 16];
     snprintf(mi, sizeof mi, "%s/mountinfo", dir);
     snprintf(cg, sizeof cg, "%s/cgroup", dir);
     tg_contain_t c;
@@ -749,7 +617,7 @@ Test(contain, forced_backend_missing_fails_init)
               "%s", text);
     cr_assert(strstr(text, "  memory   unavailable: not mounted\n") != NULL, "%s", text);
     tg_contain_fini(&c);
-    rm_rf(dir);
+    tgh_rmtree(dir);
 }
 
 /* ---- the real host ---- */
@@ -836,8 +704,8 @@ Test(contain, memory_hog_is_oom_killed_under_64Mi, .timeout = 60)
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
     char *argv[] = {(char *)HOG, (char *)"mem", (char *)"256", NULL};
-    run_t r;
-    run_shim(&pl, argv, false, 30000, &r);
+    shim_run_t r;
+    shim_run(&pl, argv, false, 30000, &r);
     cr_assert_not(r.timed_out);
     cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGKILL,
               "status %#x out %s err %s", r.status, r.out, r.err);
@@ -874,8 +742,8 @@ Test(contain, fork_bomb_stops_at_pids_max, .timeout = 60)
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
     char *argv[] = {(char *)HOG, (char *)"fork", (char *)"20", (char *)"30000", NULL};
-    run_t r;
-    run_shim(&pl, argv, false, 20000, &r);
+    shim_run_t r;
+    shim_run(&pl, argv, false, 20000, &r);
     cr_assert_not(r.timed_out);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 4, "status %#x err %s", r.status,
               r.err);
@@ -893,14 +761,14 @@ Test(contain, fork_bomb_stops_at_pids_max, .timeout = 60)
 
     /* kill takes the whole tree, not just a main pid */
     cr_assert_eq(tg_contain_kill(ci), 0);
-    uint64_t deadline = now_ms() + 2000;
+    uint64_t deadline = tgh_now_ms() + 2000;
     do {
         reap_all();
         tg_contain_sample(ci, &s);
         if (s.pids_current == 0)
             break;
-        sleep_ms(5);
-    } while (now_ms() < deadline);
+        tgh_sleep_ms(5);
+    } while (tgh_now_ms() < deadline);
     cr_assert_eq(s.pids_current, 0);
     cr_assert_eq(tg_contain_destroy(ci), 0);
     cr_assert_eq(tg_contain_fini(&c), 0);
@@ -915,8 +783,8 @@ static uint64_t spin_cpu_us(tg_contain_t *c, uint32_t millicores)
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
     char *argv[] = {(char *)HOG, (char *)"spin", (char *)"1000", NULL};
-    run_t r;
-    run_shim(&pl, argv, false, 10000, &r);
+    shim_run_t r;
+    shim_run(&pl, argv, false, 10000, &r);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x err %s", r.status,
               r.err);
     cr_assert_str_eq(r.out, "spun\n");
@@ -951,17 +819,14 @@ Test(contain, rlimit_data_fallback_stops_the_hog, .timeout = 60)
     if (TG_ASAN)
         cr_skip_test("an AddressSanitizer fixture cannot start under RLIMIT_DATA");
     tg_contain_t c;
-    init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB};
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "hog", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = rlimit_create(&c, "hog", &q);
     cr_assert_str_eq(ci->enforced.r[TG_RES_MEMORY].how, "RLIMIT_DATA + process-tree RSS monitor");
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
     char *argv[] = {(char *)HOG, (char *)"mem", (char *)"256", NULL};
-    run_t r;
-    run_shim(&pl, argv, false, 30000, &r);
+    shim_run_t r;
+    shim_run(&pl, argv, false, 30000, &r);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 3, "status %#x out %s err %s",
               r.status, r.out, r.err);
     long at = -1;
@@ -974,29 +839,26 @@ Test(contain, rlimit_data_fallback_stops_the_hog, .timeout = 60)
 Test(contain, rss_monitor_samples_the_tree, .timeout = 60)
 {
     tg_contain_t c;
-    init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 16 * MiB};
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "hog", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = rlimit_create(&c, "hog", &q);
     /* No DATA limit for this run: the monitor alone must see the tree
      * (the hog and, through fork, nothing else) grow past 16Mi. */
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
     pl.nrl = 0;
     char *argv[] = {(char *)HOG, (char *)"mem", (char *)"40", (char *)"5000", NULL};
-    pid_t pid = spawn_shim(&pl, argv);
+    pid_t pid = shim_spawn(&pl, argv);
     tg_contain_set_pid(ci, pid);
     tg_contain_sample_t prev = {0}, s = {0};
     tg_verdict_t v = {0};
-    uint64_t deadline = now_ms() + 4000;
-    while (now_ms() < deadline) {
+    uint64_t deadline = tgh_now_ms() + 4000;
+    while (tgh_now_ms() < deadline) {
         cr_assert_eq(tg_contain_sample(ci, &s), 0);
         v = tg_contain_judge(ci, &prev, &s);
         if (v.kind != TG_VERDICT_OK)
             break;
         prev = s;
-        sleep_ms(20);
+        tgh_sleep_ms(20);
     }
     cr_assert_eq(v.kind, TG_VERDICT_MEMORY_OVER);
     cr_assert_gt(v.used, 16 * MiB);
@@ -1023,18 +885,15 @@ Test(contain, node_starts_under_rlimit_data_and_dies_under_rlimit_as, .timeout =
     if (!have_node())
         cr_skip_test("node is not installed");
     tg_contain_t c;
-    init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 256 * MiB};
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "node", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = rlimit_create(&c, "node", &q);
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
     cr_assert_eq(pl.rl[0].resource, RLIMIT_DATA);
 
     char *ok[] = {(char *)"node", (char *)"-e", (char *)"console.log('ok')", NULL};
-    run_t r;
-    run_shim(&pl, ok, false, 30000, &r);
+    shim_run_t r;
+    shim_run(&pl, ok, false, 30000, &r);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x err %s", r.status,
               r.err);
     cr_assert_str_eq(r.out, "ok\n");
@@ -1042,14 +901,14 @@ Test(contain, node_starts_under_rlimit_data_and_dies_under_rlimit_as, .timeout =
     /* over the limit, node is stopped (malloc fails inside V8 or Buffer) */
     char *hog[] = {(char *)"node", (char *)"-e",
                    (char *)"const a=[];for(;;)a.push(Buffer.alloc(16<<20,1))", NULL};
-    run_shim(&pl, hog, false, 30000, &r);
+    shim_run(&pl, hog, false, 30000, &r);
     cr_assert_not(r.timed_out);
     cr_assert(!(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0), "status %#x", r.status);
 
     /* Why never RLIMIT_AS: V8 reserves its code range up front. */
     tg_contain_place_t as = {.setsid = true, .nrl = 1};
     as.rl[0] = (tg_contain_rlimit_t){.resource = RLIMIT_AS, .value = 512 * MiB};
-    run_shim(&as, ok, false, 30000, &r);
+    shim_run(&as, ok, false, 30000, &r);
     cr_assert(!(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0), "status %#x", r.status);
     cr_assert_null(strstr(r.out, "ok"));
     fprintf(stderr, "node under RLIMIT_AS=512Mi: %.200s\n", r.err);
@@ -1068,8 +927,8 @@ Test(contain, shim_places_and_hardens_the_agent, .timeout = 60)
     tg_contain_place(ci, &pl);
     cr_assert_gt(pl.nprocs, 0);
     char *argv[] = {(char *)HOG, (char *)"status", NULL};
-    run_t r;
-    run_shim(&pl, argv, true, 10000, &r);
+    shim_run_t r;
+    shim_run(&pl, argv, true, 10000, &r);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x err %s", r.status,
               r.err);
     char v[512];
@@ -1128,8 +987,8 @@ Test(contain, shim_drops_to_a_dedicated_user, .timeout = 60)
     snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 0755 '%s'", HOG, hog, hog);
     cr_assert_eq(system(cmd), 0);
     char *argv[] = {hog, (char *)"status", NULL};
-    run_t r;
-    run_shim(&pl, argv, false, 10000, &r);
+    shim_run_t r;
+    shim_run(&pl, argv, false, 10000, &r);
     unlink(hog);
     rmdir(dir);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x err %s", r.status,
@@ -1147,16 +1006,16 @@ Test(contain, shim_drops_to_a_dedicated_user, .timeout = 60)
 Test(contain, shim_reports_failures_in_one_line)
 {
     tg_contain_place_t pl = {.setsid = true};
-    run_t r;
+    shim_run_t r;
     char *missing[] = {(char *)"/nonexistent/agent", (char *)"--secret-arg", NULL};
-    run_shim(&pl, missing, false, 10000, &r);
+    shim_run(&pl, missing, false, 10000, &r);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == TG_SHIM_EXIT_NOTFOUND);
     cr_assert_str_eq(r.err, "toolgate shim: exec /nonexistent/agent: No such file or directory\n");
 
     pl.nprocs = 1;
     snprintf(pl.procs[0], sizeof pl.procs[0], "/nonexistent/cgroup.procs");
     char *hog[] = {(char *)HOG, (char *)"status", NULL};
-    run_shim(&pl, hog, false, 10000, &r);
+    shim_run(&pl, hog, false, 10000, &r);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == TG_SHIM_EXIT_SETUP);
     cr_assert_str_eq(r.err, "toolgate shim: join /nonexistent/cgroup.procs: No such file or "
                             "directory\n");
@@ -1211,7 +1070,7 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
          * agent ignored it: the point is an agent that survived. */
         pl.pdeathsig = false;
         char *argv[] = {(char *)HOG, (char *)"sleep", (char *)"60000", NULL};
-        pid_t agent = spawn_shim(&pl, argv);
+        pid_t agent = shim_spawn(&pl, argv);
         for (int i = 0; i < 200 && pl.nprocs; i++) { /* wait until it joined */
             char buf[64];
             int fd = open(pl.procs[0], O_RDONLY);
@@ -1220,7 +1079,7 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
                 close(fd);
             if (n > 0)
                 break;
-            sleep_ms(5);
+            tgh_sleep_ms(5);
         }
         char msg[TG_CG_PATH_MAX + 32];
         int n = snprintf(msg, sizeof msg, "%ld %s\n", (long)agent, ci->dir[TG_CG_V2][0] ? ci->dir[TG_CG_V2] : pl.procs[0]);
@@ -1264,7 +1123,7 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
         const char *s = read_file(stat_path, "stat", buf, sizeof buf);
         dead = !s || strstr(s, ") Z ") != NULL;
         if (!dead)
-            sleep_ms(5);
+            tgh_sleep_ms(5);
     }
     cr_assert(dead, "orphan agent %ld killed", agent);
     cr_assert_eq(tg_contain_fini(&c), 0);

@@ -20,6 +20,27 @@ static tg_denial_t base(tg_deny_code_t code)
     return d;
 }
 
+/* The rate denial of DESIGN.md's example. */
+static tg_denial_t design_example(void)
+{
+    tg_denial_t d = {
+        .code = TG_DENY_RATE,
+        .limit = "rate",
+        .scope = "tool",
+        .agent = "search",
+        .tool = "web",
+        .tool_len = 3,
+        .observed = 11,
+        .cap = 10,
+        .unit = "calls/minute",
+        .retry_after_ms = 5200,
+        .config_path = "agents.search.tools.web.rate_limit",
+        .request_id = "tg-3f2a9c",
+        .detail = "11 calls in 1m > 10/minute",
+    };
+    return d;
+}
+
 /* Render and parse; returns the parsed line (caller decrefs). */
 static json_t *render(const char *id, const tg_denial_t *d)
 {
@@ -47,21 +68,7 @@ static const char *message_of(const tg_denial_t *d)
 
 Test(denial, design_example_exact)
 {
-    tg_denial_t d = {
-        .code = TG_DENY_RATE,
-        .limit = "rate",
-        .scope = "tool",
-        .agent = "search",
-        .tool = "web",
-        .tool_len = 3,
-        .observed = 11,
-        .cap = 10,
-        .unit = "calls/minute",
-        .retry_after_ms = 5200,
-        .config_path = "agents.search.tools.web.rate_limit",
-        .request_id = "tg-3f2a9c",
-        .detail = "11 calls in 1m > 10/minute",
-    };
+    tg_denial_t d = design_example();
     long n = tg_denial_mcp(out, sizeof out, "7", 1, &d);
     const char *want =
         "{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32060,"
@@ -389,22 +396,8 @@ Test(denial, os_design_example_exact)
     h.in_reply_to = (tg_os_raw_t){"\"m-1\"", 5};
     h.request_id = (tg_os_raw_t){"\"req-1\"", 7};
     h.correlation_id = (tg_os_raw_t){"\"chat_session:abc123\"", 21};
-    tg_denial_t d = {
-        .code = TG_DENY_RATE,
-        .limit = "rate",
-        .scope = "tool",
-        .agent = "search",
-        .tool = "web",
-        .tool_len = 3,
-        .observed = 11,
-        .cap = 10,
-        .unit = "calls/minute",
-        .retry_after_ms = 5200,
-        .config_path = "agents.search.tools.web.rate_limit",
-        .request_id = "tg-3f2a9c",
-        .detail = "11 calls in 1m > 10/minute",
-        .os = &h,
-    };
+    tg_denial_t d = design_example();
+    d.os = &h;
     long n = tg_denial_os(out, sizeof out, "\"c-1\"", 5, &d);
     const char *want =
         "{\"v\":1,\"type\":\"agent.tool.result\",\"id\":\"tg-m-9\",\"ts\":\"2026-01-16T12:00:00.123Z\","

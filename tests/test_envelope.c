@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_gen.h"
 #include "mcp_oracle.h"
 #include "router/dialect/envelope.h"
 
@@ -16,27 +17,13 @@ static int scan(const char *s)
     return tg_mcp_scan(s, strlen(s), &env);
 }
 
-/* The bytes of span <v> of <s>, NUL-terminated, in a static buffer. */
-static const char *text(const char *s, tg_jspan_t v)
-{
-    static char b[4][256];
-    static int k;
-    char *o = b[k++ & 3];
-    if (v.type == TG_J_NONE)
-        return "<none>";
-    size_t n = v.len < 255 ? v.len : 255;
-    memcpy(o, s + v.off, n);
-    o[n] = 0;
-    return o;
-}
-
 Test(envelope, request_notification_response)
 {
     const char *r = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\"}";
     cr_assert_eq(scan(r), 0);
     cr_assert_eq(env.kind, TG_MCP_REQUEST);
-    cr_assert_str_eq(text(r, env.id), "7");
-    cr_assert_str_eq(text(r, env.method), "\"tools/list\"");
+    cr_assert_str_eq(span_text(r, env.id), "7");
+    cr_assert_str_eq(span_text(r, env.method), "\"tools/list\"");
     cr_assert_eq(env.params.type, TG_J_NONE);
     cr_assert_not(env.is_tools_call);
 
@@ -50,7 +37,7 @@ Test(envelope, request_notification_response)
     cr_assert_eq(env.kind, TG_MCP_RESPONSE);
     cr_assert(env.has_result);
     cr_assert_not(env.has_error);
-    cr_assert_str_eq(text(ok, env.id), "\"a-1\"");
+    cr_assert_str_eq(span_text(ok, env.id), "\"a-1\"");
 
     const char *er = "{\"id\":null,\"error\":{\"code\":-32700,\"message\":\"Parse error\"},\"jsonrpc\":\"2.0\"}";
     cr_assert_eq(scan(er), 0);
@@ -78,7 +65,7 @@ Test(envelope, ids_of_every_type)
         cr_assert_eq(scan(f), 0, "%s", f);
         cr_assert_eq(env.kind, TG_MCP_REQUEST);
         cr_assert_eq(env.id.type, types[i]);
-        cr_assert_str_eq(text(f, env.id), ids[i]);
+        cr_assert_str_eq(span_text(f, env.id), ids[i]);
     }
     const char *bad[] = {"true", "false", "{}", "[1]", "{\"a\":1}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -167,7 +154,7 @@ Test(envelope, escaped_keys_and_method)
     cr_assert_eq(scan(f), 0);
     cr_assert_eq(env.kind, TG_MCP_REQUEST);
     cr_assert(env.is_tools_call);
-    cr_assert_str_eq(text(f, env.id), "3");
+    cr_assert_str_eq(span_text(f, env.id), "3");
     cr_assert(tg_jstr_eq(f, env.tool_name, "web"));
     cr_assert(env.tool_name.escaped);
     /* near misses are other keys */
@@ -187,10 +174,10 @@ Test(envelope, tools_call_fields)
     cr_assert_eq(scan(f), 0);
     cr_assert_eq(env.kind, TG_MCP_REQUEST);
     cr_assert(env.is_tools_call);
-    cr_assert_str_eq(text(f, env.tool_name), "\"web\"");
+    cr_assert_str_eq(span_text(f, env.tool_name), "\"web\"");
     cr_assert(env.has_timeout);
     cr_assert_eq(env.timeout_ms, 2500);
-    cr_assert_str_eq(text(f, env.progress_token), "\"tok-1\"");
+    cr_assert_str_eq(span_text(f, env.progress_token), "\"tok-1\"");
     cr_assert_eq(env.params.type, TG_J_OBJECT);
     cr_assert_eq(f[env.params.off], '{');
     cr_assert_eq(f[env.params.off + env.params.len - 1], '}');
@@ -200,8 +187,8 @@ Test(envelope, tools_call_fields)
     const char *g = "{\"params\":{\"_meta\":{\"progressToken\":5},\"name\":\"a.b\"},\"method\":\"tools/call\",\"id\":\"x\"}";
     cr_assert_eq(scan(g), 0);
     cr_assert(env.is_tools_call);
-    cr_assert_str_eq(text(g, env.tool_name), "\"a.b\"");
-    cr_assert_str_eq(text(g, env.progress_token), "5");
+    cr_assert_str_eq(span_text(g, env.tool_name), "\"a.b\"");
+    cr_assert_str_eq(span_text(g, env.progress_token), "5");
     cr_assert_not(env.has_timeout);
 
     /* name of the wrong type, params as an array, no params */
@@ -272,7 +259,7 @@ Test(envelope, cancelled_and_progress)
     const char *c = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"r-9\",\"reason\":\"user\"}}";
     cr_assert_eq(scan(c), 0);
     cr_assert_eq(env.kind, TG_MCP_NOTIFICATION);
-    cr_assert_str_eq(text(c, env.cancel_id), "\"r-9\"");
+    cr_assert_str_eq(span_text(c, env.cancel_id), "\"r-9\"");
     cr_assert_eq(scan("{\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":17}}"), 0);
     cr_assert_eq(env.cancel_id.type, TG_J_NUMBER);
     cr_assert_eq(scan("{\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":null}}"), 0);
@@ -282,7 +269,7 @@ Test(envelope, cancelled_and_progress)
 
     const char *p = "{\"method\":\"notifications/progress\",\"params\":{\"progressToken\":99,\"progress\":0.5,\"total\":1}}";
     cr_assert_eq(scan(p), 0);
-    cr_assert_str_eq(text(p, env.notif_progress_token), "99");
+    cr_assert_str_eq(span_text(p, env.notif_progress_token), "99");
     cr_assert_eq(env.cancel_id.type, TG_J_NONE);
     /* a request with that method is not a notification */
     cr_assert_eq(scan("{\"id\":1,\"method\":\"notifications/progress\",\"params\":{\"progressToken\":99}}"), 0);
@@ -345,7 +332,7 @@ Test(envelope, tools_call_params_read_in_one_pass)
                     "\"timeout_ms\" : 40 } } , \"jsonrpc\" : \"2.0\" } ";
     cr_assert_eq(scan(f), 0);
     cr_assert_eq(env.kind, TG_MCP_REQUEST);
-    cr_assert_str_eq(text(f, env.tool_name), "\"web\"");
+    cr_assert_str_eq(span_text(f, env.tool_name), "\"web\"");
     cr_assert(env.has_timeout);
     cr_assert_eq(env.timeout_ms, 40);
     cr_assert_eq(f[env.params.off], '{');
@@ -459,46 +446,6 @@ Test(envelope, head_id_of_cut_frames)
 }
 
 /* ---- differential run against jansson ---- */
-
-typedef struct gbuf {
-    char *p;
-    size_t len, cap;
-} gbuf_t;
-
-static void gput(gbuf_t *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 4096;
-        while (nc < b->len + n + 1)
-            nc *= 2;
-        b->p = realloc(b->p, nc);
-        cr_assert_not_null(b->p);
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void gs(gbuf_t *b, const char *s)
-{
-    gput(b, s, strlen(s));
-}
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
-
-static uint32_t rnd(uint32_t n)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return n ? (uint32_t)(rng_state % n) : 0;
-}
-
-static bool chance(uint32_t pct)
-{
-    return rnd(100) < pct;
-}
 
 static void gen_ws(gbuf_t *b)
 {
@@ -833,34 +780,7 @@ static void gen_input(gbuf_t *b)
 static void mutate(gbuf_t *b)
 {
     static const char interesting[] = "{}[]\",:\\ 0a-.e\x00\x01\x80\xc3\xff\n";
-    if (b->len == 0)
-        return;
-    uint32_t k = 1 + rnd(3);
-    for (uint32_t i = 0; i < k && b->len > 0; i++) {
-        size_t at = rnd((uint32_t)b->len);
-        switch (rnd(5)) {
-        case 0: /* truncate */
-            b->len = at;
-            break;
-        case 1: /* flip a bit */
-            b->p[at] ^= (char)(1u << rnd(8));
-            break;
-        case 2: /* overwrite with a structural byte */
-            b->p[at] = interesting[rnd(sizeof interesting - 1)];
-            break;
-        case 3: /* delete a byte */
-            memmove(b->p + at, b->p + at + 1, b->len - at - 1);
-            b->len--;
-            break;
-        default: { /* insert a byte */
-            char c = interesting[rnd(sizeof interesting - 1)];
-            gput(b, "x", 1);
-            memmove(b->p + at + 1, b->p + at, b->len - at - 1);
-            b->p[at] = c;
-            break;
-        }
-        }
-    }
+    gmutate(b, interesting, sizeof interesting - 1);
 }
 
 Test(envelope, differential_vs_jansson, .timeout = 120)
@@ -874,9 +794,7 @@ Test(envelope, differential_vs_jansson, .timeout = 120)
         gen_input(&b);
         if (i % 3 == 1)
             mutate(&b);
-        /* exact-length buffer so ASan sees any over-read */
-        char *exact = malloc(b.len ? b.len : 1);
-        memcpy(exact, b.p, b.len);
+        char *exact = gexact(&b);
         const char *why = oracle_check(exact, b.len, i * 2654435761u);
         if (why)
             { fprintf(stderr, "case %u len %zu:", i, b.len); for (size_t x = 0; x < b.len && x < 400; x++) fprintf(stderr, " %02x", (unsigned char)exact[x]); fprintf(stderr, "\n"); cr_assert_fail("case %u: %s\n%.*s", i, why, (int)(b.len < 2000 ? b.len : 2000), exact); }

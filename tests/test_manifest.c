@@ -11,54 +11,37 @@
 
 #include "config/config.h"
 #include "config/manifest.h"
+#include "tests/tg_harness.h"
 
 static tg_config_t cfg;
 static tg_cfg_err_t err;
-static char dir[64];
-
 static void setup(void)
 {
     memset(&err, 0, sizeof err);
     cr_assert_eq(tg_config_default(&cfg), 0);
-    snprintf(dir, sizeof dir, "/tmp/tg_manifest_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    tgh_tmp_init();
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-
     tg_config_free(&cfg);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_expect_eq(system(cmd), 0);
+    tgh_cleanup();
 }
 
 TestSuite(manifest, .init = setup, .fini = teardown);
 
-/* Write <text> to <dir>/<name>; the path goes to <path>. */
-static void put(const char *name, const char *text, char *path, size_t cap)
-{
-    FILE *f;
-
-    snprintf(path, cap, "%s/%s", dir, name);
-    f = fopen(path, "w");
-    cr_assert_not_null(f);
-    cr_assert_eq(fputs(text, f) >= 0, true);
-    cr_assert_eq(fclose(f), 0);
-}
-
-/* A config file "c.json" in <dir> holding one agent "a" with the manifest
- * "m.json" (also in <dir>) and the agent members <members> (may be ""). */
+/* A config file "c.json" in tgh_tmp holding one agent "a" with the manifest
+ * "m.json" (also in tgh_tmp) and the agent members <members> (may be ""). */
 static int load_pair(const char *manifest, const char *members)
 {
     char mp[128], cp[128], text[2048];
 
-    put("m.json", manifest, mp, sizeof mp);
+    tgh_tmp_put("m.json", manifest, mp, sizeof mp);
     snprintf(
         text, sizeof text,
         "{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"],\"manifest\":\"m.json\"%s%s}]}",
         members[0] ? "," : "", members);
-    put("c.json", text, cp, sizeof cp);
+    tgh_tmp_put("c.json", text, cp, sizeof cp);
     return tg_config_load_file(&cfg, cp, &err);
 }
 
@@ -124,8 +107,8 @@ Test(manifest, stricter_wins_per_limit_with_sources)
     cr_expect_eq(a->manifest->op_res.memory_bytes, 256ull << 20);
     cr_expect_eq(a->manifest->req_res.network_src, TG_SRC_DEFAULT);
     cr_expect_str_eq(a->manifest->given, "m.json");
-    cr_expect_eq(strncmp(a->manifest->path, dir, strlen(dir)), 0);
-    cr_expect_str_eq(a->manifest->path + strlen(dir), "/m.json");
+    cr_expect_eq(strncmp(a->manifest->path, tgh_tmp, strlen(tgh_tmp)), 0);
+    cr_expect_str_eq(a->manifest->path + strlen(tgh_tmp), "/m.json");
     cr_expect_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
     cr_expect_str_eq(tg_src_name(TG_SRC_CAP), "operator cap");
 }
@@ -135,8 +118,8 @@ Test(manifest, operator_order_in_object_does_not_matter)
     char mp[128], cp[128];
 
     /* "manifest" after the limits, and before: the same merge. */
-    put("m.json", "{\"execution_limits\":{\"max_concurrent_calls\":5}}", mp, sizeof mp);
-    put("c.json",
+    tgh_tmp_put("m.json", "{\"execution_limits\":{\"max_concurrent_calls\":5}}", mp, sizeof mp);
+    tgh_tmp_put("c.json",
         "{\"agents\":[{\"execution_limits\":{\"max_concurrent_calls\":2},\"id\":\"a\","
         "\"manifest\":\"m.json\",\"command\":[\"x\"]}]}",
         cp, sizeof cp);
@@ -434,14 +417,14 @@ Test(manifest, config_resource_errors_have_positions)
 /* ---- manifest errors ---- */
 
 /* Load a config whose agent names manifest <manifest_text>, expecting
- * <msg> with "@" standing for <dir>. */
+ * <msg> with "@" standing for tgh_tmp. */
 static void pair_fails(const char *manifest_text, const char *msg)
 {
     char want[TG_ERR_MAX], *at = strchr(msg, '@');
 
     cr_expect_eq(load_pair(manifest_text, ""), -1, "accepted %s", manifest_text);
     if (at)
-        snprintf(want, sizeof want, "%.*s%s%s", (int)(at - msg), msg, dir, at + 1);
+        snprintf(want, sizeof want, "%.*s%s%s", (int)(at - msg), msg, tgh_tmp, at + 1);
     else
         snprintf(want, sizeof want, "%s", msg);
     cr_expect_str_eq(err.msg, want, "for: %s\n got: %s\nwant: %s", manifest_text, err.msg, want);
@@ -480,7 +463,7 @@ Test(manifest, missing_or_unreadable_file_names_the_path)
 {
     char cp[128], want[TG_ERR_MAX];
 
-    put("c.json",
+    tgh_tmp_put("c.json",
         "{\"agents\":[{\"id\":\"a\",\"command\":[\"x\"],\n"
         "  \"manifest\": \"sub/none.json\"}]}",
         cp, sizeof cp);
@@ -488,7 +471,7 @@ Test(manifest, missing_or_unreadable_file_names_the_path)
     snprintf(want, sizeof want,
              "%s/c.json:2:15: agents[0].manifest: %s/sub/none.json: cannot open: No such file or "
              "directory",
-             dir, dir);
+             tgh_tmp, tgh_tmp);
     cr_expect_str_eq(err.msg, want);
     /* The failed load left the config as it was. */
     cr_expect_str_eq(cfg.agents[0].id, "agent");
@@ -504,7 +487,7 @@ Test(manifest, oversized_file_is_refused)
     tg_manifest_t m;
     FILE *f;
 
-    snprintf(mp, sizeof mp, "%s/big.json", dir);
+    tgh_tmp_path(mp, sizeof mp, "big.json");
     f = fopen(mp, "w");
     cr_assert_not_null(f);
     for (unsigned i = 0; i <= TG_MANIFEST_FILE_MAX; i++)

@@ -10,33 +10,22 @@
  * keys of the dialect. */
 #include <criterion/criterion.h>
 #include <jansson.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "config/config.h"
+#include "tests/mcp_client.h"
+#include "tests/os_client.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 
-typedef struct os_it {
-    char dir[TGH_PATH];
-    char sock[TGH_PATH + 16];
-    char cfg[TGH_PATH + 16];
-    char log[TGH_PATH + 16];
-    char audit[TGH_PATH + 16];
-    char err[TGH_PATH + 16];
-    char hboff[TGH_PATH + 16];
-    char token[TGH_PATH + 16];
-    tgh_proc_t tg;
-    tgh_proc_t aux; /* `audit verify`, `check`: registered with the harness, so not on a stack */
-} os_it_t;
-
-static os_it_t S;
+static tgh_serve_t S;
+static char os_hboff[TGH_PATH + 16]; /* the fixture stops its heartbeats while this exists */
+static char os_token[TGH_PATH + 16]; /* the fixture writes its session token here */
+static tgh_proc_t os_aux; /* `audit verify`, `check`: registered with the harness, so not on a stack */
 
 typedef struct os_opts {
     const char *listen; /* spliced into the listener object */
@@ -50,24 +39,6 @@ typedef struct os_opts {
 static void os_fini(void)
 {
     tgh_cleanup();
-}
-
-/* Lines of <path> containing <needle>. */
-static int count_in(const char *path, const char *needle)
-{
-    char *text = tgh_read_file(path, NULL);
-    int n = text ? tgh_count_lines_with(text, "", needle) : 0;
-    free(text);
-    return n;
-}
-
-static int wait_in(const char *path, const char *needle, int min, int timeout_ms)
-{
-    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
-    int n;
-    while ((n = count_in(path, needle)) < min && tgh_now_ms() < deadline)
-        tgh_sleep_ms(10);
-    return n;
 }
 
 /* Write the config of `toolgate serve` with agent "os" (the fixture,
@@ -85,7 +56,7 @@ static void os_write_cfg(const char *path, const char *sock, const char *audit, 
         "   \"command\": [\"%s/tg_os_agent\", \"--log\", \"%s\", \"--hb-off\", \"%s\", "
         "\"--token-file\", \"%s\"%s]%s}]%s}\n",
         sock, o && o->listen ? o->listen : "", o && o->router ? o->router : "", audit,
-        TG_AGENTS_DIR, log, S.hboff, S.token, o && o->args ? o->args : "",
+        TG_AGENTS_DIR, log, os_hboff, os_token, o && o->args ? o->args : "",
         o && o->agent ? o->agent : "", o && o->top ? o->top : "");
     cr_assert(n > 0 && (size_t)n < sizeof json);
     cr_assert_eq(tgh_write_file(path, json), 0);
@@ -95,43 +66,21 @@ static void os_write_cfg(const char *path, const char *sock, const char *audit, 
  * opensentience listener. */
 static void os_start(const os_opts_t *o)
 {
-    cr_assert_eq(tgh_mkdtemp(S.dir, sizeof S.dir), 0);
-    snprintf(S.sock, sizeof S.sock, "%s/os.sock", S.dir);
-    snprintf(S.cfg, sizeof S.cfg, "%s/serve.json", S.dir);
-    snprintf(S.log, sizeof S.log, "%s/agent.log", S.dir);
-    snprintf(S.audit, sizeof S.audit, "%s/audit.jsonl", S.dir);
-    snprintf(S.err, sizeof S.err, "%s/stderr.txt", S.dir);
-    snprintf(S.hboff, sizeof S.hboff, "%s/hb-off", S.dir);
-    snprintf(S.token, sizeof S.token, "%s/token", S.dir);
+    cr_assert_eq(tgh_serve_prepare(&S, "os"), 0);
+    snprintf(os_hboff, sizeof os_hboff, "%s/hb-off", S.dir);
+    snprintf(os_token, sizeof os_token, "%s/token", S.dir);
     os_write_cfg(S.cfg, S.sock, S.audit, S.log, o);
-    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
-    cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
-    if (tgh_log_wait(S.err, "toolgate: serving", 1, 10000) < 1) {
-        char *err = tgh_read_file(S.err, NULL);
-        cr_assert_fail("toolgate serve did not start: %s", err ? err : "");
-    }
-    if (o == NULL || !o->no_wait) {
-        if (wait_in(S.err, "agent 'os' ready", 1, 10000) < 1) {
-            char *err = tgh_read_file(S.err, NULL);
-            cr_assert_fail("agent 'os' did not become ready: %s", err ? err : "");
-        }
-    }
+    tgh_serve_start(&S, NULL, NULL, 10000);
+    if ((o == NULL || !o->no_wait) && tgh_file_wait(S.err, "agent 'os' ready", 1, 10000) < 1)
+        tgh_fail_with_stderr(S.err, "agent 'os' did not become ready");
 }
 
 /* Stop toolgate: SIGTERM, a clean exit, the socket file gone. */
-static void os_stop_only(void)
-{
-    kill(S.tg.pid, SIGTERM);
-    cr_assert_eq(tgh_wait(&S.tg, 20000), 0, "toolgate serve did not stop on SIGTERM");
-    cr_assert_eq(tgh_exit_code(&S.tg), 0);
-    cr_assert(access(S.sock, F_OK) != 0, "the socket file was left behind");
-}
-
 static void os_stop(void)
 {
-    os_stop_only();
+    tgh_serve_stop(&S, 20000);
     /* Every event it wrote passes `toolgate audit verify` (schema, seq). */
-    tgh_proc_t *v = &S.aux;
+    tgh_proc_t *v = &os_aux;
     char *const argv[] = {(char *)TG_BIN, (char *)"audit", (char *)"verify", S.audit, NULL};
     cr_assert_eq(tgh_spawn(v, argv, NULL, NULL), 0);
     tgh_close_stdin(v);
@@ -141,190 +90,18 @@ static void os_stop(void)
     free(line);
 }
 
-/* ---- a framed caller ---------------------------------------------------- */
-
-typedef struct osc {
-    int fd;
-    char *buf;
-    size_t len, cap;
-    bool eof;
-} osc_t;
-
-static void c_open(osc_t *c)
+/* os_start, and one caller connected in <c>. */
+static void os_start_caller(const os_opts_t *o, osc_t *c)
 {
-    memset(c, 0, sizeof *c);
-    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    cr_assert_lt(strlen(S.sock), sizeof sa.sun_path);
-    memcpy(sa.sun_path, S.sock, strlen(S.sock) + 1);
-    cr_assert_eq(connect(c->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    os_start(o);
+    osc_open(c, S.sock);
 }
 
-static void c_close(osc_t *c)
+/* Close the caller <c>, then os_stop. */
+static void os_stop_caller(osc_t *c)
 {
-    if (c->fd >= 0)
-        close(c->fd);
-    free(c->buf);
-    memset(c, 0, sizeof *c);
-    c->fd = -1;
-}
-
-static void c_raw(osc_t *c, const void *p, size_t n)
-{
-    const char *s = p;
-    while (n > 0) {
-        ssize_t w = write(c->fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        cr_assert_gt(w, 0, "write to toolgate: %s", strerror(errno));
-        s += w;
-        n -= (size_t)w;
-    }
-}
-
-static void c_frame(osc_t *c, const char *text)
-{
-    size_t n = strlen(text);
-    unsigned char h[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
-                          (unsigned char)(n >> 8), (unsigned char)n};
-    c_raw(c, h, 4);
-    c_raw(c, text, n);
-}
-
-/* core.tool.call <cid> of <tool> with <input> (JSON text) and <extra>
- * payload members (", \"timeout_ms\": 300" or NULL). */
-static void c_call(osc_t *c, const char *cid, const char *tool, const char *input,
-                   const char *extra)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf,
-             "{\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m-%s\",\"ts\":\"2026-01-16T12:00:00Z\","
-             "\"request_id\":\"req-%s\",\"correlation_id\":\"corr-%s\","
-             "\"payload\":{\"call_id\":\"%s\",\"tool_id\":\"%s\",\"input\":%s%s}}",
-             cid, cid, cid, cid, tool, input ? input : "{}", extra ? extra : "");
-    c_frame(c, buf);
-}
-
-static void c_cancel(osc_t *c, const char *cid)
-{
-    char buf[512];
-    snprintf(
-        buf, sizeof buf,
-        "{\"v\":1,\"type\":\"core.tool.cancel\",\"id\":\"x-%s\",\"ts\":\"2026-01-16T12:00:00Z\","
-        "\"payload\":{\"call_id\":\"%s\",\"reason\":\"user\"}}",
-        cid, cid);
-    c_frame(c, buf);
-}
-
-/* The next frame as JSON; NULL on timeout or EOF (c->eof). */
-static json_t *c_read(osc_t *c, int timeout_ms)
-{
-    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        if (c->len >= 4) {
-            const unsigned char *u = (const unsigned char *)c->buf;
-            size_t n = (size_t)u[0] << 24 | (size_t)u[1] << 16 | (size_t)u[2] << 8 | u[3];
-            if (c->len - 4 >= n) {
-                json_error_t je;
-                json_t *v = json_loadb(c->buf + 4, n, 0, &je);
-                cr_assert_not_null(v, "a frame from toolgate is not JSON: %.*s", (int)n,
-                                   c->buf + 4);
-                memmove(c->buf, c->buf + 4 + n, c->len - 4 - n);
-                c->len -= 4 + n;
-                return v;
-            }
-        }
-        if (c->eof)
-            return NULL;
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, tgh_left(deadline));
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0)
-            return NULL;
-        if (c->cap - c->len < 65536) {
-            c->cap = c->cap ? c->cap * 2 : 262144;
-            c->buf = realloc(c->buf, c->cap);
-        }
-        ssize_t r = read(c->fd, c->buf + c->len, c->cap - c->len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            c->eof = true;
-        else
-            c->len += (size_t)r;
-    }
-}
-
-static const char *jstr(const json_t *m, const char *a, const char *b)
-{
-    const json_t *v = json_object_get(m, a);
-    if (b != NULL)
-        v = json_object_get(v, b);
-    return json_string_value(v);
-}
-
-static const char *code_of(const json_t *m)
-{
-    return jstr(m, "error", "code");
-}
-
-static json_int_t detail_int(const json_t *m, const char *key)
-{
-    return json_integer_value(
-        json_object_get(json_object_get(json_object_get(m, "error"), "details"), key));
-}
-
-static const char *detail_str(const json_t *m, const char *key)
-{
-    return json_string_value(
-        json_object_get(json_object_get(json_object_get(m, "error"), "details"), key));
-}
-
-/* Read until the agent.tool.result of <cid>; streams for it are counted
- * in <*streams> (may be NULL); other frames are dropped. */
-static json_t *c_await(osc_t *c, const char *cid, int timeout_ms, int *streams)
-{
-    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        json_t *m = c_read(c, tgh_left(deadline));
-        if (m == NULL)
-            return NULL;
-        const char *type = jstr(m, "type", NULL);
-        const char *mc = jstr(m, "payload", "call_id");
-        if (type && strcmp(type, "agent.tool.result") == 0 && mc && strcmp(mc, cid) == 0)
-            return m;
-        if (streams && type && strcmp(type, "agent.tool.stream") == 0 && mc && strcmp(mc, cid) == 0)
-            (*streams)++;
-        json_decref(m);
-    }
-}
-
-/* A call answered "succeeded": returns its output (a new reference). */
-static json_t *ok_call(osc_t *c, const char *cid, const char *tool, const char *input)
-{
-    c_call(c, cid, tool, input, NULL);
-    json_t *r = c_await(c, cid, 10000, NULL);
-    cr_assert_not_null(r, "no result for %s", cid);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "%s: %s", cid,
-                     json_dumps(r, JSON_COMPACT));
-    json_t *out = json_incref(json_object_get(json_object_get(r, "payload"), "output"));
-    json_decref(r);
-    return out;
-}
-
-/* A call refused with <code>: returns the result. */
-static json_t *denied_call(osc_t *c, const char *cid, const char *tool, const char *input,
-                           const char *extra, const char *code)
-{
-    c_call(c, cid, tool, input, extra);
-    json_t *r = c_await(c, cid, 10000, NULL);
-    cr_assert_not_null(r, "no answer for %s", cid);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "failed", "%s: %s", cid,
-                     json_dumps(r, JSON_COMPACT));
-    cr_assert_str_eq(code_of(r), code, "%s: %s", cid, json_dumps(r, JSON_COMPACT));
-    cr_assert_str_eq(jstr(r, "error", "where"), "toolgate.router");
-    return r;
+    osc_close(c);
+    os_stop();
 }
 
 TestSuite(os, .fini = os_fini, .timeout = 60);
@@ -337,7 +114,7 @@ Test(os, many_concurrent_callers_with_colliding_call_ids)
     enum { NC = 16, NCALL = 5 };
     osc_t c[NC];
     for (int i = 0; i < NC; i++)
-        c_open(&c[i]);
+        osc_open(&c[i], S.sock);
     /* Every caller uses the same call ids, all pipelined before any is read. */
     for (int i = 0; i < NC; i++)
         for (int j = 0; j < NCALL; j++) {
@@ -347,24 +124,24 @@ Test(os, many_concurrent_callers_with_colliding_call_ids)
                 snprintf(in, sizeof in, "{\"ms\": 200}");
             else
                 snprintf(in, sizeof in, "{\"text\": \"caller%d-call%d\"}", i, j);
-            c_call(&c[i], cid, j == 0 ? "os/sleep" : "os/echo", in, NULL);
+            osc_call(&c[i], cid, j == 0 ? "os/sleep" : "os/echo", in, NULL);
         }
     for (int i = 0; i < NC; i++) {
         for (int j = 1; j < NCALL; j++) {
             char cid[16], want[64];
             snprintf(cid, sizeof cid, "c%d", j);
             snprintf(want, sizeof want, "caller%d-call%d", i, j);
-            json_t *r = c_await(&c[i], cid, 10000, NULL);
+            json_t *r = osc_await(&c[i], cid, 10000, NULL);
             cr_assert_not_null(r, "caller %d: no result for %s", i, cid);
-            cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+            cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
             cr_assert_str_eq(json_string_value(json_object_get(
                                  json_object_get(json_object_get(r, "payload"), "output"), "text")),
                              want, "a result went to the wrong caller");
             json_decref(r);
         }
-        json_t *r = c_await(&c[i], "c0", 10000, NULL);
+        json_t *r = osc_await(&c[i], "c0", 10000, NULL);
         cr_assert_not_null(r);
-        cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+        cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
         json_decref(r);
     }
     /* The agent saw 80 calls, each with its own toolgate-made call_id. */
@@ -388,7 +165,7 @@ Test(os, many_concurrent_callers_with_colliding_call_ids)
     json_decref(seen);
     free(text);
     for (int i = 0; i < NC; i++)
-        c_close(&c[i]);
+        osc_close(&c[i]);
     os_stop();
 }
 
@@ -396,25 +173,24 @@ Test(os, session_token_fresh_secret_and_checked)
 {
     os_opts_t o = {.agent = ", \"restart\": {\"policy\": \"always\", \"backoff\": \"50ms\"}"};
     os_start(&o);
-    char *tok1 = tgh_read_file(S.token, NULL);
+    char *tok1 = tgh_read_file(os_token, NULL);
     cr_assert_not_null(tok1);
     cr_assert_eq(strlen(tok1), 32, "a 128-bit token in hex: %s", tok1);
     for (size_t i = 0; i < 32; i++)
         cr_assert(strchr("0123456789abcdef", tok1[i]) != NULL);
     /* A restarted instance gets a fresh token. */
     osc_t c;
-    c_open(&c);
-    c_call(&c, "boom", "os/crash", "{}", NULL);
-    json_t *r = c_await(&c, "boom", 10000, NULL);
-    cr_assert_str_eq(code_of(r), "agent_unavailable");
+    osc_open(&c, S.sock);
+    osc_call(&c, "boom", "os/crash", "{}", NULL);
+    json_t *r = osc_await(&c, "boom", 10000, NULL);
+    cr_assert_str_eq(osc_code_of(r), "agent_unavailable");
     json_decref(r);
-    cr_assert_eq(wait_in(S.err, "agent 'os' ready", 2, 10000), 2);
-    char *tok2 = tgh_read_file(S.token, NULL);
+    cr_assert_eq(tgh_file_wait(S.err, "agent 'os' ready", 2, 10000), 2);
+    char *tok2 = tgh_read_file(os_token, NULL);
     cr_assert_eq(strlen(tok2), 32);
     cr_assert_str_neq(tok1, tok2, "the restarted instance got the same token");
-    json_decref(ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&c);
-    os_stop();
+    json_decref(osc_ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
+    os_stop_caller(&c);
     /* Never logged, never audited. */
     char *err = tgh_read_file(S.err, NULL), *audit = tgh_read_file(S.audit, NULL);
     cr_assert_null(strstr(err, tok1), "the session token is in toolgate's log");
@@ -433,20 +209,19 @@ Test(os, wrong_session_token_rejected)
                    .agent = ", \"restart\": {\"policy\": \"no\"}",
                    .no_wait = true};
     os_start(&o);
-    cr_assert_eq(wait_in(S.log, "welcome-error protocol.unauthorized", 1, 10000), 1,
+    cr_assert_eq(tgh_file_wait(S.log, "welcome-error protocol.unauthorized", 1, 10000), 1,
                  "the agent was not told its token is wrong");
-    cr_assert_eq(wait_in(S.audit, "\"reason\":\"bad_session_token\"", 1, 10000), 1);
-    cr_assert_eq(wait_in(S.audit, "\"event\":\"agent.exited\"", 1, 10000), 1);
-    cr_assert_eq(count_in(S.err, "agent 'os' ready"), 0);
-    cr_assert_eq(count_in(S.log, "registered"), 0, "tools of an agent that failed hello");
+    cr_assert_eq(tgh_file_wait(S.audit, "\"reason\":\"bad_session_token\"", 1, 10000), 1);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"agent.exited\"", 1, 10000), 1);
+    cr_assert_eq(tgh_file_count(S.err, "agent 'os' ready"), 0);
+    cr_assert_eq(tgh_file_count(S.log, "registered"), 0, "tools of an agent that failed hello");
     osc_t c;
-    c_open(&c);
-    json_t *r = denied_call(&c, "c1", "os/echo", "{\"text\":\"x\"}", NULL, "agent_unavailable");
+    osc_open(&c, S.sock);
+    json_t *r = osc_denied_call(&c, "c1", "os/echo", "{\"text\":\"x\"}", NULL, "agent_unavailable");
     cr_assert_eq(json_is_true(json_object_get(json_object_get(r, "error"), "retryable")), true);
     json_decref(r);
-    cr_assert_eq(count_in(S.log, "call "), 0);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_count(S.log, "call "), 0);
+    os_stop_caller(&c);
 }
 
 Test(os, heartbeat_loss_then_recovery)
@@ -455,23 +230,22 @@ Test(os, heartbeat_loss_then_recovery)
                             "\"heartbeat_timeout\": \"1s\"}, "
                             "\"execution_limits\": {\"kill_grace_period\": \"60s\"}"};
     os_start(&o);
-    cr_assert_eq(wait_in(S.log, "welcome 100 ", 1, 1000), 1, "heartbeat_interval_ms not announced");
+    cr_assert_eq(tgh_file_wait(S.log, "welcome 100 ", 1, 1000), 1, "heartbeat_interval_ms not announced");
     osc_t c;
-    c_open(&c);
-    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
-    cr_assert_eq(tgh_write_file(S.hboff, "off"), 0);
-    cr_assert_eq(wait_in(S.audit, "\"reason\":\"heartbeat_missed\"", 1, 5000), 1);
-    json_t *r = denied_call(&c, "b", "os/echo", "{\"text\":\"x\"}", NULL, "agent_unavailable");
-    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.opensentience.heartbeat_timeout");
-    cr_assert_eq(detail_int(r, "retry_after_ms"), 100);
+    osc_open(&c, S.sock);
+    json_decref(osc_ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(tgh_write_file(os_hboff, "off"), 0);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"reason\":\"heartbeat_missed\"", 1, 5000), 1);
+    json_t *r = osc_denied_call(&c, "b", "os/echo", "{\"text\":\"x\"}", NULL, "agent_unavailable");
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "agents.os.opensentience.heartbeat_timeout");
+    cr_assert_eq(osc_detail_int(r, "retry_after_ms"), 100);
     json_decref(r);
-    cr_assert_eq(count_in(S.log, "call tg-"), 1, "a call reached an unhealthy agent");
-    unlink(S.hboff);
-    cr_assert_eq(wait_in(S.audit, "\"reason\":\"heartbeat_resumed\"", 1, 5000), 1);
-    json_decref(ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
-    cr_assert_eq(count_in(S.log, "start "), 1, "a recovered agent must not be restarted");
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_count(S.log, "call tg-"), 1, "a call reached an unhealthy agent");
+    unlink(os_hboff);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"reason\":\"heartbeat_resumed\"", 1, 5000), 1);
+    json_decref(osc_ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(tgh_file_count(S.log, "start "), 1, "a recovered agent must not be restarted");
+    os_stop_caller(&c);
 }
 
 Test(os, heartbeat_loss_kills_and_restarts)
@@ -481,17 +255,16 @@ Test(os, heartbeat_loss_kills_and_restarts)
                             "\"execution_limits\": {\"kill_grace_period\": \"300ms\"}, "
                             "\"restart\": {\"policy\": \"on-failure\", \"backoff\": \"50ms\"}"};
     os_start(&o);
-    cr_assert_eq(tgh_write_file(S.hboff, "off"), 0);
-    cr_assert_eq(wait_in(S.audit, "\"reason\":\"heartbeat\"", 1, 5000), 1, "not killed");
-    cr_assert_eq(count_in(S.audit, "\"event\":\"agent.killed\""), 1);
-    unlink(S.hboff);
-    cr_assert_eq(wait_in(S.audit, "\"event\":\"agent.restarting\"", 1, 5000), 1);
-    cr_assert_eq(wait_in(S.err, "agent 'os' ready", 2, 10000), 2, "not restarted");
+    cr_assert_eq(tgh_write_file(os_hboff, "off"), 0);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"reason\":\"heartbeat\"", 1, 5000), 1, "not killed");
+    cr_assert_eq(tgh_file_count(S.audit, "\"event\":\"agent.killed\""), 1);
+    unlink(os_hboff);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"agent.restarting\"", 1, 5000), 1);
+    cr_assert_eq(tgh_file_wait(S.err, "agent 'os' ready", 2, 10000), 2, "not restarted");
     osc_t c;
-    c_open(&c);
-    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&c);
-    os_stop();
+    osc_open(&c, S.sock);
+    json_decref(osc_ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    os_stop_caller(&c);
 }
 
 Test(os, caller_disconnect_cancels_its_calls)
@@ -499,59 +272,56 @@ Test(os, caller_disconnect_cancels_its_calls)
     os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 1}"};
     os_start(&o);
     osc_t a, b;
-    c_open(&a);
-    c_call(&a, "long", "os/sleep", "{\"ms\": 30000}", NULL);
-    cr_assert_eq(wait_in(S.log, "call tg-", 1, 5000), 1);
+    osc_open(&a, S.sock);
+    osc_call(&a, "long", "os/sleep", "{\"ms\": 30000}", NULL);
+    cr_assert_eq(tgh_file_wait(S.log, "call tg-", 1, 5000), 1);
     char line[128];
     cr_assert_eq(tgh_log_field(S.log, "call ", 0, line, sizeof line), 0);
     char agent_cid[64];
     cr_assert_eq(sscanf(line, "%63s", agent_cid), 1);
-    c_close(&a);
+    osc_close(&a);
     char want[96];
     snprintf(want, sizeof want, "cancel %s caller_gone", agent_cid);
-    cr_assert_eq(wait_in(S.log, want, 1, 5000), 1,
+    cr_assert_eq(tgh_file_wait(S.log, want, 1, 5000), 1,
                  "no core.tool.cancel for the call of a gone caller");
-    cr_assert_eq(wait_in(S.audit, "\"reason\":\"caller_gone\"", 1, 5000), 1);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"reason\":\"caller_gone\"", 1, 5000), 1);
     /* The agent confirmed (canceled): the one slot is free again. */
-    c_open(&b);
-    json_decref(ok_call(&b, "next", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&b);
+    osc_open(&b, S.sock);
+    json_decref(osc_ok_call(&b, "next", "os/echo", "{\"text\":\"x\"}"));
+    osc_close(&b);
     os_stop();
 }
 
 Test(os, caller_cancel_answered_canceled)
 {
-    os_start(NULL);
     osc_t c;
-    c_open(&c);
-    c_call(&c, "s1", "os/sleep", "{\"ms\": 30000}", NULL);
-    cr_assert_eq(wait_in(S.log, "call tg-", 1, 5000), 1);
-    c_cancel(&c, "s1");
-    json_t *r = c_await(&c, "s1", 5000, NULL);
+    os_start_caller(NULL, &c);
+    osc_call(&c, "s1", "os/sleep", "{\"ms\": 30000}", NULL);
+    cr_assert_eq(tgh_file_wait(S.log, "call tg-", 1, 5000), 1);
+    osc_cancel(&c, "s1");
+    json_t *r = osc_await(&c, "s1", 5000, NULL);
     cr_assert_not_null(r);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "canceled");
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "canceled");
     json_decref(r);
-    cr_assert_eq(wait_in(S.log, "caller_cancelled", 1, 5000), 1);
-    cr_assert_eq(wait_in(S.audit, "\"event\":\"call.cancelled\"", 1, 5000), 1);
+    cr_assert_eq(tgh_file_wait(S.log, "caller_cancelled", 1, 5000), 1);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"call.cancelled\"", 1, 5000), 1);
     /* A queued call is cancelled by toolgate itself. */
-    c_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, idempotent_replay_within_window)
 {
     os_opts_t o = {.agent = ", \"opensentience\": {\"idempotency_window\": \"1500ms\"}"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
+    os_start_caller(&o, &c);
     const char *k1 = ", \"idempotency_key\": \"order-1\"";
-    c_call(&c, "x1", "os/count", "{}", k1);
-    json_t *r1 = c_await(&c, "x1", 5000, NULL);
-    c_call(&c, "x2", "os/count", "{}", k1);
-    json_t *r2 = c_await(&c, "x2", 5000, NULL);
+    osc_call(&c, "x1", "os/count", "{}", k1);
+    json_t *r1 = osc_await(&c, "x1", 5000, NULL);
+    osc_call(&c, "x2", "os/count", "{}", k1);
+    json_t *r2 = osc_await(&c, "x2", 5000, NULL);
     cr_assert_not_null(r1);
     cr_assert_not_null(r2);
-    cr_assert_str_eq(jstr(r2, "payload", "call_id"), "x2", "the replay carries the new call_id");
+    cr_assert_str_eq(osc_str(r2, "payload", "call_id"), "x2", "the replay carries the new call_id");
     cr_assert(json_equal(json_object_get(json_object_get(r1, "payload"), "output"),
                          json_object_get(json_object_get(r2, "payload"), "output")));
     cr_assert_eq(json_integer_value(json_object_get(
@@ -559,54 +329,51 @@ Test(os, idempotent_replay_within_window)
                  1);
     json_decref(r1);
     json_decref(r2);
-    cr_assert_eq(count_in(S.log, " count order-1"), 1, "the tool ran twice");
-    cr_assert_eq(wait_in(S.audit, "\"reason\":\"idempotent_replay\"", 1, 5000), 1);
+    cr_assert_eq(tgh_file_count(S.log, " count order-1"), 1, "the tool ran twice");
+    cr_assert_eq(tgh_file_wait(S.audit, "\"reason\":\"idempotent_replay\"", 1, 5000), 1);
     /* Another key runs the tool. */
-    json_t *out = ok_call(&c, "x3", "os/count", "{}");
+    json_t *out = osc_ok_call(&c, "x3", "os/count", "{}");
     cr_assert_eq(json_integer_value(json_object_get(out, "runs")), 2);
     json_decref(out);
     /* Past the window the key runs again. */
     tgh_sleep_ms(1800);
-    c_call(&c, "x4", "os/count", "{}", k1);
-    json_t *r4 = c_await(&c, "x4", 5000, NULL);
+    osc_call(&c, "x4", "os/count", "{}", k1);
+    json_t *r4 = osc_await(&c, "x4", 5000, NULL);
     cr_assert_eq(json_integer_value(json_object_get(
                      json_object_get(json_object_get(r4, "payload"), "output"), "runs")),
                  3);
     json_decref(r4);
-    cr_assert_eq(count_in(S.log, " count order-1"), 2);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_count(S.log, " count order-1"), 2);
+    os_stop_caller(&c);
 }
 
 Test(os, agent_rate_limit)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/second\"}"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
+    os_start_caller(&o, &c);
     for (int i = 0; i < 3; i++) {
         char cid[8];
         snprintf(cid, sizeof cid, "r%d", i);
-        json_decref(ok_call(&c, cid, "os/echo", "{\"text\":\"x\"}"));
+        json_decref(osc_ok_call(&c, cid, "os/echo", "{\"text\":\"x\"}"));
     }
-    json_t *r = denied_call(&c, "r3", "os/echo", "{\"text\":\"x\"}", NULL, "rate_limit_exceeded");
-    cr_assert_str_eq(detail_str(r, "scope"), "agent");
-    cr_assert_eq(detail_int(r, "observed"), 4);
-    cr_assert_eq(detail_int(r, "cap"), 3);
-    cr_assert_gt(detail_int(r, "retry_after_ms"), 0);
-    cr_assert_leq(detail_int(r, "retry_after_ms"), 334);
-    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.execution_limits.rate_limit");
-    cr_assert_str_eq(detail_str(r, "unit"), "calls/second");
-    cr_assert_str_eq(detail_str(r, "tool"), "echo");
+    json_t *r = osc_denied_call(&c, "r3", "os/echo", "{\"text\":\"x\"}", NULL, "rate_limit_exceeded");
+    cr_assert_str_eq(osc_detail_str(r, "scope"), "agent");
+    cr_assert_eq(osc_detail_int(r, "observed"), 4);
+    cr_assert_eq(osc_detail_int(r, "cap"), 3);
+    cr_assert_gt(osc_detail_int(r, "retry_after_ms"), 0);
+    cr_assert_leq(osc_detail_int(r, "retry_after_ms"), 334);
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "agents.os.execution_limits.rate_limit");
+    cr_assert_str_eq(osc_detail_str(r, "unit"), "calls/second");
+    cr_assert_str_eq(osc_detail_str(r, "tool"), "echo");
     /* The envelope of the caller's call is echoed. */
-    cr_assert_str_eq(jstr(r, "in_reply_to", NULL), "m-r3");
-    cr_assert_str_eq(jstr(r, "request_id", NULL), "req-r3");
-    cr_assert_str_eq(jstr(r, "correlation_id", NULL), "corr-r3");
+    cr_assert_str_eq(osc_str(r, "in_reply_to", NULL), "m-r3");
+    cr_assert_str_eq(osc_str(r, "request_id", NULL), "req-r3");
+    cr_assert_str_eq(osc_str(r, "correlation_id", NULL), "corr-r3");
     json_decref(r);
-    cr_assert_eq(count_in(S.log, "call tg-"), 3);
-    cr_assert_eq(wait_in(S.audit, "\"code\":\"rate_limit_exceeded\"", 1, 5000), 1);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_count(S.log, "call tg-"), 3);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"code\":\"rate_limit_exceeded\"", 1, 5000), 1);
+    os_stop_caller(&c);
 }
 
 Test(os, tool_and_caller_rate_limits)
@@ -617,29 +384,27 @@ Test(os, tool_and_caller_rate_limits)
              "{\"rate_limit\": \"5/second\"}}]",
              (unsigned)getuid());
     os_opts_t o = {.agent = ", \"tools\": {\"count\": {\"rate_limit\": \"2/second\"}}", .top = top};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
-    json_decref(ok_call(&c, "t0", "os/count", "{}"));
-    json_decref(ok_call(&c, "t1", "os/count", "{}"));
-    json_t *r = denied_call(&c, "t2", "os/count", "{}", NULL, "rate_limit_exceeded");
-    cr_assert_str_eq(detail_str(r, "scope"), "tool");
-    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.tools.count.rate_limit");
+    os_start_caller(&o, &c);
+    json_decref(osc_ok_call(&c, "t0", "os/count", "{}"));
+    json_decref(osc_ok_call(&c, "t1", "os/count", "{}"));
+    json_t *r = osc_denied_call(&c, "t2", "os/count", "{}", NULL, "rate_limit_exceeded");
+    cr_assert_str_eq(osc_detail_str(r, "scope"), "tool");
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "agents.os.tools.count.rate_limit");
     json_decref(r);
     /* The caller's 5/second: two spent, the refused call took none. */
     for (int i = 0; i < 3; i++) {
         char cid[8];
         snprintf(cid, sizeof cid, "e%d", i);
-        json_decref(ok_call(&c, cid, "os/echo", "{\"text\":\"x\"}"));
+        json_decref(osc_ok_call(&c, cid, "os/echo", "{\"text\":\"x\"}"));
     }
-    r = denied_call(&c, "e3", "os/echo", "{\"text\":\"x\"}", NULL, "rate_limit_exceeded");
-    cr_assert_str_eq(detail_str(r, "scope"), "caller");
-    cr_assert_str_eq(detail_str(r, "config_path"), "callers.me.execution_limits.rate_limit");
+    r = osc_denied_call(&c, "e3", "os/echo", "{\"text\":\"x\"}", NULL, "rate_limit_exceeded");
+    cr_assert_str_eq(osc_detail_str(r, "scope"), "caller");
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "callers.me.execution_limits.rate_limit");
     json_decref(r);
     /* 5 completed, 2 denied: all audited under the caller's name. */
-    cr_assert_eq(wait_in(S.audit, "\"caller\":\"me\"", 7, 5000), 7);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_wait(S.audit, "\"caller\":\"me\"", 7, 5000), 7);
+    os_stop_caller(&c);
 }
 
 Test(os, concurrency_queue_and_deadline)
@@ -647,45 +412,43 @@ Test(os, concurrency_queue_and_deadline)
     os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 1, "
                             "\"max_queued_calls\": 1}, "
                             "\"tools\": {\"sleep\": {\"max_tool_call_duration\": \"1s\"}}"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
-    c_call(&c, "q0", "os/sleep", "{\"ms\": 300}", NULL);   /* in flight */
-    c_call(&c, "q1", "os/echo", "{\"text\":\"w\"}", NULL); /* waits in the queue */
+    os_start_caller(&o, &c);
+    osc_call(&c, "q0", "os/sleep", "{\"ms\": 300}", NULL);   /* in flight */
+    osc_call(&c, "q1", "os/echo", "{\"text\":\"w\"}", NULL); /* waits in the queue */
     json_t *r =
-        denied_call(&c, "q2", "os/echo", "{\"text\":\"x\"}", NULL, "concurrency_limit_exceeded");
-    cr_assert_eq(detail_int(r, "observed"), 2);
-    cr_assert_eq(detail_int(r, "cap"), 1);
-    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.execution_limits.max_queued_calls");
+        osc_denied_call(&c, "q2", "os/echo", "{\"text\":\"x\"}", NULL, "concurrency_limit_exceeded");
+    cr_assert_eq(osc_detail_int(r, "observed"), 2);
+    cr_assert_eq(osc_detail_int(r, "cap"), 1);
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "agents.os.execution_limits.max_queued_calls");
     json_decref(r);
-    r = c_await(&c, "q0", 5000, NULL);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    r = osc_await(&c, "q0", 5000, NULL);
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
     json_decref(r);
-    r = c_await(&c, "q1", 5000, NULL);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "the queued call did not run");
+    r = osc_await(&c, "q1", 5000, NULL);
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded", "the queued call did not run");
     json_decref(r);
 
     /* The tool's cap: timeout to the caller, core.tool.cancel to the agent. */
     uint64_t t0 = tgh_now_ms();
-    r = denied_call(&c, "slow", "os/sleep", "{\"ms\": 30000}", NULL, "timeout");
+    r = osc_denied_call(&c, "slow", "os/sleep", "{\"ms\": 30000}", NULL, "timeout");
     uint64_t took = tgh_now_ms() - t0;
     cr_assert_geq(took, 990);
     cr_assert_lt(took, 6000);
-    cr_assert_eq(detail_int(r, "cap"), 1000);
-    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.tools.sleep.max_tool_call_duration");
+    cr_assert_eq(osc_detail_int(r, "cap"), 1000);
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "agents.os.tools.sleep.max_tool_call_duration");
     json_decref(r);
-    cr_assert_eq(wait_in(S.log, " timeout", 1, 5000), 1, "no core.tool.cancel on timeout");
-    cr_assert_eq(wait_in(S.audit, "\"event\":\"call.timeout\"", 1, 5000), 1);
+    cr_assert_eq(tgh_file_wait(S.log, " timeout", 1, 5000), 1, "no core.tool.cancel on timeout");
+    cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"call.timeout\"", 1, 5000), 1);
     /* The caller's own shorter timeout_ms wins. */
     t0 = tgh_now_ms();
-    r = denied_call(&c, "short", "os/sleep", "{\"ms\": 30000}", ", \"timeout_ms\": 100", "timeout");
+    r = osc_denied_call(&c, "short", "os/sleep", "{\"ms\": 30000}", ", \"timeout_ms\": 100", "timeout");
     cr_assert_lt(tgh_now_ms() - t0, 900, "the caller's shorter timeout_ms was not honoured");
-    cr_assert_eq(detail_int(r, "cap"), 100);
+    cr_assert_eq(osc_detail_int(r, "cap"), 100);
     json_decref(r);
     /* The agent confirmed both cancels: the slot is free. */
-    json_decref(ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&c);
-    os_stop();
+    json_decref(osc_ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
+    os_stop_caller(&c);
 }
 
 /* Deadlines share one ordered list per agent (router/dltimer.h): a shorter
@@ -696,42 +459,40 @@ Test(os, mixed_deadlines_each_expire_on_time)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 32, "
                             "\"max_queued_calls\": 32, \"rate_limit\": \"1000/second\"}"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
+    os_start_caller(&o, &c);
     char cid[16];
     for (int i = 0; i < 3; i++) {
         snprintf(cid, sizeof cid, "l%d", i);
-        c_call(&c, cid, "os/sleep", "{\"ms\": 2500}", NULL);
+        osc_call(&c, cid, "os/sleep", "{\"ms\": 2500}", NULL);
     }
     uint64_t t0 = tgh_now_ms();
-    json_t *r = denied_call(&c, "h", "os/sleep", "{\"ms\": 30000}", ", \"timeout_ms\": 200",
+    json_t *r = osc_denied_call(&c, "h", "os/sleep", "{\"ms\": 30000}", ", \"timeout_ms\": 200",
                             "timeout");
     cr_assert_lt(tgh_now_ms() - t0, 900, "a deadline ahead of the list's head was late");
     json_decref(r);
     for (int i = 3; i < 12; i++) {
         snprintf(cid, sizeof cid, "l%d", i);
-        c_call(&c, cid, "os/sleep", "{\"ms\": 2500}", NULL);
+        osc_call(&c, cid, "os/sleep", "{\"ms\": 2500}", NULL);
     }
     t0 = tgh_now_ms();
-    r = denied_call(&c, "o", "os/sleep", "{\"ms\": 30000}", ", \"timeout_ms\": 300", "timeout");
+    r = osc_denied_call(&c, "o", "os/sleep", "{\"ms\": 30000}", ", \"timeout_ms\": 300", "timeout");
     cr_assert_lt(tgh_now_ms() - t0, 1000, "a deadline on its own timer was late");
     json_decref(r);
     int ok = 0;
     uint64_t deadline = tgh_now_ms() + 8000;
     while (ok < 12) {
-        json_t *m = c_read(&c, tgh_left(deadline));
+        json_t *m = osc_read(&c, tgh_left(deadline));
         cr_assert_not_null(m, "only %d of the 12 long calls were answered", ok);
-        const char *type = jstr(m, "type", NULL);
+        const char *type = osc_str(m, "type", NULL);
         if (type != NULL && strcmp(type, "agent.tool.result") == 0) {
-            cr_assert_str_eq(jstr(m, "payload", "status"), "succeeded", "%s",
+            cr_assert_str_eq(osc_str(m, "payload", "status"), "succeeded", "%s",
                              json_dumps(m, JSON_COMPACT));
             ok++;
         }
         json_decref(m);
     }
-    c_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }
 
 Test(os, caller_concurrency_waits_then_deadline)
@@ -742,139 +503,130 @@ Test(os, caller_concurrency_waits_then_deadline)
              "{\"max_concurrent_calls\": 1}}]",
              (unsigned)getuid());
     os_opts_t o = {.top = top};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
-    c_call(&c, "a", "os/sleep", "{\"ms\": 1500}", NULL);
-    json_t *r = denied_call(&c, "b", "os/echo", "{\"text\":\"x\"}", ", \"timeout_ms\": 200",
+    os_start_caller(&o, &c);
+    osc_call(&c, "a", "os/sleep", "{\"ms\": 1500}", NULL);
+    json_t *r = osc_denied_call(&c, "b", "os/echo", "{\"text\":\"x\"}", ", \"timeout_ms\": 200",
                             "concurrency_limit_exceeded");
-    cr_assert_str_eq(detail_str(r, "limit"), "concurrency");
+    cr_assert_str_eq(osc_detail_str(r, "limit"), "concurrency");
     json_decref(r);
-    cr_assert_eq(count_in(S.log, "call tg-"), 1, "the caller's second call ran");
-    r = c_await(&c, "a", 5000, NULL);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    cr_assert_eq(tgh_file_count(S.log, "call tg-"), 1, "the caller's second call ran");
+    r = osc_await(&c, "a", 5000, NULL);
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
     json_decref(r);
-    json_decref(ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&c);
-    os_stop();
+    json_decref(osc_ok_call(&c, "c", "os/echo", "{\"text\":\"x\"}"));
+    os_stop_caller(&c);
 }
 
 Test(os, oversize_header_refused_from_the_header_alone)
 {
     os_opts_t o = {.router = ", \"max_frame_bytes\": \"64Ki\""};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
+    os_start_caller(&o, &c);
     /* Only the header: the refusal must not wait for the payload. */
     unsigned char h[4] = {0x00, 0x10, 0x00, 0x00}; /* 1 MiB */
-    c_raw(&c, h, 4);
-    json_t *r = c_read(&c, 3000);
+    osc_raw(&c, h, 4);
+    json_t *r = osc_read(&c, 3000);
     cr_assert_not_null(r, "no refusal before the payload was sent");
-    cr_assert_str_eq(code_of(r), "frame_too_large");
+    cr_assert_str_eq(osc_code_of(r), "frame_too_large");
     cr_assert(json_is_null(json_object_get(json_object_get(r, "payload"), "call_id")));
-    cr_assert_eq(detail_int(r, "observed"), 1048576);
-    cr_assert_eq(detail_int(r, "cap"), 65536);
-    cr_assert_str_eq(detail_str(r, "config_path"), "router.max_frame_bytes");
+    cr_assert_eq(osc_detail_int(r, "observed"), 1048576);
+    cr_assert_eq(osc_detail_int(r, "cap"), 65536);
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "router.max_frame_bytes");
     json_decref(r);
     /* The payload streams by and is skipped; the connection goes on. */
     char *junk = malloc(1048576);
     memset(junk, '{', 1048576);
-    c_raw(&c, junk, 1048576);
+    osc_raw(&c, junk, 1048576);
     free(junk);
-    json_decref(ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
-    cr_assert_eq(count_in(S.log, "call tg-"), 1);
-    c_close(&c);
-    os_stop();
+    json_decref(osc_ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(tgh_file_count(S.log, "call tg-"), 1);
+    os_stop_caller(&c);
 }
 
 Test(os, ffffffff_header_with_on_oversize_close)
 {
     os_opts_t o = {.listen = ", \"on_oversize\": \"close\""};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
+    os_start_caller(&o, &c);
     unsigned char h[4] = {0xff, 0xff, 0xff, 0xff};
-    c_raw(&c, h, 4);
-    json_t *r = c_read(&c, 3000);
+    osc_raw(&c, h, 4);
+    json_t *r = osc_read(&c, 3000);
     cr_assert_not_null(r);
-    cr_assert_str_eq(code_of(r), "frame_too_large");
-    cr_assert_eq(detail_int(r, "observed"), 4294967295LL);
+    cr_assert_str_eq(osc_code_of(r), "frame_too_large");
+    cr_assert_eq(osc_detail_int(r, "observed"), 4294967295LL);
     json_decref(r);
-    cr_assert_null(c_read(&c, 3000));
-    cr_assert(c.eof, "the connection stayed open after an over-cap frame with on_oversize close");
-    c_close(&c);
+    cr_assert_null(osc_read(&c, 3000));
+    cr_assert(c.out_eof, "the connection stayed open after an over-cap frame with on_oversize close");
+    osc_close(&c);
     /* The gateway is unharmed. */
-    c_open(&c);
-    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&c);
-    os_stop();
+    osc_open(&c, S.sock);
+    json_decref(osc_ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    os_stop_caller(&c);
 }
 
 Test(os, garbage_is_answered_and_survived)
 {
-    os_start(NULL);
     osc_t c;
-    c_open(&c);
-    c_frame(&c, "this is not json");
-    json_t *r = c_read(&c, 3000);
+    os_start_caller(NULL, &c);
+    osc_frame(&c, "this is not json");
+    json_t *r = osc_read(&c, 3000);
     cr_assert_not_null(r);
-    cr_assert_str_eq(jstr(r, "type", NULL), "core.error");
-    cr_assert_str_eq(code_of(r), "protocol.invalid_frame");
+    cr_assert_str_eq(osc_str(r, "type", NULL), "core.error");
+    cr_assert_str_eq(osc_code_of(r), "protocol.invalid_frame");
     json_decref(r);
     unsigned char zero[4] = {0, 0, 0, 0};
-    c_raw(&c, zero, 4);
-    r = c_read(&c, 3000);
-    cr_assert_str_eq(code_of(r), "protocol.invalid_frame");
+    osc_raw(&c, zero, 4);
+    r = osc_read(&c, 3000);
+    cr_assert_str_eq(osc_code_of(r), "protocol.invalid_frame");
     json_decref(r);
-    c_frame(&c, "[1,2,3]");
-    r = c_read(&c, 3000);
-    cr_assert_str_eq(code_of(r), "protocol.invalid_frame");
+    osc_frame(&c, "[1,2,3]");
+    r = osc_read(&c, 3000);
+    cr_assert_str_eq(osc_code_of(r), "protocol.invalid_frame");
     json_decref(r);
-    c_frame(&c, "{\"v\":1,\"type\":\"agent.heartbeat\",\"id\":\"h\",\"ts\":\"t\",\"payload\":{}}");
-    r = c_read(&c, 3000);
-    cr_assert_str_eq(code_of(r), "protocol.unsupported_type");
+    osc_frame(&c, "{\"v\":1,\"type\":\"agent.heartbeat\",\"id\":\"h\",\"ts\":\"t\",\"payload\":{}}");
+    r = osc_read(&c, 3000);
+    cr_assert_str_eq(osc_code_of(r), "protocol.unsupported_type");
     json_decref(r);
     /* Routing errors are results for the call. */
-    json_decref(denied_call(&c, "n1", "os/nope", "{}", NULL, "tool.not_found"));
-    json_decref(denied_call(&c, "n2", "ghost/echo", "{}", NULL, "tool.not_found"));
-    json_decref(denied_call(&c, "n3", "no-slash", "{}", NULL, "tool.invalid_id"));
-    c_call(&c, "dup", "os/sleep", "{\"ms\": 300}", NULL);
-    json_decref(denied_call(&c, "dup", "os/echo", "{}", NULL, "call.duplicate_id"));
-    r = c_await(&c, "dup", 5000, NULL);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    json_decref(osc_denied_call(&c, "n1", "os/nope", "{}", NULL, "tool.not_found"));
+    json_decref(osc_denied_call(&c, "n2", "ghost/echo", "{}", NULL, "tool.not_found"));
+    json_decref(osc_denied_call(&c, "n3", "no-slash", "{}", NULL, "tool.invalid_id"));
+    osc_call(&c, "dup", "os/sleep", "{\"ms\": 300}", NULL);
+    json_decref(osc_denied_call(&c, "dup", "os/echo", "{}", NULL, "call.duplicate_id"));
+    r = osc_await(&c, "dup", 5000, NULL);
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
     json_decref(r);
-    json_decref(ok_call(&c, "fine", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&c);
+    json_decref(osc_ok_call(&c, "fine", "os/echo", "{\"text\":\"x\"}"));
+    osc_close(&c);
     /* Bytes that are no framing at all: "GET " reads as a huge length. */
-    c_open(&c);
-    c_raw(&c, "GET / HTTP/1.1\r\n\r\n", 18);
-    r = c_read(&c, 3000);
-    cr_assert_str_eq(code_of(r), "frame_too_large");
+    osc_open(&c, S.sock);
+    osc_raw(&c, "GET / HTTP/1.1\r\n\r\n", 18);
+    r = osc_read(&c, 3000);
+    cr_assert_str_eq(osc_code_of(r), "frame_too_large");
     json_decref(r);
-    c_close(&c);
-    cr_assert_eq(count_in(S.log, "call tg-"), 2);
+    osc_close(&c);
+    cr_assert_eq(tgh_file_count(S.log, "call tg-"), 2);
     os_stop();
 }
 
 Test(os, streams_and_failures_forwarded)
 {
-    os_start(NULL);
     osc_t c;
-    c_open(&c);
+    os_start_caller(NULL, &c);
     int streams = 0;
-    c_call(&c, "st", "os/stream", "{\"n\": 3}", NULL);
-    json_t *r = c_await(&c, "st", 5000, &streams);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    osc_call(&c, "st", "os/stream", "{\"n\": 3}", NULL);
+    json_t *r = osc_await(&c, "st", 5000, &streams);
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
     cr_assert_eq(streams, 3);
     json_decref(r);
-    c_call(&c, "f", "os/fail", "{}", NULL);
-    r = c_await(&c, "f", 5000, NULL);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "failed");
-    cr_assert_str_eq(code_of(r), "tool.failed", "the agent's own error is forwarded");
+    osc_call(&c, "f", "os/fail", "{}", NULL);
+    r = osc_await(&c, "f", 5000, NULL);
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "failed");
+    cr_assert_str_eq(osc_code_of(r), "tool.failed", "the agent's own error is forwarded");
     json_decref(r);
-    cr_assert_eq(wait_in(S.audit, "\"status\":\"error\"", 1, 5000), 1);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_wait(S.audit, "\"status\":\"error\"", 1, 5000), 1);
+    os_stop_caller(&c);
 }
 
 Test(os, on_demand_start)
@@ -882,77 +634,70 @@ Test(os, on_demand_start)
     os_opts_t o = {.agent = ", \"start\": \"on_demand\"", .no_wait = true};
     os_start(&o);
     tgh_sleep_ms(300);
-    cr_assert_eq(count_in(S.log, "start "), 0, "an on_demand agent started before any call");
+    cr_assert_eq(tgh_file_count(S.log, "start "), 0, "an on_demand agent started before any call");
     osc_t c;
-    c_open(&c);
-    json_decref(ok_call(&c, "first", "os/echo", "{\"text\":\"x\"}"));
-    cr_assert_eq(count_in(S.log, "start "), 1);
-    c_close(&c);
-    os_stop();
+    osc_open(&c, S.sock);
+    json_decref(osc_ok_call(&c, "first", "os/echo", "{\"text\":\"x\"}"));
+    cr_assert_eq(tgh_file_count(S.log, "start "), 1);
+    os_stop_caller(&c);
 }
 
 Test(os, crash_fails_calls_and_restarts)
 {
     os_opts_t o = {.agent = ", \"restart\": {\"policy\": \"on-failure\", \"backoff\": \"50ms\"}"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
-    c_call(&c, "s", "os/sleep", "{\"ms\": 30000}", NULL);
-    cr_assert_eq(wait_in(S.log, "call tg-", 1, 5000), 1);
-    c_call(&c, "boom", "os/crash", "{}", NULL);
-    json_t *r = c_await(&c, "s", 5000, NULL);
-    cr_assert_str_eq(code_of(r), "agent_unavailable", "an inflight call of a crashed agent");
+    os_start_caller(&o, &c);
+    osc_call(&c, "s", "os/sleep", "{\"ms\": 30000}", NULL);
+    cr_assert_eq(tgh_file_wait(S.log, "call tg-", 1, 5000), 1);
+    osc_call(&c, "boom", "os/crash", "{}", NULL);
+    json_t *r = osc_await(&c, "s", 5000, NULL);
+    cr_assert_str_eq(osc_code_of(r), "agent_unavailable", "an inflight call of a crashed agent");
     json_decref(r);
-    r = c_await(&c, "boom", 5000, NULL);
-    cr_assert_str_eq(code_of(r), "agent_unavailable");
+    r = osc_await(&c, "boom", 5000, NULL);
+    cr_assert_str_eq(osc_code_of(r), "agent_unavailable");
     json_decref(r);
-    cr_assert_eq(wait_in(S.audit, "\"event\":\"agent.restarting\"", 1, 5000), 1);
-    cr_assert_eq(wait_in(S.err, "agent 'os' ready", 2, 10000), 2);
-    json_decref(ok_call(&c, "again", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"agent.restarting\"", 1, 5000), 1);
+    cr_assert_eq(tgh_file_wait(S.err, "agent 'os' ready", 2, 10000), 2);
+    json_decref(osc_ok_call(&c, "again", "os/echo", "{\"text\":\"x\"}"));
+    os_stop_caller(&c);
 }
 
 Test(os, registration_refuses_foreign_tool_ids)
 {
     os_opts_t o = {.args = ", \"--bad-tool\""};
     os_start(&o);
-    cr_assert_eq(wait_in(S.log, "registered 7 rejected 1", 1, 5000), 1);
+    cr_assert_eq(tgh_file_wait(S.log, "registered 7 rejected 1", 1, 5000), 1);
     osc_t c;
-    c_open(&c);
-    json_decref(denied_call(&c, "x", "someone-else/echo", "{}", NULL, "tool.not_found"));
-    c_close(&c);
-    os_stop();
+    osc_open(&c, S.sock);
+    json_decref(osc_denied_call(&c, "x", "someone-else/echo", "{}", NULL, "tool.not_found"));
+    os_stop_caller(&c);
 }
 
 Test(os, agent_oversize_frame_skipped)
 {
     os_opts_t o = {.router = ", \"max_frame_bytes\": \"64Ki\""};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
-    json_t *r = denied_call(&c, "big", "os/oversize", "{\"bytes\": 200000}",
+    os_start_caller(&o, &c);
+    json_t *r = osc_denied_call(&c, "big", "os/oversize", "{\"bytes\": 200000}",
                             ", \"timeout_ms\": 500", "timeout");
     json_decref(r);
-    cr_assert_eq(wait_in(S.audit, "\"reason\":\"frame_too_large\"", 1, 5000), 1);
-    json_decref(ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_wait(S.audit, "\"reason\":\"frame_too_large\"", 1, 5000), 1);
+    json_decref(osc_ok_call(&c, "after", "os/echo", "{\"text\":\"x\"}"));
+    os_stop_caller(&c);
 }
 
 Test(os, callers_only_refuses_unknown_peer)
 {
     os_opts_t o = {.router = ", \"callers_only\": true"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
-    json_t *r = denied_call(&c, "x", "os/echo", "{}", NULL, "caller_not_allowed");
-    cr_assert_str_eq(detail_str(r, "config_path"), "callers");
+    os_start_caller(&o, &c);
+    json_t *r = osc_denied_call(&c, "x", "os/echo", "{}", NULL, "caller_not_allowed");
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "callers");
     json_decref(r);
-    cr_assert_null(c_read(&c, 3000));
-    cr_assert(c.eof);
-    c_close(&c);
-    cr_assert_eq(count_in(S.log, "call tg-"), 0);
+    cr_assert_null(osc_read(&c, 3000));
+    cr_assert(c.out_eof);
+    osc_close(&c);
+    cr_assert_eq(tgh_file_count(S.log, "call tg-"), 0);
     os_stop();
 }
 
@@ -961,80 +706,77 @@ Test(os, listener_max_connections)
     os_opts_t o = {.listen = ", \"max_connections\": 2"};
     os_start(&o);
     osc_t a, b, x;
-    c_open(&a);
-    c_open(&b);
-    json_decref(ok_call(&a, "a", "os/echo", "{\"text\":\"x\"}"));
-    json_decref(ok_call(&b, "b", "os/echo", "{\"text\":\"x\"}"));
-    c_open(&x);
-    json_t *r = denied_call(&x, "x", "os/echo", "{}", NULL, "concurrency_limit_exceeded");
-    cr_assert_str_eq(detail_str(r, "limit"), "connections");
-    cr_assert_str_eq(detail_str(r, "config_path"), "router.listen[0].max_connections");
-    cr_assert_eq(detail_int(r, "observed"), 3);
-    cr_assert_eq(detail_int(r, "cap"), 2);
+    osc_open(&a, S.sock);
+    osc_open(&b, S.sock);
+    json_decref(osc_ok_call(&a, "a", "os/echo", "{\"text\":\"x\"}"));
+    json_decref(osc_ok_call(&b, "b", "os/echo", "{\"text\":\"x\"}"));
+    osc_open(&x, S.sock);
+    json_t *r = osc_denied_call(&x, "x", "os/echo", "{}", NULL, "concurrency_limit_exceeded");
+    cr_assert_str_eq(osc_detail_str(r, "limit"), "connections");
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "router.listen[0].max_connections");
+    cr_assert_eq(osc_detail_int(r, "observed"), 3);
+    cr_assert_eq(osc_detail_int(r, "cap"), 2);
     json_decref(r);
-    cr_assert_null(c_read(&x, 3000));
-    cr_assert(x.eof, "a connection over max_connections stayed open");
-    c_close(&x);
-    c_close(&a);
+    cr_assert_null(osc_read(&x, 3000));
+    cr_assert(x.out_eof, "a connection over max_connections stayed open");
+    osc_close(&x);
+    osc_close(&a);
     /* Its place is free once it has closed. */
     uint64_t deadline = tgh_now_ms() + 5000;
     bool ok = false;
     while (!ok && tgh_now_ms() < deadline) {
-        c_open(&x);
-        c_call(&x, "again", "os/echo", "{\"text\":\"x\"}", NULL);
-        r = c_await(&x, "again", 5000, NULL);
-        ok = r != NULL && strcmp(jstr(r, "payload", "status"), "succeeded") == 0;
+        osc_open(&x, S.sock);
+        osc_call(&x, "again", "os/echo", "{\"text\":\"x\"}", NULL);
+        r = osc_await(&x, "again", 5000, NULL);
+        ok = r != NULL && strcmp(osc_str(r, "payload", "status"), "succeeded") == 0;
         json_decref(r);
-        c_close(&x);
+        osc_close(&x);
         if (!ok)
             tgh_sleep_ms(50);
     }
     cr_assert(ok, "a closed connection's place was not given back");
-    c_close(&b);
+    osc_close(&b);
     os_stop();
 }
 
 Test(os, sigterm_drains_calls_in_flight)
 {
-    os_start(NULL);
     osc_t c;
-    c_open(&c);
-    c_call(&c, "s", "os/sleep", "{\"ms\": 500}", NULL);
-    cr_assert_eq(wait_in(S.log, "call tg-", 1, 5000), 1);
+    os_start_caller(NULL, &c);
+    osc_call(&c, "s", "os/sleep", "{\"ms\": 500}", NULL);
+    cr_assert_eq(tgh_file_wait(S.log, "call tg-", 1, 5000), 1);
     kill(S.tg.pid, SIGTERM);
-    json_t *r = c_await(&c, "s", 5000, NULL);
+    json_t *r = osc_await(&c, "s", 5000, NULL);
     cr_assert_not_null(r);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "a call in flight was not drained");
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded", "a call in flight was not drained");
     json_decref(r);
-    cr_assert_null(c_read(&c, 5000));
-    cr_assert(c.eof, "callers are disconnected once answered");
+    cr_assert_null(osc_read(&c, 5000));
+    cr_assert(c.out_eof, "callers are disconnected once answered");
     cr_assert_eq(tgh_wait(&S.tg, 20000), 0);
     cr_assert_eq(tgh_exit_code(&S.tg), 0);
-    cr_assert_eq(count_in(S.log, "exit eof"), 1, "the agent was not stopped by closing its stdin");
-    c_close(&c);
+    cr_assert_eq(tgh_file_count(S.log, "exit eof"), 1, "the agent was not stopped by closing its stdin");
+    osc_close(&c);
 }
 
 Test(os, tool_concurrency_holds_only_its_tool)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 4}, "
                             "\"tools\": {\"sleep\": {\"max_concurrent_calls\": 1}}"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
-    c_call(&c, "s1", "os/sleep", "{\"ms\": 2500}", NULL);
-    c_call(&c, "s2", "os/sleep", "{\"ms\": 10}", NULL); /* waits for the tool's one slot */
+    os_start_caller(&o, &c);
+    osc_call(&c, "s1", "os/sleep", "{\"ms\": 2500}", NULL);
+    osc_call(&c, "s2", "os/sleep", "{\"ms\": 10}", NULL); /* waits for the tool's one slot */
     uint64_t t0 = tgh_now_ms();
-    json_decref(ok_call(&c, "e", "os/echo", "{\"text\":\"x\"}")); /* not held back */
+    json_decref(osc_ok_call(&c, "e", "os/echo", "{\"text\":\"x\"}")); /* not held back */
     cr_assert_lt(tgh_now_ms() - t0, 2000, "a call to another tool waited for sleep's slot");
-    cr_assert_eq(count_in(S.log, " sleep -"), 1, "the second sleep ran beside the first");
-    json_t *r = c_await(&c, "s1", 5000, NULL);
+    cr_assert_eq(tgh_file_count(S.log, " sleep -"), 1, "the second sleep ran beside the first");
+    json_t *r = osc_await(&c, "s1", 5000, NULL);
     json_decref(r);
-    r = c_await(&c, "s2", 5000, NULL);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    r = osc_await(&c, "s2", 5000, NULL);
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
     json_decref(r);
-    cr_assert_eq(count_in(S.log, " sleep -"), 2);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_count(S.log, " sleep -"), 2);
+    os_stop_caller(&c);
 }
 
 Test(os, beside_an_mcp_listener)
@@ -1051,12 +793,7 @@ Test(os, beside_an_mcp_listener)
     snprintf(agents, sizeof agents,
              ", {\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]}",
              TG_AGENTS_DIR, mlog);
-    cr_assert_eq(tgh_mkdtemp(S.dir, sizeof S.dir), 0);
-    snprintf(S.sock, sizeof S.sock, "%s/os.sock", S.dir);
-    snprintf(S.cfg, sizeof S.cfg, "%s/serve.json", S.dir);
-    snprintf(S.log, sizeof S.log, "%s/agent.log", S.dir);
-    snprintf(S.audit, sizeof S.audit, "%s/audit.jsonl", S.dir);
-    snprintf(S.err, sizeof S.err, "%s/stderr.txt", S.dir);
+    cr_assert_eq(tgh_serve_prepare(&S, "os"), 0);
     char json[8192];
     snprintf(json, sizeof json,
              "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"dialect\": \"opensentience\"}%s]},\n"
@@ -1064,37 +801,23 @@ Test(os, beside_an_mcp_listener)
              " \"agents\": [{\"id\": \"os\", \"dialect\": \"opensentience\",\n"
              "   \"command\": [\"%s/tg_os_agent\", \"--log\", \"%s\"]}%s]}\n",
              S.sock, listen, S.audit, TG_AGENTS_DIR, S.log, agents);
-    cr_assert_eq(tgh_write_file(S.cfg, json), 0);
-    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
-    cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
-    cr_assert_eq(tgh_log_wait(S.err, "toolgate: serving", 1, 10000), 1);
-    cr_assert_eq(wait_in(S.err, "agent 'os' ready", 1, 10000), 1);
+    tgh_serve_start(&S, json, NULL, 10000);
+    cr_assert_eq(tgh_file_wait(S.err, "agent 'os' ready", 1, 10000), 1);
     /* MCP: one line-framed connection with its own instance. */
     tgh_proc_t m;
-    memset(&m, 0, sizeof m);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    memcpy(sa.sun_path, msock, strlen(msock) + 1);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    m.in_fd = fd;
-    m.out_fd = dup(fd);
-    tgh_sendf(&m, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
-                  "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
-                  "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
-    json_t *r = tgh_await_int(&m, 0, 10000, NULL);
+    cr_assert_eq(tgh_unix_connect(&m, msock), 0);
+    json_t *r = mcp_initialize(&m, 10000);
     cr_assert_not_null(json_object_get(r, "result"), "MCP initialize beside opensentience");
     json_decref(r);
-    tgh_call(&m, 1, "echo", "{\"text\":\"hi\"}");
-    r = tgh_await_int(&m, 1, 10000, NULL);
+    mcp_call(&m, 1, "echo", "{\"text\":\"hi\"}");
+    r = mcp_await_int(&m, 1, 10000, NULL);
     cr_assert_not_null(json_object_get(r, "result"));
     json_decref(r);
     osc_t c;
-    c_open(&c);
-    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
-    c_close(&c);
-    close(m.in_fd);
-    close(m.out_fd);
-    free(m.rbuf);
+    osc_open(&c, S.sock);
+    json_decref(osc_ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    osc_close(&c);
+    tgh_conn_close(&m);
     os_stop();
 }
 
@@ -1106,7 +829,7 @@ static void reload_to(const os_opts_t *o, const char *expect, int n)
 {
     os_write_cfg(S.cfg, S.sock, S.audit, S.log, o);
     kill(S.tg.pid, SIGHUP);
-    int got = wait_in(S.err, expect, n, 10000);
+    int got = tgh_file_wait(S.err, expect, n, 10000);
     if (got != n) {
         char *err = tgh_read_file(S.err, NULL);
         cr_assert_fail("expected %d line(s) with '%s' after SIGHUP, got %d: %s", n, expect, got,
@@ -1117,7 +840,7 @@ static void reload_to(const os_opts_t *o, const char *expect, int n)
 /* The pid and tag an echo call answered with (the instance that ran it). */
 static json_int_t echo_pid(osc_t *c, const char *cid, char *tag, size_t cap)
 {
-    json_t *out = ok_call(c, cid, "os/echo", "{\"text\":\"x\"}");
+    json_t *out = osc_ok_call(c, cid, "os/echo", "{\"text\":\"x\"}");
     json_int_t pid = json_integer_value(json_object_get(out, "pid"));
     const char *t = json_string_value(json_object_get(out, "tag"));
     if (tag != NULL)
@@ -1132,41 +855,38 @@ TestSuite(os_reload, .fini = os_fini, .timeout = 120);
 Test(os_reload, bad_file_rejected_old_config_keeps_running)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/minute\"}"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
+    os_start_caller(&o, &c);
     json_int_t pid = echo_pid(&c, "a", NULL, 0);
     /* Not JSON, then JSON that does not validate: both refused. */
     cr_assert_eq(tgh_write_file(S.cfg, "{\"agents\": ["), 0);
     kill(S.tg.pid, SIGHUP);
-    cr_assert_eq(wait_in(S.err, "config rejected", 1, 10000), 1);
+    cr_assert_eq(tgh_file_wait(S.err, "config rejected", 1, 10000), 1);
     os_opts_t bad = {.agent = ", \"execution_limits\": {\"rate_limit\": \"banana\"}"};
     os_write_cfg(S.cfg, S.sock, S.audit, S.log, &bad);
     kill(S.tg.pid, SIGHUP);
-    cr_assert_eq(wait_in(S.err, "config rejected", 2, 10000), 2);
-    cr_assert_eq(wait_in(S.audit, "\"event\":\"config.rejected\"", 2, 5000), 2);
-    cr_assert_eq(count_in(S.audit, "banana"), 0, "the offending value is not audited");
+    cr_assert_eq(tgh_file_wait(S.err, "config rejected", 2, 10000), 2);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"config.rejected\"", 2, 5000), 2);
+    cr_assert_eq(tgh_file_count(S.audit, "banana"), 0, "the offending value is not audited");
     /* The old config runs on, with its state: one 3/minute bucket, the
      * same instance. */
     cr_assert_eq(echo_pid(&c, "b", NULL, 0), pid);
     cr_assert_eq(echo_pid(&c, "c", NULL, 0), pid);
-    json_decref(denied_call(&c, "d", "os/echo", NULL, NULL, "rate_limit_exceeded"));
-    cr_assert_eq(count_in(S.log, "start "), 1);
-    c_close(&c);
-    os_stop();
+    json_decref(osc_denied_call(&c, "d", "os/echo", NULL, NULL, "rate_limit_exceeded"));
+    cr_assert_eq(tgh_file_count(S.log, "start "), 1);
+    os_stop_caller(&c);
 }
 
 Test(os_reload, limits_in_place_keep_bucket_slots_and_instance)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/minute\", "
                             "\"max_concurrent_calls\": 1, \"max_queued_calls\": 4}"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
+    os_start_caller(&o, &c);
     json_int_t pid = echo_pid(&c, "a", NULL, 0);
     /* A sleep holds the only slot; the cap is raised under it. */
-    c_call(&c, "s", "os/sleep", "{\"ms\":2500}", NULL);
-    cr_assert_eq(wait_in(S.log, " sleep ", 1, 5000), 1);
+    osc_call(&c, "s", "os/sleep", "{\"ms\":2500}", NULL);
+    cr_assert_eq(tgh_file_wait(S.log, " sleep ", 1, 5000), 1);
     os_opts_t raised = {.agent = ", \"execution_limits\": {\"rate_limit\": \"3/minute\", "
                                  "\"max_concurrent_calls\": 2, \"max_queued_calls\": 8},"
                                  " \"tools\": {\"echo\": {\"max_concurrent_calls\": 2}},"
@@ -1175,24 +895,24 @@ Test(os_reload, limits_in_place_keep_bucket_slots_and_instance)
     /* The raised cap lets a call run beside the sleep at once; the bucket
      * kept its state: one token of three left. */
     uint64_t t0 = tgh_now_ms();
-    c_call(&c, "b", "os/echo", "{\"text\":\"x\"}", NULL);
-    json_t *r = c_await(&c, "b", 10000, NULL);
+    osc_call(&c, "b", "os/echo", "{\"text\":\"x\"}", NULL);
+    json_t *r = osc_await(&c, "b", 10000, NULL);
     cr_assert_not_null(r);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "%s", json_dumps(r, 0));
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded", "%s", json_dumps(r, 0));
     cr_assert_lt(tgh_now_ms() - t0, 2000, "the echo waited for the sleep");
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(json_object_get(r, "payload"),
                                                                      "output"),
                                                     "pid")),
                  pid);
     json_decref(r);
-    r = denied_call(&c, "c", "os/echo", NULL, NULL, "rate_limit_exceeded");
-    cr_assert_eq(detail_int(r, "observed"), 4);
-    cr_assert_eq(detail_int(r, "cap"), 3);
+    r = osc_denied_call(&c, "c", "os/echo", NULL, NULL, "rate_limit_exceeded");
+    cr_assert_eq(osc_detail_int(r, "observed"), 4);
+    cr_assert_eq(osc_detail_int(r, "cap"), 3);
     json_decref(r);
     /* The sleep ran on, in its slot, to its end. */
-    r = c_await(&c, "s", 10000, NULL);
+    r = osc_await(&c, "s", 10000, NULL);
     cr_assert_not_null(r);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
     json_decref(r);
     /* A changed rate starts a fresh bucket. */
     os_opts_t rate5 = {.agent = ", \"execution_limits\": {\"rate_limit\": \"5/minute\", "
@@ -1203,15 +923,14 @@ Test(os_reload, limits_in_place_keep_bucket_slots_and_instance)
         snprintf(cid, sizeof cid, "f%d", i);
         cr_assert_eq(echo_pid(&c, cid, NULL, 0), pid);
     }
-    r = denied_call(&c, "g", "os/echo", NULL, NULL, "rate_limit_exceeded");
-    cr_assert_eq(detail_int(r, "cap"), 5);
+    r = osc_denied_call(&c, "g", "os/echo", NULL, NULL, "rate_limit_exceeded");
+    cr_assert_eq(osc_detail_int(r, "cap"), 5);
     json_decref(r);
     /* One instance all along; both reloads audited. */
-    cr_assert_eq(count_in(S.log, "start "), 1);
-    cr_assert_eq(wait_in(S.audit, "\"event\":\"config.reloaded\"", 2, 5000), 2);
-    cr_assert_eq(count_in(S.audit, "\"event\":\"agent.exited\""), 0);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_count(S.log, "start "), 1);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"config.reloaded\"", 2, 5000), 2);
+    cr_assert_eq(tgh_file_count(S.audit, "\"event\":\"agent.exited\""), 0);
+    os_stop_caller(&c);
 }
 
 Test(os_reload, command_change_drains_and_restarts)
@@ -1219,59 +938,57 @@ Test(os_reload, command_change_drains_and_restarts)
     os_opts_t o = {.args = ", \"--tag\", \"v1\""};
     os_start(&o);
     osc_t c, d;
-    c_open(&c);
-    c_open(&d);
+    osc_open(&c, S.sock);
+    osc_open(&d, S.sock);
     char tag[16];
     json_int_t pid1 = echo_pid(&c, "a", tag, sizeof tag);
     cr_assert_str_eq(tag, "v1");
-    c_call(&c, "s", "os/sleep", "{\"ms\":1500}", NULL);
-    cr_assert_eq(wait_in(S.log, " sleep ", 1, 5000), 1);
+    osc_call(&c, "s", "os/sleep", "{\"ms\":1500}", NULL);
+    cr_assert_eq(tgh_file_wait(S.log, " sleep ", 1, 5000), 1);
     os_opts_t v2 = {.args = ", \"--tag\", \"v2\""};
     reload_to(&v2, "draining", 1);
     /* During the switch a new call waits for the new instance. */
-    c_call(&d, "e", "os/echo", "{\"text\":\"y\"}", NULL);
-    json_t *rs = c_await(&c, "s", 10000, NULL);
+    osc_call(&d, "e", "os/echo", "{\"text\":\"y\"}", NULL);
+    json_t *rs = osc_await(&c, "s", 10000, NULL);
     cr_assert_not_null(rs, "the call in flight was not answered");
-    cr_assert_str_eq(jstr(rs, "payload", "status"), "succeeded", "%s", json_dumps(rs, 0));
+    cr_assert_str_eq(osc_str(rs, "payload", "status"), "succeeded", "%s", json_dumps(rs, 0));
     json_decref(rs);
-    json_t *re = c_await(&d, "e", 10000, NULL);
+    json_t *re = osc_await(&d, "e", 10000, NULL);
     cr_assert_not_null(re, "the call made during the switch was not answered");
-    cr_assert_str_eq(jstr(re, "payload", "status"), "succeeded", "%s", json_dumps(re, 0));
+    cr_assert_str_eq(osc_str(re, "payload", "status"), "succeeded", "%s", json_dumps(re, 0));
     json_t *out = json_object_get(json_object_get(re, "payload"), "output");
     cr_assert_str_eq(json_string_value(json_object_get(out, "tag")), "v2");
     cr_assert_neq(json_integer_value(json_object_get(out, "pid")), pid1);
     json_decref(re);
     /* The old instance left when its stdin closed, the new one runs the
      * new command; the same connection goes on with it. */
-    cr_assert_eq(count_in(S.log, "start "), 2);
-    cr_assert_eq(wait_in(S.audit, "\"event\":\"agent.started\"", 2, 5000), 2);
-    cr_assert_eq(count_in(S.audit, "\"event\":\"agent.exited\""), 1);
-    cr_assert_eq(count_in(S.audit, "\"event\":\"agent.killed\""), 0);
+    cr_assert_eq(tgh_file_count(S.log, "start "), 2);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"agent.started\"", 2, 5000), 2);
+    cr_assert_eq(tgh_file_count(S.audit, "\"event\":\"agent.exited\""), 1);
+    cr_assert_eq(tgh_file_count(S.audit, "\"event\":\"agent.killed\""), 0);
     echo_pid(&c, "b", tag, sizeof tag);
     cr_assert_str_eq(tag, "v2");
-    c_close(&c);
-    c_close(&d);
+    osc_close(&c);
+    osc_close(&d);
     os_stop();
 }
 
 Test(os_reload, on_demand_switch_waits_for_a_call)
 {
     os_opts_t o = {.args = ", \"--tag\", \"v1\""};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
+    os_start_caller(&o, &c);
     echo_pid(&c, "a", NULL, 0);
     /* Now on_demand and a new command: the old instance stops, the next
      * call starts the new one. */
     os_opts_t v2 = {.args = ", \"--tag\", \"v2\"", .agent = ", \"start\": \"on_demand\""};
     reload_to(&v2, "the next call starts an instance", 1);
-    cr_assert_eq(count_in(S.log, "start "), 1);
+    cr_assert_eq(tgh_file_count(S.log, "start "), 1);
     char tag[16];
     echo_pid(&c, "b", tag, sizeof tag);
     cr_assert_str_eq(tag, "v2");
-    cr_assert_eq(count_in(S.log, "start "), 2);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_count(S.log, "start "), 2);
+    os_stop_caller(&c);
 }
 
 /* A reload that shortens idempotency_window: an entry kept after it
@@ -1280,29 +997,27 @@ Test(os_reload, on_demand_switch_waits_for_a_call)
 Test(os_reload, shortened_idempotency_window_expires_newer_entries)
 {
     os_opts_t o = {.agent = ", \"opensentience\": {\"idempotency_window\": \"1m\"}"};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
-    c_call(&c, "a", "os/count", "{}", ", \"idempotency_key\": \"old\"");
-    json_decref(c_await(&c, "a", 5000, NULL));
+    os_start_caller(&o, &c);
+    osc_call(&c, "a", "os/count", "{}", ", \"idempotency_key\": \"old\"");
+    json_decref(osc_await(&c, "a", 5000, NULL));
     os_opts_t shorter = {.agent = ", \"opensentience\": {\"idempotency_window\": \"300ms\"}"};
     reload_to(&shorter, "limits updated in place", 1);
     const char *k = ", \"idempotency_key\": \"new\"";
-    c_call(&c, "b", "os/count", "{}", k);
-    json_decref(c_await(&c, "b", 5000, NULL));
+    osc_call(&c, "b", "os/count", "{}", k);
+    json_decref(osc_await(&c, "b", 5000, NULL));
     tgh_sleep_ms(700);
     /* 700 ms after the first run of "new", past its 300 ms window: the
      * tool runs again instead of a replay. */
-    c_call(&c, "c", "os/count", "{}", k);
-    json_t *r = c_await(&c, "c", 5000, NULL);
+    osc_call(&c, "c", "os/count", "{}", k);
+    json_t *r = osc_await(&c, "c", 5000, NULL);
     cr_assert_not_null(r);
     cr_assert_eq(json_integer_value(json_object_get(
                      json_object_get(json_object_get(r, "payload"), "output"), "runs")),
                  3, "a result past its window was replayed: %s", json_dumps(r, 0));
     json_decref(r);
-    cr_assert_eq(count_in(S.log, " count new"), 2);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_count(S.log, " count new"), 2);
+    os_stop_caller(&c);
 }
 
 /* Several callers keep calls in flight while SIGHUP comes again and again
@@ -1320,7 +1035,7 @@ Test(os_reload, every_call_answered_once_under_reloads)
     enum { NC = 4, ROUNDS = 9, PER = 8 };
     osc_t c[NC];
     for (int i = 0; i < NC; i++)
-        c_open(&c[i]);
+        osc_open(&c[i], S.sock);
     int answered = 0, succeeded = 0, restarts = 0;
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < NC; i++)
@@ -1328,9 +1043,9 @@ Test(os_reload, every_call_answered_once_under_reloads)
                 char cid[32];
                 snprintf(cid, sizeof cid, "r%d-c%d-%d", round, i, k);
                 if (k % 2 == 0)
-                    c_call(&c[i], cid, "os/sleep", "{\"ms\":60}", NULL);
+                    osc_call(&c[i], cid, "os/sleep", "{\"ms\":60}", NULL);
                 else
-                    c_call(&c[i], cid, "os/echo", "{\"text\":\"x\"}", NULL);
+                    osc_call(&c[i], cid, "os/echo", "{\"text\":\"x\"}", NULL);
             }
         char args[64];
         bool respawn = round % 3 == 2;
@@ -1339,34 +1054,34 @@ Test(os_reload, every_call_answered_once_under_reloads)
         os_opts_t n = {.agent = lims[round % 2], .args = args};
         os_write_cfg(S.cfg, S.sock, S.audit, S.log, &n);
         kill(S.tg.pid, SIGHUP);
-        cr_assert_eq(wait_in(S.err, "config reloaded", round + 1, 10000), round + 1);
+        cr_assert_eq(tgh_file_wait(S.err, "config reloaded", round + 1, 10000), round + 1);
         /* Every call of this round: one result each. */
         for (int i = 0; i < NC; i++) {
             bool seen[PER] = {false};
             int got = 0;
             while (got < PER) {
-                json_t *m = c_read(&c[i], 15000);
+                json_t *m = osc_read(&c[i], 15000);
                 cr_assert_not_null(m, "round %d caller %d: %d of %d answered", round, i, got, PER);
-                const char *type = jstr(m, "type", NULL);
+                const char *type = osc_str(m, "type", NULL);
                 if (type != NULL && strcmp(type, "agent.tool.stream") == 0) {
                     json_decref(m);
                     continue;
                 }
                 cr_assert_str_eq(type, "agent.tool.result", "%s", json_dumps(m, 0));
                 int r = -1, ci = -1, k = -1;
-                const char *cid = jstr(m, "payload", "call_id");
+                const char *cid = osc_str(m, "payload", "call_id");
                 cr_assert(cid != NULL && sscanf(cid, "r%d-c%d-%d", &r, &ci, &k) == 3, "%s",
                           json_dumps(m, 0));
                 cr_assert(r == round && ci == i && k >= 0 && k < PER, "stray answer %s", cid);
                 cr_assert(!seen[k], "%s answered twice", cid);
                 seen[k] = true;
                 got++;
-                const char *st = jstr(m, "payload", "status");
+                const char *st = osc_str(m, "payload", "status");
                 if (strcmp(st, "succeeded") == 0) {
                     succeeded++;
                 } else {
                     cr_assert_str_eq(st, "failed", "%s", json_dumps(m, 0));
-                    const char *code = code_of(m);
+                    const char *code = osc_code_of(m);
                     cr_assert(code != NULL && (strcmp(code, "concurrency_limit_exceeded") == 0 ||
                                                strcmp(code, "agent_unavailable") == 0),
                               "%s", json_dumps(m, 0));
@@ -1380,15 +1095,15 @@ Test(os_reload, every_call_answered_once_under_reloads)
     cr_assert_gt(succeeded, NC * ROUNDS * PER / 4, "only %d succeeded", succeeded);
     /* Nothing more comes: no second answer for any call. */
     for (int i = 0; i < NC; i++) {
-        json_t *m = c_read(&c[i], 300);
+        json_t *m = osc_read(&c[i], 300);
         cr_assert_null(m, "an extra frame: %s", m ? json_dumps(m, 0) : "");
     }
-    cr_assert_eq(count_in(S.log, "start "), 1 + restarts);
+    cr_assert_eq(tgh_file_count(S.log, "start "), 1 + restarts);
     char tag[16];
     echo_pid(&c[0], "last", tag, sizeof tag);
     cr_assert_eq(atoi(tag + 1), restarts);
     for (int i = 0; i < NC; i++)
-        c_close(&c[i]);
+        osc_close(&c[i]);
     os_stop();
 }
 
@@ -1397,16 +1112,7 @@ Test(os_reload, every_call_answered_once_under_reloads)
 static srv_t R;
 
 /* A second `toolgate serve` beside S, on the same agent config. */
-typedef struct os_peer {
-    char dir[TGH_PATH];
-    char sock[TGH_PATH + 16];
-    char cfg[TGH_PATH + 16];
-    char audit[TGH_PATH + 16];
-    char err[TGH_PATH + 16];
-    tgh_proc_t tg;
-} os_peer_t;
-
-static os_peer_t P2;
+static tgh_serve_t P2;
 
 static void shared_fini(void)
 {
@@ -1427,16 +1133,6 @@ static void store_top(char *buf, size_t cap, char tag, const char *more)
     cr_assert(n > 0 && (size_t)n < cap);
 }
 
-static void c_open_at(osc_t *c, const char *path)
-{
-    memset(c, 0, sizeof *c);
-    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    cr_assert_lt(strlen(path), sizeof sa.sun_path);
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    cr_assert_eq(connect(c->fd, (struct sockaddr *)&sa, sizeof sa), 0);
-}
-
 /* Two callers make three calls each, interleaved, against one shared
  * 3/minute bucket: exactly three pass, whoever makes them. */
 static void three_per_minute(const char *mode, char tag)
@@ -1451,42 +1147,42 @@ static void three_per_minute(const char *mode, char tag)
     os_opts_t o = {.agent = agent, .top = top};
     os_start(&o);
     osc_t c[2];
-    c_open(&c[0]);
-    c_open(&c[1]);
+    osc_open(&c[0], S.sock);
+    osc_open(&c[1], S.sock);
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < 2; i++) {
             char cid[16];
             snprintf(cid, sizeof cid, "c%d-%d", i, k);
-            c_call(&c[i], cid, "os/echo", "{\"text\":\"x\"}", NULL);
+            osc_call(&c[i], cid, "os/echo", "{\"text\":\"x\"}", NULL);
         }
     int ok = 0, refused = 0;
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < 3; k++) {
             char cid[16];
             snprintf(cid, sizeof cid, "c%d-%d", i, k);
-            json_t *r = c_await(&c[i], cid, 10000, NULL);
+            json_t *r = osc_await(&c[i], cid, 10000, NULL);
             cr_assert_not_null(r, "no answer for %s", cid);
-            if (strcmp(jstr(r, "payload", "status"), "succeeded") == 0) {
+            if (strcmp(osc_str(r, "payload", "status"), "succeeded") == 0) {
                 ok++;
             } else {
-                cr_assert_str_eq(code_of(r), "rate_limit_exceeded", "%s", json_dumps(r, 0));
-                cr_assert_str_eq(detail_str(r, "scope"), "agent");
-                cr_assert_eq(detail_int(r, "cap"), 3);
+                cr_assert_str_eq(osc_code_of(r), "rate_limit_exceeded", "%s", json_dumps(r, 0));
+                cr_assert_str_eq(osc_detail_str(r, "scope"), "agent");
+                cr_assert_eq(osc_detail_int(r, "cap"), 3);
                 refused++;
             }
             json_decref(r);
         }
     cr_assert_eq(ok, 3);
     cr_assert_eq(refused, 3);
-    cr_assert_eq(count_in(S.log, "call "), 3);
+    cr_assert_eq(tgh_file_count(S.log, "call "), 3);
     /* The bucket is Redis's, and each call event names who decided. */
     snprintf(key, sizeof key, "tgos%d%c:{os}:rate", (int)getpid(), tag);
     cr_assert_eq(srv_int(&R, "EXISTS %s", key), 1);
-    cr_assert_eq(wait_in(S.audit, "\"decided_by\":\"store\"", 6, 5000), 6);
-    cr_assert_eq(count_in(S.audit, "\"decided_by\":\"local_fallback\""), 0);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"decided_by\":\"store\"", 6, 5000), 6);
+    cr_assert_eq(tgh_file_count(S.audit, "\"decided_by\":\"local_fallback\""), 0);
     (void)srv_int(&R, "DEL %s", key);
-    c_close(&c[0]);
-    c_close(&c[1]);
+    osc_close(&c[0]);
+    osc_close(&c[1]);
     os_stop();
 }
 
@@ -1514,22 +1210,22 @@ Test(os_shared, tool_bucket_shared)
                    .top = top};
     os_start(&o);
     osc_t c[2];
-    c_open(&c[0]);
-    c_open(&c[1]);
-    json_decref(ok_call(&c[0], "a", "os/echo", "{\"text\":\"x\"}"));
-    json_decref(ok_call(&c[1], "b", "os/echo", "{\"text\":\"x\"}"));
-    json_t *r = denied_call(&c[0], "c", "os/echo", NULL, NULL, "rate_limit_exceeded");
-    cr_assert_str_eq(detail_str(r, "scope"), "tool");
-    cr_assert_eq(detail_int(r, "cap"), 2);
-    cr_assert_str_eq(detail_str(r, "config_path"), "agents.os.tools.echo.rate_limit");
+    osc_open(&c[0], S.sock);
+    osc_open(&c[1], S.sock);
+    json_decref(osc_ok_call(&c[0], "a", "os/echo", "{\"text\":\"x\"}"));
+    json_decref(osc_ok_call(&c[1], "b", "os/echo", "{\"text\":\"x\"}"));
+    json_t *r = osc_denied_call(&c[0], "c", "os/echo", NULL, NULL, "rate_limit_exceeded");
+    cr_assert_str_eq(osc_detail_str(r, "scope"), "tool");
+    cr_assert_eq(osc_detail_int(r, "cap"), 2);
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "agents.os.tools.echo.rate_limit");
     json_decref(r);
-    json_decref(ok_call(&c[1], "d", "os/count", NULL));
+    json_decref(osc_ok_call(&c[1], "d", "os/count", NULL));
     snprintf(key, sizeof key, "tgos%dt:{os}:tool.echo.rate", (int)getpid());
     cr_assert_eq(srv_int(&R, "EXISTS %s", key), 1);
-    cr_assert_eq(wait_in(S.audit, "\"decided_by\":\"store\"", 3, 5000), 3);
+    cr_assert_eq(tgh_file_wait(S.audit, "\"decided_by\":\"store\"", 3, 5000), 3);
     (void)srv_int(&R, "DEL %s", key);
-    c_close(&c[0]);
-    c_close(&c[1]);
+    osc_close(&c[0]);
+    osc_close(&c[1]);
     os_stop();
 }
 
@@ -1546,32 +1242,27 @@ Test(os_shared, concurrency_cap_one_across_two_serves)
                             "\"max_queued_calls\": 8, \"concurrency_scope\": \"shared\"}",
                    .top = top};
     os_start(&o);
-    cr_assert_eq(tgh_mkdtemp(P2.dir, sizeof P2.dir), 0);
-    snprintf(P2.sock, sizeof P2.sock, "%s/os.sock", P2.dir);
-    snprintf(P2.cfg, sizeof P2.cfg, "%s/serve.json", P2.dir);
-    snprintf(P2.audit, sizeof P2.audit, "%s/audit.jsonl", P2.dir);
-    snprintf(P2.err, sizeof P2.err, "%s/stderr.txt", P2.dir);
+    cr_assert_eq(tgh_serve_prepare(&P2, "os"), 0);
     os_write_cfg(P2.cfg, P2.sock, P2.audit, S.log, &o);
-    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", P2.cfg, NULL};
-    cr_assert_eq(tgh_spawn(&P2.tg, argv, NULL, P2.err), 0);
-    cr_assert_eq(wait_in(P2.err, "agent 'os' ready", 1, 10000), 1);
+    tgh_serve_start(&P2, NULL, NULL, 10000);
+    cr_assert_eq(tgh_file_wait(P2.err, "agent 'os' ready", 1, 10000), 1);
     osc_t c[2];
-    c_open(&c[0]);
-    c_open_at(&c[1], P2.sock);
+    osc_open(&c[0], S.sock);
+    osc_open(&c[1], P2.sock);
     enum { PER = 3 };
     for (int k = 0; k < PER; k++)
         for (int i = 0; i < 2; i++) {
             char cid[16];
             snprintf(cid, sizeof cid, "c%d-%d", i, k);
-            c_call(&c[i], cid, "os/sleep", "{\"ms\":250}", NULL);
+            osc_call(&c[i], cid, "os/sleep", "{\"ms\":250}", NULL);
         }
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < PER; k++) {
             char cid[16];
             snprintf(cid, sizeof cid, "c%d-%d", i, k);
-            json_t *r = c_await(&c[i], cid, 20000, NULL);
+            json_t *r = osc_await(&c[i], cid, 20000, NULL);
             cr_assert_not_null(r, "no answer for %s", cid);
-            cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded", "%s", json_dumps(r, 0));
+            cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded", "%s", json_dumps(r, 0));
             json_decref(r);
         }
     /* Replay the agents' log: at most one sleep running at any point. */
@@ -1601,11 +1292,9 @@ Test(os_shared, concurrency_cap_one_across_two_serves)
     while (srv_int(&R, "ZCARD %s", key) != 0 && tgh_now_ms() < deadline)
         tgh_sleep_ms(20);
     cr_assert_eq(srv_int(&R, "ZCARD %s", key), 0);
-    c_close(&c[0]);
-    c_close(&c[1]);
-    kill(P2.tg.pid, SIGTERM);
-    cr_assert_eq(tgh_wait(&P2.tg, 20000), 0);
-    cr_assert_eq(tgh_exit_code(&P2.tg), 0);
+    osc_close(&c[0]);
+    osc_close(&c[1]);
+    tgh_serve_stop(&P2, 20000);
     os_stop();
 }
 
@@ -1623,30 +1312,28 @@ Test(os_shared, store_down_closed_refuses)
     os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"100/minute\", "
                             "\"rate_scope\": \"shared\"}",
                    .top = top};
-    os_start(&o);
     osc_t c;
-    c_open(&c);
-    json_t *r = denied_call(&c, "a", "os/echo", NULL, NULL, "rate_store_unavailable");
-    cr_assert_str_eq(detail_str(r, "limit"), "rate");
-    cr_assert_str_eq(detail_str(r, "config_path"), "store.on_store_error");
+    os_start_caller(&o, &c);
+    json_t *r = osc_denied_call(&c, "a", "os/echo", NULL, NULL, "rate_store_unavailable");
+    cr_assert_str_eq(osc_detail_str(r, "limit"), "rate");
+    cr_assert_str_eq(osc_detail_str(r, "config_path"), "store.on_store_error");
     /* Worded as the MCP dialect words it: the bucket's scope and unit. */
-    cr_assert_str_eq(detail_str(r, "scope"), "agent");
-    cr_assert_str_eq(detail_str(r, "unit"), "calls/minute");
-    cr_assert_not_null(strstr(jstr(r, "error", "message"),
+    cr_assert_str_eq(osc_detail_str(r, "scope"), "agent");
+    cr_assert_str_eq(osc_detail_str(r, "unit"), "calls/minute");
+    cr_assert_not_null(strstr(osc_str(r, "error", "message"),
                               "the shared rate store is unavailable and on_store_error is closed"));
     json_decref(r);
     os_opts_t conc = {.agent = ", \"execution_limits\": {\"rate_limit\": \"100/minute\", "
                                "\"concurrency_scope\": \"shared\"}",
                       .top = top};
     reload_to(&conc, "limits updated in place", 1);
-    r = denied_call(&c, "b", "os/echo", NULL, NULL, "rate_store_unavailable");
-    cr_assert_str_eq(detail_str(r, "limit"), "concurrency");
-    cr_assert_str_eq(detail_str(r, "scope"), "shared");
+    r = osc_denied_call(&c, "b", "os/echo", NULL, NULL, "rate_store_unavailable");
+    cr_assert_str_eq(osc_detail_str(r, "limit"), "concurrency");
+    cr_assert_str_eq(osc_detail_str(r, "scope"), "shared");
     json_decref(r);
-    cr_assert_eq(wait_in(S.audit, "\"decided_by\":\"closed\"", 2, 5000), 2);
-    cr_assert_eq(count_in(S.log, "call "), 0);
-    c_close(&c);
-    os_stop();
+    cr_assert_eq(tgh_file_wait(S.audit, "\"decided_by\":\"closed\"", 2, 5000), 2);
+    cr_assert_eq(tgh_file_count(S.log, "call "), 0);
+    os_stop_caller(&c);
 }
 
 /* ---- config --------------------------------------------------------------- */
@@ -1661,6 +1348,13 @@ static int load(const char *json)
     if (tg_config_load_buffer(&cfg, "t.json", json, strlen(json), &err) < 0)
         return -1;
     return tg_config_validate(&cfg, &err);
+}
+
+/* <json> loads or validates with exactly the error <msg>. */
+static void load_fails(const char *json, const char *msg)
+{
+    cr_assert_eq(load(json), -1, "accepted: %s", json);
+    cr_assert_str_eq(err.msg, msg);
 }
 
 static void cfg_fini(void)
@@ -1711,49 +1405,34 @@ Test(os_config, defaults_and_keys)
 
 Test(os_config, errors)
 {
-    cr_assert_eq(
-        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\","
-             "\"agent\":\"a\"}]},\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\","
-             "\"command\":[\"/bin/a\"]}]}"),
-        -1);
-    cr_assert_str_eq(err.msg,
-                     "t.json:1:22: router.listen[0]: an opensentience listener routes calls "
-                     "by tool_id to every opensentience agent (remove \"agent\")");
-    cr_assert_eq(
-        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\"}]},"
-             "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"]}]}"),
-        -1);
-    cr_assert_str_eq(err.msg,
-                     "router.listen[0].agent: agent \"a\" speaks opensentience (serve it "
-                     "on a listener with \"dialect\": \"opensentience\", which routes by tool_id)");
-    cr_assert_eq(
-        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\"}]},"
-             "\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}"),
-        -1);
-    cr_assert_str_eq(err.msg,
-                     "router.listen[0].dialect: no agent in agents[] speaks "
-                     "opensentience (expected at least one with \"dialect\": \"opensentience\")");
-    cr_assert_eq(load("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],"
-                      "\"opensentience\":{\"heartbeat_interval\":\"1s\"}}]}"),
-                 -1);
-    cr_assert_str_eq(err.msg, "agents[0].opensentience: agent \"a\" speaks mcp (expected "
-                              "\"dialect\": \"opensentience\", or remove the key)");
-    cr_assert_eq(
-        load("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\","
-             "\"max_connections\":5}]},\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}"),
-        -1);
-    cr_assert_str_eq(err.msg, "t.json:1:22: router.listen[0]: an mcp listener's connections are "
-                              "bounded by its agent's max_instances (remove \"max_connections\")");
-    cr_assert_eq(load("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],\"start\":\"eager\"}]}"),
-                 -1);
-    cr_assert_str_eq(err.msg, "agents[0].start: an mcp agent starts one instance per caller "
-                              "connection (expected \"on_demand\")");
-    cr_assert_eq(
-        load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
-             "\"opensentience\":{\"heartbeat_interval\":\"10s\",\"heartbeat_timeout\":\"5s\"}}]}"),
-        -1);
-    cr_assert_str_eq(err.msg, "agents[0].opensentience.heartbeat_timeout: 5s is shorter than "
-                              "heartbeat_interval 10s (expected at least one interval)");
+    load_fails("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\","
+               "\"agent\":\"a\"}]},\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\","
+               "\"command\":[\"/bin/a\"]}]}",
+               "t.json:1:22: router.listen[0]: an opensentience listener routes calls "
+               "by tool_id to every opensentience agent (remove \"agent\")");
+    load_fails("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\"}]},"
+               "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"]}]}",
+               "router.listen[0].agent: agent \"a\" speaks opensentience (serve it "
+               "on a listener with \"dialect\": \"opensentience\", which routes by tool_id)");
+    load_fails("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":\"opensentience\"}]},"
+               "\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}",
+               "router.listen[0].dialect: no agent in agents[] speaks "
+               "opensentience (expected at least one with \"dialect\": \"opensentience\")");
+    load_fails("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],"
+               "\"opensentience\":{\"heartbeat_interval\":\"1s\"}}]}",
+               "agents[0].opensentience: agent \"a\" speaks mcp (expected "
+               "\"dialect\": \"opensentience\", or remove the key)");
+    load_fails("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\","
+               "\"max_connections\":5}]},\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}",
+               "t.json:1:22: router.listen[0]: an mcp listener's connections are "
+               "bounded by its agent's max_instances (remove \"max_connections\")");
+    load_fails("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],\"start\":\"eager\"}]}",
+               "agents[0].start: an mcp agent starts one instance per caller "
+               "connection (expected \"on_demand\")");
+    load_fails("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+               "\"opensentience\":{\"heartbeat_interval\":\"10s\",\"heartbeat_timeout\":\"5s\"}}]}",
+               "agents[0].opensentience.heartbeat_timeout: 5s is shorter than "
+               "heartbeat_interval 10s (expected at least one interval)");
     cr_assert_eq(
         load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
              "\"opensentience\":{\"heartbeat_interval\":\"5ms\"}}]}"),
@@ -1775,13 +1454,11 @@ Test(os_config, errors)
         -1);
     cr_assert(strstr(err.msg, "opensentience.on_oversize") != NULL, "%s", err.msg);
     /* Shared limits as for MCP agents: slots need the store. */
-    cr_assert_eq(
-        load("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
-             "\"execution_limits\":{\"concurrency_scope\":\"shared\"}}]}"),
-        -1);
-    cr_assert_str_eq(err.msg, "agents[0].execution_limits.concurrency_scope: \"shared\" needs a "
-                              "shared store (expected store {\"kind\": \"redis\", \"url\": ...} or "
-                              "--store URL)");
+    load_fails("{\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\",\"command\":[\"/bin/a\"],"
+               "\"execution_limits\":{\"concurrency_scope\":\"shared\"}}]}",
+               "agents[0].execution_limits.concurrency_scope: \"shared\" needs a "
+               "shared store (expected store {\"kind\": \"redis\", \"url\": ...} or "
+               "--store URL)");
 }
 
 Test(os_config, shared_limits)
@@ -1813,7 +1490,7 @@ Test(os_config, check_shows_the_runtime)
                                 "\"opensentience\":{\"heartbeat_interval\":\"2s\","
                                 "\"idempotency_window\":\"1m\",\"on_oversize\":\"close\"}}]}"),
                  0);
-    tgh_proc_t *p = &S.aux;
+    tgh_proc_t *p = &os_aux;
     char *const argv[] = {(char *)TG_BIN, (char *)"check", (char *)"--config", path, NULL};
     cr_assert_eq(tgh_spawn(p, argv, NULL, out), 0);
     tgh_close_stdin(p);
@@ -1844,14 +1521,14 @@ Test(os_agent, preflight_memory_refuses_the_start)
                    .agent = ", \"restart\": {\"policy\": \"no\"}",
                    .no_wait = true};
     os_start(&o);
-    cr_assert_geq(wait_in(S.audit, "\"reason\":\"preflight_memory\"", 1, 5000), 1,
+    cr_assert_geq(tgh_file_wait(S.audit, "\"reason\":\"preflight_memory\"", 1, 5000), 1,
                   "no agent.unhealthy preflight_memory event");
-    cr_assert_geq(count_in(S.err, "containment.min_free_memory"), 1, "no pre-flight message");
+    cr_assert_geq(tgh_file_count(S.err, "containment.min_free_memory"), 1, "no pre-flight message");
     osc_t c;
-    c_open(&c);
-    json_decref(denied_call(&c, "p", "os/echo", "{\"text\":\"x\"}", NULL, "agent_unavailable"));
-    c_close(&c);
-    cr_assert_eq(count_in(S.log, "start "), 0, "the agent started anyway");
+    osc_open(&c, S.sock);
+    json_decref(osc_denied_call(&c, "p", "os/echo", "{\"text\":\"x\"}", NULL, "agent_unavailable"));
+    osc_close(&c);
+    cr_assert_eq(tgh_file_count(S.log, "start "), 0, "the agent started anyway");
     os_stop();
 }
 
@@ -1867,11 +1544,10 @@ Test(os_agent, exit_records_peak_memory)
     cr_assert_eq(setenv("XDG_STATE_HOME", state, 1), 0);
     os_start(NULL);
     osc_t c;
-    c_open(&c);
-    json_decref(ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
+    osc_open(&c, S.sock);
+    json_decref(osc_ok_call(&c, "a", "os/echo", "{\"text\":\"x\"}"));
     tgh_sleep_ms(1200); /* one monitor sample at least */
-    c_close(&c);
-    os_stop();
+    os_stop_caller(&c);
     unsetenv("XDG_STATE_HOME");
     char *text = tgh_read_file(S.audit, NULL);
     cr_assert_not_null(text);
@@ -1895,29 +1571,28 @@ Test(os_agent, request_id_assigned_when_absent)
     os_opts_t o = {.agent = ", \"execution_limits\": {\"rate_limit\": \"1/minute\"}"};
     os_start(&o);
     osc_t c;
-    c_open(&c);
+    osc_open(&c, S.sock);
 #define NO_RID_CALL                                                                          \
     "{\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m-%s\",\"ts\":\"2026-01-16T12:00:00Z\","   \
     "\"payload\":{\"call_id\":\"%s\",\"tool_id\":\"os/echo\",\"input\":{\"text\":\"x\"}}}"
     char buf[512];
     snprintf(buf, sizeof buf, NO_RID_CALL, "n1", "n1");
-    c_frame(&c, buf);
-    json_t *r = c_await(&c, "n1", 10000, NULL);
+    osc_frame(&c, buf);
+    json_t *r = osc_await(&c, "n1", 10000, NULL);
     cr_assert_not_null(r);
-    cr_assert_str_eq(jstr(r, "payload", "status"), "succeeded");
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
     json_decref(r);
     char line[128];
     cr_assert_eq(tgh_log_field(S.log, "request_id ", 0, line, sizeof line), 0);
     cr_assert(strncmp(line, "tg-", 3) == 0, "the agent got request_id %s", line);
     snprintf(buf, sizeof buf, NO_RID_CALL, "n2", "n2");
-    c_frame(&c, buf);
-    r = c_await(&c, "n2", 10000, NULL);
+    osc_frame(&c, buf);
+    r = osc_await(&c, "n2", 10000, NULL);
     cr_assert_not_null(r);
-    cr_assert_str_eq(code_of(r), "rate_limit_exceeded");
-    const char *rid = jstr(r, "request_id", NULL);
+    cr_assert_str_eq(osc_code_of(r), "rate_limit_exceeded");
+    const char *rid = osc_str(r, "request_id", NULL);
     cr_assert(rid != NULL && strncmp(rid, "tg-", 3) == 0, "denial without a request_id");
-    cr_assert_str_eq(detail_str(r, "request_id"), rid);
+    cr_assert_str_eq(osc_detail_str(r, "request_id"), rid);
     json_decref(r);
-    c_close(&c);
-    os_stop();
+    os_stop_caller(&c);
 }

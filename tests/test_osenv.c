@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_gen.h"
 #include "os_oracle.h"
 #include "router/dialect/osenv.h"
 
@@ -14,20 +15,6 @@ static tg_os_env_t env;
 static int scan(const char *s)
 {
     return tg_os_scan(s, strlen(s), &env);
-}
-
-/* The bytes of span <v> of <s>, NUL-terminated, in a static buffer. */
-static const char *text(const char *s, tg_jspan_t v)
-{
-    static char b[4][512];
-    static int k;
-    char *o = b[k++ & 3];
-    if (v.type == TG_J_NONE)
-        return "<none>";
-    size_t n = v.len < 511 ? v.len : 511;
-    memcpy(o, s + v.off, n);
-    o[n] = 0;
-    return o;
 }
 
 /* An envelope around <type> and <payload> (a JSON object text). */
@@ -67,15 +54,15 @@ Test(osenv, envelope_fields)
                     "\"payload\":{\"session_id\":\"s\",\"uptime_ms\":5,\"inflight_calls\":0,\"status\":\"ok\"}}\n ";
     assert_valid(s);
     cr_assert_eq(env.type, TG_OS_AGENT_HEARTBEAT);
-    cr_assert_str_eq(text(s, env.type_s), "\"agent.heartbeat\"");
-    cr_assert_str_eq(text(s, env.id), "\"m-7\"");
-    cr_assert_str_eq(text(s, env.ts), "\"2026-01-16T12:00:00Z\"");
-    cr_assert_str_eq(text(s, env.request_id), "\"r-1\"");
-    cr_assert_str_eq(text(s, env.correlation_id), "\"chat:1\"");
-    cr_assert_str_eq(text(s, env.causation_id), "\"c-9\"");
-    cr_assert_str_eq(text(s, env.in_reply_to), "\"m-6\"");
-    cr_assert_str_eq(text(s, env.error), "{\"code\":\"x\"}");
-    cr_assert_str_eq(text(s, env.payload),
+    cr_assert_str_eq(span_text(s, env.type_s), "\"agent.heartbeat\"");
+    cr_assert_str_eq(span_text(s, env.id), "\"m-7\"");
+    cr_assert_str_eq(span_text(s, env.ts), "\"2026-01-16T12:00:00Z\"");
+    cr_assert_str_eq(span_text(s, env.request_id), "\"r-1\"");
+    cr_assert_str_eq(span_text(s, env.correlation_id), "\"chat:1\"");
+    cr_assert_str_eq(span_text(s, env.causation_id), "\"c-9\"");
+    cr_assert_str_eq(span_text(s, env.in_reply_to), "\"m-6\"");
+    cr_assert_str_eq(span_text(s, env.error), "{\"code\":\"x\"}");
+    cr_assert_str_eq(span_text(s, env.payload),
                      "{\"session_id\":\"s\",\"uptime_ms\":5,\"inflight_calls\":0,\"status\":\"ok\"}");
     /* a heartbeat's "status" is not agent.tool.result's */
     cr_assert_eq(env.status, TG_OS_ST_NONE);
@@ -86,7 +73,7 @@ Test(osenv, envelope_fields)
         "\"correlation_id\":null,\"causation_id\":null,\"in_reply_to\":null,\"error\":null}";
     assert_valid(s);
     cr_assert_eq(env.type, TG_OS_OTHER);
-    cr_assert_str_eq(text(s, env.type_s), "\"x.y\"");
+    cr_assert_str_eq(span_text(s, env.type_s), "\"x.y\"");
     cr_assert_eq(env.request_id.type, TG_J_NONE);
     cr_assert_eq(env.correlation_id.type, TG_J_NONE);
     cr_assert_eq(env.causation_id.type, TG_J_NONE);
@@ -103,9 +90,9 @@ Test(osenv, agent_hello)
     assert_valid(s);
     cr_assert_eq(env.type, TG_OS_AGENT_HELLO);
     cr_assert_str_eq(tg_os_type_name(env.type), "agent.hello");
-    cr_assert_str_eq(text(s, env.session_token), "\"tok-123\"");
-    cr_assert_str_eq(text(s, env.agent_id), "\"com.example.search\"");
-    cr_assert_str_eq(text(s, env.versions), "[2,1]");
+    cr_assert_str_eq(span_text(s, env.session_token), "\"tok-123\"");
+    cr_assert_str_eq(span_text(s, env.agent_id), "\"com.example.search\"");
+    cr_assert_str_eq(span_text(s, env.versions), "[2,1]");
     cr_assert_eq(tg_os_supports_v1(s, env.versions), 1);
     cr_assert(tg_os_token_ok(s, env.session_token, "tok-123", 7));
     cr_assert_not(tg_os_token_ok(s, env.session_token, "tok-124", 7));
@@ -201,7 +188,7 @@ Test(osenv, tools_register_and_iterator)
     tg_os_tools_begin(&it, s, env.tools);
     for (size_t i = 0; i < 6; i++) {
         cr_assert_eq(tg_os_tools_next(&it, &tid), 1);
-        cr_assert_str_eq(text(s, tid), want[i], "element %zu", i);
+        cr_assert_str_eq(span_text(s, tid), want[i], "element %zu", i);
     }
     cr_assert_eq(tg_os_tools_next(&it, &tid), 0);
     cr_assert_eq(tg_os_tools_next(&it, &tid), 0, "sticky end");
@@ -213,7 +200,7 @@ Test(osenv, tools_register_and_iterator)
     cr_assert_eq(tg_os_tools_next(&it, &tid), 1);
     cr_assert_eq(tid.type, TG_J_NONE);
     cr_assert_eq(tg_os_tools_next(&it, &tid), 1);
-    cr_assert_str_eq(text(s, tid), "\"a/z\"");
+    cr_assert_str_eq(span_text(s, tid), "\"a/z\"");
     /* an element the strict iteration refuses (a bad number inside a skipped value) */
     s = frame("agent.tools.register", "{\"tools\":[{\"tool_id\":\"a/x\",\"n\":01}]}");
     cr_assert_eq(scan(s), 0, "skipped values are checked for structure only");
@@ -233,12 +220,12 @@ Test(osenv, core_tool_call)
                           "\"timeout_ms\":30000,\"idempotency_key\":\"k-1\",\"caller\":{\"type\":\"human\"}}");
     assert_valid(s);
     cr_assert_eq(env.type, TG_OS_CORE_TOOL_CALL);
-    cr_assert_str_eq(text(s, env.call_id), "\"c-1\"");
-    cr_assert_str_eq(text(s, env.tool_id), "\"search/web\"");
-    cr_assert_str_eq(text(s, env.input), "{\"q\":\"x\",\"n\":[1,{}]}");
+    cr_assert_str_eq(span_text(s, env.call_id), "\"c-1\"");
+    cr_assert_str_eq(span_text(s, env.tool_id), "\"search/web\"");
+    cr_assert_str_eq(span_text(s, env.input), "{\"q\":\"x\",\"n\":[1,{}]}");
     cr_assert(env.has_timeout);
     cr_assert_eq(env.timeout_ms, 30000);
-    cr_assert_str_eq(text(s, env.idempotency_key), "\"k-1\"");
+    cr_assert_str_eq(span_text(s, env.idempotency_key), "\"k-1\"");
     char tid[TG_OS_TOOL_ID_MAX + 1];
     size_t n, alen;
     cr_assert_eq(tg_os_tool_id_parse(s, env.tool_id, tid, sizeof tid, &n, &alen), 0);
@@ -299,7 +286,7 @@ Test(osenv, stream_result_cancel)
     const char *s = frame("agent.tool.stream", "{\"call_id\":\"tg-5\",\"seq\":1,\"channel\":\"stdout\",\"data\":{\"text\":\"hi\"}}");
     assert_valid(s);
     cr_assert_eq(env.type, TG_OS_AGENT_TOOL_STREAM);
-    cr_assert_str_eq(text(s, env.call_id), "\"tg-5\"");
+    cr_assert_str_eq(span_text(s, env.call_id), "\"tg-5\"");
     assert_invalid(frame("agent.tool.stream", "{\"seq\":1}"));
     assert_invalid(frame("agent.tool.stream", "{\"call_id\":\"a\",\"call_id\":\"b\"}"));
 
@@ -315,7 +302,7 @@ Test(osenv, stream_result_cancel)
         assert_valid(s);
         cr_assert_eq(env.type, TG_OS_AGENT_TOOL_RESULT);
         cr_assert_eq(env.status, sts[i].want, "%s", sts[i].st);
-        cr_assert_str_eq(text(s, env.call_id), "\"tg-5\"");
+        cr_assert_str_eq(span_text(s, env.call_id), "\"tg-5\"");
     }
     assert_invalid(frame("agent.tool.result", "{\"call_id\":\"c\",\"status\":\"cancelled\"}"));
     assert_invalid(frame("agent.tool.result", "{\"call_id\":\"c\",\"status\":\"SUCCEEDED\"}"));
@@ -329,8 +316,8 @@ Test(osenv, stream_result_cancel)
     s = frame("core.tool.cancel", "{\"call_id\":\"c-1\",\"reason\":\"user\",\"deadline_ms\":100}");
     assert_valid(s);
     cr_assert_eq(env.type, TG_OS_CORE_TOOL_CANCEL);
-    cr_assert_str_eq(text(s, env.call_id), "\"c-1\"");
-    cr_assert_str_eq(text(s, env.reason), "\"user\"");
+    cr_assert_str_eq(span_text(s, env.call_id), "\"c-1\"");
+    cr_assert_str_eq(span_text(s, env.reason), "\"user\"");
     s = frame("core.tool.cancel", "{\"call_id\":\"c-1\"}");
     assert_valid(s);
     cr_assert_eq(env.reason.type, TG_J_NONE);
@@ -435,7 +422,7 @@ Test(osenv, escaped_type_and_keys)
                     "\"payload\":{\"c\\u0061ll_id\":\"x\\\"y\",\"status\":\"failed\"}}";
     assert_valid(s);
     cr_assert_eq(env.type, TG_OS_AGENT_TOOL_RESULT);
-    cr_assert_str_eq(text(s, env.call_id), "\"x\\\"y\"");
+    cr_assert_str_eq(span_text(s, env.call_id), "\"x\\\"y\"");
     cr_assert(env.call_id.escaped);
 }
 
@@ -533,7 +520,7 @@ Test(osenv, big_and_deep_inputs)
     cr_assert_eq(tg_os_scan(s, n, &env), 0);
     cr_assert_eq(env.type, TG_OS_CORE_TOOL_CALL);
     cr_assert_eq(env.input.len, 5 + 20 + (1 << 20) + 2 + 1);
-    cr_assert_str_eq(text(s, env.call_id), "\"c\"");
+    cr_assert_str_eq(span_text(s, env.call_id), "\"c\"");
     free(s);
     /* nesting: the document may be TG_JSCAN_MAX_DEPTH deep, no deeper
      * (top object, payload, input: 3 levels around the brackets) */
@@ -548,42 +535,6 @@ Test(osenv, big_and_deep_inputs)
 }
 
 /* ---- differential run against jansson ---- */
-
-typedef struct gbuf {
-    char *p;
-    size_t len, cap;
-} gbuf_t;
-
-static void gput(gbuf_t *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        cr_assert_not_null(b->p);
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-}
-
-static void gs(gbuf_t *b, const char *s)
-{
-    gput(b, s, strlen(s));
-}
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd(uint32_t n)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return n ? (uint32_t)(rng % n) : 0;
-}
-
-static bool chance(uint32_t pct)
-{
-    return rnd(100) < pct;
-}
 
 static const char *pick(const char *const *v, size_t n)
 {
@@ -741,34 +692,7 @@ static void gen_frame(gbuf_t *b)
 static void mutate(gbuf_t *b)
 {
     static const char interesting[] = "{}[]\",:\\ 01a-.e\x00\x01\x80\xc3\xff\n";
-    if (b->len == 0)
-        return;
-    uint32_t k = 1 + rnd(3);
-    for (uint32_t i = 0; i < k && b->len > 0; i++) {
-        size_t at = rnd((uint32_t)b->len);
-        switch (rnd(5)) {
-        case 0:
-            b->len = at;
-            break;
-        case 1:
-            b->p[at] ^= (char)(1u << rnd(8));
-            break;
-        case 2:
-            b->p[at] = interesting[rnd(sizeof interesting - 1)];
-            break;
-        case 3:
-            memmove(b->p + at, b->p + at + 1, b->len - at - 1);
-            b->len--;
-            break;
-        default: {
-            char c = interesting[rnd(sizeof interesting - 1)];
-            gput(b, "x", 1);
-            memmove(b->p + at + 1, b->p + at, b->len - at - 1);
-            b->p[at] = c;
-            break;
-        }
-        }
-    }
+    gmutate(b, interesting, sizeof interesting - 1);
 }
 
 Test(osenv, differential_vs_jansson, .timeout = 120)
@@ -781,12 +705,11 @@ Test(osenv, differential_vs_jansson, .timeout = 120)
         gen_frame(&b);
         if (i % 3 == 1)
             mutate(&b);
-        char *exact = malloc(b.len ? b.len : 1);
-        memcpy(exact, b.p, b.len);
+        char *exact = gexact(&b);
         const char *why = os_oracle_check(exact, b.len);
         if (why)
             cr_assert_fail("case %u: %s\n%.*s", i, why, (int)(b.len < 2000 ? b.len : 2000), exact);
-        json_t *j = json_loadb(exact, b.len, OS_ORACLE_FLAGS, NULL);
+        json_t *j = json_loadb(exact, b.len, ORACLE_FLAGS, NULL);
         if (j) {
             accepted++;
             tg_os_env_t e;

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/mcp_client.h"
 #include "tests/tg_harness.h"
 
 static tgh_wrap_t P;
@@ -34,11 +35,10 @@ Test(page, meters_agents_and_denials_render_in_chromium, .fini = page_fini, .tim
     const char *const args[] = {"--admin", addr, "--limit", "rate_limit=4/minute", NULL};
     const char *const agent_args[] = {"--log", P.log, NULL};
     cr_assert_eq(tgh_wrap_exec(&P, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, NULL), 0);
-    tgh_sendf(&P.tg, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
-    json_decref(tgh_await_int(&P.tg, 0, 5000, NULL));
+    json_decref(mcp_initialize(&P.tg, 5000));
     /* 4 pass (the bucket is then full), the 5th is denied. */
     for (int i = 1; i <= 5; i++)
-        tgh_call(&P.tg, i, "echo", "{\"text\":\"CANARY-PAGE-4c1\"}");
+        mcp_call(&P.tg, i, "echo", "{\"text\":\"CANARY-PAGE-4c1\"}");
     for (int i = 1; i <= 5; i++)
         json_decref(tgh_read_json(&P.tg, 5000, NULL));
 

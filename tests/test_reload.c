@@ -9,24 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include "tests/mcp_client.h"
 #include "tests/tg_harness.h"
 
-typedef struct reload_it {
-    char dir[TGH_PATH];
-    char sock[TGH_PATH + 16];
-    char cfg[TGH_PATH + 16];
-    char log[TGH_PATH + 16];
-    char audit[TGH_PATH + 16];
-    char err[TGH_PATH + 16];
-    tgh_proc_t tg;
-} reload_it_t;
-
-static reload_it_t R;
+static tgh_serve_t R;
 
 static void r_fini(void)
 {
@@ -52,19 +41,9 @@ static void r_write(const char *log, const char *agent_extra, const char *listen
 
 static void r_start(const char *agent_extra, const char *listen_extra)
 {
-    cr_assert_eq(tgh_mkdtemp(R.dir, sizeof R.dir), 0);
-    snprintf(R.sock, sizeof R.sock, "%s/fx.sock", R.dir);
-    snprintf(R.cfg, sizeof R.cfg, "%s/serve.json", R.dir);
-    snprintf(R.log, sizeof R.log, "%s/fixture.log", R.dir);
-    snprintf(R.audit, sizeof R.audit, "%s/audit.jsonl", R.dir);
-    snprintf(R.err, sizeof R.err, "%s/stderr.txt", R.dir);
+    cr_assert_eq(tgh_serve_prepare(&R, "fx"), 0);
     r_write(R.log, agent_extra, listen_extra, NULL);
-    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", R.cfg, NULL};
-    cr_assert_eq(tgh_spawn(&R.tg, argv, NULL, R.err), 0);
-    if (tgh_log_wait(R.err, "toolgate: serving", 1, 5000) < 1) {
-        char *err = tgh_read_file(R.err, NULL);
-        cr_assert_fail("toolgate serve did not start: %s", err ? err : "");
-    }
+    tgh_serve_start(&R, NULL, NULL, 5000);
 }
 
 /* SIGHUP, then wait for the <nth> log line starting with <prefix>. */
@@ -72,30 +51,10 @@ static void r_hup(const char *prefix, int nth)
 {
     cr_assert_eq(kill(R.tg.pid, SIGHUP), 0);
     if (tgh_log_wait(R.err, prefix, nth, 5000) < nth) {
-        char *err = tgh_read_file(R.err, NULL);
-        cr_assert_fail("no '%s' line #%d after SIGHUP:\n%s", prefix, nth, err ? err : "");
+        char what[160];
+        snprintf(what, sizeof what, "no '%s' line #%d after SIGHUP", prefix, nth);
+        tgh_fail_with_stderr(R.err, what);
     }
-}
-
-static void r_connect(tgh_proc_t *c)
-{
-    cr_assert_eq(tgh_unix_connect(c, R.sock), 0, "cannot connect to %s", R.sock);
-}
-
-static void r_close(tgh_proc_t *c)
-{
-    tgh_conn_close(c);
-}
-
-static void r_init(tgh_proc_t *c)
-{
-    tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
-                 "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
-                 "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
-    json_t *r = tgh_await_int(c, 0, 5000, NULL);
-    cr_assert(r != NULL && json_object_get(r, "result") != NULL, "initialize through serve failed");
-    json_decref(r);
-    tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 }
 
 /* One echo call: NULL when it succeeded, else its error code ("" when the
@@ -103,16 +62,15 @@ static void r_init(tgh_proc_t *c)
 static const char *r_echo(tgh_proc_t *c, int id)
 {
     static char code[64];
-    tgh_call(c, id, "echo", "{\"text\":\"x\"}");
-    json_t *r = tgh_await_int(c, id, 5000, NULL);
+    mcp_call(c, id, "echo", "{\"text\":\"x\"}");
+    json_t *r = mcp_await_int(c, id, 5000, NULL);
     if (r == NULL)
         return "";
     if (json_object_get(r, "result") != NULL) {
         json_decref(r);
         return NULL;
     }
-    const char *s = json_string_value(
-        json_object_get(json_object_get(json_object_get(r, "error"), "data"), "code"));
+    const char *s = mcp_code_of(r);
     snprintf(code, sizeof code, "%s", s ? s : "?");
     json_decref(r);
     return code;
@@ -120,9 +78,7 @@ static const char *r_echo(tgh_proc_t *c, int id)
 
 static void r_stop(void)
 {
-    kill(R.tg.pid, SIGTERM);
-    cr_assert_eq(tgh_wait(&R.tg, 10000), 0, "toolgate serve did not stop on SIGTERM");
-    cr_assert_eq(tgh_exit_code(&R.tg), 0);
+    tgh_serve_stop(&R, 10000);
 }
 
 /* Events <event> in the audit file, waiting up to 3 s for <want> of them
@@ -131,16 +87,7 @@ static int audit_count(const char *event, int want)
 {
     char needle[96];
     snprintf(needle, sizeof needle, "\"event\":\"%s\"", event);
-    int n = 0;
-    for (uint64_t deadline = tgh_now_ms() + 3000;; tgh_sleep_ms(20)) {
-        char *a = tgh_read_file(R.audit, NULL);
-        n = 0;
-        for (const char *p = a; p != NULL && (p = strstr(p, needle)) != NULL; p++)
-            n++;
-        free(a);
-        if (n >= want || tgh_now_ms() > deadline)
-            return n;
-    }
+    return tgh_file_wait(R.audit, needle, want, 3000);
 }
 
 TestSuite(reload, .fini = r_fini, .timeout = 60);
@@ -149,8 +96,8 @@ Test(reload, bad_file_is_rejected_and_old_config_keeps_its_state)
 {
     r_start(", \"execution_limits\": {\"rate_limit\": \"3/minute\"}", NULL);
     tgh_proc_t a;
-    r_connect(&a);
-    r_init(&a);
+    mcp_connect(&a, R.sock);
+    mcp_init_ok(&a, 5000);
     cr_assert_null(r_echo(&a, 1));
     cr_assert_null(r_echo(&a, 2));
     /* A value that parses as JSON but is invalid, with a canary in it. */
@@ -171,7 +118,7 @@ Test(reload, bad_file_is_rejected_and_old_config_keeps_its_state)
     cr_assert_eq(tgh_write_file(R.cfg, "{\"router\": "), 0);
     r_hup("toolgate: SIGHUP: config rejected", 2);
     cr_assert_str_eq(r_echo(&a, 5), "rate_limit_exceeded");
-    r_close(&a);
+    tgh_conn_close(&a);
     r_stop();
 }
 
@@ -180,8 +127,8 @@ Test(reload, limits_change_in_place_and_unchanged_buckets_keep_state)
     r_start(", \"execution_limits\": {\"rate_limit\": \"3/minute\", \"max_concurrent_calls\": 2}",
             NULL);
     tgh_proc_t a;
-    r_connect(&a);
-    r_init(&a);
+    mcp_connect(&a, R.sock);
+    mcp_init_ok(&a, 5000);
     cr_assert_null(r_echo(&a, 1));
     cr_assert_null(r_echo(&a, 2));
     /* Another limit changes; the rate does not: its bucket keeps 2 spent. */
@@ -199,8 +146,8 @@ Test(reload, limits_change_in_place_and_unchanged_buckets_keep_state)
     for (int i = 5; i < 10; i++)
         cr_assert_null(r_echo(&a, i), "call %d under the new 5/minute", i);
     json_t *r;
-    tgh_call(&a, 10, "echo", "{}");
-    r = tgh_await_int(&a, 10, 5000, NULL);
+    mcp_call(&a, 10, "echo", "{}");
+    r = mcp_await_int(&a, 10, 5000, NULL);
     json_t *data = json_object_get(json_object_get(r, "error"), "data");
     cr_assert_str_eq(json_string_value(json_object_get(data, "code")), "rate_limit_exceeded");
     cr_assert_eq(json_integer_value(json_object_get(data, "cap")), 5, "the denial shows the new cap");
@@ -208,7 +155,7 @@ Test(reload, limits_change_in_place_and_unchanged_buckets_keep_state)
     /* One instance all along: the agent was not restarted. */
     cr_assert_eq(tgh_log_count(R.log, "start "), 1);
     cr_assert_eq(audit_count("config.reloaded", 2), 2);
-    r_close(&a);
+    tgh_conn_close(&a);
     r_stop();
 }
 
@@ -216,16 +163,16 @@ Test(reload, command_change_drains_old_sessions_and_new_ones_run_the_new_command
 {
     r_start(NULL, NULL);
     tgh_proc_t a, b;
-    r_connect(&a);
-    r_init(&a);
+    mcp_connect(&a, R.sock);
+    mcp_init_ok(&a, 5000);
     /* A call in flight across the reload is answered, not lost. */
-    tgh_call(&a, 1, "sleep", "{\"ms\":600}");
+    mcp_call(&a, 1, "sleep", "{\"ms\":600}");
     tgh_sleep_ms(100);
     char log2[TGH_PATH + 16];
     snprintf(log2, sizeof log2, "%s/fixture2.log", R.dir);
     r_write(log2, NULL, NULL, NULL);
     r_hup("toolgate: SIGHUP: config reloaded", 1);
-    json_t *r = tgh_await_int(&a, 1, 5000, NULL);
+    json_t *r = mcp_await_int(&a, 1, 5000, NULL);
     cr_assert(r != NULL && json_object_get(r, "result") != NULL,
               "the call in flight during the reload was lost");
     json_decref(r);
@@ -236,12 +183,12 @@ Test(reload, command_change_drains_old_sessions_and_new_ones_run_the_new_command
         json_decref(m);
     }
     cr_assert(a.out_eof, "the drained session's connection stayed open");
-    r_close(&a);
-    r_connect(&b);
-    r_init(&b);
+    tgh_conn_close(&a);
+    mcp_connect(&b, R.sock);
+    mcp_init_ok(&b, 5000);
     cr_assert_null(r_echo(&b, 1));
     cr_assert_eq(tgh_log_wait(log2, "start ", 1, 3000), 1, "the new connection ran the old command");
-    r_close(&b);
+    tgh_conn_close(&b);
     r_stop();
 }
 
@@ -256,10 +203,10 @@ Test(reload, keys_bound_to_open_resources_need_a_restart)
     free(err);
     cr_assert_eq(audit_count("config.rejected", 1), 1);
     tgh_proc_t a;
-    r_connect(&a);
-    r_init(&a);
+    mcp_connect(&a, R.sock);
+    mcp_init_ok(&a, 5000);
     cr_assert_null(r_echo(&a, 1));
-    r_close(&a);
+    tgh_conn_close(&a);
     r_stop();
 }
 
@@ -285,12 +232,7 @@ Test(reload, listener_mode_owner_and_group_apply_at_start_and_on_reload)
 
 Test(reload, unknown_owner_is_a_config_error)
 {
-    cr_assert_eq(tgh_mkdtemp(R.dir, sizeof R.dir), 0);
-    snprintf(R.sock, sizeof R.sock, "%s/fx.sock", R.dir);
-    snprintf(R.cfg, sizeof R.cfg, "%s/serve.json", R.dir);
-    snprintf(R.log, sizeof R.log, "%s/fixture.log", R.dir);
-    snprintf(R.audit, sizeof R.audit, "%s/audit.jsonl", R.dir);
-    snprintf(R.err, sizeof R.err, "%s/stderr.txt", R.dir);
+    cr_assert_eq(tgh_serve_prepare(&R, "fx"), 0);
     r_write(R.log, NULL, ", \"owner\": \"no-such-user-tg\"", NULL);
     char *const argv[] = {(char *)TG_BIN, (char *)"check", (char *)"--config", R.cfg, NULL};
     cr_assert_eq(tgh_spawn(&R.tg, argv, NULL, R.err), 0);
@@ -309,13 +251,13 @@ Test(reload, under_load_every_request_gets_one_answer, .timeout = 90)
     enum { NC = 6, NCALLS = 40 };
     tgh_proc_t c[NC];
     for (int i = 0; i < NC; i++) {
-        r_connect(&c[i]);
-        r_init(&c[i]);
+        mcp_connect(&c[i], R.sock);
+        mcp_init_ok(&c[i], 5000);
     }
     int answered = 0, hups = 0;
     for (int k = 1; k <= NCALLS; k++) {
         for (int i = 0; i < NC; i++)
-            tgh_call(&c[i], k, "sleep", "{\"ms\":5}");
+            mcp_call(&c[i], k, "sleep", "{\"ms\":5}");
         if (k % 8 == 0) {
             char extra[160];
             snprintf(extra, sizeof extra,
@@ -326,7 +268,7 @@ Test(reload, under_load_every_request_gets_one_answer, .timeout = 90)
             hups++;
         }
         for (int i = 0; i < NC; i++) {
-            json_t *r = tgh_await_int(&c[i], k, 10000, NULL);
+            json_t *r = mcp_await_int(&c[i], k, 10000, NULL);
             cr_assert_not_null(r, "caller %d: no answer to request %d", i, k);
             char *text = json_dumps(r, JSON_COMPACT);
             cr_assert_not_null(json_object_get(r, "result"), "caller %d request %d failed: %s", i,
@@ -341,7 +283,7 @@ Test(reload, under_load_every_request_gets_one_answer, .timeout = 90)
     for (int i = 0; i < NC; i++) {
         json_t *extra = tgh_read_json(&c[i], 200, NULL);
         cr_assert_null(extra, "caller %d got an answer nobody asked for", i);
-        r_close(&c[i]);
+        tgh_conn_close(&c[i]);
     }
     cr_assert_eq(tgh_log_wait(R.err, "toolgate: SIGHUP: config reloaded", hups, 5000), hups);
     cr_assert_eq(tgh_log_count(R.log, "start "), NC, "a limits-only reload restarted an agent");
@@ -355,16 +297,16 @@ Test(reload, restored_tool_concurrency_still_counts_running_calls)
     const char *one = ", \"tools\": {\"sleep\": {\"max_concurrent_calls\": 1}}";
     r_start(one, NULL);
     tgh_proc_t a;
-    r_connect(&a);
-    r_init(&a);
+    mcp_connect(&a, R.sock);
+    mcp_init_ok(&a, 5000);
     uint64_t t0 = tgh_now_ms();
-    tgh_call(&a, 1, "sleep", "{\"ms\":1500}");
+    mcp_call(&a, 1, "sleep", "{\"ms\":1500}");
     tgh_sleep_ms(100);
     r_write(R.log, ", \"tools\": {\"sleep\": {\"rate_limit\": \"100/second\"}}", NULL, NULL);
     r_hup("toolgate: SIGHUP: config reloaded", 1);
     r_write(R.log, one, NULL, NULL);
     r_hup("toolgate: SIGHUP: config reloaded", 2);
-    tgh_call(&a, 2, "sleep", "{\"ms\":10}");
+    mcp_call(&a, 2, "sleep", "{\"ms\":10}");
     /* Answers in arrival order: the 10 ms call must wait for the slot the
      * 1500 ms call holds, so call 1 is answered first. */
     json_t *first = tgh_read_json(&a, 5000, NULL);
@@ -376,6 +318,6 @@ Test(reload, restored_tool_concurrency_still_counts_running_calls)
     json_decref(first);
     json_decref(second);
     cr_assert_geq(tgh_now_ms() - t0, 1400);
-    r_close(&a);
+    tgh_conn_close(&a);
     r_stop();
 }

@@ -7,29 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/mcp_client.h"
 #include "tests/tg_harness.h"
 
-typedef struct serve_it {
-    char dir[TGH_PATH];
-    char sock[TGH_PATH + 16];
-    char cfg[TGH_PATH + 16];
-    char log[TGH_PATH + 16];
-    char audit[TGH_PATH + 16];
-    char err[TGH_PATH + 16];
-    tgh_proc_t tg;
-    tgh_proc_t second; /* registered with the harness: must outlive the test body */
-} serve_it_t;
-
-static serve_it_t S;
-static char *const *s_env; /* extra environment for toolgate serve */
+static tgh_serve_t S;
+static tgh_proc_t s_second; /* registered with the harness: must outlive the test body */
+static char *const *s_env;  /* extra environment for toolgate serve */
 
 static void s_fini(void)
 {
@@ -40,12 +28,7 @@ static void s_fini(void)
  * <router_extra>, <agent_extra> and <top_extra> are spliced into the JSON. */
 static void s_start(const char *router_extra, const char *agent_extra, const char *top_extra)
 {
-    cr_assert_eq(tgh_mkdtemp(S.dir, sizeof S.dir), 0);
-    snprintf(S.sock, sizeof S.sock, "%s/fx.sock", S.dir);
-    snprintf(S.cfg, sizeof S.cfg, "%s/serve.json", S.dir);
-    snprintf(S.log, sizeof S.log, "%s/fixture.log", S.dir);
-    snprintf(S.audit, sizeof S.audit, "%s/audit.jsonl", S.dir);
-    snprintf(S.err, sizeof S.err, "%s/stderr.txt", S.dir);
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
     char json[4096];
     snprintf(json, sizeof json,
              "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}]%s},\n"
@@ -53,50 +36,22 @@ static void s_start(const char *router_extra, const char *agent_extra, const cha
              " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]%s}]%s}\n",
              S.sock, router_extra ? router_extra : "", S.audit, TG_AGENTS_DIR, S.log,
              agent_extra ? agent_extra : "", top_extra ? top_extra : "");
-    cr_assert_eq(tgh_write_file(S.cfg, json), 0);
-    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
-    cr_assert_eq(tgh_spawn(&S.tg, argv, s_env, S.err), 0);
-    /* Wait for the "serving" line: probing the socket would start an agent. */
-    if (tgh_log_wait(S.err, "toolgate: serving", 1, 5000) < 1) {
-        char *err = tgh_read_file(S.err, NULL);
-        cr_assert_fail("toolgate serve did not start listening on %s: %s", S.sock, err ? err : "");
-    }
-}
-
-/* <sa> for <path> (tests use short temp paths; a longer one fails loudly). */
-/* A caller connection, driven with the harness's line I/O. */
-static void s_connect(tgh_proc_t *c)
-{
-    cr_assert_eq(tgh_unix_connect(c, S.sock), 0, "cannot connect to %s", S.sock);
-}
-
-static void s_close(tgh_proc_t *c)
-{
-    tgh_conn_close(c);
-}
-
-static json_t *s_init(tgh_proc_t *c)
-{
-    tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
-                 "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
-                 "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
-    json_t *r = tgh_await_int(c, 0, 5000, NULL);
-    if (r != NULL && json_object_get(r, "result") != NULL)
-        tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
-    return r;
-}
-
-static const char *err_code(const json_t *r)
-{
-    return json_string_value(json_object_get(json_object_get(json_object_get(r, "error"), "data"), "code"));
+    tgh_serve_start(&S, json, s_env, 5000);
 }
 
 static void s_stop(void)
 {
-    kill(S.tg.pid, SIGTERM);
-    cr_assert_eq(tgh_wait(&S.tg, 10000), 0, "toolgate serve did not stop on SIGTERM");
-    cr_assert_eq(tgh_exit_code(&S.tg), 0);
-    cr_assert(access(S.sock, F_OK) != 0, "the socket file was left behind");
+    tgh_serve_stop(&S, 10000);
+}
+
+/* The audit trail names the caller <name>. */
+static void s_audit_names(const char *name)
+{
+    char needle[96];
+    snprintf(needle, sizeof needle, "\"caller\":\"%s\"", name);
+    char *audit = tgh_read_file(S.audit, NULL);
+    cr_assert(audit && strstr(audit, needle), "audit events do not name the caller %s", name);
+    free(audit);
 }
 
 TestSuite(serve, .fini = s_fini, .timeout = 30);
@@ -105,12 +60,12 @@ Test(serve, one_instance_per_connection_and_shared_agent_rate)
 {
     s_start(NULL, ", \"execution_limits\": {\"rate_limit\": \"5/second\"}", NULL);
     tgh_proc_t a, b;
-    s_connect(&a);
-    s_connect(&b);
-    json_t *r = s_init(&a);
+    mcp_connect(&a, S.sock);
+    mcp_connect(&b, S.sock);
+    json_t *r = mcp_initialize(&a, 5000);
     cr_assert_not_null(json_object_get(r, "result"), "initialize through serve failed");
     json_decref(r);
-    r = s_init(&b);
+    r = mcp_initialize(&b, 5000);
     cr_assert_not_null(json_object_get(r, "result"));
     json_decref(r);
     cr_assert_eq(tgh_log_wait(S.log, "start ", 2, 3000), 2, "two connections, two instances");
@@ -119,12 +74,12 @@ Test(serve, one_instance_per_connection_and_shared_agent_rate)
     int ok = 0, denied = 0;
     for (int i = 1; i <= 6; i++) {
         tgh_proc_t *c = i % 2 ? &a : &b;
-        tgh_call(c, i, "echo", "{\"text\":\"hi\"}");
-        r = tgh_await_int(c, i, 5000, NULL);
+        mcp_call(c, i, "echo", "{\"text\":\"hi\"}");
+        r = mcp_await_int(c, i, 5000, NULL);
         cr_assert_not_null(r);
         if (json_object_get(r, "result"))
             ok++;
-        else if (err_code(r) && strcmp(err_code(r), "rate_limit_exceeded") == 0)
+        else if (mcp_code_of(r) && strcmp(mcp_code_of(r), "rate_limit_exceeded") == 0)
             denied++;
         json_decref(r);
     }
@@ -134,14 +89,14 @@ Test(serve, one_instance_per_connection_and_shared_agent_rate)
     /* A connection that goes away takes its instance with it. */
     pid_t pids[8];
     cr_assert_eq(tgh_log_pids(S.log, pids, 8), 2);
-    s_close(&a);
+    tgh_conn_close(&a);
     bool one_gone = false;
     for (int i = 0; i < 100 && !one_gone; i++) {
         one_gone = !tgh_pid_alive(pids[0]) || !tgh_pid_alive(pids[1]);
         tgh_sleep_ms(30);
     }
     cr_assert(one_gone, "closing a connection did not stop its agent instance");
-    s_close(&b);
+    tgh_conn_close(&b);
     s_stop();
 }
 
@@ -149,19 +104,19 @@ Test(serve, max_instances_refuses_initialize)
 {
     s_start(NULL, ", \"max_instances\": 1", NULL);
     tgh_proc_t a, b;
-    s_connect(&a);
-    json_t *r = s_init(&a);
+    mcp_connect(&a, S.sock);
+    json_t *r = mcp_initialize(&a, 5000);
     cr_assert_not_null(json_object_get(r, "result"));
     json_decref(r);
-    s_connect(&b);
-    r = s_init(&b);
+    mcp_connect(&b, S.sock);
+    r = mcp_initialize(&b, 5000);
     cr_assert_not_null(r, "no answer to the initialize over max_instances");
-    cr_assert_str_eq(err_code(r), "concurrency_limit_exceeded");
+    cr_assert_str_eq(mcp_code_of(r), "concurrency_limit_exceeded");
     cr_assert_eq(json_integer_value(json_object_get(r, "id")), 0, "the refusal must carry the id");
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32061);
     json_decref(r);
-    s_close(&a);
-    s_close(&b);
+    tgh_conn_close(&a);
+    tgh_conn_close(&b);
     s_stop();
 }
 
@@ -178,10 +133,10 @@ Test(serve, caller_limits_by_peer_uid)
     snprintf(admin, sizeof admin, ", \"admin\": \"%s\"", addr);
     s_start(admin, NULL, callers);
     tgh_proc_t a;
-    s_connect(&a);
-    json_decref(s_init(&a));
+    mcp_connect(&a, S.sock);
+    json_decref(mcp_initialize(&a, 5000));
     for (int i = 1; i <= 3; i++)
-        tgh_call(&a, i, "echo", "{\"text\":\"x\"}");
+        mcp_call(&a, i, "echo", "{\"text\":\"x\"}");
     /* Answers come in any order: the denial is sent before the results. */
     json_t *by_id[4] = {NULL, NULL, NULL, NULL};
     for (int k = 0; k < 3; k++) {
@@ -196,7 +151,7 @@ Test(serve, caller_limits_by_peer_uid)
     json_t *r3 = by_id[3];
     json_decref(by_id[1]);
     json_decref(by_id[2]);
-    cr_assert_str_eq(err_code(r3), "rate_limit_exceeded");
+    cr_assert_str_eq(mcp_code_of(r3), "rate_limit_exceeded");
     json_t *data = json_object_get(json_object_get(r3, "error"), "data");
     cr_assert_str_eq(json_string_value(json_object_get(data, "scope")), "caller");
     cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")),
@@ -213,12 +168,9 @@ Test(serve, caller_limits_by_peer_uid)
     cr_assert(status && strstr(status, "caller.me.rate"), "caller limit not registered:\n%s",
               status ? status : "");
     free(status);
-    s_close(&a);
+    tgh_conn_close(&a);
     s_stop();
-    /* The audit names the caller. */
-    char *audit = tgh_read_file(S.audit, NULL);
-    cr_assert(audit && strstr(audit, "\"caller\":\"me\""), "audit events do not name the caller");
-    free(audit);
+    s_audit_names("me");
 }
 
 Test(serve, callers_only_refuses_unknown_peers)
@@ -226,14 +178,14 @@ Test(serve, callers_only_refuses_unknown_peers)
     s_start(", \"callers_only\": true", NULL,
             ", \"callers\": [{\"name\": \"nobody\", \"uid\": 4242424}]");
     tgh_proc_t a;
-    s_connect(&a);
-    json_t *r = s_init(&a);
+    mcp_connect(&a, S.sock);
+    json_t *r = mcp_initialize(&a, 5000);
     cr_assert_not_null(r);
-    cr_assert_str_eq(err_code(r), "caller_not_allowed");
+    cr_assert_str_eq(mcp_code_of(r), "caller_not_allowed");
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32066);
     json_decref(r);
     cr_assert_eq(tgh_log_count(S.log, "start "), 0, "an agent was started for a refused caller");
-    s_close(&a);
+    tgh_conn_close(&a);
     s_stop();
 }
 
@@ -241,7 +193,7 @@ Test(serve, live_socket_is_an_error_stale_is_replaced)
 {
     s_start(NULL, NULL, NULL);
     /* A second serve on the same path must refuse: the socket is live. */
-    tgh_proc_t *second = &S.second;
+    tgh_proc_t *second = &s_second;
     char err2[TGH_PATH + 16];
     snprintf(err2, sizeof err2, "%s/stderr2.txt", S.dir);
     char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
@@ -259,11 +211,11 @@ Test(serve, live_socket_is_an_error_stale_is_replaced)
     tgh_proc_t a;
     bool up = tgh_log_wait(S.err, "toolgate: serving", 2, 5000) >= 2;
     cr_assert(up, "a stale socket file was not replaced");
-    s_connect(&a);
-    json_t *r = s_init(&a);
+    mcp_connect(&a, S.sock);
+    json_t *r = mcp_initialize(&a, 5000);
     cr_assert_not_null(json_object_get(r, "result"));
     json_decref(r);
-    s_close(&a);
+    tgh_conn_close(&a);
     s_stop();
 }
 
@@ -275,7 +227,7 @@ Test(serve, bad_listener_agent_is_a_config_error)
     snprintf(err, sizeof err, "%s/e.txt", dir);
     tgh_write_file(cfg, "{\"router\": {\"listen\": [{\"unix\": \"/tmp/x.sock\", \"agent\": \"nope\"}]},\n"
                         " \"agents\": [{\"id\": \"fx\", \"command\": [\"/bin/true\"]}]}\n");
-    tgh_proc_t *p = &S.second;
+    tgh_proc_t *p = &s_second;
     char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", cfg, NULL};
     cr_assert_eq(tgh_spawn(p, argv, NULL, err), 0);
     cr_assert_eq(tgh_wait(p, 5000), 0);
@@ -290,11 +242,10 @@ static char *s_env_text(tgh_proc_t *c, int id, const char *name)
 {
     char args[128];
     snprintf(args, sizeof args, "{\"name\":\"%s\"}", name);
-    tgh_call(c, id, "env", args);
-    json_t *r = tgh_await_int(c, id, 5000, NULL);
+    mcp_call(c, id, "env", args);
+    json_t *r = mcp_await_int(c, id, 5000, NULL);
     cr_assert_not_null(r);
-    json_t *content = json_object_get(json_object_get(r, "result"), "content");
-    const char *t = json_string_value(json_object_get(json_array_get(content, 0), "text"));
+    const char *t = mcp_text_of(r);
     char *out = strdup(t ? t : "");
     json_decref(r);
     return out;
@@ -309,8 +260,8 @@ Test(serve, agent_environment_is_allowlisted)
     s_start(NULL, ", \"env\": {\"pass\": [\"TG_SERVE_PASSED\", \"PATH\"], \"set\": {\"TG_SET\": \"yes\"}}", NULL);
     s_env = NULL;
     tgh_proc_t a;
-    s_connect(&a);
-    json_decref(s_init(&a));
+    mcp_connect(&a, S.sock);
+    json_decref(mcp_initialize(&a, 5000));
     char *v = s_env_text(&a, 1, "TG_SERVE_PASSED");
     cr_assert_str_eq(v, "passed");
     free(v);
@@ -320,7 +271,7 @@ Test(serve, agent_environment_is_allowlisted)
     v = s_env_text(&a, 3, "TG_SERVE_HIDDEN");
     cr_assert_str_eq(v, "(unset)", "a variable outside env.pass reached the agent");
     free(v);
-    s_close(&a);
+    tgh_conn_close(&a);
     s_stop();
 }
 
@@ -345,8 +296,8 @@ Test(serve, hostile_half_frame_and_garbage)
 {
     s_start(", \"idle_timeout\": \"300ms\"", NULL, NULL);
     tgh_proc_t a, b;
-    s_connect(&a);
-    json_decref(s_init(&a));
+    mcp_connect(&a, S.sock);
+    json_decref(mcp_initialize(&a, 5000));
     cr_assert_eq(tgh_send(&a, "{\"jsonrpc\":\"2.0\",\"id\":9,\"meth", 30, 1000), 0);
     uint64_t t0 = tgh_now_ms();
     json_t *r = tgh_read_json(&a, 3000, NULL);
@@ -356,19 +307,19 @@ Test(serve, hostile_half_frame_and_garbage)
     char *rest = tgh_read_line(&a, 3000, NULL);
     cr_assert(rest == NULL && a.out_eof, "the idle caller was not disconnected");
     cr_assert_lt(tgh_now_ms() - t0, 2500);
-    s_close(&a);
+    tgh_conn_close(&a);
 
-    s_connect(&b);
-    json_decref(s_init(&b));
+    mcp_connect(&b, S.sock);
+    json_decref(mcp_initialize(&b, 5000));
     tgh_sendf(&b, "\x01\x02 not json at all");
     r = tgh_read_json(&b, 3000, NULL);
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32700);
     json_decref(r);
-    tgh_call(&b, 1, "echo", "{\"text\":\"still\"}");
-    r = tgh_await_int(&b, 1, 3000, NULL);
+    mcp_call(&b, 1, "echo", "{\"text\":\"still\"}");
+    r = mcp_await_int(&b, 1, 3000, NULL);
     cr_assert_not_null(json_object_get(r, "result"), "the session did not go on after garbage");
     json_decref(r);
-    s_close(&b);
+    tgh_conn_close(&b);
     s_stop();
 }
 
@@ -380,19 +331,19 @@ Test(serve, hostile_connect_churn_and_disconnect_mid_call, .timeout = 120)
     int fds0 = s_count_fds(S.tg.pid);
     /* Warm up (pools, the first instance), then take the memory baseline. */
     tgh_proc_t w;
-    s_connect(&w);
-    json_decref(s_init(&w));
-    s_close(&w);
+    mcp_connect(&w, S.sock);
+    json_decref(mcp_initialize(&w, 5000));
+    tgh_conn_close(&w);
     tgh_sleep_ms(300);
     long rss0 = tgh_proc_status_kb(S.tg.pid, "VmRSS");
     for (int i = 0; i < 2000; i++) {
         tgh_proc_t c;
-        s_connect(&c);
+        mcp_connect(&c, S.sock);
         if (i % 10 == 0) {
-            json_decref(s_init(&c));
-            tgh_call(&c, 1, "sleep", "{\"ms\":5000}");
+            json_decref(mcp_initialize(&c, 5000));
+            mcp_call(&c, 1, "sleep", "{\"ms\":5000}");
         }
-        s_close(&c);
+        tgh_conn_close(&c);
     }
     /* Instances of dropped connections go away. */
     pid_t pids[256];
@@ -407,11 +358,11 @@ Test(serve, hostile_connect_churn_and_disconnect_mid_call, .timeout = 120)
     }
     cr_assert(all_gone, "agent instances outlived their callers");
     tgh_proc_t a;
-    s_connect(&a);
-    json_t *r = s_init(&a);
+    mcp_connect(&a, S.sock);
+    json_t *r = mcp_initialize(&a, 5000);
     cr_assert_not_null(json_object_get(r, "result"), "the gateway stopped serving after churn");
     json_decref(r);
-    s_close(&a);
+    tgh_conn_close(&a);
     tgh_sleep_ms(300);
     int fds1 = s_count_fds(S.tg.pid);
     cr_assert_leq(fds1, fds0 + 2, "fds grew from %d to %d over 2000 connections", fds0, fds1);
@@ -437,26 +388,24 @@ Test(serve, fifty_concurrent_callers, .timeout = 90)
     enum { N = 50, CALLS = 3 };
     static tgh_proc_t c[N];
     for (int i = 0; i < N; i++)
-        s_connect(&c[i]);
+        mcp_connect(&c[i], S.sock);
     for (int i = 0; i < N; i++)
-        tgh_sendf(&c[i], "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
-                         "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
-                         "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
+        tgh_sendf(&c[i], MCP_INITIALIZE);
     for (int i = 0; i < N; i++) {
-        json_t *r = tgh_await_int(&c[i], 0, 30000, NULL);
+        json_t *r = mcp_await_int(&c[i], 0, 30000, NULL);
         cr_assert(r != NULL && json_object_get(r, "result") != NULL, "caller %d: no initialize", i);
         json_decref(r);
-        tgh_sendf(&c[i], "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+        tgh_sendf(&c[i], MCP_INITIALIZED);
     }
     for (int k = 1; k <= CALLS; k++)
         for (int i = 0; i < N; i++) {
             char args[64];
             snprintf(args, sizeof args, "{\"text\":\"c%d-k%d\"}", i, k);
-            tgh_call(&c[i], k, "echo", args);
+            mcp_call(&c[i], k, "echo", args);
         }
     for (int i = 0; i < N; i++)
         for (int k = 1; k <= CALLS; k++) {
-            json_t *r = tgh_await_int(&c[i], k, 30000, NULL);
+            json_t *r = mcp_await_int(&c[i], k, 30000, NULL);
             cr_assert_not_null(r, "caller %d: no answer to call %d", i, k);
             char want[64];
             snprintf(want, sizeof want, "c%d-k%d", i, k);
@@ -467,7 +416,7 @@ Test(serve, fifty_concurrent_callers, .timeout = 90)
         }
     cr_assert_eq(tgh_log_count(S.log, "start "), N, "one instance per connection");
     for (int i = 0; i < N; i++)
-        s_close(&c[i]);
+        tgh_conn_close(&c[i]);
     s_stop();
 }
 
@@ -492,16 +441,16 @@ Test(serve, caller_limits_by_another_uid)
         if (setgid(65534) < 0 || setuid(65534) < 0)
             _exit(10);
         tgh_proc_t c;
-        s_connect(&c);
-        json_t *r = s_init(&c);
+        mcp_connect(&c, S.sock);
+        json_t *r = mcp_initialize(&c, 5000);
         if (r == NULL || json_object_get(r, "result") == NULL)
             _exit(11);
         json_decref(r);
         char out[4] = "...";
         for (int i = 1; i <= 3; i++) {
-            tgh_call(&c, i, "echo", "{\"text\":\"x\"}");
-            json_t *a = tgh_await_int(&c, i, 5000, NULL);
-            const char *code = a != NULL ? err_code(a) : "none";
+            mcp_call(&c, i, "echo", "{\"text\":\"x\"}");
+            json_t *a = mcp_await_int(&c, i, 5000, NULL);
+            const char *code = a != NULL ? mcp_code_of(a) : "none";
             out[i - 1] = a == NULL ? '?' : code == NULL ? 'y' : strcmp(code, "rate_limit_exceeded") == 0 ? 'r' : 'x';
             json_decref(a);
         }
@@ -519,17 +468,15 @@ Test(serve, caller_limits_by_another_uid)
     cr_assert_str_eq(got, "yyr", "nobody's 2/minute: two calls pass, the third is refused");
     /* root, on the same agent, is not held by nobody's limit. */
     tgh_proc_t a;
-    s_connect(&a);
-    json_decref(s_init(&a));
+    mcp_connect(&a, S.sock);
+    json_decref(mcp_initialize(&a, 5000));
     for (int i = 1; i <= 3; i++) {
-        tgh_call(&a, i, "echo", "{\"text\":\"x\"}");
-        json_t *r = tgh_await_int(&a, i, 5000, NULL);
+        mcp_call(&a, i, "echo", "{\"text\":\"x\"}");
+        json_t *r = mcp_await_int(&a, i, 5000, NULL);
         cr_assert(r != NULL && json_object_get(r, "result") != NULL, "root's call %d refused", i);
         json_decref(r);
     }
-    s_close(&a);
+    tgh_conn_close(&a);
     s_stop();
-    char *audit = tgh_read_file(S.audit, NULL);
-    cr_assert(audit && strstr(audit, "\"caller\":\"nobody\""), "audit does not name the caller");
-    free(audit);
+    s_audit_names("nobody");
 }

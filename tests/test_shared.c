@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdarg.h>
 
+#include "tests/mcp_client.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 
@@ -19,61 +20,47 @@ static void sh_fini(void)
 
 TestSuite(shared, .fini = sh_fini, .timeout = 60);
 
-/* Start `toolgate wrap` with <extra> args (NULL-terminated) into <p>. */
-static void sh_start(tgh_proc_t *p, const char *dir, const char *name, const char *const *extra)
+/* Start `toolgate wrap` on the fixture agent with <extra> args
+ * (NULL-terminated) in <w>, and initialize it; <name> names it in
+ * failures. */
+static void sh_start(tgh_wrap_t *w, const char *name, const char *const *extra)
 {
-    char audit[TGH_PATH + 32], err[TGH_PATH + 32];
-    snprintf(audit, sizeof audit, "%s/%s.audit.jsonl", dir, name);
-    snprintf(err, sizeof err, "%s/%s.stderr", dir, name);
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)TG_BIN;
-    argv[n++] = (char *)"wrap";
-    argv[n++] = (char *)"--audit";
-    argv[n++] = audit;
-    for (int i = 0; extra[i] != NULL && n < 28; i++)
-        argv[n++] = (char *)extra[i];
-    argv[n++] = (char *)"--";
-    argv[n++] = (char *)TG_AGENTS_DIR "/tg_fixture_agent";
-    argv[n] = NULL;
-    cr_assert_eq(tgh_spawn(p, argv, NULL, err), 0);
-    tgh_sendf(p, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
-    json_t *r = tgh_await_int(p, 0, 5000, NULL);
+    cr_assert_eq(tgh_wrap_start(w, extra, NULL, NULL), 0);
+    json_t *r = mcp_initialize(&w->tg, 5000);
     cr_assert_not_null(r, "%s: no initialize answer", name);
     json_decref(r);
 }
 
-static const char *code_of(const json_t *r)
+/* Close the stdin of <w>'s toolgate and wait for it to exit. */
+static void sh_stop(tgh_wrap_t *w)
 {
-    return json_string_value(
-        json_object_get(json_object_get(json_object_get(r, "error"), "data"), "code"));
+    tgh_close_stdin(&w->tg);
+    cr_assert_eq(tgh_wait(&w->tg, 5000), 0);
 }
 
 Test(shared, three_instances_share_one_limit_exactly)
 {
     srv_own(&R, false, NULL);
-    char dir[TGH_PATH];
-    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     /* A queue deep enough that concurrency never refuses: only the rate. */
     const char *extra[] = {"--store", R.url, "--limit", "rate_scope=shared",
                            "--limit", "rate_limit=30/minute", "--limit", "max_queued_calls=64",
                            NULL};
-    static tgh_proc_t p[3];
+    static tgh_wrap_t p[3];
     const char *names[] = {"a", "b", "c"};
     for (int k = 0; k < 3; k++)
-        sh_start(&p[k], dir, names[k], extra);
+        sh_start(&p[k], names[k], extra);
     /* 20 calls each, interleaved: 60 asked, 30 allowed in total. */
     for (int i = 1; i <= 20; i++)
         for (int k = 0; k < 3; k++)
-            tgh_call(&p[k], i, "echo", "{\"text\":\"x\"}");
+            mcp_call(&p[k].tg, i, "echo", "{\"text\":\"x\"}");
     int ok = 0, denied = 0;
     for (int k = 0; k < 3; k++) {
         for (int i = 1; i <= 20; i++) {
-            json_t *r = tgh_read_json(&p[k], 5000, NULL);
+            json_t *r = tgh_read_json(&p[k].tg, 5000, NULL);
             cr_assert_not_null(r, "instance %s: answer %d missing", names[k], i);
             if (json_object_get(r, "result"))
                 ok++;
-            else if (code_of(r) && strcmp(code_of(r), "rate_limit_exceeded") == 0)
+            else if (mcp_code_of(r) && strcmp(mcp_code_of(r), "rate_limit_exceeded") == 0)
                 denied++;
             json_decref(r);
         }
@@ -81,12 +68,10 @@ Test(shared, three_instances_share_one_limit_exactly)
     cr_assert_eq(ok, 30, "%d admitted across three instances (limit 30/minute)", ok);
     cr_assert_eq(denied, 30);
     for (int k = 0; k < 3; k++) {
-        tgh_close_stdin(&p[k]);
-        cr_assert_eq(tgh_wait(&p[k], 5000), 0);
-        cr_assert_eq(tgh_exit_code(&p[k]), 0);
+        sh_stop(&p[k]);
+        cr_assert_eq(tgh_exit_code(&p[k].tg), 0);
     }
-    char path[TGH_PATH + 32];
-    snprintf(path, sizeof path, "%s/a.audit.jsonl", dir);
+    const char *path = p[0].audit;
     char *audit = tgh_read_file(path, NULL);
     cr_assert(audit && strstr(audit, "\"decided_by\":\"store\""),
               "audit does not say the store decided");
@@ -106,8 +91,6 @@ Test(shared, three_instances_share_one_limit_exactly)
 static void tool_shared_run(const char *mode, const char *agent_scope, int want_echo)
 {
     srv_own(&R, false, NULL);
-    char dir[TGH_PATH];
-    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     char sm[32], as[32];
     snprintf(sm, sizeof sm, "shared_mode=%s", mode);
     snprintf(as, sizeof as, "rate_scope=%s", agent_scope);
@@ -115,29 +98,29 @@ static void tool_shared_run(const char *mode, const char *agent_scope, int want_
                            "rate_limit=1000/minute", "--limit", "tools.echo.rate_limit=4/minute",
                            "--limit", "tools.echo.rate_scope=shared", "--limit",
                            "max_queued_calls=64", NULL};
-    static tgh_proc_t p[2];
+    static tgh_wrap_t p[2];
     const char *names[] = {"a", "b"};
     for (int k = 0; k < 2; k++)
-        sh_start(&p[k], dir, names[k], extra);
+        sh_start(&p[k], names[k], extra);
     int ok = 0, denied = 0, other = 0;
     for (int i = 1; i <= 5; i++)
         for (int k = 0; k < 2; k++) {
-            tgh_call(&p[k], i, "echo", "{\"text\":\"x\"}");
-            json_t *r = tgh_await_int(&p[k], i, 5000, NULL);
+            mcp_call(&p[k].tg, i, "echo", "{\"text\":\"x\"}");
+            json_t *r = mcp_await_int(&p[k].tg, i, 5000, NULL);
             cr_assert_not_null(r, "%s: answer %d missing", names[k], i);
             if (json_object_get(r, "result")) {
                 ok++;
             } else {
-                cr_assert_str_eq(code_of(r), "rate_limit_exceeded");
-                json_t *data = json_object_get(json_object_get(r, "error"), "data");
+                cr_assert_str_eq(mcp_code_of(r), "rate_limit_exceeded");
+                json_t *data = mcp_data_of(r);
                 cr_assert_str_eq(json_string_value(json_object_get(data, "scope")), "tool");
                 cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")),
                                  "agents.tg_fixture_agent.tools.echo.rate_limit");
                 denied++;
             }
             json_decref(r);
-            tgh_call(&p[k], 100 + i, "sleep", "{\"ms\":1}");
-            r = tgh_await_int(&p[k], 100 + i, 5000, NULL);
+            mcp_call(&p[k].tg, 100 + i, "sleep", "{\"ms\":1}");
+            r = mcp_await_int(&p[k].tg, 100 + i, 5000, NULL);
             cr_assert_not_null(r);
             other += json_object_get(r, "result") != NULL;
             json_decref(r);
@@ -146,10 +129,8 @@ static void tool_shared_run(const char *mode, const char *agent_scope, int want_
                  ok);
     cr_assert_eq(denied, 10 - want_echo);
     cr_assert_eq(other, 10, "another tool was held by echo's shared bucket");
-    for (int k = 0; k < 2; k++) {
-        tgh_close_stdin(&p[k]);
-        cr_assert_eq(tgh_wait(&p[k], 5000), 0);
-    }
+    for (int k = 0; k < 2; k++)
+        sh_stop(&p[k]);
     srv_done(&R);
 }
 
@@ -168,28 +149,24 @@ Test(shared, tool_and_agent_buckets_shared_exact)
 Test(shared, tool_bucket_shared_lease_never_over)
 {
     srv_own(&R, false, NULL);
-    char dir[TGH_PATH];
-    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     const char *extra[] = {"--store", R.url, "--limit", "shared_mode=lease", "--limit",
                            "tools.echo.rate_limit=4/minute", "--limit",
                            "tools.echo.rate_scope=shared", NULL};
-    static tgh_proc_t p[2];
-    sh_start(&p[0], dir, "a", extra);
-    sh_start(&p[1], dir, "b", extra);
+    static tgh_wrap_t p[2];
+    sh_start(&p[0], "a", extra);
+    sh_start(&p[1], "b", extra);
     int ok = 0;
     for (int i = 1; i <= 5; i++)
         for (int k = 0; k < 2; k++) {
-            tgh_call(&p[k], i, "echo", "{\"text\":\"x\"}");
-            json_t *r = tgh_await_int(&p[k], i, 5000, NULL);
+            mcp_call(&p[k].tg, i, "echo", "{\"text\":\"x\"}");
+            json_t *r = mcp_await_int(&p[k].tg, i, 5000, NULL);
             cr_assert_not_null(r);
             ok += json_object_get(r, "result") != NULL;
             json_decref(r);
         }
     cr_assert(ok >= 1 && ok <= 4, "%d echo calls admitted in lease mode (limit 4/minute)", ok);
-    for (int k = 0; k < 2; k++) {
-        tgh_close_stdin(&p[k]);
-        cr_assert_eq(tgh_wait(&p[k], 5000), 0);
-    }
+    for (int k = 0; k < 2; k++)
+        sh_stop(&p[k]);
 }
 
 Test(shared, tool_shared_needs_a_store_and_a_tool_rate)
@@ -214,35 +191,29 @@ Test(shared, store_down_closed_policy_and_no_password)
 {
     if (redis_server_path() == NULL)
         cr_skip_test("redis-server is not installed; CI installs it");
-    char dir[TGH_PATH];
-    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     /* A free port nobody listens on: the store is down from the start. */
-    int port = pick_port();
+    int port = tgh_free_port();
     char url[128];
     snprintf(url, sizeof url, "redis://app:CANARY-PW-51c3@127.0.0.1:%d/0", port);
     const char *extra[] = {"--store", url, "--limit", "rate_scope=shared",
                            "--limit", "on_store_error=closed", NULL};
-    static tgh_proc_t p;
-    sh_start(&p, dir, "down", extra);
+    static tgh_wrap_t p;
+    sh_start(&p, "down", extra);
     uint64_t t0 = tgh_now_ms();
-    tgh_call(&p, 1, "echo", "{\"text\":\"x\"}");
-    json_t *r = tgh_await_int(&p, 1, 5000, NULL);
+    mcp_call(&p.tg, 1, "echo", "{\"text\":\"x\"}");
+    json_t *r = mcp_await_int(&p.tg, 1, 5000, NULL);
     cr_assert_not_null(r);
-    cr_assert_str_eq(code_of(r), "rate_store_unavailable");
+    cr_assert_str_eq(mcp_code_of(r), "rate_store_unavailable");
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32067);
     cr_assert_lt(tgh_now_ms() - t0, 2000, "the call hung on a dead store");
     json_decref(r);
-    tgh_close_stdin(&p);
-    cr_assert_eq(tgh_wait(&p, 5000), 0);
+    sh_stop(&p);
 
-    char path[TGH_PATH + 32];
-    snprintf(path, sizeof path, "%s/down.audit.jsonl", dir);
-    char *audit = tgh_read_file(path, NULL);
+    char *audit = tgh_read_file(p.audit, NULL);
     cr_assert(audit && strstr(audit, "\"event\":\"store.degraded\""), "no store.degraded event");
     cr_assert(strstr(audit, "CANARY-PW") == NULL, "the store password reached the audit trail");
     free(audit);
-    snprintf(path, sizeof path, "%s/down.stderr", dir);
-    char *err = tgh_read_file(path, NULL);
+    char *err = tgh_read_file(p.err, NULL);
     cr_assert(err && strstr(err, "store.degraded"), "the degraded store was not logged");
     cr_assert(strstr(err, "CANARY-PW") == NULL, "the store password reached the log");
     free(err);
@@ -251,25 +222,24 @@ Test(shared, store_down_closed_policy_and_no_password)
 Test(shared, redis_restart_recovers_exact_admission)
 {
     srv_own(&R, false, NULL);
-    char dir[TGH_PATH];
-    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     const char *extra[] = {"--store", R.url, "--limit", "rate_scope=shared",
                            "--limit", "rate_limit=3/minute", "--limit", "on_store_error=closed",
                            NULL};
-    static tgh_proc_t p;
-    sh_start(&p, dir, "r", extra);
-    tgh_call(&p, 1, "echo", "{\"text\":\"x\"}");
-    json_t *r = tgh_await_int(&p, 1, 5000, NULL);
+    static tgh_wrap_t w;
+    tgh_proc_t *p = &w.tg;
+    sh_start(&w, "r", extra);
+    mcp_call(p, 1, "echo", "{\"text\":\"x\"}");
+    json_t *r = mcp_await_int(p, 1, 5000, NULL);
     cr_assert_not_null(json_object_get(r, "result"));
     json_decref(r);
     /* Redis dies: the closed policy refuses at once. */
     srv_kill(&R);
     bool refused = false;
     for (int i = 2; i < 40 && !refused; i++) {
-        tgh_call(&p, i, "echo", "{\"text\":\"x\"}");
-        r = tgh_await_int(&p, i, 3000, NULL);
+        mcp_call(p, i, "echo", "{\"text\":\"x\"}");
+        r = mcp_await_int(p, i, 3000, NULL);
         cr_assert_not_null(r, "a call hung while Redis was down");
-        refused = code_of(r) && strcmp(code_of(r), "rate_store_unavailable") == 0;
+        refused = mcp_code_of(r) && strcmp(mcp_code_of(r), "rate_store_unavailable") == 0;
         if (refused) {
             /* One wording in both dialects (test_os: store_down_closed_refuses). */
             json_t *data = json_object_get(json_object_get(r, "error"), "data");
@@ -290,8 +260,8 @@ Test(shared, redis_restart_recovers_exact_admission)
     int ok = 0;
     uint64_t deadline = tgh_now_ms() + 10000;
     for (int i = 100; tgh_left(deadline) > 0 && ok == 0; i++) {
-        tgh_call(&p, i, "echo", "{\"text\":\"x\"}");
-        r = tgh_await_int(&p, i, 3000, NULL);
+        mcp_call(p, i, "echo", "{\"text\":\"x\"}");
+        r = mcp_await_int(p, i, 3000, NULL);
         cr_assert_not_null(r);
         ok += json_object_get(r, "result") != NULL;
         json_decref(r);
@@ -302,17 +272,14 @@ Test(shared, redis_restart_recovers_exact_admission)
     /* The fresh bucket holds 3: two more pass, then refusals. */
     int more = 0;
     for (int i = 500; i < 505; i++) {
-        tgh_call(&p, i, "echo", "{\"text\":\"x\"}");
-        r = tgh_await_int(&p, i, 3000, NULL);
+        mcp_call(p, i, "echo", "{\"text\":\"x\"}");
+        r = mcp_await_int(p, i, 3000, NULL);
         more += json_object_get(r, "result") != NULL;
         json_decref(r);
     }
     cr_assert_eq(more, 2, "admission is not exact after recovery (%d more admitted)", more);
-    tgh_close_stdin(&p);
-    cr_assert_eq(tgh_wait(&p, 5000), 0);
-    char path[TGH_PATH + 32];
-    snprintf(path, sizeof path, "%s/r.audit.jsonl", dir);
-    char *audit = tgh_read_file(path, NULL);
+    sh_stop(&w);
+    char *audit = tgh_read_file(w.audit, NULL);
     cr_assert(audit && strstr(audit, "store.degraded") && strstr(audit, "store.recovered"),
               "degraded/recovered not audited");
     free(audit);
@@ -339,11 +306,10 @@ Test(shared, audit_stream_tail_and_verify)
                     (char *)TG_AGENTS_DIR "/tg_fixture_agent", NULL};
     snprintf(err, sizeof err, "%s/wrap.stderr", dir);
     cr_assert_eq(tgh_spawn(&p, argv, NULL, err), 0);
-    tgh_sendf(&p, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
-    json_decref(tgh_await_int(&p, 0, 5000, NULL));
+    json_decref(mcp_initialize(&p, 5000));
     for (int i = 1; i <= 5; i++) {
-        tgh_call(&p, i, "echo", "{\"text\":\"x\"}");
-        json_decref(tgh_await_int(&p, i, 5000, NULL));
+        mcp_call(&p, i, "echo", "{\"text\":\"x\"}");
+        json_decref(mcp_await_int(&p, i, 5000, NULL));
     }
     tgh_close_stdin(&p);
     cr_assert_eq(tgh_wait(&p, 5000), 0);
@@ -380,20 +346,14 @@ Test(shared, audit_stream_tail_and_verify)
 Test(shared, check_shows_shared_limits_and_pings_the_store)
 {
     srv_own(&R, false, NULL);
-    char dir[TGH_PATH], cfg[TGH_PATH + 32], json[1024], out[TGH_PATH + 32], cmd[4096];
-    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
-    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
-    snprintf(out, sizeof out, "%s/check.txt", dir);
+    char json[1024], *text;
     snprintf(json, sizeof json,
              "{\"store\":{\"kind\":\"redis\",\"url\":\"%s\"},\"agents\":[{\"id\":\"a\","
              "\"command\":[\"/bin/true\"],\"execution_limits\":{\"rate_limit\":\"9/minute\","
              "\"rate_scope\":\"shared\"}}]}\n",
              R.url);
-    cr_assert_eq(tgh_write_file(cfg, json), 0);
-    snprintf(cmd, sizeof cmd, "'%s' check --config '%s' > '%s' 2>&1", TG_BIN, cfg, out);
-    cr_assert_eq(system(cmd), 0);
-    char *text = tgh_read_file(out, NULL);
-    cr_assert(text && strstr(text, "answers (ping"), "the store was not pinged:\n%s", text);
+    cr_assert_eq(tgh_check_config(json, &text), 0);
+    cr_assert(strstr(text, "answers (ping"), "the store was not pinged:\n%s", text);
     cr_assert(strstr(text, "shared: agents.a rate_limit"), "shared limits not shown:\n%s", text);
     free(text);
     /* A password in the URL is never printed, even when the store refuses it. */
@@ -401,10 +361,8 @@ Test(shared, check_shows_shared_limits_and_pings_the_store)
              "{\"store\":{\"kind\":\"redis\",\"url\":\"redis://u:CANARY-CHECK-PW@127.0.0.1:%d/0\"},"
              "\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"]}]}\n",
              R.port);
-    cr_assert_eq(tgh_write_file(cfg, json), 0);
-    cr_assert_eq(system(cmd), 0);
-    text = tgh_read_file(out, NULL);
-    cr_assert(text && strstr(text, "CANARY-CHECK-PW") == NULL, "check printed the password");
+    cr_assert_eq(tgh_check_config(json, &text), 0);
+    cr_assert(strstr(text, "CANARY-CHECK-PW") == NULL, "check printed the password");
     cr_assert(strstr(text, "does not answer"), "a refused AUTH was not reported:\n%s", text);
     free(text);
 }
@@ -502,12 +460,11 @@ Test(shared, three_hosts_in_network_namespaces, .fini = ns_fini, .timeout = 90)
                         (char *)"--limit", (char *)"containment=off", (char *)"--",
                         (char *)TG_AGENTS_DIR "/tg_fixture_agent", NULL};
         cr_assert_eq(tgh_spawn(&h[i], argv, NULL, NULL), 0);
-        tgh_sendf(&h[i], "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
-        json_decref(tgh_await_int(&h[i], 0, 5000, NULL));
+        json_decref(mcp_initialize(&h[i], 5000));
     }
     for (int n = 1; n <= 20; n++)
         for (int i = 0; i < 3; i++)
-            tgh_call(&h[i], n, "echo", "{\"text\":\"x\"}");
+            mcp_call(&h[i], n, "echo", "{\"text\":\"x\"}");
     int ok = 0;
     for (int i = 0; i < 3; i++)
         for (int n = 1; n <= 20; n++) {

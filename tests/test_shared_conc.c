@@ -14,7 +14,8 @@
 #include <jansson.h>
 #include <signal.h>
 
-#include "router/admin/admin.h"
+#include "tests/mcp_client.h"
+#include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 
@@ -49,12 +50,9 @@ static void sc_start(tgh_wrap_t *w, unsigned cap, const char *const *extra)
         args[n++] = extra[i];
     args[n] = NULL;
     cr_assert_eq(tgh_wrap_start(w, args, NULL, NULL), 0);
-    tgh_sendf(&w->tg, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}");
-    json_t *r = tgh_await_int(&w->tg, 0, 10000, NULL);
-    if (r == NULL) {
-        char *e = tgh_read_file(w->err, NULL);
-        cr_assert_fail("no initialize answer; toolgate said: %s", e ? e : "");
-    }
+    json_t *r = mcp_initialize(&w->tg, 10000);
+    if (r == NULL)
+        tgh_fail_with_stderr(w->err, "no initialize answer; toolgate said");
     json_decref(r);
 }
 
@@ -71,28 +69,9 @@ static void sc_config(char *path, size_t cap, const char *json)
  * deadline (params._meta.timeout_ms). */
 static void sc_sleep(tgh_wrap_t *w, json_int_t id, unsigned ms, unsigned timeout_ms)
 {
-    if (timeout_ms > 0)
-        tgh_sendf(&w->tg,
-                  "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT ",\"method\":\"tools/call\","
-                  "\"params\":{\"name\":\"sleep\",\"arguments\":{\"ms\":%u},"
-                  "\"_meta\":{\"timeout_ms\":%u}}}",
-                  id, ms, timeout_ms);
-    else
-        tgh_sendf(&w->tg,
-                  "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT ",\"method\":\"tools/call\","
-                  "\"params\":{\"name\":\"sleep\",\"arguments\":{\"ms\":%u}}}",
-                  id, ms);
-}
-
-static const char *code_of(const json_t *r)
-{
-    return json_string_value(
-        json_object_get(json_object_get(json_object_get(r, "error"), "data"), "code"));
-}
-
-static json_t *data_of(const json_t *r)
-{
-    return json_object_get(json_object_get(r, "error"), "data");
+    char args[32];
+    snprintf(args, sizeof args, "{\"ms\":%u}", ms);
+    mcp_call_timeout(&w->tg, id, "sleep", args, timeout_ms);
 }
 
 static long long zcard(void)
@@ -134,6 +113,15 @@ static char *sc_audit(const tgh_wrap_t *w)
     return a;
 }
 
+/* The audit trail of <w> holds both <a> and <b>; <why> says what it
+ * means when it does not. */
+static void sc_audit_has(const tgh_wrap_t *w, const char *a, const char *b, const char *why)
+{
+    char *audit = sc_audit(w);
+    cr_assert(strstr(audit, a) && strstr(audit, b), "%s", why);
+    free(audit);
+}
+
 static void sc_stop(tgh_wrap_t *w)
 {
     tgh_close_stdin(&w->tg);
@@ -162,11 +150,11 @@ Test(shared_conc, two_instances_hold_the_cap_and_the_third_waits)
     }
     cr_assert_eq(most, 2, "%lld slots held fleet-wide (cap 2)", most);
     for (int i = 1; i <= 2; i++) {
-        json_t *r = tgh_await_int(&a.tg, i, 10000, NULL);
+        json_t *r = mcp_await_int(&a.tg, i, 10000, NULL);
         cr_assert(r && json_object_get(r, "result"), "A's call %d failed", i);
         json_decref(r);
     }
-    json_t *r = tgh_await_int(&b.tg, 1, 10000, NULL);
+    json_t *r = mcp_await_int(&b.tg, 1, 10000, NULL);
     uint64_t tb = tgh_now_ms() - t0;
     cr_assert(r && json_object_get(r, "result"), "B's call was not run once a slot freed");
     json_decref(r);
@@ -178,11 +166,8 @@ Test(shared_conc, two_instances_hold_the_cap_and_the_third_waits)
     cr_assert_eq(zcard_wait(0, 3000), 0, "slots left after every call ended");
     sc_stop(&a);
     sc_stop(&b);
-    char *audit = sc_audit(&b);
-    cr_assert(strstr(audit, "\"event\":\"call.completed\"") &&
-                  strstr(audit, "\"decided_by\":\"store\""),
-              "B's audit does not say the store decided");
-    free(audit);
+    sc_audit_has(&b, "\"event\":\"call.completed\"", "\"decided_by\":\"store\"",
+                 "B's audit does not say the store decided");
 }
 
 /* The fleet stays full past B's deadline: B's call is refused with
@@ -199,12 +184,12 @@ Test(shared_conc, refused_at_its_deadline_naming_the_shared_limit)
     cr_assert_eq(zcard_wait(2, 3000), 2);
     uint64_t t0 = tgh_now_ms();
     sc_sleep(&b, 7, 10, 700);
-    json_t *r = tgh_await_int(&b.tg, 7, 5000, NULL);
+    json_t *r = mcp_await_int(&b.tg, 7, 5000, NULL);
     uint64_t took = tgh_now_ms() - t0;
     cr_assert_not_null(r, "B's call was never answered");
-    cr_assert_str_eq(code_of(r), "concurrency_limit_exceeded");
+    cr_assert_str_eq(mcp_code_of(r), "concurrency_limit_exceeded");
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32061);
-    json_t *d = data_of(r);
+    json_t *d = mcp_data_of(r);
     cr_assert_str_eq(json_string_value(json_object_get(d, "limit")), "concurrency");
     cr_assert_str_eq(json_string_value(json_object_get(d, "scope")), "shared");
     cr_assert_eq(json_integer_value(json_object_get(d, "observed")), 2);
@@ -220,11 +205,8 @@ Test(shared_conc, refused_at_its_deadline_naming_the_shared_limit)
     sc_stop(&a);
     sc_stop(&b);
     cr_assert_eq(zcard(), 0);
-    char *audit = sc_audit(&b);
-    cr_assert(strstr(audit, "\"code\":\"concurrency_limit_exceeded\"") &&
-                  strstr(audit, "\"scope\":\"shared\""),
-              "the refusal is not audited with the shared scope");
-    free(audit);
+    sc_audit_has(&b, "\"code\":\"concurrency_limit_exceeded\"", "\"scope\":\"shared\"",
+                 "the refusal is not audited with the shared scope");
 }
 
 /* A toolgate killed while it holds the only slot: its slot expires within
@@ -247,7 +229,7 @@ Test(shared_conc, slot_of_a_sigkilled_toolgate_frees_after_its_lease)
     tgh_kill(&a.tg);
     uint64_t t_kill = tgh_now_ms();
     sc_sleep(&b, 1, 10, 0);
-    json_t *r = tgh_await_int(&b.tg, 1, 10000, NULL);
+    json_t *r = mcp_await_int(&b.tg, 1, 10000, NULL);
     uint64_t took = tgh_now_ms() - t_kill;
     cr_assert(r && json_object_get(r, "result"), "B's call did not run after A's slot expired");
     json_decref(r);
@@ -278,13 +260,13 @@ Test(shared_conc, renewals_keep_a_long_call_in_the_count)
     tgh_sleep_ms(3000 - (unsigned)(tgh_now_ms() - t0 < 3000 ? tgh_now_ms() - t0 : 3000));
     cr_assert_eq(zcard(), 1, "the slot lapsed under a running call");
     sc_sleep(&b, 2, 10, 400);
-    json_t *r = tgh_await_int(&b.tg, 2, 5000, NULL);
+    json_t *r = mcp_await_int(&b.tg, 2, 5000, NULL);
     cr_assert_not_null(r);
-    cr_assert_str_eq(code_of(r), "concurrency_limit_exceeded",
+    cr_assert_str_eq(mcp_code_of(r), "concurrency_limit_exceeded",
                      "B ran while A's call (past three leases) still held the slot");
-    cr_assert_eq(json_integer_value(json_object_get(data_of(r), "observed")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(mcp_data_of(r), "observed")), 1);
     json_decref(r);
-    r = tgh_await_int(&a.tg, 1, 5000, NULL);
+    r = mcp_await_int(&a.tg, 1, 5000, NULL);
     cr_assert(r && json_object_get(r, "result"));
     json_decref(r);
     cr_assert_eq(zcard_wait(0, 2000), 0, "the finished call's slot stayed");
@@ -305,32 +287,32 @@ Test(shared_conc, stopped_redis_applies_the_policy_without_hanging)
     sc_start(&a, 2, closed);
     sc_start(&b, 2, local);
     /* both connected and set up: a first call each through Redis */
-    tgh_call(&a.tg, 1, "echo", "{\"text\":\"x\"}");
-    tgh_call(&b.tg, 1, "echo", "{\"text\":\"x\"}");
-    json_t *r = tgh_await_int(&a.tg, 1, 5000, NULL);
+    mcp_call(&a.tg, 1, "echo", "{\"text\":\"x\"}");
+    mcp_call(&b.tg, 1, "echo", "{\"text\":\"x\"}");
+    json_t *r = mcp_await_int(&a.tg, 1, 5000, NULL);
     cr_assert(r && json_object_get(r, "result"));
     json_decref(r);
-    r = tgh_await_int(&b.tg, 1, 5000, NULL);
+    r = mcp_await_int(&b.tg, 1, 5000, NULL);
     cr_assert(r && json_object_get(r, "result"));
     json_decref(r);
     kill(R.pid, SIGSTOP);
     for (int i = 2; i <= 4; i++) {
         uint64_t t0 = tgh_now_ms();
-        tgh_call(&a.tg, i, "echo", "{\"text\":\"x\"}");
-        r = tgh_await_int(&a.tg, i, 5000, NULL);
+        mcp_call(&a.tg, i, "echo", "{\"text\":\"x\"}");
+        r = mcp_await_int(&a.tg, i, 5000, NULL);
         cr_assert_not_null(r, "A's call %d hung on a stopped Redis", i);
         cr_assert_lt(tgh_now_ms() - t0, 1000, "A's call %d waited %llu ms", i,
                      (unsigned long long)(tgh_now_ms() - t0));
-        cr_assert_str_eq(code_of(r), "rate_store_unavailable");
+        cr_assert_str_eq(mcp_code_of(r), "rate_store_unavailable");
         cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")),
                      -32067);
-        cr_assert_str_eq(json_string_value(json_object_get(data_of(r), "limit")), "concurrency");
-        cr_assert_str_eq(json_string_value(json_object_get(data_of(r), "config_path")),
+        cr_assert_str_eq(json_string_value(json_object_get(mcp_data_of(r), "limit")), "concurrency");
+        cr_assert_str_eq(json_string_value(json_object_get(mcp_data_of(r), "config_path")),
                          "store.on_store_error");
         json_decref(r);
         t0 = tgh_now_ms();
-        tgh_call(&b.tg, i, "echo", "{\"text\":\"x\"}");
-        r = tgh_await_int(&b.tg, i, 5000, NULL);
+        mcp_call(&b.tg, i, "echo", "{\"text\":\"x\"}");
+        r = mcp_await_int(&b.tg, i, 5000, NULL);
         cr_assert_not_null(r, "B's call %d hung on a stopped Redis", i);
         cr_assert_lt(tgh_now_ms() - t0, 1000);
         cr_assert(json_object_get(r, "result"), "B's call %d: the local share did not run it", i);
@@ -370,7 +352,7 @@ Test(shared_conc, no_slot_leaks_after_many_calls_and_timeouts)
             if (i % 3 == 0)
                 sc_sleep(&w[k], i, 1500, 100 + 20 * (unsigned)i); /* times out: zombie */
             else if (i % 3 == 1)
-                tgh_call(&w[k].tg, i, "echo", "{\"text\":\"x\"}");
+                mcp_call(&w[k].tg, i, "echo", "{\"text\":\"x\"}");
             else
                 sc_sleep(&w[k], i, 30, 0);
         }
@@ -380,7 +362,7 @@ Test(shared_conc, no_slot_leaks_after_many_calls_and_timeouts)
             /* answers come in any order: timeouts pass completions */
             json_t *r = tgh_read_json(&w[k].tg, 20000, NULL);
             cr_assert_not_null(r, "instance %d: only %d of %d calls answered", k, i - 1, N);
-            const char *code = code_of(r);
+            const char *code = mcp_code_of(r);
             if (json_object_get(r, "result"))
                 ok++;
             else if (code && strcmp(code, "timeout") == 0)
@@ -412,22 +394,9 @@ Test(shared_conc, registry_shows_shared_slots_and_store_pending)
     sc_start(&a, 3, extra);
     sc_sleep(&a, 1, 2000, 0);
     cr_assert_eq(zcard_wait(1, 3000), 1);
-    char *body = NULL, err[256];
-    size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits: %d %s", st, st < 0 ? err : "");
-    json_t *doc = json_loadb(body, len, 0, NULL);
-    free(body);
-    cr_assert_not_null(doc);
-    json_t *lims = json_object_get(doc, "limits"), *e, *shared = NULL, *pending = NULL;
-    size_t i;
-    json_array_foreach(lims, i, e) {
-        const char *name = json_string_value(json_object_get(e, "name"));
-        if (name && strcmp(name, "agent.tg_fixture_agent.concurrency.shared") == 0)
-            shared = e;
-        if (name && strcmp(name, "store.pending") == 0)
-            pending = e;
-    }
+    json_t *doc = tga_limits(addr);
+    json_t *shared = tga_limit(doc, "agent.tg_fixture_agent.concurrency.shared");
+    json_t *pending = tga_limit(doc, "store.pending");
     cr_assert_not_null(shared, "agent.tg_fixture_agent.concurrency.shared not on /limits");
     cr_assert_eq(json_integer_value(json_object_get(shared, "capacity")), 3);
     cr_assert_eq(json_integer_value(json_object_get(shared, "current")), 1);
@@ -437,7 +406,7 @@ Test(shared_conc, registry_shows_shared_slots_and_store_pending)
     cr_assert_eq(json_integer_value(json_object_get(pending, "capacity")), 65536);
     cr_assert_geq(json_integer_value(json_object_get(pending, "high_water")), 0);
     json_decref(doc);
-    json_t *r = tgh_await_int(&a.tg, 1, 5000, NULL);
+    json_t *r = mcp_await_int(&a.tg, 1, 5000, NULL);
     cr_assert(r && json_object_get(r, "result"));
     json_decref(r);
     sc_stop(&a);
@@ -449,33 +418,25 @@ Test(shared_conc, registry_shows_shared_slots_and_store_pending)
 Test(shared_conc, check_shows_shared_concurrency_and_refuses_it_without_a_store)
 {
     srv_own(&R, false, NULL);
-    char dir[TGH_PATH], cfg[TGH_PATH + 32], out[TGH_PATH + 32], json[1024], cmd[4096];
-    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
-    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
-    snprintf(out, sizeof out, "%s/check.txt", dir);
+    char json[1024], *text;
     snprintf(json, sizeof json,
              "{\"store\":{\"kind\":\"redis\",\"url\":\"%s\",\"slot_lease\":\"4s\"},"
              "\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"],\"execution_limits\":"
              "{\"max_concurrent_calls\":5,\"concurrency_scope\":\"shared\"}}]}\n",
              R.url);
-    cr_assert_eq(tgh_write_file(cfg, json), 0);
-    snprintf(cmd, sizeof cmd, "'%s' check --config '%s' > '%s' 2>&1", TG_BIN, cfg, out);
-    cr_assert_eq(system(cmd), 0);
-    char *text = tgh_read_file(out, NULL);
-    cr_assert(text && strstr(text, "max_concurrent_calls is shared across hosts"),
+    cr_assert_eq(tgh_check_config(json, &text), 0);
+    cr_assert(strstr(text, "max_concurrent_calls is shared across hosts"),
               "check does not say the concurrency is shared:\n%s", text);
     cr_assert(strstr(text, "shared: agents.a max_concurrent_calls (slots leased for 4s"),
               "check does not list the shared slots under the store:\n%s", text);
     cr_assert(strstr(text, "answers (ping"), "the store was not pinged:\n%s", text);
     free(text);
-    snprintf(json, sizeof json,
-             "{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"],\"execution_limits\":"
-             "{\"concurrency_scope\":\"shared\"}}]}\n");
-    cr_assert_eq(tgh_write_file(cfg, json), 0);
-    cr_assert_neq(system(cmd), 0, "check accepted shared concurrency without a store");
-    text = tgh_read_file(out, NULL);
-    cr_assert(text && strstr(text, "agents[0].execution_limits.concurrency_scope: \"shared\" needs "
-                                   "a shared store"),
+    cr_assert_neq(tgh_check_config("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"],"
+                                   "\"execution_limits\":{\"concurrency_scope\":\"shared\"}}]}\n",
+                                   &text),
+                  0, "check accepted shared concurrency without a store");
+    cr_assert(strstr(text, "agents[0].execution_limits.concurrency_scope: \"shared\" needs "
+                           "a shared store"),
               "no path-qualified refusal:\n%s", text);
     free(text);
     /* a tool cannot have its own shared slots */
@@ -483,10 +444,8 @@ Test(shared_conc, check_shows_shared_concurrency_and_refuses_it_without_a_store)
              "{\"store\":{\"kind\":\"redis\",\"url\":\"%s\"},\"agents\":[{\"id\":\"a\","
              "\"command\":[\"/bin/true\"],\"tools\":{\"web\":{\"concurrency_scope\":\"shared\"}}}]}\n",
              R.url);
-    cr_assert_eq(tgh_write_file(cfg, json), 0);
-    cr_assert_neq(system(cmd), 0);
-    text = tgh_read_file(out, NULL);
-    cr_assert(text && strstr(text, "agents[0].tools.web.concurrency_scope: \"shared\" is per agent"),
+    cr_assert_neq(tgh_check_config(json, &text), 0);
+    cr_assert(strstr(text, "agents[0].tools.web.concurrency_scope: \"shared\" is per agent"),
               "a tool's shared scope was not refused:\n%s", text);
     free(text);
 }

@@ -226,7 +226,7 @@ Test(store_lease, redis_steady_load_is_mostly_local)
 Test(store_lease, store_failure_applies_the_policy)
 {
     rig_t g = {0};
-    snprintf(g.srv.url, sizeof g.srv.url, "redis://127.0.0.1:%d/0", pick_port());
+    snprintf(g.srv.url, sizeof g.srv.url, "redis://127.0.0.1:%d/0", tgh_free_port());
     fast_failover(&g, TG_STORE_POLICY_LOCAL);
     g.o.instances = 2;
     rig_open(&g);

@@ -458,7 +458,7 @@ Test(store_redis, crashed_redis_policy_closed)
 Test(store_redis, unreachable_at_start_never_waits)
 {
     rig_t g = {0};
-    snprintf(g.srv.url, sizeof g.srv.url, "redis://127.0.0.1:%d/0", pick_port());
+    snprintf(g.srv.url, sizeof g.srv.url, "redis://127.0.0.1:%d/0", tgh_free_port());
     fast_failover(&g, TG_STORE_POLICY_CLOSED);
     rig_open(&g);
     slot_t s;
@@ -974,7 +974,7 @@ Test(store_redis, stalled_redis_slots_policy_closed)
 Test(store_redis, slots_without_redis_and_while_closing)
 {
     rig_t g = {0};
-    snprintf(g.srv.url, sizeof g.srv.url, "redis://127.0.0.1:%d/0", pick_port());
+    snprintf(g.srv.url, sizeof g.srv.url, "redis://127.0.0.1:%d/0", tgh_free_port());
     g.o.on_store_error = TG_STORE_POLICY_OPEN;
     rig_open(&g);
     held_t h;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "tests/tg_harness.h"
 
 #define TS_EXAMPLE 1795646901123LL /* 2026-11-25T22:48:21.123Z */
 #define MAXF 64
@@ -680,26 +681,11 @@ Test(verify, too_many_instances_is_an_error_not_a_crash)
 
 /* ---- CLI ------------------------------------------------------------------ */
 
-static char tmpdir[64];
-
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tg-verify-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tree(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(verify_cli, .init = make_tmpdir, .fini = remove_tree);
+TestSuite(verify_cli, .init = tgh_tmp_init, .fini = tgh_cleanup);
 
 static void write_file(const char *name, const text_t *t, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/%s", tmpdir, name);
+    tgh_tmp_path(path, cap, name);
     FILE *f = fopen(path, "wb");
     cr_assert_not_null(f);
     cr_assert_eq(fwrite(t->b, 1, t->n, f), t->n);
@@ -716,8 +702,8 @@ static char W_VERIFY[] = "verify", W_QUIET[] = "--quiet", W_BOGUS[] = "--bogus",
 static int cli(char *err, size_t errcap, int argc, char **argv)
 {
     char opath[128], epath[128];
-    snprintf(opath, sizeof(opath), "%s/.out", tmpdir);
-    snprintf(epath, sizeof(epath), "%s/.err", tmpdir);
+    tgh_tmp_path(opath, sizeof opath, ".out");
+    tgh_tmp_path(epath, sizeof epath, ".err");
     fflush(stdout);
     fflush(stderr);
     int so = dup(1), se = dup(2);
@@ -835,7 +821,7 @@ Test(verify_cli, usage_and_io_errors_exit_2)
 
     add(&t, "host-a", 1);
     write_file("audit.jsonl", &t, p, sizeof(p));
-    snprintf(missing, sizeof(missing), "%s/nope.jsonl", tmpdir);
+    tgh_tmp_path(missing, sizeof missing, "nope.jsonl");
 
     char *none[] = {W_VERIFY};
     cr_assert_eq(cli(err, sizeof(err), 1, none), 2);
@@ -861,7 +847,7 @@ Test(verify_cli, usage_and_io_errors_exit_2)
     cr_assert_str_eq(err, want);
     cr_assert_eq(strncmp(out, "host-a: ok", 10), 0, "%s", out);
 
-    char *dir[] = {W_VERIFY, tmpdir};
+    char *dir[] = {W_VERIFY, tgh_tmp};
     cr_assert_eq(cli(err, sizeof(err), 2, dir), 2);
     cr_assert_not_null(strstr(err, strerror(EISDIR)), "%s", err);
 

@@ -17,7 +17,9 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
-#include "tg_harness.h"
+#include "tests/mcp_client.h"
+#include "tests/tg_harness.h"
+#include "tests/tg_shim.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -97,14 +99,27 @@ static tg_contain_req_t ws_req(const char *ws, uint64_t disk, tg_workspace_backe
     return q;
 }
 
-static pid_t dead_pid(void)
+/* A best-effort rlimit context in <c>, and in it the instance <name>
+ * with the workspace <ws> holding <disk> bytes by backend <b>. */
+static tg_contain_inst_t *ws_create(tg_contain_t *c, const char *name, const char *ws,
+                                    uint64_t disk, tg_workspace_backend_t b)
 {
-    pid_t p = fork();
-    cr_assert_geq(p, 0);
-    if (p == 0)
-        _exit(0);
-    waitpid(p, NULL, 0);
-    return p;
+    rl_ctx(c, TG_CONTAIN_BEST_EFFORT, false);
+    tg_contain_req_t q = ws_req(ws, disk, b);
+    tg_contain_inst_t *ci = NULL;
+    tg_cfg_err_t err = {{0}};
+    cr_assert_eq(tg_contain_create(c, name, &q, &ci, &err), 0, "%s", err.msg);
+    return ci;
+}
+
+/* Destroy <ci>, whose workspace directory must go with it, and <c>. */
+static void ws_destroy(tg_contain_t *c, tg_contain_inst_t *ci)
+{
+    char dir[TGH_PATH * 2];
+    snprintf(dir, sizeof dir, "%s", ci->ws_dir);
+    cr_assert_eq(tg_contain_destroy(ci), 0);
+    cr_expect_not(exists(dir), "%s was left behind", dir);
+    tg_contain_fini(c);
 }
 
 /* ---- config ------------------------------------------------------------ */
@@ -225,11 +240,8 @@ Test(workspace, scan_counts_blocks_ignores_symlinks_and_cleans_up)
     write_bytes(p, 3 * MiB);
 
     tg_contain_t c;
-    rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
-    tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_AUTO); /* auto: no tmpfs probed */
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "agent", &q, &ci, &err), 0, "%s", err.msg);
+    /* auto: no tmpfs probed */
+    tg_contain_inst_t *ci = ws_create(&c, "agent", ws, 1 * MiB, TG_WORKSPACE_AUTO);
     char buf[2048];
     cr_assert_gt(tg_enforced_json(&ci->enforced, buf, sizeof buf), 0);
     cr_assert_str_eq(buf, "{\"disk\":{\"requested\":1048576,\"applied\":true,\"backend\":\"scan\","
@@ -300,11 +312,7 @@ Test(workspace, scan_resumes_a_big_tree_across_samples)
     cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     snprintf(ws, sizeof ws, "%s/ws", dir);
     tg_contain_t c;
-    rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
-    tg_contain_req_t q = ws_req(ws, 1024 * MiB, TG_WORKSPACE_SCAN);
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "big", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = ws_create(&c, "big", ws, 1024 * MiB, TG_WORKSPACE_SCAN);
     /* 4200 files of one 4 KiB block each: more than one sample's budget. */
     enum { NFILES = 4200 };
     static char block[4096];
@@ -329,11 +337,7 @@ Test(workspace, scan_resumes_a_big_tree_across_samples)
     /* The second completes the walk: the data plus the directory's blocks. */
     cr_expect_geq(s2.disk_bytes, data, "%" PRIu64, s2.disk_bytes);
     cr_expect_leq(s2.disk_bytes, data + 1 * MiB, "%" PRIu64, s2.disk_bytes);
-    char want[TGH_PATH * 2];
-    snprintf(want, sizeof want, "%s", ci->ws_dir);
-    cr_assert_eq(tg_contain_destroy(ci), 0);
-    cr_expect_not(exists(want));
-    tg_contain_fini(&c);
+    ws_destroy(&c, ci);
 }
 
 Test(workspace, scan_walks_and_removes_a_deep_tree)
@@ -342,11 +346,7 @@ Test(workspace, scan_walks_and_removes_a_deep_tree)
     cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     snprintf(ws, sizeof ws, "%s/ws", dir);
     tg_contain_t c;
-    rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
-    tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_SCAN);
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "deep", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = ws_create(&c, "deep", ws, 1 * MiB, TG_WORKSPACE_SCAN);
     /* 300 levels, deeper than a path string could name in a few of them,
      * built with *at() calls; 2 MiB at the bottom. */
     int fd = open(ci->ws_dir, O_RDONLY | O_DIRECTORY);
@@ -368,11 +368,7 @@ Test(workspace, scan_walks_and_removes_a_deep_tree)
     tg_contain_sample(ci, &s);
     cr_expect_geq(s.disk_bytes, 2 * MiB, "%" PRIu64, s.disk_bytes);
     cr_expect_eq(tg_contain_judge(ci, NULL, &s).kind, TG_VERDICT_DISK_OVER);
-    char want[TGH_PATH * 2];
-    snprintf(want, sizeof want, "%s", ci->ws_dir);
-    cr_assert_eq(tg_contain_destroy(ci), 0);
-    cr_expect_not(exists(want));
-    tg_contain_fini(&c);
+    ws_destroy(&c, ci);
 }
 
 Test(workspace, scan_sweeps_what_dead_toolgates_left)
@@ -381,7 +377,7 @@ Test(workspace, scan_sweeps_what_dead_toolgates_left)
     cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     snprintf(ws, sizeof ws, "%s/ws", dir);
     cr_assert_eq(mkdir(ws, 0700), 0);
-    pid_t dead = dead_pid();
+    pid_t dead = tgh_dead_pid();
     char orphan[TGH_PATH * 2], live[TGH_PATH * 2], other[TGH_PATH * 2];
     snprintf(orphan, sizeof orphan, "%s/tg-%ld-a-3", ws, (long)dead);
     snprintf(live, sizeof live, "%s/tg-1-a-1", ws); /* pid 1 is alive */
@@ -395,11 +391,7 @@ Test(workspace, scan_sweeps_what_dead_toolgates_left)
     write_bytes(other, 1 * KiB);
 
     tg_contain_t c;
-    rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
-    tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_SCAN);
-    tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
-    cr_assert_eq(tg_contain_create(&c, "a", &q, &ci, &err), 0, "%s", err.msg);
+    tg_contain_inst_t *ci = ws_create(&c, "a", ws, 1 * MiB, TG_WORKSPACE_SCAN);
     cr_expect_not(exists(orphan), "the dead toolgate's directory is still there");
     cr_expect(exists(live), "a live toolgate's directory was removed");
     cr_expect(exists(other), "a file that is not toolgate's was removed");
@@ -517,39 +509,6 @@ Test(workspace, scan_keeps_the_workspace_itself_out_of_the_agent_users_reach)
 
 /* ---- tmpfs through the exec shim --------------------------------------- */
 
-typedef struct run {
-    int status;
-    char out[8192];
-} run_t;
-
-/* Run the shim for <pl> with <argv> in a forked child, as the router
- * does; stdout collected, up to 20 s. */
-static void run_shim(const tg_contain_place_t *pl, char *const argv[], run_t *r)
-{
-    memset(r, 0, sizeof *r);
-    char **sv = NULL;
-    cr_assert_eq(tg_shim_argv_build("/proc/self/exe", pl, NULL, argv, &sv), 0);
-    int sc = 0;
-    while (sv[sc])
-        sc++;
-    int po[2];
-    cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(po[1], 1);
-        _exit(tg_shim_main(sc - 1, sv + 1));
-    }
-    tg_shim_argv_free(sv);
-    close(po[1]);
-    size_t len = 0;
-    for (ssize_t k; (k = read(po[0], r->out + len, sizeof r->out - 1 - len)) > 0;)
-        len += (size_t)k;
-    r->out[len] = '\0';
-    close(po[0]);
-    cr_assert_eq(waitpid(pid, &r->status, 0), pid);
-}
-
 static void need_tmpfs(const tg_contain_t *c)
 {
     if (!c->caps.tmpfs)
@@ -600,8 +559,8 @@ Test(workspace, tmpfs_holds_the_size_and_hides_the_files)
      * files stop at ENOSPC after exactly 1 MiB (each file is well under
      * RLIMIT_FSIZE: the total is what binds). */
     char *status[] = {(char *)HOG, (char *)"status", NULL};
-    run_t r;
-    run_shim(&pl, status, &r);
+    shim_run_t r;
+    shim_run(&pl, status, false, 20000, &r);
     cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %d: %s", r.status, r.out);
     snprintf(out, sizeof out, "cwd=%s\n", ws);
     cr_expect(strstr(r.out, out) != NULL, "%s", r.out);
@@ -609,7 +568,7 @@ Test(workspace, tmpfs_holds_the_size_and_hides_the_files)
     cr_expect(strstr(r.out, "cwd_fs_bytes=1048576\n") != NULL, "%s", r.out);
     char *fill[] = {(char *)HOG,       (char *)"fill",   (char *)".",
                     (char *)"2097152", (char *)"262144", NULL};
-    run_shim(&pl, fill, &r);
+    shim_run(&pl, fill, false, 20000, &r);
     cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 5, "status %d", r.status);
     cr_expect_str_eq(r.out, "ENOSPC at 1048576\n");
     /* The host's directory never saw the files; the tmpfs is gone. */
@@ -641,7 +600,7 @@ Test(workspace, a_dropped_user_writes_its_workspace_and_nothing_beside_it)
     q.uid = q.gid = 65534;
     tg_contain_inst_t *ci = NULL;
     tg_cfg_err_t err = {{0}};
-    run_t r;
+    shim_run_t r;
     if (c.caps.tmpfs) {
         cr_assert_eq(tg_contain_create(&c, "u", &q, &ci, &err), 0, "%s", err.msg);
         cr_assert(ci->enforced.r[TG_RES_DISK].applied, "%s", ci->enforced.r[TG_RES_DISK].reason);
@@ -649,7 +608,7 @@ Test(workspace, a_dropped_user_writes_its_workspace_and_nothing_beside_it)
         tg_contain_place(ci, &pl);
         char *fill[] = {hog, (char *)"fill", (char *)".", (char *)"2097152", (char *)"262144",
                         NULL};
-        run_shim(&pl, fill, &r);
+        shim_run(&pl, fill, false, 20000, &r);
         cr_expect_str_eq(r.out, "ENOSPC at 1048576\n");
         tg_contain_destroy(ci);
     } else {
@@ -661,10 +620,10 @@ Test(workspace, a_dropped_user_writes_its_workspace_and_nothing_beside_it)
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
     char *mine[] = {hog, (char *)"fill", (char *)".", (char *)"131072", (char *)"65536", NULL};
-    run_shim(&pl, mine, &r);
+    shim_run(&pl, mine, false, 20000, &r);
     cr_expect_str_eq(r.out, "wrote 131072\n");
     char *beside[] = {hog, (char *)"fill", (char *)"..", (char *)"4096", (char *)"4096", NULL};
-    run_shim(&pl, beside, &r);
+    shim_run(&pl, beside, false, 20000, &r);
     cr_expect_str_eq(r.out, "EACCES at 0\n");
     snprintf(out, sizeof out, "%s/fill-0", ci->ws_dir);
     struct stat st;
@@ -722,30 +681,17 @@ Test(workspace, check_predicts_the_disk_row)
  * workspace and the 1 MiB disk (the fixture agent started through
  * `tg_hog bgfill`, which fills its cwd after <delay_ms>), and "other", a
  * plain fixture agent. */
-typedef struct serve2 {
-    char dir[TGH_PATH];
-    char ws[TGH_PATH + 8];
-    char report[TGH_PATH + 16];
-    char cfg[TGH_PATH + 16];
-    char audit[TGH_PATH + 16];
-    char err[TGH_PATH + 16];
-    char sock_ws[TGH_PATH + 16];
-    char sock_other[TGH_PATH + 16];
-    tgh_proc_t tg;
-} serve2_t;
-
-static serve2_t S;
+static tgh_serve_t S;                  /* S.sock is the "ws" agent's listener */
+static char S_sock_other[TGH_PATH + 16]; /* the "other" agent's listener */
+static char S_ws[TGH_PATH + 8];          /* the workspace */
+static char S_report[TGH_PATH + 16];     /* the fill's result line */
 
 static void serve2_start(const char *backend, unsigned delay_ms)
 {
-    cr_assert_eq(tgh_mkdtemp(S.dir, sizeof S.dir), 0);
-    snprintf(S.ws, sizeof S.ws, "%s/ws", S.dir);
-    snprintf(S.report, sizeof S.report, "%s/fill.txt", S.dir);
-    snprintf(S.cfg, sizeof S.cfg, "%s/tg.json", S.dir);
-    snprintf(S.audit, sizeof S.audit, "%s/audit.jsonl", S.dir);
-    snprintf(S.err, sizeof S.err, "%s/stderr.txt", S.dir);
-    snprintf(S.sock_ws, sizeof S.sock_ws, "%s/ws.sock", S.dir);
-    snprintf(S.sock_other, sizeof S.sock_other, "%s/o.sock", S.dir);
+    cr_assert_eq(tgh_serve_prepare(&S, "ws"), 0);
+    snprintf(S_ws, sizeof S_ws, "%s/ws", S.dir);
+    snprintf(S_report, sizeof S_report, "%s/fill.txt", S.dir);
+    snprintf(S_sock_other, sizeof S_sock_other, "%s/o.sock", S.dir);
     char json[8192];
     int n = snprintf(
         json, sizeof json,
@@ -759,47 +705,10 @@ static void serve2_start(const char *backend, unsigned delay_ms)
         " \"command\": [\"%s\", \"bgfill\", \"%u\", \".\", \"2097152\", \"262144\", \"%s\", \"--\","
         " \"%s\", \"--log\", \"%s/ws.log\"]},\n"
         "  {\"id\": \"other\", \"command\": [\"%s\", \"--log\", \"%s/other.log\"]}]}\n",
-        S.sock_ws, S.sock_other, S.audit, backend, S.ws, HOG, delay_ms, S.report, FIXTURE, S.dir,
+        S.sock, S_sock_other, S.audit, backend, S_ws, HOG, delay_ms, S_report, FIXTURE, S.dir,
         FIXTURE, S.dir);
     cr_assert_lt((size_t)n, sizeof json);
-    cr_assert_eq(tgh_write_file(S.cfg, json), 0);
-    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", S.cfg, NULL};
-    cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
-    if (tgh_log_wait(S.err, "toolgate: serving", 1, 5000) < 1) {
-        char *e = tgh_read_file(S.err, NULL);
-        cr_assert_fail("toolgate serve did not start: %s", e ? e : "");
-    }
-}
-
-static void s_connect(tgh_proc_t *c, const char *path)
-{
-    memset(c, 0, sizeof *c);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    cr_assert_lt(strlen(path), sizeof sa.sun_path);
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0, "connect %s", path);
-    c->in_fd = fd;
-    c->out_fd = dup(fd);
-}
-
-static void s_close(tgh_proc_t *c)
-{
-    close(c->in_fd);
-    close(c->out_fd);
-    free(c->rbuf);
-    memset(c, 0, sizeof *c);
-}
-
-static void s_init(tgh_proc_t *c)
-{
-    tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
-                 "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
-                 "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
-    json_t *r = tgh_await_int(c, 0, 10000, NULL);
-    cr_assert(r != NULL && json_object_get(r, "result") != NULL, "initialize failed");
-    json_decref(r);
-    tgh_sendf(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    tgh_serve_start(&S, json, NULL, 5000);
 }
 
 /* An echo through <c> answers with <text>. */
@@ -807,14 +716,7 @@ static void s_echo_ok(tgh_proc_t *c, json_int_t id, const char *text)
 {
     char args[128];
     snprintf(args, sizeof args, "{\"text\":\"%s\"}", text);
-    tgh_call(c, id, "echo", args);
-    json_t *r = tgh_await_int(c, id, 10000, NULL);
-    cr_assert_not_null(r, "no answer to echo %s", text);
-    json_t *content = json_object_get(json_object_get(r, "result"), "content");
-    const char *got = json_string_value(json_object_get(json_array_get(content, 0), "text"));
-    cr_assert(got && strcmp(got, text) == 0, "echo %s answered %s", text,
-              json_dumps(r, JSON_COMPACT));
-    json_decref(r);
+    mcp_call_text(c, id, "echo", args, text, 10000);
 }
 
 /* The audit events named <name>, in order, as a new array. */
@@ -854,7 +756,7 @@ static char *wait_report(int timeout_ms)
 {
     uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
     for (;;) {
-        char *t = tgh_read_file(S.report, NULL);
+        char *t = tgh_read_file(S_report, NULL);
         if ((t && strchr(t, '\n')) || tgh_left(deadline) == 0)
             return t;
         free(t);
@@ -864,9 +766,7 @@ static char *wait_report(int timeout_ms)
 
 static void s_stop(void)
 {
-    kill(S.tg.pid, SIGTERM);
-    cr_assert_eq(tgh_wait(&S.tg, 15000), 0, "toolgate serve did not stop on SIGTERM");
-    cr_expect_eq(tgh_exit_code(&S.tg), 0);
+    tgh_serve_stop(&S, 15000);
 }
 
 Test(workspace, it_tmpfs_quota_holds_while_toolgate_and_a_second_agent_answer, .timeout = 90)
@@ -880,18 +780,18 @@ Test(workspace, it_tmpfs_quota_holds_while_toolgate_and_a_second_agent_answer, .
         cr_skip_test("no private mount namespace with tmpfs here: %s", caps.tmpfs_why);
     serve2_start("tmpfs", 0);
     tgh_proc_t a, b;
-    s_connect(&a, S.sock_ws);
-    s_init(&a);
+    mcp_connect(&a, S.sock);
+    mcp_init_ok(&a, 10000);
     char *rep = wait_report(10000);
     cr_assert_not_null(rep, "the agent never reported its fill");
     cr_expect_str_eq(rep, "ENOSPC at 1048576\n");
     free(rep);
     /* The files are in the agent's tmpfs only. */
-    cr_expect_eq(count_entries(S.ws), 0, "the workspace's files reached the host");
+    cr_expect_eq(count_entries(S_ws), 0, "the workspace's files reached the host");
     /* The agent that filled its disk, a second agent and toolgate answer. */
     s_echo_ok(&a, 1, "still-here");
-    s_connect(&b, S.sock_other);
-    s_init(&b);
+    mcp_connect(&b, S_sock_other);
+    mcp_init_ok(&b, 10000);
     s_echo_ok(&b, 1, "other-fine");
     /* The monitor sees the tmpfs full: limit.warning names the workspace. */
     json_t *warn = wait_event("limit.warning", 8000);
@@ -925,8 +825,8 @@ Test(workspace, it_tmpfs_quota_holds_while_toolgate_and_a_second_agent_answer, .
     json_t *killed = audit_events("agent.killed");
     cr_expect_eq(json_array_size(killed), 0, "an agent was killed: the kernel holds a tmpfs");
     json_decref(killed);
-    s_close(&a);
-    s_close(&b);
+    tgh_conn_close(&a);
+    tgh_conn_close(&b);
     s_stop();
 }
 
@@ -934,11 +834,11 @@ Test(workspace, it_scan_kills_past_the_limit_and_names_disk, .timeout = 90)
 {
     serve2_start("scan", 1500);
     tgh_proc_t a, b;
-    s_connect(&a, S.sock_ws);
-    s_init(&a);
+    mcp_connect(&a, S.sock);
+    mcp_init_ok(&a, 10000);
     /* In flight when the fill lands: it must fail naming disk. */
-    tgh_call(&a, 1, "sleep", "{\"ms\":30000}");
-    json_t *r = tgh_await_int(&a, 1, 15000, NULL);
+    mcp_call(&a, 1, "sleep", "{\"ms\":30000}");
+    json_t *r = mcp_await_int(&a, 1, 15000, NULL);
     cr_assert_not_null(r, "the call outlived the disk overflow");
     char *s = json_dumps(r, JSON_COMPACT);
     json_t *e = json_object_get(r, "error");
@@ -964,19 +864,19 @@ Test(workspace, it_scan_kills_past_the_limit_and_names_disk, .timeout = 90)
                      "disk");
     json_decref(killed);
     uint64_t deadline = tgh_now_ms() + 5000;
-    while (count_entries(S.ws) != 0 && tgh_left(deadline) > 0)
+    while (count_entries(S_ws) != 0 && tgh_left(deadline) > 0)
         tgh_sleep_ms(50);
-    cr_expect_eq(count_entries(S.ws), 0, "the killed instance's directory was left");
+    cr_expect_eq(count_entries(S_ws), 0, "the killed instance's directory was left");
     /* Toolgate and the second agent are unaffected. */
-    s_connect(&b, S.sock_other);
-    s_init(&b);
+    mcp_connect(&b, S_sock_other);
+    mcp_init_ok(&b, 10000);
     s_echo_ok(&b, 1, "other-fine");
     json_t *started = audit_events("agent.started");
     json_t *disk = json_object_get(json_object_get(json_array_get(started, 0), "enforced"), "disk");
     cr_expect_str_eq(json_string_value(json_object_get(disk, "backend")), "scan");
     json_decref(started);
-    s_close(&a);
-    s_close(&b);
+    tgh_conn_close(&a);
+    tgh_conn_close(&b);
     s_stop();
 }
 
@@ -1045,9 +945,7 @@ Test(workspace, it_required_needs_a_workspace_and_check_shows_the_row, .timeout 
     const char *const no_ws[] = {"--limit", "containment=required", "--limit", "disk=1Mi", NULL};
     const char *const agent_args[] = {"--log", w.log, NULL};
     cr_assert_eq(tgh_wrap_exec(&w, no_ws, FIXTURE, agent_args, NULL), 0);
-    tgh_sendf(&w.tg, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
-                     "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
-                     "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
+    tgh_sendf(&w.tg, MCP_INITIALIZE);
     tgh_close_stdin(&w.tg);
     cr_assert_eq(tgh_wait(&w.tg, 15000), 0, "wrap did not exit");
     cr_expect_neq(tgh_exit_code(&w.tg), 0);
@@ -1068,10 +966,7 @@ Test(workspace, it_required_needs_a_workspace_and_check_shows_the_row, .timeout 
         "--limit", "workspace_backend=scan", NULL};
     const char *const agent_args2[] = {"--log", w2.log, NULL};
     cr_assert_eq(tgh_wrap_exec(&w2, with_ws, FIXTURE, agent_args2, NULL), 0);
-    tgh_sendf(&w2.tg, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
-                      "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
-                      "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
-    json_t *r = tgh_await_int(&w2.tg, 0, 10000, NULL);
+    json_t *r = mcp_initialize(&w2.tg, 10000);
     cr_assert(r && json_object_get(r, "result"), "the agent did not start with a workspace");
     json_decref(r);
     tgh_close_stdin(&w2.tg);

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "tests/mcp_client.h"
 #include "tests/tg_harness.h"
 
 #define IT_AGENT "tg_fixture_agent"
@@ -39,44 +40,24 @@ static void it_start(const char *const *tg_args, const char *const *agent_args,
     cr_assert_eq(rc, 0, "cannot start %s: %s", TG_BIN, strerror(-rc));
 }
 
-/* The response to <id>, failing the test when none comes in time. */
-static json_t *it_await_id(const json_t *id, int timeout_ms, json_t *others)
-{
-    json_t *r = tgh_await(&W.tg, id, timeout_ms, others);
-    if (!r) {
-        char *idtext = json_dumps(id, JSON_ENCODE_ANY);
-        cr_assert_fail("no response to id %s within %d ms%s", idtext ? idtext : "?", timeout_ms,
-                       W.tg.out_eof ? " (toolgate closed its stdout)" : "");
-    }
-    return r;
-}
-
 /* The response to <id>: taken from <others> (messages read earlier) when it
  * is there, else awaited. */
 static json_t *it_take(json_t *others, const json_t *id, int timeout_ms)
 {
     for (size_t i = 0; i < json_array_size(others); i++) {
         json_t *m = json_array_get(others, i);
-        if (tgh_is_response_to(m, id)) {
+        if (mcp_is_response_to(m, id)) {
             json_incref(m);
             json_array_remove(others, i);
             return m;
         }
     }
-    return it_await_id(id, timeout_ms, others);
-}
-
-static json_t *it_await(json_int_t id, int timeout_ms)
-{
-    json_t *jid = json_integer(id);
-    json_t *r = it_await_id(jid, timeout_ms, NULL);
-    json_decref(jid);
-    return r;
+    return mcp_expect(&W.tg, id, timeout_ms, others);
 }
 
 static void it_call(json_int_t id, const char *tool, const char *args)
 {
-    int rc = tgh_call(&W.tg, id, tool, args);
+    int rc = mcp_call(&W.tg, id, tool, args);
     cr_assert_eq(rc, 0, "sending call %lld: %s", (long long)id, strerror(-rc));
 }
 
@@ -92,58 +73,11 @@ static void it_send(const char *line)
 static size_t it_batch_call(char *batch, size_t cap, size_t off, int id, const char *tool,
                             const char *args, int timeout_ms)
 {
-    char meta[64] = "";
+    char jid[16], meta[48] = "";
+    snprintf(jid, sizeof jid, "%d", id);
     if (timeout_ms > 0)
-        snprintf(meta, sizeof meta, ",\"_meta\":{\"timeout_ms\":%d}", timeout_ms);
-    int n = snprintf(batch + off, cap - off,
-                     "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
-                     "\"params\":{\"name\":\"%s\",\"arguments\":%s%s}}\n",
-                     id, tool, args, meta);
-    cr_assert(n > 0 && (size_t)n < cap - off, "batch buffer too small");
-    return off + (size_t)n;
-}
-
-/* Compact JSON of <v> for assertion messages, cut to 1000 bytes: criterion
- * carries messages to its runner over a pipe protocol that stalls on
- * megabyte-sized ones. */
-static char *it_dump(const json_t *v)
-{
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (!s)
-        return strdup("?");
-    if (strlen(s) > 1000)
-        memcpy(s + 990, "...(cut)", 9);
-    return s;
-}
-
-/* Result text of a successful tool call (content[0].text). */
-static void it_assert_text(json_t *resp, const char *text)
-{
-    char *s = it_dump(resp);
-    json_t *result = json_object_get(resp, "result");
-    cr_assert_not_null(result, "expected a result, got %s", s);
-    const char *got = json_string_value(
-        json_object_get(json_array_get(json_object_get(result, "content"), 0), "text"));
-    cr_assert_not_null(got, "no content[0].text in %s", s);
-    cr_assert_str_eq(got, text, "result text of %s", s);
-    free(s);
-}
-
-/* Assert <resp> is a denial with JSON-RPC code <code> and data.code
- * <name>; returns its data object (borrowed from <resp>). */
-static json_t *it_assert_denial(json_t *resp, int code, const char *name)
-{
-    char *s = it_dump(resp);
-    json_t *err = json_object_get(resp, "error");
-    cr_assert_not_null(err, "expected an error, got %s", s);
-    cr_assert_eq(json_integer_value(json_object_get(err, "code")), code, "error code in %s", s);
-    cr_assert(json_is_string(json_object_get(err, "message")), "message in %s", s);
-    json_t *data = json_object_get(err, "data");
-    cr_assert(json_is_object(data), "error.data in %s", s);
-    cr_assert_str_eq(json_string_value(json_object_get(data, "code")), name, "data.code in %s",
-                     s);
-    free(s);
-    return data;
+        snprintf(meta, sizeof meta, "\"timeout_ms\":%d", timeout_ms);
+    return off + mcp_call_line(batch + off, cap - off, jid, tool, args, meta);
 }
 
 /* True when the serialised <v> contains the canary anywhere. */
@@ -182,7 +116,7 @@ static json_t *it_handshake(void)
 {
     it_send(it_init_line);
     json_t *id = json_string("init");
-    json_t *r = it_await_id(id, 5000, NULL);
+    json_t *r = mcp_expect(&W.tg, id, 5000, NULL);
     json_decref(id);
     json_t *result = json_incref(json_object_get(r, "result"));
     cr_assert_not_null(result, "initialize failed");
@@ -268,6 +202,44 @@ static void it_logged_call(int nth, char *id, size_t cap, const char *tool)
     cr_assert_lt((size_t)snprintf(id, cap, "%s", field), cap, "id too long: %s", field);
 }
 
+/* Send <line> and read the next message, which must come; <why...> is
+ * the printf-style failure message. */
+__attribute__((format(printf, 2, 3))) static json_t *it_answer(const char *line,
+                                                               const char *why, ...)
+{
+    it_send(line);
+    json_t *r = tgh_read_json(&W.tg, 3000, NULL);
+    if (r == NULL) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, why);
+        vsnprintf(msg, sizeof msg, why, ap);
+        va_end(ap);
+        cr_assert_fail("%s", msg);
+    }
+    return r;
+}
+
+/* Prepare the session with <json> as <W.dir>/config.json, its path in
+ * <cfg>. */
+static void it_prepare_config(char *cfg, size_t cap, const char *json)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    snprintf(cfg, cap, "%s/config.json", W.dir);
+    cr_assert_eq(tgh_write_file(cfg, json), 0);
+}
+
+/* An initialized session whose agent runs call 1, a sleep with
+ * <sleep_args>: the agent's pid, once the agent has logged the call. */
+static pid_t it_start_sleeping(const char *sleep_args)
+{
+    it_start_init(NULL);
+    it_call(1, "sleep", sleep_args);
+    char id[64];
+    it_logged_call(0, id, sizeof id, "sleep");
+    return it_agent_pid(0);
+}
+
 /* All of toolgate's stderr; caller frees. */
 static char *it_stderr(void)
 {
@@ -299,13 +271,13 @@ Test(wrap, passthrough_matches_direct)
     json_t *dres[5];
     cr_assert_eq(tgh_sendf(&direct, "%s", it_init_line), 0);
     json_t *jid = json_string("init");
-    json_t *r = tgh_await(&direct, jid, 5000, NULL);
+    json_t *r = mcp_await(&direct, jid, 5000, NULL);
     cr_assert_not_null(r);
     dres[0] = json_incref(json_object_get(r, "result"));
     json_decref(r);
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(tgh_sendf(&direct, "%s", it_script[i]), 0);
-        r = tgh_await_int(&direct, i + 2, 5000, NULL);
+        r = mcp_await_int(&direct, i + 2, 5000, NULL);
         cr_assert_not_null(r);
         dres[i + 1] = r;
     }
@@ -316,8 +288,8 @@ Test(wrap, passthrough_matches_direct)
     json_decref(init);
     for (int i = 0; i < 4; i++) {
         it_send(it_script[i]);
-        r = it_await(i + 2, 5000);
-        char *a = it_dump(r), *b = it_dump(dres[i + 1]);
+        r = mcp_expect_int(&W.tg, i + 2, 5000);
+        char *a = mcp_dump(r), *b = mcp_dump(dres[i + 1]);
         cr_assert(json_equal(r, dres[i + 1]), "line %d: via toolgate %s, direct %s", i, a, b);
         free(a), free(b);
         json_decref(r);
@@ -346,7 +318,7 @@ Test(wrap, ids_restored_and_rewritten)
     const char *texts[3] = {"slept 100", "int", "str"};
     for (int i = 0; i < 3; i++) {
         json_t *r = it_take(others, ids[i], 3000);
-        it_assert_text(r, texts[i]);
+        mcp_assert_text(r, texts[i]);
         json_decref(r);
         json_decref(ids[i]);
     }
@@ -375,12 +347,12 @@ Test(wrap, progress_passthrough)
             "\"progress\",\"arguments\":{},\"_meta\":{\"progressToken\":\"tok-9\"}}}");
     json_t *others = json_array();
     json_t *jid = json_integer(7);
-    json_t *r = it_await_id(jid, 3000, others);
-    it_assert_text(r, "progress done");
+    json_t *r = mcp_expect(&W.tg, jid, 3000, others);
+    mcp_assert_text(r, "progress done");
     cr_assert_eq(json_array_size(others), 2, "expected 2 progress notifications first");
     for (size_t i = 0; i < 2; i++) {
         json_t *n = json_array_get(others, i);
-        char *s = it_dump(n);
+        char *s = mcp_dump(n);
         cr_assert_str_eq(it_str(n, "method"), "notifications/progress", "%s", s);
         json_t *params = json_object_get(n, "params");
         cr_assert_str_eq(it_str(params, "progressToken"), "tok-9", "token changed: %s", s);
@@ -399,21 +371,21 @@ Test(wrap, server_request_roundtrip)
     it_call(8, "ask", NULL);
     json_t *req = tgh_read_json(&W.tg, 3000, NULL);
     cr_assert_not_null(req, "no server-initiated request arrived");
-    char *s = it_dump(req);
+    char *s = mcp_dump(req);
     cr_assert_str_eq(it_str(req, "method"), "sampling/createMessage", "%s", s);
     json_t *sid = json_object_get(req, "id");
     cr_assert_not_null(sid, "server request without id: %s", s);
     cr_assert_eq(it_int(json_object_get(req, "params"), "maxTokens"), 16, "params changed: %s",
                  s);
-    char *sidtext = it_dump(sid);
+    char *sidtext = mcp_dump(sid);
     char line[512];
     snprintf(line, sizeof line,
              "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"role\":\"assistant\",\"content\":{"
              "\"type\":\"text\",\"text\":\"ok\"},\"model\":\"m\"}}",
              sidtext);
     it_send(line);
-    json_t *r = it_await(8, 3000);
-    it_assert_text(r, "got:result");
+    json_t *r = mcp_expect_int(&W.tg, 8, 3000);
+    mcp_assert_text(r, "got:result");
     /* The agent got the answer under the id it chose. */
     cr_assert_eq(tgh_log_wait(W.log, "response \"srv-1\"", 1, 2000), 1);
     json_decref(r);
@@ -427,14 +399,8 @@ Test(wrap, env_passthrough)
     const char *const env[] = {"TG_TEST_VAR=hello", NULL};
     it_start(NULL, NULL, env);
     json_decref(it_handshake());
-    it_call(1, "env", "{\"name\":\"TG_TEST_VAR\"}");
-    json_t *r = it_await(1, 3000);
-    it_assert_text(r, "hello");
-    json_decref(r);
-    it_call(2, "env", "{\"name\":\"TG_TEST_SURELY_UNSET\"}");
-    r = it_await(2, 3000);
-    it_assert_text(r, "(unset)");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "env", "{\"name\":\"TG_TEST_VAR\"}", "hello", 3000);
+    mcp_call_text(&W.tg, 2, "env", "{\"name\":\"TG_TEST_SURELY_UNSET\"}", "(unset)", 3000);
 }
 
 /* ---- rate -------------------------------------------------------------- */
@@ -457,9 +423,9 @@ Test(wrap, rate_agent_sixth_refused)
     for (int i = 0; i < 5; i++) {
         char text[8];
         snprintf(text, sizeof text, "r%d", i + 1);
-        it_assert_text(rs[i].msg, text);
+        mcp_assert_text(rs[i].msg, text);
     }
-    json_t *data = it_assert_denial(rs[5].msg, -32060, "rate_limit_exceeded");
+    json_t *data = mcp_assert_denial(rs[5].msg, -32060, "rate_limit_exceeded");
     json_int_t retry = it_int(data, "retry_after_ms");
     cr_assert(retry >= 1 && retry <= 200, "retry_after_ms %lld", (long long)retry);
     cr_assert_eq(it_int(data, "observed"), 6);
@@ -489,9 +455,9 @@ Test(wrap, rate_tool_scope)
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t rs[8];
     it_collect(rs, 1, 8, tgh_now_ms(), 5000);
-    it_assert_text(rs[0].msg, "e");
-    it_assert_text(rs[1].msg, "e");
-    json_t *data = it_assert_denial(rs[2].msg, -32060, "rate_limit_exceeded");
+    mcp_assert_text(rs[0].msg, "e");
+    mcp_assert_text(rs[1].msg, "e");
+    json_t *data = mcp_assert_denial(rs[2].msg, -32060, "rate_limit_exceeded");
     cr_assert_str_eq(it_str(data, "scope"), "tool");
     cr_assert_str_eq(it_str(data, "config_path"), "agents." IT_AGENT ".tools.echo.rate_limit");
     cr_assert_eq(it_int(data, "observed"), 3);
@@ -499,7 +465,7 @@ Test(wrap, rate_tool_scope)
     json_int_t retry = it_int(data, "retry_after_ms");
     cr_assert(retry >= 1 && retry <= 500, "retry_after_ms %lld", (long long)retry);
     for (int i = 3; i < 8; i++)
-        it_assert_text(rs[i].msg, "(unset)");
+        mcp_assert_text(rs[i].msg, "(unset)");
     it_free_resps(rs, 8);
 }
 
@@ -519,10 +485,10 @@ Test(wrap, concurrency_queue_then_refuse)
     it_resp_t rs[4];
     it_collect(rs, 1, 4, t0, 5000);
     /* Two run at once, one waits in the queue, the fourth is refused now. */
-    it_assert_denial(rs[3].msg, -32061, "concurrency_limit_exceeded");
+    mcp_assert_denial(rs[3].msg, -32061, "concurrency_limit_exceeded");
     cr_assert_lt(rs[3].at_ms, 400, "the refusal took %llu ms", (unsigned long long)rs[3].at_ms);
     for (int i = 0; i < 3; i++)
-        it_assert_text(rs[i].msg, "slept 500");
+        mcp_assert_text(rs[i].msg, "slept 500");
     cr_assert(rs[0].at_ms >= 400 && rs[0].at_ms < 1000, "call 1 at %llu ms",
               (unsigned long long)rs[0].at_ms);
     cr_assert(rs[1].at_ms >= 400 && rs[1].at_ms < 1000, "call 2 at %llu ms",
@@ -545,7 +511,7 @@ Test(wrap, tool_slot_wait_does_not_block_other_tools)
     it_call(3, "echo", "{\"text\":\"now\"}");
     it_resp_t rs[3];
     it_collect(rs, 1, 3, t0, 5000);
-    it_assert_text(rs[2].msg, "now");
+    mcp_assert_text(rs[2].msg, "now");
     cr_assert_lt(rs[2].at_ms, 500, "the echo waited %llu ms behind the sleep tool's queue",
                  (unsigned long long)rs[2].at_ms);
     cr_assert_geq(rs[1].at_ms, 900, "the second sleep ran before the tool's slot was free");
@@ -563,10 +529,10 @@ Test(wrap, queued_call_deadline_refused)
             "\"sleep\",\"arguments\":{\"ms\":10},\"_meta\":{\"timeout_ms\":300}}}");
     it_resp_t rs[2];
     it_collect(rs, 1, 2, t0, 5000);
-    it_assert_denial(rs[1].msg, -32061, "concurrency_limit_exceeded");
+    mcp_assert_denial(rs[1].msg, -32061, "concurrency_limit_exceeded");
     cr_assert(rs[1].at_ms >= 200 && rs[1].at_ms < 1300, "queued deadline refusal at %llu ms",
               (unsigned long long)rs[1].at_ms);
-    it_assert_text(rs[0].msg, "slept 1500");
+    mcp_assert_text(rs[0].msg, "slept 1500");
     it_free_resps(rs, 2);
     cr_assert_eq(tgh_log_count(W.log, "call "), 1, "the expired call reached the agent");
 }
@@ -579,9 +545,9 @@ Test(wrap, timeout_cap_cancels_agent_call)
     it_start_init(args);
     uint64_t t0 = tgh_now_ms();
     it_call(1, "sleep", "{\"ms\":5000}");
-    json_t *r = it_await(1, 3000);
+    json_t *r = mcp_expect_int(&W.tg, 1, 3000);
     uint64_t took = tgh_now_ms() - t0;
-    json_t *data = it_assert_denial(r, -32062, "timeout");
+    json_t *data = mcp_assert_denial(r, -32062, "timeout");
     (void)data;
     cr_assert(took >= 250 && took < 2000, "timeout answered after %llu ms",
               (unsigned long long)took);
@@ -595,10 +561,7 @@ Test(wrap, timeout_cap_cancels_agent_call)
     /* DESIGN "Timeouts": a ping goes with the cancel; its pong frees the slot. */
     cr_assert_geq(tgh_log_wait(W.log, "ping ", 1, 2000), 1, "no ping followed the cancel");
 
-    it_call(2, "echo", "{\"text\":\"after\"}");
-    r = it_await(2, 3000);
-    it_assert_text(r, "after");
-    json_decref(r);
+    mcp_call_text(&W.tg, 2, "echo", "{\"text\":\"after\"}", "after", 3000);
 }
 
 Test(wrap, timeout_from_caller_meta)
@@ -608,9 +571,9 @@ Test(wrap, timeout_from_caller_meta)
     uint64_t t0 = tgh_now_ms();
     it_send("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
             "\"sleep\",\"arguments\":{\"ms\":5000},\"_meta\":{\"timeout_ms\":200}}}");
-    json_t *r = it_await(1, 3000);
+    json_t *r = mcp_expect_int(&W.tg, 1, 3000);
     uint64_t took = tgh_now_ms() - t0;
-    it_assert_denial(r, -32062, "timeout");
+    mcp_assert_denial(r, -32062, "timeout");
     cr_assert(took >= 150 && took < 1500, "timeout answered after %llu ms",
               (unsigned long long)took);
     json_decref(r);
@@ -638,16 +601,16 @@ Test(wrap, mixed_deadlines_each_expire_on_time)
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t rs[17];
     it_collect(rs, 1, 17, t0, 8000);
-    it_assert_denial(rs[3].msg, -32062, "timeout");
+    mcp_assert_denial(rs[3].msg, -32062, "timeout");
     cr_assert(rs[3].at_ms >= 150 && rs[3].at_ms < 1000, "short call 4 answered at %llu ms",
               (unsigned long long)rs[3].at_ms);
-    it_assert_denial(rs[16].msg, -32062, "timeout");
+    mcp_assert_denial(rs[16].msg, -32062, "timeout");
     cr_assert(rs[16].at_ms >= 250 && rs[16].at_ms < 1100, "short call 17 answered at %llu ms",
               (unsigned long long)rs[16].at_ms);
     for (int i = 0; i < 16; i++) {
         if (i == 3)
             continue;
-        it_assert_text(rs[i].msg, "slept 1200");
+        mcp_assert_text(rs[i].msg, "slept 1200");
         cr_assert(rs[i].at_ms >= 1100, "call %d at %llu ms", i + 1,
                   (unsigned long long)rs[i].at_ms);
     }
@@ -679,7 +642,7 @@ Test(wrap, cancelled_call_keeps_only_its_grace)
     it_resp_t early[3];
     it_collect(early, 1, 3, t0, 3000);
     for (int i = 0; i < 3; i++)
-        it_assert_text(early[i].msg, "slept 100");
+        mcp_assert_text(early[i].msg, "slept 100");
     it_free_resps(early, 3);
     it_send("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
             "{\"requestId\":11,\"reason\":\"user\"}}");
@@ -691,7 +654,7 @@ Test(wrap, cancelled_call_keeps_only_its_grace)
     it_resp_t rs[7];
     it_collect(rs, 4, 7, t0, 8000);
     for (int i = 0; i < 7; i++) {
-        it_assert_denial(rs[i].msg, -32064, "agent_unavailable");
+        mcp_assert_denial(rs[i].msg, -32064, "agent_unavailable");
         cr_assert(rs[i].at_ms >= cancelled_at + 2300, "call %d failed at %llu ms (cancel at %llu)",
                   i + 4, (unsigned long long)rs[i].at_ms, (unsigned long long)cancelled_at);
     }
@@ -702,10 +665,7 @@ Test(wrap, late_result_dropped_and_audited)
 {
     const char *const args[] = {"--limit", "max_tool_call_duration=300ms", NULL};
     it_start_init(args);
-    it_call(1, "slow_cancel", "{\"ms\":800}");
-    json_t *r = it_await(1, 3000);
-    it_assert_denial(r, -32062, "timeout");
-    json_decref(r);
+    mcp_call_denied(&W.tg, 1, "slow_cancel", "{\"ms\":800}", -32062, "timeout", 3000);
     /* The agent answers at ~800 ms; the caller must never see it. */
     uint64_t deadline = tgh_now_ms() + 1200;
     json_t *jid = json_integer(1);
@@ -713,16 +673,13 @@ Test(wrap, late_result_dropped_and_audited)
         json_t *m = tgh_read_json(&W.tg, tgh_left(deadline), NULL);
         if (!m)
             continue;
-        char *s = it_dump(m);
-        cr_assert(!tgh_is_response_to(m, jid), "a second answer for id 1: %s", s);
+        char *s = mcp_dump(m);
+        cr_assert(!mcp_is_response_to(m, jid), "a second answer for id 1: %s", s);
         free(s);
         json_decref(m);
     }
     json_decref(jid);
-    it_call(2, "echo", "{\"text\":\"still here\"}");
-    r = it_await(2, 3000);
-    it_assert_text(r, "still here");
-    json_decref(r);
+    mcp_call_text(&W.tg, 2, "echo", "{\"text\":\"still here\"}", "still here", 3000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
     char *audit = tgh_read_file(W.audit, NULL);
     cr_assert_not_null(audit, "no audit file at %s", W.audit);
@@ -761,14 +718,11 @@ Test(wrap, frame_caller_over_cap)
     char *line = it_big_call(77, 1 << 20, "x", &len);
     cr_assert_eq(tgh_send(&W.tg, line, len, 5000), 0);
     free(line);
-    json_t *r = it_await(77, 5000);
-    json_t *data = it_assert_denial(r, -32063, "frame_too_large");
+    json_t *r = mcp_expect_int(&W.tg, 77, 5000);
+    json_t *data = mcp_assert_denial(r, -32063, "frame_too_large");
     cr_assert_eq(it_int(data, "cap"), 65536);
     json_decref(r);
-    it_call(78, "echo", "{\"text\":\"next\"}");
-    r = it_await(78, 3000);
-    it_assert_text(r, "next");
-    json_decref(r);
+    mcp_call_text(&W.tg, 78, "echo", "{\"text\":\"next\"}", "next", 3000);
     cr_assert_eq(tgh_log_count(W.log, "call "), 1, "the over-cap frame reached the agent");
 }
 
@@ -776,22 +730,15 @@ Test(wrap, frame_agent_over_cap)
 {
     const char *const args[] = {"--limit", "max_frame_bytes=64Ki", NULL};
     it_start_init(args);
-    it_call(5, "big", "{\"bytes\":200000}");
-    json_t *r = it_await(5, 5000);
-    it_assert_denial(r, -32063, "frame_too_large");
-    json_decref(r);
+    mcp_call_denied(&W.tg, 5, "big", "{\"bytes\":200000}", -32063, "frame_too_large", 5000);
     /* Under the cap still passes, whole. */
     it_call(6, "big", "{\"bytes\":60000}");
-    r = it_await(6, 5000);
-    const char *text = json_string_value(json_object_get(
-        json_array_get(json_object_get(json_object_get(r, "result"), "content"), 0), "text"));
+    json_t *r = mcp_expect_int(&W.tg, 6, 5000);
+    const char *text = mcp_text_of(r);
     cr_assert_not_null(text);
     cr_assert_eq(strlen(text), 60000);
     json_decref(r);
-    it_call(7, "echo", "{\"text\":\"ok\"}");
-    r = it_await(7, 3000);
-    it_assert_text(r, "ok");
-    json_decref(r);
+    mcp_call_text(&W.tg, 7, "echo", "{\"text\":\"ok\"}", "ok", 3000);
 }
 
 Test(wrap, frame_memory_stays_bounded, .timeout = 30)
@@ -813,13 +760,10 @@ Test(wrap, frame_memory_stays_bounded, .timeout = 30)
                      i);
     cr_assert_eq(tgh_send(&W.tg, "\"}}}\n", 5, 5000), 0);
     free(buf);
-    json_t *r = it_await(99, 10000);
-    it_assert_denial(r, -32063, "frame_too_large");
+    json_t *r = mcp_expect_int(&W.tg, 99, 10000);
+    mcp_assert_denial(r, -32063, "frame_too_large");
     json_decref(r);
-    it_call(100, "echo", "{\"text\":\"alive\"}");
-    r = it_await(100, 3000);
-    it_assert_text(r, "alive");
-    json_decref(r);
+    mcp_call_text(&W.tg, 100, "echo", "{\"text\":\"alive\"}", "alive", 3000);
     long hwm = tgh_proc_status_kb(W.tg.pid, "VmHWM");
     cr_assert_gt(hwm, 0, "cannot read VmHWM of %ld", (long)W.tg.pid);
     const char *asan = getenv("TG_ASAN");
@@ -833,19 +777,14 @@ Test(wrap, frame_memory_stays_bounded, .timeout = 30)
 Test(wrap, parse_error_then_continue)
 {
     it_start_init(NULL);
-    it_send("this is not json {");
-    json_t *r = tgh_read_json(&W.tg, 3000, NULL);
-    cr_assert_not_null(r, "no answer to a non-JSON line");
-    char *s = it_dump(r);
+    json_t *r = it_answer("this is not json {", "no answer to a non-JSON line");
+    char *s = mcp_dump(r);
     cr_assert(json_is_null(json_object_get(r, "id")), "id must be null: %s", s);
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32700,
                  "%s", s);
     free(s);
     json_decref(r);
-    it_call(1, "echo", "{\"text\":\"on\"}");
-    r = it_await(1, 3000);
-    it_assert_text(r, "on");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "echo", "{\"text\":\"on\"}", "on", 3000);
 }
 
 /* Valid JSON that is not a request is -32600, malformed JSON -32700 (even
@@ -857,55 +796,45 @@ Test(wrap, invalid_request_codes_and_unanswerable_call)
     const char *lines[] = {"{\"a\" 1}", "{\"jsonrpc\":\"2.0\",\"id\":3}", "42"};
     const int codes[] = {-32700, -32600, -32600};
     for (int i = 0; i < 3; i++) {
-        it_send(lines[i]);
-        json_t *r = tgh_read_json(&W.tg, 3000, NULL);
-        cr_assert_not_null(r, "no answer to %s", lines[i]);
+        json_t *r = it_answer(lines[i], "no answer to %s", lines[i]);
         cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")),
                      codes[i], "wrong code for %s", lines[i]);
         json_decref(r);
     }
     it_send("{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
             "\"arguments\":{\"text\":\"x\"}}}");
-    it_call(5, "echo", "{\"text\":\"after\"}");
-    json_t *r = it_await(5, 3000);
-    it_assert_text(r, "after");
-    json_decref(r);
+    mcp_call_text(&W.tg, 5, "echo", "{\"text\":\"after\"}", "after", 3000);
     cr_assert_eq(tgh_log_count(W.log, "call "), 1, "a tools/call without id reached the agent");
 }
 
 Test(wrap, batch_with_call_refused)
 {
     it_start_init(NULL);
-    it_send("[{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"tools/call\",\"params\":{\"name\":"
-            "\"echo\",\"arguments\":{\"text\":\"a\"}}}]");
-    json_t *r = tgh_read_json(&W.tg, 3000, NULL);
-    cr_assert_not_null(r, "no answer to a batch holding a call");
-    char *s = it_dump(r);
+    json_t *r = it_answer("[{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"tools/call\",\"params\":"
+                          "{\"name\":\"echo\",\"arguments\":{\"text\":\"a\"}}}]",
+                          "no answer to a batch holding a call");
+    char *s = mcp_dump(r);
     /* A single error, or a batch of errors: either must be -32600. */
     const json_t *e = json_is_array(r) ? json_array_get(r, 0) : r;
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(e, "error"), "code")), -32600,
                  "%s", s);
     free(s);
     json_decref(r);
-    it_call(42, "echo", "{\"text\":\"b\"}");
-    r = it_await(42, 3000);
-    it_assert_text(r, "b");
-    json_decref(r);
+    mcp_call_text(&W.tg, 42, "echo", "{\"text\":\"b\"}", "b", 3000);
     cr_assert_eq(tgh_log_count(W.log, "call "), 1, "the batched call reached the agent");
 }
 
 Test(wrap, batch_without_call_forwarded)
 {
     it_start_init(NULL);
-    it_send("[{\"jsonrpc\":\"2.0\",\"id\":\"b1\",\"method\":\"ping\"},"
-            "{\"jsonrpc\":\"2.0\",\"id\":\"b2\",\"method\":\"tools/list\"}]");
-    json_t *r = tgh_read_json(&W.tg, 3000, NULL);
-    cr_assert_not_null(r, "no answer to a batch without calls");
-    char *s = it_dump(r);
+    json_t *r = it_answer("[{\"jsonrpc\":\"2.0\",\"id\":\"b1\",\"method\":\"ping\"},"
+                          "{\"jsonrpc\":\"2.0\",\"id\":\"b2\",\"method\":\"tools/list\"}]",
+                          "no answer to a batch without calls");
+    char *s = mcp_dump(r);
     cr_assert(json_is_array(r) && json_array_size(r) == 2, "expected a batch of 2: %s", s);
     json_t *b1 = json_string("b1"), *b2 = json_string("b2");
-    cr_assert(tgh_is_response_to(json_array_get(r, 0), b1), "%s", s);
-    cr_assert(tgh_is_response_to(json_array_get(r, 1), b2), "%s", s);
+    cr_assert(mcp_is_response_to(json_array_get(r, 0), b1), "%s", s);
+    cr_assert(mcp_is_response_to(json_array_get(r, 1), b2), "%s", s);
     json_decref(b1), json_decref(b2);
     free(s);
     json_decref(r);
@@ -956,17 +885,13 @@ static json_t *it_find_event(json_t *events, const char *name, size_t nth)
 
 Test(wrap, crash_fails_inflight_and_restarts)
 {
-    it_start_init(NULL);
-    it_call(1, "sleep", "{\"ms\":5000}");
-    char id[64];
-    it_logged_call(0, id, sizeof id, "sleep");
-    pid_t first = it_agent_pid(0);
+    pid_t first = it_start_sleeping("{\"ms\":5000}");
     uint64_t t0 = tgh_now_ms();
     it_call(2, "crash", NULL);
     it_resp_t rs[2];
     it_collect(rs, 1, 2, t0, 3000);
-    it_assert_denial(rs[0].msg, -32064, "agent_unavailable");
-    it_assert_denial(rs[1].msg, -32064, "agent_unavailable");
+    mcp_assert_denial(rs[0].msg, -32064, "agent_unavailable");
+    mcp_assert_denial(rs[1].msg, -32064, "agent_unavailable");
     cr_assert_lt(rs[0].at_ms, 2000, "the pending call was answered after %llu ms",
                  (unsigned long long)rs[0].at_ms);
     it_free_resps(rs, 2);
@@ -977,12 +902,12 @@ Test(wrap, crash_fails_inflight_and_restarts)
     uint64_t deadline = tgh_now_ms() + 4000;
     for (json_int_t k = 100; !ok && tgh_left(deadline) > 0; k++) {
         it_call(k, "echo", "{\"text\":\"back\"}");
-        json_t *r = it_await(k, 2000);
+        json_t *r = mcp_expect_int(&W.tg, k, 2000);
         if (json_object_get(r, "result")) {
-            it_assert_text(r, "back");
+            mcp_assert_text(r, "back");
             ok = true;
         } else {
-            it_assert_denial(r, -32064, "agent_unavailable");
+            mcp_assert_denial(r, -32064, "agent_unavailable");
             tgh_sleep_ms(200);
         }
         json_decref(r);
@@ -1006,12 +931,9 @@ Test(wrap, crash_fails_inflight_and_restarts)
 
 Test(wrap, crash_loop_gives_up)
 {
-    cr_assert_eq(tgh_wrap_prepare(&W), 0);
     char cfg[TGH_PATH + 32];
-    snprintf(cfg, sizeof cfg, "%s/config.json", W.dir);
-    cr_assert_eq(tgh_write_file(cfg, "{\"agents\":[{\"id\":\"x\",\"restart\":{"
-                                     "\"max_restarts\":2,\"window\":\"1m\"}}]}\n"),
-                 0);
+    it_prepare_config(cfg, sizeof cfg, "{\"agents\":[{\"id\":\"x\",\"restart\":{"
+                                     "\"max_restarts\":2,\"window\":\"1m\"}}]}\n");
     const char *const args[] = {"--config", cfg, NULL};
     /* The first instance runs; every restart exits at once. */
     const char *const agent_args[] = {"--log", W.log, "--crash-on-start", "2", NULL};
@@ -1022,7 +944,7 @@ Test(wrap, crash_loop_gives_up)
     json_int_t k = 1;
     while (tgh_wait(&W.tg, 0) != 0) {
         cr_assert(tgh_left(deadline) > 0, "toolgate still runs 8 s into a crash loop");
-        (void)tgh_call(&W.tg, k++, "crash", NULL);
+        (void)mcp_call(&W.tg, k++, "crash", NULL);
         uint64_t pause = tgh_now_ms() + 300;
         while (tgh_left(pause) > 0 && !W.tg.out_eof)
             free(tgh_read_line(&W.tg, tgh_left(pause), NULL));
@@ -1042,14 +964,10 @@ Test(wrap, crash_loop_gives_up)
 
 Test(wrap, caller_eof_drains_then_exits)
 {
-    it_start_init(NULL);
-    it_call(1, "sleep", "{\"ms\":300}");
-    char id[64];
-    it_logged_call(0, id, sizeof id, "sleep");
-    pid_t agent = it_agent_pid(0);
+    pid_t agent = it_start_sleeping("{\"ms\":300}");
     tgh_close_stdin(&W.tg);
-    json_t *r = it_await(1, 3000);
-    it_assert_text(r, "slept 300");
+    json_t *r = mcp_expect_int(&W.tg, 1, 3000);
+    mcp_assert_text(r, "slept 300");
     json_decref(r);
     cr_assert_eq(tgh_wait(&W.tg, 3000), 0, "toolgate did not exit after caller EOF");
     cr_assert_eq(tgh_exit_code(&W.tg), 0);
@@ -1058,23 +976,19 @@ Test(wrap, caller_eof_drains_then_exits)
 
 Test(wrap, sigterm_drains_and_refuses_new)
 {
-    it_start_init(NULL);
-    it_call(1, "sleep", "{\"ms\":800}");
-    char id[64];
-    it_logged_call(0, id, sizeof id, "sleep");
-    pid_t agent = it_agent_pid(0);
+    pid_t agent = it_start_sleeping("{\"ms\":800}");
     cr_assert_eq(kill(W.tg.pid, SIGTERM), 0);
     tgh_sleep_ms(100);
     it_call(2, "echo", "{\"text\":\"late\"}");
     json_t *others = json_array();
     json_t *jid = json_integer(2);
-    json_t *r = it_await_id(jid, 2000, others);
-    it_assert_denial(r, -32068, "shutting_down");
+    json_t *r = mcp_expect(&W.tg, jid, 2000, others);
+    mcp_assert_denial(r, -32068, "shutting_down");
     json_decref(r);
     json_decref(jid);
     jid = json_integer(1);
     r = it_take(others, jid, 3000);
-    it_assert_text(r, "slept 800");
+    mcp_assert_text(r, "slept 800");
     json_decref(r);
     json_decref(jid);
     json_decref(others);
@@ -1128,10 +1042,7 @@ static size_t it_longest_line(const char *text)
 Test(wrap, stderr_flood_is_rate_limited)
 {
     it_start_init(NULL);
-    it_call(1, "stderr", "{\"bytes\":5000000,\"line_len\":100}");
-    json_t *r = it_await(1, 10000);
-    it_assert_text(r, "written");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "stderr", "{\"bytes\":5000000,\"line_len\":100}", "written", 10000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
     uint64_t secs = (tgh_now_ms() - W.started_ms + 999) / 1000;
     size_t len = 0;
@@ -1151,10 +1062,7 @@ Test(wrap, stderr_flood_is_rate_limited)
 Test(wrap, stderr_long_lines_cut)
 {
     it_start_init(NULL);
-    it_call(1, "stderr", "{\"bytes\":60000,\"line_len\":20000}");
-    json_t *r = it_await(1, 5000);
-    it_assert_text(r, "written");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "stderr", "{\"bytes\":60000,\"line_len\":20000}", "written", 5000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
     char *err = tgh_read_file(W.err, NULL);
     cr_assert_not_null(err);
@@ -1181,12 +1089,9 @@ Test(wrap, audit_trail)
     cr_assert_eq(tgh_send(&W.tg, batch, off, 3000), 0);
     it_resp_t rs[3];
     it_collect(rs, 1, 3, tgh_now_ms(), 3000);
-    it_assert_denial(rs[2].msg, -32060, "rate_limit_exceeded");
+    mcp_assert_denial(rs[2].msg, -32060, "rate_limit_exceeded");
     it_free_resps(rs, 3);
-    it_call(4, "sleep", "{\"ms\":3000}");
-    json_t *r = it_await(4, 3000);
-    it_assert_denial(r, -32062, "timeout");
-    json_decref(r);
+    mcp_call_denied(&W.tg, 4, "sleep", "{\"ms\":3000}", -32062, "timeout", 3000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
 
     json_t *events = it_audit_events();
@@ -1220,17 +1125,14 @@ Test(wrap, canary_never_leaks)
 
     /* In arguments and in the result. */
     it_call(1, "echo", "{\"text\":\"" IT_CANARY "\"}");
-    json_t *r = it_await(1, 3000);
-    it_assert_text(r, IT_CANARY);
+    json_t *r = mcp_expect_int(&W.tg, 1, 3000);
+    mcp_assert_text(r, IT_CANARY);
     json_decref(r);
     /* In the agent's environment (inherited from toolgate's). */
-    it_call(2, "env", "{\"name\":\"TG_CANARY_ENV\"}");
-    r = it_await(2, 3000);
-    it_assert_text(r, IT_CANARY);
-    json_decref(r);
+    mcp_call_text(&W.tg, 2, "env", "{\"name\":\"TG_CANARY_ENV\"}", IT_CANARY, 3000);
     /* In agent stderr. */
     it_call(3, "stderr", "{\"text\":\"" IT_CANARY "\",\"bytes\":200,\"line_len\":50}");
-    r = it_await(3, 3000);
+    r = mcp_expect_int(&W.tg, 3, 3000);
     json_decref(r);
     /* In the arguments of refused calls: rate, timeout, frame. */
     it_call(4, "echo", "{\"text\":\"" IT_CANARY "\"}");
@@ -1239,7 +1141,7 @@ Test(wrap, canary_never_leaks)
     it_collect(rs, 4, 2, tgh_now_ms(), 3000);
     int denied = 0;
     for (int i = 0; i < 2; i++) {
-        char *s = it_dump(rs[i].msg);
+        char *s = mcp_dump(rs[i].msg);
         if (json_object_get(rs[i].msg, "error")) {
             denied++;
             cr_assert(!it_has_canary(rs[i].msg), "denial repeats the arguments: %s", s);
@@ -1251,34 +1153,32 @@ Test(wrap, canary_never_leaks)
     it_send("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":"
             "\"sleep\",\"arguments\":{\"ms\":3000,\"note\":\"" IT_CANARY "\"},"
             "\"_meta\":{\"timeout_ms\":100}}}");
-    r = it_await(6, 3000);
-    it_assert_denial(r, -32062, "timeout");
+    r = mcp_expect_int(&W.tg, 6, 3000);
+    mcp_assert_denial(r, -32062, "timeout");
     json_decref(r);
     size_t len;
     char *line = it_big_call(7, 100000, IT_CANARY " ", &len);
     cr_assert_eq(tgh_send(&W.tg, line, len, 5000), 0);
     free(line);
-    r = it_await(7, 3000);
-    char *s = it_dump(r);
+    r = mcp_expect_int(&W.tg, 7, 3000);
+    char *s = mcp_dump(r);
     cr_assert(!it_has_canary(r), "frame denial repeats the frame: %s", s);
     free(s);
     json_decref(r);
     /* In a line that is not JSON, an unsafe tool name and an unsafe id. */
-    it_send("not json " IT_CANARY);
-    r = tgh_read_json(&W.tg, 3000, NULL);
-    cr_assert_not_null(r);
-    s = it_dump(r);
+    r = it_answer("not json " IT_CANARY, "no answer to a line that is not JSON");
+    s = mcp_dump(r);
     cr_assert(!it_has_canary(r), "parse error repeats the line: %s", s);
     free(s);
     json_decref(r);
     it_send("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":"
             "\"bad name " IT_CANARY "\",\"arguments\":{}}}");
-    r = it_await(8, 3000);
+    r = mcp_expect_int(&W.tg, 8, 3000);
     json_decref(r);
     it_send("{\"jsonrpc\":\"2.0\",\"id\":\"" IT_CANARY "!\",\"method\":\"tools/call\","
             "\"params\":{\"name\":\"env\",\"arguments\":{\"name\":\"X_NONE\"}}}");
     json_t *jid = json_string(IT_CANARY "!");
-    r = it_await_id(jid, 3000, NULL);
+    r = mcp_expect(&W.tg, jid, 3000, NULL);
     json_decref(jid);
     json_decref(r);
 
@@ -1341,7 +1241,7 @@ Test(echo_agent, splices_id_and_params)
     char *big = it_echo_line(8, 3u << 20, 'q', &len);
     cr_assert_eq(tgh_send(&p, big, len, 5000), 0);
     free(big);
-    r = tgh_await_int(&p, 8, 5000, NULL);
+    r = mcp_await_int(&p, 8, 5000, NULL);
     cr_assert_not_null(r);
     const char *text = json_string_value(
         json_object_get(json_object_get(json_object_get(r, "result"), "arguments"), "text"));
@@ -1378,7 +1278,7 @@ Test(echo_agent, large_frames_through_toolgate)
     char *big = it_echo_line(1, 2u << 20, 'z', &len);
     cr_assert_eq(tgh_send(&W.tg, big, len, 5000), 0);
     free(big);
-    json_t *r = it_await(1, 5000);
+    json_t *r = mcp_expect_int(&W.tg, 1, 5000);
     const char *text = json_string_value(
         json_object_get(json_object_get(json_object_get(r, "result"), "arguments"), "text"));
     cr_assert_not_null(text, "no echoed params");
@@ -1405,20 +1305,14 @@ Test(echo_agent, large_frames_through_toolgate)
 /* stderr.max_line is honoured above the 4 KiB default (up to its ceiling). */
 Test(wrap, stderr_max_line_configurable)
 {
-    cr_assert_eq(tgh_wrap_prepare(&W), 0);
     char cfg[TGH_PATH + 32];
-    snprintf(cfg, sizeof cfg, "%s/config.json", W.dir);
-    cr_assert_eq(tgh_write_file(cfg, "{\"agents\":[{\"id\":\"fx\",\"stderr\":{"
-                                     "\"max_line\":\"16Ki\"}}]}\n"),
-                 0);
+    it_prepare_config(cfg, sizeof cfg, "{\"agents\":[{\"id\":\"fx\",\"stderr\":{"
+                                     "\"max_line\":\"16Ki\"}}]}\n");
     const char *const args[] = {"--config", cfg, NULL};
     const char *const agent_args[] = {"--log", W.log, NULL};
     cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, NULL), 0);
     json_decref(it_handshake());
-    it_call(1, "stderr", "{\"bytes\":30000,\"line_len\":10000}");
-    json_t *r = it_await(1, 5000);
-    it_assert_text(r, "written");
-    json_decref(r);
+    mcp_call_text(&W.tg, 1, "stderr", "{\"bytes\":30000,\"line_len\":10000}", "written", 5000);
     cr_assert_eq(it_eof_and_exit(5000), 0);
     char *err = tgh_read_file(W.err, NULL);
     cr_assert_not_null(err);
@@ -1440,9 +1334,9 @@ Test(wrap, memory_limit_kills_and_names_the_resource, .timeout = 30)
     const char *const args[] = {"--limit", "memory=64Mi", NULL};
     it_start_init(args);
     it_call(1, "alloc", "{\"mib\":200}");
-    json_t *r = it_await(1, 10000);
+    json_t *r = mcp_expect_int(&W.tg, 1, 10000);
     cr_assert_not_null(r, "no answer to the call that broke the memory limit");
-    it_assert_denial(r, -32065, "resource_limit_exceeded");
+    mcp_assert_denial(r, -32065, "resource_limit_exceeded");
     json_t *data = json_object_get(json_object_get(r, "error"), "data");
     cr_assert_str_eq(json_string_value(json_object_get(data, "limit")), "memory");
     cr_assert_eq(json_integer_value(json_object_get(data, "cap")), 64 << 20);
@@ -1454,7 +1348,7 @@ Test(wrap, memory_limit_kills_and_names_the_resource, .timeout = 30)
     uint64_t deadline = tgh_now_ms() + 5000;
     for (json_int_t k = 100; !ok && tgh_left(deadline) > 0; k++) {
         it_call(k, "echo", "{\"text\":\"back\"}");
-        json_t *e = it_await(k, 2000);
+        json_t *e = mcp_expect_int(&W.tg, k, 2000);
         ok = e != NULL && json_object_get(e, "result") != NULL;
         json_decref(e);
         if (!ok)
@@ -1482,22 +1376,15 @@ Test(wrap, memory_limit_kills_and_names_the_resource, .timeout = 30)
 /* GET <path> from the admin endpoint at 127.0.0.1:<port>; the body, heap. */
 static char *it_http_get(int port, const char *path)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
+    int fd = tgh_tcp_dial(port);
+    if (fd < 0)
         return NULL;
-    }
     char req[256];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
     cr_assert_eq(write(fd, req, (size_t)n), n);
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap + 1);
-    for (ssize_t k; (k = read(fd, buf + len, cap - len)) > 0;)
-        len += (size_t)k;
+    size_t len = 0;
+    char *buf = tgh_read_all(fd, &len);
     close(fd);
-    buf[len] = '\0';
     return buf;
 }
 
@@ -1559,10 +1446,8 @@ Test(wrap, preflight_memory_refuses_and_peaks_are_recorded)
 
     /* A floor no host has: the agent is not started, the reason is said. */
     tgh_cleanup();
-    cr_assert_eq(tgh_wrap_prepare(&W), 0);
     char cfg[TGH_PATH + 32];
-    snprintf(cfg, sizeof cfg, "%s/config.json", W.dir);
-    cr_assert_eq(tgh_write_file(cfg, "{\"containment\":{\"min_free_memory\":\"900Ti\"}}\n"), 0);
+    it_prepare_config(cfg, sizeof cfg, "{\"containment\":{\"min_free_memory\":\"900Ti\"}}\n");
     const char *const args[] = {"--config", cfg, NULL};
     cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, env), 0);
     cr_assert_eq(tgh_wait(&W.tg, 5000), 0, "toolgate did not exit");

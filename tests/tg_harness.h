@@ -12,7 +12,11 @@
  * assertion leaves nothing running. TG_KEEP_TMP=1 keeps the dirs.
  *
  * Convention: functions return 0 or a negative errno (-ETIMEDOUT when the
- * deadline passed), or a pointer that is NULL on failure.
+ * deadline passed), or a pointer that is NULL on failure; the fixtures
+ * that set up a run for a test (tgh_free_port, tgh_dead_pid, tgh_put,
+ * tgh_tmp_*, tgh_serve_start, tgh_serve_stop, tgh_fail_with_stderr) fail
+ * the test themselves. The callers of each dialect are tests/mcp_client.h
+ * and tests/os_client.h; the exec shim's runner is tests/tg_shim.h.
  */
 #ifndef TG_TESTS_HARNESS_H
 #define TG_TESTS_HARNESS_H
@@ -95,6 +99,25 @@ static inline int tgh_left(uint64_t deadline)
 {
     uint64_t now = tgh_now_ms();
     return now >= deadline ? 0 : (int)(deadline - now);
+}
+
+/* The full path of the executable <name> on PATH (then /usr/sbin, which a
+ * non-root PATH may lack), in a static buffer; NULL when there is none. */
+static inline const char *tgh_which(const char *name)
+{
+    static char found[TGH_PATH];
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    while (*path != '\0') {
+        size_t n = strcspn(path, ":");
+        snprintf(found, sizeof found, "%.*s/%s", (int)n, path, name);
+        if (access(found, X_OK) == 0)
+            return found;
+        path += n + (path[n] == ':');
+    }
+    snprintf(found, sizeof found, "/usr/sbin/%s", name);
+    return access(found, X_OK) == 0 ? found : NULL;
 }
 
 /* ---- files and dirs ---------------------------------------------------- */
@@ -187,6 +210,42 @@ static inline int tgh_write_file(const char *path, const char *text)
     return rc;
 }
 
+/* Write <text> to <dir>/<name>; fails the test when it cannot. */
+static inline void tgh_put(const char *dir, const char *name, const char *text)
+{
+    char path[TGH_PATH * 2];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    cr_assert(n > 0 && (size_t)n < sizeof path, "%s/%s: path too long", dir, name);
+    cr_assert_eq(tgh_write_file(path, text), 0, "cannot write %s", path);
+}
+
+/* The scratch dir of a suite whose .init is tgh_tmp_init (and .fini
+ * tgh_cleanup, which removes it). */
+static char tgh_tmp[TGH_PATH];
+
+/* A criterion .init: a fresh scratch dir in tgh_tmp. */
+static inline void tgh_tmp_init(void)
+{
+    int rc = tgh_mkdtemp(tgh_tmp, sizeof tgh_tmp);
+    cr_assert_eq(rc, 0, "cannot make a temp dir: %s", strerror(-rc));
+}
+
+/* <tgh_tmp>/<name> in <path>; fails the test when it does not fit. */
+static inline const char *tgh_tmp_path(char *path, size_t cap, const char *name)
+{
+    int n = snprintf(path, cap, "%s/%s", tgh_tmp, name);
+    cr_assert(n > 0 && (size_t)n < cap, "%s/%s does not fit in %zu bytes", tgh_tmp, name, cap);
+    return path;
+}
+
+/* Write <text> to <tgh_tmp>/<name>, its path in <path>; fails the test
+ * when it cannot. */
+static inline void tgh_tmp_put(const char *name, const char *text, char *path, size_t cap)
+{
+    tgh_tmp_path(path, cap, name);
+    cr_assert_eq(tgh_write_file(path, text), 0, "cannot write %s", path);
+}
+
 /* Number of lines of <path> starting with <prefix> (0 when unreadable). */
 static inline int tgh_log_count(const char *path, const char *prefix)
 {
@@ -205,15 +264,23 @@ static inline int tgh_log_count(const char *path, const char *prefix)
     return n;
 }
 
+/* Poll <count>(<path>, <what>) every 10 ms until it reaches <min> or
+ * <timeout_ms> pass; returns the last count. */
+static inline int tgh__wait_count(int (*count)(const char *, const char *), const char *path,
+                                  const char *what, int min, int timeout_ms)
+{
+    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
+    int n;
+    while ((n = count(path, what)) < min && tgh_now_ms() < deadline)
+        tgh_sleep_ms(10);
+    return n;
+}
+
 /* Wait until <path> has at least <min> lines starting with <prefix>.
  * Returns the count reached (may be below <min> on timeout). */
 static inline int tgh_log_wait(const char *path, const char *prefix, int min, int timeout_ms)
 {
-    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
-    int n;
-    while ((n = tgh_log_count(path, prefix)) < min && tgh_now_ms() < deadline)
-        tgh_sleep_ms(10);
-    return n;
+    return tgh__wait_count(tgh_log_count, path, prefix, min, timeout_ms);
 }
 
 /* The rest of the <nth> (0-based) line of <path> starting with <prefix>,
@@ -245,23 +312,12 @@ static inline int tgh_log_field(const char *path, const char *prefix, int nth, c
  * negative errno. */
 static inline long tgh_proc_status_kb(pid_t pid, const char *field)
 {
-    char path[64];
+    char path[64], prefix[64], rest[128];
     snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-    char *text = tgh_read_file(path, NULL);
-    if (!text)
+    snprintf(prefix, sizeof prefix, "%s:", field);
+    if (tgh_log_field(path, prefix, 0, rest, sizeof rest) != 0)
         return -ENOENT;
-    long kb = -ENOENT;
-    size_t flen = strlen(field);
-    for (char *line = text; line && *line;) {
-        if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
-            kb = strtol(line + flen + 1, NULL, 10);
-            break;
-        }
-        char *nl = strchr(line, '\n');
-        line = nl ? nl + 1 : NULL;
-    }
-    free(text);
-    return kb;
+    return strtol(rest, NULL, 10);
 }
 
 /* True while <pid> exists and is not a zombie (a zombie has exited: only
@@ -292,6 +348,18 @@ static inline bool tgh_pid_wait_gone(pid_t pid, int timeout_ms)
         tgh_sleep_ms(10);
     }
     return true;
+}
+
+/* A pid that was just in use and is free now: a child forked, exited and
+ * reaped. */
+static inline pid_t tgh_dead_pid(void)
+{
+    pid_t p = fork();
+    cr_assert_geq(p, 0);
+    if (p == 0)
+        _exit(0);
+    waitpid(p, NULL, 0);
+    return p;
 }
 
 /* True when /proc/<pid>/cmdline names <needle>: guards the cleanup kill
@@ -484,6 +552,42 @@ static inline void tgh_close_stdin(tgh_proc_t *p)
     p->in_fd = -1;
 }
 
+/* Wait until <deadline> for more of the child's stdout and append it to
+ * p->rbuf. 1 when bytes came, 0 at EOF (p->out_eof is set), -ETIMEDOUT,
+ * or a negative errno. */
+static inline int tgh_read_more(tgh_proc_t *p, uint64_t deadline)
+{
+    for (;;) {
+        if (p->out_eof || p->out_fd < 0)
+            return 0;
+        struct pollfd pfd = {.fd = p->out_fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, tgh_left(deadline));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr < 0)
+            return -errno;
+        if (pr == 0)
+            return -ETIMEDOUT;
+        if (p->rcap - p->rlen < TGH_READ_CHUNK) {
+            size_t ncap = p->rcap ? p->rcap * 2 : 4 * TGH_READ_CHUNK;
+            char *nb = realloc(p->rbuf, ncap);
+            if (!nb)
+                return -ENOMEM;
+            p->rbuf = nb;
+            p->rcap = ncap;
+        }
+        ssize_t r = read(p->out_fd, p->rbuf + p->rlen, p->rcap - p->rlen);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r <= 0) {
+            p->out_eof = true;
+            return 0;
+        }
+        p->rlen += (size_t)r;
+        return 1;
+    }
+}
+
 /* Next line of the child's stdout (without '\n', NUL-terminated, caller
  * frees), waiting up to <timeout_ms>. NULL on timeout or EOF (see
  * p->out_eof). A final unterminated fragment at EOF is returned as a line. */
@@ -508,29 +612,8 @@ static inline char *tgh_read_line(tgh_proc_t *p, int timeout_ms, size_t *len_out
             return line;
         }
         scanned = p->rlen;
-        if (p->out_eof || p->out_fd < 0)
+        if (p->out_eof || p->out_fd < 0 || tgh_read_more(p, deadline) < 0)
             return NULL;
-        struct pollfd pfd = {.fd = p->out_fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, tgh_left(deadline));
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0)
-            return NULL;
-        if (p->rcap - p->rlen < TGH_READ_CHUNK) {
-            size_t ncap = p->rcap ? p->rcap * 2 : 4 * TGH_READ_CHUNK;
-            char *nb = realloc(p->rbuf, ncap);
-            if (!nb)
-                return NULL;
-            p->rbuf = nb;
-            p->rcap = ncap;
-        }
-        ssize_t r = read(p->out_fd, p->rbuf + p->rlen, p->rcap - p->rlen);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0)
-            p->out_eof = true;
-        else
-            p->rlen += (size_t)r;
     }
 }
 
@@ -555,60 +638,10 @@ static inline json_t *tgh_read_json(tgh_proc_t *p, int timeout_ms, bool *bad)
     return v;
 }
 
-/* True when <msg> is a response (result or error, no method) for <id>. */
-static inline bool tgh_is_response_to(const json_t *msg, const json_t *id)
+/* A stream socket connected to the Unix socket <path>: its descriptor, or
+ * -errno. */
+static inline int tgh_unix_dial(const char *path)
 {
-    return json_is_object(msg) && !json_object_get(msg, "method") &&
-           (json_object_get(msg, "result") || json_object_get(msg, "error")) &&
-           json_equal(json_object_get(msg, "id"), (json_t *)id);
-}
-
-/* Read until the response to <id> arrives; other messages are appended to
- * the array <others> (or dropped when it is NULL). NULL on timeout/EOF. */
-static inline json_t *tgh_await(tgh_proc_t *p, const json_t *id, int timeout_ms, json_t *others)
-{
-    uint64_t deadline = tgh_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        json_t *msg = tgh_read_json(p, tgh_left(deadline), NULL);
-        if (!msg) {
-            if (p->out_eof || tgh_left(deadline) == 0)
-                return NULL;
-            continue;
-        }
-        if (tgh_is_response_to(msg, id))
-            return msg;
-        if (others)
-            json_array_append_new(others, msg);
-        else
-            json_decref(msg);
-    }
-}
-
-static inline json_t *tgh_await_int(tgh_proc_t *p, json_int_t id, int timeout_ms, json_t *others)
-{
-    json_t *jid = json_integer(id);
-    json_t *r = tgh_await(p, jid, timeout_ms, others);
-    json_decref(jid);
-    return r;
-}
-
-/* Send a tools/call with integer id <id>, tool <tool> and <args_json>
- * (raw JSON text for params.arguments; NULL for {}). */
-static inline int tgh_call(tgh_proc_t *p, json_int_t id, const char *tool, const char *args_json)
-{
-    return tgh_sendf(p,
-                     "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
-                     ",\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":%s}}",
-                     id, tool, args_json ? args_json : "{}");
-}
-
-/* Connect <c> as a caller to the Unix socket <path> (toolgate serve):
- * line I/O as with a child, on one socket. 0, or -errno (then <c> holds
- * no descriptor). */
-static inline int tgh_unix_connect(tgh_proc_t *c, const char *path)
-{
-    memset(c, 0, sizeof *c);
-    c->in_fd = c->out_fd = -1;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     size_t n = strlen(path);
     if (n >= sizeof sa.sun_path)
@@ -622,9 +655,71 @@ static inline int tgh_unix_connect(tgh_proc_t *c, const char *path)
         close(fd);
         return -e;
     }
+    return fd;
+}
+
+/* Connect <c> as a caller to the Unix socket <path> (toolgate serve):
+ * line I/O as with a child, on one socket. 0, or -errno (then <c> holds
+ * no descriptor). */
+static inline int tgh_unix_connect(tgh_proc_t *c, const char *path)
+{
+    memset(c, 0, sizeof *c);
+    c->in_fd = c->out_fd = -1;
+    int fd = tgh_unix_dial(path);
+    if (fd < 0)
+        return fd;
     c->in_fd = fd;
     c->out_fd = dup(fd);
     return 0;
+}
+
+/* A TCP connection to 127.0.0.1:<port>, its reads timing out after 5 s:
+ * its descriptor, or -errno. */
+static inline int tgh_tcp_dial(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+/* All <fd> sends until EOF (or an error, a reset, the receive timeout),
+ * NUL-terminated, its length in <*len>; the caller frees. NULL when out
+ * of memory. */
+static inline char *tgh_read_all(int fd, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return NULL;
+    for (;;) {
+        if (n + 4096 > cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+        }
+        ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
 }
 
 /* Close a connection made by tgh_unix_connect and forget what it read. */
@@ -760,6 +855,93 @@ static inline int tgh_wrap_start(tgh_wrap_t *w, const char *const *tg_args,
     return tgh_wrap_exec(w, tg_args, TG_AGENTS_DIR "/tg_fixture_agent", args, env);
 }
 
+/* ---- toolgate check ---------------------------------------------------- */
+
+/* Run `toolgate check --config <a file holding json>` (the file in a temp
+ * dir of this test); its exit code (-1 when it did not exit), its stdout
+ * and stderr together in <*out> (caller frees; "" when there was none). */
+static inline int tgh_check_config(const char *json, char **out)
+{
+    static char dir[TGH_PATH];
+    char cfg[TGH_PATH + 32], txt[TGH_PATH + 32], cmd[3 * TGH_PATH + 128];
+    if (dir[0] == '\0')
+        cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
+    snprintf(txt, sizeof txt, "%s/check.txt", dir);
+    cr_assert_eq(tgh_write_file(cfg, json), 0, "cannot write %s", cfg);
+    snprintf(cmd, sizeof cmd, "'%s' check --config '%s' > '%s' 2>&1", TG_BIN, cfg, txt);
+    int st = system(cmd);
+    *out = tgh_read_file(txt, NULL);
+    if (*out == NULL)
+        *out = strdup("");
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- toolgate serve ---------------------------------------------------- */
+
+/* One `toolgate serve` run: a temp dir with the config, the socket of the
+ * first listener, the fixture agent's log, the audit trail and toolgate's
+ * stderr. A test may name other files in <dir> for what it adds. */
+typedef struct tgh_serve {
+    char dir[TGH_PATH];
+    char cfg[TGH_PATH + 32];   /* <dir>/serve.json */
+    char sock[TGH_PATH + 32];  /* <dir>/<name>.sock */
+    char log[TGH_PATH + 32];   /* <dir>/fixture.log */
+    char audit[TGH_PATH + 32]; /* <dir>/audit.jsonl */
+    char err[TGH_PATH + 32];   /* <dir>/stderr.txt: toolgate's stderr */
+    tgh_proc_t tg;
+} tgh_serve_t;
+
+/* A fresh temp dir for one run and the paths in it; the socket is
+ * <dir>/<sock_name>.sock. */
+static inline int tgh_serve_prepare(tgh_serve_t *s, const char *sock_name)
+{
+    memset(s, 0, sizeof *s);
+    int rc = tgh_mkdtemp(s->dir, sizeof s->dir);
+    if (rc != 0)
+        return rc;
+    snprintf(s->cfg, sizeof s->cfg, "%s/serve.json", s->dir);
+    snprintf(s->sock, sizeof s->sock, "%s/%s.sock", s->dir, sock_name);
+    snprintf(s->log, sizeof s->log, "%s/fixture.log", s->dir);
+    snprintf(s->audit, sizeof s->audit, "%s/audit.jsonl", s->dir);
+    snprintf(s->err, sizeof s->err, "%s/stderr.txt", s->dir);
+    return 0;
+}
+
+/* Fail the test with <what> and all of toolgate's stderr so far. */
+static inline void tgh_fail_with_stderr(const char *err_path, const char *what)
+{
+    char *err = tgh_read_file(err_path, NULL);
+    cr_assert_fail("%s: %s", what, err ? err : "");
+}
+
+/* Write <json> as the config of a prepared run (NULL: the test wrote
+ * <cfg> itself) and start `toolgate serve --config` with <env> added to
+ * the environment (NULL-terminated, may be NULL). Waits up to
+ * <timeout_ms> for the "toolgate: serving" line (probing the socket would
+ * start an agent); fails the test, showing toolgate's stderr, when it
+ * does not come. */
+static inline void tgh_serve_start(tgh_serve_t *s, const char *json, char *const *env,
+                                   int timeout_ms)
+{
+    if (json != NULL)
+        cr_assert_eq(tgh_write_file(s->cfg, json), 0, "cannot write %s", s->cfg);
+    char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", s->cfg, NULL};
+    cr_assert_eq(tgh_spawn(&s->tg, argv, env, s->err), 0);
+    if (tgh_log_wait(s->err, "toolgate: serving", 1, timeout_ms) < 1)
+        tgh_fail_with_stderr(s->err, "toolgate serve did not start");
+}
+
+/* SIGTERM; toolgate must exit 0 within <timeout_ms> and take its socket
+ * file with it. */
+static inline void tgh_serve_stop(tgh_serve_t *s, int timeout_ms)
+{
+    kill(s->tg.pid, SIGTERM);
+    cr_assert_eq(tgh_wait(&s->tg, timeout_ms), 0, "toolgate serve did not stop on SIGTERM");
+    cr_assert_eq(tgh_exit_code(&s->tg), 0);
+    cr_assert(s->sock[0] == '\0' || access(s->sock, F_OK) != 0, "the socket file was left behind");
+}
+
 /* Kill every registered process (and the fixture agents named in the logs
  * of registered dirs), then remove the dirs unless TG_KEEP_TMP is set. */
 static inline void tgh_cleanup(void)
@@ -825,6 +1007,23 @@ static inline int tgh_count_lines_with(const char *text, const char *prefix, con
         line = nl ? nl + 1 : NULL;
     }
     return n;
+}
+
+/* Lines of <path> containing <needle> (case-insensitive); 0 when it
+ * cannot be read. */
+static inline int tgh_file_count(const char *path, const char *needle)
+{
+    char *text = tgh_read_file(path, NULL);
+    int n = text ? tgh_count_lines_with(text, "", needle) : 0;
+    free(text);
+    return n;
+}
+
+/* Wait until <path> has at least <min> lines containing <needle>.
+ * Returns the count reached (may be below <min> on timeout). */
+static inline int tgh_file_wait(const char *path, const char *needle, int min, int timeout_ms)
+{
+    return tgh__wait_count(tgh_file_count, path, needle, min, timeout_ms);
 }
 
 #endif

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "limits/store.h"
+#include "tests/tg_harness.h"
 
 /* ------------------------------------------------------------ redis-server */
 
@@ -33,29 +34,7 @@ typedef struct srv {
 
 static inline const char *redis_server_path(void)
 {
-    static char found[512];
-    const char *path = getenv("PATH");
-    if (path == NULL)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    while (*path != '\0') {
-        size_t n = strcspn(path, ":");
-        snprintf(found, sizeof found, "%.*s/redis-server", (int)n, path);
-        if (access(found, X_OK) == 0)
-            return found;
-        path += n + (path[n] == ':');
-    }
-    return NULL;
-}
-
-static inline int pick_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
+    return tgh_which("redis-server");
 }
 
 /* A plain connection, authenticated and on the db of the store URL. */
@@ -129,9 +108,11 @@ static inline void srv_spawn(srv_t *s)
     cr_assert_fail("redis-server did not come up on port %d", s->port);
 }
 
-/* Start an own redis-server: TCP on a free loopback port, or (<unix_only>)
- * a unix socket only. Skips the test when redis-server is missing. */
-static inline void srv_own(srv_t *s, bool unix_only, const char *const *extra)
+/* Get an own redis-server ready to start (srv_spawn): TCP on a free
+ * loopback port, or (<unix_only>) a unix socket only, its data in a
+ * fresh dir, <extra> arguments after the defaults (a later one wins).
+ * Skips the test when redis-server is missing. */
+static inline void srv_prepare(srv_t *s, bool unix_only, const char *const *extra)
 {
     memset(s, 0, sizeof *s);
     if (redis_server_path() == NULL)
@@ -145,9 +126,15 @@ static inline void srv_own(srv_t *s, bool unix_only, const char *const *extra)
         s->port = 0;
         snprintf(s->url, sizeof s->url, "unix:%s", s->sock);
     } else {
-        s->port = pick_port();
+        s->port = tgh_free_port();
         snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d/0", s->port);
     }
+}
+
+/* srv_prepare, then start it. */
+static inline void srv_own(srv_t *s, bool unix_only, const char *const *extra)
+{
+    srv_prepare(s, unix_only, extra);
     srv_spawn(s);
 }
 
@@ -170,17 +157,17 @@ static inline void srv_kill(srv_t *s)
     s->pid = -1;
 }
 
+/* Stop an own server if it runs and remove its dir (its data with it). */
 static inline void srv_done(srv_t *s)
 {
-    if (s->pid == 0)
-        return;
     if (s->pid > 0) {
         kill(s->pid, SIGKILL);
         waitpid(s->pid, NULL, 0);
     }
-    if (s->sock[0] != '\0')
-        unlink(s->sock);
-    rmdir(s->dir);
+    s->pid = 0;
+    if (s->dir[0] != '\0')
+        tgh_rmtree(s->dir);
+    s->dir[0] = '\0';
 }
 
 static inline long long srv_int(const srv_t *s, const char *fmt, const char *arg)
