@@ -81,6 +81,7 @@
 #include "router/dialect/osenv.h"
 #include "router/dialect/osmsg.h"
 #include "router/call/admit.h"
+#include "router/call/call.h"
 #include "router/call/route.h"
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
@@ -97,15 +98,6 @@
 typedef struct os_agent os_agent_t;
 typedef struct os_conn os_conn_t;
 
-typedef enum {
-    C_FREE = 0,
-    C_RATE,       /* waiting for the shared rate store's answer */
-    C_SLOT,       /* holding its local slots, waiting for a fleet slot from the store */
-    C_QUEUED,     /* waiting for a slot, or for the agent to be ready */
-    C_INFLIGHT,   /* the agent has it */
-    C_CANCELLING, /* the caller cancelled it: the agent's answer still goes to the caller */
-    C_ZOMBIE,     /* answered already (timeout, caller gone): only the slot is left */
-} cstate_t;
 
 typedef enum {
     A_DOWN = 0,  /* no instance (on_demand: the next call starts one) */
@@ -125,38 +117,20 @@ typedef struct os_echo {
     size_t len;
 } os_echo_t;
 
-/* One call. Owned by its agent's slab. */
+/* One call. Owned by its agent's call table. */
 typedef struct os_call {
+    tg_callc_t cc; /* first: the admission's view (router/call/call.h) */
     os_agent_t *ag;
-    uint32_t idx;
-    cstate_t state;
-    uint64_t seq;                  /* the agent-side call id "tg-<hex seq>" */
     os_conn_t *conn;               /* NULL once the caller left */
     struct os_call *cnext, *cprev; /* the caller's calls */
     os_echo_t cid, msg_id, request_id, correlation_id;
     bool rid_assigned; /* request_id is toolgate's (the caller named none) */
     char tool[TG_OS_TOOL_ID_MAX + 1]; /* the tool's name in its agent (after '/') */
     size_t tool_len;
-    int tcfg; /* index in the agent's configured tools, -1 when not configured */
-    bool tool_slot, caller_slot;
-    struct tg_store_slot *fslot;    /* the fleet slot held (concurrency_scope shared), or NULL */
-    uint32_t fleet_seen, fleet_cap; /* holders and cap at the store's last refusal; cap 0: none */
-    const char *rate_by, *decided_by; /* shared limits: who decided (store, local_fallback, ...) */
-    uint64_t t_start; /* uv_now at arrival */
-    uint64_t deadline_ms;
     enum { DL_CALLER, DL_AGENT, DL_TOOL } deadline_src; /* whose cap the deadline is */
-    uint64_t bytes_in;
-    tg_dl_node_t dl;      /* in the agent's deadline list (call_arm) */
-    tg_dlt_own_t own;     /* a deadline the list would not take; kept when reused */
-    /* A queued call keeps its frame: a reference on the block, the payload
-     * span (header excluded) and the call_id span relative to it. */
-    tg_block_t *qblk;
-    const char *qframe;
-    size_t qlen, qcid_off, qcid_len;
     char idem[OS_IDEM_KEY_MAX + 1];
     size_t idem_len;
     bool has_idem;
-    const char *stage;
 } os_call_t;
 
 /* One running agent process. Freed when its handles have closed. */
@@ -414,15 +388,10 @@ static os_call_t *call_alloc(os_agent_t *ag)
     os_call_t *c = tg_ctab_take(&ag->r.tab, &i, &id);
     if (c == NULL)
         return NULL;
-    tg_dlt_own_t own = c->own;
-    memset(c, 0, sizeof(*c));
-    c->own = own;
+    tg_callc_reset(&c->cc, id, i, now_ms(ag->g));
+    memset((char *)c + offsetof(os_call_t, ag), 0, sizeof(*c) - offsetof(os_call_t, ag));
     c->ag = ag;
-    c->idx = i;
-    c->tcfg = -1;
-    c->seq = id;
-    c->t_start = now_ms(ag->g);
-    c->state = C_QUEUED; /* not yet in the queue: the admission decides */
+    c->cc.state = TG_CALL_QUEUED; /* not yet in the queue: the admission decides */
     return c;
 }
 
@@ -454,24 +423,24 @@ static void call_attach(os_call_t *c, os_conn_t *k)
 static void call_free(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    if (c->state == C_FREE)
+    if (c->cc.state == TG_CALL_IDLE)
         return;
-    tg_dlt_disarm(&ag->r.dlt, &c->dl, &c->own);
-    if (c->qblk != NULL) {
-        ag->r.queued_frame_bytes -= c->qlen;
-        tg_block_unref(&ag->g->gw->pool, c->qblk);
-        c->qblk = NULL;
+    tg_dlt_disarm(&ag->r.dlt, &c->cc.dl, &c->cc.own);
+    if (c->cc.qblk != NULL) {
+        ag->r.queued_frame_bytes -= c->cc.qlen;
+        tg_block_unref(&ag->g->gw->pool, c->cc.qblk);
+        c->cc.qblk = NULL;
     }
     call_detach(c);
-    c->state = C_FREE;
-    tg_ctab_put(&ag->r.tab, c->idx);
+    c->cc.state = TG_CALL_IDLE;
+    tg_ctab_put(&ag->r.tab, c->cc.idx);
 }
 
 /* The live call numbered <seq>, or NULL. */
 static os_call_t *call_by_seq(os_agent_t *ag, uint64_t seq)
 {
     os_call_t *c = tg_ctab_lookup(&ag->r.tab, seq);
-    return c != NULL && c->state != C_FREE && c->seq == seq ? c : NULL;
+    return c != NULL && c->cc.state != TG_CALL_IDLE && c->cc.id == seq ? c : NULL;
 }
 
 /* The live call whose agent-side id is the string span <s> of <frame>. */
@@ -491,7 +460,7 @@ static void denial_init(const os_agent_t *ag, tg_denial_t *d, tg_deny_code_t cod
                         const os_call_t *c, char reqid[32])
 {
     if (c != NULL)
-        tg_call_id_hex(reqid, c->seq);
+        tg_call_id_hex(reqid, c->cc.id);
     tg_adm_denial_init(d, code, ag != NULL ? aname(ag) : NULL, c != NULL ? c->tool : NULL,
                        c != NULL ? c->tool_len : 0, c != NULL ? reqid : NULL);
 }
@@ -552,12 +521,12 @@ static void audit_call(os_call_t *c, const char *event, const char *status, cons
     ev.event = event;
     ev.agent = aname(ag);
     ev.caller = c->conn != NULL ? c->conn->caller : NULL;
-    tg_call_id_hex(reqid, c->seq);
+    tg_call_id_hex(reqid, c->cc.id);
     ev.request_id = reqid;
     ev.call_id = echo_text(&c->cid, cid);
     ev.correlation_id = echo_text(&c->correlation_id, corr);
-    tg_adm_audit_call(&ev, c->tool, c->tool_len, now_ms(g) - c->t_start, c->bytes_in,
-                      c->decided_by);
+    tg_adm_audit_call(&ev, c->tool, c->tool_len, now_ms(g) - c->cc.t_start, c->cc.bytes_in,
+                      c->cc.decided_by);
     ev.status = status;
     ev.stage = stage;
     ev.reason = reason;
@@ -565,7 +534,7 @@ static void audit_call(os_call_t *c, const char *event, const char *status, cons
         tg_adm_audit_denial(&ev, d);
     if (g->gw->metrics_ok) {
         tg_outcome_t o = tg_adm_outcome(event, status, d, stage);
-        tg_metrics_call(&g->gw->metrics, ag->r.idx, c->tcfg, o, now_ms(g) - c->t_start);
+        tg_metrics_call(&g->gw->metrics, ag->r.idx, c->cc.tool, o, now_ms(g) - c->cc.t_start);
         if (d != NULL)
             tg_metrics_denial(&g->gw->metrics, d->code, (int)ag->r.idx, c->tool, c->tool_len,
                               wall_now_ms());
@@ -582,7 +551,7 @@ static void deny_call(os_call_t *c, tg_denial_t *d, const char *event, const cha
 
 static void update_conc_regs(os_agent_t *ag, const os_call_t *c)
 {
-    tg_route_regs(&ag->r, c != NULL ? c->tcfg : -1);
+    tg_route_regs(&ag->r, c != NULL ? c->cc.tool : -1);
 }
 
 /* ---- idempotency cache ------------------------------------------------ */
@@ -658,13 +627,13 @@ static void on_call_timer(uv_timer_t *t)
 static void call_arm(os_call_t *c, uint64_t ms)
 {
     tg_osgw_t *g = c->ag->g;
-    g->open_timers += tg_dlt_arm(&c->ag->r.dlt, g->gw->loop, &c->dl, &c->own, on_call_timer, c, ms);
+    g->open_timers += tg_dlt_arm(&c->ag->r.dlt, g->gw->loop, &c->cc.dl, &c->cc.own, on_call_timer, c, ms);
 }
 
 static void on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x)
 {
     (void)t;
-    call_expired((os_call_t *)(void *)((char *)x - offsetof(os_call_t, dl)));
+    call_expired((os_call_t *)(void *)((char *)x - offsetof(os_call_t, cc.dl)));
 }
 static void slot_ask(os_call_t *c);
 static void release_slots(os_call_t *c);
@@ -689,8 +658,8 @@ static bool can_dispatch(const os_agent_t *ag)
 static void take_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    tg_adm_take_slots(&ag->r.aconc, c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL,
-                      c->conn != NULL ? c->conn->lim : NULL, &c->tool_slot, &c->caller_slot);
+    tg_adm_take_slots(&ag->r.aconc, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL,
+                      c->conn != NULL ? c->conn->lim : NULL, &c->cc.tool_slot, &c->cc.caller_slot);
 }
 
 /* Send call <c>, holding its slots, to the agent with its call_id
@@ -698,13 +667,13 @@ static void take_slots(os_call_t *c)
 static void forward(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    c->state = C_INFLIGHT;
+    c->cc.state = TG_CALL_INFLIGHT;
     char id[26];
     id[0] = '"';
-    size_t n = tg_call_id_hex(id + 1, c->seq) + 1;
+    size_t n = tg_call_id_hex(id + 1, c->cc.id) + 1;
     id[n++] = '"';
     tg_os_splice_t sp;
-    tg_jspan_t s = {.off = c->qcid_off, .len = c->qcid_len, .type = TG_J_STRING};
+    tg_jspan_t s = {.off = c->cc.qid_off, .len = c->cc.qid_len, .type = TG_J_STRING};
     tg_out_t *o = &ag->inst->a.p.wr;
     /* An assigned request_id goes in as the envelope's first member, unless
      * the frame would then exceed max_frame_bytes (the audit and every
@@ -712,37 +681,37 @@ static void forward(os_call_t *c)
     char rid[OS_ECHO_MAX + 16];
     size_t rid_len = 0, brace = 0;
     if (c->rid_assigned) {
-        while (brace < c->qcid_off && c->qframe[brace] != '{')
+        while (brace < c->cc.qid_off && c->cc.qframe[brace] != '{')
             brace++;
         rid_len = (size_t)snprintf(rid, sizeof(rid), "\"request_id\":%.*s,",
                                    (int)c->request_id.len, c->request_id.buf);
-        if (brace >= c->qcid_off ||
-            c->qlen - c->qcid_len + n + rid_len > ag->g->cfg->max_frame_bytes)
+        if (brace >= c->cc.qid_off ||
+            c->cc.qlen - c->cc.qid_len + n + rid_len > ag->g->cfg->max_frame_bytes)
             rid_len = 0;
     }
-    if (tg_os_splice_plan(c->qlen, s, n + rid_len, &sp) == 0) {
+    if (tg_os_splice_plan(c->cc.qlen, s, n + rid_len, &sp) == 0) {
         tg_out_copy(o, (const char *)sp.hdr, TG_LENPFX_HDR);
         if (rid_len > 0) {
-            tg_out_slice(o, c->qblk, c->qframe, brace + 1);
+            tg_out_slice(o, c->cc.qblk, c->cc.qframe, brace + 1);
             tg_out_copy(o, rid, rid_len);
-            tg_out_slice(o, c->qblk, c->qframe + brace + 1, sp.head_len - brace - 1);
+            tg_out_slice(o, c->cc.qblk, c->cc.qframe + brace + 1, sp.head_len - brace - 1);
         } else {
-            tg_out_slice(o, c->qblk, c->qframe, sp.head_len);
+            tg_out_slice(o, c->cc.qblk, c->cc.qframe, sp.head_len);
         }
         tg_out_copy(o, id, n);
-        tg_out_slice(o, c->qblk, c->qframe + sp.tail_off, c->qlen - sp.tail_off);
+        tg_out_slice(o, c->cc.qblk, c->cc.qframe + sp.tail_off, c->cc.qlen - sp.tail_off);
     }
-    ag->r.queued_frame_bytes -= c->qlen;
-    tg_block_unref(&ag->g->gw->pool, c->qblk);
-    c->qblk = NULL;
-    if (c->caller_slot && c->conn != NULL && c->conn->lim != NULL)
+    ag->r.queued_frame_bytes -= c->cc.qlen;
+    tg_block_unref(&ag->g->gw->pool, c->cc.qblk);
+    c->cc.qblk = NULL;
+    if (c->cc.caller_slot && c->conn != NULL && c->conn->lim != NULL)
         reg_set(ag->g, c->conn->lim->reg_conc, c->conn->lim->conc.inflight);
     update_conc_regs(ag, c);
 }
 
 static bool tool_has_room(const os_agent_t *ag, const os_call_t *c)
 {
-    return tg_adm_has_room(c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL,
+    return tg_adm_has_room(c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL,
                            c->conn != NULL ? c->conn->lim : NULL);
 }
 
@@ -768,14 +737,14 @@ static void not_found(os_call_t *c)
 static void unqueue(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    if (tg_waitq_remove(&ag->r.aq, c->idx) && c->tcfg >= 0)
-        ag->r.tools[c->tcfg].queued--;
+    if (tg_waitq_remove(&ag->r.aq, c->cc.idx) && c->cc.tool >= 0)
+        ag->r.tools[c->cc.tool].queued--;
 }
 
 /* The arrival key of the call in slot <i> of agent <ctx>'s table. */
 static uint64_t arrival_of(const void *ctx, uint32_t i)
 {
-    return call_at(ctx, i)->seq;
+    return call_at(ctx, i)->cc.id;
 }
 
 /* Put <c> (not in the queue) into the wait queue where its arrival puts
@@ -784,10 +753,10 @@ static uint64_t arrival_of(const void *ctx, uint32_t i)
 static bool requeue(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    if (!tg_adm_requeue(&ag->r.aq, ag->qcap, c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL, c->idx,
-                        c->seq, arrival_of, ag))
+    if (!tg_adm_requeue(&ag->r.aq, ag->qcap, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL, c->cc.idx,
+                        c->cc.id, arrival_of, ag))
         return false;
-    c->state = C_QUEUED;
+    c->cc.state = TG_CALL_QUEUED;
     return true;
 }
 
@@ -808,7 +777,7 @@ static void pump_queue(os_agent_t *ag)
         while (can_dispatch(ag) && i < ag->r.aq.count && tg_conc_has_room(&ag->r.aconc)) {
             os_call_t *c = call_at(ag, tg_waitq_at(&ag->r.aq, i));
             if (!tool_registered(ag, c->tool, c->tool_len)) {
-                tg_adm_dequeue_at(&ag->r.aq, i, c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL);
+                tg_adm_dequeue_at(&ag->r.aq, i, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL);
                 not_found(c);
                 call_free(c);
                 continue;
@@ -819,7 +788,7 @@ static void pump_queue(os_agent_t *ag)
             }
             if (ag->r.cstore != NULL && ag->r.fleet_full)
                 break;
-            tg_adm_dequeue_at(&ag->r.aq, i, c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL);
+            tg_adm_dequeue_at(&ag->r.aq, i, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL);
             if (ag->r.cstore != NULL) {
                 slot_ask(c); /* its deadline runs on from its arrival */
             } else {
@@ -870,12 +839,12 @@ static void rate_take(tg_osgw_t *g, const rate_scope_t *scopes, int n, uint64_t 
 static int rate_scopes_local(os_call_t *c, rate_scope_t *scopes)
 {
     os_agent_t *ag = c->ag;
-    tg_adm_tool_t *ts = c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL;
+    tg_adm_tool_t *ts = c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL;
     tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
     int n = 0;
     if (ts != NULL && ts->has_rate && !ts->shared)
         scopes[n++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
-                                     ag->r.acfg->tools[c->tcfg].lim.rate_limit, ts->reg_rate};
+                                     ag->r.acfg->tools[c->cc.tool].lim.rate_limit, ts->reg_rate};
     if (cl != NULL && cl->has_rate)
         scopes[n++] =
             (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, cl->reg_rate};
@@ -911,8 +880,8 @@ static const char *deadline_path(const os_call_t *c)
 {
     if (c->deadline_src == DL_CALLER)
         return NULL;
-    if (c->deadline_src == DL_TOOL && c->tcfg >= 0)
-        return c->ag->r.tools[c->tcfg].path_dur;
+    if (c->deadline_src == DL_TOOL && c->cc.tool >= 0)
+        return c->ag->r.tools[c->cc.tool].path_dur;
     return c->ag->r.path_dur;
 }
 
@@ -1004,12 +973,12 @@ static void slot_ask(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
     take_slots(c);
-    c->state = C_SLOT;
+    c->cc.state = TG_CALL_SLOT;
     os_ticket_t *t = malloc(sizeof(*t));
     int rc = -ENOMEM;
     if (t != NULL) {
         t->ag = ag;
-        t->seq = c->seq;
+        t->seq = c->cc.id;
         rc = tg_store_slot_acquire(ag->r.cstore, ag->r.slots_key, ag->r.acfg->lim.max_concurrent_calls,
                                    on_slot_taken, t);
         if (rc < 0)
@@ -1028,9 +997,9 @@ static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
     const char *by = tg_store_decider_name(r->decided_by);
     /* A failure policy that decided the shared rate outranks the slot's
      * answer: decided_by names the policy whenever one decided any part. */
-    c->decided_by = c->rate_by != NULL && strcmp(c->rate_by, "store") != 0 ? c->rate_by : by;
+    c->cc.decided_by = c->cc.rate_by != NULL && strcmp(c->cc.rate_by, "store") != 0 ? c->cc.rate_by : by;
     if (r->granted) {
-        c->fslot = r->slot;
+        c->cc.fslot = r->slot;
         ag->r.fleet_held++;
         ag->r.fleet_full = false;
         ag->r.fleet_backoff_ms = 0;
@@ -1042,7 +1011,7 @@ static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
         if (ag->switching && !ag->g->stopping) {
             /* A reload is replacing the instance: wait for the new one. */
             release_slots(c);
-            c->state = C_QUEUED;
+            c->cc.state = TG_CALL_QUEUED;
             if (!requeue(c)) {
                 deny_switching(c, "queued");
                 call_free(c);
@@ -1071,12 +1040,12 @@ static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
     /* Full (fleet-wide, or this instance's share under the local policy):
      * give the local slots back and wait in the queue, in arrival order. */
     release_slots(c);
-    c->state = C_QUEUED;
-    c->fleet_seen = (uint32_t)r->holders;
-    c->fleet_cap = (uint32_t)r->cap;
+    c->cc.state = TG_CALL_QUEUED;
+    c->cc.fleet_seen = (uint32_t)r->holders;
+    c->cc.fleet_cap = (uint32_t)r->cap;
     fleet_wait(ag);
     if (!requeue(c)) {
-        deny_fleet(c, c->fleet_seen, c->fleet_cap, "and the wait queue is full", NULL);
+        deny_fleet(c, c->cc.fleet_seen, c->cc.fleet_cap, "and the wait queue is full", NULL);
         call_free(c);
     }
     update_conc_regs(ag, NULL);
@@ -1089,7 +1058,7 @@ static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
     os_agent_t *ag = t->ag;
     os_call_t *c = call_by_seq(ag, t->seq);
     free(t);
-    if (c == NULL || c->state != C_SLOT) {
+    if (c == NULL || c->cc.state != TG_CALL_SLOT) {
         /* Nobody wants it any more (timed out, cancelled, caller gone). */
         if (r->granted)
             fleet_release(ag, r->slot);
@@ -1108,13 +1077,13 @@ static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
 static void admit_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    tg_adm_tool_t *ts = c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL;
+    tg_adm_tool_t *ts = c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL;
     bool tool_full = tg_adm_tool_queue_full(ts);
     bool room = can_dispatch(ag) && ag->r.aq.count == 0 && tg_conc_has_room(&ag->r.aconc) &&
                 tool_has_room(ag, c);
-    c->state = C_QUEUED; /* not in the queue yet: the stage decides */
+    c->cc.state = TG_CALL_QUEUED; /* not in the queue yet: the stage decides */
     if (room && (ag->r.cstore == NULL || !ag->r.fleet_full)) {
-        call_arm(c, c->deadline_ms);
+        call_arm(c, c->cc.deadline_ms);
         if (ag->r.cstore != NULL) {
             slot_ask(c); /* may answer, and free <c>, at once */
             return;
@@ -1140,10 +1109,10 @@ static void admit_slots(os_call_t *c)
         call_free(c);
         return;
     }
-    tg_waitq_push(&ag->r.aq, c->idx);
+    tg_waitq_push(&ag->r.aq, c->cc.idx);
     if (ts != NULL)
         ts->queued++;
-    call_arm(c, c->deadline_ms);
+    call_arm(c, c->cc.deadline_ms);
     /* The calls ahead may be held only by their tool's or caller's slot:
      * this one may still fit now. */
     pump_queue(ag);
@@ -1244,18 +1213,18 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     int step = t->step;
     os_call_t *c = call_by_seq(ag, t->seq);
     free(t);
-    if (c == NULL || c->state != C_RATE)
+    if (c == NULL || c->cc.state != TG_CALL_RATE)
         return; /* its caller left or cancelled it meanwhile */
-    tg_adm_tool_t *ts = c->tcfg >= 0 ? &ag->r.tools[c->tcfg] : NULL;
+    tg_adm_tool_t *ts = c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL;
     /* Two shared buckets: the one that did not simply answer from the
      * store (a fallback, open, closed) is what the audit names. */
-    if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->rate_by == NULL) {
-        c->rate_by = tg_store_decider_name(r->decided_by);
-        c->decided_by = c->rate_by;
+    if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->cc.rate_by == NULL) {
+        c->cc.rate_by = tg_store_decider_name(r->decided_by);
+        c->cc.decided_by = c->cc.rate_by;
     }
     if (!r->gcra.allowed) {
         bool tool = step == STEP_TOOL && ts != NULL;
-        tg_rate_t rate = tool ? ag->r.acfg->tools[c->tcfg].lim.rate_limit : ag->r.acfg->lim.rate_limit;
+        tg_rate_t rate = tool ? ag->r.acfg->tools[c->cc.tool].lim.rate_limit : ag->r.acfg->lim.rate_limit;
         if (r->decided_by == TG_STORE_BY_CLOSED) {
             deny_store(c, "rate", tool ? "tool" : "agent", tg_adm_rate_unit(rate),
                        TG_ADM_STORE_CLOSED_RATE, (int64_t)r->gcra.retry_after_ms);
@@ -1305,7 +1274,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         not_found(c);
     } else {
         rate_take(g, scopes, n, now);
-        c->state = C_QUEUED; /* between stages: in no queue */
+        c->cc.state = TG_CALL_QUEUED; /* between stages: in no queue */
         admit_go(c);
         g_flush(g);
         return;
@@ -1324,16 +1293,16 @@ static int store_step(os_call_t *c, int step)
 {
     os_agent_t *ag = c->ag;
     bool tool = step == STEP_TOOL;
-    const tg_exec_limits_t *l = tool ? &ag->r.acfg->tools[c->tcfg].lim : &ag->r.acfg->lim;
+    const tg_exec_limits_t *l = tool ? &ag->r.acfg->tools[c->cc.tool].lim : &ag->r.acfg->lim;
     uint32_t burst = tool ? (l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) : l->burst;
     os_ticket_t *t = malloc(sizeof(*t));
     if (t == NULL)
         return -ENOMEM;
     t->ag = ag;
-    t->seq = c->seq;
+    t->seq = c->cc.id;
     t->step = step;
     int rc = tg_store_take(tool ? ag->r.tool_store : ag->r.store,
-                           tool ? ag->r.tools[c->tcfg].rate_key : ag->r.rate_key, l->rate_limit.count,
+                           tool ? ag->r.tools[c->cc.tool].rate_key : ag->r.rate_key, l->rate_limit.count,
                            l->rate_limit.period_ms, burst ? burst : (uint32_t)l->rate_limit.count,
                            on_store_taken, t);
     if (rc < 0)
@@ -1347,7 +1316,7 @@ static int store_step(os_call_t *c, int step)
  * costs them nothing. */
 static void rate_hold(os_call_t *c)
 {
-    c->state = C_RATE;
+    c->cc.state = TG_CALL_RATE;
     if (store_step(c, c->ag->r.store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
         deny_store(c, "rate", c->ag->r.store != NULL ? "agent" : "tool", NULL,
                    TG_ADM_STORE_REFUSED_RATE, TG_DENY_ABSENT);
@@ -1420,17 +1389,17 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         /* The caller named none: the call's own id is its request_id, in
          * what the agent gets and in every answer. */
         c->request_id.buf[0] = '"';
-        c->request_id.len = tg_call_id_hex(c->request_id.buf + 1, c->seq) + 2;
+        c->request_id.len = tg_call_id_hex(c->request_id.buf + 1, c->cc.id) + 2;
         c->request_id.buf[c->request_id.len - 1] = '"';
     }
     echo_set(&c->correlation_id, frame, env->correlation_id);
-    c->bytes_in = len;
+    c->cc.bytes_in = len;
     c->tool_len = tlen - alen - 1;
     memcpy(c->tool, tid + alen + 1, c->tool_len);
     c->tool[c->tool_len] = '\0';
     const tg_tool_cfg_t *tc = tg_config_tool(ag->r.acfg, c->tool, c->tool_len);
     if (tc != NULL)
-        c->tcfg = (int)(tc - ag->r.acfg->tools);
+        c->cc.tool = (int)(tc - ag->r.acfg->tools);
     if (env->idempotency_key.type == TG_J_STRING) {
         long n = tg_jstr_decode(frame, env->idempotency_key, c->idem, sizeof(c->idem));
         if (n >= 0) {
@@ -1465,7 +1434,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         for (uint32_t i = 0; i < ag->r.tab.n && klen > 0; i++) {
             os_call_t *o = call_at(ag, i);
             char okey[sizeof(key)];
-            if (o == c || o->state == C_FREE || o->state == C_ZOMBIE || !o->has_idem ||
+            if (o == c || o->cc.state == TG_CALL_IDLE || o->cc.state == TG_CALL_ZOMBIE || !o->has_idem ||
                 o->conn == NULL || idem_key(o, okey, sizeof(okey)) != klen ||
                 memcmp(okey, key, klen) != 0)
                 continue;
@@ -1494,26 +1463,26 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
 
     /* Deadline: min(caller timeout_ms, tool cap, agent cap); it runs from
      * arrival, so time spent waiting counts. */
-    c->deadline_ms = ag->r.acfg->lim.max_tool_call_duration_ms;
+    c->cc.deadline_ms = ag->r.acfg->lim.max_tool_call_duration_ms;
     c->deadline_src = DL_AGENT;
     if (tc != NULL && tc->lim.duration_src != TG_SRC_DEFAULT &&
-        tc->lim.max_tool_call_duration_ms < c->deadline_ms) {
-        c->deadline_ms = tc->lim.max_tool_call_duration_ms;
+        tc->lim.max_tool_call_duration_ms < c->cc.deadline_ms) {
+        c->cc.deadline_ms = tc->lim.max_tool_call_duration_ms;
         c->deadline_src = DL_TOOL;
     }
-    if (env->has_timeout && env->timeout_ms < c->deadline_ms) {
-        c->deadline_ms = env->timeout_ms;
+    if (env->has_timeout && env->timeout_ms < c->cc.deadline_ms) {
+        c->cc.deadline_ms = env->timeout_ms;
         c->deadline_src = DL_CALLER; /* the caller's own choice: nothing to raise */
     }
 
     /* The frame stays in its block until it is forwarded. */
-    c->qblk = b;
+    c->cc.qblk = b;
     b->refs++;
     ag->r.queued_frame_bytes += len;
-    c->qframe = frame;
-    c->qlen = len;
-    c->qcid_off = env->call_id.off;
-    c->qcid_len = env->call_id.len;
+    c->cc.qframe = frame;
+    c->cc.qlen = len;
+    c->cc.qid_off = env->call_id.off;
+    c->cc.qid_len = env->call_id.len;
 
     /* Rate: every scope must allow it; a call refused by one takes no
      * token from the others. With rate_scope shared the agent's bucket is
@@ -1530,7 +1499,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         call_free(c);
         return;
     }
-    if (ag->r.store != NULL || (c->tcfg >= 0 && ag->r.tools[c->tcfg].shared)) {
+    if (ag->r.store != NULL || (c->cc.tool >= 0 && ag->r.tools[c->cc.tool].shared)) {
         rate_hold(c);
         return;
     }
@@ -1545,16 +1514,16 @@ static void release_slots(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
     tg_conc_release(&ag->r.aconc);
-    if (c->tool_slot)
-        tg_conc_release(&ag->r.tools[c->tcfg].conc);
-    if (c->caller_slot && c->conn != NULL && c->conn->lim != NULL) {
+    if (c->cc.tool_slot)
+        tg_conc_release(&ag->r.tools[c->cc.tool].conc);
+    if (c->cc.caller_slot && c->conn != NULL && c->conn->lim != NULL) {
         tg_conc_release(&c->conn->lim->conc);
         reg_set(ag->g, c->conn->lim->reg_conc, c->conn->lim->conc.inflight);
     }
-    c->tool_slot = c->caller_slot = false;
-    if (c->fslot != NULL) {
-        fleet_release(ag, c->fslot);
-        c->fslot = NULL;
+    c->cc.tool_slot = c->cc.caller_slot = false;
+    if (c->cc.fslot != NULL) {
+        fleet_release(ag, c->cc.fslot);
+        c->cc.fslot = NULL;
         ag->r.fleet_held--;
         ag->r.fleet_full = false;
     }
@@ -1564,10 +1533,10 @@ static void release_slots(os_call_t *c)
 static void call_release(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    if (c->state == C_INFLIGHT || c->state == C_CANCELLING || c->state == C_ZOMBIE ||
-        c->state == C_SLOT)
+    if (c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_CANCELLING || c->cc.state == TG_CALL_ZOMBIE ||
+        c->cc.state == TG_CALL_SLOT)
         release_slots(c);
-    else if (c->state == C_QUEUED)
+    else if (c->cc.state == TG_CALL_QUEUED)
         unqueue(c);
     os_call_t copy = *c;
     call_free(c);
@@ -1583,11 +1552,11 @@ static void call_release(os_call_t *c)
 static void call_leave_caller(os_call_t *c)
 {
     os_conn_t *k = c->conn;
-    if (k != NULL && c->caller_slot && k->lim != NULL) {
+    if (k != NULL && c->cc.caller_slot && k->lim != NULL) {
         tg_conc_release(&k->lim->conc);
         reg_set(k->g, k->lim->reg_conc, k->lim->conc.inflight);
     }
-    c->caller_slot = false;
+    c->cc.caller_slot = false;
     call_detach(c);
 }
 
@@ -1600,7 +1569,7 @@ static void send_cancel(os_call_t *c, const char *reason)
     char buf[512], id[32], cid[24];
     tg_os_hdr_t h;
     hdr_for_call(ag->g, NULL, &h, id);
-    tg_call_id_hex(cid, c->seq);
+    tg_call_id_hex(cid, c->cc.id);
     long n =
         tg_os_enc_tool_cancel(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h, cid, reason);
     send_built(&ag->inst->a.p.wr, buf, n);
@@ -1610,8 +1579,8 @@ static void send_cancel(os_call_t *c, const char *reason)
  * kill_grace_period, else the agent is stuck. */
 static void zombie(os_call_t *c, const char *stage)
 {
-    c->state = C_ZOMBIE;
-    c->stage = stage;
+    c->cc.state = TG_CALL_ZOMBIE;
+    c->cc.stage = stage;
     call_arm(c, c->ag->r.acfg->kill_grace_ms);
 }
 static void call_expired(os_call_t *c)
@@ -1622,46 +1591,46 @@ static void call_expired(os_call_t *c)
     /* Waiting for the fleet rather than for a local slot: the store is
      * deciding now, or it refused this call and the local scopes have
      * room, so the shared limit is what held it back. */
-    if (c->state == C_SLOT ||
-        (c->state == C_QUEUED && ag->r.cstore != NULL && c->fleet_cap > 0 && can_dispatch(ag) &&
+    if (c->cc.state == TG_CALL_SLOT ||
+        (c->cc.state == TG_CALL_QUEUED && ag->r.cstore != NULL && c->cc.fleet_cap > 0 && can_dispatch(ag) &&
          tg_conc_has_room(&ag->r.aconc) && tool_has_room(ag, c))) {
         snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while waiting for one",
-                 c->deadline_ms);
-        deny_fleet(c, c->fleet_seen, c->fleet_cap, detail, "queued");
+                 c->cc.deadline_ms);
+        deny_fleet(c, c->cc.fleet_seen, c->cc.fleet_cap, detail, "queued");
         call_release(c);
-    } else if (c->state == C_QUEUED) {
+    } else if (c->cc.state == TG_CALL_QUEUED) {
         bool waiting_agent = ag->st != A_READY || ag->switching;
         denial_init(ag, &d, waiting_agent ? TG_DENY_UNAVAILABLE : TG_DENY_CONCURRENCY, c, reqid);
         if (waiting_agent) {
             d.limit = "agent";
             snprintf(detail, sizeof(detail),
                      "agent did not become ready within the call's deadline of %" PRIu64 " ms%s",
-                     c->deadline_ms,
+                     c->cc.deadline_ms,
                      ag->switching ? " (it is being restarted with its reloaded config)" : "");
         } else {
             d.limit = "concurrency";
             d.observed = ag->r.aconc.inflight;
             d.cap = ag->r.aconc.max;
             d.unit = "calls";
-            d.config_path = c->tcfg >= 0 && ag->r.tools[c->tcfg].has_conc &&
-                                    !tg_conc_has_room(&ag->r.tools[c->tcfg].conc)
-                                ? ag->r.tools[c->tcfg].path_conc
+            d.config_path = c->cc.tool >= 0 && ag->r.tools[c->cc.tool].has_conc &&
+                                    !tg_conc_has_room(&ag->r.tools[c->cc.tool].conc)
+                                ? ag->r.tools[c->cc.tool].path_conc
                                 : ag->r.path_conc;
             snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while queued",
-                     c->deadline_ms);
+                     c->cc.deadline_ms);
         }
         d.detail = detail;
         deny_call(c, &d, "call.denied", "queued");
         call_release(c);
-    } else if (c->state == C_INFLIGHT) {
+    } else if (c->cc.state == TG_CALL_INFLIGHT) {
         const char *path = deadline_path(c);
         denial_init(ag, &d, TG_DENY_TIMEOUT, c, reqid);
         d.limit = "timeout";
-        d.observed = (int64_t)(now_ms(ag->g) - c->t_start);
-        d.cap = (int64_t)c->deadline_ms;
+        d.observed = (int64_t)(now_ms(ag->g) - c->cc.t_start);
+        d.cap = (int64_t)c->cc.deadline_ms;
         d.unit = "ms";
         d.config_path = path;
-        snprintf(detail, sizeof(detail), "no result within %" PRIu64 " ms%s", c->deadline_ms,
+        snprintf(detail, sizeof(detail), "no result within %" PRIu64 " ms%s", c->cc.deadline_ms,
                  path == NULL ? " (the caller's timeout_ms)" : "");
         d.detail = detail;
         deny_call(c, &d, "call.timeout", "timed_out");
@@ -1669,7 +1638,7 @@ static void call_expired(os_call_t *c)
         call_leave_caller(c);
         zombie(c, "timed_out");
         pump_queue(ag); /* a call waiting for the caller's slot */
-    } else if (c->state == C_CANCELLING) {
+    } else if (c->cc.state == TG_CALL_CANCELLING) {
         /* The agent never confirmed the caller's cancel: answer for it. */
         answer(ag->g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
         call_leave_caller(c);
@@ -1678,7 +1647,7 @@ static void call_expired(os_call_t *c)
                " ms; killing it (raise %s)",
                aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
         inst_kill(ag, SIGKILL, "stuck");
-    } else if (c->state == C_ZOMBIE) {
+    } else if (c->cc.state == TG_CALL_ZOMBIE) {
         tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
                " ms; killing it (raise %s)",
                aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
@@ -1695,15 +1664,15 @@ static void caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *en
         if (c->cid.len == env->call_id.len &&
             memcmp(c->cid.buf, frame + env->call_id.off, env->call_id.len) == 0)
             break;
-    if (c == NULL || c->state == C_CANCELLING || c->state == C_ZOMBIE)
+    if (c == NULL || c->cc.state == TG_CALL_CANCELLING || c->cc.state == TG_CALL_ZOMBIE)
         return; /* answered already, or a cancel is under way */
-    if (c->state != C_INFLIGHT) {
+    if (c->cc.state != TG_CALL_INFLIGHT) {
         /* The agent never saw it (queued, or waiting for the shared
          * store, whose answer will then find nothing): toolgate answers. */
         os_agent_t *ag = c->ag;
         answer(k->g, k, c, &c->cid, "canceled", NULL, NULL, false);
         audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_cancelled");
-        if (c->state == C_RATE) {
+        if (c->cc.state == TG_CALL_RATE) {
             call_free(c);
             agent_check_drained(ag);
         } else {
@@ -1713,7 +1682,7 @@ static void caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *en
     }
     audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_cancelled");
     send_cancel(c, "caller_cancelled");
-    c->state = C_CANCELLING;
+    c->cc.state = TG_CALL_CANCELLING;
     call_arm(c, c->ag->r.acfg->kill_grace_ms);
 }
 
@@ -1725,8 +1694,8 @@ static void conn_forget_calls(os_conn_t *k)
 {
     while (k->calls != NULL) {
         os_call_t *c = k->calls;
-        switch (c->state) {
-        case C_RATE: {
+        switch (c->cc.state) {
+        case TG_CALL_RATE: {
             /* The store's answer will find nothing. */
             os_agent_t *ag = c->ag;
             audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_gone");
@@ -1734,12 +1703,12 @@ static void conn_forget_calls(os_conn_t *k)
             agent_check_drained(ag);
             break;
         }
-        case C_SLOT:
-        case C_QUEUED:
+        case TG_CALL_SLOT:
+        case TG_CALL_QUEUED:
             audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_gone");
             call_release(c);
             break;
-        case C_INFLIGHT:
+        case TG_CALL_INFLIGHT:
             audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_gone");
             send_cancel(c, "caller_gone");
             call_leave_caller(c);
@@ -2357,11 +2326,11 @@ static void late_result(os_agent_t *ag, const os_call_t *c, const char *frame, t
     ev.event = "call.late_result";
     ev.agent = aname(ag);
     if (c != NULL) {
-        tg_call_id_hex(reqid, c->seq);
+        tg_call_id_hex(reqid, c->cc.id);
         ev.request_id = reqid;
         if (c->tool_len > 0)
             ev.tool = c->tool;
-        ev.stage = c->stage;
+        ev.stage = c->cc.stage;
     } else if (tg_jstr_decode(frame, cid, reqid, sizeof(reqid)) > 3 &&
                memcmp(reqid, "tg-", 3) == 0 && tg_audit_safe_str(reqid, strlen(reqid))) {
         ev.request_id = reqid;
@@ -2374,13 +2343,13 @@ static void on_result(os_agent_t *ag, tg_block_t *b, const char *frame, size_t l
                       const tg_os_env_t *env)
 {
     os_call_t *c = call_by_agent_id(ag, frame, env->call_id);
-    if (c == NULL || c->state == C_QUEUED || c->state == C_RATE || c->state == C_SLOT) {
+    if (c == NULL || c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE || c->cc.state == TG_CALL_SLOT) {
         late_result(ag, NULL, frame, env->call_id, len);
         return;
     }
-    switch (c->state) {
-    case C_INFLIGHT: {
-        tg_dlt_disarm(&ag->r.dlt, &c->dl, &c->own);
+    switch (c->cc.state) {
+    case TG_CALL_INFLIGHT: {
+        tg_dlt_disarm(&ag->r.dlt, &c->cc.dl, &c->cc.own);
         to_caller(c, b, frame, len, env->call_id);
         const char *status = env->status == TG_OS_ST_SUCCEEDED ? "ok"
                              : env->status == TG_OS_ST_FAILED  ? "error"
@@ -2390,7 +2359,7 @@ static void on_result(os_agent_t *ag, tg_block_t *b, const char *frame, size_t l
         audit_call(c, "call.completed", status, NULL, NULL, NULL);
         break;
     }
-    case C_CANCELLING:
+    case TG_CALL_CANCELLING:
         /* The agent's answer to the caller's cancel (normally "canceled"). */
         to_caller(c, b, frame, len, env->call_id);
         break;
@@ -2408,7 +2377,7 @@ static void on_stream(os_agent_t *ag, tg_block_t *b, const char *frame, size_t l
                       const tg_os_env_t *env)
 {
     os_call_t *c = call_by_agent_id(ag, frame, env->call_id);
-    if (c != NULL && (c->state == C_INFLIGHT || c->state == C_CANCELLING))
+    if (c != NULL && (c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_CANCELLING))
         to_caller(c, b, frame, len, env->call_id);
 }
 
@@ -2529,10 +2498,10 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
         os_call_t *c = call_at(ag, i);
         /* Calls waiting for the store never reached this instance: the
          * answer finds the agent as it is then. */
-        if (c->state == C_FREE || c->state == C_RATE || c->state == C_SLOT ||
-            (c->state == C_QUEUED && keep_queued))
+        if (c->cc.state == TG_CALL_IDLE || c->cc.state == TG_CALL_RATE || c->cc.state == TG_CALL_SLOT ||
+            (c->cc.state == TG_CALL_QUEUED && keep_queued))
             continue;
-        if (c->state == C_INFLIGHT && in->a.p.watch.verdict.kind != TG_VERDICT_OK) {
+        if (c->cc.state == TG_CALL_INFLIGHT && in->a.p.watch.verdict.kind != TG_VERDICT_OK) {
             const tg_verdict_t *v = &in->a.p.watch.verdict;
             denial_init(ag, &d, TG_DENY_RESOURCE, c, reqid);
             d.limit = tg_res_name(v->res);
@@ -2547,8 +2516,8 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
                      tg_res_name(v->res), v->used, v->limit);
             d.detail = detail;
             deny_call(c, &d, "call.denied", "killed");
-        } else if (c->state == C_INFLIGHT || c->state == C_QUEUED) {
-            bool stopping = g->stopping && c->state == C_QUEUED;
+        } else if (c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_QUEUED) {
+            bool stopping = g->stopping && c->cc.state == TG_CALL_QUEUED;
             denial_init(ag, &d, stopping ? TG_DENY_SHUTTING_DOWN : TG_DENY_UNAVAILABLE, c, reqid);
             d.limit = stopping ? "shutdown" : "agent";
             if (!stopping)
@@ -2558,20 +2527,20 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
             else if (in->a.p.term_signal != 0)
                 snprintf(detail, sizeof(detail), "agent %s by signal %d %s",
                          in->a.p.killed ? "was killed" : "died", in->a.p.term_signal,
-                         c->state == C_QUEUED ? "before the call ran" : "while the call ran");
+                         c->cc.state == TG_CALL_QUEUED ? "before the call ran" : "while the call ran");
             else
                 snprintf(detail, sizeof(detail), "agent exited with status %" PRId64 " %s",
                          in->a.p.exit_status,
-                         c->state == C_QUEUED ? "before the call ran" : "while the call ran");
+                         c->cc.state == TG_CALL_QUEUED ? "before the call ran" : "while the call ran");
             d.detail = detail;
             deny_call(c, &d, "call.denied",
-                      c->state == C_QUEUED ? "queued"
+                      c->cc.state == TG_CALL_QUEUED ? "queued"
                       : in->a.p.killed         ? "killed"
                                            : "agent_exited");
-        } else if (c->state == C_CANCELLING) {
+        } else if (c->cc.state == TG_CALL_CANCELLING) {
             answer(g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
         }
-        if (c->state == C_QUEUED)
+        if (c->cc.state == TG_CALL_QUEUED)
             unqueue(c);
         else
             release_slots(c);
@@ -2916,8 +2885,8 @@ static void g_check_idle(tg_osgw_t *g)
             if (ag->r.dlt.ready)
                 uv_close((uv_handle_t *)&ag->r.dlt.timer, timer_closed);
             for (uint32_t j = 0; j < ag->r.tab.n; j++)
-                if (call_at(ag, j)->own.ready)
-                    uv_close((uv_handle_t *)&call_at(ag, j)->own.timer, call_timer_closed);
+                if (call_at(ag, j)->cc.own.ready)
+                    uv_close((uv_handle_t *)&call_at(ag, j)->cc.own.timer, call_timer_closed);
         }
     }
     if (g->open_timers > 0)
@@ -2981,7 +2950,7 @@ static void fail_queued(os_agent_t *ag, const char *why)
 {
     for (uint32_t i = 0; i < ag->r.tab.n; i++) {
         os_call_t *c = call_at(ag, i);
-        if (c->state != C_QUEUED)
+        if (c->cc.state != TG_CALL_QUEUED)
             continue;
         deny_unavailable(c, why);
         unqueue(c);
@@ -3241,19 +3210,19 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
      * tool's slot keeps it where the tool still has a concurrency limit. */
     for (uint32_t i = 0; i < ag->r.tab.n; i++) {
         os_call_t *c = call_at(ag, i);
-        if (c->state == C_FREE)
+        if (c->cc.state == TG_CALL_IDLE)
             continue;
         const tg_tool_cfg_t *tc = tg_config_tool(acfg, c->tool, c->tool_len);
         int nt = tc != NULL ? (int)(tc - acfg->tools) : -1;
-        if (c->tool_slot && nt >= 0 && tools[nt].has_conc)
+        if (c->cc.tool_slot && nt >= 0 && tools[nt].has_conc)
             tools[nt].conc.inflight++;
         else
-            c->tool_slot = false;
-        if (c->state == C_QUEUED && nt >= 0)
+            c->cc.tool_slot = false;
+        if (c->cc.state == TG_CALL_QUEUED && nt >= 0)
             tools[nt].queued++;
         if (c->deadline_src == DL_TOOL && nt < 0)
             c->deadline_src = DL_AGENT;
-        c->tcfg = nt;
+        c->cc.tool = nt;
     }
     free(ag->r.tools);
     ag->r.tools = tools;

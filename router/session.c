@@ -57,6 +57,7 @@
 #include "router/agent/contain_cfg.h"
 #include "router/log.h"
 #include "router/call/admit.h"
+#include "router/call/call.h"
 #include "router/call/route.h"
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
@@ -74,51 +75,29 @@
  * a row; a release by this instance lets it ask at once. */
 
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
-/* S_SLOT: holds its local slots and waits for the shared store's answer
- * on a fleet slot (concurrency_scope shared); it may still sit in the wait
- * queue (in_queue) when it asked from there. */
-typedef enum { S_NONE = 0, S_RATE, S_QUEUED, S_SLOT, S_INFLIGHT, S_ZOMBIE } call_state_t;
 typedef enum { A_DOWN = 0, A_STARTING, A_RUNNING, A_BACKOFF } agent_state_t;
 typedef enum { P_RUN = 0, P_DRAIN, P_STOP_STDIN, P_STOP_TERM, P_STOP_KILL, P_DONE } phase_t;
 
 typedef struct tg_wrap tg_wrap_t;
 
-/* One request known to toolgate. Owned by the slab in tg_wrap_t. */
+/* One request known to toolgate. Owned by its agent's call table. A
+ * tools/call (K_CALL) goes through admission (cc.state); the other kinds
+ * stay TG_CALL_IDLE: pass-through requests, a replayed initialize, a
+ * ping. */
 typedef struct tg_call {
+    tg_callc_t cc; /* first: the admission's view (router/call/call.h) */
     tg_wrap_t *w;
-    uint32_t idx;
     call_kind_t kind;
-    call_state_t state;
-    uint64_t agent_id;
     size_t caller_id_len;
-    int tool;                       /* index in cfg tools, -1 when unconfigured */
     size_t tool_name_len;
-    bool tool_slot;                 /* holds a tool concurrency slot */
-    bool caller_slot;               /* holds a slot of its caller's limits */
-    uint64_t t_start;               /* uv_now at arrival */
-    uint64_t deadline_ms;           /* relative to t_start */
     const char *deadline_path;      /* config path of the cap that set the deadline */
-    uint64_t bytes_in;
-    tg_dl_node_t dl;                /* in the agent's deadline list (tg_dlt_arm) */
-    /* A queued call keeps its frame: a reference on the block, spans. */
-    tg_block_t *qblk;
-    const char *qframe;
-    size_t qlen;                    /* with the newline */
-    size_t qid_off, qid_len;        /* id span, relative to qframe */
     /* K_PING: which zombie it proves alive. */
     uint32_t ping_for;
     uint64_t ping_for_id;
-    const char *stage;              /* how a zombie ended: "timed_out", "cancelled" */
-    const char *decided_by;         /* shared limits: who decided (store, local_fallback, ...) */
-    const char *rate_by, *slot_by;  /* the shared rate's and the shared slot's deciders */
-    bool in_queue;                  /* in the agent's wait queue (S_QUEUED, or S_SLOT asked from it) */
-    struct tg_store_slot *fslot;    /* the fleet slot held (concurrency_scope shared), or NULL */
-    uint32_t fleet_seen, fleet_cap; /* holders and cap at the store's last refusal; cap 0: none */
     /* Not cleared when the entry is reused (call_alloc): the arrays are
-     * written with their lengths, the timer is kept initialised. */
+     * written with their lengths. */
     char caller_id[TG_ID_MAX];
     char tool_name[TG_TOOL_NAME_MAX + 1];
-    tg_dlt_own_t own;               /* a deadline the list would not take */
 } tg_call_t;
 
 #define CALL_CLEARED offsetof(tg_call_t, caller_id)
@@ -261,7 +240,7 @@ static void request_id_of(const tg_call_t *c, char *buf, size_t cap)
 {
     if (cap < 24)
         return;
-    tg_call_id_hex(buf, c->agent_id);
+    tg_call_id_hex(buf, c->cc.id);
 }
 
 static void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
@@ -294,18 +273,18 @@ static void on_call_timer(uv_timer_t *t)
 static void on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x)
 {
     (void)t;
-    call_expired((tg_call_t *)(void *)((char *)x - offsetof(tg_call_t, dl)));
+    call_expired((tg_call_t *)(void *)((char *)x - offsetof(tg_call_t, cc.dl)));
 }
 
 /* Expire call <c> in <ms> from now (router/dltimer.h). */
 static void call_arm(tg_wrap_t *w, tg_call_t *c, uint64_t ms)
 {
-    (void)tg_dlt_arm(&w->ag->r.dlt, w->gw->loop, &c->dl, &c->own, on_call_timer, c, ms);
+    (void)tg_dlt_arm(&w->ag->r.dlt, w->gw->loop, &c->cc.dl, &c->cc.own, on_call_timer, c, ms);
 }
 
 static void call_disarm(tg_agent_t *ag, tg_call_t *c)
 {
-    tg_dlt_disarm(&ag->r.dlt, &c->dl, &c->own);
+    tg_dlt_disarm(&ag->r.dlt, &c->cc.dl, &c->cc.own);
 }
 
 /* ---- call table ------------------------------------------------------- */
@@ -322,14 +301,11 @@ static tg_call_t *call_alloc(tg_wrap_t *w, call_kind_t kind)
     tg_call_t *c = tg_ctab_take(&w->ag->r.tab, &i, &id);
     if (c == NULL)
         return NULL;
-    memset(c, 0, CALL_CLEARED);
+    tg_callc_reset(&c->cc, id, i, now_ms(w));
+    memset((char *)c + offsetof(tg_call_t, w), 0, CALL_CLEARED - offsetof(tg_call_t, w));
     c->tool_name[0] = '\0';
     c->w = w;
-    c->idx = i;
     c->kind = kind;
-    c->tool = -1;
-    c->agent_id = id;
-    c->t_start = now_ms(w);
     if (kind == K_PASS)
         w->npass++;
     if (kind == K_CALL || kind == K_PASS)
@@ -342,17 +318,17 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
     if (c->kind == K_FREE)
         return;
     call_disarm(w->ag, c);
-    if (c->fslot != NULL) {
+    if (c->cc.fslot != NULL) {
         /* Every path gives the fleet slot back through release_slots; an
          * entry freed with one still held would keep it renewed forever. */
-        tg_store_slot_release(w->ag->r.cstore, c->fslot);
-        c->fslot = NULL;
+        tg_store_slot_release(w->ag->r.cstore, c->cc.fslot);
+        c->cc.fslot = NULL;
         w->ag->r.fleet_held--;
     }
-    if (c->qblk != NULL) {
-        w->ag->r.queued_frame_bytes -= c->qlen;
-        tg_block_unref(&w->gw->pool, c->qblk);
-        c->qblk = NULL;
+    if (c->cc.qblk != NULL) {
+        w->ag->r.queued_frame_bytes -= c->cc.qlen;
+        tg_block_unref(&w->gw->pool, c->cc.qblk);
+        c->cc.qblk = NULL;
     }
     /* Counters of the session the call belongs to, whoever frees it. */
     if (c->kind == K_PASS)
@@ -360,8 +336,8 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
     if (c->kind == K_CALL || c->kind == K_PASS)
         c->w->nbusy--;
     c->kind = K_FREE;
-    c->state = S_NONE;
-    tg_ctab_put(&w->ag->r.tab, c->idx);
+    c->cc.state = TG_CALL_IDLE;
+    tg_ctab_put(&w->ag->r.tab, c->cc.idx);
 }
 
 /* The live entry with agent-side id <id> belonging to session <w>: an
@@ -369,7 +345,7 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
 static tg_call_t *call_by_agent_id(tg_wrap_t *w, uint64_t id)
 {
     tg_call_t *c = tg_ctab_lookup(&w->ag->r.tab, id);
-    if (c == NULL || c->kind == K_FREE || c->agent_id != id || c->w != w)
+    if (c == NULL || c->kind == K_FREE || c->cc.id != id || c->w != w)
         return NULL;
     return c;
 }
@@ -443,14 +419,14 @@ static void audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, cons
             caller_id_text(c->caller_id, c->caller_id_len, callid);
             ev.call_id = callid;
         }
-        tg_adm_audit_call(&ev, c->tool_name, c->tool_name_len, now_ms(w) - c->t_start, c->bytes_in,
-                          c->decided_by);
+        tg_adm_audit_call(&ev, c->tool_name, c->tool_name_len, now_ms(w) - c->cc.t_start, c->cc.bytes_in,
+                          c->cc.decided_by);
     }
     ev.status = status;
     ev.stage = stage;
     if (w->gw->metrics_ok && c != NULL && c->kind == K_CALL) {
         tg_outcome_t o = tg_adm_outcome(event, status, d, stage);
-        tg_metrics_call(&w->gw->metrics, w->ag->r.idx, c->tool, o, now_ms(w) - c->t_start);
+        tg_metrics_call(&w->gw->metrics, w->ag->r.idx, c->cc.tool, o, now_ms(w) - c->cc.t_start);
         if (d != NULL)
             tg_metrics_denial(&w->gw->metrics, d->code, (int)w->ag->r.idx, c->tool_name,
                               c->tool_name_len, wall_now_ms());
@@ -507,10 +483,10 @@ static void send_ping(tg_wrap_t *w, tg_call_t *c)
     if (p == NULL)
         return;
     char buf[96];
-    p->ping_for = c->idx;
-    p->ping_for_id = c->agent_id;
+    p->ping_for = c->cc.idx;
+    p->ping_for_id = c->cc.id;
     int n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n",
-                     p->agent_id);
+                     p->cc.id);
     tg_out_copy(&w->inst->a.p.wr, buf, (size_t)n);
 }
 
@@ -522,7 +498,7 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
     int n = snprintf(buf, sizeof(buf),
                      "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
                      "\"requestId\":%" PRIu64 ",\"reason\":\"%s\"}}\n",
-                     c->agent_id, reason);
+                     c->cc.id, reason);
     tg_out_copy(&w->inst->a.p.wr, buf, (size_t)n);
     send_ping(w, c);
 }
@@ -535,19 +511,19 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
  * is full) must not make a limit warn and re-arm on every retry. */
 static void take_slots(tg_wrap_t *w, tg_call_t *c)
 {
-    tg_adm_take_slots(&w->ag->r.aconc, c->tool >= 0 ? &w->ag->r.tools[c->tool] : NULL, w->climits,
-                      &c->tool_slot, &c->caller_slot);
+    tg_adm_take_slots(&w->ag->r.aconc, c->cc.tool >= 0 ? &w->ag->r.tools[c->cc.tool] : NULL, w->climits,
+                      &c->cc.tool_slot, &c->cc.caller_slot);
 }
 
 /* Send call <c>, holding its slots, to the agent: it is in flight. */
 static void forward(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
                     size_t id_off, size_t id_len)
 {
-    c->state = S_INFLIGHT;
-    to_agent_spliced(w, b, frame, len, id_off, id_len, c->agent_id);
-    if (c->caller_slot)
+    c->cc.state = TG_CALL_INFLIGHT;
+    to_agent_spliced(w, b, frame, len, id_off, id_len, c->cc.id);
+    if (c->cc.caller_slot)
         reg_set(w, w->climits->reg_conc, w->climits->conc.inflight);
-    update_conc_regs(w, c->tool);
+    update_conc_regs(w, c->cc.tool);
 }
 
 static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
@@ -561,7 +537,7 @@ static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fram
  * checked by the caller of this). */
 static bool tool_has_room(tg_wrap_t *w, const tg_call_t *c)
 {
-    return tg_adm_has_room(c->tool >= 0 ? &w->ag->r.tools[c->tool] : NULL, c->w->climits);
+    return tg_adm_has_room(c->cc.tool >= 0 ? &w->ag->r.tools[c->cc.tool] : NULL, c->w->climits);
 }
 
 static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
@@ -585,7 +561,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     tg_agent_t *ag = t->ag;
     int step = t->step;
     tg_call_t *c = tg_ctab_lookup(&ag->r.tab, t->agent_id);
-    bool live = c != NULL && c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_RATE;
+    bool live = c != NULL && c->kind == K_CALL && c->cc.id == t->agent_id && c->cc.state == TG_CALL_RATE;
     free(t);
     ag->nstore_wait--;
     if (!live) {
@@ -593,18 +569,18 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         return;
     }
     tg_wrap_t *w = c->w;
-    tool_state_t *ts = c->tool >= 0 ? &ag->r.tools[c->tool] : NULL;
+    tool_state_t *ts = c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL;
     /* Two shared buckets: the one that did not simply answer from the
      * store (a fallback, open, closed) is what the audit names. */
-    if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->rate_by == NULL) {
-        c->rate_by = tg_store_decider_name(r->decided_by);
-        c->decided_by = c->rate_by;
+    if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->cc.rate_by == NULL) {
+        c->cc.rate_by = tg_store_decider_name(r->decided_by);
+        c->cc.decided_by = c->cc.rate_by;
     }
     tg_denial_t d;
     char reqid[32], detail[160];
     if (!r->gcra.allowed) {
         bool tool = step == STEP_TOOL;
-        tg_rate_t rate = tool ? ag->r.acfg->tools[c->tool].lim.rate_limit : ag->r.acfg->lim.rate_limit;
+        tg_rate_t rate = tool ? ag->r.acfg->tools[c->cc.tool].lim.rate_limit : ag->r.acfg->lim.rate_limit;
         bool store_down = r->decided_by == TG_STORE_BY_CLOSED;
         denial_init(w, &d, store_down ? TG_DENY_STORE : TG_DENY_RATE, c, reqid, sizeof(reqid));
         if (store_down) {
@@ -663,8 +639,8 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     for (int k = 0; k < 2; k++)
         if (local[k] != NULL)
             tg_gcra_take(local[k], now);
-    c->state = S_NONE;
-    admit_slots(w, c, c->qblk, c->qframe, c->qlen, c->qid_off, c->qid_len, true);
+    c->cc.state = TG_CALL_IDLE;
+    admit_slots(w, c, c->cc.qblk, c->cc.qframe, c->cc.qlen, c->cc.qid_off, c->cc.qid_len, true);
     flush_all(w);
 }
 
@@ -678,12 +654,12 @@ static int store_step(tg_wrap_t *w, tg_call_t *c, int step)
     store_ticket_t *t = malloc(sizeof(*t));
     if (t == NULL)
         return -ENOMEM;
-    const tg_exec_limits_t *l = step == STEP_TOOL ? &ag->r.acfg->tools[c->tool].lim : &ag->r.acfg->lim;
-    const char *key = step == STEP_TOOL ? ag->r.tools[c->tool].rate_key : ag->r.rate_key;
+    const tg_exec_limits_t *l = step == STEP_TOOL ? &ag->r.acfg->tools[c->cc.tool].lim : &ag->r.acfg->lim;
+    const char *key = step == STEP_TOOL ? ag->r.tools[c->cc.tool].rate_key : ag->r.rate_key;
     tg_store_t *st = step == STEP_TOOL ? ag->r.tool_store : ag->r.store;
     uint32_t burst = step == STEP_TOOL ? (l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) : l->burst;
     t->ag = ag;
-    t->agent_id = c->agent_id;
+    t->agent_id = c->cc.id;
     t->step = step;
     /* The answer holds the agent (a retired one is freed only after it). */
     ag->nstore_wait++;
@@ -702,14 +678,14 @@ static void call_hold_frame(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const cha
                             size_t len, size_t id_off, size_t id_len, bool held)
 {
     if (!held) {
-        c->qblk = b;
+        c->cc.qblk = b;
         b->refs++;
         w->ag->r.queued_frame_bytes += len;
     }
-    c->qframe = frame;
-    c->qlen = len;
-    c->qid_off = id_off;
-    c->qid_len = id_len;
+    c->cc.qframe = frame;
+    c->cc.qlen = len;
+    c->cc.qid_off = id_off;
+    c->cc.qid_len = id_len;
 }
 
 /* Hold call <c>'s frame and ask the shared store for its tokens: the
@@ -717,7 +693,7 @@ static void call_hold_frame(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const cha
 static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
                       size_t id_off, size_t id_len)
 {
-    c->state = S_RATE;
+    c->cc.state = TG_CALL_RATE;
     call_hold_frame(w, c, b, frame, len, id_off, id_len, false);
     if (store_step(w, c, w->ag->r.store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
         tg_denial_t d;
@@ -750,21 +726,21 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     }
     memcpy(c->caller_id, frame + env->id.off, env->id.len);
     c->caller_id_len = env->id.len;
-    c->bytes_in = len;
+    c->cc.bytes_in = len;
     if (env->tool_name.type == TG_J_STRING) {
         long n = tg_jstr_decode(frame, env->tool_name, c->tool_name, sizeof(c->tool_name));
         if (n > 0) {
             c->tool_name_len = (size_t)n;
             const tg_tool_cfg_t *tc = tg_config_tool(w->ag->r.acfg, c->tool_name, c->tool_name_len);
             if (tc != NULL)
-                c->tool = (int)(tc - w->ag->r.acfg->tools);
+                c->cc.tool = (int)(tc - w->ag->r.acfg->tools);
         } else if (n < 0) {
             /* Longer than any name we keep: refer to it as invalid. */
             memcpy(c->tool_name, "invalid", 8);
             c->tool_name_len = 7;
         }
     }
-    tool_state_t *ts = c->tool >= 0 ? &w->ag->r.tools[c->tool] : NULL;
+    tool_state_t *ts = c->cc.tool >= 0 ? &w->ag->r.tools[c->cc.tool] : NULL;
 
     if (w->phase != P_RUN) {
         denial_init(w, &d, TG_DENY_SHUTTING_DOWN, c, reqid, sizeof(reqid));
@@ -787,15 +763,15 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     /* Rate: both buckets must allow; a call refused by one takes no token
      * from the other. */
     /* Deadline: min(caller timeout_ms, tool cap, agent cap). */
-    c->deadline_ms = w->ag->r.acfg->lim.max_tool_call_duration_ms;
+    c->cc.deadline_ms = w->ag->r.acfg->lim.max_tool_call_duration_ms;
     c->deadline_path = w->ag->r.path_dur;
-    if (ts != NULL && w->ag->r.acfg->tools[c->tool].lim.duration_src != TG_SRC_DEFAULT &&
-        w->ag->r.acfg->tools[c->tool].lim.max_tool_call_duration_ms < c->deadline_ms) {
-        c->deadline_ms = w->ag->r.acfg->tools[c->tool].lim.max_tool_call_duration_ms;
+    if (ts != NULL && w->ag->r.acfg->tools[c->cc.tool].lim.duration_src != TG_SRC_DEFAULT &&
+        w->ag->r.acfg->tools[c->cc.tool].lim.max_tool_call_duration_ms < c->cc.deadline_ms) {
+        c->cc.deadline_ms = w->ag->r.acfg->tools[c->cc.tool].lim.max_tool_call_duration_ms;
         c->deadline_path = ts->path_dur;
     }
-    if (env->has_timeout && env->timeout_ms < c->deadline_ms) {
-        c->deadline_ms = env->timeout_ms;
+    if (env->has_timeout && env->timeout_ms < c->cc.deadline_ms) {
+        c->cc.deadline_ms = env->timeout_ms;
         c->deadline_path = NULL; /* the caller's own choice: nothing to raise */
     }
 
@@ -808,7 +784,7 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
                                            w->ag->r.acfg->lim.rate_limit, w->ag->r.reg_rate};
     if (ts != NULL && ts->has_rate && !ts->shared)
         scopes[nscopes++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
-                                                w->ag->r.acfg->tools[c->tool].lim.rate_limit,
+                                                w->ag->r.acfg->tools[c->cc.tool].lim.rate_limit,
                                                 ts->reg_rate};
     if (cl != NULL && cl->has_rate)
         scopes[nscopes++] = (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg,
@@ -847,26 +823,26 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
  * whenever one decided any part of the call. */
 static void note_slot_decider(tg_call_t *c, tg_store_decider_t by)
 {
-    c->slot_by = tg_store_decider_name(by);
-    c->decided_by = c->rate_by != NULL && strcmp(c->rate_by, "store") != 0 ? c->rate_by : c->slot_by;
+    c->cc.slot_by = tg_store_decider_name(by);
+    c->cc.decided_by = c->cc.rate_by != NULL && strcmp(c->cc.rate_by, "store") != 0 ? c->cc.rate_by : c->cc.slot_by;
 }
 
 /* Take <c> out of the wait queue if it is in it. */
 static void unqueue(tg_agent_t *ag, tg_call_t *c)
 {
-    if (!c->in_queue)
+    if (!c->cc.in_queue)
         return;
-    tg_waitq_remove(&ag->r.aq, c->idx);
-    if (c->tool >= 0)
-        ag->r.tools[c->tool].queued--;
-    c->in_queue = false;
+    tg_waitq_remove(&ag->r.aq, c->cc.idx);
+    if (c->cc.tool >= 0)
+        ag->r.tools[c->cc.tool].queued--;
+    c->cc.in_queue = false;
 }
 
 /* The arrival key of the call in slot <i> of agent <ctx>'s table. */
 static uint64_t arrival_of(const void *ctx, uint32_t i)
 {
     const tg_agent_t *ag = ctx;
-    return call_at(ag, i)->agent_id;
+    return call_at(ag, i)->cc.id;
 }
 
 /* Put <c>, which the store turned away, into the wait queue where its
@@ -875,10 +851,10 @@ static uint64_t arrival_of(const void *ctx, uint32_t i)
  * the tool's is full. */
 static bool requeue(tg_agent_t *ag, tg_call_t *c)
 {
-    if (!tg_adm_requeue(&ag->r.aq, ag->r.aq.cap, c->tool >= 0 ? &ag->r.tools[c->tool] : NULL, c->idx,
-                        c->agent_id, arrival_of, ag))
+    if (!tg_adm_requeue(&ag->r.aq, ag->r.aq.cap, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL, c->cc.idx,
+                        c->cc.id, arrival_of, ag))
         return false;
-    c->in_queue = true;
+    c->cc.in_queue = true;
     return true;
 }
 
@@ -940,12 +916,12 @@ static void slot_ask(tg_wrap_t *w, tg_call_t *c)
 {
     tg_agent_t *ag = w->ag;
     take_slots(w, c);
-    c->state = S_SLOT;
+    c->cc.state = TG_CALL_SLOT;
     slot_ticket_t *t = malloc(sizeof(*t));
     int rc = -ENOMEM;
     if (t != NULL) {
         t->ag = ag;
-        t->agent_id = c->agent_id;
+        t->agent_id = c->cc.id;
         ag->nstore_wait++;
         rc = tg_store_slot_acquire(ag->r.cstore, ag->r.slots_key, ag->r.acfg->lim.max_concurrent_calls,
                                    on_slot_taken, t);
@@ -971,7 +947,7 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
     tg_agent_t *ag = w->ag;
     note_slot_decider(c, r->decided_by);
     if (r->granted) {
-        c->fslot = r->slot;
+        c->cc.fslot = r->slot;
         ag->r.fleet_held++;
         ag->r.fleet_full = false;
         ag->r.fleet_backoff_ms = 0;
@@ -987,10 +963,10 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
             call_release(w, c);
             return;
         }
-        tg_block_t *b = c->qblk;
-        c->qblk = NULL;
-        ag->r.queued_frame_bytes -= c->qlen;
-        forward(w, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
+        tg_block_t *b = c->cc.qblk;
+        c->cc.qblk = NULL;
+        ag->r.queued_frame_bytes -= c->cc.qlen;
+        forward(w, c, b, c->cc.qframe, c->cc.qlen, c->cc.qid_off, c->cc.qid_len);
         tg_block_unref(&w->gw->pool, b);
         /* The fleet had room: the next waiter may ask too. */
         pump_queue(w);
@@ -1010,16 +986,16 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
     /* Full (fleet-wide, or this instance's share under the local policy):
      * give the local slots back and wait in the queue, in arrival order. */
     release_slots(w, c);
-    c->fleet_seen = (uint32_t)r->holders;
-    c->fleet_cap = (uint32_t)r->cap;
+    c->cc.fleet_seen = (uint32_t)r->holders;
+    c->cc.fleet_cap = (uint32_t)r->cap;
     fleet_wait(ag);
-    if (!c->in_queue && !requeue(ag, c)) {
-        deny_fleet(w, c, c->fleet_seen, c->fleet_cap, "and the wait queue is full", NULL);
+    if (!c->cc.in_queue && !requeue(ag, c)) {
+        deny_fleet(w, c, c->cc.fleet_seen, c->cc.fleet_cap, "and the wait queue is full", NULL);
         call_release(w, c);
         return;
     }
-    c->state = S_QUEUED;
-    update_conc_regs(w, c->tool);
+    c->cc.state = TG_CALL_QUEUED;
+    update_conc_regs(w, c->cc.tool);
     /* A queued call keeps waiting; the slots it gave back may serve no one
      * else now (the fleet is full), which pump_queue knows. */
 }
@@ -1029,7 +1005,7 @@ static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
     slot_ticket_t *t = arg;
     tg_agent_t *ag = t->ag;
     tg_call_t *c = tg_ctab_lookup(&ag->r.tab, t->agent_id);
-    bool live = c != NULL && c->kind == K_CALL && c->agent_id == t->agent_id && c->state == S_SLOT;
+    bool live = c != NULL && c->kind == K_CALL && c->cc.id == t->agent_id && c->cc.state == TG_CALL_SLOT;
     free(t);
     ag->nstore_wait--;
     if (!live) {
@@ -1055,16 +1031,16 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
 {
     tg_denial_t d;
     char reqid[32], detail[160];
-    tool_state_t *ts = c->tool >= 0 ? &w->ag->r.tools[c->tool] : NULL;
+    tool_state_t *ts = c->cc.tool >= 0 ? &w->ag->r.tools[c->cc.tool] : NULL;
     bool room = w->ag->r.aq.count == 0 && tg_conc_has_room(&w->ag->r.aconc) && tool_has_room(w, c);
     if (room && w->ag->r.cstore == NULL) {
         dispatch(w, c, b, frame, len, id_off, id_len);
         if (held) {
-            c->qblk = NULL;
-            w->ag->r.queued_frame_bytes -= c->qlen;
+            c->cc.qblk = NULL;
+            w->ag->r.queued_frame_bytes -= c->cc.qlen;
             tg_block_unref(&w->gw->pool, b);
         }
-        call_arm(w, c, c->deadline_ms);
+        call_arm(w, c, c->cc.deadline_ms);
         return;
     }
     bool ask = room && !w->ag->r.fleet_full;
@@ -1081,17 +1057,17 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
     }
     /* It waits (in the queue, or for the store): it keeps its frame. */
     call_hold_frame(w, c, b, frame, len, id_off, id_len, held);
-    call_arm(w, c, c->deadline_ms);
+    call_arm(w, c, c->cc.deadline_ms);
     if (ask) {
         slot_ask(w, c); /* may answer, and free <c>, at once */
         return;
     }
-    tg_waitq_push(&w->ag->r.aq, c->idx);
-    c->in_queue = true;
-    c->state = S_QUEUED;
+    tg_waitq_push(&w->ag->r.aq, c->cc.idx);
+    c->cc.in_queue = true;
+    c->cc.state = TG_CALL_QUEUED;
     if (ts != NULL)
         ts->queued++;
-    update_conc_regs(w, c->tool);
+    update_conc_regs(w, c->cc.tool);
     /* The calls ahead may wait only for their own tool's slot: this one
      * may run now, and nothing else would pump until a slot is freed. */
     if (tg_conc_has_room(&w->ag->r.aconc) && !w->ag->r.fleet_full)
@@ -1101,7 +1077,7 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
 /* Queue order is kept: the first waiting call that now fits runs. A call
  * blocked only by its tool's slot does not hold back calls to other tools.
  * With concurrency_scope shared a call that fits asks the store for a
- * fleet slot and keeps its place in the queue until the answer (S_SLOT);
+ * fleet slot and keeps its place in the queue until the answer (TG_CALL_SLOT);
  * none asks while the store says the fleet is full. The answer may come at
  * once and call back in here: such a nested call only asks for one more
  * pass of the loop (tg_adm_pump_t). */
@@ -1117,7 +1093,7 @@ static void pump_queue(tg_wrap_t *w)
         while (i < ag->r.aq.count && tg_conc_has_room(&ag->r.aconc)) {
             tg_call_t *c = call_at(ag, tg_waitq_at(&ag->r.aq, i));
             tg_wrap_t *cw = c->w;
-            if (c->state != S_QUEUED || !tool_has_room(cw, c) || !agent_writable(cw) ||
+            if (c->cc.state != TG_CALL_QUEUED || !tool_has_room(cw, c) || !agent_writable(cw) ||
                 cw->astate != A_RUNNING) {
                 i++;
                 continue;
@@ -1128,15 +1104,15 @@ static void pump_queue(tg_wrap_t *w)
                 slot_ask(cw, c);
                 /* Still asking from its place, or gone from the queue (the
                  * next entry is at i now). */
-                if (tg_waitq_at(&ag->r.aq, i) == c->idx)
+                if (tg_waitq_at(&ag->r.aq, i) == c->cc.idx)
                     i++;
             } else {
-                tg_adm_dequeue_at(&ag->r.aq, i, c->tool >= 0 ? &ag->r.tools[c->tool] : NULL);
-                c->in_queue = false;
-                tg_block_t *b = c->qblk;
-                c->qblk = NULL;
-                ag->r.queued_frame_bytes -= c->qlen;
-                dispatch(cw, c, b, c->qframe, c->qlen, c->qid_off, c->qid_len);
+                tg_adm_dequeue_at(&ag->r.aq, i, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL);
+                c->cc.in_queue = false;
+                tg_block_t *b = c->cc.qblk;
+                c->cc.qblk = NULL;
+                ag->r.queued_frame_bytes -= c->cc.qlen;
+                dispatch(cw, c, b, c->cc.qframe, c->cc.qlen, c->cc.qid_off, c->cc.qid_len);
                 tg_block_unref(&ag->gw->pool, b);
             }
             /* The caller of pump_queue flushes its own session only. */
@@ -1152,16 +1128,16 @@ static void pump_queue(tg_wrap_t *w)
 static void release_slots(tg_wrap_t *w, tg_call_t *c)
 {
     tg_conc_release(&w->ag->r.aconc);
-    if (c->tool_slot)
-        tg_conc_release(&w->ag->r.tools[c->tool].conc);
-    if (c->caller_slot) {
+    if (c->cc.tool_slot)
+        tg_conc_release(&w->ag->r.tools[c->cc.tool].conc);
+    if (c->cc.caller_slot) {
         tg_conc_release(&c->w->climits->conc);
         reg_set(w, c->w->climits->reg_conc, c->w->climits->conc.inflight);
     }
-    c->tool_slot = c->caller_slot = false;
-    if (c->fslot != NULL) {
-        tg_store_slot_release(w->ag->r.cstore, c->fslot);
-        c->fslot = NULL;
+    c->cc.tool_slot = c->cc.caller_slot = false;
+    if (c->cc.fslot != NULL) {
+        tg_store_slot_release(w->ag->r.cstore, c->cc.fslot);
+        c->cc.fslot = NULL;
         w->ag->r.fleet_held--;
         w->ag->r.fleet_full = false;
     }
@@ -1170,10 +1146,10 @@ static void release_slots(tg_wrap_t *w, tg_call_t *c)
 /* Give back the slots of an inflight or zombie call, free it, let waiters in. */
 static void call_release(tg_wrap_t *w, tg_call_t *c)
 {
-    if (c->state == S_INFLIGHT || c->state == S_ZOMBIE || c->state == S_SLOT)
+    if (c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_ZOMBIE || c->cc.state == TG_CALL_SLOT)
         release_slots(w, c);
     unqueue(w->ag, c);
-    int tool = c->tool;
+    int tool = c->cc.tool;
     call_free(w, c);
     update_conc_regs(w, tool);
     pump_queue(w);
@@ -1191,44 +1167,44 @@ static void call_expired(tg_call_t *c)
     /* Waiting for the fleet rather than for a local slot: the store is
      * deciding now, or it refused this call and the local scopes have
      * room, so the shared limit is what held it back. */
-    if (c->state == S_SLOT ||
-        (c->state == S_QUEUED && w->ag->r.cstore != NULL && c->fleet_cap > 0 &&
+    if (c->cc.state == TG_CALL_SLOT ||
+        (c->cc.state == TG_CALL_QUEUED && w->ag->r.cstore != NULL && c->cc.fleet_cap > 0 &&
          tg_conc_has_room(&w->ag->r.aconc) && tool_has_room(w, c))) {
         snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while waiting for one",
-                 c->deadline_ms);
-        deny_fleet(w, c, c->fleet_seen, c->fleet_cap, detail, "queued");
+                 c->cc.deadline_ms);
+        deny_fleet(w, c, c->cc.fleet_seen, c->cc.fleet_cap, detail, "queued");
         call_release(w, c);
-    } else if (c->state == S_QUEUED) {
+    } else if (c->cc.state == TG_CALL_QUEUED) {
         denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
         d.limit = "concurrency";
         d.observed = w->ag->r.aconc.inflight;
         d.cap = w->ag->r.aconc.max;
         d.unit = "calls";
-        d.config_path = c->tool >= 0 && w->ag->r.tools[c->tool].has_conc &&
-                                !tg_conc_has_room(&w->ag->r.tools[c->tool].conc)
-                            ? w->ag->r.tools[c->tool].path_conc
+        d.config_path = c->cc.tool >= 0 && w->ag->r.tools[c->cc.tool].has_conc &&
+                                !tg_conc_has_room(&w->ag->r.tools[c->cc.tool].conc)
+                            ? w->ag->r.tools[c->cc.tool].path_conc
                             : w->ag->r.path_conc;
         snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while queued",
-                 c->deadline_ms);
+                 c->cc.deadline_ms);
         d.detail = detail;
         deny_call(w, c, &d, "call.denied", "queued");
         call_release(w, c);
-    } else if (c->state == S_INFLIGHT) {
+    } else if (c->cc.state == TG_CALL_INFLIGHT) {
         denial_init(w, &d, TG_DENY_TIMEOUT, c, reqid, sizeof(reqid));
         d.limit = "timeout";
-        d.observed = (int64_t)(now_ms(w) - c->t_start);
-        d.cap = (int64_t)c->deadline_ms;
+        d.observed = (int64_t)(now_ms(w) - c->cc.t_start);
+        d.cap = (int64_t)c->cc.deadline_ms;
         d.unit = "ms";
         d.config_path = c->deadline_path;
-        snprintf(detail, sizeof(detail), "no result within %" PRIu64 " ms%s", c->deadline_ms,
+        snprintf(detail, sizeof(detail), "no result within %" PRIu64 " ms%s", c->cc.deadline_ms,
                  c->deadline_path == NULL ? " (the caller's params._meta.timeout_ms)" : "");
         d.detail = detail;
         deny_call(w, c, &d, "call.timeout", "timed_out");
-        c->state = S_ZOMBIE;
-        c->stage = "timed_out";
+        c->cc.state = TG_CALL_ZOMBIE;
+        c->cc.stage = "timed_out";
         send_cancel_and_ping(w, c, "toolgate: deadline exceeded");
         call_arm(w, c, w->ag->r.acfg->kill_grace_ms);
-    } else if (c->state == S_ZOMBIE) {
+    } else if (c->cc.state == TG_CALL_ZOMBIE) {
         tg_log("agent '%s' did not answer a cancel or ping within %" PRIu64
                " ms; killing it (raise %s)",
                agent_name(w), w->ag->r.acfg->kill_grace_ms, w->ag->r.path_grace);
@@ -1245,13 +1221,13 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
     for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->r.tab.n; i++) {
         tg_call_t *c = call_at(w->ag, i);
         if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
-            memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->state == S_ZOMBIE)
+            memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->cc.state == TG_CALL_ZOMBIE)
             continue;
         if (c->kind == K_CALL &&
-            (c->state == S_QUEUED || c->state == S_RATE || c->state == S_SLOT)) {
+            (c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE || c->cc.state == TG_CALL_SLOT)) {
             /* The agent never saw it: nothing to forward. */
             audit_call(w, c, "call.cancelled", "cancelled", NULL, "queued");
-            if (c->state == S_RATE) {
+            if (c->cc.state == TG_CALL_RATE) {
                 call_free(w, c); /* the store's answer will find nothing */
                 check_drained(w);
             } else {
@@ -1260,15 +1236,15 @@ static void caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t
             return;
         }
         if (agent_writable(w))
-            to_agent_spliced(w, b, frame, len, id.off, id.len, c->agent_id);
+            to_agent_spliced(w, b, frame, len, id.off, id.len, c->cc.id);
         if (c->kind == K_PASS) {
             call_free(w, c);
             check_drained(w);
             return;
         }
         audit_call(w, c, "call.cancelled", "cancelled", NULL, "cancelled");
-        c->state = S_ZOMBIE;
-        c->stage = "cancelled";
+        c->cc.state = TG_CALL_ZOMBIE;
+        c->cc.stage = "cancelled";
         send_ping(w, c);
         call_arm(w, c, w->ag->r.acfg->kill_grace_ms);
         return;
@@ -1393,7 +1369,7 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
             w->init_id_off = env.id.off;
             w->init_id_len = env.id.len;
         }
-        to_agent_spliced(w, b, frame, len, env.id.off, env.id.len, c->agent_id);
+        to_agent_spliced(w, b, frame, len, env.id.off, env.id.len, c->cc.id);
         return;
     }
     /* Notifications and the caller's answers to agent requests pass as they are. */
@@ -1503,7 +1479,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
     }
     switch (c->kind) {
     case K_CALL:
-        if (c->state == S_INFLIGHT) {
+        if (c->cc.state == TG_CALL_INFLIGHT) {
             call_disarm(w->ag, c);
             to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
                               c->caller_id_len);
@@ -1520,7 +1496,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
             ev.request_id = reqid;
             if (c->tool_name_len > 0)
                 ev.tool = c->tool_name;
-            ev.stage = c->stage;
+            ev.stage = c->cc.stage;
             ev.bytes_out = (int64_t)len;
             emit(w, &ev);
         }
@@ -1541,7 +1517,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
     case K_PING: {
         tg_call_t *z = call_at(w->ag, c->ping_for);
         call_free(w, c);
-        if (z->kind == K_CALL && z->agent_id == c->ping_for_id && z->state == S_ZOMBIE)
+        if (z->kind == K_CALL && z->cc.id == c->ping_for_id && z->cc.state == TG_CALL_ZOMBIE)
             call_release(w, z);
         break;
     }
@@ -1600,7 +1576,7 @@ static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
     reg_set(w, w->ag->r.reg_frame_out, w->gw->cfg->max_frame_bytes);
     w->agent_over_has_id = false;
     if (c == NULL || (c->kind != K_CALL && c->kind != K_PASS) ||
-        (c->kind == K_CALL && c->state != S_INFLIGHT)) {
+        (c->kind == K_CALL && c->cc.state != TG_CALL_INFLIGHT)) {
         tg_log("dropped a %" PRIu64 "-byte frame from agent '%s' over max_frame_bytes (%" PRIu64
                "; raise %s)",
                total, agent_name(w), w->gw->cfg->max_frame_bytes, w->gw->path_frame);
@@ -1754,8 +1730,8 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
         tg_call_t *c = call_at(w->ag, i);
         if (c->kind == K_FREE || c->w != w)
             continue;
-        bool pending = c->state == S_INFLIGHT || c->state == S_QUEUED || c->state == S_RATE ||
-                       c->state == S_SLOT;
+        bool pending = c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE ||
+                       c->cc.state == TG_CALL_SLOT;
         if (c->kind == K_CALL && pending && inst->a.p.watch.verdict.kind != TG_VERDICT_OK) {
             /* Killed for a resource: say which, and how much against what. */
             const tg_verdict_t *v = &inst->a.p.watch.verdict;
@@ -1796,7 +1772,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             deny(w, c->caller_id, c->caller_id_len, &d);
         }
         unqueue(w->ag, c);
-        if ((c->state == S_INFLIGHT || c->state == S_ZOMBIE || c->state == S_SLOT) &&
+        if ((c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_ZOMBIE || c->cc.state == TG_CALL_SLOT) &&
             c->kind == K_CALL)
             release_slots(w, c);
         call_free(w, c);
@@ -1937,7 +1913,7 @@ static int agent_spawn(tg_wrap_t *w)
         if (c != NULL) {
             w->astate = A_STARTING;
             to_agent_spliced(w, NULL, w->init_frame, w->init_len, w->init_id_off, w->init_id_len,
-                             c->agent_id);
+                             c->cc.id);
             return 0;
         }
     }
@@ -2283,8 +2259,8 @@ tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_session
 void tg_agent_close_timers(tg_agent_t *ag)
 {
     for (uint32_t i = 0; i < ag->r.tab.n; i++)
-        if (call_at(ag, i)->own.ready)
-            tg_handle_close((uv_handle_t *)&call_at(ag, i)->own.timer);
+        if (call_at(ag, i)->cc.own.ready)
+            tg_handle_close((uv_handle_t *)&call_at(ag, i)->cc.own.timer);
     if (ag->r.fleet_timer_ready)
         tg_handle_close((uv_handle_t *)&ag->r.fleet_timer);
     if (ag->r.dlt.ready)
@@ -2420,8 +2396,8 @@ static void agent_maybe_reap(tg_agent_t *ag)
         ag->gw->tearing_down)
         return;
     for (uint32_t i = 0; i < ag->r.tab.n; i++) {
-        uv_timer_t *t = &call_at(ag, i)->own.timer;
-        if (call_at(ag, i)->own.ready && !uv_is_closing((uv_handle_t *)t)) {
+        uv_timer_t *t = &call_at(ag, i)->cc.own.timer;
+        if (call_at(ag, i)->cc.own.ready && !uv_is_closing((uv_handle_t *)t)) {
             t->data = ag;
             ag->closing++;
             uv_close((uv_handle_t *)t, retired_timer_closed);
