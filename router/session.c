@@ -321,15 +321,13 @@ static void call_free(tg_wrap_t *w, tg_call_t *c)
     if (c->cc.fslot != NULL) {
         /* Every path gives the fleet slot back through release_slots; an
          * entry freed with one still held would keep it renewed forever. */
-        tg_store_slot_release(w->ag->r.cstore, c->cc.fslot);
+        tg_route_fleet_release(&w->ag->r, c->cc.fslot);
         c->cc.fslot = NULL;
         w->ag->r.fleet_held--;
     }
-    if (c->cc.qblk != NULL) {
-        w->ag->r.queued_frame_bytes -= c->cc.qlen;
-        tg_block_unref(&w->gw->pool, c->cc.qblk);
-        c->cc.qblk = NULL;
-    }
+    tg_block_t *held = tg_route_take_frame(&w->ag->r, &c->cc);
+    if (held != NULL)
+        tg_block_unref(&w->gw->pool, held);
     /* Counters of the session the call belongs to, whoever frees it. */
     if (c->kind == K_PASS)
         c->w->npass--;
@@ -511,8 +509,7 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
  * is full) must not make a limit warn and re-arm on every retry. */
 static void take_slots(tg_wrap_t *w, tg_call_t *c)
 {
-    tg_adm_take_slots(&w->ag->r.aconc, c->cc.tool >= 0 ? &w->ag->r.tools[c->cc.tool] : NULL, w->climits,
-                      &c->cc.tool_slot, &c->cc.caller_slot);
+    tg_route_take_slots(&w->ag->r, &c->cc, w->climits);
 }
 
 /* Send call <c>, holding its slots, to the agent: it is in flight. */
@@ -537,7 +534,7 @@ static void dispatch(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fram
  * checked by the caller of this). */
 static bool tool_has_room(tg_wrap_t *w, const tg_call_t *c)
 {
-    return tg_adm_has_room(c->cc.tool >= 0 ? &w->ag->r.tools[c->cc.tool] : NULL, c->w->climits);
+    return tg_route_has_room(&w->ag->r, &c->cc, c->w->climits);
 }
 
 static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
@@ -551,7 +548,7 @@ typedef struct store_ticket {
     int step; /* STEP_AGENT or STEP_TOOL: whose shared bucket answers */
 } store_ticket_t;
 
-enum { STEP_AGENT = 0, STEP_TOOL = 1 };
+enum { STEP_AGENT = TG_ROUTE_STEP_AGENT, STEP_TOOL = TG_ROUTE_STEP_TOOL };
 
 static int store_step(tg_wrap_t *w, tg_call_t *c, int step);
 
@@ -654,38 +651,17 @@ static int store_step(tg_wrap_t *w, tg_call_t *c, int step)
     store_ticket_t *t = malloc(sizeof(*t));
     if (t == NULL)
         return -ENOMEM;
-    const tg_exec_limits_t *l = step == STEP_TOOL ? &ag->r.acfg->tools[c->cc.tool].lim : &ag->r.acfg->lim;
-    const char *key = step == STEP_TOOL ? ag->r.tools[c->cc.tool].rate_key : ag->r.rate_key;
-    tg_store_t *st = step == STEP_TOOL ? ag->r.tool_store : ag->r.store;
-    uint32_t burst = step == STEP_TOOL ? (l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) : l->burst;
     t->ag = ag;
     t->agent_id = c->cc.id;
     t->step = step;
     /* The answer holds the agent (a retired one is freed only after it). */
     ag->nstore_wait++;
-    int rc = tg_store_take(st, key, l->rate_limit.count, l->rate_limit.period_ms,
-                           burst ? burst : (uint32_t)l->rate_limit.count, on_store_taken, t);
+    int rc = tg_route_rate_ask(&ag->r, &c->cc, step, on_store_taken, t);
     if (rc < 0) {
         ag->nstore_wait--;
         free(t);
     }
     return rc;
-}
-
-/* Call <c> waits (for the store or in the queue): it keeps its frame
- * [frame, frame+len) in block <b>, taking a reference unless <held>. */
-static void call_hold_frame(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame,
-                            size_t len, size_t id_off, size_t id_len, bool held)
-{
-    if (!held) {
-        c->cc.qblk = b;
-        b->refs++;
-        w->ag->r.queued_frame_bytes += len;
-    }
-    c->cc.qframe = frame;
-    c->cc.qlen = len;
-    c->cc.qid_off = id_off;
-    c->cc.qid_len = id_len;
 }
 
 /* Hold call <c>'s frame and ask the shared store for its tokens: the
@@ -694,7 +670,7 @@ static void rate_hold(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *fra
                       size_t id_off, size_t id_len)
 {
     c->cc.state = TG_CALL_RATE;
-    call_hold_frame(w, c, b, frame, len, id_off, id_len, false);
+    tg_route_hold_frame(&w->ag->r, &c->cc, b, frame, len, id_off, id_len, false);
     if (store_step(w, c, w->ag->r.store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
         tg_denial_t d;
         char reqid[32];
@@ -778,17 +754,7 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     uint64_t now = now_ms(w);
     tg_caller_lim_t *cl = w->climits;
     rate_scope_t scopes[3];
-    int nscopes = 0;
-    if (w->ag->r.store == NULL)
-        scopes[nscopes++] = (rate_scope_t){&w->ag->r.arate, "agent", w->ag->r.path_rate,
-                                           w->ag->r.acfg->lim.rate_limit, w->ag->r.reg_rate};
-    if (ts != NULL && ts->has_rate && !ts->shared)
-        scopes[nscopes++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
-                                                w->ag->r.acfg->tools[c->cc.tool].lim.rate_limit,
-                                                ts->reg_rate};
-    if (cl != NULL && cl->has_rate)
-        scopes[nscopes++] = (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg,
-                                           cl->reg_rate};
+    int nscopes = tg_route_rate_scopes(&w->ag->r, &c->cc, cl, true, scopes);
     /* The refusal names the scope that frees up last. */
     tg_gcra_result_t rw;
     int worst = tg_adm_rate_worst(scopes, nscopes, now, &rw);
@@ -809,54 +775,11 @@ static void admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     }
     /* Every scope allows it: a call refused by one takes no token from the
      * others. */
-    for (int k = 0; k < nscopes; k++) {
-        tg_gcra_take(scopes[k].g, now);
-        reg_set(w, scopes[k].reg, tg_gcra_used(scopes[k].g, now));
-    }
+    tg_route_rate_take(&w->ag->r, scopes, nscopes, now);
     admit_slots(w, c, b, frame, len, env->id.off, env->id.len, false);
 }
 
 /* ---- fleet slots (concurrency_scope shared) ---------------------------- */
-
-/* The decider the audit event shows: a failure policy that decided the
- * shared rate outranks the slot's answer, so decided_by names the policy
- * whenever one decided any part of the call. */
-static void note_slot_decider(tg_call_t *c, tg_store_decider_t by)
-{
-    c->cc.slot_by = tg_store_decider_name(by);
-    c->cc.decided_by = c->cc.rate_by != NULL && strcmp(c->cc.rate_by, "store") != 0 ? c->cc.rate_by : c->cc.slot_by;
-}
-
-/* Take <c> out of the wait queue if it is in it. */
-static void unqueue(tg_agent_t *ag, tg_call_t *c)
-{
-    if (!c->cc.in_queue)
-        return;
-    tg_waitq_remove(&ag->r.aq, c->cc.idx);
-    if (c->cc.tool >= 0)
-        ag->r.tools[c->cc.tool].queued--;
-    c->cc.in_queue = false;
-}
-
-/* The arrival key of the call in slot <i> of agent <ctx>'s table. */
-static uint64_t arrival_of(const void *ctx, uint32_t i)
-{
-    const tg_agent_t *ag = ctx;
-    return call_at(ag, i)->cc.id;
-}
-
-/* Put <c>, which the store turned away, into the wait queue where its
- * arrival puts it (agent ids grow with arrival): calls that came later
- * and queued meanwhile must not pass it. False when the agent's queue or
- * the tool's is full. */
-static bool requeue(tg_agent_t *ag, tg_call_t *c)
-{
-    if (!tg_adm_requeue(&ag->r.aq, ag->r.aq.cap, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL, c->cc.idx,
-                        c->cc.id, arrival_of, ag))
-        return false;
-    c->cc.in_queue = true;
-    return true;
-}
 
 static void on_fleet_timer(uv_timer_t *t)
 {
@@ -867,22 +790,6 @@ static void on_fleet_timer(uv_timer_t *t)
     tg_wrap_t *w = call_at(ag, tg_waitq_at(&ag->r.aq, 0))->w;
     pump_queue(w);
     flush_all(w);
-}
-
-/* The store said the fleet is full: queued calls wait until this instance
- * releases a fleet slot, or until a retry (tg_adm_fleet_delay: a
- * doubling backoff while the refusals go on). */
-static void fleet_wait(tg_agent_t *ag)
-{
-    ag->r.fleet_full = true;
-    if (!ag->r.fleet_timer_ready) {
-        uv_timer_init(ag->gw->loop, &ag->r.fleet_timer);
-        ag->r.fleet_timer.data = ag;
-        ag->r.fleet_timer_ready = true;
-    }
-    if (uv_is_active((uv_handle_t *)&ag->r.fleet_timer))
-        return;
-    uv_timer_start(&ag->r.fleet_timer, on_fleet_timer, tg_adm_fleet_delay(&ag->r.fleet_backoff_ms), 0);
 }
 
 /* Refuse call <c> for the shared concurrency limit: <observed> of <cap>
@@ -945,13 +852,10 @@ static void slot_ask(tg_wrap_t *w, tg_call_t *c)
 static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_t *r)
 {
     tg_agent_t *ag = w->ag;
-    note_slot_decider(c, r->decided_by);
+    tg_route_note_slot(&c->cc, r->decided_by);
     if (r->granted) {
-        c->cc.fslot = r->slot;
-        ag->r.fleet_held++;
-        ag->r.fleet_full = false;
-        ag->r.fleet_backoff_ms = 0;
-        unqueue(ag, c);
+        tg_route_fleet_granted(&ag->r, &c->cc, r->slot);
+        tg_route_unqueue(&ag->r, &c->cc);
         if (!agent_writable(w) || w->astate != A_RUNNING) {
             /* The instance went away while the store answered. */
             tg_denial_t d;
@@ -963,9 +867,7 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
             call_release(w, c);
             return;
         }
-        tg_block_t *b = c->cc.qblk;
-        c->cc.qblk = NULL;
-        ag->r.queued_frame_bytes -= c->cc.qlen;
+        tg_block_t *b = tg_route_take_frame(&ag->r, &c->cc);
         forward(w, c, b, c->cc.qframe, c->cc.qlen, c->cc.qid_off, c->cc.qid_len);
         tg_block_unref(&w->gw->pool, b);
         /* The fleet had room: the next waiter may ask too. */
@@ -988,8 +890,8 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
     release_slots(w, c);
     c->cc.fleet_seen = (uint32_t)r->holders;
     c->cc.fleet_cap = (uint32_t)r->cap;
-    fleet_wait(ag);
-    if (!c->cc.in_queue && !requeue(ag, c)) {
+    tg_route_fleet_wait(&ag->r, on_fleet_timer, ag);
+    if (!c->cc.in_queue && !tg_route_requeue(&ag->r, &c->cc, ag->r.aq.cap)) {
         deny_fleet(w, c, c->cc.fleet_seen, c->cc.fleet_cap, "and the wait queue is full", NULL);
         call_release(w, c);
         return;
@@ -1011,7 +913,7 @@ static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
     if (!live) {
         /* Nobody wants it any more. */
         if (r->granted)
-            tg_store_slot_release(ag->r.cstore, r->slot);
+            tg_route_fleet_release(&ag->r, r->slot);
         agent_maybe_reap(ag);
         return;
     }
@@ -1035,11 +937,8 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
     bool room = w->ag->r.aq.count == 0 && tg_conc_has_room(&w->ag->r.aconc) && tool_has_room(w, c);
     if (room && w->ag->r.cstore == NULL) {
         dispatch(w, c, b, frame, len, id_off, id_len);
-        if (held) {
-            c->cc.qblk = NULL;
-            w->ag->r.queued_frame_bytes -= c->cc.qlen;
-            tg_block_unref(&w->gw->pool, b);
-        }
+        if (held)
+            tg_block_unref(&w->gw->pool, tg_route_take_frame(&w->ag->r, &c->cc));
         call_arm(w, c, c->cc.deadline_ms);
         return;
     }
@@ -1056,17 +955,14 @@ static void admit_slots(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *f
         return;
     }
     /* It waits (in the queue, or for the store): it keeps its frame. */
-    call_hold_frame(w, c, b, frame, len, id_off, id_len, held);
+    tg_route_hold_frame(&w->ag->r, &c->cc, b, frame, len, id_off, id_len, held);
     call_arm(w, c, c->cc.deadline_ms);
     if (ask) {
         slot_ask(w, c); /* may answer, and free <c>, at once */
         return;
     }
-    tg_waitq_push(&w->ag->r.aq, c->cc.idx);
-    c->cc.in_queue = true;
+    tg_route_enqueue(&w->ag->r, &c->cc);
     c->cc.state = TG_CALL_QUEUED;
-    if (ts != NULL)
-        ts->queued++;
     update_conc_regs(w, c->cc.tool);
     /* The calls ahead may wait only for their own tool's slot: this one
      * may run now, and nothing else would pump until a slot is freed. */
@@ -1107,11 +1003,8 @@ static void pump_queue(tg_wrap_t *w)
                 if (tg_waitq_at(&ag->r.aq, i) == c->cc.idx)
                     i++;
             } else {
-                tg_adm_dequeue_at(&ag->r.aq, i, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL);
-                c->cc.in_queue = false;
-                tg_block_t *b = c->cc.qblk;
-                c->cc.qblk = NULL;
-                ag->r.queued_frame_bytes -= c->cc.qlen;
+                tg_route_dequeue_at(&ag->r, i, &c->cc);
+                tg_block_t *b = tg_route_take_frame(&ag->r, &c->cc);
                 dispatch(cw, c, b, c->cc.qframe, c->cc.qlen, c->cc.qid_off, c->cc.qid_len);
                 tg_block_unref(&ag->gw->pool, b);
             }
@@ -1127,20 +1020,7 @@ static void pump_queue(tg_wrap_t *w)
  * this instance is room in the fleet, so the queue may ask again. */
 static void release_slots(tg_wrap_t *w, tg_call_t *c)
 {
-    tg_conc_release(&w->ag->r.aconc);
-    if (c->cc.tool_slot)
-        tg_conc_release(&w->ag->r.tools[c->cc.tool].conc);
-    if (c->cc.caller_slot) {
-        tg_conc_release(&c->w->climits->conc);
-        reg_set(w, c->w->climits->reg_conc, c->w->climits->conc.inflight);
-    }
-    c->cc.tool_slot = c->cc.caller_slot = false;
-    if (c->cc.fslot != NULL) {
-        tg_store_slot_release(w->ag->r.cstore, c->cc.fslot);
-        c->cc.fslot = NULL;
-        w->ag->r.fleet_held--;
-        w->ag->r.fleet_full = false;
-    }
+    tg_route_release_slots(&w->ag->r, &c->cc, c->w->climits);
 }
 
 /* Give back the slots of an inflight or zombie call, free it, let waiters in. */
@@ -1148,7 +1028,7 @@ static void call_release(tg_wrap_t *w, tg_call_t *c)
 {
     if (c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_ZOMBIE || c->cc.state == TG_CALL_SLOT)
         release_slots(w, c);
-    unqueue(w->ag, c);
+    tg_route_unqueue(&w->ag->r, &c->cc);
     int tool = c->cc.tool;
     call_free(w, c);
     update_conc_regs(w, tool);
@@ -1771,7 +1651,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             d.detail = "agent exited before answering";
             deny(w, c->caller_id, c->caller_id_len, &d);
         }
-        unqueue(w->ag, c);
+        tg_route_unqueue(&w->ag->r, &c->cc);
         if ((c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_ZOMBIE || c->cc.state == TG_CALL_SLOT) &&
             c->kind == K_CALL)
             release_slots(w, c);

@@ -177,3 +177,164 @@ void tg_route_fini(tg_route_t *r)
     r->tools = NULL;
     tg_ctab_fini(&r->tab);
 }
+
+/* ---- slots and the wait queue ------------------------------------------ */
+
+void tg_route_take_slots(tg_route_t *r, tg_callc_t *cc, tg_caller_lim_t *cl)
+{
+    tg_adm_take_slots(&r->aconc, cc->tool >= 0 ? &r->tools[cc->tool] : NULL, cl, &cc->tool_slot,
+                      &cc->caller_slot);
+}
+
+void tg_route_fleet_release(tg_route_t *r, struct tg_store_slot *slot)
+{
+    if (r->gw->store != NULL)
+        tg_store_slot_release(r->gw->store, slot);
+}
+
+void tg_route_release_slots(tg_route_t *r, tg_callc_t *cc, tg_caller_lim_t *cl)
+{
+    tg_conc_release(&r->aconc);
+    if (cc->tool_slot)
+        tg_conc_release(&r->tools[cc->tool].conc);
+    if (cc->caller_slot && cl != NULL) {
+        tg_conc_release(&cl->conc);
+        tg_registry_update(&r->gw->reg, cl->reg_conc, cl->conc.inflight);
+    }
+    cc->tool_slot = cc->caller_slot = false;
+    if (cc->fslot != NULL) {
+        tg_route_fleet_release(r, cc->fslot);
+        cc->fslot = NULL;
+        r->fleet_held--;
+        r->fleet_full = false;
+    }
+}
+
+void tg_route_fleet_granted(tg_route_t *r, tg_callc_t *cc, struct tg_store_slot *slot)
+{
+    cc->fslot = slot;
+    r->fleet_held++;
+    r->fleet_full = false;
+    r->fleet_backoff_ms = 0;
+}
+
+void tg_route_enqueue(tg_route_t *r, tg_callc_t *cc)
+{
+    tg_waitq_push(&r->aq, cc->idx);
+    if (cc->tool >= 0)
+        r->tools[cc->tool].queued++;
+    cc->in_queue = true;
+}
+
+void tg_route_unqueue(tg_route_t *r, tg_callc_t *cc)
+{
+    if (!cc->in_queue)
+        return;
+    if (tg_waitq_remove(&r->aq, cc->idx) && cc->tool >= 0)
+        r->tools[cc->tool].queued--;
+    cc->in_queue = false;
+}
+
+void tg_route_dequeue_at(tg_route_t *r, uint32_t i, tg_callc_t *cc)
+{
+    tg_adm_dequeue_at(&r->aq, i, cc->tool >= 0 ? &r->tools[cc->tool] : NULL);
+    cc->in_queue = false;
+}
+
+/* The arrival key of the call at index <i> of route <ctx>'s table. */
+static uint64_t arrival_of(const void *ctx, uint32_t i)
+{
+    const tg_route_t *r = ctx;
+    return ((const tg_callc_t *)tg_ctab_at(&r->tab, i))->id;
+}
+
+bool tg_route_requeue(tg_route_t *r, tg_callc_t *cc, uint32_t cap)
+{
+    if (!tg_adm_requeue(&r->aq, cap, cc->tool >= 0 ? &r->tools[cc->tool] : NULL, cc->idx, cc->id,
+                        arrival_of, r))
+        return false;
+    cc->in_queue = true;
+    return true;
+}
+
+void tg_route_fleet_wait(tg_route_t *r, uv_timer_cb on_timer, void *data)
+{
+    r->fleet_full = true;
+    if (!r->fleet_timer_ready) {
+        uv_timer_init(r->gw->loop, &r->fleet_timer);
+        r->fleet_timer_ready = true;
+    }
+    r->fleet_timer.data = data;
+    if (uv_is_active((uv_handle_t *)&r->fleet_timer) || uv_is_closing((uv_handle_t *)&r->fleet_timer))
+        return;
+    uv_timer_start(&r->fleet_timer, on_timer, tg_adm_fleet_delay(&r->fleet_backoff_ms), 0);
+}
+
+void tg_route_note_slot(tg_callc_t *cc, tg_store_decider_t by)
+{
+    cc->slot_by = tg_store_decider_name(by);
+    cc->decided_by =
+        cc->rate_by != NULL && strcmp(cc->rate_by, "store") != 0 ? cc->rate_by : cc->slot_by;
+}
+
+void tg_route_hold_frame(tg_route_t *r, tg_callc_t *cc, tg_block_t *b, const char *frame,
+                         size_t len, size_t id_off, size_t id_len, bool held)
+{
+    if (!held) {
+        cc->qblk = b;
+        b->refs++;
+        r->queued_frame_bytes += len;
+    }
+    cc->qframe = frame;
+    cc->qlen = len;
+    cc->qid_off = id_off;
+    cc->qid_len = id_len;
+}
+
+tg_block_t *tg_route_take_frame(tg_route_t *r, tg_callc_t *cc)
+{
+    tg_block_t *b = cc->qblk;
+    if (b != NULL)
+        r->queued_frame_bytes -= cc->qlen;
+    cc->qblk = NULL;
+    return b;
+}
+
+/* ---- rate ------------------------------------------------------------- */
+
+int tg_route_rate_scopes(tg_route_t *r, const tg_callc_t *cc, tg_caller_lim_t *cl,
+                         bool with_agent, tg_adm_rate_scope_t *scopes)
+{
+    tg_adm_tool_t *ts = cc->tool >= 0 ? &r->tools[cc->tool] : NULL;
+    int n = 0;
+    if (with_agent && r->store == NULL)
+        scopes[n++] = (tg_adm_rate_scope_t){&r->arate, "agent", r->path_rate,
+                                            r->acfg->lim.rate_limit, r->reg_rate};
+    if (ts != NULL && ts->has_rate && !ts->shared)
+        scopes[n++] = (tg_adm_rate_scope_t){&ts->rate, "tool", ts->path_rate,
+                                            r->acfg->tools[cc->tool].lim.rate_limit, ts->reg_rate};
+    if (cl != NULL && cl->has_rate)
+        scopes[n++] =
+            (tg_adm_rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, cl->reg_rate};
+    return n;
+}
+
+void tg_route_rate_take(tg_route_t *r, const tg_adm_rate_scope_t *scopes, int n, uint64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        tg_gcra_take(scopes[i].g, now);
+        tg_registry_update(&r->gw->reg, scopes[i].reg, tg_gcra_used(scopes[i].g, now));
+    }
+}
+
+int tg_route_rate_ask(tg_route_t *r, const tg_callc_t *cc, int step, tg_store_take_cb cb,
+                      void *arg)
+{
+    bool tool = step == TG_ROUTE_STEP_TOOL;
+    const tg_exec_limits_t *l = tool ? &r->acfg->tools[cc->tool].lim : &r->acfg->lim;
+    uint32_t burst = tool ? (l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) : l->burst;
+    return tg_store_take(tool ? r->tool_store : r->store,
+                         tool ? r->tools[cc->tool].rate_key : r->rate_key, l->rate_limit.count,
+                         l->rate_limit.period_ms, burst ? burst : (uint32_t)l->rate_limit.count,
+                         cb, arg);
+}

@@ -27,6 +27,7 @@
 #include "limits/store.h"
 #include "router/agent/instance.h"
 #include "router/call/admit.h"
+#include "router/call/call.h"
 #include "router/call/dltimer.h"
 #include "router/call/table.h"
 #include "router/gateway.h"
@@ -103,6 +104,88 @@ void tg_route_paths(tg_route_t *r);
 
 /* True when rates <a> and <b> are the same (a bucket can be kept). */
 bool tg_route_same_rate(const tg_exec_limits_t *a, const tg_exec_limits_t *b);
+
+/* ---- slots and the wait queue (both dialects' admission) -------------- */
+
+/* Room for call <cc> in its tool's slots and its caller's <cl> (NULL:
+ * none); the agent's are checked by the caller of this. */
+static inline bool tg_route_has_room(const tg_route_t *r, const tg_callc_t *cc,
+                                     const tg_caller_lim_t *cl)
+{
+    return tg_adm_has_room(cc->tool >= 0 ? &r->tools[cc->tool] : NULL, cl);
+}
+
+/* Take call <cc>'s local slots: the agent's, its tool's, its caller's
+ * <cl> (NULL: none). The registry hears of them when the call is
+ * forwarded: slots held only while the shared store decides (and given
+ * back when it says the fleet is full) must not make a limit warn and
+ * re-arm on every retry. */
+void tg_route_take_slots(tg_route_t *r, tg_callc_t *cc, tg_caller_lim_t *cl);
+
+/* Give back every slot call <cc> holds: the agent's, its tool's, its
+ * caller's <cl> (NULL: the caller left and gave its slot back already),
+ * and its fleet slot. A fleet slot freed by this instance is room in the
+ * fleet, so the queue may ask again. Fleet slots live in the redis store
+ * itself (never its lease view), also when a reload has since turned
+ * shared concurrency off; after the store's close the slot died with it. */
+void tg_route_release_slots(tg_route_t *r, tg_callc_t *cc, tg_caller_lim_t *cl);
+
+/* Give back fleet slot <slot> (an answer nobody waits for any more). */
+void tg_route_fleet_release(tg_route_t *r, struct tg_store_slot *slot);
+
+/* The store granted <cc> fleet slot <slot>. */
+void tg_route_fleet_granted(tg_route_t *r, tg_callc_t *cc, struct tg_store_slot *slot);
+
+/* Call <cc> waits at the end of the queue (which has room). */
+void tg_route_enqueue(tg_route_t *r, tg_callc_t *cc);
+/* Take <cc> out of the queue when it is in it. */
+void tg_route_unqueue(tg_route_t *r, tg_callc_t *cc);
+/* Take the queue's entry <i> (call <cc>) out. */
+void tg_route_dequeue_at(tg_route_t *r, uint32_t i, tg_callc_t *cc);
+/* Put <cc> (not in the queue) back where its arrival puts it (ids grow
+ * with arrival): calls that came later must not pass it. False when the
+ * agent's queue (<cap> calls) or the tool's is full. */
+bool tg_route_requeue(tg_route_t *r, tg_callc_t *cc, uint32_t cap);
+
+/* The store said the fleet is full: queued calls wait until this instance
+ * releases a fleet slot, or until <on_timer> runs after a retry delay
+ * (tg_adm_fleet_delay: a doubling backoff while the refusals go on). The
+ * fleet timer's data is <data>, set up here on first use. */
+void tg_route_fleet_wait(tg_route_t *r, uv_timer_cb on_timer, void *data);
+
+/* Record the fleet slot's decider <by> on <cc>: a failure policy that
+ * decided the shared rate outranks the slot's answer, so decided_by names
+ * the policy whenever one decided any part of the call. */
+void tg_route_note_slot(tg_callc_t *cc, tg_store_decider_t by);
+
+/* Call <cc> waits (for the store or in the queue): it keeps its frame
+ * [frame, frame+len) of block <b> (id span at <id_off>, <id_len>), taking
+ * a reference on <b> unless <held>. */
+void tg_route_hold_frame(tg_route_t *r, tg_callc_t *cc, tg_block_t *b, const char *frame,
+                         size_t len, size_t id_off, size_t id_len, bool held);
+/* The frame <cc> held, handed to the caller with its reference (NULL:
+ * none); it no longer counts as waiting. */
+tg_block_t *tg_route_take_frame(tg_route_t *r, tg_callc_t *cc);
+
+/* ---- rate ------------------------------------------------------------- */
+
+/* The local rate scopes of call <cc> into <scopes> (room for 3): the
+ * agent's unless shared (<with_agent> false: left out), its tool's unless
+ * shared, its caller's <cl>. Their number. */
+int tg_route_rate_scopes(tg_route_t *r, const tg_callc_t *cc, tg_caller_lim_t *cl,
+                         bool with_agent, tg_adm_rate_scope_t *scopes);
+/* A call refused by none of <scopes> takes a token from each. */
+void tg_route_rate_take(tg_route_t *r, const tg_adm_rate_scope_t *scopes, int n, uint64_t now);
+
+/* Which shared bucket a rate store answer is for. */
+enum { TG_ROUTE_STEP_AGENT = 0, TG_ROUTE_STEP_TOOL = 1 };
+
+/* Ask the shared store for call <cc>'s token from the agent's bucket
+ * (TG_ROUTE_STEP_AGENT) or its tool's: <cb>(<arg>, result). 0, or a
+ * negative errno when the request could not be made (nothing pending).
+ * The callback may run before this returns. */
+int tg_route_rate_ask(tg_route_t *r, const tg_callc_t *cc, int step, tg_store_take_cb cb,
+                      void *arg);
 
 /* Free what <r> holds (not its timers). */
 void tg_route_fini(tg_route_t *r);
