@@ -426,11 +426,9 @@ static void call_free(os_call_t *c)
     if (c->cc.state == TG_CALL_IDLE)
         return;
     tg_dlt_disarm(&ag->r.dlt, &c->cc.dl, &c->cc.own);
-    if (c->cc.qblk != NULL) {
-        ag->r.queued_frame_bytes -= c->cc.qlen;
-        tg_block_unref(&ag->g->gw->pool, c->cc.qblk);
-        c->cc.qblk = NULL;
-    }
+    tg_block_t *held = tg_route_take_frame(&ag->r, &c->cc);
+    if (held != NULL)
+        tg_block_unref(&ag->g->gw->pool, held);
     call_detach(c);
     c->cc.state = TG_CALL_IDLE;
     tg_ctab_put(&ag->r.tab, c->cc.idx);
@@ -657,9 +655,7 @@ static bool can_dispatch(const os_agent_t *ag)
  * is full) must not make a limit warn and re-arm on every retry. */
 static void take_slots(os_call_t *c)
 {
-    os_agent_t *ag = c->ag;
-    tg_adm_take_slots(&ag->r.aconc, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL,
-                      c->conn != NULL ? c->conn->lim : NULL, &c->cc.tool_slot, &c->cc.caller_slot);
+    tg_route_take_slots(&c->ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL);
 }
 
 /* Send call <c>, holding its slots, to the agent with its call_id
@@ -701,9 +697,7 @@ static void forward(os_call_t *c)
         tg_out_copy(o, id, n);
         tg_out_slice(o, c->cc.qblk, c->cc.qframe + sp.tail_off, c->cc.qlen - sp.tail_off);
     }
-    ag->r.queued_frame_bytes -= c->cc.qlen;
-    tg_block_unref(&ag->g->gw->pool, c->cc.qblk);
-    c->cc.qblk = NULL;
+    tg_block_unref(&ag->g->gw->pool, tg_route_take_frame(&ag->r, &c->cc));
     if (c->cc.caller_slot && c->conn != NULL && c->conn->lim != NULL)
         reg_set(ag->g, c->conn->lim->reg_conc, c->conn->lim->conc.inflight);
     update_conc_regs(ag, c);
@@ -711,8 +705,7 @@ static void forward(os_call_t *c)
 
 static bool tool_has_room(const os_agent_t *ag, const os_call_t *c)
 {
-    return tg_adm_has_room(c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL,
-                           c->conn != NULL ? c->conn->lim : NULL);
+    return tg_route_has_room(&ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL);
 }
 
 static bool tool_registered(const os_agent_t *ag, const char *name, size_t len)
@@ -732,29 +725,12 @@ static void not_found(os_call_t *c)
     audit_call(c, "call.denied", "invalid", NULL, NULL, "tool_not_found");
 }
 
-/* Take a queued call out of the FIFO (a call between two stages is in
- * state QUEUED without being in it: nothing to take out). */
-static void unqueue(os_call_t *c)
-{
-    os_agent_t *ag = c->ag;
-    if (tg_waitq_remove(&ag->r.aq, c->cc.idx) && c->cc.tool >= 0)
-        ag->r.tools[c->cc.tool].queued--;
-}
-
-/* The arrival key of the call in slot <i> of agent <ctx>'s table. */
-static uint64_t arrival_of(const void *ctx, uint32_t i)
-{
-    return call_at(ctx, i)->cc.id;
-}
-
-/* Put <c> (not in the queue) into the wait queue where its arrival puts
- * it (seq grows with arrival): calls that came later must not pass it.
- * False when the agent's queue or the tool's is full. */
+/* Put <c> (not in the queue) back into the wait queue where its arrival
+ * puts it: calls that came later must not pass it. False when the
+ * agent's queue or the tool's is full. */
 static bool requeue(os_call_t *c)
 {
-    os_agent_t *ag = c->ag;
-    if (!tg_adm_requeue(&ag->r.aq, ag->qcap, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL, c->cc.idx,
-                        c->cc.id, arrival_of, ag))
+    if (!tg_route_requeue(&c->ag->r, &c->cc, c->ag->qcap))
         return false;
     c->cc.state = TG_CALL_QUEUED;
     return true;
@@ -777,7 +753,7 @@ static void pump_queue(os_agent_t *ag)
         while (can_dispatch(ag) && i < ag->r.aq.count && tg_conc_has_room(&ag->r.aconc)) {
             os_call_t *c = call_at(ag, tg_waitq_at(&ag->r.aq, i));
             if (!tool_registered(ag, c->tool, c->tool_len)) {
-                tg_adm_dequeue_at(&ag->r.aq, i, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL);
+                tg_route_dequeue_at(&ag->r, i, &c->cc);
                 not_found(c);
                 call_free(c);
                 continue;
@@ -788,7 +764,7 @@ static void pump_queue(os_agent_t *ag)
             }
             if (ag->r.cstore != NULL && ag->r.fleet_full)
                 break;
-            tg_adm_dequeue_at(&ag->r.aq, i, c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL);
+            tg_route_dequeue_at(&ag->r, i, &c->cc);
             if (ag->r.cstore != NULL) {
                 slot_ask(c); /* its deadline runs on from its arrival */
             } else {
@@ -822,33 +798,6 @@ static bool rate_refused(os_call_t *c, const rate_scope_t *scopes, int n, uint64
         d.detail = detail_text;
     deny_call(c, &d, "call.denied", NULL);
     return true;
-}
-
-/* A call refused by none of <scopes> takes a token from each. */
-static void rate_take(tg_osgw_t *g, const rate_scope_t *scopes, int n, uint64_t now)
-{
-    for (int i = 0; i < n; i++) {
-        tg_gcra_take(scopes[i].g, now);
-        reg_set(g, scopes[i].reg, tg_gcra_used(scopes[i].g, now));
-    }
-}
-
-/* The local rate scopes of call <c> other than the agent's: its tool's
- * (unless shared) and its caller's, into <scopes> (room for 2). Their
- * number. */
-static int rate_scopes_local(os_call_t *c, rate_scope_t *scopes)
-{
-    os_agent_t *ag = c->ag;
-    tg_adm_tool_t *ts = c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL;
-    tg_caller_lim_t *cl = c->conn != NULL ? c->conn->lim : NULL;
-    int n = 0;
-    if (ts != NULL && ts->has_rate && !ts->shared)
-        scopes[n++] = (rate_scope_t){&ts->rate, "tool", ts->path_rate,
-                                     ag->r.acfg->tools[c->cc.tool].lim.rate_limit, ts->reg_rate};
-    if (cl != NULL && cl->has_rate)
-        scopes[n++] =
-            (rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, cl->reg_rate};
-    return n;
 }
 
 /* Why calls to <ag> are refused now (agent_unavailable), or NULL when
@@ -893,26 +842,6 @@ static void on_fleet_timer(uv_timer_t *t)
     ag->r.fleet_full = false;
     pump_queue(ag);
     g_flush(ag->g);
-}
-
-/* The store said the fleet is full: queued calls wait until this instance
- * releases a fleet slot, or until a retry (tg_adm_fleet_delay: a
- * doubling backoff while the refusals go on). */
-static void fleet_wait(os_agent_t *ag)
-{
-    ag->r.fleet_full = true;
-    if (ag->g->closing_timers || uv_is_active((uv_handle_t *)&ag->r.fleet_timer))
-        return;
-    uv_timer_start(&ag->r.fleet_timer, on_fleet_timer, tg_adm_fleet_delay(&ag->r.fleet_backoff_ms), 0);
-}
-
-/* Give back fleet slot <slot>: slots live in the redis store itself
- * (never its lease view), also when a reload has since turned shared
- * concurrency off. After the store's close the slot died with it. */
-static void fleet_release(os_agent_t *ag, struct tg_store_slot *slot)
-{
-    if (ag->g->gw->store != NULL)
-        tg_store_slot_release(ag->g->gw->store, slot);
 }
 
 /* Refuse call <c> for the shared concurrency limit: <observed> of <cap>
@@ -960,7 +889,7 @@ typedef struct os_ticket {
     int step; /* a rate answer: STEP_AGENT or STEP_TOOL, whose shared bucket answers */
 } os_ticket_t;
 
-enum { STEP_AGENT = 0, STEP_TOOL = 1 };
+enum { STEP_AGENT = TG_ROUTE_STEP_AGENT, STEP_TOOL = TG_ROUTE_STEP_TOOL };
 
 static void on_slot_taken(void *arg, const tg_store_slot_result_t *r);
 
@@ -994,15 +923,9 @@ static void slot_ask(os_call_t *c)
 static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
 {
     os_agent_t *ag = c->ag;
-    const char *by = tg_store_decider_name(r->decided_by);
-    /* A failure policy that decided the shared rate outranks the slot's
-     * answer: decided_by names the policy whenever one decided any part. */
-    c->cc.decided_by = c->cc.rate_by != NULL && strcmp(c->cc.rate_by, "store") != 0 ? c->cc.rate_by : by;
+    tg_route_note_slot(&c->cc, r->decided_by);
     if (r->granted) {
-        c->cc.fslot = r->slot;
-        ag->r.fleet_held++;
-        ag->r.fleet_full = false;
-        ag->r.fleet_backoff_ms = 0;
+        tg_route_fleet_granted(&ag->r, &c->cc, r->slot);
         if (can_dispatch(ag)) {
             forward(c);
             pump_queue(ag); /* the fleet had room: the next waiter may ask too */
@@ -1043,7 +966,7 @@ static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
     c->cc.state = TG_CALL_QUEUED;
     c->cc.fleet_seen = (uint32_t)r->holders;
     c->cc.fleet_cap = (uint32_t)r->cap;
-    fleet_wait(ag);
+    tg_route_fleet_wait(&ag->r, on_fleet_timer, ag);
     if (!requeue(c)) {
         deny_fleet(c, c->cc.fleet_seen, c->cc.fleet_cap, "and the wait queue is full", NULL);
         call_free(c);
@@ -1061,7 +984,7 @@ static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
     if (c == NULL || c->cc.state != TG_CALL_SLOT) {
         /* Nobody wants it any more (timed out, cancelled, caller gone). */
         if (r->granted)
-            fleet_release(ag, r->slot);
+            tg_route_fleet_release(&ag->r, r->slot);
         return;
     }
     slot_decided(c, r);
@@ -1109,9 +1032,7 @@ static void admit_slots(os_call_t *c)
         call_free(c);
         return;
     }
-    tg_waitq_push(&ag->r.aq, c->cc.idx);
-    if (ts != NULL)
-        ts->queued++;
+    tg_route_enqueue(&ag->r, &c->cc);
     call_arm(c, c->cc.deadline_ms);
     /* The calls ahead may be held only by their tool's or caller's slot:
      * this one may still fit now. */
@@ -1253,8 +1174,9 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
         g_flush(g);
         return;
     }
-    rate_scope_t scopes[2];
-    int n = rate_scopes_local(c, scopes);
+    rate_scope_t scopes[3];
+    int n = tg_route_rate_scopes(&ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL, false,
+                                 scopes);
     uint64_t now = now_ms(g);
     bool shutdown = false;
     const char *why = refusal_now(ag, &shutdown);
@@ -1273,7 +1195,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     } else if (ag->st == A_READY && !ag->switching && !tool_registered(ag, c->tool, c->tool_len)) {
         not_found(c);
     } else {
-        rate_take(g, scopes, n, now);
+        tg_route_rate_take(&ag->r, scopes, n, now);
         c->cc.state = TG_CALL_QUEUED; /* between stages: in no queue */
         admit_go(c);
         g_flush(g);
@@ -1292,19 +1214,13 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
 static int store_step(os_call_t *c, int step)
 {
     os_agent_t *ag = c->ag;
-    bool tool = step == STEP_TOOL;
-    const tg_exec_limits_t *l = tool ? &ag->r.acfg->tools[c->cc.tool].lim : &ag->r.acfg->lim;
-    uint32_t burst = tool ? (l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) : l->burst;
     os_ticket_t *t = malloc(sizeof(*t));
     if (t == NULL)
         return -ENOMEM;
     t->ag = ag;
     t->seq = c->cc.id;
     t->step = step;
-    int rc = tg_store_take(tool ? ag->r.tool_store : ag->r.store,
-                           tool ? ag->r.tools[c->cc.tool].rate_key : ag->r.rate_key, l->rate_limit.count,
-                           l->rate_limit.period_ms, burst ? burst : (uint32_t)l->rate_limit.count,
-                           on_store_taken, t);
+    int rc = tg_route_rate_ask(&ag->r, &c->cc, step, on_store_taken, t);
     if (rc < 0)
         free(t);
     return rc;
@@ -1476,13 +1392,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     }
 
     /* The frame stays in its block until it is forwarded. */
-    c->cc.qblk = b;
-    b->refs++;
-    ag->r.queued_frame_bytes += len;
-    c->cc.qframe = frame;
-    c->cc.qlen = len;
-    c->cc.qid_off = env->call_id.off;
-    c->cc.qid_len = env->call_id.len;
+    tg_route_hold_frame(&ag->r, &c->cc, b, frame, len, env->call_id.off, env->call_id.len, false);
 
     /* Rate: every scope must allow it; a call refused by one takes no
      * token from the others. With rate_scope shared the agent's bucket is
@@ -1490,11 +1400,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
      * store allows. */
     uint64_t now = now_ms(g);
     rate_scope_t scopes[3];
-    int nscopes = 0;
-    if (ag->r.store == NULL)
-        scopes[nscopes++] = (rate_scope_t){&ag->r.arate, "agent", ag->r.path_rate,
-                                           ag->r.acfg->lim.rate_limit, ag->r.reg_rate};
-    nscopes += rate_scopes_local(c, scopes + nscopes);
+    int nscopes = tg_route_rate_scopes(&ag->r, &c->cc, k->lim, true, scopes);
     if (rate_refused(c, scopes, nscopes, now, NULL)) {
         call_free(c);
         return;
@@ -1503,7 +1409,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         rate_hold(c);
         return;
     }
-    rate_take(g, scopes, nscopes, now);
+    tg_route_rate_take(&ag->r, scopes, nscopes, now);
     admit_go(c);
 }
 
@@ -1512,21 +1418,7 @@ static void admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
  * may ask again. */
 static void release_slots(os_call_t *c)
 {
-    os_agent_t *ag = c->ag;
-    tg_conc_release(&ag->r.aconc);
-    if (c->cc.tool_slot)
-        tg_conc_release(&ag->r.tools[c->cc.tool].conc);
-    if (c->cc.caller_slot && c->conn != NULL && c->conn->lim != NULL) {
-        tg_conc_release(&c->conn->lim->conc);
-        reg_set(ag->g, c->conn->lim->reg_conc, c->conn->lim->conc.inflight);
-    }
-    c->cc.tool_slot = c->cc.caller_slot = false;
-    if (c->cc.fslot != NULL) {
-        fleet_release(ag, c->cc.fslot);
-        c->cc.fslot = NULL;
-        ag->r.fleet_held--;
-        ag->r.fleet_full = false;
-    }
+    tg_route_release_slots(&c->ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL);
 }
 
 /* Give back the slots of a call, free it, let waiters in. */
@@ -1537,7 +1429,7 @@ static void call_release(os_call_t *c)
         c->cc.state == TG_CALL_SLOT)
         release_slots(c);
     else if (c->cc.state == TG_CALL_QUEUED)
-        unqueue(c);
+        tg_route_unqueue(&c->ag->r, &c->cc);
     os_call_t copy = *c;
     call_free(c);
     update_conc_regs(ag, &copy);
@@ -2541,7 +2433,7 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
             answer(g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
         }
         if (c->cc.state == TG_CALL_QUEUED)
-            unqueue(c);
+            tg_route_unqueue(&c->ag->r, &c->cc);
         else
             release_slots(c);
         call_free(c);
@@ -2953,7 +2845,7 @@ static void fail_queued(os_agent_t *ag, const char *why)
         if (c->cc.state != TG_CALL_QUEUED)
             continue;
         deny_unavailable(c, why);
-        unqueue(c);
+        tg_route_unqueue(&c->ag->r, &c->cc);
         call_free(c);
     }
     update_conc_regs(ag, NULL);
@@ -3059,6 +2951,7 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
         uv_timer_init(gw->loop, &ag->restart_timer);
         uv_timer_init(gw->loop, &ag->phase_timer);
         uv_timer_init(gw->loop, &ag->r.fleet_timer);
+        ag->r.fleet_timer_ready = true;
         ag->hb_timer.data = ag->restart_timer.data = ag->phase_timer.data = ag;
         ag->r.fleet_timer.data = ag;
         g->open_timers += 4;
@@ -3218,7 +3111,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
             tools[nt].conc.inflight++;
         else
             c->cc.tool_slot = false;
-        if (c->cc.state == TG_CALL_QUEUED && nt >= 0)
+        if (c->cc.in_queue && nt >= 0)
             tools[nt].queued++;
         if (c->deadline_src == DL_TOOL && nt < 0)
             c->deadline_src = DL_AGENT;
