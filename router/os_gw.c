@@ -2805,7 +2805,7 @@ static void register_limits(os_agent_t *ag)
 static int setup_limits(os_agent_t *ag, tg_agent_cfg_t *a, size_t idx)
 {
     ag->qcap = a->lim.max_queued_calls;
-    int rc = tg_route_setup(&ag->r, ag->g->gw, a, idx, sizeof(os_call_t), slab_need(a));
+    int rc = tg_route_setup(&ag->r, ag->g->gw, a, idx, sizeof(os_call_t), slab_need(a), 0);
     if (rc < 0)
         return rc;
     rc = tg_idem_init(&ag->idem_cache, a->os.idempotency_max_bytes, a->os.idempotency_window_ms);

@@ -2123,7 +2123,10 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
      * and per session its pass-through requests and replayed initialize. */
     uint64_t n = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
                  (uint64_t)max_sessions * (TG_MAX_PASSTHRU + 2) + TG_RELOAD_SPARE_CALLS;
-    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(tg_call_t), n) < 0) {
+    /* Ids fitted to twice that: short in every frame, and room for a
+     * reload to raise the limits in place (beyond it, a successor). */
+    uint32_t fit = n > TG_CALL_MAX / 2 ? TG_CALL_MAX : (uint32_t)(2 * n);
+    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(tg_call_t), n, fit) < 0) {
         tg_agent_free(ag);
         return NULL;
     }
@@ -2171,7 +2174,7 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
      * larger when a later step fails, which is harmless. */
     uint64_t need = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
                     (uint64_t)ag->max_sessions * (TG_MAX_PASSTHRU + 2);
-    if (need > TG_CALL_MAX || ag->r.aq.count > acfg->lim.max_queued_calls)
+    if (need > (UINT64_C(1) << ag->r.tab.bits) || ag->r.aq.count > acfg->lim.max_queued_calls)
         return -EAGAIN;
     if (tg_ctab_grow(&ag->r.tab, (uint32_t)need) < 0)
         return -ENOMEM;

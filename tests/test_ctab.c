@@ -78,7 +78,7 @@ Test(ctab, ids_stay_below_2_53_and_skip_zero)
     tg_ctab_t t;
     tg_ctab_init(&t, sizeof(ent_t));
     cr_assert_eq(tg_ctab_grow(&t, 1), 0);
-    t.seq = (UINT64_C(1) << TG_CALL_SEQ_BITS) - 2;
+    t.seq = (UINT64_C(1) << (TG_CALL_ID_BITS - TG_CALL_IDX_BITS)) - 2;
     uint32_t i;
     uint64_t id;
     for (int k = 0; k < 4; k++) {
@@ -87,6 +87,28 @@ Test(ctab, ids_stay_below_2_53_and_skip_zero)
         cr_assert_neq(id >> TG_CALL_IDX_BITS, 0, "seq 0 given out");
         tg_ctab_put(&t, i);
     }
+    tg_ctab_fini(&t);
+}
+
+Test(ctab, fitted_ids_are_short_and_bounded)
+{
+    tg_ctab_t t;
+    tg_ctab_init(&t, sizeof(ent_t));
+    tg_ctab_fit(&t, 300);
+    cr_assert_eq(t.bits, 9);
+    cr_assert_eq(tg_ctab_grow(&t, 300), 0);
+    cr_assert_eq(tg_ctab_grow(&t, 512), 0);
+    cr_assert_eq(tg_ctab_grow(&t, 513), -ENOMEM, "a fitted table grew past its ids");
+    uint32_t i;
+    uint64_t id;
+    ent_t *e = tg_ctab_take(&t, &i, &id);
+    cr_assert_eq(id, (UINT64_C(1) << 9) | i);
+    cr_assert_eq(tg_ctab_lookup(&t, id), e);
+    t.seq = (UINT64_C(1) << (TG_CALL_ID_BITS - 9)) - 1;
+    tg_ctab_put(&t, i);
+    cr_assert_not_null(tg_ctab_take(&t, &i, &id));
+    cr_assert_lt(id, UINT64_C(1) << 53);
+    cr_assert_neq(id >> 9, 0);
     tg_ctab_fini(&t);
 }
 

@@ -128,12 +128,14 @@ void tg_route_register(tg_route_t *r)
 }
 
 int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, size_t esize,
-                   uint64_t ncalls)
+                   uint64_t ncalls, uint32_t fit)
 {
     r->gw = gw;
     r->acfg = a;
     r->idx = idx;
     tg_ctab_init(&r->tab, esize);
+    if (fit != 0)
+        tg_ctab_fit(&r->tab, fit);
     if (tg_route_stores(gw, a, &r->store, r->rate_key, &r->tool_store, &r->cstore,
                         r->slots_key) < 0)
         return -EINVAL;
@@ -158,17 +160,6 @@ int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, si
     return 0;
 }
 
-void tg_route_regs(tg_route_t *r, int tool)
-{
-    tg_gw_t *gw = r->gw;
-    if (gw->metrics_ok)
-        tg_metrics_load(&gw->metrics, r->idx, r->aconc.inflight, r->aq.count);
-    tg_registry_update(&gw->reg, r->reg_conc, r->aconc.inflight);
-    tg_registry_update(&gw->reg, r->reg_queue, r->aq.count);
-    tg_registry_update(&gw->reg, r->reg_fleet, r->fleet_held);
-    if (tool >= 0)
-        tg_adm_tool_regs(gw, &r->tools[tool]);
-}
 
 void tg_route_fini(tg_route_t *r)
 {

@@ -30,6 +30,7 @@
 #include "router/call/call.h"
 #include "router/call/dltimer.h"
 #include "router/call/table.h"
+#include "router/admin/metrics.h"
 #include "router/gateway.h"
 
 typedef struct tg_route {
@@ -86,18 +87,30 @@ int tg_route_tools_build(const tg_route_t *r, const tg_agent_cfg_t *a, tg_store_
 
 /* Set up <r> (zeroed) for agent <a> at metrics row <idx> of <gw>: stores,
  * buckets, slots, queue, tools, config paths, a call table of <ncalls>
- * entries of <esize> bytes, and its registry rows. 0, or a negative errno
- * after logging; tg_route_fini cleans up either way. */
+ * entries of <esize> bytes (ids fitted to at most <fit> entries, 0: the
+ * table may grow to TG_CALL_MAX), and its registry rows. 0, or a negative
+ * errno after logging; tg_route_fini cleans up either way. */
 int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, size_t esize,
-                   uint64_t ncalls);
+                   uint64_t ncalls, uint32_t fit);
 
 /* Register (or on reload update) the agent-wide rows of <r> with its
  * config's capacities. */
 void tg_route_register(tg_route_t *r);
 
 /* The agent's concurrency and queue usage into the metrics and the
- * registry, and tool <tool>'s too (-1: none). */
-void tg_route_regs(tg_route_t *r, int tool);
+ * registry, and tool <tool>'s too (-1: none). Several times per call:
+ * inline, each unchanged row returns at once. */
+static inline void tg_route_regs(tg_route_t *r, int tool)
+{
+    tg_gw_t *gw = r->gw;
+    if (gw->metrics_ok)
+        tg_metrics_load(&gw->metrics, r->idx, r->aconc.inflight, r->aq.count);
+    tg_registry_update(&gw->reg, r->reg_conc, r->aconc.inflight);
+    tg_registry_update(&gw->reg, r->reg_queue, r->aq.count);
+    tg_registry_update(&gw->reg, r->reg_fleet, r->fleet_held);
+    if (tool >= 0)
+        tg_adm_tool_regs(gw, &r->tools[tool]);
+}
 
 /* The config paths denials name, from <r>->acfg (after a reload too). */
 void tg_route_paths(tg_route_t *r);

@@ -9,13 +9,22 @@ void tg_ctab_init(tg_ctab_t *t, size_t esize)
 {
     memset(t, 0, sizeof(*t));
     t->esize = esize;
+    t->bits = TG_CALL_IDX_BITS;
+}
+
+void tg_ctab_fit(tg_ctab_t *t, uint32_t n)
+{
+    unsigned b = 1;
+    while (b < TG_CALL_IDX_BITS && (UINT64_C(1) << b) < n)
+        b++;
+    t->bits = b;
 }
 
 int tg_ctab_grow(tg_ctab_t *t, uint32_t n)
 {
     if (n <= t->n)
         return 0;
-    if (n > TG_CALL_MAX)
+    if (n > (UINT64_C(1) << t->bits))
         return -ENOMEM;
     uint32_t need = (n + TG_CALL_CHUNK - 1) / TG_CALL_CHUNK;
     if (need > t->nchunks) {
@@ -54,11 +63,11 @@ void *tg_ctab_take(tg_ctab_t *t, uint32_t *idx, uint64_t *id)
     if (t->nfree == 0)
         return NULL;
     uint32_t i = t->free_idx[--t->nfree];
-    t->seq = (t->seq + 1) & ((UINT64_C(1) << TG_CALL_SEQ_BITS) - 1);
+    t->seq = (t->seq + 1) & ((UINT64_C(1) << (TG_CALL_ID_BITS - t->bits)) - 1);
     if (t->seq == 0)
         t->seq = 1; /* id 0 never names a call */
     *idx = i;
-    *id = t->last_id = t->seq << TG_CALL_IDX_BITS | i;
+    *id = t->last_id = t->seq << t->bits | i;
     return tg_ctab_at(t, i);
 }
 
@@ -67,20 +76,6 @@ void tg_ctab_put(tg_ctab_t *t, uint32_t idx)
     t->free_idx[t->nfree++] = idx;
 }
 
-size_t tg_call_id_hex(char *out, uint64_t id)
-{
-    char tmp[16];
-    size_t n = 0;
-    do {
-        tmp[n++] = "0123456789abcdef"[id & 15];
-        id >>= 4;
-    } while (id != 0);
-    memcpy(out, "tg-", 3);
-    for (size_t i = 0; i < n; i++)
-        out[3 + i] = tmp[n - 1 - i];
-    out[3 + n] = '\0';
-    return 3 + n;
-}
 
 int tg_call_id_parse(const char *s, size_t n, uint64_t *id)
 {
