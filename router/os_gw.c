@@ -1483,9 +1483,8 @@ static void call_expired(os_call_t *c)
     /* Waiting for the fleet rather than for a local slot: the store is
      * deciding now, or it refused this call and the local scopes have
      * room, so the shared limit is what held it back. */
-    if (c->cc.state == TG_CALL_SLOT ||
-        (c->cc.state == TG_CALL_QUEUED && ag->r.cstore != NULL && c->cc.fleet_cap > 0 && can_dispatch(ag) &&
-         tg_conc_has_room(&ag->r.aconc) && tool_has_room(ag, c))) {
+    if (tg_route_held_by_fleet(&ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL,
+                               can_dispatch(ag))) {
         snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while waiting for one",
                  c->cc.deadline_ms);
         deny_fleet(c, c->cc.fleet_seen, c->cc.fleet_cap, detail, "queued");
@@ -1499,32 +1498,17 @@ static void call_expired(os_call_t *c)
                      "agent did not become ready within the call's deadline of %" PRIu64 " ms%s",
                      c->cc.deadline_ms,
                      ag->switching ? " (it is being restarted with its reloaded config)" : "");
+            d.detail = detail;
         } else {
-            d.limit = "concurrency";
-            d.observed = ag->r.aconc.inflight;
-            d.cap = ag->r.aconc.max;
-            d.unit = "calls";
-            d.config_path = c->cc.tool >= 0 && ag->r.tools[c->cc.tool].has_conc &&
-                                    !tg_conc_has_room(&ag->r.tools[c->cc.tool].conc)
-                                ? ag->r.tools[c->cc.tool].path_conc
-                                : ag->r.path_conc;
-            snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while queued",
-                     c->cc.deadline_ms);
+            tg_route_queued_denial(&ag->r, &c->cc, &d, detail, sizeof(detail));
         }
-        d.detail = detail;
         deny_call(c, &d, "call.denied", "queued");
         call_release(c);
     } else if (c->cc.state == TG_CALL_INFLIGHT) {
         const char *path = deadline_path(c);
         denial_init(ag, &d, TG_DENY_TIMEOUT, c, reqid);
-        d.limit = "timeout";
-        d.observed = (int64_t)(now_ms(ag->g) - c->cc.t_start);
-        d.cap = (int64_t)c->cc.deadline_ms;
-        d.unit = "ms";
-        d.config_path = path;
-        snprintf(detail, sizeof(detail), "no result within %" PRIu64 " ms%s", c->cc.deadline_ms,
-                 path == NULL ? " (the caller's timeout_ms)" : "");
-        d.detail = detail;
+        tg_route_timeout_denial(&c->cc, now_ms(ag->g), path, "timeout_ms", &d, detail,
+                                sizeof(detail));
         deny_call(c, &d, "call.timeout", "timed_out");
         send_cancel(c, "timeout");
         call_leave_caller(c);

@@ -1047,38 +1047,20 @@ static void call_expired(tg_call_t *c)
     /* Waiting for the fleet rather than for a local slot: the store is
      * deciding now, or it refused this call and the local scopes have
      * room, so the shared limit is what held it back. */
-    if (c->cc.state == TG_CALL_SLOT ||
-        (c->cc.state == TG_CALL_QUEUED && w->ag->r.cstore != NULL && c->cc.fleet_cap > 0 &&
-         tg_conc_has_room(&w->ag->r.aconc) && tool_has_room(w, c))) {
+    if (tg_route_held_by_fleet(&w->ag->r, &c->cc, w->climits, true)) {
         snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while waiting for one",
                  c->cc.deadline_ms);
         deny_fleet(w, c, c->cc.fleet_seen, c->cc.fleet_cap, detail, "queued");
         call_release(w, c);
     } else if (c->cc.state == TG_CALL_QUEUED) {
         denial_init(w, &d, TG_DENY_CONCURRENCY, c, reqid, sizeof(reqid));
-        d.limit = "concurrency";
-        d.observed = w->ag->r.aconc.inflight;
-        d.cap = w->ag->r.aconc.max;
-        d.unit = "calls";
-        d.config_path = c->cc.tool >= 0 && w->ag->r.tools[c->cc.tool].has_conc &&
-                                !tg_conc_has_room(&w->ag->r.tools[c->cc.tool].conc)
-                            ? w->ag->r.tools[c->cc.tool].path_conc
-                            : w->ag->r.path_conc;
-        snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while queued",
-                 c->cc.deadline_ms);
-        d.detail = detail;
+        tg_route_queued_denial(&w->ag->r, &c->cc, &d, detail, sizeof(detail));
         deny_call(w, c, &d, "call.denied", "queued");
         call_release(w, c);
     } else if (c->cc.state == TG_CALL_INFLIGHT) {
         denial_init(w, &d, TG_DENY_TIMEOUT, c, reqid, sizeof(reqid));
-        d.limit = "timeout";
-        d.observed = (int64_t)(now_ms(w) - c->cc.t_start);
-        d.cap = (int64_t)c->cc.deadline_ms;
-        d.unit = "ms";
-        d.config_path = c->deadline_path;
-        snprintf(detail, sizeof(detail), "no result within %" PRIu64 " ms%s", c->cc.deadline_ms,
-                 c->deadline_path == NULL ? " (the caller's params._meta.timeout_ms)" : "");
-        d.detail = detail;
+        tg_route_timeout_denial(&c->cc, now_ms(w), c->deadline_path, "params._meta.timeout_ms",
+                                &d, detail, sizeof(detail));
         deny_call(w, c, &d, "call.timeout", "timed_out");
         c->cc.state = TG_CALL_ZOMBIE;
         c->cc.stage = "timed_out";

@@ -2,6 +2,7 @@
 #include "router/call/route.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,4 +329,44 @@ int tg_route_rate_ask(tg_route_t *r, const tg_callc_t *cc, int step, tg_store_ta
                          tool ? r->tools[cc->tool].rate_key : r->rate_key, l->rate_limit.count,
                          l->rate_limit.period_ms, burst ? burst : (uint32_t)l->rate_limit.count,
                          cb, arg);
+}
+
+/* ---- expiry ----------------------------------------------------------- */
+
+bool tg_route_held_by_fleet(const tg_route_t *r, const tg_callc_t *cc, const tg_caller_lim_t *cl,
+                            bool ready)
+{
+    return cc->state == TG_CALL_SLOT ||
+           (cc->state == TG_CALL_QUEUED && r->cstore != NULL && cc->fleet_cap > 0 && ready &&
+            tg_conc_has_room(&r->aconc) && tg_route_has_room(r, cc, cl));
+}
+
+void tg_route_queued_denial(const tg_route_t *r, const tg_callc_t *cc, tg_denial_t *d,
+                            char *detail, size_t cap)
+{
+    const tg_adm_tool_t *t = cc->tool >= 0 ? &r->tools[cc->tool] : NULL;
+    d->limit = "concurrency";
+    d->observed = r->aconc.inflight;
+    d->cap = r->aconc.max;
+    d->unit = "calls";
+    d->config_path = t != NULL && t->has_conc && !tg_conc_has_room(&t->conc) ? t->path_conc
+                                                                             : r->path_conc;
+    snprintf(detail, cap, "deadline of %" PRIu64 " ms passed while queued", cc->deadline_ms);
+    d->detail = detail;
+}
+
+void tg_route_timeout_denial(const tg_callc_t *cc, uint64_t now, const char *path,
+                             const char *caller_field, tg_denial_t *d, char *detail, size_t cap)
+{
+    d->limit = "timeout";
+    d->observed = (int64_t)(now - cc->t_start);
+    d->cap = (int64_t)cc->deadline_ms;
+    d->unit = "ms";
+    d->config_path = path;
+    if (path == NULL)
+        snprintf(detail, cap, "no result within %" PRIu64 " ms (the caller's %s)", cc->deadline_ms,
+                 caller_field);
+    else
+        snprintf(detail, cap, "no result within %" PRIu64 " ms", cc->deadline_ms);
+    d->detail = detail;
 }

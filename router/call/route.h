@@ -200,6 +200,25 @@ enum { TG_ROUTE_STEP_AGENT = 0, TG_ROUTE_STEP_TOOL = 1 };
 int tg_route_rate_ask(tg_route_t *r, const tg_callc_t *cc, int step, tg_store_take_cb cb,
                       void *arg);
 
+/* ---- expiry ----------------------------------------------------------- */
+
+/* A waiting call <cc> reached its deadline: true when the shared limit is
+ * what held it back (the store deciding now, or it refused the call while
+ * the local scopes, its caller's <cl> included, have room and the agent
+ * could take it: <ready>). */
+bool tg_route_held_by_fleet(const tg_route_t *r, const tg_callc_t *cc, const tg_caller_lim_t *cl,
+                            bool ready);
+/* Fill denial <d> (initialised, code concurrency) of call <cc> whose
+ * deadline passed while queued: the agent's slots, the config path of the
+ * scope that was full; the detail in <detail> of <cap> bytes. */
+void tg_route_queued_denial(const tg_route_t *r, const tg_callc_t *cc, tg_denial_t *d,
+                            char *detail, size_t cap);
+/* Fill denial <d> (initialised, code timeout) of call <cc> in flight past
+ * its deadline at <now>: <path> raises it (NULL: the caller's own
+ * <caller_field> set it); the detail in <detail> of <cap> bytes. */
+void tg_route_timeout_denial(const tg_callc_t *cc, uint64_t now, const char *path,
+                             const char *caller_field, tg_denial_t *d, char *detail, size_t cap);
+
 /* Free what <r> holds (not its timers). */
 void tg_route_fini(tg_route_t *r);
 
