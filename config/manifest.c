@@ -1,6 +1,6 @@
 /* OpenSentience manifests: reading, path resolution and the merge with
  * the operator's values (see manifest.h). The document's schema is
- * config.c's (config_impl.h), so a manifest takes exactly the keys, units
+ * cfg_agent.c's (the key table's rows), so a manifest takes exactly the keys, units
  * and bounds of the config and reports errors the same way.
  */
 #include "config/manifest.h"
@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config_impl.h"
+#include "config/cfg_impl.h"
 
 /* ------------------------------------------------------------------ */
 /* Reading                                                             */
 
 int tg_manifest_load_buffer(tg_manifest_t *m, const char *name, const char *text, size_t len,
-                            tg_cfg_err_t *err)
+                            tg_err_t *err)
 {
     tg_exec_limits_t lim;
     tg_resources_t res;
@@ -28,7 +28,7 @@ int tg_manifest_load_buffer(tg_manifest_t *m, const char *name, const char *text
     return 0;
 }
 
-int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_cfg_err_t *err)
+int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_err_t *err)
 {
     FILE *f = fopen(path, "rb");
     char *buf;
