@@ -37,16 +37,14 @@ int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_err_t *err)
 
     if (!f) {
         rc = -errno;
-        snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", path, strerror(-rc));
-        return rc;
+        return tg_err_set(err, rc, "%s: cannot open: %s", path, strerror(-rc));
     }
     /* One byte past the bound tells "at the bound" from "over it"
      * without trusting st_size. */
     buf = malloc(TG_MANIFEST_FILE_MAX + 1);
     if (!buf) {
         fclose(f);
-        snprintf(err->msg, sizeof err->msg, "%s: out of memory", path);
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "%s: out of memory", path);
     }
     while (len <= TG_MANIFEST_FILE_MAX &&
            (n = fread(buf + len, 1, TG_MANIFEST_FILE_MAX + 1 - len, f)) > 0)
@@ -55,15 +53,13 @@ int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_err_t *err)
         rc = errno ? -errno : -EIO;
         fclose(f);
         free(buf);
-        snprintf(err->msg, sizeof err->msg, "%s: cannot read: %s", path, strerror(-rc));
-        return rc;
+        return tg_err_set(err, rc, "%s: cannot read: %s", path, strerror(-rc));
     }
     fclose(f);
     if (len > TG_MANIFEST_FILE_MAX) {
         free(buf);
-        snprintf(err->msg, sizeof err->msg, "%s: larger than %u bytes (manifests are bounded)",
-                 path, TG_MANIFEST_FILE_MAX);
-        return -EFBIG;
+        return tg_err_set(err, -EFBIG, "%s: larger than %u bytes (manifests are bounded)", path,
+                          TG_MANIFEST_FILE_MAX);
     }
     rc = tg_manifest_load_buffer(m, path, buf, len, err);
     free(buf);

@@ -428,10 +428,10 @@ static tg_audit_t *open_audit(uv_loop_t *loop, const char *path, uint32_t queue_
 {
     tg_audit_opts_t opts = {.path = path, .instance = "host-a", .queue_cap = queue_cap};
     tg_audit_t *a = NULL;
-    char err[256] = "";
+    tg_err_t err = {""};
 
-    int rc = tg_audit_open(&a, loop, &opts, err, sizeof(err));
-    cr_assert_eq(rc, 0, "open: %s", err);
+    int rc = tg_audit_open(&a, loop, &opts, &err);
+    cr_assert_eq(rc, 0, "open: %s", err.msg);
     cr_assert_not_null(a);
     return a;
 }
@@ -788,17 +788,17 @@ Test(audit_sink, open_failure_names_the_path_and_the_way_out)
 {
     uv_loop_t loop;
     tg_audit_t *a = NULL;
-    char err[512] = "";
+    tg_err_t err = {""};
     char path[256];
 
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_opts_t opts = {.path = "/proc/nonexistent/x", .instance = "host-a", .queue_cap = 8};
-    int rc = tg_audit_open(&a, &loop, &opts, err, sizeof(err));
+    int rc = tg_audit_open(&a, &loop, &opts, &err);
     cr_assert_lt(rc, 0);
     cr_assert_null(a);
-    cr_assert_not_null(strstr(err, "/proc/nonexistent/x"), "%s", err);
-    cr_assert_not_null(strstr(err, strerror(-rc)), "%s", err);
-    cr_assert_not_null(strstr(err, "use --audit PATH to write elsewhere"), "%s", err);
+    cr_assert_not_null(strstr(err.msg, "/proc/nonexistent/x"), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, strerror(-rc)), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, "use --audit PATH to write elsewhere"), "%s", err.msg);
 
     /* a parent that is a file */
     path_in_tmp(path, sizeof(path), "plain");
@@ -806,18 +806,18 @@ Test(audit_sink, open_failure_names_the_path_and_the_way_out)
     fclose(f);
     path_in_tmp(path, sizeof(path), "plain/audit.jsonl");
     opts.path = path;
-    cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -ENOTDIR);
-    cr_assert_not_null(strstr(err, path), "%s", err);
-    cr_assert_not_null(strstr(err, strerror(ENOTDIR)), "%s", err);
+    cr_assert_eq(tg_audit_open(&a, &loop, &opts, &err), -ENOTDIR);
+    cr_assert_not_null(strstr(err.msg, path), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, strerror(ENOTDIR)), "%s", err.msg);
 
     /* a directory */
     opts.path = tmpdir;
-    cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -EISDIR);
-    cr_assert_not_null(strstr(err, tmpdir), "%s", err);
+    cr_assert_eq(tg_audit_open(&a, &loop, &opts, &err), -EISDIR);
+    cr_assert_not_null(strstr(err.msg, tmpdir), "%s", err.msg);
 
     opts.path = path;
     opts.queue_cap = 0;
-    cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -EINVAL);
+    cr_assert_eq(tg_audit_open(&a, &loop, &opts, &err), -EINVAL);
     cr_assert_null(a);
     cr_assert_eq(uv_loop_close(&loop), 0);
 }

@@ -146,9 +146,9 @@ static tg_audit_t *open_one(uv_loop_t *loop, const tg_audit_sink_cfg_t *s, uint3
 {
     tg_audit_opts_t o = {.sinks = s, .nsinks = 1, .instance = "host-a", .queue_cap = queue_cap};
     tg_audit_t *a = NULL;
-    char err[512] = "";
+    tg_err_t err = {""};
 
-    cr_assert_eq(tg_audit_open(&a, loop, &o, err, sizeof(err)), 0, "open: %s", err);
+    cr_assert_eq(tg_audit_open(&a, loop, &o, &err), 0, "open: %s", err.msg);
     return a;
 }
 
@@ -428,7 +428,7 @@ Test(audit_redis, maxlen_trims_the_stream)
 Test(audit_redis, config_redis_stream_sink)
 {
     tg_config_t cfg;
-    tg_cfg_err_t err;
+    tg_err_t err;
     static const char good[] =
         "{\"audit\":{\"sinks\":[{\"kind\":\"redis_stream\",\"url\":\"redis://:pw@10.0.0.5:6380/2\","
         "\"stream\":\"audit:a\",\"maxlen\":5000,\"spool\":\"/var/spool/tg\","

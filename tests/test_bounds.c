@@ -619,10 +619,11 @@ static bool row_applies(const key_reg_t *k, unsigned run)
  * (NEED_* bits it satisfies) against `keys`; failures go to <rep>. */
 static void check_snapshot(const char *addr, unsigned run, char *rep)
 {
-    char *body = NULL, err[256];
+    char *body = NULL;
+    tg_err_t err = {""};
     size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits from %s: %d %s", addr, st, st < 0 ? err : "");
+    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, &err);
+    cr_assert_eq(st, 200, "GET /limits from %s: %d %s", addr, st, st < 0 ? err.msg : "");
     json_error_t jerr;
     json_t *doc = json_loadb(body, len, 0, &jerr);
     cr_assert_not_null(doc, "/limits is not JSON: %s", jerr.text);
@@ -869,10 +870,11 @@ Test(bounds, registry_names_match_their_patterns)
 /* Current and high-water of registry entry <name> at <addr>. */
 static void limit_usage(const char *addr, const char *name, uint64_t *cur, uint64_t *hw)
 {
-    char *body = NULL, err[256];
+    char *body = NULL;
+    tg_err_t err = {""};
     size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits: %d %s", st, st < 0 ? err : "");
+    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, &err);
+    cr_assert_eq(st, 200, "GET /limits: %d %s", st, st < 0 ? err.msg : "");
     json_t *doc = json_loadb(body, len, 0, NULL);
     free(body);
     cr_assert_not_null(doc);

@@ -238,10 +238,11 @@ static void assert_denied(json_t *r, const char *code)
 
 static char *admin_get(const char *path)
 {
-    char *body = NULL, err[256];
+    char *body = NULL;
+    tg_err_t err = {""};
     size_t len = 0;
-    int st = tg_admin_get(T.addr, path, 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET %s: %d %s", path, st, st < 0 ? err : "");
+    int st = tg_admin_get(T.addr, path, 5000, 16u << 20, &body, &len, &err);
+    cr_assert_eq(st, 200, "GET %s: %d %s", path, st, st < 0 ? err.msg : "");
     return body;
 }
 

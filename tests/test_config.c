@@ -12,7 +12,7 @@
 #define DATA TG_SOURCE_DIR "/tests/data/"
 
 static tg_config_t cfg;
-static tg_cfg_err_t err;
+static tg_err_t err;
 
 static void setup(void)
 {

@@ -242,7 +242,7 @@ static void need_root(void)
 static void init_cgroup_ctx(tg_contain_t *c)
 {
     need_root();
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = TG_CONTAIN_BEST_EFFORT};
     cr_assert_eq(tg_contain_init(c, &o, &err), 0, "%s", err.msg);
     if (c->kind != TG_CONTAIN_CGROUP1 && c->kind != TG_CONTAIN_CGROUP2) {
@@ -254,7 +254,7 @@ static void init_cgroup_ctx(tg_contain_t *c)
 static tg_contain_inst_t *create_or_skip(tg_contain_t *c, const tg_contain_req_t *q, tg_res_t need,
                                          const char *need_backend)
 {
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_inst_t *ci = NULL;
     cr_assert_eq(tg_contain_create(c, "hog", q, &ci, &err), 0, "%s", err.msg);
     const tg_enforced_item_t *it = &ci->enforced.r[need];
@@ -352,7 +352,7 @@ Test(contain, mode_and_kind_names)
 /* A forced rlimit context without the netns probe: deterministic on any host. */
 static void init_rlimit_ctx(tg_contain_t *c, tg_contain_mode_t mode)
 {
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = mode, .backend = TG_CONTAIN_RLIMIT, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(c, &o, &err), 0, "%s", err.msg);
     cr_assert_eq(c->kind, TG_CONTAIN_RLIMIT);
@@ -365,7 +365,7 @@ Test(contain, report_json_and_text)
     tg_contain_req_t q = {.memory_bytes = 64 * MiB, .cpu_millicores = 500, .pids = 32,
                           .disk_bytes = 1024 * MiB, .network_none = true, .nofile = 256};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "search", &q, &ci, &err), 0, "%s", err.msg);
     cr_assert_str_eq(ci->name, "search-1");
 
@@ -458,7 +458,7 @@ Test(contain, required_refuses_what_the_host_cannot_enforce)
     init_rlimit_ctx(&c, TG_CONTAIN_REQUIRED);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB, .cpu_millicores = 500};
     tg_contain_inst_t *ci = (tg_contain_inst_t *)&c; /* must be reset to NULL */
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "search", &q, &ci, &err), -EPERM);
     cr_assert_null(ci);
     cr_assert_str_eq(err.msg, "containment required: agent 'search': cpu 500m is not enforced on "
@@ -476,7 +476,7 @@ Test(contain, required_refuses_what_the_host_cannot_enforce)
 Test(contain, mode_off_applies_nothing_and_says_so)
 {
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = TG_CONTAIN_OFF, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0);
     cr_assert_eq(c.kind, TG_CONTAIN_NONE);
@@ -611,7 +611,7 @@ Test(contain, cgroup2_writes_on_a_fake_tree)
     fake_t f;
     fake_tree(&f, "4242\n");
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
                            .self_pid = 4242, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0, "%s", err.msg);
@@ -692,7 +692,7 @@ Test(contain, cgroup2_not_delegated_when_others_share_the_cgroup)
     fake_t f;
     fake_tree(&f, "4242\n1\n");
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
                            .self_pid = 4242, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0, "%s", err.msg);
@@ -733,7 +733,7 @@ Test(contain, forced_backend_missing_fails_init)
     snprintf(mi, sizeof mi, "%s/mountinfo", dir);
     snprintf(cg, sizeof cg, "%s/cgroup", dir);
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.backend = TG_CONTAIN_CGROUP2, .mountinfo_path = mi,
                            .self_cgroup_path = cg, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), -ENOTSUP);
@@ -757,7 +757,7 @@ Test(contain, forced_backend_missing_fails_init)
 Test(contain, detect_this_host)
 {
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_init(&c, NULL, &err), 0, "%s", err.msg);
     char text[4096];
     cr_assert_gt(tg_contain_caps_text(&c, text, sizeof text), 0);
@@ -800,7 +800,7 @@ Test(contain, hostile_id_stays_below_the_base_and_is_removed)
     memcpy(bases, c.base, sizeof bases);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB, .pids = 16};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "../../x", &q, &ci, &err), 0, "%s", err.msg);
     cr_assert_str_eq(ci->name, "x2e2e2f2e2e2f78-1");
     char dirs[TG_CG_NHIER][TG_CG_PATH_MAX];
@@ -909,7 +909,7 @@ Test(contain, fork_bomb_stops_at_pids_max, .timeout = 60)
 static uint64_t spin_cpu_us(tg_contain_t *c, uint32_t millicores)
 {
     tg_contain_req_t q = {.cpu_millicores = millicores};
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_inst_t *ci = NULL;
     cr_assert_eq(tg_contain_create(c, "spin", &q, &ci, &err), 0, "%s", err.msg);
     tg_contain_place_t pl;
@@ -954,7 +954,7 @@ Test(contain, rlimit_data_fallback_stops_the_hog, .timeout = 60)
     init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "hog", &q, &ci, &err), 0, "%s", err.msg);
     cr_assert_str_eq(ci->enforced.r[TG_RES_MEMORY].how, "RLIMIT_DATA + process-tree RSS monitor");
     tg_contain_place_t pl;
@@ -977,7 +977,7 @@ Test(contain, rss_monitor_samples_the_tree, .timeout = 60)
     init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 16 * MiB};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "hog", &q, &ci, &err), 0, "%s", err.msg);
     /* No DATA limit for this run: the monitor alone must see the tree
      * (the hog and, through fork, nothing else) grow past 16Mi. */
@@ -1026,7 +1026,7 @@ Test(contain, node_starts_under_rlimit_data_and_dies_under_rlimit_as, .timeout =
     init_rlimit_ctx(&c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_req_t q = {.memory_bytes = 256 * MiB};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "node", &q, &ci, &err), 0, "%s", err.msg);
     tg_contain_place_t pl;
     tg_contain_place(ci, &pl);
@@ -1112,7 +1112,7 @@ Test(contain, shim_drops_to_a_dedicated_user, .timeout = 60)
     /* without a pids controller, a dedicated user makes RLIMIT_NPROC honest */
     tg_contain_req_t q = {.pids = 16, .set_user = true, .uid = 65534, .gid = 65534};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "nobody", &q, &ci, &err), 0, "%s", err.msg);
     cr_assert(ci->enforced.r[TG_RES_PIDS].applied);
     cr_assert_str_eq(ci->enforced.r[TG_RES_PIDS].backend, "rlimit");
@@ -1197,7 +1197,7 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
     if (tg == 0) {
         close(pfd[0]);
         tg_contain_t c;
-        tg_cfg_err_t err = {{0}};
+        tg_err_t err = {{0}};
         if (tg_contain_init(&c, NULL, &err) < 0 ||
             (c.kind != TG_CONTAIN_CGROUP1 && c.kind != TG_CONTAIN_CGROUP2))
             _exit(77);
@@ -1251,7 +1251,7 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
     cr_assert_eq(kill((pid_t)agent, 0), 0, "its agent still runs");
 
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_init(&c, NULL, &err), 0, "%s", err.msg);
     cr_assert_geq(c.orphans_removed, 1);
     cr_assert_not(dir_exists(path), "%s removed", path);

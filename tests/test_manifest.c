@@ -13,7 +13,7 @@
 #include "config/manifest.h"
 
 static tg_config_t cfg;
-static tg_cfg_err_t err;
+static tg_err_t err;
 static char dir[64];
 
 static void setup(void)

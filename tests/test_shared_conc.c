@@ -412,10 +412,11 @@ Test(shared_conc, registry_shows_shared_slots_and_store_pending)
     sc_start(&a, 3, extra);
     sc_sleep(&a, 1, 2000, 0);
     cr_assert_eq(zcard_wait(1, 3000), 1);
-    char *body = NULL, err[256];
+    char *body = NULL;
+    tg_err_t err = {""};
     size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits: %d %s", st, st < 0 ? err : "");
+    int st = tg_admin_get(addr, "/limits", 5000, 16u << 20, &body, &len, &err);
+    cr_assert_eq(st, 200, "GET /limits: %d %s", st, st < 0 ? err.msg : "");
     json_t *doc = json_loadb(body, len, 0, NULL);
     free(body);
     cr_assert_not_null(doc);

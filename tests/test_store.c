@@ -207,7 +207,7 @@ Test(store_policy, names_parse_share_and_results)
 static tg_store_url_t parse_ok(const char *s)
 {
     tg_store_url_t u;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     int rc = tg_store_url_parse(&u, s, &err);
     cr_assert_eq(rc, 0, "%s: %s", s, err.msg);
     return u;
@@ -216,7 +216,7 @@ static tg_store_url_t parse_ok(const char *s)
 static void parse_fails(const char *s, const char *msg)
 {
     tg_store_url_t u;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_store_url_parse(&u, s, &err), -1, "%s parsed", s);
     cr_assert_str_eq(err.msg, msg);
     cr_assert_null(strstr(err.msg, "hunter2"), "password leaked: %s", err.msg);
@@ -336,7 +336,7 @@ Test(store_url, errors_name_the_part_and_never_the_password)
     memset(path + 6, 'p', 120);
     path[126] = '\0';
     tg_store_url_t u;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_url_parse(&u, path, &err), -1);
     cr_assert(strstr(err.msg, "path: longer than 107 bytes") != NULL, "%s", err.msg);
     char big[TG_STORE_URL_MAX + 20] = "redis://:hunter2@";
@@ -352,7 +352,7 @@ Test(store_url, unix_credentials_needing_quotes_are_not_echoed)
     /* The one error above that quotes the raw text is for a missing '@';
      * with an '@' anywhere the credentials are masked. */
     tg_store_url_t u;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_url_parse(&u, "unix://bob:hunter2@relative", &err), -1);
     cr_assert_str_eq(err.msg, "store URL 'unix://***@relative': path: missing (expected "
                               "unix:///path or unix:/path)");
@@ -393,7 +393,7 @@ static tg_store_t *local_open(uint32_t max_keys)
     tg_store_opts_t o = {
         .kind = TG_STORE_LOCAL, .clock_ms = test_clock, .local_max_keys = max_keys};
     tg_store_t *st = NULL;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_open(NULL, &o, &st, &err), 0, "%s", err.msg);
     cr_assert_str_eq(tg_store_name(st), "local");
     return st;
@@ -466,7 +466,7 @@ Test(store_local, bad_arguments_do_not_call_back)
     local_close(st);
 
     tg_store_opts_t o = {.kind = TG_STORE_LOCAL, .prefix = "t{g"};
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_open(NULL, &o, &st, &err), -1);
     cr_assert_str_eq(err.msg, "store: prefix: expected at most 63 bytes and no braces (they "
                               "would become the Redis Cluster hash tag)");
@@ -585,7 +585,7 @@ static void rig_open(rig_t *g)
         g->o.prefix = run_prefix();
     g->o.on_event = on_event;
     g->o.event_arg = &g->ev;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_open(&g->loop, &g->o, &g->st, &err), 0, "%s", err.msg);
 }
 
@@ -1308,7 +1308,7 @@ static void fleet_open(fleet_t *f, tg_store_t *backing, uint32_t instances)
 {
     f->backing = backing;
     tg_store_opts_t o = {.instances = instances, .clock_ms = test_clock};
-    tg_cfg_err_t err;
+    tg_err_t err;
     for (int i = 0; i < 3; i++)
         cr_assert_eq(tg_store_lease_open(backing, &o, &f->lease[i], &err), 0, "%s", err.msg);
 }
@@ -1433,7 +1433,7 @@ Test(store_lease, redis_three_instances_exact_total)
         g[i].o.instances = 3;
         rig_open(&g[i]);
         tg_store_opts_t lo = {.instances = 3, .clock_ms = test_clock};
-        tg_cfg_err_t err;
+        tg_err_t err;
         cr_assert_eq(tg_store_lease_open(g[i].st, &lo, &lease[i], &err), 0, "%s", err.msg);
     }
     g_now_ms = 7000000;
@@ -1469,7 +1469,7 @@ Test(store_lease, redis_steady_load_is_mostly_local)
     rig_open(&g);
     tg_store_opts_t lo = {.clock_ms = test_clock};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(g.st, &lo, &lease, &err), 0, "%s", err.msg);
     g_now_ms = 1000;
     int allowed = 0, sync = 0;
@@ -1505,7 +1505,7 @@ Test(store_lease, store_failure_applies_the_policy)
     cr_assert_eq(g.ev.degraded, 1);
     tg_store_opts_t lo = {.instances = 2, .clock_ms = test_clock};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(g.st, &lo, &lease, &err), 0, "%s", err.msg);
     g_now_ms = 100000;
     /* 4/second shared by 2: the fallback share is 2 */
@@ -1528,7 +1528,7 @@ Test(store_lease, full_table_sends_calls_on_their_own)
     tg_store_t *shared = local_open(0);
     tg_store_opts_t o = {.clock_ms = test_clock, .local_max_keys = 1};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(shared, &o, &lease, &err), 0, "%s", err.msg);
     slot_t s;
     g_now_ms = 1000;
@@ -1561,7 +1561,7 @@ Test(store_lease, close_waits_for_the_batch_in_flight)
     rig_open(&g);
     tg_store_opts_t lo = {0};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(g.st, &lo, &lease, &err), 0, "%s", err.msg);
     slot_t s[2];
     take(lease, "tg:{a}:cl", 10, 1000, 0, &s[0]);
@@ -1781,7 +1781,7 @@ Test(store_lease, has_no_slots)
     tg_store_t *shared = local_open(0);
     tg_store_opts_t lo = {.clock_ms = test_clock};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(shared, &lo, &lease, &err), 0, "%s", err.msg);
     cr_assert_eq(tg_store_slot_acquire(lease, "tg:{a}:slots", 2, never_slot_cb, NULL), -ENOTSUP);
     cr_assert_eq(tg_store_slots_held(lease), 0);

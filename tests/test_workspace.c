@@ -82,7 +82,7 @@ static int count_entries(const char *dir)
  * probe only with <probe_tmpfs>. */
 static void rl_ctx(tg_contain_t *c, tg_contain_mode_t mode, bool probe_tmpfs)
 {
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = mode,
                            .backend = TG_CONTAIN_RLIMIT,
                            .skip_netns_probe = true,
@@ -112,7 +112,7 @@ static pid_t dead_pid(void)
 static void load_fails(const char *json, const char *msg)
 {
     tg_config_t cfg;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_config_default(&cfg), 0);
     cr_expect_eq(tg_config_load_buffer(&cfg, "t.json", json, strlen(json), &err), -1,
                  "accepted: %s", json);
@@ -148,7 +148,7 @@ Test(workspace, hostile_paths_are_refused_with_their_position)
     big[TG_WORKSPACE_PATH_MAX] = '\0';
     snprintf(json, sizeof json, WS_JSON("\"%s\""), big);
     tg_config_t cfg;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_config_default(&cfg), 0);
     cr_assert_eq(tg_config_load_buffer(&cfg, "t.json", json, strlen(json), &err), -1);
     snprintf(want, sizeof want, "is %d bytes long (at most %d)", TG_WORKSPACE_PATH_MAX,
@@ -167,7 +167,7 @@ Test(workspace, hostile_paths_are_refused_with_their_position)
 Test(workspace, config_and_limit_keys_build_the_request)
 {
     tg_config_t cfg;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_req_t req;
     static const char text[] =
         "{\"containment\":{\"workspace_backend\":\"scan\"},"
@@ -228,7 +228,7 @@ Test(workspace, scan_counts_blocks_ignores_symlinks_and_cleans_up)
     rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
     tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_AUTO); /* auto: no tmpfs probed */
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "agent", &q, &ci, &err), 0, "%s", err.msg);
     char buf[2048];
     cr_assert_gt(tg_enforced_json(&ci->enforced, buf, sizeof buf), 0);
@@ -303,7 +303,7 @@ Test(workspace, scan_resumes_a_big_tree_across_samples)
     rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
     tg_contain_req_t q = ws_req(ws, 1024 * MiB, TG_WORKSPACE_SCAN);
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "big", &q, &ci, &err), 0, "%s", err.msg);
     /* 4200 files of one 4 KiB block each: more than one sample's budget. */
     enum { NFILES = 4200 };
@@ -345,7 +345,7 @@ Test(workspace, scan_walks_and_removes_a_deep_tree)
     rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
     tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_SCAN);
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "deep", &q, &ci, &err), 0, "%s", err.msg);
     /* 300 levels, deeper than a path string could name in a few of them,
      * built with *at() calls; 2 MiB at the bottom. */
@@ -398,7 +398,7 @@ Test(workspace, scan_sweeps_what_dead_toolgates_left)
     rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
     tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_SCAN);
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "a", &q, &ci, &err), 0, "%s", err.msg);
     cr_expect_not(exists(orphan), "the dead toolgate's directory is still there");
     cr_expect(exists(live), "a live toolgate's directory was removed");
@@ -417,7 +417,7 @@ Test(workspace, required_refuses_a_disk_limit_it_cannot_hold)
     snprintf(ws, sizeof ws, "%s/ws", dir);
     snprintf(nested, sizeof nested, "%s/no/ws", dir);
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_inst_t *ci = (tg_contain_inst_t *)&c;
 
     /* tmpfs asked for on a host where it was not probed to work. */
@@ -467,7 +467,7 @@ Test(workspace, scan_keeps_the_workspace_itself_out_of_the_agent_users_reach)
     q.uid = 65534;
     q.gid = 65534;
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     char want[TG_REASON_MAX + TGH_PATH];
 
     /* The agent's own: it could write beside its directory, unscanned. */
@@ -566,7 +566,7 @@ Test(workspace, tmpfs_holds_the_size_and_hides_the_files)
     need_tmpfs(&c);
     tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_AUTO);
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "t", &q, &ci, &err), 0, "%s", err.msg);
     char buf[4096];
     cr_assert_gt(tg_enforced_json(&ci->enforced, buf, sizeof buf), 0);
@@ -640,7 +640,7 @@ Test(workspace, a_dropped_user_writes_its_workspace_and_nothing_beside_it)
     q.set_user = true;
     q.uid = q.gid = 65534;
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     run_t r;
     if (c.caps.tmpfs) {
         cr_assert_eq(tg_contain_create(&c, "u", &q, &ci, &err), 0, "%s", err.msg);
@@ -706,7 +706,7 @@ Test(workspace, check_predicts_the_disk_row)
     rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
     q.workspace = "/nonexistent-parent/ws";
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "a", &q, &ci, &err), 0, "%s", err.msg);
     cr_expect_str_eq(
         ci->enforced.r[TG_RES_DISK].reason,

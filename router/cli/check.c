@@ -581,7 +581,7 @@ static void text_store(FILE *f, const tg_config_t *cfg)
     uv_loop_t loop;
     tg_store_opts_t o;
     tg_store_t *st = NULL;
-    tg_cfg_err_t err;
+    tg_err_t err;
     ping_state_t ps = {false, 0};
     memset(&o, 0, sizeof o);
     o.kind = TG_STORE_REDIS;
@@ -882,7 +882,7 @@ int tg_cli_check(int argc, char **argv)
     int nlimits = 0, i = 0, rc;
     bool json = false;
     tg_config_t cfg;
-    tg_cfg_err_t err;
+    tg_err_t err;
     tg_contain_caps_t *caps;
 
     for (; i < argc; i++) {
