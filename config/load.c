@@ -26,13 +26,7 @@
 void tg__cfg_ctx_init(tg_cfg_ctx_t *c, const char *file, const char *text, size_t len,
                       tg_config_t *cfg, tg_src_t src, tg_err_t *err)
 {
-    memset(c, 0, sizeof *c);
-    c->file = file;
-    c->text = text;
-    c->len = len;
-    c->err = err;
-    c->cfg = cfg;
-    c->src = src;
+    *c = (tg_cfg_ctx_t){.file = file, .text = text, .len = len, .err = err, .cfg = cfg, .src = src};
 }
 
 /* The schema never nests deeper than CFG_DEPTH; a push past it keeps the

@@ -63,61 +63,64 @@ const char *tg_network_name(tg_network_t n)
 /* ------------------------------------------------------------------ */
 /* Defaults                                                            */
 
+/* The defaults are designated initializers: every field not named is 0
+ * (a source TG_SRC_DEFAULT, an unset burst, a NULL string). */
+
 void tg__cfg_lim_defaults(tg_exec_limits_t *l)
 {
-    memset(l, 0, sizeof *l);
-    l->max_tool_call_duration_ms = TG_DEF_CALL_DURATION_MS;
-    l->max_concurrent_calls = TG_DEF_MAX_CONCURRENT;
-    l->max_queued_calls = TG_DEF_MAX_QUEUED;
-    l->rate_limit.count = TG_DEF_RATE_COUNT;
-    l->rate_limit.period_ms = TG_DEF_RATE_PERIOD_MS;
-    l->burst = 0;
+    *l = (tg_exec_limits_t){
+        .max_tool_call_duration_ms = TG_DEF_CALL_DURATION_MS,
+        .max_concurrent_calls = TG_DEF_MAX_CONCURRENT,
+        .max_queued_calls = TG_DEF_MAX_QUEUED,
+        .rate_limit = {.count = TG_DEF_RATE_COUNT, .period_ms = TG_DEF_RATE_PERIOD_MS},
+    };
 }
 
 void tg_resources_default(tg_resources_t *r)
 {
-    memset(r, 0, sizeof *r);
-    r->memory_bytes = TG_DEF_MEMORY_BYTES;
-    r->cpu_millicores = TG_DEF_CPU_MILLICORES;
-    r->pids = TG_DEF_PIDS;
-    r->disk_bytes = TG_DEF_DISK_BYTES;
-    r->network = TG_NET_FULL;
-    r->nofile = TG_CONTAIN_DEF_NOFILE;
+    *r = (tg_resources_t){.memory_bytes = TG_DEF_MEMORY_BYTES,
+                          .cpu_millicores = TG_DEF_CPU_MILLICORES,
+                          .pids = TG_DEF_PIDS,
+                          .disk_bytes = TG_DEF_DISK_BYTES,
+                          .network = TG_NET_FULL,
+                          .nofile = TG_CONTAIN_DEF_NOFILE};
 }
 
 /* Every field at its DESIGN.md default; id and command left NULL. */
 void tg__cfg_agent_defaults(tg_agent_cfg_t *a)
 {
-    memset(a, 0, sizeof *a);
-    a->dialect = TG_DIALECT_MCP;
+    *a = (tg_agent_cfg_t){
+        .dialect = TG_DIALECT_MCP,
+        .kill_grace_ms = TG_DEF_KILL_GRACE_MS,
+        .restart_policy = TG_RESTART_ON_FAILURE,
+        .max_restarts = TG_DEF_MAX_RESTARTS,
+        .restart_window_ms = TG_DEF_RESTART_WINDOW_MS,
+        .backoff_initial_ms = TG_DEF_BACKOFF_INITIAL_MS,
+        .backoff_max_ms = TG_DEF_BACKOFF_MAX_MS,
+        .stderr_bytes_per_sec = TG_DEF_STDERR_BPS,
+        .stderr_line_max = TG_DEF_STDERR_LINE,
+        .max_instances = TG_DEF_MAX_INSTANCES,
+        .os = {.heartbeat_interval_ms = TG_DEF_OS_HEARTBEAT_MS,
+               .heartbeat_timeout_ms = TG_DEF_OS_HEARTBEAT_TIMEOUT_MS,
+               .idempotency_window_ms = TG_DEF_OS_IDEM_WINDOW_MS,
+               .idempotency_max_bytes = TG_DEF_OS_IDEM_MAX_BYTES},
+    };
     tg__cfg_lim_defaults(&a->lim);
-    a->kill_grace_ms = TG_DEF_KILL_GRACE_MS;
-    a->restart_policy = TG_RESTART_ON_FAILURE;
-    a->max_restarts = TG_DEF_MAX_RESTARTS;
-    a->restart_window_ms = TG_DEF_RESTART_WINDOW_MS;
-    a->backoff_initial_ms = TG_DEF_BACKOFF_INITIAL_MS;
-    a->backoff_max_ms = TG_DEF_BACKOFF_MAX_MS;
-    a->stderr_bytes_per_sec = TG_DEF_STDERR_BPS;
-    a->stderr_line_max = TG_DEF_STDERR_LINE;
-    a->max_instances = TG_DEF_MAX_INSTANCES;
-    a->os.heartbeat_interval_ms = TG_DEF_OS_HEARTBEAT_MS;
-    a->os.heartbeat_timeout_ms = TG_DEF_OS_HEARTBEAT_TIMEOUT_MS;
-    a->os.idempotency_window_ms = TG_DEF_OS_IDEM_WINDOW_MS;
-    a->os.idempotency_max_bytes = TG_DEF_OS_IDEM_MAX_BYTES;
     tg_resources_default(&a->res);
 }
 
 void tg_config_sink_defaults(tg_audit_sink_cfg_t *s, tg_audit_sink_kind_t kind)
 {
-    memset(s, 0, sizeof *s);
-    s->kind = kind;
-    s->max_bytes = TG_DEF_AUDIT_MAX_BYTES;
-    s->keep = TG_DEF_AUDIT_KEEP;
-    s->fsync = TG_AUDIT_FSYNC_INTERVAL;
-    s->fsync_interval_ms = TG_DEF_AUDIT_FSYNC_MS;
-    s->maxlen = TG_DEF_AUDIT_MAXLEN;
-    s->spool_max_bytes = TG_DEF_AUDIT_SPOOL_BYTES;
-    s->timeout_ms = TG_DEF_AUDIT_REDIS_TIMEOUT_MS;
+    *s = (tg_audit_sink_cfg_t){
+        .kind = kind,
+        .max_bytes = TG_DEF_AUDIT_MAX_BYTES,
+        .keep = TG_DEF_AUDIT_KEEP,
+        .fsync = TG_AUDIT_FSYNC_INTERVAL,
+        .fsync_interval_ms = TG_DEF_AUDIT_FSYNC_MS,
+        .maxlen = TG_DEF_AUDIT_MAXLEN,
+        .spool_max_bytes = TG_DEF_AUDIT_SPOOL_BYTES,
+        .timeout_ms = TG_DEF_AUDIT_REDIS_TIMEOUT_MS,
+    };
 }
 
 /* The host name, reduced to the audit-safe name set (instance names are
@@ -141,11 +144,9 @@ static char *default_instance(void)
 
 int tg_config_default(tg_config_t *cfg)
 {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->max_frame_bytes = TG_DEF_MAX_FRAME_BYTES;
-    cfg->idle_timeout_ms = TG_DEF_IDLE_TIMEOUT_MS;
-    cfg->max_frame_src = TG_SRC_DEFAULT;
-    cfg->audit_queue = TG_DEF_AUDIT_QUEUE;
+    *cfg = (tg_config_t){.max_frame_bytes = TG_DEF_MAX_FRAME_BYTES,
+                         .idle_timeout_ms = TG_DEF_IDLE_TIMEOUT_MS,
+                         .audit_queue = TG_DEF_AUDIT_QUEUE};
     cfg->instance = default_instance();
     cfg->agents = calloc(1, sizeof *cfg->agents);
     if (!cfg->instance || !cfg->agents)
