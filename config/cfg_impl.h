@@ -78,6 +78,7 @@ int tg__cfg_get_enum(tg_cfg_ctx_t *c, const json_t *v, const tg_cfg_key_t *k);
  * flags of c->mask, read by its loader; the first error in document order
  * is reported. An unknown member is refused with the allowed ones. */
 int tg__cfg_walk(tg_cfg_ctx_t *c, json_t *obj, const char *parent);
+
 /* An array of objects in the model: how its JSON array is read. */
 typedef struct tg_cfg_array {
     const char *noun; /* "listener": messages say "%zu listeners", "at least one listener" */
@@ -184,9 +185,14 @@ tg_tool_cfg_t *tg__cfg_tool_get_or_add(tg_agent_cfg_t *a, const char *name, size
 
 /* ------------------------------------------------------------------ */
 /* Sections: the loaders (tg_kload_fn) and string checks (tg_kcheck_fn)
- * the key table names, and the checks tg_config_validate runs (each
- * returns 0 or -1 with <err> set; <f> and <sep> are "FILE" and ": ", or
- * both "" without a file). */
+ * the key table names, and the checks tg_config_validate runs. The macros
+ * give each its signature, so a definition reads TG_KLOAD(name) { ... }
+ * with the arguments:
+ *   TG_KLOAD:  <c> the loader's state, <v> the JSON value, <k> its row;
+ *   TG_KCHECK: <s> the string (<len> bytes), the reason into <msg>
+ *              (capacity <cap>); 0 or -1;
+ *   TG_KVALID: <cfg>, the error into <err> with the prefix <f><sep> ("FILE"
+ *              and ": ", or both "" without a file); 0 or -1. */
 
 #define TG_KLOAD(name)  int name(tg_cfg_ctx_t *c, json_t *v, const tg_cfg_key_t *k)
 #define TG_KCHECK(name) int name(const char *s, size_t len, char *msg, size_t cap)
