@@ -454,24 +454,24 @@ static void drain_sync(tg_audit_t *a)
 }
 
 /* Open the sink <cfg> as <a>'s next one. */
-static int open_sink(tg_audit_t *a, const tg_audit_sink_cfg_t *cfg, char *err, size_t errlen)
+static int open_sink(tg_audit_t *a, const tg_audit_sink_cfg_t *cfg, tg_err_t *err)
 {
     tg_audit_sink_t *out = &a->sinks[a->nsinks];
     int rc;
 
     switch (cfg->kind) {
     case TG_AUDIT_SINK_FILE:
-        rc = tg_audit_sink_file_open(out, cfg, err, errlen);
+        rc = tg_audit_sink_file_open(out, cfg, err);
         break;
     case TG_AUDIT_SINK_STDERR:
-        rc = tg_audit_sink_stderr_open(out, err, errlen);
+        rc = tg_audit_sink_stderr_open(out, err);
         break;
     case TG_AUDIT_SINK_REDIS_STREAM:
-        rc = tg_audit_sink_redis_open(out, cfg, err, errlen);
+        rc = tg_audit_sink_redis_open(out, cfg, err);
         break;
     default:
-        snprintf(err, errlen, "audit: sink %zu: unknown kind %d", a->nsinks, (int)cfg->kind);
-        rc = -EINVAL;
+        rc =
+            tg_err_set(err, -EINVAL, "audit: sink %zu: unknown kind %d", a->nsinks, (int)cfg->kind);
         break;
     }
     if (rc == 0)
@@ -485,23 +485,21 @@ static int open_sink(tg_audit_t *a, const tg_audit_sink_cfg_t *cfg, char *err, s
  * a message in <err>: -EINVAL for missing options, a zero queue_cap or
  * more than TG_CFG_SINKS_MAX sinks, -ENOMEM (a queue_cap too large to
  * allocate), or the first failing sink's error (naming its path). */
-int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts, char *err,
-                  size_t errlen)
+int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts, tg_err_t *err)
 {
     if (opts == NULL || opts->instance == NULL || opts->queue_cap == 0) {
-        snprintf(err, errlen, "audit: instance name and a queue_cap of at least 1 are required");
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL,
+                          "audit: instance name and a queue_cap of at least 1 are required");
     }
     if (opts->nsinks > AUDIT_SINKS_MAX || (opts->nsinks != 0 && opts->sinks == NULL)) {
-        snprintf(err, errlen, "audit: %zu sinks (expected 1 to %d)", opts->nsinks,
-                 AUDIT_SINKS_MAX);
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL, "audit: %zu sinks (expected 1 to %d)", opts->nsinks,
+                          AUDIT_SINKS_MAX);
     }
 
     uint64_t ring_size = (uint64_t)opts->queue_cap * AUDIT_RING_BYTES_PER_EVENT;
     if (ring_size > SIZE_MAX) { /* 32-bit hosts only */
-        snprintf(err, errlen, "audit: queue_cap %u is too large", (unsigned)opts->queue_cap);
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "audit: queue_cap %u is too large",
+                          (unsigned)opts->queue_cap);
     }
 
     tg_audit_t *a = calloc(1, sizeof(*a));
@@ -509,21 +507,18 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
     if (a == NULL || wr == NULL) {
         free(a);
         free(wr);
-        snprintf(err, errlen, "audit: out of memory");
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "audit: out of memory");
     }
     if (uv_mutex_init(&wr->mu) != 0) {
         free(a);
         free(wr);
-        snprintf(err, errlen, "audit: cannot create a mutex");
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "audit: cannot create a mutex");
     }
     if (uv_cond_init(&wr->cv) != 0) {
         uv_mutex_destroy(&wr->mu);
         free(a);
         free(wr);
-        snprintf(err, errlen, "audit: cannot create a condition variable");
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "audit: cannot create a condition variable");
     }
     a->wr = wr;
     wr->refs = 1;
@@ -539,8 +534,8 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
     a->carry = malloc((size_t)opts->queue_cap * sizeof(*a->carry));
     a->instance = strdup(opts->instance);
     if (a->ring == NULL || a->lens == NULL || a->carry == NULL || a->instance == NULL) {
-        snprintf(err, errlen, "audit: out of memory for a queue of %u events",
-                 (unsigned)opts->queue_cap);
+        tg_err_set(err, -ENOMEM, "audit: out of memory for a queue of %u events",
+                   (unsigned)opts->queue_cap);
         tg_audit_close(a);
         return -ENOMEM;
     }
@@ -555,7 +550,7 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
         n = 1;
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = open_sink(a, &cfgs[i], err, errlen);
+        int rc = open_sink(a, &cfgs[i], err);
         if (rc < 0) {
             tg_audit_close(a);
             return rc;

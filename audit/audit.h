@@ -107,8 +107,7 @@ typedef struct tg_audit_opts {
 /* Open the audit pipe on <loop> with every sink of <opts>. On failure
  * returns a negative errno and writes a message naming the failing sink's
  * path and the cause into <err>. */
-int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts, char *err,
-                  size_t errlen);
+int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts, tg_err_t *err);
 /* Queue one event (assigns seq and ts). Never blocks. */
 void tg_audit_emit(tg_audit_t *a, const tg_audit_ev_t *ev);
 /* Counters for the registry and tests. */

@@ -51,21 +51,19 @@ typedef struct tg_audit_sink {
  * gets a '\n' first so the next line stays whole. Returns 0, or a negative
  * errno with a message naming the path, the cause and the way out written
  * into <err>. */
-int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, char *err,
-                            size_t errlen);
+int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, tg_err_t *err);
 
 /* Open the stderr sink: a duplicate of fd 2, so that whoever closes fd 2
  * (the router's log at exit) cannot make it write elsewhere. 0 or a
  * negative errno with a message in <err>. */
-int tg_audit_sink_stderr_open(tg_audit_sink_t *out, char *err, size_t errlen);
+int tg_audit_sink_stderr_open(tg_audit_sink_t *out, tg_err_t *err);
 
 /* Open the Redis Stream sink described by <cfg> (kind redis_stream, with
  * <cfg>->ep filled): opens (and makes the directories of) the spool file;
  * Redis is connected to later, from the threadpool. 0 or a negative errno
  * with a message naming the spool or the stream in <err> (never the URL,
  * which may hold a password). */
-int tg_audit_sink_redis_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, char *err,
-                             size_t errlen);
+int tg_audit_sink_redis_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, tg_err_t *err);
 
 /* ---- batch cursor and fd writer, shared by the fd-based sinks ---- */
 

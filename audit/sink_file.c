@@ -243,25 +243,24 @@ static bool ends_torn(int fd)
     return pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n';
 }
 
-int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, char *err,
-                            size_t errlen)
+int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, tg_err_t *err)
 {
     const char *path = cfg == NULL ? NULL : cfg->path;
     char dir[PATH_MAX];
 
     if (path == NULL || path[0] == '\0') {
-        snprintf(err, errlen, "audit: empty file path (use --audit PATH to write elsewhere)");
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL,
+                          "audit: empty file path (use --audit PATH to write elsewhere)");
     }
     if (strlen(path) >= sizeof(dir)) {
-        snprintf(err, errlen,
-                 "audit: %.64s...: path too long (use --audit PATH to write elsewhere)", path);
-        return -ENAMETOOLONG;
+        return tg_err_set(err, -ENAMETOOLONG,
+                          "audit: %.64s...: path too long (use --audit PATH to write elsewhere)",
+                          path);
     }
     if (cfg->max_bytes == 0 || cfg->fsync > TG_AUDIT_FSYNC_NEVER ||
         (cfg->fsync == TG_AUDIT_FSYNC_INTERVAL && cfg->fsync_interval_ms == 0)) {
-        snprintf(err, errlen, "audit: %s: max_bytes and fsync_interval must be at least 1", path);
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL,
+                          "audit: %s: max_bytes and fsync_interval must be at least 1", path);
     }
 
     /* O_RDWR rather than O_WRONLY only to read the last byte back. */
@@ -274,11 +273,11 @@ int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg
         memcpy(dir, path, strlen(path) + 1);
         int rc = tg_audit_make_parents(dir);
         if (rc < 0) {
-            snprintf(err, errlen,
-                     "audit: cannot create directory %s for %s: %s (use --audit PATH to write "
-                     "elsewhere)",
-                     dir, path, strerror(-rc));
-            return rc;
+            return tg_err_set(
+                err, rc,
+                "audit: cannot create directory %s for %s: %s (use --audit PATH to write "
+                "elsewhere)",
+                dir, path, strerror(-rc));
         }
         fd = open(path, flags, 0600);
     }
@@ -286,16 +285,15 @@ int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg
         fd = open(path, open_flags, 0600); /* write-only file, or a device like /dev/full */
     if (fd < 0) {
         int e = errno;
-        snprintf(err, errlen, "audit: cannot open %s: %s (use --audit PATH to write elsewhere)",
-                 path, strerror(e));
-        return -e;
+        return tg_err_set(err, -e,
+                          "audit: cannot open %s: %s (use --audit PATH to write elsewhere)", path,
+                          strerror(e));
     }
 
     file_sink_t *fs = calloc(1, sizeof(*fs));
     if (fs == NULL) {
         close(fd);
-        snprintf(err, errlen, "audit: %s: out of memory", path);
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "audit: %s: out of memory", path);
     }
     fs->fd = fd;
     fs->cfg = *cfg;

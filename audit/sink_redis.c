@@ -394,32 +394,29 @@ static void spool_trim_torn(redis_sink_t *rs)
         rs->spool_size = 0;
 }
 
-int tg_audit_sink_redis_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, char *err,
-                             size_t errlen)
+int tg_audit_sink_redis_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, tg_err_t *err)
 {
     const char *stream = cfg->stream != NULL ? cfg->stream : TG_DEF_AUDIT_STREAM;
     char dir[PATH_MAX];
 
     if (cfg->spool == NULL || cfg->spool[0] == '\0' || strlen(cfg->spool) >= sizeof(dir)) {
-        snprintf(err, errlen, "audit: redis stream %.64s: no spool file or a path too long",
-                 stream);
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL,
+                          "audit: redis stream %.64s: no spool file or a path too long", stream);
     }
     if (stream[0] == '\0' || strlen(stream) > TG_AUDIT_STREAM_KEY_MAX || cfg->maxlen == 0 ||
         cfg->timeout_ms == 0 || cfg->spool_max_bytes == 0 ||
         (cfg->ep.is_unix ? cfg->ep.path[0] == '\0' : cfg->ep.host[0] == '\0')) {
-        snprintf(err, errlen,
-                 "audit: redis stream %.64s: needs a server (a parsed url), a key, and maxlen, "
-                 "timeout and spool_max_bytes of at least 1",
-                 stream);
-        return -EINVAL;
+        return tg_err_set(
+            err, -EINVAL,
+            "audit: redis stream %.64s: needs a server (a parsed url), a key, and maxlen, "
+            "timeout and spool_max_bytes of at least 1",
+            stream);
     }
 
     redis_sink_t *rs = calloc(1, sizeof(*rs));
     if (rs == NULL || (rs->chunk = malloc(SPOOL_CHUNK)) == NULL) {
         free(rs);
-        snprintf(err, errlen, "audit: redis stream %s: out of memory", stream);
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "audit: redis stream %s: out of memory", stream);
     }
     rs->ep = cfg->ep;
     memcpy(rs->stream, stream, strlen(stream) + 1);
@@ -435,8 +432,10 @@ int tg_audit_sink_redis_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cf
         memcpy(dir, rs->spool, strlen(rs->spool) + 1);
         int rc = tg_audit_make_parents(dir);
         if (rc < 0) {
-            snprintf(err, errlen, "audit: redis stream %s: cannot create directory %s for the "
-                     "spool %s: %s", stream, dir, rs->spool, strerror(-rc));
+            tg_err_set(err, rc,
+                       "audit: redis stream %s: cannot create directory %s for the "
+                       "spool %s: %s",
+                       stream, dir, rs->spool, strerror(-rc));
             free(rs->chunk);
             free(rs);
             return rc;
@@ -446,8 +445,8 @@ int tg_audit_sink_redis_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cf
     struct stat st;
     if (rs->spool_fd < 0 || fstat(rs->spool_fd, &st) != 0) {
         int e = errno;
-        snprintf(err, errlen, "audit: redis stream %s: cannot open the spool %s: %s", stream,
-                 rs->spool, strerror(e));
+        tg_err_set(err, -e, "audit: redis stream %s: cannot open the spool %s: %s", stream,
+                   rs->spool, strerror(e));
         if (rs->spool_fd >= 0)
             close(rs->spool_fd);
         free(rs->chunk);

@@ -64,20 +64,19 @@ static const tg_audit_sink_ops_t stderr_ops = {
     .close = stderr_close,
 };
 
-int tg_audit_sink_stderr_open(tg_audit_sink_t *out, char *err, size_t errlen)
+int tg_audit_sink_stderr_open(tg_audit_sink_t *out, tg_err_t *err)
 {
     int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
 
     if (fd < 0) {
         int e = errno;
-        snprintf(err, errlen, "audit: stderr sink: standard error is not open: %s", strerror(e));
-        return -e;
+        return tg_err_set(err, -e, "audit: stderr sink: standard error is not open: %s",
+                          strerror(e));
     }
     stderr_sink_t *ss = malloc(sizeof(*ss));
     if (ss == NULL) {
         close(fd);
-        snprintf(err, errlen, "audit: stderr sink: out of memory");
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "audit: stderr sink: out of memory");
     }
     ss->fd = fd;
     out->ops = &stderr_ops;

@@ -1,4 +1,4 @@
-/* Config model and loader.
+/* Config model and loader: the public header of config/ (see README.md).
  *
  * Everything is held in bytes, milliseconds and counts. A tg_config_t is
  * built by tg_config_default(), then tg_config_load_file() and
@@ -6,10 +6,13 @@
  * limit remembers where its value came from (default, file, --limit) and
  * its config path (for denials: "agents.search.tools.web.rate_limit").
  *
- * Error convention (setup layer): functions return 0 or -1 and fill
- * <err> (tg_cfg_err_t) on failure only, with a message of the form
+ * Error convention (setup layer, config/err.h): functions return 0 or -1
+ * and fill <err> on failure only, with a message of the form
  *   FILE:LINE:COL: json.path: what is wrong (expected ...)
  * or, for --limit, "--limit KEY=VALUE: KEY: what is wrong (expected ...)".
+ *
+ * Every key a config may hold is a row of the key table (config/keys.h),
+ * which the loader, --limit, validation and `toolgate check` all read.
  *
  * Ownership: tg_config_t owns every string and array reachable from it;
  * tg_config_free() releases them all.
@@ -21,13 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/err.h"
 #include "config/units.h"
 
-#define TG_ERR_MAX 512 /* fixed internal bound: error message buffer */
-
-typedef struct tg_cfg_err {
-    char msg[TG_ERR_MAX];
-} tg_cfg_err_t;
 
 typedef enum tg_src {
     TG_SRC_DEFAULT = 0,
@@ -427,10 +426,10 @@ int tg_config_default(tg_config_t *cfg);
  * Atomic: on failure <cfg> is unchanged (a bad reload keeps the old config).
  * Syntax errors carry jansson's line, column and text; value errors the
  * 1-based line and byte column of the value (or of an unknown key). */
-int tg_config_load_file(tg_config_t *cfg, const char *path, tg_cfg_err_t *err);
+int tg_config_load_file(tg_config_t *cfg, const char *path, tg_err_t *err);
 /* Same from a buffer; <name> is used as FILE in messages. */
 int tg_config_load_buffer(tg_config_t *cfg, const char *name, const char *text, size_t len,
-                          tg_cfg_err_t *err);
+                          tg_err_t *err);
 
 /* Apply one --limit KEY=VALUE to agent <agent_idx>. Keys: max_frame_bytes,
  * max_tool_call_duration, max_concurrent_calls, max_queued_calls,
@@ -442,12 +441,12 @@ int tg_config_load_buffer(tg_config_t *cfg, const char *name, const char *text, 
  * operator's value: the manifest's request still wins where it is
  * stricter (config/manifest.h). */
 int tg_config_apply_limit(tg_config_t *cfg, size_t agent_idx, const char *kv,
-                          tg_cfg_err_t *err);
+                          tg_err_t *err);
 
 /* Make the audit go to one file sink at <path> with the default rotation
  * and fsync (the CLI's --audit PATH): sets audit_path and drops
  * audit.sinks. 0 or -1 with <err> filled (empty path, out of memory). */
-int tg_config_set_audit_path(tg_config_t *cfg, const char *path, tg_cfg_err_t *err);
+int tg_config_set_audit_path(tg_config_t *cfg, const char *path, tg_err_t *err);
 
 /* <s> as a <kind> sink with the defaults: max_bytes 100Mi, keep 5, fsync
  * "interval" every 1s; maxlen 1000000, spool_max_bytes 100Mi, timeout 1s;
@@ -455,13 +454,13 @@ int tg_config_set_audit_path(tg_config_t *cfg, const char *path, tg_cfg_err_t *e
 void tg_config_sink_defaults(tg_audit_sink_cfg_t *s, tg_audit_sink_kind_t kind);
 
 /* Final checks after all sources are merged (e.g. burst vs rate). */
-int tg_config_validate(const tg_config_t *cfg, tg_cfg_err_t *err);
+int tg_config_validate(const tg_config_t *cfg, tg_err_t *err);
 
 /* Replace agent <agent_idx>'s command with a copy of <argv> (NULL-terminated,
  * at least one non-empty word): wrap mode's "-- CMD ARGS...", which takes
  * precedence over the file's command. 0 or -1 with <err> filled. */
 int tg_config_set_command(tg_config_t *cfg, size_t agent_idx, char *const argv[],
-                          tg_cfg_err_t *err);
+                          tg_err_t *err);
 
 /* Write into <buf> (capacity <cap>) the config path that raises limit <key>
  * of agent <a>: "agents.<id>.execution_limits.<key>", or with <tool> not NULL

@@ -4,7 +4,7 @@
  * skips nested values without tokenising them (memchr over strings,
  * bracket counting over containers, bounded depth). It is the envelope
  * scanner's engine (router/envelope.c) and locates JSON paths in config
- * text for error messages (config/config.c); it lives here, in the bottom
+ * text for error messages (config/load.c); it lives here, in the bottom
  * layer, so both share one scanner.
  *
  * Validation: the scanned level (the value itself, the members of an object

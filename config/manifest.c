@@ -1,6 +1,6 @@
 /* OpenSentience manifests: reading, path resolution and the merge with
  * the operator's values (see manifest.h). The document's schema is
- * config.c's (config_impl.h), so a manifest takes exactly the keys, units
+ * cfg_agent.c's (the key table's rows), so a manifest takes exactly the keys, units
  * and bounds of the config and reports errors the same way.
  */
 #include "config/manifest.h"
@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config_impl.h"
+#include "config/cfg_impl.h"
 
 /* ------------------------------------------------------------------ */
 /* Reading                                                             */
 
 int tg_manifest_load_buffer(tg_manifest_t *m, const char *name, const char *text, size_t len,
-                            tg_cfg_err_t *err)
+                            tg_err_t *err)
 {
     tg_exec_limits_t lim;
     tg_resources_t res;
@@ -28,7 +28,7 @@ int tg_manifest_load_buffer(tg_manifest_t *m, const char *name, const char *text
     return 0;
 }
 
-int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_cfg_err_t *err)
+int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_err_t *err)
 {
     FILE *f = fopen(path, "rb");
     char *buf;
@@ -37,16 +37,14 @@ int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_cfg_err_t *err)
 
     if (!f) {
         rc = -errno;
-        snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", path, strerror(-rc));
-        return rc;
+        return tg_err_set(err, rc, "%s: cannot open: %s", path, strerror(-rc));
     }
     /* One byte past the bound tells "at the bound" from "over it"
      * without trusting st_size. */
     buf = malloc(TG_MANIFEST_FILE_MAX + 1);
     if (!buf) {
         fclose(f);
-        snprintf(err->msg, sizeof err->msg, "%s: out of memory", path);
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "%s: out of memory", path);
     }
     while (len <= TG_MANIFEST_FILE_MAX &&
            (n = fread(buf + len, 1, TG_MANIFEST_FILE_MAX + 1 - len, f)) > 0)
@@ -55,15 +53,13 @@ int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_cfg_err_t *err)
         rc = errno ? -errno : -EIO;
         fclose(f);
         free(buf);
-        snprintf(err->msg, sizeof err->msg, "%s: cannot read: %s", path, strerror(-rc));
-        return rc;
+        return tg_err_set(err, rc, "%s: cannot read: %s", path, strerror(-rc));
     }
     fclose(f);
     if (len > TG_MANIFEST_FILE_MAX) {
         free(buf);
-        snprintf(err->msg, sizeof err->msg, "%s: larger than %u bytes (manifests are bounded)",
-                 path, TG_MANIFEST_FILE_MAX);
-        return -EFBIG;
+        return tg_err_set(err, -EFBIG, "%s: larger than %u bytes (manifests are bounded)", path,
+                          TG_MANIFEST_FILE_MAX);
     }
     rc = tg_manifest_load_buffer(m, path, buf, len, err);
     free(buf);

@@ -56,11 +56,11 @@ typedef struct tg_manifest {
 /* Read and parse the manifest at <path> into <m>'s requests (m->req,
  * m->req_res; the rest of <m> is untouched). Reads at most
  * TG_MANIFEST_FILE_MAX bytes. See the error convention above. */
-int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_cfg_err_t *err);
+int tg_manifest_load_file(tg_manifest_t *m, const char *path, tg_err_t *err);
 
 /* Same from a buffer; <name> is used as FILE in messages. */
 int tg_manifest_load_buffer(tg_manifest_t *m, const char *name, const char *text, size_t len,
-                            tg_cfg_err_t *err);
+                            tg_err_t *err);
 
 /* The file a "manifest" value names: <given> itself when it is absolute
  * or <config_path> is NULL (a config that is not a file), else <given>

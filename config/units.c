@@ -236,32 +236,36 @@ int tg_unit_count(const char *s, uint64_t max, uint64_t *out, const char **why)
  * text parses back to the same number ("1536" rather than "1.5Ki", which
  * the parser refuses). */
 
-void tg_unit_fmt_bytes(char *buf, int cap, uint64_t bytes)
+/* <v> with the largest of <sfx>[<from>..<n>) that divides it exactly,
+ * else the bare number followed by <tail>. */
+static void fmt_scaled(char *buf, int cap, uint64_t v, const suffix_t *sfx, size_t n, size_t from,
+                       const char *tail)
 {
     if (!buf || cap <= 0)
         return;
-    for (size_t i = sizeof bytes_sfx / sizeof bytes_sfx[0]; i-- > 1;) {
-        if (bytes != 0 && bytes % bytes_sfx[i].mult == 0) {
-            snprintf(buf, (size_t)cap, "%llu%s", (unsigned long long)(bytes / bytes_sfx[i].mult),
-                     bytes_sfx[i].text);
+    for (size_t i = n; i-- > from;) {
+        if (v != 0 && v % sfx[i].mult == 0) {
+            snprintf(buf, (size_t)cap, "%llu%s", (unsigned long long)(v / sfx[i].mult),
+                     sfx[i].text);
             return;
         }
     }
-    snprintf(buf, (size_t)cap, "%llu", (unsigned long long)bytes);
+    snprintf(buf, (size_t)cap, "%llu%s", (unsigned long long)v, tail);
+}
+
+void tg_unit_fmt_bytes(char *buf, int cap, uint64_t bytes)
+{
+    fmt_scaled(buf, cap, bytes, bytes_sfx, sizeof bytes_sfx / sizeof bytes_sfx[0], 1, "");
 }
 
 void tg_unit_fmt_duration(char *buf, int cap, uint64_t ms)
 {
-    if (!buf || cap <= 0)
-        return;
-    for (size_t i = sizeof dur_sfx / sizeof dur_sfx[0]; i-- > 1;) {
-        if (ms != 0 && ms % dur_sfx[i].mult == 0) {
-            snprintf(buf, (size_t)cap, "%llu%s", (unsigned long long)(ms / dur_sfx[i].mult),
-                     dur_sfx[i].text);
-            return;
-        }
-    }
-    snprintf(buf, (size_t)cap, "%llums", (unsigned long long)ms);
+    fmt_scaled(buf, cap, ms, dur_sfx, sizeof dur_sfx / sizeof dur_sfx[0], 1, "ms");
+}
+
+void tg_unit_fmt_bandwidth(char *buf, int cap, uint64_t bps)
+{
+    fmt_scaled(buf, cap, bps, bw_sfx, sizeof bw_sfx / sizeof bw_sfx[0], 0, " bit/s");
 }
 
 void tg_unit_fmt_rate(char *buf, int cap, tg_rate_t r)
@@ -289,3 +293,4 @@ void tg_unit_fmt_rate(char *buf, int cap, tg_rate_t r)
     }
     snprintf(buf, (size_t)cap, "%llu/%s", (unsigned long long)r.count, per);
 }
+

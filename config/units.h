@@ -45,5 +45,8 @@ int tg_unit_count(const char *s, uint64_t max, uint64_t *out, const char **why);
 void tg_unit_fmt_bytes(char *buf, int cap, uint64_t bytes);
 void tg_unit_fmt_duration(char *buf, int cap, uint64_t ms);
 void tg_unit_fmt_rate(char *buf, int cap, tg_rate_t r);
+/* "10Mbps": the largest decimal unit that divides <bps> exactly, else
+ * "<bps> bit/s". */
+void tg_unit_fmt_bandwidth(char *buf, int cap, uint64_t bps);
 
 #endif

@@ -939,7 +939,7 @@ static void remove_bases(tg_contain_t *c)
     }
 }
 
-int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_cfg_err_t *err)
+int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *err)
 {
     static const tg_contain_opts_t defaults;
     if (!opts)
@@ -972,11 +972,10 @@ int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_cfg_err_t
         }
     } else if (!make_bases(c, k)) {
         remove_bases(c);
-        snprintf(err->msg, sizeof err->msg,
-                 "containment backend %s is not available on this host (%s)",
-                 tg_contain_kind_name(k),
-                 k == TG_CONTAIN_CGROUP2 ? c->caps.h[TG_CG_V2].why : "no writable v1 hierarchy");
-        return -ENOTSUP;
+        return tg_err_set(
+            err, -ENOTSUP, "containment backend %s is not available on this host (%s)",
+            tg_contain_kind_name(k),
+            k == TG_CONTAIN_CGROUP2 ? c->caps.h[TG_CG_V2].why : "no writable v1 hierarchy");
     }
     c->kind = k;
     c->ops = ops_for(k);
@@ -1055,13 +1054,12 @@ static void format_value(tg_res_t r, uint64_t v, char *buf, size_t cap)
 }
 
 int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_req_t *req,
-                      tg_contain_inst_t **out, tg_cfg_err_t *err)
+                      tg_contain_inst_t **out, tg_err_t *err)
 {
     *out = NULL;
     tg_contain_inst_t *ci = calloc(1, sizeof *ci);
     if (!ci) {
-        snprintf(err->msg, sizeof err->msg, "containment: out of memory");
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "containment: out of memory");
     }
     ci->ctx = c;
     ci->req = *req;
@@ -1106,9 +1104,9 @@ int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_re
     if (c->mode == TG_CONTAIN_REQUIRED && !tg_enforced_complete(e, &miss)) {
         char v[32];
         format_value(miss, e->r[miss].value, v, sizeof v);
-        snprintf(err->msg, sizeof err->msg,
-                 "containment required: agent '%s': %s %s is not enforced on this host: %s",
-                 agent, tg_res_name(miss), v, e->r[miss].reason);
+        tg_err_set(err, -EPERM,
+                   "containment required: agent '%s': %s %s is not enforced on this host: %s",
+                   agent, tg_res_name(miss), v, e->r[miss].reason);
         c->ops->destroy(ci);
         (void)tg__ws_destroy(ci);
         free(ci);

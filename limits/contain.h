@@ -304,7 +304,7 @@ void tg_contain_detect(tg_contain_caps_t *caps, const tg_contain_opts_t *opts);
  * (required refuses per instance, in tg_contain_create). Call it once per
  * process (keep the context across config reloads): a tree named after
  * toolgate's own pid is taken for a dead predecessor's and cleaned. */
-int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_cfg_err_t *err);
+int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *err);
 
 /* Remove the base cgroups. 0, or -EBUSY when an instance is still alive
  * or toolgate moved itself into base/router (cgroup2 delegation): what is
@@ -316,7 +316,7 @@ int tg_contain_fini(tg_contain_t *c);
  * requested resource that cannot be enforced (nothing is left behind).
  * -ENOMEM, or a cgroup write failure in required mode, also fail. */
 int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_req_t *req,
-                      tg_contain_inst_t **out, tg_cfg_err_t *err);
+                      tg_contain_inst_t **out, tg_err_t *err);
 
 /* Fill <pl> with what the shim must do for <ci>: cgroup.procs files to
  * join, rlimits, netns, user, no_new_privs, setsid, pdeathsig. */

@@ -27,7 +27,7 @@
 static const int v1_hiers[] = {TG_CG_MEMORY, TG_CG_CPU, TG_CG_CPUACCT, TG_CG_PIDS, TG_CG_V2};
 #define V1_NHIERS (sizeof v1_hiers / sizeof v1_hiers[0])
 
-static int v1_create(tg_contain_inst_t *ci, tg_cfg_err_t *err)
+static int v1_create(tg_contain_inst_t *ci, tg_err_t *err)
 {
     (void)err;
     const tg_contain_t *c = ci->ctx;
@@ -67,7 +67,7 @@ static bool v1_usable(tg_contain_inst_t *ci, tg_res_t r, int hier)
     return false;
 }
 
-static int v1_limit(tg_contain_inst_t *ci, tg_cfg_err_t *err)
+static int v1_limit(tg_contain_inst_t *ci, tg_err_t *err)
 {
     (void)err;
     const tg_contain_req_t *q = &ci->req;

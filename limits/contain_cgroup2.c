@@ -18,7 +18,7 @@
 #define V2_WAIT_MS 500   /* fixed internal bound: kill/rmdir: wait for the kernel to empty the cgroup */
 #define V2_KILL_ROUNDS 100 /* fixed internal bound: kernels without cgroup.kill: SIGKILL rounds */
 
-static int v2_create(tg_contain_inst_t *ci, tg_cfg_err_t *err)
+static int v2_create(tg_contain_inst_t *ci, tg_err_t *err)
 {
     (void)err;
     char *d = ci->dir[TG_CG_V2];
@@ -48,7 +48,7 @@ static bool v2_usable(tg_contain_inst_t *ci, tg_res_t r, bool ctl, const char *c
     return true;
 }
 
-static int v2_limit(tg_contain_inst_t *ci, tg_cfg_err_t *err)
+static int v2_limit(tg_contain_inst_t *ci, tg_err_t *err)
 {
     (void)err;
     const tg_contain_caps_t *caps = &ci->ctx->caps;

@@ -18,12 +18,12 @@ struct tg_contain_ops {
     const char *name;
     tg_contain_kind_t kind;
     /* Make <ci>'s cgroup directories (ci->name is set). */
-    int (*create)(tg_contain_inst_t *ci, tg_cfg_err_t *err);
+    int (*create)(tg_contain_inst_t *ci, tg_err_t *err);
     /* Apply memory, cpu and pids of ci->req and record them in
      * ci->enforced; an item left unapplied keeps its reason and gets the
      * rlimit fallback. A failure is an item with a reason, not an error:
      * the return is for -ENOMEM-like faults only. */
-    int (*limit)(tg_contain_inst_t *ci, tg_cfg_err_t *err);
+    int (*limit)(tg_contain_inst_t *ci, tg_err_t *err);
     /* Add the cgroup.procs files the shim joins to <pl>. */
     void (*place)(const tg_contain_inst_t *ci, tg_contain_place_t *pl);
     int (*sample)(tg_contain_inst_t *ci, tg_contain_sample_t *s);

@@ -5,14 +5,14 @@
  */
 #include "limits/contain_impl.h"
 
-static int none_create(tg_contain_inst_t *ci, tg_cfg_err_t *err)
+static int none_create(tg_contain_inst_t *ci, tg_err_t *err)
 {
     (void)ci;
     (void)err;
     return 0;
 }
 
-static int none_limit(tg_contain_inst_t *ci, tg_cfg_err_t *err)
+static int none_limit(tg_contain_inst_t *ci, tg_err_t *err)
 {
     (void)err;
     for (int r = 0; r < TG_RES_COUNT; r++) {

@@ -233,7 +233,7 @@ void tg__contain_rlimit_fallback(tg_contain_inst_t *ci)
     }
 }
 
-static int rl_create(tg_contain_inst_t *ci, tg_cfg_err_t *err)
+static int rl_create(tg_contain_inst_t *ci, tg_err_t *err)
 {
     (void)ci;
     (void)err;
@@ -241,7 +241,7 @@ static int rl_create(tg_contain_inst_t *ci, tg_cfg_err_t *err)
 }
 
 /* Everything is the fallback's job (contain.c runs it for every backend). */
-static int rl_limit(tg_contain_inst_t *ci, tg_cfg_err_t *err)
+static int rl_limit(tg_contain_inst_t *ci, tg_err_t *err)
 {
     (void)ci;
     (void)err;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-int tg_store_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out, tg_cfg_err_t *err)
+int tg_store_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out, tg_err_t *err)
 {
     switch (o->kind) {
     case TG_STORE_LOCAL:
@@ -15,8 +15,7 @@ int tg_store_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out, t
     case TG_STORE_REDIS:
         return tg_store_redis_open(loop, o, out, err);
     }
-    snprintf(err->msg, sizeof err->msg, "store: unknown kind %d", (int)o->kind);
-    return -1;
+    return tg_err_set(err, -1, "store: unknown kind %d", (int)o->kind);
 }
 
 int tg_store_key(char *buf, size_t cap, const char *prefix, const char *agent, const char *limit)

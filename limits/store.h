@@ -228,10 +228,9 @@ struct tg_store {
  * redis store starts connecting at once and returns before it is
  * connected; calls made meanwhile are queued on the connection. 0, or -1
  * with <err> filled (bad URL, bad prefix, out of memory). */
-int tg_store_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out, tg_cfg_err_t *err);
-int tg_store_local_open(const tg_store_opts_t *o, tg_store_t **out, tg_cfg_err_t *err);
-int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out,
-                        tg_cfg_err_t *err);
+int tg_store_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out, tg_err_t *err);
+int tg_store_local_open(const tg_store_opts_t *o, tg_store_t **out, tg_err_t *err);
+int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out, tg_err_t *err);
 
 /* Decide one call against the bucket <key> (NUL-terminated, at most
  * TG_STORE_KEY_MAX bytes). 0 when <cb> has run or will run exactly once;
@@ -352,7 +351,7 @@ int tg_store_redis_stats(const tg_store_t *s, tg_store_redis_stats_t *out);
  * lease store first. Options used: lease_ms, instances, local_max_keys,
  * max_pending, clock_ms. Takes of n = 1 only. 0, or -1 with <err>. */
 int tg_store_lease_open(tg_store_t *backing, const tg_store_opts_t *o, tg_store_t **out,
-                        tg_cfg_err_t *err);
+                        tg_err_t *err);
 
 typedef struct tg_store_lease_stats {
     uint64_t local;   /* calls decided from leased tokens, without a round trip */
@@ -433,7 +432,7 @@ typedef struct tg_store_url {
  *   unix://[[user]:password@]/path[?db=N]
  * user and password are %-decoded. 0, or -1 with <err> filled; the message
  * quotes the URL only in redacted form. */
-int tg_store_url_parse(tg_store_url_t *u, const char *url, tg_cfg_err_t *err);
+int tg_store_url_parse(tg_store_url_t *u, const char *url, tg_err_t *err);
 
 /* Write the normalised URL of <u> with the password as "***" (always
  * NUL-terminated, truncated to <cap>). Returns the untruncated length. */

@@ -435,14 +435,13 @@ static const tg_store_ops_t lease_ops = {
 };
 
 int tg_store_lease_open(tg_store_t *backing, const tg_store_opts_t *o, tg_store_t **out,
-                        tg_cfg_err_t *err)
+                        tg_err_t *err)
 {
     lease_store_t *ls = calloc(1, sizeof *ls);
     size_t max_keys = o->local_max_keys != 0 ? o->local_max_keys : TG_STORE_DEF_LOCAL_MAX_KEYS;
     if (ls == NULL || tg_ktab_init(&ls->tab, max_keys) < 0) {
         free(ls);
-        snprintf(err->msg, sizeof err->msg, "store: out of memory");
-        return -1;
+        return tg_err_set(err, -1, "store: out of memory");
     }
     ls->base.ops = &lease_ops;
     memcpy(ls->base.prefix, backing->prefix, sizeof ls->base.prefix);

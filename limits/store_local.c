@@ -238,28 +238,25 @@ static const tg_store_ops_t local_ops = {
     .slots_held = local_slots_held,
 };
 
-int tg_store_local_open(const tg_store_opts_t *o, tg_store_t **out, tg_cfg_err_t *err)
+int tg_store_local_open(const tg_store_opts_t *o, tg_store_t **out, tg_err_t *err)
 {
     const char *prefix = o->prefix != NULL ? o->prefix : TG_STORE_DEF_PREFIX;
     if (strlen(prefix) >= sizeof((tg_store_t *)0)->prefix || strpbrk(prefix, "{}") != NULL) {
-        snprintf(err->msg, sizeof err->msg,
-                 "store: prefix: expected at most %zu bytes and no braces (they would "
-                 "become the Redis Cluster hash tag)",
-                 sizeof((tg_store_t *)0)->prefix - 1);
-        return -1;
+        return tg_err_set(err, -1,
+                          "store: prefix: expected at most %zu bytes and no braces (they would "
+                          "become the Redis Cluster hash tag)",
+                          sizeof((tg_store_t *)0)->prefix - 1);
     }
     size_t max_keys = o->local_max_keys != 0 ? o->local_max_keys : TG_STORE_DEF_LOCAL_MAX_KEYS;
     local_store_t *ls = calloc(1, sizeof *ls);
     if (ls == NULL || tg_ktab_init(&ls->tab, max_keys) < 0) {
         free(ls);
-        snprintf(err->msg, sizeof err->msg, "store: out of memory");
-        return -1;
+        return tg_err_set(err, -1, "store: out of memory");
     }
     if (tg_slots_init(&ls->slots, o->instance, max_keys) < 0) {
         tg_ktab_free(&ls->tab);
         free(ls);
-        snprintf(err->msg, sizeof err->msg, "store: out of memory");
-        return -1;
+        return tg_err_set(err, -1, "store: out of memory");
     }
     ls->base.ops = &local_ops;
     memcpy(ls->base.prefix, prefix, strlen(prefix) + 1);

@@ -767,17 +767,14 @@ static const tg_store_ops_t redis_ops = {
     .pending = redis_pending,
 };
 
-int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out,
-                        tg_cfg_err_t *err)
+int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **out, tg_err_t *err)
 {
     if (loop == NULL || o->url == NULL) {
-        snprintf(err->msg, sizeof err->msg, "store: redis needs an event loop and a url");
-        return -1;
+        return tg_err_set(err, -1, "store: redis needs an event loop and a url");
     }
     redis_store_t *rs = calloc(1, sizeof *rs);
     if (rs == NULL) {
-        snprintf(err->msg, sizeof err->msg, "store: out of memory");
-        return -1;
+        return tg_err_set(err, -1, "store: out of memory");
     }
     if (tg_store_url_parse(&rs->url, o->url, err) < 0) {
         free(rs);
@@ -796,8 +793,7 @@ int tg_store_redis_open(uv_loop_t *loop, const tg_store_opts_t *o, tg_store_t **
         tg_store_close(rs->fallback, NULL, NULL);
         tg_store_url_wipe(&rs->url);
         free(rs);
-        snprintf(err->msg, sizeof err->msg, "store: out of memory");
-        return -1;
+        return tg_err_set(err, -1, "store: out of memory");
     }
     rs->base.ops = &redis_ops;
     memcpy(rs->base.prefix, rs->fallback->prefix, sizeof rs->base.prefix);

@@ -144,7 +144,7 @@ void tg_store_url_wipe(tg_store_url_t *u)
 }
 
 /* Fill <err> with "store URL '<redacted>': <what>". */
-__attribute__((format(printf, 3, 4))) static int url_fail(tg_cfg_err_t *err, const char *url,
+__attribute__((format(printf, 3, 4))) static int url_fail(tg_err_t *err, const char *url,
                                                           const char *fmt, ...)
 {
     char shown[160];
@@ -216,7 +216,7 @@ static int parse_uint(const char *s, size_t n, uint64_t lo, uint64_t hi, uint64_
 /* "[user]:password" of <n> bytes; a lone "user" has no password to AUTH
  * with and is refused rather than guessed at. */
 static int parse_userinfo(tg_store_url_t *u, const char *s, size_t n, const char *url,
-                          tg_cfg_err_t *err)
+                          tg_err_t *err)
 {
     const char *colon = memchr(s, ':', n);
     if (colon == NULL)
@@ -241,7 +241,7 @@ static bool host_char_ok(char c)
            c == '-' || c == '_';
 }
 
-static int parse_tcp(tg_store_url_t *u, const char *url, const char *rest, tg_cfg_err_t *err)
+static int parse_tcp(tg_store_url_t *u, const char *url, const char *rest, tg_err_t *err)
 {
     /* The last '@' ends the credentials: a stray unencoded '@' in a
      * password then still parses as the operator meant. */
@@ -311,7 +311,7 @@ static int parse_tcp(tg_store_url_t *u, const char *url, const char *rest, tg_cf
     return 0;
 }
 
-static int parse_unix(tg_store_url_t *u, const char *url, const char *rest, tg_cfg_err_t *err)
+static int parse_unix(tg_store_url_t *u, const char *url, const char *rest, tg_err_t *err)
 {
     u->is_unix = true;
     const char *path = rest;
@@ -356,7 +356,7 @@ static int parse_unix(tg_store_url_t *u, const char *url, const char *rest, tg_c
     return 0;
 }
 
-int tg_store_url_parse(tg_store_url_t *u, const char *url, tg_cfg_err_t *err)
+int tg_store_url_parse(tg_store_url_t *u, const char *url, tg_err_t *err)
 {
     memset(u, 0, sizeof *u);
     u->port = 6379;

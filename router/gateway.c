@@ -109,11 +109,11 @@ static void on_store_event(void *arg, tg_store_event_t sev, const char *reason)
 }
 
 /* Open the shared store (store.kind redis) and, when an agent asks for
- * it, the lease view over it. 0, or -1 after logging. */
-static int gw_store_open(tg_gw_t *gw, tg_config_t *cfg)
+ * it, the lease view over it. 0, or -1 with <err> filled. */
+static int gw_store_open(tg_gw_t *gw, tg_config_t *cfg, tg_err_t *err)
 {
     tg_store_opts_t o;
-    tg_cfg_err_t err;
+    tg_err_t serr;
     memset(&o, 0, sizeof(o));
     o.kind = TG_STORE_REDIS;
     o.url = cfg->store.url;
@@ -132,26 +132,46 @@ static int gw_store_open(tg_gw_t *gw, tg_config_t *cfg)
     o.local_max_keys = cfg->store.local_max_keys;
     o.on_event = on_store_event;
     o.event_arg = gw;
-    if (tg_store_open(gw->loop, &o, &gw->store, &err) < 0) {
-        tg_log("store: %s", err.msg);
-        return -1;
-    }
+    if (tg_store_open(gw->loop, &o, &gw->store, &serr) < 0)
+        return tg_err_set(err, -1, "store: %s", serr.msg);
     bool lease = false;
     for (size_t i = 0; i < cfg->nagents; i++)
         for (size_t t = 0; t <= cfg->agents[i].ntools; t++)
             lease = lease || (cfg->agents[i].shared_lease &&
                               (t < cfg->agents[i].ntools ? cfg->agents[i].tools[t].lim.rate_shared
                                                          : cfg->agents[i].rate_shared));
-    if (lease && tg_store_lease_open(gw->store, &o, &gw->lease, &err) < 0) {
-        tg_log("store (lease mode): %s", err.msg);
-        return -1;
+    if (lease && tg_store_lease_open(gw->store, &o, &gw->lease, &serr) < 0)
+        return tg_err_set(err, -1, "store (lease mode): %s", serr.msg);
+    return 0;
+}
+
+/* Redis Stream sinks keep their URL as text in config (audit must not
+ * depend on limits/); the store's parser fills their endpoints here. */
+static int sink_endpoints(tg_config_t *cfg, tg_err_t *err)
+{
+    for (size_t i = 0; i < cfg->naudit_sinks; i++) {
+        tg_audit_sink_cfg_t *sk = &cfg->audit_sinks[i];
+        if (sk->kind != TG_AUDIT_SINK_REDIS_STREAM)
+            continue;
+        tg_store_url_t u;
+        tg_err_t uerr;
+        if (tg_store_url_parse(&u, sk->url, &uerr) < 0)
+            return tg_err_set(err, -1, "audit.sinks[%zu].url: %s", i, uerr.msg);
+        sk->ep.is_unix = u.is_unix;
+        sk->ep.port = u.port;
+        sk->ep.db = u.db;
+        snprintf(sk->ep.host, sizeof(sk->ep.host), "%s", u.host);
+        snprintf(sk->ep.path, sizeof(sk->ep.path), "%s", u.path);
+        snprintf(sk->ep.user, sizeof(sk->ep.user), "%s", u.user);
+        snprintf(sk->ep.password, sizeof(sk->ep.password), "%s", u.password);
+        tg_store_url_wipe(&u);
     }
     return 0;
 }
 
-int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
+int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
 {
-    char err[512], audit_path[4096], name[TG_LIMIT_NAME_MAX];
+    char audit_path[4096], name[TG_LIMIT_NAME_MAX];
     gw->loop = loop;
     gw->cfg = cfg;
     tg_log_init(loop);
@@ -167,33 +187,12 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
     snprintf(name, sizeof(name), "audit.queue");
     gw->reg_audit = tg_registry_add(&gw->reg, name, TG_LIMIT_AUDIT_QUEUE, "instance", cfg->audit_queue);
 
-    /* Redis Stream sinks keep their URL as text in config (audit must not
-     * depend on limits/); the store's parser fills the endpoint here. */
-    for (size_t i = 0; i < cfg->naudit_sinks; i++) {
-        tg_audit_sink_cfg_t *sk = &cfg->audit_sinks[i];
-        if (sk->kind != TG_AUDIT_SINK_REDIS_STREAM)
-            continue;
-        tg_store_url_t u;
-        tg_cfg_err_t uerr;
-        if (tg_store_url_parse(&u, sk->url, &uerr) < 0) {
-            tg_log("audit.sinks[%zu].url: %s", i, uerr.msg);
-            return 2;
-        }
-        sk->ep.is_unix = u.is_unix;
-        sk->ep.port = u.port;
-        sk->ep.db = u.db;
-        snprintf(sk->ep.host, sizeof(sk->ep.host), "%s", u.host);
-        snprintf(sk->ep.path, sizeof(sk->ep.path), "%s", u.path);
-        snprintf(sk->ep.user, sizeof(sk->ep.user), "%s", u.user);
-        snprintf(sk->ep.password, sizeof(sk->ep.password), "%s", u.password);
-        tg_store_url_wipe(&u);
-    }
+    if (sink_endpoints(cfg, err) < 0)
+        return -1;
     const char *ap = cfg->audit_path;
     if (ap == NULL) {
-        if (tg_audit_default_path(audit_path, sizeof(audit_path)) < 0) {
-            tg_log("no audit path: set --audit PATH, XDG_STATE_HOME or HOME");
-            return 2;
-        }
+        if (tg_audit_default_path(audit_path, sizeof(audit_path)) < 0)
+            return tg_err_set(err, -1, "no audit path: set --audit PATH, XDG_STATE_HOME or HOME");
         ap = audit_path;
     }
     tg_audit_opts_t ao = {.path = ap,
@@ -201,13 +200,11 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
                           .queue_cap = cfg->audit_queue,
                           .sinks = cfg->audit_sinks,
                           .nsinks = cfg->naudit_sinks};
-    if (tg_audit_open(&gw->audit, loop, &ao, err, sizeof(err)) < 0) {
-        tg_log("%s", err);
-        return 2;
-    }
+    if (tg_audit_open(&gw->audit, loop, &ao, err) < 0)
+        return -1;
     gw->reg_store_pending = -1;
-    if (cfg->store.redis && gw_store_open(gw, cfg) < 0)
-        return 2;
+    if (cfg->store.redis && gw_store_open(gw, cfg, err) < 0)
+        return -1;
     if (gw->store != NULL) {
         snprintf(name, sizeof(name), "store.pending");
         gw->reg_store_pending = tg_registry_add(&gw->reg, name, TG_LIMIT_QUEUE, "instance",
@@ -219,12 +216,12 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
     /* Containment is detected once; without a usable backend, required
      * mode refuses to run rather than start agents it cannot contain. */
     tg_contain_opts_t co = {.mode = tg_config_contain_mode(cfg)};
-    tg_cfg_err_t cerr;
+    tg_err_t cerr;
     if (tg_contain_init(&gw->contain, &co, &cerr) == 0) {
         gw->contain_ok = true;
     } else if (co.mode == TG_CONTAIN_REQUIRED) {
-        tg_log("containment.mode is required but containment cannot be set up: %s", cerr.msg);
-        return 2;
+        return tg_err_set(
+            err, -1, "containment.mode is required but containment cannot be set up: %s", cerr.msg);
     } else {
         tg_log("containment unavailable, agents run uncontained: %s", cerr.msg);
     }
@@ -238,11 +235,9 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg)
         tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
                                     .registry = admin_registry, .metrics = admin_metrics,
                                     .own = &gw->reg, .limit_event = admin_limit_event};
-        char aerr[256];
-        if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, aerr, sizeof(aerr)) < 0) {
-            tg_log("router.admin: %s", aerr);
-            return 2;
-        }
+        tg_err_t aerr;
+        if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, &aerr) < 0)
+            return tg_err_set(err, -1, "router.admin: %s", aerr.msg);
         char bound[128];
         if (tg_admin_bound(gw->admin, bound, sizeof(bound)) >= 0)
             tg_log("admin endpoint on http://%s/ (/metrics, /limits, /agents, /healthz)", bound);

@@ -76,10 +76,11 @@ typedef struct tg_gw {
     void *data;          /* the runner's */
 } tg_gw_t;
 
-
-/* Open the audit pipe, registry and buffers on <loop> (gw zeroed by the
- * caller). 0, or an exit status (2) after logging what was wrong. */
-int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg);
+/* Open the audit pipe, registry, store, containment, admin endpoint and
+ * buffers on <loop> (gw zeroed by the caller). 0, or -1 with <err> filled
+ * (the runner logs it and exits 2); what is only degraded (containment
+ * unavailable in best_effort mode) is logged here and not an error. */
+int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err);
 /* Close the gateway's own handles (so the loop can end). */
 void tg_gw_stop(tg_gw_t *gw);
 /* After the loop ended: write out and close audit, close every handle

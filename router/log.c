@@ -74,6 +74,12 @@ void tg_log(const char *fmt, ...)
     tg_log_raw(line, len);
 }
 
+int tg_log_failed(const tg_err_t *err, int status)
+{
+    tg_log("%s", err->msg);
+    return status;
+}
+
 uint64_t tg_log_dropped(void)
 {
     return g_dropped;

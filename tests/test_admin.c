@@ -151,10 +151,10 @@ static void *run_loop(void *arg)
 
 static void start_server(const tg_admin_opts_t *o)
 {
-    char err[512] = "";
+    tg_err_t err = {""};
     cr_assert_eq(uv_loop_init(&loop), 0);
-    cr_assert_eq(tg_admin_start(&adm, &loop, "127.0.0.1:0", o, &provider, err, sizeof(err)), 0,
-                 "start: %s", err);
+    cr_assert_eq(tg_admin_start(&adm, &loop, "127.0.0.1:0", o, &provider, &err), 0, "start: %s",
+                 err.msg);
     cr_assert_gt(tg_admin_bound(adm, addr, sizeof(addr)), 0);
     const char *colon = strrchr(addr, ':');
     port = (uint16_t)atoi(colon + 1);
@@ -1134,38 +1134,36 @@ Test(admin, non_loopback_refused)
     static const char *bad[] = {"0.0.0.0:9464",    "10.1.2.3:9464", "[::]:9464",
                                 "[2001:db8::1]:1", "192.168.1.1:0", "[::ffff:10.0.0.1]:80"};
     tg_admin_t *a = NULL;
-    char err[512];
+    tg_err_t err = {""};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        err[0] = '\0';
-        cr_assert_eq(tg_admin_start(&a, &loop, bad[i], NULL, &provider, err, sizeof(err)), -EINVAL,
-                     "%s", bad[i]);
+        err.msg[0] = '\0';
+        cr_assert_eq(tg_admin_start(&a, &loop, bad[i], NULL, &provider, &err), -EINVAL, "%s",
+                     bad[i]);
         cr_assert_null(a);
-        cr_assert_not_null(strstr(err, "is not a loopback address"), "%s: %s", bad[i], err);
-        cr_assert_not_null(strstr(err, bad[i]), "names the address: %s", err);
+        cr_assert_not_null(strstr(err.msg, "is not a loopback address"), "%s: %s", bad[i], err.msg);
+        cr_assert_not_null(strstr(err.msg, bad[i]), "names the address: %s", err.msg);
     }
     static const char *malformed[] = {
         "",         "9464",      "127.0.0.1",      "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:x",
         "::1:9464", "[::1]9464", "example.com:80", "[::1:80"};
     for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
         struct sockaddr_storage ss;
-        err[0] = '\0';
-        cr_assert_eq(tg_admin_parse_addr(malformed[i], &ss, err, sizeof(err)), -EINVAL, "'%s'",
-                     malformed[i]);
-        cr_assert_neq(err[0], '\0');
+        err.msg[0] = '\0';
+        cr_assert_eq(tg_admin_parse_addr(malformed[i], &ss, &err), -EINVAL, "'%s'", malformed[i]);
+        cr_assert_neq(err.msg[0], '\0');
     }
     struct sockaddr_storage ss;
-    cr_assert_eq(tg_admin_parse_addr("localhost:9464", &ss, err, sizeof(err)), 0);
+    cr_assert_eq(tg_admin_parse_addr("localhost:9464", &ss, &err), 0);
     cr_assert_eq(ss.ss_family, AF_INET);
     cr_assert_eq(ntohs(((struct sockaddr_in *)&ss)->sin_port), 9464);
-    cr_assert_eq(tg_admin_parse_addr("127.0.0.2:1", &ss, err, sizeof(err)), 0);
-    cr_assert_eq(tg_admin_parse_addr("[::1]:0", &ss, err, sizeof(err)), 0);
+    cr_assert_eq(tg_admin_parse_addr("127.0.0.2:1", &ss, &err), 0);
+    cr_assert_eq(tg_admin_parse_addr("[::1]:0", &ss, &err), 0);
     cr_assert_eq(ss.ss_family, AF_INET6);
-    cr_assert_eq(tg_admin_parse_addr("[::ffff:127.0.0.1]:1", &ss, err, sizeof(err)), 0);
+    cr_assert_eq(tg_admin_parse_addr("[::ffff:127.0.0.1]:1", &ss, &err), 0);
 
     tg_admin_opts_t o = {.max_connections = TG_ADMIN_MAX_CONNECTIONS_CEIL + 1};
-    cr_assert_eq(tg_admin_start(&a, &loop, "127.0.0.1:0", &o, &provider, err, sizeof(err)),
-                 -EINVAL);
-    cr_assert_not_null(strstr(err, "max_connections"), "%s", err);
+    cr_assert_eq(tg_admin_start(&a, &loop, "127.0.0.1:0", &o, &provider, &err), -EINVAL);
+    cr_assert_not_null(strstr(err.msg, "max_connections"), "%s", err.msg);
 }
 
 Test(admin, status_prints_a_table_sorted_by_fill)

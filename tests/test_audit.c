@@ -740,17 +740,17 @@ Test(audit_sink, open_failure_names_the_path_and_the_way_out)
 {
     uv_loop_t loop;
     tg_audit_t *a = NULL;
-    char err[512] = "";
+    tg_err_t err = {""};
     char path[256];
 
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_opts_t opts = {.path = "/proc/nonexistent/x", .instance = "host-a", .queue_cap = 8};
-    int rc = tg_audit_open(&a, &loop, &opts, err, sizeof(err));
+    int rc = tg_audit_open(&a, &loop, &opts, &err);
     cr_assert_lt(rc, 0);
     cr_assert_null(a);
-    cr_assert_not_null(strstr(err, "/proc/nonexistent/x"), "%s", err);
-    cr_assert_not_null(strstr(err, strerror(-rc)), "%s", err);
-    cr_assert_not_null(strstr(err, "use --audit PATH to write elsewhere"), "%s", err);
+    cr_assert_not_null(strstr(err.msg, "/proc/nonexistent/x"), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, strerror(-rc)), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, "use --audit PATH to write elsewhere"), "%s", err.msg);
 
     /* a parent that is a file */
     tgh_tmp_path(path, sizeof(path), "plain");
@@ -758,18 +758,18 @@ Test(audit_sink, open_failure_names_the_path_and_the_way_out)
     fclose(f);
     tgh_tmp_path(path, sizeof(path), "plain/audit.jsonl");
     opts.path = path;
-    cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -ENOTDIR);
-    cr_assert_not_null(strstr(err, path), "%s", err);
-    cr_assert_not_null(strstr(err, strerror(ENOTDIR)), "%s", err);
+    cr_assert_eq(tg_audit_open(&a, &loop, &opts, &err), -ENOTDIR);
+    cr_assert_not_null(strstr(err.msg, path), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, strerror(ENOTDIR)), "%s", err.msg);
 
     /* a directory */
     opts.path = tgh_tmp;
-    cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -EISDIR);
-    cr_assert_not_null(strstr(err, tgh_tmp), "%s", err);
+    cr_assert_eq(tg_audit_open(&a, &loop, &opts, &err), -EISDIR);
+    cr_assert_not_null(strstr(err.msg, tgh_tmp), "%s", err.msg);
 
     opts.path = path;
     opts.queue_cap = 0;
-    cr_assert_eq(tg_audit_open(&a, &loop, &opts, err, sizeof(err)), -EINVAL);
+    cr_assert_eq(tg_audit_open(&a, &loop, &opts, &err), -EINVAL);
     cr_assert_null(a);
     cr_assert_eq(uv_loop_close(&loop), 0);
 }

@@ -426,13 +426,13 @@ Test(sinks, every_fsync_policy_writes_everything)
 Test(sinks, interval_fsync_runs_at_most_once_per_interval)
 {
     tg_audit_sink_t sk;
-    char err[256];
+    tg_err_t err = {""};
     static char line[] = "{\"x\":1}\n";
     struct iovec iov = {.iov_base = line, .iov_len = sizeof(line) - 1};
 
     tg_audit_sink_cfg_t s = file_cfg(audit_path(), 1 << 20, 1, TG_AUDIT_FSYNC_INTERVAL);
     s.fsync_interval_ms = 1000;
-    cr_assert_eq(tg_audit_sink_file_open(&sk, &s, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(tg_audit_sink_file_open(&sk, &s, &err), 0, "%s", err.msg);
     cr_assert_eq(sk.ops->sync(sk.ctx, 5000), 0); /* nothing written: nothing due */
     cr_assert_eq(sk.ops->write(sk.ctx, &iov, 1), (ssize_t)iov.iov_len);
     cr_assert_eq(sk.ops->sync(sk.ctx, 5000), 0); /* first one: synced at once */
@@ -448,7 +448,7 @@ Test(sinks, interval_fsync_runs_at_most_once_per_interval)
     /* always and never have nothing to do later */
     for (int pol = TG_AUDIT_FSYNC_ALWAYS; pol <= TG_AUDIT_FSYNC_NEVER; pol++) {
         s.fsync = (tg_audit_fsync_t)pol;
-        cr_assert_eq(tg_audit_sink_file_open(&sk, &s, err, sizeof(err)), 0, "%s", err);
+        cr_assert_eq(tg_audit_sink_file_open(&sk, &s, &err), 0, "%s", err.msg);
         cr_assert_eq(sk.ops->write(sk.ctx, &iov, 1), (ssize_t)iov.iov_len);
         cr_assert_eq(sk.ops->sync(sk.ctx, 5000), 0);
         cr_assert_eq(sk.ops->write(sk.ctx, &iov, 1), (ssize_t)iov.iov_len);
@@ -682,22 +682,22 @@ Test(sinks, open_failure_of_a_later_sink_names_it)
 {
     uv_loop_t loop;
     tg_audit_t *a = NULL;
-    char err[512] = "";
+    tg_err_t err = {""};
 
     tg_audit_sink_cfg_t s[TG_CFG_SINKS_MAX + 1];
     s[0] = file_cfg(audit_path(), 1 << 20, 1, TG_AUDIT_FSYNC_NEVER);
     s[1] = file_cfg("/proc/nonexistent/x", 1 << 20, 1, TG_AUDIT_FSYNC_NEVER);
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_opts_t o = {.sinks = s, .nsinks = 2, .instance = "host-a", .queue_cap = 8};
-    cr_assert_lt(tg_audit_open(&a, &loop, &o, err, sizeof(err)), 0);
+    cr_assert_lt(tg_audit_open(&a, &loop, &o, &err), 0);
     cr_assert_null(a);
-    cr_assert_not_null(strstr(err, "/proc/nonexistent/x"), "%s", err);
+    cr_assert_not_null(strstr(err.msg, "/proc/nonexistent/x"), "%s", err.msg);
 
     for (size_t i = 0; i < TG_CFG_SINKS_MAX + 1; i++)
         s[i] = file_cfg(audit_path(), 1 << 20, 1, TG_AUDIT_FSYNC_NEVER);
     o.nsinks = TG_CFG_SINKS_MAX + 1;
-    cr_assert_eq(tg_audit_open(&a, &loop, &o, err, sizeof(err)), -EINVAL);
-    cr_assert_str_eq(err, "audit: 9 sinks (expected 1 to 8)");
+    cr_assert_eq(tg_audit_open(&a, &loop, &o, &err), -EINVAL);
+    cr_assert_str_eq(err.msg, "audit: 9 sinks (expected 1 to 8)");
     cr_assert_eq(uv_loop_close(&loop), 0);
 }
 

@@ -20,9 +20,9 @@
  *    (a) marked `fixed internal bound` on its line or on the comment line
  *        just above it: an internal constant nobody needs to tune;
  *    (b) listed in `defines` as K_WIRED with the config key that sets it
- *        (its default, floor or ceiling); the key's last component must
- *        appear as a quoted key in config/config.c, so a renamed key
- *        breaks the test;
+ *        (its default, floor or ceiling); the key must be a row of the
+ *        key table (config/keys.h: its path, or the path's tail such as
+ *        "execution_limits.burst"), so a renamed key breaks the test;
  *    (c) listed as K_FORMAT: a unit, protocol or arithmetic constant that
  *        is not a resource bound at all (short list, each with its reason).
  *    A listed entry that no longer matches an unmarked define fails too, so
@@ -80,6 +80,7 @@
 
 #include <jansson.h>
 
+#include "config/keys.h"
 #include "router/admin/admin.h"
 #include "tests/mcp_client.h"
 #include "tests/tg_admin.h"
@@ -758,9 +759,21 @@ Test(bounds, table_has_no_stale_entries)
     scan_free(s);
 }
 
+/* A row of the key table whose path is <key> or ends with ".<key>". */
+static const tg_cfg_key_t *key_row(const char *key)
+{
+    size_t kl = strlen(key);
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const char *p = tg_cfg_keys[i].path;
+        size_t pl = strlen(p);
+        if (strcmp(p, key) == 0 || (pl > kl && p[pl - kl - 1] == '.' && strcmp(p + pl - kl, key) == 0))
+            return &tg_cfg_keys[i];
+    }
+    return NULL;
+}
+
 Test(bounds, wired_entries_name_real_config_keys)
 {
-    char *cfg = slurp("config/config.c");
     for (size_t i = 0; i < NCLASSES; i++) {
         const bound_class_t *c = &classes[i];
         if (c->kind != K_WIRED) {
@@ -769,15 +782,12 @@ Test(bounds, wired_entries_name_real_config_keys)
             continue;
         }
         cr_assert_not_null(c->key);
-        const char *leaf = strrchr(c->key, '.');
-        leaf = leaf != NULL ? leaf + 1 : c->key;
-        char quoted[128];
-        snprintf(quoted, sizeof(quoted), "{\"%s\"", leaf);
-        cr_assert_not_null(strstr(cfg, quoted),
-                           "%s is listed as set by %s, but config/config.c parses no \"%s\" key",
-                           c->name, c->key, leaf);
+        const tg_cfg_key_t *k = key_row(c->key);
+        cr_assert_not_null(k, "%s is listed as set by %s, but the key table (config/keys.c) has "
+                              "no such key", c->name, c->key);
+        cr_assert(tg_ktype_has_unit(k->type), "%s is listed as set by %s, which holds no value "
+                                              "with a unit", c->name, c->key);
     }
-    free(cfg);
 }
 
 /* Part 2, statically: each wired key says how it shows at runtime, and

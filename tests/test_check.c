@@ -538,7 +538,7 @@ static void report(const char *text, const tg_contain_caps_t *caps, bool json, c
                    size_t cap)
 {
     tg_config_t cfg;
-    tg_cfg_err_t err;
+    tg_err_t err;
     char *mem = NULL;
     size_t len = 0;
     FILE *f;
@@ -635,7 +635,7 @@ Test(check, report_required_blocks_on_loopback_alone)
 Test(check, contain_request_from_config)
 {
     tg_config_t cfg;
-    tg_cfg_err_t err;
+    tg_err_t err;
     tg_contain_req_t req;
     tg_agent_cfg_t *a;
 

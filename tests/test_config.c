@@ -1,5 +1,5 @@
 /* Config model: defaults, JSON loading with positioned errors, --limit,
- * validation, config paths. */
+ * validation, config paths, and the key table they all read. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -7,12 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "config/config.h"
+#include "config/keys.h"
+#include "config/manifest.h"
 
 #define DATA TG_SOURCE_DIR "/tests/data/"
 
 static tg_config_t cfg;
-static tg_cfg_err_t err;
+static tg_err_t err;
 
 static void setup(void)
 {
@@ -49,6 +53,7 @@ static char arg_true[] = "/bin/true";
 static char *argv_x[] = {arg_true, NULL};
 
 TestSuite(config, .init = setup, .fini = teardown);
+TestSuite(keys, .init = setup, .fini = teardown);
 
 /* ---- defaults ---- */
 
@@ -1013,4 +1018,252 @@ Test(config, free_is_idempotent)
     cr_expect_null(cfg.agents);
     cr_expect_eq(cfg.nagents, 0);
     tg_config_free(NULL);
+}
+
+/* ---- the key table ---- */
+
+/* The path of the object row <path> is a member of ("" at the top). */
+static void parent_of(const char *path, char *buf, size_t cap)
+{
+    const char *dot = strrchr(path, '.');
+    size_t n = dot ? (size_t)(dot - path) : 0;
+    snprintf(buf, cap, "%.*s", (int)n, path);
+}
+
+/* The sink kind whose keys hold row flag set <flags>. */
+static const char *sink_kind_for(unsigned flags)
+{
+    if (flags & TG_KF_SINK_FILE)
+        return "file";
+    return (flags & TG_KF_SINK_REDIS) ? "redis_stream" : "stderr";
+}
+
+/* A document with <leaf> at <path> (rows' syntax: "x[]" a one-element
+ * array, "*" a name the operator picks, here "t"); "" is <leaf> itself. An
+ * audit sink gets the kind whose keys <flags> marks. */
+static json_t *doc_at(const char *path, json_t *leaf, unsigned flags)
+{
+    char buf[256], *save = NULL;
+    json_t *root, *cur;
+
+    if (!path[0])
+        return leaf;
+    root = cur = json_object();
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *comp = strtok_r(buf, ".", &save); comp;) {
+        char *next = strtok_r(NULL, ".", &save);
+        size_t n = strlen(comp);
+        bool arr = n > 2 && strcmp(comp + n - 2, "[]") == 0;
+        json_t *v = next ? json_object() : leaf, *member = v;
+        if (arr) {
+            comp[n - 2] = '\0';
+            member = json_array();
+            json_array_append_new(member, v);
+            if (strcmp(comp, "sinks") == 0 && json_is_object(v))
+                json_object_set_new(v, "kind", json_string(sink_kind_for(flags)));
+        }
+        json_object_set_new(cur, strcmp(comp, "*") == 0 ? "t" : comp, member);
+        cur = v;
+        comp = next;
+    }
+    return root;
+}
+
+/* Load document <doc> (consumed); the error text, "" when it loaded. */
+static const char *load_doc(json_t *doc)
+{
+    char *text = json_dumps(doc, JSON_PRESERVE_ORDER);
+    int rc = load(text);
+
+    free(text);
+    json_decref(doc);
+    return rc == 0 ? "" : err.msg;
+}
+
+/* The names of the rows that are members of <parent> with all of <mask>,
+ * as a refusal lists them. */
+static void members_of(const char *parent, unsigned mask, char *buf, size_t cap)
+{
+    char p[256];
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        parent_of(k->path, p, sizeof p);
+        if (strcmp(p, parent) == 0 && (k->flags & mask) == mask)
+            snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? ", " : "",
+                     tg_cfg_key_name(k));
+    }
+}
+
+Test(keys, every_row_is_documented)
+{
+    cr_assert_gt(tg_cfg_nkeys, 100);
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        char parent[256];
+        cr_assert_not_null(k->path);
+        cr_expect_eq(tg_cfg_key_find(k->path), k, "%s: a second row with its path", k->path);
+        cr_expect(k->help && strlen(k->help) >= 10, "%s: no help text", k->path);
+        cr_expect_str_neq(tg_ktype_name(k->type), "", "%s: no type", k->path);
+        cr_expect_leq((unsigned)k->reload, TG_RELOAD_RESTART, "%s", k->path);
+        cr_expect_leq((unsigned)k->section, TG_KS_CONTAINMENT, "%s", k->path);
+        cr_expect_not_null(k->def, "%s: no default (\"\" when none)", k->path);
+        if (tg_ktype_has_unit(k->type))
+            cr_expect(k->min <= k->max && k->max > 0, "%s: bounds %llu..%llu", k->path,
+                      (unsigned long long)k->min, (unsigned long long)k->max);
+        if (k->type == TG_KT_ENUM)
+            cr_expect(k->choices && k->choices[0] && k->choices[1] && k->noun && k->noun[0],
+                      "%s: a choice needs two choices and a noun", k->path);
+        if (k->cli)
+            cr_expect(k->obj != TG_KO_NONE || k->load, "%s: a --limit key sets nothing", k->path);
+        /* Every row hangs off a row, up to the top level. */
+        parent_of(k->path, parent, sizeof parent);
+        if (strstr(k->path, ".*.") && strcmp(parent, "agents[].tools.*") == 0)
+            snprintf(parent, sizeof parent, "agents[].tools");
+        else if (strlen(parent) > 2 && strcmp(parent + strlen(parent) - 2, "[]") == 0)
+            parent[strlen(parent) - 2] = '\0';
+        cr_expect(!parent[0] || tg_cfg_key_find(parent), "%s: no row for %s", k->path, parent);
+    }
+}
+
+Test(keys, defaults_are_the_models)
+{
+    tg_audit_sink_cfg_t sink;
+    tg_listen_cfg_t listener;
+    tg_cfg_at_t at = {.cfg = &cfg,
+                      .agent = &cfg.agents[0],
+                      .lim = &cfg.agents[0].lim,
+                      .res = &cfg.agents[0].res,
+                      .item = &listener};
+    size_t checked = 0;
+
+    memset(&listener, 0, sizeof listener);
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        char shown[64];
+        tg_cfg_val_t v;
+        if (!k->def[0] || k->obj == TG_KO_NONE || k->type == TG_KT_STRING ||
+            tg_cfg_key_under(k, "callers[]"))
+            continue;
+        if (tg_cfg_key_under(k, "audit.sinks[]")) {
+            tg_config_sink_defaults(&sink, strcmp(sink_kind_for(k->flags), "file") == 0
+                                               ? TG_AUDIT_SINK_FILE
+                                               : TG_AUDIT_SINK_REDIS_STREAM);
+            at.item = &sink;
+        } else {
+            at.item = &listener;
+        }
+        v = tg_cfg_key_get(k, &at);
+        if ((k->flags & TG_KF_ZERO_DEF) && v.u == 0)
+            continue; /* the user of the value applies the default */
+        if (k->type == TG_KT_ENUM)
+            snprintf(shown, sizeof shown, "%s", k->choices[v.u]);
+        else if (k->type == TG_KT_BOOL)
+            snprintf(shown, sizeof shown, "%s", v.u ? "true" : "false");
+        else
+            tg_cfg_key_fmt(k, &v, shown, sizeof shown);
+        cr_expect_str_eq(shown, k->def, "%s: the model holds %s, the table says %s", k->path, shown,
+                         k->def);
+        checked++;
+    }
+    cr_expect_gt(checked, 50);
+}
+
+/* Each row's path is a key the loader takes: whatever it says of a null
+ * there, it is not "unknown key". */
+Test(keys, loader_takes_every_row)
+{
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        const char *msg = load_doc(doc_at(k->path, json_null(), k->flags));
+        cr_expect_null(strstr(msg, "unknown key"), "%s: %s", k->path, msg);
+        cr_expect_null(strstr(msg, "has no loader"), "%s: %s", k->path, msg);
+    }
+}
+
+/* ... and only those: in every object of the schema, another key is
+ * refused, naming the table's keys for that object in table order. */
+Test(keys, loader_refuses_what_is_not_a_row)
+{
+    char parent[256], allowed[512], want[768];
+
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        json_t *obj = json_object();
+        const char *msg;
+        bool first = true;
+        parent_of(k->path, parent, sizeof parent);
+        for (size_t j = 0; j < i && first; j++) {
+            char p[256];
+            parent_of(tg_cfg_keys[j].path, p, sizeof p);
+            first = strcmp(p, parent) != 0;
+        }
+        if (!first) {
+            json_decref(obj);
+            continue; /* each object once */
+        }
+        json_object_set_new(obj, "zz", json_integer(1));
+        members_of(parent, strstr(parent, "sinks[]") ? TG_KF_SINK_FILE : 0, allowed,
+                   sizeof allowed);
+        snprintf(want, sizeof want, "unknown key \"zz\" (allowed: %s)", allowed);
+        msg = load_doc(doc_at(parent, obj, TG_KF_SINK_FILE));
+        cr_expect_not_null(strstr(msg, want), "%s: %s\nwant: %s", parent[0] ? parent : "(top)", msg,
+                           want);
+    }
+}
+
+/* A manifest takes the rows marked TG_KF_MANIFEST, and only those. */
+Test(keys, manifest_takes_the_marked_rows)
+{
+    static const char *const objects[] = {"agents[].execution_limits", "agents[].resources",
+                                          "agents[].resources.network",
+                                          "agents[].resources.memory"};
+    tg_manifest_t m;
+    char allowed[512], want[768], *text;
+
+    memset(&m, 0, sizeof m);
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        if (!(k->flags & TG_KF_MANIFEST))
+            continue;
+        cr_assert(tg_cfg_key_under(k, "agents[]"), "%s", k->path);
+        text = json_dumps(doc_at(k->path + strlen("agents[]."), json_null(), 0), 0);
+        if (tg_manifest_load_buffer(&m, "m.json", text, strlen(text), &err) < 0)
+            cr_expect_null(strstr(err.msg, "unknown key"), "%s: %s", k->path, err.msg);
+        free(text);
+    }
+    for (size_t i = 0; i < sizeof objects / sizeof objects[0]; i++) {
+        json_t *obj = json_object();
+        json_object_set_new(obj, "kill_grace_period", json_string("1s"));
+        json_object_set_new(obj, "zz", json_integer(1));
+        members_of(objects[i], TG_KF_MANIFEST, allowed, sizeof allowed);
+        snprintf(want, sizeof want, "(allowed: %s)", allowed);
+        text = json_dumps(doc_at(objects[i] + strlen("agents[]."), obj, 0), JSON_PRESERVE_ORDER);
+        cr_expect_eq(tg_manifest_load_buffer(&m, "m.json", text, strlen(text), &err), -EINVAL);
+        cr_expect_not_null(strstr(err.msg, want), "%s: %s\nwant: %s", objects[i], err.msg, want);
+        free(text);
+    }
+    tg_manifest_free(&m);
+}
+
+/* --limit takes the rows with a --limit place, listed in place order. */
+Test(keys, limit_takes_the_cli_rows)
+{
+    char kv[128], want[512] = "";
+
+    for (unsigned place = 1; place < 64; place++) {
+        for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+            const tg_cfg_key_t *k = &tg_cfg_keys[i];
+            if (k->cli != place || tg_cfg_key_under(k, "agents[].tools.*"))
+                continue;
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s, ", tg_cfg_key_cli(k));
+            snprintf(kv, sizeof kv, "%s=\x7f", tg_cfg_key_cli(k));
+            if (tg_config_apply_limit(&cfg, 0, kv, &err) < 0)
+                cr_expect_null(strstr(err.msg, "unknown"), "%s: %s", kv, err.msg);
+        }
+    }
+    snprintf(want + strlen(want), sizeof want - strlen(want), "tools.NAME.KEY)");
+    cr_expect_eq(tg_config_apply_limit(&cfg, 0, "zz=1", &err), -1);
+    cr_expect_not_null(strstr(err.msg, want), "%s\nwant: %s", err.msg, want);
 }

@@ -305,10 +305,9 @@ static void a_start(void)
     tg_admin_provider_t prov = {.registry = a_registry, .own = &areg, .limit_event = a_event};
     tg_admin_opts_t o = {.max_connections = ADM_CONNS, .max_header_bytes = ADM_HEAD,
                          .max_response_bytes = ADM_BODY};
-    char err[256] = "";
+    tg_err_t err = {""};
     cr_assert_eq(uv_loop_init(&aloop), 0);
-    cr_assert_eq(tg_admin_start(&adm, &aloop, "127.0.0.1:0", &o, &prov, err, sizeof err), 0, "%s",
-                 err);
+    cr_assert_eq(tg_admin_start(&adm, &aloop, "127.0.0.1:0", &o, &prov, &err), 0, "%s", err.msg);
     cr_assert_gt(tg_admin_bound(adm, aaddr, sizeof aaddr), 0);
     cr_assert_eq(uv_async_init(&aloop, &astop, a_on_stop), 0);
     cr_assert_eq(pthread_create(&athread, NULL, a_run, NULL), 0);
@@ -356,9 +355,9 @@ typedef struct snap {
  * of entry <name>. */
 static snap_t a_limit(const char *name, char **body, size_t *len)
 {
-    char err[256];
-    int st = tg_admin_get(aaddr, "/limits", 5000, 1u << 20, body, len, err, sizeof err);
-    cr_assert_eq(st, 200, "GET /limits: %d %s", st, err);
+    tg_err_t err = {""};
+    int st = tg_admin_get(aaddr, "/limits", 5000, 1u << 20, body, len, &err);
+    cr_assert_eq(st, 200, "GET /limits: %d %s", st, err.msg);
     json_t *doc = json_loads(*body, 0, NULL);
     cr_assert_not_null(doc);
     snap_t s = {0};
@@ -485,9 +484,10 @@ Test(registry_admin, a_body_over_the_bound_is_recorded_at_the_cap)
         snprintf(name, sizeof name, "agent.padding-%03d.%0120d", i, 0);
         cr_assert_geq(tg_registry_add(&areg, name, TG_LIMIT_RATE, "agent", 1), 0);
     }
-    char *body = NULL, err[256];
+    char *body = NULL;
+    tg_err_t err = {""};
     size_t len;
-    cr_assert_eq(tg_admin_get(aaddr, "/limits", 5000, 1u << 20, &body, &len, err, sizeof err), 500);
+    cr_assert_eq(tg_admin_get(aaddr, "/limits", 5000, 1u << 20, &body, &len, &err), 500);
     free(body);
     a_stop();
     int idx = a_index("admin.response_bytes");
@@ -504,15 +504,15 @@ Test(registry_admin, no_registry_no_entries)
      * registered and nothing breaks. */
     tg_registry_init(&areg);
     tg_admin_provider_t prov = {.registry = a_registry};
-    char err[256] = "";
+    tg_err_t err = {""};
     cr_assert_eq(uv_loop_init(&aloop), 0);
-    cr_assert_eq(tg_admin_start(&adm, &aloop, "127.0.0.1:0", NULL, &prov, err, sizeof err), 0);
+    cr_assert_eq(tg_admin_start(&adm, &aloop, "127.0.0.1:0", NULL, &prov, &err), 0);
     cr_assert_gt(tg_admin_bound(adm, aaddr, sizeof aaddr), 0);
     cr_assert_eq(uv_async_init(&aloop, &astop, a_on_stop), 0);
     cr_assert_eq(pthread_create(&athread, NULL, a_run, NULL), 0);
     char *body = NULL;
     size_t len;
-    cr_assert_eq(tg_admin_get(aaddr, "/limits", 5000, 1u << 20, &body, &len, err, sizeof err), 200);
+    cr_assert_eq(tg_admin_get(aaddr, "/limits", 5000, 1u << 20, &body, &len, &err), 200);
     cr_assert_str_eq(body, "{\"instance\":null,\"limits\":[]}\n");
     free(body);
     a_stop();

@@ -34,7 +34,7 @@ static void fleet_open(fleet_t *f, tg_store_t *backing, uint32_t instances)
 {
     f->backing = backing;
     tg_store_opts_t o = {.instances = instances, .clock_ms = test_clock};
-    tg_cfg_err_t err;
+    tg_err_t err;
     for (int i = 0; i < 3; i++)
         cr_assert_eq(tg_store_lease_open(backing, &o, &f->lease[i], &err), 0, "%s", err.msg);
 }
@@ -159,7 +159,7 @@ Test(store_lease, redis_three_instances_exact_total)
         g[i].o.instances = 3;
         rig_open(&g[i]);
         tg_store_opts_t lo = {.instances = 3, .clock_ms = test_clock};
-        tg_cfg_err_t err;
+        tg_err_t err;
         cr_assert_eq(tg_store_lease_open(g[i].st, &lo, &lease[i], &err), 0, "%s", err.msg);
     }
     /* A key of this run, as in take_n_matches_repeated_gcra. */
@@ -198,7 +198,7 @@ Test(store_lease, redis_steady_load_is_mostly_local)
     rig_open(&g);
     tg_store_opts_t lo = {.clock_ms = test_clock};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(g.st, &lo, &lease, &err), 0, "%s", err.msg);
     g_now_ms = 1000;
     int allowed = 0, sync = 0;
@@ -234,7 +234,7 @@ Test(store_lease, store_failure_applies_the_policy)
     cr_assert_eq(g.ev.degraded, 1);
     tg_store_opts_t lo = {.instances = 2, .clock_ms = test_clock};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(g.st, &lo, &lease, &err), 0, "%s", err.msg);
     g_now_ms = 100000;
     /* 4/second shared by 2: the fallback share is 2 */
@@ -257,7 +257,7 @@ Test(store_lease, full_table_sends_calls_on_their_own)
     tg_store_t *shared = local_open(0);
     tg_store_opts_t o = {.clock_ms = test_clock, .local_max_keys = 1};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(shared, &o, &lease, &err), 0, "%s", err.msg);
     slot_t s;
     g_now_ms = 1000;
@@ -290,7 +290,7 @@ Test(store_lease, close_waits_for_the_batch_in_flight)
     rig_open(&g);
     tg_store_opts_t lo = {0};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(g.st, &lo, &lease, &err), 0, "%s", err.msg);
     slot_t s[2];
     take(lease, "tg:{a}:cl", 10, 1000, 0, &s[0]);
@@ -317,7 +317,7 @@ Test(store_lease, has_no_slots)
     tg_store_t *shared = local_open(0);
     tg_store_opts_t lo = {.clock_ms = test_clock};
     tg_store_t *lease;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_lease_open(shared, &lo, &lease, &err), 0, "%s", err.msg);
     cr_assert_eq(tg_store_slot_acquire(lease, "tg:{a}:slots", 2, never_slot_cb, NULL), -ENOTSUP);
     cr_assert_eq(tg_store_slots_held(lease), 0);

@@ -73,7 +73,7 @@ Test(store_policy, names_parse_share_and_results)
 static tg_store_url_t parse_ok(const char *s)
 {
     tg_store_url_t u;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     int rc = tg_store_url_parse(&u, s, &err);
     cr_assert_eq(rc, 0, "%s: %s", s, err.msg);
     return u;
@@ -82,7 +82,7 @@ static tg_store_url_t parse_ok(const char *s)
 static void parse_fails(const char *s, const char *msg)
 {
     tg_store_url_t u;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_store_url_parse(&u, s, &err), -1, "%s parsed", s);
     cr_assert_str_eq(err.msg, msg);
     cr_assert_null(strstr(err.msg, "hunter2"), "password leaked: %s", err.msg);
@@ -202,7 +202,7 @@ Test(store_url, errors_name_the_part_and_never_the_password)
     memset(path + 6, 'p', 120);
     path[126] = '\0';
     tg_store_url_t u;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_url_parse(&u, path, &err), -1);
     cr_assert(strstr(err.msg, "path: longer than 107 bytes") != NULL, "%s", err.msg);
     char big[TG_STORE_URL_MAX + 20] = "redis://:hunter2@";
@@ -218,7 +218,7 @@ Test(store_url, unix_credentials_needing_quotes_are_not_echoed)
     /* The one error above that quotes the raw text is for a missing '@';
      * with an '@' anywhere the credentials are masked. */
     tg_store_url_t u;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_url_parse(&u, "unix://bob:hunter2@relative", &err), -1);
     cr_assert_str_eq(err.msg, "store URL 'unix://***@relative': path: missing (expected "
                               "unix:///path or unix:/path)");
@@ -307,7 +307,7 @@ Test(store_local, bad_arguments_do_not_call_back)
     local_close(st);
 
     tg_store_opts_t o = {.kind = TG_STORE_LOCAL, .prefix = "t{g"};
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_open(NULL, &o, &st, &err), -1);
     cr_assert_str_eq(err.msg, "store: prefix: expected at most 63 bytes and no braces (they "
                               "would become the Redis Cluster hash tag)");

@@ -15,10 +15,11 @@
  * when non-NULL; the answer must be a 200. */
 static inline char *tga_get(const char *addr, const char *path, size_t *len)
 {
-    char *body = NULL, err[256];
+    char *body = NULL;
+    tg_err_t err = {""};
     size_t n = 0;
-    int st = tg_admin_get(addr, path, 5000, 16u << 20, &body, &n, err, sizeof err);
-    cr_assert_eq(st, 200, "GET %s from %s: %d %s", path, addr, st, st < 0 ? err : "");
+    int st = tg_admin_get(addr, path, 5000, 16u << 20, &body, &n, &err);
+    cr_assert_eq(st, 200, "GET %s from %s: %d %s", path, addr, st, st < 0 ? err.msg : "");
     if (len)
         *len = n;
     return body;

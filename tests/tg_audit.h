@@ -16,8 +16,8 @@
 static inline tg_audit_t *aud_open(uv_loop_t *loop, const tg_audit_opts_t *o)
 {
     tg_audit_t *a = NULL;
-    char err[512] = "";
-    cr_assert_eq(tg_audit_open(&a, loop, o, err, sizeof err), 0, "open: %s", err);
+    tg_err_t err = {""};
+    cr_assert_eq(tg_audit_open(&a, loop, o, &err), 0, "open: %s", err);
     cr_assert_not_null(a);
     return a;
 }

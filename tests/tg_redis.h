@@ -42,7 +42,7 @@ static inline redisContext *srv_connect(const srv_t *s)
 {
     struct timeval tv = {1, 0};
     tg_store_url_t u;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_url_parse(&u, s->url, &err), 0, "%s", err.msg);
     redisContext *c = u.is_unix ? redisConnectUnixWithTimeout(u.path, tv)
                                 : redisConnectWithTimeout(u.host, u.port, tv);

@@ -134,7 +134,7 @@ static inline tg_store_t *local_open(uint32_t max_keys)
     tg_store_opts_t o = {
         .kind = TG_STORE_LOCAL, .clock_ms = test_clock, .local_max_keys = max_keys};
     tg_store_t *st = NULL;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_open(NULL, &o, &st, &err), 0, "%s", err.msg);
     cr_assert_str_eq(tg_store_name(st), "local");
     return st;
@@ -185,7 +185,7 @@ static inline void rig_open(rig_t *g)
         g->o.prefix = run_prefix();
     g->o.on_event = on_event;
     g->o.event_arg = &g->ev;
-    tg_cfg_err_t err;
+    tg_err_t err;
     cr_assert_eq(tg_store_open(&g->loop, &g->o, &g->st, &err), 0, "%s", err.msg);
 }
 

@@ -124,7 +124,7 @@ static int parse_port(const char *s, uint16_t *port)
     return 0;
 }
 
-int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, char *err, size_t errlen)
+int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, tg_err_t *err)
 {
     char host[TG_ADMIN_ADDR_MAX];
     const char *port_s;
@@ -133,16 +133,14 @@ int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, char *err
 
     memset(ss, 0, sizeof(*ss));
     if (n == 0 || n >= TG_ADMIN_ADDR_MAX) {
-        snprintf(err, errlen, "admin address %s (expected HOST:PORT, e.g. %s)",
-                 n == 0 ? "is empty" : "is too long", TG_ADMIN_DEF_ADDR);
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL, "admin address %s (expected HOST:PORT, e.g. %s)",
+                          n == 0 ? "is empty" : "is too long", TG_ADMIN_DEF_ADDR);
     }
     if (addr[0] == '[') {
         const char *end = strchr(addr, ']');
         if (end == NULL || end[1] != ':') {
-            snprintf(err, errlen, "admin address '%s': expected [IPV6]:PORT, e.g. [::1]:9464",
-                     addr);
-            return -EINVAL;
+            return tg_err_set(err, -EINVAL,
+                              "admin address '%s': expected [IPV6]:PORT, e.g. [::1]:9464", addr);
         }
         memcpy(host, addr + 1, (size_t)(end - addr - 1));
         host[end - addr - 1] = '\0';
@@ -150,19 +148,18 @@ int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, char *err
     } else {
         const char *colon = strrchr(addr, ':');
         if (colon == NULL || memchr(addr, ':', (size_t)(colon - addr)) != NULL) {
-            snprintf(err, errlen,
-                     "admin address '%s': expected HOST:PORT (an IPv6 address goes in "
-                     "brackets: [::1]:9464)",
-                     addr);
-            return -EINVAL;
+            return tg_err_set(err, -EINVAL,
+                              "admin address '%s': expected HOST:PORT (an IPv6 address goes in "
+                              "brackets: [::1]:9464)",
+                              addr);
         }
         memcpy(host, addr, (size_t)(colon - addr));
         host[colon - addr] = '\0';
         port_s = colon + 1;
     }
     if (parse_port(port_s, &port) < 0) {
-        snprintf(err, errlen, "admin address '%s': port '%s' is not 0 to 65535", addr, port_s);
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL, "admin address '%s': port '%s' is not 0 to 65535", addr,
+                          port_s);
     }
     if (strcasecmp(host, "localhost") == 0)
         memcpy(host, "127.0.0.1", sizeof("127.0.0.1"));
@@ -178,20 +175,19 @@ int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, char *err
         s6->sin6_port = htons(port);
         loop_ok = ip6_loopback(&s6->sin6_addr);
     } else {
-        snprintf(err, errlen,
-                 "admin address '%s': '%s' is not an IP address or localhost (host names are "
-                 "not resolved)",
-                 addr, host);
-        return -EINVAL;
+        return tg_err_set(
+            err, -EINVAL,
+            "admin address '%s': '%s' is not an IP address or localhost (host names are "
+            "not resolved)",
+            addr, host);
     }
     if (!loop_ok) {
         memset(ss, 0, sizeof(*ss));
-        snprintf(err, errlen,
-                 "admin address '%s' is not a loopback address: the admin endpoint has no "
-                 "authentication, so it listens on 127.0.0.0/8 or ::1 only (use "
-                 "127.0.0.1:PORT)",
-                 addr);
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL,
+                          "admin address '%s' is not a loopback address: the admin endpoint has no "
+                          "authentication, so it listens on 127.0.0.0/8 or ::1 only (use "
+                          "127.0.0.1:PORT)",
+                          addr);
     }
     return 0;
 }
@@ -796,19 +792,19 @@ static void admin_register(tg_admin_t *a)
 }
 
 static int check_opt(uint32_t *v, uint32_t def, uint32_t lo, uint32_t hi, const char *name,
-                     char *err, size_t errlen)
+                     tg_err_t *err)
 {
     if (*v == 0)
         *v = def;
     if (*v < lo || *v > hi) {
-        snprintf(err, errlen, "admin %s %u is out of range (expected %u to %u)", name, *v, lo, hi);
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL, "admin %s %u is out of range (expected %u to %u)", name, *v,
+                          lo, hi);
     }
     return 0;
 }
 
 int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr, const tg_admin_opts_t *opts,
-                   const tg_admin_provider_t *prov, char *err, size_t errlen)
+                   const tg_admin_provider_t *prov, tg_err_t *err)
 {
     struct sockaddr_storage ss;
     tg_admin_opts_t o = {0};
@@ -817,22 +813,21 @@ int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr, const tg
     *out = NULL;
     if (opts != NULL)
         o = *opts;
-    if ((rc = tg_admin_parse_addr(addr, &ss, err, errlen)) < 0)
+    if ((rc = tg_admin_parse_addr(addr, &ss, err)) < 0)
         return rc;
     if (check_opt(&o.max_header_bytes, TG_ADMIN_DEF_MAX_HEADER_BYTES, TG_ADMIN_MIN_HEADER_BYTES,
-                  TG_ADMIN_MAX_HEADER_BYTES_CEIL, "max_header_bytes", err, errlen) < 0 ||
+                  TG_ADMIN_MAX_HEADER_BYTES_CEIL, "max_header_bytes", err) < 0 ||
         check_opt(&o.max_connections, TG_ADMIN_DEF_MAX_CONNECTIONS, 1,
-                  TG_ADMIN_MAX_CONNECTIONS_CEIL, "max_connections", err, errlen) < 0 ||
+                  TG_ADMIN_MAX_CONNECTIONS_CEIL, "max_connections", err) < 0 ||
         check_opt(&o.idle_timeout_ms, TG_ADMIN_DEF_IDLE_TIMEOUT_MS, TG_ADMIN_MIN_IDLE_TIMEOUT_MS,
-                  TG_ADMIN_IDLE_TIMEOUT_CEIL_MS, "idle_timeout_ms", err, errlen) < 0 ||
+                  TG_ADMIN_IDLE_TIMEOUT_CEIL_MS, "idle_timeout_ms", err) < 0 ||
         check_opt(&o.max_response_bytes, TG_ADMIN_DEF_MAX_RESPONSE_BYTES,
                   TG_ADMIN_MIN_RESPONSE_BYTES, TG_ADMIN_MAX_RESPONSE_BYTES_CEIL,
-                  "max_response_bytes", err, errlen) < 0)
+                  "max_response_bytes", err) < 0)
         return -EINVAL;
     tg_admin_t *a = calloc(1, sizeof(*a));
     if (a == NULL) {
-        snprintf(err, errlen, "admin %s: out of memory", addr);
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "admin %s: out of memory", addr);
     }
     a->loop = loop;
     a->o = o;
@@ -841,14 +836,13 @@ int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr, const tg
         a->prov = *prov;
     if ((rc = uv_tcp_init(loop, &a->listener)) < 0) {
         free(a);
-        snprintf(err, errlen, "admin %s: %s", addr, uv_strerror(rc));
-        return rc;
+        return tg_err_set(err, rc, "admin %s: %s", addr, uv_strerror(rc));
     }
     a->listener.data = a;
     a->listener_open = true;
     if ((rc = uv_tcp_bind(&a->listener, (const struct sockaddr *)&ss, 0)) < 0 ||
         (rc = uv_listen((uv_stream_t *)&a->listener, ADMIN_BACKLOG, on_connection)) < 0) {
-        snprintf(err, errlen, "admin %s: cannot listen: %s", addr, uv_strerror(rc));
+        tg_err_set(err, rc, "admin %s: cannot listen: %s", addr, uv_strerror(rc));
         /* The handle is closed asynchronously; the memory goes with it. */
         a->closing = true;
         uv_close((uv_handle_t *)&a->listener, on_listener_closed);

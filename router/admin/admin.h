@@ -95,13 +95,13 @@ typedef struct tg_admin tg_admin_t;
 /* Parse <addr> ("127.0.0.1:9464", "[::1]:9464", "localhost:9464"; port 0
  * picks a free one) into <ss>. Loopback only (127.0.0.0/8, ::1): anything
  * else is refused with a message saying why. 0, or -EINVAL with <err>. */
-int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, char *err, size_t errlen);
+int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, tg_err_t *err);
 
 /* Listen on <addr> on <loop>. <prov> is copied; <opts> may be NULL. Out of
  * range options are refused with a message naming the field. 0, or a
  * negative errno with <err> filled (bad address, address in use...). */
 int tg_admin_start(tg_admin_t **out, uv_loop_t *loop, const char *addr, const tg_admin_opts_t *opts,
-                   const tg_admin_provider_t *prov, char *err, size_t errlen);
+                   const tg_admin_provider_t *prov, tg_err_t *err);
 
 /* The address actually bound, as "HOST:PORT" (after port 0). Returns the
  * length, or a negative errno. */
@@ -126,6 +126,6 @@ const char *tg_admin_page(size_t *len);
  * filled (-ECONNREFUSED, -ETIMEDOUT, -EMSGSIZE for a body over
  * <max_body>, -EPROTO for a response that is not HTTP). */
 int tg_admin_get(const char *addr, const char *path, uint32_t timeout_ms, size_t max_body,
-                 char **body, size_t *body_len, char *err, size_t errlen);
+                 char **body, size_t *body_len, tg_err_t *err);
 
 #endif

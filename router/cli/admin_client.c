@@ -109,7 +109,7 @@ static int connect_to(const struct sockaddr_storage *ss, int64_t deadline)
 }
 
 int tg_admin_get(const char *addr, const char *path, uint32_t timeout_ms, size_t max_body,
-                 char **body, size_t *body_len, char *err, size_t errlen)
+                 char **body, size_t *body_len, tg_err_t *err)
 {
     struct sockaddr_storage ss;
     char req[CLIENT_PATH_MAX + TG_ADMIN_ADDR_MAX + 96];
@@ -118,26 +118,23 @@ int tg_admin_get(const char *addr, const char *path, uint32_t timeout_ms, size_t
 
     *body = NULL;
     *body_len = 0;
-    if ((rc = tg_admin_parse_addr(addr, &ss, err, errlen)) < 0)
+    if ((rc = tg_admin_parse_addr(addr, &ss, err)) < 0)
         return rc;
     if (path == NULL || path[0] != '/' || strlen(path) >= CLIENT_PATH_MAX) {
-        snprintf(err, errlen, "admin path must start with '/' and be under %d bytes",
-                 CLIENT_PATH_MAX);
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL, "admin path must start with '/' and be under %d bytes",
+                          CLIENT_PATH_MAX);
     }
     int n = snprintf(req, sizeof(req),
                      "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: */*\r\nConnection: close\r\n"
                      "User-Agent: toolgate/" TG_VERSION "\r\n\r\n",
                      path, addr);
     if (n < 0 || (size_t)n >= sizeof(req)) {
-        snprintf(err, errlen, "admin request too long");
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL, "admin request too long");
     }
     int fd = connect_to(&ss, deadline);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot connect to the admin endpoint at %s: %s", addr,
-                 strerror(-fd));
-        return fd;
+        return tg_err_set(err, fd, "cannot connect to the admin endpoint at %s: %s", addr,
+                          strerror(-fd));
     }
     for (size_t off = 0; off < (size_t)n;) {
         ssize_t w = send(fd, req + off, (size_t)n - off, MSG_NOSIGNAL);
@@ -147,7 +144,7 @@ int tg_admin_get(const char *addr, const char *path, uint32_t timeout_ms, size_t
         }
         rc = w < 0 && (errno == EAGAIN || errno == EINTR) ? wait_fd(fd, POLLOUT, deadline) : -errno;
         if (rc < 0) {
-            snprintf(err, errlen, "admin endpoint at %s: sending: %s", addr, strerror(-rc));
+            tg_err_set(err, rc, "admin endpoint at %s: sending: %s", addr, strerror(-rc));
             close(fd);
             return rc;
         }
@@ -187,18 +184,16 @@ int tg_admin_get(const char *addr, const char *path, uint32_t timeout_ms, size_t
     if (rc < 0) {
         free(c.body);
         if (rc == -EMSGSIZE)
-            snprintf(err, errlen, "admin endpoint at %s: %s answer larger than %zu bytes", addr,
-                     path, max_body);
+            tg_err_set(err, rc, "admin endpoint at %s: %s answer larger than %zu bytes", addr, path,
+                       max_body);
         else if (rc == -EPROTO)
-            snprintf(err, errlen, "admin endpoint at %s: %s: not a complete HTTP answer", addr,
-                     path);
+            tg_err_set(err, rc, "admin endpoint at %s: %s: not a complete HTTP answer", addr, path);
         else
-            snprintf(err, errlen, "admin endpoint at %s: %s: %s", addr, path, strerror(-rc));
+            tg_err_set(err, rc, "admin endpoint at %s: %s: %s", addr, path, strerror(-rc));
         return rc;
     }
     if (c.body == NULL && (c.body = malloc(1)) == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "out of memory");
     }
     c.body[c.len] = '\0';
     *body = c.body;

@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,31 +40,20 @@ static void tail_usage(FILE *f)
                "  --once  stop when the stream has nothing more to read (default: follow)\n");
 }
 
-/* A message into <err>; a cut message is still a message. */
-static void tail_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void tail_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static redisContext *tail_connect(const char *url, char *err, size_t errlen)
+/* A connection to the Redis at <url>, authenticated and on its db; NULL
+ * with <err> filled (the URL redacted). */
+static redisContext *tail_connect(const char *url, tg_err_t *err)
 {
     tg_store_url_t u;
-    tg_cfg_err_t cerr;
     char red[TG_STORE_URL_MAX];
-    if (tg_store_url_parse(&u, url, &cerr) < 0) {
-        tail_err(err, errlen, "%s", cerr.msg);
+    if (tg_store_url_parse(&u, url, err) < 0)
         return NULL;
-    }
     tg_store_url_redact(&u, red, sizeof(red));
     struct timeval tv = {5, 0};
     redisContext *c = u.is_unix ? redisConnectUnixWithTimeout(u.path, tv)
                                 : redisConnectWithTimeout(u.host, u.port, tv);
     if (c == NULL || c->err) {
-        tail_err(err, errlen, "cannot connect to %s: %s", red, c ? c->errstr : "out of memory");
+        tg_err_set(err, -1, "cannot connect to %s: %s", red, c ? c->errstr : "out of memory");
         redisFree(c);
         tg_store_url_wipe(&u);
         return NULL;
@@ -77,7 +65,7 @@ static redisContext *tail_connect(const char *url, char *err, size_t errlen)
         bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
         freeReplyObject(r);
         if (!ok) {
-            tail_err(err, errlen, "%s: authentication failed", red);
+            tg_err_set(err, -1, "%s: authentication failed", red);
             redisFree(c);
             tg_store_url_wipe(&u);
             return NULL;
@@ -88,7 +76,7 @@ static redisContext *tail_connect(const char *url, char *err, size_t errlen)
         bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
         freeReplyObject(r);
         if (!ok) {
-            tail_err(err, errlen, "%s: SELECT %u failed", red, u.db);
+            tg_err_set(err, -1, "%s: SELECT %u failed", red, u.db);
             redisFree(c);
             tg_store_url_wipe(&u);
             return NULL;
@@ -209,10 +197,10 @@ int tg_cli_audit_tail(int argc, char **argv)
         host[sizeof(host) - 1] = '\0';
         consumer = host;
     }
-    char err[TG_STORE_URL_MAX + 128];
-    redisContext *c = tail_connect(url, err, sizeof(err));
+    tg_err_t err;
+    redisContext *c = tail_connect(url, &err);
     if (c == NULL) {
-        fprintf(stderr, "toolgate audit tail: %s\n", err);
+        fprintf(stderr, "toolgate audit tail: %s\n", err.msg);
         return 1;
     }
     /* The group starts at the beginning of the stream; an existing group

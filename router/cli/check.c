@@ -1,6 +1,9 @@
 /* toolgate check (see check.h): argument parsing, the effective-limit
  * tables, the predicted enforcement report, text and JSON output.
  *
+ * The limit tables are the key table's TG_KF_CHECK rows (config/keys.h),
+ * in its order: a limit added there shows here without a change.
+ *
  * Every table is built once as rows (key, effective value, source, what
  * the manifest asked, what the operator set) and then written as text or
  * JSON, so the two outputs cannot disagree.
@@ -19,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/keys.h"
 #include "config/manifest.h"
 #include "config/units.h"
 #include "router/cli/cli.h"
@@ -29,6 +33,7 @@
 #define ENF_TEXT_MAX     4096 /* fixed internal bound: one agent's enforcement table */
 #define CAPS_TEXT_MAX    8192 /* fixed internal bound: the host capability summary */
 #define CHECK_LIMITS_MAX 256  /* fixed internal bound: --limit options on one command line (as wrap) */
+#define ROWS_MAX         24   /* fixed internal bound: limit rows of one agent or tool */
 
 /* ------------------------------------------------------------------ */
 /* Prediction of the containment module's choices                      */
@@ -236,170 +241,39 @@ void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_con
 }
 
 /* ------------------------------------------------------------------ */
-/* Values and rows                                                     */
+/* Values and rows: the key table's TG_KF_CHECK rows                   */
 
-typedef enum ck_key {
-    K_DURATION = 0,
-    K_CONCURRENT,
-    K_QUEUED,
-    K_RATE,
-    K_BURST,
-    K_GRACE,
-    K_MEMORY,
-    K_CPU,
-    K_PIDS,
-    K_DISK,
-    K_NETWORK,
-    K_BANDWIDTH,
-    K_CONNECTIONS,
-    K_COUNT,
-} ck_key_t;
+#define TOOL_KEYS "agents[].tools.*"
 
-static const char *const key_names[K_COUNT] = {
-    [K_DURATION] = "max_tool_call_duration",
-    [K_CONCURRENT] = "max_concurrent_calls",
-    [K_QUEUED] = "max_queued_calls",
-    [K_RATE] = "rate_limit",
-    [K_BURST] = "burst",
-    [K_GRACE] = "kill_grace_period",
-    [K_MEMORY] = "memory",
-    [K_CPU] = "cpu",
-    [K_PIDS] = "pids",
-    [K_DISK] = "disk",
-    [K_NETWORK] = "network",
-    [K_BANDWIDTH] = "bandwidth_limit",
-    [K_CONNECTIONS] = "max_connections",
-};
-
-typedef struct kval {
-    uint64_t u;
-    tg_rate_t rate;
-    tg_src_t src;
-} kval_t;
-
-/* Key <k> of <lim>/<res> (and <a>'s kill grace). A burst left at 0
- * reads as its rate's count, the value it stands for. */
-static kval_t kget(ck_key_t k, const tg_exec_limits_t *lim, const tg_resources_t *res,
-                   const tg_agent_cfg_t *a)
+/* Row <k>'s value in <lim>/<res> (and <a>'s own fields). A burst left at
+ * 0 reads as its rate's count, the value it stands for. */
+static tg_cfg_val_t kget(const tg_cfg_key_t *k, const tg_exec_limits_t *lim,
+                         const tg_resources_t *res, const tg_agent_cfg_t *a)
 {
-    kval_t v = {0};
+    tg_cfg_at_t at = {.agent = a, .lim = lim, .res = res};
+    tg_cfg_val_t v = tg_cfg_key_get(k, &at);
 
-    switch (k) {
-    case K_DURATION:
-        v.u = lim->max_tool_call_duration_ms;
-        v.src = lim->duration_src;
-        break;
-    case K_CONCURRENT:
-        v.u = lim->max_concurrent_calls;
-        v.src = lim->concurrent_src;
-        break;
-    case K_QUEUED:
-        v.u = lim->max_queued_calls;
-        v.src = lim->queued_src;
-        break;
-    case K_RATE:
-        v.rate = lim->rate_limit;
-        v.src = lim->rate_src;
-        break;
-    case K_BURST:
-        v.u = lim->burst ? lim->burst : lim->rate_limit.count;
-        v.src = lim->burst_src;
-        break;
-    case K_GRACE:
-        v.u = a->kill_grace_ms;
-        v.src = a->kill_grace_src;
-        break;
-    case K_MEMORY:
-        v.u = res->memory_bytes;
-        v.src = res->memory_src;
-        break;
-    case K_CPU:
-        v.u = res->cpu_millicores;
-        v.src = res->cpu_src;
-        break;
-    case K_PIDS:
-        v.u = res->pids;
-        v.src = res->pids_src;
-        break;
-    case K_DISK:
-        v.u = res->disk_bytes;
-        v.src = res->disk_src;
-        break;
-    case K_NETWORK:
-        v.u = (uint64_t)res->network;
-        v.src = res->network_src;
-        break;
-    case K_BANDWIDTH:
-        v.u = res->bandwidth_bps;
-        v.src = res->bandwidth_src;
-        break;
-    case K_CONNECTIONS:
-        v.u = res->max_connections;
-        v.src = res->connections_src;
-        break;
-    case K_COUNT:
-        break;
-    }
+    if ((k->flags & TG_KF_FOLLOWS_RATE) && v.u == 0)
+        v.u = lim->rate_limit.count;
     return v;
-}
-
-static void fmt_bandwidth(char *buf, size_t cap, uint64_t bps)
-{
-    if (bps && bps % 1000000000u == 0)
-        snprintf(buf, cap, "%" PRIu64 "Gbps", bps / 1000000000u);
-    else if (bps && bps % 1000000u == 0)
-        snprintf(buf, cap, "%" PRIu64 "Mbps", bps / 1000000u);
-    else if (bps && bps % 1000u == 0)
-        snprintf(buf, cap, "%" PRIu64 "Kbps", bps / 1000u);
-    else
-        snprintf(buf, cap, "%" PRIu64 " bit/s", bps);
-}
-
-static void kfmt(ck_key_t k, const kval_t *v, char *buf, size_t cap)
-{
-    switch (k) {
-    case K_DURATION:
-    case K_GRACE:
-        tg_unit_fmt_duration(buf, (int)cap, v->u);
-        break;
-    case K_RATE:
-        tg_unit_fmt_rate(buf, (int)cap, v->rate);
-        break;
-    case K_MEMORY:
-    case K_DISK:
-        tg_unit_fmt_bytes(buf, (int)cap, v->u);
-        break;
-    case K_CPU:
-        snprintf(buf, cap, "%" PRIu64 "m", v->u);
-        break;
-    case K_NETWORK:
-        snprintf(buf, cap, "%s", tg_network_name((tg_network_t)v->u));
-        break;
-    case K_BANDWIDTH:
-        fmt_bandwidth(buf, cap, v->u);
-        break;
-    default:
-        snprintf(buf, cap, "%" PRIu64, v->u);
-        break;
-    }
 }
 
 /* The value in base units (ms, bytes, millicores, bit/s, counts) for
  * --json; a rate is {"count", "period_ms"}, the network its name. */
-static json_t *kjson(ck_key_t k, const kval_t *v)
+static json_t *kjson(const tg_cfg_key_t *k, const tg_cfg_val_t *v)
 {
-    if (k == K_RATE)
+    if (k->type == TG_KT_RATE)
         return json_pack("{s:I,s:I}", "count", (json_int_t)v->rate.count, "period_ms",
                          (json_int_t)v->rate.period_ms);
-    if (k == K_NETWORK)
+    if (k->type == TG_KT_NETWORK)
         return json_string(tg_network_name((tg_network_t)v->u));
     return json_integer((json_int_t)v->u);
 }
 
 /* One line of a limits table. Empty strings are "not set". */
 typedef struct row {
-    ck_key_t key;
-    kval_t eff;
+    const tg_cfg_key_t *key;
+    tg_cfg_val_t eff;
     char eff_text[VAL_MAX];
     char man[VAL_MAX]; /* what the manifest asked for */
     char op[VAL_MAX];  /* what the operator set (file, --limit) */
@@ -411,38 +285,42 @@ static bool operator_src(tg_src_t s)
     return s == TG_SRC_FILE || s == TG_SRC_CLI;
 }
 
-static void agent_row(const tg_agent_cfg_t *a, ck_key_t k, row_t *r)
+static void agent_row(const tg_agent_cfg_t *a, const tg_cfg_key_t *k, row_t *r)
 {
     const tg_manifest_t *m = a->manifest;
 
     memset(r, 0, sizeof *r);
     r->key = k;
     r->eff = kget(k, &a->lim, &a->res, a);
-    kfmt(k, &r->eff, r->eff_text, sizeof r->eff_text);
-    if (m && k != K_GRACE) {
-        kval_t q = kget(k, &m->req, &m->req_res, a), o = kget(k, &m->op, &m->op_res, a);
+    tg_cfg_key_fmt(k, &r->eff, r->eff_text, sizeof r->eff_text);
+    if (m && (k->flags & TG_KF_MANIFEST)) {
+        tg_cfg_val_t q = kget(k, &m->req, &m->req_res, a), o = kget(k, &m->op, &m->op_res, a);
         if (q.src == TG_SRC_MANIFEST)
-            kfmt(k, &q, r->man, sizeof r->man);
+            tg_cfg_key_fmt(k, &q, r->man, sizeof r->man);
         if (operator_src(o.src))
-            kfmt(k, &o, r->op, sizeof r->op);
+            tg_cfg_key_fmt(k, &o, r->op, sizeof r->op);
     } else if (operator_src(r->eff.src)) {
-        kfmt(k, &r->eff, r->op, sizeof r->op);
+        tg_cfg_key_fmt(k, &r->eff, r->op, sizeof r->op);
     }
-    if (k == K_BURST && r->eff.src == TG_SRC_DEFAULT)
+    if ((k->flags & TG_KF_FOLLOWS_RATE) && r->eff.src == TG_SRC_DEFAULT)
         snprintf(r->note, sizeof r->note, "the rate's count");
-    if ((k == K_BANDWIDTH || k == K_CONNECTIONS) && r->eff.u)
+    if ((k->flags & TG_KF_ADVISORY) && r->eff.u)
         snprintf(r->note, sizeof r->note, "advisory: no backend enforces it");
 }
 
-/* The agent's rows: execution limits, then resources; bandwidth and
- * connections only when someone asked for them. Returns the count. */
-static size_t agent_rows(const tg_agent_cfg_t *a, row_t rows[K_COUNT])
+/* The agent's rows: execution limits, then resources; the advisory ones
+ * only when someone asked for them. Returns the count. */
+static size_t agent_rows(const tg_agent_cfg_t *a, row_t rows[ROWS_MAX])
 {
     size_t n = 0;
 
-    for (int k = 0; k < K_COUNT; k++) {
-        agent_row(a, (ck_key_t)k, &rows[n]);
-        if ((k == K_BANDWIDTH || k == K_CONNECTIONS) && rows[n].eff.u == 0 && !rows[n].man[0])
+    for (size_t i = 0; i < tg_cfg_nkeys && n < ROWS_MAX; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        if (!(k->flags & TG_KF_CHECK) || !tg_cfg_key_under(k, "agents[]") ||
+            tg_cfg_key_under(k, TOOL_KEYS))
+            continue;
+        agent_row(a, k, &rows[n]);
+        if ((k->flags & TG_KF_ADVISORY) && rows[n].eff.u == 0 && !rows[n].man[0])
             continue;
         n++;
     }
@@ -450,26 +328,28 @@ static size_t agent_rows(const tg_agent_cfg_t *a, row_t rows[K_COUNT])
 }
 
 /* A tool's rows: the limits it sets itself (the agent's apply as well). */
-static size_t tool_rows(const tg_agent_cfg_t *a, const tg_tool_cfg_t *t, row_t rows[K_COUNT])
+static size_t tool_rows(const tg_agent_cfg_t *a, const tg_tool_cfg_t *t, row_t rows[ROWS_MAX])
 {
     size_t n = 0;
 
-    for (int k = K_DURATION; k <= K_BURST; k++) {
+    for (size_t i = 0; i < tg_cfg_nkeys && n < ROWS_MAX; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
         row_t *r = &rows[n];
+        if (!(k->flags & TG_KF_CHECK) || !tg_cfg_key_under(k, TOOL_KEYS))
+            continue;
         memset(r, 0, sizeof *r);
-        r->key = (ck_key_t)k;
-        r->eff = kget((ck_key_t)k, &t->lim, NULL, a);
+        r->key = k;
+        r->eff = kget(k, &t->lim, NULL, a);
         if (r->eff.src == TG_SRC_DEFAULT)
             continue;
-        kfmt(r->key, &r->eff, r->eff_text, sizeof r->eff_text);
+        tg_cfg_key_fmt(k, &r->eff, r->eff_text, sizeof r->eff_text);
         if (operator_src(r->eff.src))
-            kfmt(r->key, &r->eff, r->op, sizeof r->op);
+            tg_cfg_key_fmt(k, &r->eff, r->op, sizeof r->op);
         /* The deadline is the smaller of the two (DESIGN.md "Timeouts"). */
-        if (k == K_DURATION &&
+        if (strcmp(tg_cfg_key_name(k), "max_tool_call_duration") == 0 &&
             t->lim.max_tool_call_duration_ms > a->lim.max_tool_call_duration_ms) {
             char ag[VAL_MAX];
-            kval_t av = kget(K_DURATION, &a->lim, &a->res, a);
-            kfmt(K_DURATION, &av, ag, sizeof ag);
+            tg_unit_fmt_duration(ag, (int)sizeof ag, a->lim.max_tool_call_duration_ms);
             snprintf(r->note, sizeof r->note, "the agent's %s ends a call first", ag);
         }
         n++;
@@ -521,7 +401,7 @@ static void agent_enforcement(const tg_config_t *cfg, const tg_agent_cfg_t *a,
         extra_t *x = &out->extra[out->nextra++];
         x->res = "network";
         x->json_key = "bandwidth";
-        fmt_bandwidth(x->requested, sizeof x->requested, a->res.bandwidth_bps);
+        tg_unit_fmt_bandwidth(x->requested, (int)sizeof x->requested, a->res.bandwidth_bps);
         x->number = a->res.bandwidth_bps;
         x->reason = "advisory: no backend limits network bandwidth";
     }
@@ -579,7 +459,7 @@ static void text_header(FILE *f, const char *indent)
 static void text_row(FILE *f, const char *indent, const row_t *r)
 {
     fprintf(f, "%s%-*s %-13s %-13s %-13s %s", indent, KEY_COL - (int)strlen(indent),
-            key_names[r->key], r->eff_text, tg_src_name(r->eff.src), r->man[0] ? r->man : "-",
+            tg_cfg_key_name(r->key), r->eff_text, tg_src_name(r->eff.src), r->man[0] ? r->man : "-",
             r->op[0] ? r->op : "-");
     if (r->note[0])
         fprintf(f, "  (%s)", r->note);
@@ -630,7 +510,7 @@ static json_t *json_os(const tg_agent_cfg_t *a)
 static void text_agent(FILE *f, const tg_agent_cfg_t *a, const agent_enf_t *ae, const char *kind,
                        tg_workspace_backend_t ws_backend)
 {
-    row_t rows[K_COUNT];
+    row_t rows[ROWS_MAX];
     size_t n = agent_rows(a, rows);
     char enf[ENF_TEXT_MAX];
 
@@ -701,7 +581,7 @@ static void text_store(FILE *f, const tg_config_t *cfg)
     uv_loop_t loop;
     tg_store_opts_t o;
     tg_store_t *st = NULL;
-    tg_cfg_err_t err;
+    tg_err_t err;
     ping_state_t ps = {false, 0};
     memset(&o, 0, sizeof o);
     o.kind = TG_STORE_REDIS;
@@ -775,7 +655,7 @@ static json_t *json_rows(const row_t *rows, size_t n)
     json_t *o = json_object();
 
     for (size_t i = 0; o && i < n; i++)
-        json_object_set_new(o, key_names[rows[i].key], json_row(&rows[i]));
+        json_object_set_new(o, tg_cfg_key_name(rows[i].key), json_row(&rows[i]));
     return o;
 }
 
@@ -804,7 +684,7 @@ static json_t *json_enforced(const agent_enf_t *ae)
 
 static json_t *json_agent(const tg_agent_cfg_t *a, const agent_enf_t *ae)
 {
-    row_t rows[K_COUNT];
+    row_t rows[ROWS_MAX];
     json_t *tools = json_object();
     size_t n;
 
@@ -1002,7 +882,7 @@ int tg_cli_check(int argc, char **argv)
     int nlimits = 0, i = 0, rc;
     bool json = false;
     tg_config_t cfg;
-    tg_cfg_err_t err;
+    tg_err_t err;
     tg_contain_caps_t *caps;
 
     for (; i < argc; i++) {

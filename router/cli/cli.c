@@ -37,7 +37,7 @@ static char *id_from_command(const char *cmd)
     return id;
 }
 
-int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t errlen)
+int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
 {
     const char *config_path = NULL;
     const char *audit = NULL;
@@ -46,7 +46,6 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
     const char *limits[256];
     int nlimits = 0;
     int i = 0;
-    tg_cfg_err_t cerr;
 
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -64,8 +63,7 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
             OPT("--admin")) {
             if (val == NULL) {
                 if (i + 1 >= argc) {
-                    snprintf(err, errlen, "%.*s needs a value", (int)klen, a);
-                    return -1;
+                    return tg_err_set(err, -1, "%.*s needs a value", (int)klen, a);
                 }
                 val = argv[++i];
             }
@@ -80,95 +78,71 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t
             else if (nlimits < (int)(sizeof(limits) / sizeof(limits[0])))
                 limits[nlimits++] = val;
             else {
-                snprintf(err, errlen, "too many --limit options (at most 256)");
-                return -1;
+                return tg_err_set(err, -1, "too many --limit options (at most 256)");
             }
         } else if (a[0] == '-') {
-            snprintf(err, errlen,
-                     "unknown option '%s' (expected --config, --audit, --store, --admin, --limit, "
-                     "then -- CMD ARGS)",
-                     a);
-            return -1;
+            return tg_err_set(
+                err, -1,
+                "unknown option '%s' (expected --config, --audit, --store, --admin, --limit, "
+                "then -- CMD ARGS)",
+                a);
         } else {
             break; /* the command starts without "--" */
         }
 #undef OPT
     }
-    if (i >= argc) {
-        snprintf(err, errlen, "no agent command: put it after --, e.g. toolgate wrap -- my-mcp-server");
+    if (i >= argc)
+        return tg_err_set(err, -1,
+                          "no agent command: put it after --, e.g. toolgate wrap -- my-mcp-server");
+    if (tg_config_default(cfg) < 0)
+        return tg_err_set(err, -1, "out of memory");
+    if (config_path != NULL && tg_config_load_file(cfg, config_path, err) < 0)
         return -1;
-    }
-    if (tg_config_default(cfg) < 0) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    if (config_path != NULL && tg_config_load_file(cfg, config_path, &cerr) < 0) {
-        snprintf(err, errlen, "%s", cerr.msg);
-        return -1;
-    }
     tg_agent_cfg_t *ag = &cfg->agents[0];
     /* The command line gives the command; the id comes from the config
      * file when it names one, else from the command's basename. */
-    if (tg_config_set_command(cfg, 0, argv + i, &cerr) < 0) {
-        snprintf(err, errlen, "%s", cerr.msg);
+    if (tg_config_set_command(cfg, 0, argv + i, err) < 0)
         return -1;
-    }
     if (config_path == NULL || strcmp(ag->id, "agent") == 0) {
         char *id = id_from_command(argv[i]);
-        if (id == NULL) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
+        if (id == NULL)
+            return tg_err_set(err, -1, "out of memory");
         free(ag->id);
         ag->id = id;
     }
-    for (int k = 0; k < nlimits; k++) {
-        if (tg_config_apply_limit(cfg, 0, limits[k], &cerr) < 0) {
-            snprintf(err, errlen, "%s", cerr.msg);
+    for (int k = 0; k < nlimits; k++)
+        if (tg_config_apply_limit(cfg, 0, limits[k], err) < 0)
             return -1;
-        }
-    }
     /* --store URL: the shared store for limits with rate_scope=shared. */
     if (store != NULL) {
-        if (strncmp(store, "redis://", 8) != 0 && strncmp(store, "unix:", 5) != 0) {
-            snprintf(err, errlen, "--store: not a store URL (expected redis://[user:password@]"
-                                  "host:port/db or unix:/path?db=N)");
-            return -1;
-        }
+        if (strncmp(store, "redis://", 8) != 0 && strncmp(store, "unix:", 5) != 0)
+            return tg_err_set(err, -1,
+                              "--store: not a store URL (expected redis://[user:password@]"
+                              "host:port/db or unix:/path?db=N)");
         free(cfg->store.url);
         cfg->store.url = strdup(store);
         cfg->store.redis = cfg->store.url != NULL;
-        if (cfg->store.url == NULL) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
+        if (cfg->store.url == NULL)
+            return tg_err_set(err, -1, "out of memory");
     }
     if (admin != NULL) {
         free(cfg->admin_addr);
-        if ((cfg->admin_addr = strdup(admin)) == NULL) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
+        if ((cfg->admin_addr = strdup(admin)) == NULL)
+            return tg_err_set(err, -1, "out of memory");
     }
     /* --audit PATH replaces whatever sinks the config file named. */
-    if (audit != NULL && tg_config_set_audit_path(cfg, audit, &cerr) < 0) {
-        snprintf(err, errlen, "%s", cerr.msg);
+    if (audit != NULL && tg_config_set_audit_path(cfg, audit, err) < 0)
         return -1;
-    }
-    if (tg_config_validate(cfg, &cerr) < 0) {
-        snprintf(err, errlen, "%s", cerr.msg);
-        return -1;
-    }
-    return 0;
+    return tg_config_validate(cfg, err);
 }
 
 int tg_cli_wrap(int argc, char **argv)
 {
     tg_config_t cfg;
-    char err[TG_ERR_MAX + 64];
+    tg_err_t err;
     memset(&cfg, 0, sizeof(cfg));
-    if (tg_cli_parse_wrap(argc, argv, &cfg, err, sizeof(err)) < 0) {
-        fprintf(stderr, "toolgate: %s\n", err);
+    if (tg_cli_parse_wrap(argc, argv, &cfg, &err) < 0) {
+        fprintf(stderr, "toolgate: %s\n", err.msg);
         tg_config_free(&cfg);
         return 2;
     }
@@ -181,7 +155,7 @@ int tg_cli_serve(int argc, char **argv)
 {
     const char *path = NULL;
     tg_config_t cfg;
-    tg_cfg_err_t cerr;
+    tg_err_t cerr;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             path = argv[++i];
@@ -198,13 +172,16 @@ int tg_cli_serve(int argc, char **argv)
         return 2;
     }
     memset(&cfg, 0, sizeof(cfg));
-    if (tg_config_default(&cfg) < 0 || tg_config_load_file(&cfg, path, &cerr) < 0 ||
-        tg_config_validate(&cfg, &cerr) < 0) {
+    int rc = tg_config_default(&cfg) < 0 ? tg_err_set(&cerr, -1, "out of memory") : 0;
+    if (rc == 0 &&
+        (tg_config_load_file(&cfg, path, &cerr) < 0 || tg_config_validate(&cfg, &cerr) < 0))
+        rc = -1;
+    if (rc < 0) {
         fprintf(stderr, "toolgate: %s\n", cerr.msg);
         tg_config_free(&cfg);
         return 2;
     }
-    int rc = tg_serve_run(&cfg);
+    rc = tg_serve_run(&cfg);
     tg_config_free(&cfg);
     return rc;
 }

@@ -10,7 +10,7 @@
 /* Parse `wrap` arguments (after the word "wrap") into <cfg>: defaults,
  * then --config, then the command, then --limit in order, then --audit.
  * 0, or -1 with a one-line reason in <err>. */
-int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, char *err, size_t errlen);
+int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err);
 
 int tg_cli_wrap(int argc, char **argv);
 

@@ -114,7 +114,7 @@ int tg_cli_status(int argc, char **argv)
 {
     const char *addr = TG_ADMIN_DEF_ADDR;
     bool as_json = false;
-    char err[512];
+    tg_err_t err;
 
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -138,17 +138,17 @@ int tg_cli_status(int argc, char **argv)
         }
     }
     struct sockaddr_storage ss;
-    if (tg_admin_parse_addr(addr, &ss, err, sizeof(err)) < 0) {
-        fprintf(stderr, "toolgate status: %s\n", err);
+    if (tg_admin_parse_addr(addr, &ss, &err) < 0) {
+        fprintf(stderr, "toolgate status: %s\n", err.msg);
         return 2;
     }
 
     char *body = NULL;
     size_t len = 0;
-    int st = tg_admin_get(addr, "/limits", STATUS_TIMEOUT_MS, STATUS_MAX_BODY, &body, &len, err,
-                          sizeof(err));
+    int st = tg_admin_get(addr, "/limits", STATUS_TIMEOUT_MS, STATUS_MAX_BODY, &body, &len, &err);
     if (st < 0) {
-        fprintf(stderr, "toolgate status: %s (is toolgate running with --admin %s?)\n", err, addr);
+        fprintf(stderr, "toolgate status: %s (is toolgate running with --admin %s?)\n", err.msg,
+                addr);
         return 1;
     }
     if (st != 200) {

@@ -464,37 +464,32 @@ static void gen_unref_cb(void *arg)
 }
 
 /* Load and validate <path> as a new generation. NULL with <err> filled. */
-static gen_t *gen_load(const char *path, tg_cfg_err_t *err)
+static gen_t *gen_load(const char *path, tg_err_t *err)
 {
     gen_t *g = calloc(1, sizeof(*g));
     tg_config_t *cfg = calloc(1, sizeof(*cfg));
-    if (g == NULL || cfg == NULL) {
-        free(g);
-        free(cfg);
-        snprintf(err->msg, sizeof(err->msg), "%s: out of memory", path);
-        return NULL;
-    }
-    if (tg_config_default(cfg) < 0 || tg_config_load_file(cfg, path, err) < 0 ||
-        tg_config_validate(cfg, err) < 0) {
-        tg_config_free(cfg);
-        free(cfg);
-        free(g);
-        return NULL;
-    }
     json_error_t je;
+
+    if (g == NULL || cfg == NULL || tg_config_default(cfg) < 0) {
+        tg_err_set(err, -1, "%s: out of memory", path);
+        goto fail;
+    }
+    if (tg_config_load_file(cfg, path, err) < 0 || tg_config_validate(cfg, err) < 0)
+        goto fail;
     g->doc = json_load_file(path, 0, &je);
     if (g->doc == NULL) { /* the file changed between the two reads */
-        snprintf(err->msg, sizeof(err->msg), "%s: changed while being read (send SIGHUP again)",
-                 path);
-        tg_config_free(cfg);
-        free(cfg);
-        free(g);
-        return NULL;
+        tg_err_set(err, -1, "%s: changed while being read (send SIGHUP again)", path);
+        goto fail;
     }
     g->cfg = cfg;
     g->refs = 1;
     g->owned = true;
     return g;
+fail:
+    tg_config_free(cfg);
+    free(cfg);
+    free(g);
+    return NULL;
 }
 
 /* Member <key> of object <o>, or a shared JSON null. */
@@ -727,7 +722,7 @@ static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i)
 
 static void reload(serve_run_t *r)
 {
-    tg_cfg_err_t err;
+    tg_err_t err;
     char buf[96];
     if (r->cfg->path == NULL) {
         tg_log("SIGHUP: nothing to reload (the config did not come from a file)");
@@ -832,29 +827,29 @@ static void apply_listener_owner(const tg_listen_cfg_t *lc)
 }
 
 /* Bind <l>'s socket: a stale socket file (nobody accepting) is replaced; a
- * live one, or a file that is not a socket, is an error. */
-static int bind_listener(serve_run_t *r, listener_t *l)
+ * live one, or a file that is not a socket, is an error. 0 or -1 with
+ * <err> filled. */
+static int bind_listener(serve_run_t *r, listener_t *l, tg_err_t *err)
 {
     const char *path = l->lc->unix_path;
     struct stat st;
     if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            tg_log("router.listen: %s exists and is not a socket (remove it or choose another path)",
-                   path);
-            return -1;
-        }
+        if (!S_ISSOCK(st.st_mode))
+            return tg_err_set(err, -1,
+                              "router.listen: %s exists and is not a socket (remove it "
+                              "or choose another path)",
+                              path);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
         int live = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
         if (fd >= 0)
             close(fd);
-        if (live) {
-            tg_log("router.listen: %s is live: another process accepts on it (stop it or choose "
-                   "another path)",
-                   path);
-            return -1;
-        }
+        if (live)
+            return tg_err_set(err, -1,
+                              "router.listen: %s is live: another process accepts on it "
+                              "(stop it or choose another path)",
+                              path);
         (void)unlink(path);
     }
     uv_pipe_init(r->gw.loop, &l->pipe, 0);
@@ -869,10 +864,8 @@ static int bind_listener(serve_run_t *r, listener_t *l)
     }
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&l->pipe, SERVE_BACKLOG, on_connection);
-    if (rc < 0) {
-        tg_log("router.listen: cannot listen on %s: %s", path, uv_strerror(rc));
-        return -1;
-    }
+    if (rc < 0)
+        return tg_err_set(err, -1, "router.listen: cannot listen on %s: %s", path, uv_strerror(rc));
     return 0;
 }
 
@@ -880,6 +873,7 @@ int tg_serve_run(tg_config_t *cfg)
 {
     serve_run_t *r = calloc(1, sizeof(*r));
     uv_loop_t loop;
+    tg_err_t err;
     int rc;
 
     if (r == NULL || uv_loop_init(&loop) != 0) {
@@ -906,7 +900,7 @@ int tg_serve_run(tg_config_t *cfg)
     r->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*r->ls));
     r->callers = calloc(cfg->ncallers ? cfg->ncallers : 1, sizeof(*r->callers));
     rc = r->agents && r->ninst && r->agent_gen && r->ls && r->callers
-             ? tg_gw_open(&r->gw, &loop, cfg)
+             ? (tg_gw_open(&r->gw, &loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0)
              : 1;
     if (rc == 0 && cfg->nlisten == 0) {
         tg_log("router.listen is empty: nothing to serve (add {\"unix\": PATH, \"agent\": ID})");
@@ -950,8 +944,8 @@ int tg_serve_run(tg_config_t *cfg)
                 l->ninst = &r->ninst[j];
             }
         r->nls = i + 1;
-        if (bind_listener(r, l) < 0)
-            rc = 1;
+        if (bind_listener(r, l, &err) < 0)
+            rc = tg_log_failed(&err, 1);
     }
     if (rc == 0) {
         tg_osgw_start(r->os);

@@ -7,6 +7,7 @@
 
 #include <uv.h>
 
+#include "router/log.h"
 #include "router/session.h"
 
 typedef struct wrap_run {
@@ -49,6 +50,7 @@ int tg_wrap_run(tg_config_t *cfg)
 {
     wrap_run_t *r = calloc(1, sizeof(*r));
     uv_loop_t loop;
+    tg_err_t err;
     int rc;
 
     if (r == NULL || uv_loop_init(&loop) != 0) {
@@ -63,7 +65,7 @@ int tg_wrap_run(tg_config_t *cfg)
     uv_signal_init(&loop, &r->sig_int);
     r->sig_term.data = r->sig_int.data = r;
 
-    rc = tg_gw_open(&r->gw, &loop, cfg);
+    rc = tg_gw_open(&r->gw, &loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0;
     if (rc == 0 && (r->ag = tg_agent_new(&r->gw, &cfg->agents[0], 1)) == NULL)
         rc = 1;
     if (rc == 0 && (r->sess = tg_sess_stdio(&r->gw, r->ag)) == NULL)

@@ -66,7 +66,7 @@ int main(int argc, char **argv)
     }
     lat = calloc(target, sizeof(*lat));
     t0 = calloc(65536, sizeof(*t0));
-    tg_cfg_err_t err;
+    tg_err_t err;
     tg_store_t *redis = NULL;
     tg_store_opts_t o = {.kind = TG_STORE_REDIS, .url = argv[2], .timeout_ms = 1000};
     int rc;
