@@ -301,10 +301,10 @@ static const key_reg_t keys[] = {
 
     /* Deadlines and delays: a clock per call, connection or attempt. */
     DURATION("execution_limits.max_tool_call_duration", "router/session.c:on_call_timer"),
-    DURATION("execution_limits.kill_grace_period", "router/session.c:on_phase_timer"),
-    DURATION("agents[].restart.backoff", "router/session.c:on_restart_timer"),
-    DURATION("agents[].restart.max_backoff", "router/session.c:on_restart_timer"),
-    DURATION("router.idle_timeout", "router/session.c:on_idle"),
+    DURATION("execution_limits.kill_grace_period", "router/session_life.c:on_phase_timer"),
+    DURATION("agents[].restart.backoff", "router/session_flow.c:on_restart_timer"),
+    DURATION("agents[].restart.max_backoff", "router/session_flow.c:on_restart_timer"),
+    DURATION("router.idle_timeout", "router/session_flow.c:on_idle"),
     DURATION("router.admin.idle_timeout", "router/admin/admin.c:on_timer"),
     DURATION("audit.sinks[].fsync_interval", "audit/audit.c:on_sync_timer"),
     DURATION("audit.sinks[].timeout", "audit/sink_redis.c:rs_connect"),
@@ -343,7 +343,7 @@ static const key_reg_t keys[] = {
     UNREG("agents[].opensentience.heartbeat_interval",
           "a period toolgate announces in core.welcome for the agent to keep; what toolgate "
           "enforces is heartbeat_timeout"),
-    DURATION("agents[].opensentience.heartbeat_timeout", "router/os_gw.c:on_hb_timer"),
+    DURATION("agents[].opensentience.heartbeat_timeout", "router/os_agent.c:on_hb_timer"),
     DURATION("agents[].opensentience.idempotency_window", "router/dialect/idem.c:tg_idem_find"),
     /* Registered per opensentience agent and listener; the runtime config
      * here has none (tests/test_os.c runs them). */

@@ -1228,7 +1228,9 @@ Test(keys, manifest_takes_the_marked_rows)
         if (!(k->flags & TG_KF_MANIFEST))
             continue;
         cr_assert(tg_cfg_key_under(k, "agents[]"), "%s", k->path);
-        text = json_dumps(doc_at(k->path + strlen("agents[]."), json_null(), 0), 0);
+        json_t *d = doc_at(k->path + strlen("agents[]."), json_null(), 0);
+        text = json_dumps(d, 0);
+        json_decref(d);
         if (tg_manifest_load_buffer(&m, "m.json", text, strlen(text), &err) < 0)
             cr_expect_null(strstr(err.msg, "unknown key"), "%s: %s", k->path, err.msg);
         free(text);
@@ -1239,7 +1241,9 @@ Test(keys, manifest_takes_the_marked_rows)
         json_object_set_new(obj, "zz", json_integer(1));
         members_of(objects[i], TG_KF_MANIFEST, allowed, sizeof allowed);
         snprintf(want, sizeof want, "(allowed: %s)", allowed);
-        text = json_dumps(doc_at(objects[i] + strlen("agents[]."), obj, 0), JSON_PRESERVE_ORDER);
+        json_t *d = doc_at(objects[i] + strlen("agents[]."), obj, 0);
+        text = json_dumps(d, JSON_PRESERVE_ORDER);
+        json_decref(d);
         cr_expect_eq(tg_manifest_load_buffer(&m, "m.json", text, strlen(text), &err), -EINVAL);
         cr_expect_not_null(strstr(err.msg, want), "%s: %s\nwant: %s", objects[i], err.msg, want);
         free(text);

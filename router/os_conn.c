@@ -1,0 +1,427 @@
+/* Caller connections of the OpenSentience engine (see os_gw.c for the
+ * invariants): accepting, reading and framing, refusals, idle timers,
+ * write queues and flow control between callers and agents. */
+#define _GNU_SOURCE /* explicit_bzero */
+#include "router/os_gw_impl.h"
+
+/* ---- caller connections ----------------------------------------------- */
+
+/* The caller left (or is being dropped): its calls are cancelled, the
+ * agent told, their slots kept until the agent confirms. */
+static void conn_forget_calls(os_conn_t *k)
+{
+    while (k->calls != NULL) {
+        os_call_t *c = k->calls;
+        switch (c->cc.state) {
+        case TG_CALL_RATE: {
+            /* The store's osg_answer will find nothing. */
+            os_agent_t *ag = c->ag;
+            osg_audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_gone");
+            osg_call_free(c);
+            osg_agent_check_drained(ag);
+            break;
+        }
+        case TG_CALL_SLOT:
+        case TG_CALL_QUEUED:
+            osg_audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_gone");
+            osg_call_release(c);
+            break;
+        case TG_CALL_INFLIGHT:
+            osg_audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_gone");
+            osg_send_cancel(c, "caller_gone");
+            osg_call_leave_caller(c);
+            osg_zombie(c, "cancelled");
+            break;
+        default:
+            osg_call_leave_caller(c);
+            break;
+        }
+    }
+    for (size_t i = 0; i < k->g->nagents; i++)
+        osg_pump_queue(k->g->agents[i]);
+}
+
+static void conn_closed(uv_handle_t *h)
+{
+    os_conn_t *k = h->data;
+    if (--k->open > 0)
+        return;
+    tg_osgw_t *g = k->g;
+    if (k->prev != NULL)
+        k->prev->next = k->next;
+    else
+        g->conns = k->next;
+    if (k->next != NULL)
+        k->next->prev = k->prev;
+    if (k->over && g->nover > 0)
+        g->nover--;
+    if (k->ls != NULL) {
+        k->ls->open--;
+        reg_set(g, k->ls->reg, k->ls->open);
+    }
+    tg_in_free(&k->rd);
+    tg_out_free(&k->wr);
+    free(k->pipe); /* the accepted block: the pipe is its first member */
+    free(k);
+    osg_flow(g);
+    osg_g_check_idle(g);
+}
+
+static void conn_close_now(os_conn_t *k)
+{
+    if (k->closed)
+        return;
+    k->closed = true;
+    k->ending = true;
+    conn_forget_calls(k);
+    uv_timer_stop(&k->idle);
+    k->wr.stream = NULL;
+    uv_close((uv_handle_t *)k->pipe, conn_closed);
+    uv_close((uv_handle_t *)&k->idle, conn_closed);
+}
+
+void osg_on_conn_idle(uv_timer_t *t);
+
+/* The denial a refused connection answers with. */
+static void refusal_denial(const os_conn_t *k, tg_denial_t *d, char reqid[32])
+{
+    osg_denial_init(NULL, d, k->rcode, NULL, reqid);
+    d->limit = k->rlimit;
+    d->scope = k->rscope;
+    d->config_path = k->rpath;
+    d->observed = k->robserved;
+    d->cap = k->rcap;
+    d->unit = k->rcode == TG_DENY_CONCURRENCY ? "connections" : NULL;
+    d->detail = k->rdetail;
+}
+
+/* Stop reading <k>, cancel its calls, and close it once what was written
+ * to it is out (bounded by idle_timeout). */
+void osg_conn_end(os_conn_t *k)
+{
+    if (k->closed)
+        return;
+    if (!k->ending) {
+        k->ending = true;
+        uv_read_stop((uv_stream_t *)k->pipe);
+        conn_forget_calls(k);
+        (void)tg_out_flush(&k->wr);
+        /* Bounded: a caller that does not read what is left is dropped. */
+        uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
+    }
+    if (k->wr.queued_bytes == 0 && k->wr.npieces == 0)
+        conn_close_now(k);
+}
+
+void osg_on_conn_idle(uv_timer_t *t)
+{
+    os_conn_t *k = t->data;
+    tg_osgw_t *g = k->g;
+    if (k->ending) {
+        conn_close_now(k); /* its output did not drain in time */
+        return;
+    }
+    if (k->refused) {
+        /* It sent no call to refuse in time: the refusal, with no call_id. */
+        tg_denial_t d;
+        char reqid[32];
+        refusal_denial(k, &d, reqid);
+        osg_deny_to(g, k, NULL, NULL, &d);
+        osg_conn_end(k);
+        osg_g_flush(g);
+        return;
+    }
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.caller = k->caller;
+    ev.status = "invalid";
+    if (k->over) {
+        ev.reason = "caller_not_reading";
+        tg_log("a caller on %s did not read its answers for %" PRIu64
+               " ms (router.idle_timeout): disconnecting it",
+               k->path, g->cfg->idle_timeout_ms);
+        emit(g, &ev);
+        conn_close_now(k);
+    } else {
+        char msg[128];
+        snprintf(msg, sizeof(msg),
+                 "an unfinished frame and no data for %" PRIu64
+                 " ms (router.idle_timeout); closing",
+                 g->cfg->idle_timeout_ms);
+        osg_conn_error(g, k, "protocol.idle_timeout", msg);
+        ev.reason = "idle_timeout";
+        ev.bytes_in = (int64_t)(k->rd.len - k->rd.pos);
+        emit(g, &ev);
+        osg_conn_end(k);
+    }
+    osg_g_flush(g);
+}
+
+/* Arm the idle clock while a frame is unfinished (it restarts with every
+ * read), or while the output is over its mark (it does not: a caller that
+ * sends but never reads is dropped all the same). */
+static void conn_idle_arm(os_conn_t *k)
+{
+    if (k->ending || k->refused)
+        return;
+    if (k->over) {
+        if (!uv_is_active((uv_handle_t *)&k->idle))
+            uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
+    } else if (k->rd.len > k->rd.pos || k->lp.skipping) {
+        uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
+    } else {
+        uv_timer_stop(&k->idle);
+    }
+}
+
+/* A refused connection: its calls are answered with the refusal, then it
+ * ends (after the first osg_answer, as an MCP refusal does). */
+static void refuse_call(os_conn_t *k, const char *frame, const tg_os_env_t *env)
+{
+    os_call_t tmp;
+    tg_denial_t d;
+    char reqid[32];
+    memset(&tmp, 0, sizeof(tmp));
+    echo_set(&tmp.cid, frame, env->call_id);
+    echo_set(&tmp.msg_id, frame, env->id);
+    echo_set(&tmp.request_id, frame, env->request_id);
+    echo_set(&tmp.correlation_id, frame, env->correlation_id);
+    refusal_denial(k, &d, reqid);
+    osg_deny_to(k->g, k, &tmp, &tmp.cid, &d);
+    tg_audit_ev_t ev;
+    char cid[OS_ECHO_MAX];
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.caller = k->caller;
+    ev.status = "denied";
+    ev.code = tg_deny_name(k->rcode);
+    ev.limit.type = d.limit;
+    ev.limit.scope = d.scope;
+    ev.limit.observed = d.observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d.observed;
+    ev.limit.cap = d.cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : d.cap;
+    ev.call_id = echo_text(&tmp.cid, cid);
+    emit(k->g, &ev);
+    osg_conn_end(k);
+}
+
+static void on_caller_frame(os_conn_t *k, tg_block_t *b, const char *frame, size_t len)
+{
+    tg_osgw_t *g = k->g;
+    tg_os_env_t env;
+    reg_set(g, g->gw->reg_frame_in, len);
+    if (tg_os_scan(frame, len, &env) < 0) {
+        osg_conn_error(g, k, "protocol.invalid_frame",
+                   "the frame is not one OpenSentience v1 message (a JSON object with v, type, "
+                   "id, ts and payload)");
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "call.denied";
+        ev.caller = k->caller;
+        ev.status = "invalid";
+        ev.reason = "invalid_frame";
+        ev.bytes_in = (int64_t)len;
+        emit(g, &ev);
+        return;
+    }
+    switch (env.type) {
+    case TG_OS_CORE_TOOL_CALL:
+        if (k->refused)
+            refuse_call(k, frame, &env);
+        else
+            osg_admit(k, b, frame, len, &env);
+        break;
+    case TG_OS_CORE_TOOL_CANCEL:
+        osg_caller_cancel(k, frame, &env);
+        break;
+    default:
+        osg_conn_error(g, k, "protocol.unsupported_type",
+                   "toolgate takes core.tool.call and core.tool.cancel from callers");
+        break;
+    }
+}
+
+/* A header announced more than max_frame_bytes: refused from the header
+ * alone (the call_id is never read: the osg_answer carries null). */
+static void on_caller_oversize(os_conn_t *k, uint64_t total)
+{
+    tg_osgw_t *g = k->g;
+    tg_denial_t d;
+    char reqid[32], detail[96], cap[24];
+    osg_denial_init(NULL, &d, TG_DENY_FRAME, NULL, reqid);
+    d.limit = "frame";
+    d.scope = "instance";
+    d.observed = (int64_t)total;
+    d.cap = (int64_t)g->cfg->max_frame_bytes;
+    d.unit = "bytes";
+    d.config_path = g->gw->path_frame;
+    tg_unit_fmt_bytes(cap, sizeof(cap), g->cfg->max_frame_bytes);
+    snprintf(detail, sizeof(detail), "frame of %" PRIu64 " bytes > %s", total, cap);
+    d.detail = detail;
+    osg_deny_to(g, k, NULL, NULL, &d);
+    reg_set(g, g->gw->reg_frame_in, g->cfg->max_frame_bytes);
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.caller = k->caller;
+    ev.status = "denied";
+    ev.code = tg_deny_name(TG_DENY_FRAME);
+    ev.reason = k->on_oversize == TG_OVERSIZE_CLOSE ? "oversize_close" : NULL;
+    ev.limit.type = "frame";
+    ev.limit.scope = "instance";
+    ev.limit.observed = (int64_t)total;
+    ev.limit.cap = (int64_t)g->cfg->max_frame_bytes;
+    ev.bytes_in = (int64_t)total;
+    emit(g, &ev);
+    if (k->on_oversize == TG_OVERSIZE_CLOSE)
+        osg_conn_end(k);
+}
+
+void osg_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    os_conn_t *k = h->data;
+    (void)suggested;
+    tg_in_alloc(&k->rd, buf);
+}
+
+/* Is any agent's write queue over the mark? Then callers wait. */
+static bool agents_lagging(const tg_osgw_t *g)
+{
+    for (size_t i = 0; i < g->nagents; i++) {
+        const os_agent_t *ag = g->agents[i];
+        uint64_t q = (ag->inst != NULL ? ag->inst->a.p.wr.queued_bytes : 0) + ag->r.queued_frame_bytes;
+        if (q > high_mark(g))
+            return true;
+    }
+    return false;
+}
+
+void osg_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    os_conn_t *k = s->data;
+    tg_osgw_t *g = k->g;
+    (void)buf;
+    if (n < 0) {
+        /* EOF or error: the caller left. */
+        osg_conn_end(k);
+        osg_g_flush(g);
+        return;
+    }
+    tg_in_commit(&k->rd, (size_t)n);
+    while (!k->ending) {
+        size_t st = 0, e = 0;
+        uint64_t total = 0;
+        tg_block_t *b = k->rd.blk;
+        tg_lp_ev_t ev = tg_lenpfx_next(&k->lp, b->data, k->rd.len, &k->rd.pos, &st, &e, &total);
+        if (ev == TG_LP_NEED_MORE) {
+            if (total > k->rd.hint)
+                k->rd.hint = (size_t)total;
+            break;
+        }
+        if (ev == TG_LP_FRAME)
+            on_caller_frame(k, b, b->data + st, e - st);
+        else if (ev == TG_LP_OVERSIZE)
+            on_caller_oversize(k, total);
+        else if (ev == TG_LP_INVALID)
+            osg_conn_error(g, k, "protocol.invalid_frame", "a zero-length frame holds no message");
+        /* TG_LP_SKIPPED: the refused payload has gone by */
+    }
+    if (!k->ending)
+        tg_in_settle(&k->rd);
+    if (!k->ending && agents_lagging(g)) {
+        uv_read_stop(s);
+        k->paused = true;
+    }
+    conn_idle_arm(k);
+    osg_g_flush(g);
+}
+
+void osg_conn_out_drain(tg_out_t *o, void *ctx)
+{
+    os_conn_t *k = ctx;
+    (void)o;
+    if (k->ending) {
+        osg_conn_end(k);
+        return;
+    }
+    osg_flow(k->g);
+    conn_idle_arm(k);
+}
+
+void osg_conn_out_error(tg_out_t *o, void *ctx, int status)
+{
+    os_conn_t *k = ctx;
+    (void)o;
+    (void)status;
+    /* The caller is gone (EPIPE, reset): as if it had closed. */
+    k->ending = true;
+    conn_close_now(k);
+}
+
+/* ---- osg_flow control ----------------------------------------------------- */
+
+/* caller -> agent: callers are not read while an agent lags; agent ->
+ * caller: agents are not read while a caller's write queue is over the
+ * mark (and such a caller is dropped after idle_timeout). */
+void osg_flow(tg_osgw_t *g)
+{
+    uint64_t high = high_mark(g);
+    for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
+        bool over = k->wr.queued_bytes > high && !k->closed;
+        if (over != k->over) {
+            k->over = over;
+            if (over)
+                g->nover++;
+            else if (g->nover > 0)
+                g->nover--;
+            conn_idle_arm(k);
+        }
+    }
+    for (size_t i = 0; i < g->nagents; i++) {
+        os_agent_t *ag = g->agents[i];
+        os_inst_t *in = ag->inst;
+        reg_set(g, ag->r.reg_wq_agent,
+                (in != NULL ? in->a.p.wr.queued_bytes : 0) + ag->r.queued_frame_bytes);
+        if (in == NULL || in->a.p.gone || in->a.p.out_eof)
+            continue;
+        if (g->nover > 0 && !in->paused) {
+            uv_read_stop((uv_stream_t *)&in->a.p.pout);
+            in->paused = true;
+        } else if (g->nover == 0 && in->paused) {
+            in->paused = false;
+            uv_read_start((uv_stream_t *)&in->a.p.pout, osg_agent_alloc, osg_agent_read);
+        }
+    }
+}
+
+void osg_g_flush(tg_osgw_t *g)
+{
+    for (size_t i = 0; i < g->nagents; i++) {
+        os_inst_t *in = g->agents[i]->inst;
+        if (in != NULL && !in->a.p.gone)
+            (void)tg_out_flush(&in->a.p.wr);
+        else if (in != NULL)
+            tg_out_discard(&in->a.p.wr);
+    }
+    uint64_t most = 0;
+    for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
+        if (k->closed)
+            tg_out_discard(&k->wr);
+        else if (k->wr.npieces > 0)
+            (void)tg_out_flush(&k->wr);
+        if (k->wr.queued_bytes > most)
+            most = k->wr.queued_bytes;
+        if (k->ending && !k->closed && k->wr.queued_bytes == 0 && k->wr.npieces == 0)
+            conn_close_now(k);
+    }
+    reg_set(g, g->gw->reg_wq_caller, most);
+    osg_flow(g);
+    if (!agents_lagging(g)) {
+        for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
+            if (k->paused && !k->ending) {
+                k->paused = false;
+                uv_read_start((uv_stream_t *)k->pipe, osg_conn_alloc, osg_conn_read);
+            }
+        }
+    }
+}

@@ -1,0 +1,742 @@
+/* The MCP engine's frames and flow (see session.c for the invariants):
+ * caller frames (calls, cancels, pass-through), agent frames (answers,
+ * pings, its own requests), reading, the agent instance with its restart
+ * policy, and flow control between a caller and its instance. */
+#include "router/session_impl.h"
+
+/* ---- caller frames ---------------------------------------------------- */
+
+static void cache_copy(char **dst, size_t *dst_len, const char *p, size_t len)
+{
+    char *n = malloc(len);
+    if (n == NULL)
+        return;
+    memcpy(n, p, len);
+    free(*dst);
+    *dst = n;
+    *dst_len = len;
+}
+
+static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
+{
+    const char *frame = b->data + start;
+    size_t flen = nl - start; /* without the newline */
+    size_t len = flen + 1;
+    size_t slen = flen;
+    if (slen > 0 && frame[slen - 1] == '\r')
+        slen--;
+    tg_mcp_env_t env;
+
+    reg_set(w, w->gw->reg_frame_in, flen);
+    if (slen == 0)
+        return; /* blank line: nothing to do */
+    if (tg_mcp_scan(frame, slen, &env) < 0) {
+        /* Rare path: a full parse only to choose the right error code. */
+        json_t *j = json_loadb(frame, slen, JSON_DECODE_ANY, NULL);
+        bool json = j != NULL;
+        json_decref(j);
+        if (json)
+            mcp_rpc_error(w, NULL, 0, -32600, "invalid request: not a JSON-RPC 2.0 request object");
+        else
+            mcp_rpc_error(w, NULL, 0, -32700, "parse error: the line is not valid JSON");
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "call.denied";
+        ev.agent = agent_name(w);
+        ev.caller = w->caller;
+        ev.status = "invalid";
+        ev.reason = json ? "invalid_request" : "parse_error";
+        ev.bytes_in = (int64_t)flen;
+        emit(w, &ev);
+        return;
+    }
+    if (env.kind == TG_MCP_BATCH) {
+        int has = tg_mcp_batch_has_call(frame, slen);
+        if (has != 0) {
+            mcp_rpc_error(w, NULL, 0, -32600,
+                      has > 0 ? "invalid request: a batch may not hold tools/call; send each "
+                                "tools/call on its own line"
+                              : "invalid request: malformed batch");
+            return;
+        }
+        if (mcp_agent_writable(w) && w->astate == A_RUNNING)
+            tg_out_slice(&w->inst->a.p.wr, b, frame, len);
+        return;
+    }
+    if (env.kind == TG_MCP_REQUEST && env.id.len > TG_ID_MAX) {
+        mcp_rpc_error(w, NULL, 0, -32600, "invalid request: id longer than 128 bytes");
+        return;
+    }
+    if (env.kind == TG_MCP_REQUEST && env.is_tools_call) {
+        mcp_admit_call(w, b, frame, len, &env);
+        return;
+    }
+    if (env.kind == TG_MCP_NOTIFICATION && env.is_tools_call) {
+        /* A tools/call without an id cannot be answered, so it cannot be
+         * limited either: it is dropped, never forwarded unbounded. */
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "call.denied";
+        ev.agent = agent_name(w);
+        ev.caller = w->caller;
+        ev.status = "invalid";
+        ev.reason = "tools_call_without_id";
+        ev.bytes_in = (int64_t)flen;
+        emit(w, &ev);
+        return;
+    }
+    if (env.kind == TG_MCP_NOTIFICATION && tg_jstr_eq(frame, env.method, "notifications/cancelled")) {
+        mcp_caller_cancel(w, b, frame, len, &env);
+        return;
+    }
+    if (env.kind == TG_MCP_NOTIFICATION && tg_jstr_eq(frame, env.method, "notifications/initialized"))
+        cache_copy(&w->initd_frame, &w->initd_len, frame, len);
+
+    if (env.kind == TG_MCP_REQUEST) {
+        bool is_init = tg_jstr_eq(frame, env.method, "initialize");
+        if (w->phase != P_RUN || w->astate != A_RUNNING || w->npass >= TG_MAX_PASSTHRU) {
+            tg_denial_t d;
+            char reqid[32];
+            tg_deny_code_t code = w->phase != P_RUN     ? TG_DENY_SHUTTING_DOWN
+                                  : w->astate != A_RUNNING ? TG_DENY_UNAVAILABLE
+                                                           : TG_DENY_CONCURRENCY;
+            mcp_denial_init(w, &d, code, NULL, reqid, sizeof(reqid));
+            d.limit = code == TG_DENY_CONCURRENCY ? "concurrency" : code == TG_DENY_UNAVAILABLE ? "agent" : "shutdown";
+            d.detail = code == TG_DENY_CONCURRENCY ? "too many requests awaiting an answer"
+                                                   : code == TG_DENY_UNAVAILABLE ? "agent is restarting"
+                                                                                 : "toolgate is shutting down";
+            mcp_deny(w, frame + env.id.off, env.id.len, &d);
+            return;
+        }
+        tg_call_t *c = mcp_call_alloc(w, K_PASS);
+        if (c == NULL) {
+            mcp_rpc_error(w, frame + env.id.off, env.id.len, -32603, "toolgate: request table full");
+            return;
+        }
+        memcpy(c->caller_id, frame + env.id.off, env.id.len);
+        c->caller_id_len = env.id.len;
+        if (is_init) {
+            cache_copy(&w->init_frame, &w->init_len, frame, len);
+            w->init_id_off = env.id.off;
+            w->init_id_len = env.id.len;
+        }
+        mcp_to_agent_spliced(w, b, frame, len, env.id.off, env.id.len, c->cc.id);
+        return;
+    }
+    /* Notifications and the caller's answers to agent requests pass as they are. */
+    if (mcp_agent_writable(w) && w->astate != A_BACKOFF)
+        tg_out_slice(&w->inst->a.p.wr, b, frame, len);
+}
+
+static void on_caller_oversize(tg_wrap_t *w, const char *head, size_t len)
+{
+    tg_jspan_t id;
+    w->over_has_id = false;
+    if (tg_mcp_scan_head_id(head, len, &id) == 0 && id.len <= TG_ID_MAX) {
+        memcpy(w->over_id, head + id.off, id.len);
+        w->over_id_len = id.len;
+        w->over_has_id = true;
+    }
+}
+
+/* The frame_too_large denial for a <what> ("request", "agent response")
+ * of <total> bytes; <reqid> and <detail> are the caller's buffers. */
+static void frame_denial(tg_wrap_t *w, tg_denial_t *d, const tg_call_t *c, char reqid[32],
+                         char detail[96], const char *what, uint64_t total)
+{
+    char cap[24];
+    mcp_denial_init(w, d, TG_DENY_FRAME, c, reqid, 32);
+    d->limit = "frame";
+    d->scope = "instance";
+    d->observed = (int64_t)total;
+    d->cap = (int64_t)w->gw->cfg->max_frame_bytes;
+    d->unit = "bytes";
+    d->config_path = w->gw->path_frame;
+    tg_unit_fmt_bytes(cap, sizeof(cap), w->gw->cfg->max_frame_bytes);
+    snprintf(detail, 96, "%s of %" PRIu64 " bytes > %s", what, total, cap);
+    d->detail = detail;
+}
+
+static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
+{
+    tg_denial_t d;
+    char reqid[32], detail[96];
+    frame_denial(w, &d, NULL, reqid, detail, "request", total);
+    reg_set(w, w->gw->reg_frame_in, w->gw->cfg->max_frame_bytes);
+    if (w->over_has_id)
+        mcp_deny(w, w->over_id, w->over_id_len, &d);
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.agent = agent_name(w);
+    ev.caller = w->caller;
+    ev.status = "denied";
+    ev.code = tg_deny_name(TG_DENY_FRAME);
+    ev.limit.type = "frame";
+    ev.limit.scope = "instance";
+    ev.limit.observed = (int64_t)total;
+    ev.limit.cap = (int64_t)w->gw->cfg->max_frame_bytes;
+    ev.bytes_in = (int64_t)total;
+    char callid[TG_ID_MAX + 1];
+    if (w->over_has_id) {
+        mcp_caller_id_text(w->over_id, w->over_id_len, callid);
+        ev.call_id = callid;
+    }
+    emit(w, &ev);
+    w->over_has_id = false;
+}
+
+/* ---- agent frames ----------------------------------------------------- */
+
+static void to_caller_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
+                              size_t id_off, size_t id_len, const char *cid, size_t cid_len)
+{
+    if (w->cout_dead)
+        return;
+    tg_out_slice(&w->cwr, b, p, id_off);
+    tg_out_copy(&w->cwr, cid, cid_len);
+    tg_out_slice(&w->cwr, b, p + id_off + id_len, len - id_off - id_len);
+}
+
+static void agent_running(tg_wrap_t *w)
+{
+    w->astate = A_RUNNING;
+    mcp_pump_queue(w);
+}
+
+static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+                              const tg_mcp_env_t *env)
+{
+    uint64_t id;
+    tg_call_t *c = NULL;
+    if (env->id.type == TG_J_NUMBER && tg_jnum_u64(frame, env->id, UINT64_MAX, &id) == 0)
+        c = mcp_call_by_agent_id(w, id);
+    if (c == NULL) {
+        if (env->id.type == TG_J_NUMBER && tg_jnum_u64(frame, env->id, UINT64_MAX, &id) == 0 &&
+            id <= w->ag->r.tab.last_id) {
+            tg_audit_ev_t ev;
+            char reqid[32];
+            tg_audit_ev_init(&ev);
+            snprintf(reqid, sizeof(reqid), "tg-%" PRIx64, id);
+            ev.event = "call.late_result";
+            ev.agent = agent_name(w);
+            ev.request_id = reqid;
+            ev.bytes_out = (int64_t)len;
+            emit(w, &ev);
+        } else {
+            w->unmatched_responses++;
+        }
+        return;
+    }
+    switch (c->kind) {
+    case K_CALL:
+        if (c->cc.state == TG_CALL_INFLIGHT) {
+            mcp_call_disarm(w->ag, c);
+            to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
+                              c->caller_id_len);
+            tg_audit_ev_t ev;
+            (void)ev;
+            mcp_audit_call(w, c, "call.completed", env->has_error ? "error" : "ok", NULL, NULL);
+        } else {
+            tg_audit_ev_t ev;
+            char reqid[32];
+            tg_audit_ev_init(&ev);
+            request_id_of(c, reqid, sizeof(reqid));
+            ev.event = "call.late_result";
+            ev.agent = agent_name(w);
+            ev.request_id = reqid;
+            if (c->tool_name_len > 0)
+                ev.tool = c->tool_name;
+            ev.stage = c->cc.stage;
+            ev.bytes_out = (int64_t)len;
+            emit(w, &ev);
+        }
+        mcp_call_release(w, c);
+        break;
+    case K_PASS:
+        to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
+                          c->caller_id_len);
+        mcp_call_free(w, c);
+        mcp_check_drained(w);
+        break;
+    case K_REPLAY_INIT:
+        mcp_call_free(w, c);
+        if (w->initd_frame != NULL && mcp_agent_writable(w))
+            tg_out_copy(&w->inst->a.p.wr, w->initd_frame, w->initd_len);
+        agent_running(w);
+        break;
+    case K_PING: {
+        tg_call_t *z = mcp_call_at(w->ag, c->ping_for);
+        mcp_call_free(w, c);
+        if (z->kind == K_CALL && z->cc.id == c->ping_for_id && z->cc.state == TG_CALL_ZOMBIE)
+            mcp_call_release(w, z);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
+{
+    const char *frame = b->data + start;
+    size_t flen = nl - start;
+    size_t len = flen + 1;
+    size_t slen = flen;
+    if (slen > 0 && frame[slen - 1] == '\r')
+        slen--;
+    tg_mcp_env_t env;
+
+    reg_set(w, w->ag->r.reg_frame_out, flen);
+    if (slen == 0)
+        return;
+    if (tg_mcp_scan(frame, slen, &env) < 0) {
+        /* Dropped, counted and audited as its length, never its content. */
+        w->invalid_agent_frames++;
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "agent.invalid_frame";
+        ev.agent = agent_name(w);
+        ev.bytes_out = (int64_t)flen;
+        ev.count = (int64_t)w->invalid_agent_frames;
+        emit(w, &ev);
+        return;
+    }
+    if (env.kind == TG_MCP_RESPONSE) {
+        on_agent_response(w, b, frame, len, &env);
+        return;
+    }
+    /* Requests, notifications and batches from the agent go to the caller
+     * as they are. */
+    if (!w->cout_dead)
+        tg_out_slice(&w->cwr, b, frame, len);
+}
+
+static void on_agent_oversize(tg_wrap_t *w, const char *head, size_t len)
+{
+    tg_jspan_t id;
+    uint64_t v;
+    w->agent_over_has_id = tg_mcp_scan_head_id(head, len, &id) == 0 && id.type == TG_J_NUMBER &&
+                           tg_jnum_u64(head, id, UINT64_MAX, &v) == 0;
+    w->agent_over_id = w->agent_over_has_id ? v : 0;
+}
+
+static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
+{
+    tg_call_t *c = w->agent_over_has_id ? mcp_call_by_agent_id(w, w->agent_over_id) : NULL;
+    reg_set(w, w->ag->r.reg_frame_out, w->gw->cfg->max_frame_bytes);
+    w->agent_over_has_id = false;
+    if (c == NULL || (c->kind != K_CALL && c->kind != K_PASS) ||
+        (c->kind == K_CALL && c->cc.state != TG_CALL_INFLIGHT)) {
+        tg_log("dropped a %" PRIu64 "-byte frame from agent '%s' over max_frame_bytes (%" PRIu64
+               "; raise %s)",
+               total, agent_name(w), w->gw->cfg->max_frame_bytes, w->gw->path_frame);
+        return;
+    }
+    tg_denial_t d;
+    char reqid[32], detail[96];
+    frame_denial(w, &d, c, reqid, detail, "agent response", total);
+    mcp_deny(w, c->caller_id, c->caller_id_len, &d);
+    if (c->kind == K_CALL) {
+        mcp_audit_call(w, c, "call.denied", "denied", &d, "response");
+        mcp_call_release(w, c);
+    } else {
+        mcp_call_free(w, c);
+        mcp_check_drained(w);
+    }
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+typedef void (*frame_fn)(tg_wrap_t *, tg_block_t *, size_t, size_t);
+typedef void (*over_fn)(tg_wrap_t *, const char *, size_t);
+typedef void (*skip_fn)(tg_wrap_t *, uint64_t);
+
+static void drain_frames(tg_wrap_t *w, tg_in_t *in, frame_fn on_frame, over_fn on_over,
+                         skip_fn on_skip)
+{
+    for (;;) {
+        size_t s = 0, e = 0;
+        uint64_t total = 0;
+        tg_block_t *b = in->blk;
+        tg_nd_ev_t ev = tg_ndjson_next(&in->nd, b->data, in->len, &in->pos, &s, &e, &total);
+        if (ev == TG_ND_NEED_MORE)
+            break;
+        if (ev == TG_ND_FRAME) {
+            if (e - s > in->hint)
+                in->hint = e - s;
+            on_frame(w, b, s, e);
+        } else if (ev == TG_ND_OVERSIZE) {
+            on_over(w, b->data + s, e - s);
+            /* The head is consumed: nothing of this frame stays buffered. */
+            if (in->pos == in->len && b->refs == 1)
+                in->len = in->pos = 0;
+        } else {
+            on_skip(w, total);
+        }
+    }
+    tg_in_settle(in);
+}
+
+void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    tg_wrap_t *w = h->data;
+    tg_in_alloc(&w->crd, buf);
+}
+
+static void backpressure(tg_wrap_t *w);
+
+/* A serve caller sent part of a frame and then nothing for idle_timeout:
+ * it holds a buffer and a connection slot for nothing. Say so and hang up. */
+static void on_idle(uv_timer_t *t)
+{
+    tg_wrap_t *w = t->data;
+    char msg[128];
+    snprintf(msg, sizeof(msg),
+             "invalid request: an unfinished frame and no data for %" PRIu64
+             " ms (router.idle_timeout); closing",
+             w->gw->cfg->idle_timeout_ms);
+    mcp_rpc_error(w, NULL, 0, -32600, msg);
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.agent = agent_name(w);
+    ev.caller = w->caller;
+    ev.status = "invalid";
+    ev.reason = "idle_timeout";
+    ev.bytes_in = (int64_t)(w->crd.len - w->crd.pos);
+    emit(w, &ev);
+    if (w->cin != NULL)
+        uv_read_stop(w->cin);
+    w->caller_eof = true;
+    mcp_begin_shutdown(w, "caller idle with a partial frame");
+    mcp_flush_all(w);
+}
+
+void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    tg_wrap_t *w = s->data;
+    if (n > 0) {
+        tg_in_commit(&w->crd, (size_t)n);
+        drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped);
+        if (w->conn != NULL) {
+            /* Socket callers only: toolgate's own stdin is its caller's
+             * business. The clock runs while a frame is unfinished. */
+            if (w->crd.len > w->crd.pos || w->crd.nd.skipping)
+                uv_timer_start(&w->idle_timer, on_idle, w->gw->cfg->idle_timeout_ms, 0);
+            else
+                uv_timer_stop(&w->idle_timer);
+        }
+    } else if (n < 0) {
+        uv_read_stop(s);
+        w->caller_eof = true;
+        if (n != UV_EOF)
+            tg_log("reading the caller failed: %s", uv_strerror((int)n));
+        mcp_begin_shutdown(w, "caller closed stdin");
+    }
+    mcp_flush_all(w);
+}
+
+static void agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    tg_inst_t *inst = h->data;
+    tg_in_alloc(&inst->a.p.rd, buf);
+}
+
+
+static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    tg_inst_t *inst = s->data;
+    tg_wrap_t *w = inst->w;
+    if (n > 0) {
+        tg_in_commit(&inst->a.p.rd, (size_t)n);
+        if (w->inst == inst)
+            drain_frames(w, &inst->a.p.rd, on_agent_frame, on_agent_oversize, on_agent_skipped);
+        else
+            inst->a.p.rd.len = inst->a.p.rd.pos = 0;
+    } else if (n < 0) {
+        uv_read_stop(s);
+        tg_ainst_out_eof(&inst->a);
+    }
+    mcp_flush_all(w);
+}
+
+/* ---- agent process ---------------------------------------------------- */
+
+static void inst_closed(tg_ainst_t *a)
+{
+    tg_inst_t *inst = (tg_inst_t *)a;
+    tg_wrap_t *w = inst->w;
+    free(inst);
+    if (w->phase == P_DONE && w->inst == NULL)
+        mcp_finish(w);
+    mcp_sess_release(w); /* the instance held its session until now */
+}
+
+static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
+{
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
+        tg_call_t *c = mcp_call_at(w->ag, i);
+        if (c->kind == K_FREE || c->w != w)
+            continue;
+        bool pending = c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE ||
+                       c->cc.state == TG_CALL_SLOT;
+        if (c->kind == K_CALL && pending && inst->a.p.watch.verdict.kind != TG_VERDICT_OK) {
+            /* Killed for a resource: say which, and how much against what. */
+            const tg_verdict_t *v = &inst->a.p.watch.verdict;
+            char path[TG_NAME_MAX + 64];
+            mcp_denial_init(w, &d, TG_DENY_RESOURCE, c, reqid, sizeof(reqid));
+            d.limit = tg_res_name(v->res);
+            d.observed = (int64_t)v->used;
+            d.cap = (int64_t)v->limit;
+            d.unit = v->res == TG_RES_MEMORY || v->res == TG_RES_DISK ? "bytes"
+                     : v->res == TG_RES_PIDS                          ? "processes"
+                                                                      : NULL;
+            snprintf(path, sizeof(path), "agents.%s.resources.%s.limit", agent_name(w),
+                     tg_res_name(v->res));
+            d.config_path = path;
+            snprintf(detail, sizeof(detail), "%s %s while the call ran (used %" PRIu64 " of %" PRIu64 ")",
+                     tg_res_name(v->res), v->kind == TG_VERDICT_OOM ? "ran out (OOM kill)"
+                                          : v->kind == TG_VERDICT_PIDS_DENIED ? "exhausted"
+                                                                               : "over its limit",
+                     v->used, v->limit);
+            d.detail = detail;
+            mcp_deny_call(w, c, &d, "call.denied", "killed");
+        } else if (c->kind == K_CALL && pending) {
+            mcp_denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
+            d.limit = "agent";
+            d.retry_after_ms = (int64_t)w->ag->r.acfg->backoff_initial_ms;
+            if (inst->a.p.term_signal != 0)
+                snprintf(detail, sizeof(detail), "agent %s by signal %d while the call ran",
+                         inst->a.p.killed ? "was killed" : "died", inst->a.p.term_signal);
+            else
+                snprintf(detail, sizeof(detail), "agent exited with status %" PRId64
+                         " while the call ran", inst->a.p.exit_status);
+            d.detail = detail;
+            mcp_deny_call(w, c, &d, "call.denied", inst->a.p.killed ? "killed" : "agent_exited");
+        } else if (c->kind == K_PASS) {
+            mcp_denial_init(w, &d, TG_DENY_UNAVAILABLE, NULL, reqid, sizeof(reqid));
+            d.limit = "agent";
+            d.detail = "agent exited before answering";
+            mcp_deny(w, c->caller_id, c->caller_id_len, &d);
+        }
+        tg_route_unqueue(&w->ag->r, &c->cc);
+        if ((c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_ZOMBIE || c->cc.state == TG_CALL_SLOT) &&
+            c->kind == K_CALL)
+            mcp_release_slots(w, c);
+        mcp_call_free(w, c);
+    }
+    update_conc_regs(w, -1);
+    /* The slots given back (local and fleet) may serve other sessions'
+     * waiting calls. */
+    mcp_pump_queue(w);
+}
+
+void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);
+
+static void on_restart_timer(uv_timer_t *t)
+{
+    tg_wrap_t *w = t->data;
+    if (w->phase != P_RUN) {
+        mcp_finish(w);
+        return;
+    }
+    /* A restart that cannot even start counts like a crash: the crash-loop
+     * rules decide whether to try again. */
+    if (mcp_agent_spawn(w) < 0)
+        mcp_after_exit(w, true, 127, false);
+    mcp_flush_all(w);
+}
+
+/* The agent is gone (agent.exited written, the instance closing):
+ * answer its calls, then restart, stop, or give up. */
+static void inst_gone(tg_ainst_t *a)
+{
+    tg_inst_t *inst = (tg_inst_t *)a;
+    tg_wrap_t *w = inst->w;
+    if (w->inst == inst)
+        w->inst = NULL;
+    w->astate = A_DOWN;
+    fail_inflight(w, inst);
+    if (w->gw->metrics_ok)
+        tg_metrics_agent_state(&w->gw->metrics, w->ag->r.idx, TG_AGENT_DOWN, 0);
+    mcp_after_exit(w, tg_ainst_failed(a), tg_ainst_status(a), a->p.term_signal != 0);
+}
+
+/* The agent is down (it exited, or could not be started): stop, restart
+ * with backoff, or give up after max_restarts within the window. */
+void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal)
+{
+    tg_audit_ev_t ev;
+    if (w->phase != P_RUN) {
+        mcp_finish(w);
+        return;
+    }
+    tg_restart_policy_t pol = w->ag->r.acfg->restart_policy;
+    if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
+        tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': stopping",
+               agent_name(w), failed ? "failed" : "exited", status,
+               pol == TG_RESTART_NO ? "no" : "on-failure");
+        w->gw->exit_code = (int)status;
+        mcp_begin_shutdown(w, "agent exited");
+        mcp_finish(w);
+        return;
+    }
+    /* Crash-loop protection: at most max_restarts within window. */
+    uint64_t now = now_ms(w);
+    uint32_t recent = mcp_recent_restarts(w, now);
+    if (recent >= w->ag->r.acfg->max_restarts) {
+        tg_aproc_log_give_up(w->ag->r.acfg, recent);
+        w->gw->exit_code = 1;
+        mcp_begin_shutdown(w, "agent restarts exhausted");
+        mcp_finish(w);
+        return;
+    }
+    uint64_t backoff = tg_aproc_backoff(w->ag->r.acfg, recent);
+    tg_aproc_restart_note(w->restart_at, &w->nrestarts, now);
+    /* Another session of the agent may be nearer its budget: only raise
+     * (on_tick lowers it as restarts leave the window). */
+    if (w->ag->reg_restarts >= 0 && recent + 1 > w->gw->reg.v[w->ag->reg_restarts].current)
+        reg_set(w, w->ag->reg_restarts, recent + 1);
+    tg_aproc_ev_restarting(&ev, agent_name(w), recent + 1, backoff);
+    emit(w, &ev);
+    tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", agent_name(w),
+           by_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
+           w->ag->r.acfg->max_restarts);
+    w->astate = A_BACKOFF;
+    uv_timer_start(&w->restart_timer, on_restart_timer, backoff, 0);
+}
+
+static void agent_out_drain(tg_out_t *o, void *ctx)
+{
+    tg_wrap_t *w = ctx;
+    (void)o;
+    backpressure(w);
+}
+
+static void flush_owner(void *owner)
+{
+    mcp_flush_all(owner);
+}
+
+static const tg_ainst_ops_t inst_ops = {
+    .out_alloc = agent_alloc,
+    .out_read = agent_read,
+    .out_drain = agent_out_drain,
+    .gone = inst_gone,
+    .closed = inst_closed,
+    .flush = flush_owner,
+};
+
+/* Start one agent instance. On failure: log, count as a crash. */
+int mcp_agent_spawn(tg_wrap_t *w)
+{
+    tg_inst_t *inst = calloc(1, sizeof(*inst));
+    if (inst == NULL)
+        return -ENOMEM;
+    inst->w = w;
+    w->open_handles++; /* released when the instance's last handle closes */
+    tg_ainst_init(&inst->a, w->gw, &w->ag->r.acfg, w->ag->r.idx, &w->ag->r.rows, &w->err,
+                  &w->err_dropped_reported, &inst_ops, w);
+    tg_ainst_spawn_t how = {.inherit_env = w->gw->wrap_mode,
+                            .hint = " (check the command after --)",
+                            .attempt = w->nrestarts};
+    int rc = tg_ainst_spawn(&inst->a, &how);
+    if (rc < 0) {
+        /* uv_spawn itself failed: the command; containment or the
+         * pre-flight refused: 1. */
+        if (rc == -EAGAIN || rc == -EPERM)
+            w->gw->exit_code = 1;
+        else if (inst->a.p.proc_init)
+            w->gw->exit_code = 127;
+        return rc;
+    }
+    w->inst = inst;
+    w->agent_paused = false;
+    if (w->gw->metrics_ok)
+        tg_metrics_agent_state(&w->gw->metrics, w->ag->r.idx, TG_AGENT_RUNNING, inst->a.p.pid);
+
+    if (w->nrestarts > 0 && w->init_frame != NULL) {
+        /* Replay the caller's handshake so the session goes on. */
+        tg_call_t *c = mcp_call_alloc(w, K_REPLAY_INIT);
+        if (c != NULL) {
+            w->astate = A_STARTING;
+            mcp_to_agent_spliced(w, NULL, w->init_frame, w->init_len, w->init_id_off, w->init_id_len,
+                             c->cc.id);
+            return 0;
+        }
+    }
+    agent_running(w);
+    return 0;
+}
+
+void mcp_inst_kill(tg_wrap_t *w, int sig, const char *reason)
+{
+    if (w->inst != NULL)
+        tg_ainst_kill(&w->inst->a, sig, reason);
+}
+
+/* ---- flow control ----------------------------------------------------- */
+
+static void backpressure(tg_wrap_t *w)
+{
+    size_t high = 2 * (size_t)w->gw->cfg->max_frame_bytes;
+    /* caller -> agent: stop reading the caller while the agent lags. */
+    size_t toward_agent = (w->inst != NULL ? w->inst->a.p.wr.queued_bytes : 0) + w->ag->r.queued_frame_bytes;
+    reg_set(w, w->ag->r.reg_wq_agent, toward_agent);
+    if (!w->caller_eof && w->cin != NULL) {
+        if (toward_agent > high && !w->caller_paused) {
+            uv_read_stop(w->cin);
+            w->caller_paused = true;
+        } else if (toward_agent <= high / 2 && w->caller_paused) {
+            uv_read_start(w->cin, mcp_caller_alloc, mcp_caller_read);
+            w->caller_paused = false;
+        }
+    }
+    /* agent -> caller */
+    reg_set(w, w->gw->reg_wq_caller, w->cwr.queued_bytes);
+    if (w->inst != NULL && !w->inst->a.p.out_eof) {
+        uv_stream_t *s = (uv_stream_t *)&w->inst->a.p.pout;
+        if (w->cwr.queued_bytes > high && !w->agent_paused) {
+            uv_read_stop(s);
+            w->agent_paused = true;
+        } else if (w->cwr.queued_bytes <= high / 2 && w->agent_paused) {
+            uv_read_start(s, agent_alloc, agent_read);
+            w->agent_paused = false;
+        }
+    }
+}
+
+void mcp_flush_all(tg_wrap_t *w)
+{
+    if (w->inst != NULL && !w->inst->a.p.gone)
+        (void)tg_out_flush(&w->inst->a.p.wr);
+    else if (w->inst != NULL)
+        tg_out_discard(&w->inst->a.p.wr);
+    if (!w->cout_dead)
+        (void)tg_out_flush(&w->cwr);
+    else
+        tg_out_discard(&w->cwr);
+    backpressure(w);
+}
+
+void mcp_caller_out_drain(tg_out_t *o, void *ctx)
+{
+    (void)o;
+    tg_wrap_t *w = ctx;
+    backpressure(w);
+    if (w->phase == P_DONE && w->inst == NULL)
+        mcp_finish(w);
+}
+
+void mcp_caller_out_error(tg_out_t *o, void *ctx, int status)
+{
+    tg_wrap_t *w = ctx;
+    (void)o;
+    w->cout_dead = true;
+    if (status != UV_EPIPE && status != UV_ECANCELED)
+        tg_log("writing to the caller failed: %s", uv_strerror(status));
+    mcp_begin_shutdown(w, "caller closed stdout");
+}

@@ -1,0 +1,270 @@
+/* The MCP engine's private header: its types, its small helpers (inline)
+ * and the functions its three files share (session.c: the call table,
+ * output, admission and fleet slots; session_flow.c: caller and agent
+ * frames, reading, the instance and flow control; session_life.c:
+ * shutdown, setup, the agents' and sessions' API and reload). Included by
+ * those three only. See session.h. */
+#ifndef TG_ROUTER_SESSION_IMPL_H
+#define TG_ROUTER_SESSION_IMPL_H
+
+#include "router/session.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <jansson.h>
+#include <uv.h>
+#include "audit/audit.h"
+#include "limits/conc.h"
+#include "limits/gcra.h"
+#include "limits/registry.h"
+#include "limits/preflight.h"
+#include "limits/store.h"
+#include "router/call/denial.h"
+#include "router/dialect/envelope.h"
+#include "router/front/io.h"
+#include "router/agent/contain_cfg.h"
+#include "router/log.h"
+#include "router/call/admit.h"
+#include "router/call/call.h"
+#include "router/call/route.h"
+#include "router/call/table.h"
+#include "router/agent/agent_proc.h"
+#include "router/agent/instance.h"
+#include "router/call/dltimer.h"
+
+#define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
+#define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
+#define TG_MAX_PASSTHRU 256    /* fixed internal bound: non-call requests awaiting an answer */
+/* fixed internal bound: spare call entries, so that a reload can raise
+ * max_concurrent_calls/max_queued_calls a little in place (tg_agent_reconfigure) */
+#define TG_RELOAD_SPARE_CALLS 64
+#define TG_DENIAL_MAX 2048     /* fixed internal bound: one denial line */
+/* A call the shared store turned away asks again after a wait doubling per refusal in
+ * a row; a release by this instance lets it ask at once. */
+
+typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
+typedef enum { A_DOWN = 0, A_STARTING, A_RUNNING, A_BACKOFF } agent_state_t;
+typedef enum { P_RUN = 0, P_DRAIN, P_STOP_STDIN, P_STOP_TERM, P_STOP_KILL, P_DONE } phase_t;
+
+typedef struct tg_wrap tg_wrap_t;
+
+/* One request known to toolgate. Owned by its agent's call table. A
+ * tools/call (K_CALL) goes through admission (cc.state); the other kinds
+ * stay TG_CALL_IDLE: pass-through requests, a replayed initialize, a
+ * ping. */
+typedef struct tg_call {
+    tg_callc_t cc; /* first: the admission's view (router/call/call.h) */
+    tg_wrap_t *w;
+    call_kind_t kind;
+    size_t caller_id_len;
+    size_t tool_name_len;
+    const char *deadline_path;      /* config path of the cap that set the deadline */
+    /* K_PING: which zombie it proves alive. */
+    uint32_t ping_for;
+    uint64_t ping_for_id;
+    /* Not cleared when the entry is reused (mcp_call_alloc): the arrays are
+     * written with their lengths. */
+    char caller_id[TG_ID_MAX];
+    char tool_name[TG_TOOL_NAME_MAX + 1];
+} tg_call_t;
+
+#define CALL_CLEARED offsetof(tg_call_t, caller_id)
+
+/* One running agent process. Freed when all its handles have closed. */
+typedef struct tg_inst {
+    tg_ainst_t a; /* first: its handles' data point here */
+    tg_wrap_t *w;
+} tg_inst_t;
+
+/* A configured tool's own limits (tools.NAME). */
+typedef tg_adm_tool_t tool_state_t;
+
+/* One configured agent: its limits aggregate over every session that uses
+ * it (rate and concurrency are per agent, not per connection), and its call
+ * slab holds the calls of all of them, so agent-side ids are unique per
+ * agent. Owned by the gateway. */
+typedef struct tg_agent {
+    tg_route_t r; /* first: its limits, stores, call table and rows */
+    tg_gw_t *gw;
+    int reg_restarts, reg_instances; /* -1: not registered (instances: wrap) */
+    uint32_t tick_restarts;         /* on_tick scratch: most recent restarts of a session */
+    /* Reload (tg_agent_reconfigure, tg_agent_successor, tg_agent_retire):
+     * sessions and store answers that still point here, and whether a
+     * successor replaced this agent (it is freed once both are 0). */
+    uint32_t max_sessions;
+    uint32_t nsess;
+    uint32_t nstore_wait;
+    bool retired;
+    uint32_t closing;           /* call timers still closing after retirement */
+    struct tg_agent *next_retired; /* gw->retired */
+    void (*on_free)(void *arg);    /* the runner's, once a retired agent is freed */
+    void *on_free_arg;
+} tg_agent_t;
+
+/* One caller and the agent instance serving it (MCP sessions are
+ * stateful: one instance per caller). */
+struct tg_wrap {
+    tg_gw_t *gw;
+    tg_agent_t *ag;
+    tg_wrap_t *next, *prev;         /* gw->sessions */
+    int open_handles;               /* closed one by one by mcp_finish(); freed at 0 */
+    uv_pipe_t *conn;                /* serve: the accepted socket (cin == cout) */
+    char caller[64];                /* caller name for audit: "stdio" or from callers[] */
+    tg_caller_lim_t *climits;       /* the caller's own limits (serve), or NULL */
+
+    /* caller */
+    uv_pipe_t cin_pipe, cout_pipe;
+    uv_tty_t cin_tty, cout_tty;
+    uv_stream_t *cin, *cout;
+    tg_in_t crd;
+    tg_out_t cwr;
+    bool caller_eof, caller_paused, cout_dead;
+    char over_id[TG_ID_MAX];        /* id read from the head of an over-cap caller frame */
+    size_t over_id_len;
+    bool over_has_id;
+
+    /* agent instance */
+    tg_inst_t *inst;
+    agent_state_t astate;
+    bool agent_paused;
+    uint64_t agent_over_id;
+    bool agent_over_has_id;
+    uint64_t restart_at[TG_APROC_RESTART_LOG];
+    uint32_t nrestarts;
+    uint64_t invalid_agent_frames;
+    uint64_t unmatched_responses;
+
+    /* init replay cache (copies, bounded by max_frame_bytes) */
+    char *init_frame;
+    size_t init_len, init_id_off, init_id_len;
+    char *initd_frame;
+    size_t initd_len;
+
+    uint32_t npass;                 /* this session's pass-through requests */
+    uint32_t nbusy;                 /* its K_CALL and K_PASS entries: what a drain waits for */
+
+    /* stderr budget: bytes relayed in the current second, and dropped */
+    tg_aproc_errbudget_t err;
+    uint64_t err_dropped_reported;
+
+    uv_timer_t restart_timer, phase_timer;
+    uv_timer_t idle_timer; /* serve: a partial frame left unfinished too long */
+    phase_t phase;
+    bool finished;
+};
+
+/* ---- shared between the engine's files ---------------------------------- */
+
+void mcp_on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x);
+void mcp_call_disarm(tg_agent_t *ag, tg_call_t *c);
+tg_call_t *mcp_call_at(const tg_agent_t *ag, uint32_t i);
+tg_call_t *mcp_call_alloc(tg_wrap_t *w, call_kind_t kind);
+void mcp_call_free(tg_wrap_t *w, tg_call_t *c);
+tg_call_t *mcp_call_by_agent_id(tg_wrap_t *w, uint64_t id);
+uint32_t mcp_busy_calls(const tg_wrap_t *w);
+void mcp_deny(tg_wrap_t *w, const char *id, size_t id_len, const tg_denial_t *d);
+void mcp_rpc_error(tg_wrap_t *w, const char *id, size_t id_len, int code, const char *msg);
+void mcp_denial_init(tg_wrap_t *w, tg_denial_t *d, tg_deny_code_t code, const tg_call_t *c,
+                        char *reqid, size_t reqid_cap);
+void mcp_caller_id_text(const char *id, size_t len, char *out);
+void mcp_audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
+                       const tg_denial_t *d, const char *stage);
+void mcp_deny_call(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d, const char *event,
+                      const char *stage);
+void mcp_to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
+                             size_t id_off, size_t id_len, uint64_t agent_id);
+bool mcp_agent_writable(const tg_wrap_t *w);
+void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+                       const tg_mcp_env_t *env);
+void mcp_pump_queue(tg_wrap_t *w);
+void mcp_release_slots(tg_wrap_t *w, tg_call_t *c);
+void mcp_call_release(tg_wrap_t *w, tg_call_t *c);
+void mcp_caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+                          const tg_mcp_env_t *env);
+void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);
+int mcp_agent_spawn(tg_wrap_t *w);
+void mcp_inst_kill(tg_wrap_t *w, int sig, const char *reason);
+void mcp_flush_all(tg_wrap_t *w);
+void mcp_caller_out_drain(tg_out_t *o, void *ctx);
+void mcp_caller_out_error(tg_out_t *o, void *ctx, int status);
+void mcp_check_drained(tg_wrap_t *w);
+void mcp_begin_shutdown(tg_wrap_t *w, const char *why);
+void mcp_sess_release(tg_wrap_t *w);
+void mcp_finish(tg_wrap_t *w);
+uint32_t mcp_recent_restarts(const tg_wrap_t *w, uint64_t now);
+void mcp_agent_maybe_reap(tg_agent_t *ag);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static inline int64_t wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline uint64_t now_ms(tg_wrap_t *w)
+{
+    return uv_now(w->gw->loop);
+}
+
+static inline const char *agent_name(tg_wrap_t *w)
+{
+    return w->ag->r.acfg->id;
+}
+
+/* <v> in base <base> (10 or 16) into <out> (>= 21 bytes), NUL-terminated;
+ * returns the length. Per call: the agent-side id of every frame, the
+ * request id of every audit event; snprintf would cost more than the rest
+ * of the splice. Inline, so each call site's constant base becomes a
+ * constant divisor (no division instruction). */
+static inline size_t u64_fmt(char *out, uint64_t v, unsigned base)
+{
+    char tmp[24];
+    char *q = tmp + sizeof(tmp);
+    do {
+        *--q = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v != 0);
+    size_t n = (size_t)(tmp + sizeof(tmp) - q);
+    memcpy(out, q, n);
+    out[n] = '\0';
+    return n;
+}
+
+static inline void request_id_of(const tg_call_t *c, char *buf, size_t cap)
+{
+    if (cap < 24)
+        return;
+    tg_call_id_hex(buf, c->cc.id);
+}
+
+static inline void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
+{
+    if (w->gw->audit != NULL)
+        tg_audit_emit(w->gw->audit, ev);
+}
+
+static inline void reg_set(tg_wrap_t *w, int idx, uint64_t current)
+{
+    tg_registry_update(&w->gw->reg, idx, current);
+}
+
+/* The agent's concurrency and queue usage, and tool <tool>'s (none when
+ * -1), into the metrics and the registry. */
+static inline void update_conc_regs(tg_wrap_t *w, int tool)
+{
+    tg_route_regs(&w->ag->r, tool);
+}
+
+#endif

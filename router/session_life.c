@@ -1,0 +1,553 @@
+/* The MCP engine's lifecycle (see session.c for the invariants): a
+ * session's shutdown and end, the tick, stdio setup, agents (made,
+ * reconfigured, succeeded, retired) and the sessions' API. */
+#include "router/session_impl.h"
+
+static void report_stderr_drops(tg_wrap_t *w);
+
+/* ---- shutdown --------------------------------------------------------- */
+
+static void on_phase_timer(uv_timer_t *t);
+
+static void stop_agent_step(tg_wrap_t *w)
+{
+    tg_inst_t *inst = w->inst;
+    uint64_t grace = w->ag->r.acfg->kill_grace_ms;
+    if (inst == NULL || inst->a.p.gone) {
+        w->phase = P_DONE;
+        mcp_finish(w);
+        return;
+    }
+    switch (w->phase) {
+    case P_DRAIN:
+        /* Inflight calls had their chance: close the agent's stdin. */
+        w->phase = P_STOP_STDIN;
+        tg_ainst_close_stdin(&inst->a);
+        break;
+    case P_STOP_STDIN:
+        w->phase = P_STOP_TERM;
+        mcp_inst_kill(w, SIGTERM, "shutdown");
+        break;
+    case P_STOP_TERM:
+        w->phase = P_STOP_KILL;
+        tg_log("agent '%s' ignored SIGTERM for %" PRIu64 " ms: SIGKILL", agent_name(w), grace);
+        mcp_inst_kill(w, SIGKILL, "shutdown");
+        break;
+    default:
+        return;
+    }
+    uv_timer_start(&w->phase_timer, on_phase_timer, grace, 0);
+}
+
+static void on_phase_timer(uv_timer_t *t)
+{
+    tg_wrap_t *w = t->data;
+    stop_agent_step(w);
+    mcp_flush_all(w);
+}
+
+void mcp_check_drained(tg_wrap_t *w)
+{
+    if (w->phase == P_DRAIN && mcp_busy_calls(w) == 0) {
+        uv_timer_stop(&w->phase_timer);
+        stop_agent_step(w);
+    }
+}
+
+void mcp_begin_shutdown(tg_wrap_t *w, const char *why)
+{
+    if (w->phase != P_RUN)
+        return;
+    w->phase = P_DRAIN;
+    if (w->gw->wrap_mode) {
+        /* In wrap mode the session is the router; in serve mode a caller
+         * leaving is not the router stopping. */
+        tg_audit_ev_t ev;
+        tg_audit_ev_init(&ev);
+        ev.event = "router.stopping";
+        ev.reason = why;
+        ev.count = (int64_t)mcp_busy_calls(w);
+        emit(w, &ev);
+    }
+    uv_timer_stop(&w->restart_timer);
+    if (w->astate == A_BACKOFF || w->inst == NULL) {
+        w->phase = P_DONE;
+        mcp_finish(w);
+        return;
+    }
+    uv_timer_start(&w->phase_timer, on_phase_timer, w->ag->r.acfg->kill_grace_ms, 0);
+    mcp_check_drained(w);
+}
+
+/* Drop one hold on session <w> (a handle of its own, or its agent
+ * instance); the last frees it and tells the gateway. */
+void mcp_sess_release(tg_wrap_t *w)
+{
+    if (--w->open_handles > 0)
+        return;
+    tg_gw_t *gw = w->gw;
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        gw->sessions = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
+    gw->nsessions--;
+    tg_in_free(&w->crd);
+    tg_out_free(&w->cwr);
+    free(w->init_frame);
+    free(w->initd_frame);
+    free(w->conn);
+    if (gw->on_session_end != NULL)
+        gw->on_session_end(gw, w);
+    tg_agent_t *ag = w->ag;
+    free(w);
+    ag->nsess--;
+    mcp_agent_maybe_reap(ag);
+}
+
+static void sess_handle_closed(uv_handle_t *h)
+{
+    mcp_sess_release(h->data);
+}
+
+/* Everything is answered and the agent is gone (or being closed): close
+ * the session's own handles once the caller's output is written; the last
+ * close frees the session and tells the gateway. */
+void mcp_finish(tg_wrap_t *w)
+{
+    w->phase = P_DONE;
+    if (w->inst != NULL && !w->inst->a.p.gone) {
+        /* The agent still runs: escalate until its exit brings us back. */
+        if (!uv_is_active((uv_handle_t *)&w->phase_timer)) {
+            w->phase = P_DRAIN;
+            stop_agent_step(w);
+        }
+        return;
+    }
+    if (!w->cout_dead && (w->cwr.queued_bytes > 0 || w->cwr.npieces > 0)) {
+        (void)tg_out_flush(&w->cwr);
+        if (w->cwr.queued_bytes > 0)
+            return; /* mcp_caller_out_drain calls us again */
+    }
+    if (w->finished)
+        return;
+    w->finished = true;
+    uv_timer_stop(&w->phase_timer);
+    uv_timer_stop(&w->restart_timer);
+    w->cwr.stream = NULL;
+    uv_timer_stop(&w->idle_timer);
+    uv_handle_t *hs[] = {(uv_handle_t *)&w->phase_timer, (uv_handle_t *)&w->restart_timer,
+                         (uv_handle_t *)&w->idle_timer, (uv_handle_t *)w->cin,
+                         (uv_handle_t *)w->cout};
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+        if (hs[i] != NULL && !uv_is_closing(hs[i]) && (i < 4 || hs[i] != hs[3]))
+            uv_close(hs[i], sess_handle_closed);
+}
+
+/* Say how much agent stderr was dropped since the last report. */
+static void report_stderr_drops(tg_wrap_t *w)
+{
+    tg_agent_report_drops(w->ag->r.acfg, &w->err, &w->err_dropped_reported);
+}
+
+/* Restarts of <w>'s agent within restart.window before <now>: what
+ * mcp_after_exit holds against max_restarts. */
+uint32_t mcp_recent_restarts(const tg_wrap_t *w, uint64_t now)
+{
+    return tg_aproc_recent(w->restart_at, w->nrestarts, now, w->ag->r.acfg->restart_window_ms);
+}
+
+/* The gateway's tick: report stderr drops and age out restarts: each
+ * agent's restarts entry shows the live session with the most restarts
+ * within the window (sessions are per caller in serve, and each has its
+ * own budget). */
+void tg_sess_tick(tg_gw_t *gw, uint64_t now)
+{
+    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next) {
+        report_stderr_drops(w);
+        w->ag->tick_restarts = 0;
+    }
+    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next) {
+        uint32_t n = mcp_recent_restarts(w, now);
+        if (n > w->ag->tick_restarts)
+            w->ag->tick_restarts = n;
+    }
+    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next)
+        reg_set(w, w->ag->reg_restarts, w->ag->tick_restarts);
+}
+
+/* ---- setup ------------------------------------------------------------ */
+
+/* Open toolgate's own fd <fd> (0 or 1) as a tty or a pipe into <tty> or
+ * <pipe>; NULL when it is neither (then *<type> says what it is). */
+static uv_stream_t *open_std(tg_wrap_t *w, int fd, uv_tty_t *tty, uv_pipe_t *pipe,
+                             uv_handle_type *type)
+{
+    uv_stream_t *s = NULL;
+    *type = uv_guess_handle(fd);
+    if (*type == UV_TTY) {
+        uv_tty_init(w->gw->loop, tty, fd, fd == 0);
+        s = (uv_stream_t *)tty;
+    } else if (*type == UV_NAMED_PIPE) {
+        uv_pipe_init(w->gw->loop, pipe, 0);
+        if (uv_pipe_open(pipe, fd) < 0)
+            return NULL;
+        s = (uv_stream_t *)pipe;
+        tg_pipe_enlarge(fd, TG_APROC_PIPE_BYTES);
+    }
+    if (s != NULL)
+        s->data = w;
+    return s;
+}
+
+static int open_caller(tg_wrap_t *w)
+{
+    uv_handle_type t;
+    if ((w->cin = open_std(w, 0, &w->cin_tty, &w->cin_pipe, &t)) == NULL) {
+        if (t != UV_NAMED_PIPE)
+            tg_log("stdin is %s; toolgate wrap reads MCP frames from a pipe or terminal (as MCP "
+                   "clients launch servers)",
+                   t == UV_FILE ? "a regular file" : "not a pipe");
+        return -EINVAL;
+    }
+    if ((w->cout = open_std(w, 1, &w->cout_tty, &w->cout_pipe, &t)) == NULL) {
+        if (t != UV_NAMED_PIPE)
+            tg_log("stdout is %s; toolgate wrap writes MCP frames to a pipe or terminal",
+                   t == UV_FILE ? "a regular file" : "not a pipe");
+        return -EINVAL;
+    }
+    w->cwr.stream = w->cout;
+    return 0;
+}
+
+
+/* The MCP engine's own rows, beside the route's. */
+static void register_limits(tg_agent_t *ag)
+{
+    const tg_agent_cfg_t *a = ag->r.acfg;
+    char name[TG_LIMIT_NAME_MAX];
+    /* max_restarts per restart.window: a count over a period, like a rate. */
+    snprintf(name, sizeof(name), "agent.%s.restarts", a->id);
+    ag->reg_restarts = tg_registry_upsert(&ag->gw->reg, name, TG_LIMIT_RATE, "session",
+                                          a->max_restarts);
+    /* max_instances is enforced by serve only (wrap runs one instance). */
+    ag->reg_instances = -1;
+    if (!ag->gw->wrap_mode) {
+        snprintf(name, sizeof(name), "agent.%s.instances", a->id);
+        ag->reg_instances = tg_registry_upsert(&ag->gw->reg, name, TG_LIMIT_CONCURRENCY,
+                                               "agent", a->max_instances);
+    }
+}
+
+/* ---- public API: gateway, agents, sessions ------------------------------ */
+
+/* An agent for <acfg> at metrics row <idx>. NULL after logging. */
+static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uint32_t max_sessions)
+{
+    tg_agent_t *ag = calloc(1, sizeof(*ag));
+    if (ag == NULL)
+        return NULL;
+    ag->gw = gw;
+    gw->engine_tick = tg_sess_tick;
+    gw->engine_reap = tg_sess_reap_retired;
+    tg_dlt_init(&ag->r.dlt, mcp_on_call_deadline, ag);
+    ag->max_sessions = max_sessions;
+    /* The table holds every entry the limits allow: inflight and zombie
+     * calls (<= max_concurrent, each with at most one ping), queued calls,
+     * and per session its pass-through requests and replayed initialize. */
+    uint64_t n = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
+                 (uint64_t)max_sessions * (TG_MAX_PASSTHRU + 2) + TG_RELOAD_SPARE_CALLS;
+    /* Ids fitted to twice that: short in every frame, and room for a
+     * reload to raise the limits in place (beyond it, a successor). */
+    uint32_t fit = n > TG_CALL_MAX / 2 ? TG_CALL_MAX : (uint32_t)(2 * n);
+    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(tg_call_t), n, fit) < 0) {
+        tg_agent_free(ag);
+        return NULL;
+    }
+    register_limits(ag);
+    return ag;
+}
+
+tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions)
+{
+    return agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions);
+}
+
+void tg_agent_close_timers(tg_agent_t *ag)
+{
+    for (uint32_t i = 0; i < ag->r.tab.n; i++)
+        if (mcp_call_at(ag, i)->cc.own.ready)
+            tg_handle_close((uv_handle_t *)&mcp_call_at(ag, i)->cc.own.timer);
+    if (ag->r.fleet_timer_ready)
+        tg_handle_close((uv_handle_t *)&ag->r.fleet_timer);
+    if (ag->r.dlt.ready)
+        tg_handle_close((uv_handle_t *)&ag->r.dlt.timer);
+}
+
+void tg_agent_free(tg_agent_t *ag)
+{
+    if (ag == NULL)
+        return;
+    tg_route_fini(&ag->r);
+    free(ag);
+}
+
+/* ---- reload ----------------------------------------------------------- */
+
+int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
+{
+    const tg_agent_cfg_t *o = ag->r.acfg;
+    if (acfg->rate_shared != o->rate_shared || acfg->shared_lease != o->shared_lease ||
+        acfg->conc_shared != o->conc_shared || acfg->ntools != o->ntools)
+        return -EAGAIN;
+    for (size_t i = 0; i < acfg->ntools; i++)
+        if (strcmp(acfg->tools[i].name, o->tools[i].name) != 0 ||
+            acfg->tools[i].lim.rate_shared != o->tools[i].lim.rate_shared)
+            return -EAGAIN;
+    /* The table grows in place (its chunks never move); it is left
+     * larger when a later step fails, which is harmless. */
+    uint64_t need = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
+                    (uint64_t)ag->max_sessions * (TG_MAX_PASSTHRU + 2);
+    if (need > (UINT64_C(1) << ag->r.tab.bits) || ag->r.aq.count > acfg->lim.max_queued_calls)
+        return -EAGAIN;
+    if (tg_ctab_grow(&ag->r.tab, (uint32_t)need) < 0)
+        return -ENOMEM;
+    tg_gcra_t arate = ag->r.arate;
+    if (!tg_route_same_rate(&o->lim, &acfg->lim) &&
+        tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
+                     acfg->lim.burst) < 0)
+        return -EINVAL;
+    if (acfg->lim.max_queued_calls != ag->r.aq.cap && tg_waitq_resize(&ag->r.aq, acfg->lim.max_queued_calls) < 0)
+        return -ENOMEM;
+    /* Nothing fails from here on: the new limits apply as a whole. */
+    ag->r.arate = arate;
+    ag->r.aconc.max = acfg->lim.max_concurrent_calls;
+    for (size_t i = 0; i < acfg->ntools; i++) {
+        tool_state_t *t = &ag->r.tools[i];
+        const tg_exec_limits_t *l = &acfg->tools[i].lim, *ol = &o->tools[i].lim;
+        if (l->rate_src == TG_SRC_DEFAULT) {
+            t->has_rate = false;
+        } else if (!t->has_rate || !tg_route_same_rate(ol, l)) {
+            t->has_rate = tg_gcra_init(&t->rate, l->rate_limit.count, l->rate_limit.period_ms,
+                                       l->burst_src != TG_SRC_DEFAULT ? l->burst : 0) == 0;
+        }
+        if (l->concurrent_src == TG_SRC_DEFAULT) {
+            t->has_conc = false;
+        } else {
+            /* The counter is kept across a removal and a return of the
+             * limit: calls that took a slot before still give it back
+             * through it. Calls started while the tool had no limit hold
+             * no slot and are not counted (until they end). */
+            t->conc.max = l->max_concurrent_calls;
+            t->has_conc = true;
+        }
+        t->has_queue = l->queued_src != TG_SRC_DEFAULT;
+        t->max_queued = l->max_queued_calls;
+    }
+    ag->r.acfg = acfg;
+    tg_route_register(&ag->r);
+    register_limits(ag);
+    /* Raised caps may let queued calls run now. */
+    for (tg_wrap_t *w = ag->gw->sessions; w != NULL; w = w->next)
+        if (w->ag == ag) {
+            mcp_pump_queue(w);
+            mcp_flush_all(w);
+            break;
+        }
+    return 0;
+}
+
+tg_agent_t *tg_agent_successor(tg_agent_t *old, tg_agent_cfg_t *acfg)
+{
+    tg_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions);
+    if (ag == NULL)
+        return NULL;
+    /* Bucket state survives for the rates that did not change (a local
+     * bucket; a shared one lives in the store under the same key). */
+    if (!acfg->rate_shared && !old->r.acfg->rate_shared && tg_route_same_rate(&old->r.acfg->lim, &acfg->lim))
+        ag->r.arate = old->r.arate;
+    for (size_t i = 0; i < acfg->ntools; i++)
+        for (size_t j = 0; j < old->r.acfg->ntools; j++)
+            if (strcmp(acfg->tools[i].name, old->r.acfg->tools[j].name) == 0 &&
+                ag->r.tools[i].has_rate && old->r.tools[j].has_rate &&
+                tg_route_same_rate(&acfg->tools[i].lim, &old->r.acfg->tools[j].lim))
+                ag->r.tools[i].rate = old->r.tools[j].rate;
+    return ag;
+}
+
+/* Unlink retired agent <ag> from its gateway and free it. */
+static void agent_reap(tg_agent_t *ag)
+{
+    for (tg_agent_t **p = &ag->gw->retired; *p != NULL; p = &(*p)->next_retired)
+        if (*p == ag) {
+            *p = ag->next_retired;
+            break;
+        }
+    void (*cb)(void *) = ag->on_free;
+    void *arg = ag->on_free_arg;
+    tg_agent_free(ag);
+    if (cb != NULL)
+        cb(arg);
+}
+
+void tg_sess_reap_retired(tg_gw_t *gw)
+{
+    while (gw->retired != NULL)
+        agent_reap(gw->retired);
+}
+
+static void retired_timer_closed(uv_handle_t *h)
+{
+    tg_agent_t *ag = h->data;
+    if (--ag->closing == 0)
+        agent_reap(ag);
+}
+
+/* A retired agent with no session and no store answer outstanding: close
+ * its call timers, then free it (now, or when the last timer has closed). */
+void mcp_agent_maybe_reap(tg_agent_t *ag)
+{
+    /* At teardown every handle is being closed by the walk: the gateway
+     * frees what is left once those closes have run. */
+    if (!ag->retired || ag->nsess > 0 || ag->nstore_wait > 0 || ag->closing > 0 ||
+        ag->gw->tearing_down)
+        return;
+    for (uint32_t i = 0; i < ag->r.tab.n; i++) {
+        uv_timer_t *t = &mcp_call_at(ag, i)->cc.own.timer;
+        if (mcp_call_at(ag, i)->cc.own.ready && !uv_is_closing((uv_handle_t *)t)) {
+            t->data = ag;
+            ag->closing++;
+            uv_close((uv_handle_t *)t, retired_timer_closed);
+        }
+    }
+    if (ag->r.fleet_timer_ready && !uv_is_closing((uv_handle_t *)&ag->r.fleet_timer)) {
+        ag->closing++; /* its data is <ag> already */
+        uv_close((uv_handle_t *)&ag->r.fleet_timer, retired_timer_closed);
+    }
+    if (ag->r.dlt.ready && !uv_is_closing((uv_handle_t *)&ag->r.dlt.timer)) {
+        ag->closing++; /* its data is <ag> already */
+        uv_close((uv_handle_t *)&ag->r.dlt.timer, retired_timer_closed);
+    }
+    if (ag->closing == 0)
+        agent_reap(ag);
+}
+
+void tg_agent_retire(tg_agent_t *ag, void (*on_free)(void *arg), void *arg)
+{
+    ag->retired = true;
+    ag->on_free = on_free;
+    ag->on_free_arg = arg;
+    ag->next_retired = ag->gw->retired;
+    ag->gw->retired = ag;
+    mcp_agent_maybe_reap(ag);
+}
+
+const tg_agent_cfg_t *tg_agent_cfg(const tg_agent_t *ag)
+{
+    return ag->r.acfg;
+}
+
+const char *tg_agent_id(const tg_agent_t *ag)
+{
+    return ag->r.acfg->id;
+}
+
+void tg_agent_instances(tg_agent_t *ag, uint32_t running)
+{
+    if (ag->reg_instances >= 0)
+        tg_registry_update(&ag->gw->reg, ag->reg_instances, running);
+}
+
+tg_agent_t *tg_sess_agent(const tg_wrap_t *w)
+{
+    return w->ag;
+}
+
+tg_wrap_t *tg_sess_next(const tg_wrap_t *w)
+{
+    return w->next;
+}
+
+static tg_wrap_t *sess_alloc(tg_gw_t *gw, tg_agent_t *ag, const char *caller)
+{
+    tg_wrap_t *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->gw = gw;
+    w->ag = ag;
+    ag->nsess++;
+    snprintf(w->caller, sizeof(w->caller), "%s", caller);
+    tg_in_init(&w->crd, &gw->pool, gw->cfg->max_frame_bytes);
+    tg_out_init(&w->cwr, &gw->pool);
+    w->cwr.ctx = w;
+    w->cwr.on_drain = mcp_caller_out_drain;
+    w->cwr.on_error = mcp_caller_out_error;
+    uv_timer_init(gw->loop, &w->restart_timer);
+    uv_timer_init(gw->loop, &w->phase_timer);
+    uv_timer_init(gw->loop, &w->idle_timer);
+    w->restart_timer.data = w->phase_timer.data = w->idle_timer.data = w;
+    w->open_handles = 3;
+    w->next = gw->sessions;
+    if (gw->sessions != NULL)
+        gw->sessions->prev = w;
+    gw->sessions = w;
+    gw->nsessions++;
+    return w;
+}
+
+tg_wrap_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag)
+{
+    tg_wrap_t *w = sess_alloc(gw, ag, "stdio");
+    if (w == NULL)
+        return NULL;
+    int rc = open_caller(w);
+    w->open_handles += (w->cin != NULL) + (w->cout != NULL && w->cout != w->cin);
+    if (rc < 0) {
+        mcp_finish(w);
+        return NULL;
+    }
+    return w;
+}
+
+tg_wrap_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller,
+                        tg_caller_lim_t *climits)
+{
+    tg_wrap_t *w = sess_alloc(gw, ag, caller);
+    if (w == NULL)
+        return NULL;
+    w->climits = climits;
+    w->conn = conn;
+    w->cin = w->cout = (uv_stream_t *)conn;
+    conn->data = w;
+    w->cwr.stream = w->cout;
+    w->open_handles += 1;
+    return w;
+}
+
+int tg_sess_start(tg_wrap_t *w)
+{
+    if (mcp_agent_spawn(w) < 0) {
+        mcp_begin_shutdown(w, "agent failed to start");
+        mcp_finish(w);
+        return -1;
+    }
+    uv_read_start(w->cin, mcp_caller_alloc, mcp_caller_read);
+    return 0;
+}
+
+void tg_sess_shutdown(tg_wrap_t *w, const char *why)
+{
+    mcp_begin_shutdown(w, why);
+    mcp_flush_all(w);
+}
+
+bool tg_sess_stopping(const tg_wrap_t *w)
+{
+    return w->phase != P_RUN;
+}
+
+void tg_sess_kill(tg_wrap_t *w)
+{
+    mcp_inst_kill(w, SIGKILL, "interrupted");
+}
