@@ -95,7 +95,7 @@ static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
     uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->os.heartbeat_timeout_ms, 0);
 }
 
-/* agent.tools.register: check every tool_id and osg_answer
+/* agent.tools.register: check every tool_id and answer
  * core.tools.registered. The first registration makes the agent ready. */
 static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
 {
@@ -258,11 +258,11 @@ static void on_result(os_agent_t *ag, tg_block_t *b, const char *frame, size_t l
         break;
     }
     case TG_CALL_CANCELLING:
-        /* The agent's osg_answer to the caller's cancel (normally "canceled"). */
+        /* The agent's answer to the caller's cancel (normally "canceled"). */
         to_caller(c, b, frame, len, env->call_id);
         break;
     default:
-        /* A osg_zombie: the canceled result is the agent proving it is alive;
+        /* A zombie: the canceled result is the agent proving it is alive;
          * any other result came too late for anyone. */
         if (env->status != TG_OS_ST_CANCELED)
             late_result(ag, c, frame, env->call_id, len);
@@ -395,7 +395,7 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
     for (uint32_t i = 0; i < ag->r.tab.n; i++) {
         os_call_t *c = osg_call_at(ag, i);
         /* Calls waiting for the store never reached this instance: the
-         * osg_answer finds the agent as it is then. */
+         * answer finds the agent as it is then. */
         if (c->cc.state == TG_CALL_IDLE || c->cc.state == TG_CALL_RATE || c->cc.state == TG_CALL_SLOT ||
             (c->cc.state == TG_CALL_QUEUED && keep_queued))
             continue;

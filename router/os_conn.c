@@ -14,7 +14,7 @@ static void conn_forget_calls(os_conn_t *k)
         os_call_t *c = k->calls;
         switch (c->cc.state) {
         case TG_CALL_RATE: {
-            /* The store's osg_answer will find nothing. */
+            /* The store's answer will find nothing. */
             os_agent_t *ag = c->ag;
             osg_audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_gone");
             osg_call_free(c);
@@ -176,7 +176,7 @@ static void conn_idle_arm(os_conn_t *k)
 }
 
 /* A refused connection: its calls are answered with the refusal, then it
- * ends (after the first osg_answer, as an MCP refusal does). */
+ * ends (after the first answer, as an MCP refusal does). */
 static void refuse_call(os_conn_t *k, const char *frame, const tg_os_env_t *env)
 {
     os_call_t tmp;
@@ -242,7 +242,7 @@ static void on_caller_frame(os_conn_t *k, tg_block_t *b, const char *frame, size
 }
 
 /* A header announced more than max_frame_bytes: refused from the header
- * alone (the call_id is never read: the osg_answer carries null). */
+ * alone (the call_id is never read: the answer carries null). */
 static void on_caller_oversize(os_conn_t *k, uint64_t total)
 {
     tg_osgw_t *g = k->g;
@@ -358,7 +358,7 @@ void osg_conn_out_error(tg_out_t *o, void *ctx, int status)
     conn_close_now(k);
 }
 
-/* ---- osg_flow control ----------------------------------------------------- */
+/* ---- flow control ----------------------------------------------------- */
 
 /* caller -> agent: callers are not read while an agent lags; agent ->
  * caller: agents are not read while a caller's write queue is over the

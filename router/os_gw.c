@@ -97,7 +97,7 @@ os_call_t *osg_call_at(const os_agent_t *ag, uint32_t i)
 /* The slab the limits of <a> need: every call they allow at once (in
  * flight, zombies and cancelling calls keeping their slot; queued; one
  * being refused) and, with a shared rate, as many more waiting for the
- * store's osg_answer. */
+ * store's answer. */
 uint32_t osg_slab_need(const tg_agent_cfg_t *a)
 {
     uint64_t n = (uint64_t)a->lim.max_concurrent_calls + a->lim.max_queued_calls + 1;
@@ -218,7 +218,7 @@ void osg_answer(tg_osgw_t *g, os_conn_t *k, const os_call_t *c, const os_echo_t 
     osg_send_built(&k->wr, buf, n);
 }
 
-/* A protocol error on the connection (no call to osg_answer): a core.error. */
+/* A protocol error on the connection (no call to answer): a core.error. */
 void osg_conn_error(tg_osgw_t *g, os_conn_t *k, const char *code, const char *message)
 {
     if (!osg_conn_writable(k))
@@ -398,7 +398,7 @@ static void forward(os_call_t *c)
     tg_out_t *o = &ag->inst->a.p.wr;
     /* An assigned request_id goes in as the envelope's first member, unless
      * the frame would then exceed max_frame_bytes (the audit and every
-     * osg_answer still carry it). */
+     * answer still carry it). */
     char rid[OS_ECHO_MAX + 16];
     size_t rid_len = 0, brace = 0;
     if (c->rid_assigned) {
@@ -467,7 +467,7 @@ static bool requeue(os_call_t *c)
  * while a reload replaces it. With concurrency_scope shared a call that
  * fits leaves the queue to ask the store for a fleet slot (and goes back
  * in its place when the fleet is full); none asks while the store says
- * the fleet is full. The osg_answer may come at once and call back in here:
+ * the fleet is full. The answer may come at once and call back in here:
  * such a nested call only asks for one more pass (tg_adm_pump_t). */
 void osg_pump_queue(os_agent_t *ag)
 {
@@ -606,12 +606,12 @@ static void deny_switching(os_call_t *c, const char *stage)
     osg_deny_call(c, &d, "call.denied", stage);
 }
 
-/* A store osg_answer's way back to its call: the agent and the call's seq
- * name it, so an osg_answer for a call that is gone finds nothing. */
+/* A store answer's way back to its call: the agent and the call's seq
+ * name it, so an answer for a call that is gone finds nothing. */
 typedef struct os_ticket {
     os_agent_t *ag;
     uint64_t seq;
-    int step; /* a rate osg_answer: STEP_AGENT or STEP_TOOL, whose shared bucket answers */
+    int step; /* a rate answer: STEP_AGENT or STEP_TOOL, whose shared bucket answers */
 } os_ticket_t;
 
 enum { STEP_AGENT = TG_ROUTE_STEP_AGENT, STEP_TOOL = TG_ROUTE_STEP_TOOL };
@@ -621,7 +621,7 @@ static void on_slot_taken(void *arg, const tg_store_slot_result_t *r);
 /* Ask the store for a fleet slot for <c>, which holds its frame (qblk),
  * is not in the queue and has room in every local scope: the local slots
  * are taken first and held while the store decides, so that other calls
- * cannot claim them meanwhile. The osg_answer may come before this returns,
+ * cannot claim them meanwhile. The answer may come before this returns,
  * and may free <c>. */
 static void slot_ask(os_call_t *c)
 {
@@ -644,7 +644,7 @@ static void slot_ask(os_call_t *c)
     }
 }
 
-/* The store's osg_answer for call <c> (state SLOT). */
+/* The store's answer for call <c> (state SLOT). */
 static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
 {
     os_agent_t *ag = c->ag;
@@ -733,7 +733,7 @@ static void admit_slots(os_call_t *c)
     if (room && (ag->r.cstore == NULL || !ag->r.fleet_full)) {
         call_arm(c, c->cc.deadline_ms);
         if (ag->r.cstore != NULL) {
-            slot_ask(c); /* may osg_answer, and free <c>, at once */
+            slot_ask(c); /* may answer, and free <c>, at once */
             return;
         }
         take_slots(c);
@@ -846,7 +846,7 @@ static void admit_go(os_call_t *c)
 
 static int store_step(os_call_t *c, int step);
 
-/* A shared rate store's osg_answer for call <c> (state RATE): refused; or on
+/* A shared rate store's answer for call <c> (state RATE): refused; or on
  * to the tool's shared bucket after the agent's; or on to the local
  * scopes, which may have filled meanwhile, and the rest of the admission
  * against the agent as it is now. */
@@ -861,7 +861,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
     if (c == NULL || c->cc.state != TG_CALL_RATE)
         return; /* its caller left or cancelled it meanwhile */
     tg_adm_tool_t *ts = c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL;
-    /* Two shared buckets: the one that did not simply osg_answer from the
+    /* Two shared buckets: the one that did not simply answer from the
      * store (a fallback, open, closed) is what the audit names. */
     if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->cc.rate_by == NULL) {
         c->cc.rate_by = tg_store_decider_name(r->decided_by);
@@ -932,7 +932,7 @@ static void on_store_taken(void *arg, const tg_store_result_t *r)
 
 /* Ask the store for call <c>'s token from the agent's shared bucket
  * (STEP_AGENT) or its tool's (STEP_TOOL). 0, or a negative errno when the
- * request could not be made (nothing is pending then). The osg_answer may
+ * request could not be made (nothing is pending then). The answer may
  * come before this returns (a degraded store, a lease token at hand), and
  * may free <c>: nothing of it is used after. */
 static int store_step(os_call_t *c, int step)
@@ -964,7 +964,47 @@ static void rate_hold(os_call_t *c)
     }
 }
 
-/* A core.tool.call from caller <k>: route it by tool_id, then osg_admit or
+/* A repeat of a completed call with the same idempotency_key is answered
+ * from the cache (the tool does not run again, and no limit is charged
+ * for it); one while the first still runs is refused. True when <c> was
+ * answered (and freed). */
+static bool idem_answered(os_call_t *c)
+{
+    os_agent_t *ag = c->ag;
+    tg_denial_t d;
+    char reqid[32];
+    char key[96 + TG_OS_TOOL_ID_MAX + OS_IDEM_KEY_MAX + 4];
+    size_t klen = idem_key(c, key, sizeof(key));
+    const tg_idem_entry_t *e = klen > 0 ? idem_find(ag, key, klen) : NULL;
+    if (e != NULL) {
+        idem_replay(c, e);
+        osg_audit_call(c, "call.completed", e->ok ? "ok" : "error", NULL, NULL,
+                       "idempotent_replay");
+        osg_call_free(c);
+        return true;
+    }
+    for (uint32_t i = 0; i < ag->r.tab.n && klen > 0; i++) {
+        os_call_t *o = osg_call_at(ag, i);
+        char okey[sizeof(key)];
+        if (o == c || o->cc.state == TG_CALL_IDLE || o->cc.state == TG_CALL_ZOMBIE ||
+            !o->has_idem || o->conn == NULL || idem_key(o, okey, sizeof(okey)) != klen ||
+            memcmp(okey, key, klen) != 0)
+            continue;
+        osg_denial_init(ag, &d, TG_DENY_CONCURRENCY, c, reqid);
+        d.limit = "idempotency";
+        d.scope = "caller";
+        d.observed = 2;
+        d.cap = 1;
+        d.unit = "calls";
+        d.detail = "a call with this idempotency_key is still running";
+        osg_deny_call(c, &d, "call.denied", NULL);
+        osg_call_free(c);
+        return true;
+    }
+    return false;
+}
+
+/* A core.tool.call from caller <k>: route it by tool_id, then admit or
  * refuse it. The payload is [frame, frame+len) of block <b>. */
 void osg_admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
                   const tg_os_env_t *env)
@@ -1027,7 +1067,7 @@ void osg_admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     c->rid_assigned = c->request_id.len == 0;
     if (c->rid_assigned) {
         /* The caller named none: the call's own id is its request_id, in
-         * what the agent gets and in every osg_answer. */
+         * what the agent gets and in every answer. */
         c->request_id.buf[0] = '"';
         c->request_id.len = tg_call_id_hex(c->request_id.buf + 1, c->cc.id) + 2;
         c->request_id.buf[c->request_id.len - 1] = '"';
@@ -1058,38 +1098,8 @@ void osg_admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         osg_call_free(c);
         return;
     }
-    /* A repeat of a completed call is answered from the cache: the tool
-     * does not run again, and no limit is charged for it. */
-    if (c->has_idem) {
-        char key[96 + TG_OS_TOOL_ID_MAX + OS_IDEM_KEY_MAX + 4];
-        size_t klen = idem_key(c, key, sizeof(key));
-        const tg_idem_entry_t *e = klen > 0 ? idem_find(ag, key, klen) : NULL;
-        if (e != NULL) {
-            idem_replay(c, e);
-            osg_audit_call(c, "call.completed", e->ok ? "ok" : "error", NULL, NULL,
-                       "idempotent_replay");
-            osg_call_free(c);
-            return;
-        }
-        for (uint32_t i = 0; i < ag->r.tab.n && klen > 0; i++) {
-            os_call_t *o = osg_call_at(ag, i);
-            char okey[sizeof(key)];
-            if (o == c || o->cc.state == TG_CALL_IDLE || o->cc.state == TG_CALL_ZOMBIE || !o->has_idem ||
-                o->conn == NULL || idem_key(o, okey, sizeof(okey)) != klen ||
-                memcmp(okey, key, klen) != 0)
-                continue;
-            osg_denial_init(ag, &d, TG_DENY_CONCURRENCY, c, reqid);
-            d.limit = "idempotency";
-            d.scope = "caller";
-            d.observed = 2;
-            d.cap = 1;
-            d.unit = "calls";
-            d.detail = "a call with this idempotency_key is still running";
-            osg_deny_call(c, &d, "call.denied", NULL);
-            osg_call_free(c);
-            return;
-        }
-    }
+    if (c->has_idem && idem_answered(c))
+        return;
     if (why != NULL) {
         osg_deny_unavailable(c, why);
         osg_call_free(c);
@@ -1191,7 +1201,7 @@ void osg_send_cancel(os_call_t *c, const char *reason)
     osg_send_built(&ag->inst->a.p.wr, buf, n);
 }
 
-/* A osg_zombie or cancelled call must be answered by the agent within
+/* A zombie or cancelled call must be answered by the agent within
  * kill_grace_period, else the agent is stuck. */
 void osg_zombie(os_call_t *c, const char *stage)
 {
@@ -1239,16 +1249,16 @@ static void call_expired(os_call_t *c)
         osg_zombie(c, "timed_out");
         osg_pump_queue(ag); /* a call waiting for the caller's slot */
     } else if (c->cc.state == TG_CALL_CANCELLING) {
-        /* The agent never confirmed the caller's cancel: osg_answer for it. */
+        /* The agent never confirmed the caller's cancel: answer for it. */
         osg_answer(ag->g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
         osg_call_leave_caller(c);
         osg_zombie(c, "cancelled");
-        tg_log("agent '%s' did not osg_answer a core.tool.cancel within %" PRIu64
+        tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
                " ms; killing it (raise %s)",
                aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
         osg_inst_kill(ag, SIGKILL, "stuck");
     } else if (c->cc.state == TG_CALL_ZOMBIE) {
-        tg_log("agent '%s' did not osg_answer a core.tool.cancel within %" PRIu64
+        tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
                " ms; killing it (raise %s)",
                aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
         osg_inst_kill(ag, SIGKILL, "stuck");
@@ -1268,7 +1278,7 @@ void osg_caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *env)
         return; /* answered already, or a cancel is under way */
     if (c->cc.state != TG_CALL_INFLIGHT) {
         /* The agent never saw it (queued, or waiting for the shared
-         * store, whose osg_answer will then find nothing): toolgate answers. */
+         * store, whose answer will then find nothing): toolgate answers. */
         os_agent_t *ag = c->ag;
         osg_answer(k->g, k, c, &c->cid, "canceled", NULL, NULL, false);
         osg_audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_cancelled");

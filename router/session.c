@@ -89,7 +89,7 @@ void mcp_call_free(tg_wrap_t *w, tg_call_t *c)
         return;
     mcp_call_disarm(w->ag, c);
     if (c->cc.fslot != NULL) {
-        /* Every path gives the fleet slot back through mcp_release_slots; an
+        /* Every path gives the fleet slot back through release_slots; an
          * entry freed with one still held would keep it renewed forever. */
         tg_route_fleet_release(&w->ag->r, c->cc.fslot);
         c->cc.fslot = NULL;
@@ -669,7 +669,7 @@ static void slot_decided(tg_wrap_t *w, tg_call_t *c, const tg_store_slot_result_
     c->cc.state = TG_CALL_QUEUED;
     update_conc_regs(w, c->cc.tool);
     /* A queued call keeps waiting; the slots it gave back may serve no one
-     * else now (the fleet is full), which mcp_pump_queue knows. */
+     * else now (the fleet is full), which pump_queue knows. */
 }
 
 static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
@@ -778,7 +778,7 @@ void mcp_pump_queue(tg_wrap_t *w)
                 dispatch(cw, c, b, c->cc.qframe, c->cc.qlen, c->cc.qid_off, c->cc.qid_len);
                 tg_block_unref(&ag->gw->pool, b);
             }
-            /* The caller of mcp_pump_queue flushes its own session only. */
+            /* The caller of pump_queue flushes its own session only. */
             if (cw != w)
                 mcp_flush_all(cw);
         }

@@ -70,7 +70,7 @@ typedef struct tg_call {
     /* K_PING: which zombie it proves alive. */
     uint32_t ping_for;
     uint64_t ping_for_id;
-    /* Not cleared when the entry is reused (mcp_call_alloc): the arrays are
+    /* Not cleared when the entry is reused (call_alloc): the arrays are
      * written with their lengths. */
     char caller_id[TG_ID_MAX];
     char tool_name[TG_TOOL_NAME_MAX + 1];
@@ -115,7 +115,7 @@ struct tg_wrap {
     tg_gw_t *gw;
     tg_agent_t *ag;
     tg_wrap_t *next, *prev;         /* gw->sessions */
-    int open_handles;               /* closed one by one by mcp_finish(); freed at 0 */
+    int open_handles;               /* closed one by one by finish(); freed at 0 */
     uv_pipe_t *conn;                /* serve: the accepted socket (cin == cout) */
     char caller[64];                /* caller name for audit: "stdio" or from callers[] */
     tg_caller_lim_t *climits;       /* the caller's own limits (serve), or NULL */

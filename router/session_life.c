@@ -128,7 +128,7 @@ void mcp_finish(tg_wrap_t *w)
     if (!w->cout_dead && (w->cwr.queued_bytes > 0 || w->cwr.npieces > 0)) {
         (void)tg_out_flush(&w->cwr);
         if (w->cwr.queued_bytes > 0)
-            return; /* mcp_caller_out_drain calls us again */
+            return; /* caller_out_drain calls us again */
     }
     if (w->finished)
         return;
@@ -152,7 +152,7 @@ static void report_stderr_drops(tg_wrap_t *w)
 }
 
 /* Restarts of <w>'s agent within restart.window before <now>: what
- * mcp_after_exit holds against max_restarts. */
+ * after_exit holds against max_restarts. */
 uint32_t mcp_recent_restarts(const tg_wrap_t *w, uint64_t now)
 {
     return tg_aproc_recent(w->restart_at, w->nrestarts, now, w->ag->r.acfg->restart_window_ms);
