@@ -15,15 +15,27 @@ A tiny LD_PRELOAD library (built here with cc) makes execvp() of
 "/proc/self/exe" run the real toolgate binary instead; the child runs
 natively (--trace-children=no), so only toolgate's own instructions count.
 
+With --dialect opensentience it runs `toolgate serve` with one
+opensentience listener and the fixture agent (tests/agents/tg_os_agent)
+instead, and drives it over the Unix socket with length-prefixed
+core.tool.call frames (tool os/echo, unique call_ids), the same
+difference giving the marginal cost of one OpenSentience call.
+
 Usage: tests/bench/callgrind_calls.py [--build DIR] [--few N] [--many N] [--depth N]
                                       [--top K] [--no-build] [--toolgate PATH]
+                                      [--dialect mcp|opensentience]
 DIR defaults to build-perf (configured RelWithDebInfo when missing).
 """
 import argparse
 import collections
 import os
+import json
 import re
+import signal
+import socket
+import struct
 import subprocess
+import time
 import sys
 import tempfile
 
@@ -63,7 +75,7 @@ def build(build_dir):
                         '-DCMAKE_BUILD_TYPE=RelWithDebInfo'], check=True,
                        stdout=subprocess.DEVNULL)
     subprocess.run(['cmake', '--build', build_dir, '-j2', '--target', 'toolgate',
-                    'tg_echo_agent'], check=True, stdout=subprocess.DEVNULL)
+                    'tg_echo_agent', 'tg_os_agent'], check=True, stdout=subprocess.DEVNULL)
 
 
 def read_lines(f, n, buf):
@@ -122,6 +134,87 @@ def run(build_dir, toolgate, tmp, preload, calls, depth):
     return out
 
 
+def os_frame(obj):
+    body = json.dumps(obj, separators=(',', ':')).encode()
+    return struct.pack('>I', len(body)) + body
+
+
+def os_read_frames(sock, n, buf):
+    """Read until <n> agent.tool.result frames are in hand (streams are
+    skipped); return their payloads and the rest."""
+    out = []
+    while len(out) < n:
+        while len(buf) >= 4:
+            ln = struct.unpack('>I', buf[:4])[0]
+            if len(buf) < 4 + ln:
+                break
+            m = json.loads(buf[4:4 + ln])
+            buf = buf[4 + ln:]
+            if m.get('type') == 'agent.tool.result':
+                out.append(m)
+        if len(out) == n:
+            break
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            sys.exit('callgrind_calls: toolgate closed the connection early')
+        buf += chunk
+    return out, buf
+
+
+def run_os(build_dir, toolgate, tmp, preload, calls, depth):
+    out = os.path.join(tmp, 'cg.os.%d.out' % calls)
+    sock_path = os.path.join(tmp, 'os.%d.sock' % calls)
+    cfg = os.path.join(tmp, 'serve.%d.json' % calls)
+    with open(cfg, 'w') as f:
+        json.dump({'router': {'listen': [{'unix': sock_path, 'dialect': 'opensentience'}]},
+                   'audit': {'path': os.path.join(tmp, 'audit.os.%d.jsonl' % calls)},
+                   'containment': {'mode': 'off'},
+                   'agents': [{'id': 'os', 'dialect': 'opensentience',
+                               'command': [os.path.join(build_dir, 'agents', 'tg_os_agent'),
+                                           '--id', 'os'],
+                               # serve passes agents only env.pass: the exec
+                               # shim's preload needs this one
+                               'env': {'pass': ['TG_CALLGRIND_SELF']},
+                               'execution_limits': {'rate_limit': '1000000/second',
+                                                    'max_concurrent_calls': 1024,
+                                                    'max_queued_calls': 1024}}]}, f)
+    env = dict(os.environ, LD_PRELOAD=preload, TG_CALLGRIND_SELF=toolgate)
+    argv = ['valgrind', '--tool=callgrind', '--trace-children=no',
+            '--callgrind-out-file=' + out, toolgate, 'serve', '--config', cfg]
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 60
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    while True:
+        try:
+            s.connect(sock_path)
+            break
+        except OSError:
+            if time.time() > deadline or p.poll() is not None:
+                sys.exit('callgrind_calls: toolgate serve did not listen on ' + sock_path)
+            time.sleep(0.1)
+    done, seq, rest = 0, 0, b''
+    while done < calls:
+        n = min(depth, calls - done)
+        batch = b''.join(os_frame({'v': 1, 'type': 'core.tool.call', 'id': 'm%d' % (seq + k),
+                                   'ts': '2026-01-16T12:00:00Z',
+                                   'payload': {'call_id': 'c%d' % (seq + k), 'tool_id': 'os/echo',
+                                               'input': {'text': 'hello, toolgate'}}})
+                         for k in range(n))
+        s.sendall(batch)
+        res, rest = os_read_frames(s, n, rest)
+        for m in res:
+            if m['payload'].get('status') != 'succeeded':
+                sys.exit('callgrind_calls: bad answer: %r' % m)
+        seq += n
+        done += n
+    s.close()
+    p.send_signal(signal.SIGTERM)
+    if p.wait() != 0:
+        sys.exit('callgrind_calls: toolgate serve exited with %d' % p.returncode)
+    return out
+
+
 def total_and_functions(out):
     """Total Ir and self Ir per 'file:function' from callgrind_annotate."""
     text = subprocess.run(['callgrind_annotate', '--inclusive=no', '--auto=no', '--threshold=100',
@@ -170,6 +263,7 @@ def main():
                     help='calls in flight (1: the per-call cost with nothing shared by a batch)')
     ap.add_argument('--no-build', action='store_true', help='measure DIR as it is')
     ap.add_argument('--toolgate', help='this toolgate binary instead of DIR/toolgate')
+    ap.add_argument('--dialect', choices=('mcp', 'opensentience'), default='mcp')
     a = ap.parse_args()
     if not a.no_build:
         build(a.build)
@@ -180,11 +274,13 @@ def main():
         with open(src, 'w') as f:
             f.write(PRELOAD_SRC)
         subprocess.run(['cc', '-shared', '-fPIC', '-O2', '-o', so, src, '-ldl'], check=True)
-        t1, f1 = total_and_functions(run(a.build, tg, tmp, so, a.few, a.depth))
-        t2, f2 = total_and_functions(run(a.build, tg, tmp, so, a.many, a.depth))
+        runner = run_os if a.dialect == 'opensentience' else run
+        t1, f1 = total_and_functions(runner(a.build, tg, tmp, so, a.few, a.depth))
+        t2, f2 = total_and_functions(runner(a.build, tg, tmp, so, a.many, a.depth))
     n = a.many - a.few
-    print('toolgate instructions per small call (%d in flight, %d - %d calls): %.0f'
-          % (a.depth, a.many, a.few, (t2 - t1) / n))
+    print('toolgate instructions per small %s call (%d in flight, %d - %d calls): %.0f'
+          % ('OpenSentience' if a.dialect == 'opensentience' else 'MCP', a.depth, a.many, a.few,
+             (t2 - t1) / n))
     diff = {k: (f2[k] - f1.get(k, 0)) / n for k in f2}
     groups = collections.Counter()
     for k, v in diff.items():
