@@ -1159,8 +1159,7 @@ void osg_release_slots(os_call_t *c)
 void osg_call_release(os_call_t *c)
 {
     os_agent_t *ag = c->ag;
-    if (c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_CANCELLING || c->cc.state == TG_CALL_ZOMBIE ||
-        c->cc.state == TG_CALL_SLOT)
+    if (tg_callc_holds_slots(c->cc.state))
         osg_release_slots(c);
     else if (c->cc.state == TG_CALL_QUEUED)
         tg_route_unqueue(&c->ag->r, &c->cc);

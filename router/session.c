@@ -796,7 +796,7 @@ void mcp_release_slots(tg_wrap_t *w, tg_call_t *c)
 /* Give back the slots of an inflight or zombie call, free it, let waiters in. */
 void mcp_call_release(tg_wrap_t *w, tg_call_t *c)
 {
-    if (c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_ZOMBIE || c->cc.state == TG_CALL_SLOT)
+    if (tg_callc_holds_slots(c->cc.state))
         mcp_release_slots(w, c);
     tg_route_unqueue(&w->ag->r, &c->cc);
     int tool = c->cc.tool;

@@ -523,8 +523,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             mcp_deny(w, c->caller_id, c->caller_id_len, &d);
         }
         tg_route_unqueue(&w->ag->r, &c->cc);
-        if ((c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_ZOMBIE || c->cc.state == TG_CALL_SLOT) &&
-            c->kind == K_CALL)
+        if (tg_callc_holds_slots(c->cc.state) && c->kind == K_CALL)
             mcp_release_slots(w, c);
         mcp_call_free(w, c);
     }

@@ -1,6 +1,7 @@
 /* Agent processes: the pieces both serve engines use to start and watch an
- * agent instance. router/session.c runs one instance per MCP caller
- * session, router/os_gw.c one shared instance per OpenSentience agent;
+ * agent instance, under the lifecycle of instance.c. The MCP engine runs
+ * one instance per caller session, the OpenSentience engine one shared
+ * instance per agent;
  * their state machines differ (what a restart replays, who is told), the
  * process plumbing does not:
  *
@@ -9,7 +10,6 @@
  *  - the serve-mode environment (env.pass, env.set, an engine's extra);
  *  - the containment instance (tg_contain_create, with the loopback rule);
  *  - the once-a-second sample and verdict, the exit-time OOM check;
- *  - the limit registry rows of an agent and their 80% events;
  *  - the stderr relay: line splitting at stderr_line_max and the
  *    per-second byte budget;
  *  - restart arithmetic (restarts within the window, backoff);
@@ -41,8 +41,6 @@
 #define TG_APROC_RESTART_LOG 64    /* fixed internal bound: restart timestamps kept */
 #define TG_APROC_MONITOR_MS  1000  /* fixed internal bound: containment sampling period */
 #define TG_APROC_ERR_SCRATCH 16384 /* fixed internal bound: stderr bytes read per wakeup */
-
-/* ---- limit registry --------------------------------------------------- */
 
 /* ---- environment ------------------------------------------------------ */
 

@@ -266,7 +266,6 @@ void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason)
         in->p.killed = true;
         if (!in->kill_audited) {
             in->kill_audited = true;
-            in->kill_reason = reason;
             tg_audit_ev_t ev;
             tg_audit_ev_init(&ev);
             ev.event = "agent.killed";

@@ -71,7 +71,6 @@ struct tg_ainst {
     uint64_t *err_reported;      /* bytes of err->dropped already logged */
     const tg_ainst_ops_t *ops;
     void *owner;                 /* the engine's (its session or agent) */
-    const char *kill_reason;     /* the first SIGKILL's reason, or NULL */
     bool kill_audited;           /* agent.killed written for this instance */
 };
 
@@ -97,8 +96,8 @@ typedef struct tg_ainst_spawn {
  * the command itself failed). */
 int tg_ainst_spawn(tg_ainst_t *in, const tg_ainst_spawn_t *how);
 
-/* Send <sig>; the first SIGKILL writes agent.killed with <reason> and
- * marks the instance killed. Nothing once it is gone or has exited. */
+/* Send <sig>; the first SIGKILL writes agent.killed with <reason>; every
+ * SIGKILL marks the instance killed. Nothing once it is gone or has exited. */
 void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason);
 
 /* Its stdout ended (the engine's reader saw EOF or an error, and stopped
