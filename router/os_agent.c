@@ -187,7 +187,7 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
         set_state(ag, A_READY);
         tg_log("agent '%s' ready: %zu tools registered", aname(ag), ag->nreg);
     }
-    osg_pump_queue(ag);
+    tg_pipe_pump(&ag->r, ag->g);
 }
 
 static void on_heartbeat(os_agent_t *ag)
@@ -198,7 +198,7 @@ static void on_heartbeat(os_agent_t *ag)
     set_state(ag, ag->registered ? A_READY : A_STARTING);
     tg_log("agent '%s' recovered: heartbeats resumed", aname(ag));
     agent_event(ag, "agent.unhealthy", "recovered", "heartbeat_resumed");
-    osg_pump_queue(ag);
+    tg_pipe_pump(&ag->r, ag->g);
 }
 
 /* Forward frame [frame, frame+len) of block <b> to <c>'s caller with the
@@ -268,7 +268,7 @@ static void on_result(os_agent_t *ag, tg_block_t *b, const char *frame, size_t l
             late_result(ag, c, frame, env->call_id, len);
         break;
     }
-    osg_call_release(c);
+    tg_pipe_release(&c->cc);
 }
 
 static void on_stream(os_agent_t *ag, tg_block_t *b, const char *frame, size_t len,
@@ -391,7 +391,7 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
     tg_denial_t d;
     char reqid[32], detail[160], path[TG_NAME_MAX + 64];
     /* A reload's switch keeps the queued calls for the new instance. */
-    bool keep_queued = ag->switching && !g->stopping;
+    bool keep_queued = ag->r.switching && !g->stopping;
     for (uint32_t i = 0; i < ag->r.tab.n; i++) {
         os_call_t *c = osg_call_at(ag, i);
         /* Calls waiting for the store never reached this instance: the
@@ -441,10 +441,10 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
         if (c->cc.state == TG_CALL_QUEUED)
             tg_route_unqueue(&c->ag->r, &c->cc);
         else
-            osg_release_slots(c);
+            tg_route_release_slots(&ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL);
         osg_call_free(c);
     }
-    osg_update_conc_regs(ag, NULL);
+    tg_route_regs(&ag->r, -1);
 }
 
 bool osg_crash_loop(const os_agent_t *ag, uint64_t now, uint32_t *recent)
@@ -461,7 +461,7 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
 {
     tg_osgw_t *g = ag->g;
     ag->last_failed = failed;
-    if (ag->switching && !g->stopping) {
+    if (ag->r.switching && !g->stopping) {
         switch_done(ag); /* a reload stopped it: no restart policy applies */
         return;
     }
@@ -665,9 +665,9 @@ static void stop_step(os_agent_t *ag)
 {
     os_inst_t *in = ag->inst;
     uint64_t grace = ag->r.acfg->kill_grace_ms;
-    const char *why = ag->switching ? "reload" : "shutdown";
+    const char *why = ag->r.switching ? "reload" : "shutdown";
     if (in == NULL || in->a.p.gone) {
-        if (ag->switching && !ag->g->stopping) {
+        if (ag->r.switching && !ag->g->stopping) {
             switch_done(ag);
             return;
         }
@@ -711,7 +711,7 @@ void osg_agent_check_drained(os_agent_t *ag)
 {
     if (ag->phase != P_DRAIN)
         return;
-    if (ag->switching ? ag->r.aconc.inflight == 0 : tg_ctab_used(&ag->r.tab) == 0) {
+    if (ag->r.switching ? ag->r.aconc.inflight == 0 : tg_ctab_used(&ag->r.tab) == 0) {
         uv_timer_stop(&ag->phase_timer);
         stop_step(ag);
     }
@@ -719,13 +719,13 @@ void osg_agent_check_drained(os_agent_t *ag)
 
 static void agent_stop(os_agent_t *ag)
 {
-    if (ag->switching) {
+    if (ag->r.switching) {
         /* The reload's switch becomes the shutdown: the calls in flight
          * now have kill_grace_period, queued ones may still run. */
-        ag->switching = false;
+        ag->r.switching = false;
         if (ag->phase == P_DRAIN) {
             uv_timer_start(&ag->phase_timer, on_phase_timer, ag->r.acfg->kill_grace_ms, 0);
-            osg_pump_queue(ag);
+            tg_pipe_pump(&ag->r, ag->g);
             osg_agent_check_drained(ag);
         }
         return;
@@ -810,7 +810,7 @@ static void register_limits(os_agent_t *ag)
 
 static int setup_limits(os_agent_t *ag, tg_agent_cfg_t *a, size_t idx)
 {
-    ag->qcap = a->lim.max_queued_calls;
+    ag->r.qcap = a->lim.max_queued_calls;
     int rc = tg_route_setup(&ag->r, ag->g->gw, a, idx, sizeof(os_call_t), osg_slab_need(a), 0);
     if (rc < 0)
         return rc;
@@ -854,7 +854,7 @@ static void fail_queued(os_agent_t *ag, const char *why)
         tg_route_unqueue(&c->ag->r, &c->cc);
         osg_call_free(c);
     }
-    osg_update_conc_regs(ag, NULL);
+    tg_route_regs(&ag->r, -1);
 }
 
 /* The old instance of a reload's switch is gone (or there was none): run
@@ -862,7 +862,7 @@ static void fail_queued(os_agent_t *ag, const char *why)
  * count reset; an on_demand agent starts only when calls wait for it. */
 static void switch_done(os_agent_t *ag)
 {
-    ag->switching = false;
+    ag->r.switching = false;
     ag->phase = P_RUN;
     uv_timer_stop(&ag->phase_timer);
     uv_timer_stop(&ag->restart_timer);
@@ -890,8 +890,8 @@ static void switch_start(os_agent_t *ag)
         switch_done(ag); /* down, backing off or failed: nothing to drain */
         return;
     }
-    if (!ag->switching) {
-        ag->switching = true;
+    if (!ag->r.switching) {
+        ag->r.switching = true;
         ag->phase = P_DRAIN;
         tg_log("SIGHUP: agent '%s': its command, environment or resources changed: draining "
                "its %u call(s) in flight, then restarting it",
@@ -943,7 +943,9 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
         }
         g->agents[g->nagents++] = ag;
         ag->g = g;
-        tg_dlt_init(&ag->r.dlt, osg_on_call_deadline, ag);
+        ag->r.ops = osg_call_ops();
+        ag->r.open_timers = &g->open_timers;
+        tg_dlt_init(&ag->r.dlt, tg_pipe_deadline, ag);
         if (setup_limits(ag, a, i) < 0) {
             tg_osgw_free(g);
             return NULL;
@@ -1119,15 +1121,15 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
             c->cc.tool_slot = false;
         if (c->cc.in_queue && nt >= 0)
             tools[nt].queued++;
-        if (c->deadline_src == DL_TOOL && nt < 0)
-            c->deadline_src = DL_AGENT;
+        if (c->cc.dl_src == TG_DL_TOOL && nt < 0)
+            c->cc.dl_src = TG_DL_AGENT;
         c->cc.tool = nt;
     }
     free(ag->r.tools);
     ag->r.tools = tools;
     ag->r.arate = arate;
     ag->r.aconc.max = acfg->lim.max_concurrent_calls; /* inflight calls keep their slots */
-    ag->qcap = acfg->lim.max_queued_calls;
+    ag->r.qcap = acfg->lim.max_queued_calls;
     ag->r.store = store;
     if (store != NULL)
         memcpy(ag->r.rate_key, rate_key, sizeof(rate_key));
@@ -1150,8 +1152,8 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     if (respawn && !g->stopping)
         switch_start(ag);
     /* Raised caps may let queued calls run now. */
-    osg_pump_queue(ag);
-    osg_update_conc_regs(ag, NULL);
+    tg_pipe_pump(&ag->r, ag->g);
+    tg_route_regs(&ag->r, -1);
     osg_g_flush(g);
     return 0;
 }

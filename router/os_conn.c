@@ -24,7 +24,7 @@ static void conn_forget_calls(os_conn_t *k)
         case TG_CALL_SLOT:
         case TG_CALL_QUEUED:
             osg_audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_gone");
-            osg_call_release(c);
+            tg_pipe_release(&c->cc);
             break;
         case TG_CALL_INFLIGHT:
             osg_audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_gone");
@@ -38,7 +38,7 @@ static void conn_forget_calls(os_conn_t *k)
         }
     }
     for (size_t i = 0; i < k->g->nagents; i++)
-        osg_pump_queue(k->g->agents[i]);
+        tg_pipe_pump(&k->g->agents[i]->r, k->g);
 }
 
 static void conn_closed(uv_handle_t *h)

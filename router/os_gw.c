@@ -113,7 +113,7 @@ static os_call_t *call_alloc(os_agent_t *ag)
     os_call_t *c = tg_ctab_take(&ag->r.tab, &i, &id);
     if (c == NULL)
         return NULL;
-    tg_callc_reset(&c->cc, id, i, now_ms(ag->g));
+    tg_callc_reset(&c->cc, &ag->r, id, i, now_ms(ag->g));
     memset((char *)c + offsetof(os_call_t, ag), 0, sizeof(*c) - offsetof(os_call_t, ag));
     c->ag = ag;
     c->cc.state = TG_CALL_QUEUED; /* not yet in the queue: the admission decides */
@@ -147,16 +147,10 @@ static void call_attach(os_call_t *c, os_conn_t *k)
 
 void osg_call_free(os_call_t *c)
 {
-    os_agent_t *ag = c->ag;
     if (c->cc.state == TG_CALL_IDLE)
         return;
-    tg_dlt_disarm(&ag->r.dlt, &c->cc.dl, &c->cc.own);
-    tg_block_t *held = tg_route_take_frame(&ag->r, &c->cc);
-    if (held != NULL)
-        tg_block_unref(&ag->g->gw->pool, held);
     call_detach(c);
-    c->cc.state = TG_CALL_IDLE;
-    tg_ctab_put(&ag->r.tab, c->cc.idx);
+    tg_pipe_free_entry(&c->cc);
 }
 
 /* The live call numbered <seq>, or NULL. */
@@ -272,10 +266,6 @@ void osg_deny_call(os_call_t *c, tg_denial_t *d, const char *event, const char *
     osg_audit_call(c, event, event[5] == 't' ? "timeout" : "denied", d, stage, NULL);
 }
 
-void osg_update_conc_regs(os_agent_t *ag, const os_call_t *c)
-{
-    tg_route_regs(&ag->r, c != NULL ? c->cc.tool : -1);
-}
 
 /* ---- idempotency cache ------------------------------------------------ */
 
@@ -338,29 +328,6 @@ static void idem_replay(os_call_t *c, const tg_idem_entry_t *e)
 
 /* ---- admission -------------------------------------------------------- */
 
-static void call_expired(os_call_t *c);
-
-static void on_call_timer(uv_timer_t *t)
-{
-    call_expired(t->data);
-}
-
-/* Expire call <c> in <ms> from now (router/dltimer.h); a timer it
- * initialises is one more to close before the gateway is idle. */
-static void call_arm(os_call_t *c, uint64_t ms)
-{
-    tg_osgw_t *g = c->ag->g;
-    g->open_timers += tg_dlt_arm(&c->ag->r.dlt, g->gw->loop, &c->cc.dl, &c->cc.own, on_call_timer, c, ms);
-}
-
-void osg_on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x)
-{
-    (void)t;
-    call_expired((os_call_t *)(void *)((char *)x - offsetof(os_call_t, cc.dl)));
-}
-static void slot_ask(os_call_t *c);
-void osg_release_slots(os_call_t *c);
-
 static bool agent_writable(const os_agent_t *ag)
 {
     return ag->inst != NULL && !ag->inst->a.p.gone && !ag->inst->a.p.stdin_closed &&
@@ -371,67 +338,9 @@ static bool agent_writable(const os_agent_t *ag)
  * stdin is open, it is not being stopped, nor replaced by a reload. */
 static bool can_dispatch(const os_agent_t *ag)
 {
-    return ag->st == A_READY && agent_writable(ag) && ag->phase < P_STOP_STDIN && !ag->switching;
+    return ag->st == A_READY && agent_writable(ag) && ag->phase < P_STOP_STDIN && !ag->r.switching;
 }
 
-/* Take call <c>'s local slots: the agent's, its tool's, its caller's.
- * The registry hears of them when the call is forwarded: slots held only
- * while the shared store decides (and given back when it says the fleet
- * is full) must not make a limit warn and re-arm on every retry. */
-static void take_slots(os_call_t *c)
-{
-    tg_route_take_slots(&c->ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL);
-}
-
-/* Send call <c>, holding its slots, to the agent with its call_id
- * spliced: it is in flight. */
-static void forward(os_call_t *c)
-{
-    os_agent_t *ag = c->ag;
-    c->cc.state = TG_CALL_INFLIGHT;
-    char id[26];
-    id[0] = '"';
-    size_t n = tg_call_id_hex(id + 1, c->cc.id) + 1;
-    id[n++] = '"';
-    tg_os_splice_t sp;
-    tg_jspan_t s = {.off = c->cc.qid_off, .len = c->cc.qid_len, .type = TG_J_STRING};
-    tg_out_t *o = &ag->inst->a.p.wr;
-    /* An assigned request_id goes in as the envelope's first member, unless
-     * the frame would then exceed max_frame_bytes (the audit and every
-     * answer still carry it). */
-    char rid[OS_ECHO_MAX + 16];
-    size_t rid_len = 0, brace = 0;
-    if (c->rid_assigned) {
-        while (brace < c->cc.qid_off && c->cc.qframe[brace] != '{')
-            brace++;
-        rid_len = (size_t)snprintf(rid, sizeof(rid), "\"request_id\":%.*s,",
-                                   (int)c->request_id.len, c->request_id.buf);
-        if (brace >= c->cc.qid_off ||
-            c->cc.qlen - c->cc.qid_len + n + rid_len > ag->g->cfg->max_frame_bytes)
-            rid_len = 0;
-    }
-    if (tg_os_splice_plan(c->cc.qlen, s, n + rid_len, &sp) == 0) {
-        tg_out_copy(o, (const char *)sp.hdr, TG_LENPFX_HDR);
-        if (rid_len > 0) {
-            tg_out_slice(o, c->cc.qblk, c->cc.qframe, brace + 1);
-            tg_out_copy(o, rid, rid_len);
-            tg_out_slice(o, c->cc.qblk, c->cc.qframe + brace + 1, sp.head_len - brace - 1);
-        } else {
-            tg_out_slice(o, c->cc.qblk, c->cc.qframe, sp.head_len);
-        }
-        tg_out_copy(o, id, n);
-        tg_out_slice(o, c->cc.qblk, c->cc.qframe + sp.tail_off, c->cc.qlen - sp.tail_off);
-    }
-    tg_block_unref(&ag->g->gw->pool, tg_route_take_frame(&ag->r, &c->cc));
-    if (c->cc.caller_slot && c->conn != NULL && c->conn->lim != NULL)
-        reg_set(ag->g, c->conn->lim->reg_conc, c->conn->lim->conc.inflight);
-    osg_update_conc_regs(ag, c);
-}
-
-static bool tool_has_room(const os_agent_t *ag, const os_call_t *c)
-{
-    return tg_route_has_room(&ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL);
-}
 
 bool osg_tool_registered(const os_agent_t *ag, const char *name, size_t len)
 {
@@ -450,87 +359,13 @@ static void not_found(os_call_t *c)
     osg_audit_call(c, "call.denied", "invalid", NULL, NULL, "tool_not_found");
 }
 
-/* Put <c> (not in the queue) back into the wait queue where its arrival
- * puts it: calls that came later must not pass it. False when the
- * agent's queue or the tool's is full. */
-static bool requeue(os_call_t *c)
-{
-    if (!tg_route_requeue(&c->ag->r, &c->cc, c->ag->qcap))
-        return false;
-    c->cc.state = TG_CALL_QUEUED;
-    return true;
-}
-
-/* Queue order is kept: the first waiting call that now fits runs; a call
- * blocked only by its tool's (or caller's) slot does not hold back
- * others. Nothing runs before an instance has registered its tools, nor
- * while a reload replaces it. With concurrency_scope shared a call that
- * fits leaves the queue to ask the store for a fleet slot (and goes back
- * in its place when the fleet is full); none asks while the store says
- * the fleet is full. The answer may come at once and call back in here:
- * such a nested call only asks for one more pass (tg_adm_pump_t). */
-void osg_pump_queue(os_agent_t *ag)
-{
-    if (!tg_adm_pump_begin(&ag->r.pump))
-        return;
-    do {
-        uint32_t i = 0;
-        while (can_dispatch(ag) && i < ag->r.aq.count && tg_conc_has_room(&ag->r.aconc)) {
-            os_call_t *c = osg_call_at(ag, tg_waitq_at(&ag->r.aq, i));
-            if (!osg_tool_registered(ag, c->tool, c->tool_len)) {
-                tg_route_dequeue_at(&ag->r, i, &c->cc);
-                not_found(c);
-                osg_call_free(c);
-                continue;
-            }
-            if (!tool_has_room(ag, c)) {
-                i++;
-                continue;
-            }
-            if (ag->r.cstore != NULL && ag->r.fleet_full)
-                break;
-            tg_route_dequeue_at(&ag->r, i, &c->cc);
-            if (ag->r.cstore != NULL) {
-                slot_ask(c); /* its deadline runs on from its arrival */
-            } else {
-                take_slots(c);
-                forward(c);
-            }
-        }
-    } while (tg_adm_pump_again(&ag->r.pump));
-    osg_update_conc_regs(ag, NULL);
-}
-
-typedef tg_adm_rate_scope_t rate_scope_t;
-
-/* Refuse call <c> when one of <scopes> has no token now, naming the
- * scope that frees up last (<detail>: the denial's detail, NULL for the
- * usual "N calls in P > R"). True when refused (answered and audited,
- * not freed). Takes nothing. */
-static bool rate_refused(os_call_t *c, const rate_scope_t *scopes, int n, uint64_t now,
-                         const char *detail_text)
-{
-    tg_gcra_result_t rw;
-    int worst = tg_adm_rate_worst(scopes, n, now, &rw);
-    if (worst < 0)
-        return false;
-    tg_denial_t d;
-    char reqid[32], detail[160];
-    osg_denial_init(c->ag, &d, TG_DENY_RATE, c, reqid);
-    tg_adm_rate_denial(&d, detail, sizeof(detail), scopes[worst].scope, scopes[worst].path,
-                       scopes[worst].rate, &rw);
-    if (detail_text != NULL)
-        d.detail = detail_text;
-    osg_deny_call(c, &d, "call.denied", NULL);
-    return true;
-}
 
 /* Why calls to <ag> are refused now (agent_unavailable), or NULL when
  * they may go on (ready, or starting, or being replaced by a reload: they
  * wait for it). */
 static const char *unavailable(const os_agent_t *ag)
 {
-    if (ag->switching)
+    if (ag->r.switching)
         return NULL;
     switch (ag->st) {
     case A_READY:
@@ -548,222 +383,6 @@ static const char *unavailable(const os_agent_t *ag)
     return "agent stopped and is not restarted (restart policy or max_restarts)";
 }
 
-/* The config path that raises call <c>'s deadline; NULL when it is the
- * caller's own timeout_ms. */
-static const char *deadline_path(const os_call_t *c)
-{
-    if (c->deadline_src == DL_CALLER)
-        return NULL;
-    if (c->deadline_src == DL_TOOL && c->cc.tool >= 0)
-        return c->ag->r.tools[c->cc.tool].path_dur;
-    return c->ag->r.path_dur;
-}
-
-/* ---- fleet slots (concurrency_scope shared) ---------------------------- */
-
-static void on_fleet_timer(uv_timer_t *t)
-{
-    os_agent_t *ag = t->data;
-    ag->r.fleet_full = false;
-    osg_pump_queue(ag);
-    osg_g_flush(ag->g);
-}
-
-/* Refuse call <c> for the shared concurrency limit: <observed> of <cap>
- * slots held (as the store last said), <why> in the detail. */
-static void deny_fleet(os_call_t *c, uint32_t observed, uint32_t cap, const char *why,
-                       const char *stage)
-{
-    tg_denial_t d;
-    char reqid[32], detail[160];
-    osg_denial_init(c->ag, &d, TG_DENY_CONCURRENCY, c, reqid);
-    tg_adm_fleet_denial(&d, detail, sizeof(detail), c->ag->r.path_conc, observed, cap, why);
-    osg_deny_call(c, &d, "call.denied", stage);
-}
-
-/* Refuse call <c> because the shared store cannot decide and
- * on_store_error is closed (or the store refused the request), with
- * <retry_after_ms> (TG_DENY_ABSENT: none). */
-static void deny_store(os_call_t *c, const char *limit, const char *scope, const char *unit,
-                       const char *detail, int64_t retry_after_ms)
-{
-    tg_denial_t d;
-    char reqid[32];
-    osg_denial_init(c->ag, &d, TG_DENY_STORE, c, reqid);
-    tg_adm_store_denial(&d, limit, scope, unit, detail, retry_after_ms);
-    osg_deny_call(c, &d, "call.denied", NULL);
-}
-
-/* A call a reload's instance switch turned away: its queue is full. */
-static void deny_switching(os_call_t *c, const char *stage)
-{
-    tg_denial_t d;
-    char reqid[32];
-    osg_denial_init(c->ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
-    d.limit = "agent";
-    d.retry_after_ms = (int64_t)c->ag->r.acfg->kill_grace_ms;
-    d.detail = "agent is being restarted with its reloaded config and its wait queue is full";
-    osg_deny_call(c, &d, "call.denied", stage);
-}
-
-/* A store answer's way back to its call: the agent and the call's seq
- * name it, so an answer for a call that is gone finds nothing. */
-typedef struct os_ticket {
-    os_agent_t *ag;
-    uint64_t seq;
-    int step; /* a rate answer: STEP_AGENT or STEP_TOOL, whose shared bucket answers */
-} os_ticket_t;
-
-enum { STEP_AGENT = TG_ROUTE_STEP_AGENT, STEP_TOOL = TG_ROUTE_STEP_TOOL };
-
-static void on_slot_taken(void *arg, const tg_store_slot_result_t *r);
-
-/* Ask the store for a fleet slot for <c>, which holds its frame (qblk),
- * is not in the queue and has room in every local scope: the local slots
- * are taken first and held while the store decides, so that other calls
- * cannot claim them meanwhile. The answer may come before this returns,
- * and may free <c>. */
-static void slot_ask(os_call_t *c)
-{
-    os_agent_t *ag = c->ag;
-    take_slots(c);
-    c->cc.state = TG_CALL_SLOT;
-    os_ticket_t *t = malloc(sizeof(*t));
-    int rc = -ENOMEM;
-    if (t != NULL) {
-        t->ag = ag;
-        t->seq = c->cc.id;
-        rc = tg_store_slot_acquire(ag->r.cstore, ag->r.slots_key, ag->r.acfg->lim.max_concurrent_calls,
-                                   on_slot_taken, t);
-        if (rc < 0)
-            free(t);
-    }
-    if (rc < 0) {
-        deny_store(c, "concurrency", NULL, NULL, TG_ADM_STORE_REFUSED_SLOT, TG_DENY_ABSENT);
-        osg_call_release(c);
-    }
-}
-
-/* The store's answer for call <c> (state SLOT). */
-static void slot_decided(os_call_t *c, const tg_store_slot_result_t *r)
-{
-    os_agent_t *ag = c->ag;
-    tg_route_note_slot(&c->cc, r->decided_by);
-    if (r->granted) {
-        tg_route_fleet_granted(&ag->r, &c->cc, r->slot);
-        if (can_dispatch(ag)) {
-            forward(c);
-            osg_pump_queue(ag); /* the fleet had room: the next waiter may ask too */
-            return;
-        }
-        if (ag->switching && !ag->g->stopping) {
-            /* A reload is replacing the instance: wait for the new one. */
-            osg_release_slots(c);
-            c->cc.state = TG_CALL_QUEUED;
-            if (!requeue(c)) {
-                deny_switching(c, "queued");
-                osg_call_free(c);
-            }
-            osg_update_conc_regs(ag, NULL);
-            osg_agent_check_drained(ag);
-            return;
-        }
-        tg_denial_t d;
-        char reqid[32];
-        osg_denial_init(ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
-        d.limit = "agent";
-        d.detail = "agent stopped while the call waited for a shared slot";
-        osg_deny_call(c, &d, "call.denied", "queued");
-        osg_call_release(c);
-        return;
-    }
-    if (r->decided_by == TG_STORE_BY_CLOSED) {
-        tg_config_t *cfg = ag->g->gw->cfg;
-        deny_store(c, "concurrency", NULL, NULL, TG_ADM_STORE_CLOSED_SLOT,
-                   cfg->store.timeout_ms != 0 ? (int64_t)cfg->store.timeout_ms
-                                              : TG_STORE_DEF_TIMEOUT_MS);
-        osg_call_release(c);
-        return;
-    }
-    /* Full (fleet-wide, or this instance's share under the local policy):
-     * give the local slots back and wait in the queue, in arrival order. */
-    osg_release_slots(c);
-    c->cc.state = TG_CALL_QUEUED;
-    c->cc.fleet_seen = (uint32_t)r->holders;
-    c->cc.fleet_cap = (uint32_t)r->cap;
-    tg_route_fleet_wait(&ag->r, on_fleet_timer, ag);
-    if (!requeue(c)) {
-        deny_fleet(c, c->cc.fleet_seen, c->cc.fleet_cap, "and the wait queue is full", NULL);
-        osg_call_free(c);
-    }
-    osg_update_conc_regs(ag, NULL);
-    osg_agent_check_drained(ag);
-}
-
-static void on_slot_taken(void *arg, const tg_store_slot_result_t *r)
-{
-    os_ticket_t *t = arg;
-    os_agent_t *ag = t->ag;
-    os_call_t *c = call_by_seq(ag, t->seq);
-    free(t);
-    if (c == NULL || c->cc.state != TG_CALL_SLOT) {
-        /* Nobody wants it any more (timed out, cancelled, caller gone). */
-        if (r->granted)
-            tg_route_fleet_release(&ag->r, r->slot);
-        return;
-    }
-    slot_decided(c, r);
-    osg_g_flush(ag->g);
-}
-
-/* The concurrency stage: dispatch the call now when the agent is ready,
- * every scope has room and nobody waits (with concurrency_scope shared:
- * ask the store for a fleet slot now, unless it said the fleet is full);
- * else queue it in the FIFO (also while the agent starts or a reload
- * replaces it), or refuse it when the FIFO is full. Its deadline starts
- * here. <c> holds its frame and is in no queue. */
-static void admit_slots(os_call_t *c)
-{
-    os_agent_t *ag = c->ag;
-    tg_adm_tool_t *ts = c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL;
-    bool tool_full = tg_adm_tool_queue_full(ts);
-    bool room = can_dispatch(ag) && ag->r.aq.count == 0 && tg_conc_has_room(&ag->r.aconc) &&
-                tool_has_room(ag, c);
-    c->cc.state = TG_CALL_QUEUED; /* not in the queue yet: the stage decides */
-    if (room && (ag->r.cstore == NULL || !ag->r.fleet_full)) {
-        call_arm(c, c->cc.deadline_ms);
-        if (ag->r.cstore != NULL) {
-            slot_ask(c); /* may answer, and free <c>, at once */
-            return;
-        }
-        take_slots(c);
-        forward(c);
-        return;
-    }
-    if (ag->r.aq.count >= ag->qcap || ag->r.aq.count >= ag->r.aq.cap || tool_full) {
-        if (ag->switching && !tool_full) {
-            deny_switching(c, NULL);
-            osg_call_free(c);
-            return;
-        }
-        tg_denial_t d;
-        char reqid[32], detail[160];
-        osg_denial_init(ag, &d, TG_DENY_CONCURRENCY, c, reqid);
-        tg_adm_queue_full(&d, detail, sizeof(detail), tool_full, tool_full ? ts->queued : 0,
-                          tool_full ? ts->max_queued : 0, tool_full ? ts->path_queue : NULL,
-                          ag->r.aq.count, ag->qcap, ag->r.path_queue, ag->r.aconc.inflight,
-                          ag->r.cstore != NULL && ag->r.fleet_full);
-        osg_deny_call(c, &d, "call.denied", NULL);
-        osg_call_free(c);
-        return;
-    }
-    tg_route_enqueue(&ag->r, &c->cc);
-    call_arm(c, c->cc.deadline_ms);
-    /* The calls ahead may be held only by their tool's or caller's slot:
-     * this one may still fit now. */
-    osg_pump_queue(ag);
-    osg_update_conc_regs(ag, c);
-}
 
 os_agent_t *osg_agent_by_id(tg_osgw_t *g, const char *id, size_t len)
 {
@@ -795,7 +414,7 @@ void osg_deny_unavailable(os_call_t *c, const char *why)
  * NULL. */
 static const char *refusal_now(const os_agent_t *ag, bool *shutdown)
 {
-    *shutdown = ag->g->stopping || (ag->phase != P_RUN && !ag->switching);
+    *shutdown = ag->g->stopping || (ag->phase != P_RUN && !ag->r.switching);
     if (*shutdown)
         return "toolgate is shutting down";
     const char *why = unavailable(ag);
@@ -828,141 +447,6 @@ static void refuse_frame(os_conn_t *k, const char *frame, const tg_os_env_t *env
     emit(k->g, &ev);
 }
 
-/* After the rate stage: start the agent when it is down (on_demand: this
- * call starts it and waits for it), then the concurrency stage. */
-static void admit_go(os_call_t *c)
-{
-    os_agent_t *ag = c->ag;
-    if (ag->st == A_DOWN) {
-        if (osg_agent_spawn(ag) < 0) {
-            ag->last_failed = true; /* counted by the crash-loop check */
-            osg_deny_unavailable(c, "agent could not be started");
-            osg_call_free(c);
-            return;
-        }
-    }
-    admit_slots(c);
-}
-
-static int store_step(os_call_t *c, int step);
-
-/* A shared rate store's answer for call <c> (state RATE): refused; or on
- * to the tool's shared bucket after the agent's; or on to the local
- * scopes, which may have filled meanwhile, and the rest of the admission
- * against the agent as it is now. */
-static void on_store_taken(void *arg, const tg_store_result_t *r)
-{
-    os_ticket_t *t = arg;
-    os_agent_t *ag = t->ag;
-    tg_osgw_t *g = ag->g;
-    int step = t->step;
-    os_call_t *c = call_by_seq(ag, t->seq);
-    free(t);
-    if (c == NULL || c->cc.state != TG_CALL_RATE)
-        return; /* its caller left or cancelled it meanwhile */
-    tg_adm_tool_t *ts = c->cc.tool >= 0 ? &ag->r.tools[c->cc.tool] : NULL;
-    /* Two shared buckets: the one that did not simply answer from the
-     * store (a fallback, open, closed) is what the audit names. */
-    if (step == STEP_AGENT || r->decided_by != TG_STORE_BY_STORE || c->cc.rate_by == NULL) {
-        c->cc.rate_by = tg_store_decider_name(r->decided_by);
-        c->cc.decided_by = c->cc.rate_by;
-    }
-    if (!r->gcra.allowed) {
-        bool tool = step == STEP_TOOL && ts != NULL;
-        tg_rate_t rate = tool ? ag->r.acfg->tools[c->cc.tool].lim.rate_limit : ag->r.acfg->lim.rate_limit;
-        if (r->decided_by == TG_STORE_BY_CLOSED) {
-            deny_store(c, "rate", tool ? "tool" : "agent", tg_adm_rate_unit(rate),
-                       TG_ADM_STORE_CLOSED_RATE, (int64_t)r->gcra.retry_after_ms);
-        } else {
-            tg_denial_t d;
-            char reqid[32], detail[160];
-            osg_denial_init(ag, &d, TG_DENY_RATE, c, reqid);
-            tg_adm_rate_denial(&d, detail, sizeof(detail), tool ? "tool" : "agent",
-                               tool ? ts->path_rate : ag->r.path_rate, rate, &r->gcra);
-            osg_deny_call(c, &d, "call.denied", NULL);
-        }
-        osg_call_free(c);
-        osg_agent_check_drained(ag);
-        osg_g_flush(g);
-        return;
-    }
-    /* The agent's shared token taken, the tool's next. A refusal there
-     * leaves the agent's token spent: the fleet can fall short of the
-     * agent's limit by such calls, never exceed either limit. */
-    if (step == STEP_AGENT && ts != NULL && ts->shared && ag->r.tool_store != NULL) {
-        if (store_step(c, STEP_TOOL) < 0) {
-            deny_store(c, "rate", "tool", NULL, TG_ADM_STORE_REFUSED_RATE, TG_DENY_ABSENT);
-            osg_call_free(c);
-            osg_agent_check_drained(ag);
-        }
-        osg_g_flush(g);
-        return;
-    }
-    rate_scope_t scopes[3];
-    int n = tg_route_rate_scopes(&ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL, false,
-                                 scopes);
-    uint64_t now = now_ms(g);
-    bool shutdown = false;
-    const char *why = refusal_now(ag, &shutdown);
-    if (shutdown) {
-        tg_denial_t d;
-        char reqid[32];
-        osg_denial_init(ag, &d, TG_DENY_SHUTTING_DOWN, c, reqid);
-        d.limit = "shutdown";
-        d.detail = why;
-        osg_deny_call(c, &d, "call.denied", NULL);
-    } else if (why != NULL) {
-        osg_deny_unavailable(c, why);
-    } else if (rate_refused(c, scopes, n, now,
-                            "the scope filled while the shared store answered")) {
-        /* answered */
-    } else if (ag->st == A_READY && !ag->switching && !osg_tool_registered(ag, c->tool, c->tool_len)) {
-        not_found(c);
-    } else {
-        tg_route_rate_take(&ag->r, scopes, n, now);
-        c->cc.state = TG_CALL_QUEUED; /* between stages: in no queue */
-        admit_go(c);
-        osg_g_flush(g);
-        return;
-    }
-    osg_call_free(c);
-    osg_agent_check_drained(ag);
-    osg_g_flush(g);
-}
-
-/* Ask the store for call <c>'s token from the agent's shared bucket
- * (STEP_AGENT) or its tool's (STEP_TOOL). 0, or a negative errno when the
- * request could not be made (nothing is pending then). The answer may
- * come before this returns (a degraded store, a lease token at hand), and
- * may free <c>: nothing of it is used after. */
-static int store_step(os_call_t *c, int step)
-{
-    os_agent_t *ag = c->ag;
-    os_ticket_t *t = malloc(sizeof(*t));
-    if (t == NULL)
-        return -ENOMEM;
-    t->ag = ag;
-    t->seq = c->cc.id;
-    t->step = step;
-    int rc = tg_route_rate_ask(&ag->r, &c->cc, step, on_store_taken, t);
-    if (rc < 0)
-        free(t);
-    return rc;
-}
-
-/* Ask the shared store for call <c>'s tokens, which holds its frame: the
- * agent's bucket first when it is shared, then the tool's. The local
- * scopes are taken when it has answered, so a call the store refuses
- * costs them nothing. */
-static void rate_hold(os_call_t *c)
-{
-    c->cc.state = TG_CALL_RATE;
-    if (store_step(c, c->ag->r.store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
-        deny_store(c, "rate", c->ag->r.store != NULL ? "agent" : "tool", NULL,
-                   TG_ADM_STORE_REFUSED_RATE, TG_DENY_ABSENT);
-        osg_call_free(c);
-    }
-}
 
 /* A repeat of a completed call with the same idempotency_key is answered
  * from the cache (the tool does not run again, and no limit is charged
@@ -1002,6 +486,200 @@ static bool idem_answered(os_call_t *c)
         return true;
     }
     return false;
+}
+
+/* ---- the dialect's part of the pipeline (router/call/pipeline.h) ------- */
+
+#define CALL(cc) ((os_call_t *)(void *)(cc))
+#define CCALL(cc) ((const os_call_t *)(const void *)(cc))
+
+static tg_caller_lim_t *op_climits(const tg_callc_t *cc)
+{
+    const os_conn_t *k = CCALL(cc)->conn;
+    return k != NULL ? k->lim : NULL;
+}
+
+/* OpenSentience topology: one instance shared by every caller. Calls wait
+ * for it while it starts, restarts or a reload replaces it; none waits
+ * once toolgate or the agent is stopping. */
+static tg_call_go_t op_ready(const tg_callc_t *cc)
+{
+    const os_agent_t *ag = CCALL(cc)->ag;
+    if (can_dispatch(ag))
+        return TG_GO_NOW;
+    if (ag->g->stopping || (ag->phase != P_RUN && !ag->r.switching))
+        return TG_GO_NOT;
+    return TG_GO_LATER;
+}
+
+/* Write call <c>'s frame to the instance with its call_id replaced by
+ * "tg-<hex>" of its id (and the request_id toolgate assigned, when it
+ * fits); a tool the instance has not registered is answered instead. */
+static bool op_forward(tg_callc_t *cc)
+{
+    os_call_t *c = CALL(cc);
+    os_agent_t *ag = c->ag;
+    if (!osg_tool_registered(ag, c->tool, c->tool_len)) {
+        not_found(c);
+        return false;
+    }
+    char id[26];
+    id[0] = '"';
+    size_t n = tg_call_id_hex(id + 1, cc->id) + 1;
+    id[n++] = '"';
+    tg_os_splice_t sp;
+    tg_jspan_t s = {.off = cc->qid_off, .len = cc->qid_len, .type = TG_J_STRING};
+    tg_out_t *o = &ag->inst->a.p.wr;
+    /* An assigned request_id goes in as the envelope's first member, unless
+     * the frame would then exceed max_frame_bytes (the audit and every
+     * answer still carry it). */
+    char rid[OS_ECHO_MAX + 16];
+    size_t rid_len = 0, brace = 0;
+    if (c->rid_assigned) {
+        while (brace < cc->qid_off && cc->qframe[brace] != '{')
+            brace++;
+        rid_len = (size_t)snprintf(rid, sizeof(rid), "\"request_id\":%.*s,",
+                                   (int)c->request_id.len, c->request_id.buf);
+        if (brace >= cc->qid_off || cc->qlen - cc->qid_len + n + rid_len > ag->g->cfg->max_frame_bytes)
+            rid_len = 0;
+    }
+    if (tg_os_splice_plan(cc->qlen, s, n + rid_len, &sp) == 0) {
+        tg_out_copy(o, (const char *)sp.hdr, TG_LENPFX_HDR);
+        if (rid_len > 0) {
+            tg_out_slice(o, cc->qblk, cc->qframe, brace + 1);
+            tg_out_copy(o, rid, rid_len);
+            tg_out_slice(o, cc->qblk, cc->qframe + brace + 1, sp.head_len - brace - 1);
+        } else {
+            tg_out_slice(o, cc->qblk, cc->qframe, sp.head_len);
+        }
+        tg_out_copy(o, id, n);
+        tg_out_slice(o, cc->qblk, cc->qframe + sp.tail_off, cc->qlen - sp.tail_off);
+    }
+    return true;
+}
+
+static void op_denial_init(const tg_callc_t *cc, tg_denial_t *d, tg_deny_code_t code,
+                           char reqid[32])
+{
+    osg_denial_init(CCALL(cc)->ag, d, code, CCALL(cc), reqid);
+}
+
+static void op_deny(tg_callc_t *cc, tg_denial_t *d, const char *event, const char *stage)
+{
+    osg_deny_call(CALL(cc), d, event, stage);
+}
+
+static void op_free(tg_callc_t *cc)
+{
+    osg_call_free(CALL(cc));
+}
+
+static void *op_owner(const tg_callc_t *cc)
+{
+    return CCALL(cc)->ag->g;
+}
+
+static void op_flush(tg_route_t *r, void *owner)
+{
+    (void)r;
+    osg_g_flush(owner);
+}
+
+static void op_settle(tg_route_t *r, void *owner)
+{
+    (void)owner;
+    osg_agent_check_drained((os_agent_t *)(void *)r);
+}
+
+/* After a wait for the shared rate store: refused now when toolgate or
+ * the agent stopped meanwhile, or the instance has no such tool. */
+static bool op_recheck(tg_callc_t *cc)
+{
+    os_call_t *c = CALL(cc);
+    os_agent_t *ag = c->ag;
+    bool shutdown = false;
+    const char *why = refusal_now(ag, &shutdown);
+    if (shutdown) {
+        tg_denial_t d;
+        char reqid[32];
+        osg_denial_init(ag, &d, TG_DENY_SHUTTING_DOWN, c, reqid);
+        d.limit = "shutdown";
+        d.detail = why;
+        osg_deny_call(c, &d, "call.denied", NULL);
+        return true;
+    }
+    if (why != NULL) {
+        osg_deny_unavailable(c, why);
+        return true;
+    }
+    if (ag->st == A_READY && !ag->r.switching && !osg_tool_registered(ag, c->tool, c->tool_len)) {
+        not_found(c);
+        return true;
+    }
+    return false;
+}
+
+/* After the rate stage: start the agent when it is down (on_demand: this
+ * call starts it and waits for it), then the slots. */
+static void op_rated(tg_callc_t *cc)
+{
+    os_agent_t *ag = CALL(cc)->ag;
+    if (ag->st == A_DOWN && osg_agent_spawn(ag) < 0) {
+        ag->last_failed = true; /* counted by the crash-loop check */
+        osg_deny_unavailable(CALL(cc), "agent could not be started");
+        tg_pipe_done(cc);
+        return;
+    }
+    tg_pipe_slots(cc);
+}
+
+/* Past its deadline in flight: the agent gets core.tool.cancel; the
+ * caller's slot is free at once, the agent's when it confirms. */
+static void op_timed_out(tg_callc_t *cc)
+{
+    os_call_t *c = CALL(cc);
+    osg_send_cancel(c, "timeout");
+    osg_call_leave_caller(c);
+    osg_zombie(c, "timed_out");
+    tg_pipe_pump(cc->r, c->ag->g); /* a call waiting for the caller's slot */
+}
+
+static void op_stuck(tg_callc_t *cc)
+{
+    os_call_t *c = CALL(cc);
+    os_agent_t *ag = c->ag;
+    if (cc->state == TG_CALL_CANCELLING) {
+        /* The agent never confirmed the caller's cancel: answer for it. */
+        osg_answer(ag->g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
+        osg_call_leave_caller(c);
+        osg_zombie(c, "cancelled");
+    }
+    tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
+           " ms; killing it (raise %s)",
+           aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
+    osg_inst_kill(ag, SIGKILL, "stuck");
+}
+
+static const tg_call_ops_t call_ops = {
+    .climits = op_climits,
+    .ready = op_ready,
+    .forward = op_forward,
+    .denial_init = op_denial_init,
+    .deny = op_deny,
+    .free = op_free,
+    .owner = op_owner,
+    .flush = op_flush,
+    .settle = op_settle,
+    .recheck = op_recheck,
+    .rated = op_rated,
+    .timed_out = op_timed_out,
+    .stuck = op_stuck,
+    .timeout_field = "timeout_ms",
+};
+
+const tg_call_ops_t *osg_call_ops(void)
+{
+    return &call_ops;
 }
 
 /* A core.tool.call from caller <k>: route it by tool_id, then admit or
@@ -1105,70 +783,18 @@ void osg_admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         osg_call_free(c);
         return;
     }
-    if (ag->st == A_READY && !ag->switching && !osg_tool_registered(ag, c->tool, c->tool_len)) {
+    if (ag->st == A_READY && !ag->r.switching && !osg_tool_registered(ag, c->tool, c->tool_len)) {
         not_found(c);
         osg_call_free(c);
         return;
     }
-
-    /* Deadline: min(caller timeout_ms, tool cap, agent cap); it runs from
-     * arrival, so time spent waiting counts. */
-    c->cc.deadline_ms = ag->r.acfg->lim.max_tool_call_duration_ms;
-    c->deadline_src = DL_AGENT;
-    if (tc != NULL && tc->lim.duration_src != TG_SRC_DEFAULT &&
-        tc->lim.max_tool_call_duration_ms < c->cc.deadline_ms) {
-        c->cc.deadline_ms = tc->lim.max_tool_call_duration_ms;
-        c->deadline_src = DL_TOOL;
-    }
-    if (env->has_timeout && env->timeout_ms < c->cc.deadline_ms) {
-        c->cc.deadline_ms = env->timeout_ms;
-        c->deadline_src = DL_CALLER; /* the caller's own choice: nothing to raise */
-    }
-
-    /* The frame stays in its block until it is forwarded. */
+    /* Its deadline runs from arrival: time spent waiting counts. The
+     * frame stays in its block until it is forwarded. */
+    tg_route_deadline(&ag->r, &c->cc, env->has_timeout, env->timeout_ms);
     tg_route_hold_frame(&ag->r, &c->cc, b, frame, len, env->call_id.off, env->call_id.len, false);
-
-    /* Rate: every scope must allow it; a call refused by one takes no
-     * token from the others. With rate_scope shared the agent's bucket is
-     * in the store: the local scopes are checked first and taken once the
-     * store allows. */
-    uint64_t now = now_ms(g);
-    rate_scope_t scopes[3];
-    int nscopes = tg_route_rate_scopes(&ag->r, &c->cc, k->lim, true, scopes);
-    if (rate_refused(c, scopes, nscopes, now, NULL)) {
-        osg_call_free(c);
-        return;
-    }
-    if (ag->r.store != NULL || (c->cc.tool >= 0 && ag->r.tools[c->cc.tool].shared)) {
-        rate_hold(c);
-        return;
-    }
-    tg_route_rate_take(&ag->r, scopes, nscopes, now);
-    admit_go(c);
+    tg_pipe_admit(&c->cc);
 }
 
-/* Give back every slot a call holds: the local ones and the fleet slot.
- * A fleet slot freed by this instance is room in the fleet, so the queue
- * may ask again. */
-void osg_release_slots(os_call_t *c)
-{
-    tg_route_release_slots(&c->ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL);
-}
-
-/* Give back the slots of a call, free it, let waiters in. */
-void osg_call_release(os_call_t *c)
-{
-    os_agent_t *ag = c->ag;
-    if (tg_callc_holds_slots(c->cc.state))
-        osg_release_slots(c);
-    else if (c->cc.state == TG_CALL_QUEUED)
-        tg_route_unqueue(&c->ag->r, &c->cc);
-    os_call_t copy = *c;
-    osg_call_free(c);
-    osg_update_conc_regs(ag, &copy);
-    osg_pump_queue(ag);
-    osg_agent_check_drained(ag);
-}
 
 /* Call <c> is over as far as its caller is concerned (answered, or the
  * caller left): it leaves the caller's list and gives back the caller's
@@ -1206,63 +832,7 @@ void osg_zombie(os_call_t *c, const char *stage)
 {
     c->cc.state = TG_CALL_ZOMBIE;
     c->cc.stage = stage;
-    call_arm(c, c->ag->r.acfg->kill_grace_ms);
-}
-static void call_expired(os_call_t *c)
-{
-    os_agent_t *ag = c->ag;
-    tg_denial_t d;
-    char reqid[32], detail[160];
-    /* Waiting for the fleet rather than for a local slot: the store is
-     * deciding now, or it refused this call and the local scopes have
-     * room, so the shared limit is what held it back. */
-    if (tg_route_held_by_fleet(&ag->r, &c->cc, c->conn != NULL ? c->conn->lim : NULL,
-                               can_dispatch(ag))) {
-        snprintf(detail, sizeof(detail), "deadline of %" PRIu64 " ms passed while waiting for one",
-                 c->cc.deadline_ms);
-        deny_fleet(c, c->cc.fleet_seen, c->cc.fleet_cap, detail, "queued");
-        osg_call_release(c);
-    } else if (c->cc.state == TG_CALL_QUEUED) {
-        bool waiting_agent = ag->st != A_READY || ag->switching;
-        osg_denial_init(ag, &d, waiting_agent ? TG_DENY_UNAVAILABLE : TG_DENY_CONCURRENCY, c, reqid);
-        if (waiting_agent) {
-            d.limit = "agent";
-            snprintf(detail, sizeof(detail),
-                     "agent did not become ready within the call's deadline of %" PRIu64 " ms%s",
-                     c->cc.deadline_ms,
-                     ag->switching ? " (it is being restarted with its reloaded config)" : "");
-            d.detail = detail;
-        } else {
-            tg_route_queued_denial(&ag->r, &c->cc, &d, detail, sizeof(detail));
-        }
-        osg_deny_call(c, &d, "call.denied", "queued");
-        osg_call_release(c);
-    } else if (c->cc.state == TG_CALL_INFLIGHT) {
-        const char *path = deadline_path(c);
-        osg_denial_init(ag, &d, TG_DENY_TIMEOUT, c, reqid);
-        tg_route_timeout_denial(&c->cc, now_ms(ag->g), path, "timeout_ms", &d, detail,
-                                sizeof(detail));
-        osg_deny_call(c, &d, "call.timeout", "timed_out");
-        osg_send_cancel(c, "timeout");
-        osg_call_leave_caller(c);
-        osg_zombie(c, "timed_out");
-        osg_pump_queue(ag); /* a call waiting for the caller's slot */
-    } else if (c->cc.state == TG_CALL_CANCELLING) {
-        /* The agent never confirmed the caller's cancel: answer for it. */
-        osg_answer(ag->g, c->conn, c, &c->cid, "canceled", NULL, NULL, false);
-        osg_call_leave_caller(c);
-        osg_zombie(c, "cancelled");
-        tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
-               " ms; killing it (raise %s)",
-               aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
-        osg_inst_kill(ag, SIGKILL, "stuck");
-    } else if (c->cc.state == TG_CALL_ZOMBIE) {
-        tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
-               " ms; killing it (raise %s)",
-               aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
-        osg_inst_kill(ag, SIGKILL, "stuck");
-    }
-    osg_g_flush(ag->g);
+    tg_pipe_arm(&c->cc, c->ag->r.acfg->kill_grace_ms);
 }
 
 /* core.tool.cancel from caller <k> for one of its calls. */
@@ -1278,19 +848,13 @@ void osg_caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *env)
     if (c->cc.state != TG_CALL_INFLIGHT) {
         /* The agent never saw it (queued, or waiting for the shared
          * store, whose answer will then find nothing): toolgate answers. */
-        os_agent_t *ag = c->ag;
         osg_answer(k->g, k, c, &c->cid, "canceled", NULL, NULL, false);
         osg_audit_call(c, "call.cancelled", "cancelled", NULL, "queued", "caller_cancelled");
-        if (c->cc.state == TG_CALL_RATE) {
-            osg_call_free(c);
-            osg_agent_check_drained(ag);
-        } else {
-            osg_call_release(c);
-        }
+        tg_pipe_cancel_waiting(&c->cc);
         return;
     }
     osg_audit_call(c, "call.cancelled", "cancelled", NULL, "cancelled", "caller_cancelled");
     osg_send_cancel(c, "caller_cancelled");
     c->cc.state = TG_CALL_CANCELLING;
-    call_arm(c, c->ag->r.acfg->kill_grace_ms);
+    tg_pipe_arm(&c->cc, c->ag->r.acfg->kill_grace_ms);
 }

@@ -36,6 +36,7 @@
 #include "router/dialect/osmsg.h"
 #include "router/call/admit.h"
 #include "router/call/call.h"
+#include "router/call/pipeline.h"
 #include "router/call/route.h"
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
@@ -81,7 +82,6 @@ typedef struct os_call {
     bool rid_assigned; /* request_id is toolgate's (the caller named none) */
     char tool[TG_OS_TOOL_ID_MAX + 1]; /* the tool's name in its agent (after '/') */
     size_t tool_len;
-    enum { DL_CALLER, DL_AGENT, DL_TOOL } deadline_src; /* whose cap the deadline is */
     char idem[OS_IDEM_KEY_MAX + 1];
     size_t idem_len;
     bool has_idem;
@@ -113,12 +113,8 @@ struct os_agent {
     uint32_t nrestarts;
     char **reg; /* registered tool names (after '/'), owned */
     size_t nreg;
-    uint32_t qcap;  /* max_queued_calls (r.aq's ring may be larger after a reload lowered it) */
     int reg_idem;
     char path_hb[256];
-    /* A reload changed more than limits: the instance is drained, stopped
-     * and started again from the new config. */
-    bool switching;
     /* idempotency cache: result payloads (header excluded) under idem_key,
      * on the uv_now clock; freed in agent_free */
     tg_idem_t idem_cache;
@@ -198,17 +194,13 @@ void osg_conn_error(tg_osgw_t *g, os_conn_t *k, const char *code, const char *me
 void osg_audit_call(os_call_t *c, const char *event, const char *status, const tg_denial_t *d,
                        const char *stage, const char *reason);
 void osg_deny_call(os_call_t *c, tg_denial_t *d, const char *event, const char *stage);
-void osg_update_conc_regs(os_agent_t *ag, const os_call_t *c);
 void osg_idem_store(os_call_t *c, const char *frame, size_t len, tg_jspan_t cid, bool ok);
-void osg_on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x);
 bool osg_tool_registered(const os_agent_t *ag, const char *name, size_t len);
-void osg_pump_queue(os_agent_t *ag);
 os_agent_t *osg_agent_by_id(tg_osgw_t *g, const char *id, size_t len);
 void osg_deny_unavailable(os_call_t *c, const char *why);
 void osg_admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
                   const tg_os_env_t *env);
-void osg_release_slots(os_call_t *c);
-void osg_call_release(os_call_t *c);
+const tg_call_ops_t *osg_call_ops(void);
 void osg_call_leave_caller(os_call_t *c);
 void osg_send_cancel(os_call_t *c, const char *reason);
 void osg_zombie(os_call_t *c, const char *stage);

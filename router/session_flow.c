@@ -201,7 +201,7 @@ static void to_caller_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t
 static void agent_running(tg_wrap_t *w)
 {
     w->astate = A_RUNNING;
-    mcp_pump_queue(w);
+    tg_pipe_pump(&w->ag->r, w);
 }
 
 static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
@@ -231,7 +231,6 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
     switch (c->kind) {
     case K_CALL:
         if (c->cc.state == TG_CALL_INFLIGHT) {
-            mcp_call_disarm(w->ag, c);
             to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
                               c->caller_id_len);
             tg_audit_ev_t ev;
@@ -251,25 +250,25 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
             ev.bytes_out = (int64_t)len;
             emit(w, &ev);
         }
-        mcp_call_release(w, c);
+        tg_pipe_release(&c->cc);
         break;
     case K_PASS:
         to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
                           c->caller_id_len);
-        mcp_call_free(w, c);
+        mcp_call_free(c);
         mcp_check_drained(w);
         break;
     case K_REPLAY_INIT:
-        mcp_call_free(w, c);
+        mcp_call_free(c);
         if (w->initd_frame != NULL && mcp_agent_writable(w))
             tg_out_copy(&w->inst->a.p.wr, w->initd_frame, w->initd_len);
         agent_running(w);
         break;
     case K_PING: {
         tg_call_t *z = mcp_call_at(w->ag, c->ping_for);
-        mcp_call_free(w, c);
+        mcp_call_free(c);
         if (z->kind == K_CALL && z->cc.id == c->ping_for_id && z->cc.state == TG_CALL_ZOMBIE)
-            mcp_call_release(w, z);
+            tg_pipe_release(&z->cc);
         break;
     }
     default:
@@ -339,9 +338,9 @@ static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
     mcp_deny(w, c->caller_id, c->caller_id_len, &d);
     if (c->kind == K_CALL) {
         mcp_audit_call(w, c, "call.denied", "denied", &d, "response");
-        mcp_call_release(w, c);
+        tg_pipe_release(&c->cc);
     } else {
-        mcp_call_free(w, c);
+        mcp_call_free(c);
         mcp_check_drained(w);
     }
 }
@@ -524,13 +523,13 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
         }
         tg_route_unqueue(&w->ag->r, &c->cc);
         if (tg_callc_holds_slots(c->cc.state) && c->kind == K_CALL)
-            mcp_release_slots(w, c);
-        mcp_call_free(w, c);
+            tg_route_release_slots(&w->ag->r, &c->cc, w->climits);
+        mcp_call_free(c);
     }
     update_conc_regs(w, -1);
     /* The slots given back (local and fleet) may serve other sessions'
      * waiting calls. */
-    mcp_pump_queue(w);
+    tg_pipe_pump(&w->ag->r, w);
 }
 
 void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);

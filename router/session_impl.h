@@ -39,6 +39,7 @@
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
 #include "router/call/dltimer.h"
+#include "router/call/pipeline.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
@@ -66,7 +67,6 @@ typedef struct tg_call {
     call_kind_t kind;
     size_t caller_id_len;
     size_t tool_name_len;
-    const char *deadline_path;      /* config path of the cap that set the deadline */
     /* K_PING: which zombie it proves alive. */
     uint32_t ping_for;
     uint64_t ping_for_id;
@@ -101,7 +101,6 @@ typedef struct tg_agent {
      * successor replaced this agent (it is freed once both are 0). */
     uint32_t max_sessions;
     uint32_t nsess;
-    uint32_t nstore_wait;
     bool retired;
     uint32_t closing;           /* call timers still closing after retirement */
     struct tg_agent *next_retired; /* gw->retired */
@@ -163,11 +162,10 @@ struct tg_wrap {
 
 /* ---- shared between the engine's files ---------------------------------- */
 
-void mcp_on_call_deadline(tg_dlt_t *t, tg_dl_node_t *x);
-void mcp_call_disarm(tg_agent_t *ag, tg_call_t *c);
 tg_call_t *mcp_call_at(const tg_agent_t *ag, uint32_t i);
 tg_call_t *mcp_call_alloc(tg_wrap_t *w, call_kind_t kind);
-void mcp_call_free(tg_wrap_t *w, tg_call_t *c);
+void mcp_call_free(tg_call_t *c);
+const tg_call_ops_t *mcp_call_ops(void);
 tg_call_t *mcp_call_by_agent_id(tg_wrap_t *w, uint64_t id);
 uint32_t mcp_busy_calls(const tg_wrap_t *w);
 void mcp_deny(tg_wrap_t *w, const char *id, size_t id_len, const tg_denial_t *d);
@@ -184,9 +182,6 @@ void mcp_to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len
 bool mcp_agent_writable(const tg_wrap_t *w);
 void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
                        const tg_mcp_env_t *env);
-void mcp_pump_queue(tg_wrap_t *w);
-void mcp_release_slots(tg_wrap_t *w, tg_call_t *c);
-void mcp_call_release(tg_wrap_t *w, tg_call_t *c);
 void mcp_caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
                           const tg_mcp_env_t *env);
 void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);

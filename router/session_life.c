@@ -251,7 +251,8 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
     ag->gw = gw;
     gw->engine_tick = tg_sess_tick;
     gw->engine_reap = tg_sess_reap_retired;
-    tg_dlt_init(&ag->r.dlt, mcp_on_call_deadline, ag);
+    ag->r.ops = mcp_call_ops();
+    tg_dlt_init(&ag->r.dlt, tg_pipe_deadline, ag);
     ag->max_sessions = max_sessions;
     /* The table holds every entry the limits allow: inflight and zombie
      * calls (<= max_concurrent, each with at most one ping), queued calls,
@@ -323,6 +324,7 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
     /* Nothing fails from here on: the new limits apply as a whole. */
     ag->r.arate = arate;
     ag->r.aconc.max = acfg->lim.max_concurrent_calls;
+    ag->r.qcap = acfg->lim.max_queued_calls;
     for (size_t i = 0; i < acfg->ntools; i++) {
         tool_state_t *t = &ag->r.tools[i];
         const tg_exec_limits_t *l = &acfg->tools[i].lim, *ol = &o->tools[i].lim;
@@ -351,7 +353,7 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
     /* Raised caps may let queued calls run now. */
     for (tg_wrap_t *w = ag->gw->sessions; w != NULL; w = w->next)
         if (w->ag == ag) {
-            mcp_pump_queue(w);
+            tg_pipe_pump(&w->ag->r, w);
             mcp_flush_all(w);
             break;
         }
@@ -410,7 +412,7 @@ void mcp_agent_maybe_reap(tg_agent_t *ag)
 {
     /* At teardown every handle is being closed by the walk: the gateway
      * frees what is left once those closes have run. */
-    if (!ag->retired || ag->nsess > 0 || ag->nstore_wait > 0 || ag->closing > 0 ||
+    if (!ag->retired || ag->nsess > 0 || ag->r.nstore_wait > 0 || ag->closing > 0 ||
         ag->gw->tearing_down)
         return;
     for (uint32_t i = 0; i < ag->r.tab.n; i++) {

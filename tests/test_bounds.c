@@ -300,7 +300,7 @@ static const key_reg_t keys[] = {
     LIMIT("router.admin.max_response_bytes", "admin.response_bytes", "frame", "instance", RT_ADM_BODY),
 
     /* Deadlines and delays: a clock per call, connection or attempt. */
-    DURATION("execution_limits.max_tool_call_duration", "router/session.c:on_call_timer"),
+    DURATION("execution_limits.max_tool_call_duration", "router/call/pipeline.c:tg_pipe_deadline"),
     DURATION("execution_limits.kill_grace_period", "router/session_life.c:on_phase_timer"),
     DURATION("agents[].restart.backoff", "router/session_flow.c:on_restart_timer"),
     DURATION("agents[].restart.max_backoff", "router/session_flow.c:on_restart_timer"),

@@ -28,6 +28,10 @@
 #include "router/front/io.h"
 
 struct tg_store_slot;
+struct tg_route;
+
+/* Whose cap set a call's deadline (the config path a timeout names). */
+typedef enum tg_dl_src { TG_DL_AGENT = 0, TG_DL_TOOL, TG_DL_CALLER } tg_dl_src_t;
 
 typedef enum tg_call_state {
     TG_CALL_IDLE = 0,
@@ -40,6 +44,7 @@ typedef enum tg_call_state {
 } tg_call_state_t;
 
 typedef struct tg_callc {
+    struct tg_route *r;             /* the route whose table holds it */
     uint64_t id;                    /* its id in the table (router/call/table.h) */
     uint32_t idx;                   /* its index in the table */
     tg_call_state_t state;
@@ -54,6 +59,7 @@ typedef struct tg_callc {
     const char *stage;              /* how a zombie ended: "timed_out", "cancelled", ... */
     uint64_t t_start;               /* uv_now at arrival */
     uint64_t deadline_ms;           /* relative to t_start */
+    tg_dl_src_t dl_src;             /* whose cap it is (tg_route_deadline) */
     uint64_t bytes_in;
     tg_dl_node_t dl;                /* in the agent's deadline list */
     /* A waiting call keeps its frame: a reference on the block, the span,
@@ -65,11 +71,13 @@ typedef struct tg_callc {
     tg_dlt_own_t own;               /* a deadline the list would not take */
 } tg_callc_t;
 
-/* Clear <cc> for a new call <id> at table index <idx> (all but its own
- * timer), tool -1, arrived at <now>. */
-static inline void tg_callc_reset(tg_callc_t *cc, uint64_t id, uint32_t idx, uint64_t now)
+/* Clear <cc> for a new call <id> of route <r> at table index <idx> (all
+ * but its own timer), tool -1, arrived at <now>. */
+static inline void tg_callc_reset(tg_callc_t *cc, struct tg_route *r, uint64_t id, uint32_t idx,
+                                  uint64_t now)
 {
     memset(cc, 0, offsetof(tg_callc_t, own));
+    cc->r = r;
     cc->id = id;
     cc->idx = idx;
     cc->tool = -1;

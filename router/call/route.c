@@ -146,6 +146,7 @@ int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, si
         return -EINVAL;
     }
     tg_conc_init(&r->aconc, a->lim.max_concurrent_calls);
+    r->qcap = a->lim.max_queued_calls;
     int rc = tg_waitq_init(&r->aq, a->lim.max_queued_calls);
     if (rc == 0)
         tg_route_paths(r);
@@ -332,6 +333,32 @@ int tg_route_rate_ask(tg_route_t *r, const tg_callc_t *cc, int step, tg_store_ta
 }
 
 /* ---- expiry ----------------------------------------------------------- */
+
+void tg_route_deadline(const tg_route_t *r, tg_callc_t *cc, bool has_timeout,
+                       uint64_t timeout_ms)
+{
+    cc->deadline_ms = r->acfg->lim.max_tool_call_duration_ms;
+    cc->dl_src = TG_DL_AGENT;
+    const tg_tool_cfg_t *tc = cc->tool >= 0 ? &r->acfg->tools[cc->tool] : NULL;
+    if (tc != NULL && tc->lim.duration_src != TG_SRC_DEFAULT &&
+        tc->lim.max_tool_call_duration_ms < cc->deadline_ms) {
+        cc->deadline_ms = tc->lim.max_tool_call_duration_ms;
+        cc->dl_src = TG_DL_TOOL;
+    }
+    if (has_timeout && timeout_ms < cc->deadline_ms) {
+        cc->deadline_ms = timeout_ms;
+        cc->dl_src = TG_DL_CALLER; /* the caller's own choice: nothing to raise */
+    }
+}
+
+const char *tg_route_deadline_path(const tg_route_t *r, const tg_callc_t *cc)
+{
+    if (cc->dl_src == TG_DL_CALLER)
+        return NULL;
+    if (cc->dl_src == TG_DL_TOOL && cc->tool >= 0)
+        return r->tools[cc->tool].path_dur;
+    return r->path_dur;
+}
 
 bool tg_route_held_by_fleet(const tg_route_t *r, const tg_callc_t *cc, const tg_caller_lim_t *cl,
                             bool ready)

@@ -33,8 +33,11 @@
 #include "router/admin/metrics.h"
 #include "router/gateway.h"
 
+typedef struct tg_call_ops tg_call_ops_t; /* router/call/pipeline.h */
+
 typedef struct tg_route {
     tg_gw_t *gw;
+    const tg_call_ops_t *ops; /* its dialect's (set by the engine before the first call) */
     tg_agent_cfg_t *acfg; /* the config it runs with; a reload moves it */
     size_t idx;           /* position in cfg->agents (metrics rows) */
     tg_ctab_t tab;        /* the calls of every caller of the agent */
@@ -42,6 +45,13 @@ typedef struct tg_route {
     tg_gcra_t arate;
     tg_conc_t aconc;
     tg_waitq_t aq; /* its ring may be larger than max_queued_calls after a reload lowered it */
+    uint32_t qcap; /* max_queued_calls: how many calls may wait */
+    /* A reload replaces the route's shared instance: calls wait for the
+     * new one (OpenSentience; an MCP reload gives new sessions a
+     * successor route instead). */
+    bool switching;
+    uint32_t nstore_wait; /* store answers still to come (tickets) */
+    int *open_timers; /* counts the call timers the pipeline initialises (NULL: nobody) */
     tg_adm_tool_t *tools; /* one per configured tool */
     /* rate_scope shared: the store (redis, or its lease view) and the key
      * of the agent's bucket; NULL: the local bucket arate. tool_store: the
@@ -200,7 +210,16 @@ enum { TG_ROUTE_STEP_AGENT = 0, TG_ROUTE_STEP_TOOL = 1 };
 int tg_route_rate_ask(tg_route_t *r, const tg_callc_t *cc, int step, tg_store_take_cb cb,
                       void *arg);
 
-/* ---- expiry ----------------------------------------------------------- */
+/* ---- deadline and expiry --------------------------------------------- */
+
+/* Call <cc>'s deadline: min(its agent's cap, its tool's cap when the
+ * operator set one, the caller's <timeout_ms> when <has_timeout>); whose
+ * it is in cc->dl_src. */
+void tg_route_deadline(const tg_route_t *r, tg_callc_t *cc, bool has_timeout,
+                       uint64_t timeout_ms);
+/* The config path that raises <cc>'s deadline; NULL when it is the
+ * caller's own. */
+const char *tg_route_deadline_path(const tg_route_t *r, const tg_callc_t *cc);
 
 /* A waiting call <cc> reached its deadline: true when the shared limit is
  * what held it back (the store deciding now, or it refused the call while
