@@ -103,6 +103,18 @@ int tg_jobj_leave(tg_jobj_iter_t *it, const tg_jobj_iter_t *child, tg_jspan_t *v
  * are spans in <buf>, the iterated buffer. */
 typedef int (*tg_jmember_fn)(void *ctx, const char *buf, tg_jspan_t key, tg_jspan_t val);
 
+/* True when [buf+i, buf+len) is JSON white space only (what may follow
+ * a frame's one value). */
+static inline bool tg_json_blank_from(const char *buf, size_t len, size_t i)
+{
+    for (; i < len; i++) {
+        char c = buf[i];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            return false;
+    }
+    return true;
+}
+
 /* tg_jobj_each_it: call <fn>(<ctx>, ...) on every member left in <it> (as
  * tg_jobj_next yields them). Returns 0 at the closing brace, or -1 when the
  * object is malformed or cut (-2 from a partial iteration included) or <fn>

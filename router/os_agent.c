@@ -358,7 +358,7 @@ void osg_agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
                    aname(ag), total, ag->g->cfg->max_frame_bytes, ag->g->gw->path_frame,
                    ag->r.acfg->os.on_oversize == TG_OVERSIZE_CLOSE ? ": restarting it" : ": skipped");
             if (ag->r.acfg->os.on_oversize == TG_OVERSIZE_CLOSE) {
-                osg_inst_kill(ag, SIGKILL, "frame_too_large");
+                TG_AINST_KILL(ag->inst, SIGKILL, "frame_too_large");
                 in->a.p.rd.len = in->a.p.rd.pos = 0;
                 break;
             }
@@ -465,9 +465,9 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
         switch_done(ag); /* a reload stopped it: no restart policy applies */
         return;
     }
-    if (g->stopping || ag->phase != P_RUN) {
+    if (g->stopping || ag->phase != TG_P_RUN) {
         set_state(ag, A_DOWN);
-        ag->phase = P_DONE;
+        ag->phase = TG_P_DONE;
         osg_g_check_idle(g);
         return;
     }
@@ -617,12 +617,6 @@ int osg_agent_spawn(os_agent_t *ag)
     return 0;
 }
 
-void osg_inst_kill(os_agent_t *ag, int sig, const char *reason)
-{
-    if (ag->inst != NULL)
-        tg_ainst_kill(&ag->inst->a, sig, reason);
-}
-
 /* The hello deadline, then the heartbeat watch: no heartbeat for
  * heartbeat_timeout makes the agent unhealthy; still none after
  * kill_grace_period more, it is killed (and restarted per its policy). */
@@ -634,12 +628,12 @@ static void on_hb_timer(uv_timer_t *t)
         return;
     if (in->a.p.killed && !ag->hello_ok) {
         /* Refused at hello and still there. */
-        osg_inst_kill(ag, SIGKILL, "hello_refused");
+        TG_AINST_KILL(ag->inst, SIGKILL, "hello_refused");
     } else if (!ag->hello_ok) {
         tg_log("agent '%s' sent no agent.hello within %" PRIu64 " ms (raise %s): killing it",
                aname(ag), ag->r.acfg->os.heartbeat_timeout_ms, ag->path_hb);
         agent_event(ag, "agent.unhealthy", "unhealthy", "hello_timeout");
-        osg_inst_kill(ag, SIGKILL, "hello_timeout");
+        TG_AINST_KILL(ag->inst, SIGKILL, "hello_timeout");
     } else if (ag->st != A_UNHEALTHY) {
         tg_log("agent '%s' missed its heartbeats for %" PRIu64
                " ms: unhealthy, calls refused until it recovers",
@@ -650,7 +644,7 @@ static void on_hb_timer(uv_timer_t *t)
     } else {
         tg_log("agent '%s' still sent no heartbeat %" PRIu64 " ms later: killing it (raise %s)",
                aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
-        osg_inst_kill(ag, SIGKILL, "heartbeat");
+        TG_AINST_KILL(ag->inst, SIGKILL, "heartbeat");
     }
     osg_g_flush(ag->g);
 }
@@ -664,36 +658,17 @@ static void on_phase_timer(uv_timer_t *t);
 static void stop_step(os_agent_t *ag)
 {
     os_inst_t *in = ag->inst;
-    uint64_t grace = ag->r.acfg->kill_grace_ms;
-    const char *why = ag->r.switching ? "reload" : "shutdown";
     if (in == NULL || in->a.p.gone) {
         if (ag->r.switching && !ag->g->stopping) {
             switch_done(ag);
             return;
         }
-        ag->phase = P_DONE;
+        ag->phase = TG_P_DONE;
         osg_g_check_idle(ag->g);
         return;
     }
-    switch (ag->phase) {
-    case P_DRAIN:
-        /* The calls in flight had their chance: close the agent's stdin. */
-        ag->phase = P_STOP_STDIN;
-        tg_ainst_close_stdin(&in->a);
-        break;
-    case P_STOP_STDIN:
-        ag->phase = P_STOP_TERM;
-        osg_inst_kill(ag, SIGTERM, why);
-        break;
-    case P_STOP_TERM:
-        ag->phase = P_STOP_KILL;
-        tg_log("agent '%s' ignored SIGTERM for %" PRIu64 " ms: SIGKILL", aname(ag), grace);
-        osg_inst_kill(ag, SIGKILL, why);
-        break;
-    default:
-        return;
-    }
-    uv_timer_start(&ag->phase_timer, on_phase_timer, grace, 0);
+    if (tg_ainst_stop_step(&in->a, &ag->phase, ag->r.switching ? "reload" : "shutdown"))
+        uv_timer_start(&ag->phase_timer, on_phase_timer, ag->r.acfg->kill_grace_ms, 0);
 }
 
 static void on_phase_timer(uv_timer_t *t)
@@ -709,7 +684,7 @@ static void on_phase_timer(uv_timer_t *t)
  * and for those holding slots while the store decides. */
 void osg_agent_check_drained(os_agent_t *ag)
 {
-    if (ag->phase != P_DRAIN)
+    if (ag->phase != TG_P_DRAIN)
         return;
     if (ag->r.switching ? ag->r.aconc.inflight == 0 : tg_ctab_used(&ag->r.tab) == 0) {
         uv_timer_stop(&ag->phase_timer);
@@ -723,19 +698,19 @@ static void agent_stop(os_agent_t *ag)
         /* The reload's switch becomes the shutdown: the calls in flight
          * now have kill_grace_period, queued ones may still run. */
         ag->r.switching = false;
-        if (ag->phase == P_DRAIN) {
+        if (ag->phase == TG_P_DRAIN) {
             uv_timer_start(&ag->phase_timer, on_phase_timer, ag->r.acfg->kill_grace_ms, 0);
             tg_pipe_pump(&ag->r, ag->g);
             osg_agent_check_drained(ag);
         }
         return;
     }
-    if (ag->phase != P_RUN)
+    if (ag->phase != TG_P_RUN)
         return;
-    ag->phase = P_DRAIN;
+    ag->phase = TG_P_DRAIN;
     uv_timer_stop(&ag->restart_timer);
     if (ag->inst == NULL) {
-        ag->phase = P_DONE;
+        ag->phase = TG_P_DONE;
         if (ag->st == A_BACKOFF)
             set_state(ag, A_DOWN);
         return;
@@ -766,7 +741,7 @@ void osg_g_check_idle(tg_osgw_t *g)
     if (!g->stopping || g->idle)
         return;
     for (size_t i = 0; i < g->nagents; i++)
-        if (g->agents[i]->inst != NULL || g->agents[i]->phase != P_DONE)
+        if (g->agents[i]->inst != NULL || g->agents[i]->phase != TG_P_DONE)
             return;
     for (os_conn_t *k = g->conns; k != NULL; k = k->next)
         osg_conn_end(k);
@@ -863,7 +838,7 @@ static void fail_queued(os_agent_t *ag, const char *why)
 static void switch_done(os_agent_t *ag)
 {
     ag->r.switching = false;
-    ag->phase = P_RUN;
+    ag->phase = TG_P_RUN;
     uv_timer_stop(&ag->phase_timer);
     uv_timer_stop(&ag->restart_timer);
     restarts_reset(ag);
@@ -892,7 +867,7 @@ static void switch_start(os_agent_t *ag)
     }
     if (!ag->r.switching) {
         ag->r.switching = true;
-        ag->phase = P_DRAIN;
+        ag->phase = TG_P_DRAIN;
         tg_log("SIGHUP: agent '%s': its command, environment or resources changed: draining "
                "its %u call(s) in flight, then restarting it",
                aname(ag), ag->r.aconc.inflight);
@@ -1166,7 +1141,7 @@ bool tg_osgw_idle(const tg_osgw_t *g)
 void tg_osgw_kill(tg_osgw_t *g)
 {
     for (size_t i = 0; i < g->nagents; i++)
-        osg_inst_kill(g->agents[i], SIGKILL, "interrupted");
+        TG_AINST_KILL(g->agents[i]->inst, SIGKILL, "interrupted");
 }
 
 void tg_osgw_free(tg_osgw_t *g)

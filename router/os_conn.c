@@ -215,12 +215,7 @@ static void on_caller_frame(os_conn_t *k, tg_block_t *b, const char *frame, size
                    "the frame is not one OpenSentience v1 message (a JSON object with v, type, "
                    "id, ts and payload)");
         tg_audit_ev_t ev;
-        tg_audit_ev_init(&ev);
-        ev.event = "call.denied";
-        ev.caller = k->caller;
-        ev.status = "invalid";
-        ev.reason = "invalid_frame";
-        ev.bytes_in = (int64_t)len;
+        tg_adm_audit_refused(&ev, NULL, k->caller, "invalid_frame", len);
         emit(g, &ev);
         return;
     }

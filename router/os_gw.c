@@ -25,9 +25,11 @@
  *    agent is starting or being replaced (it is dispatched once an
  *    instance has registered tools). RATE holds nothing but its frame and
  *    waits for the shared rate store.
- *  - A store answer names its call by ticket {agent, seq}: an answer for a
- *    call that is gone (or moved on) finds nothing, and a fleet slot
- *    granted to nobody is given back.
+ *  - Admission, store answers, the queue, expiry and release are the
+ *    pipeline's (router/call/pipeline.c); this file gives it the
+ *    dialect's ops (os_op_*): the splice of the call_id, the answers, and
+ *    the shared instance's readiness (calls wait while it starts or a
+ *    reload replaces it).
  *  - The caller gets exactly one agent.tool.result per call: the agent's
  *    (forwarded), or one toolgate made (a denial, a routing error, a
  *    canceled result). After a timeout or the caller's leaving the call is
@@ -338,7 +340,7 @@ static bool agent_writable(const os_agent_t *ag)
  * stdin is open, it is not being stopped, nor replaced by a reload. */
 static bool can_dispatch(const os_agent_t *ag)
 {
-    return ag->st == A_READY && agent_writable(ag) && ag->phase < P_STOP_STDIN && !ag->r.switching;
+    return ag->st == A_READY && agent_writable(ag) && ag->phase < TG_P_STOP_STDIN && !ag->r.switching;
 }
 
 
@@ -414,7 +416,7 @@ void osg_deny_unavailable(os_call_t *c, const char *why)
  * NULL. */
 static const char *refusal_now(const os_agent_t *ag, bool *shutdown)
 {
-    *shutdown = ag->g->stopping || (ag->phase != P_RUN && !ag->r.switching);
+    *shutdown = ag->g->stopping || (ag->phase != TG_P_RUN && !ag->r.switching);
     if (*shutdown)
         return "toolgate is shutting down";
     const char *why = unavailable(ag);
@@ -437,13 +439,8 @@ static void refuse_frame(os_conn_t *k, const char *frame, const tg_os_env_t *env
     osg_answer(k->g, k, &tmp, &tmp.cid, "failed", code, message, false);
     tg_audit_ev_t ev;
     char cid[OS_ECHO_MAX];
-    tg_audit_ev_init(&ev);
-    ev.event = "call.denied";
-    ev.caller = k->caller;
-    ev.status = "invalid";
-    ev.reason = reason;
+    tg_adm_audit_refused(&ev, NULL, k->caller, reason, env->payload.off + env->payload.len);
     ev.call_id = echo_text(&tmp.cid, cid);
-    ev.bytes_in = (int64_t)(env->payload.off + env->payload.len);
     emit(k->g, &ev);
 }
 
@@ -493,7 +490,7 @@ static bool idem_answered(os_call_t *c)
 #define CALL(cc) ((os_call_t *)(void *)(cc))
 #define CCALL(cc) ((const os_call_t *)(const void *)(cc))
 
-static tg_caller_lim_t *op_climits(const tg_callc_t *cc)
+static tg_caller_lim_t *os_op_climits(const tg_callc_t *cc)
 {
     const os_conn_t *k = CCALL(cc)->conn;
     return k != NULL ? k->lim : NULL;
@@ -502,12 +499,12 @@ static tg_caller_lim_t *op_climits(const tg_callc_t *cc)
 /* OpenSentience topology: one instance shared by every caller. Calls wait
  * for it while it starts, restarts or a reload replaces it; none waits
  * once toolgate or the agent is stopping. */
-static tg_call_go_t op_ready(const tg_callc_t *cc)
+static tg_call_go_t os_op_ready(const tg_callc_t *cc)
 {
     const os_agent_t *ag = CCALL(cc)->ag;
     if (can_dispatch(ag))
         return TG_GO_NOW;
-    if (ag->g->stopping || (ag->phase != P_RUN && !ag->r.switching))
+    if (ag->g->stopping || (ag->phase != TG_P_RUN && !ag->r.switching))
         return TG_GO_NOT;
     return TG_GO_LATER;
 }
@@ -515,7 +512,7 @@ static tg_call_go_t op_ready(const tg_callc_t *cc)
 /* Write call <c>'s frame to the instance with its call_id replaced by
  * "tg-<hex>" of its id (and the request_id toolgate assigned, when it
  * fits); a tool the instance has not registered is answered instead. */
-static bool op_forward(tg_callc_t *cc)
+static bool os_op_forward(tg_callc_t *cc)
 {
     os_call_t *c = CALL(cc);
     os_agent_t *ag = c->ag;
@@ -558,34 +555,34 @@ static bool op_forward(tg_callc_t *cc)
     return true;
 }
 
-static void op_denial_init(const tg_callc_t *cc, tg_denial_t *d, tg_deny_code_t code,
+static void os_op_denial_init(const tg_callc_t *cc, tg_denial_t *d, tg_deny_code_t code,
                            char reqid[32])
 {
     osg_denial_init(CCALL(cc)->ag, d, code, CCALL(cc), reqid);
 }
 
-static void op_deny(tg_callc_t *cc, tg_denial_t *d, const char *event, const char *stage)
+static void os_op_deny(tg_callc_t *cc, tg_denial_t *d, const char *event, const char *stage)
 {
     osg_deny_call(CALL(cc), d, event, stage);
 }
 
-static void op_free(tg_callc_t *cc)
+static void os_op_free(tg_callc_t *cc)
 {
     osg_call_free(CALL(cc));
 }
 
-static void *op_owner(const tg_callc_t *cc)
+static void *os_op_owner(const tg_callc_t *cc)
 {
     return CCALL(cc)->ag->g;
 }
 
-static void op_flush(tg_route_t *r, void *owner)
+static void os_op_flush(tg_route_t *r, void *owner)
 {
     (void)r;
     osg_g_flush(owner);
 }
 
-static void op_settle(tg_route_t *r, void *owner)
+static void os_op_settle(tg_route_t *r, void *owner)
 {
     (void)owner;
     osg_agent_check_drained((os_agent_t *)(void *)r);
@@ -593,7 +590,7 @@ static void op_settle(tg_route_t *r, void *owner)
 
 /* After a wait for the shared rate store: refused now when toolgate or
  * the agent stopped meanwhile, or the instance has no such tool. */
-static bool op_recheck(tg_callc_t *cc)
+static bool os_op_recheck(tg_callc_t *cc)
 {
     os_call_t *c = CALL(cc);
     os_agent_t *ag = c->ag;
@@ -621,7 +618,7 @@ static bool op_recheck(tg_callc_t *cc)
 
 /* After the rate stage: start the agent when it is down (on_demand: this
  * call starts it and waits for it), then the slots. */
-static void op_rated(tg_callc_t *cc)
+static void os_op_rated(tg_callc_t *cc)
 {
     os_agent_t *ag = CALL(cc)->ag;
     if (ag->st == A_DOWN && osg_agent_spawn(ag) < 0) {
@@ -635,7 +632,7 @@ static void op_rated(tg_callc_t *cc)
 
 /* Past its deadline in flight: the agent gets core.tool.cancel; the
  * caller's slot is free at once, the agent's when it confirms. */
-static void op_timed_out(tg_callc_t *cc)
+static void os_op_timed_out(tg_callc_t *cc)
 {
     os_call_t *c = CALL(cc);
     osg_send_cancel(c, "timeout");
@@ -644,7 +641,7 @@ static void op_timed_out(tg_callc_t *cc)
     tg_pipe_pump(cc->r, c->ag->g); /* a call waiting for the caller's slot */
 }
 
-static void op_stuck(tg_callc_t *cc)
+static void os_op_stuck(tg_callc_t *cc)
 {
     os_call_t *c = CALL(cc);
     os_agent_t *ag = c->ag;
@@ -657,23 +654,23 @@ static void op_stuck(tg_callc_t *cc)
     tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
            " ms; killing it (raise %s)",
            aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
-    osg_inst_kill(ag, SIGKILL, "stuck");
+    TG_AINST_KILL(ag->inst, SIGKILL, "stuck");
 }
 
 static const tg_call_ops_t call_ops = {
-    .climits = op_climits,
-    .ready = op_ready,
-    .forward = op_forward,
-    .denial_init = op_denial_init,
-    .deny = op_deny,
-    .free = op_free,
-    .owner = op_owner,
-    .flush = op_flush,
-    .settle = op_settle,
-    .recheck = op_recheck,
-    .rated = op_rated,
-    .timed_out = op_timed_out,
-    .stuck = op_stuck,
+    .climits = os_op_climits,
+    .ready = os_op_ready,
+    .forward = os_op_forward,
+    .denial_init = os_op_denial_init,
+    .deny = os_op_deny,
+    .free = os_op_free,
+    .owner = os_op_owner,
+    .flush = os_op_flush,
+    .settle = os_op_settle,
+    .recheck = os_op_recheck,
+    .rated = os_op_rated,
+    .timed_out = os_op_timed_out,
+    .stuck = os_op_stuck,
     .timeout_field = "timeout_ms",
 };
 

@@ -63,7 +63,6 @@ typedef enum {
     A_FAILED,    /* not restarted (policy, or restarts exhausted) */
 } astate_t;
 
-typedef enum { P_RUN = 0, P_DRAIN, P_STOP_STDIN, P_STOP_TERM, P_STOP_KILL, P_DONE } phase_t;
 
 /* An id copied from a caller's frame: the raw string span, quotes
  * included (scanned and validated by tg_os_scan); len 0 when absent. */
@@ -99,7 +98,7 @@ struct os_agent {
     tg_route_t r; /* first: its limits, stores, call table and rows */
     tg_osgw_t *g;
     astate_t st;
-    phase_t phase;
+    tg_phase_t phase;
     os_inst_t *inst;
     char token[2 * OS_TOKEN_BYTES + 1]; /* hex; "" when no instance runs */
     bool hello_ok;
@@ -217,7 +216,6 @@ void osg_agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void osg_agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 bool osg_crash_loop(const os_agent_t *ag, uint64_t now, uint32_t *recent);
 int osg_agent_spawn(os_agent_t *ag);
-void osg_inst_kill(os_agent_t *ag, int sig, const char *reason);
 void osg_agent_check_drained(os_agent_t *ag);
 void osg_g_check_idle(tg_osgw_t *g);
 

@@ -275,8 +275,8 @@ void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
             c->tool_name_len = 7;
         }
     }
-    if (w->phase != P_RUN || w->astate != A_RUNNING) {
-        bool down = w->phase != P_RUN;
+    if (w->phase != TG_P_RUN || w->astate != A_RUNNING) {
+        bool down = w->phase != TG_P_RUN;
         mcp_denial_init(w, &d, down ? TG_DENY_SHUTTING_DOWN : TG_DENY_UNAVAILABLE, c, reqid,
                         sizeof(reqid));
         d.limit = down ? "shutdown" : "agent";
@@ -294,60 +294,60 @@ void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
     tg_pipe_admit(&c->cc);
 }
 
-static tg_caller_lim_t *op_climits(const tg_callc_t *cc)
+static tg_caller_lim_t *mcp_op_climits(const tg_callc_t *cc)
 {
     return CCALL(cc)->w->climits;
 }
 
 /* MCP topology: each caller session has its own instance; a call can go
  * while that instance runs, and waits for no other. */
-static tg_call_go_t op_ready(const tg_callc_t *cc)
+static tg_call_go_t mcp_op_ready(const tg_callc_t *cc)
 {
     const tg_wrap_t *w = CCALL(cc)->w;
     return mcp_agent_writable(w) && w->astate == A_RUNNING ? TG_GO_NOW : TG_GO_NOT;
 }
 
-static bool op_forward(tg_callc_t *cc)
+static bool mcp_op_forward(tg_callc_t *cc)
 {
     mcp_to_agent_spliced(CALL(cc)->w, cc->qblk, cc->qframe, cc->qlen, cc->qid_off, cc->qid_len,
                          cc->id);
     return true;
 }
 
-static void op_denial_init(const tg_callc_t *cc, tg_denial_t *d, tg_deny_code_t code,
+static void mcp_op_denial_init(const tg_callc_t *cc, tg_denial_t *d, tg_deny_code_t code,
                            char reqid[32])
 {
     mcp_denial_init(CCALL(cc)->w, d, code, CCALL(cc), reqid, 32);
 }
 
-static void op_deny(tg_callc_t *cc, tg_denial_t *d, const char *event, const char *stage)
+static void mcp_op_deny(tg_callc_t *cc, tg_denial_t *d, const char *event, const char *stage)
 {
     mcp_deny_call(CALL(cc)->w, CALL(cc), d, event, stage);
 }
 
-static void op_free(tg_callc_t *cc)
+static void mcp_op_free(tg_callc_t *cc)
 {
     mcp_call_free(CALL(cc));
 }
 
-static void *op_owner(const tg_callc_t *cc)
+static void *mcp_op_owner(const tg_callc_t *cc)
 {
     return CCALL(cc)->w;
 }
 
-static void op_flush(tg_route_t *r, void *owner)
+static void mcp_op_flush(tg_route_t *r, void *owner)
 {
     (void)r;
     mcp_flush_all(owner);
 }
 
-static void op_settle(tg_route_t *r, void *owner)
+static void mcp_op_settle(tg_route_t *r, void *owner)
 {
     (void)r;
     mcp_check_drained(owner);
 }
 
-static void op_reap(tg_route_t *r)
+static void mcp_op_reap(tg_route_t *r)
 {
     mcp_agent_maybe_reap((tg_agent_t *)(void *)r);
 }
@@ -355,7 +355,7 @@ static void op_reap(tg_route_t *r)
 /* Past its deadline in flight: the agent gets notifications/cancelled and
  * a ping; the slot is freed on the pong, or the agent is killed after
  * kill_grace. */
-static void op_timed_out(tg_callc_t *cc)
+static void mcp_op_timed_out(tg_callc_t *cc)
 {
     tg_call_t *c = CALL(cc);
     cc->state = TG_CALL_ZOMBIE;
@@ -364,28 +364,28 @@ static void op_timed_out(tg_callc_t *cc)
     tg_pipe_arm(cc, cc->r->acfg->kill_grace_ms);
 }
 
-static void op_stuck(tg_callc_t *cc)
+static void mcp_op_stuck(tg_callc_t *cc)
 {
     tg_wrap_t *w = CALL(cc)->w;
     tg_log("agent '%s' did not answer a cancel or ping within %" PRIu64
            " ms; killing it (raise %s)",
            agent_name(w), cc->r->acfg->kill_grace_ms, cc->r->path_grace);
-    mcp_inst_kill(w, SIGKILL, "stuck");
+    TG_AINST_KILL(w->inst, SIGKILL, "stuck");
 }
 
 static const tg_call_ops_t call_ops = {
-    .climits = op_climits,
-    .ready = op_ready,
-    .forward = op_forward,
-    .denial_init = op_denial_init,
-    .deny = op_deny,
-    .free = op_free,
-    .owner = op_owner,
-    .flush = op_flush,
-    .settle = op_settle,
-    .reap = op_reap,
-    .timed_out = op_timed_out,
-    .stuck = op_stuck,
+    .climits = mcp_op_climits,
+    .ready = mcp_op_ready,
+    .forward = mcp_op_forward,
+    .denial_init = mcp_op_denial_init,
+    .deny = mcp_op_deny,
+    .free = mcp_op_free,
+    .owner = mcp_op_owner,
+    .flush = mcp_op_flush,
+    .settle = mcp_op_settle,
+    .reap = mcp_op_reap,
+    .timed_out = mcp_op_timed_out,
+    .stuck = mcp_op_stuck,
     .timeout_field = "params._meta.timeout_ms",
 };
 

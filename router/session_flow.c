@@ -40,13 +40,7 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
         else
             mcp_rpc_error(w, NULL, 0, -32700, "parse error: the line is not valid JSON");
         tg_audit_ev_t ev;
-        tg_audit_ev_init(&ev);
-        ev.event = "call.denied";
-        ev.agent = agent_name(w);
-        ev.caller = w->caller;
-        ev.status = "invalid";
-        ev.reason = json ? "invalid_request" : "parse_error";
-        ev.bytes_in = (int64_t)flen;
+        tg_adm_audit_refused(&ev, agent_name(w), w->caller, json ? "invalid_request" : "parse_error", flen);
         emit(w, &ev);
         return;
     }
@@ -75,13 +69,7 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
         /* A tools/call without an id cannot be answered, so it cannot be
          * limited either: it is dropped, never forwarded unbounded. */
         tg_audit_ev_t ev;
-        tg_audit_ev_init(&ev);
-        ev.event = "call.denied";
-        ev.agent = agent_name(w);
-        ev.caller = w->caller;
-        ev.status = "invalid";
-        ev.reason = "tools_call_without_id";
-        ev.bytes_in = (int64_t)flen;
+        tg_adm_audit_refused(&ev, agent_name(w), w->caller, "tools_call_without_id", flen);
         emit(w, &ev);
         return;
     }
@@ -94,10 +82,10 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
 
     if (env.kind == TG_MCP_REQUEST) {
         bool is_init = tg_jstr_eq(frame, env.method, "initialize");
-        if (w->phase != P_RUN || w->astate != A_RUNNING || w->npass >= TG_MAX_PASSTHRU) {
+        if (w->phase != TG_P_RUN || w->astate != A_RUNNING || w->npass >= TG_MAX_PASSTHRU) {
             tg_denial_t d;
             char reqid[32];
-            tg_deny_code_t code = w->phase != P_RUN     ? TG_DENY_SHUTTING_DOWN
+            tg_deny_code_t code = w->phase != TG_P_RUN     ? TG_DENY_SHUTTING_DOWN
                                   : w->astate != A_RUNNING ? TG_DENY_UNAVAILABLE
                                                            : TG_DENY_CONCURRENCY;
             mcp_denial_init(w, &d, code, NULL, reqid, sizeof(reqid));
@@ -397,13 +385,7 @@ static void on_idle(uv_timer_t *t)
              w->gw->cfg->idle_timeout_ms);
     mcp_rpc_error(w, NULL, 0, -32600, msg);
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "call.denied";
-    ev.agent = agent_name(w);
-    ev.caller = w->caller;
-    ev.status = "invalid";
-    ev.reason = "idle_timeout";
-    ev.bytes_in = (int64_t)(w->crd.len - w->crd.pos);
+    tg_adm_audit_refused(&ev, agent_name(w), w->caller, "idle_timeout", (w->crd.len - w->crd.pos));
     emit(w, &ev);
     if (w->cin != NULL)
         uv_read_stop(w->cin);
@@ -467,7 +449,7 @@ static void inst_closed(tg_ainst_t *a)
     tg_inst_t *inst = (tg_inst_t *)a;
     tg_wrap_t *w = inst->w;
     free(inst);
-    if (w->phase == P_DONE && w->inst == NULL)
+    if (w->phase == TG_P_DONE && w->inst == NULL)
         mcp_finish(w);
     mcp_sess_release(w); /* the instance held its session until now */
 }
@@ -537,7 +519,7 @@ void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);
 static void on_restart_timer(uv_timer_t *t)
 {
     tg_wrap_t *w = t->data;
-    if (w->phase != P_RUN) {
+    if (w->phase != TG_P_RUN) {
         mcp_finish(w);
         return;
     }
@@ -568,7 +550,7 @@ static void inst_gone(tg_ainst_t *a)
 void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal)
 {
     tg_audit_ev_t ev;
-    if (w->phase != P_RUN) {
+    if (w->phase != TG_P_RUN) {
         mcp_finish(w);
         return;
     }
@@ -670,12 +652,6 @@ int mcp_agent_spawn(tg_wrap_t *w)
     return 0;
 }
 
-void mcp_inst_kill(tg_wrap_t *w, int sig, const char *reason)
-{
-    if (w->inst != NULL)
-        tg_ainst_kill(&w->inst->a, sig, reason);
-}
-
 /* ---- flow control ----------------------------------------------------- */
 
 static void backpressure(tg_wrap_t *w)
@@ -725,7 +701,7 @@ void mcp_caller_out_drain(tg_out_t *o, void *ctx)
     (void)o;
     tg_wrap_t *w = ctx;
     backpressure(w);
-    if (w->phase == P_DONE && w->inst == NULL)
+    if (w->phase == TG_P_DONE && w->inst == NULL)
         mcp_finish(w);
 }
 

@@ -53,7 +53,6 @@
 
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
 typedef enum { A_DOWN = 0, A_STARTING, A_RUNNING, A_BACKOFF } agent_state_t;
-typedef enum { P_RUN = 0, P_DRAIN, P_STOP_STDIN, P_STOP_TERM, P_STOP_KILL, P_DONE } phase_t;
 
 typedef struct tg_wrap tg_wrap_t;
 
@@ -156,7 +155,7 @@ struct tg_wrap {
 
     uv_timer_t restart_timer, phase_timer;
     uv_timer_t idle_timer; /* serve: a partial frame left unfinished too long */
-    phase_t phase;
+    tg_phase_t phase;
     bool finished;
 };
 
@@ -188,7 +187,6 @@ void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);
 int mcp_agent_spawn(tg_wrap_t *w);
-void mcp_inst_kill(tg_wrap_t *w, int sig, const char *reason);
 void mcp_flush_all(tg_wrap_t *w);
 void mcp_caller_out_drain(tg_out_t *o, void *ctx);
 void mcp_caller_out_error(tg_out_t *o, void *ctx, int status);

@@ -12,31 +12,13 @@ static void on_phase_timer(uv_timer_t *t);
 static void stop_agent_step(tg_wrap_t *w)
 {
     tg_inst_t *inst = w->inst;
-    uint64_t grace = w->ag->r.acfg->kill_grace_ms;
     if (inst == NULL || inst->a.p.gone) {
-        w->phase = P_DONE;
+        w->phase = TG_P_DONE;
         mcp_finish(w);
         return;
     }
-    switch (w->phase) {
-    case P_DRAIN:
-        /* Inflight calls had their chance: close the agent's stdin. */
-        w->phase = P_STOP_STDIN;
-        tg_ainst_close_stdin(&inst->a);
-        break;
-    case P_STOP_STDIN:
-        w->phase = P_STOP_TERM;
-        mcp_inst_kill(w, SIGTERM, "shutdown");
-        break;
-    case P_STOP_TERM:
-        w->phase = P_STOP_KILL;
-        tg_log("agent '%s' ignored SIGTERM for %" PRIu64 " ms: SIGKILL", agent_name(w), grace);
-        mcp_inst_kill(w, SIGKILL, "shutdown");
-        break;
-    default:
-        return;
-    }
-    uv_timer_start(&w->phase_timer, on_phase_timer, grace, 0);
+    if (tg_ainst_stop_step(&inst->a, &w->phase, "shutdown"))
+        uv_timer_start(&w->phase_timer, on_phase_timer, w->ag->r.acfg->kill_grace_ms, 0);
 }
 
 static void on_phase_timer(uv_timer_t *t)
@@ -48,7 +30,7 @@ static void on_phase_timer(uv_timer_t *t)
 
 void mcp_check_drained(tg_wrap_t *w)
 {
-    if (w->phase == P_DRAIN && mcp_busy_calls(w) == 0) {
+    if (w->phase == TG_P_DRAIN && mcp_busy_calls(w) == 0) {
         uv_timer_stop(&w->phase_timer);
         stop_agent_step(w);
     }
@@ -56,9 +38,9 @@ void mcp_check_drained(tg_wrap_t *w)
 
 void mcp_begin_shutdown(tg_wrap_t *w, const char *why)
 {
-    if (w->phase != P_RUN)
+    if (w->phase != TG_P_RUN)
         return;
-    w->phase = P_DRAIN;
+    w->phase = TG_P_DRAIN;
     if (w->gw->wrap_mode) {
         /* In wrap mode the session is the router; in serve mode a caller
          * leaving is not the router stopping. */
@@ -71,7 +53,7 @@ void mcp_begin_shutdown(tg_wrap_t *w, const char *why)
     }
     uv_timer_stop(&w->restart_timer);
     if (w->astate == A_BACKOFF || w->inst == NULL) {
-        w->phase = P_DONE;
+        w->phase = TG_P_DONE;
         mcp_finish(w);
         return;
     }
@@ -116,11 +98,11 @@ static void sess_handle_closed(uv_handle_t *h)
  * close frees the session and tells the gateway. */
 void mcp_finish(tg_wrap_t *w)
 {
-    w->phase = P_DONE;
+    w->phase = TG_P_DONE;
     if (w->inst != NULL && !w->inst->a.p.gone) {
         /* The agent still runs: escalate until its exit brings us back. */
         if (!uv_is_active((uv_handle_t *)&w->phase_timer)) {
-            w->phase = P_DRAIN;
+            w->phase = TG_P_DRAIN;
             stop_agent_step(w);
         }
         return;
@@ -546,10 +528,10 @@ void tg_sess_shutdown(tg_wrap_t *w, const char *why)
 
 bool tg_sess_stopping(const tg_wrap_t *w)
 {
-    return w->phase != P_RUN;
+    return w->phase != TG_P_RUN;
 }
 
 void tg_sess_kill(tg_wrap_t *w)
 {
-    mcp_inst_kill(w, SIGKILL, "interrupted");
+    TG_AINST_KILL(w->inst, SIGKILL, "interrupted");
 }

@@ -258,6 +258,31 @@ static void on_monitor(uv_timer_t *t)
     in->ops->flush(in->owner);
 }
 
+bool tg_ainst_stop_step(tg_ainst_t *in, tg_phase_t *phase, const char *why)
+{
+    if (in == NULL || in->p.gone)
+        return false;
+    switch (*phase) {
+    case TG_P_DRAIN:
+        /* The calls in flight had their chance: close the agent's stdin. */
+        *phase = TG_P_STOP_STDIN;
+        tg_ainst_close_stdin(in);
+        return true;
+    case TG_P_STOP_STDIN:
+        *phase = TG_P_STOP_TERM;
+        tg_ainst_kill(in, SIGTERM, why);
+        return true;
+    case TG_P_STOP_TERM:
+        *phase = TG_P_STOP_KILL;
+        tg_log("agent '%s' ignored SIGTERM for %" PRIu64 " ms: SIGKILL", iname(in),
+               (*in->acfg)->kill_grace_ms);
+        tg_ainst_kill(in, SIGKILL, why);
+        return true;
+    default:
+        return false;
+    }
+}
+
 void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason)
 {
     if (in->p.gone || in->p.pid <= 0 || in->p.exited)

@@ -96,9 +96,30 @@ typedef struct tg_ainst_spawn {
  * the command itself failed). */
 int tg_ainst_spawn(tg_ainst_t *in, const tg_ainst_spawn_t *how);
 
+/* Where an engine is in stopping its instance: running, draining the
+ * calls in flight, then the stop steps (stdin closed, SIGTERM, SIGKILL)
+ * kill_grace apart, then done. */
+typedef enum tg_phase {
+    TG_P_RUN = 0,
+    TG_P_DRAIN,
+    TG_P_STOP_STDIN,
+    TG_P_STOP_TERM,
+    TG_P_STOP_KILL,
+    TG_P_DONE,
+} tg_phase_t;
+
+/* The next stop step of <in> (NULL, or gone: none is left; false) from
+ * *<phase> (DRAIN, STOP_STDIN or STOP_TERM; any other: false): close its
+ * stdin, send SIGTERM, then SIGKILL (logged, <why> audited). True when a
+ * step was taken: the engine arms its phase timer for kill_grace. */
+bool tg_ainst_stop_step(tg_ainst_t *in, tg_phase_t *phase, const char *why);
+
 /* Send <sig>; the first SIGKILL writes agent.killed with <reason>; every
  * SIGKILL marks the instance killed. Nothing once it is gone or has exited. */
 void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason);
+/* The same for an engine's instance pointer <in> (NULL: none runs). */
+#define TG_AINST_KILL(in, sig, reason) \
+    ((in) != NULL ? tg_ainst_kill(&(in)->a, (sig), (reason)) : (void)0)
 
 /* Its stdout ended (the engine's reader saw EOF or an error, and stopped
  * reading): gone once the process has exited too. */

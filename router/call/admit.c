@@ -73,6 +73,18 @@ void tg_adm_denial_init(tg_denial_t *d, tg_deny_code_t code, const char *agent, 
     d->request_id = request_id;
 }
 
+void tg_adm_audit_refused(tg_audit_ev_t *ev, const char *agent, const char *caller,
+                          const char *reason, uint64_t bytes_in)
+{
+    tg_audit_ev_init(ev);
+    ev->event = "call.denied";
+    ev->agent = agent;
+    ev->caller = caller;
+    ev->status = "invalid";
+    ev->reason = reason;
+    ev->bytes_in = (int64_t)bytes_in;
+}
+
 void tg_adm_audit_call(tg_audit_ev_t *ev, const char *tool, size_t tool_len, uint64_t duration_ms,
                        uint64_t bytes_in, const char *decided_by)
 {

@@ -85,6 +85,12 @@ void tg_adm_denial_init(tg_denial_t *d, tg_deny_code_t code, const char *agent, 
  * when tool_len > 0 (the text NUL-terminated there), <duration_ms> since
  * it arrived, <bytes_in> of its request frame, who decided its shared
  * limits (<decided_by>, NULL: none). */
+/* <ev> initialised as a frame refused before it became a call
+ * (call.denied, status invalid): from <caller> to <agent> (NULL: none
+ * known), <bytes_in> long, for <reason>. */
+void tg_adm_audit_refused(tg_audit_ev_t *ev, const char *agent, const char *caller,
+                          const char *reason, uint64_t bytes_in);
+
 void tg_adm_audit_call(tg_audit_ev_t *ev, const char *tool, size_t tool_len, uint64_t duration_ms,
                        uint64_t bytes_in, const char *decided_by);
 

@@ -212,16 +212,6 @@ static int invalid(tg_mcp_env_t *env)
     return -1;
 }
 
-static bool blank_from(const char *buf, size_t len, size_t i)
-{
-    for (; i < len; i++) {
-        char c = buf[i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            return false;
-    }
-    return true;
-}
-
 static bool is_tools_call(const char *buf, tg_jspan_t method)
 {
     return KEY_IS(buf, method, "tools/call");
@@ -308,7 +298,7 @@ __attribute__((flatten)) static int scan_bytes(const char *buf, size_t len, tg_m
     if (rc == -1) {
         tg_jspan_t top;
         long end = tg_jscan_value(buf, len, 0, &top);
-        if (end < 0 || top.type != TG_J_ARRAY || !blank_from(buf, len, (size_t)end))
+        if (end < 0 || top.type != TG_J_ARRAY || !tg_json_blank_from(buf, len, (size_t)end))
             return -1;
         env->kind = TG_MCP_BATCH;
         return 0;
@@ -342,7 +332,7 @@ __attribute__((flatten)) static int scan_bytes(const char *buf, size_t len, tg_m
         if (tg_jobj_value(&it, &v) < 0 || top_take(&t, which, v) < 0)
             return -1;
     }
-    if (rc < 0 || !blank_from(buf, len, it.pos))
+    if (rc < 0 || !tg_json_blank_from(buf, len, it.pos))
         return -1;
     params_need_t need;
     if (top_finish(buf, &t, env, &need) < 0)

@@ -254,16 +254,6 @@ static int invalid(tg_os_env_t *env)
     return -1;
 }
 
-static bool blank_from(const char *buf, size_t len, size_t i)
-{
-    for (; i < len; i++) {
-        char c = buf[i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            return false;
-    }
-    return true;
-}
-
 int tg_os_scan(const char *buf, size_t len, tg_os_env_t *env)
 {
     memset(env, 0, sizeof(*env)); /* every span TG_J_NONE */
@@ -274,7 +264,7 @@ int tg_os_scan(const char *buf, size_t len, tg_os_env_t *env)
         return invalid(env);
     keyset_t ks;
     keyset_init(&ks, top_keys, K__TOP);
-    if (tg_jobj_each_it(&it, keyset_member, &ks) < 0 || !blank_from(buf, len, it.pos))
+    if (tg_jobj_each_it(&it, keyset_member, &ks) < 0 || !tg_json_blank_from(buf, len, it.pos))
         return invalid(env);
 
     tg_jspan_t v;
