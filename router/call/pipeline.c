@@ -131,6 +131,20 @@ static void deny_full(tg_callc_t *cc, bool tool_full, const char *stage)
     r->ops->deny(cc, &d, "call.denied", stage);
 }
 
+/* Refuse <cc> for rate scope <s>, which said <rw> (<text>: the detail,
+ * NULL for the usual one). */
+static void deny_rate(tg_callc_t *cc, const rate_scope_t *s, const tg_gcra_result_t *rw,
+                      const char *text)
+{
+    tg_denial_t d;
+    char reqid[32], detail[160];
+    cc->r->ops->denial_init(cc, &d, TG_DENY_RATE, reqid);
+    tg_adm_rate_denial(&d, detail, sizeof(detail), s->scope, s->path, s->rate, rw);
+    if (text != NULL)
+        d.detail = text;
+    cc->r->ops->deny(cc, &d, "call.denied", NULL);
+}
+
 /* Refuse <cc> when one of <scopes> has no token now, naming the scope
  * that frees up last (<text>: the detail, NULL for the usual one). True
  * when refused (answered, not freed). Takes nothing. */
@@ -141,14 +155,7 @@ static bool rate_refused(tg_callc_t *cc, const rate_scope_t *scopes, int n, uint
     int worst = tg_adm_rate_worst(scopes, n, now, &rw);
     if (worst < 0)
         return false;
-    tg_denial_t d;
-    char reqid[32], detail[160];
-    cc->r->ops->denial_init(cc, &d, TG_DENY_RATE, reqid);
-    tg_adm_rate_denial(&d, detail, sizeof(detail), scopes[worst].scope, scopes[worst].path,
-                       scopes[worst].rate, &rw);
-    if (text != NULL)
-        d.detail = text;
-    cc->r->ops->deny(cc, &d, "call.denied", NULL);
+    deny_rate(cc, &scopes[worst], &rw, text);
     return true;
 }
 
@@ -301,11 +308,24 @@ void tg_pipe_admit(tg_callc_t *cc)
     uint64_t now = now_of(r);
     rate_scope_t scopes[3];
     int n = tg_route_rate_scopes(r, cc, r->ops->climits(cc), true, scopes);
+    bool shared = r->store != NULL || (cc->tool >= 0 && r->tools[cc->tool].shared);
+    if (n == 1 && !shared) {
+        /* One bucket (the usual case): take decides and commits at once. */
+        tg_gcra_result_t rr = tg_gcra_take(scopes[0].g, now);
+        if (!rr.allowed) {
+            deny_rate(cc, &scopes[0], &rr, NULL);
+            tg_pipe_done(cc);
+            return;
+        }
+        tg_registry_update(&r->gw->reg, scopes[0].reg, tg_gcra_used(scopes[0].g, now));
+        rated(cc);
+        return;
+    }
     if (rate_refused(cc, scopes, n, now, NULL)) {
         tg_pipe_done(cc);
         return;
     }
-    if (r->store != NULL || (cc->tool >= 0 && r->tools[cc->tool].shared)) {
+    if (shared) {
         cc->state = TG_CALL_RATE;
         if (rate_ask(cc, r->store != NULL ? STEP_AGENT : STEP_TOOL) < 0) {
             deny_store(cc, "rate", r->store != NULL ? "agent" : "tool", NULL,
