@@ -332,8 +332,7 @@ static void idem_replay(os_call_t *c, const tg_idem_entry_t *e)
 
 static bool agent_writable(const os_agent_t *ag)
 {
-    return ag->inst != NULL && !ag->inst->a.p.gone && !ag->inst->a.p.stdin_closed &&
-           ag->inst->a.p.wr.stream != NULL;
+    return tg_ainst_writable((const tg_ainst_t *)ag->inst);
 }
 
 /* Calls may go to the instance now: it has registered its tools, its

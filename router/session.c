@@ -199,8 +199,7 @@ void mcp_to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len
 
 bool mcp_agent_writable(const tg_wrap_t *w)
 {
-    return w->inst != NULL && !w->inst->a.p.gone && !w->inst->a.p.stdin_closed &&
-           w->inst->a.p.wr.stream != NULL;
+    return tg_ainst_writable((const tg_ainst_t *)w->inst);
 }
 
 /* Tell the agent to stop call <c> (MCP notifications/cancelled for the id

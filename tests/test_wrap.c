@@ -1457,3 +1457,27 @@ Test(wrap, preflight_memory_refuses_and_peaks_are_recorded)
     free(err);
     cr_assert_eq(tgh_log_count(W.log, "start "), 0, "the agent started anyway");
 }
+
+/* Issue 12, item 17: an agent that closes its stdout and lives on is a
+ * failed instance: its call is answered at once (not at its deadline),
+ * it is killed and restarted, and nothing more is written into it. */
+Test(wrap, agent_closing_stdout_fails_at_once)
+{
+    pid_t first = it_start_sleeping("{\"ms\":60000}");
+    uint64_t t0 = tgh_now_ms();
+    it_call(2, "mute", NULL);
+    it_resp_t rs[2];
+    it_collect(rs, 1, 2, t0, 5000);
+    mcp_assert_denial(rs[0].msg, -32064, "agent_unavailable");
+    mcp_assert_denial(rs[1].msg, -32064, "agent_unavailable");
+    cr_assert_lt(rs[1].at_ms, 3000, "the muted agent's call was answered after %llu ms",
+                 (unsigned long long)rs[1].at_ms);
+    it_free_resps(rs, 2);
+    cr_assert(tgh_pid_wait_gone(first, 2000), "the muted agent still runs");
+    cr_assert_eq(it_eof_and_exit(5000), 0);
+    json_t *events = it_audit_events();
+    json_t *killed = it_find_event(events, "agent.killed", 0);
+    cr_assert_not_null(killed, "no agent.killed event");
+    cr_assert_str_eq(json_string_value(json_object_get(killed, "reason")), "stdout_closed");
+    json_decref(events);
+}

@@ -225,9 +225,26 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
     ops->flush(owner);
 }
 
+/* Its stdout ended TG_AINST_MUTE_MS ago and it still runs. */
+static void on_mute(uv_timer_t *t)
+{
+    tg_ainst_t *in = t->data;
+    void *owner = in->owner;
+    const tg_ainst_ops_t *ops = in->ops;
+    if (in->p.exited || in->p.gone || in->stopping)
+        return;
+    tg_log("agent '%s' closed its stdout but did not exit within %d ms: killing it "
+           "(no answer can come from it)",
+           iname(in), TG_AINST_MUTE_MS);
+    tg_ainst_kill(in, SIGKILL, "stdout_closed");
+    ops->flush(owner);
+}
+
 void tg_ainst_out_eof(tg_ainst_t *in)
 {
     in->p.out_eof = true;
+    if (!in->p.exited && !in->stopping && !uv_is_active((uv_handle_t *)&in->p.linger))
+        uv_timer_start(&in->p.linger, on_mute, TG_AINST_MUTE_MS, 0);
     maybe_gone(in);
 }
 
@@ -262,6 +279,7 @@ bool tg_ainst_stop_step(tg_ainst_t *in, tg_phase_t *phase, const char *why)
 {
     if (in == NULL || in->p.gone)
         return false;
+    in->stopping = true;
     switch (*phase) {
     case TG_P_DRAIN:
         /* The calls in flight had their chance: close the agent's stdin. */
@@ -305,6 +323,7 @@ void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason)
 
 void tg_ainst_close_stdin(tg_ainst_t *in)
 {
+    in->stopping = true;
     tg_aproc_close_stdin(&in->p, handle_closed);
 }
 

@@ -72,7 +72,13 @@ struct tg_ainst {
     const tg_ainst_ops_t *ops;
     void *owner;                 /* the engine's (its session or agent) */
     bool kill_audited;           /* agent.killed written for this instance */
+    bool stopping;               /* a stop step ran: its stdout may end before it exits */
 };
+
+/* How long an instance that closed its stdout may live on before it is
+ * killed: no answer can come from it, so its calls must not wait out
+ * their deadlines. */
+#define TG_AINST_MUTE_MS 500 /* fixed internal bound */
 
 /* Set up <in> (zeroed by the caller) for agent <*acfg> of <gw>. */
 void tg_ainst_init(tg_ainst_t *in, tg_gw_t *gw, tg_agent_cfg_t *const *acfg, size_t idx,
@@ -122,8 +128,19 @@ void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason);
     ((in) != NULL ? tg_ainst_kill(&(in)->a, (sig), (reason)) : (void)0)
 
 /* Its stdout ended (the engine's reader saw EOF or an error, and stopped
- * reading): gone once the process has exited too. */
+ * reading): gone once the process has exited too. Outside a stop step, a
+ * process still alive TG_AINST_MUTE_MS later is killed ("stdout_closed"):
+ * the instance has failed. Until then the engine sends it nothing
+ * (tg_ainst_writable). */
 void tg_ainst_out_eof(tg_ainst_t *in);
+
+/* Calls and messages may be written to <in> (NULL: none runs): not gone,
+ * its stdin open, its stdout not ended. */
+static inline bool tg_ainst_writable(const tg_ainst_t *in)
+{
+    return in != NULL && !in->p.gone && !in->p.stdin_closed && !in->p.out_eof &&
+           in->p.wr.stream != NULL;
+}
 
 /* Close its stdin (a stop step); <in> must not be gone. */
 void tg_ainst_close_stdin(tg_ainst_t *in);

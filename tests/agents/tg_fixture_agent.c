@@ -200,7 +200,8 @@ static void fx_remove_timer(size_t i)
 static void fx_tools_list(const json_t *id)
 {
     static const char *const names[] = {"echo", "sleep", "slow_cancel", "big", "crash",
-                                        "stderr", "progress", "ask", "env", "hang", "alloc"};
+                                        "stderr", "progress", "ask", "env", "hang", "alloc",
+                                        "mute"};
     json_t *tools = json_array();
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         json_array_append_new(tools, json_pack("{s:s, s:s, s:{s:s}}", "name", names[i],
@@ -264,6 +265,11 @@ static void fx_tools_call(const json_t *id, const json_t *params)
         free(buf);
     } else if (strcmp(name, "crash") == 0) {
         _exit((int)fx_arg_uint(args, "code", 3));
+    } else if (strcmp(name, "mute") == 0) {
+        /* Close stdout and live on: no answer can come any more. */
+        close(1);
+        sleep((unsigned)fx_arg_uint(args, "s", 30));
+        _exit(0);
     } else if (strcmp(name, "alloc") == 0) {
         /* Allocate and touch arguments.mib MiB (containment tests), keep it. */
         size_t mib = (size_t)fx_arg_uint(args, "mib", 16);
