@@ -121,9 +121,8 @@ size_t tg_audit_cur_copy(tg_audit_cur_t *c, char *dst, size_t n);
 int tg_audit_make_parents(char *path);
 
 /* Open the file <path> of a sink with <flags> (O_CLOEXEC, O_NOCTTY and
- * O_NOFOLLOW are added; mode 0600 when O_CREAT makes it; O_RDWR falls back
- * to O_WRONLY for a file that can only be written), making its missing
- * directories (0700) when O_CREAT is given. Refuses, with -ELOOP or
+ * O_NOFOLLOW are added; mode 0600 when O_CREAT makes it), making its
+ * missing directories (0700) when O_CREAT is given. Refuses, with -ELOOP or
  * -EPERM, a symbolic link as the last component, a parent directory that
  * every user may write without the sticky bit, and in a world-writable
  * directory a file of another user or with other hard links; refuses what

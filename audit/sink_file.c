@@ -543,6 +543,8 @@ int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg
 
     /* O_RDWR rather than O_WRONLY only to read the last byte back. */
     int fd = tg_audit_open_file(path, (open_flags & ~O_ACCMODE) | O_RDWR, &oerr);
+    if (fd == -EACCES || fd == -EINVAL)
+        fd = tg_audit_open_file(path, open_flags, &oerr); /* write-only file, or /dev/full */
     if (fd < 0)
         return tg_err_set(err, fd, "audit: %s (use --audit PATH to write elsewhere)", oerr.msg);
 

@@ -149,8 +149,6 @@ int tg_audit_open_file(const char *path, int flags, tg_err_t *err)
 
     const int always = O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
     int fd = openat(dfd, name, flags | always, 0600);
-    if (fd < 0 && (errno == EACCES || errno == EINVAL) && (flags & O_ACCMODE) == O_RDWR)
-        fd = openat(dfd, name, (flags & ~O_ACCMODE) | O_WRONLY | always, 0600); /* write-only */
     int e = errno;
     if (fd < 0 && e == ELOOP && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         S_ISLNK(st.st_mode)) {

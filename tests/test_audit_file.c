@@ -265,6 +265,34 @@ Test(audit_file, reopen_after_deletion_refuses_a_planted_symlink)
     cr_assert_str_eq(events[2], "audit.reopened");
 }
 
+/* The Redis sink's spool (appended to, and truncated back to a whole line
+ * at open) is opened by the same rules. */
+Test(audit_file, a_symlinked_spool_is_refused_and_its_target_untouched)
+{
+    uv_loop_t loop;
+    char target[256], link[256];
+    tg_audit_t *a = NULL;
+    tg_err_t err = {""};
+    tg_audit_sink_cfg_t s;
+
+    tgh_tmp_put("precious", "no newline at the end", target, sizeof(target));
+    tgh_tmp_path(link, sizeof(link), "spool.jsonl");
+    cr_assert_eq(symlink(target, link), 0);
+    tg_config_sink_defaults(&s, TG_AUDIT_SINK_REDIS_STREAM);
+    snprintf(s.ep.host, sizeof(s.ep.host), "127.0.0.1");
+    s.ep.port = 1; /* never reached: the open fails first */
+    s.spool = link;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    tg_audit_opts_t o = {.sinks = &s, .nsinks = 1, .instance = "host-a", .queue_cap = 8};
+    cr_assert_eq(tg_audit_open(&a, &loop, &o, &err), -ELOOP, "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, "spool"), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, "is a symbolic link"), "%s", err.msg);
+    char *text = tgh_read_file(target, NULL);
+    cr_assert_str_eq(text, "no newline at the end");
+    free(text);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
 /* The router refuses to start on a planted link, with the message. */
 Test(audit_file, wrap_refuses_a_symlinked_audit_path)
 {
