@@ -136,7 +136,7 @@ int tg_verify_end(tg_verify_t *v);
 /* End of input: reports the gaps of every open run. Call once, last. */
 int tg_verify_finish(tg_verify_t *v);
 
-/* Findings reported so far (all kinds). */
+/* Findings reported so far (all kinds; a note on an open run is not one). */
 uint64_t tg_verify_findings(const tg_verify_t *v);
 /* Instances seen, in order of first appearance, and their summaries. */
 size_t tg_verify_ninstances(const tg_verify_t *v);
