@@ -34,10 +34,20 @@
  * so the next report covers it as well and no loss drops out of the
  * record.
  *
+ * Telling the operator: after each batch every sink is asked what its
+ * write met (ops->status, on the loop thread). A sink that did not take
+ * every line, or reports a problem, is logged once when it starts failing
+ * and once when a batch goes through again, with the lines it lost in
+ * between (a full disk must be heard of, but not once per batch); toolgate
+ * goes on serving meanwhile. A sink whose file was deleted or moved and
+ * opened anew is logged and audited as audit.reopened, queued behind the
+ * batch that saw it.
+ *
  * Threads: everything here runs on the loop thread except write_work,
  * which reads only <wr> and the ring bytes the batch covers.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,12 +95,25 @@ typedef struct audit_write {
     uint64_t sync_in_ms; /* set by write_work: a sink asked for sync() again then */
 } audit_write_t;
 
+/* Per sink, on the loop thread: what the operator was told and what is
+ * still to be audited. */
+typedef struct sink_watch {
+    char *label;          /* for log lines: the file's path, "stderr", "redis stream KEY" */
+    bool failing;         /* a failure was logged and no batch has gone through since */
+    uint64_t lost;        /* lines this sink did not take since <failing> was set */
+    const char *reopened; /* "deleted"/"moved": an audit.reopened to queue, else NULL */
+    uint64_t rewritten;   /* its count */
+} sink_watch_t;
+
 /* Owned by the caller of tg_audit_open; freed by tg_audit_close. */
 struct tg_audit {
     uv_loop_t *loop;
     tg_audit_sink_t sinks[AUDIT_SINKS_MAX];
     size_t nsinks;
     bool torn[AUDIT_SINKS_MAX]; /* sink ends in a partial line */
+    sink_watch_t watch[AUDIT_SINKS_MAX];
+    tg_audit_log_fn log;
+    void *log_ctx;
     char *instance;
     char *ring; /* ring_size bytes of queued lines */
     size_t ring_size;
@@ -202,6 +225,36 @@ static void count_lost(tg_audit_t *a, uint64_t n)
     a->unreported += n;
 }
 
+/* Queue <ev> (or count it lost) without starting a write. */
+static void emit_queued(tg_audit_t *a, const tg_audit_ev_t *ev)
+{
+    /* The audit.dropped report goes first so it sits right after the gap
+     * it explains; if it does not fit, neither does anything after it. */
+    if ((a->unreported != 0 && !report_dropped(a)) || !queue_event(a, ev, 0))
+        count_lost(a, 1);
+}
+
+/* Queue an audit.reopened for every sink whose file was opened again
+ * since the last call. The caller starts the write. */
+static void queue_reopened(tg_audit_t *a)
+{
+    tg_audit_ev_t ev;
+
+    for (size_t s = 0; s < a->nsinks; s++) {
+        sink_watch_t *w = &a->watch[s];
+        if (w->reopened == NULL)
+            continue;
+        tg_audit_ev_init(&ev);
+        ev.event = "audit.reopened";
+        ev.reason = w->reopened;
+        if (strcmp(w->reopened, "deleted") == 0)
+            ev.count = w->rewritten > INT64_MAX ? INT64_MAX : (int64_t)w->rewritten;
+        w->reopened = NULL;
+        w->rewritten = 0;
+        emit_queued(a, &ev);
+    }
+}
+
 /* Describe in <b> a batch of every queued line (none with <sync_only>),
  * led, for each sink that ends in a torn line, by a newline so that the
  * batch's first line stays whole. */
@@ -257,6 +310,70 @@ static uint32_t batch_landed(tg_audit_t *a, const audit_batch_t *b, size_t s)
     return whole;
 }
 
+static void say(const tg_audit_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const tg_audit_t *a, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+
+    if (a->log == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    a->log(a->log_ctx, line);
+}
+
+/* Sink <s> took <landed> of the <b>->nevents lines of batch <b>: ask it
+ * what it met, log the start and the end of a failing episode once each
+ * (a full disk must be heard of, but not once per batch), and keep a
+ * reopen of its file to be audited. Loop thread, no write in flight. */
+static void sink_news(tg_audit_t *a, const audit_batch_t *b, size_t s, uint32_t landed)
+{
+    const tg_audit_sink_t *sk = &a->sinks[s];
+    sink_watch_t *w = &a->watch[s];
+    tg_audit_sink_status_t st = {NULL, NULL, 0};
+    char why[64];
+
+    if (sk->ops->status != NULL)
+        sk->ops->status(sk->ctx, &st);
+    if (st.reopened != NULL) {
+        w->reopened = st.reopened;
+        w->rewritten += st.rewritten;
+        say(a,
+            "audit: %s: the file was %s while in use; a new one was opened there "
+            "(audited as audit.reopened)",
+            w->label, st.reopened);
+    }
+    bool problem = st.problem != NULL && st.problem[0] != '\0';
+    if (landed < b->nevents || problem) {
+        w->lost += b->nevents - landed;
+        if (w->failing)
+            return;
+        w->failing = true;
+        if (!problem) {
+            if (b->result[s] < 0)
+                snprintf(why, sizeof(why), "cannot write: %s", strerror((int)-b->result[s]));
+            else
+                snprintf(why, sizeof(why), "a write was cut short");
+        }
+        say(a,
+            "audit: %s: %s (toolgate keeps serving; events that cannot be written are "
+            "counted and reported as audit.dropped)",
+            w->label, problem ? st.problem : why);
+    } else if (w->failing) {
+        w->failing = false;
+        if (w->lost != 0)
+            say(a,
+                "audit: %s: writing again, after losing %llu event%s (reported as "
+                "audit.dropped)",
+                w->label, (unsigned long long)w->lost, w->lost == 1 ? "" : "s");
+        else
+            say(a, "audit: %s: writing normally again", w->label);
+        w->lost = 0;
+    }
+}
+
 /* Account for the written batch <b>. The whole batch leaves the queue:
  * written lines are done, and on a failure the unwritten ones are counted
  * as lost rather than retried (the errors a file gives, ENOSPC, EIO,
@@ -270,6 +387,7 @@ static void batch_complete(tg_audit_t *a, const audit_batch_t *b)
         return; /* sync only */
     for (size_t s = 0; s < a->nsinks; s++) {
         uint32_t w = batch_landed(a, b, s);
+        sink_news(a, b, s, w);
         if (w < whole)
             whole = w;
     }
@@ -377,6 +495,7 @@ static void write_done(uv_work_t *req, int status)
          * way and loop); the next emit reports it then. */
         if (a->unreported != 0 && !a->write_failed)
             report_dropped(a);
+        queue_reopened(a);
         kick_soon(a);
         if (!wr->inflight)
             schedule_sync(a, wr->sync_in_ms);
@@ -446,10 +565,12 @@ static void drain_sync(tg_audit_t *a)
 {
     audit_batch_t b;
 
+    queue_reopened(a);
     while (a->queued != 0) {
         batch_prepare(a, &b, false);
         (void)batch_run(a->sinks, a->nsinks, &b);
         batch_complete(a, &b);
+        queue_reopened(a);
     }
 }
 
@@ -474,8 +595,23 @@ static int open_sink(tg_audit_t *a, const tg_audit_sink_cfg_t *cfg, tg_err_t *er
             tg_err_set(err, -EINVAL, "audit: sink %zu: unknown kind %d", a->nsinks, (int)cfg->kind);
         break;
     }
-    if (rc == 0)
+    if (rc == 0) {
+        char label[64];
+        const char *l = label;
+        if (cfg->kind == TG_AUDIT_SINK_FILE)
+            l = cfg->path;
+        else if (cfg->kind == TG_AUDIT_SINK_STDERR)
+            l = "stderr";
+        else
+            snprintf(label, sizeof(label), "redis stream %.40s",
+                     cfg->stream != NULL ? cfg->stream : TG_DEF_AUDIT_STREAM);
+        a->watch[a->nsinks].label = strdup(l);
+        if (a->watch[a->nsinks].label == NULL) {
+            out->ops->close(out->ctx);
+            return tg_err_set(err, -ENOMEM, "audit: out of memory");
+        }
         a->nsinks++;
+    }
     return rc;
 }
 
@@ -524,6 +660,8 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
     wr->refs = 1;
     wr->req.data = a;
     a->loop = loop;
+    a->log = opts->log;
+    a->log_ctx = opts->log_ctx;
     a->queue_cap = opts->queue_cap;
     a->next_seq = 1;
     a->ring_size = (size_t)ring_size;
@@ -572,10 +710,7 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
  * queue is full the event is counted as dropped instead. */
 void tg_audit_emit(tg_audit_t *a, const tg_audit_ev_t *ev)
 {
-    /* The audit.dropped report goes first so it sits right after the gap
-     * it explains; if it does not fit, neither does anything after it. */
-    if ((a->unreported != 0 && !report_dropped(a)) || !queue_event(a, ev, 0))
-        count_lost(a, 1);
+    emit_queued(a, ev);
     kick_soon(a);
 }
 
@@ -628,8 +763,10 @@ void tg_audit_close(tg_audit_t *a)
         if (a->unreported != 0 && report_dropped(a))
             drain_sync(a);
     }
-    for (size_t s = 0; s < a->nsinks; s++)
+    for (size_t s = 0; s < a->nsinks; s++) {
         a->sinks[s].ops->close(a->sinks[s].ctx);
+        free(a->watch[s].label);
+    }
     write_release(wr);
     free(a->instance);
     free(a->lens);

@@ -13,6 +13,13 @@
  * dropped and an audit.dropped event (with the count) is written as soon
  * as there is room again. seq is per instance, from 1, with no gaps among
  * written events other than those reported by audit.dropped.
+ *
+ * A sink that fails (a full disk) does not stop toolgate: its lost lines
+ * are counted as above, and the pipe logs once when it starts failing and
+ * once when it writes again (tg_audit_opts_t.log). A file sink whose file
+ * is deleted or moved away while in use opens a new one at its path and
+ * the pipe audits it as audit.reopened (reason "deleted" or "moved"; with
+ * "deleted", count is the lines written again into the new file).
  */
 #ifndef TG_AUDIT_AUDIT_H
 #define TG_AUDIT_AUDIT_H
@@ -92,6 +99,12 @@ long tg_audit_encode(char *buf, size_t cap, const tg_audit_ev_t *ev, uint64_t se
 
 typedef struct tg_audit tg_audit_t;
 
+/* A line for toolgate's own log: one sentence without the "toolgate: "
+ * prefix or a newline, naming the sink (a file's path, "stderr", a
+ * stream's key) and what happened. Called on the loop thread. Holds only
+ * paths and keys from config, errno texts and counts. */
+typedef void (*tg_audit_log_fn)(void *ctx, const char *line);
+
 /* Where events go: <sinks> (copied at open) when <nsinks> > 0, else one
  * file sink on <path> with the default rotation and fsync of config.h.
  * The router passes cfg->audit_sinks / cfg->naudit_sinks and
@@ -102,6 +115,11 @@ typedef struct tg_audit_opts {
     size_t nsinks;
     const char *instance; /* instance name for every event */
     uint32_t queue_cap;   /* bounded queue, events */
+    /* Optional (NULL: say nothing): where the pipe tells the operator, once
+     * per episode, that a sink started failing and that it recovered, and
+     * that a sink's file was deleted or moved and opened again. */
+    tg_audit_log_fn log;
+    void *log_ctx;
 } tg_audit_opts_t;
 
 /* Open the audit pipe on <loop> with every sink of <opts>. On failure

@@ -22,6 +22,8 @@
 
 #include "config/config.h"
 
+struct tg_audit_sink_status;
+
 typedef struct tg_audit_sink_ops {
     const char *kind; /* "file", "stderr", ... */
     /* Write all <iovcnt> buffers of <iov>, in order. Returns the number of
@@ -37,7 +39,27 @@ typedef struct tg_audit_sink_ops {
     /* Make everything durable that the policy asks for and release <ctx>;
      * called once, after the last write has returned. */
     void (*close)(void *ctx);
+    /* Optional (NULL: the pipe judges the sink by write's return alone).
+     * Called on the loop thread after a batch's write has returned, never
+     * while write or sync runs: fills <st> with what that write met. */
+    void (*status)(void *ctx, struct tg_audit_sink_status *st);
 } tg_audit_sink_ops_t;
+
+/* What a sink's last write met, for the pipe to log and audit. */
+typedef struct tg_audit_sink_status {
+    /* Why the last write fell short (or what else is wrong that an
+     * operator must hear of), one phrase without the sink's name: "cannot
+     * write: No space left on device". NULL or "" when it went through.
+     * Owned by the sink, valid until its next write. */
+    const char *problem;
+    /* Set once, by the write that did it: the sink's file was "deleted" or
+     * "moved" away while in use and a new one was opened at its path
+     * (audited as audit.reopened). NULL otherwise. */
+    const char *reopened;
+    /* With "deleted": lines of that write that had gone to the deleted
+     * file and were written again into the new one. */
+    uint64_t rewritten;
+} tg_audit_sink_status_t;
 
 /* A sink instance: its table and its state (owned; freed by ops->close). */
 typedef struct tg_audit_sink {
@@ -47,10 +69,11 @@ typedef struct tg_audit_sink {
 
 /* Open the JSON-lines file sink described by <cfg> (kind file, a path):
  * parent directories are made (0700) when missing, the file is opened for
- * appending and created 0600; an existing file that ends in a torn line
- * gets a '\n' first so the next line stays whole. Returns 0, or a negative
- * errno with a message naming the path, the cause and the way out written
- * into <err>. */
+ * appending and created 0600, by the rules of tg_audit_open_file (no
+ * symbolic link, no directory anyone may write without the sticky bit);
+ * an existing file that ends in a torn line gets a '\n' first so the next
+ * line stays whole. Returns 0, or a negative errno with a message naming
+ * the path, the cause and the way out written into <err>. */
 int tg_audit_sink_file_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cfg, tg_err_t *err);
 
 /* Open the stderr sink: a duplicate of fd 2, so that whoever closes fd 2
@@ -97,11 +120,23 @@ size_t tg_audit_cur_copy(tg_audit_cur_t *c, char *dst, size_t n);
  * directory that failed, for the message. */
 int tg_audit_make_parents(char *path);
 
+/* Open the file <path> of a sink with <flags> (O_CLOEXEC, O_NOCTTY and
+ * O_NOFOLLOW are added; mode 0600 when O_CREAT makes it), making its
+ * missing directories (0700) when O_CREAT is given. Refuses, with -ELOOP or
+ * -EPERM, a symbolic link as the last component, a parent directory that
+ * every user may write without the sticky bit, and in a world-writable
+ * directory a file of another user or with other hard links; refuses what
+ * is not a regular file or a character device (sink_open.c says why).
+ * Returns the descriptor, or a negative errno with <err> naming <path>,
+ * what is wrong and how to fix it (the caller adds the sink's prefix). */
+int tg_audit_open_file(const char *path, int flags, tg_err_t *err);
+
 /* Write the next <n> bytes at <c> to <fd> and advance <c> past what was
  * written. Retries short writes and EINTR; on EAGAIN (a non-blocking fd
  * shared with someone else) waits for POLLOUT up to <wait_ms> at a time.
  * Returns the bytes written (short only when an error or the wait
- * stopped it), or a negative errno when nothing was written. */
+ * stopped it, errno then saying which), or a negative errno when nothing
+ * was written. */
 ssize_t tg_audit_fd_write(int fd, tg_audit_cur_t *c, size_t n, int wait_ms);
 
 #endif

@@ -167,6 +167,7 @@ ssize_t tg_audit_fd_write(int fd, tg_audit_cur_t *c, size_t n, int wait_ms)
             continue;
         if (w <= 0) {
             int e = w < 0 ? errno : EIO;
+            errno = e; /* the cause of a short return */
             return total != 0 ? (ssize_t)total : -e;
         }
         tg_audit_cur_skip(c, (size_t)w);

@@ -328,9 +328,10 @@ static void spool_compact(redis_sink_t *rs)
 
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", rs->spool) >= (int)sizeof(tmp))
         return;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    tg_err_t err;
+    int fd = tg_audit_open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC, &err);
     if (fd < 0)
-        return;
+        return; /* best effort: the spool is replayed from its offset next time */
     while (off < rs->spool_size) {
         size_t want = rs->spool_size - off > SPOOL_CHUNK ? SPOOL_CHUNK : (size_t)(rs->spool_size - off);
         ssize_t n = pread(rs->spool_fd, rs->chunk, want, (off_t)off);
@@ -426,32 +427,24 @@ int tg_audit_sink_redis_open(tg_audit_sink_t *out, const tg_audit_sink_cfg_t *cf
     rs->spool_max = cfg->spool_max_bytes;
     memcpy(rs->spool, cfg->spool, strlen(cfg->spool) + 1);
 
-    const int flags = O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY;
-    rs->spool_fd = open(rs->spool, flags, 0600);
-    if (rs->spool_fd < 0 && errno == ENOENT) {
-        memcpy(dir, rs->spool, strlen(rs->spool) + 1);
-        int rc = tg_audit_make_parents(dir);
-        if (rc < 0) {
-            tg_err_set(err, rc,
-                       "audit: redis stream %s: cannot create directory %s for the "
-                       "spool %s: %s",
-                       stream, dir, rs->spool, strerror(-rc));
-            free(rs->chunk);
-            free(rs);
-            return rc;
-        }
-        rs->spool_fd = open(rs->spool, flags, 0600);
-    }
+    /* Made and opened by the file sink's rules (sink_open.c): a link
+     * planted at the spool's path would otherwise have its target
+     * appended to, and truncated by spool_trim_torn. */
+    tg_err_t oerr;
     struct stat st;
+    rs->spool_fd = tg_audit_open_file(rs->spool, O_RDWR | O_APPEND | O_CREAT, &oerr);
     if (rs->spool_fd < 0 || fstat(rs->spool_fd, &st) != 0) {
-        int e = errno;
-        tg_err_set(err, -e, "audit: redis stream %s: cannot open the spool %s: %s", stream,
-                   rs->spool, strerror(e));
+        int rc = rs->spool_fd < 0 ? rs->spool_fd : -errno;
+        if (rs->spool_fd < 0)
+            tg_err_set(err, rc, "audit: redis stream %s: spool: %s", stream, oerr.msg);
+        else
+            tg_err_set(err, rc, "audit: redis stream %s: cannot open the spool %s: %s", stream,
+                       rs->spool, strerror(-rc));
         if (rs->spool_fd >= 0)
             close(rs->spool_fd);
         free(rs->chunk);
         free(rs);
-        return -e;
+        return rc;
     }
     /* What an earlier run could not send is sent first. */
     rs->spool_size = (uint64_t)st.st_size;

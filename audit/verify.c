@@ -32,6 +32,7 @@ static const char *const known_events[] = {
     "agent.restarting", "call.completed",  "call.denied",         "call.timeout",
     "call.cancelled",   "call.late_result", "limit.warning",      "limit.recovered",
     "store.degraded",   "store.recovered", "audit.dropped",       "agent.invalid_frame",
+    "audit.reopened",
 };
 
 typedef enum ftype {
@@ -102,6 +103,10 @@ typedef struct inst {
     size_t nd, capd;
     uint32_t last_file;   /* file of <last_seq> + 1; 0 = none */
     uint64_t last_seq;    /* seq of the instance's previous line in that file */
+    bool run_stopped;     /* the run has a router.stopping */
+    uint64_t run_hi;      /* the run's highest seq, read at ... */
+    uint32_t hi_file;     /* ... this file */
+    uint64_t hi_line;     /* ... and line */
 } inst_t;
 
 struct tg_verify {
@@ -118,6 +123,7 @@ struct tg_verify {
     size_t last_inst; /* lookup hint: consecutive lines share an instance */
     uint64_t findings;
     uint64_t unattributed;
+    bool stopped; /* every writer has stopped: no run is still going */
 };
 
 /* ---- findings ---------------------------------------------------------- */
@@ -452,8 +458,40 @@ static void settle(tg_verify_t *v, inst_t *in, const size_t *pending, size_t np,
     }
 }
 
-/* The run of <in> is over: report its gaps and start afresh. */
-static int end_run(tg_verify_t *v, inst_t *in)
+/* The run of <in> has no router.stopping. <over>: it is known to have
+ * ended (a later run of the instance follows, or every writer has
+ * stopped), so its end was not clean: a finding. Otherwise it may still be
+ * going: a note to the callback, not counted. */
+static void unstopped(tg_verify_t *v, inst_t *in, bool over)
+{
+    char msg[256];
+
+    if (over)
+        snprintf(msg, sizeof(msg),
+                 "ended without router.stopping (seq %llu is the run's last event): toolgate was "
+                 "killed or crashed, or its last events could not be written",
+                 (unsigned long long)in->run_hi);
+    else
+        snprintf(msg, sizeof(msg),
+                 "no router.stopping after seq %llu: the run is still going, or it ended "
+                 "without router.stopping (killed, crashed, or its last events not written)",
+                 (unsigned long long)in->run_hi);
+    tg_verify_finding_t f = {.kind = TG_VERIFY_UNSTOPPED, .file = v->files[in->hi_file],
+                             .line = in->hi_line, .instance = in->name, .seq = in->run_hi,
+                             .open = !over, .msg = msg};
+    if (over) {
+        in->sum.unstopped++;
+        report(v, &f);
+    } else {
+        in->sum.open = true;
+        if (v->cb != NULL)
+            v->cb(v->ud, &f);
+    }
+}
+
+/* The run of <in> is over (<over>: known to be; see unstopped): report
+ * its gaps and how it ended, and start afresh. */
+static int end_run(tg_verify_t *v, inst_t *in, bool over)
 {
     size_t *pending = NULL, np = 0, di = 0;
 
@@ -483,11 +521,15 @@ static int end_run(tg_verify_t *v, inst_t *in)
     if (np != 0)
         settle(v, in, pending, np, di < in->nd ? &in->d[di] : NULL);
     free(pending);
+    if (in->run_hi != 0 && !in->run_stopped)
+        unstopped(v, in, over || v->stopped);
     in->nr = in->nd = in->hint = 0;
     in->in_run = false;
     in->run_has_one = false;
     in->max_ts[0] = '\0';
     in->last_file = 0;
+    in->run_stopped = false;
+    in->run_hi = 0;
     return 0;
 }
 
@@ -527,7 +569,7 @@ static int track(tg_verify_t *v, inst_t *in, uint64_t seq, uint64_t hash, const 
 
     if (seq == 1 && in->in_run && !(in->run_has_one && in->one_hash == hash) &&
         starts_run(in, ts)) {
-        rc = end_run(v, in);
+        rc = end_run(v, in, true);
         if (rc < 0)
             return rc;
     }
@@ -554,6 +596,11 @@ static int track(tg_verify_t *v, inst_t *in, uint64_t seq, uint64_t hash, const 
         return 0;
     }
     in->sum.events++;
+    if (seq > in->run_hi) {
+        in->run_hi = seq;
+        in->hi_file = file;
+        in->hi_line = v->line;
+    }
     if (in->last_file == file + 1 && seq < in->last_seq) {
         snprintf(msg, sizeof(msg), "out of order: seq %llu comes after seq %llu",
                  (unsigned long long)seq, (unsigned long long)in->last_seq);
@@ -716,6 +763,8 @@ static int check_line(tg_verify_t *v, const char *line, size_t len, bool torn)
 
     if (seq != 0) {
         rc = track(v, in, seq, fnv1a(line, len), ts);
+        if (rc == 1 && event != NULL && strcmp(event, "router.stopping") == 0)
+            in->run_stopped = true;
         if (rc == 1 && dropped && count_ok)
             rc = record_drop(v, in, seq, (uint64_t)json_integer_value(x));
     }
@@ -841,8 +890,13 @@ int tg_verify_finish(tg_verify_t *v)
     int rc = tg_verify_end(v);
 
     for (size_t i = 0; i < v->ninst && rc == 0; i++)
-        rc = end_run(v, v->inst[i]);
+        rc = end_run(v, v->inst[i], false);
     return rc;
+}
+
+void tg_verify_set_stopped(tg_verify_t *v, bool stopped)
+{
+    v->stopped = stopped;
 }
 
 uint64_t tg_verify_findings(const tg_verify_t *v)

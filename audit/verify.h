@@ -25,7 +25,21 @@
  *    instance in the same file (across files, order is the files' order,
  *    which for rotated sets the CLI derives from their names);
  *  - audit.dropped: every one is a finding, since it records events the
- *    writer lost (queue full or a failed write).
+ *    writer lost (queue full or a failed write);
+ *  - how each run ended: toolgate writes router.stopping when it begins to
+ *    stop, so a run without one ended by a kill, a crash, or a failure to
+ *    write its last events (a full disk). A run verify knows is over (a
+ *    later run of the instance follows it) is reported "ended without
+ *    router.stopping", a finding; the last run of an instance may still be
+ *    going (verify reads live files), so it only gets a note (open: not
+ *    counted) unless the caller says every writer has stopped
+ *    (tg_verify_set_stopped). What follows router.stopping (the agents'
+ *    exits) is not required: only a gap would show its loss.
+ *
+ * audit.reopened (the writer's file was deleted or moved away and a new
+ * one opened) is a valid event and no finding: the writer lost nothing,
+ * and a file removed by the operator is judged like a removed rotated
+ * file (the run simply starts above 1 in what is given).
  *
  * A gap is "explained" when the next audit.dropped of the run counts at
  * least as many lost events as all gaps since the previous one (audit.c
@@ -56,6 +70,7 @@ typedef enum tg_verify_kind {
     TG_VERIFY_DUPLICATE,  /* a seq seen before in the run */
     TG_VERIFY_REORDER,    /* a seq lower than the one before it in the same file */
     TG_VERIFY_DROPPED,    /* an audit.dropped event: loss the writer reported */
+    TG_VERIFY_UNSTOPPED,  /* a run without router.stopping (see open) */
 } tg_verify_kind_t;
 
 /* One finding, valid for the duration of the callback. */
@@ -69,6 +84,8 @@ typedef struct tg_verify_finding {
     uint64_t count;       /* GAP: seqs missing; DROPPED: events the writer lost */
     uint64_t prev_seq;    /* REORDER: the seq of the line before it */
     bool explained;       /* GAP: covered by a later audit.dropped */
+    bool open;            /* UNSTOPPED: the instance's last run, which may still be
+                           * going: a note, not counted by tg_verify_findings */
     const char *msg;      /* what is wrong, one line, without file, line or instance */
 } tg_verify_finding_t;
 
@@ -88,6 +105,8 @@ typedef struct tg_verify_summary {
     uint64_t schema;         /* lines with a schema finding */
     uint64_t dropped_events; /* sum of the audit.dropped counts */
     uint64_t dropped_lines;  /* audit.dropped events */
+    uint32_t unstopped;      /* runs known to be over that have no router.stopping */
+    bool open;               /* the last run has none and may still be going */
 } tg_verify_summary_t;
 
 typedef struct tg_verify tg_verify_t;
@@ -96,6 +115,11 @@ typedef struct tg_verify tg_verify_t;
  * out of memory. */
 tg_verify_t *tg_verify_new(tg_verify_cb cb, void *ud);
 void tg_verify_free(tg_verify_t *v);
+
+/* Every writer of the input has stopped (<stopped>): a last run without
+ * router.stopping is then a finding too, not a note. Call before
+ * tg_verify_finish. */
+void tg_verify_set_stopped(tg_verify_t *v, bool stopped);
 
 /* Start file <name> (copied): lines are numbered from 1 again and
  * reordering is judged within it. Ends the previous file as tg_verify_end
@@ -112,7 +136,7 @@ int tg_verify_end(tg_verify_t *v);
 /* End of input: reports the gaps of every open run. Call once, last. */
 int tg_verify_finish(tg_verify_t *v);
 
-/* Findings reported so far (all kinds). */
+/* Findings reported so far (all kinds; a note on an open run is not one). */
 uint64_t tg_verify_findings(const tg_verify_t *v);
 /* Instances seen, in order of first appearance, and their summaries. */
 size_t tg_verify_ninstances(const tg_verify_t *v);
@@ -122,10 +146,11 @@ const tg_verify_summary_t *tg_verify_summary(const tg_verify_t *v, size_t i);
 uint64_t tg_verify_unattributed(const tg_verify_t *v);
 
 /* `toolgate audit SUBCOMMAND ...`: <argv> are the words after "audit"
- * ("verify", options, files). Prints findings and one summary line per
- * instance on stdout, errors on stderr. Returns the exit status: 0 when
- * every file verified clean, 1 when there is any finding, 2 on bad usage
- * or a file that could not be read. */
+ * ("verify", options, files). Prints findings, notes and one summary line
+ * per instance on stdout, errors on stderr. Returns the exit status: 0
+ * when every file verified clean (a last run without router.stopping is
+ * only a note, unless --stopped says every writer has stopped), 1 when
+ * there is any finding, 2 on bad usage or a file that could not be read. */
 int tg_cli_audit(int argc, char **argv);
 
 #endif

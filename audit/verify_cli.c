@@ -31,19 +31,24 @@ typedef struct infile {
 
 typedef struct out {
     bool quiet;
+    bool stopped;
 } out_t;
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: toolgate audit verify [--quiet] FILE...\n"
+            "usage: toolgate audit verify [--quiet] [--stopped] FILE...\n"
             "\n"
-            "Check audit logs (JSON lines) for lost, repeated or reordered events and schema\n"
-            "errors, per instance. Rotated sets (audit.jsonl.3 ... audit.jsonl.1 audit.jsonl)\n"
-            "may be given in any order; '-' reads standard input.\n"
-            "  --quiet   print only the summary line of each instance\n"
-            "Exit status: 0 nothing lost, 1 any finding (audit.dropped included), 2 bad usage\n"
-            "or a file that could not be read.\n");
+            "Check audit logs (JSON lines) for lost, repeated or reordered events, schema\n"
+            "errors and runs that ended without router.stopping, per instance. Rotated sets\n"
+            "(audit.jsonl.3 ... audit.jsonl.1 audit.jsonl) may be given in any order; '-'\n"
+            "reads standard input.\n"
+            "  --quiet    print only the summary line of each instance\n"
+            "  --stopped  every writer has stopped: an instance's last run without\n"
+            "             router.stopping is a finding too (without it, a note: the run\n"
+            "             may still be going; open=1 in the summary)\n"
+            "Exit status: 0 nothing lost, 1 any finding (audit.dropped, a run that ended\n"
+            "without router.stopping included), 2 bad usage or a file that could not be read.\n");
 }
 
 static void rotation_key(infile_t *f)
@@ -98,7 +103,8 @@ static void on_finding(void *ud, const tg_verify_finding_t *f)
     if (o->quiet)
         return;
     if (f->instance != NULL)
-        printf("%s:%llu: %s: %s\n", f->file, (unsigned long long)f->line, f->instance, f->msg);
+        printf("%s:%llu: %s: %s%s\n", f->file, (unsigned long long)f->line, f->instance,
+               f->open ? "note: " : "", f->msg);
     else
         printf("%s:%llu: %s\n", f->file, (unsigned long long)f->line, f->msg);
 }
@@ -169,7 +175,7 @@ static bool given_twice(const infile_t *f, size_t n)
 static bool summary_clean(const tg_verify_summary_t *s)
 {
     return s->missing == 0 && s->duplicates == 0 && s->reordered == 0 && s->schema == 0 &&
-           s->dropped_lines == 0;
+           s->dropped_lines == 0 && s->unstopped == 0;
 }
 
 static void print_summaries(const tg_verify_t *v, size_t nfiles)
@@ -179,12 +185,13 @@ static void print_summaries(const tg_verify_t *v, size_t nfiles)
     for (size_t i = 0; i < n; i++) {
         const tg_verify_summary_t *s = tg_verify_summary(v, i);
         printf("%s: %s events=%llu runs=%u seq=%llu..%llu missing=%llu unexplained=%llu "
-               "duplicates=%llu reordered=%llu schema=%llu dropped=%llu\n",
+               "duplicates=%llu reordered=%llu schema=%llu dropped=%llu unstopped=%u open=%d\n",
                s->instance, summary_clean(s) ? "ok" : "FAIL", (unsigned long long)s->events,
                s->runs, (unsigned long long)s->first_seq, (unsigned long long)s->last_seq,
                (unsigned long long)s->missing, (unsigned long long)s->unexplained,
                (unsigned long long)s->duplicates, (unsigned long long)s->reordered,
-               (unsigned long long)s->schema, (unsigned long long)s->dropped_events);
+               (unsigned long long)s->schema, (unsigned long long)s->dropped_events,
+               (unsigned)s->unstopped, s->open ? 1 : 0);
     }
     if (tg_verify_unattributed(v) != 0)
         printf("(no instance): FAIL lines=%llu (lines without a usable instance)\n",
@@ -195,7 +202,7 @@ static void print_summaries(const tg_verify_t *v, size_t nfiles)
 
 static int cli_verify(int argc, char **argv)
 {
-    out_t o = {.quiet = false};
+    out_t o = {.quiet = false, .stopped = false};
     infile_t *files;
     size_t n = 0;
     int status = 0;
@@ -216,9 +223,12 @@ static int cli_verify(int argc, char **argv)
             return 0;
         } else if (!opts_done && (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0)) {
             o.quiet = true;
+        } else if (!opts_done && strcmp(a, "--stopped") == 0) {
+            o.stopped = true;
         } else if (!opts_done && a[0] == '-' && a[1] != '\0') {
             fprintf(stderr,
-                    "toolgate audit verify: unknown option '%s' (expected --quiet, then FILE...)\n",
+                    "toolgate audit verify: unknown option '%s' (expected --quiet, --stopped, "
+                    "then FILE...)\n",
                     a);
             free(files);
             return 2;
@@ -228,7 +238,7 @@ static int cli_verify(int argc, char **argv)
     }
     if (n == 0) {
         fprintf(stderr, "toolgate audit verify: no FILE given (usage: toolgate audit verify "
-                        "[--quiet] FILE...)\n");
+                        "[--quiet] [--stopped] FILE...)\n");
         free(files);
         return 2;
     }
@@ -247,6 +257,7 @@ static int cli_verify(int argc, char **argv)
         free(files);
         return 2;
     }
+    tg_verify_set_stopped(v, o.stopped);
     /* A file that cannot be read makes the result incomplete (exit 2),
      * but the others are still checked and reported; only the core giving
      * up (memory, bounds) stops the run. */

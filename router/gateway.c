@@ -169,6 +169,14 @@ static int sink_endpoints(tg_config_t *cfg, tg_err_t *err)
     return 0;
 }
 
+/* The audit pipe's own news (a sink failing and writing again, a file
+ * deleted or moved and opened anew) goes to toolgate's log. */
+static void audit_log(void *ctx, const char *line)
+{
+    (void)ctx;
+    tg_log("%s", line);
+}
+
 int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
 {
     char audit_path[4096], name[TG_LIMIT_NAME_MAX];
@@ -199,7 +207,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
                           .instance = cfg->instance,
                           .queue_cap = cfg->audit_queue,
                           .sinks = cfg->audit_sinks,
-                          .nsinks = cfg->naudit_sinks};
+                          .nsinks = cfg->naudit_sinks,
+                          .log = audit_log};
     if (tg_audit_open(&gw->audit, loop, &ao, err) < 0)
         return -1;
     gw->reg_store_pending = -1;

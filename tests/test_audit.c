@@ -690,7 +690,9 @@ Test(audit_sink, write_errors_are_counted_and_do_not_spin)
     aud_close(a, &loop);
 }
 
-Test(audit_sink, a_torn_line_is_ended_before_the_next_batch)
+/* A write cut short (EFBIG here, ENOSPC on a full disk) leaves no part of
+ * a line: the file is truncated back to its last whole line. */
+Test(audit_sink, a_line_cut_short_is_truncated_away)
 {
     uv_loop_t loop;
     char path[256], line[TG_AUDIT_LINE_MAX], name[64];
@@ -725,14 +727,12 @@ Test(audit_sink, a_torn_line_is_ended_before_the_next_batch)
     aud_close(a, &loop);
 
     read_lines(&l, path);
-    cr_assert_eq(l.n, 4);
+    cr_assert_eq(l.n, 3, "the cut line stayed: %s", l.n > 1 ? l.v[1] : "");
     cr_assert_eq(int_of(l.v[0], "seq"), 1);
-    cr_assert_eq(strlen(l.v[1]), 10);
-    cr_assert_eq(memcmp(l.v[1], "{\"v\":1,\"ts", 10), 0);
-    cr_assert_str_eq(event_of(l.v[2], name, sizeof(name)), "audit.dropped");
-    cr_assert_eq(int_of(l.v[2], "seq"), 3);
-    cr_assert_eq(int_of(l.v[2], "count"), 1);
-    cr_assert_eq(int_of(l.v[3], "seq"), 4);
+    cr_assert_str_eq(event_of(l.v[1], name, sizeof(name)), "audit.dropped");
+    cr_assert_eq(int_of(l.v[1], "seq"), 3);
+    cr_assert_eq(int_of(l.v[1], "count"), 1);
+    cr_assert_eq(int_of(l.v[2], "seq"), 4);
     free(l.data);
 }
 

@@ -139,6 +139,8 @@ static size_t nfound, ngaps, ndropped, nunexplained;
 static void on_finding(void *ud, const tg_verify_finding_t *f)
 {
     (void)ud;
+    if (f->open)
+        return; /* a run that may still be going is a note, not a finding */
     nfound++;
     ngaps += f->kind == TG_VERIFY_GAP;
     ndropped += f->kind == TG_VERIFY_DROPPED;
@@ -243,7 +245,8 @@ Test(audit_redis, spool_left_by_a_previous_run_goes_first)
     cr_assert_eq(uv_loop_init(&loop), 0);
     tg_audit_sink_cfg_t s = redis_cfg();
     tg_audit_t *a = aud_open_sinks(&loop, &s, 1, 64);
-    emit_range(a, &loop, 0, 20);
+    emit_range(a, &loop, 0, 19);
+    aud_emit(a, "router.stopping", TG_AUDIT_ABSENT); /* a clean stop (verify checks it) */
     aud_close(a, &loop); /* Redis never came: all 20 stay spooled */
     cr_assert_gt(spool_size(), 0);
 

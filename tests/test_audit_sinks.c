@@ -160,8 +160,7 @@ static size_t nfound;
 static void count_findings(void *ud, const tg_verify_finding_t *f)
 {
     (void)ud;
-    (void)f;
-    nfound++;
+    nfound += !f->open; /* a run that may still be going is a note */
 }
 
 /* Verify the rotated set with the core, feeding files in <order>

@@ -30,12 +30,21 @@ typedef struct got {
 
 static got_t got[MAXF];
 static size_t ngot;
+static got_t notes[MAXF]; /* open runs without router.stopping: not findings */
+static size_t nnotes;
 
 static void collect(void *ud, const tg_verify_finding_t *f)
 {
     (void)ud;
-    cr_assert_lt(ngot, MAXF, "too many findings");
-    got_t *g = &got[ngot++];
+    got_t *g;
+    if (f->open) {
+        cr_assert_eq(f->kind, TG_VERIFY_UNSTOPPED);
+        cr_assert_lt(nnotes, MAXF, "too many notes");
+        g = &notes[nnotes++];
+    } else {
+        cr_assert_lt(ngot, MAXF, "too many findings");
+        g = &got[ngot++];
+    }
     g->kind = f->kind;
     snprintf(g->file, sizeof(g->file), "%s", f->file);
     g->line = f->line;
@@ -51,6 +60,7 @@ static void collect(void *ud, const tg_verify_finding_t *f)
 static tg_verify_t *vnew(void)
 {
     ngot = 0;
+    nnotes = 0;
     tg_verify_t *v = tg_verify_new(collect, NULL);
     cr_assert_not_null(v);
     return v;
@@ -79,6 +89,12 @@ typedef struct text {
 static void add(text_t *t, const char *inst, uint64_t seq)
 {
     t->n += enc(t->b + t->n, sizeof(t->b) - t->n, inst, seq, "call.completed", TG_AUDIT_ABSENT,
+                TS_EXAMPLE + (int64_t)seq);
+}
+
+static void add_ev(text_t *t, const char *inst, uint64_t seq, const char *event)
+{
+    t->n += enc(t->b + t->n, sizeof(t->b) - t->n, inst, seq, event, TG_AUDIT_ABSENT,
                 TS_EXAMPLE + (int64_t)seq);
 }
 
@@ -522,8 +538,9 @@ Test(verify, two_instances_interleaved_are_judged_apart)
 Test(verify, restart_starts_a_new_run)
 {
     text_t t = {.n = 0};
-    for (uint64_t s = 1; s <= 5; s++)
+    for (uint64_t s = 1; s <= 4; s++)
         add(&t, "host-a", s);
+    add_ev(&t, "host-a", 5, "router.stopping");
     /* the new process: same seqs, later timestamps */
     for (uint64_t s = 1; s <= 3; s++)
         t.n += enc(t.b + t.n, sizeof(t.b) - t.n, "host-a", s, "router.started", TG_AUDIT_ABSENT,
@@ -535,6 +552,97 @@ Test(verify, restart_starts_a_new_run)
     cr_assert_eq(s->events, 8);
     cr_assert_eq(s->first_seq, 1);
     cr_assert_eq(s->last_seq, 3);
+    tg_verify_free(v);
+}
+
+/* A run that a later run shows to be over, without router.stopping, ended
+ * by a kill, a crash or a full disk: "ended without router.stopping", a
+ * finding at its last event. The last run may still be going: a note. */
+Test(verify, run_ended_without_router_stopping_is_reported)
+{
+    text_t t = {.n = 0};
+    add_ev(&t, "host-a", 1, "router.started");
+    for (uint64_t s = 2; s <= 4; s++)
+        add(&t, "host-a", s);
+    for (uint64_t s = 1; s <= 3; s++)
+        t.n += enc(t.b + t.n, sizeof(t.b) - t.n, "host-a", s, "call.completed", TG_AUDIT_ABSENT,
+                   TS_EXAMPLE + 60000 + (int64_t)s);
+    tg_verify_t *v = run(&t);
+    cr_assert_eq(ngot, 1, "%s", ngot ? got[0].msg : "");
+    cr_assert_eq(got[0].kind, TG_VERIFY_UNSTOPPED);
+    cr_assert_eq(got[0].line, 4);
+    cr_assert_eq(got[0].seq, 4);
+    cr_assert_not_null(strstr(got[0].msg, "ended without router.stopping"), "%s", got[0].msg);
+    cr_assert_eq(nnotes, 1);
+    cr_assert_eq(notes[0].line, 7);
+    cr_assert_eq(notes[0].seq, 3);
+    cr_assert_eq(tg_verify_findings(v), 1);
+    const tg_verify_summary_t *s = sum_of(v, "host-a");
+    cr_assert_eq(s->runs, 2);
+    cr_assert_eq(s->unstopped, 1);
+    cr_assert(s->open);
+    tg_verify_free(v);
+}
+
+/* The last run: router.stopping anywhere in it (the agents' exits follow
+ * it) ends it cleanly; without one it is a note, and a finding once the
+ * caller says every writer has stopped. */
+Test(verify, last_run_without_router_stopping_fails_only_when_stopped)
+{
+    text_t t = {.n = 0};
+    for (uint64_t s = 1; s <= 3; s++)
+        add(&t, "host-a", s);
+    tg_verify_t *v = run(&t);
+    cr_assert_eq(ngot, 0);
+    cr_assert_eq(nnotes, 1);
+    cr_assert_eq(tg_verify_findings(v), 0);
+    cr_assert(sum_of(v, "host-a")->open);
+    cr_assert_eq(sum_of(v, "host-a")->unstopped, 0);
+    tg_verify_free(v);
+
+    v = vnew();
+    tg_verify_set_stopped(v, true);
+    cr_assert_eq(tg_verify_begin(v, "t.jsonl"), 0);
+    cr_assert_eq(tg_verify_feed(v, t.b, t.n), 0);
+    cr_assert_eq(tg_verify_finish(v), 0);
+    cr_assert_eq(ngot, 1);
+    cr_assert_eq(nnotes, 0);
+    cr_assert_eq(got[0].kind, TG_VERIFY_UNSTOPPED);
+    cr_assert_not(sum_of(v, "host-a")->open);
+    cr_assert_eq(sum_of(v, "host-a")->unstopped, 1);
+    tg_verify_free(v);
+
+    add_ev(&t, "host-a", 4, "router.stopping");
+    add_ev(&t, "host-a", 5, "agent.exited");
+    v = vnew();
+    tg_verify_set_stopped(v, true);
+    cr_assert_eq(tg_verify_begin(v, "t.jsonl"), 0);
+    cr_assert_eq(tg_verify_feed(v, t.b, t.n), 0);
+    cr_assert_eq(tg_verify_finish(v), 0);
+    cr_assert_eq(ngot + nnotes, 0, "%s", ngot ? got[0].msg : notes[0].msg);
+    cr_assert_not(sum_of(v, "host-a")->open);
+    tg_verify_free(v);
+}
+
+/* audit.reopened (the file deleted or moved away under the writer) is a
+ * valid event, and no finding by itself. */
+Test(verify, audit_reopened_is_accepted)
+{
+    char line[TG_AUDIT_LINE_MAX];
+    text_t t = {.n = 0};
+    tg_audit_ev_t ev;
+
+    add(&t, "host-a", 1);
+    tg_audit_ev_init(&ev);
+    ev.event = "audit.reopened";
+    ev.reason = "deleted";
+    ev.count = 3;
+    long n = tg_audit_encode(line, sizeof(line), &ev, 2, TS_EXAMPLE, "host-a");
+    cr_assert_gt(n, 0);
+    add_raw(&t, line);
+    add_ev(&t, "host-a", 3, "router.stopping");
+    tg_verify_t *v = run(&t);
+    cr_assert_eq(ngot + nnotes, 0, "%s", ngot ? got[0].msg : notes[0].msg);
     tg_verify_free(v);
 }
 
@@ -696,7 +804,7 @@ static char out[1 << 16];
 
 /* Writable argument words (string literals are const here). */
 static char W_VERIFY[] = "verify", W_QUIET[] = "--quiet", W_BOGUS[] = "--bogus",
-            W_FROB[] = "frobnicate", W_HELP[] = "--help";
+            W_FROB[] = "frobnicate", W_HELP[] = "--help", W_STOPPED[] = "--stopped";
 
 /* Run tg_cli_audit with stdout and stderr captured into out / err. */
 static int cli(char *err, size_t errcap, int argc, char **argv)
@@ -742,8 +850,9 @@ Test(verify_cli, rotated_set_in_any_order_with_a_restart)
         add(&t, "host-a", s);
     write_file("audit.jsonl.10", &t, p10, sizeof(p10));
     t.n = 0;
-    for (uint64_t s = 11; s <= 15; s++)
+    for (uint64_t s = 11; s <= 14; s++)
         add(&t, "host-a", s);
+    add_ev(&t, "host-a", 15, "router.stopping");
     for (uint64_t s = 1; s <= 3; s++)
         t.n += enc(t.b + t.n, sizeof(t.b) - t.n, "host-a", s, "router.started", TG_AUDIT_ABSENT,
                    TS_EXAMPLE + 99999 + (int64_t)s);
@@ -760,8 +869,14 @@ Test(verify_cli, rotated_set_in_any_order_with_a_restart)
     /* as a shell glob sorts them, and reversed */
     char *glob[] = {W_VERIFY, p0, p1, p10, p2};
     cr_assert_eq(cli(err, sizeof(err), 5, glob), 0, "out: %s err: %s", out, err);
-    cr_assert_str_eq(out, "host-a: ok events=24 runs=2 seq=1..9 missing=0 unexplained=0 "
-                          "duplicates=0 reordered=0 schema=0 dropped=0\n");
+    char want[1024];
+    snprintf(want, sizeof(want),
+             "%s:3: host-a: note: no router.stopping after seq 9: the run is still going, or it "
+             "ended without router.stopping (killed, crashed, or its last events not written)\n"
+             "host-a: ok events=24 runs=2 seq=1..9 missing=0 unexplained=0 duplicates=0 "
+             "reordered=0 schema=0 dropped=0 unstopped=0 open=1\n",
+             p0);
+    cr_assert_str_eq(out, want);
     cr_assert_str_eq(err, "");
     char *rev[] = {W_VERIFY, p2, p10, p0, p1};
     cr_assert_eq(cli(err, sizeof(err), 5, rev), 0, "out: %s", out);
@@ -785,16 +900,67 @@ Test(verify_cli, findings_name_file_and_line_and_exit_1)
              "%s:5: host-a: duplicate: seq 5 was seen before in this run\n"
              "%s:3: host-a: gap: seq 3..4 missing (2 events), not reported by any "
              "audit.dropped\n"
+             "%s:3: host-a: note: no router.stopping after seq 5: the run is still going, or it "
+             "ended without router.stopping (killed, crashed, or its last events not written)\n"
+             "%s:4: host-b: note: no router.stopping after seq 1: the run is still going, or it "
+             "ended without router.stopping (killed, crashed, or its last events not written)\n"
              "host-a: FAIL events=3 runs=1 seq=1..5 missing=2 unexplained=2 duplicates=1 "
-             "reordered=0 schema=0 dropped=0\n"
+             "reordered=0 schema=0 dropped=0 unstopped=0 open=1\n"
              "host-b: ok events=1 runs=1 seq=1..1 missing=0 unexplained=0 duplicates=0 "
-             "reordered=0 schema=0 dropped=0\n",
-             p, p);
+             "reordered=0 schema=0 dropped=0 unstopped=0 open=1\n",
+             p, p, p, p);
     cr_assert_str_eq(out, want);
 
     char *quiet[] = {W_VERIFY, W_QUIET, p};
     cr_assert_eq(cli(err, sizeof(err), 3, quiet), 1);
     cr_assert_eq(strncmp(out, "host-a: FAIL", 12), 0, "%s", out);
+}
+
+/* A run that ended without router.stopping fails verify when a later run
+ * shows it is over; the last run only with --stopped. */
+Test(verify_cli, a_run_without_router_stopping_fails_once_known_over)
+{
+    char p[128], err[1024], want[2048];
+    text_t t = {.n = 0};
+
+    add_ev(&t, "host-a", 1, "router.started");
+    add(&t, "host-a", 2);
+    add(&t, "host-a", 3); /* the disk filled up: nothing more of this run */
+    for (uint64_t s = 1; s <= 2; s++)
+        t.n += enc(t.b + t.n, sizeof(t.b) - t.n, "host-a", s, "router.started", TG_AUDIT_ABSENT,
+                   TS_EXAMPLE + 99999 + (int64_t)s);
+    write_file("audit.jsonl", &t, p, sizeof(p));
+    char *argv[] = {W_VERIFY, W_QUIET, p};
+    cr_assert_eq(cli(err, sizeof(err), 3, argv), 1, "out: %s", out);
+    cr_assert_str_eq(out, "host-a: FAIL events=5 runs=2 seq=1..2 missing=0 unexplained=0 "
+                          "duplicates=0 reordered=0 schema=0 dropped=0 unstopped=1 open=1\n");
+    char *loud[] = {W_VERIFY, p};
+    cr_assert_eq(cli(err, sizeof(err), 2, loud), 1, "out: %s", out);
+    snprintf(want, sizeof(want),
+             "%s:3: host-a: ended without router.stopping (seq 3 is the run's last event): "
+             "toolgate was killed or crashed, or its last events could not be written\n",
+             p);
+    cr_assert_eq(strncmp(out, want, strlen(want)), 0, "%s", out);
+
+    /* only the one run: fine while it may still be going, not once stopped */
+    t.n = 0;
+    add_ev(&t, "host-a", 1, "router.started");
+    add(&t, "host-a", 2);
+    write_file("audit.jsonl", &t, p, sizeof(p));
+    cr_assert_eq(cli(err, sizeof(err), 3, argv), 0, "out: %s", out);
+    cr_assert_not_null(strstr(out, " ok "), "%s", out);
+    cr_assert_not_null(strstr(out, "unstopped=0 open=1"), "%s", out);
+    char *stopped[] = {W_VERIFY, W_QUIET, W_STOPPED, p};
+    cr_assert_eq(cli(err, sizeof(err), 4, stopped), 1, "out: %s", out);
+    cr_assert_not_null(strstr(out, "FAIL"), "%s", out);
+    cr_assert_not_null(strstr(out, "unstopped=1 open=0"), "%s", out);
+
+    /* a clean stop: router.stopping, then the agents' exits */
+    add_ev(&t, "host-a", 3, "router.stopping");
+    add_ev(&t, "host-a", 4, "agent.exited");
+    write_file("audit.jsonl", &t, p, sizeof(p));
+    cr_assert_eq(cli(err, sizeof(err), 4, stopped), 0, "out: %s", out);
+    cr_assert_not_null(strstr(out, "unstopped=0 open=0"), "%s", out);
 }
 
 Test(verify_cli, unattributed_lines_fail_too)
@@ -830,7 +996,7 @@ Test(verify_cli, usage_and_io_errors_exit_2)
     char *opt[] = {W_VERIFY, W_BOGUS, p};
     cr_assert_eq(cli(err, sizeof(err), 3, opt), 2);
     cr_assert_str_eq(err, "toolgate audit verify: unknown option '--bogus' (expected --quiet, "
-                          "then FILE...)\n");
+                          "--stopped, then FILE...)\n");
 
     char *sub[] = {W_FROB};
     cr_assert_eq(cli(err, sizeof(err), 1, sub), 2);
@@ -845,7 +1011,7 @@ Test(verify_cli, usage_and_io_errors_exit_2)
     snprintf(want, sizeof(want), "toolgate audit verify: %s: cannot open: %s\n", missing,
              strerror(ENOENT));
     cr_assert_str_eq(err, want);
-    cr_assert_eq(strncmp(out, "host-a: ok", 10), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "\nhost-a: ok"), "%s", out);
 
     char *dir[] = {W_VERIFY, tgh_tmp};
     cr_assert_eq(cli(err, sizeof(err), 2, dir), 2);
