@@ -33,6 +33,7 @@
 
 #include "router/call/denial.h"
 #include "router/dialect/envelope.h"
+#include "router/front/run.h"
 #include "router/log.h"
 #include "router/os_gw.h"
 #include "router/session.h"
@@ -63,7 +64,9 @@ typedef struct gen {
     bool owned;
 } gen_t;
 
+/* Owned by tg_serve_run, freed after the teardown. */
 struct serve_run {
+    tg_front_t f; /* first: the loop and the signals */
     tg_gw_t gw;
     tg_config_t *cfg; /* the current generation's */
     gen_t *cur;
@@ -74,7 +77,6 @@ struct serve_run {
     size_t nls;
     tg_caller_lim_t *callers;
     tg_osgw_t *os; /* the opensentience agents and listeners (os_gw.h) */
-    uv_signal_t sig_term, sig_int, sig_hup;
     bool stopping;
     size_t refusing; /* refusal connections still open */
 };
@@ -339,12 +341,8 @@ static void maybe_done(serve_run_t *r)
 {
     if (!r->stopping || r->gw.nsessions > 0 || !tg_osgw_idle(r->os))
         return;
-    if (!uv_is_closing((uv_handle_t *)&r->sig_term)) {
-        uv_close((uv_handle_t *)&r->sig_term, NULL);
-        if (!uv_is_closing((uv_handle_t *)&r->sig_int))
-            uv_close((uv_handle_t *)&r->sig_int, NULL);
-        if (!uv_is_closing((uv_handle_t *)&r->sig_hup))
-            uv_close((uv_handle_t *)&r->sig_hup, NULL);
+    if (!uv_is_closing((uv_handle_t *)&r->f.sig_term)) {
+        tg_front_signals_close(&r->f);
         tg_gw_stop(&r->gw);
         for (size_t i = 0; i < r->cfg->nagents; i++)
             if (r->agents[i] != NULL)
@@ -871,16 +869,13 @@ static int bind_listener(serve_run_t *r, listener_t *l, tg_err_t *err)
 
 int tg_serve_run(tg_config_t *cfg)
 {
-    serve_run_t *r = calloc(1, sizeof(*r));
-    uv_loop_t loop;
+    serve_run_t *r = tg_front_begin(sizeof(*r));
     tg_err_t err;
     int rc;
 
-    if (r == NULL || uv_loop_init(&loop) != 0) {
-        free(r);
+    if (r == NULL)
         return 1;
-    }
-    signal(SIGPIPE, SIG_IGN);
+    uv_loop_t *loop = &r->f.loop;
     r->cfg = cfg;
     gen_t gen0 = {.cfg = cfg, .refs = 1, .owned = false};
     if (cfg->path != NULL) {
@@ -890,17 +885,13 @@ int tg_serve_run(tg_config_t *cfg)
     r->cur = &gen0;
     r->gw.on_session_end = on_session_end;
     r->gw.data = r;
-    uv_signal_init(&loop, &r->sig_term);
-    uv_signal_init(&loop, &r->sig_int);
-    uv_signal_init(&loop, &r->sig_hup);
-    r->sig_term.data = r->sig_int.data = r->sig_hup.data = r;
     r->agents = calloc(cfg->nagents, sizeof(*r->agents));
     r->ninst = calloc(cfg->nagents, sizeof(*r->ninst));
     r->agent_gen = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*r->agent_gen));
     r->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*r->ls));
     r->callers = calloc(cfg->ncallers ? cfg->ncallers : 1, sizeof(*r->callers));
     rc = r->agents && r->ninst && r->agent_gen && r->ls && r->callers
-             ? (tg_gw_open(&r->gw, &loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0)
+             ? (tg_gw_open(&r->gw, loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0)
              : 1;
     if (rc == 0 && cfg->nlisten == 0) {
         tg_log("router.listen is empty: nothing to serve (add {\"unix\": PATH, \"agent\": ID})");
@@ -949,17 +940,15 @@ int tg_serve_run(tg_config_t *cfg)
     }
     if (rc == 0) {
         tg_osgw_start(r->os);
-        uv_signal_start(&r->sig_term, on_signal, SIGTERM);
-        uv_signal_start(&r->sig_int, on_signal, SIGINT);
-        uv_signal_start(&r->sig_hup, on_signal, SIGHUP);
+        tg_front_signals_start(&r->f, on_signal, true);
         tg_log("serving %zu listener(s); SIGHUP reloads %s, SIGTERM drains and stops", cfg->nlisten,
                cfg->path != NULL ? cfg->path : "(no file)");
-        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_run(loop, UV_RUN_DEFAULT);
         rc = 0;
     } else {
         stop_listeners(r);
     }
-    tg_gw_teardown(&r->gw, &loop);
+    tg_gw_teardown(&r->gw, loop);
     tg_osgw_free(r->os);
     for (size_t i = 0; r->agents != NULL && i < cfg->nagents; i++) {
         tg_agent_free(r->agents[i]);
