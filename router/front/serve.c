@@ -24,8 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -33,6 +31,8 @@
 
 #include "router/call/denial.h"
 #include "router/dialect/envelope.h"
+#include "router/front/listen.h"
+#include "router/front/run.h"
 #include "router/log.h"
 #include "router/os_gw.h"
 #include "router/session.h"
@@ -49,7 +49,9 @@ typedef struct listener {
     tg_agent_t *ag;
     uint32_t *ninst; /* running instances of that agent */
     const tg_listen_cfg_t *lc;
-    bool bound;
+    tg_lsock_t sock; /* the socket file; its fd is the pipe's once open */
+    bool pipe_init;  /* <pipe> is a libuv handle (to close) */
+    bool bound;      /* <sock> holds a bound socket file (to remove) */
 } listener_t;
 
 /* One loaded config: the first (owned by the CLI) and each accepted
@@ -63,7 +65,9 @@ typedef struct gen {
     bool owned;
 } gen_t;
 
+/* Owned by tg_serve_run, freed after the teardown. */
 struct serve_run {
+    tg_front_t f; /* first: the loop and the signals */
     tg_gw_t gw;
     tg_config_t *cfg; /* the current generation's */
     gen_t *cur;
@@ -74,7 +78,6 @@ struct serve_run {
     size_t nls;
     tg_caller_lim_t *callers;
     tg_osgw_t *os; /* the opensentience agents and listeners (os_gw.h) */
-    uv_signal_t sig_term, sig_int, sig_hup;
     bool stopping;
     size_t refusing; /* refusal connections still open */
 };
@@ -339,12 +342,8 @@ static void maybe_done(serve_run_t *r)
 {
     if (!r->stopping || r->gw.nsessions > 0 || !tg_osgw_idle(r->os))
         return;
-    if (!uv_is_closing((uv_handle_t *)&r->sig_term)) {
-        uv_close((uv_handle_t *)&r->sig_term, NULL);
-        if (!uv_is_closing((uv_handle_t *)&r->sig_int))
-            uv_close((uv_handle_t *)&r->sig_int, NULL);
-        if (!uv_is_closing((uv_handle_t *)&r->sig_hup))
-            uv_close((uv_handle_t *)&r->sig_hup, NULL);
+    if (!uv_is_closing((uv_handle_t *)&r->f.sig_term)) {
+        tg_front_signals_close(&r->f);
         tg_gw_stop(&r->gw);
         for (size_t i = 0; i < r->cfg->nagents; i++)
             if (r->agents[i] != NULL)
@@ -371,10 +370,12 @@ static void stop_listeners(serve_run_t *r)
     for (size_t i = 0; i < r->nls; i++) {
         listener_t *l = &r->ls[i];
         if (l->bound) {
-            (void)unlink(l->lc->unix_path);
+            tg_lsock_release(&l->sock, true);
             l->bound = false;
         }
-        if (!uv_is_closing((uv_handle_t *)&l->pipe))
+        /* A listener whose bind failed has no handle: closing one that was
+         * never initialised is libuv's assertion (issue 12, item 5). */
+        if (l->pipe_init && !uv_is_closing((uv_handle_t *)&l->pipe))
             uv_close((uv_handle_t *)&l->pipe, NULL);
     }
 }
@@ -640,7 +641,7 @@ static void reload_reject(serve_run_t *r, const char *msg)
     reload_audit(r, "config.rejected", where, 0);
 }
 
-static void apply_listener_owner(const tg_listen_cfg_t *lc);
+static void reload_listeners(serve_run_t *r);
 
 /* Update caller limit <cl> to <cc> (same name), keeping the state of what
  * did not change. */
@@ -796,14 +797,9 @@ static void reload(serve_run_t *r)
     }
     for (size_t i = 0; i < nc->ncallers; i++)
         caller_reconfigure(r, &r->callers[i], &r->cfg->callers[i], &nc->callers[i]);
-    for (size_t i = 0; i < r->nls; i++) {
+    for (size_t i = 0; i < r->nls; i++)
         r->ls[i].lc = &nc->listen[i];
-        if (r->ls[i].bound) {
-            if (chmod(nc->listen[i].unix_path, nc->listen[i].mode) < 0)
-                tg_log("SIGHUP: chmod %s: %s", nc->listen[i].unix_path, strerror(errno));
-            apply_listener_owner(&nc->listen[i]);
-        }
-    }
+    reload_listeners(r);
     /* The current generation: what callers and listeners now read. */
     gen_t *prev = r->cur;
     r->cur = g;
@@ -813,57 +809,64 @@ static void reload(serve_run_t *r)
     reload_audit(r, "config.reloaded", NULL, changed);
 }
 
-/* chown the socket file of <lc> to its owner/group, when configured. The
- * mode (0660 by default) then lets that user and group connect. */
-static void apply_listener_owner(const tg_listen_cfg_t *lc)
+/* Give <l>'s socket file its configured owner, group and mode (0660 by
+ * default: that user and group may connect) through the file bound
+ * (listen.h), never a path that may lead elsewhere. 0, -ESTALE when the
+ * path no longer holds the socket bound (nothing changed), or another
+ * negative errno when the mode could not be set; an owner that cannot be
+ * given is logged. */
+static int apply_listener_access(listener_t *l)
 {
-    if (lc->owner < 0 && lc->group < 0)
-        return;
-    if (lchown(lc->unix_path, lc->owner < 0 ? (uid_t)-1 : (uid_t)lc->owner,
-               lc->group < 0 ? (gid_t)-1 : (gid_t)lc->group) < 0)
+    const tg_listen_cfg_t *lc = l->lc;
+    int orc;
+    int rc = tg_lsock_set_access(&l->sock, lc->mode, lc->owner, lc->group, &orc);
+    if (orc < 0)
         tg_log("router.listen: cannot give %s to owner %lld group %lld: %s (toolgate needs root "
                "or membership of that group)",
-               lc->unix_path, (long long)lc->owner, (long long)lc->group, strerror(errno));
+               lc->unix_path, (long long)lc->owner, (long long)lc->group, strerror(-orc));
+    return rc;
 }
 
-/* Bind <l>'s socket: a stale socket file (nobody accepting) is replaced; a
- * live one, or a file that is not a socket, is an error. 0 or -1 with
- * <err> filled. */
+/* SIGHUP: the mode, owner and group of every bound listener, as the new
+ * config says; a socket file someone removed or replaced (a symlink to a
+ * file of theirs, say) is left alone. */
+static void reload_listeners(serve_run_t *r)
+{
+    for (size_t i = 0; i < r->nls; i++) {
+        listener_t *l = &r->ls[i];
+        int rc = l->bound ? apply_listener_access(l) : 0;
+        if (rc == -ESTALE)
+            tg_log("SIGHUP: router.listen: %s is no longer the socket toolgate bound (removed or "
+                   "replaced): left as it is; restart toolgate to bind it again",
+                   l->lc->unix_path);
+        else if (rc < 0)
+            tg_log("SIGHUP: router.listen: cannot set the mode of %s to %04o: %s",
+                   l->lc->unix_path, (unsigned)l->lc->mode, strerror(-rc));
+    }
+}
+
+/* Bind and listen on <l>'s socket (listen.h: a stale socket file is
+ * replaced; anything else there is an error). 0 or -1 with <err> filled;
+ * on failure nothing is left to undo but stop_listeners. */
 static int bind_listener(serve_run_t *r, listener_t *l, tg_err_t *err)
 {
     const char *path = l->lc->unix_path;
-    struct stat st;
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode))
-            return tg_err_set(err, -1,
-                              "router.listen: %s exists and is not a socket (remove it "
-                              "or choose another path)",
-                              path);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-        int live = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-        if (fd >= 0)
-            close(fd);
-        if (live)
-            return tg_err_set(err, -1,
-                              "router.listen: %s is live: another process accepts on it "
-                              "(stop it or choose another path)",
-                              path);
-        (void)unlink(path);
-    }
+    if (tg_lsock_bind(&l->sock, path, l->lc->mode, err) < 0)
+        return -1;
+    l->bound = true;
+    int rc = apply_listener_access(l);
+    if (rc < 0)
+        return tg_err_set(err, -1, "router.listen: cannot set the mode of %s to %04o: %s", path,
+                          (unsigned)l->lc->mode,
+                          rc == -ESTALE ? "it was removed or replaced meanwhile" : strerror(-rc));
     uv_pipe_init(r->gw.loop, &l->pipe, 0);
+    l->pipe_init = true;
     l->pipe.data = l;
-    int rc = uv_pipe_bind(&l->pipe, path);
+    rc = uv_pipe_open(&l->pipe, l->sock.fd);
     if (rc == 0) {
-        l->bound = true;
-        if (chmod(path, l->lc->mode) < 0)
-            rc = -errno;
-        else
-            apply_listener_owner(l->lc);
-    }
-    if (rc == 0)
+        l->sock.fd = -1; /* the pipe's now: closed with it */
         rc = uv_listen((uv_stream_t *)&l->pipe, SERVE_BACKLOG, on_connection);
+    }
     if (rc < 0)
         return tg_err_set(err, -1, "router.listen: cannot listen on %s: %s", path, uv_strerror(rc));
     return 0;
@@ -871,16 +874,13 @@ static int bind_listener(serve_run_t *r, listener_t *l, tg_err_t *err)
 
 int tg_serve_run(tg_config_t *cfg)
 {
-    serve_run_t *r = calloc(1, sizeof(*r));
-    uv_loop_t loop;
+    serve_run_t *r = tg_front_begin(sizeof(*r));
     tg_err_t err;
     int rc;
 
-    if (r == NULL || uv_loop_init(&loop) != 0) {
-        free(r);
+    if (r == NULL)
         return 1;
-    }
-    signal(SIGPIPE, SIG_IGN);
+    uv_loop_t *loop = &r->f.loop;
     r->cfg = cfg;
     gen_t gen0 = {.cfg = cfg, .refs = 1, .owned = false};
     if (cfg->path != NULL) {
@@ -890,17 +890,13 @@ int tg_serve_run(tg_config_t *cfg)
     r->cur = &gen0;
     r->gw.on_session_end = on_session_end;
     r->gw.data = r;
-    uv_signal_init(&loop, &r->sig_term);
-    uv_signal_init(&loop, &r->sig_int);
-    uv_signal_init(&loop, &r->sig_hup);
-    r->sig_term.data = r->sig_int.data = r->sig_hup.data = r;
     r->agents = calloc(cfg->nagents, sizeof(*r->agents));
     r->ninst = calloc(cfg->nagents, sizeof(*r->ninst));
     r->agent_gen = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*r->agent_gen));
     r->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*r->ls));
     r->callers = calloc(cfg->ncallers ? cfg->ncallers : 1, sizeof(*r->callers));
     rc = r->agents && r->ninst && r->agent_gen && r->ls && r->callers
-             ? (tg_gw_open(&r->gw, &loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0)
+             ? (tg_gw_open(&r->gw, loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0)
              : 1;
     if (rc == 0 && cfg->nlisten == 0) {
         tg_log("router.listen is empty: nothing to serve (add {\"unix\": PATH, \"agent\": ID})");
@@ -938,6 +934,7 @@ int tg_serve_run(tg_config_t *cfg)
         listener_t *l = &r->ls[i];
         l->r = r;
         l->lc = &cfg->listen[i];
+        tg_lsock_init(&l->sock);
         for (size_t j = 0; l->lc->agent != NULL && j < cfg->nagents; j++)
             if (strcmp(cfg->agents[j].id, l->lc->agent) == 0) {
                 l->ag = r->agents[j];
@@ -949,17 +946,15 @@ int tg_serve_run(tg_config_t *cfg)
     }
     if (rc == 0) {
         tg_osgw_start(r->os);
-        uv_signal_start(&r->sig_term, on_signal, SIGTERM);
-        uv_signal_start(&r->sig_int, on_signal, SIGINT);
-        uv_signal_start(&r->sig_hup, on_signal, SIGHUP);
+        tg_front_signals_start(&r->f, on_signal, true);
         tg_log("serving %zu listener(s); SIGHUP reloads %s, SIGTERM drains and stops", cfg->nlisten,
                cfg->path != NULL ? cfg->path : "(no file)");
-        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_run(loop, UV_RUN_DEFAULT);
         rc = 0;
     } else {
         stop_listeners(r);
     }
-    tg_gw_teardown(&r->gw, &loop);
+    tg_gw_teardown(&r->gw, loop);
     tg_osgw_free(r->os);
     for (size_t i = 0; r->agents != NULL && i < cfg->nagents; i++) {
         tg_agent_free(r->agents[i]);

@@ -7,14 +7,16 @@
 
 #include <uv.h>
 
+#include "router/front/run.h"
 #include "router/log.h"
 #include "router/session.h"
 
+/* Owned by tg_wrap_run, freed after the teardown. */
 typedef struct wrap_run {
+    tg_front_t f; /* first: the loop and the signals */
     tg_gw_t gw;
     tg_agent_t *ag;
     tg_sess_t *sess;
-    uv_signal_t sig_term, sig_int;
 } wrap_run_t;
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -37,10 +39,7 @@ static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
     (void)s;
     r->sess = NULL;
     /* On error paths the teardown's close-all may have closed them. */
-    if (!uv_is_closing((uv_handle_t *)&r->sig_term))
-        uv_close((uv_handle_t *)&r->sig_term, NULL);
-    if (!uv_is_closing((uv_handle_t *)&r->sig_int))
-        uv_close((uv_handle_t *)&r->sig_int, NULL);
+    tg_front_signals_close(&r->f);
     tg_gw_stop(gw);
     if (r->ag != NULL)
         tg_agent_close_timers(r->ag);
@@ -48,37 +47,27 @@ static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
 
 int tg_wrap_run(tg_config_t *cfg)
 {
-    wrap_run_t *r = calloc(1, sizeof(*r));
-    uv_loop_t loop;
-    tg_err_t err;
-    int rc;
-
-    if (r == NULL || uv_loop_init(&loop) != 0) {
-        free(r);
+    wrap_run_t *r = tg_front_begin(sizeof(*r));
+    if (r == NULL)
         return 1;
-    }
-    signal(SIGPIPE, SIG_IGN);
     r->gw.wrap_mode = true;
     r->gw.on_session_end = on_session_end;
     r->gw.data = r;
-    uv_signal_init(&loop, &r->sig_term);
-    uv_signal_init(&loop, &r->sig_int);
-    r->sig_term.data = r->sig_int.data = r;
 
-    rc = tg_gw_open(&r->gw, &loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0;
+    tg_err_t err;
+    int rc = tg_gw_open(&r->gw, &r->f.loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0;
     if (rc == 0 && (r->ag = tg_agent_new(&r->gw, &cfg->agents[0], 1)) == NULL)
         rc = 1;
     if (rc == 0 && (r->sess = tg_sess_stdio(&r->gw, r->ag)) == NULL)
         rc = 2;
     if (rc == 0) {
-        uv_signal_start(&r->sig_term, on_signal, SIGTERM);
-        uv_signal_start(&r->sig_int, on_signal, SIGINT);
+        tg_front_signals_start(&r->f, on_signal, false);
         if (tg_sess_start(r->sess) < 0 && r->gw.exit_code == 0)
             r->gw.exit_code = 127;
-        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_run(&r->f.loop, UV_RUN_DEFAULT);
         rc = r->gw.exit_code;
     }
-    tg_gw_teardown(&r->gw, &loop);
+    tg_gw_teardown(&r->gw, &r->f.loop);
     tg_agent_free(r->ag);
     free(r);
     return rc;
