@@ -483,6 +483,45 @@ static int check_agent_head(const tg_config_t *cfg, size_t i, const char *f, con
     return check_dialect(a, i, f, sep, err);
 }
 
+/* resources.network's bandwidth_limit and max_connections (the advisory
+ * rows): no backend shapes traffic or counts connections here, so under
+ * containment.mode "required" an agent asking for either is refused at
+ * load, saying where the value came from and the ways out, rather than
+ * at each start. With network "none" the namespace leaves nothing to
+ * shape or count (limits/contain.c enforces both through it). */
+static int check_network_required(const tg_config_t *cfg, size_t i, const char *f, const char *sep,
+                                  tg_err_t *err)
+{
+    const tg_agent_cfg_t *a = &cfg->agents[i];
+    const tg_cfg_at_t at = {.cfg = cfg, .agent = a, .res = &a->res};
+    bool from_manifest;
+    char val[48];
+
+    if (cfg->containment_mode != TG_CONTAINMENT_REQUIRED || a->res.network == TG_NET_NONE)
+        return 0;
+    for (size_t r = 0; r < tg_cfg_nkeys; r++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[r];
+        tg_cfg_val_t v;
+        if (!(k->flags & TG_KF_ADVISORY) || !tg_cfg_key_under(k, "agents[].resources") ||
+            !tg_cfg_key_is_set(k, &at))
+            continue;
+        v = tg_cfg_key_get(k, &at);
+        tg_cfg_key_fmt(k, &v, val, sizeof val);
+        from_manifest = v.src == TG_SRC_MANIFEST && a->manifest;
+        return tg_err_set(err, -1,
+                          "%s%sagents[%zu].resources.network.%s: %s%s%s%s cannot be enforced on "
+                          "any host (no containment backend %s) and containment.mode is "
+                          "\"required\" (expected the key removed%s, network \"none\", or "
+                          "containment.mode \"best_effort\", which reports it not enforced)",
+                          f, sep, i, tg_cfg_key_name(k), val,
+                          from_manifest ? " (asked by manifest " : "",
+                          from_manifest ? a->manifest->given : "", from_manifest ? ")" : "",
+                          k->type == TG_KT_BANDWIDTH ? "shapes bandwidth" : "counts connections",
+                          from_manifest ? " from the manifest" : "");
+    }
+    return 0;
+}
+
 static int check_agent(const tg_config_t *cfg, size_t i, const char *f, const char *sep,
                        tg_err_t *err)
 {
@@ -504,7 +543,8 @@ static int check_agent(const tg_config_t *cfg, size_t i, const char *f, const ch
     if (tg__cfg_check_limits(cfg, &at, "agents[].execution_limits", where, err) < 0)
         return -1;
     snprintf(where, sizeof where, "agents[%zu].resources.", i);
-    if (tg__cfg_check_limits(cfg, &at, "agents[].resources", where, err) < 0)
+    if (tg__cfg_check_limits(cfg, &at, "agents[].resources", where, err) < 0 ||
+        check_network_required(cfg, i, f, sep, err) < 0)
         return -1;
     if (a->backoff_initial_ms == 0 || a->backoff_initial_ms > a->backoff_max_ms) {
         tg_unit_fmt_duration(b, (int)sizeof b, a->backoff_initial_ms);
@@ -528,5 +568,9 @@ TG_KVALID(tg__cfg_validate_agents)
     for (size_t i = 0; i < cfg->nagents; i++)
         if (check_agent(cfg, i, f, sep, err) < 0)
             return -1;
+    /* The config is final (every source merged) and valid: say once what
+     * each manifest asked for and did not get. */
+    for (size_t i = 0; i < cfg->nagents; i++)
+        tg_manifest_notice_capped(&cfg->agents[i]);
     return 0;
 }

@@ -27,7 +27,6 @@
 #include "config/err.h"
 #include "config/units.h"
 
-
 typedef enum tg_src {
     TG_SRC_DEFAULT = 0,
     TG_SRC_FILE,
@@ -36,6 +35,9 @@ typedef enum tg_src {
     /* The operator's file value where it was stricter than the agent's
      * manifest asked for (config/manifest.h: the stricter value wins). */
     TG_SRC_CAP,
+    /* The default where the operator is silent and the agent's manifest
+     * asked for more: the default is the ceiling (DESIGN.md "Config"). */
+    TG_SRC_DEFAULT_CAP,
 } tg_src_t;
 
 /* Defaults of DESIGN.md. */
@@ -145,7 +147,9 @@ typedef enum tg_network {
 /* The resources of one agent (agents[].resources, the manifest's
  * "resources", --limit memory=...), in bytes, millicores and counts. The
  * network bandwidth and connection count are requests no containment
- * backend enforces; they are kept so that `toolgate check` can say so. */
+ * backend enforces but a namespace without a route out (network none):
+ * they are in the enforced set as not applied (agent.started, `toolgate
+ * check`), and refused under containment.mode "required". */
 typedef struct tg_resources {
     uint64_t memory_bytes;
     uint64_t cpu_millicores;
@@ -453,7 +457,11 @@ int tg_config_set_audit_path(tg_config_t *cfg, const char *path, tg_err_t *err);
  * no path, url, stream (the default key) or spool. */
 void tg_config_sink_defaults(tg_audit_sink_cfg_t *s, tg_audit_sink_kind_t kind);
 
-/* Final checks after all sources are merged (e.g. burst vs rate). */
+/* Final checks after all sources are merged (e.g. burst vs rate; under
+ * containment.mode "required", network bandwidth or connection requests
+ * no backend enforces). When they pass, the config being final, each
+ * limit an agent's manifest asked more of than it got is said once
+ * through tg_notice (config/manifest.h, config/err.h). */
 int tg_config_validate(const tg_config_t *cfg, tg_err_t *err);
 
 /* Replace agent <agent_idx>'s command with a copy of <argv> (NULL-terminated,
@@ -478,7 +486,7 @@ int tg_config_path_for(const tg_agent_cfg_t *a, const char *tool, const char *ke
 bool tg_config_tool_name_ok(const char *s, size_t len);
 
 /* Readable name of a source: "default", "file", "--limit", "manifest",
- * "operator cap". */
+ * "operator cap", "default cap". */
 const char *tg_src_name(tg_src_t s);
 
 /* "full", "loopback", "none". */

@@ -19,6 +19,14 @@
  *
  * A message never holds a secret: URLs are redacted or not echoed,
  * environment values are never shown.
+ *
+ * Notices: a setup step that succeeds but changed what was asked for (a
+ * manifest's request capped by the operator's value or the default, an
+ * agent's rlimit clamped to toolgate's own hard limit) says so through
+ * tg_notice(): one line, "toolgate: " and the message, to the sink the
+ * process chose (tg_notice_set_sink; by default one write(2) to stderr,
+ * dropped rather than waited for when stderr is full). A notice never
+ * fails or changes the call that makes it; the same secret rule holds.
  */
 #ifndef TG_CONFIG_ERR_H
 #define TG_CONFIG_ERR_H
@@ -35,5 +43,18 @@ typedef tg_err_t tg_cfg_err_t;
 /* Fill <err> (when not NULL) with the printf-style message and return
  * <rc>, so that a failure is reported in one statement. */
 int tg_err_set(tg_err_t *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Where notices go: <fn> gets <arg> and the message (without "toolgate: "
+ * and newline). NULL restores the default (stderr). Not thread-safe: set
+ * it once, before the loop runs. */
+typedef void (*tg_notice_fn)(void *arg, const char *msg);
+void tg_notice_set_sink(tg_notice_fn fn, void *arg);
+
+/* A sink that drops every notice (a command that shows the same facts in
+ * its own report). */
+void tg_notice_discard(void *arg, const char *msg);
+
+/* Send one notice, printf-style, to the sink. */
+void tg_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

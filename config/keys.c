@@ -316,11 +316,13 @@ const tg_cfg_key_t tg_cfg_keys[] = {
     {"agents[].resources.network.bandwidth_limit", KT(BANDWIDTH), AG, AGENT,
      LIMIT | CHECK | MANIFEST | TG_KF_ADVISORY, TG_BANDWIDTH_MIN_BPS, TG_BANDWIDTH_CEIL_BPS, "",
      IN_RES(bandwidth_bps, bandwidth_src),
-     .help = "Requested bandwidth; shown by check, enforced by no backend."},
+     .help = "Requested bandwidth: no backend shapes traffic, so it is reported not enforced "
+             "(and refused under containment.mode required) unless network is none."},
     {"agents[].resources.network.max_connections", KT(COUNT), AG, AGENT,
      LIMIT | CHECK | MANIFEST | TG_KF_ADVISORY, 1, TG_CONNECTIONS_CEIL, "",
      IN_RES(max_connections, connections_src),
-     .help = "Requested open connections; shown by check, enforced by no backend."},
+     .help = "Requested open connections: no backend counts them, so it is reported not "
+             "enforced (and refused under containment.mode required) unless network is none."},
     {"agents[].cwd", KT(STRING), AG, AGENT, 0, 0, 0, "", IN_AGENT(cwd),
      .check = tg__cfg_check_abs_path,
      .help = "The working directory (absolute); default: toolgate's, or the workspace."},
@@ -331,8 +333,8 @@ const tg_cfg_key_t tg_cfg_keys[] = {
      IN_AGENT(max_instances),
      .help = "serve: instances at once (one per MCP caller connection)."},
     {"agents[].manifest", KT(STRING), AG, AGENT, 0, 0, 0, "", .load = tg__cfg_load_manifest,
-     .help = "The agent's opensentience.agent.json, beside the config unless absolute: its "
-             "requests apply where stricter than the operator's values."},
+     .help = "The agent's opensentience.agent.json, beside the config unless absolute: it only "
+             "asks; each request is capped by the operator's value or else the default."},
     {"agents[].start", KT(ENUM), AG, AGENT, 0, 0, 0, "", CHOICES("eager", "on_demand"),
      .noun = "a start policy", IN_AGENT(start), .load = tg__cfg_load_start,
      .help = "serve: start the instance with serve (opensentience default) or at the first "

@@ -65,7 +65,7 @@ enum {
     TG_KF_CHECK = 1u << 1,        /* a row of `toolgate check`'s limit tables */
     TG_KF_MANIFEST = 1u << 2,     /* a manifest may ask for it */
     TG_KF_OPTIONAL = 1u << 3,     /* unset while its source is the default (left to the agent) */
-    TG_KF_ADVISORY = 1u << 4,     /* 0 = not limited; no backend enforces it */
+    TG_KF_ADVISORY = 1u << 4,     /* 0 = not limited; no backend enforces it but network none */
     TG_KF_FOLLOWS_RATE = 1u << 5, /* 0 (unset) reads as the rate's count */
     TG_KF_LIMIT_OBJ = 1u << 6,    /* written as {"limit": V, "request": V} */
     TG_KF_BARE_INT = 1u << 7,     /* a size that may be a JSON integer (bytes) */

@@ -6,6 +6,7 @@
 #include "config/manifest.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,52 +101,31 @@ bool tg_rate_stricter(tg_rate_t a, tg_rate_t b)
     return x < y || (x == y && a.count < b.count);
 }
 
-/* Where the operator's value comes from once it has beaten a request:
- * a file value is then a cap; --limit stays --limit. */
+/* Where the ceiling's value comes from once it has beaten a request: a
+ * file value is then an operator cap, the default a default cap; --limit
+ * stays --limit. */
 static tg_src_t capped(tg_src_t op)
 {
-    return op == TG_SRC_FILE ? TG_SRC_CAP : op;
+    if (op == TG_SRC_FILE)
+        return TG_SRC_CAP;
+    return op == TG_SRC_DEFAULT ? TG_SRC_DEFAULT_CAP : op;
 }
 
-/* One "smaller is stricter" value: operator <op>/<op_src> against request
- * <rq>/<rq_src>. */
-static void pick_min(uint64_t op, tg_src_t op_src, uint64_t rq, tg_src_t rq_src, uint64_t *out,
-                     tg_src_t *src)
+/* Whether request <q> asks for more than ceiling <o> allows, for row <k>:
+ * a longer duration, a larger count or size, a faster rate, a looser
+ * network; for an advisory row 0 is "not limited", so any request is
+ * within an unlimited ceiling. */
+static bool looser(const tg_cfg_key_t *k, const tg_cfg_val_t *q, const tg_cfg_val_t *o)
 {
-    if (rq_src != TG_SRC_MANIFEST) {
-        *out = op;
-        *src = op_src;
-    } else if (op_src == TG_SRC_DEFAULT || rq <= op) {
-        *out = rq;
-        *src = TG_SRC_MANIFEST;
-    } else {
-        *out = op;
-        *src = capped(op_src);
-    }
-}
-
-static void pick_min32(uint32_t op, tg_src_t op_src, uint32_t rq, tg_src_t rq_src, uint32_t *out,
-                       tg_src_t *src)
-{
-    uint64_t v;
-
-    pick_min(op, op_src, rq, rq_src, &v, src);
-    *out = (uint32_t)v;
-}
-
-static void merge_rate(const tg_exec_limits_t *op, const tg_exec_limits_t *rq,
-                       tg_exec_limits_t *out)
-{
-    if (rq->rate_src != TG_SRC_MANIFEST) {
-        out->rate_limit = op->rate_limit;
-        out->rate_src = op->rate_src;
-    } else if (op->rate_src == TG_SRC_DEFAULT ||
-               !tg_rate_stricter(op->rate_limit, rq->rate_limit)) {
-        out->rate_limit = rq->rate_limit;
-        out->rate_src = TG_SRC_MANIFEST;
-    } else {
-        out->rate_limit = op->rate_limit;
-        out->rate_src = capped(op->rate_src);
+    switch (k->type) {
+    case TG_KT_RATE:
+        return tg_rate_stricter(o->rate, q->rate);
+    case TG_KT_NETWORK:
+        return q->u < o->u; /* none > loopback > full */
+    default:
+        if ((k->flags & TG_KF_ADVISORY) && o->u == 0)
+            return false;
+        return q->u > o->u;
     }
 }
 
@@ -172,7 +152,7 @@ static void merge_burst(const tg_exec_limits_t *op, const tg_exec_limits_t *rq,
     opv = op_explicit ? op->burst : op->rate_limit.count;
     op_src = op_explicit ? op->burst_src : op->rate_src;
     rqv = rq_explicit ? rq->burst : rq->rate_limit.count;
-    if (op_src == TG_SRC_DEFAULT || rqv <= opv) {
+    if (rqv <= opv) {
         out->burst = (uint32_t)rqv;
         out->burst_src = TG_SRC_MANIFEST;
     } else {
@@ -181,53 +161,85 @@ static void merge_burst(const tg_exec_limits_t *op, const tg_exec_limits_t *rq,
     }
 }
 
-/* Network: the larger enum value is the stricter. */
-static void merge_network(const tg_resources_t *op, const tg_resources_t *rq, tg_resources_t *out)
+/* The rows the merge takes: every limit a manifest may ask for, kept in
+ * the agent's limits or resources. */
+static bool merged_row(const tg_cfg_key_t *k)
 {
-    if (rq->network_src != TG_SRC_MANIFEST) {
-        out->network = op->network;
-        out->network_src = op->network_src;
-    } else if (op->network_src == TG_SRC_DEFAULT || rq->network >= op->network) {
-        out->network = rq->network;
-        out->network_src = TG_SRC_MANIFEST;
-    } else {
-        out->network = op->network;
-        out->network_src = capped(op->network_src);
-    }
+    unsigned both = TG_KF_LIMIT | TG_KF_MANIFEST;
+
+    return (k->flags & both) == both && (k->obj == TG_KO_LIM || k->obj == TG_KO_RES) &&
+           tg_cfg_key_under(k, "agents[]");
 }
 
 void tg_manifest_merge(const tg_manifest_t *m, tg_exec_limits_t *lim, tg_resources_t *res)
 {
-    const tg_exec_limits_t *op = &m->op, *rq = &m->req;
-    const tg_resources_t *opr = &m->op_res, *rqr = &m->req_res;
-    tg_exec_limits_t l = *op;
-    tg_resources_t r = *opr;
+    tg_exec_limits_t l = m->op;
+    tg_resources_t r = m->op_res;
+    const tg_cfg_at_t op = {.lim = &m->op, .res = &m->op_res};
+    const tg_cfg_at_t rq = {.lim = &m->req, .res = &m->req_res};
+    const tg_cfg_at_t out = {.lim = &l, .res = &r};
 
-    pick_min(op->max_tool_call_duration_ms, op->duration_src, rq->max_tool_call_duration_ms,
-             rq->duration_src, &l.max_tool_call_duration_ms, &l.duration_src);
-    pick_min32(op->max_concurrent_calls, op->concurrent_src, rq->max_concurrent_calls,
-               rq->concurrent_src, &l.max_concurrent_calls, &l.concurrent_src);
-    pick_min32(op->max_queued_calls, op->queued_src, rq->max_queued_calls, rq->queued_src,
-               &l.max_queued_calls, &l.queued_src);
-    merge_rate(op, rq, &l);
-    merge_burst(op, rq, &l);
-
-    pick_min(opr->memory_bytes, opr->memory_src, rqr->memory_bytes, rqr->memory_src,
-             &r.memory_bytes, &r.memory_src);
-    pick_min(opr->cpu_millicores, opr->cpu_src, rqr->cpu_millicores, rqr->cpu_src,
-             &r.cpu_millicores, &r.cpu_src);
-    pick_min(opr->pids, opr->pids_src, rqr->pids, rqr->pids_src, &r.pids, &r.pids_src);
-    pick_min(opr->disk_bytes, opr->disk_src, rqr->disk_bytes, rqr->disk_src, &r.disk_bytes,
-             &r.disk_src);
-    merge_network(opr, rqr, &r);
-    /* 0 = not limited comes with TG_SRC_DEFAULT, so pick_min lets any
-     * request through and otherwise keeps the smaller. */
-    pick_min(opr->bandwidth_bps, opr->bandwidth_src, rqr->bandwidth_bps, rqr->bandwidth_src,
-             &r.bandwidth_bps, &r.bandwidth_src);
-    pick_min(opr->max_connections, opr->connections_src, rqr->max_connections, rqr->connections_src,
-             &r.max_connections, &r.connections_src);
+    /* The key table is the list: a limit added there is merged here. */
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        tg_cfg_val_t o, q;
+        if (!merged_row(k))
+            continue;
+        if (k->flags & TG_KF_FOLLOWS_RATE) {
+            merge_burst(&m->op, &m->req, &l);
+            continue;
+        }
+        o = tg_cfg_key_get(k, &op);
+        q = tg_cfg_key_get(k, &rq);
+        if (q.src != TG_SRC_MANIFEST)
+            continue; /* <out> holds the operator's value already */
+        if (looser(k, &q, &o))
+            tg__cfg_key_set(k, &out, &o, capped(o.src));
+        else
+            tg__cfg_key_set(k, &out, &q, TG_SRC_MANIFEST);
+    }
     *lim = l;
     *res = r;
+}
+
+void tg_manifest_capped_each(const tg_agent_cfg_t *a, tg_manifest_capped_fn fn, void *arg)
+{
+    const tg_manifest_t *m = a->manifest;
+    const tg_cfg_at_t rq = {.lim = m ? &m->req : NULL, .res = m ? &m->req_res : NULL};
+    const tg_cfg_at_t eff = {.lim = &a->lim, .res = &a->res};
+
+    if (!m)
+        return;
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        tg_cfg_val_t q, e;
+        if (!merged_row(k))
+            continue;
+        q = tg_cfg_key_get(k, &rq);
+        e = tg_cfg_key_get(k, &eff);
+        /* A request is met (source manifest) or lost to a stricter
+         * ceiling: any other source on an asked-for row is a cap. */
+        if (q.src == TG_SRC_MANIFEST && e.src != TG_SRC_MANIFEST)
+            fn(arg, k, &q, &e);
+    }
+}
+
+static void notice_capped(void *arg, const tg_cfg_key_t *k, const tg_cfg_val_t *asked,
+                          const tg_cfg_val_t *granted)
+{
+    const tg_agent_cfg_t *a = arg;
+    char q[48], g[48];
+
+    tg_cfg_key_fmt(k, asked, q, sizeof q);
+    tg_cfg_key_fmt(k, granted, g, sizeof g);
+    tg_notice("agent '%s': manifest %s asks %s %s; granted %s (%s; a manifest cannot raise "
+              "its own limits)",
+              a->id, a->manifest->given, tg_cfg_key_name(k), q, g, tg_src_name(granted->src));
+}
+
+void tg_manifest_notice_capped(const tg_agent_cfg_t *a)
+{
+    tg_manifest_capped_each(a, notice_capped, (void *)(uintptr_t)a);
 }
 
 void tg_manifest_attach(tg_agent_cfg_t *a, tg_manifest_t *m)

@@ -10,18 +10,24 @@
  * unknown keys are errors, as in the config: a misspelt limit must not
  * vanish.
  *
- * Merge: a manifest states what the agent asks for; the operator's values
- * cap it. For every limit, separately:
- *   - the manifest does not ask:        the operator's value (or default)
- *   - the operator did not set it:      the manifest's request
- *   - both:                             the stricter one; the operator's
- *     file value shows as TG_SRC_CAP ("operator cap") when it wins, a
- *     --limit value as TG_SRC_CLI; a tie goes to the manifest (its request
- *     is met exactly).
+ * Merge: a manifest only asks (DESIGN.md "Config"); the ceiling is the
+ * operator's value or, where the operator is silent, the default. For
+ * every limit a manifest may name (the key table's rows marked
+ * TG_KF_LIMIT and TG_KF_MANIFEST: duration, concurrency, queue, rate,
+ * burst, memory, cpu, pids, nofile, disk, network, bandwidth,
+ * connections), separately:
+ *   - the manifest does not ask:  the operator's value (or the default)
+ *   - it asks for no more than the ceiling: its request (source
+ *     TG_SRC_MANIFEST; a tie is the manifest's, its request is met)
+ *   - it asks for more: the ceiling, as TG_SRC_CAP ("operator cap") for
+ *     a file value, TG_SRC_DEFAULT_CAP ("default cap") for the default,
+ *     TG_SRC_CLI for a --limit value.
+ * An agent never raises its own limits: asking for 24h calls with the
+ * operator silent gets the default 15s.
  * Stricter means: smaller duration, count, size, rate (fewer calls per
  * unit of time; on a tie the smaller burst) and burst; network none over
- * loopback over full. The defaults do not cap a manifest: an agent may ask
- * for more than the defaults, up to the same ceilings as the config.
+ * loopback over full; a bandwidth or connection count over none at all
+ * (their default, 0, is "not limited", so any request is stricter).
  *
  * Burst follows its rate when neither side sets it explicitly (burst 0 =
  * the rate's count); when one side does, each side's burst is its explicit
@@ -39,6 +45,7 @@
 #define TG_CONFIG_MANIFEST_H
 
 #include "config/config.h"
+#include "config/keys.h"
 
 typedef struct tg_manifest {
     char *given; /* the path as written in config */
@@ -71,6 +78,21 @@ char *tg_manifest_resolve(const char *config_path, const char *given);
  * (m->op, m->op_res) and requests (m->req, m->req_res), per the rules
  * above, into <lim> and <res>. Pure. */
 void tg_manifest_merge(const tg_manifest_t *m, tg_exec_limits_t *lim, tg_resources_t *res);
+
+/* What tg_manifest_capped_each reports: row <k>, what the manifest asked
+ * (<asked>) and what the agent got (<granted>, with its source). */
+typedef void (*tg_manifest_capped_fn)(void *arg, const tg_cfg_key_t *k, const tg_cfg_val_t *asked,
+                                      const tg_cfg_val_t *granted);
+
+/* Call <fn> once for each limit agent <a>'s manifest asked more of than
+ * it got (its effective limits, after every source is merged). Nothing
+ * for an agent without a manifest. */
+void tg_manifest_capped_each(const tg_agent_cfg_t *a, tg_manifest_capped_fn fn, void *arg);
+
+/* One tg_notice per such limit: "agent 'ID': manifest PATH asks KEY
+ * ASKED; granted GRANTED (SOURCE; ...)". tg_config_validate calls it for
+ * every agent once the config is final. */
+void tg_manifest_notice_capped(const tg_agent_cfg_t *a);
 
 /* Attach manifest <m> (requests loaded, <given> and <path> set; ownership
  * moves to <a>, which must have none yet): the agent's current limits

@@ -48,8 +48,9 @@ bool tg__cfg_agent_id_ok(const char *s)
 const char *tg_src_name(tg_src_t s)
 {
     static const char *const names[] = {
-        [TG_SRC_DEFAULT] = "default",   [TG_SRC_FILE] = "file",        [TG_SRC_CLI] = "--limit",
-        [TG_SRC_MANIFEST] = "manifest", [TG_SRC_CAP] = "operator cap",
+        [TG_SRC_DEFAULT] = "default",  [TG_SRC_FILE] = "file",
+        [TG_SRC_CLI] = "--limit",      [TG_SRC_MANIFEST] = "manifest",
+        [TG_SRC_CAP] = "operator cap", [TG_SRC_DEFAULT_CAP] = "default cap",
     };
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
 }

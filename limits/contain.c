@@ -398,9 +398,15 @@ const char *tg_contain_kind_name(tg_contain_kind_t k)
 const char *tg_res_name(tg_res_t r)
 {
     static const char *const names[TG_RES_COUNT] = {
-        [TG_RES_MEMORY] = "memory", [TG_RES_CPU] = "cpu",       [TG_RES_PIDS] = "pids",
-        [TG_RES_DISK] = "disk",     [TG_RES_NETWORK] = "network", [TG_RES_NOFILE] = "nofile",
+        [TG_RES_MEMORY] = "memory",
+        [TG_RES_CPU] = "cpu",
+        [TG_RES_PIDS] = "pids",
+        [TG_RES_DISK] = "disk",
+        [TG_RES_NETWORK] = "network",
+        [TG_RES_NOFILE] = "nofile",
         [TG_RES_FSIZE] = "fsize",
+        [TG_RES_BANDWIDTH] = "bandwidth",
+        [TG_RES_CONNECTIONS] = "connections",
     };
     return (unsigned)r < TG_RES_COUNT ? names[r] : "?";
 }
@@ -1011,6 +1017,34 @@ int tg_contain_fini(tg_contain_t *c)
 
 /* ---- instances ---- */
 
+/* Bandwidth and connection counts: no backend shapes traffic (tc and
+ * netem are not toolgate's to drive) or counts an agent's sockets. A
+ * network namespace with no route out (network "none", applied) leaves
+ * nothing to shape or count; anything else is reported not applied, with
+ * the way out, so that "required" refuses it rather than run without. */
+static void net_requests(tg_contain_inst_t *ci)
+{
+    static const struct {
+        tg_res_t r;
+        const char *key;
+    } nr[] = {{TG_RES_BANDWIDTH, "bandwidth_limit"}, {TG_RES_CONNECTIONS, "max_connections"}};
+    tg_enforced_t *e = &ci->enforced;
+
+    for (size_t i = 0; i < sizeof nr / sizeof nr[0]; i++) {
+        if (!e->r[nr[i].r].requested)
+            continue;
+        if (e->r[TG_RES_NETWORK].applied)
+            tg_enforced_set(e, nr[i].r, true, e->r[nr[i].r].value, "netns",
+                            "network none: no route out of the agent's namespace", NULL);
+        else
+            tg__enf_no(ci, nr[i].r, "none",
+                       "no backend %s; remove resources.network.%s, set network \"none\", or "
+                       "use containment.mode best_effort",
+                       nr[i].r == TG_RES_BANDWIDTH ? "shapes bandwidth" : "counts connections",
+                       nr[i].key);
+    }
+}
+
 static void common_limits(tg_contain_inst_t *ci)
 {
     const tg_contain_req_t *q = &ci->req;
@@ -1039,6 +1073,7 @@ static void common_limits(tg_contain_inst_t *ci)
             tg__enf_no(ci, TG_RES_NETWORK, "none",
                        "network namespaces unavailable (unshare(CLONE_NEWNET) refused)");
     }
+    net_requests(ci);
 }
 
 static void format_value(tg_res_t r, uint64_t v, char *buf, size_t cap)
@@ -1049,6 +1084,7 @@ static void format_value(tg_res_t r, uint64_t v, char *buf, size_t cap)
     case TG_RES_FSIZE: tg_unit_fmt_bytes(buf, (int)cap, v); break;
     case TG_RES_CPU: snprintf(buf, cap, "%" PRIu64 "m", v); break;
     case TG_RES_NETWORK: snprintf(buf, cap, "none"); break;
+    case TG_RES_BANDWIDTH: tg_unit_fmt_bandwidth(buf, (int)cap, v); break;
     default: snprintf(buf, cap, "%" PRIu64, v); break;
     }
 }
@@ -1073,10 +1109,15 @@ int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_re
     e->backend = tg_contain_kind_name(c->kind);
     e->mode = c->mode;
     const uint64_t val[TG_RES_COUNT] = {
-        [TG_RES_MEMORY] = req->memory_bytes, [TG_RES_CPU] = req->cpu_millicores,
-        [TG_RES_PIDS] = req->pids,           [TG_RES_DISK] = req->disk_bytes,
-        [TG_RES_NETWORK] = req->network_none, [TG_RES_NOFILE] = req->nofile,
+        [TG_RES_MEMORY] = req->memory_bytes,
+        [TG_RES_CPU] = req->cpu_millicores,
+        [TG_RES_PIDS] = req->pids,
+        [TG_RES_DISK] = req->disk_bytes,
+        [TG_RES_NETWORK] = req->network_none,
+        [TG_RES_NOFILE] = req->nofile,
         [TG_RES_FSIZE] = req->fsize,
+        [TG_RES_BANDWIDTH] = req->bandwidth_bps,
+        [TG_RES_CONNECTIONS] = req->max_connections,
     };
     for (int r = 0; r < TG_RES_COUNT; r++) {
         e->r[r].requested = val[r] != 0;
@@ -1095,6 +1136,7 @@ int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_re
     if (c->kind != TG_CONTAIN_NONE) {
         tg__contain_rlimit_fallback(ci);
         common_limits(ci);
+        tg__contain_rlimit_clamp(ci, agent);
     }
     /* The workspace path is the caller's: the instance keeps its copy
      * (ws_path) and must not hold the pointer past this call. */
@@ -1341,7 +1383,13 @@ int tg_enforced_text(const tg_enforced_t *e, char *buf, size_t cap)
         return -ENOSPC;
     sbuf_t b = {.p = buf, .cap = cap};
     buf[0] = '\0';
-    sb_printf(&b, "%-8s %-10s %-7s %-8s %s\n", "resource", "requested", "applied", "backend",
+    /* The first column fits the longest requested name ("connections"
+     * only when asked for), so the usual table keeps its shape. */
+    int w = 8;
+    for (int r = 0; r < TG_RES_COUNT; r++)
+        if (e->r[r].requested && (int)strlen(tg_res_name((tg_res_t)r)) > w)
+            w = (int)strlen(tg_res_name((tg_res_t)r));
+    sb_printf(&b, "%-*s %-10s %-7s %-8s %s\n", w, "resource", "requested", "applied", "backend",
               "how / why not");
     for (int r = 0; r < TG_RES_COUNT; r++) {
         const tg_enforced_item_t *it = &e->r[r];
@@ -1350,7 +1398,7 @@ int tg_enforced_text(const tg_enforced_t *e, char *buf, size_t cap)
         char v[32];
         format_value((tg_res_t)r, it->value, v, sizeof v);
         const char *detail = it->applied ? (it->how ? it->how : "") : it->reason;
-        sb_printf(&b, "%-8s %-10s %-7s %-8s %s", tg_res_name((tg_res_t)r), v,
+        sb_printf(&b, "%-*s %-10s %-7s %-8s %s", w, tg_res_name((tg_res_t)r), v,
                   it->applied ? "yes" : "NO", it->backend ? it->backend : "none", detail);
         if (it->applied && r != TG_RES_NETWORK && it->applied_value != it->value) {
             char av[32];

@@ -22,7 +22,14 @@
  *
  * Whatever the backend, RLIMIT_NOFILE and RLIMIT_FSIZE are always applied
  * when requested, and network "none" is a new network namespace when the
- * host allows unshare(CLONE_NEWNET). A resource the chosen backend cannot
+ * host allows unshare(CLONE_NEWNET). Every rlimit is held to toolgate's
+ * own hard limit, which the shim inherits and an unprivileged process
+ * cannot raise: a request above it is applied at the hard limit, the
+ * report gives the applied value, and a notice says so (once per agent,
+ * resource and value). Network bandwidth and connection counts are
+ * requests no backend enforces (no traffic shaping here): reported not
+ * applied, so "required" refuses them, unless network "none" leaves the
+ * agent no route out, which enforces both. A resource the chosen backend cannot
  * enforce falls back per resource (a cgroup1 host without a pids hierarchy
  * still gets its memory limit from memory.limit_in_bytes).
  *
@@ -80,6 +87,8 @@
 #define TG_REASON_MAX 160     /* fixed internal bound: a "why not applied" text */
 #define TG_CONTAIN_RL_MAX 8   /* fixed internal bound: rlimits one instance can carry */
 #define TG_WS_DIR_MAX (TG_WORKSPACE_PATH_MAX + TG_CG_NAME_MAX + 16) /* fixed internal bound: a workspace dir, "<path>/tg-<pid>-<instance>" */
+/* fixed internal bound: clamp notices remembered (each said once) */
+#define TG_CONTAIN_NOTICED_MAX 32
 
 /* Defaults of DESIGN.md (seeds 001 and 004). */
 #define TG_CONTAIN_DEF_MEMORY (512ull * 1024 * 1024)
@@ -157,6 +166,8 @@ typedef struct tg_contain_req {
     bool network_none;
     uint32_t nofile;
     uint64_t fsize;       /* 0: disk_bytes when set */
+    uint64_t bandwidth_bps;   /* resources.network.bandwidth_limit: bit/s */
+    uint64_t max_connections; /* resources.network.max_connections */
     bool set_user;        /* run as a dedicated user */
     uid_t uid;
     gid_t gid;
@@ -164,13 +175,15 @@ typedef struct tg_contain_req {
 
 /* The resources of the enforcement report, in its order. */
 typedef enum tg_res {
-    TG_RES_MEMORY = 0, /* bytes */
-    TG_RES_CPU,        /* millicores */
-    TG_RES_PIDS,       /* count */
-    TG_RES_DISK,       /* bytes */
-    TG_RES_NETWORK,    /* 1 = "none" */
-    TG_RES_NOFILE,     /* count */
-    TG_RES_FSIZE,      /* bytes */
+    TG_RES_MEMORY = 0,  /* bytes */
+    TG_RES_CPU,         /* millicores */
+    TG_RES_PIDS,        /* count */
+    TG_RES_DISK,        /* bytes */
+    TG_RES_NETWORK,     /* 1 = "none" */
+    TG_RES_NOFILE,      /* count */
+    TG_RES_FSIZE,       /* bytes */
+    TG_RES_BANDWIDTH,   /* bit/s */
+    TG_RES_CONNECTIONS, /* count */
     TG_RES_COUNT,
 } tg_res_t;
 
@@ -267,6 +280,9 @@ typedef struct tg_contain {
     uint32_t seq;          /* instance counter: names "<agent>-<n>" */
     unsigned orphans_removed; /* cgroups of dead toolgates removed at init */
     char why[TG_REASON_MAX];  /* why this backend (and not a better one) */
+    /* Clamps already said (hashes of agent, rlimit and value), a ring. */
+    uint64_t noticed[TG_CONTAIN_NOTICED_MAX];
+    unsigned nnoticed;
 } tg_contain_t;
 
 /* One agent instance. Ownership: made by tg_contain_create, freed by
@@ -375,12 +391,23 @@ const char *tg_res_name(tg_res_t r);
 /* Set item <r> of <e>: applied with <backend>/<how>, or not, with <reason>. */
 void tg_enforced_set(tg_enforced_t *e, tg_res_t r, bool applied, uint64_t applied_value,
                      const char *backend, const char *how, const char *reason);
+/* Toolgate's own hard limit of rlimit <resource> (RLIMIT_*), which an
+ * agent's shim inherits; UINT64_MAX when unlimited or unknown. */
+uint64_t tg_contain_hard_limit(int resource);
+/* Record in <e> that rlimit <resource> holds at most <hard> (toolgate's
+ * hard limit, below the request): the applied value of the resource it
+ * enforces is lowered to it and its "how" says so. Memory under the
+ * RSS monitor keeps its value (the monitor holds the tree's total;
+ * RLIMIT_DATA is per process). Nothing for a resource not applied. */
+void tg_enforced_clamp(tg_enforced_t *e, int resource, uint64_t hard);
 /* True when every requested resource is applied; else false and
  * <*first_missing> (may be NULL) names the first one that is not. */
 bool tg_enforced_complete(const tg_enforced_t *e, tg_res_t *first_missing);
 /* JSON object for the audit event's "enforced" field: one member per
  * requested resource, {"requested":N,"applied":B,"backend":S,"how":S} or
- * with "reason":S when not applied (network: "requested":"none"). Returns
+ * with "reason":S when not applied (network: "requested":"none"), and
+ * "applied_value":N when what is enforced differs from the request (cpu
+ * rounded to the cfs minimum, an rlimit held to toolgate's hard limit). Returns
  * the length written (NUL-terminated), or -ENOSPC. */
 int tg_enforced_json(const tg_enforced_t *e, char *buf, size_t cap);
 /* The same as a text table for `toolgate check`, one line per requested

@@ -97,6 +97,12 @@ int tg__proc_tree(pid_t root, bool session, int sig, tg_tree_stat_t *st);
 /* The rlimit fallback for memory, cpu and pids items <ci>'s backend left
  * unapplied; used by contain.c for every backend. */
 void tg__contain_rlimit_fallback(tg_contain_inst_t *ci);
+/* Hold every rlimit of <ci> to toolgate's own hard limit (the shim
+ * inherits it and could not raise it: setrlimit would fail with EPERM and
+ * the agent never start): a value above it becomes the hard limit, the
+ * report says what is applied (tg_enforced_clamp), and a notice names
+ * agent <agent>, once per agent, rlimit and value for the context. */
+void tg__contain_rlimit_clamp(tg_contain_inst_t *ci, const char *agent);
 
 /* Sample / kill the process tree and session of ci->pid (rlimit and none
  * backends). 0 or -ESRCH when there is no main pid or nothing is left. */

@@ -233,6 +233,105 @@ void tg__contain_rlimit_fallback(tg_contain_inst_t *ci)
     }
 }
 
+/* ---- clamping to toolgate's hard limits ---- */
+
+/* The rlimits an instance may carry: the resource each enforces, and how
+ * the report words it once held to toolgate's hard limit. */
+static const struct {
+    int resource;
+    const char *name;
+    tg_res_t res;
+    const char *how;
+} rl_tab[] = {
+    {RLIMIT_NOFILE, "RLIMIT_NOFILE", TG_RES_NOFILE,
+     "RLIMIT_NOFILE, at toolgate's own lower hard limit"},
+    {RLIMIT_FSIZE, "RLIMIT_FSIZE", TG_RES_FSIZE,
+     "RLIMIT_FSIZE, at toolgate's own lower hard limit"},
+    {RLIMIT_DATA, "RLIMIT_DATA", TG_RES_MEMORY,
+     "RLIMIT_DATA at toolgate's own lower hard limit + process-tree RSS monitor"},
+    {RLIMIT_NPROC, "RLIMIT_NPROC", TG_RES_PIDS,
+     "RLIMIT_NPROC at toolgate's own lower hard limit (counts every process of the dedicated "
+     "uid)"},
+};
+#define RL_TAB (sizeof rl_tab / sizeof rl_tab[0])
+
+uint64_t tg_contain_hard_limit(int resource)
+{
+    struct rlimit rl;
+
+    if (getrlimit(resource, &rl) < 0 || rl.rlim_max == RLIM_INFINITY)
+        return UINT64_MAX;
+    return (uint64_t)rl.rlim_max;
+}
+
+void tg_enforced_clamp(tg_enforced_t *e, int resource, uint64_t hard)
+{
+    for (size_t i = 0; i < RL_TAB; i++) {
+        tg_enforced_item_t *it;
+        if (rl_tab[i].resource != resource)
+            continue;
+        it = &e->r[rl_tab[i].res];
+        if (!it->applied || !it->backend || strcmp(it->backend, "rlimit") != 0)
+            return; /* not held by this rlimit (a cgroup, the netns) */
+        /* The monitor holds memory's total: only each process's share
+         * (RLIMIT_DATA) is lower. */
+        if (rl_tab[i].res != TG_RES_MEMORY && it->applied_value > hard)
+            it->applied_value = hard;
+        it->how = rl_tab[i].how;
+        return;
+    }
+}
+
+/* FNV-1a over <s> and then the bytes of <a> and <b>. */
+static uint64_t notice_key(const char *s, uint64_t a, uint64_t b)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    const uint64_t v[2] = {a, b};
+    const unsigned char *p = (const unsigned char *)v;
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    for (size_t i = 0; i < sizeof v; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Whether <key> was noticed in <c> already; remembers it otherwise. */
+static bool noticed(tg_contain_t *c, uint64_t key)
+{
+    size_t n = c->nnoticed < TG_CONTAIN_NOTICED_MAX ? c->nnoticed : TG_CONTAIN_NOTICED_MAX;
+
+    for (size_t i = 0; i < n; i++)
+        if (c->noticed[i] == key)
+            return true;
+    c->noticed[c->nnoticed++ % TG_CONTAIN_NOTICED_MAX] = key;
+    return false;
+}
+
+void tg__contain_rlimit_clamp(tg_contain_inst_t *ci, const char *agent)
+{
+    for (size_t i = 0; i < ci->nrl; i++) {
+        tg_contain_rlimit_t *rl = &ci->rl[i];
+        uint64_t hard = tg_contain_hard_limit(rl->resource), asked = rl->value;
+        const char *name = "rlimit";
+        /* Lowering a hard limit is always allowed; raising one needs
+         * CAP_SYS_RESOURCE, which the shim must not count on. */
+        if (asked <= hard)
+            continue;
+        rl->value = hard;
+        tg_enforced_clamp(&ci->enforced, rl->resource, hard);
+        for (size_t j = 0; j < RL_TAB; j++)
+            if (rl_tab[j].resource == rl->resource)
+                name = rl_tab[j].name;
+        if (noticed(ci->ctx, notice_key(agent, (uint64_t)rl->resource, asked ^ (hard << 1))))
+            continue;
+        tg_notice("agent '%s': %s %" PRIu64 " is above toolgate's own hard limit %" PRIu64
+                  ": the agent gets %" PRIu64 " (raise toolgate's own limit, with systemd's "
+                  "Limit*= or prlimit, to give it more)",
+                  agent, name, asked, hard, hard);
+    }
+}
+
 static int rl_create(tg_contain_inst_t *ci, tg_err_t *err)
 {
     (void)ci;

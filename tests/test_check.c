@@ -175,8 +175,9 @@ Test(check, valid_config_prints_the_limits_tables)
     EXPECT_LINE(out, "  max_tool_call_duration   30s           manifest      30s           1m");
     EXPECT_LINE(out, "  max_concurrent_calls     2             operator cap  5             2");
     EXPECT_LINE(out, "  max_queued_calls         16            default       -             -");
-    EXPECT_LINE(out, "  rate_limit               100/minute    manifest      100/minute    -");
-    EXPECT_LINE(out, "  burst                    100           default       -             -  (the "
+    /* The operator is silent on the rate: the default is the ceiling. */
+    EXPECT_LINE(out, "  rate_limit               60/minute     default cap   100/minute    -");
+    EXPECT_LINE(out, "  burst                    60            default       -             -  (the "
                      "rate's count)");
     EXPECT_LINE(out, "  kill_grace_period        5s            default       -             -");
     EXPECT_LINE(out, "  memory                   256Mi         operator cap  1Gi           256Mi");
@@ -185,7 +186,7 @@ Test(check, valid_config_prints_the_limits_tables)
     EXPECT_LINE(out, "  disk                     1Gi           default       -             -");
     EXPECT_LINE(out, "  network                  full          default       -             -");
     EXPECT_LINE(out, "  bandwidth_limit          10Mbps        manifest      10Mbps        -  "
-                     "(advisory: no backend enforces it)");
+                     "(not enforced: no backend does it)");
     EXPECT_LINE(out, "  tool web (these, and the agent's limits)");
     EXPECT_LINE(out, "    max_tool_call_duration 2m            file          -             2m  "
                      "(the agent's 30s ends a call first)");
@@ -196,9 +197,10 @@ Test(check, valid_config_prints_the_limits_tables)
     EXPECT_LINE(out, "  memory                   512Mi         default       -             -");
     /* Host-dependent parts: present, with the module's table header. */
     EXPECT_LINE(out, "    resource requested  applied backend  how / why not");
-    EXPECT_LINE(
-        out,
-        "    network  10Mbps     NO      none     advisory: no backend limits network bandwidth");
+    EXPECT_LINE(out,
+                "    bandwidth 10Mbps     NO      none     no backend shapes bandwidth; remove "
+                "resources.network.bandwidth_limit, set network \"none\", or use "
+                "containment.mode best_effort");
     EXPECT_LINE(out, "host (detected for this process; check creates no cgroup)");
     cr_expect_not_null(strstr(out, "  enforced on this host (backend "));
     cr_expect_not_null(strstr(out, "\ncontainment: backend "));
@@ -220,7 +222,9 @@ Test(check, limit_options_apply_to_the_first_agent)
     /* Looser than the manifest asks: the manifest's 1Gi stands. */
     EXPECT_LINE(out, "  memory                   1Gi           manifest      1Gi           2Gi");
     EXPECT_LINE(out, "  enforced on this host (backend none, mode off)");
-    EXPECT_LINE(out, "    memory   1Gi        NO      none     containment.mode is off");
+    /* The column fits "bandwidth", which the manifest asks for. */
+    EXPECT_LINE(out, "    memory    1Gi        NO      none     containment.mode is off");
+    EXPECT_LINE(out, "    bandwidth 10Mbps     NO      none     containment.mode is off");
     /* The second agent is untouched. */
     EXPECT_LINE(out, "  max_concurrent_calls     3             default       -             -");
 }

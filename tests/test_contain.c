@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -349,6 +351,167 @@ Test(contain, required_refuses_what_the_host_cannot_enforce)
     cr_assert_str_eq(ci->name, "search-2");
     tg_contain_destroy(ci);
     tg_contain_fini(&c);
+}
+
+/* Issue 12 item 12: network bandwidth and connection counts were taken
+ * and dropped. No backend enforces them: they are in the report, not
+ * applied and why, and "required" refuses an instance asking for them;
+ * a namespace without a route out (network "none") holds both. */
+Test(contain, network_requests_are_reported_and_required_refuses_them)
+{
+    tg_contain_t c;
+    tg_contain_req_t q = {.nofile = 64, .bandwidth_bps = 10000000, .max_connections = 100};
+    tg_contain_inst_t *ci = rlimit_create(&c, "net", &q);
+    const tg_enforced_item_t *bw = &ci->enforced.r[TG_RES_BANDWIDTH];
+    const tg_enforced_item_t *cn = &ci->enforced.r[TG_RES_CONNECTIONS];
+    char buf[4096];
+
+    cr_assert(bw->requested && cn->requested);
+    cr_assert_not(bw->applied);
+    cr_assert_not(cn->applied);
+    cr_assert_str_eq(bw->reason, "no backend shapes bandwidth; remove "
+                                 "resources.network.bandwidth_limit, set network \"none\", or "
+                                 "use containment.mode best_effort");
+    cr_assert_eq(tg_enforced_json(&ci->enforced, buf, sizeof buf) > 0, true);
+    cr_assert(strstr(buf, "\"bandwidth\":{\"requested\":10000000,\"applied\":false,"
+                          "\"backend\":\"none\",\"reason\":\"no backend shapes bandwidth;"),
+              "%s", buf);
+    cr_assert(strstr(buf, "\"connections\":{\"requested\":100,\"applied\":false,"
+                          "\"backend\":\"none\",\"reason\":\"no backend counts connections;"),
+              "%s", buf);
+    cr_assert_gt(tg_enforced_text(&ci->enforced, buf, sizeof buf), 0);
+    cr_assert(strstr(buf, "\nbandwidth   10Mbps     NO      none     no backend shapes "), "%s",
+              buf);
+    cr_assert(strstr(buf, "\nconnections 100        NO      none     no backend counts "), "%s",
+              buf);
+    tg_res_t miss;
+    cr_assert_not(tg_enforced_complete(&ci->enforced, &miss));
+    cr_assert_eq(miss, TG_RES_BANDWIDTH);
+    tg_contain_destroy(ci);
+    tg_contain_fini(&c);
+
+    tg_cfg_err_t err = {{0}};
+    init_rlimit_ctx(&c, TG_CONTAIN_REQUIRED);
+    cr_assert_eq(tg_contain_create(&c, "net", &q, &ci, &err), -EPERM);
+    cr_assert_null(ci);
+    cr_assert_str_eq(err.msg, "containment required: agent 'net': bandwidth 10Mbps is not "
+                              "enforced on this host: no backend shapes bandwidth; remove "
+                              "resources.network.bandwidth_limit, set network \"none\", or use "
+                              "containment.mode best_effort");
+    /* With no route out there is nothing to shape or count (the probe was
+     * skipped: the host is taken to allow network namespaces). */
+    c.caps.netns = true;
+    q.network_none = true;
+    cr_assert_eq(tg_contain_create(&c, "net", &q, &ci, &err), 0, "%s", err.msg);
+    cr_assert(ci->enforced.r[TG_RES_BANDWIDTH].applied);
+    cr_assert_str_eq(ci->enforced.r[TG_RES_CONNECTIONS].backend, "netns");
+    cr_assert(tg_enforced_complete(&ci->enforced, NULL));
+    tg_contain_destroy(ci);
+    tg_contain_fini(&c);
+}
+
+/* Notices sent while a test runs. */
+static char notice_text[8][512];
+static size_t nnotices;
+
+static void keep_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    if (nnotices < 8)
+        snprintf(notice_text[nnotices++], sizeof notice_text[0], "%s", msg);
+}
+
+/* Take CAP_SYS_RESOURCE from this process (effective, permitted,
+ * inheritable) and from what its children may exec into: root then
+ * cannot raise a hard limit either, as an unprivileged toolgate cannot.
+ * A process without the capability is left as it is. */
+static void drop_sys_resource(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    uint32_t bit = 1u << (CAP_SYS_RESOURCE % 32);
+    int w = CAP_SYS_RESOURCE / 32;
+
+    (void)prctl(PR_CAPBSET_DROP, CAP_SYS_RESOURCE, 0, 0, 0); /* EPERM without CAP_SETPCAP */
+    cr_assert_eq(syscall(SYS_capget, &h, d), 0);
+    d[w].effective &= ~bit;
+    d[w].permitted &= ~bit;
+    d[w].inheritable &= ~bit;
+    cr_assert_eq(syscall(SYS_capset, &h, d), 0, "capset: %s", strerror(errno));
+}
+
+/* Issue 12 item 18: a hard RLIMIT_NOFILE below the request (here 512
+ * under the default 1024) made every shim fail (setrlimit EPERM) while
+ * the report said nofile applied. Each rlimit is held to toolgate's own
+ * hard limit, the report gives the applied value, a notice says so once,
+ * and the agent starts under it. */
+Test(contain, rlimits_held_to_toolgates_hard_limit, .timeout = 30)
+{
+    struct rlimit low = {512, 512};
+    tg_contain_t c;
+    tg_contain_req_t q = {.nofile = 1024, .fsize = 10 * MiB};
+    tg_contain_place_t pl;
+    char buf[4096], v[64];
+    shim_run_t r;
+
+    drop_sys_resource();
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0, "%s", strerror(errno));
+    nnotices = 0;
+    tg_notice_set_sink(keep_notice, NULL);
+    tg_contain_inst_t *ci = rlimit_create(&c, "agent", &q);
+    const tg_enforced_item_t *it = &ci->enforced.r[TG_RES_NOFILE];
+    cr_assert(it->applied);
+    cr_assert_eq(it->value, 1024);
+    cr_assert_eq(it->applied_value, 512);
+    cr_assert_str_eq(it->how, "RLIMIT_NOFILE, at toolgate's own lower hard limit");
+    cr_assert_eq(ci->enforced.r[TG_RES_FSIZE].applied_value, 10 * MiB, "fsize is not limited");
+    cr_assert_gt(tg_enforced_json(&ci->enforced, buf, sizeof buf), 0);
+    cr_assert(strstr(buf, "\"nofile\":{\"requested\":1024,\"applied\":true,\"backend\":\"rlimit\","
+                          "\"applied_value\":512,\"how\":\"RLIMIT_NOFILE, at toolgate's own lower "
+                          "hard limit\"}"),
+              "%s", buf);
+    cr_assert_eq(nnotices, 1);
+    cr_assert_str_eq(notice_text[0], "agent 'agent': RLIMIT_NOFILE 1024 is above toolgate's own "
+                                     "hard limit 512: the agent gets 512 (raise toolgate's own "
+                                     "limit, with systemd's Limit*= or prlimit, to give it more)");
+
+    /* The shim gets 512, and the agent runs under it. */
+    tg_contain_place(ci, &pl);
+    char *status[] = {(char *)HOG, (char *)"status", NULL};
+    shim_run(&pl, status, false, 10000, &r);
+    cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "shim: %s", r.err);
+    cr_assert_str_eq(field(r.out, "rlimit_nofile", v, sizeof v), "512");
+
+    /* Said once per agent and value: the next instance is quiet. */
+    tg_contain_inst_t *ci2 = NULL;
+    tg_cfg_err_t err = {{0}};
+    cr_assert_eq(tg_contain_create(&c, "agent", &q, &ci2, &err), 0, "%s", err.msg);
+    cr_assert_eq(ci2->enforced.r[TG_RES_NOFILE].applied_value, 512);
+    cr_assert_eq(nnotices, 1);
+    tg_notice_set_sink(NULL, NULL);
+    tg_contain_destroy(ci2);
+    tg_contain_destroy(ci);
+    tg_contain_fini(&c);
+}
+
+/* The shim's own guard, for a hard limit lowered between the router's
+ * report and the spawn (prlimit on a running toolgate): it sets the hard
+ * limit instead of failing, and says so in one line. */
+Test(contain, shim_lowers_an_rlimit_above_its_hard_limit, .timeout = 30)
+{
+    struct rlimit low = {512, 512};
+    tg_contain_place_t pl = {.setsid = true, .nrl = 1};
+    char v[64];
+    shim_run_t r;
+
+    drop_sys_resource();
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0, "%s", strerror(errno));
+    pl.rl[0] = (tg_contain_rlimit_t){.resource = RLIMIT_NOFILE, .value = 1024};
+    char *status[] = {(char *)HOG, (char *)"status", NULL};
+    shim_run(&pl, status, false, 10000, &r);
+    cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "shim: %s", r.err);
+    cr_assert_str_eq(r.err, "toolgate shim: nofile 1024 is above the hard limit 512: set to 512\n");
+    cr_assert_str_eq(field(r.out, "rlimit_nofile", v, sizeof v), "512");
 }
 
 Test(contain, mode_off_applies_nothing_and_says_so)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/keys.h"
 #include "config/manifest.h"
 #include "tests/tg_harness.h"
 
@@ -82,14 +83,15 @@ Test(manifest, stricter_wins_per_limit_with_sources)
     /* A tie is the manifest's: its request is met exactly. */
     cr_expect_eq(a->res.pids, 32);
     cr_expect_eq(a->res.pids_src, TG_SRC_MANIFEST);
-    /* Only the manifest asks: the defaults do not cap it. */
-    cr_expect_eq(a->res.disk_bytes, 2ull << 30);
-    cr_expect_eq(a->res.disk_src, TG_SRC_MANIFEST);
+    /* Only the manifest asks: the default is the ceiling. Below it, the
+     * request; above it, the default as a cap. */
     cr_expect_eq(a->lim.max_queued_calls, 4);
     cr_expect_eq(a->lim.queued_src, TG_SRC_MANIFEST);
-    cr_expect_eq(a->lim.rate_limit.count, 100);
+    cr_expect_eq(a->res.disk_bytes, 1ull << 30);
+    cr_expect_eq(a->res.disk_src, TG_SRC_DEFAULT_CAP);
+    cr_expect_eq(a->lim.rate_limit.count, 60);
     cr_expect_eq(a->lim.rate_limit.period_ms, 60000);
-    cr_expect_eq(a->lim.rate_src, TG_SRC_MANIFEST);
+    cr_expect_eq(a->lim.rate_src, TG_SRC_DEFAULT_CAP);
     /* Neither asks: the default. Only the operator: the file. */
     cr_expect_eq(a->res.network, TG_NET_FULL);
     cr_expect_eq(a->res.network_src, TG_SRC_DEFAULT);
@@ -126,6 +128,197 @@ Test(manifest, operator_order_in_object_does_not_matter)
     cr_assert_eq(tg_config_load_file(&cfg, cp, &err), 0, "%s", err.msg);
     cr_expect_eq(agent()->lim.max_concurrent_calls, 2);
     cr_expect_eq(agent()->lim.concurrent_src, TG_SRC_CAP);
+}
+
+/* ---- a manifest only asks: the default is the ceiling ---- */
+
+/* Notices sent while a test runs (tg_notice_set_sink). */
+#define NOTICES_MAX 32
+static char notices[NOTICES_MAX][512];
+static size_t nnotices;
+
+static void keep_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    if (nnotices < NOTICES_MAX)
+        snprintf(notices[nnotices++], sizeof notices[0], "%s", msg);
+}
+
+static void capture_notices(void)
+{
+    nnotices = 0;
+    tg_notice_set_sink(keep_notice, NULL);
+}
+
+/* The notice holding <needle>, or NULL. */
+static const char *notice_with(const char *needle)
+{
+    for (size_t i = 0; i < nnotices; i++)
+        if (strstr(notices[i], needle))
+            return notices[i];
+    return NULL;
+}
+
+/* Issue 12 item 11, the case as observed: the operator silent, a manifest
+ * asking for 24h calls, 65 536 at once, 1 000 000/second and 64Gi got all
+ * four. Each is held at the default, as a default cap, and said once. */
+Test(manifest, silent_operator_default_is_the_ceiling)
+{
+    const tg_agent_cfg_t *a;
+
+    cr_assert_eq(load_pair("{\"execution_limits\":{\"max_tool_call_duration\":\"24h\","
+                           "\"max_concurrent_calls\":65536,\"rate_limit\":\"1000000/second\"},"
+                           "\"resources\":{\"memory\":{\"limit\":\"64Gi\"}}}",
+                           ""),
+                 0, "%s", err.msg);
+    a = agent();
+    cr_expect_eq(a->lim.max_tool_call_duration_ms, TG_DEF_CALL_DURATION_MS);
+    cr_expect_eq(a->lim.duration_src, TG_SRC_DEFAULT_CAP);
+    cr_expect_eq(a->lim.max_concurrent_calls, TG_DEF_MAX_CONCURRENT);
+    cr_expect_eq(a->lim.concurrent_src, TG_SRC_DEFAULT_CAP);
+    cr_expect_eq(a->lim.rate_limit.count, TG_DEF_RATE_COUNT);
+    cr_expect_eq(a->lim.rate_limit.period_ms, TG_DEF_RATE_PERIOD_MS);
+    cr_expect_eq(a->lim.rate_src, TG_SRC_DEFAULT_CAP);
+    cr_expect_eq(a->res.memory_bytes, TG_DEF_MEMORY_BYTES);
+    cr_expect_eq(a->res.memory_src, TG_SRC_DEFAULT_CAP);
+    cr_expect_str_eq(tg_src_name(TG_SRC_DEFAULT_CAP), "default cap");
+    /* What was asked is kept for check and the notices. */
+    cr_expect_eq(a->manifest->req.max_tool_call_duration_ms, 24ull * 3600 * 1000);
+
+    /* Said once at load, when the config is final: agent, key, asked,
+     * granted and why. */
+    capture_notices();
+    cr_assert_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
+    tg_notice_set_sink(NULL, NULL);
+    cr_expect_eq(nnotices, 4, "%zu notices", nnotices);
+    cr_expect_str_eq(notice_with("max_tool_call_duration"),
+                     "agent 'a': manifest m.json asks max_tool_call_duration 24h; granted 15s "
+                     "(default cap; a manifest cannot raise its own limits)");
+    cr_expect_not_null(notice_with("asks max_concurrent_calls 65536; granted 3 (default cap"));
+    cr_expect_not_null(notice_with("asks rate_limit 1000000/second; granted 60/minute (default"));
+    cr_expect_not_null(notice_with("asks memory 64Gi; granted 512Mi (default cap"));
+}
+
+/* The same with the operator's values: they are the ceiling, and a
+ * request within every ceiling is met without a word. */
+Test(manifest, operator_value_is_the_ceiling_and_met_requests_are_quiet)
+{
+    const tg_agent_cfg_t *a;
+
+    cr_assert_eq(load_pair("{\"resources\":{\"memory\":{\"limit\":\"64Gi\"},"
+                           "\"nofile\":{\"limit\":4096}}}",
+                           "\"resources\":{\"memory\":{\"limit\":\"1Gi\"}}"),
+                 0, "%s", err.msg);
+    a = agent();
+    cr_expect_eq(a->res.memory_bytes, 1ull << 30);
+    cr_expect_eq(a->res.memory_src, TG_SRC_CAP);
+    /* nofile is merged too (it was ignored: a request of any size fell
+     * through to the operator's value without a source or a word). */
+    cr_expect_eq(a->res.nofile, TG_CONTAIN_DEF_NOFILE);
+    cr_expect_eq(a->res.nofile_src, TG_SRC_DEFAULT_CAP);
+    capture_notices();
+    cr_assert_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
+    cr_expect_eq(nnotices, 2);
+    cr_expect_not_null(notice_with("asks memory 64Gi; granted 1Gi (operator cap;"));
+    cr_expect_not_null(notice_with("asks nofile 4096; granted 1024 (default cap;"));
+    tg_config_free(&cfg);
+    cr_assert_eq(tg_config_default(&cfg), 0);
+
+    cr_assert_eq(load_pair("{\"resources\":{\"nofile\":{\"limit\":256},"
+                           "\"network\":{\"bandwidth_limit\":\"10Mbps\"}},"
+                           "\"execution_limits\":{\"max_tool_call_duration\":\"15s\"}}",
+                           "\"resources\":{\"network\":{\"max_connections\":10}}"),
+                 0, "%s", err.msg);
+    a = agent();
+    cr_expect_eq(a->res.nofile, 256);
+    cr_expect_eq(a->res.nofile_src, TG_SRC_MANIFEST);
+    /* Not limited by default: any bandwidth request is stricter. */
+    cr_expect_eq(a->res.bandwidth_bps, 10000000);
+    cr_expect_eq(a->res.bandwidth_src, TG_SRC_MANIFEST);
+    cr_expect_eq(a->lim.max_tool_call_duration_ms, 15000);
+    cr_expect_eq(a->lim.duration_src, TG_SRC_MANIFEST);
+    nnotices = 0;
+    cr_assert_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
+    tg_notice_set_sink(NULL, NULL);
+    cr_expect_eq(nnotices, 0, "%s", nnotices ? notices[0] : "");
+}
+
+/* The JSON for a manifest asking row <k> (agents[].X.Y) for <val>:
+ * {"X": {"Y": "<val>"}}, the value in {"limit": ...} for a resource. */
+static void manifest_for(const tg_cfg_key_t *k, const char *val, char *buf, size_t cap)
+{
+    const char *rest = k->path + strlen("agents[].");
+    char path[128], *parts[4], *save = NULL;
+    size_t n = 0, len = 0;
+
+    snprintf(path, sizeof path, "%s", rest);
+    for (char *p = strtok_r(path, ".", &save); p && n < 4; p = strtok_r(NULL, ".", &save))
+        parts[n++] = p;
+    len += (size_t)snprintf(buf + len, cap - len, "{");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "\"%s\":%s", parts[i], i + 1 < n ? "{" : "");
+    if (k->flags & TG_KF_LIMIT_OBJ)
+        len += (size_t)snprintf(buf + len, cap - len, "{\"limit\":\"%s\"}", val);
+    else
+        len += (size_t)snprintf(buf + len, cap - len, "\"%s\"", val);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "}");
+}
+
+/* Every limit a manifest may name (the key table's manifest rows), asked
+ * at its ceiling with the operator silent, gets at most the default: the
+ * default itself as a default cap where it is a limit, the request where
+ * the default is "not limited" (bandwidth, connections) or the request is
+ * already the loosest (network full). */
+Test(manifest, every_manifest_limit_is_capped_by_the_default)
+{
+    size_t seen = 0;
+
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        tg_cfg_val_t v = {0}, got, def;
+        char val[64], json[512];
+        tg_cfg_at_t at, dat;
+        tg_agent_cfg_t d;
+        if ((k->flags & (TG_KF_LIMIT | TG_KF_MANIFEST)) != (TG_KF_LIMIT | TG_KF_MANIFEST) ||
+            !tg_cfg_key_under(k, "agents[]"))
+            continue;
+        seen++;
+        v.u = k->max;
+        v.rate = (tg_rate_t){k->max, 1000};
+        if (k->type == TG_KT_NETWORK)
+            v.u = TG_NET_FULL;
+        tg_cfg_key_fmt(k, &v, val, sizeof val);
+        manifest_for(k, val, json, sizeof json);
+        tg_config_free(&cfg);
+        cr_assert_eq(tg_config_default(&cfg), 0);
+        cr_assert_eq(load_pair(json, ""), 0, "%s: %s", json, err.msg);
+        at = (tg_cfg_at_t){.lim = &agent()->lim, .res = &agent()->res};
+        got = tg_cfg_key_get(k, &at);
+        memset(&d, 0, sizeof d);
+        d.lim = cfg.agents[0].manifest->op;
+        d.res = cfg.agents[0].manifest->op_res;
+        dat = (tg_cfg_at_t){.lim = &d.lim, .res = &d.res};
+        def = tg_cfg_key_get(k, &dat);
+        if (k->flags & TG_KF_FOLLOWS_RATE)
+            def.u = d.lim.rate_limit.count; /* the default burst: the rate's count */
+        if ((k->flags & TG_KF_ADVISORY) || k->type == TG_KT_NETWORK) {
+            cr_expect_eq(got.u, v.u, "%s", k->path);
+            cr_expect_eq(got.src, TG_SRC_MANIFEST, "%s", k->path);
+        } else if (k->type == TG_KT_RATE) {
+            cr_expect(got.rate.count == def.rate.count && got.rate.period_ms == def.rate.period_ms,
+                      "%s: %llu/%llu ms", k->path, (unsigned long long)got.rate.count,
+                      (unsigned long long)got.rate.period_ms);
+            cr_expect_eq(got.src, TG_SRC_DEFAULT_CAP, "%s", k->path);
+        } else {
+            cr_expect_eq(got.u, def.u, "%s: asked %s, got %llu, default %llu", k->path, val,
+                         (unsigned long long)got.u, (unsigned long long)def.u);
+            cr_expect_eq(got.src, TG_SRC_DEFAULT_CAP, "%s", k->path);
+        }
+    }
+    /* duration, concurrency, queue, rate, burst, memory, cpu, pids,
+     * nofile, disk, network, bandwidth, connections */
+    cr_expect_eq(seen, 13);
 }
 
 Test(manifest, rate_compares_calls_per_time_then_burst)
@@ -189,10 +382,19 @@ Test(manifest, burst_follows_rate_unless_one_side_sets_it)
     tg_config_free(&cfg);
     cr_assert_eq(tg_config_default(&cfg), 0);
 
-    /* Against the default rate nothing caps the manifest's burst. */
+    /* Against the default rate the default's burst (its count, 60) caps
+     * the manifest's; below it the request stands. */
     cr_assert_eq(load_pair("{\"execution_limits\":{\"burst\":100}}", ""), 0, "%s", err.msg);
     a = agent();
-    cr_expect_eq(a->lim.burst, 100);
+    cr_expect_eq(a->lim.burst, 60);
+    cr_expect_eq(a->lim.burst_src, TG_SRC_DEFAULT_CAP);
+    cr_expect_eq(a->lim.rate_limit.count, 60);
+    cr_expect_eq(a->lim.rate_src, TG_SRC_DEFAULT);
+    tg_config_free(&cfg);
+    cr_assert_eq(tg_config_default(&cfg), 0);
+    cr_assert_eq(load_pair("{\"execution_limits\":{\"burst\":20}}", ""), 0, "%s", err.msg);
+    a = agent();
+    cr_expect_eq(a->lim.burst, 20);
     cr_expect_eq(a->lim.burst_src, TG_SRC_MANIFEST);
     cr_expect_eq(a->lim.rate_limit.count, 60);
     cr_expect_eq(a->lim.rate_src, TG_SRC_DEFAULT);
@@ -371,6 +573,67 @@ Test(manifest, config_resources_and_containment)
     cr_expect_eq(cfg.containment_mode, TG_CONTAINMENT_OFF);
     cr_expect_eq(cfg.containment_src, TG_SRC_FILE);
     cr_expect_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
+}
+
+/* Load <text> (name t.json) and validate it: 0, or -1 with err.msg. */
+static int load_validate(const char *text)
+{
+    tg_config_free(&cfg);
+    cr_assert_eq(tg_config_default(&cfg), 0);
+    cr_assert_eq(tg_config_load_buffer(&cfg, "t.json", text, strlen(text), &err), 0, "%s", err.msg);
+    return tg_config_validate(&cfg, &err);
+}
+
+/* Issue 12 item 12: resources.network's bandwidth_limit and
+ * max_connections were accepted under containment.mode "required" and
+ * dropped at run time. No backend enforces them: "required" refuses them
+ * at load, naming the key, why, and the ways out; network "none" (no route
+ * out) enforces both; best_effort takes them and reports them. */
+Test(manifest, required_refuses_network_requests_no_backend_enforces)
+{
+    char mp[128], cp[128];
+
+    cr_expect_eq(load_validate("{\"containment\":{\"mode\":\"required\"},\"agents\":[{\"id\":\"a\","
+                               "\"command\":[\"x\"],\"resources\":{\"network\":"
+                               "{\"bandwidth_limit\":\"10Mbps\"}}}]}"),
+                 -1);
+    cr_expect_str_eq(err.msg, "agents[0].resources.network.bandwidth_limit: 10Mbps cannot be "
+                              "enforced on any host (no containment backend shapes bandwidth) and "
+                              "containment.mode is \"required\" (expected the key removed, network "
+                              "\"none\", or containment.mode \"best_effort\", which reports it not "
+                              "enforced)");
+    cr_expect_eq(load_validate("{\"containment\":{\"mode\":\"required\"},\"agents\":[{\"id\":\"a\","
+                               "\"command\":[\"x\"],\"resources\":{\"network\":{\"limit\":"
+                               "\"loopback\",\"max_connections\":100}}}]}"),
+                 -1);
+    cr_expect(strstr(err.msg, "agents[0].resources.network.max_connections: 100 cannot be "
+                              "enforced on any host (no containment backend counts connections)"),
+              "%s", err.msg);
+    /* Without a route out there is nothing to shape or count. */
+    cr_expect_eq(load_validate("{\"containment\":{\"mode\":\"required\"},\"agents\":[{\"id\":\"a\","
+                               "\"command\":[\"x\"],\"resources\":{\"network\":{\"limit\":\"none\","
+                               "\"bandwidth_limit\":\"10Mbps\",\"max_connections\":100}}}]}"),
+                 0, "%s", err.msg);
+    cr_expect_eq(load_validate("{\"agents\":[{\"id\":\"a\",\"command\":[\"x\"],\"resources\":"
+                               "{\"network\":{\"bandwidth_limit\":\"10Mbps\"}}}]}"),
+                 0, "%s", err.msg);
+
+    /* Asked by a manifest: the message says so, and where to remove it. */
+    tg_config_free(&cfg);
+    cr_assert_eq(tg_config_default(&cfg), 0);
+    tgh_tmp_put("m.json", "{\"resources\":{\"network\":{\"bandwidth_limit\":\"1Mbps\"}}}", mp,
+                sizeof mp);
+    tgh_tmp_put("c.json",
+                "{\"containment\":{\"mode\":\"required\"},\"agents\":[{\"id\":\"a\","
+                "\"command\":[\"x\"],\"manifest\":\"m.json\"}]}",
+                cp, sizeof cp);
+    cr_assert_eq(tg_config_load_file(&cfg, cp, &err), 0, "%s", err.msg);
+    cr_expect_eq(tg_config_validate(&cfg, &err), -1);
+    cr_expect(strstr(err.msg, "agents[0].resources.network.bandwidth_limit: 1Mbps (asked by "
+                              "manifest m.json) cannot be enforced"),
+              "%s", err.msg);
+    cr_expect(strstr(err.msg, "expected the key removed from the manifest, network \"none\""), "%s",
+              err.msg);
 }
 
 /* Load <text> (name t.json) expecting exactly <msg>. */
@@ -602,8 +865,12 @@ Test(manifest, serve_example_reads_its_manifest)
     cr_expect_eq(a->res.memory_src, TG_SRC_MANIFEST);
     cr_expect_eq(a->res.cpu_millicores, 500);
     cr_expect_eq(a->res.bandwidth_bps, 10000000);
-    cr_expect_eq(a->lim.max_concurrent_calls, 5);
-    cr_expect_eq(a->lim.concurrent_src, TG_SRC_MANIFEST);
+    /* It asks for 5 calls at once and 100/minute, the operator is silent:
+     * the defaults hold. */
+    cr_expect_eq(a->lim.max_concurrent_calls, 3);
+    cr_expect_eq(a->lim.concurrent_src, TG_SRC_DEFAULT_CAP);
+    cr_expect_eq(a->lim.rate_limit.count, 60);
+    cr_expect_eq(a->lim.rate_src, TG_SRC_DEFAULT_CAP);
     /* The first agent's resources are the operator's. */
     cr_expect_eq(cfg.agents[0].res.memory_bytes, 512ull << 20);
     cr_expect_eq(cfg.agents[0].res.memory_src, TG_SRC_FILE);

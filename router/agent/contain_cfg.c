@@ -22,6 +22,11 @@ int tg_config_contain_req(const tg_agent_cfg_t *a, tg_contain_req_t *req)
     req->fsize = r->disk_bytes;
     req->nofile = (uint32_t)r->nofile;
     req->network_none = r->network == TG_NET_NONE;
+    /* Requests no backend enforces but a namespace without a route out:
+     * asked for, so reported (and refused by "required") rather than
+     * dropped. */
+    req->bandwidth_bps = r->bandwidth_bps;
+    req->max_connections = r->max_connections;
     return r->network == TG_NET_LOOPBACK ? -ENOTSUP : 0;
 }
 

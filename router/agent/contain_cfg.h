@@ -13,8 +13,10 @@
 /* The containment request for agent <a>: its effective memory, cpu, pids
  * (disk only when configured; no workspace: see tg_config_contain_req_for),
  * network "none" as a new network namespace,
- * RLIMIT_NOFILE at the containment default (tg_contain_req_default),
- * RLIMIT_FSIZE at the disk size, and no dedicated user. Returns 0, or
+ * RLIMIT_NOFILE at resources.nofile (default 1024; the containment module
+ * holds it to toolgate's own hard limit), RLIMIT_FSIZE at the disk size,
+ * the network bandwidth and connection requests (reported, not enforced,
+ * unless network is "none"), and no dedicated user. Returns 0, or
  * -ENOTSUP when <a> asks for network "loopback", which no backend
  * provides: <req> then leaves the network alone and the caller must
  * report loopback as not enforced (and, in required mode, refuse). */

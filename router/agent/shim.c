@@ -132,6 +132,30 @@ static int parse_rlimit(const char *arg, shim_rl_t *out)
     return 0;
 }
 
+/* Set <r>, held to the hard limit this process has: the router already
+ * holds every value to its own (limits/contain_rlimit.c), which the shim
+ * inherits, so this only matters when that limit was lowered in between
+ * (prlimit on a running toolgate). Raising a hard limit needs privilege,
+ * and an agent that does not start protects nothing: the shim lowers the
+ * value instead and says so in one line. 0 or a negative errno. */
+static int set_rlimit(shim_rl_t *r)
+{
+    struct rlimit cur;
+
+    if (setrlimit(r->resource, &r->lim) == 0)
+        return 0;
+    if (errno != EPERM || getrlimit(r->resource, &cur) < 0 || cur.rlim_max == RLIM_INFINITY ||
+        r->lim.rlim_max <= cur.rlim_max)
+        return -errno;
+    fail(0, "%s %llu is above the hard limit %llu: set to %llu", r->name,
+         (unsigned long long)r->lim.rlim_max, (unsigned long long)cur.rlim_max,
+         (unsigned long long)cur.rlim_max);
+    if (r->lim.rlim_cur > cur.rlim_max)
+        r->lim.rlim_cur = cur.rlim_max;
+    r->lim.rlim_max = cur.rlim_max;
+    return setrlimit(r->resource, &r->lim) == 0 ? 0 : -errno;
+}
+
 static int parse_user(const char *arg, uid_t *uid, gid_t *gid)
 {
     char buf[48];
@@ -321,8 +345,8 @@ int tg_shim_main(int argc, char **argv)
     if (o.tmpfs_dir && (rc = mount_workspace(&o)) != 0)
         return rc;
     for (size_t i = 0; i < o.nrl; i++) {
-        if (setrlimit(o.rl[i].resource, &o.rl[i].lim) < 0)
-            return fail(TG_SHIM_EXIT_SETUP, "setrlimit %s: %s", o.rl[i].name, strerror(errno));
+        if ((rc = set_rlimit(&o.rl[i])) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "setrlimit %s: %s", o.rl[i].name, strerror(-rc));
     }
     if (o.set_user) {
         /* Supplementary groups go first: they would keep root's group

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "config/keys.h"
@@ -157,6 +158,49 @@ static void plan_workspace(const tg_contain_caps_t *caps, const tg_contain_req_t
     }
 }
 
+/* contain.c's net_requests: bandwidth and connections are enforced only
+ * by a namespace without a route out (network "none", applied). */
+static void plan_net_requests(tg_enforced_t *e)
+{
+    char why[TG_REASON_MAX];
+
+    for (int r = TG_RES_BANDWIDTH; r <= TG_RES_CONNECTIONS; r++) {
+        bool bw = r == TG_RES_BANDWIDTH;
+        if (!e->r[r].requested)
+            continue;
+        if (e->r[TG_RES_NETWORK].applied) {
+            tg_enforced_set(e, (tg_res_t)r, true, e->r[r].value, "netns",
+                            "network none: no route out of the agent's namespace", NULL);
+            continue;
+        }
+        snprintf(why, sizeof why,
+                 "no backend %s; remove resources.network.%s, set network \"none\", or use "
+                 "containment.mode best_effort",
+                 bw ? "shapes bandwidth" : "counts connections",
+                 bw ? "bandwidth_limit" : "max_connections");
+        plan_no(e, (tg_res_t)r, "none", why);
+    }
+}
+
+/* contain_rlimit.c's clamp: each rlimit held to this process's hard limit
+ * (toolgate started the same way inherits the same). */
+static void plan_clamp(const tg_contain_req_t *q, tg_enforced_t *e)
+{
+    const struct {
+        int resource;
+        uint64_t v;
+    } rl[] = {{RLIMIT_NOFILE, q->nofile},
+              {RLIMIT_FSIZE, q->fsize ? q->fsize : q->disk_bytes},
+              {RLIMIT_DATA, q->memory_bytes},
+              {RLIMIT_NPROC, q->pids}};
+
+    for (size_t i = 0; i < sizeof rl / sizeof rl[0]; i++) {
+        uint64_t hard = tg_contain_hard_limit(rl[i].resource);
+        if (rl[i].v > hard)
+            tg_enforced_clamp(e, rl[i].resource, hard);
+    }
+}
+
 /* tg__contain_rlimit_fallback, then contain.c's common_limits. */
 static void plan_fallback(const tg_contain_caps_t *caps, const tg_contain_req_t *q,
                           tg_enforced_t *e)
@@ -206,6 +250,8 @@ static void plan_fallback(const tg_contain_caps_t *caps, const tg_contain_req_t 
             plan_no(e, TG_RES_NETWORK, "none",
                     "network namespaces unavailable (unshare(CLONE_NEWNET) refused)");
     }
+    plan_net_requests(e);
+    plan_clamp(q, e);
 }
 
 void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_contain_mode_t mode,
@@ -219,6 +265,8 @@ void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_con
         [TG_RES_NETWORK] = req->network_none,
         [TG_RES_NOFILE] = req->nofile,
         [TG_RES_FSIZE] = req->fsize,
+        [TG_RES_BANDWIDTH] = req->bandwidth_bps,
+        [TG_RES_CONNECTIONS] = req->max_connections,
     };
 
     memset(e, 0, sizeof *e);
@@ -305,7 +353,9 @@ static void agent_row(const tg_agent_cfg_t *a, const tg_cfg_key_t *k, row_t *r)
     if ((k->flags & TG_KF_FOLLOWS_RATE) && r->eff.src == TG_SRC_DEFAULT)
         snprintf(r->note, sizeof r->note, "the rate's count");
     if ((k->flags & TG_KF_ADVISORY) && r->eff.u)
-        snprintf(r->note, sizeof r->note, "advisory: no backend enforces it");
+        snprintf(r->note, sizeof r->note, "%s",
+                 a->res.network == TG_NET_NONE ? "held by network none (no route out)"
+                                               : "not enforced: no backend does it");
 }
 
 /* The agent's rows: execution limits, then resources; the advisory ones
@@ -370,7 +420,8 @@ typedef struct extra {
     bool blocks; /* counts as "not enforced" for containment.mode required */
 } extra_t;
 
-#define EXTRA_MAX 3 /* fixed internal bound: extra columns of one check row */
+/* fixed internal bound: requests beside the module's table (network loopback) */
+#define EXTRA_MAX 1
 
 typedef struct agent_enf {
     tg_enforced_t e;
@@ -396,22 +447,6 @@ static void agent_enforcement(const tg_config_t *cfg, const tg_agent_cfg_t *a,
         snprintf(x->requested, sizeof x->requested, "loopback");
         x->reason = "no backend provides loopback-only networking (use \"none\" or \"full\")";
         x->blocks = true;
-    }
-    if (a->res.bandwidth_bps) {
-        extra_t *x = &out->extra[out->nextra++];
-        x->res = "network";
-        x->json_key = "bandwidth";
-        tg_unit_fmt_bandwidth(x->requested, (int)sizeof x->requested, a->res.bandwidth_bps);
-        x->number = a->res.bandwidth_bps;
-        x->reason = "advisory: no backend limits network bandwidth";
-    }
-    if (a->res.max_connections) {
-        extra_t *x = &out->extra[out->nextra++];
-        x->res = "network";
-        x->json_key = "connections";
-        snprintf(x->requested, sizeof x->requested, "%" PRIu64 " conns", a->res.max_connections);
-        x->number = a->res.max_connections;
-        x->reason = "advisory: no backend limits open connections";
     }
     out->would_start = true;
     if (mode != TG_CONTAIN_REQUIRED)
@@ -928,6 +963,9 @@ int tg_cli_check(int argc, char **argv)
 #undef OPT
     }
 
+    /* The report shows what each manifest asked and what it got (the
+     * "manifest" and "source" columns): the load's notices would repeat it. */
+    tg_notice_set_sink(tg_notice_discard, NULL);
     if (tg_config_default(&cfg) < 0)
         return check_fail("out of memory", json);
     rc = 0;
