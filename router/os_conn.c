@@ -158,18 +158,24 @@ void osg_on_conn_idle(uv_timer_t *t)
     osg_g_flush(g);
 }
 
-/* Arm the idle clock while a frame is unfinished (it restarts with every
- * read), or while the output is over its mark (it does not: a caller that
- * sends but never reads is dropped all the same). */
+/* Arm the idle clock while a frame is unfinished: it runs from the
+ * frame's first byte, not from the last read (a caller dripping a byte at
+ * a time gets no more time than one sending nothing), and restarts only
+ * when a frame was completed; or while the output is over its mark (a
+ * caller that sends but never reads is dropped all the same). */
 static void conn_idle_arm(os_conn_t *k)
 {
     if (k->ending || k->refused)
         return;
+    bool active = uv_is_active((uv_handle_t *)&k->idle);
     if (k->over) {
-        if (!uv_is_active((uv_handle_t *)&k->idle))
+        if (!active)
             uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
     } else if (k->rd.len > k->rd.pos || k->lp.skipping) {
-        uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
+        if (!active || k->frames != k->idle_frames) {
+            uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
+            k->idle_frames = k->frames;
+        }
     } else {
         uv_timer_stop(&k->idle);
     }
@@ -280,6 +286,8 @@ void osg_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 }
 
 /* Is any agent's write queue over the mark? Then callers wait. */
+static void conns_resume(tg_osgw_t *g);
+
 static bool agents_lagging(const tg_osgw_t *g)
 {
     for (size_t i = 0; i < g->nagents; i++) {
@@ -313,6 +321,7 @@ void osg_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
                 k->rd.hint = (size_t)total;
             break;
         }
+        k->frames++;
         if (ev == TG_LP_FRAME)
             on_caller_frame(k, b, b->data + st, e - st);
         else if (ev == TG_LP_OVERSIZE)
@@ -323,7 +332,9 @@ void osg_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if (!k->ending)
         tg_in_settle(&k->rd);
-    if (!k->ending && agents_lagging(g)) {
+    /* Stop reading while an agent lags, or while this caller does not
+     * read what it is owed (toolgate's own answers included). */
+    if (!k->ending && (agents_lagging(g) || k->wr.queued_bytes > high_mark(g))) {
         uv_read_stop(s);
         k->paused = true;
     }
@@ -340,6 +351,7 @@ void osg_conn_out_drain(tg_out_t *o, void *ctx)
         return;
     }
     osg_flow(k->g);
+    conns_resume(k->g);
     conn_idle_arm(k);
 }
 
@@ -358,6 +370,20 @@ void osg_conn_out_error(tg_out_t *o, void *ctx, int status)
 /* caller -> agent: callers are not read while an agent lags; agent ->
  * caller: agents are not read while a caller's write queue is over the
  * mark (and such a caller is dropped after idle_timeout). */
+/* Paused callers read again once no agent lags and their own answers
+ * have drained to half the bound. */
+static void conns_resume(tg_osgw_t *g)
+{
+    if (agents_lagging(g))
+        return;
+    for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
+        if (k->paused && !k->ending && !k->closed && k->wr.queued_bytes <= high_mark(g) / 2) {
+            k->paused = false;
+            uv_read_start((uv_stream_t *)k->pipe, osg_conn_alloc, osg_conn_read);
+        }
+    }
+}
+
 void osg_flow(tg_osgw_t *g)
 {
     uint64_t high = high_mark(g);
@@ -411,12 +437,5 @@ void osg_g_flush(tg_osgw_t *g)
     }
     reg_set(g, g->gw->reg_wq_caller, most);
     osg_flow(g);
-    if (!agents_lagging(g)) {
-        for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
-            if (k->paused && !k->ending) {
-                k->paused = false;
-                uv_read_start((uv_stream_t *)k->pipe, osg_conn_alloc, osg_conn_read);
-            }
-        }
-    }
+    conns_resume(g);
 }

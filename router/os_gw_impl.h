@@ -146,6 +146,7 @@ struct os_conn {
     tg_lenpfx_t lp;
     tg_out_t wr;
     uv_timer_t idle; /* a partial frame left too long, or a write queue that does not drain */
+    uint64_t frames, idle_frames; /* frames read; frames read when the idle clock started */
     int open;        /* handles not yet closed */
     bool ending;     /* no more reading: close once the output is written */
     bool closed;     /* uv_close called */

@@ -339,10 +339,12 @@ typedef void (*frame_fn)(tg_wrap_t *, tg_block_t *, size_t, size_t);
 typedef void (*over_fn)(tg_wrap_t *, const char *, size_t);
 typedef void (*skip_fn)(tg_wrap_t *, uint64_t);
 
-static void drain_frames(tg_wrap_t *w, tg_in_t *in, frame_fn on_frame, over_fn on_over,
-                         skip_fn on_skip)
+/* Hand every whole frame of <in> to its handler; how many there were. */
+static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, frame_fn on_frame, over_fn on_over,
+                             skip_fn on_skip)
 {
-    for (;;) {
+    unsigned n = 0;
+    for (;; n++) {
         size_t s = 0, e = 0;
         uint64_t total = 0;
         tg_block_t *b = in->blk;
@@ -363,6 +365,7 @@ static void drain_frames(tg_wrap_t *w, tg_in_t *in, frame_fn on_frame, over_fn o
         }
     }
     tg_in_settle(in);
+    return n;
 }
 
 void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -399,14 +402,20 @@ void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     tg_wrap_t *w = s->data;
     if (n > 0) {
         tg_in_commit(&w->crd, (size_t)n);
-        drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped);
-        if (w->conn != NULL) {
+        bool progressed =
+            drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped) > 0;
+        if (w->conn != NULL && !w->stuck_armed) {
             /* Socket callers only: toolgate's own stdin is its caller's
-             * business. The clock runs while a frame is unfinished. */
-            if (w->crd.len > w->crd.pos || w->crd.nd.skipping)
-                uv_timer_start(&w->idle_timer, on_idle, w->gw->cfg->idle_timeout_ms, 0);
-            else
+             * business. The clock runs from an unfinished frame's first
+             * byte, not from the last read (a caller dripping bytes gets
+             * no more time than one sending nothing); it restarts only
+             * when a frame was completed. */
+            if (w->crd.len > w->crd.pos || w->crd.nd.skipping) {
+                if (progressed || !uv_is_active((uv_handle_t *)&w->idle_timer))
+                    uv_timer_start(&w->idle_timer, on_idle, w->gw->cfg->idle_timeout_ms, 0);
+            } else {
                 uv_timer_stop(&w->idle_timer);
+            }
         }
     } else if (n < 0) {
         uv_read_stop(s);
@@ -654,20 +663,55 @@ int mcp_agent_spawn(tg_wrap_t *w)
 
 /* ---- flow control ----------------------------------------------------- */
 
+/* The caller has not read its answers for idle_timeout while its write
+ * queue stayed over the bound: it holds toolgate's memory for nothing.
+ * The session ends (serve: the connection; wrap: toolgate), audited. */
+static void on_not_reading(uv_timer_t *t)
+{
+    tg_wrap_t *w = t->data;
+    w->stuck_armed = false;
+    if (w->cwr.queued_bytes <= 2 * (size_t)w->gw->cfg->max_frame_bytes)
+        return;
+    tg_log("a caller (%s) did not read its answers for %" PRIu64
+           " ms (router.idle_timeout): ending its session",
+           w->caller, w->gw->cfg->idle_timeout_ms);
+    tg_audit_ev_t ev;
+    tg_adm_audit_refused(&ev, agent_name(w), w->caller, "caller_not_reading",
+                         w->cwr.queued_bytes);
+    emit(w, &ev);
+    w->cout_dead = true; /* nothing more will be read by it */
+    if (w->cin != NULL && !w->caller_eof)
+        uv_read_stop(w->cin);
+    w->caller_eof = true;
+    mcp_begin_shutdown(w, "caller not reading its answers");
+    mcp_flush_all(w);
+}
+
 static void backpressure(tg_wrap_t *w)
 {
     size_t high = 2 * (size_t)w->gw->cfg->max_frame_bytes;
-    /* caller -> agent: stop reading the caller while the agent lags. */
+    /* caller -> agent: stop reading the caller while the agent lags, or
+     * while the caller does not read what it is owed (answers toolgate
+     * makes itself, denials and parse errors, included): nothing a caller
+     * sends can grow toolgate past the bounds. */
     size_t toward_agent = (w->inst != NULL ? w->inst->a.p.wr.queued_bytes : 0) + w->ag->r.queued_frame_bytes;
+    size_t owed = w->cout_dead ? 0 : w->cwr.queued_bytes;
     reg_set(w, w->ag->r.reg_wq_agent, toward_agent);
     if (!w->caller_eof && w->cin != NULL) {
-        if (toward_agent > high && !w->caller_paused) {
+        if ((toward_agent > high || owed > high) && !w->caller_paused) {
             uv_read_stop(w->cin);
             w->caller_paused = true;
-        } else if (toward_agent <= high / 2 && w->caller_paused) {
+        } else if (toward_agent <= high / 2 && owed <= high / 2 && w->caller_paused) {
             uv_read_start(w->cin, mcp_caller_alloc, mcp_caller_read);
             w->caller_paused = false;
         }
+    }
+    if (owed > high && !w->stuck_armed && !w->caller_eof) {
+        w->stuck_armed = true;
+        uv_timer_start(&w->idle_timer, on_not_reading, w->gw->cfg->idle_timeout_ms, 0);
+    } else if (owed <= high / 2 && w->stuck_armed) {
+        w->stuck_armed = false;
+        uv_timer_stop(&w->idle_timer);
     }
     /* agent -> caller */
     reg_set(w, w->gw->reg_wq_caller, w->cwr.queued_bytes);

@@ -154,7 +154,9 @@ struct tg_wrap {
     uint64_t err_dropped_reported;
 
     uv_timer_t restart_timer, phase_timer;
-    uv_timer_t idle_timer; /* serve: a partial frame left unfinished too long */
+    uv_timer_t idle_timer; /* serve: a partial frame left unfinished too long; any
+                            * front: a caller not reading its answers (stuck_armed) */
+    bool stuck_armed;
     tg_phase_t phase;
     bool finished;
 };

@@ -1,0 +1,209 @@
+/* Hostile callers against the real binary (issue 12): a caller that never
+ * reads its answers must not grow toolgate, and is shown the door after
+ * idle_timeout; a caller that drips bytes must not hold a connection past
+ * the frame-completion deadline. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tests/mcp_client.h"
+#include "tests/tg_harness.h"
+
+/* Registered with the harness: they must outlive the test bodies. */
+static tgh_wrap_t W;
+static tgh_serve_t S;
+
+static void h_fini(void)
+{
+    tgh_cleanup();
+}
+
+TestSuite(hostile, .fini = h_fini, .timeout = 60);
+
+static bool under_asan(void)
+{
+    const char *a = getenv("TG_ASAN");
+    return a != NULL && *a == '1';
+}
+
+/* Write lines toolgate answers itself (parse errors) to <fd> until it
+ * stops reading (a write blocks for 500 ms) or <max> bytes went; the bytes
+ * written. */
+static size_t flood_unanswered(tgh_proc_t *p, int fd, size_t max, bool lenpfx)
+{
+    /* MCP: "x{" lines (parse errors); OpenSentience: zero-length frames
+     * (protocol errors). */
+    static char junk[64 * 1024];
+    for (size_t i = 0; i < sizeof junk; i += 4)
+        memcpy(junk + i, lenpfx ? "\0\0\0\0" : "x{\n\n", 4);
+    size_t sent = 0;
+    while (sent < max) {
+        int rc;
+        if (p != NULL) {
+            rc = tgh_send(p, junk, sizeof junk, 500);
+        } else {
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            rc = poll(&pf, 1, 500) == 1 && write(fd, junk, sizeof junk) > 0 ? 0 : -1;
+        }
+        if (rc != 0)
+            break;
+        sent += sizeof junk;
+    }
+    return sent;
+}
+
+Test(hostile, wrap_caller_that_never_reads_stays_bounded_and_is_ended)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char cfg[TGH_PATH + 32];
+    snprintf(cfg, sizeof cfg, "%s/c.json", W.dir);
+    cr_assert_eq(tgh_write_file(cfg, "{\"router\": {\"idle_timeout\": \"1s\", "
+                                      "\"max_frame_bytes\": \"64Ki\"}}\n"),
+                 0);
+    const char *const args[] = {"--config", cfg, NULL};
+    const char *const agent_args[] = {"--log", W.log, NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, NULL), 0);
+    /* 64 MiB of lines each answered with a parse error: 20 times that in
+     * answers, which the caller never reads. */
+    size_t sent = flood_unanswered(&W.tg, -1, 64u << 20, false);
+    cr_log_info("toolgate stopped reading after %zu bytes", sent);
+    cr_assert_lt(sent, 64u << 20, "toolgate kept reading a caller that reads nothing");
+    long hwm = tgh_proc_status_kb(W.tg.pid, "VmHWM");
+    cr_log_info("toolgate VmHWM: %ld KiB", hwm);
+    if (!under_asan())
+        cr_assert_lt(hwm, 24 * 1024, "toolgate peak RSS %ld KiB under a caller not reading", hwm);
+    /* Past idle_timeout the session ends and wrap exits. */
+    cr_assert_eq(tgh_wait(&W.tg, 8000), 0, "toolgate still runs 8 s after its caller stopped reading");
+    cr_assert_gt(tgh_file_count(W.audit, "\"reason\":\"caller_not_reading\""), 0,
+                 "the ended session is not audited");
+}
+
+/* A serve config with one listener of <dialect> on <sock> in front of
+ * the fixture agent of that dialect, idle_timeout 1s. */
+static void serve_cfg(tgh_serve_t *s, const char *dialect)
+{
+    char json[4096];
+    bool os = strcmp(dialect, "opensentience") == 0;
+    char hboff[TGH_PATH + 16], tok[TGH_PATH + 16];
+    snprintf(hboff, sizeof hboff, "%s/hb-off", s->dir);
+    snprintf(tok, sizeof tok, "%s/token", s->dir);
+    char cmd[2 * TGH_PATH + 200];
+    if (os)
+        snprintf(cmd, sizeof cmd,
+                 "\"%s/tg_os_agent\", \"--log\", \"%s\", \"--hb-off\", \"%s\", \"--token-file\", "
+                 "\"%s\"",
+                 TG_AGENTS_DIR, s->log, hboff, tok);
+    else
+        snprintf(cmd, sizeof cmd, "\"%s/tg_fixture_agent\", \"--log\", \"%s\"", TG_AGENTS_DIR,
+                 s->log);
+    snprintf(json, sizeof json,
+             "{\"router\": {\"idle_timeout\": \"1s\", \"listen\": [{\"unix\": \"%s\", "
+             "\"dialect\": \"%s\"%s}]},\n"
+             " \"audit\": {\"path\": \"%s\"},\n"
+             " \"agents\": [{\"id\": \"fx\", \"dialect\": \"%s\", \"command\": [%s]}]}\n",
+             s->sock, dialect, os ? "" : ", \"agent\": \"fx\"", s->audit, dialect, cmd);
+    tgh_serve_start(s, json, NULL, 10000);
+}
+
+/* Drip a frame's bytes one every 200 ms: the connection must be closed
+ * within idle_timeout of the frame's first byte (plus slack), however
+ * the bytes keep coming. */
+static void drip_is_cut(const char *dialect, const char *frame, size_t len)
+{
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
+    serve_cfg(&S, dialect);
+    int fd = tgh_unix_dial(S.sock);
+    cr_assert_geq(fd, 0, "cannot connect to %s", S.sock);
+    uint64_t t0 = tgh_now_ms();
+    bool closed = false;
+    for (size_t i = 0; i < len && !closed && tgh_now_ms() - t0 < 6000; i++) {
+        if (send(fd, frame + i, 1, MSG_NOSIGNAL) != 1) {
+            closed = true;
+            break;
+        }
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 200) == 1) {
+            char buf[4096];
+            while (read(fd, buf, sizeof buf) > 0)
+                if (poll(&pf, 1, 0) != 1)
+                    break;
+            if (pf.revents & (POLLHUP | POLLERR) || recv(fd, buf, 1, MSG_DONTWAIT | MSG_PEEK) == 0)
+                closed = true;
+        }
+    }
+    uint64_t took = tgh_now_ms() - t0;
+    close(fd);
+    cr_assert(closed, "a caller dripping one byte per 200 ms held its connection for %llu ms "
+                      "(idle_timeout 1s)",
+              (unsigned long long)took);
+    cr_assert_lt(took, 3500, "the drip was cut only after %llu ms", (unsigned long long)took);
+    cr_assert_gt(tgh_file_wait(S.audit, "\"reason\":\"idle_timeout\"", 1, 3000), 0, "the cut is not audited");
+    tgh_serve_stop(&S, 10000);
+}
+
+Test(hostile, mcp_drip_gets_no_more_time_than_silence)
+{
+    static const char f[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\","
+                            "\"params\":{\"padding\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}\n";
+    drip_is_cut("mcp", f, sizeof f - 1);
+}
+
+Test(hostile, opensentience_drip_gets_no_more_time_than_silence)
+{
+    /* A length prefix announcing 200 bytes, then the bytes one by one. */
+    char f[4 + 200];
+    f[0] = 0, f[1] = 0, f[2] = 0, f[3] = (char)200;
+    memset(f + 4, ' ', 200);
+    drip_is_cut("opensentience", f, sizeof f);
+}
+
+static void serve_not_reading(const char *dialect)
+{
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
+    serve_cfg(&S, dialect);
+    int fd = tgh_unix_dial(S.sock);
+    cr_assert_geq(fd, 0, "cannot connect to %s", S.sock);
+    int small = 4096;
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    size_t sent = flood_unanswered(NULL, fd, 64u << 20, strcmp(dialect, "opensentience") == 0);
+    cr_log_info("toolgate stopped reading after %zu bytes", sent);
+    cr_assert_lt(sent, 64u << 20, "toolgate kept reading a caller that reads nothing");
+    long hwm = tgh_proc_status_kb(S.tg.pid, "VmHWM");
+    if (!under_asan())
+        cr_assert_lt(hwm, 24 * 1024, "toolgate peak RSS %ld KiB under a caller not reading", hwm);
+    /* Disconnected after idle_timeout: the socket reads EOF (what was
+     * queued may come first). Reading before then would drain the queue
+     * and make it a reading caller again. */
+    tgh_sleep_ms(2500);
+    uint64_t deadline = tgh_now_ms() + 8000;
+    bool eof = false;
+    char buf[65536];
+    while (!eof && tgh_left(deadline) > 0) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, (int)tgh_left(deadline)) != 1)
+            break;
+        ssize_t n = read(fd, buf, sizeof buf);
+        eof = n <= 0;
+    }
+    close(fd);
+    cr_assert(eof, "toolgate did not disconnect a caller that read nothing");
+    cr_assert_gt(tgh_file_wait(S.audit, "\"reason\":\"caller_not_reading\"", 1, 3000), 0,
+                 "the disconnect is not audited");
+    tgh_serve_stop(&S, 10000);
+}
+
+Test(hostile, serve_mcp_caller_that_never_reads_stays_bounded_and_is_disconnected)
+{
+    serve_not_reading("mcp");
+}
+
+Test(hostile, serve_opensentience_caller_that_never_reads_stays_bounded_and_is_disconnected)
+{
+    serve_not_reading("opensentience");
+}
