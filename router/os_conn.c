@@ -305,6 +305,16 @@ void osg_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     tg_osgw_t *g = k->g;
     (void)buf;
     if (n < 0) {
+        if (n == UV_EOF && k->calls != NULL && !k->ending) {
+            /* A half-close (shutdown(SHUT_WR)) is not a disconnect: the
+             * caller sends no more but still reads; its calls are
+             * answered, then the connection ends (osg_conn_half_done). */
+            uv_read_stop(s);
+            k->half_closed = true;
+            uv_timer_stop(&k->idle);
+            osg_g_flush(g);
+            return;
+        }
         /* EOF or error: the caller left. */
         osg_conn_end(k);
         osg_g_flush(g);

@@ -135,6 +135,10 @@ static void call_detach(os_call_t *c)
         c->cnext->cprev = c->cprev;
     c->cnext = c->cprev = NULL;
     c->conn = NULL;
+    /* A half-closed caller's last call is answered: it ends (once what
+     * was written to it has gone out). */
+    if (k->half_closed && k->calls == NULL)
+        osg_conn_end(k);
 }
 
 static void call_attach(os_call_t *c, os_conn_t *k)

@@ -153,6 +153,7 @@ struct os_conn {
     bool paused;     /* reading stopped: an agent's write queue is full */
     bool over;       /* its write queue is over the high mark (counted in g->nover) */
     bool refused;    /* every call is answered with the refusal, then the connection ends */
+    bool half_closed; /* the caller shut down its sending side: it ends once its calls are answered */
     tg_deny_code_t rcode;
     const char *rlimit, *rscope, *rpath; /* the refusal's limit, scope and config path */
     int64_t robserved, rcap;

@@ -420,8 +420,11 @@ void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     } else if (n < 0) {
         uv_read_stop(s);
         w->caller_eof = true;
-        if (n != UV_EOF)
+        if (n != UV_EOF) {
             tg_log("reading the caller failed: %s", uv_strerror((int)n));
+            if (w->conn != NULL)
+                w->cout_dead = true; /* the connection is gone both ways */
+        }
         mcp_begin_shutdown(w, "caller closed stdin");
     }
     mcp_flush_all(w);
@@ -473,7 +476,10 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             continue;
         bool pending = c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE ||
                        c->cc.state == TG_CALL_SLOT;
-        if (c->kind == K_CALL && pending && inst->a.p.watch.verdict.kind != TG_VERDICT_OK) {
+        if (c->kind == K_CALL && pending && w->cout_dead) {
+            /* Its caller left: nobody is denied anything (issue 12, 24). */
+            mcp_audit_call(w, c, "call.cancelled", "cancelled", NULL, "caller_gone");
+        } else if (c->kind == K_CALL && pending && inst->a.p.watch.verdict.kind != TG_VERDICT_OK) {
             /* Killed for a resource: say which, and how much against what. */
             const tg_verdict_t *v = &inst->a.p.watch.verdict;
             char path[TG_NAME_MAX + 64];

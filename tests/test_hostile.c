@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "tests/mcp_client.h"
+#include "tests/os_client.h"
 #include "tests/tg_harness.h"
 
 /* Registered with the harness: they must outlive the test bodies. */
@@ -97,7 +98,7 @@ static void serve_cfg(tgh_serve_t *s, const char *dialect)
     if (os)
         snprintf(cmd, sizeof cmd,
                  "\"%s/tg_os_agent\", \"--log\", \"%s\", \"--hb-off\", \"%s\", \"--token-file\", "
-                 "\"%s\"",
+                 "\"%s\", \"--id\", \"fx\"",
                  TG_AGENTS_DIR, s->log, hboff, tok);
     else
         snprintf(cmd, sizeof cmd, "\"%s/tg_fixture_agent\", \"--log\", \"%s\"", TG_AGENTS_DIR,
@@ -206,4 +207,28 @@ Test(hostile, serve_mcp_caller_that_never_reads_stays_bounded_and_is_disconnecte
 Test(hostile, serve_opensentience_caller_that_never_reads_stays_bounded_and_is_disconnected)
 {
     serve_not_reading("opensentience");
+}
+
+/* Issue 12, item 19: shutdown(SHUT_WR) after a call is not a disconnect:
+ * the call is answered (as MCP callers' are), then the connection ends. */
+Test(hostile, opensentience_half_close_still_gets_its_answer)
+{
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
+    serve_cfg(&S, "opensentience");
+    if (tgh_file_wait(S.err, "agent 'fx' ready", 1, 10000) < 1)
+        tgh_fail_with_stderr(S.err, "agent 'fx' did not become ready");
+    static osc_t a;
+    osc_open(&a, S.sock);
+    osc_call(&a, "c1", "fx/sleep", "{\"ms\": 300}", NULL);
+    cr_assert_eq(shutdown(a.in_fd, SHUT_WR), 0);
+    json_t *r = osc_await(&a, "c1", 5000, NULL);
+    cr_assert_not_null(r, "a half-closed caller got no answer");
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
+    json_decref(r);
+    /* Then toolgate ends the connection. */
+    cr_assert_null(osc_read(&a, 3000), "a message came after the last answer");
+    cr_assert(a.out_eof, "the connection stayed open after the last answer");
+    osc_close(&a);
+    cr_assert_eq(tgh_file_count(S.audit, "caller_gone"), 0);
+    tgh_serve_stop(&S, 10000);
 }

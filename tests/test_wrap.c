@@ -1020,6 +1020,9 @@ Test(wrap, hung_agent_killed_after_grace)
     json_t *exited = it_find_event(events, "agent.exited", 0);
     cr_assert_not_null(exited, "no agent.exited event");
     cr_assert_eq(it_int(json_object_get(exited, "exit"), "signal"), SIGKILL);
+    /* Stopped by toolgate's own stop steps: not a crash (issue 12, item 24). */
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(exited, "exit"), "reason")),
+                     "stopped");
     json_decref(events);
 }
 
@@ -1479,5 +1482,9 @@ Test(wrap, agent_closing_stdout_fails_at_once)
     json_t *killed = it_find_event(events, "agent.killed", 0);
     cr_assert_not_null(killed, "no agent.killed event");
     cr_assert_str_eq(json_string_value(json_object_get(killed, "reason")), "stdout_closed");
+    json_t *exited = it_find_event(events, "agent.exited", 0);
+    cr_assert_not_null(exited);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(exited, "exit"), "reason")),
+                     "killed");
     json_decref(events);
 }

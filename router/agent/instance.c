@@ -162,6 +162,42 @@ int64_t tg_ainst_status(const tg_ainst_t *in)
     return in->p.term_signal ? 128 + in->p.term_signal : in->p.exit_status;
 }
 
+/* Why <in> ended, normalized (README "Containment", exit reasons): a
+ * resource verdict first; then a kill toolgate made (after an unanswered
+ * cancel or timeout: "timeout"; in its own stop steps: "stopped"; any
+ * other: "killed"); then a signal toolgate did not send ("crashed");
+ * then the exit status (126/127, what the shim and shells exit with when
+ * the command cannot be run: "exec_failed"; other non-zero: "failed";
+ * 0: "exited"). */
+static const char *exit_reason(const tg_ainst_t *in)
+{
+    const tg_aproc_t *p = &in->p;
+    switch (p->watch.verdict.kind) {
+    case TG_VERDICT_OOM:
+        return "oom";
+    case TG_VERDICT_MEMORY_OVER:
+        return "memory";
+    case TG_VERDICT_PIDS_DENIED:
+        return "pids";
+    case TG_VERDICT_DISK_OVER:
+        return "disk";
+    case TG_VERDICT_OK:
+        break;
+    }
+    bool by_toolgate = p->killed || (in->kill_reason != NULL && p->term_signal != 0);
+    if (by_toolgate && in->kill_reason != NULL && strcmp(in->kill_reason, "stuck") == 0)
+        return "timeout";
+    if (by_toolgate && in->stopping)
+        return "stopped";
+    if (by_toolgate)
+        return "killed";
+    if (p->term_signal != 0)
+        return "crashed";
+    if (p->exit_status == 126 || p->exit_status == 127)
+        return "exec_failed";
+    return p->exit_status != 0 ? "failed" : "exited";
+}
+
 /* Exited and stdout done: agent.exited (with the peak), the peak kept,
  * dropped stderr reported, then the engine's part, then the close. */
 static void gone(tg_ainst_t *in)
@@ -172,6 +208,7 @@ static void gone(tg_ainst_t *in)
     uint64_t peak;
     tg_aproc_ev_exited(&ev, iname(in), in->p.pid, in->p.killed, in->p.term_signal,
                        in->p.exit_status);
+    ev.exit.reason = exit_reason(in);
     if (peak_of(in, &peak))
         ev.exit.memory_peak = (int64_t)peak;
     emit(in, &ev);
@@ -305,6 +342,8 @@ void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason)
 {
     if (in->p.gone || in->p.pid <= 0 || in->p.exited)
         return;
+    if (in->kill_reason == NULL)
+        in->kill_reason = reason;
     if (sig == SIGKILL) {
         in->p.killed = true;
         if (!in->kill_audited) {

@@ -73,6 +73,7 @@ struct tg_ainst {
     void *owner;                 /* the engine's (its session or agent) */
     bool kill_audited;           /* agent.killed written for this instance */
     bool stopping;               /* a stop step ran: its stdout may end before it exits */
+    const char *kill_reason;     /* the first reason toolgate signalled it for, or NULL */
 };
 
 /* How long an instance that closed its stdout may live on before it is
