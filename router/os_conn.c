@@ -4,6 +4,8 @@
 #define _GNU_SOURCE /* explicit_bzero */
 #include "router/os_gw_impl.h"
 
+#include <poll.h>
+
 /* ---- caller connections ----------------------------------------------- */
 
 /* The caller left (or is being dropped): its calls are cancelled, the
@@ -299,13 +301,26 @@ static bool agents_lagging(const tg_osgw_t *g)
     return false;
 }
 
+/* After EOF: true when the peer only shut down its sending side (it can
+ * still read), false when it closed the connection. A Unix socket whose
+ * peer closed reports POLLHUP (both directions shut); a half-close only
+ * POLLRDHUP. */
+static bool peer_still_reads(uv_stream_t *s)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)s, &fd) != 0)
+        return false;
+    struct pollfd pf = {.fd = fd, .events = POLLOUT};
+    return poll(&pf, 1, 0) == 1 && !(pf.revents & (POLLHUP | POLLERR));
+}
+
 void osg_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     os_conn_t *k = s->data;
     tg_osgw_t *g = k->g;
     (void)buf;
     if (n < 0) {
-        if (n == UV_EOF && k->calls != NULL && !k->ending) {
+        if (n == UV_EOF && k->calls != NULL && !k->ending && peer_still_reads(s)) {
             /* A half-close (shutdown(SHUT_WR)) is not a disconnect: the
              * caller sends no more but still reads; its calls are
              * answered, then the connection ends (osg_conn_half_done). */
