@@ -147,18 +147,32 @@ Test(wrap_life, sighup_reloads_limits_and_keeps_the_call_in_flight)
     json_decref(no);
 }
 
-/* Without --config, SIGHUP (logrotate's) changes nothing and stops nothing. */
-Test(wrap_life, sighup_without_config_keeps_running)
+/* Without --config, SIGHUP (logrotate's postrotate) stops nothing; the
+ * audit file moved away by the rotation is followed: the call answered
+ * after it lands in a new file at the path. */
+Test(wrap_life, sighup_without_config_keeps_running_and_audit_follows_rotation)
 {
     const char *const agent_args[] = {NULL};
     cr_assert_eq(tgh_wrap_start(&W, NULL, agent_args, NULL), 0);
     wl_handshake(&W);
-    cr_assert_eq(mcp_call(&W.tg, 1, "sleep", "{\"ms\":500}"), 0);
-    cr_assert_gt(tgh_log_wait(W.log, "call ", 1, 3000), 0);
+    mcp_call_text(&W.tg, 1, "echo", "{\"text\":\"x\"}", "x", 3000);
+    cr_assert_eq(mcp_call(&W.tg, 2, "sleep", "{\"ms\":500}"), 0);
+    cr_assert_gt(tgh_log_wait(W.log, "call ", 2, 3000), 1);
+    char rotated[TGH_PATH + 40];
+    snprintf(rotated, sizeof rotated, "%s.1", W.audit);
+    cr_assert_gt(tgh_file_wait(W.audit, "call.completed", 1, 3000), 0);
+    cr_assert_eq(rename(W.audit, rotated), 0);
     cr_assert_eq(kill(W.tg.pid, SIGHUP), 0);
-    json_t *r = mcp_expect_int(&W.tg, 1, 3000);
+    json_t *r = mcp_expect_int(&W.tg, 2, 3000);
     mcp_assert_text(r, "slept 500");
     json_decref(r);
+    /* The batch that notices the move went to the moved file; the sink
+     * makes a new file at the path within its grace (1 s). */
+    cr_assert_eq(tgh_file_wait(rotated, "call.completed", 2, 3000), 2);
+    tgh_sleep_ms(1200);
+    mcp_call_text(&W.tg, 3, "echo", "{\"text\":\"y\"}", "y", 3000);
+    cr_assert_eq(tgh_file_wait(W.audit, "call.completed", 1, 3000), 1,
+                 "the call after the rotation is not in the new audit file");
     cr_assert_eq(wl_eof_and_exit(&W, 5000), 0);
 }
 
