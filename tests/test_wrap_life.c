@@ -329,3 +329,40 @@ Test(wrap_life, dev_null_on_stdout_works)
     cr_assert_eq(json_array_size(calls), 2, "calls not made with stdout on /dev/null");
     json_decref(calls);
 }
+
+/* Many requests in the file (more than any pipe holds, both ways): every
+ * one answered, by the agent or by a denial, one line each. */
+Test(wrap_life, large_request_file_is_answered_in_full)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char req[TGH_PATH + 32], out[TGH_PATH + 32], cmd[4 * TGH_PATH];
+    snprintf(req, sizeof req, "%s/requests.jsonl", W.dir);
+    snprintf(out, sizeof out, "%s/out.jsonl", W.dir);
+    enum { N = 3000 };
+    size_t cap = sizeof(wl_init) + (size_t)N * 256;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    size_t off = (size_t)snprintf(text, cap, "%s", wl_init);
+    for (int i = 1; i <= N; i++)
+        off += (size_t)snprintf(text + off, cap - off,
+                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+                                "\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":"
+                                "\"%0100d\"}}}\n",
+                                i, i);
+    cr_assert_eq(tgh_write_file(req, text), 0);
+    free(text);
+    snprintf(cmd, sizeof cmd,
+             "exec '%s' wrap --audit '%s' --limit max_queued_calls=65536 -- '%s' <'%s' >'%s'",
+             TG_BIN, W.audit, WL_FIXTURE, req, out);
+    cr_assert_eq(wl_sh(cmd, W.err, 20000), 0, "toolgate wrap < file > file failed");
+    char *got = tgh_read_file(out, NULL);
+    cr_assert_not_null(got);
+    int lines = tgh_count_lines_with(got, "", NULL);
+    int ids = tgh_count_lines_with(got, "", "\"id\":");
+    int last = tgh_count_lines_with(got, "", "\"id\":3000,");
+    free(got);
+    /* The default rate limit refuses most: a denial is an answer too. */
+    cr_assert_eq(lines, N + 1, "%d answers to %d requests", lines, N + 1);
+    cr_assert_eq(ids, N + 1, "%d answers with an id of %d", ids, N + 1);
+    cr_assert_eq(last, 1, "the last request was not answered");
+}
