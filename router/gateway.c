@@ -245,10 +245,17 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
                                     .registry = admin_registry, .metrics = admin_metrics,
                                     .own = &gw->reg, .limit_event = admin_limit_event};
         tg_err_t aerr;
-        if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, &aerr) < 0)
-            return tg_err_set(err, -1, "router.admin: %s", aerr.msg);
+        /* wrap: the tools matter more than the page. An MCP client that
+         * launches several wraps with one --admin gets the endpoint in the
+         * first; the others say so and serve their tools without one. */
+        if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, &aerr) < 0) {
+            if (!gw->wrap_mode)
+                return tg_err_set(err, -1, "router.admin: %s", aerr.msg);
+            tg_log("router.admin: %s; this wrap runs without an admin endpoint", aerr.msg);
+            gw->admin = NULL;
+        }
         char bound[128];
-        if (tg_admin_bound(gw->admin, bound, sizeof(bound)) >= 0)
+        if (gw->admin != NULL && tg_admin_bound(gw->admin, bound, sizeof(bound)) >= 0)
             tg_log("admin endpoint on http://%s/ (/metrics, /limits, /agents, /healthz)", bound);
     }
     uv_timer_init(loop, &gw->tick_timer);

@@ -20,7 +20,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: toolgate wrap [--config FILE] [--audit PATH] [--store URL] [--admin ADDR]\n"
-            "                     [--limit KEY=VALUE]...\n"
+            "                     [--name NAME] [--limit KEY=VALUE]...\n"
             "                     -- CMD [ARGS...]\n"
             "       toolgate serve --config FILE\n"
             "       toolgate check --config FILE [--limit KEY=VALUE]... [--json]\n"
@@ -32,7 +32,11 @@ static void usage(FILE *f)
             "\n"
             "wrap   proxy MCP (newline-delimited JSON-RPC) between this process's stdin/stdout\n"
             "       and the agent CMD, enforcing frame, timeout, concurrency and rate limits.\n"
-            "       --config FILE       JSON config (see README); agents[0] configures the agent\n"
+            "       --config FILE       JSON config (see README); agents[0] configures the agent;\n"
+            "                           SIGHUP reloads its limits\n"
+            "       --name NAME         the agent's id (default: the config's, else CMD's\n"
+            "                           basename); the instance name is HOST-NAME-PID unless\n"
+            "                           router.instance is set\n"
             "       --audit PATH        audit log (JSON lines); default\n"
             "                           $XDG_STATE_HOME/toolgate/audit.jsonl\n"
             "       --limit KEY=VALUE   override a limit; KEY is one of max_frame_bytes,\n"

@@ -130,3 +130,31 @@ Test(ctab, id_text_round_trip)
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
         cr_assert_eq(tg_call_id_parse(bad[k], strlen(bad[k]), &v), -1, "'%s' parsed", bad[k]);
 }
+
+Test(ctab, seeded_ids_differ_and_stay_bounded)
+{
+    uint64_t seeds[] = {0, 1, UINT64_C(0xffffffff), UINT64_C(0x0123456789abcdef)};
+    uint64_t first[4];
+    for (int k = 0; k < 4; k++) {
+        tg_ctab_t t;
+        tg_ctab_init(&t, sizeof(ent_t));
+        tg_ctab_seed(&t, seeds[k]);
+        tg_ctab_fit(&t, 300);
+        cr_assert_eq(tg_ctab_grow(&t, 300), 0);
+        uint32_t i;
+        uint64_t id;
+        for (int j = 0; j < 3; j++) {
+            ent_t *e = tg_ctab_take(&t, &i, &id);
+            cr_assert_not_null(e);
+            cr_assert_lt(id, UINT64_C(1) << 53);
+            cr_assert_neq(id >> 9, 0, "seq 0 given out");
+            cr_assert_eq(tg_ctab_lookup(&t, id), e);
+            if (j == 0)
+                first[k] = id;
+        }
+        tg_ctab_fini(&t);
+    }
+    for (int a = 0; a < 4; a++)
+        for (int b = a + 1; b < 4; b++)
+            cr_assert_neq(first[a], first[b], "seeds %d and %d gave the same first id", a, b);
+}

@@ -12,6 +12,12 @@ void tg_ctab_init(tg_ctab_t *t, size_t esize)
     t->bits = TG_CALL_IDX_BITS;
 }
 
+void tg_ctab_seed(tg_ctab_t *t, uint64_t seed)
+{
+    /* The mask applies at each take, so a later tg_ctab_fit is fine. */
+    t->seq = seed & ((UINT64_C(1) << (TG_CALL_ID_BITS - 1)) - 1);
+}
+
 void tg_ctab_fit(tg_ctab_t *t, uint32_t n)
 {
     unsigned b = 1;

@@ -50,6 +50,11 @@ typedef struct tg_ctab {
 /* An empty table of entries of <esize> bytes, ids with TG_CALL_IDX_BITS
  * index bits. */
 void tg_ctab_init(tg_ctab_t *t, size_t esize);
+/* Before the first take: start the seq of ids at <seed> (any 64 bits; only
+ * those the ids have room for count), so that the ids of two runs, or of
+ * two toolgates, are unlikely to meet in one audit trail. Without it the
+ * first id of every table is the same (1 << bits). */
+void tg_ctab_seed(tg_ctab_t *t, uint64_t seed);
 /* Before the first take: ids with the fewest index bits that hold <n>
  * entries (the table can then never grow past 2^bits). */
 void tg_ctab_fit(tg_ctab_t *t, uint32_t n);

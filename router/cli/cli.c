@@ -6,10 +6,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "router/front/serve.h"
 #include "router/front/wrap.h"
+
+static bool id_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '_' || ch == '-';
+}
+
+/* <s> is an agent id: 1 to TG_NAME_MAX of [A-Za-z0-9._-]. */
+static bool id_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > TG_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!id_char(s[i]))
+            return false;
+    return true;
+}
 
 /* The agent id for a command: its basename, with every byte outside
  * [A-Za-z0-9._-] replaced by '_' (ids go into config paths and audit). */
@@ -28,18 +47,38 @@ static char *id_from_command(const char *cmd)
         return id;
     }
     for (size_t i = 0; i < n; i++) {
-        char ch = base[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '.' || ch == '_' || ch == '-';
-        id[i] = ok ? ch : '_';
+        id[i] = id_char(base[i]) ? base[i] : '_';
     }
     id[n] = '\0';
     return id;
 }
 
+/* wrap without router.instance: the host name, the agent id and the pid,
+ * so that the audit events of wraps that one MCP client launched at once
+ * (into one default audit file, one Redis stream) tell the runs apart and
+ * `toolgate audit verify` checks each run on its own. The host part is
+ * cut to fit TG_NAME_MAX. 0 or -1 (out of memory). */
+static int unique_instance(tg_config_t *cfg)
+{
+    char tail[TG_NAME_MAX + 1];
+    char name[TG_NAME_MAX + 1];
+    int tn = snprintf(tail, sizeof(tail), "-%s-%ld", cfg->agents[0].id, (long)getpid());
+    if (tn < 0 || tn >= TG_NAME_MAX)
+        tn = snprintf(tail, sizeof(tail), "-%ld", (long)getpid());
+    int room = TG_NAME_MAX - tn;
+    snprintf(name, sizeof(name), "%.*s%s", room, cfg->instance, tail);
+    char *copy = strdup(name);
+    if (copy == NULL)
+        return -1;
+    free(cfg->instance);
+    cfg->instance = copy;
+    return 0;
+}
+
 int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
 {
     const char *config_path = NULL;
+    const char *name = NULL;
     const char *audit = NULL;
     const char *store = NULL;
     const char *admin = NULL;
@@ -60,7 +99,7 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
         size_t klen = eq != NULL ? (size_t)(eq - a) : strlen(a);
 #define OPT(name) (klen == strlen(name) && strncmp(a, name, klen) == 0)
         if (OPT("--config") || OPT("--audit") || OPT("--limit") || OPT("--store") ||
-            OPT("--admin")) {
+            OPT("--admin") || OPT("--name")) {
             if (val == NULL) {
                 if (i + 1 >= argc) {
                     return tg_err_set(err, -1, "%.*s needs a value", (int)klen, a);
@@ -75,6 +114,8 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
                 store = val;
             else if (OPT("--admin"))
                 admin = val;
+            else if (OPT("--name"))
+                name = val;
             else if (nlimits < (int)(sizeof(limits) / sizeof(limits[0])))
                 limits[nlimits++] = val;
             else {
@@ -83,7 +124,7 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
         } else if (a[0] == '-') {
             return tg_err_set(
                 err, -1,
-                "unknown option '%s' (expected --config, --audit, --store, --admin, --limit, "
+                "unknown option '%s' (expected --config, --audit, --store, --admin, --name, --limit, "
                 "then -- CMD ARGS)",
                 a);
         } else {
@@ -96,20 +137,42 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
                           "no agent command: put it after --, e.g. toolgate wrap -- my-mcp-server");
     if (tg_config_default(cfg) < 0)
         return tg_err_set(err, -1, "out of memory");
-    if (config_path != NULL && tg_config_load_file(cfg, config_path, err) < 0)
+    /* router.instance is "configured" when the file changed it from the
+     * host name the defaults give. */
+    char *host = strdup(cfg->instance);
+    if (host == NULL)
+        return tg_err_set(err, -1, "out of memory");
+    int lrc = config_path != NULL ? tg_config_load_file(cfg, config_path, err) : 0;
+    bool own_instance = strcmp(cfg->instance, host) != 0;
+    free(host);
+    if (lrc < 0)
         return -1;
     tg_agent_cfg_t *ag = &cfg->agents[0];
-    /* The command line gives the command; the id comes from the config
-     * file when it names one, else from the command's basename. */
+    /* The command line gives the command; the id comes from --name, else
+     * from the config file when it names one, else from the command's
+     * basename. */
     if (tg_config_set_command(cfg, 0, argv + i, err) < 0)
         return -1;
-    if (config_path == NULL || strcmp(ag->id, "agent") == 0) {
+    if (name != NULL) {
+        if (!id_ok(name))
+            return tg_err_set(err, -1,
+                              "--name: '%s' is not an agent name (expected 1 to %d of "
+                              "[A-Za-z0-9._-])",
+                              name, TG_NAME_MAX);
+        char *id = strdup(name);
+        if (id == NULL)
+            return tg_err_set(err, -1, "out of memory");
+        free(ag->id);
+        ag->id = id;
+    } else if (config_path == NULL || strcmp(ag->id, "agent") == 0) {
         char *id = id_from_command(argv[i]);
         if (id == NULL)
             return tg_err_set(err, -1, "out of memory");
         free(ag->id);
         ag->id = id;
     }
+    if (!own_instance && unique_instance(cfg) < 0)
+        return tg_err_set(err, -1, "out of memory");
     for (int k = 0; k < nlimits; k++)
         if (tg_config_apply_limit(cfg, 0, limits[k], err) < 0)
             return -1;
@@ -136,6 +199,17 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
     return tg_config_validate(cfg, err);
 }
 
+typedef struct wrap_args {
+    int argc;
+    char **argv;
+} wrap_args_t;
+
+static int wrap_reload(void *ctx, tg_config_t *cfg, tg_err_t *err)
+{
+    const wrap_args_t *a = ctx;
+    return tg_cli_parse_wrap(a->argc, a->argv, cfg, err);
+}
+
 int tg_cli_wrap(int argc, char **argv)
 {
     tg_config_t cfg;
@@ -146,7 +220,8 @@ int tg_cli_wrap(int argc, char **argv)
         tg_config_free(&cfg);
         return 2;
     }
-    int rc = tg_wrap_run(&cfg);
+    wrap_args_t args = {argc, argv};
+    int rc = tg_wrap_run(&cfg, wrap_reload, &args);
     tg_config_free(&cfg);
     return rc;
 }

@@ -10,10 +10,17 @@
 
 #include "config/config.h"
 
+/* SIGHUP: fill zeroed <cfg> from the command line again, as at the start
+ * (<ctx> is the caller's). 0, or -1 with <err> filled (then <cfg> holds
+ * nothing to keep; the caller frees it with tg_config_free). */
+typedef int (*tg_wrap_load_fn)(void *ctx, tg_config_t *cfg, tg_err_t *err);
+
 /* Run until the caller goes away, a signal asks to stop, or the agent
  * cannot be kept running. Returns the process exit status: 0 after a clean
  * shutdown, 1 when the agent could not be (re)started, the agent's own
- * status when it exited by itself under restart policy "no". */
-int tg_wrap_run(tg_config_t *cfg);
+ * status when it exited by itself under restart policy "no". SIGHUP
+ * reloads the limits of cfg->path through <load> (NULL: none); stdin and
+ * stdout may be anything a shell gives (relay.h). */
+int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *ctx);
 
 #endif
