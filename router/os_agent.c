@@ -473,6 +473,13 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
     }
     tg_restart_policy_t pol = ag->r.acfg->restart_policy;
     bool on_demand = ag->r.acfg->start == TG_START_ON_DEMAND;
+    if (tg_ainst_exec_failed(status, false)) {
+        tg_log("agent '%s': its command %s cannot be run (status %" PRId64
+               ": not found or not executable; fix agents[].command or PATH): not restarting it",
+               aname(ag), ag->r.acfg->command[0], status);
+        set_state(ag, A_FAILED);
+        return;
+    }
     if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
         tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': %s", aname(ag),
                failed ? "failed" : "exited", status, pol == TG_RESTART_NO ? "no" : "on-failure",
@@ -506,8 +513,9 @@ static void on_restart_timer(uv_timer_t *t)
     if (ag->g->stopping)
         return;
     /* A restart that cannot even start counts like a crash. */
-    if (osg_agent_spawn(ag) < 0)
-        after_exit(ag, true, 127);
+    int rc = osg_agent_spawn(ag);
+    if (rc < 0)
+        after_exit(ag, true, tg_ainst_spawn_status(rc));
     osg_g_flush(ag->g);
 }
 
@@ -849,9 +857,10 @@ static void switch_done(os_agent_t *ag)
                  : "the next call starts an instance with the reloaded config");
     if (!start)
         return;
-    if (osg_agent_spawn(ag) < 0) {
+    int rc = osg_agent_spawn(ag);
+    if (rc < 0) {
         fail_queued(ag, "agent could not be started with its reloaded config");
-        after_exit(ag, true, 127);
+        after_exit(ag, true, tg_ainst_spawn_status(rc));
     }
 }
 
@@ -953,8 +962,9 @@ void tg_osgw_start(tg_osgw_t *g)
         os_agent_t *ag = g->agents[i];
         if (ag->r.acfg->start != TG_START_EAGER)
             continue;
-        if (osg_agent_spawn(ag) < 0)
-            after_exit(ag, true, 127);
+        int rc = osg_agent_spawn(ag);
+        if (rc < 0)
+            after_exit(ag, true, tg_ainst_spawn_status(rc));
     }
     osg_g_flush(g);
 }

@@ -540,8 +540,9 @@ static void on_restart_timer(uv_timer_t *t)
     }
     /* A restart that cannot even start counts like a crash: the crash-loop
      * rules decide whether to try again. */
-    if (mcp_agent_spawn(w) < 0)
-        mcp_after_exit(w, true, 127, false);
+    int rc = mcp_agent_spawn(w);
+    if (rc < 0)
+        mcp_after_exit(w, true, tg_ainst_spawn_status(rc), false);
     mcp_flush_all(w);
 }
 
@@ -570,6 +571,15 @@ void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal)
         return;
     }
     tg_restart_policy_t pol = w->ag->r.acfg->restart_policy;
+    if (tg_ainst_exec_failed(status, by_signal)) {
+        tg_log("agent '%s': its command %s cannot be run (status %" PRId64
+               ": not found or not executable; fix agents[].command or PATH): not restarting it",
+               agent_name(w), w->ag->r.acfg->command[0], status);
+        w->gw->exit_code = (int)status;
+        mcp_begin_shutdown(w, "agent command cannot be run");
+        mcp_finish(w);
+        return;
+    }
     if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
         tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': stopping",
                agent_name(w), failed ? "failed" : "exited", status,

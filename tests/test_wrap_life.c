@@ -366,3 +366,22 @@ Test(wrap_life, large_request_file_is_answered_in_full)
     cr_assert_eq(ids, N + 1, "%d answers with an id of %d", ids, N + 1);
     cr_assert_eq(last, 1, "the last request was not answered");
 }
+
+/* Issue 12, item 27: a command that cannot be run is not restarted:
+ * toolgate fails at once, naming it. */
+Test(wrap_life, a_command_that_cannot_run_fails_at_once)
+{
+    static tgh_wrap_t V;
+    cr_assert_eq(tgh_wrap_prepare(&V), 0);
+    uint64_t t0 = tgh_now_ms();
+    cr_assert_eq(tgh_wrap_exec(&V, NULL, "/nonexistent/tg-no-such-agent", NULL, NULL), 0);
+    cr_assert_eq(tgh_wait(&V.tg, 5000), 0, "toolgate still runs 5 s after its command failed");
+    uint64_t took = tgh_now_ms() - t0;
+    cr_assert_neq(tgh_exit_code(&V.tg), 0);
+    cr_assert_lt(took, 1500, "toolgate took %llu ms to give up", (unsigned long long)took);
+    char *err = tgh_read_file(V.err, NULL);
+    cr_assert(err != NULL && strstr(err, "/nonexistent/tg-no-such-agent") != NULL,
+              "stderr does not name the command:\n%s", err ? err : "");
+    cr_assert(strstr(err, "restarting in") == NULL, "it was restarted:\n%s", err);
+    free(err);
+}

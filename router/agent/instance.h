@@ -20,6 +20,7 @@
 #ifndef TG_ROUTER_AGENT_INSTANCE_H
 #define TG_ROUTER_AGENT_INSTANCE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -134,6 +135,23 @@ void tg_ainst_kill(tg_ainst_t *in, int sig, const char *reason);
  * the instance has failed. Until then the engine sends it nothing
  * (tg_ainst_writable). */
 void tg_ainst_out_eof(tg_ainst_t *in);
+
+/* An instance that ended with <status> (not by a signal) could not run
+ * its command at all — 127: not found, 126: not executable (what the
+ * shim and shells exit with) — and restarting it cannot help. */
+static inline bool tg_ainst_exec_failed(int64_t status, bool by_signal)
+{
+    return !by_signal && (status == 126 || status == 127);
+}
+
+/* The exit status a spawn error <rc> stands for: 127 when the command
+ * cannot be executed (tg_ainst_exec_failed), 1 for any other failure
+ * (out of memory, the pre-flight, containment), which a restart may
+ * mend. */
+static inline int64_t tg_ainst_spawn_status(int rc)
+{
+    return rc == -ENOENT || rc == -EACCES || rc == -ENOEXEC || rc == -ENOTDIR ? 127 : 1;
+}
 
 /* Calls and messages may be written to <in> (NULL: none runs): not gone,
  * its stdin open, its stdout not ended. */
