@@ -466,10 +466,36 @@ static void inst_closed(tg_ainst_t *a)
     mcp_sess_release(w); /* the instance held its session until now */
 }
 
+/* Denial <d> of call <c> (NULL: a request that is not a call) whose
+ * instance <inst> was killed for a resource: which, and how much against
+ * what; <path> (TG_NAME_MAX + 64 bytes) and <detail> hold its texts. */
+static void resource_denial(tg_wrap_t *w, const tg_inst_t *inst, const tg_call_t *c,
+                            tg_denial_t *d, char *reqid, char *path, char *detail, size_t cap)
+{
+    const tg_verdict_t *v = &inst->a.p.watch.verdict;
+    mcp_denial_init(w, d, TG_DENY_RESOURCE, c, reqid, 32);
+    d->limit = tg_res_name(v->res);
+    d->observed = (int64_t)v->used;
+    d->cap = (int64_t)v->limit;
+    d->unit = v->res == TG_RES_MEMORY || v->res == TG_RES_DISK ? "bytes"
+              : v->res == TG_RES_PIDS                          ? "processes"
+                                                               : NULL;
+    snprintf(path, TG_NAME_MAX + 64, "agents.%s.resources.%s.limit", agent_name(w),
+             tg_res_name(v->res));
+    d->config_path = path;
+    snprintf(detail, cap, "%s %s while the %s ran (used %" PRIu64 " of %" PRIu64 ")",
+             tg_res_name(v->res),
+             v->kind == TG_VERDICT_OOM           ? "ran out (OOM kill)"
+             : v->kind == TG_VERDICT_PIDS_DENIED ? "exhausted"
+                                                 : "over its limit",
+             c != NULL ? "call" : "request", v->used, v->limit);
+    d->detail = detail;
+}
+
 static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
 {
     tg_denial_t d;
-    char reqid[32], detail[160];
+    char reqid[32], detail[160], path[TG_NAME_MAX + 64];
     for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
         tg_call_t *c = mcp_call_at(w->ag, i);
         if (c->kind == K_FREE || c->w != w)
@@ -481,24 +507,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
             mcp_audit_call(w, c, "call.cancelled", "cancelled", NULL, "caller_gone");
         } else if (c->kind == K_CALL && pending && inst->a.p.watch.verdict.kind != TG_VERDICT_OK) {
             /* Killed for a resource: say which, and how much against what. */
-            const tg_verdict_t *v = &inst->a.p.watch.verdict;
-            char path[TG_NAME_MAX + 64];
-            mcp_denial_init(w, &d, TG_DENY_RESOURCE, c, reqid, sizeof(reqid));
-            d.limit = tg_res_name(v->res);
-            d.observed = (int64_t)v->used;
-            d.cap = (int64_t)v->limit;
-            d.unit = v->res == TG_RES_MEMORY || v->res == TG_RES_DISK ? "bytes"
-                     : v->res == TG_RES_PIDS                          ? "processes"
-                                                                      : NULL;
-            snprintf(path, sizeof(path), "agents.%s.resources.%s.limit", agent_name(w),
-                     tg_res_name(v->res));
-            d.config_path = path;
-            snprintf(detail, sizeof(detail), "%s %s while the call ran (used %" PRIu64 " of %" PRIu64 ")",
-                     tg_res_name(v->res), v->kind == TG_VERDICT_OOM ? "ran out (OOM kill)"
-                                          : v->kind == TG_VERDICT_PIDS_DENIED ? "exhausted"
-                                                                               : "over its limit",
-                     v->used, v->limit);
-            d.detail = detail;
+            resource_denial(w, inst, c, &d, reqid, path, detail, sizeof(detail));
             mcp_deny_call(w, c, &d, "call.denied", "killed");
         } else if (c->kind == K_CALL && pending) {
             mcp_denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
@@ -512,6 +521,11 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
                          " while the call ran", inst->a.p.exit_status);
             d.detail = detail;
             mcp_deny_call(w, c, &d, "call.denied", inst->a.p.killed ? "killed" : "agent_exited");
+        } else if (c->kind == K_PASS && inst->a.p.watch.verdict.kind != TG_VERDICT_OK) {
+            /* An initialize (or any request) the agent died of: name the
+             * resource, as for a call (issue 12, item 28). */
+            resource_denial(w, inst, NULL, &d, reqid, path, detail, sizeof(detail));
+            mcp_deny(w, c->caller_id, c->caller_id_len, &d);
         } else if (c->kind == K_PASS) {
             mcp_denial_init(w, &d, TG_DENY_UNAVAILABLE, NULL, reqid, sizeof(reqid));
             d.limit = "agent";

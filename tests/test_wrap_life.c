@@ -385,3 +385,23 @@ Test(wrap_life, a_command_that_cannot_run_fails_at_once)
     cr_assert(strstr(err, "restarting in") == NULL, "it was restarted:\n%s", err);
     free(err);
 }
+
+/* Issue 12, item 28: an agent killed for memory during initialize: the
+ * initialize is answered resource_limit_exceeded naming the memory, not
+ * "agent exited before answering". */
+Test(wrap_life, oom_during_initialize_names_the_resource)
+{
+    static tgh_wrap_t O;
+    cr_assert_eq(tgh_wrap_prepare(&O), 0);
+    const char *const args[] = {"--limit", "memory=16Mi", NULL};
+    const char *const agent_args[] = {"--log", O.log, NULL};
+    const char *const env[] = {"TG_FIXTURE_ALLOC_ON_INIT=256", NULL};
+    cr_assert_eq(tgh_wrap_exec(&O, args, WL_FIXTURE, agent_args, env), 0);
+    cr_assert_eq(tgh_send(&O.tg, wl_init, sizeof(wl_init) - 1, 3000), 0);
+    json_t *r = mcp_expect_str(&O.tg, "init", 10000);
+    cr_assert_not_null(r, "no answer to the initialize the agent died of");
+    mcp_assert_denial(r, -32065, "resource_limit_exceeded");
+    json_t *data = json_object_get(json_object_get(r, "error"), "data");
+    cr_assert_str_eq(json_string_value(json_object_get(data, "limit")), "memory");
+    json_decref(r);
+}

@@ -375,6 +375,12 @@ static void fx_message(const json_t *msg)
     }
     if (strcmp(method, "initialize") == 0) {
         fx_log("initialize", id, NULL);
+        const char *init_mib = getenv("TG_FIXTURE_ALLOC_ON_INIT");
+        for (long i = 0; init_mib != NULL && i < atol(init_mib); i++) {
+            char *p = malloc(1u << 20); /* the memory-limit tests' OOM during initialize */
+            if (p != NULL)
+                memset(p, 0x5a, 1u << 20);
+        }
         fx_result(id, json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion", "2025-06-18",
                                 "capabilities", "tools", "serverInfo", "name", "tg-fixture",
                                 "version", "1"));
