@@ -991,7 +991,7 @@ int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *er
      * toolgate empties of itself. Only on the host's real cgroupfs: a
      * test's fake tree names pids that are not its own. */
     if ((k == TG_CONTAIN_CGROUP1 || k == TG_CONTAIN_CGROUP2) && opts->mountinfo_path == NULL &&
-        opts->self_cgroup_path == NULL && opts->self_pid == 0)
+        opts->self_cgroup_path == NULL && opts->self_pid == 0 && !opts->no_watchdog)
         c->watch_errno = -tg__contain_watch_start(c);
     if (c->why[0] == '\0') {
         if (k == TG_CONTAIN_RLIMIT)

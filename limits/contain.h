@@ -156,6 +156,7 @@ typedef struct tg_contain_opts {
     pid_t self_pid;              /* 0: getpid(); names the base "toolgate-<pid>" */
     bool skip_netns_probe;       /* take netns as unavailable without forking a probe */
     bool skip_tmpfs_probe;       /* take tmpfs workspaces as unavailable without a probe */
+    bool no_watchdog;            /* tests: start no watchdog (a toolgate killed with its watchdog) */
 } tg_contain_opts_t;
 
 /* What an agent instance asks for; 0 (false) = not requested. */
