@@ -987,6 +987,12 @@ int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *er
     c->ops = ops_for(k);
     if (k == TG_CONTAIN_CGROUP2)
         v2_delegate(c);
+    /* After v2_delegate: the watchdog must not sit in the cgroup that
+     * toolgate empties of itself. Only on the host's real cgroupfs: a
+     * test's fake tree names pids that are not its own. */
+    if ((k == TG_CONTAIN_CGROUP1 || k == TG_CONTAIN_CGROUP2) && opts->mountinfo_path == NULL &&
+        opts->self_cgroup_path == NULL && opts->self_pid == 0 && !opts->no_watchdog)
+        c->watch_errno = -tg__contain_watch_start(c);
     if (c->why[0] == '\0') {
         if (k == TG_CONTAIN_RLIMIT)
             copy_str(c->why, sizeof c->why, "no writable cgroup hierarchy below toolgate's cgroup");
@@ -1012,6 +1018,7 @@ int tg_contain_fini(tg_contain_t *c)
     }
     for (int i = 0; i < TG_CG_NHIER; i++)
         c->base[i][0] = '\0';
+    tg__contain_watch_stop(c);
     return rc;
 }
 
@@ -1447,5 +1454,10 @@ int tg_contain_caps_text(const tg_contain_t *c, char *buf, size_t cap)
                   k->tmpfs_why[0] ? ": " : "", k->tmpfs_why);
     if (c->orphans_removed)
         sb_printf(&b, "  removed %u cgroup tree(s) of dead toolgate processes\n", c->orphans_removed);
+    if (c->watching)
+        sb_printf(&b, "  watchdog kills every agent's cgroup if toolgate dies\n");
+    else if (c->watch_errno)
+        sb_printf(&b, "  no watchdog (%s): an agent's children outlive a killed toolgate\n",
+                  strerror(c->watch_errno));
     return b.over ? -ENOSPC : (int)b.len;
 }

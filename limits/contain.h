@@ -4,7 +4,10 @@
  * the host offers (cgroup v2 unified hierarchy, cgroup v1 memory / cpu /
  * cpuacct / pids hierarchies, network namespaces), caches it, creates the
  * base cgroup "toolgate-<pid>" below toolgate's own cgroup in every usable
- * hierarchy, removes orphans of a dead toolgate, and picks a backend:
+ * hierarchy, removes orphans of a dead toolgate, picks a backend and, on a
+ * cgroup backend, starts the watchdog that kills and removes every
+ * instance cgroup once toolgate has died, SIGKILL included
+ * (contain_watch.c):
  *
  *   cgroup2  memory.max, memory.swap.max=0, cpu.max, pids.max,
  *            memory.events oom_kill, memory.peak, cgroup.kill
@@ -153,6 +156,7 @@ typedef struct tg_contain_opts {
     pid_t self_pid;              /* 0: getpid(); names the base "toolgate-<pid>" */
     bool skip_netns_probe;       /* take netns as unavailable without forking a probe */
     bool skip_tmpfs_probe;       /* take tmpfs workspaces as unavailable without a probe */
+    bool no_watchdog;            /* tests: start no watchdog (a toolgate killed with its watchdog) */
 } tg_contain_opts_t;
 
 /* What an agent instance asks for; 0 (false) = not requested. */
@@ -279,6 +283,11 @@ typedef struct tg_contain {
     bool self_moved;       /* cgroup2: toolgate moved itself into base/router */
     uint32_t seq;          /* instance counter: names "<agent>-<n>" */
     unsigned orphans_removed; /* cgroups of dead toolgates removed at init */
+    /* The watchdog's pipe (contain_watch.c): toolgate's write end, whose
+     * closing, at any exit, has the watchdog kill every instance. */
+    int watch_fd;
+    bool watching;
+    int watch_errno; /* why no watchdog runs on a cgroup backend, 0 when one does */
     char why[TG_REASON_MAX];  /* why this backend (and not a better one) */
     /* Clamps already said (hashes of agent, rlimit and value), a ring. */
     uint64_t noticed[TG_CONTAIN_NOTICED_MAX];

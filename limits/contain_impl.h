@@ -109,6 +109,16 @@ void tg__contain_rlimit_clamp(tg_contain_inst_t *ci, const char *agent);
 int tg__tree_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s);
 int tg__tree_kill(tg_contain_inst_t *ci);
 
+/* ---- watchdog (contain_watch.c) ---- */
+
+/* Start the watchdog that kills and removes <c>'s instance cgroups and
+ * bases once toolgate has died (see contain_watch.c); c->watch_fd is the
+ * write end toolgate keeps. 0 (also when there is no base to watch) or a
+ * negative errno. */
+int tg__contain_watch_start(tg_contain_t *c);
+/* Close toolgate's end: the watchdog sweeps what is left and exits. */
+void tg__contain_watch_stop(tg_contain_t *c);
+
 /* ---- workspaces (contain_ws.c) ---- */
 
 /* Whether this process may unshare a mount namespace, make its tree

@@ -80,6 +80,115 @@ int tg_log_failed(const tg_err_t *err, int status)
     return status;
 }
 
+/* ---- relay formatting (pure) ---- */
+
+/* Length of the valid UTF-8 sequence at <p> (<n> bytes left), 0 when the
+ * byte there does not start one (RFC 3629: no overlongs, no surrogates,
+ * nothing past U+10FFFF). */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned char b = p[0], lo = 0x80, hi = 0xBF;
+    size_t need;
+    if (b >= 0xC2 && b <= 0xDF) {
+        need = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        need = 3;
+        if (b == 0xE0)
+            lo = 0xA0;
+        else if (b == 0xED)
+            hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        need = 4;
+        if (b == 0xF0)
+            lo = 0x90;
+        else if (b == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < need || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < need; i++) {
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    }
+    return need;
+}
+
+/* Whether the valid sequence <p>/<n> is one the terminal may obey: a C1
+ * control, or a bidirectional override or isolate (text that reads in an
+ * order other than the bytes'). */
+static bool utf8_control(const unsigned char *p, size_t n)
+{
+    if (n == 2)
+        return p[0] == 0xC2 && p[1] <= 0x9F;
+    if (n == 3 && p[0] == 0xE2 && p[1] == 0x80)
+        return p[2] >= 0xAA && p[2] <= 0xAE;
+    if (n == 3 && p[0] == 0xE2 && p[1] == 0x81)
+        return p[2] >= 0xA6 && p[2] <= 0xA9;
+    return false;
+}
+
+size_t tg_log_escape(char *out, size_t cap, const char *p, size_t len, size_t *consumed)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *in = (const unsigned char *)p;
+    size_t i = 0, o = 0;
+    while (i < len) {
+        unsigned char b = in[i];
+        size_t unit = 1;
+        bool esc;
+        if (b < 0x80) {
+            esc = (b < 0x20 && b != '\t') || b == 0x7F;
+        } else {
+            unit = utf8_len(in + i, len - i);
+            esc = unit == 0 || utf8_control(in + i, unit);
+            if (unit == 0)
+                unit = 1;
+        }
+        size_t need = esc ? 4 * unit : unit;
+        if (o + need > cap)
+            break;
+        for (size_t k = 0; k < unit; k++) {
+            if (esc) {
+                out[o++] = '\\';
+                out[o++] = 'x';
+                out[o++] = hex[in[i + k] >> 4];
+                out[o++] = hex[in[i + k] & 0xF];
+            } else {
+                out[o++] = (char)in[i + k];
+            }
+        }
+        i += unit;
+    }
+    if (consumed != NULL)
+        *consumed = i;
+    return o;
+}
+
+static const char relay_mark[] = " [truncated]";
+
+size_t tg_log_relay_fmt(char *out, const char *who, const char *p, size_t len, size_t body_max,
+                        bool truncated)
+{
+    size_t o = 0;
+    memcpy(out, "agent '", 7);
+    o += 7;
+    o += tg_log_escape(out + o, TG_LOG_RELAY_ID_MAX, who, strlen(who), NULL);
+    memcpy(out + o, "': ", 3);
+    o += 3;
+    if (len > 0 && p[len - 1] == '\r' && !truncated)
+        len--;
+    size_t used;
+    o += tg_log_escape(out + o, body_max, p, len, &used);
+    if (truncated || used < len) {
+        memcpy(out + o, relay_mark, sizeof(relay_mark) - 1);
+        o += sizeof(relay_mark) - 1;
+    }
+    out[o++] = '\n';
+    return o;
+}
+
 uint64_t tg_log_dropped(void)
 {
     return g_dropped;

@@ -1207,8 +1207,9 @@ Test(contain, shim_reports_failures_in_one_line)
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == TG_SHIM_EXIT_SETUP);
 }
 
-/* A toolgate that dies without cleanup leaves its cgroups and a running
- * agent; the next toolgate kills the agent and removes the tree. */
+/* A toolgate that dies without cleanup, and whose watchdog died too (it
+ * is SIGKILLed with it here: no watchdog), leaves its cgroups and a
+ * running agent; the next toolgate kills the agent and removes the tree. */
 Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
 {
     need_root();
@@ -1220,7 +1221,8 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
         close(pfd[0]);
         tg_contain_t c;
         tg_cfg_err_t err = {{0}};
-        if (tg_contain_init(&c, NULL, &err) < 0 ||
+        tg_contain_opts_t o = {.no_watchdog = true};
+        if (tg_contain_init(&c, &o, &err) < 0 ||
             (c.kind != TG_CONTAIN_CGROUP1 && c.kind != TG_CONTAIN_CGROUP2))
             _exit(77);
         tg_contain_req_t q = {.pids = 16};

@@ -366,12 +366,19 @@ void tg_aproc_lines_init(tg_aproc_lines_t *l, size_t max)
     l->len = 0;
     l->trunc = false;
     l->buf = malloc(max + 1);
+    l->out = malloc(max + TG_LOG_RELAY_EXTRA);
+    if (l->out == NULL) {
+        free(l->buf);
+        l->buf = NULL;
+    }
 }
 
 void tg_aproc_lines_free(tg_aproc_lines_t *l)
 {
     free(l->buf);
+    free(l->out);
     l->buf = NULL;
+    l->out = NULL;
     l->len = 0;
 }
 
@@ -424,13 +431,17 @@ bool tg_aproc_err_charge(tg_aproc_errbudget_t *b, uint64_t now_ms, uint64_t per_
     return true;
 }
 
-void tg_aproc_err_write(tg_aproc_errbudget_t *b, const char *p, size_t len, bool truncated)
+size_t tg_aproc_err_format(tg_aproc_lines_t *l, const char *who, const char *p, size_t len,
+                           bool truncated)
 {
-    /* Lines are at most stderr_line_max bytes (the splitter cut them). */
+    return tg_log_relay_fmt(l->out, who, p, len, l->max, truncated);
+}
+
+void tg_aproc_err_write(tg_aproc_errbudget_t *b, const char *p, size_t len)
+{
+    /* One write: with a pipe on stderr a line goes out whole or not at
+     * all, never a prefix without its end. */
     b->dropped += tg_log_raw(p, len);
-    if (truncated)
-        b->dropped += tg_log_raw(trunc_mark, (sizeof(trunc_mark) - 1));
-    b->dropped += tg_log_raw("\n", 1);
 }
 
 void tg_aproc_err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)

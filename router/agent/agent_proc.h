@@ -69,11 +69,13 @@ typedef struct tg_aproc_watch {
     tg_verdict_t verdict; /* why toolgate killed it for a resource, kind OK otherwise */
 } tg_aproc_watch_t;
 
-/* The line being assembled from an agent's stderr. buf holds max bytes
- * (malloc'd by tg_aproc_lines_init, NULL when that failed: bytes are then
- * dropped); owned, freed by tg_aproc_lines_free. */
+/* The line being assembled from an agent's stderr. buf holds max bytes,
+ * out the line as relayed (max + TG_LOG_RELAY_EXTRA: prefix, escaped
+ * text cut to max, mark); both malloc'd by tg_aproc_lines_init (buf NULL
+ * when that failed: bytes are then dropped); owned, freed by
+ * tg_aproc_lines_free. */
 typedef struct tg_aproc_lines {
-    char *buf;
+    char *buf, *out;
     size_t len, max;
     bool trunc;
 } tg_aproc_lines_t;
@@ -181,12 +183,18 @@ typedef struct tg_aproc_errbudget {
 
 /* Charge a line of <len> bytes (+1 for its '\n', +12 for " [truncated]")
  * at <now_ms> against <per_sec>. true when it fits (window_bytes counts
- * it), false when it is dropped (counted in dropped). */
+ * it), false when it is dropped (counted in dropped). The relay charges
+ * the line as written (prefix and escapes included, <truncated> false). */
 bool tg_aproc_err_charge(tg_aproc_errbudget_t *b, uint64_t now_ms, uint64_t per_sec, size_t len,
                          bool truncated);
-/* Write a charged line to toolgate's log (bytes the log drops count in
- * <b>->dropped). */
-void tg_aproc_err_write(tg_aproc_errbudget_t *b, const char *p, size_t len, bool truncated);
+/* Format line <p>/<len> of agent <who> into l->out as relayed
+ * (tg_log_relay_fmt: "agent 'ID': ", escaped, at most l->max bytes of
+ * text). Returns its length, '\n' included. */
+size_t tg_aproc_err_format(tg_aproc_lines_t *l, const char *who, const char *p, size_t len,
+                           bool truncated);
+/* Write a charged, formatted line <p>/<len> to toolgate's log in one
+ * write (bytes the log drops count in <b>->dropped). */
+void tg_aproc_err_write(tg_aproc_errbudget_t *b, const char *p, size_t len);
 /* uv_alloc_cb for stderr pipes: one static scratch buffer (lines are
  * copied out within the read callback). */
 void tg_aproc_err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);

@@ -117,11 +117,14 @@ static void record_peak(const tg_ainst_t *in)
 static void stderr_emit(void *ctx, const char *p, size_t len, bool truncated)
 {
     tg_ainst_t *in = ctx;
-    if (!tg_aproc_err_charge(in->err, uv_now(in->gw->loop), (*in->acfg)->stderr_bytes_per_sec,
-                             len, truncated))
+    const tg_agent_cfg_t *a = *in->acfg;
+    /* Attributed and escaped, then charged as written: the budget bounds
+     * what reaches toolgate's stderr, prefix and escapes included. */
+    size_t n = tg_aproc_err_format(&in->p.err, a->id, p, len, truncated);
+    if (!tg_aproc_err_charge(in->err, uv_now(in->gw->loop), a->stderr_bytes_per_sec, n - 1, false))
         return;
     tg_registry_update(&in->gw->reg, in->rows->stderr_bytes, in->err->window_bytes);
-    tg_aproc_err_write(in->err, p, len, truncated);
+    tg_aproc_err_write(in->err, in->p.err.out, n);
 }
 
 static void err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)

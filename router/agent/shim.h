@@ -35,8 +35,10 @@
  * cleanup would kill it anyway; without them nothing would. The signal
  * fires when the thread that spawned the shim exits, so toolgate must
  * spawn agents from its loop thread (it does), and it reaches the main
- * process only: descendants die by cgroup.kill, or by the session kill of
- * the rlimit backend when toolgate ends normally.
+ * process only: descendants die by the cgroup watchdog when toolgate is
+ * killed (limits/contain_watch.c), by cgroup.kill when toolgate stops an
+ * instance, or by the tree and session kill of the rlimit backend when
+ * toolgate ends normally (a killed toolgate leaves them there).
  *
  * Errors: one line on stderr, "toolgate shim: <what>: <strerror>", and exit
  * TG_SHIM_EXIT_SETUP (126) when containment could not be set up or the
