@@ -1096,6 +1096,30 @@ static void format_value(tg_res_t r, uint64_t v, char *buf, size_t cap)
     }
 }
 
+void tg_enforced_init(tg_enforced_t *e, tg_contain_kind_t kind, tg_contain_mode_t mode,
+                      const tg_contain_req_t *req)
+{
+    const uint64_t val[TG_RES_COUNT] = {
+        [TG_RES_MEMORY] = req->memory_bytes,
+        [TG_RES_CPU] = req->cpu_millicores,
+        [TG_RES_PIDS] = req->pids,
+        [TG_RES_DISK] = req->disk_bytes,
+        [TG_RES_NETWORK] = req->network_none,
+        [TG_RES_NOFILE] = req->nofile,
+        [TG_RES_FSIZE] = req->fsize,
+        [TG_RES_BANDWIDTH] = req->bandwidth_bps,
+        [TG_RES_CONNECTIONS] = req->max_connections,
+    };
+    memset(e, 0, sizeof *e);
+    e->backend = tg_contain_kind_name(kind);
+    e->mode = mode;
+    for (int r = 0; r < TG_RES_COUNT; r++) {
+        e->r[r].requested = val[r] != 0;
+        e->r[r].value = val[r];
+        e->r[r].backend = "none";
+    }
+}
+
 int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_req_t *req,
                       tg_contain_inst_t **out, tg_err_t *err)
 {
@@ -1113,24 +1137,7 @@ int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_re
     snprintf(ci->name, sizeof ci->name, "%s-%" PRIu32, agent, ++c->seq);
 
     tg_enforced_t *e = &ci->enforced;
-    e->backend = tg_contain_kind_name(c->kind);
-    e->mode = c->mode;
-    const uint64_t val[TG_RES_COUNT] = {
-        [TG_RES_MEMORY] = req->memory_bytes,
-        [TG_RES_CPU] = req->cpu_millicores,
-        [TG_RES_PIDS] = req->pids,
-        [TG_RES_DISK] = req->disk_bytes,
-        [TG_RES_NETWORK] = req->network_none,
-        [TG_RES_NOFILE] = req->nofile,
-        [TG_RES_FSIZE] = req->fsize,
-        [TG_RES_BANDWIDTH] = req->bandwidth_bps,
-        [TG_RES_CONNECTIONS] = req->max_connections,
-    };
-    for (int r = 0; r < TG_RES_COUNT; r++) {
-        e->r[r].requested = val[r] != 0;
-        e->r[r].value = val[r];
-        e->r[r].backend = "none";
-    }
+    tg_enforced_init(e, c->kind, c->mode, req);
 
     int rc = c->ops->create(ci, err);
     if (rc == 0)

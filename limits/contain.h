@@ -398,6 +398,10 @@ const char *tg_contain_kind_name(tg_contain_kind_t k);
 /* Report helpers. */
 const char *tg_res_name(tg_res_t r);
 /* Set item <r> of <e>: applied with <backend>/<how>, or not, with <reason>. */
+/* <e> cleared for backend <kind> in <mode>, each resource marked
+ * requested (with its value) as <req> asks, none applied yet. */
+void tg_enforced_init(tg_enforced_t *e, tg_contain_kind_t kind, tg_contain_mode_t mode,
+                      const tg_contain_req_t *req);
 void tg_enforced_set(tg_enforced_t *e, tg_res_t r, bool applied, uint64_t applied_value,
                      const char *backend, const char *how, const char *reason);
 /* Toolgate's own hard limit of rlimit <resource> (RLIMIT_*), which an

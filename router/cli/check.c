@@ -257,26 +257,7 @@ static void plan_fallback(const tg_contain_caps_t *caps, const tg_contain_req_t 
 void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_contain_mode_t mode,
                    const tg_contain_req_t *req, tg_enforced_t *e)
 {
-    const uint64_t val[TG_RES_COUNT] = {
-        [TG_RES_MEMORY] = req->memory_bytes,
-        [TG_RES_CPU] = req->cpu_millicores,
-        [TG_RES_PIDS] = req->pids,
-        [TG_RES_DISK] = req->disk_bytes,
-        [TG_RES_NETWORK] = req->network_none,
-        [TG_RES_NOFILE] = req->nofile,
-        [TG_RES_FSIZE] = req->fsize,
-        [TG_RES_BANDWIDTH] = req->bandwidth_bps,
-        [TG_RES_CONNECTIONS] = req->max_connections,
-    };
-
-    memset(e, 0, sizeof *e);
-    e->backend = tg_contain_kind_name(kind);
-    e->mode = mode;
-    for (int r = 0; r < TG_RES_COUNT; r++) {
-        e->r[r].requested = val[r] != 0;
-        e->r[r].value = val[r];
-        e->r[r].backend = "none";
-    }
+    tg_enforced_init(e, kind, mode, req);
     if (kind == TG_CONTAIN_NONE) {
         for (int r = 0; r < TG_RES_COUNT; r++)
             if (e->r[r].requested)
