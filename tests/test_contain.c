@@ -38,6 +38,7 @@
 
 #include "limits/contain.h"
 #include "router/agent/shim.h"
+#include "tests/tg_caps.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_shim.h"
 
@@ -421,25 +422,6 @@ static void keep_notice(void *arg, const char *msg)
         snprintf(notice_text[nnotices++], sizeof notice_text[0], "%s", msg);
 }
 
-/* Take CAP_SYS_RESOURCE from this process (effective, permitted,
- * inheritable) and from what its children may exec into: root then
- * cannot raise a hard limit either, as an unprivileged toolgate cannot.
- * A process without the capability is left as it is. */
-static void drop_sys_resource(void)
-{
-    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-    struct __user_cap_data_struct d[2];
-    uint32_t bit = 1u << (CAP_SYS_RESOURCE % 32);
-    int w = CAP_SYS_RESOURCE / 32;
-
-    (void)prctl(PR_CAPBSET_DROP, CAP_SYS_RESOURCE, 0, 0, 0); /* EPERM without CAP_SETPCAP */
-    cr_assert_eq(syscall(SYS_capget, &h, d), 0);
-    d[w].effective &= ~bit;
-    d[w].permitted &= ~bit;
-    d[w].inheritable &= ~bit;
-    cr_assert_eq(syscall(SYS_capset, &h, d), 0, "capset: %s", strerror(errno));
-}
-
 /* Issue 12 item 18: a hard RLIMIT_NOFILE below the request (here 512
  * under the default 1024) made every shim fail (setrlimit EPERM) while
  * the report said nofile applied. Each rlimit is held to toolgate's own
@@ -454,7 +436,7 @@ Test(contain, rlimits_held_to_toolgates_hard_limit, .timeout = 30)
     char buf[4096], v[64];
     shim_run_t r;
 
-    drop_sys_resource();
+    tgc_drop_sys_resource();
     cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0, "%s", strerror(errno));
     nnotices = 0;
     tg_notice_set_sink(keep_notice, NULL);
@@ -504,7 +486,7 @@ Test(contain, shim_lowers_an_rlimit_above_its_hard_limit, .timeout = 30)
     char v[64];
     shim_run_t r;
 
-    drop_sys_resource();
+    tgc_drop_sys_resource();
     cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0, "%s", strerror(errno));
     pl.rl[0] = (tg_contain_rlimit_t){.resource = RLIMIT_NOFILE, .value = 1024};
     char *status[] = {(char *)HOG, (char *)"status", NULL};

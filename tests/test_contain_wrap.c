@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "tests/mcp_client.h"
+#include "tests/tg_caps.h"
 #include "tests/tg_harness.h"
 
 #define FIXTURE TG_AGENTS_DIR "/tg_fixture_agent"
@@ -105,21 +106,6 @@ static json_t *enforced(json_t *started, const char *res)
 
 /* ---- item 18: rlimits held to toolgate's own hard limit ---- */
 
-/* As an unprivileged toolgate: no CAP_SYS_RESOURCE now or after exec. */
-static void drop_sys_resource(void)
-{
-    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-    struct __user_cap_data_struct d[2];
-    uint32_t bit = 1u << (CAP_SYS_RESOURCE % 32);
-    int w = CAP_SYS_RESOURCE / 32;
-
-    (void)prctl(PR_CAPBSET_DROP, CAP_SYS_RESOURCE, 0, 0, 0); /* EPERM without CAP_SETPCAP */
-    cr_assert_eq(syscall(SYS_capget, &h, d), 0);
-    d[w].effective &= ~bit;
-    d[w].permitted &= ~bit;
-    d[w].inheritable &= ~bit;
-    cr_assert_eq(syscall(SYS_capset, &h, d), 0, "capset: %s", strerror(errno));
-}
 
 /* `prlimit --nofile=512:512` on toolgate made every agent fail to start
  * (the shim's setrlimit of the default 1024: EPERM) while agent.started
@@ -128,7 +114,7 @@ Test(contain_wrap, nofile_above_toolgates_hard_limit_is_clamped, .timeout = 30)
 {
     struct rlimit low = {512, 512};
 
-    drop_sys_resource();
+    tgc_drop_sys_resource();
     /* In this test's own process: toolgate, forked from it, inherits. */
     cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0, "%s", strerror(errno));
     wrap_start(NULL, NULL);
