@@ -1,16 +1,16 @@
 /* jscan: byte-span JSON scanner (see jscan.h for the contract).
  *
- * Two speeds. The scanned level (a scalar handed to tg_jscan_value, the
- * keys and scalar values of an iterated object or array) goes through the
- * strict RFC 8259 grammar, including UTF-8 and \u surrogate checks, so any
- * span this file reports can be trusted by its caller (ids are copied raw
- * into replies); its strings are searched 16 bytes at a time with SSE2
- * (8 with a portable SWAR fallback). Containers below that level are only
- * skipped, over 64-byte blocks of bit masks (quotes, backslashes, control
- * bytes, brackets): a block without a backslash is done with a prefix
- * parity of its quotes and a visit per bracket outside strings, and a long
- * string is crossed 64 bytes at a time with AVX2 when the CPU has it.
- * Brackets are matched on a bit stack of TG_JSCAN_MAX_DEPTH entries.
+ * One grammar. Every byte of a scanned value is validated (RFC 8259,
+ * including UTF-8 and \u surrogate checks), the scanned level (a scalar
+ * handed to tg_jscan_value, the keys and scalar values of an iterated
+ * object or array) and the containers below it alike, so any span this
+ * file reports can be trusted by its caller (ids are copied raw into
+ * replies, frames forwarded whole). Strings, where a frame's bytes mostly
+ * are, are searched 16 bytes at a time with SSE2 (8 with a portable SWAR
+ * fallback), and past their first 16 bytes 64 at a time with AVX2 when
+ * the CPU has it. Containers below the scanned level are walked without
+ * recursion, their brackets matched on a bit stack of TG_JSCAN_MAX_DEPTH
+ * entries.
  *
  * Hot path: every frame toolgate relays is scanned here (twice per call:
  * request and response), so the per-member steps are inlined and the
@@ -196,12 +196,64 @@ static long utf8_seq(const unsigned char *p, size_t i, size_t n)
     return (long)need + 1;
 }
 
+#ifdef TG_JSCAN_AVX2
+/* The string scan past the first 16 bytes (large tool arguments and
+ * results), 64 bytes at a time with AVX2, chosen at run time: it is the
+ * one loop whose cost grows with frame size, and it sets how close a
+ * 1 MiB frame gets to a plain pipe. Same stops as str_next_stop(.., true):
+ * non-ASCII bytes stop it too, to be validated as UTF-8. */
+__attribute__((target("avx2"))) static size_t str_skip_avx2(const unsigned char *p, size_t i,
+                                                             size_t n)
+{
+    const __m256i quote = _mm256_set1_epi8('"');
+    const __m256i bslash = _mm256_set1_epi8('\\');
+    const __m256i ctl = _mm256_set1_epi8(0x1f);
+    while (n - i >= 64) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
+        __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 32));
+        /* a byte >= 0x80 is its own sign bit: or-ing it in flags it */
+        __m256i ha = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi8(a, quote), _mm256_cmpeq_epi8(a, bslash)),
+            _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(a, ctl), a), a));
+        __m256i hb = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi8(b, quote), _mm256_cmpeq_epi8(b, bslash)),
+            _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(b, ctl), b), b));
+        unsigned ma = (unsigned)_mm256_movemask_epi8(ha);
+        unsigned mb = (unsigned)_mm256_movemask_epi8(hb);
+        if ((ma | mb) != 0)
+            return ma ? i + (size_t)__builtin_ctz(ma) : i + 32 + (size_t)__builtin_ctz(mb);
+        i += 64;
+    }
+    return str_next_stop(p, i, n, true);
+}
+
+/* Whether this CPU has AVX2, asked once (every thread computes the same
+ * answer, so a race on the cache is harmless). */
+static bool have_avx2(void)
+{
+    static int avx2 = -1;
+    if (avx2 < 0)
+        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return avx2 == 1;
+}
+
+static size_t str_skip_next(const unsigned char *p, size_t i, size_t n)
+{
+    return have_avx2() ? str_skip_avx2(p, i, n) : str_next_stop(p, i, n, true);
+}
+#else
+static size_t str_skip_next(const unsigned char *p, size_t i, size_t n)
+{
+    return str_next_stop(p, i, n, true);
+}
+#endif
+
 /* Strict string from <i>, inside it (past the opening quote, an escape
  * or a UTF-8 sequence). */
 static long string_strict_rest(const unsigned char *p, size_t n, size_t i, bool *escaped)
 {
     for (;;) {
-        i = str_next_stop(p, i, n, true);
+        i = str_skip_next(p, i, n);
         if (i >= n)
             return J_TRUNC;
         unsigned char c = p[i];
@@ -269,58 +321,6 @@ static inline __attribute__((always_inline)) long scan_string_strict(const unsig
         return (long)(j + 1);
     return string_strict_rest(p, n, j, escaped);
 }
-
-#ifdef TG_JSCAN_AVX2
-/* The string scan of skipped values (large tool arguments and results)
- * 64 bytes at a time with AVX2, chosen at run time: it is the one loop
- * whose cost grows with frame size, and it sets how close a 1 MiB frame
- * gets to a plain pipe. Same stops as str_next_stop(.., false). */
-__attribute__((target("avx2"))) static size_t str_skip_avx2(const unsigned char *p, size_t i,
-                                                             size_t n)
-{
-    const __m256i quote = _mm256_set1_epi8('"');
-    const __m256i bslash = _mm256_set1_epi8('\\');
-    const __m256i ctl = _mm256_set1_epi8(0x1f);
-    while (n - i >= 64) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
-        __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 32));
-        __m256i ha = _mm256_or_si256(
-            _mm256_or_si256(_mm256_cmpeq_epi8(a, quote), _mm256_cmpeq_epi8(a, bslash)),
-            _mm256_cmpeq_epi8(_mm256_min_epu8(a, ctl), a));
-        __m256i hb = _mm256_or_si256(
-            _mm256_or_si256(_mm256_cmpeq_epi8(b, quote), _mm256_cmpeq_epi8(b, bslash)),
-            _mm256_cmpeq_epi8(_mm256_min_epu8(b, ctl), b));
-        if (!_mm256_testz_si256(_mm256_or_si256(ha, hb), _mm256_or_si256(ha, hb))) {
-            unsigned ma = (unsigned)_mm256_movemask_epi8(ha);
-            if (ma)
-                return i + (size_t)__builtin_ctz(ma);
-            return i + 32 + (size_t)__builtin_ctz((unsigned)_mm256_movemask_epi8(hb));
-        }
-        i += 64;
-    }
-    return str_next_stop(p, i, n, false);
-}
-
-/* Whether this CPU has AVX2, asked once (every thread computes the same
- * answer, so a race on the cache is harmless). */
-static bool have_avx2(void)
-{
-    static int avx2 = -1;
-    if (avx2 < 0)
-        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    return avx2 == 1;
-}
-
-static size_t str_skip_next(const unsigned char *p, size_t i, size_t n)
-{
-    return have_avx2() ? str_skip_avx2(p, i, n) : str_next_stop(p, i, n, false);
-}
-#else
-static size_t str_skip_next(const unsigned char *p, size_t i, size_t n)
-{
-    return str_next_stop(p, i, n, false);
-}
-#endif
 
 static inline bool is_digit(unsigned char c)
 {
@@ -410,256 +410,100 @@ static long scan_literal(const unsigned char *p, size_t n, size_t i, const char 
     return (long)(i + l);
 }
 
-/* ---- skipping containers, 64 bytes at a time ---- */
+/* ---- validating containers below the scanned level ---- */
 
-/* The bytes that matter to a structural skip, one bit per byte of a
- * 64-byte block (bit k: byte k). Brackets are found folded:
- * '[' | 0x20 is '{' and ']' | 0x20 is '}', and no other byte folds onto
- * either; which bracket it is, the byte itself says. */
-typedef struct jmask {
-    uint64_t quote;   /* '"' */
-    uint64_t bslash;  /* '\\' */
-    uint64_t ctl;     /* below 0x20 */
-    uint64_t bracket; /* '{' '[' '}' ']' */
-} jmask_t;
-
-typedef void (*masks_fn)(const unsigned char *p, jmask_t *m);
-
-#ifdef TG_JSCAN_SSE2
-static void masks_sse2(const unsigned char *p, jmask_t *m)
+/* A container below the scanned level, validated in one pass: <i> at '{'
+ * or '['. The whole RFC 8259 grammar holds, as at the scanned level
+ * (strings with their escapes and UTF-8, number and literal spelling,
+ * commas and colons), and brackets nest at most <maxdepth> deep, kept on
+ * a bit stack (1 = object). Nothing is recorded: the caller gets the
+ * span. Strings go through the same scanner as keys (16 bytes, then 64
+ * with AVX2, at a time), so a large argument costs about what its
+ * string bytes cost. Not inlined on purpose: kept out of the flattened
+ * envelope scan, it runs in registers of its own (about 180 instructions
+ * less per small call than inlined, tests/bench/callgrind_calls.py). */
+__attribute__((noinline)) static long skip_container(const unsigned char *p, size_t n, size_t i,
+                                                    size_t maxdepth)
 {
-    const __m128i quote = _mm_set1_epi8('"');
-    const __m128i bslash = _mm_set1_epi8('\\');
-    const __m128i ctl = _mm_set1_epi8(0x1f);
-    const __m128i fold = _mm_set1_epi8(0x20);
-    const __m128i open = _mm_set1_epi8('{');
-    const __m128i close = _mm_set1_epi8('}');
-    memset(m, 0, sizeof *m);
-    for (unsigned k = 0; k < 64; k += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + k));
-        __m128i f = _mm_or_si128(x, fold);
-        m->quote |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, quote)) << k;
-        m->bslash |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, bslash)) << k;
-        m->ctl |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(x, ctl), x))
-                  << k;
-        m->bracket |= (uint64_t)(unsigned)_mm_movemask_epi8(
-                          _mm_or_si128(_mm_cmpeq_epi8(f, open), _mm_cmpeq_epi8(f, close)))
-                      << k;
-    }
-}
-#else
-static void masks_scalar(const unsigned char *p, jmask_t *m)
-{
-    memset(m, 0, sizeof *m);
-    for (unsigned k = 0; k < 64; k++) {
-        unsigned char c = p[k], f = c | 0x20;
-        uint64_t bit = 1ULL << k;
-        if (c == '"')
-            m->quote |= bit;
-        else if (c == '\\')
-            m->bslash |= bit;
-        else if (c < 0x20)
-            m->ctl |= bit;
-        else if (f == '{' || f == '}')
-            m->bracket |= bit;
-    }
-}
-#endif
+    uint64_t stack[(TG_JSCAN_MAX_DEPTH + 63) / 64];
+    size_t depth = 0;
+    bool obj;  /* the innermost open container is an object */
+    bool escaped;
+    long e;
 
-#ifdef TG_JSCAN_AVX2
-__attribute__((target("avx2"), always_inline)) static inline uint64_t movemask64(__m256i lo,
-                                                                                __m256i hi)
-{
-    return (uint64_t)(uint32_t)_mm256_movemask_epi8(lo) |
-           (uint64_t)(uint32_t)_mm256_movemask_epi8(hi) << 32;
-}
-
-__attribute__((target("avx2"))) static void masks_avx2(const unsigned char *p, jmask_t *m)
-{
-    const __m256i quote = _mm256_set1_epi8('"');
-    const __m256i bslash = _mm256_set1_epi8('\\');
-    const __m256i ctl = _mm256_set1_epi8(0x1f);
-    const __m256i fold = _mm256_set1_epi8(0x20);
-    const __m256i open = _mm256_set1_epi8('{');
-    const __m256i close = _mm256_set1_epi8('}');
-    __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)p);
-    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
-    __m256i fa = _mm256_or_si256(a, fold);
-    __m256i fb = _mm256_or_si256(b, fold);
-    m->quote = movemask64(_mm256_cmpeq_epi8(a, quote), _mm256_cmpeq_epi8(b, quote));
-    m->bslash = movemask64(_mm256_cmpeq_epi8(a, bslash), _mm256_cmpeq_epi8(b, bslash));
-    m->ctl = movemask64(_mm256_cmpeq_epi8(_mm256_min_epu8(a, ctl), a),
-                        _mm256_cmpeq_epi8(_mm256_min_epu8(b, ctl), b));
-    m->bracket = movemask64(_mm256_or_si256(_mm256_cmpeq_epi8(fa, open), _mm256_cmpeq_epi8(fa, close)),
-                            _mm256_or_si256(_mm256_cmpeq_epi8(fb, open), _mm256_cmpeq_epi8(fb, close)));
-}
-#endif
-
-static masks_fn masks_pick(void)
-{
-#if defined(TG_JSCAN_AVX2)
-    return have_avx2() ? masks_avx2 : masks_sse2;
-#elif defined(TG_JSCAN_SSE2)
-    return masks_sse2;
-#else
-    return masks_scalar;
-#endif
-}
-
-/* Masks of the block at <base>. The last, short block reads the 64 bytes
- * that end at <n> and shifts the bits of bytes before <base> out; in a
- * buffer shorter than that it is copied and padded with spaces. Either way
- * no bit is set past <n>, so running past it shows as no stop left. */
-static inline void block_masks(masks_fn fn, const unsigned char *p, size_t base, size_t n,
-                               jmask_t *m)
-{
-    if (n - base >= 64) {
-        fn(p + base, m);
-        return;
-    }
-    if (n >= 64) {
-        unsigned sh = (unsigned)(base - (n - 64)); /* 1..63 */
-        fn(p + n - 64, m);
-        m->quote >>= sh;
-        m->bslash >>= sh;
-        m->ctl >>= sh;
-        m->bracket >>= sh;
-        return;
-    }
-    unsigned char tail[64];
-    memset(tail, ' ', sizeof tail);
-    memcpy(tail, p + base, n - base);
-    fn(tail, m);
-}
-
-/* Parity of the set bits at or below each bit: with quote bits in, the
- * bytes from an opening quote up to (not including) its closing quote. */
-static inline uint64_t prefix_xor(uint64_t x)
-{
-    x ^= x << 1;
-    x ^= x << 2;
-    x ^= x << 4;
-    x ^= x << 8;
-    x ^= x << 16;
-    x ^= x << 32;
-    return x;
-}
-
-/* Skip state across blocks. */
-typedef struct skip_st {
-    uint64_t stack[(TG_JSCAN_MAX_DEPTH + 63) / 64]; /* a bit per level: 1 = object */
-    size_t depth, maxdepth;
-    bool in_str;
-} skip_st_t;
-
-/* One bracket at <at> (outside strings): 1 to go on, 0 when it closes the
- * container, J_ERR when it does not match or nests too deep. */
-static inline int skip_bracket(skip_st_t *st, unsigned char c)
-{
-    size_t d = st->depth;
-    if (c == '{' || c == '[') {
-        if (d >= st->maxdepth)
-            return J_ERR;
-        if (c == '{')
-            st->stack[d / 64] |= 1ULL << (d % 64);
-        else
-            st->stack[d / 64] &= ~(1ULL << (d % 64));
-        st->depth = d + 1;
-        return 1;
-    }
-    if (d == 0)
+open:
+    if (depth >= maxdepth)
         return J_ERR;
-    d--;
-    bool obj = (st->stack[d / 64] >> (d % 64)) & 1;
-    if (obj != (c == '}'))
-        return J_ERR;
-    st->depth = d;
-    return d == 0 ? 0 : 1;
-}
-
-/* Structural skip of a container: <i> at '{' or '['. Strings end and
- * hold no control byte (escapes are stepped over without checking their
- * spelling); brackets must match and nest at most <maxdepth> deep.
- *
- * The bytes are read as 64-byte blocks of bit masks. A block without a
- * backslash is done in one go: the prefix parity of its quotes marks the
- * bytes inside strings, and only the brackets outside them are visited.
- * A block with a backslash is walked stop by stop (quote, backslash,
- * bracket). A string still open at the end of a block hands over to the
- * long-string skip, so a large string costs what str_skip_next costs. */
-static long skip_container(const unsigned char *p, size_t n, size_t i, size_t maxdepth)
-{
-    skip_st_t st;
-    st.depth = 0;
-    st.maxdepth = maxdepth;
-    st.in_str = false;
-    const masks_fn fn = masks_pick();
-    size_t base = i;
-    unsigned cur = 0; /* bits of the block below <cur> are consumed; <= 65 */
-    jmask_t m;
-
+    obj = p[i] == '{';
+    if (obj)
+        stack[depth / 64] |= 1ULL << (depth % 64);
+    else
+        stack[depth / 64] &= ~(1ULL << (depth % 64));
+    depth++;
+    i = skip_ws(p, i + 1, n);
+    if (i >= n)
+        return J_TRUNC;
+    if (p[i] == (obj ? '}' : ']'))
+        goto close;
     for (;;) {
-        block_masks(fn, p, base, n, &m);
-        uint64_t live = ~0ULL << cur; /* cur is 0 here */
-        if ((m.bslash & live) == 0) {
-            uint64_t instr = prefix_xor(m.quote) ^ (st.in_str ? ~0ULL : 0);
-            uint64_t br = m.bracket & ~instr;
-            while (br != 0) {
-                unsigned k = (unsigned)__builtin_ctzll(br);
-                int rc = skip_bracket(&st, p[base + k]);
-                if (rc < 0)
-                    return rc;
-                if (rc == 0) {
-                    /* a control byte in a string before the end */
-                    if (m.ctl & instr & ((1ULL << k) - 1))
-                        return J_ERR;
-                    return (long)(base + k + 1);
-                }
-                br &= br - 1;
-            }
-            if (m.ctl & instr)
+        /* an element: in an object, its key and colon first */
+        if (obj) {
+            if (p[i] != '"')
                 return J_ERR;
-            st.in_str = instr >> 63;
-            cur = 64;
-        } else {
-            for (;;) {
-                live = cur < 64 ? ~0ULL << cur : 0;
-                uint64_t stops =
-                    live & (st.in_str ? m.quote | m.bslash | m.ctl : m.quote | m.bracket);
-                if (stops == 0)
-                    break;
-                unsigned k = (unsigned)__builtin_ctzll(stops);
-                size_t at = base + k;
-                unsigned char c = p[at];
-                cur = k + 1;
-                if (st.in_str) {
-                    if (c == '"') {
-                        st.in_str = false;
-                    } else if (c < 0x20) {
-                        return J_ERR;
-                    } else { /* backslash: the next byte is taken as it is */
-                        if (at + 1 >= n)
-                            return J_TRUNC;
-                        if (p[at + 1] < 0x20)
-                            return J_ERR;
-                        cur = k + 2;
-                    }
-                } else if (c == '"') {
-                    st.in_str = true;
-                } else {
-                    int rc = skip_bracket(&st, c);
-                    if (rc <= 0)
-                        return rc < 0 ? rc : (long)(at + 1);
-                }
-            }
+            e = scan_string_strict(p, n, i, &escaped);
+            if (e < 0)
+                return e;
+            i = skip_ws(p, (size_t)e, n);
+            if (i >= n)
+                return J_TRUNC;
+            if (p[i] != ':')
+                return J_ERR;
+            i = skip_ws(p, i + 1, n);
+            if (i >= n)
+                return J_TRUNC;
         }
-        size_t next = base + (cur > 64 ? cur : 64);
-        if (next < n && st.in_str)
-            next = str_skip_next(p, next, n);
-        if (next >= n)
+        switch (p[i]) {
+        case '{':
+        case '[':
+            goto open;
+        case '"':
+            e = scan_string_strict(p, n, i, &escaped);
+            break;
+        case 't':
+            e = scan_literal(p, n, i, "true");
+            break;
+        case 'f':
+            e = scan_literal(p, n, i, "false");
+            break;
+        case 'n':
+            e = scan_literal(p, n, i, "null");
+            break;
+        default:
+            e = scan_number(p, n, i);
+            break;
+        }
+        if (e < 0)
+            return e;
+        i = (size_t)e;
+    next:
+        /* after an element: a comma, or the close of its container */
+        i = skip_ws(p, i, n);
+        if (i >= n)
             return J_TRUNC;
-        base = next;
-        cur = 0;
+        if (p[i] == ',') {
+            i = skip_ws(p, i + 1, n);
+            if (i >= n)
+                return J_TRUNC;
+            continue;
+        }
+        if (p[i] != (obj ? '}' : ']'))
+            return J_ERR;
+    close:
+        if (--depth == 0)
+            return (long)(i + 1);
+        obj = (stack[(depth - 1) / 64] >> ((depth - 1) % 64)) & 1;
+        i++;
+        goto next;
     }
 }
 

@@ -1,19 +1,17 @@
 /* jscan: a pure byte-span JSON scanner (no allocation, no libuv).
  *
  * It finds the boundaries of JSON values and the members of objects, and
- * skips nested values without tokenising them (memchr over strings,
- * bracket counting over containers, bounded depth). It is the envelope
- * scanner's engine (router/envelope.c) and locates JSON paths in config
- * text for error messages (config/load.c); it lives here, in the bottom
- * layer, so both share one scanner.
+ * walks nested values without recording them (bounded depth). It is the
+ * envelope scanner's engine (router/envelope.c) and locates JSON paths in
+ * config text for error messages (config/load.c); it lives here, in the
+ * bottom layer, so both share one scanner.
  *
- * Validation: the scanned level (the value itself, the members of an object
- * being iterated) is validated strictly (RFC 8259). Values that are only
- * skipped are checked structurally: strings end, brackets balance and
- * match, depth <= TG_JSCAN_MAX_DEPTH, no control bytes in strings, but
- * number and literal spelling inside skipped containers is not checked.
- * Invariant tested against jansson: whatever jansson accepts, jscan accepts
- * with the same spans; whatever jscan rejects, jansson rejects.
+ * Validation: whatever it scans is validated strictly (RFC 8259), nested
+ * values included: strings (escapes, surrogates, UTF-8), numbers,
+ * literals, commas and colons, and depth <= TG_JSCAN_MAX_DEPTH. So a
+ * frame the envelope scanner accepts is valid JSON throughout.
+ * Invariant tested against jansson: whatever jansson accepts (within the
+ * depth bound), jscan accepts with the same spans, and the other way round.
  */
 #ifndef TG_CONFIG_JSCAN_H
 #define TG_CONFIG_JSCAN_H
@@ -22,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TG_JSCAN_MAX_DEPTH 128 /* fixed internal bound: nesting of skipped values */
+#define TG_JSCAN_MAX_DEPTH 128 /* fixed internal bound: nesting of a scanned value */
 
 typedef enum tg_jtype {
     TG_J_NONE = 0,

@@ -424,6 +424,14 @@ void mcp_caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
         tg_pipe_arm(&c->cc, w->ag->r.acfg->kill_grace_ms);
         return;
     }
-    if (mcp_agent_writable(w))
-        tg_out_slice(&w->inst->a.p.wr, b, frame, len);
+    /* Not one of this caller's live requests (issue 12 item 22): an id
+     * finished or never sent, or one spelled like an agent-side id, which
+     * forwarded as it is would cancel another request. Only the table
+     * maps a caller's id to the agent's, so the rest is dropped, counted
+     * and audited (as its length). */
+    w->dropped_cancels++;
+    tg_audit_ev_t ev;
+    tg_adm_audit_refused(&ev, agent_name(w), w->caller, "cancel_not_live", len - 1);
+    ev.count = (int64_t)w->dropped_cancels;
+    emit(w, &ev);
 }

@@ -17,6 +17,72 @@ static void cache_copy(char **dst, size_t *dst_len, const char *p, size_t len)
     *dst_len = len;
 }
 
+/* Elements of the batch <f> of kind <kind> (and in <*all>, all of them),
+ * or -1 when one is not an object tg_mcp_scan accepts (or the array is
+ * empty). */
+static int batch_kinds(const char *f, size_t n, tg_mcp_kind_t kind, int *all_out)
+{
+    tg_jspan_t top, el;
+    if (tg_jscan_value(f, n, 0, &top) < 0 || top.type != TG_J_ARRAY)
+        return -1;
+    tg_jarr_iter_t it;
+    int rc, all = 0, hits = 0;
+    tg_jarr_begin(&it, f, top);
+    while ((rc = tg_jarr_next(&it, &el)) == 1) {
+        tg_mcp_env_t env;
+        if (el.type != TG_J_OBJECT || tg_mcp_scan(f + el.off, el.len, &env) < 0)
+            return -1;
+        all++;
+        hits += env.kind == kind;
+    }
+    *all_out = all;
+    return rc < 0 || all == 0 ? -1 : hits;
+}
+
+/* A caller line tg_mcp_scan refused (rare path: a full parse only to
+ * choose the error). Not JSON: -32700 with id null (JSON-RPC: the id of a
+ * frame that does not parse is not known). Nested past the scanner's
+ * depth bound, or valid JSON but no valid request (a member of the wrong
+ * type, say): -32600, with the request's id when it was read before the
+ * fault (issue 12 item 21), else null. Audited either way. */
+static void caller_invalid(tg_wrap_t *w, const char *frame, size_t slen)
+{
+    tg_mcp_salvage_t sv;
+    tg_mcp_salvage(frame, slen, &sv);
+    const char *id = NULL;
+    size_t id_len = 0;
+    if (sv.request && sv.id.len <= TG_ID_MAX) {
+        id = frame + sv.id.off;
+        id_len = sv.id.len;
+    }
+    const char *reason;
+    if (sv.too_deep) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "invalid request: nested deeper than %d levels",
+                 TG_JSCAN_MAX_DEPTH);
+        mcp_rpc_error(w, id, id_len, -32600, msg);
+        reason = "nested_too_deep";
+    } else {
+        json_t *j = json_loadb(frame, slen, JSON_DECODE_ANY, NULL);
+        bool json = j != NULL;
+        json_decref(j);
+        if (json)
+            mcp_rpc_error(w, id, id_len, -32600,
+                          "invalid request: not a JSON-RPC 2.0 request object");
+        else
+            mcp_rpc_error(w, NULL, 0, -32700, "parse error: the line is not valid JSON");
+        reason = json ? "invalid_request" : "parse_error";
+    }
+    tg_audit_ev_t ev;
+    char callid[TG_ID_MAX + 1];
+    tg_adm_audit_refused(&ev, agent_name(w), w->caller, reason, slen);
+    if (id != NULL) {
+        mcp_caller_id_text(id, id_len, callid);
+        ev.call_id = callid;
+    }
+    emit(w, &ev);
+}
+
 static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
 {
     const char *frame = b->data + start;
@@ -31,17 +97,7 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
     if (slen == 0)
         return; /* blank line: nothing to do */
     if (tg_mcp_scan(frame, slen, &env) < 0) {
-        /* Rare path: a full parse only to choose the right error code. */
-        json_t *j = json_loadb(frame, slen, JSON_DECODE_ANY, NULL);
-        bool json = j != NULL;
-        json_decref(j);
-        if (json)
-            mcp_rpc_error(w, NULL, 0, -32600, "invalid request: not a JSON-RPC 2.0 request object");
-        else
-            mcp_rpc_error(w, NULL, 0, -32700, "parse error: the line is not valid JSON");
-        tg_audit_ev_t ev;
-        tg_adm_audit_refused(&ev, agent_name(w), w->caller, json ? "invalid_request" : "parse_error", flen);
-        emit(w, &ev);
+        caller_invalid(w, frame, slen);
         return;
     }
     if (env.kind == TG_MCP_BATCH) {
@@ -53,8 +109,12 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
                               : "invalid request: malformed batch");
             return;
         }
-        if (mcp_agent_writable(w) && w->astate == A_RUNNING)
+        if (mcp_agent_writable(w) && w->astate == A_RUNNING) {
             tg_out_slice(&w->inst->a.p.wr, b, frame, len);
+            int all;
+            if (batch_kinds(frame, slen, TG_MCP_REQUEST, &all) > 0 && w->batches_open < UINT32_MAX)
+                w->batches_open++;
+        }
         return;
     }
     if (env.kind == TG_MCP_REQUEST && env.id.len > TG_ID_MAX) {
@@ -151,8 +211,13 @@ static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
     char reqid[32], detail[96];
     frame_denial(w, &d, NULL, reqid, detail, "request", total);
     reg_set(w, w->gw->reg_frame_in, w->gw->cfg->max_frame_bytes);
+    /* An id past the cap cannot be read: JSON-RPC answers with id null
+     * when the id cannot be determined (issue 12 item 21), so the caller
+     * hears of its frame either way. */
     if (w->over_has_id)
         mcp_deny(w, w->over_id, w->over_id_len, &d);
+    else
+        mcp_deny(w, NULL, 0, &d);
     tg_audit_ev_t ev;
     tg_audit_ev_init(&ev);
     ev.event = "call.denied";
@@ -264,6 +329,20 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
     }
 }
 
+/* An agent frame toolgate will not relay: dropped, counted and audited
+ * as its length <flen>, never its content. */
+static void agent_invalid(tg_wrap_t *w, size_t flen)
+{
+    w->invalid_agent_frames++;
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.invalid_frame";
+    ev.agent = agent_name(w);
+    ev.bytes_out = (int64_t)flen;
+    ev.count = (int64_t)w->invalid_agent_frames;
+    emit(w, &ev);
+}
+
 static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
 {
     const char *frame = b->data + start;
@@ -278,23 +357,30 @@ static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
     if (slen == 0)
         return;
     if (tg_mcp_scan(frame, slen, &env) < 0) {
-        /* Dropped, counted and audited as its length, never its content. */
-        w->invalid_agent_frames++;
-        tg_audit_ev_t ev;
-        tg_audit_ev_init(&ev);
-        ev.event = "agent.invalid_frame";
-        ev.agent = agent_name(w);
-        ev.bytes_out = (int64_t)flen;
-        ev.count = (int64_t)w->invalid_agent_frames;
-        emit(w, &ev);
+        agent_invalid(w, flen);
         return;
     }
     if (env.kind == TG_MCP_RESPONSE) {
         on_agent_response(w, b, frame, len, &env);
         return;
     }
-    /* Requests, notifications and batches from the agent go to the caller
-     * as they are. */
+    /* An array (issue 12 item 21): MCP 2025-06-18 has no batches, but a
+     * caller's batch without tools/call is forwarded as it came, so the
+     * agent may answer it with a batch of responses (ids as the caller
+     * wrote them). That, and only while such a batch is unanswered, goes
+     * to the caller; any other array ([1,2,3], requests the caller could
+     * not tell apart) is an invalid agent frame. */
+    if (env.kind == TG_MCP_BATCH) {
+        int all = 0;
+        int n = batch_kinds(frame, slen, TG_MCP_RESPONSE, &all);
+        if (w->batches_open == 0 || n <= 0 || n != all) {
+            agent_invalid(w, flen);
+            return;
+        }
+        w->batches_open--;
+    }
+    /* Requests and notifications from the agent go to the caller as they
+     * are. */
     if (!w->cout_dead)
         tg_out_slice(&w->cwr, b, frame, len);
 }
@@ -306,20 +392,15 @@ static void on_agent_oversize(tg_wrap_t *w, const char *head, size_t len)
     w->agent_over_has_id = tg_mcp_scan_head_id(head, len, &id) == 0 && id.type == TG_J_NUMBER &&
                            tg_jnum_u64(head, id, UINT64_MAX, &v) == 0;
     w->agent_over_id = w->agent_over_has_id ? v : 0;
+    tg_mcp_salvage_t sv;
+    tg_mcp_salvage(head, len, &sv);
+    w->agent_over_method = sv.method;
 }
 
-static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
+/* Answer the request <c> that an over-cap agent reply of <total> bytes
+ * was (or may have been) for, with frame_too_large for its id. */
+static void agent_reply_too_large(tg_wrap_t *w, tg_call_t *c, uint64_t total)
 {
-    tg_call_t *c = w->agent_over_has_id ? mcp_call_by_agent_id(w, w->agent_over_id) : NULL;
-    reg_set(w, w->ag->r.reg_frame_out, w->gw->cfg->max_frame_bytes);
-    w->agent_over_has_id = false;
-    if (c == NULL || (c->kind != K_CALL && c->kind != K_PASS) ||
-        (c->kind == K_CALL && c->cc.state != TG_CALL_INFLIGHT)) {
-        tg_log("dropped a %" PRIu64 "-byte frame from agent '%s' over max_frame_bytes (%" PRIu64
-               "; raise %s)",
-               total, agent_name(w), w->gw->cfg->max_frame_bytes, w->gw->path_frame);
-        return;
-    }
     tg_denial_t d;
     char reqid[32], detail[96];
     frame_denial(w, &d, c, reqid, detail, "agent response", total);
@@ -328,9 +409,72 @@ static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
         mcp_audit_call(w, c, "call.denied", "denied", &d, "response");
         tg_pipe_release(&c->cc);
     } else {
+        tg_audit_ev_t ev;
+        char callid[TG_ID_MAX + 1];
+        tg_audit_ev_init(&ev);
+        tg_adm_audit_denial(&ev, &d);
+        ev.event = "call.denied";
+        ev.agent = agent_name(w);
+        ev.caller = w->caller;
+        ev.status = "denied";
+        ev.stage = "response";
+        ev.bytes_out = (int64_t)total;
+        mcp_caller_id_text(c->caller_id, c->caller_id_len, callid);
+        ev.call_id = callid;
+        emit(w, &ev);
         mcp_call_free(c);
-        mcp_check_drained(w);
     }
+}
+
+static bool awaits_answer(const tg_wrap_t *w, const tg_call_t *c)
+{
+    return c->w == w && (c->kind == K_PASS || (c->kind == K_CALL && c->cc.state == TG_CALL_INFLIGHT));
+}
+
+/* An agent reply over max_frame_bytes (issue 12 item 23): every request
+ * toolgate forwarded is answered. With the id read from the head, its
+ * request gets frame_too_large. Without it (the id comes after a result
+ * cut by the cap), the reply cannot be matched: when one request of this
+ * session awaits the agent, it is that one's; when several do, the reply
+ * was one of theirs and that one will never be answered by the agent. A
+ * tools/call has its deadline and is answered (timeout) by it; a
+ * pass-through request (tools/list, resources/read...) has none, so every
+ * pass-through request awaiting the agent gets frame_too_large — the
+ * innocent ones can be sent again, which beats a client waiting forever;
+ * their real replies are then dropped as unmatched. */
+static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
+{
+    tg_call_t *c = w->agent_over_has_id ? mcp_call_by_agent_id(w, w->agent_over_id) : NULL;
+    bool had_id = w->agent_over_has_id || w->agent_over_method;
+    reg_set(w, w->ag->r.reg_frame_out, w->gw->cfg->max_frame_bytes);
+    w->agent_over_has_id = false;
+    if (c != NULL && awaits_answer(w, c)) {
+        agent_reply_too_large(w, c, total);
+        mcp_check_drained(w);
+        return;
+    }
+    tg_log("dropped a %" PRIu64 "-byte frame from agent '%s' over max_frame_bytes (%" PRIu64
+           "; raise %s)",
+           total, agent_name(w), w->gw->cfg->max_frame_bytes, w->gw->path_frame);
+    if (had_id)
+        return; /* a reply to nothing live (late), or a request or notification */
+    uint32_t waiting = 0, last = 0;
+    for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
+        if (awaits_answer(w, mcp_call_at(w->ag, i))) {
+            waiting++;
+            last = i;
+        }
+    }
+    if (waiting == 1) {
+        agent_reply_too_large(w, mcp_call_at(w->ag, last), total);
+    } else {
+        for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
+            tg_call_t *p = mcp_call_at(w->ag, i);
+            if (p->w == w && p->kind == K_PASS)
+                agent_reply_too_large(w, p, total);
+        }
+    }
+    mcp_check_drained(w);
 }
 
 /* ---- reading ---------------------------------------------------------- */
@@ -397,6 +541,22 @@ static void on_idle(uv_timer_t *t)
     mcp_flush_all(w);
 }
 
+/* EOF after a last line without its newline (issue 12 item 21): the line
+ * is complete, so it is judged like any other (answered, audited), as if
+ * the newline had come; an over-cap one ends its skip and is refused. */
+static void caller_last_line(tg_wrap_t *w)
+{
+    if (w->crd.len == w->crd.pos && !w->crd.nd.skipping)
+        return;
+    uv_buf_t room;
+    tg_in_alloc(&w->crd, &room);
+    if (room.len == 0)
+        return;
+    room.base[0] = '\n';
+    tg_in_commit(&w->crd, 1);
+    drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped);
+}
+
 void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     tg_wrap_t *w = s->data;
@@ -419,6 +579,8 @@ void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         }
     } else if (n < 0) {
         uv_read_stop(s);
+        if (n == UV_EOF)
+            caller_last_line(w);
         w->caller_eof = true;
         if (n != UV_EOF) {
             tg_log("reading the caller failed: %s", uv_strerror((int)n));

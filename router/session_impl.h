@@ -135,10 +135,13 @@ struct tg_wrap {
     bool agent_paused;
     uint64_t agent_over_id;
     bool agent_over_has_id;
+    bool agent_over_method; /* the over-cap agent frame's head named a method */
     uint64_t restart_at[TG_APROC_RESTART_LOG];
     uint32_t nrestarts;
     uint64_t invalid_agent_frames;
     uint64_t unmatched_responses;
+    uint64_t dropped_cancels; /* notifications/cancelled naming no live request */
+    uint32_t batches_open;    /* caller batches holding requests, sent and not answered */
 
     /* init replay cache (copies, bounded by max_frame_bytes) */
     char *init_frame;

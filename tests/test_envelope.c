@@ -349,9 +349,9 @@ Test(envelope, tools_call_params_read_in_one_pass)
                  -1);
     cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{},\"params\":{}}"), -1);
     cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{},\"method\":\"x\"}"), -1);
-    /* malformed inside: at the params level strictly, below it structurally */
+    /* malformed inside: at every level, the arguments too (issue 12 item 20) */
     cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"name\":01}}"), -1);
-    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"arguments\":{\"a\":01}}}"), 0);
+    cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"arguments\":{\"a\":01}}}"), -1);
     cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"arguments\":{\"a\":[}}}"), -1);
     cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"name\":\"a\",}}"), -1);
     cr_assert_eq(scan("{\"method\":\"tools/call\",\"id\":1,\"params\":{\"name\":\"a\"}"), -1);

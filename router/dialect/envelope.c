@@ -398,3 +398,51 @@ int tg_mcp_scan_head_id(const char *buf, size_t len, tg_jspan_t *id)
     }
     return -1;
 }
+
+/* Deepest bracket nesting outside strings, counted up to <limit> + 1
+ * (a byte walk: only for frames already refused). */
+static size_t nest_depth(const char *buf, size_t len, size_t limit)
+{
+    size_t d = 0, max = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len && max <= limit; i++) {
+        char c = buf[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[') {
+            if (++d > max)
+                max = d;
+        } else if ((c == '}' || c == ']') && d > 0) {
+            d--;
+        }
+    }
+    return max;
+}
+
+void tg_mcp_salvage(const char *buf, size_t len, tg_mcp_salvage_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->too_deep = nest_depth(buf, len, TG_JSCAN_MAX_DEPTH) > TG_JSCAN_MAX_DEPTH;
+    tg_jobj_iter_t it;
+    tg_jspan_t k, v;
+    bool has_id = false;
+    /* Members in order until the fault (partial mode: a cut value ends it
+     * like a malformed one). The first of a repeated key is kept. */
+    if (tg_jobj_begin_partial(&it, buf, len, 0) < 0)
+        return;
+    while (tg_jobj_next(&it, &k, &v) == 1) {
+        top_key_t which = top_key(buf, k);
+        if (which == TK_ID && !has_id && is_id_type(v.type)) {
+            out->id = v;
+            has_id = true;
+        } else if (which == TK_METHOD && v.type == TG_J_STRING) {
+            out->method = true;
+        }
+    }
+    out->request = has_id && out->method;
+}

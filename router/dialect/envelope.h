@@ -61,4 +61,18 @@ int tg_mcp_batch_has_call(const char *buf, size_t len);
  * appears before the cut. 0 and the span, or -1. */
 int tg_mcp_scan_head_id(const char *buf, size_t len, tg_jspan_t *id);
 
+/* What can still be said of a frame tg_mcp_scan refused, to answer it:
+ * <id> is the top-level "id" (number, string or null) when it was read
+ * before the fault, <request> when a "method" string was read too (only a
+ * request's id is echoed: JSON-RPC answers requests), <too_deep> when it
+ * nests deeper than TG_JSCAN_MAX_DEPTH (valid JSON or not). */
+typedef struct tg_mcp_salvage {
+    tg_jspan_t id;
+    bool request;
+    bool method;   /* a "method" string was read: not a response */
+    bool too_deep;
+} tg_mcp_salvage_t;
+
+void tg_mcp_salvage(const char *buf, size_t len, tg_mcp_salvage_t *out);
+
 #endif

@@ -18,6 +18,12 @@
  *                          the caller's response to it arrives
  *   env {name}             value of that environment variable or "(unset)"
  *   hang {ignore_term}     never answered; pings stop being answered too
+ *   raw {lines}            writes each string of <lines> as it is, plus a
+ *                          newline ("$ID" in it: the call's id as JSON);
+ *                          nothing else answers the call
+ *
+ * tools/list with params {pad: N} pads the result with an N-byte string;
+ * {id_last: true} writes the id after the result.
  *
  * Events are appended, one line each, to the log named by --log PATH or
  * TG_FIXTURE_LOG: "start <pid>", "initialize <id>", "initialized",
@@ -197,8 +203,49 @@ static void fx_remove_timer(size_t i)
     fx_timers[i] = fx_timers[--fx_ntimers];
 }
 
-static void fx_tools_list(const json_t *id)
+static void fx_raw(const json_t *id, const json_t *args)
 {
+    char *idtxt = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+    const json_t *lines = json_object_get(args, "lines");
+    for (size_t i = 0; idtxt && i < json_array_size(lines); i++) {
+        const char *l = json_string_value(json_array_get(lines, i));
+        size_t cap = (l ? strlen(l) : 0) * 2 + strlen(idtxt) * 4 + 2, n = 0;
+        char *out = malloc(cap);
+        if (!l || !out)
+            abort();
+        for (const char *q = l; *q;) {
+            if (strncmp(q, "$ID", 3) == 0) {
+                memcpy(out + n, idtxt, strlen(idtxt));
+                n += strlen(idtxt);
+                q += 3;
+            } else {
+                out[n++] = *q++;
+            }
+        }
+        out[n++] = '\n';
+        fx_write_all(STDOUT_FILENO, out, n);
+        free(out);
+    }
+    free(idtxt);
+}
+
+static void fx_tools_list(const json_t *id, const json_t *params)
+{
+    size_t pad = (size_t)json_integer_value(json_object_get(params, "pad"));
+    if (pad > 0 && json_is_true(json_object_get(params, "id_last"))) {
+        char *idtxt = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+        char *out = malloc(pad + 128);
+        if (!idtxt || !out)
+            abort();
+        int h = snprintf(out, 128, "{\"jsonrpc\":\"2.0\",\"result\":{\"tools\":[],\"pad\":\"");
+        memset(out + h, 'x', pad);
+        int t = snprintf(out + h + pad, 128, "\"},\"id\":%s}\n", idtxt);
+        fx_write_all(STDOUT_FILENO, out, (size_t)h + pad + (size_t)t);
+        free(out);
+        free(idtxt);
+        return;
+    }
+
     static const char *const names[] = {"echo", "sleep", "slow_cancel", "big", "crash",
                                         "stderr", "progress", "ask", "env", "hang", "alloc",
                                         "mute"};
@@ -207,7 +254,17 @@ static void fx_tools_list(const json_t *id)
         json_array_append_new(tools, json_pack("{s:s, s:s, s:{s:s}}", "name", names[i],
                                                "description", "tg fixture tool", "inputSchema",
                                                "type", "object"));
-    fx_result(id, json_pack("{s:o}", "tools", tools));
+    json_t *res = json_pack("{s:o}", "tools", tools);
+    if (pad > 0) {
+        char *s = malloc(pad + 1);
+        if (!s)
+            abort();
+        memset(s, 'x', pad);
+        s[pad] = '\0';
+        json_object_set_new(res, "pad", json_string(s));
+        free(s);
+    }
+    fx_result(id, res);
 }
 
 static void fx_tool_stderr(const json_t *args)
@@ -312,6 +369,8 @@ static void fx_tools_call(const json_t *id, const json_t *params)
         if (!val)
             val = "(unset)";
         fx_text_result(id, val, strlen(val));
+    } else if (strcmp(name, "raw") == 0) {
+        fx_raw(id, args);
     } else if (strcmp(name, "hang") == 0) {
         fx_hung = true;
         if (json_is_true(json_object_get(args, "ignore_term")))
@@ -389,7 +448,7 @@ static void fx_message(const json_t *msg)
         if (!fx_hung)
             fx_result(id, json_object());
     } else if (strcmp(method, "tools/list") == 0) {
-        fx_tools_list(id);
+        fx_tools_list(id, params);
     } else if (strcmp(method, "tools/call") == 0) {
         fx_tools_call(id, params);
     } else {
