@@ -347,6 +347,20 @@ static bool can_dispatch(const os_agent_t *ag)
 }
 
 
+/* The ready instance has not registered <c>'s tool (found: noted in
+ * c->reg_seen). False while no instance is ready: the call may wait. */
+static bool tool_unknown(const os_agent_t *ag, os_call_t *c)
+{
+    if (ag->st != A_READY || ag->r.switching)
+        return false;
+    if (c->reg_seen == ag->starts)
+        return false;
+    if (!osg_tool_registered(ag, c->tool, c->tool_len))
+        return true;
+    c->reg_seen = ag->starts;
+    return false;
+}
+
 bool osg_tool_registered(const os_agent_t *ag, const char *name, size_t len)
 {
     for (size_t i = 0; i < ag->nreg; i++)
@@ -519,7 +533,7 @@ static bool os_op_forward(tg_callc_t *cc)
 {
     os_call_t *c = CALL(cc);
     os_agent_t *ag = c->ag;
-    if (!osg_tool_registered(ag, c->tool, c->tool_len)) {
+    if (c->reg_seen != ag->starts && !osg_tool_registered(ag, c->tool, c->tool_len)) {
         not_found(c);
         return false;
     }
@@ -612,7 +626,7 @@ static bool os_op_recheck(tg_callc_t *cc)
         osg_deny_unavailable(c, why);
         return true;
     }
-    if (ag->st == A_READY && !ag->r.switching && !osg_tool_registered(ag, c->tool, c->tool_len)) {
+    if (tool_unknown(ag, c)) {
         not_found(c);
         return true;
     }
@@ -783,7 +797,7 @@ void osg_admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         osg_call_free(c);
         return;
     }
-    if (ag->st == A_READY && !ag->r.switching && !osg_tool_registered(ag, c->tool, c->tool_len)) {
+    if (tool_unknown(ag, c)) {
         not_found(c);
         osg_call_free(c);
         return;

@@ -79,6 +79,10 @@ typedef struct os_call {
     struct os_call *cnext, *cprev; /* the caller's calls */
     os_echo_t cid, msg_id, request_id, correlation_id;
     bool rid_assigned; /* request_id is toolgate's (the caller named none) */
+    /* ag->starts of the instance its tool was found registered on (0:
+     * not checked yet). Registrations only grow while an instance lives,
+     * so forwarding to that same instance need not look again. */
+    uint32_t reg_seen;
     char tool[TG_OS_TOOL_ID_MAX + 1]; /* the tool's name in its agent (after '/') */
     size_t tool_len;
     char idem[OS_IDEM_KEY_MAX + 1];
