@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/addr.h"
 #include "config/cfg_impl.h"
 
 TG_KCHECK(tg__cfg_check_instance)
@@ -116,6 +117,124 @@ TG_KLOAD(tg__cfg_load_owner)
     return 0;
 }
 
+TG_KCHECK(tg__cfg_check_http_addr)
+{
+    struct sockaddr_storage ss;
+    tg_err_t e = {0};
+
+    (void)len;
+    if (tg_addr_parse(s, "address", &ss, &e) < 0)
+        return tg__cfg_why(-1, msg, cap, "%s", e.msg);
+    return 0;
+}
+
+TG_KCHECK(tg__cfg_check_http_path)
+{
+    if (s[0] != '/' || len >= TG_HTTP_PATH_MAX)
+        return tg__cfg_why(-1, msg, cap,
+                           "\"%.64s\" is not an endpoint path (expected an absolute path under "
+                           "%d bytes, e.g. \"/mcp\")",
+                           s, TG_HTTP_PATH_MAX);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch <= ' ' || ch >= 0x7f || ch == '?' || ch == '#' || ch == '%')
+            return tg__cfg_why(-1, msg, cap,
+                               "endpoint path \"%.64s\" holds a byte a request path would not "
+                               "match literally (expected printable ASCII without ?, # or %%)",
+                               s);
+    }
+    return 0;
+}
+
+/* tls: {"cert": FILE, "key": FILE}, or "off". */
+TG_KLOAD(tg__cfg_load_tls)
+{
+    tg_listen_cfg_t *l = c->item;
+
+    if (json_is_string(v)) {
+        if (strcmp(json_string_value(v), "off") != 0)
+            return tg__cfg_at_err(c, false,
+                                  "\"%.32s\" is not a TLS setting (expected {\"cert\": FILE, "
+                                  "\"key\": FILE} or \"off\")",
+                                  json_string_value(v));
+        l->tls_off = true;
+        return 0;
+    }
+    if (!json_is_object(v))
+        return tg__cfg_type_err(c, v, "{\"cert\": FILE, \"key\": FILE} or \"off\"");
+    if (tg__cfg_walk(c, v, k->path) < 0)
+        return -1;
+    if (l->tls_cert == NULL || l->tls_key == NULL)
+        return tg__cfg_at_err(c, false, "tls needs both \"cert\" and \"key\" (PEM files)");
+    return 0;
+}
+
+/* allowed_origins: exact Origin values, "scheme://host[:port]". */
+TG_KLOAD(tg__cfg_load_origins)
+{
+    tg_listen_cfg_t *l = c->item;
+    size_t n;
+    char **out;
+
+    (void)k;
+    if (!json_is_array(v))
+        return tg__cfg_type_err(c, v, "an array of origins such as \"https://app.example\"");
+    n = json_array_size(v);
+    if (n > TG_HTTP_ORIGINS_MAX)
+        return tg__cfg_at_err(c, false, "%zu origins (expected at most %d)", n,
+                              TG_HTTP_ORIGINS_MAX);
+    if (!(out = calloc(n + 1, sizeof *out)))
+        return tg__cfg_at_err(c, false, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        int pushed = tg__cfg_push_idx(c, i);
+        const char *o = tg__cfg_get_str(c, json_array_get(v, i), true);
+        int rc = o ? 0 : -1;
+        const char *sep = o ? strstr(o, "://") : NULL;
+        if (rc == 0 && (sep == NULL || sep == o || sep[3] == '\0' || strchr(sep + 3, '/') ||
+                        strlen(o) > 255))
+            rc = tg__cfg_at_err(c, false,
+                                "\"%.64s\" is not an origin (expected scheme://host[:port], "
+                                "no path, e.g. \"https://app.example\")",
+                                o);
+        if (rc == 0 && !(out[i] = strdup(o)))
+            rc = tg__cfg_at_err(c, false, "out of memory");
+        tg__cfg_pop(c, pushed);
+        if (rc < 0) {
+            tg__cfg_argv_free(out);
+            return -1;
+        }
+    }
+    tg__cfg_argv_free(l->allowed_origins);
+    l->allowed_origins = out;
+    return 0;
+}
+
+static int listen_http_one(tg_cfg_ctx_t *c, tg_listen_cfg_t *l)
+{
+    struct sockaddr_storage ss;
+    tg_err_t e = {0};
+
+    if (l->unix_path)
+        return tg__cfg_at_err(c, false,
+                              "a listener is \"unix\" or \"http\", not both (make two entries)");
+    if (l->dialect != TG_DIALECT_MCP)
+        return tg__cfg_at_err(c, false,
+                              "an http listener speaks MCP (Streamable HTTP): remove \"dialect\"");
+    if (!l->agent)
+        return tg__cfg_at_err(c, false, "an http listener needs \"agent\" (agent id)");
+    if (!l->http_path && !(l->http_path = strdup(TG_HTTP_DEF_PATH)))
+        return tg__cfg_at_err(c, false, "out of memory");
+    if (tg_addr_parse(l->http_addr, "address", &ss, &e) == 0 && !tg_addr_loopback(&ss) &&
+        !l->tls_cert && !l->tls_off)
+        return tg__cfg_at_err(c, false,
+                              "http listener %s is not on loopback and has no tls: bearer tokens "
+                              "and results would cross the network in clear (add \"tls\": "
+                              "{\"cert\": ..., \"key\": ...}, or \"tls\": \"off\" behind a "
+                              "TLS-terminating proxy)",
+                              l->http_addr);
+    return 0;
+}
+
 static int listen_one(tg_cfg_ctx_t *c, json_t *v, size_t i)
 {
     tg_listen_cfg_t *l = (tg_listen_cfg_t *)c->items + i;
@@ -125,6 +244,14 @@ static int listen_one(tg_cfg_ctx_t *c, json_t *v, size_t i)
     c->item = l;
     if (tg__cfg_want_object(c, v) < 0 || tg__cfg_walk(c, v, "router.listen[]") < 0)
         return -1;
+    if (l->http_addr)
+        return listen_http_one(c, l);
+    if (l->http_path || l->tls_cert || l->tls_off || l->allowed_origins || l->max_header_bytes ||
+        l->max_requests || l->header_timeout_ms || l->keepalive_timeout_ms || l->max_sessions ||
+        l->sessions_per_caller || l->session_idle_ms)
+        return tg__cfg_at_err(c, false,
+                              "path, tls, allowed_origins and the HTTP bounds belong to an "
+                              "\"http\" listener (this one is \"unix\")");
     if (l->dialect == TG_DIALECT_MCP && l->max_connections)
         return tg__cfg_at_err(c, false,
                               "an mcp listener's connections are bounded by its "
@@ -135,7 +262,8 @@ static int listen_one(tg_cfg_ctx_t *c, json_t *v, size_t i)
                               "every opensentience agent (remove \"agent\")");
     if (!l->unix_path || (!l->agent && l->dialect == TG_DIALECT_MCP))
         return tg__cfg_at_err(c, false,
-                              "a listener needs \"unix\" (socket path) and \"agent\" (agent id)");
+                              "a listener needs \"unix\" (socket path) or \"http\" (HOST:PORT), "
+                              "and \"agent\" (agent id)");
     return 0;
 }
 
@@ -253,12 +381,17 @@ static int check_listener(const tg_config_t *cfg, size_t i, const char *f, const
                           "(serve it on a listener with \"dialect\": \"opensentience\", which "
                           "routes by tool_id)",
                           f, sep, i, la->id);
-    for (size_t j = 0; j < i; j++)
-        if (strcmp(cfg->listen[j].unix_path, l->unix_path) == 0)
+    for (size_t j = 0; j < i; j++) {
+        const tg_listen_cfg_t *o = &cfg->listen[j];
+        bool same_unix = l->unix_path && o->unix_path && strcmp(o->unix_path, l->unix_path) == 0;
+        bool same_http = l->http_addr && o->http_addr && strcmp(o->http_addr, l->http_addr) == 0;
+        if (same_unix || same_http)
             return tg_err_set(err, -1,
-                              "%s%srouter.listen[%zu].unix: \"%s\" is also "
+                              "%s%srouter.listen[%zu].%s: \"%s\" is also "
                               "router.listen[%zu]",
-                              f, sep, i, l->unix_path, j);
+                              f, sep, i, same_unix ? "unix" : "http",
+                              same_unix ? l->unix_path : l->http_addr, j);
+    }
     return 0;
 }
 

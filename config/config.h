@@ -363,10 +363,37 @@ typedef struct tg_store_cfg {
     uint32_t max_pending, local_max_keys;
 } tg_store_cfg_t;
 
+/* HTTP listeners (router.listen[].http): defaults and bounds. */
+#define TG_HTTP_DEF_PATH "/mcp"
+#define TG_HTTP_PATH_MAX 256                       /* fixed internal bound: endpoint path bytes */
+#define TG_HTTP_DEF_MAX_HEADER_BYTES (16u * 1024)
+#define TG_HTTP_MIN_HEADER_BYTES 256u
+#define TG_HTTP_MAX_HEADER_BYTES_CEIL 65536u
+#define TG_HTTP_DEF_MAX_REQUESTS 10000u            /* requests on one connection */
+#define TG_HTTP_MAX_REQUESTS_CEIL 1000000u
+#define TG_HTTP_DEF_HEADER_TIMEOUT_MS 10000u       /* a request head arriving (slowloris) */
+#define TG_HTTP_DEF_KEEPALIVE_TIMEOUT_MS 60000u    /* an idle keep-alive connection */
+#define TG_HTTP_MIN_TIMEOUT_MS 10u
+#define TG_HTTP_TIMEOUT_CEIL_MS (3600ull * 1000)
+#define TG_HTTP_DEF_MAX_SESSIONS 256u              /* MCP sessions of one listener */
+#define TG_HTTP_DEF_SESSIONS_PER_CALLER 64u        /* of one caller on one listener */
+#define TG_HTTP_MAX_SESSIONS_CEIL 65536u
+#define TG_HTTP_DEF_SESSION_IDLE_MS (30ull * 60 * 1000) /* a session with no request, no stream */
+#define TG_HTTP_SESSION_IDLE_CEIL_MS (7ull * 24 * 3600 * 1000)
+#define TG_HTTP_ORIGINS_MAX 64                     /* fixed internal bound: allowed_origins */
+
 /* router.listen[]: a Unix socket serving one MCP agent, or (dialect
- * opensentience) every opensentience agent, calls routed by tool_id. */
+ * opensentience) every opensentience agent, calls routed by tool_id; or an
+ * MCP Streamable HTTP endpoint (http) serving one MCP agent. */
 typedef struct tg_listen_cfg {
     char *unix_path;
+    char *http_addr;          /* "HOST:PORT": an HTTP listener (NULL: a Unix one) */
+    char *http_path;          /* the endpoint's path; default TG_HTTP_DEF_PATH */
+    char *tls_cert, *tls_key; /* PEM files; both NULL: plain HTTP */
+    bool tls_off;             /* "tls": "off": plain HTTP off loopback, said on purpose */
+    char **allowed_origins;   /* NULL-terminated; NULL: no Origin header is accepted */
+    uint32_t max_header_bytes, max_requests, max_sessions, sessions_per_caller;
+    uint64_t header_timeout_ms, keepalive_timeout_ms, session_idle_ms;
     char *agent;   /* mcp: agent id, checked against agents[] by tg_config_validate;
                     * NULL for opensentience */
     uint32_t mode; /* socket file mode, default 0660 */

@@ -139,8 +139,59 @@ const tg_cfg_key_t tg_cfg_keys[] = {
              "its connection."},
     {"router.listen[].max_connections", KT(COUNT), R, RESTART, TG_KF_ZERO_DEF, 1,
      TG_LISTEN_MAX_CONNECTIONS_CEIL, "256", IN_ITEM(tg_listen_cfg_t, max_connections),
-     .help = "opensentience: callers connected at once (an mcp listener is bounded by its "
-             "agent's max_instances)."},
+     .help = "opensentience and http: connections at once (a Unix mcp listener is bounded by "
+             "its agent's max_instances); more are refused."},
+    {"router.listen[].http", KT(STRING), R, RESTART, 0, 0, 0, "",
+     IN_ITEM(tg_listen_cfg_t, http_addr), .check = tg__cfg_check_http_addr,
+     .help = "An MCP Streamable HTTP endpoint instead of a socket: HOST:PORT (an IP literal or "
+             "localhost; port 0: any free port). Off loopback it needs tls."},
+    {"router.listen[].path", KT(STRING), R, RESTART, 0, 0, 0, TG_HTTP_DEF_PATH,
+     IN_ITEM(tg_listen_cfg_t, http_path), .check = tg__cfg_check_http_path,
+     .help = "http: the endpoint's path; other paths are answered 404."},
+    {"router.listen[].tls", KT(OBJECT), R, RESTART, 0, 0, 0, "", .load = tg__cfg_load_tls,
+     .help = "http: {\"cert\": PEM file, \"key\": PEM file} (TLS 1.2 or later, reloaded on "
+             "SIGHUP), or \"off\" for plain HTTP off loopback (behind a TLS-terminating proxy)."},
+    {"router.listen[].tls.cert", KT(STRING), R, LIVE, 0, 0, 0, "",
+     IN_ITEM(tg_listen_cfg_t, tls_cert), .check = tg__cfg_check_abs_path,
+     .help = "The certificate chain, PEM, leaf first."},
+    {"router.listen[].tls.key", KT(STRING), R, LIVE, 0, 0, 0, "",
+     IN_ITEM(tg_listen_cfg_t, tls_key), .check = tg__cfg_check_abs_path,
+     .help = "The private key, PEM, not encrypted."},
+    {"router.listen[].allowed_origins", KT(LIST), R, RESTART, 0, 0, 0, "",
+     .load = tg__cfg_load_origins,
+     .help = "http: the Origin header values accepted (\"https://app.example\"); a request "
+             "with any other Origin is answered 403 (DNS-rebinding guard). Requests without "
+             "Origin (non-browser clients) are not affected."},
+    {"router.listen[].max_header_bytes", KT(BYTES), R, RESTART, TG_KF_BARE_INT | TG_KF_ZERO_DEF,
+     TG_HTTP_MIN_HEADER_BYTES, TG_HTTP_MAX_HEADER_BYTES_CEIL, "16Ki",
+     IN_ITEM(tg_listen_cfg_t, max_header_bytes),
+     .help = "http: the largest request head; a larger one is answered 431."},
+    {"router.listen[].max_requests_per_connection", KT(COUNT), R, RESTART, TG_KF_ZERO_DEF, 1,
+     TG_HTTP_MAX_REQUESTS_CEIL, "10000", IN_ITEM(tg_listen_cfg_t, max_requests),
+     .help = "http: requests on one connection; the last is answered with Connection: close."},
+    {"router.listen[].header_timeout", KT(DURATION), R, RESTART, TG_KF_ZERO_DEF,
+     TG_HTTP_MIN_TIMEOUT_MS, TG_HTTP_TIMEOUT_CEIL_MS, "10s",
+     IN_ITEM(tg_listen_cfg_t, header_timeout_ms),
+     .help = "http: a request's head and body must arrive within this once begun (slowloris); "
+             "else 408 and the connection is closed."},
+    {"router.listen[].keepalive_timeout", KT(DURATION), R, RESTART, TG_KF_ZERO_DEF,
+     TG_HTTP_MIN_TIMEOUT_MS, TG_HTTP_TIMEOUT_CEIL_MS, "60s",
+     IN_ITEM(tg_listen_cfg_t, keepalive_timeout_ms),
+     .help = "http: a connection waiting for its next request this long is closed."},
+    {"router.listen[].max_sessions", KT(COUNT), R, RESTART, TG_KF_ZERO_DEF, 1,
+     TG_HTTP_MAX_SESSIONS_CEIL, "256", IN_ITEM(tg_listen_cfg_t, max_sessions),
+     .help = "http: MCP sessions open at once on this listener (each has its own agent "
+             "instance, bounded too by the agent's max_instances); one more initialize is "
+             "answered 503."},
+    {"router.listen[].max_sessions_per_caller", KT(COUNT), R, RESTART, TG_KF_ZERO_DEF, 1,
+     TG_HTTP_MAX_SESSIONS_CEIL, "64", IN_ITEM(tg_listen_cfg_t, sessions_per_caller),
+     .help = "http: MCP sessions one caller may hold open on this listener; one more "
+             "initialize is answered 429."},
+    {"router.listen[].session_idle_timeout", KT(DURATION), R, RESTART, TG_KF_ZERO_DEF,
+     TG_HTTP_MIN_TIMEOUT_MS, TG_HTTP_SESSION_IDLE_CEIL_MS, "30m",
+     IN_ITEM(tg_listen_cfg_t, session_idle_ms),
+     .help = "http: a session with no request and no open stream this long is ended (its "
+             "agent instance stops); its id is then answered 404."},
     {"router.callers_only", KT(BOOL), R, LIVE, 0, 0, 0, "false", IN_CFG(callers_only),
      .help = "serve: refuse peers that match no callers[] entry."},
     {"router.idle_timeout", KT(DURATION), R, RESTART, 0, 1, TG_MAX_DURATION_CEIL_MS, "30s",

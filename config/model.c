@@ -258,6 +258,11 @@ void tg__cfg_listen_free(void *v)
 
     free(l->unix_path);
     free(l->agent);
+    free(l->http_addr);
+    free(l->http_path);
+    free(l->tls_cert);
+    free(l->tls_key);
+    tg__cfg_argv_free(l->allowed_origins);
 }
 
 void tg__cfg_caller_free(void *v)
@@ -387,8 +392,15 @@ static int listen_clone(void *dv, const void *sv)
     tg_listen_cfg_t *d = dv;
     const tg_listen_cfg_t *s = sv;
 
-    d->unix_path = d->agent = NULL;
-    return dup_str(&d->unix_path, s->unix_path) < 0 || dup_str(&d->agent, s->agent) < 0 ? -1 : 0;
+    d->unix_path = d->agent = d->http_addr = d->http_path = d->tls_cert = d->tls_key = NULL;
+    d->allowed_origins = NULL;
+    if (dup_str(&d->unix_path, s->unix_path) < 0 || dup_str(&d->agent, s->agent) < 0 ||
+        dup_str(&d->http_addr, s->http_addr) < 0 || dup_str(&d->http_path, s->http_path) < 0 ||
+        dup_str(&d->tls_cert, s->tls_cert) < 0 || dup_str(&d->tls_key, s->tls_key) < 0)
+        return -1;
+    return s->allowed_origins != NULL && !(d->allowed_origins = tg__cfg_argv_dup(s->allowed_origins))
+               ? -1
+               : 0;
 }
 
 static int caller_clone(void *dv, const void *sv)

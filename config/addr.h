@@ -1,0 +1,31 @@
+/* Listening addresses: "HOST:PORT" text (an IPv4 literal, an IPv6 literal
+ * in brackets, or localhost; host names are not resolved) to a socket
+ * address, and whether an address is loopback. Pure. Used by the admin
+ * endpoint (loopback only) and by HTTP listeners (TLS is required off
+ * loopback). */
+#ifndef TG_CONFIG_ADDR_H
+#define TG_CONFIG_ADDR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "config/err.h"
+
+#define TG_ADDR_MAX 64 /* fixed internal bound: "HOST:PORT" text, NUL included */
+
+/* Parse <addr> into <ss> ("127.0.0.1:8080", "[::1]:8080", "localhost:8080",
+ * "0.0.0.0:8443"; port 0 picks a free one). <what> names the address in
+ * messages ("admin address"). 0, or -EINVAL with <err>. */
+int tg_addr_parse(const char *addr, const char *what, struct sockaddr_storage *ss, tg_err_t *err);
+
+/* <s> ("0".."65535", digits only) as a port: 0 or -1. */
+int tg_addr_parse_port(const char *s, uint16_t *port);
+
+/* 127.0.0.0/8, ::1, or an IPv4-mapped 127/8. */
+bool tg_addr_loopback(const struct sockaddr_storage *ss);
+bool tg_addr_ip4_loopback(const struct in_addr *a);
+bool tg_addr_ip6_loopback(const struct in6_addr *a);
+
+#endif
