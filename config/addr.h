@@ -28,4 +28,11 @@ bool tg_addr_loopback(const struct sockaddr_storage *ss);
 bool tg_addr_ip4_loopback(const struct in_addr *a);
 bool tg_addr_ip6_loopback(const struct in6_addr *a);
 
+/* A Host header value naming this machine by a loopback name: localhost,
+ * an IPv4 127/8 literal or an IPv6 loopback literal, with an optional
+ * port. Anything else means the request was made through another name,
+ * the mark of a DNS-rebinding page in a local browser. */
+#define TG_ADDR_HOST_MAX 256 /* fixed internal bound: a Host value looked at */
+bool tg_addr_host_loopback(const char *h, size_t n);
+
 #endif

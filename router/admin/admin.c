@@ -106,43 +106,6 @@ int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, tg_err_t 
     return 0;
 }
 
-/* A Host header naming this machine by a loopback name: localhost, an
- * IPv4 127/8 literal or an IPv6 loopback literal, with an optional port.
- * Anything else means the request was made through some other name, the
- * mark of a DNS-rebinding page in a local browser. */
-static bool host_ok(const char *h, size_t n)
-{
-    char buf[ADMIN_HOST_MAX];
-    if (n == 0 || n >= sizeof(buf))
-        return false;
-    memcpy(buf, h, n);
-    buf[n] = '\0';
-    char *port = NULL;
-    if (buf[0] == '[') {
-        char *end = strchr(buf, ']');
-        if (end == NULL || (end[1] != '\0' && end[1] != ':'))
-            return false;
-        if (end[1] == ':')
-            port = end + 2;
-        *end = '\0';
-        struct in6_addr a6;
-        if (inet_pton(AF_INET6, buf + 1, &a6) != 1 || !tg_addr_ip6_loopback(&a6))
-            return false;
-    } else {
-        char *colon = strchr(buf, ':');
-        if (colon != NULL) {
-            *colon = '\0';
-            port = colon + 1;
-        }
-        struct in_addr a4;
-        if (strcasecmp(buf, "localhost") != 0 &&
-            (inet_pton(AF_INET, buf, &a4) != 1 || !tg_addr_ip4_loopback(&a4)))
-            return false;
-    }
-    uint16_t p;
-    return port == NULL || tg_addr_parse_port(port, &p) == 0;
-}
-
 /* ---- usage of the bounds ---------------------------------------------- */
 
 /* Record usage <v> of the server's own registry entry <idx>. Nothing is
@@ -409,7 +372,7 @@ static void route(conn_t *c)
                                         : "request target too long\n");
         return;
     }
-    if (c->have_host && (c->host_over || !host_ok(c->host, c->host_len))) {
+    if (c->have_host && (c->host_over || !tg_addr_host_loopback(c->host, c->host_len))) {
         respond_text(c, 421, "Host must be localhost or a loopback address\n");
         return;
     }
