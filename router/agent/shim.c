@@ -1,8 +1,11 @@
-/* The exec shim and its argv builder (see shim.h).
+/* The exec shim, its supervisor and its argv builder (see shim.h).
  *
  * The shim runs between fork and the agent's exec, in a process that is
- * already the agent's: it allocates nothing, never returns into the router
- * and reports a failure as one stderr line and an exit status.
+ * already the agent's (or, supervised, its parent): it never returns into
+ * the router and reports a failure as one stderr line and an exit status.
+ * Before the exec it allocates nothing; the supervisor handles signals in
+ * sigwaitinfo, never in a handler, and allocates only in its kill rounds
+ * (opendir of /proc).
  */
 #define _GNU_SOURCE
 #include "router/agent/shim.h"
