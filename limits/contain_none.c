@@ -1,7 +1,8 @@
 /* none backend: containment.mode "off". Nothing is applied and every
  * requested resource says so; the process tree is still sampled (the
  * admin view shows usage) and killed as one unit when the router ends an
- * instance.
+ * instance. The shim stays as the agent's supervisor here too
+ * (--supervise): its tree dies with the agent and with toolgate.
  */
 #include "limits/contain_impl.h"
 

@@ -18,6 +18,11 @@
  * and is not checked at all for root; it stands in for a pids limit only
  * when the agent runs as its own non-root user.
  *
+ * Descendants: the shim stays as the agent's supervisor on both backends
+ * (router/agent/shim.h, --supervise), a subreaper that kills the whole
+ * tree when the agent ends or toolgate dies; toolgate's own kill walks the
+ * tree from it (tg__tree_kill).
+ *
  * The tree is found by scanning /proc/[pid]/stat for parent links
  * (/proc/[pid]/task/[tid]/children needs CONFIG_PROC_CHILDREN, which many
  * kernels lack), plus every process of the session the shim's setsid()
@@ -176,6 +181,16 @@ int tg__tree_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s)
     int rc = tg__proc_tree(ci->pid, true, 0, &st);
     if (rc < 0)
         return rc;
+    /* The root is the shim's supervisor (--supervise): its memory and
+     * its task are toolgate's, not the agent's usage (the CPU of the
+     * descendants it reaped is, and stays in its cutime). */
+    proc_ent_t root;
+    if (read_stat(ci->pid, &root) == 0 && root.state != 'Z' && root.state != 'X') {
+        long page = sysconf(_SC_PAGESIZE);
+        uint64_t rss = root.rss_pages * (uint64_t)(page > 0 ? page : 4096);
+        st.rss_bytes -= rss < st.rss_bytes ? rss : st.rss_bytes;
+        st.tasks -= root.threads < st.tasks ? root.threads : st.tasks;
+    }
     s->memory_current = st.rss_bytes;
     s->cpu_usage_us = st.cpu_us;
     s->pids_current = st.tasks;
@@ -187,11 +202,17 @@ int tg__tree_kill(tg_contain_inst_t *ci)
 {
     if (ci->pid <= 0)
         return -ESRCH;
-    /* The shim made the agent a session and process-group leader. */
-    kill(-ci->pid, SIGKILL);
     for (unsigned i = 0; i < TREE_KILL_ROUNDS; i++) {
         tg_tree_stat_t st;
-        if (tg__proc_tree(ci->pid, true, SIGKILL, &st) < 0 || st.nprocs == 0)
+        int rc = tg__proc_tree(ci->pid, true, SIGKILL, &st);
+        /* After the first walk: while the root (the shim's supervisor, a
+         * subreaper) lives, every descendant is found by its parent link,
+         * and the walk reads them all before it kills one. The root leads
+         * a session and process group (the shim's setsid): the group kill
+         * takes what was forked meanwhile. */
+        if (i == 0)
+            kill(-ci->pid, SIGKILL);
+        if (rc < 0 || st.nprocs == 0)
             return 0;
         tg__contain_sleep_ms(2);
     }

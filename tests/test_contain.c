@@ -315,7 +315,7 @@ Test(contain, report_json_and_text)
     char expect[512];
     snprintf(expect, sizeof expect,
              "/proc/self/exe __shim --setsid --rlimit data=67108864 --rlimit nofile=256 "
-             "--rlimit fsize=1073741824 --no-new-privs --pdeathsig %ld --chdir /srv/ws -- "
+             "--rlimit fsize=1073741824 --no-new-privs --pdeathsig %ld --supervise --chdir /srv/ws -- "
              "agent-bin --flag",
              (long)getpid());
     char got[512] = "";

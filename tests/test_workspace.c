@@ -550,7 +550,7 @@ Test(workspace, tmpfs_holds_the_size_and_hides_the_files)
     }
     snprintf(buf, sizeof buf,
              "--setsid --tmpfs %s --tmpfs-size 1048576 --tmpfs-inodes 1024 --rlimit fsize=1048576 "
-             "--no-new-privs --pdeathsig %ld --chdir %s -- x ",
+             "--no-new-privs --pdeathsig %ld --supervise --chdir %s -- x ",
              ws, (long)getpid(), ws);
     cr_expect_str_eq(got, buf);
     tg_shim_argv_free(sv);

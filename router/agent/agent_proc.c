@@ -154,13 +154,14 @@ static void pipes_close_child(pipes_t *pp)
     }
 }
 
-/* Spawn agent <a> into <proc>, through the exec shim when <ci> is not
- * NULL. *<proc_init> once uv_spawn was called. 0 or a negative errno
- * after logging. */
-static int spawn(uv_loop_t *loop, uv_process_t *proc, bool *proc_init, const tg_agent_cfg_t *a,
-                 tg_contain_inst_t *ci, char **envp, uv_stdio_container_t *stdio,
-                 uv_exit_cb exit_cb, const char *hint)
+/* Spawn agent <a> into p->proc, through the exec shim when p->ci is not
+ * NULL (p->supervised when the shim stays as its supervisor).
+ * p->proc_init once uv_spawn was called. 0 or a negative errno after
+ * logging. */
+static int spawn(uv_loop_t *loop, tg_aproc_t *p, const tg_agent_cfg_t *a, char **envp,
+                 uv_stdio_container_t *stdio, uv_exit_cb exit_cb, const char *hint)
 {
+    tg_contain_inst_t *ci = p->ci;
     /* Containment: the agent starts through toolgate's own exec shim,
      * which joins the instance's cgroups and sets its limits before the
      * agent's first instruction. */
@@ -172,6 +173,7 @@ static int spawn(uv_loop_t *loop, uv_process_t *proc, bool *proc_init, const tg_
             tg_log("cannot start agent '%s': cannot build the exec shim's arguments", a->id);
             return -EINVAL;
         }
+        p->supervised = tg_shim_supervises(&pl);
     }
     uv_process_options_t opt;
     memset(&opt, 0, sizeof(opt));
@@ -185,8 +187,8 @@ static int spawn(uv_loop_t *loop, uv_process_t *proc, bool *proc_init, const tg_
     /* Own session and process group: the whole tree can be signalled (the
      * shim calls setsid itself). */
     opt.flags = shim_argv != NULL ? 0 : UV_PROCESS_DETACHED;
-    *proc_init = true;
-    int rc = uv_spawn(loop, proc, &opt);
+    p->proc_init = true;
+    int rc = uv_spawn(loop, &p->proc, &opt);
     tg_shim_argv_free(shim_argv);
     if (rc < 0)
         tg_log("cannot start agent '%s': %s: %s%s", a->id, a->command[0], uv_strerror(rc), hint);
@@ -229,7 +231,7 @@ int tg_aproc_start(tg_aproc_t *p, uv_loop_t *loop, const tg_agent_cfg_t *a, char
     int rc = pipes_open(&pp, a->id, &p->pin, &p->pout, &p->perr);
     if (rc < 0)
         return rc;
-    rc = spawn(loop, &p->proc, &p->proc_init, a, p->ci, envp, pp.stdio, exit_cb, hint);
+    rc = spawn(loop, p, a, envp, pp.stdio, exit_cb, hint);
     pipes_close_child(&pp);
     if (rc < 0)
         return rc;
@@ -283,6 +285,10 @@ void tg_aproc_close_stdin(tg_aproc_t *p, uv_close_cb cb)
 
 void tg_aproc_signal(const tg_aproc_t *p, int sig)
 {
+    /* The supervisor cannot forward SIGKILL, and once it is dead the
+     * orphans it held go to init: walk the tree first. */
+    if (sig == SIGKILL && p->supervised && p->ci != NULL)
+        (void)tg_contain_kill(p->ci);
     (void)kill(-p->pid, sig);
     (void)kill(p->pid, sig);
 }

@@ -93,6 +93,7 @@ typedef struct tg_aproc {
     int pid;
     bool proc_init; /* uv_spawn was called: the process handle must be closed */
     bool exited, out_eof, gone, stdin_closed, killed;
+    bool supervised; /* pid is the shim's supervisor (no cgroup holds the tree) */
     int64_t exit_status;
     int term_signal;
     tg_in_t rd;            /* the agent's stdout */
@@ -131,7 +132,9 @@ bool tg_aproc_handle_closed(tg_aproc_t *p);
 /* The agent's stdin: flush what is queued, then close it (handle closed
  * with <cb>); nothing more goes to it. */
 void tg_aproc_close_stdin(tg_aproc_t *p, uv_close_cb cb);
-/* Signal <p>'s process group and the process itself with <sig>. */
+/* Signal <p>'s process group and the process itself with <sig>. A
+ * supervised agent's SIGKILL first kills its whole tree (tg_contain_kill),
+ * while the supervisor still holds it. */
 void tg_aproc_signal(const tg_aproc_t *p, int sig);
 /* The process exited (<status>, <sig>): recorded; a kernel OOM kill
  * since the last sample is judged now (true when found: p->killed and

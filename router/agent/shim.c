@@ -1,8 +1,11 @@
-/* The exec shim and its argv builder (see shim.h).
+/* The exec shim, its supervisor and its argv builder (see shim.h).
  *
  * The shim runs between fork and the agent's exec, in a process that is
- * already the agent's: it allocates nothing, never returns into the router
- * and reports a failure as one stderr line and an exit status.
+ * already the agent's (or, supervised, its parent): it never returns into
+ * the router and reports a failure as one stderr line and an exit status.
+ * Before the exec it allocates nothing; the supervisor handles signals in
+ * sigwaitinfo, never in a handler, and allocates only in its kill rounds
+ * (opendir of /proc).
  */
 #define _GNU_SOURCE
 #include "router/agent/shim.h"
@@ -24,6 +27,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SHIM_MSG_MAX 512 /* fixed internal bound: one stderr line */
@@ -49,7 +54,7 @@ typedef struct shim_opts {
     size_t njoin;
     shim_rl_t rl[TG_SHIM_RLIMIT_MAX];
     size_t nrl;
-    bool setsid, unshare_net, no_new_privs, set_user;
+    bool setsid, unshare_net, no_new_privs, set_user, supervise;
     pid_t pdeath_parent; /* 0: no death signal */
     uid_t uid;
     gid_t gid;
@@ -307,6 +312,8 @@ static int parse_args(int argc, char **argv, shim_opts_t *o, int *cmd_at)
             o->unshare_net = true;
         } else if (strcmp(a, "--no-new-privs") == 0) {
             o->no_new_privs = true;
+        } else if (strcmp(a, "--supervise") == 0) {
+            o->supervise = true;
         } else {
             return fail(TG_SHIM_EXIT_SETUP, "unknown option %s", a);
         }
@@ -317,6 +324,273 @@ static int parse_args(int argc, char **argv, shim_opts_t *o, int *cmd_at)
         return fail(TG_SHIM_EXIT_SETUP, "no command after --");
     *cmd_at = i;
     return 0;
+}
+
+/* Arm PR_SET_PDEATHSIG with <sig>, then check that the parent is still
+ * <parent> (it may have died before the signal was armed). 0, or
+ * TG_SHIM_EXIT_SETUP after reporting. */
+static int arm_pdeath(int sig, pid_t parent)
+{
+    if (prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "PR_SET_PDEATHSIG: %s", strerror(errno));
+    if (getppid() != parent)
+        return fail(TG_SHIM_EXIT_SETUP, "toolgate exited while the agent was starting");
+    return 0;
+}
+
+/* Steps 5 to 10 in the process that becomes the agent: rlimits, user,
+ * no_new_privs, the death signal (sent when <parent> dies; 0: none),
+ * the working directory, stray descriptors, exec. Returns only on
+ * failure, with the exit status. */
+static int exec_agent(shim_opts_t *o, char **cmd, pid_t parent)
+{
+    int rc;
+    for (size_t i = 0; i < o->nrl; i++) {
+        if ((rc = set_rlimit(&o->rl[i])) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "setrlimit %s: %s", o->rl[i].name, strerror(-rc));
+    }
+    if (o->set_user) {
+        /* Supplementary groups go first: they would keep root's group
+         * access after setgid, and setgroups needs the privilege setuid
+         * gives up. */
+        if (setgroups(0, NULL) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "setgroups: %s", strerror(errno));
+        if (setgid(o->gid) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "setgid %lu: %s", (unsigned long)o->gid,
+                        strerror(errno));
+        if (setuid(o->uid) < 0)
+            return fail(TG_SHIM_EXIT_SETUP, "setuid %lu: %s", (unsigned long)o->uid,
+                        strerror(errno));
+        /* A process that could regain root after dropping it is not
+         * dropped (setuid as a non-root euid only changes the euid). */
+        if (o->uid != 0 && (setuid(0) == 0 || geteuid() != o->uid || getuid() != o->uid))
+            return fail(TG_SHIM_EXIT_SETUP, "uid drop to %lu did not hold", (unsigned long)o->uid);
+    }
+    if (o->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+    if (parent && (rc = arm_pdeath(SIGKILL, parent)) != 0)
+        return rc;
+    if (o->workdir && chdir(o->workdir) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "chdir %s: %s", o->workdir, strerror(errno));
+    if ((rc = close_stray_fds()) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "close stray fds: %s", strerror(-rc));
+
+    execvp(cmd[0], cmd);
+    int e = errno;
+    return fail(e == ENOENT ? TG_SHIM_EXIT_NOTFOUND : TG_SHIM_EXIT_SETUP, "exec %s: %s", cmd[0],
+                strerror(e));
+}
+
+/* ---- the supervisor (--supervise) ----
+ *
+ * Where no cgroup holds an instance (the rlimit and none backends), the
+ * shim does not exec the agent: it forks it and stays, as its parent and
+ * as the subreaper of everything below it (PR_SET_CHILD_SUBREAPER: an
+ * orphan, a double fork, a setsid grandchild whose parent died, comes
+ * back to it instead of init). It sleeps in sigwaitinfo (no handler runs,
+ * nothing is allocated on a signal) until one of:
+ *   - SIGCHLD for the agent: the agent ended;
+ *   - its death signal (SUP_PDEATH_SIG), or a parent that is no longer
+ *     toolgate: toolgate died, whatever killed it;
+ *   - SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH: sent
+ *     on to the agent's process group and the agent, as toolgate sent them
+ *     to the agent before (SIGKILL cannot be: toolgate's kill walks the
+ *     tree while the supervisor still holds it, limits/contain_rlimit.c).
+ * Then it kills every descendant left and reaps it, round after round,
+ * until it has no child, and leaves the way the agent did: its exit code,
+ * or death by the same signal. */
+
+#define SUP_KILL_ROUNDS 200     /* fixed internal bound: kill-and-reap rounds over what is left */
+#define SUP_ROUND_MS    10      /* fixed internal bound: wait for a death between two rounds */
+#define SUP_PDEATH_SIG  SIGRTMIN /* not one toolgate or a terminal sends */
+
+static const int sup_forward[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
+#define SUP_FORWARD (sizeof sup_forward / sizeof sup_forward[0])
+
+/* The parent, process group and session of process <pid> (a /proc entry
+ * name). 0, or -1 when it is gone or unreadable. */
+static int proc_links(const char *pid, long *ppid, long *pgrp, long *sid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* comm may hold spaces and parentheses: fields restart after the last ')'. */
+    const char *p = strrchr(buf, ')');
+    char state;
+    return p && sscanf(p + 1, " %c %ld %ld %ld", &state, ppid, pgrp, sid) == 4 ? 0 : -1;
+}
+
+/* SIGKILL every process that is this one's child, in the agent's process
+ * group <agent>, or in this one's session when it leads it (<session>):
+ * each is a descendant. */
+static void sup_kill_pass(pid_t self, pid_t agent, bool session)
+{
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long ppid, pgrp, sid;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+            proc_links(e->d_name, &ppid, &pgrp, &sid) < 0)
+            continue;
+        long pid = strtol(e->d_name, NULL, 10);
+        if (pid != self && (ppid == self || pgrp == agent || (session && sid == self)))
+            (void)kill((pid_t)pid, SIGKILL);
+    }
+    closedir(d);
+}
+
+/* Kill and reap every descendant left: a killed process's children come
+ * here, so rounds end when there is no child left, or after
+ * SUP_KILL_ROUNDS (then toolgate's own kill walks what is left). */
+static void sup_reap_all(pid_t agent)
+{
+    pid_t self = getpid(), w = 0;
+    bool session = getsid(0) == self;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    for (unsigned r = 0; r < SUP_KILL_ROUNDS; r++) {
+        sup_kill_pass(self, agent, session);
+        while ((w = waitpid(-1, NULL, WNOHANG)) > 0)
+            ;
+        if (w < 0 && errno == ECHILD)
+            return;
+        struct timespec ts = {0, SUP_ROUND_MS * 1000000L};
+        (void)sigtimedwait(&chld, NULL, &ts);
+    }
+    fail(0, "descendants of the agent still ran after %d kill rounds", SUP_KILL_ROUNDS);
+}
+
+/* Wait until agent <agent> ends (true, its wait status in *<status>) or
+ * toolgate dies (false): the death signal, or a parent that is no longer
+ * <parent> (0: not watched). Takes the signals of <set>, forwarding those
+ * of sup_forward. */
+static bool sup_wait(const sigset_t *set, pid_t parent, pid_t agent, int *status)
+{
+    for (;;) {
+        if (parent && getppid() != parent)
+            return false;
+        siginfo_t si;
+        int s = sigwaitinfo(set, &si);
+        if (s == SIGCHLD) {
+            bool done = false;
+            int st;
+            pid_t w;
+            while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+                if (w == agent) {
+                    *status = st;
+                    done = true;
+                }
+            }
+            if (done)
+                return true;
+        } else if (s == SUP_PDEATH_SIG) {
+            if (parent)
+                return false;
+        } else if (s > 0) {
+            /* The agent leaves its group only by calling setsid or
+             * setpgid itself: then it is signalled on its own too. */
+            (void)kill(-agent, s);
+            if (getpgid(agent) != agent)
+                (void)kill(agent, s);
+        }
+    }
+}
+
+/* Leave as the agent left: its exit code, or death by the same signal
+ * (default disposition; no core of the supervisor: the agent dumped its
+ * own where its limits let it). */
+__attribute__((noreturn)) static void sup_relay(int status)
+{
+    if (WIFSIGNALED(status)) {
+        int s = WTERMSIG(status);
+        struct rlimit none = {0, 0};
+        struct sigaction sa;
+        sigset_t one;
+        (void)setrlimit(RLIMIT_CORE, &none);
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        (void)sigaction(s, &sa, NULL);
+        sigemptyset(&one);
+        sigaddset(&one, s);
+        (void)kill(getpid(), s);
+        (void)sigprocmask(SIG_UNBLOCK, &one, NULL);
+        _exit(128 + s); /* a signal that does not terminate */
+    }
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : TG_SHIM_EXIT_SETUP);
+}
+
+/* The supervisor's own end of stdio: stdin and stdout go to /dev/null, so
+ * the agent's EOFs reach toolgate as before; stderr stays for its own
+ * lines, and a closed one costs no SIGPIPE. */
+static void sup_detach(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    (void)sigaction(SIGPIPE, &sa, NULL);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; fd < 2; fd++) {
+        if (null < 0 || dup2(null, fd) < 0)
+            close(fd);
+    }
+    if (null > 1)
+        close(null);
+    /* Pin no directory: a workspace or a mount toolgate's cwd is on. */
+    if (chdir("/") < 0) {
+        /* stays where it is */
+    }
+}
+
+/* Run the agent under a supervisor (see above). Returns only when the
+ * supervisor could not be set up, with the exit status. */
+static int supervise(shim_opts_t *o, char **cmd)
+{
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SUP_PDEATH_SIG);
+    for (size_t i = 0; i < SUP_FORWARD; i++)
+        sigaddset(&set, sup_forward[i]);
+    /* Blocked before the death signal is armed and the agent forked: a
+     * signal in between stays pending for sigwaitinfo. */
+    if (sigprocmask(SIG_BLOCK, &set, &old) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "sigprocmask: %s", strerror(errno));
+    int rc = close_stray_fds();
+    if (rc < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "close stray fds: %s", strerror(-rc));
+    if (o->pdeath_parent && (rc = arm_pdeath(SUP_PDEATH_SIG, o->pdeath_parent)) != 0)
+        return rc;
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+    pid_t self = getpid();
+    pid_t agent = fork();
+    if (agent < 0)
+        return fail(TG_SHIM_EXIT_SETUP, "fork: %s", strerror(errno));
+    if (agent == 0) {
+        /* The agent's own process group: toolgate's group signals reach
+         * the supervisor alone, which sends them on. */
+        (void)sigprocmask(SIG_SETMASK, &old, NULL);
+        (void)setpgid(0, 0);
+        _exit(exec_agent(o, cmd, self));
+    }
+    (void)setpgid(agent, agent); /* also here: whichever runs first */
+    sup_detach();
+    int status = 0;
+    bool ended = sup_wait(&set, o->pdeath_parent, agent, &status);
+    sup_reap_all(agent);
+    if (!ended)
+        _exit(0); /* toolgate is gone: no one reads this */
+    sup_relay(status);
 }
 
 int tg_shim_main(int argc, char **argv)
@@ -344,43 +618,9 @@ int tg_shim_main(int argc, char **argv)
     }
     if (o.tmpfs_dir && (rc = mount_workspace(&o)) != 0)
         return rc;
-    for (size_t i = 0; i < o.nrl; i++) {
-        if ((rc = set_rlimit(&o.rl[i])) < 0)
-            return fail(TG_SHIM_EXIT_SETUP, "setrlimit %s: %s", o.rl[i].name, strerror(-rc));
-    }
-    if (o.set_user) {
-        /* Supplementary groups go first: they would keep root's group
-         * access after setgid, and setgroups needs the privilege setuid
-         * gives up. */
-        if (setgroups(0, NULL) < 0)
-            return fail(TG_SHIM_EXIT_SETUP, "setgroups: %s", strerror(errno));
-        if (setgid(o.gid) < 0)
-            return fail(TG_SHIM_EXIT_SETUP, "setgid %lu: %s", (unsigned long)o.gid, strerror(errno));
-        if (setuid(o.uid) < 0)
-            return fail(TG_SHIM_EXIT_SETUP, "setuid %lu: %s", (unsigned long)o.uid, strerror(errno));
-        /* A process that could regain root after dropping it is not
-         * dropped (setuid as a non-root euid only changes the euid). */
-        if (o.uid != 0 && (setuid(0) == 0 || geteuid() != o.uid || getuid() != o.uid))
-            return fail(TG_SHIM_EXIT_SETUP, "uid drop to %lu did not hold", (unsigned long)o.uid);
-    }
-    if (o.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return fail(TG_SHIM_EXIT_SETUP, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
-    if (o.pdeath_parent) {
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-            return fail(TG_SHIM_EXIT_SETUP, "PR_SET_PDEATHSIG: %s", strerror(errno));
-        /* The parent may have died before the signal was armed. */
-        if (getppid() != o.pdeath_parent)
-            return fail(TG_SHIM_EXIT_SETUP, "toolgate exited while the agent was starting");
-    }
-    if (o.workdir && chdir(o.workdir) < 0)
-        return fail(TG_SHIM_EXIT_SETUP, "chdir %s: %s", o.workdir, strerror(errno));
-    if ((rc = close_stray_fds()) < 0)
-        return fail(TG_SHIM_EXIT_SETUP, "close stray fds: %s", strerror(-rc));
-
-    execvp(cmd[0], cmd);
-    int e = errno;
-    return fail(e == ENOENT ? TG_SHIM_EXIT_NOTFOUND : TG_SHIM_EXIT_SETUP, "exec %s: %s", cmd[0],
-                strerror(e));
+    if (o.supervise)
+        return supervise(&o, cmd);
+    return exec_agent(&o, cmd, o.pdeath_parent);
 }
 
 /* ---- argv builder (runs in the router) ---- */
@@ -416,6 +656,11 @@ static const char *rl_name(int resource)
     return NULL;
 }
 
+bool tg_shim_supervises(const tg_contain_place_t *pl)
+{
+    return pl->nprocs == 0;
+}
+
 void tg_shim_argv_free(char **argv)
 {
     if (!argv)
@@ -434,10 +679,10 @@ int tg_shim_argv_build(const char *self_exe, const tg_contain_place_t *pl, const
     size_t nargs = 0;
     while (agent_argv[nargs])
         nargs++;
-    /* exe, subcommand, 2 per join/rlimit, 6 flags, 2 each for user,
+    /* exe, subcommand, 2 per join/rlimit, 7 flags, 2 each for user,
      * pdeathsig, chdir, tmpfs, tmpfs-size, tmpfs-inodes, "--", the
      * command, NULL */
-    size_t cap = 2 + 2 * pl->nprocs + 2 * pl->nrl + 6 + 12 + 1 + nargs + 1;
+    size_t cap = 2 + 2 * pl->nprocs + 2 * pl->nrl + 7 + 12 + 1 + nargs + 1;
     char **v = calloc(cap, sizeof *v);
     if (!v)
         return -ENOMEM;
@@ -489,6 +734,8 @@ int tg_shim_argv_build(const char *self_exe, const tg_contain_place_t *pl, const
         if (rc == 0)
             rc = add_fmt(v, &n, "%ld", (long)getpid());
     }
+    if (rc == 0 && tg_shim_supervises(pl))
+        rc = add(v, &n, "--supervise");
     /* A configured cwd wins; else the agent starts in its workspace. */
     if (!workdir && pl->workdir[0])
         workdir = pl->workdir;

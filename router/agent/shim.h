@@ -30,16 +30,27 @@
  * precede the uid drop; the death signal is set after the uid drop because
  * a credential change clears it.
  *
- * Why a death signal: an agent whose toolgate died has no caller, no
- * monitor and no one to reap it. With cgroups the next start's orphan
- * cleanup would kill it anyway; without them nothing would. The signal
- * fires when the thread that spawned the shim exits, so toolgate must
- * spawn agents from its loop thread (it does), and it reaches the main
- * process only: descendants die by the cgroup watchdog when toolgate is
- * killed (limits/contain_watch.c), by cgroup.kill when toolgate stops an
- * instance, or by the tree and session kill of the rlimit backend when
- * toolgate ends normally (a killed toolgate leaves them there).
+ * --supervise (the argv builder adds it when no cgroup holds the instance:
+ * the rlimit and none backends): after steps 1-4 the shim does not exec
+ * the agent but forks it and stays as its supervisor, a subreaper
+ * (PR_SET_CHILD_SUBREAPER) whose death signal is SIGRTMIN, not SIGKILL.
+ * The agent, in a process group of its own, takes steps 5-10 (its death
+ * signal is SIGKILL when the supervisor dies). The supervisor forwards
+ * SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and SIGWINCH to it;
+ * when the agent ends, or toolgate dies, it kills every descendant left
+ * (orphans, double forks and setsid grandchildren all reparent to it) and
+ * reaps them, then exits as the agent did: the same code, or death by the
+ * same signal. It holds /dev/null as stdin and stdout and keeps stderr.
+ * SIGKILL cannot be forwarded: toolgate's SIGKILL walks the tree from the
+ * supervisor (tg_contain_kill) while it still holds every descendant.
  *
+ * Why a death signal: an agent whose toolgate died has no caller, no
+ * monitor and no one to reap it. The signal fires when the thread that
+ * spawned the shim exits, so toolgate must spawn agents from its loop
+ * thread (it does). With a cgroup it reaches the agent's main process
+ * and the cgroup watchdog (limits/contain_watch.c) kills the rest;
+ * without one the supervisor wakes and kills the whole tree.
+
  * Errors: one line on stderr, "toolgate shim: <what>: <strerror>", and exit
  * TG_SHIM_EXIT_SETUP (126) when containment could not be set up or the
  * command cannot be executed, TG_SHIM_EXIT_NOTFOUND (127) when it does not
@@ -75,5 +86,10 @@ int tg_shim_main(int argc, char **argv);
 int tg_shim_argv_build(const char *self_exe, const tg_contain_place_t *pl, const char *workdir,
                        char *const agent_argv[], char ***out);
 void tg_shim_argv_free(char **argv);
+/* Whether the shim for <pl> stays as the agent's supervisor
+ * (--supervise): when no cgroup holds the instance (no cgroup.procs to
+ * join, the rlimit and none backends). The cgroup backends exec the agent
+ * as before; their watchdog ties the tree to toolgate's life. */
+bool tg_shim_supervises(const tg_contain_place_t *pl);
 
 #endif
