@@ -52,6 +52,7 @@ typedef struct listener {
     tg_agent_t *ag;
     const tg_listen_cfg_t *lc;
     uint32_t nconn;  /* mcp: sessions open on it (max_connections) */
+    int reg;         /* mcp: listen.<i>.connections in the registry (-1: none) */
     tg_lsock_t sock; /* the socket file; its fd is the pipe's once open */
     bool pipe_init;  /* <pipe> is a libuv handle (to close) */
     bool bound;      /* <sock> holds a bound socket file (to remove) */
@@ -338,7 +339,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     tg_sess_set_front(s, l);
-    l->nconn++;
+    tg_registry_update(&r->gw.reg, l->reg, ++l->nconn);
     (void)tg_sess_start(s);
 }
 
@@ -381,7 +382,7 @@ static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
     serve_run_t *r = gw->data;
     listener_t *l = tg_sess_front(s);
     if (l != NULL && l->nconn > 0)
-        l->nconn--;
+        tg_registry_update(&r->gw.reg, l->reg, --l->nconn);
     /* By id: the session's agent may be one a reload replaced. */
     const char *id = tg_agent_id(tg_sess_agent(s));
     for (size_t i = 0; tg_sess_counted(s) && i < r->cfg->nagents; i++)
@@ -977,7 +978,16 @@ int tg_serve_run(tg_config_t *cfg)
         listener_t *l = &r->ls[i];
         l->r = r;
         l->lc = &cfg->listen[i];
+        l->reg = -1;
         tg_lsock_init(&l->sock);
+        if (l->lc->dialect == TG_DIALECT_MCP) {
+            /* As the opensentience gateway registers its listeners'. */
+            char name[TG_LIMIT_NAME_MAX];
+            snprintf(name, sizeof(name), "listen.%zu.connections", i);
+            l->reg = tg_registry_add(&r->gw.reg, name, TG_LIMIT_CONCURRENCY, "instance",
+                                     l->lc->max_connections ? l->lc->max_connections
+                                                            : TG_DEF_LISTEN_MAX_CONNECTIONS);
+        }
         for (size_t j = 0; l->lc->agent != NULL && j < cfg->nagents; j++)
             if (strcmp(cfg->agents[j].id, l->lc->agent) == 0)
                 l->ag = r->agents[j];
