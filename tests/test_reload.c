@@ -255,6 +255,7 @@ Test(reload, old_session_ends_with_its_caller_and_on_stop)
     mcp_connect(&b, R.sock);
     mcp_init_ok(&b, 5000);
     pid_t pids[4];
+    cr_assert_eq(tgh_log_wait(R.log, "start ", 2, 3000), 2);
     cr_assert_eq(tgh_log_pids(R.log, pids, 4), 2);
     char log2[TGH_PATH + 16];
     snprintf(log2, sizeof log2, "%s/fixture2.log", R.dir);
