@@ -252,10 +252,6 @@ static int listen_one(tg_cfg_ctx_t *c, json_t *v, size_t i)
         return tg__cfg_at_err(c, false,
                               "path, tls, allowed_origins and the HTTP bounds belong to an "
                               "\"http\" listener (this one is \"unix\")");
-    if (l->dialect == TG_DIALECT_MCP && l->max_connections)
-        return tg__cfg_at_err(c, false,
-                              "an mcp listener's connections are bounded by its "
-                              "agent's max_instances (remove \"max_connections\")");
     if (l->dialect == TG_DIALECT_OPENSENTIENCE && l->agent)
         return tg__cfg_at_err(c, false,
                               "an opensentience listener routes calls by tool_id to "

@@ -211,7 +211,7 @@ typedef enum tg_on_oversize {
 #define TG_OS_IDEM_WINDOW_CEIL_MS (24ull * 3600 * 1000)
 #define TG_DEF_OS_IDEM_MAX_BYTES (16ull * 1024 * 1024) /* cached results per agent */
 #define TG_OS_IDEM_MAX_BYTES_CEIL (1ull << 30)
-#define TG_DEF_LISTEN_MAX_CONNECTIONS 256u     /* callers of one opensentience listener */
+#define TG_DEF_LISTEN_MAX_CONNECTIONS 256u     /* callers of one listener */
 #define TG_LISTEN_MAX_CONNECTIONS_CEIL 65536u
 
 typedef struct tg_os_cfg {
@@ -314,6 +314,8 @@ typedef struct tg_audit_sink_cfg {
 
 #define TG_DEF_MAX_INSTANCES 8
 #define TG_DEF_IDLE_TIMEOUT_MS 30000
+#define TG_DEF_HANDSHAKE_TIMEOUT_MS 10000
+#define TG_DEF_RELOAD_DRAIN_TIMEOUT_MS 300000
 #define TG_MAX_INSTANCES_CEIL 1024
 #define TG_CFG_LISTEN_MAX 64   /* fixed internal bound: listeners */
 #define TG_CFG_CALLERS_MAX 256 /* fixed internal bound: callers[] entries */
@@ -399,7 +401,7 @@ typedef struct tg_listen_cfg {
     uint32_t mode; /* socket file mode, default 0660 */
     tg_dialect_t dialect;
     tg_on_oversize_t on_oversize; /* opensentience: a caller's over-cap frame */
-    uint32_t max_connections;     /* opensentience: callers at once; 0 = the default */
+    uint32_t max_connections;     /* callers connected at once; 0 = the default */
     int64_t owner; /* uid to chown the socket file to; -1: toolgate's own */
     int64_t group; /* gid, likewise */
 } tg_listen_cfg_t;
@@ -444,6 +446,10 @@ typedef struct tg_config {
         admin_max_response_bytes;
     uint64_t idle_timeout_ms; /* router.idle_timeout: a serve caller holding half a frame this
                                * long is disconnected (default 30s) */
+    uint64_t handshake_timeout_ms; /* router.handshake_timeout: a serve connection without a
+                                    * complete initialize this long is closed (default 10s) */
+    uint64_t reload_drain_timeout_ms; /* router.reload_drain_timeout: sessions of an agent a
+                                       * reload replaced run on this long (default 5m; 0: none) */
     tg_store_cfg_t store;
 } tg_config_t;
 

@@ -139,8 +139,10 @@ const tg_cfg_key_t tg_cfg_keys[] = {
              "its connection."},
     {"router.listen[].max_connections", KT(COUNT), R, RESTART, TG_KF_ZERO_DEF, 1,
      TG_LISTEN_MAX_CONNECTIONS_CEIL, "256", IN_ITEM(tg_listen_cfg_t, max_connections),
-     .help = "opensentience and http: connections at once (a Unix mcp listener is bounded by "
-             "its agent's max_instances); more are refused."},
+     .help = "Connections at once; one more is refused and closed (a Unix listener answers "
+             "concurrency_limit_exceeded, limit connections; an http listener 429). On an mcp "
+             "listener, agent instances are bounded apart by the agent's max_instances (counted "
+             "from each caller's initialize)."},
     {"router.listen[].http", KT(STRING), R, RESTART, 0, 0, 0, "",
      IN_ITEM(tg_listen_cfg_t, http_addr), .check = tg__cfg_check_http_addr,
      .help = "An MCP Streamable HTTP endpoint instead of a socket: HOST:PORT (an IP literal or "
@@ -197,6 +199,17 @@ const tg_cfg_key_t tg_cfg_keys[] = {
     {"router.idle_timeout", KT(DURATION), R, RESTART, 0, 1, TG_MAX_DURATION_CEIL_MS, "30s",
      IN_CFG(idle_timeout_ms),
      .help = "serve: a caller holding half a frame this long is disconnected."},
+    {"router.handshake_timeout", KT(DURATION), R, LIVE, 0, 1, TG_MAX_DURATION_CEIL_MS, "10s",
+     IN_CFG(handshake_timeout_ms),
+     .help = "serve: an mcp connection that has not sent a complete initialize this long is "
+             "closed (its agent instance starts only with the initialize). Reloads in place: "
+             "applies to connections accepted after the reload."},
+    {"router.reload_drain_timeout", KT(DURATION), R, LIVE, 0, 0, TG_MAX_DURATION_CEIL_MS, "5m",
+     IN_CFG(reload_drain_timeout_ms),
+     .help = "serve: after a reload replaces an mcp agent (command, env, resources...), its "
+             "open sessions run on with their old instance and old limits until the caller "
+             "leaves or this long has passed, then are drained and closed; 0 ends them at "
+             "once. Reloads in place: applies to agents replaced after the reload."},
     {"router.admin", KT(OBJECT), R, RESTART, 0, 0, 0, "", .load = tg__cfg_load_admin,
      .help = "The admin HTTP endpoint (/metrics, /limits, /agents, /healthz): a loopback "
              "\"HOST:PORT\", or an object with listen and bounds."},

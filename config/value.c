@@ -163,6 +163,17 @@ static int parse_network(const char *s, uint64_t *out, const char **why)
     return -EINVAL;
 }
 
+/* <s> is a duration of zero: zeros, then one of the duration suffixes. */
+static bool zero_duration(const char *s)
+{
+    static const char *const sfx[] = {"ms", "s", "m", "h"};
+    size_t z = strspn(s, "0");
+    for (size_t i = 0; z > 0 && i < sizeof(sfx) / sizeof(sfx[0]); i++)
+        if (strcmp(s + z, sfx[i]) == 0)
+            return true;
+    return false;
+}
+
 int tg__cfg_parse_text(const tg_cfg_key_t *k, const char *s, tg_cfg_val_t *out, char *msg,
                        size_t cap)
 {
@@ -176,7 +187,14 @@ int tg__cfg_parse_text(const tg_cfg_key_t *k, const char *s, tg_cfg_val_t *out, 
         rc = tg_unit_bytes(s, &v.u, &why);
         break;
     case TG_KT_DURATION:
-        rc = tg_unit_duration_ms(s, &v.u, &why);
+        /* Zero is a meaningful duration for a key whose minimum is 0
+         * (router.reload_drain_timeout: at once): "0s", "0ms"... */
+        if (k->min == 0 && zero_duration(s)) {
+            v.u = 0;
+            rc = 0;
+        } else {
+            rc = tg_unit_duration_ms(s, &v.u, &why);
+        }
         break;
     case TG_KT_RATE:
         rc = tg_unit_rate(s, &v.rate, &why);

@@ -182,6 +182,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
     char audit_path[4096], name[TG_LIMIT_NAME_MAX];
     gw->loop = loop;
     gw->cfg = cfg;
+    gw->handshake_timeout_ms = cfg->handshake_timeout_ms;
+    gw->reload_drain_timeout_ms = cfg->reload_drain_timeout_ms;
     tg_log_init(loop);
     tg_pool_init(&gw->pool, (size_t)cfg->max_frame_bytes + 2 * TG_IO_CHUNK);
     tg_registry_init(&gw->reg);

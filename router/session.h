@@ -60,9 +60,26 @@ tg_sess_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char
 tg_agent_t *tg_sess_agent(const tg_sess_t *s);
 /* The next live session of the gateway (gw->sessions starts the list). */
 tg_sess_t *tg_sess_next(const tg_sess_t *s);
-/* Start its agent instance and read the caller. 0, or -1 when the agent
- * could not start (the session is then ending). */
+/* Read the caller. A stdio session (wrap) starts its agent instance now:
+ * 0, or -1 when the agent could not start (the session is then ending). A
+ * connection (serve) starts it with the caller's first initialize (held
+ * and forwarded once the instance is up, when gw->instance_take admits
+ * it); until then ping is answered, other requests get -32600, and a
+ * caller with no complete initialize within router.handshake_timeout is
+ * closed (audited, reason handshake_timeout). */
 int tg_sess_start(tg_sess_t *s);
+/* serve: the runner's tag of <s> (its listener). */
+void tg_sess_set_front(tg_sess_t *s, void *front);
+void *tg_sess_front(const tg_sess_t *s);
+/* serve: <s>'s instance is held against max_instances (released when the
+ * session ends). */
+bool tg_sess_counted(const tg_sess_t *s);
+/* Reload: <s>'s agent was replaced by <ag>. A session with no instance
+ * yet moves to <ag> (1). One with an instance runs on with it and the old
+ * agent's limits until its caller leaves or <drain_ms> passes (0: now),
+ * then is drained and closed, audited with reason reload_drain_timeout
+ * (0). */
+int tg_sess_replaced(tg_sess_t *s, tg_agent_t *ag, uint64_t drain_ms);
 /* Stop taking calls, drain within kill_grace, stop the agent. */
 void tg_sess_shutdown(tg_sess_t *s, const char *why);
 bool tg_sess_stopping(const tg_sess_t *s);

@@ -100,6 +100,8 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
         caller_invalid(w, frame, slen);
         return;
     }
+    if (w->awaiting_init && mcp_before_init(w, frame, &env))
+        return; /* serve, no instance yet (session_life.c) */
     if (env.kind == TG_MCP_BATCH) {
         int has = tg_mcp_batch_has_call(frame, slen);
         if (has != 0) {

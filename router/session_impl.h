@@ -162,6 +162,15 @@ struct tg_wrap {
     bool stuck_armed;
     tg_phase_t phase;
     bool finished;
+
+    /* serve: the instance starts with the caller's initialize (issue 12
+     * item 4). life_timer is the handshake deadline until then; after a
+     * reload replaced the session's agent, the drain deadline (item 29). */
+    uv_timer_t life_timer;
+    uint64_t life_ms;    /* the deadline life_timer was armed with */
+    bool awaiting_init;  /* no instance yet: only initialize and ping are taken */
+    bool counted;        /* its instance is held against max_instances (instance_take) */
+    void *front;         /* the runner's tag (serve: the listener) */
 };
 
 /* ---- shared between the engine's files ---------------------------------- */
@@ -201,6 +210,7 @@ void mcp_sess_release(tg_wrap_t *w);
 void mcp_finish(tg_wrap_t *w);
 uint32_t mcp_recent_restarts(const tg_wrap_t *w, uint64_t now);
 void mcp_agent_maybe_reap(tg_agent_t *ag);
+bool mcp_before_init(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env);
 
 /* ---- small helpers ---------------------------------------------------- */
 

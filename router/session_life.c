@@ -119,11 +119,12 @@ void mcp_finish(tg_wrap_t *w)
     uv_timer_stop(&w->restart_timer);
     w->cwr.stream = NULL;
     uv_timer_stop(&w->idle_timer);
+    uv_timer_stop(&w->life_timer);
     uv_handle_t *hs[] = {(uv_handle_t *)&w->phase_timer, (uv_handle_t *)&w->restart_timer,
-                         (uv_handle_t *)&w->idle_timer, (uv_handle_t *)w->cin,
-                         (uv_handle_t *)w->cout};
+                         (uv_handle_t *)&w->idle_timer,  (uv_handle_t *)&w->life_timer,
+                         (uv_handle_t *)w->cin,          (uv_handle_t *)w->cout};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-        if (hs[i] != NULL && !uv_is_closing(hs[i]) && (i < 4 || hs[i] != hs[3]))
+        if (hs[i] != NULL && !uv_is_closing(hs[i]) && (i < 5 || hs[i] != hs[4]))
             uv_close(hs[i], sess_handle_closed);
 }
 
@@ -470,8 +471,9 @@ static tg_wrap_t *sess_alloc(tg_gw_t *gw, tg_agent_t *ag, const char *caller)
     uv_timer_init(gw->loop, &w->restart_timer);
     uv_timer_init(gw->loop, &w->phase_timer);
     uv_timer_init(gw->loop, &w->idle_timer);
-    w->restart_timer.data = w->phase_timer.data = w->idle_timer.data = w;
-    w->open_handles = 3;
+    uv_timer_init(gw->loop, &w->life_timer);
+    w->restart_timer.data = w->phase_timer.data = w->idle_timer.data = w->life_timer.data = w;
+    w->open_handles = 4;
     w->next = gw->sessions;
     if (gw->sessions != NULL)
         gw->sessions->prev = w;
@@ -509,8 +511,18 @@ tg_wrap_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char
     return w;
 }
 
+static void on_handshake_timeout(uv_timer_t *t);
+
 int tg_sess_start(tg_wrap_t *w)
 {
+    if (w->conn != NULL) {
+        /* serve: the instance waits for the caller's initialize. */
+        w->awaiting_init = true;
+        w->life_ms = w->gw->handshake_timeout_ms;
+        uv_timer_start(&w->life_timer, on_handshake_timeout, w->life_ms, 0);
+        uv_read_start(w->cin, mcp_caller_alloc, mcp_caller_read);
+        return 0;
+    }
     if (mcp_agent_spawn(w) < 0) {
         mcp_begin_shutdown(w, "agent failed to start");
         mcp_finish(w);
@@ -534,4 +546,185 @@ bool tg_sess_stopping(const tg_wrap_t *w)
 void tg_sess_kill(tg_wrap_t *w)
 {
     TG_AINST_KILL(w->inst, SIGKILL, "interrupted");
+}
+
+/* ---- before the caller's initialize (serve) ----------------------------- */
+
+/* Read nothing more from <w>'s caller: it is being closed. */
+static void stop_reading(tg_wrap_t *w)
+{
+    if (w->cin != NULL && !w->caller_eof)
+        uv_read_stop(w->cin);
+    w->caller_eof = true;
+}
+
+/* No complete initialize within router.handshake_timeout: the connection
+ * holds a slot and a buffer for nothing. Told (id null), audited, closed;
+ * no instance was ever started for it. */
+static void on_handshake_timeout(uv_timer_t *t)
+{
+    tg_wrap_t *w = t->data;
+    if (!w->awaiting_init || w->phase != TG_P_RUN)
+        return;
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "invalid request: no initialize within %" PRIu64
+             " ms (router.handshake_timeout); closing",
+             w->life_ms);
+    mcp_rpc_error(w, NULL, 0, -32600, msg);
+    tg_audit_ev_t ev;
+    tg_adm_audit_refused(&ev, agent_name(w), w->caller, "handshake_timeout",
+                         w->crd.len - w->crd.pos);
+    emit(w, &ev);
+    stop_reading(w);
+    mcp_begin_shutdown(w, "no initialize within router.handshake_timeout");
+    mcp_flush_all(w);
+}
+
+/* The initialize with id <id> of <w> is refused: <running> instances of
+ * its agent run, <cap> the most allowed. Answered with its id, audited,
+ * and the session ends (as a connection over max_instances always did). */
+static void refuse_instance(tg_wrap_t *w, const char *id, size_t id_len, uint32_t running,
+                            uint32_t cap)
+{
+    tg_denial_t d;
+    char reqid[32], path[TG_NAME_MAX + 64], detail[96];
+    mcp_denial_init(w, &d, TG_DENY_CONCURRENCY, NULL, reqid, sizeof(reqid));
+    d.limit = "instances";
+    d.unit = "instances";
+    d.observed = (int64_t)running + 1;
+    d.cap = (int64_t)cap;
+    snprintf(path, sizeof(path), "agents.%s.max_instances", agent_name(w));
+    d.config_path = path;
+    snprintf(detail, sizeof(detail), "%u instances running, the most allowed", running);
+    d.detail = detail;
+    mcp_deny(w, id, id_len, &d);
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    tg_adm_audit_denial(&ev, &d);
+    ev.event = "call.denied";
+    ev.agent = agent_name(w);
+    ev.caller = w->caller;
+    ev.status = "denied";
+    emit(w, &ev);
+    stop_reading(w);
+    mcp_begin_shutdown(w, "max_instances reached");
+}
+
+/* The caller's first initialize: start the instance (when the runner
+ * admits one more), then let the usual path forward the request to it (it
+ * waits in the instance's input until the process reads it). true when
+ * the request was answered here instead. */
+static bool start_on_initialize(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env)
+{
+    uv_timer_stop(&w->life_timer);
+    if (w->phase != TG_P_RUN) {
+        w->awaiting_init = false;
+        return false; /* refused as shutting_down by the usual path */
+    }
+    uint32_t running = 0, cap = 0;
+    if (w->gw->instance_take != NULL) {
+        if (w->gw->instance_take(w->gw, w, &running, &cap) < 0) {
+            refuse_instance(w, frame + env->id.off, env->id.len, running, cap);
+            return true;
+        }
+        w->counted = true;
+    }
+    if (mcp_agent_spawn(w) < 0) {
+        tg_denial_t d;
+        char reqid[32];
+        mcp_denial_init(w, &d, TG_DENY_UNAVAILABLE, NULL, reqid, sizeof(reqid));
+        d.limit = "agent";
+        d.detail = "agent failed to start";
+        mcp_deny(w, frame + env->id.off, env->id.len, &d);
+        stop_reading(w);
+        mcp_begin_shutdown(w, "agent failed to start");
+        return true;
+    }
+    w->awaiting_init = false;
+    return false;
+}
+
+/* A caller frame (scanned) of serve session <w> before its initialize:
+ * true when it was dealt with here. ping is answered ({} result), the
+ * initialize starts the instance, any other request (or batch) gets
+ * -32600 (JSON-RPC Invalid Request: MCP clients send nothing but ping
+ * before initialize), and notifications and responses have no instance to
+ * go to (dropped). */
+bool mcp_before_init(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env)
+{
+    bool request = env->kind == TG_MCP_REQUEST;
+    if (request && env->id.len > TG_ID_MAX)
+        return false; /* refused for its id by the usual path; nothing reaches an agent */
+    if (request && tg_jstr_eq(frame, env->method, "initialize"))
+        return start_on_initialize(w, frame, env);
+    if (request && tg_jstr_eq(frame, env->method, "ping")) {
+        char buf[TG_ID_MAX + 64];
+        int n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"result\":{}}\n",
+                         (int)env->id.len, frame + env->id.off);
+        if (!w->cout_dead && n > 0 && (size_t)n < sizeof(buf))
+            (void)tg_out_copy(&w->cwr, buf, (size_t)n);
+        return true;
+    }
+    if (request || env->kind == TG_MCP_BATCH)
+        mcp_rpc_error(w, request ? frame + env->id.off : NULL, request ? env->id.len : 0, -32600,
+                      "invalid request: the session is not initialized (send initialize first)");
+    return true;
+}
+
+void tg_sess_set_front(tg_wrap_t *w, void *front)
+{
+    w->front = front;
+}
+
+void *tg_sess_front(const tg_wrap_t *w)
+{
+    return w->front;
+}
+
+bool tg_sess_counted(const tg_wrap_t *w)
+{
+    return w->counted;
+}
+
+/* ---- reload: sessions of a replaced agent ------------------------------- */
+
+/* A session of a replaced agent ran its router.reload_drain_timeout: it
+ * ends as on shutdown (calls in flight answered within kill_grace, new
+ * ones refused with shutting_down), audited. */
+static void on_drain_timeout(uv_timer_t *t)
+{
+    tg_wrap_t *w = t->data;
+    if (w->phase != TG_P_RUN)
+        return;
+    tg_log("agent '%s': a session (caller %s) of the config a reload replaced ran "
+           "router.reload_drain_timeout (%" PRIu64 " ms): ending it",
+           agent_name(w), w->caller, w->life_ms);
+    tg_audit_ev_t ev;
+    tg_adm_audit_refused(&ev, agent_name(w), w->caller, "reload_drain_timeout", 0);
+    ev.status = "ended";
+    ev.count = (int64_t)mcp_busy_calls(w);
+    emit(w, &ev);
+    tg_sess_shutdown(w, "agent config changed by reload");
+}
+
+int tg_sess_replaced(tg_wrap_t *w, tg_agent_t *ag, uint64_t drain_ms)
+{
+    if (w->awaiting_init && w->inst == NULL && w->nbusy == 0 && w->phase == TG_P_RUN) {
+        /* Nothing of the old agent in use: it is a new connection. */
+        w->ag->nsess--;
+        mcp_agent_maybe_reap(w->ag);
+        w->ag = ag;
+        ag->nsess++;
+        return 1;
+    }
+    if (drain_ms == 0) {
+        tg_sess_shutdown(w, "agent config changed by reload");
+        return 0;
+    }
+    if (w->phase == TG_P_RUN && !uv_is_active((uv_handle_t *)&w->life_timer)) {
+        w->life_ms = drain_ms;
+        uv_timer_start(&w->life_timer, on_drain_timeout, drain_ms, 0);
+    }
+    return 0;
 }

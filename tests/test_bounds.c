@@ -136,6 +136,8 @@ static const bound_class_t classes[] = {
     WIRED("TG_DEF_MAX_INSTANCES", "agents[].max_instances"),
     WIRED("TG_MAX_INSTANCES_CEIL", "agents[].max_instances"),
     WIRED("TG_DEF_IDLE_TIMEOUT_MS", "router.idle_timeout"),
+    WIRED("TG_DEF_HANDSHAKE_TIMEOUT_MS", "router.handshake_timeout"),
+    WIRED("TG_DEF_RELOAD_DRAIN_TIMEOUT_MS", "router.reload_drain_timeout"),
     WIRED("TG_DEF_AUDIT_QUEUE", "audit.queue"),
     WIRED("TG_AUDIT_QUEUE_CEIL", "audit.queue"),
     WIRED("TG_DEF_AUDIT_MAX_BYTES", "audit.sinks[].max_bytes"),
@@ -261,6 +263,7 @@ typedef struct key_reg {
 #define RT_CALLER_CONC 8u         /* callers[].execution_limits.max_concurrent_calls */
 #define RT_ADM_HEAD    4096u      /* router.admin.max_header_bytes "4Ki" */
 #define RT_ADM_CONNS   5u         /* router.admin.max_connections */
+#define RT_LISTEN_CONNS 256u      /* router.listen[].max_connections: the default */
 #define RT_ADM_BODY    2097152u   /* router.admin.max_response_bytes "2Mi" */
 #define RT_STORE_PENDING 100u     /* store.max_pending (serve with a store) */
 
@@ -297,6 +300,7 @@ static const key_reg_t keys[] = {
     LIMIT_IF("store.max_pending", "store.pending", "queue", "instance", RT_STORE_PENDING, NEED_STORE),
     LIMIT("router.admin.max_header_bytes", "admin.header_bytes", "frame", "instance", RT_ADM_HEAD),
     LIMIT("router.admin.max_connections", "admin.connections", "concurrency", "instance", RT_ADM_CONNS),
+    LIMIT_IF("router.listen[].max_connections", "listen.*.connections", "concurrency", "instance", RT_LISTEN_CONNS, NEED_SERVE),
     LIMIT("router.admin.max_response_bytes", "admin.response_bytes", "frame", "instance", RT_ADM_BODY),
 
     /* Deadlines and delays: a clock per call, connection or attempt. */
@@ -305,6 +309,8 @@ static const key_reg_t keys[] = {
     DURATION("agents[].restart.backoff", "router/session_flow.c:on_restart_timer"),
     DURATION("agents[].restart.max_backoff", "router/session_flow.c:on_restart_timer"),
     DURATION("router.idle_timeout", "router/session_flow.c:on_idle"),
+    DURATION("router.handshake_timeout", "router/session_life.c:on_handshake_timeout"),
+    DURATION("router.reload_drain_timeout", "router/session_life.c:on_drain_timeout"),
     DURATION("router.admin.idle_timeout", "router/admin/admin.c:on_timer"),
     DURATION("audit.sinks[].fsync_interval", "audit/audit.c:on_sync_timer"),
     DURATION("audit.sinks[].timeout", "audit/sink_redis.c:rs_connect"),
@@ -349,8 +355,6 @@ static const key_reg_t keys[] = {
      * here has none (tests/test_os.c runs them). */
     PENDING("agents[].opensentience.idempotency_max_bytes", "agent.*.idempotency_bytes", 0,
             "registered for opensentience agents only, which the runtime config has none of"),
-    PENDING("router.listen[].max_connections", "listen.*.connections", 0,
-            "registered for opensentience listeners only, which the runtime config has none of"),
 };
 /* clang-format on */
 #define NKEYS (sizeof keys / sizeof keys[0])

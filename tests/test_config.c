@@ -533,7 +533,7 @@ Test(config, unknown_keys)
     load_fails(
         "{\"router\":{\"max_frame\":\"4Mi\"}}",
         "t.json:1:12: router: unknown key \"max_frame\" (allowed: instance, max_frame_bytes, "
-        "listen, callers_only, idle_timeout, admin)");
+        "listen, callers_only, idle_timeout, handshake_timeout, reload_drain_timeout, admin)");
     load_fails("{\"audit\":{\"file\":\"x\"}}",
                "t.json:1:11: audit: unknown key \"file\" (allowed: path, queue, sinks)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"limits\":{}}]}",
@@ -1270,4 +1270,25 @@ Test(keys, limit_takes_the_cli_rows)
     snprintf(want + strlen(want), sizeof want - strlen(want), "tools.NAME.KEY)");
     cr_expect_eq(tg_config_apply_limit(&cfg, 0, "zz=1", &err), -1);
     cr_expect_not_null(strstr(err.msg, want), "%s\nwant: %s", err.msg, want);
+}
+
+/* router.handshake_timeout and router.reload_drain_timeout (issue 12 items
+ * 4 and 29): their defaults, and 0 only where it means something (the
+ * drain: at once). */
+Test(config, handshake_and_reload_drain_timeouts)
+{
+    cr_assert_eq(load("{}"), 0, "%s", err.msg);
+    cr_assert_eq(cfg.handshake_timeout_ms, 10000);
+    cr_assert_eq(cfg.reload_drain_timeout_ms, 300000);
+    tg_config_free(&cfg);
+    setup();
+    cr_assert_eq(load("{\"router\":{\"handshake_timeout\":\"2s\",\"reload_drain_timeout\":\"0s\"}}"),
+                 0, "%s", err.msg);
+    cr_assert_eq(cfg.handshake_timeout_ms, 2000);
+    cr_assert_eq(cfg.reload_drain_timeout_ms, 0);
+    tg_config_free(&cfg);
+    setup();
+    load_fails("{\"router\":{\"handshake_timeout\":\"0s\"}}",
+               "t.json:1:32: router.handshake_timeout: \"0s\" is out of range (expected a "
+               "duration above zero, e.g. 30s)");
 }

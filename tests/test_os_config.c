@@ -95,10 +95,6 @@ Test(os_config, errors)
                "\"opensentience\":{\"heartbeat_interval\":\"1s\"}}]}",
                "agents[0].opensentience: agent \"a\" speaks mcp (expected "
                "\"dialect\": \"opensentience\", or remove the key)");
-    load_fails("{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"agent\":\"a\","
-               "\"max_connections\":5}]},\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"]}]}",
-               "t.json:1:22: router.listen[0]: an mcp listener's connections are "
-               "bounded by its agent's max_instances (remove \"max_connections\")");
     load_fails("{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/a\"],\"start\":\"eager\"}]}",
                "agents[0].start: an mcp agent starts one instance per caller "
                "connection (expected \"on_demand\")");

@@ -1,7 +1,8 @@
 /* SIGHUP reload of `toolgate serve` (issue 3, part 6) and the listener's
  * socket owner/group: a bad file is rejected and the old config keeps
  * running; limits change in place with the state of unchanged limits kept;
- * an agent whose command changed is drained and replaced; keys bound to
+ * an agent whose command changed is replaced (its open sessions keep their
+ * old instance until reload_drain_timeout); keys bound to
  * open resources are refused; under load every request gets one answer. */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -159,6 +160,7 @@ Test(reload, limits_change_in_place_and_unchanged_buckets_keep_state)
     r_stop();
 }
 
+/* router.reload_drain_timeout 0: the old sessions are drained at once. */
 Test(reload, command_change_drains_old_sessions_and_new_ones_run_the_new_command)
 {
     r_start(NULL, NULL);
@@ -170,7 +172,7 @@ Test(reload, command_change_drains_old_sessions_and_new_ones_run_the_new_command
     tgh_sleep_ms(100);
     char log2[TGH_PATH + 16];
     snprintf(log2, sizeof log2, "%s/fixture2.log", R.dir);
-    r_write(log2, NULL, NULL, NULL);
+    r_write(log2, NULL, NULL, ", \"reload_drain_timeout\": \"0s\"");
     r_hup("toolgate: SIGHUP: config reloaded", 1);
     json_t *r = mcp_await_int(&a, 1, 5000, NULL);
     cr_assert(r != NULL && json_object_get(r, "result") != NULL,
@@ -192,13 +194,95 @@ Test(reload, command_change_drains_old_sessions_and_new_ones_run_the_new_command
     r_stop();
 }
 
+/* The default: a session open across a reload that changes the agent's
+ * command keeps its old instance (its calls answered by the old command)
+ * until router.reload_drain_timeout, while a new connection, and one not
+ * yet initialized, get the new command (issue 12 item 29). */
+Test(reload, command_change_keeps_old_sessions_until_reload_drain_timeout)
+{
+    r_start(NULL, NULL);
+    tgh_proc_t a, b, idle;
+    mcp_connect(&a, R.sock);
+    mcp_init_ok(&a, 5000);
+    cr_assert_null(r_echo(&a, 1));
+    mcp_connect(&idle, R.sock); /* connected, not initialized */
+    char log2[TGH_PATH + 16];
+    snprintf(log2, sizeof log2, "%s/fixture2.log", R.dir);
+    r_write(log2, NULL, NULL, ", \"reload_drain_timeout\": \"2s\"");
+    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    uint64_t t_reload = tgh_now_ms();
+    /* The old session goes on, on the old command. */
+    cr_assert_null(r_echo(&a, 2), "the session open across the reload stopped working");
+    cr_assert_eq(tgh_log_count(R.log, "call "), 2, "the old session's call did not reach its "
+                                                   "old instance");
+    cr_assert_eq(tgh_log_count(log2, "start "), 0);
+    /* New connections, and the one not yet initialized, get the new one. */
+    mcp_connect(&b, R.sock);
+    mcp_init_ok(&b, 5000);
+    cr_assert_null(r_echo(&b, 1));
+    mcp_init_ok(&idle, 5000);
+    cr_assert_null(r_echo(&idle, 1));
+    cr_assert_eq(tgh_log_count(log2, "start "), 2, "new sessions did not run the new command");
+    cr_assert_eq(tgh_log_count(log2, "call "), 2);
+    cr_assert_eq(tgh_log_count(R.log, "start "), 1);
+    cr_assert_null(r_echo(&a, 3));
+    cr_assert_eq(tgh_log_count(R.log, "call "), 3);
+    /* After reload_drain_timeout the old session ends, audited. */
+    uint64_t deadline = tgh_now_ms() + 10000;
+    while (!a.out_eof && tgh_now_ms() < deadline)
+        json_decref(tgh_read_json(&a, 200, NULL));
+    cr_assert(a.out_eof, "the old session outlived reload_drain_timeout");
+    cr_assert_geq(tgh_now_ms() - t_reload, 1500, "the old session ended before its drain time");
+    cr_assert_eq(tgh_file_wait(R.audit, "\"reason\":\"reload_drain_timeout\"", 1, 3000), 1,
+                 "the end of the old session was not audited");
+    tgh_conn_close(&a);
+    /* The new sessions are untouched. */
+    cr_assert_null(r_echo(&b, 2));
+    cr_assert_null(r_echo(&idle, 2));
+    tgh_conn_close(&b);
+    tgh_conn_close(&idle);
+    r_stop();
+}
+
+/* A caller that leaves before reload_drain_timeout takes its old instance
+ * with it, and toolgate stops in time with such a session open. */
+Test(reload, old_session_ends_with_its_caller_and_on_stop)
+{
+    r_start(NULL, NULL);
+    tgh_proc_t a, b;
+    mcp_connect(&a, R.sock);
+    mcp_init_ok(&a, 5000);
+    mcp_connect(&b, R.sock);
+    mcp_init_ok(&b, 5000);
+    pid_t pids[4];
+    cr_assert_eq(tgh_log_wait(R.log, "start ", 2, 3000), 2);
+    cr_assert_eq(tgh_log_pids(R.log, pids, 4), 2);
+    char log2[TGH_PATH + 16];
+    snprintf(log2, sizeof log2, "%s/fixture2.log", R.dir);
+    r_write(log2, NULL, NULL, NULL); /* the default drain time: 5 minutes */
+    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    cr_assert_null(r_echo(&a, 1));
+    cr_assert_null(r_echo(&b, 1));
+    tgh_conn_close(&a);
+    bool one_gone = false;
+    for (int i = 0; i < 100 && !one_gone; i++) {
+        one_gone = !tgh_pid_alive(pids[0]) || !tgh_pid_alive(pids[1]);
+        tgh_sleep_ms(50);
+    }
+    cr_assert(one_gone, "the old instance outlived its caller");
+    cr_assert_null(r_echo(&b, 2));
+    r_stop(); /* b's old session is drained by SIGTERM, not waited for */
+    tgh_conn_close(&b);
+}
+
 Test(reload, keys_bound_to_open_resources_need_a_restart)
 {
     r_start(NULL, NULL);
     r_write(R.log, NULL, NULL, ", \"idle_timeout\": \"5s\"");
     r_hup("toolgate: SIGHUP: config rejected", 1);
     char *err = tgh_read_file(R.err, NULL);
-    cr_assert(strstr(err, "router (other than listen and callers_only): changed, which needs a restart"),
+    cr_assert(strstr(err, "router (other than listen, callers_only, handshake_timeout and "
+                         "reload_drain_timeout): changed, which needs a restart"),
               "%s", err);
     free(err);
     cr_assert_eq(audit_count("config.rejected", 1), 1);

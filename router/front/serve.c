@@ -6,9 +6,12 @@
  * the entry named "default"; an unknown peer gets no caller limits, or is
  * refused with caller_not_allowed when router.callers_only is true. MCP
  * sessions are stateful, so each connection gets its own agent instance
- * (a session); the agent's rate and concurrency limits are shared by all of
- * them, and at most max_instances run at once: the initialize of one more
- * is refused with concurrency_limit_exceeded. A listener of dialect
+ * (a session), started by the caller's first initialize (a connection
+ * that sends none within router.handshake_timeout is closed without one);
+ * the agent's rate and concurrency limits are shared by all of them, and at
+ * most max_instances run at once: the initialize of one more is refused
+ * with concurrency_limit_exceeded. Connections are bounded apart, per
+ * listener (router.listen[].max_connections). A listener of dialect
  * opensentience hands its connections to the opensentience gateway
  * (os_gw.h), which routes their calls by tool_id to shared agents.
  */
@@ -47,8 +50,9 @@ typedef struct listener {
     uv_pipe_t pipe;
     serve_run_t *r;
     tg_agent_t *ag;
-    uint32_t *ninst; /* running instances of that agent */
     const tg_listen_cfg_t *lc;
+    uint32_t nconn;  /* mcp: sessions open on it (max_connections) */
+    int reg;         /* mcp: listen.<i>.connections in the registry (-1: none) */
     tg_lsock_t sock; /* the socket file; its fd is the pipe's once open */
     bool pipe_init;  /* <pipe> is a libuv handle (to close) */
     bool bound;      /* <sock> holds a bound socket file (to remove) */
@@ -197,11 +201,13 @@ static void refuse(refusal_t *f, tg_deny_code_t code, const char *limit, const c
     serve_run_t *r = f->r;
     f->d.code = code;
     f->d.limit = limit;
-    f->d.scope = code == TG_DENY_CALLER ? "caller" : "agent";
+    f->d.scope = code == TG_DENY_CALLER              ? "caller"
+                 : strcmp(limit, "connections") == 0 ? "instance"
+                                                     : "agent";
     f->d.agent = agent;
     f->d.observed = observed;
     f->d.cap = cap;
-    f->d.unit = code == TG_DENY_CONCURRENCY ? "instances" : NULL;
+    f->d.unit = code == TG_DENY_CONCURRENCY ? limit : NULL;
     f->d.retry_after_ms = TG_DENY_ABSENT;
     f->d.config_path = path;
     f->d.detail = f->detail;
@@ -312,16 +318,15 @@ static void on_connection(uv_stream_t *server, int status)
         refuse(f, TG_DENY_CALLER, "caller", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, "callers");
         return;
     }
-    const tg_agent_cfg_t *acfg = NULL;
-    for (size_t i = 0; i < r->cfg->nagents; i++)
-        if (strcmp(r->cfg->agents[i].id, agent) == 0)
-            acfg = &r->cfg->agents[i];
-    if (*l->ninst >= acfg->max_instances) {
-        snprintf(f->path, sizeof(f->path), "agents.%s.max_instances", agent);
-        snprintf(f->detail, sizeof(f->detail), "%u instances running, the most allowed",
-                 *l->ninst);
-        refuse(f, TG_DENY_CONCURRENCY, "instances", agent, (int64_t)*l->ninst + 1,
-               (int64_t)acfg->max_instances, f->path);
+    /* Instances are counted at initialize (instance_take); connections
+     * here, so idle ones cannot hold instances nor grow without bound. */
+    uint32_t maxc = l->lc->max_connections ? l->lc->max_connections : TG_DEF_LISTEN_MAX_CONNECTIONS;
+    if (l->nconn >= maxc) {
+        snprintf(f->path, sizeof(f->path), "router.listen[%zu].max_connections",
+                 (size_t)(l - r->ls));
+        snprintf(f->detail, sizeof(f->detail), "%u connections open, the most allowed", l->nconn);
+        refuse(f, TG_DENY_CONCURRENCY, "connections", agent, (int64_t)l->nconn + 1, (int64_t)maxc,
+               f->path);
         return;
     }
     tg_sess_t *s = tg_sess_conn(&r->gw, l->ag, &f->pipe, ci >= 0 ? r->cfg->callers[ci].name : "unknown",
@@ -333,9 +338,30 @@ static void on_connection(uv_stream_t *server, int status)
         uv_close((uv_handle_t *)&f->pipe, refusal_closed);
         return;
     }
-    (*l->ninst)++;
-    tg_agent_instances(l->ag, *l->ninst);
+    tg_sess_set_front(s, l);
+    tg_registry_update(&r->gw.reg, l->reg, ++l->nconn);
     (void)tg_sess_start(s);
+}
+
+/* gw->instance_take: session <s>'s caller sent initialize; one more
+ * instance of its agent, unless max_instances (of the current config) run. */
+static int instance_take(tg_gw_t *gw, tg_sess_t *s, uint32_t *running, uint32_t *cap)
+{
+    serve_run_t *r = gw->data;
+    const char *id = tg_agent_id(tg_sess_agent(s));
+    for (size_t i = 0; i < r->cfg->nagents; i++) {
+        if (strcmp(r->cfg->agents[i].id, id) != 0)
+            continue;
+        if (r->ninst[i] >= r->cfg->agents[i].max_instances) {
+            *running = r->ninst[i];
+            *cap = r->cfg->agents[i].max_instances;
+            return -1;
+        }
+        r->ninst[i]++;
+        if (r->agents[i] != NULL)
+            tg_agent_instances(r->agents[i], r->ninst[i]);
+    }
+    return 0;
 }
 
 static void maybe_done(serve_run_t *r)
@@ -354,9 +380,12 @@ static void maybe_done(serve_run_t *r)
 static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
 {
     serve_run_t *r = gw->data;
+    listener_t *l = tg_sess_front(s);
+    if (l != NULL && l->nconn > 0)
+        tg_registry_update(&r->gw.reg, l->reg, --l->nconn);
     /* By id: the session's agent may be one a reload replaced. */
     const char *id = tg_agent_id(tg_sess_agent(s));
-    for (size_t i = 0; i < r->cfg->nagents; i++)
+    for (size_t i = 0; tg_sess_counted(s) && i < r->cfg->nagents; i++)
         if (strcmp(r->cfg->agents[i].id, id) == 0 && r->ninst[i] > 0) {
             r->ninst[i]--;
             if (r->agents[i] != NULL)
@@ -436,14 +465,17 @@ static void on_signal(uv_signal_t *sig, int signum)
  *     state, and inflight calls keep their slots;
  *   - anything else of an agent (command, env, cwd, resources, manifest,
  *     restart, stderr, max_instances...): a successor agent takes new
- *     connections; the old one's sessions are drained (calls in flight are
- *     answered, new ones refused with shutting_down) and closed, and the
- *     caller reconnects to an instance of the new command;
+ *     connections (and those not yet initialized); the old one's sessions
+ *     run on with their instance and the old agent's limits (its route)
+ *     until their caller leaves or router.reload_drain_timeout passes, then
+ *     are drained (calls in flight are answered, new ones refused with
+ *     shutting_down) and closed (0: at once);
  *   - an opensentience agent (one instance shared by every caller) the
  *     same way, but inside the gateway (tg_osgw_reconfigure): limits in
  *     place, anything else by draining and restarting its one instance
  *     while callers stay connected and new calls wait for it;
- *   - callers' limits and router.callers_only, listeners' mode/owner/group.
+ *   - callers' limits and router.callers_only, listeners' mode/owner/group,
+ *     router.handshake_timeout and router.reload_drain_timeout.
  * The rest (router.instance, max_frame_bytes, admin, idle_timeout, audit,
  * store, containment, the set of agents and their dialects, listeners and
  * callers) is bound to open sockets, files and connections: changing it is
@@ -568,13 +600,15 @@ static bool agent_limits_same(const tg_agent_cfg_t *a, const json_t *aj, const t
 static const char *reload_blocker(const serve_run_t *r, const gen_t *g, char *buf, size_t cap)
 {
     const json_t *od = r->cur->doc, *nd = g->doc;
-    static const char *const router_live[] = {"listen", "callers_only", NULL};
+    static const char *const router_live[] = {"listen", "callers_only", "handshake_timeout",
+                                              "reload_drain_timeout", NULL};
     static const char *const fixed[] = {"store", "audit", "containment", NULL};
     for (const char *const *k = fixed; *k != NULL; k++)
         if (!json_equal(jget(od, *k), jget(nd, *k)))
             return *k;
     if (!json_equal_but(jget(od, "router"), jget(nd, "router"), router_live))
-        return "router (other than listen and callers_only)";
+        return "router (other than listen, callers_only, handshake_timeout and "
+               "reload_drain_timeout)";
     const tg_config_t *oc = r->cfg, *nc = g->cfg;
     if (oc->nagents != nc->nagents)
         return "agents (added or removed)";
@@ -745,6 +779,8 @@ static void reload(serve_run_t *r)
     }
     tg_config_t *nc = g->cfg;
     uint64_t changed = 0;
+    r->gw.handshake_timeout_ms = nc->handshake_timeout_ms;
+    r->gw.reload_drain_timeout_ms = nc->reload_drain_timeout_ms;
     static const char *const limit_keys[] = {"execution_limits", "tools", NULL};
     const json_t *oagents = jget(r->cur->doc, "agents"), *nagents = jget(g->doc, "agents");
     for (size_t i = 0; i < nc->nagents; i++) {
@@ -778,19 +814,26 @@ static void reload(serve_run_t *r)
         for (size_t j = 0; j < r->nls; j++)
             if (r->ls[j].ag == old)
                 r->ls[j].ag = ag;
-        /* Drain the old agent's sessions: a copy, as a session may end
-         * (and unlink itself) inside shutdown. */
-        size_t n = 0;
+        /* The old agent's sessions: a copy, as a session may end (and
+         * unlink itself) inside shutdown. */
+        size_t n = 0, moved = 0;
         tg_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
         for (tg_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_sess_next(s))
             if (tg_sess_agent(s) == old)
                 snap[n++] = s;
         for (size_t k = 0; k < n; k++)
-            tg_sess_shutdown(snap[k], "agent config changed by reload");
+            moved += (size_t)tg_sess_replaced(snap[k], ag, nc->reload_drain_timeout_ms);
         free(snap);
-        tg_log("SIGHUP: agent '%s': %s changed: %zu session(s) drained, new connections get the "
-               "new config",
-               na->id, same_spawn ? "its call table size" : "command, environment or resources", n);
+        char ends[64];
+        if (nc->reload_drain_timeout_ms == 0)
+            snprintf(ends, sizeof(ends), "drained now");
+        else
+            tg_unit_fmt_duration(ends, sizeof(ends), nc->reload_drain_timeout_ms);
+        tg_log("SIGHUP: agent '%s': %s changed: %zu session(s) keep the old config (%s%s), new "
+               "connections get the new config",
+               na->id, same_spawn ? "its call table size" : "command, environment or resources",
+               n - moved, nc->reload_drain_timeout_ms == 0 ? "" : "router.reload_drain_timeout ",
+               ends);
         tg_agent_retire(old, gen_unref_cb, r->agent_gen[i]);
         r->agent_gen[i] = g;
         g->refs++;
@@ -889,6 +932,7 @@ int tg_serve_run(tg_config_t *cfg)
     }
     r->cur = &gen0;
     r->gw.on_session_end = on_session_end;
+    r->gw.instance_take = instance_take;
     r->gw.data = r;
     r->agents = calloc(cfg->nagents, sizeof(*r->agents));
     r->ninst = calloc(cfg->nagents, sizeof(*r->ninst));
@@ -934,12 +978,19 @@ int tg_serve_run(tg_config_t *cfg)
         listener_t *l = &r->ls[i];
         l->r = r;
         l->lc = &cfg->listen[i];
+        l->reg = -1;
         tg_lsock_init(&l->sock);
+        if (l->lc->dialect == TG_DIALECT_MCP) {
+            /* As the opensentience gateway registers its listeners'. */
+            char name[TG_LIMIT_NAME_MAX];
+            snprintf(name, sizeof(name), "listen.%zu.connections", i);
+            l->reg = tg_registry_add(&r->gw.reg, name, TG_LIMIT_CONCURRENCY, "instance",
+                                     l->lc->max_connections ? l->lc->max_connections
+                                                            : TG_DEF_LISTEN_MAX_CONNECTIONS);
+        }
         for (size_t j = 0; l->lc->agent != NULL && j < cfg->nagents; j++)
-            if (strcmp(cfg->agents[j].id, l->lc->agent) == 0) {
+            if (strcmp(cfg->agents[j].id, l->lc->agent) == 0)
                 l->ag = r->agents[j];
-                l->ninst = &r->ninst[j];
-            }
         r->nls = i + 1;
         if (bind_listener(r, l, &err) < 0)
             rc = tg_log_failed(&err, 1);
