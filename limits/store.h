@@ -30,7 +30,10 @@
  * router denies with rate_store_unavailable). The result says which one
  * decided (decided_by) and why (status). The move into and out of that
  * state is reported once each through <on_event> (store.degraded /
- * store.recovered in the audit trail).
+ * store.recovered in the audit trail). On the way back, the shared
+ * buckets are charged with what the local ones admitted, and the
+ * reconnect delay is at most backoff_max_ms: store_redis_conn.c,
+ * "Recovery", states the bound.
  *
  * Key layout (Redis): "<prefix>{<agent>}:<limit>", e.g.
  * "tg:{search}:tool:web". The braces are a Redis Cluster hash tag: only
@@ -355,6 +358,8 @@ typedef struct tg_store_redis_stats {
     uint64_t slot_readded;  /* slots a renewal found lapsed and put back */
     uint64_t slot_releases; /* ZREMs sent (calls ended, store closed) */
     uint64_t slot_orphans;  /* slots Redis granted after the policy had answered: removed */
+    uint64_t charges;       /* recovery charges sent: buckets the fallback admitted from */
+    uint64_t charges_lost;  /* recovery charges not sent: every request busy */
 } tg_store_redis_stats_t;
 
 /* Copy the counters of redis store <s>; 0, or -EINVAL for another kind. */

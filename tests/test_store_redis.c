@@ -1060,3 +1060,114 @@ Test(store_redis, slot_script_refuses_bad_arguments)
     cr_assert_eq(srv_int(&s, "EXISTS %s", "tg:{x}:s"), 0);
     srv_done(&s);
 }
+
+/* ------------------------------------------------- redis: recovery charge */
+
+/* The GCRA script with ARGV[6], the recovery floor, at a fixed test
+ * clock: TAT becomes at least now + floor, capped at tau + T; a floor
+ * never lowers a TAT; n = 0 charges without taking; bad floors refused. */
+static redisReply *gcra_eval(const srv_t *s, const char *key, const char *n, const char *now,
+                             const char *floor_us)
+{
+    const char *argv[] = {"EVAL",  tg_store_redis_script(), "1", key, "10", "1000", "0", n, now,
+                          floor_us};
+    return srv_argv(s, floor_us != NULL ? 10 : 9, argv);
+}
+
+static long long reply_int(const redisReply *r, size_t i)
+{
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 5, "reply type %d", r->type);
+    return r->element[i]->integer;
+}
+
+Test(store_redis, script_floor_charges_a_bucket_capped_at_drained)
+{
+    srv_t srv;
+    srv_any(&srv);
+    char key[64], tat[32];
+    snprintf(key, sizeof key, "%sfloor", run_prefix());
+    /* 10/second: T 100 ms, tau 900 ms. now = 100 s. */
+    redisReply *r = gcra_eval(&srv, key, "0", "100000", "500000");
+    cr_assert_eq(reply_int(r, 0), 0, "n = 0 takes nothing");
+    freeReplyObject(r);
+    srv_str(&srv, "GET %s", key, tat, sizeof tat);
+    cr_assert_str_eq(tat, "100500000", "TAT = now + floor");
+    /* 5 of 10 spent: 5 left (the sixth would be 100 ms too early) */
+    r = gcra_eval(&srv, key, "10", "100000", NULL);
+    cr_assert_eq(reply_int(r, 0), 5, "granted %lld after a floor of 5 T", reply_int(r, 0));
+    freeReplyObject(r);
+    /* a lower floor changes nothing */
+    r = gcra_eval(&srv, key, "0", "100000", "100000");
+    freeReplyObject(r);
+    srv_str(&srv, "GET %s", key, tat, sizeof tat);
+    cr_assert_str_eq(tat, "101000000");
+    /* a floor past drained is held to tau + T, in the same call as a take */
+    r = gcra_eval(&srv, key, "1", "102000", "99000000");
+    cr_assert_eq(reply_int(r, 0), 0, "a drained bucket refuses");
+    cr_assert_eq(reply_int(r, 1), 100, "retry after T: the floor was capped at tau + T");
+    freeReplyObject(r);
+    srv_str(&srv, "GET %s", key, tat, sizeof tat);
+    cr_assert_str_eq(tat, "103000000", "TAT = now + tau + T");
+    /* production form: "" for now reads TIME */
+    char key2[80];
+    snprintf(key2, sizeof key2, "%s2", key);
+    r = gcra_eval(&srv, key2, "0", "", "300000");
+    freeReplyObject(r);
+    long long pttl = srv_int(&srv, "PTTL %s", key2);
+    cr_assert(pttl > 0 && pttl <= 300, "the key lives as long as its floor: %lld ms", pttl);
+    const char *bad[][2] = {{"0", NULL}, {"0", "-1"}, {"1", "x"}, {"-1", "5"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = gcra_eval(&srv, key, bad[i][0], "100000", bad[i][1]);
+        cr_assert_eq(r->type, REDIS_REPLY_ERROR, "n %s floor %s accepted", bad[i][0],
+                     bad[i][1] ? bad[i][1] : "(none)");
+        cr_assert(strstr(r->str, "bad arguments"), "%s", r->str);
+        freeReplyObject(r);
+    }
+    srv_done(&srv);
+}
+
+/* Recovery with test clocks: the fallback spends this instance's share
+ * (4/second shared by 2: 2, T 500 ms) while Redis is away; on return the
+ * store charges each bucket that still weighs something, before any
+ * call: the new, empty server's bucket starts as far behind as the
+ * fallback's (a fleet of two spending alike), not full. */
+Test(store_redis, recovery_charges_what_the_fallback_admitted)
+{
+    rig_t g = {0};
+    srv_own(&g.srv, false, NULL);
+    fast_failover(&g, TG_STORE_POLICY_LOCAL);
+    g.o.test_script_clock_ms = test_clock;
+    rig_open(&g);
+    g_now_ms = 100000;
+    slot_t s;
+    take_wait(&g, "tg:{a}:x", 4, 1000, 0, &s);
+    cr_assert_eq(s.r.decided_by, TG_STORE_BY_STORE);
+    srv_kill(&g.srv);
+    wait_events(&g, 1, 0, 1000);
+    for (int i = 0; i < 3; i++) {
+        take(g.st, "tg:{a}:x", 4, 1000, 0, &s);
+        cr_assert_eq(s.r.decided_by, TG_STORE_BY_LOCAL_FALLBACK);
+        cr_assert_eq(s.r.gcra.allowed, i < 2, "call %d: the share is 2", i);
+    }
+    take(g.st, "tg:{a}:old", 4, 1000, 0, &s);
+    cr_assert(s.r.gcra.allowed);
+    /* 600 ms on: "old" (TAT 100500) weighs nothing any more, "x" (TAT
+     * 101000) still 400 ms */
+    g_now_ms += 600;
+    srv_spawn(&g.srv);
+    wait_events(&g, 1, 1, 3000);
+    tg_store_redis_stats_t st;
+    cr_assert_eq(tg_store_redis_stats(g.st, &st), 0);
+    cr_assert_eq(st.charges, 1, "one charge, for the bucket still ahead");
+    cr_assert_eq(st.charges_lost, 0);
+    char tat[32];
+    srv_str(&g.srv, "GET %s", "tg:{a}:x", tat, sizeof tat);
+    cr_assert_str_eq(tat, "101000000", "TAT = now + what the fallback's bucket still weighs");
+    cr_assert_eq(srv_int(&g.srv, "EXISTS %s", "tg:{a}:old"), 0);
+    /* 4/second: T 250 ms, tau 750 ms. 400 ms behind: this call is the
+     * third counted, one left (an empty bucket: first, three left). */
+    take_wait(&g, "tg:{a}:x", 4, 1000, 0, &s);
+    cr_assert_eq(s.r.decided_by, TG_STORE_BY_STORE);
+    expect_gcra(s.r.gcra, gr(true, 0, 3, 4, 1), "first call back on Redis");
+    rig_close(&g);
+}
