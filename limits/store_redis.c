@@ -21,7 +21,8 @@
  * (sent as EVAL until the script's SHA is known).
  *
  * Timeouts: hiredis 0.14 has none for async calls, so every call carries
- * its own uv timer (timeout_ms, default 50). When it fires the caller gets
+ * its own uv timer (timeout_ms, default 50; a recovery charge, which
+ * nobody waits for, has none: store_redis_conn.c, "Recovery"). When it fires the caller gets
  * the failure policy at once and the request is marked done; its reply, if
  * it ever comes, is dropped (Redis did count that call: a timeout can only
  * make the fleet admit less, never more). The request's memory stays with
@@ -586,11 +587,6 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         tg__rs_req_release(q);
         return;
     }
-    if (q->kind == REQ_CHARGE && parse_result(r, 0, &res) == 0) {
-        req_done(q);
-        tg__rs_req_release(q);
-        return;
-    }
     if (q->kind == REQ_SLOT_RENEW && parse_ints(r, 2, v) == 0) {
         rs->stats.slot_readded += (uint64_t)v[0];
         req_done(q);
@@ -641,6 +637,20 @@ int tg__rs_submit(redis_store_t *rs, req_t *q, int *status)
     return 0;
 }
 
+/* A take or a charge of bucket <key> (<len> bytes), for the script. */
+static void req_set_bucket(const redis_store_t *rs, req_t *q, req_kind_t kind, const char *key,
+                           size_t len, uint64_t count, uint64_t period_ms, uint32_t burst,
+                           uint32_t cap)
+{
+    q->kind = kind;
+    q->count = count;
+    q->period_ms = period_ms;
+    q->burst = burst;
+    q->cap = cap;
+    memcpy(q->key, key, len + 1);
+    tg__rs_req_stamp(rs, q);
+}
+
 static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
                       uint32_t burst, uint32_t want, tg_store_take_cb cb, void *arg)
 {
@@ -655,16 +665,10 @@ static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t p
     int status;
     req_t *q = tg__rs_req_for_call(rs, &status);
     if (q != NULL) {
-        q->kind = REQ_TAKE;
+        req_set_bucket(rs, q, REQ_TAKE, key, n, count, period_ms, burst, g.burst);
         q->cb.take = cb;
         q->arg = arg;
-        q->count = count;
-        q->period_ms = period_ms;
-        q->burst = burst;
         q->n = want;
-        q->cap = g.burst;
-        memcpy(q->key, key, n + 1);
-        tg__rs_req_stamp(rs, q);
         if (tg__rs_submit(rs, q, &status) == 0)
             return 0;
         q->user_done = true;
@@ -690,32 +694,24 @@ static void rs_charge_one(void *arg, const char *key, uint64_t count, uint64_t p
     redis_store_t *rs = arg;
     tg_gcra_t g;
     req_t *q = rs->ac != NULL ? tg__rs_req_get(rs) : NULL;
-    if (q == NULL || tg_gcra_init(&g, count, period_ms, burst) < 0) {
-        if (q != NULL) {
-            q->user_done = true;
-            tg__rs_req_release(q);
+    if (q != NULL && tg_gcra_init(&g, count, period_ms, burst) == 0) {
+        req_set_bucket(rs, q, REQ_CHARGE, key, strlen(key), count, period_ms, burst, g.burst);
+        q->n = 0;
+        q->floor_us = ahead_us;
+        /* Nobody waits for it, so no timer: a Redis that does not answer
+         * it does not answer the calls behind it either, and their timers
+         * say so. Its request returns with the reply or the connection. */
+        q->user_done = true;
+        if (req_send(rs, q) == 0) {
+            rs->stats.charges++;
+            return;
         }
-        rs->stats.charges_lost++;
-        return;
     }
-    q->kind = REQ_CHARGE;
-    q->arg = NULL;
-    q->count = count;
-    q->period_ms = period_ms;
-    q->burst = burst;
-    q->n = 0;
-    q->cap = g.burst;
-    q->floor_us = ahead_us;
-    memcpy(q->key, key, strlen(key) + 1);
-    tg__rs_req_stamp(rs, q);
-    int status;
-    if (tg__rs_submit(rs, q, &status) < 0) {
+    if (q != NULL) {
         q->user_done = true;
         tg__rs_req_release(q);
-        rs->stats.charges_lost++;
-        return;
     }
-    rs->stats.charges++;
+    rs->stats.charges_lost++;
 }
 
 void tg__rs_charge_all(redis_store_t *rs)

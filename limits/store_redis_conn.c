@@ -49,7 +49,8 @@
  * by side: burst + rate x W from Redis plus, from the instances not yet
  * back, their local burst shares and rate / N x D each. Charges ride the
  * request pool: a bucket found when every request is busy is not charged
- * (stats.charges_lost). The start of an outage is not bounded here: the
+ * (stats.charges_lost). They have no timer (nobody waits for them), and K
+ * of them put K short script runs ahead of the first calls back. The start of an outage is not bounded here: the
  * local buckets start full, as before.
  *
  * Host names are resolved with uv_getaddrinfo on the threadpool: a
