@@ -22,10 +22,11 @@
  *
  * Timeouts: hiredis 0.14 has none for async calls, so every call carries
  * its own uv timer (timeout_ms, default 50; a recovery charge, which
- * nobody waits for, has none: store_redis_conn.c, "Recovery"). When it fires the caller gets
- * the failure policy at once and the request is marked done; its reply, if
- * it ever comes, is dropped (Redis did count that call: a timeout can only
- * make the fleet admit less, never more). The request's memory stays with
+ * nobody waits for, has none: store_redis_conn.c, "Recovery"). When it
+ * fires the caller gets the failure policy at once and the request is
+ * marked done; its reply, if it ever comes, is dropped (Redis did count
+ * that call: a timeout can only make the fleet admit less, never more).
+ * The request's memory stays with
  * hiredis until hiredis hands it back (reply or connection teardown).
  * While the store is degraded (store_redis_conn.c says when) calls are
  * decided by the policy at once, without a round trip, so an outage adds

@@ -50,8 +50,9 @@
  * back, their local burst shares and rate / N x D each. Charges ride the
  * request pool: a bucket found when every request is busy is not charged
  * (stats.charges_lost). They have no timer (nobody waits for them), and K
- * of them put K short script runs ahead of the first calls back. The start of an outage is not bounded here: the
- * local buckets start full, as before.
+ * of them put K short script runs ahead of the first calls back. The
+ * start of an outage is not bounded here: the local buckets start full,
+ * as before.
  *
  * Host names are resolved with uv_getaddrinfo on the threadpool: a
  * resolver timeout during an outage must not freeze the loop. Calls made
