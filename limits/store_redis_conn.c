@@ -31,6 +31,9 @@
  *     SIGCONT). So every instance is back on Redis within
  *     D = backoff_max_ms + set-up (one round trip per script) of Redis
  *     answering again, and the instances return within D of each other.
+ *     (One exception: a connect the kernel could not even queue, a
+ *     stopped Redis's listen backlog being full, waits out
+ *     connect_timeout_ms first.)
  *   - What the shared bucket knows. The bucket in Redis saw none of the
  *     local admissions (a restarted Redis holds no bucket at all: a full
  *     burst). The first thing a recovered connection carries, before any
