@@ -337,7 +337,7 @@ typedef struct tg_audit_sink_cfg {
 #define TG_STORE_DEF_CONNECT_TIMEOUT_MS 1000  /* connect + AUTH + SELECT + SCRIPT LOAD */
 #define TG_STORE_DEF_DEAD_AFTER_MS      1000  /* no reply at all for this long: reconnect */
 #define TG_STORE_DEF_BACKOFF_INITIAL_MS 100   /* first reconnect delay */
-#define TG_STORE_DEF_BACKOFF_MAX_MS     5000  /* reconnect delay ceiling */
+#define TG_STORE_DEF_BACKOFF_MAX_MS     250   /* reconnect delay ceiling: bounds recovery */
 #define TG_STORE_DEF_MAX_PENDING        65536 /* calls in flight on the connection */
 #define TG_STORE_DEF_LOCAL_MAX_KEYS     65536 /* buckets in one local table */
 #define TG_STORE_DEF_LEASE_MS           1000  /* lease lifetime (lease mode) */

@@ -450,8 +450,9 @@ const tg_cfg_key_t tg_cfg_keys[] = {
     {"store.backoff", KT(DURATION), ST, RESTART, TG_KF_ZERO_DEF, 1, TG_STORE_DURATION_CEIL_MS,
      "100ms", IN_CFG(store.backoff_ms), .help = "The first reconnect delay; it doubles."},
     {"store.max_backoff", KT(DURATION), ST, RESTART, TG_KF_ZERO_DEF, 1,
-     TG_STORE_DURATION_CEIL_MS, "5s", IN_CFG(store.max_backoff_ms),
-     .help = "The longest reconnect delay."},
+     TG_STORE_DURATION_CEIL_MS, "250ms", IN_CFG(store.max_backoff_ms),
+     .help = "The longest reconnect delay: an instance is back on Redis at most this long "
+             "(plus set-up) after Redis answers again."},
     {"store.lease", KT(DURATION), ST, RESTART, TG_KF_ZERO_DEF, 1, TG_STORE_DURATION_CEIL_MS,
      "1s", IN_CFG(store.lease_ms), .help = "shared_mode lease: a lease's lifetime."},
     {"store.slot_lease", KT(DURATION), ST, RESTART, TG_KF_ZERO_DEF, TG_STORE_SLOT_LEASE_MIN_MS,

@@ -30,7 +30,10 @@
  * router denies with rate_store_unavailable). The result says which one
  * decided (decided_by) and why (status). The move into and out of that
  * state is reported once each through <on_event> (store.degraded /
- * store.recovered in the audit trail).
+ * store.recovered in the audit trail). On the way back, the shared
+ * buckets are charged with what the local ones admitted, and the
+ * reconnect delay is at most backoff_max_ms: store_redis_conn.c,
+ * "Recovery", states the bound.
  *
  * Key layout (Redis): "<prefix>{<agent>}:<limit>", e.g.
  * "tg:{search}:tool:web". The braces are a Redis Cluster hash tag: only
@@ -257,6 +260,23 @@ static inline int tg_store_take_n(tg_store_t *s, const char *key, uint64_t count
  * local store. */
 int tg_store_local_take_sync(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
                              uint32_t burst, uint32_t n, tg_store_result_t *out);
+/* The same for a limit shared by <instances> instances (0 = 1): the
+ * bucket enforces this instance's share, count and burst divided by
+ * <instances> (tg_store_share), and remembers the limit as asked for
+ * tg_store_local_debts. The redis store's on_store_error=local fallback. */
+int tg_store_local_take_share(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
+                              uint32_t burst, uint32_t instances, uint32_t n,
+                              tg_store_result_t *out);
+
+/* Visit every bucket of local store <s> whose TAT is still ahead of now:
+ * <fn> gets its key, the limit as asked (count, period_ms, burst) and how
+ * far ahead of now its TAT is, in microseconds (what its admissions still
+ * weigh: the bucket is full again that much later). <fn> must not use <s>.
+ * Returns the number visited (0 for another kind of store). */
+typedef void (*tg_store_local_debt_fn)(void *arg, const char *key, uint64_t count,
+                                       uint64_t period_ms, uint32_t burst, uint64_t ahead_us);
+size_t tg_store_local_debts(tg_store_t *s, tg_store_local_debt_fn fn, void *arg);
+
 /* Buckets held by local store <s>. */
 size_t tg_store_local_size(const tg_store_t *s);
 
@@ -338,6 +358,8 @@ typedef struct tg_store_redis_stats {
     uint64_t slot_readded;  /* slots a renewal found lapsed and put back */
     uint64_t slot_releases; /* ZREMs sent (calls ended, store closed) */
     uint64_t slot_orphans;  /* slots Redis granted after the policy had answered: removed */
+    uint64_t charges;       /* recovery charges sent: buckets the fallback admitted from */
+    uint64_t charges_lost;  /* recovery charges not sent: every request busy */
 } tg_store_redis_stats_t;
 
 /* Copy the counters of redis store <s>; 0, or -EINVAL for another kind. */

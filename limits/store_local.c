@@ -31,12 +31,14 @@
 
 typedef struct bucket {
     tg_ktab_node_t node; /* first: a node is its bucket */
-    /* The parameters <g> was built from: a reloaded limit with new values
-     * re-initialises T and tau but keeps TAT, as the Redis script (which
-     * stores only TAT) does. */
+    /* The parameters <g> was built from (the limit asked for, and the
+     * number of instances it is shared by: <g> enforces the share): a
+     * reloaded limit with new values re-initialises T and tau but keeps
+     * TAT, as the Redis script (which stores only TAT) does. */
     uint64_t count;
     uint64_t period_ms;
     uint32_t burst;
+    uint32_t instances;
     tg_gcra_t g;
     char key[]; /* NUL-terminated */
 } bucket_t;
@@ -98,16 +100,21 @@ static tg_store_result_t local_take_n(tg_gcra_t *g, uint64_t now, uint32_t n)
 
 static const tg_store_ops_t local_ops;
 
-int tg_store_local_take_sync(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
-                             uint32_t burst, uint32_t want, tg_store_result_t *out)
+int tg_store_local_take_share(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
+                              uint32_t burst, uint32_t instances, uint32_t want,
+                              tg_store_result_t *out)
 {
     if (s->ops != &local_ops)
         return -EINVAL;
     local_store_t *ls = (local_store_t *)s;
     size_t n = strnlen(key, TG_STORE_KEY_MAX + 1);
     tg_gcra_t fresh;
+    if (instances == 0)
+        instances = 1;
     if (n == 0 || n > TG_STORE_KEY_MAX || want == 0 || want > TG_GCRA_MAX_BURST ||
-        tg_gcra_init(&fresh, count, period_ms, burst) < 0)
+        tg_gcra_init(&fresh, count, period_ms, burst) < 0 ||
+        tg_gcra_init(&fresh, tg_store_share(count, instances), period_ms,
+                     (uint32_t)tg_store_share(burst, instances)) < 0)
         return -EINVAL;
     uint64_t now = ls->clock(ls->clock_arg);
     uint64_t h = tg_ktab_hash(&ls->tab, key, n);
@@ -130,14 +137,17 @@ int tg_store_local_take_sync(tg_store_t *s, const char *key, uint64_t count, uin
         b->count = count;
         b->period_ms = period_ms;
         b->burst = burst;
+        b->instances = instances;
         b->g = fresh;
         tg_ktab_insert(&ls->tab, &b->node, h);
-    } else if (b->count != count || b->period_ms != period_ms || b->burst != burst) {
+    } else if (b->count != count || b->period_ms != period_ms || b->burst != burst ||
+               b->instances != instances) {
         fresh.tat_us = b->g.tat_us;
         b->g = fresh;
         b->count = count;
         b->period_ms = period_ms;
         b->burst = burst;
+        b->instances = instances;
     }
     *out = local_take_n(&b->g, now, want);
     /* Keep no_sweep_before_ms a lower bound of every live bucket's expiry:
@@ -149,6 +159,44 @@ int tg_store_local_take_sync(tg_store_t *s, const char *key, uint64_t count, uin
             ls->no_sweep_before_ms = exp_ms;
     }
     return 0;
+}
+
+int tg_store_local_take_sync(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
+                             uint32_t burst, uint32_t want, tg_store_result_t *out)
+{
+    return tg_store_local_take_share(s, key, count, period_ms, burst, 1, want, out);
+}
+
+typedef struct debt_walk {
+    int64_t now_us;
+    tg_store_local_debt_fn fn;
+    void *arg;
+    size_t visited;
+} debt_walk_t;
+
+static bool local_debt(void *arg, tg_ktab_node_t *n)
+{
+    debt_walk_t *w = arg;
+    const bucket_t *b = (const bucket_t *)n;
+    if (b->g.tat_us > w->now_us) {
+        w->visited++;
+        w->fn(w->arg, b->key, b->count, b->period_ms, b->burst,
+              (uint64_t)(b->g.tat_us - w->now_us));
+    }
+    return false;
+}
+
+size_t tg_store_local_debts(tg_store_t *s, tg_store_local_debt_fn fn, void *arg)
+{
+    if (s->ops != &local_ops)
+        return 0;
+    local_store_t *ls = (local_store_t *)s;
+    uint64_t now_ms = ls->clock(ls->clock_arg);
+    if (now_ms > TG_GCRA_MAX_NOW_US / 1000)
+        now_ms = TG_GCRA_MAX_NOW_US / 1000; /* as gcra.c clamps it */
+    debt_walk_t w = {.now_us = (int64_t)(now_ms * 1000), .fn = fn, .arg = arg};
+    tg_ktab_sweep(&ls->tab, local_debt, &w);
+    return w.visited;
 }
 
 size_t tg_store_local_size(const tg_store_t *s)

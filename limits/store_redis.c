@@ -21,10 +21,12 @@
  * (sent as EVAL until the script's SHA is known).
  *
  * Timeouts: hiredis 0.14 has none for async calls, so every call carries
- * its own uv timer (timeout_ms, default 50). When it fires the caller gets
- * the failure policy at once and the request is marked done; its reply, if
- * it ever comes, is dropped (Redis did count that call: a timeout can only
- * make the fleet admit less, never more). The request's memory stays with
+ * its own uv timer (timeout_ms, default 50; a recovery charge, which
+ * nobody waits for, has none: store_redis_conn.c, "Recovery"). When it
+ * fires the caller gets the failure policy at once and the request is
+ * marked done; its reply, if it ever comes, is dropped (Redis did count
+ * that call: a timeout can only make the fleet admit less, never more).
+ * The request's memory stays with
  * hiredis until hiredis hands it back (reply or connection teardown).
  * While the store is degraded (store_redis_conn.c says when) calls are
  * decided by the policy at once, without a round trip, so an outage adds
@@ -57,9 +59,15 @@
  * ARGV[1]  count   ARGV[2] period_ms   ARGV[3] burst (0 = count)
  * ARGV[4]  n: tokens wanted (1 for one call; lease mode asks for more)
  * ARGV[5]  optional: "now" in ms, for tests replaying a call sequence
- *          (production reads TIME). With it the key's TTL is a fixed 10
- *          minutes, because the test clock and the server's expiry clock
- *          are unrelated.
+ *          ("" or absent: production reads TIME). With it the key's TTL is
+ *          a fixed 10 minutes, because the test clock and the server's
+ *          expiry clock are unrelated.
+ * ARGV[6]  optional: a floor in microseconds, the recovery charge. Before
+ *          deciding, TAT becomes at least now + floor, the floor capped at
+ *          tau + T (a bucket just drained): calls this instance admitted
+ *          on its local share while Redis was away, scaled to the fleet
+ *          (store_redis_conn.c, "Recovery"). With a floor, n may be 0:
+ *          charge only, take nothing.
  * Returns {granted, retry_after_ms, observed, cap, remaining}: granted k =
  * min(n, tokens available now), exactly what k calls in a row would get
  * (for n = 1: {allowed, ...} as tg_gcra_take); observed and remaining as
@@ -68,7 +76,8 @@
  * T rounds up, as in gcra.c. idiv corrects floor(a / b) by one either way:
  * the double quotient of two exact integers can round across an integer.
  * The key expires when its TAT passes (after = backlog + k T, at most
- * tau + T), from which point an absent key decides the same.
+ * tau + T), from which point an absent key decides the same; a floor that
+ * refuses every token is written all the same.
  * redis.replicate_commands() lets a script write after reading TIME on
  * Redis 3.2-4 (on 5+ it is the default and the call a no-op). */
 static const char gcra_lua[] =
@@ -87,16 +96,18 @@ static const char gcra_lua[] =
     "local period_ms = tonumber(ARGV[2])\n"
     "local burst = tonumber(ARGV[3])\n"
     "local n = tonumber(ARGV[4])\n"
+    "local test_now = ARGV[5] ~= nil and ARGV[5] ~= ''\n"
+    "local floor_us = tonumber(ARGV[6] or '0')\n"
     "if not count or not period_ms or not burst or not n or count < 1 or period_ms < 1\n"
-    "   or burst < 0 or n < 1 or count > 1e6 or burst > 1e6 or n > 1e6\n"
-    "   or period_ms > 1125899906842 then\n"
+    "   or burst < 0 or n < 0 or (n < 1 and not ARGV[6]) or count > 1e6 or burst > 1e6\n"
+    "   or n > 1e6 or period_ms > 1125899906842 or not floor_us or floor_us < 0 then\n"
     "  return redis.error_reply('ERR toolgate gcra: bad arguments')\n"
     "end\n"
     "if burst == 0 then burst = count end\n"
     "local t_us = cdiv(period_ms * 1000, count)\n"
     "local tau_us = t_us * (burst - 1)\n"
     "local now_us\n"
-    "if ARGV[5] then\n"
+    "if test_now then\n"
     "  now_us = math.min(tonumber(ARGV[5]), 4503599627370) * 1000\n"
     "else\n"
     "  local tm = redis.call('TIME')\n"
@@ -105,6 +116,14 @@ static const char gcra_lua[] =
     "local tat = now_us\n"
     "local stored = tonumber(redis.call('GET', KEYS[1]) or '')\n"
     "if stored and stored > now_us then tat = stored end\n"
+    "local floored = now_us + math.min(floor_us, tau_us + t_us)\n"
+    "local raised = floored > tat\n"
+    "if raised then tat = floored end\n"
+    "local function put(v, ttl_us)\n"
+    "  local ttl_ms = cdiv(ttl_us, 1000)\n"
+    "  if test_now then ttl_ms = 600000 end\n"
+    "  redis.call('SET', KEYS[1], string.format('%.0f', v), 'PX', string.format('%.0f', ttl_ms))\n"
+    "end\n"
     "local ahead = tat - now_us\n"
     "local k = 0\n"
     "if ahead <= tau_us then k = math.min(n, idiv(tau_us - ahead, t_us) + 1) end\n"
@@ -112,13 +131,13 @@ static const char gcra_lua[] =
     "local after = ahead + k * t_us\n"
     "local retry = 0\n"
     "if k < n then retry = cdiv(after - tau_us, 1000) end\n"
-    "if k == 0 then return {0, retry, observed, burst, 0} end\n"
+    "if k == 0 then\n"
+    "  if raised then put(tat, ahead) end\n"
+    "  return {0, retry, observed, burst, 0}\n"
+    "end\n"
     "local remaining = 0\n"
     "if after <= tau_us then remaining = idiv(tau_us - after, t_us) + 1 end\n"
-    "local ttl_ms = cdiv(after, 1000)\n"
-    "if ARGV[5] then ttl_ms = 600000 end\n"
-    "redis.call('SET', KEYS[1], string.format('%.0f', tat + k * t_us), 'PX',\n"
-    "           string.format('%.0f', ttl_ms))\n"
+    "put(tat + k * t_us, after)\n"
     "return {k, retry, observed, burst, remaining}\n";
 
 /* Shared concurrency slots, one sorted set per limit.
@@ -199,9 +218,8 @@ static tg_store_result_t rs_policy(redis_store_t *rs, const char *key, uint64_t 
     tg_store_result_t r;
     rs->stats.by_policy++;
     if (rs->policy == TG_STORE_POLICY_LOCAL && rs->fallback != NULL) {
-        uint64_t b = tg_store_share(burst, rs->instances);
-        if (tg_store_local_take_sync(rs->fallback, key, tg_store_share(count, rs->instances),
-                                     period_ms, (uint32_t)b, n, &r) == 0) {
+        if (tg_store_local_take_share(rs->fallback, key, count, period_ms, burst, rs->instances, n,
+                                      &r) == 0) {
             if (r.decided_by == TG_STORE_BY_STORE)
                 r.decided_by = TG_STORE_BY_LOCAL_FALLBACK;
             r.status = status;
@@ -337,20 +355,21 @@ static void rs_on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 /* The script request <q> runs. */
 static int req_script(const req_t *q)
 {
-    return q->kind == REQ_TAKE ? RS_SCRIPT_GCRA : RS_SCRIPT_SLOTS;
+    return q->kind == REQ_TAKE || q->kind == REQ_CHARGE ? RS_SCRIPT_GCRA : RS_SCRIPT_SLOTS;
 }
 
 /* Write request <q> to the current connection. 0 or -ECONNRESET. */
 static int req_send(redis_store_t *rs, req_t *q)
 {
     /* EVALSHA sha 1 key count period burst n [now], or
+     * EVALSHA sha 1 key count period burst 0 now floor (a charge), or
      * EVALSHA sha 1 key op lease now (cap member | members...) */
-    const char *fixed[10];
-    size_t fixed_lens[10];
+    const char *fixed[11];
+    size_t fixed_lens[11];
     const char **argv = fixed;
     size_t *lens = fixed_lens;
     int argc = 0;
-    char nums[5][24];
+    char nums[6][24];
     char member[TG_STORE_MEMBER_MAX];
     if (q->kind == REQ_SLOT_RENEW) {
         /* One allocation per renewal (every lease / 3), not per call. */
@@ -379,18 +398,22 @@ static int req_send(redis_store_t *rs, req_t *q)
         argv[argc] = q->key;
         lens[argc++] = strlen(q->key);
     }
-    if (q->kind == REQ_TAKE) {
+    if (q->kind == REQ_TAKE || q->kind == REQ_CHARGE) {
         lens[argc] = fmt_u64(nums[0], q->count);
         argv[argc++] = nums[0];
         lens[argc] = fmt_u64(nums[1], q->period_ms);
         argv[argc++] = nums[1];
         lens[argc] = fmt_u64(nums[2], q->burst);
         argv[argc++] = nums[2];
-        lens[argc] = fmt_u64(nums[3], q->n);
+        lens[argc] = fmt_u64(nums[3], q->kind == REQ_CHARGE ? 0 : q->n);
         argv[argc++] = nums[3];
-        if (q->has_test_now) {
-            lens[argc] = fmt_u64(nums[4], q->test_now_ms);
-            argv[argc++] = nums[4];
+        if (q->has_test_now || q->kind == REQ_CHARGE) {
+            lens[argc] = q->has_test_now ? fmt_u64(nums[4], q->test_now_ms) : 0;
+            argv[argc++] = q->has_test_now ? nums[4] : "";
+        }
+        if (q->kind == REQ_CHARGE) {
+            lens[argc] = fmt_u64(nums[5], q->floor_us);
+            argv[argc++] = nums[5];
         }
     } else if (q->kind == REQ_SLOT_ACQUIRE || q->kind == REQ_SLOT_RENEW) {
         argv[argc] = q->kind == REQ_SLOT_ACQUIRE ? "acquire" : "renew";
@@ -615,6 +638,20 @@ int tg__rs_submit(redis_store_t *rs, req_t *q, int *status)
     return 0;
 }
 
+/* A take or a charge of bucket <key> (<len> bytes), for the script. */
+static void req_set_bucket(const redis_store_t *rs, req_t *q, req_kind_t kind, const char *key,
+                           size_t len, uint64_t count, uint64_t period_ms, uint32_t burst,
+                           uint32_t cap)
+{
+    q->kind = kind;
+    q->count = count;
+    q->period_ms = period_ms;
+    q->burst = burst;
+    q->cap = cap;
+    memcpy(q->key, key, len + 1);
+    tg__rs_req_stamp(rs, q);
+}
+
 static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
                       uint32_t burst, uint32_t want, tg_store_take_cb cb, void *arg)
 {
@@ -629,16 +666,10 @@ static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t p
     int status;
     req_t *q = tg__rs_req_for_call(rs, &status);
     if (q != NULL) {
-        q->kind = REQ_TAKE;
+        req_set_bucket(rs, q, REQ_TAKE, key, n, count, period_ms, burst, g.burst);
         q->cb.take = cb;
         q->arg = arg;
-        q->count = count;
-        q->period_ms = period_ms;
-        q->burst = burst;
         q->n = want;
-        q->cap = g.burst;
-        memcpy(q->key, key, n + 1);
-        tg__rs_req_stamp(rs, q);
         if (tg__rs_submit(rs, q, &status) == 0)
             return 0;
         q->user_done = true;
@@ -647,6 +678,47 @@ static int redis_take(tg_store_t *s, const char *key, uint64_t count, uint64_t p
     tg_store_result_t r = rs_policy(rs, key, count, period_ms, burst, want, g.burst, status);
     cb(arg, &r);
     return 0;
+}
+
+/* One recovery charge (tg_store_local_debt_fn): floor bucket <key> at
+ * what the fallback's bucket for it still weighs. The fallback enforced
+ * this instance's share, 1 / instances of the limit, at instances times
+ * the shared T: its TAT ahead of now is, in time, what the whole fleet
+ * would have spent had every instance admitted as this one did. Taking
+ * that as the floor (a maximum, not a sum) makes the shared bucket at
+ * least as drained as this instance's own, and charges nothing twice when
+ * every instance of a fleet held at the limit comes back with the same
+ * floor. */
+static void rs_charge_one(void *arg, const char *key, uint64_t count, uint64_t period_ms,
+                          uint32_t burst, uint64_t ahead_us)
+{
+    redis_store_t *rs = arg;
+    tg_gcra_t g;
+    req_t *q = rs->ac != NULL ? tg__rs_req_get(rs) : NULL;
+    if (q != NULL && tg_gcra_init(&g, count, period_ms, burst) == 0) {
+        req_set_bucket(rs, q, REQ_CHARGE, key, strlen(key), count, period_ms, burst, g.burst);
+        q->n = 0;
+        q->floor_us = ahead_us;
+        /* Nobody waits for it, so no timer: a Redis that does not answer
+         * it does not answer the calls behind it either, and their timers
+         * say so. Its request returns with the reply or the connection. */
+        q->user_done = true;
+        if (req_send(rs, q) == 0) {
+            rs->stats.charges++;
+            return;
+        }
+    }
+    if (q != NULL) {
+        q->user_done = true;
+        tg__rs_req_release(q);
+    }
+    rs->stats.charges_lost++;
+}
+
+void tg__rs_charge_all(redis_store_t *rs)
+{
+    if (rs->policy == TG_STORE_POLICY_LOCAL && rs->fallback != NULL && !rs->closing)
+        tg_store_local_debts(rs->fallback, rs_charge_one, rs);
 }
 
 static int redis_ping(tg_store_t *s, tg_store_ping_cb cb, void *arg)

@@ -21,6 +21,42 @@
  * first failure while healthy, and store.recovered when a connection is
  * healthy again: once each.
  *
+ * Recovery (on_store_error=local). While degraded, each instance admits
+ * from its own share of each limit (count and burst / instances); the
+ * fleet, N instances, admits at most the limit. Two things bound what a
+ * return to Redis can add to that:
+ *   - When. Reconnecting runs on timers, whatever the traffic: an attempt
+ *     at most backoff_max_ms (default 250 ms) after the last failed one,
+ *     and a stalled connection answers as soon as Redis does (SIGSTOP,
+ *     SIGCONT). So every instance is back on Redis within
+ *     D = backoff_max_ms + set-up (one round trip per script) of Redis
+ *     answering again, and the instances return within D of each other.
+ *     (One exception: a connect the kernel could not even queue, a
+ *     stopped Redis's listen backlog being full, waits out
+ *     connect_timeout_ms first.)
+ *   - What the shared bucket knows. The bucket in Redis saw none of the
+ *     local admissions (a restarted Redis holds no bucket at all: a full
+ *     burst). The first thing a recovered connection carries, before any
+ *     call, is one charge per fallback bucket still ahead of now
+ *     (tg__rs_charge_all): the shared TAT becomes at least now + how far
+ *     ahead that local bucket is, at most tau + T. The local bucket runs
+ *     at N times the shared T, so that is what the fleet would have spent
+ *     had every instance admitted as this one did; a maximum, so N
+ *     instances returning with the same debt charge it once.
+ * Worst case, over any window of W during a recovery, a fleet held at
+ * the limit (each instance spending its share, the case that matters):
+ * rate x (W + D (N - 1) / N) + N, the instances still on their share for
+ * at most D while the first ones are back, and the shared bucket left as
+ * drained as theirs. With every load (one instance idle through the
+ * outage and busy at its end), the bound is that of the two policies side
+ * by side: burst + rate x W from Redis plus, from the instances not yet
+ * back, their local burst shares and rate / N x D each. Charges ride the
+ * request pool: a bucket found when every request is busy is not charged
+ * (stats.charges_lost). They have no timer (nobody waits for them), and K
+ * of them put K short script runs ahead of the first calls back. The
+ * start of an outage is not bounded here: the local buckets start full,
+ * as before.
+ *
  * Host names are resolved with uv_getaddrinfo on the threadpool: a
  * resolver timeout during an outage must not freeze the loop. Calls made
  * while the first resolution is running are decided by the policy
@@ -83,6 +119,9 @@ static void rs_maybe_recovered(redis_store_t *rs)
     if (!rs->degraded || rs->closing || !rs_healthy(rs))
         return;
     rs->degraded = false;
+    /* Before any call can follow them on the connection, and before the
+     * event (whose handler may close the store). */
+    tg__rs_charge_all(rs);
     if (rs->on_event != NULL) {
         char reason[TG_STORE_URL_MAX + 256];
         rs_reason(rs, reason, sizeof reason, "answering again");

@@ -42,6 +42,7 @@ typedef enum req_kind {
     REQ_PING,
     REQ_SLOT_ACQUIRE,
     REQ_SLOT_RENEW,
+    REQ_CHARGE, /* recovery: floor a bucket's TAT (nobody waits for it) */
 } req_kind_t;
 
 struct redis_store;
@@ -72,6 +73,7 @@ typedef struct req {
     uint32_t cap; /* effective burst */
     uint64_t test_now_ms;
     bool has_test_now;
+    uint64_t floor_us; /* charge: the bucket's TAT is at least now + this */
     /* slot acquire: the member's number, and whether the failure policy
      * answered with a slot (a late grant from Redis is then that slot) */
     uint64_t seq;
@@ -165,6 +167,10 @@ void tg__rs_req_answer_slot(req_t *q, const tg_store_slot_result_t *r);
 /* Store the SHA of script <idx> from a SCRIPT LOAD reply <r>; false when
  * <r> is not one. */
 bool tg__rs_take_sha(redis_store_t *rs, int idx, const redisReply *r);
+/* Recovery: charge every bucket the local fallback admitted from and
+ * whose TAT is still ahead (store_redis_conn.c, "Recovery"), one call per
+ * key, written before any call that follows. */
+void tg__rs_charge_all(redis_store_t *rs);
 /* Free the requests, the slot table and the store, then run the close
  * callback. Only once the last uv handle is closed. */
 void tg__rs_free_all(redis_store_t *rs);

@@ -504,3 +504,53 @@ Test(store_local, slots_are_counted_per_key)
     cr_assert_eq(tg_store_slots_held(st), 0);
     local_close(st);
 }
+
+typedef struct debts {
+    int n;
+    char key[4][32];
+    uint64_t count[4], period_ms[4], ahead_us[4];
+    uint32_t burst[4];
+} debts_t;
+
+static void debt_cb(void *arg, const char *key, uint64_t count, uint64_t period_ms, uint32_t burst,
+                    uint64_t ahead_us)
+{
+    debts_t *d = arg;
+    cr_assert_lt(d->n, 4);
+    snprintf(d->key[d->n], sizeof d->key[0], "%s", key);
+    d->count[d->n] = count;
+    d->period_ms[d->n] = period_ms;
+    d->burst[d->n] = burst;
+    d->ahead_us[d->n++] = ahead_us;
+}
+
+/* The redis store's fallback: a bucket enforces this instance's share and
+ * remembers the limit as asked; the buckets still ahead of now are listed
+ * with how far (what the recovery charge floors the shared bucket at). */
+Test(store_local, shares_and_the_debts_they_leave)
+{
+    tg_store_t *st = local_open(0);
+    g_now_ms = 50000;
+    tg_store_result_t r;
+    /* 10/second shared by 3: 3/second (T 333.334 ms), burst 3 */
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(tg_store_local_take_share(st, "tg:{a}:x", 10, 1000, 0, 3, 1, &r), 0);
+        cr_assert_eq(r.gcra.allowed, i < 3, "call %d", i);
+        cr_assert_eq(r.gcra.cap, 3);
+    }
+    cr_assert_eq(tg_store_local_take_share(st, "tg:{a}:y", 10, 1000, 4, 0, 1, &r), 0);
+    cr_assert_eq(r.gcra.cap, 4, "instances 0 = 1: the whole limit");
+    cr_assert_eq(tg_store_local_take_share(st, "tg:{a}:x", 10, 1000, 0, 3, 0, &r), -EINVAL);
+    debts_t d = {0};
+    g_now_ms += 500;
+    cr_assert_eq(tg_store_local_debts(st, debt_cb, &d), 1, "y (TAT 50100) is full again");
+    cr_assert_str_eq(d.key[0], "tg:{a}:x");
+    cr_assert_eq(d.count[0], 10);
+    cr_assert_eq(d.period_ms[0], 1000);
+    cr_assert_eq(d.burst[0], 0);
+    cr_assert_eq(d.ahead_us[0], 3 * 333334 - 500000);
+    g_now_ms += 1000;
+    d.n = 0;
+    cr_assert_eq(tg_store_local_debts(st, debt_cb, &d), 0);
+    local_close(st);
+}
