@@ -158,7 +158,7 @@ static void sample(char *cpath, size_t cap)
 
 Test(check, valid_config_prints_the_limits_tables)
 {
-    char cpath[128], line[256];
+    char cpath[128], line[1024];
 
     sample(cpath, sizeof cpath);
     cr_assert_eq(run_check((const char *[]){"--config", cpath, NULL}), 0, "stderr: %s", errout);
@@ -308,7 +308,7 @@ Test(check, json_output_shows_callers_and_their_limits)
 
 Test(check, bad_config_exits_1_with_the_positioned_error)
 {
-    char cpath[128], want[512];
+    char cpath[128], want[1024];
 
     tgh_tmp_put("c.json",
         "{\"agents\": [{\"id\": \"a\", \"command\": [\"x\"],\n  \"resources\": {\"cpu\": "
@@ -338,7 +338,7 @@ Test(check, bad_config_exits_1_with_the_positioned_error)
 
 Test(check, missing_manifest_names_the_path)
 {
-    char cpath[128], want[512];
+    char cpath[128], want[1024];
 
     tgh_tmp_put("c.json",
         "{\"agents\": [{\"id\": \"a\", \"command\": [\"x\"], \"manifest\": \"gone/m.json\"}]}",

@@ -94,7 +94,7 @@ static void serve_cfg(tgh_serve_t *s, const char *dialect)
     char hboff[TGH_PATH + 16], tok[TGH_PATH + 16];
     snprintf(hboff, sizeof hboff, "%s/hb-off", s->dir);
     snprintf(tok, sizeof tok, "%s/token", s->dir);
-    char cmd[2 * TGH_PATH + 200];
+    char cmd[4 * TGH_PATH + 400];
     if (os)
         snprintf(cmd, sizeof cmd,
                  "\"%s/tg_os_agent\", \"--log\", \"%s\", \"--hb-off\", \"%s\", \"--token-file\", "

@@ -683,7 +683,7 @@ Test(manifest, config_resource_errors_have_positions)
  * <msg> with "@" standing for tgh_tmp. */
 static void pair_fails(const char *manifest_text, const char *msg)
 {
-    char want[TG_ERR_MAX], *at = strchr(msg, '@');
+    char want[2 * TG_ERR_MAX], *at = strchr(msg, '@');
 
     cr_expect_eq(load_pair(manifest_text, ""), -1, "accepted %s", manifest_text);
     if (at)
@@ -724,7 +724,7 @@ Test(manifest, manifest_errors_have_positions)
 
 Test(manifest, missing_or_unreadable_file_names_the_path)
 {
-    char cp[128], want[TG_ERR_MAX];
+    char cp[128], want[4 * TG_ERR_MAX];
 
     tgh_tmp_put("c.json",
         "{\"agents\":[{\"id\":\"a\",\"command\":[\"x\"],\n"

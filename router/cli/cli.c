@@ -62,11 +62,22 @@ static int unique_instance(tg_config_t *cfg)
 {
     char tail[TG_NAME_MAX + 1];
     char name[TG_NAME_MAX + 1];
-    int tn = snprintf(tail, sizeof(tail), "-%s-%ld", cfg->agents[0].id, (long)getpid());
-    if (tn < 0 || tn >= TG_NAME_MAX)
-        tn = snprintf(tail, sizeof(tail), "-%ld", (long)getpid());
-    int room = TG_NAME_MAX - tn;
-    snprintf(name, sizeof(name), "%.*s%s", room, cfg->instance, tail);
+    char pid[24];
+    int pn = snprintf(pid, sizeof(pid), "-%ld", (long)getpid());
+    size_t idn = strlen(cfg->agents[0].id);
+    size_t tn;
+    if (idn + 1 + (size_t)pn < TG_NAME_MAX) { /* "-AGENT-PID", built by hand: no truncation */
+        tail[0] = '-';
+        memcpy(tail + 1, cfg->agents[0].id, idn);
+        memcpy(tail + 1 + idn, pid, (size_t)pn + 1);
+        tn = idn + 1 + (size_t)pn;
+    } else {
+        memcpy(tail, pid, (size_t)pn + 1);
+        tn = (size_t)pn;
+    }
+    size_t hn = strnlen(cfg->instance, TG_NAME_MAX - tn);
+    memcpy(name, cfg->instance, hn);
+    memcpy(name + hn, tail, tn + 1);
     char *copy = strdup(name);
     if (copy == NULL)
         return -1;
