@@ -66,7 +66,9 @@ static int unique_instance(tg_config_t *cfg)
     if (tn < 0 || tn >= TG_NAME_MAX)
         tn = snprintf(tail, sizeof(tail), "-%ld", (long)getpid());
     int room = TG_NAME_MAX - tn;
-    snprintf(name, sizeof(name), "%.*s%s", room, cfg->instance, tail);
+    /* Cut on purpose; using the result keeps -Wformat-truncation quiet. */
+    if (snprintf(name, sizeof(name), "%.*s%s", room, cfg->instance, tail) < 0)
+        return -1;
     char *copy = strdup(name);
     if (copy == NULL)
         return -1;
