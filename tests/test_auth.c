@@ -493,3 +493,109 @@ Test(auth, jwks_loads_each_key)
     cr_expect_eq(tg_jwks_count(k), 2);
     tg_jwks_free(k);
 }
+
+/* ---- toolgate token (the real binary) ---- */
+
+TestSuite(token_cli, .timeout = 30);
+
+/* Run shell command <cmd>; its stdout into <out>; the exit status. */
+static int run(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    size_t n;
+    int st;
+
+    cr_assert_not_null(p, "%s", cmd);
+    n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The value after "<label>" on its line of <out>. */
+static void field(const char *out, const char *label, char *val, size_t cap)
+{
+    const char *p = strstr(out, label);
+    size_t n;
+
+    cr_assert_not_null(p, "no %s in:\n%s", label, out);
+    p += strlen(label);
+    n = strcspn(p, "\n");
+    cr_assert_lt(n, cap);
+    memcpy(val, p, n);
+    val[n] = '\0';
+}
+
+/* The token new prints, its digest and the snippet agree, the snippet
+ * loads, and the token then names that caller. */
+Test(token_cli, new_prints_a_working_token)
+{
+    char out[4096], out2[4096], tok[128], tok2[128], dig[128], text[1024], *snip;
+    uint8_t d[TG_TOKEN_DIGEST_BYTES];
+    char want[TG_TOKEN_DIGEST_TEXT + 1];
+    tg_config_t c;
+    tg_auth_t *a;
+    tg_err_t err = {{0}};
+    const char *why;
+
+    cr_assert_eq(run(TG_BIN " token new --name ci-bot", out, sizeof out), 0, "%s", out);
+    field(out, "token:  ", tok, sizeof tok);
+    field(out, "digest: ", dig, sizeof dig);
+    cr_expect_eq(strncmp(tok, "tgk_", 4), 0, "%s", tok);
+    cr_expect_eq(strlen(tok), 4 + 43, "256 bits in base64url: %s", tok);
+    cr_expect_eq(strspn(tok + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+                 43);
+    tg_auth_token_digest(tok, strlen(tok), d);
+    tg_auth_digest_text(d, want);
+    cr_expect_str_eq(dig, want);
+
+    snip = strstr(out, "\"callers\": ");
+    cr_assert_not_null(snip, "%s", out);
+    snprintf(text, sizeof text, "{%.*s}", (int)strcspn(snip, "\n"), snip);
+    cr_assert_eq(tg_config_default(&c), 0);
+    cr_assert_eq(tg_config_load_buffer(&c, "snippet", text, strlen(text), &err), 0, "%s\n%s",
+                 err.msg, text);
+    cr_assert_eq(tg_auth_new(&a, &c, &err), 0, "%s", err.msg);
+    cr_expect_eq(tg_auth_identify(a, tok, strlen(tok), 0, &why), 0, "%s", why);
+    cr_expect_str_eq(c.callers[0].name, "ci-bot");
+    tg_auth_free(a);
+    tg_config_free(&c);
+
+    /* fresh each time */
+    cr_assert_eq(run(TG_BIN " token new", out2, sizeof out2), 0);
+    field(out2, "token:  ", tok2, sizeof tok2);
+    cr_expect_str_neq(tok, tok2);
+    cr_expect_not_null(strstr(out2, "\"name\": \"CALLER\""), "%s", out2);
+}
+
+Test(token_cli, digest_reads_stdin)
+{
+    char out[512];
+
+    cr_expect_eq(run("printf 'abc\\n' | " TG_BIN " token digest", out, sizeof out), 0);
+    cr_expect_str_eq(out,
+                     "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n");
+    cr_expect_eq(run("printf 'abc' | " TG_BIN " token digest", out, sizeof out), 0);
+    cr_expect_str_eq(out,
+                     "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n");
+    cr_expect_eq(run("printf 'abc\\r\\n' | " TG_BIN " token digest", out, sizeof out), 0);
+    cr_expect_eq(strncmp(out, "sha256:ba7816bf", 15), 0, "%s", out);
+}
+
+Test(token_cli, bad_usage)
+{
+    char out[512];
+
+    cr_expect_eq(run("printf '' | " TG_BIN " token digest 2>/dev/null", out, sizeof out), 2);
+    cr_expect_eq(run("printf 'a b' | " TG_BIN " token digest 2>/dev/null", out, sizeof out), 2);
+    cr_expect_eq(run("printf 'a\\nb' | " TG_BIN " token digest 2>/dev/null", out, sizeof out), 2);
+    cr_expect_eq(run("head -c 9000 /dev/zero | tr '\\0' a | " TG_BIN " token digest 2>/dev/null",
+                     out, sizeof out),
+                 2);
+    cr_expect_str_eq(out, "");
+    cr_expect_eq(run(TG_BIN " token new --name 'a b' 2>/dev/null", out, sizeof out), 2);
+    cr_expect_eq(run(TG_BIN " token new --nope 2>/dev/null", out, sizeof out), 2);
+    cr_expect_eq(run(TG_BIN " token 2>/dev/null", out, sizeof out), 2);
+    cr_expect_eq(run(TG_BIN " --help", out, sizeof out), 0);
+    cr_expect_not_null(strstr(out, "toolgate token new [--name CALLER]"));
+}
