@@ -378,7 +378,7 @@ typedef struct tg_listen_cfg {
 } tg_listen_cfg_t;
 
 /* Bearer tokens and JWTs of callers[] (the HTTP front: router/auth/). */
-#define TG_TOKEN_DIGEST_BYTES 32            /* SHA-256 */
+#define TG_TOKEN_DIGEST_BYTES 32            /* fixed internal bound: a SHA-256 digest */
 #define TG_TOKEN_DIGEST_TEXT  (7 + 64)      /* "sha256:" and 64 hex digits */
 #define TG_CALLER_TOKENS_MAX  16            /* fixed internal bound: tokens of one caller */
 #define TG_JWKS_FILE_MAX      (64u * 1024)  /* fixed internal bound: a JWKS file's bytes */

@@ -30,7 +30,7 @@
 #define TG_AUTH_TOKEN_MAX   8192u /* fixed internal bound: bytes of a bearer token or JWT */
 #define TG_JWT_HEADER_MAX   1024u /* fixed internal bound: a JWT header's decoded bytes */
 #define TG_JWT_PAYLOAD_MAX  6144u /* fixed internal bound: a JWT payload's decoded bytes */
-#define TG_AUTH_TOKEN_BYTES 32u   /* entropy of a token `toolgate token new` makes */
+#define TG_AUTH_TOKEN_BYTES 32u   /* fixed internal bound: random bytes of a `token new` token */
 
 /* ---- bearer tokens ---- */
 

@@ -38,10 +38,10 @@
 
 #include "config/err.h"
 
-#define TG_TLS_RECORD_MAX 16384u   /* plaintext bytes of one TLS record */
-#define TG_TLS_CAP_MIN    20480u   /* smallest <cap>: one full record and its overhead */
+#define TG_TLS_RECORD_MAX 16384u   /* fixed internal bound: plaintext of one TLS record (RFC 8446) */
+#define TG_TLS_CAP_MIN    20480u   /* fixed internal bound: smallest <cap>, one record and overhead */
 #define TG_TLS_WARN_MAX   256u     /* fixed internal bound: a certificate warning */
-#define TG_TLS_SNIFF_BYTES 8u      /* bytes that tell plain HTTP from TLS */
+#define TG_TLS_SNIFF_BYTES 8u      /* fixed internal bound: bytes that tell plain HTTP from TLS */
 
 /* What the front answers, in cleartext, to a plain HTTP request on a TLS
  * port (as nginx does), then closes. */
