@@ -19,8 +19,8 @@
 #include "router/auth/auth.h"
 #include "tests/tg_harness.h"
 
-#define ISS "https://idp.example"
-#define AUD "toolgate"
+#define ISS    "https://idp.example"
+#define AUD    "toolgate"
 #define CANARY "CANARY7Q2x9secretvalue"
 
 static char dir[TGH_PATH];
@@ -86,8 +86,8 @@ static void jwk(EVP_PKEY *k, const char *kid, bool alg, char *out, size_t cap)
     } else {
         bn_param(k, OSSL_PKEY_PARAM_EC_PUB_X, 32, a, sizeof a);
         bn_param(k, OSSL_PKEY_PARAM_EC_PUB_Y, 32, b, sizeof b);
-        snprintf(out, cap, "{%s\"kty\":\"EC\",%s\"crv\":\"P-256\",\"x\":\"%s\",\"y\":\"%s\"}",
-                 kids, alg ? "\"alg\":\"ES256\"," : "", a, b);
+        snprintf(out, cap, "{%s\"kty\":\"EC\",%s\"crv\":\"P-256\",\"x\":\"%s\",\"y\":\"%s\"}", kids,
+                 alg ? "\"alg\":\"ES256\"," : "", a, b);
     }
 }
 
@@ -142,7 +142,7 @@ static char *claims(const char *sub, const char *iss, const char *aud, int64_t e
     return buf;
 }
 
-#define AUD_S "\"" AUD "\""
+#define AUD_S       "\"" AUD "\""
 #define RS_HDR(kid) "{\"alg\":\"RS256\",\"typ\":\"JWT\",\"kid\":\"" kid "\"}"
 #define ES_HDR(kid) "{\"alg\":\"ES256\",\"kid\":\"" kid "\"}"
 
@@ -200,8 +200,7 @@ static void setup(void)
              "]}",
              da, 0, db, jwks_path, jwks_path, dir);
     cr_assert_eq(tg_config_default(&cfg), 0);
-    cr_assert_eq(tg_config_load_buffer(&cfg, "t.json", text, strlen(text), &err), 0, "%s",
-                 err.msg);
+    cr_assert_eq(tg_config_load_buffer(&cfg, "t.json", text, strlen(text), &err), 0, "%s", err.msg);
     cr_assert_eq(tg_auth_new(&auth, &cfg, &err), 0, "%s", err.msg);
 }
 
@@ -297,9 +296,9 @@ Test(auth, jwt_rs256_and_es256_valid)
 {
     const char *why = NULL;
 
-    cr_expect_eq(identify(jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
-                          &why),
-                 3, "%s", why);
+    cr_expect_eq(
+        identify(jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa, NULL), &why),
+        3, "%s", why);
     cr_expect_eq(identify(jws(ES_HDR("e1"), claims("svc-a", ISS, AUD_S, 300, -10), ec, NULL), &why),
                  3, "%s", why);
     /* aud as an array; the caller named by another claim */
@@ -310,11 +309,11 @@ Test(auth, jwt_rs256_and_es256_valid)
              (long long)now + 60);
     cr_expect_eq(identify(jws(RS_HDR("r1"), p, rsa, NULL), &why), 4, "%s", why);
     /* no kid: every key of the alg's type is tried */
-    cr_expect_eq(identify(jws("{\"alg\":\"ES256\"}",
-                              claims("svc-c", "https://other.example", AUD_S, 60, INT64_MIN), ec,
-                              NULL),
-                          &why),
-                 5, "%s", why);
+    cr_expect_eq(
+        identify(jws("{\"alg\":\"ES256\"}",
+                     claims("svc-c", "https://other.example", AUD_S, 60, INT64_MIN), ec, NULL),
+                 &why),
+        5, "%s", why);
 }
 
 Test(auth, jwt_times)
@@ -328,7 +327,8 @@ Test(auth, jwt_times)
     cr_expect_eq(identify(jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, -5, 5), rsa, NULL), &why),
                  3, "%s", why);
     char p[512];
-    snprintf(p, sizeof p, "{\"sub\":\"svc-a\",\"iss\":\"" ISS "\",\"aud\":\"" AUD
+    snprintf(p, sizeof p,
+             "{\"sub\":\"svc-a\",\"iss\":\"" ISS "\",\"aud\":\"" AUD
              "\",\"exp\":%lld,\"iat\":%lld}",
              (long long)now + 600, (long long)now + 300);
     refused(jws(RS_HDR("r1"), p, rsa, NULL), "issued in the future");
@@ -347,9 +347,8 @@ Test(auth, jwt_issuer_audience_caller)
     refused(jws(RS_HDR("r1"), claims("ci-bot", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
             "unknown caller");
     /* svc-c's issuer does not let a token name svc-a */
-    refused(jws("{\"alg\":\"ES256\"}", claims("svc-a", "https://other.example", AUD_S, 60,
-                                               INT64_MIN),
-                ec, NULL),
+    refused(jws("{\"alg\":\"ES256\"}",
+                claims("svc-a", "https://other.example", AUD_S, 60, INT64_MIN), ec, NULL),
             "unknown caller");
 }
 
@@ -543,8 +542,8 @@ Test(token_cli, new_prints_a_working_token)
     field(out, "digest: ", dig, sizeof dig);
     cr_expect_eq(strncmp(tok, "tgk_", 4), 0, "%s", tok);
     cr_expect_eq(strlen(tok), 4 + 43, "256 bits in base64url: %s", tok);
-    cr_expect_eq(strspn(tok + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
-                 43);
+    cr_expect_eq(
+        strspn(tok + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"), 43);
     tg_auth_token_digest(tok, strlen(tok), d);
     tg_auth_digest_text(d, want);
     cr_expect_str_eq(dig, want);

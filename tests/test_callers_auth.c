@@ -102,8 +102,8 @@ Test(callers_auth, too_many_tokens)
 
     off += (size_t)snprintf(body + off, sizeof body - off, "\"tokens\":[");
     for (int i = 0; i <= TG_CALLER_TOKENS_MAX; i++)
-        off += (size_t)snprintf(body + off, sizeof body - off, "%s\"sha256:%064x\"", i ? "," : "",
-                                i);
+        off +=
+            (size_t)snprintf(body + off, sizeof body - off, "%s\"sha256:%064x\"", i ? "," : "", i);
     snprintf(body + off, sizeof body - off, "]");
     doc(text, sizeof text, body);
     load_fails_with(text, "callers[0].tokens: 17 tokens (expected at most 16)");
@@ -117,9 +117,8 @@ Test(callers_auth, digest_parse)
     cr_expect_eq(tg_config_token_digest_parse(DIGEST_B, strlen(DIGEST_B), d, why, sizeof why), 0);
     cr_expect_eq(d[0], 0xff);
     cr_expect_eq(tg_config_token_digest_parse("sha1:00", 7, d, why, sizeof why), -1);
-    cr_expect_eq(tg_config_token_digest_parse(DIGEST_B "0", strlen(DIGEST_B) + 1, d, why,
-                                              sizeof why),
-                 -1);
+    cr_expect_eq(
+        tg_config_token_digest_parse(DIGEST_B "0", strlen(DIGEST_B) + 1, d, why, sizeof why), -1);
     cr_expect_not_null(strstr(why, "65 hex digits"), "%s", why);
 }
 
@@ -193,7 +192,8 @@ Test(callers_auth, jwt_errors)
     jwks(keys);
     doc(text, sizeof text, "\"jwt\":{\"issuer\":\"i\",\"audience\":\"a\"}");
     load_fails_with(text, "callers[0].jwt: missing required key \"jwks_file\"");
-    doc(text, sizeof text, "\"jwt\":{\"issuer\":\"i\",\"audience\":\"a\",\"jwks_file\":\"k.json\"}");
+    doc(text, sizeof text,
+        "\"jwt\":{\"issuer\":\"i\",\"audience\":\"a\",\"jwks_file\":\"k.json\"}");
     load_fails_with(text, "callers[0].jwt.jwks_file: \"k.json\" is not an absolute path");
     jwt_doc(text, sizeof text, ",\"leeway\":\"1h\"");
     load_fails_with(text, "callers[0].jwt.leeway");
@@ -216,7 +216,8 @@ Test(callers_auth, jwks_shape_errors)
     } cases[] = {
         {"not json", "not JSON"},
         {"{\"keys\":[]}", "expected {\"keys\": [...]} with 1 to 16 keys"},
-        {"{\"keys\":[{\"kty\":\"oct\",\"k\":\"AAAA\"}]}", "keys[0]: holds private key member \"k\""},
+        {"{\"keys\":[{\"kty\":\"oct\",\"k\":\"AAAA\"}]}",
+         "keys[0]: holds private key member \"k\""},
         {"{\"keys\":[{\"kty\":\"OKP\"}]}", "keys[0]: \"kty\" must be \"RSA\" or \"EC\""},
         {"{\"keys\":[{\"kty\":\"RSA\",\"n\":\"AQAB\",\"e\":\"AQAB\"}]}",
          "keys[0]: \"n\" must be a 2048- to 8192-bit modulus"},
@@ -234,8 +235,8 @@ Test(callers_auth, jwks_shape_errors)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cr_expect_eq(tg_config_jwks_check(cases[i].jwks, strlen(cases[i].jwks), why, sizeof why),
                      -1, "%s", cases[i].jwks);
-        cr_expect_not_null(strstr(why, cases[i].want), "%s\n got: %s\nwant: %s", cases[i].jwks,
-                           why, cases[i].want);
+        cr_expect_not_null(strstr(why, cases[i].want), "%s\n got: %s\nwant: %s", cases[i].jwks, why,
+                           cases[i].want);
     }
     /* duplicate kids, and the file's path in the load error */
     good_keys(text, sizeof text);
@@ -273,4 +274,28 @@ Test(callers_auth, keys_are_documented)
         cr_expect_gt(strlen(k->help), 20, "%s", rows[i]);
     }
     cr_expect_not_null(strstr(tg_cfg_key_find("callers[].tokens")->help, "toolgate token new"));
+}
+
+/* `toolgate check` shows the caller, never its digests (the canary rule:
+ * no digest in a log, a page or a report). */
+Test(callers_auth, check_never_prints_digests)
+{
+    char path[TGH_PATH + 16], cmd[2 * TGH_PATH + 64], out[65536];
+    const char *const modes[] = {"", " --json"};
+
+    tgh_put(dir, "c.json",
+            "{\"agents\":[{\"id\":\"a\",\"command\":[\"/bin/true\"]}],"
+            "\"callers\":[{\"name\":\"ci-bot\",\"tokens\":[\"" DIGEST_A "\"]}]}");
+    snprintf(path, sizeof path, "%s/c.json", dir);
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s check --config %s%s 2>&1", TG_BIN, path, modes[i]);
+        FILE *p = popen(cmd, "r");
+        cr_assert_not_null(p);
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = '\0';
+        cr_expect_eq(pclose(p), 0, "%s", out);
+        cr_expect_not_null(strstr(out, "ci-bot"), "%s", out);
+        cr_expect_null(strstr(out, "00112233445566778899"), "%s", out);
+        cr_expect_null(strstr(out, "sha256:"), "%s", out);
+    }
 }

@@ -28,6 +28,7 @@ static char dir[TGH_PATH];
 static char ca_pem[TGH_PATH + 32], srv_pem[TGH_PATH + 32], srv_key[TGH_PATH + 32];
 static char srv2_pem[TGH_PATH + 32], srv2_key[TGH_PATH + 32];
 static char old_pem[TGH_PATH + 32], old_key[TGH_PATH + 32], other_key[TGH_PATH + 32];
+static char enc_key[TGH_PATH + 32];
 
 static void path_in(char *out, size_t cap, const char *name)
 {
@@ -110,6 +111,7 @@ static void setup(void)
     path_in(old_pem, sizeof old_pem, "old.pem");
     path_in(old_key, sizeof old_key, "old.key");
     path_in(other_key, sizeof other_key, "other.key");
+    path_in(enc_key, sizeof enc_key, "enc.key");
     ca_key = EVP_EC_gen("P-256");
     ca = make_cert(ca_key, "toolgate test CA", -3600, 86400, NULL, NULL);
     write_cert(ca_pem, ca, NULL);
@@ -118,6 +120,11 @@ static void setup(void)
     make_server(ca, ca_key, old_pem, old_key, -7200, -3600);
     other = EVP_EC_gen("P-256");
     write_key(other_key, other);
+    /* a passphrase-protected key: refused, never prompted for */
+    FILE *f = fopen(enc_key, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(PEM_write_PrivateKey(f, other, EVP_aes_256_cbc(), NULL, 0, NULL, (void *)"pw"), 1);
+    fclose(f);
     EVP_PKEY_free(other);
     X509_free(ca);
     EVP_PKEY_free(ca_key);
@@ -341,6 +348,8 @@ Test(tls, tls_1_1_client_refused)
     client_open(&cl, NULL, TLS1_1_VERSION);
     cr_expect_eq(handshake(&cl, s, 4096), -EPROTO);
     cr_expect_str_eq(tg_tls_conn_reason(s), "unsupported protocol");
+    /* the alert is pending for the front to send before closing */
+    cr_expect_gt(tg_tls_conn_pending(s), 0);
     cr_expect_not(tg_tls_conn_established(s));
     cr_expect_eq(tg_tls_conn_read(s, (char[8]){0}, 8), -EPROTO);
     cr_expect_eq(tg_tls_conn_write(s, "x", 1), -EPROTO);
@@ -497,6 +506,8 @@ Test(tls, load_errors_name_the_file)
     expect_err(srv_key, srv_key, msg);
     snprintf(msg, sizeof msg, "tls key %s: not an unencrypted PEM private key", srv_pem);
     expect_err(srv_pem, srv_pem, msg);
+    snprintf(msg, sizeof msg, "tls key %s: not an unencrypted PEM private key", enc_key);
+    expect_err(srv_pem, enc_key, msg);
     snprintf(msg, sizeof msg, "tls key %s: does not match the certificate in %s", other_key,
              srv_pem);
     expect_err(srv_pem, other_key, msg);
@@ -508,8 +519,7 @@ Test(tls, expired_cert_is_reported)
     tg_err_t err = {{0}};
     char warn[TG_TLS_WARN_MAX] = "x", want[2 * TGH_PATH];
 
-    cr_assert_eq(tg_tls_ctx_new(&ctx, old_pem, old_key, warn, sizeof warn, &err), 0, "%s",
-                 err.msg);
+    cr_assert_eq(tg_tls_ctx_new(&ctx, old_pem, old_key, warn, sizeof warn, &err), 0, "%s", err.msg);
     snprintf(want, sizeof want, "tls cert %s: the certificate is expired on", old_pem);
     cr_expect_not_null(strstr(warn, want), "%s", warn);
     cr_expect_eq(tg_tls_cert_check_time(old_pem, warn, sizeof warn, &err), 0);

@@ -41,7 +41,6 @@ void tg_auth_token_digest(const char *tok, size_t len, uint8_t out[TG_TOKEN_DIGE
  * <out> (at least TG_TOKEN_DIGEST_TEXT + 1 bytes). */
 void tg_auth_digest_text(const uint8_t d[TG_TOKEN_DIGEST_BYTES], char *out);
 
-
 /* ---- JWKS ---- */
 
 typedef struct tg_jwks tg_jwks_t;

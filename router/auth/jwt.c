@@ -22,7 +22,7 @@
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 
-#define KID_MAX 128 /* fixed internal bound: a key id's bytes */
+#define KID_MAX    128 /* fixed internal bound: a key id's bytes */
 #define P256_COORD 32
 
 typedef struct jwk {
@@ -83,8 +83,8 @@ static long b64url_decode(const char *s, size_t len, unsigned char *out, size_t 
 static BIGNUM *b64_bn(const char *s, size_t maxbytes)
 {
     unsigned char buf[1024];
-    long n = s ? b64url_decode(s, strlen(s), buf, maxbytes < sizeof buf ? maxbytes : sizeof buf)
-               : -1;
+    long n =
+        s ? b64url_decode(s, strlen(s), buf, maxbytes < sizeof buf ? maxbytes : sizeof buf) : -1;
 
     return n > 0 ? BN_bin2bn(buf, (int)n, NULL) : NULL;
 }
@@ -242,7 +242,8 @@ static json_t *part_json(const char *s, size_t len, size_t cap)
 {
     unsigned char *buf = malloc(cap);
     long n = buf ? b64url_decode(s, len, buf, cap) : -1;
-    json_t *j = n > 0 ? json_loadb((const char *)buf, (size_t)n, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    json_t *j =
+        n > 0 ? json_loadb((const char *)buf, (size_t)n, JSON_REJECT_DUPLICATES, NULL) : NULL;
 
     free(buf);
     if (j && !json_is_object(j)) {
@@ -334,8 +335,8 @@ static const char *check_header(const json_t *h, bool *rsa, const char **why)
 
 /* The signature over <tok> up to its second dot, by the header's key:
  * 0 or -1 with why. */
-static int check_signature(const tg_jwks_t *keys, const json_t *h, const char *tok, size_t signed_len,
-                           const char *sig64, size_t sig64_len, const char **why)
+static int check_signature(const tg_jwks_t *keys, const json_t *h, const char *tok,
+                           size_t signed_len, const char *sig64, size_t sig64_len, const char **why)
 {
     const char *kid = json_string_value(json_object_get(h, "kid"));
     unsigned char sig[1024];
@@ -381,19 +382,18 @@ static int numeric_date(const json_t *p, const char *m, double *out)
 
 static bool aud_holds(const json_t *aud, const char *want)
 {
-    size_t i;
-    const json_t *e;
-
     if (json_is_string(aud))
         return strcmp(json_string_value(aud), want) == 0;
-    json_array_foreach(aud, i, e) if (json_is_string(e) && strcmp(json_string_value(e), want) == 0)
-        return true;
+    for (size_t i = 0; i < json_array_size(aud); i++) {
+        const char *e = json_string_value(json_array_get(aud, i));
+        if (e && strcmp(e, want) == 0)
+            return true;
+    }
     return false;
 }
 
 /* The payload's claims against <want> at <now_s>: 0 or -1 with why. */
-static int check_claims(const json_t *p, const tg_jwt_want_t *want, int64_t now_s,
-                        const char **why)
+static int check_claims(const json_t *p, const tg_jwt_want_t *want, int64_t now_s, const char **why)
 {
     const char *iss = json_string_value(json_object_get(p, "iss"));
     double leeway = (double)want->leeway_ms / 1000.0, now = (double)now_s, t = 0;

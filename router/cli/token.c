@@ -17,7 +17,7 @@
 #include "router/auth/auth.h"
 #include "router/cli/cli.h"
 
-#define TOKEN_PREFIX "tgk_"
+#define TOKEN_PREFIX   "tgk_"
 #define TOKEN_TEXT_MAX 64 /* fixed internal bound: "tgk_" and 43 base64url characters */
 
 static void token_usage(FILE *f)

@@ -103,8 +103,8 @@ static int time_warning(X509 *x, const char *path, char *warn, size_t wcap)
     }
     BIO_free(b);
     if (warn)
-        snprintf(warn, wcap, "tls cert %s: the certificate is %s %s (clients will refuse it)",
-                 path, what, when);
+        snprintf(warn, wcap, "tls cert %s: the certificate is %s %s (clients will refuse it)", path,
+                 what, when);
     return 0;
 }
 
@@ -201,8 +201,8 @@ int tg_tls_ctx_new(tg_tls_ctx_t **out, const char *cert, const char *key, char *
     return 0;
 }
 
-int tg_tls_ctx_reload(tg_tls_ctx_t *ctx, const char *cert, const char *key, char *warn,
-                      size_t wcap, tg_err_t *err)
+int tg_tls_ctx_reload(tg_tls_ctx_t *ctx, const char *cert, const char *key, char *warn, size_t wcap,
+                      tg_err_t *err)
 {
     SSL_CTX *s = build(cert, key, warn, wcap, err);
 
@@ -234,9 +234,8 @@ tg_tls_sniff_t tg_tls_sniff(const void *buf, size_t len)
 {
     /* Methods a client may begin an HTTP/1 connection with (and the h2c
      * preface "PRI "). */
-    static const char *const methods[] = {"GET ",     "POST ",  "PUT ",     "HEAD ",
-                                          "DELETE ",  "PATCH ", "OPTIONS ", "CONNECT ",
-                                          "TRACE ",   "PRI "};
+    static const char *const methods[] = {"GET ",   "POST ",    "PUT ",     "HEAD ",  "DELETE ",
+                                          "PATCH ", "OPTIONS ", "CONNECT ", "TRACE ", "PRI "};
     const unsigned char *p = buf;
     bool prefix = false;
 

@@ -38,10 +38,10 @@
 
 #include "config/err.h"
 
-#define TG_TLS_RECORD_MAX 16384u   /* fixed internal bound: plaintext of one TLS record (RFC 8446) */
-#define TG_TLS_CAP_MIN    20480u   /* fixed internal bound: smallest <cap>, one record and overhead */
-#define TG_TLS_WARN_MAX   256u     /* fixed internal bound: a certificate warning */
-#define TG_TLS_SNIFF_BYTES 8u      /* fixed internal bound: bytes that tell plain HTTP from TLS */
+#define TG_TLS_RECORD_MAX  16384u /* fixed internal bound: a TLS record's plaintext */
+#define TG_TLS_CAP_MIN     20480u /* fixed internal bound: smallest <cap>, one record and overhead */
+#define TG_TLS_WARN_MAX    256u   /* fixed internal bound: a certificate warning */
+#define TG_TLS_SNIFF_BYTES 8u     /* fixed internal bound: bytes that tell plain HTTP from TLS */
 
 /* What the front answers, in cleartext, to a plain HTTP request on a TLS
  * port (as nginx does), then closes. */
@@ -70,8 +70,8 @@ int tg_tls_ctx_new(tg_tls_ctx_t **out, const char *cert, const char *key, char *
 /* Load <cert> and <key> again (the same or other paths) into a new SSL_CTX
  * and use it for connections created from now on. 0, or -1 with <err> set
  * and the context unchanged. <warn> as for tg_tls_ctx_new. */
-int tg_tls_ctx_reload(tg_tls_ctx_t *ctx, const char *cert, const char *key, char *warn,
-                      size_t wcap, tg_err_t *err);
+int tg_tls_ctx_reload(tg_tls_ctx_t *ctx, const char *cert, const char *key, char *warn, size_t wcap,
+                      tg_err_t *err);
 
 /* How many times the context was (re)loaded: 1 after new, +1 per
  * successful reload (for the log and tests). */
@@ -125,7 +125,9 @@ size_t tg_tls_conn_pull(tg_tls_conn_t *c, void *buf, size_t cap);
 int tg_tls_conn_shutdown(tg_tls_conn_t *c);
 
 /* The short reason of the last -EPROTO ("unsupported protocol", "no shared
- * cipher", "plain HTTP request sent to a TLS port"), or "". */
+ * cipher", "plain HTTP request sent to a TLS port"), or "". After -EPROTO
+ * the front still sends what tg_tls_conn_pull gives (the alert that tells
+ * the client why), then closes. */
 const char *tg_tls_conn_reason(const tg_tls_conn_t *c);
 
 /* Whether the first bytes fed were a plain HTTP request (answer
