@@ -293,9 +293,9 @@ static bool b64url_ok(const char *s, size_t min, size_t max)
 {
     size_t n = strlen(s);
 
-    return n >= min && n <= max && strspn(s,
-                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                          "0123456789-_") == n;
+    return n >= min && n <= max &&
+           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                     "0123456789-_") == n;
 }
 
 /* Member <m> of key <o> as a string, or NULL. */
@@ -373,13 +373,11 @@ int tg_config_jwks_check(const char *text, size_t len, char *why, size_t cap)
     return rc;
 }
 
-/* Read the JWKS file at <path> (at most TG_JWKS_FILE_MAX bytes) and check
- * its shape: 0 or -1 with the reason in <why>. */
-static int jwks_file_check(const char *path, char *why, size_t cap)
+int tg_config_jwks_read(const char *path, char **text, size_t *len, char *why, size_t cap)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), rc;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), rc = 0;
     struct stat st;
-    char *buf;
+    char *buf, inner[256];
     ssize_t n;
 
     if (fd < 0)
@@ -393,18 +391,21 @@ static int jwks_file_check(const char *path, char *why, size_t cap)
         close(fd);
         return tg__cfg_why(-1, why, cap, "out of memory");
     }
+    /* One byte more than its size: a file that grew is refused, not cut. */
     n = read(fd, buf, (size_t)st.st_size + 1);
     close(fd);
     if (n < 0 || n > st.st_size)
         rc = tg__cfg_why(-1, why, cap, "cannot read %s: %s", path,
                          n < 0 ? strerror(errno) : "it grew while read");
-    else if ((rc = tg_config_jwks_check(buf, (size_t)n, why, cap)) < 0) {
-        char inner[256];
-        snprintf(inner, sizeof inner, "%s", why);
-        tg__cfg_why(-1, why, cap, "%s: %s", path, inner);
+    else if (tg_config_jwks_check(buf, (size_t)n, inner, sizeof inner) < 0)
+        rc = tg__cfg_why(-1, why, cap, "%s: %s", path, inner);
+    if (rc < 0) {
+        free(buf);
+        return rc;
     }
-    free(buf);
-    return rc;
+    *text = buf;
+    *len = (size_t)n;
+    return 0;
 }
 
 TG_KLOAD(tg__cfg_load_caller_jwt)
@@ -412,7 +413,8 @@ TG_KLOAD(tg__cfg_load_caller_jwt)
     tg_caller_cfg_t *cc = c->item;
     tg_jwt_cfg_t *j = &cc->jwt;
     static const char *const required[] = {"issuer", "audience", "jwks_file", NULL};
-    char why[512];
+    char why[512], *text;
+    size_t len;
 
     if (tg__cfg_want_object(c, v) < 0)
         return -1;
@@ -427,8 +429,9 @@ TG_KLOAD(tg__cfg_load_caller_jwt)
                                   required[i]);
     if (!j->claim && !(j->claim = strdup(TG_DEF_JWT_CLAIM)))
         return tg__cfg_at_err(c, false, "out of memory");
-    if (jwks_file_check(j->jwks_file, why, sizeof why) < 0)
+    if (tg_config_jwks_read(j->jwks_file, &text, &len, why, sizeof why) < 0)
         return tg__cfg_member_err(c, "jwks_file", "%s", why);
+    free(text);
     cc->has_jwt = true;
     return 0;
 }

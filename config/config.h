@@ -553,6 +553,12 @@ int tg_config_token_digest_parse(const char *s, size_t len, uint8_t out[TG_TOKEN
  * themselves are read by router/auth (OpenSSL). Pure. */
 int tg_config_jwks_check(const char *text, size_t len, char *why, size_t cap);
 
+/* Read JWKS file <path> (a regular file of at most TG_JWKS_FILE_MAX bytes)
+ * and check its shape (tg_config_jwks_check): 0 with the text in *text
+ * (<*len> bytes, the caller frees it), or -1 with the reason, naming the
+ * file, in <why>. */
+int tg_config_jwks_read(const char *path, char **text, size_t *len, char *why, size_t cap);
+
 void tg_config_free(tg_config_t *cfg);
 
 #endif

@@ -467,20 +467,21 @@ Test(auth, jwks_errors_name_the_caller_and_file)
     snprintf(keys, sizeof keys,
              "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"%s\",\"y\":\"%s\"}]}", x, x);
     cr_expect_eq(tg_jwks_parse(&k, "k.json", keys, strlen(keys), &err), -1);
-    cr_expect_str_eq(err.msg, "jwks k.json: keys[0]: not a usable EC P-256 public key (a point "
+    cr_expect_str_eq(err.msg, "jwks: k.json: keys[0]: not a usable EC P-256 public key (a point "
                               "on the curve)");
 
     cr_expect_eq(tg_jwks_parse(&k, "k.json", "{}", 2, &err), -1);
-    cr_expect_not_null(strstr(err.msg, "jwks k.json: expected {\"keys\""), "%s", err.msg);
+    cr_expect_not_null(strstr(err.msg, "jwks: k.json: expected {\"keys\""), "%s", err.msg);
 
     /* the file changed between config load and auth setup */
     tgh_put(dir, "jwks.json", "{\"keys\":[]}");
     cr_expect_eq(tg_auth_new(&a, &cfg, &err), -1);
-    snprintf(want, sizeof want, "callers[3].jwt.jwks_file: jwks %s: expected", jwks_path);
+    snprintf(want, sizeof want, "callers[3].jwt.jwks_file: jwks: %s: expected", jwks_path);
     cr_expect_not_null(strstr(err.msg, want), "%s", err.msg);
 
     cr_expect_eq(tg_jwks_load(&k, "/nonexistent/jwks.json", &err), -1);
-    cr_expect_str_eq(err.msg, "jwks /nonexistent/jwks.json: No such file or directory");
+    cr_expect_str_eq(err.msg,
+                     "jwks: cannot read /nonexistent/jwks.json: No such file or directory");
 }
 
 Test(auth, jwks_loads_each_key)

@@ -7,14 +7,10 @@
  */
 #include "router/auth/auth.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
@@ -164,9 +160,9 @@ int tg_jwks_parse(tg_jwks_t **out, const char *name, const char *text, size_t le
     tg_jwks_t *k;
 
     if (tg_config_jwks_check(text, len, why, sizeof why) < 0)
-        return tg_err_set(err, -1, "jwks %s: %s", name, why);
+        return tg_err_set(err, -1, "jwks: %s: %s", name, why);
     if (!(k = calloc(1, sizeof *k)))
-        return tg_err_set(err, -1, "jwks %s: out of memory", name);
+        return tg_err_set(err, -1, "jwks: %s: out of memory", name);
     doc = json_loadb(text, len, 0, NULL);
     arr = json_object_get(doc, "keys");
     for (size_t i = 0; i < json_array_size(arr); i++) {
@@ -179,7 +175,7 @@ int tg_jwks_parse(tg_jwks_t **out, const char *name, const char *text, size_t le
         if (!key->pkey) {
             json_decref(doc);
             tg_jwks_free(k);
-            return tg_err_set(err, -1, "jwks %s: keys[%zu]: not a usable %s public key%s", name, i,
+            return tg_err_set(err, -1, "jwks: %s: keys[%zu]: not a usable %s public key%s", name, i,
                               key->rsa ? "RSA" : "EC P-256",
                               key->rsa ? " (at least 2048 bits)" : " (a point on the curve)");
         }
@@ -187,7 +183,7 @@ int tg_jwks_parse(tg_jwks_t **out, const char *name, const char *text, size_t le
             EVP_PKEY_free(key->pkey);
             json_decref(doc);
             tg_jwks_free(k);
-            return tg_err_set(err, -1, "jwks %s: keys[%zu]: \"kid\" is longer than %d bytes", name,
+            return tg_err_set(err, -1, "jwks: %s: keys[%zu]: \"kid\" is longer than %d bytes", name,
                               i, KID_MAX - 1);
         }
         snprintf(key->kid, sizeof key->kid, "%s", kid ? kid : "");
@@ -200,25 +196,14 @@ int tg_jwks_parse(tg_jwks_t **out, const char *name, const char *text, size_t le
 
 int tg_jwks_load(tg_jwks_t **out, const char *path, tg_err_t *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), rc;
-    char *buf;
-    ssize_t n;
+    char why[512], *text;
+    size_t len;
+    int rc;
 
-    if (fd < 0)
-        return tg_err_set(err, -1, "jwks %s: %s", path, strerror(errno));
-    if (!(buf = malloc(TG_JWKS_FILE_MAX + 1))) {
-        close(fd);
-        return tg_err_set(err, -1, "jwks %s: out of memory", path);
-    }
-    /* Read one byte past the cap to tell a file that is too big. */
-    n = read(fd, buf, TG_JWKS_FILE_MAX + 1);
-    close(fd);
-    if (n < 0 || n > (ssize_t)TG_JWKS_FILE_MAX)
-        rc = tg_err_set(err, -1, "jwks %s: %s", path,
-                        n < 0 ? strerror(errno) : "larger than 65536 bytes");
-    else
-        rc = tg_jwks_parse(out, path, buf, (size_t)n, err);
-    free(buf);
+    if (tg_config_jwks_read(path, &text, &len, why, sizeof why) < 0)
+        return tg_err_set(err, -1, "jwks: %s", why);
+    rc = tg_jwks_parse(out, path, text, len, err);
+    free(text);
     return rc;
 }
 
