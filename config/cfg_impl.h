@@ -215,6 +215,9 @@ TG_KLOAD(tg__cfg_load_callers);
 TG_KLOAD(tg__cfg_load_caller_id);
 TG_KLOAD(tg__cfg_load_caller_limits);
 TG_KLOAD(tg__cfg_load_caller_rate_scope);
+TG_KLOAD(tg__cfg_load_caller_tokens);
+TG_KLOAD(tg__cfg_load_caller_jwt);
+TG_KCHECK(tg__cfg_check_jwt_claim);
 TG_KVALID(tg__cfg_validate_router);
 
 /* cfg_agent.c: agents[] and a manifest's limits */

@@ -3,11 +3,15 @@
  * checks, octal modes, users and groups, arrays with required keys) — and
  * the router's checks in tg_config_validate.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config/addr.h"
 #include "config/cfg_impl.h"
@@ -318,6 +322,244 @@ TG_KLOAD(tg__cfg_load_caller_rate_scope)
     return i < 0 ? -1 : 0;
 }
 
+/* ---- callers[].tokens ---- */
+
+static int hex_val(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+int tg_config_token_digest_parse(const char *s, size_t len, uint8_t out[TG_TOKEN_DIGEST_BYTES],
+                                 char *why, size_t cap)
+{
+    static const char expect[] = "(expected \"sha256:\" and 64 hex digits, as `toolgate token "
+                                 "new` or `toolgate token digest` prints)";
+
+    if (len < 7 || memcmp(s, "sha256:", 7) != 0)
+        return tg__cfg_why(-1, why, cap, "not a token digest %s", expect);
+    if (len != TG_TOKEN_DIGEST_TEXT)
+        return tg__cfg_why(-1, why, cap, "the digest has %zu hex digits %s", len - 7, expect);
+    for (size_t i = 0; i < TG_TOKEN_DIGEST_BYTES; i++) {
+        int hi = hex_val(s[7 + 2 * i]), lo = hex_val(s[8 + 2 * i]);
+        if (hi < 0 || lo < 0)
+            return tg__cfg_why(-1, why, cap, "a byte of the digest is not hex %s", expect);
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+/* The digests of a caller's bearer tokens, stored as 32-byte binaries.
+ * A digest is not the token, but it is still not echoed: an operator who
+ * pasted the token itself by mistake must not see it in a log. */
+TG_KLOAD(tg__cfg_load_caller_tokens)
+{
+    tg_caller_cfg_t *cc = c->item;
+    uint8_t(*d)[TG_TOKEN_DIGEST_BYTES];
+    size_t n;
+
+    (void)k;
+    if (!json_is_array(v))
+        return tg__cfg_type_err(c, v, "an array of \"sha256:...\" token digests");
+    n = json_array_size(v);
+    if (n > TG_CALLER_TOKENS_MAX)
+        return tg__cfg_at_err(c, false, "%zu tokens (expected at most %d)", n,
+                              TG_CALLER_TOKENS_MAX);
+    if (n && !(d = calloc(n, sizeof *d)))
+        return tg__cfg_at_err(c, false, "out of memory");
+    if (n == 0)
+        d = NULL;
+    for (size_t i = 0; i < n; i++) {
+        int pushed = tg__cfg_push_idx(c, i), rc = -1;
+        const json_t *e = json_array_get(v, i);
+        char why[256];
+        if (!json_is_string(e))
+            tg__cfg_type_err(c, e, "a \"sha256:...\" token digest");
+        else if (tg_config_token_digest_parse(json_string_value(e), json_string_length(e), d[i],
+                                              why, sizeof why) < 0)
+            tg__cfg_at_err(c, false, "%s", why);
+        else
+            rc = 0;
+        for (size_t j = 0; rc == 0 && j < i; j++)
+            if (memcmp(d[j], d[i], sizeof d[i]) == 0)
+                rc = tg__cfg_at_err(c, false, "the same digest as tokens[%zu]", j);
+        tg__cfg_pop(c, pushed);
+        if (rc < 0) {
+            memset(d, 0, n * sizeof *d);
+            free(d);
+            return -1;
+        }
+    }
+    if (cc->tokens)
+        memset(cc->tokens, 0, cc->ntokens * sizeof *cc->tokens);
+    free(cc->tokens);
+    cc->tokens = d;
+    cc->ntokens = n;
+    return 0;
+}
+
+/* ---- callers[].jwt ---- */
+
+TG_KCHECK(tg__cfg_check_jwt_claim)
+{
+    if (len <= TG_NAME_MAX && strcspn(s, "\"\\ \t\r\n") == len)
+        return 0;
+    return tg__cfg_why(-1, msg, cap, "not a claim name (expected e.g. \"sub\" or \"client_id\")");
+}
+
+/* Whether <s> is <min>..<max> base64url characters (no padding). */
+static bool b64url_ok(const char *s, size_t min, size_t max)
+{
+    size_t n = strlen(s);
+
+    return n >= min && n <= max &&
+           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                     "0123456789-_") == n;
+}
+
+/* Member <m> of key <o> as a string, or NULL. */
+static const char *member_str(const json_t *o, const char *m)
+{
+    return json_string_value(json_object_get(o, m));
+}
+
+/* One JWKS key: 0, or -1 with why (after "keys[i]: "). */
+static int jwk_check(const json_t *o, char *why, size_t cap)
+{
+    static const char *const private[] = {"d", "p", "q", "dp", "dq", "qi", "k", NULL};
+    const char *kty = member_str(o, "kty"), *alg = member_str(o, "alg"), *use;
+    bool rsa;
+
+    if (!json_is_object(o))
+        return tg__cfg_why(-1, why, cap, "expected an object");
+    for (size_t i = 0; private[i]; i++)
+        if (json_object_get(o, private[i]))
+            return tg__cfg_why(-1, why, cap,
+                               "holds private key member \"%s\" (publish only the public key)",
+                               private[i]);
+    if (!kty || (strcmp(kty, "RSA") != 0 && strcmp(kty, "EC") != 0))
+        return tg__cfg_why(-1, why, cap, "\"kty\" must be \"RSA\" or \"EC\"");
+    rsa = kty[0] == 'R';
+    if (json_object_get(o, "kid") && !json_is_string(json_object_get(o, "kid")))
+        return tg__cfg_why(-1, why, cap, "\"kid\" must be a string");
+    if ((use = member_str(o, "use")) && strcmp(use, "sig") != 0)
+        return tg__cfg_why(-1, why, cap, "\"use\" is \"%.16s\" (expected \"sig\")", use);
+    if (json_object_get(o, "alg") && (!alg || strcmp(alg, rsa ? "RS256" : "ES256") != 0))
+        return tg__cfg_why(-1, why, cap, "\"alg\" must be \"%s\" for a %s key",
+                           rsa ? "RS256" : "ES256", kty);
+    if (rsa) {
+        /* 2048 to 8192 bits of modulus, an exponent of at most 6 bytes */
+        if (!member_str(o, "n") || !b64url_ok(member_str(o, "n"), 342, 1366))
+            return tg__cfg_why(-1, why, cap,
+                               "\"n\" must be a 2048- to 8192-bit modulus in base64url");
+        if (!member_str(o, "e") || !b64url_ok(member_str(o, "e"), 1, 8))
+            return tg__cfg_why(-1, why, cap, "\"e\" must be an exponent in base64url");
+        return 0;
+    }
+    if (!member_str(o, "crv") || strcmp(member_str(o, "crv"), "P-256") != 0)
+        return tg__cfg_why(-1, why, cap, "\"crv\" must be \"P-256\" (ES256)");
+    if (!member_str(o, "x") || !b64url_ok(member_str(o, "x"), 43, 43) || !member_str(o, "y") ||
+        !b64url_ok(member_str(o, "y"), 43, 43))
+        return tg__cfg_why(-1, why, cap, "\"x\" and \"y\" must be 32 bytes each in base64url");
+    return 0;
+}
+
+int tg_config_jwks_check(const char *text, size_t len, char *why, size_t cap)
+{
+    json_error_t je;
+    json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je), *keys;
+    char sub[192];
+    int rc = 0;
+
+    if (!doc)
+        return tg__cfg_why(-1, why, cap, "not JSON (line %d: %s)", je.line, je.text);
+    keys = json_object_get(doc, "keys");
+    if (!json_is_array(keys) || json_array_size(keys) == 0 ||
+        json_array_size(keys) > TG_JWKS_KEYS_MAX)
+        rc = tg__cfg_why(-1, why, cap, "expected {\"keys\": [...]} with 1 to %d keys",
+                         TG_JWKS_KEYS_MAX);
+    for (size_t i = 0; rc == 0 && i < json_array_size(keys); i++) {
+        const char *kid_i = member_str(json_array_get(keys, i), "kid");
+        if (jwk_check(json_array_get(keys, i), sub, sizeof sub) < 0)
+            rc = tg__cfg_why(-1, why, cap, "keys[%zu]: %s", i, sub);
+        for (size_t j = 0; rc == 0 && kid_i && j < i; j++) {
+            const char *kid_j = member_str(json_array_get(keys, j), "kid");
+            if (kid_j && strcmp(kid_i, kid_j) == 0)
+                rc = tg__cfg_why(-1, why, cap, "keys[%zu]: the same \"kid\" as keys[%zu]", i, j);
+        }
+    }
+    json_decref(doc);
+    return rc;
+}
+
+int tg_config_jwks_read(const char *path, char **text, size_t *len, char *why, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), rc = 0;
+    struct stat st;
+    char *buf, inner[256];
+    ssize_t n;
+
+    if (fd < 0)
+        return tg__cfg_why(-1, why, cap, "cannot read %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)TG_JWKS_FILE_MAX) {
+        close(fd);
+        return tg__cfg_why(-1, why, cap, "%s is not a regular file of at most %u bytes", path,
+                           TG_JWKS_FILE_MAX);
+    }
+    if (!(buf = malloc((size_t)st.st_size + 1))) {
+        close(fd);
+        return tg__cfg_why(-1, why, cap, "out of memory");
+    }
+    /* One byte more than its size: a file that grew is refused, not cut. */
+    n = read(fd, buf, (size_t)st.st_size + 1);
+    close(fd);
+    if (n < 0 || n > st.st_size)
+        rc = tg__cfg_why(-1, why, cap, "cannot read %s: %s", path,
+                         n < 0 ? strerror(errno) : "it grew while read");
+    else if (tg_config_jwks_check(buf, (size_t)n, inner, sizeof inner) < 0)
+        rc = tg__cfg_why(-1, why, cap, "%s: %s", path, inner);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *text = buf;
+    *len = (size_t)n;
+    return 0;
+}
+
+TG_KLOAD(tg__cfg_load_caller_jwt)
+{
+    tg_caller_cfg_t *cc = c->item;
+    tg_jwt_cfg_t *j = &cc->jwt;
+    static const char *const required[] = {"issuer", "audience", "jwks_file", NULL};
+    char why[512], *text;
+    size_t len;
+
+    if (tg__cfg_want_object(c, v) < 0)
+        return -1;
+    j->leeway_ms = TG_DEF_JWT_LEEWAY_MS;
+    if (tg__cfg_walk(c, v, k->path) < 0)
+        return -1;
+    for (size_t i = 0; required[i]; i++)
+        if (!json_object_get(v, required[i]))
+            return tg__cfg_at_err(c, false,
+                                  "missing required key \"%s\" (a jwt needs issuer, audience "
+                                  "and jwks_file)",
+                                  required[i]);
+    if (!j->claim && !(j->claim = strdup(TG_DEF_JWT_CLAIM)))
+        return tg__cfg_at_err(c, false, "out of memory");
+    if (tg_config_jwks_read(j->jwks_file, &text, &len, why, sizeof why) < 0)
+        return tg__cfg_member_err(c, "jwks_file", "%s", why);
+    free(text);
+    cc->has_jwt = true;
+    return 0;
+}
+
 static int caller_one(tg_cfg_ctx_t *c, json_t *v, size_t i)
 {
     tg_caller_cfg_t *cc = (tg_caller_cfg_t *)c->items + i;
@@ -328,10 +570,12 @@ static int caller_one(tg_cfg_ctx_t *c, json_t *v, size_t i)
         return -1;
     if (!cc->name)
         return tg__cfg_at_err(c, false, "missing required key \"name\"");
-    if (cc->uid < 0 && cc->gid < 0 && strcmp(cc->name, "default") != 0)
-        return tg__cfg_at_err(
-            c, false, "caller \"%s\" needs \"uid\" or \"gid\" (only \"default\" matches everyone)",
-            cc->name);
+    if (cc->uid < 0 && cc->gid < 0 && !cc->ntokens && !cc->has_jwt &&
+        strcmp(cc->name, "default") != 0)
+        return tg__cfg_at_err(c, false,
+                              "caller \"%s\" needs \"uid\", \"gid\", \"tokens\" or \"jwt\" (only "
+                              "\"default\" matches everyone)",
+                              cc->name);
     return 0;
 }
 

@@ -406,13 +406,40 @@ typedef struct tg_listen_cfg {
     int64_t group; /* gid, likewise */
 } tg_listen_cfg_t;
 
-/* callers[]: who a peer is (by uid or gid from SO_PEERCRED) and the
- * limits that apply to it on top of agent and tool limits. */
+/* Bearer tokens and JWTs of callers[] (the HTTP front: router/auth/). */
+#define TG_TOKEN_DIGEST_BYTES 32            /* fixed internal bound: a SHA-256 digest */
+#define TG_TOKEN_DIGEST_TEXT  (7 + 64)      /* "sha256:" and 64 hex digits */
+#define TG_CALLER_TOKENS_MAX  16            /* fixed internal bound: tokens of one caller */
+#define TG_JWKS_FILE_MAX      (64u * 1024)  /* fixed internal bound: a JWKS file's bytes */
+#define TG_JWKS_KEYS_MAX      16            /* fixed internal bound: keys in one JWKS */
+#define TG_JWT_LEEWAY_CEIL_MS 600000u       /* callers[].jwt.leeway: at most 10 minutes */
+#define TG_DEF_JWT_LEEWAY_MS  30000u
+#define TG_DEF_JWT_CLAIM      "sub"
+
+/* callers[].jwt: which JWTs name this caller. Strings owned by the caller
+ * entry (freed with it). */
+typedef struct tg_jwt_cfg {
+    char *issuer;      /* "iss" must equal it */
+    char *audience;    /* "aud" (a string, or an array) must hold it */
+    char *jwks_file;   /* absolute path of the public keys (JWKS), shape-checked at load */
+    char *claim;       /* the claim whose value must be the caller's name; default "sub" */
+    uint64_t leeway_ms; /* clock skew allowed on exp, nbf and iat */
+} tg_jwt_cfg_t;
+
+/* callers[]: who a peer is (by uid or gid from SO_PEERCRED, or by a bearer
+ * token or JWT over HTTP) and the limits that apply to it on top of agent
+ * and tool limits. */
 typedef struct tg_caller_cfg {
     char *name;
     int64_t uid; /* -1: any */
     int64_t gid; /* -1: any */
     tg_exec_limits_t lim; /* rate_limit, burst, max_concurrent_calls (src DEFAULT = unset) */
+    /* callers[].tokens: SHA-256 digests of its bearer tokens (never the
+     * tokens), <ntokens> of them; owned, wiped when freed. */
+    uint8_t (*tokens)[TG_TOKEN_DIGEST_BYTES];
+    size_t ntokens;
+    bool has_jwt; /* callers[].jwt is set: <jwt> holds it */
+    tg_jwt_cfg_t jwt;
 } tg_caller_cfg_t;
 
 typedef struct tg_config {
@@ -544,6 +571,26 @@ void tg_resources_default(tg_resources_t *r);
 
 /* The tool config for <name> in <agent>, or NULL. */
 const tg_tool_cfg_t *tg_config_tool(const tg_agent_cfg_t *agent, const char *name, size_t len);
+
+/* Parse a token digest as callers[].tokens holds it: "sha256:" and 64 hex
+ * digits (either case), <len> bytes at <s>, into <out>. 0, or -1 with the
+ * reason in <why> (capacity <cap>), which never echoes <s>. Pure. */
+int tg_config_token_digest_parse(const char *s, size_t len, uint8_t out[TG_TOKEN_DIGEST_BYTES],
+                                 char *why, size_t cap);
+
+/* Check the shape of JWKS text <text> (<len> bytes): an object whose
+ * "keys" holds 1 to TG_JWKS_KEYS_MAX public keys, each RSA ("n", "e") or
+ * EC P-256 ("crv", "x", "y"), base64url, with an optional "kid", an "alg"
+ * that fits the key type (RS256, ES256) and "use" "sig"; private members
+ * refused. 0, or -1 with the reason (naming keys[i]) in <why>. The keys
+ * themselves are read by router/auth (OpenSSL). Pure. */
+int tg_config_jwks_check(const char *text, size_t len, char *why, size_t cap);
+
+/* Read JWKS file <path> (a regular file of at most TG_JWKS_FILE_MAX bytes)
+ * and check its shape (tg_config_jwks_check): 0 with the text in *text
+ * (<*len> bytes, the caller frees it), or -1 with the reason, naming the
+ * file, in <why>. */
+int tg_config_jwks_read(const char *path, char **text, size_t *len, char *why, size_t cap);
 
 void tg_config_free(tg_config_t *cfg);
 

@@ -98,8 +98,8 @@ const tg_cfg_key_t tg_cfg_keys[] = {
     {"containment", KT(OBJECT), CO, RESTART, 0, 0, 0, "",
      .help = "How agents' resources are enforced on this host."},
     {"callers", KT(ARRAY), R, RESTART, 0, 0, 0, "", .load = tg__cfg_load_callers,
-     .help = "Who a serve caller is (by its uid or gid) and the limits on top of agent and tool "
-             "limits that apply to it."},
+     .help = "Who a serve caller is (by its uid or gid, or over HTTP by a bearer token or a "
+             "JWT) and the limits on top of agent and tool limits that apply to it."},
 
     /* ---- router (cfg_router.c) ---- */
     {"router.instance", KT(STRING), R, RESTART, TG_KF_EMPTY_OK, 0, 0, "",
@@ -505,6 +505,30 @@ const tg_cfg_key_t tg_cfg_keys[] = {
     {"callers[].execution_limits.concurrency_scope", KT(ENUM), R, LIVE, 0, 0, 0, "local",
      CHOICES("local", "shared"), .noun = "a concurrency scope",
      .load = tg__cfg_load_tool_conc_scope, .help = "Only local: fleet-wide slots are per agent."},
+    {"callers[].tokens", KT(LIST), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_caller_tokens,
+     .help = "HTTP: the SHA-256 digests of the bearer tokens that name this caller, each "
+             "\"sha256:\" and 64 hex digits (`toolgate token new` makes a token and its digest; "
+             "the token itself is never stored). At most 16."},
+    {"callers[].jwt", KT(OBJECT), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_caller_jwt,
+     .help = "HTTP: JWTs (RS256 or ES256) that name this caller: signed by a key of jwks_file, "
+             "from issuer, for audience, within their exp/nbf/iat, and with claim equal to the "
+             "caller's name."},
+    {"callers[].jwt.issuer", KT(STRING), R, LIVE, 0, 0, 0, "",
+     IN_ITEM(tg_caller_cfg_t, jwt.issuer),
+     .help = "The \"iss\" a token must carry (required)."},
+    {"callers[].jwt.audience", KT(STRING), R, LIVE, 0, 0, 0, "",
+     IN_ITEM(tg_caller_cfg_t, jwt.audience),
+     .help = "The audience a token's \"aud\" (a string or an array) must hold (required)."},
+    {"callers[].jwt.jwks_file", KT(STRING), R, LIVE, 0, 0, 0, "",
+     IN_ITEM(tg_caller_cfg_t, jwt.jwks_file), .check = tg__cfg_check_abs_path,
+     .help = "Absolute path of a local JWKS file holding the issuer's public keys (RSA, EC "
+             "P-256; at most 16 keys, 64 KiB), read and checked at load (required)."},
+    {"callers[].jwt.claim", KT(STRING), R, LIVE, 0, 0, 0, TG_DEF_JWT_CLAIM,
+     IN_ITEM(tg_caller_cfg_t, jwt.claim), .check = tg__cfg_check_jwt_claim,
+     .help = "The claim whose value must equal this caller's name."},
+    {"callers[].jwt.leeway", KT(DURATION), R, LIVE, 0, 0, TG_JWT_LEEWAY_CEIL_MS, "30s",
+     IN_ITEM(tg_caller_cfg_t, jwt.leeway_ms),
+     .help = "Clock skew allowed when checking a token's exp, nbf and iat."},
 };
 /* clang-format on */
 

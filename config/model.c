@@ -269,7 +269,18 @@ void tg__cfg_listen_free(void *v)
 
 void tg__cfg_caller_free(void *v)
 {
-    free(((tg_caller_cfg_t *)v)->name);
+    tg_caller_cfg_t *cc = v;
+
+    free(cc->name);
+    if (cc->tokens)
+        memset(cc->tokens, 0, cc->ntokens * sizeof *cc->tokens);
+    free(cc->tokens);
+    free(cc->jwt.issuer);
+    free(cc->jwt.audience);
+    free(cc->jwt.jwks_file);
+    free(cc->jwt.claim);
+    cc->tokens = NULL;
+    cc->ntokens = 0;
 }
 
 void tg__cfg_items_free(void *v, size_t n, size_t size, void (*one)(void *))
@@ -407,7 +418,21 @@ static int listen_clone(void *dv, const void *sv)
 
 static int caller_clone(void *dv, const void *sv)
 {
-    return dup_str(&((tg_caller_cfg_t *)dv)->name, ((const tg_caller_cfg_t *)sv)->name);
+    tg_caller_cfg_t *d = dv;
+    const tg_caller_cfg_t *s = sv;
+
+    d->name = d->jwt.issuer = d->jwt.audience = d->jwt.jwks_file = d->jwt.claim = NULL;
+    d->tokens = NULL;
+    d->ntokens = 0;
+    if (s->ntokens && array_dup(&d->tokens, s->tokens, s->ntokens, sizeof *s->tokens) < 0)
+        return -1;
+    d->ntokens = s->ntokens;
+    return dup_str(&d->name, s->name) < 0 || dup_str(&d->jwt.issuer, s->jwt.issuer) < 0 ||
+                   dup_str(&d->jwt.audience, s->jwt.audience) < 0 ||
+                   dup_str(&d->jwt.jwks_file, s->jwt.jwks_file) < 0 ||
+                   dup_str(&d->jwt.claim, s->jwt.claim) < 0
+               ? -1
+               : 0;
 }
 
 /* The <n> elements of <size> bytes at <src> into a new array at <slot>

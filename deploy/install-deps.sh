@@ -6,8 +6,11 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang
       libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev libhttp-parser-dev
+      libssl-dev openssl
       redis-server iproute2
       rsyslog prometheus chromium)
+# libssl-dev: TLS and token/JWT checks (OpenSSL 3); the openssl CLI makes test
+# certificates and keys in tests/test_tls.c and tests/test_auth.c.
 # rsyslog and prometheus only validate the ingestion examples in deploy/ingest
 # (rsyslogd -N1, promtool); neither service needs to run. chromium renders
 # the admin page in tests/test_page.c (headless, no sandbox, as root).

@@ -27,6 +27,7 @@ static void usage(FILE *f)
             "       toolgate status [--admin ADDR] [--json]\n"
             "       toolgate audit verify FILE...\n"
             "       toolgate audit tail --stream KEY --group GROUP [--url URL] [--once]\n"
+            "       toolgate token new [--name CALLER] | token digest < TOKEN\n"
             "       toolgate demo\n"
             "       toolgate --help | --version\n"
             "\n"
@@ -61,6 +62,9 @@ static void usage(FILE *f)
             "audit tail    read the audit Redis Stream as a consumer group, acknowledging\n"
             "              each event once printed\n"
             "audit verify  check audit files for gaps, duplicates, reordering and schema errors\n"
+            "token new     print a fresh bearer token, its sha256: digest and the\n"
+            "              callers[].tokens entry that holds it (toolgate keeps the digest)\n"
+            "token digest  print the sha256: digest of the token on stdin\n"
             "demo   run a bundled demo agent under wrap with small limits and show what happens\n");
 }
 
@@ -94,6 +98,8 @@ int main(int argc, char **argv)
         return tg_cli_audit(argc - 2, argv + 2);
     if (strcmp(cmd, "serve") == 0)
         return tg_cli_serve(argc - 2, argv + 2);
+    if (strcmp(cmd, "token") == 0)
+        return tg_cli_token(argc - 2, argv + 2);
     if (strcmp(cmd, "demo") == 0)
         return tg_cli_demo(argc - 2, argv + 2, argv[0]);
     fprintf(stderr, "toolgate: unknown command '%s' (expected wrap, demo, --help or --version)\n",

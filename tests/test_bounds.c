@@ -207,6 +207,8 @@ static const bound_class_t classes[] = {
     WIRED("TG_ADMIN_DEF_MAX_RESPONSE_BYTES", "router.admin.max_response_bytes"),
     WIRED("TG_ADMIN_MIN_RESPONSE_BYTES", "router.admin.max_response_bytes"),
     WIRED("TG_ADMIN_MAX_RESPONSE_BYTES_CEIL", "router.admin.max_response_bytes"),
+    WIRED("TG_DEF_JWT_LEEWAY_MS", "callers[].jwt.leeway"),
+    WIRED("TG_JWT_LEEWAY_CEIL_MS", "callers[].jwt.leeway"),
 
     /* (c) units, protocol ranges and arithmetic headroom: not resource bounds. */
     FORMAT("TS_MIN_MS", "RFC 3339 year 0000: the range a timestamp can be written in"),
@@ -323,6 +325,9 @@ static const key_reg_t keys[] = {
     DURATION("store.slot_lease", "limits/store_redis_slots.c:rs_on_renew"),
 
     /* Wired, deliberately not registered. */
+    UNREG("callers[].jwt.leeway",
+          "a tolerance on a token's exp, nbf and iat (clock skew), not a fill level: "
+          "nothing is counted against it"),
     UNREG("agents[].stderr.max_line",
           "a cut, not a fill level: a longer line is relayed cut and marked [truncated]; "
           "the relay's byte budget is agent.<id>.stderr_bytes_per_second"),

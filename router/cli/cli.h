@@ -31,6 +31,11 @@ int tg_cli_status(int argc, char **argv);
  * router/check.h). Exit status 0 valid, 1 invalid config, 2 bad usage. */
 int tg_cli_check(int argc, char **argv);
 
+/* `toolgate token new [--name CALLER]` and `toolgate token digest` (the
+ * words after "token"): bearer tokens for callers[].tokens. 0, 1 when no
+ * randomness or stdout fails, 2 on bad usage. */
+int tg_cli_token(int argc, char **argv);
+
 /* `toolgate demo`: <self> is argv[0], used to find the bundled agent. */
 int tg_cli_demo(int argc, char **argv, const char *self);
 
