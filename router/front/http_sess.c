@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "router/dialect/envelope.h"
+#include "router/http/sse.h"
 
 #define RBUF_MIN (16u * 1024)   /* fixed internal bound: a session's first read buffer */
 #define HUB_BUCKETS_MIN 64u
@@ -54,6 +55,8 @@ struct tg_hsess {
     size_t bl_n, bl_bytes;
     uint64_t last_active;
     uint32_t writes; /* posts in flight to the engine */
+    uint64_t next_stream; /* SSE stream numbers: 1 is the GET stream, POSTs from 2 */
+    tg_sse_win_t win;     /* the GET stream's replay window (win.buf NULL: not made yet) */
 };
 
 struct tg_hub {
@@ -326,8 +329,8 @@ static tg_hstream_t *events_stream(const tg_hsess_t *s)
 static tg_hstream_t *stream_by(tg_hsess_t *s, const char *p, tg_jspan_t sp, bool token)
 {
     for (tg_hstream_t *st = s->first; st != NULL; st = st->next) {
-        if (st->get)
-            continue;
+        if (st->get || (token && !st->events))
+            continue; /* progress needs a stream that carries events */
         const char *k = token ? st->ptoken : st->rpcid;
         size_t klen = token ? st->ptoken_len : st->rpcid_len;
         if (klen == sp.len && klen > 0 && memcmp(k, p + sp.off, klen) == 0)
@@ -352,6 +355,7 @@ static void route(tg_hsess_t *s, const char *p, size_t len)
         }
         stream_unlink(st);
         (void)st->ops->message(st, p, len);
+        st->answered = true;
         st->ops->finish(st);
         return;
     }
@@ -460,6 +464,7 @@ static void on_closed(uv_handle_t *hd)
     if (s->next != NULL)
         s->next->prev = s->prev;
     backlog_free(s);
+    tg_sse_win_free(&s->win);
     free(s->rbuf);
     free(s);
     h->nopen--;
@@ -650,4 +655,27 @@ void tg_hub_shutdown(tg_hub_t *h)
         next = s->next;
         session_end(s);
     }
+}
+
+uint64_t tg_hsess_stream_no(tg_hsess_t *s)
+{
+    if (s->next_stream < 2)
+        s->next_stream = 2;
+    return s->next_stream++;
+}
+
+tg_sse_win_t *tg_hsess_get_window(tg_hsess_t *s)
+{
+    if (s->win.buf == NULL &&
+        tg_sse_win_init(&s->win, 1, TG_HSESS_BACKLOG_BYTES, TG_HSESS_BACKLOG) < 0)
+        return NULL;
+    return &s->win;
+}
+
+uint32_t tg_hub_caller_sessions(const tg_hub_t *h, int caller)
+{
+    uint32_t n = 0;
+    for (const tg_hsess_t *s = h->first; s != NULL; s = s->next)
+        n += !s->ended && s->caller == caller;
+    return n;
 }

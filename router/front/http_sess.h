@@ -67,6 +67,7 @@ struct tg_hstream {
     tg_hsess_t *s;             /* NULL once detached */
     bool get;                  /* the session's GET stream */
     bool events;               /* may carry messages other than its response (SSE) */
+    bool answered;             /* set before finish: its response was the last message */
     char rpcid[TG_HSESS_RPCID_MAX];
     size_t rpcid_len;          /* POST: its request's id bytes */
     char ptoken[TG_HSESS_RPCID_MAX];
@@ -125,6 +126,15 @@ void tg_hsess_detach(tg_hstream_t *st);
 void tg_hsess_resume(tg_hsess_t *s);
 /* End the session (DELETE): the engine sees its caller leave. */
 void tg_hsess_end(tg_hsess_t *s);
+
+/* SSE: the number of a new POST stream of <s> (2, 3, ...; the GET stream
+ * is 1), and the GET stream's replay window (bounded like the backlog;
+ * made on first use; NULL on ENOMEM). */
+uint64_t tg_hsess_stream_no(tg_hsess_t *s);
+struct tg_sse_win;
+struct tg_sse_win *tg_hsess_get_window(tg_hsess_t *s);
+/* Sessions of <caller> open on <h> (max_sessions_per_caller). */
+uint32_t tg_hub_caller_sessions(const tg_hub_t *h, int caller);
 
 /* Counters (for /metrics and tests). */
 typedef struct tg_hub_stats {
