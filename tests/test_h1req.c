@@ -446,6 +446,10 @@ Test(h1req, unknown_method_501_version_505)
 {
     refused("BREW /pot HTTP/1.1\r\nHost: h\r\n\r\n", 501);
     refused("FOO / HTTP/1.1\r\nHost: h\r\n\r\n", 501);
+    /* the first fault in the stream decides, however it was split */
+    refused("PO h\r\nBad\x03Name: 4\r\n\r\n", 501);
+    refused("PO\r\nBad\x03Name: 4\r\n\r\n", 400);
+    refused("GET / HTTP/1.1\r\nBad\x03Name: 4\r\nX\x01: y\r\n\r\n", 400);
     refused("CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n", 501);
     refused("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501);
     refused("GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505);

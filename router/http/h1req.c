@@ -136,6 +136,8 @@ static void start_request(tg_h1req_t *r)
     r->scan = SC_PRE;
     r->mtok_len = 0;
     r->mtok_end = r->mtok_sp = r->bad_method = false;
+    r->scan_status = 0;
+    r->scan_reason = NULL;
     r->head_done = r->msg_done = r->head_ev = false;
     r->framing = 0;
 }
@@ -162,17 +164,27 @@ static void note_method_byte(tg_h1req_t *r, unsigned char c)
     r->mtok[r->mtok_len++] = (char)c;
 }
 
+/* A refusal found by the scanner, at the last byte it scanned. It is
+ * reported only if http-parser finds nothing wrong before that byte: the
+ * first fault in the stream decides, however the bytes were split. */
+static void scan_fail(tg_h1req_t *r, int status, const char *reason)
+{
+    r->scan_status = status;
+    r->scan_reason = reason;
+}
+
 /* Scan buf[0, len) as head bytes, stopping after the head's last LF, at
- * the head budget, or at a refusal. Returns the bytes scanned. */
+ * the head budget, at a refusal, or at the end of a method token
+ * http-parser refused. Returns the bytes scanned. */
 static size_t scan_head(tg_h1req_t *r, const char *buf, size_t len)
 {
     size_t room = r->o.max_header_bytes - r->head_bytes;
     size_t n = len < room ? len : room;
     size_t i = 0;
-    while (i < n && !r->head_done && r->phase != PH_ERROR) {
+    while (i < n && !r->head_done && r->scan_status == 0 && !(r->bad_method && r->mtok_end)) {
         unsigned char c = (unsigned char)buf[i++];
         if (c == '\0') {
-            fail(r, 400, "NUL byte in the request head");
+            scan_fail(r, 400, "NUL byte in the request head");
             break;
         }
         switch (r->scan) {
@@ -180,7 +192,7 @@ static size_t scan_head(tg_h1req_t *r, const char *buf, size_t len)
             if (c == '\r') {
                 r->scan = SC_PRE_CR;
             } else if (c == '\n') {
-                fail(r, 400, "bare LF in the request head (lines end in CRLF)");
+                scan_fail(r, 400, "bare LF in the request head (lines end in CRLF)");
             } else {
                 r->scan = SC_LINE;
                 note_method_byte(r, c);
@@ -189,7 +201,7 @@ static size_t scan_head(tg_h1req_t *r, const char *buf, size_t len)
         case SC_PRE_CR:
         case SC_CR:
             if (c != '\n')
-                fail(r, 400, "bare CR in the request head (header injection)");
+                scan_fail(r, 400, "bare CR in the request head (header injection)");
             else
                 r->scan = r->scan == SC_PRE_CR ? SC_PRE : SC_BOL;
             break;
@@ -199,19 +211,19 @@ static size_t scan_head(tg_h1req_t *r, const char *buf, size_t len)
             if (c == '\r')
                 r->scan = SC_CR;
             else if (c == '\n')
-                fail(r, 400, "bare LF in the request head (lines end in CRLF)");
+                scan_fail(r, 400, "bare LF in the request head (lines end in CRLF)");
             break;
         case SC_BOL:
             if (c == '\r') {
                 r->scan = SC_END_CR;
             } else if (c == ' ' || c == '\t') {
-                fail(r, 400, "obs-fold (a header line starting with whitespace)");
+                scan_fail(r, 400, "obs-fold (a header line starting with whitespace)");
             } else if (c == '\n') {
-                fail(r, 400, "bare LF in the request head (lines end in CRLF)");
+                scan_fail(r, 400, "bare LF in the request head (lines end in CRLF)");
             } else if (++r->nfields > r->o.max_headers) {
-                fail(r, 431, "more header fields than max_headers");
+                scan_fail(r, 431, "more header fields than max_headers");
             } else if (!is_tchar(c)) {
-                fail(r, 400, "invalid character in a header name");
+                scan_fail(r, 400, "invalid character in a header name");
             } else {
                 r->scan = SC_NAME;
             }
@@ -220,11 +232,11 @@ static size_t scan_head(tg_h1req_t *r, const char *buf, size_t len)
             if (c == ':')
                 r->scan = SC_LINE;
             else if (!is_tchar(c))
-                fail(r, 400, "invalid character in a header name");
+                scan_fail(r, 400, "invalid character in a header name");
             break;
         case SC_END_CR:
             if (c != '\n')
-                fail(r, 400, "bare CR in the request head (header injection)");
+                scan_fail(r, 400, "bare CR in the request head (header injection)");
             else
                 r->head_done = true;
             break;
@@ -627,6 +639,34 @@ static tg_h1_ev_t execute(tg_h1req_t *r, const char *buf, size_t n, size_t *used
     return TG_H1_NEED_MORE;
 }
 
+/* The head part of a feed: scan, then parse what was scanned (up to the
+ * byte the scanner refused, if it did). */
+static tg_h1_ev_t feed_head(tg_h1req_t *r, const char *buf, size_t len, size_t *consumed)
+{
+    size_t n = scan_head(r, buf, len);
+    bool scan_err = r->scan_status != 0;
+    size_t upto = scan_err ? n - 1 : n, used = 0;
+    tg_h1_ev_t ev = TG_H1_NEED_MORE;
+    *consumed = n;
+    if (!r->bad_method) {
+        ev = execute(r, buf, upto, &used);
+        if (ev != TG_H1_NEED_MORE) {
+            *consumed = used;
+            return ev;
+        }
+    }
+    /* http-parser refused the method: 501 or 400 once its token ended */
+    if (r->bad_method && r->mtok_end)
+        return method_verdict(r);
+    if (scan_err)
+        return fail(r, r->scan_status, r->scan_reason);
+    if (r->bad_method)
+        return TG_H1_NEED_MORE;
+    if (!r->head_done && r->head_bytes >= r->o.max_header_bytes)
+        return fail(r, 431, "request head over max_header_bytes");
+    return TG_H1_NEED_MORE;
+}
+
 tg_h1_ev_t tg_h1req_feed(tg_h1req_t *r, const char *buf, size_t len, size_t *consumed)
 {
     *consumed = 0;
@@ -635,27 +675,9 @@ tg_h1_ev_t tg_h1req_feed(tg_h1req_t *r, const char *buf, size_t len, size_t *con
     if (r->phase == PH_DONE)
         start_request(r);
     if (r->phase == PH_HEAD) {
-        size_t n = scan_head(r, buf, len);
-        *consumed = n;
-        if (r->phase == PH_ERROR)
-            return TG_H1_ERROR;
-        if (r->bad_method) {
-            return r->mtok_end ? method_verdict(r) : TG_H1_NEED_MORE;
-        }
-        size_t used = 0;
-        tg_h1_ev_t ev = execute(r, buf, n, &used);
-        if (ev == TG_H1_NEED_MORE && r->bad_method) {
-            *consumed = n;
-            return r->mtok_end ? method_verdict(r) : TG_H1_NEED_MORE;
-        }
-        *consumed = used;
-        if (ev != TG_H1_NEED_MORE)
+        tg_h1_ev_t ev = feed_head(r, buf, len, consumed);
+        if (ev != TG_H1_NEED_MORE || !r->head_done)
             return ev;
-        if (!r->head_done) {
-            if (r->head_bytes >= r->o.max_header_bytes)
-                return fail(r, 431, "request head over max_header_bytes");
-            return TG_H1_NEED_MORE;
-        }
         /* The head ended inside this buffer and a body follows it. */
     }
     size_t used = 0;

@@ -116,6 +116,8 @@ typedef struct tg_h1req {
     bool mtok_end;    /* the token ended (SP or another byte seen) */
     bool mtok_sp;     /* ...with SP */
     bool bad_method;  /* http-parser refused the method; waiting for the token's end */
+    int scan_status;  /* the scanner's refusal, 0 when none */
+    const char *scan_reason;
     bool head_done, msg_done, head_ev;
     char *buf; /* body storage: buf_cap bytes */
     size_t buf_cap;
