@@ -9,12 +9,16 @@
  * (http-parser's lenient mode takes spaces in them), and it counts head bytes and
  * fields, so the bounds hold exactly however the bytes were split.
  *
- * The body goes to http-parser alone (Content-Length or chunked). What is
- * not body in that phase (chunk sizes, extensions, trailers) is counted
- * against max_header_bytes, so a peer cannot stream framing forever.
+ * The body is the reader's own: Content-Length bytes are copied, chunked
+ * framing is decoded strictly (http-parser's lenient mode, the only one
+ * Debian builds, takes any two bytes for the CRLF after chunk data: a
+ * smuggling gap). Framing bytes (chunk sizes, extensions, trailers) count
+ * against max_header_bytes, so a peer cannot stream framing forever;
+ * trailers are checked like header lines and dropped.
  *
- * Pipelining: on_message_complete pauses the parser, so execute returns
- * right after the request; the next feed unpauses it.
+ * Pipelining: http-parser is told to skip the body (on_headers_complete
+ * returns 1), so it stops at the end of the head; the reader consumes
+ * exactly one request and leaves the rest to the caller.
  */
 #include "router/http/h1req.h"
 
@@ -27,6 +31,21 @@ enum { PH_HEAD, PH_BODY, PH_DONE, PH_ERROR };
 
 /* head scanner states */
 enum { SC_PRE, SC_PRE_CR, SC_LINE, SC_CR, SC_BOL, SC_NAME, SC_END_CR };
+
+/* chunked decoder states (RFC 9112 7.1) */
+enum {
+    CK_SIZE,    /* hex digits of a chunk size */
+    CK_EXT,     /* chunk extensions, up to CR */
+    CK_SIZE_LF, /* LF of the size line */
+    CK_DATA,    /* <left> bytes of chunk data */
+    CK_DATA_CR, /* CRLF after the data */
+    CK_DATA_LF,
+    CK_TBOL,   /* start of a trailer line, or the final CRLF */
+    CK_TNAME,  /* trailer field name */
+    CK_TVAL,   /* trailer field value, up to CR */
+    CK_TLF,    /* LF of a trailer line */
+    CK_END_LF, /* LF of the final CRLF */
+};
 
 #define CUR_NONE    -1 /* the current field is not kept */
 #define CUR_NAMING  -2 /* the current field's name is still arriving */
@@ -138,8 +157,11 @@ static void start_request(tg_h1req_t *r)
     r->mtok_end = r->mtok_sp = r->bad_method = false;
     r->scan_status = 0;
     r->scan_reason = NULL;
-    r->head_done = r->msg_done = r->head_ev = false;
-    r->framing = 0;
+    r->rl_len = 0;
+    r->head_done = r->head_done_parsed = r->body_pending = false;
+    r->framing = r->left = 0;
+    r->ck = CK_SIZE;
+    r->ck_digits = false;
 }
 
 /* ---- the head scanner ------------------------------------------------- */
@@ -171,6 +193,30 @@ static void scan_fail(tg_h1req_t *r, int status, const char *reason)
 {
     r->scan_status = status;
     r->scan_reason = reason;
+}
+
+/* A byte of the request line. Its last 9 bytes must be " HTTP/d.d":
+ * http-parser's lenient mode takes any bytes for "TTP/" (even CRLFs, so
+ * that it would disagree with the scanner on where the head ends). */
+static int request_line_byte(tg_h1req_t *r, unsigned char c)
+{
+    static const char want[] = " HTTP/0.0";
+    note_method_byte(r, c);
+    if (c != '\r') {
+        memmove(r->rl_tail, r->rl_tail + 1, sizeof(r->rl_tail) - 1);
+        r->rl_tail[sizeof(r->rl_tail) - 1] = (char)c;
+        r->rl_len += r->rl_len < sizeof(r->rl_tail);
+        return 0;
+    }
+    bool ok = r->rl_len == sizeof(r->rl_tail);
+    for (size_t i = 0; ok && i < sizeof(r->rl_tail); i++) {
+        char t = r->rl_tail[i];
+        ok = want[i] == '0' ? t >= '0' && t <= '9' : t == want[i];
+    }
+    if (ok)
+        return 0;
+    scan_fail(r, 400, "request line does not end in HTTP/x.y");
+    return -1;
 }
 
 /* Scan buf[0, len) as head bytes, stopping after the head's last LF, at
@@ -206,8 +252,8 @@ static size_t scan_head(tg_h1req_t *r, const char *buf, size_t len)
                 r->scan = r->scan == SC_PRE_CR ? SC_PRE : SC_BOL;
             break;
         case SC_LINE:
-            if (r->nfields == 0)
-                note_method_byte(r, c);
+            if (r->nfields == 0 && request_line_byte(r, c) < 0)
+                break;
             if (c == '\r')
                 r->scan = SC_CR;
             else if (c == '\n')
@@ -335,8 +381,6 @@ static int on_url(http_parser *p, const char *at, size_t n)
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
     tg_h1req_t *r = p->data;
-    if (r->phase != PH_HEAD)
-        return 0; /* a trailer: dropped */
     if (r->cur != CUR_NAMING) {
         value_done(r);
         r->cur = CUR_NAMING;
@@ -354,8 +398,6 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 static int on_header_value(http_parser *p, const char *at, size_t n)
 {
     tg_h1req_t *r = p->data;
-    if (r->phase != PH_HEAD)
-        return 0;
     if (r->cur == CUR_NAMING && name_done(r) < 0)
         return -1;
     if (r->cur < 0)
@@ -457,6 +499,8 @@ static int reserve(tg_h1req_t *r, size_t need)
 {
     if (need <= r->buf_cap)
         return 0;
+    if (need > r->o.max_body_bytes) /* callers check first; never under-allocate */
+        return cb_fail(r, 413, "body over max_body_bytes");
     size_t cap = r->buf_cap * 2 > need ? r->buf_cap * 2 : need;
     if (cap > r->o.max_body_bytes)
         cap = r->o.max_body_bytes;
@@ -514,55 +558,30 @@ static int on_headers_complete(http_parser *p)
             return cb_fail(r, 413, "Content-Length over max_body_bytes");
         if (reserve(r, (size_t)p->content_length) < 0)
             return -1;
+        r->left = p->content_length;
     }
-    r->phase = PH_BODY; /* what the parser hands over from here is body or trailers */
-    if (r->expect_continue && body) {
-        r->head_ev = true;
-        http_parser_pause(p, 1);
-    } else {
-        r->expect_continue = false;
-    }
-    return 0;
-}
-
-static int on_chunk_header(http_parser *p)
-{
-    tg_h1req_t *r = p->data;
-    /* Refused from the chunk size, before its data arrives. */
-    if (p->content_length > r->o.max_body_bytes - r->body_len)
-        return cb_fail(r, 413, "chunked body over max_body_bytes");
-    return reserve(r, r->body_len + (size_t)p->content_length);
-}
-
-static int on_body(http_parser *p, const char *at, size_t n)
-{
-    tg_h1req_t *r = p->data;
-    if (n > r->o.max_body_bytes - r->body_len)
-        return cb_fail(r, 413, "body over max_body_bytes");
-    if (reserve(r, r->body_len + n) < 0)
-        return -1;
-    memcpy(r->buf + r->body_len, at, n);
-    r->body_len += n;
-    return 0;
+    r->body_pending = body;
+    r->expect_continue = r->expect_continue && body;
+    r->keep_alive = http_should_keep_alive(p) != 0;
+    /* 1: http-parser skips the body (and calls on_message_complete now);
+     * the reader's own decoder takes it, strict where http-parser's
+     * lenient mode is not (any two bytes pass for the CRLF after chunk
+     * data there). */
+    return 1;
 }
 
 static int on_message_complete(http_parser *p)
 {
     tg_h1req_t *r = p->data;
-    r->msg_done = true;
-    r->keep_alive = http_should_keep_alive(p) != 0;
-    r->body = r->body_len > 0 ? r->buf : "";
+    r->head_done_parsed = true;
     http_parser_pause(p, 1);
     return 0;
 }
-
 static const http_parser_settings settings = {
     .on_url = on_url,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,
-    .on_chunk_header = on_chunk_header,
-    .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
 
@@ -595,8 +614,6 @@ static tg_h1_ev_t parser_error(tg_h1req_t *r)
         return fail(r, 400, "Content-Length is not a number");
     case HPE_INVALID_TRANSFER_ENCODING:
         return fail(r, 400, "Transfer-Encoding does not end in chunked (request smuggling)");
-    case HPE_INVALID_CHUNK_SIZE:
-        return fail(r, 400, "invalid chunked encoding");
     case HPE_HEADER_OVERFLOW:
         return fail(r, 431, "request head over the parser's limit");
     case HPE_INVALID_VERSION:
@@ -604,39 +621,31 @@ static tg_h1_ev_t parser_error(tg_h1req_t *r)
     case HPE_INVALID_HEADER_TOKEN:
         return fail(r, 400, "invalid character in a header (header injection)");
     default:
-        return fail(r, 400,
-                    r->phase == PH_BODY ? "malformed request body framing" : "malformed request");
+        return fail(r, 400, "malformed request");
     }
 }
 
-/* Run http-parser on buf[0, n); the event that follows. */
+/* Run http-parser on head bytes buf[0, n). */
 static tg_h1_ev_t execute(tg_h1req_t *r, const char *buf, size_t n, size_t *used)
 {
-    bool body = r->phase == PH_BODY;
-    size_t before = r->body_len;
     *used = 0;
     if (n == 0) /* http-parser takes an empty buffer for the end of the stream */
         return TG_H1_NEED_MORE;
-    size_t np = http_parser_execute(&r->p, &settings, buf, n);
-    *used = np;
-    if (body) {
-        r->framing += np - (r->body_len - before);
-        if (r->phase != PH_ERROR && r->framing > r->o.max_header_bytes)
-            return fail(r, 413, "chunk framing and trailers over max_header_bytes");
-    }
+    *used = http_parser_execute(&r->p, &settings, buf, n);
     enum http_errno e = HTTP_PARSER_ERRNO(&r->p);
-    if (e == HPE_PAUSED && r->msg_done) {
-        r->phase = PH_DONE;
-        return TG_H1_REQUEST;
-    }
-    if (e == HPE_PAUSED && r->head_ev) {
-        r->head_ev = false;
-        http_parser_pause(&r->p, 0); /* the next feed goes on with the body */
-        return TG_H1_HEAD;
-    }
+    if (e == HPE_PAUSED && r->head_done_parsed)
+        return TG_H1_NEED_MORE;
     if (e != HPE_OK)
         return parser_error(r);
     return TG_H1_NEED_MORE;
+}
+
+/* The request is complete: the next feed starts another. */
+static tg_h1_ev_t request_done(tg_h1req_t *r)
+{
+    r->phase = PH_DONE;
+    r->body = r->body_len > 0 ? r->buf : "";
+    return TG_H1_REQUEST;
 }
 
 /* The head part of a feed: scan, then parse what was scanned (up to the
@@ -664,6 +673,146 @@ static tg_h1_ev_t feed_head(tg_h1req_t *r, const char *buf, size_t len, size_t *
         return TG_H1_NEED_MORE;
     if (!r->head_done && r->head_bytes >= r->o.max_header_bytes)
         return fail(r, 431, "request head over max_header_bytes");
+    if (r->head_done && !r->head_done_parsed)
+        return fail(r, 400, "malformed request head (http-parser did not find its end)");
+    return TG_H1_NEED_MORE;
+}
+
+/* ---- the body ---------------------------------------------------------- */
+
+static size_t take_data(tg_h1req_t *r, const char *buf, size_t len)
+{
+    size_t k = r->left < len ? (size_t)r->left : len;
+    memcpy(r->buf + r->body_len, buf, k);
+    r->body_len += k;
+    r->left -= k;
+    return k;
+}
+
+static int hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* One framing byte <c> of a chunked body: 0 to go on, 1 at the end of the
+ * body, or a refusal (TG_H1_ERROR recorded, -1). */
+static int chunk_byte(tg_h1req_t *r, unsigned char c)
+{
+    static const char *const bad = "invalid chunked encoding";
+    bool ctl = (c < 0x20 && c != '\t') || c == 0x7f;
+    int d;
+    switch (r->ck) {
+    case CK_SIZE:
+        if ((d = hexval(c)) >= 0) {
+            /* refused from the size, before any of its data */
+            size_t room = r->o.max_body_bytes - r->body_len;
+            if ((size_t)d > room || r->left > (room - (size_t)d) / 16)
+                return cb_fail(r, 413, "chunked body over max_body_bytes");
+            r->left = r->left * 16 + (uint64_t)d;
+            r->ck_digits = true;
+            return 0;
+        }
+        if (!r->ck_digits)
+            return cb_fail(r, 400, bad);
+        if (c == ';' || c == ' ' || c == '\t') {
+            r->ck = CK_EXT;
+            return 0;
+        }
+        if (c != '\r')
+            return cb_fail(r, 400, bad);
+        r->ck = CK_SIZE_LF;
+        return 0;
+    case CK_EXT:
+        if (c == '\r')
+            r->ck = CK_SIZE_LF;
+        else if (ctl)
+            return cb_fail(r, 400, "control byte in a chunk extension");
+        return 0;
+    case CK_SIZE_LF:
+        if (c != '\n')
+            return cb_fail(r, 400, "bare CR in chunked framing");
+        r->ck = r->left > 0 ? CK_DATA : CK_TBOL;
+        r->ck_digits = false;
+        return r->left > 0 ? reserve(r, r->body_len + (size_t)r->left) : 0;
+    case CK_DATA_CR:
+        if (c != '\r')
+            return cb_fail(r, 400, "chunk data longer than its size");
+        r->ck = CK_DATA_LF;
+        return 0;
+    case CK_DATA_LF:
+        if (c != '\n')
+            return cb_fail(r, 400, "bare CR in chunked framing");
+        r->ck = CK_SIZE;
+        return 0;
+    case CK_TBOL:
+        if (c == '\r') {
+            r->ck = CK_END_LF;
+            return 0;
+        }
+        if (!is_tchar(c))
+            return cb_fail(r, 400, "invalid trailer line (obs-fold or a bad name)");
+        r->ck = CK_TNAME;
+        return 0;
+    case CK_TNAME:
+        if (c == ':')
+            r->ck = CK_TVAL;
+        else if (!is_tchar(c))
+            return cb_fail(r, 400, "invalid character in a trailer name");
+        return 0;
+    case CK_TVAL:
+        if (c == '\r')
+            r->ck = CK_TLF;
+        else if (ctl)
+            return cb_fail(r, 400, "control byte in a trailer (header injection)");
+        return 0;
+    case CK_TLF:
+    case CK_END_LF:
+        if (c != '\n')
+            return cb_fail(r, 400, "bare CR in chunked framing");
+        if (r->ck == CK_END_LF)
+            return 1;
+        r->ck = CK_TBOL;
+        return 0;
+    }
+    return cb_fail(r, 400, bad);
+}
+
+/* Body bytes buf[0, len): Content-Length bytes copied, or chunked framing
+ * decoded (its bytes counted against max_header_bytes, one at a time, so
+ * the bound holds however the bytes were split). */
+static tg_h1_ev_t feed_body(tg_h1req_t *r, const char *buf, size_t len, size_t *used)
+{
+    size_t i = 0;
+    *used = 0;
+    if (!r->chunked) {
+        *used = take_data(r, buf, len);
+        return r->left == 0 ? request_done(r) : TG_H1_NEED_MORE;
+    }
+    while (i < len) {
+        if (r->ck == CK_DATA) {
+            i += take_data(r, buf + i, len - i);
+            if (r->left == 0)
+                r->ck = CK_DATA_CR;
+            continue;
+        }
+        unsigned char c = (unsigned char)buf[i++];
+        if (++r->framing > r->o.max_header_bytes) {
+            *used = i;
+            return fail(r, 413, "chunk sizes, extensions and trailers over max_header_bytes");
+        }
+        int rc = chunk_byte(r, c);
+        if (rc != 0) {
+            *used = i;
+            return rc > 0 ? request_done(r) : TG_H1_ERROR;
+        }
+    }
+    *used = len;
     return TG_H1_NEED_MORE;
 }
 
@@ -678,10 +827,14 @@ tg_h1_ev_t tg_h1req_feed(tg_h1req_t *r, const char *buf, size_t len, size_t *con
         tg_h1_ev_t ev = feed_head(r, buf, len, consumed);
         if (ev != TG_H1_NEED_MORE || !r->head_done)
             return ev;
-        /* The head ended inside this buffer and a body follows it. */
+        if (!r->body_pending)
+            return request_done(r);
+        r->phase = PH_BODY;
+        if (r->expect_continue)
+            return TG_H1_HEAD;
     }
     size_t used = 0;
-    tg_h1_ev_t ev = execute(r, buf + *consumed, len - *consumed, &used);
+    tg_h1_ev_t ev = feed_body(r, buf + *consumed, len - *consumed, &used);
     *consumed += used;
     return ev;
 }

@@ -117,11 +117,18 @@ typedef struct tg_h1req {
     bool mtok_sp;     /* ...with SP */
     bool bad_method;  /* http-parser refused the method; waiting for the token's end */
     int scan_status;  /* the scanner's refusal, 0 when none */
+    char rl_tail[9];  /* the request line's last bytes: " HTTP/1.1" */
+    uint8_t rl_len;
     const char *scan_reason;
-    bool head_done, msg_done, head_ev;
-    char *buf; /* body storage: buf_cap bytes */
+    bool head_done;        /* the scanner saw the head's last LF */
+    bool head_done_parsed; /* ...and http-parser parsed it */
+    bool body_pending;     /* a body follows the head */
+    char *buf;             /* body storage: buf_cap bytes */
     size_t buf_cap;
-    uint64_t framing; /* body-phase bytes that were not body: chunk sizes, extensions, trailers */
+    uint64_t left;    /* Content-Length bytes, or the current chunk's, still to come */
+    uint8_t ck;       /* chunked decoder state */
+    bool ck_digits;   /* the chunk size has a digit */
+    uint64_t framing; /* chunked framing bytes: sizes, extensions, trailers */
 } tg_h1req_t;
 
 /* Set up <r> with bounds <o>. 0, -EINVAL (a bound out of range) or
