@@ -414,7 +414,9 @@ Test(h1req, invalid_chunked_400)
                          "1\r\nx\r\n0\r\nBad Name: a\r\n\r\n",
                          "1\r\nx\r\n0\r\n\r\r",
                          "0x1\r\nx\r\n0\r\n\r\n",
-                         " 1\r\nx\r\n0\r\n\r\n"};
+                         " 1\r\nx\r\n0\r\n\r\n",
+                         "1 x\r\nx\r\n0\r\n\r\n",
+                         "1\tz;a\r\nx\r\n0\r\n\r\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char req[256];
         snprintf(req, sizeof req, "%s%s", head, bad[i]);

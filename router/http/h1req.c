@@ -35,6 +35,7 @@ enum { SC_PRE, SC_PRE_CR, SC_LINE, SC_CR, SC_BOL, SC_NAME, SC_END_CR };
 /* chunked decoder states (RFC 9112 7.1) */
 enum {
     CK_SIZE,    /* hex digits of a chunk size */
+    CK_BWS,     /* whitespace after the size: only ';' or CR may follow */
     CK_EXT,     /* chunk extensions, up to CR */
     CK_SIZE_LF, /* LF of the size line */
     CK_DATA,    /* <left> bytes of chunk data */
@@ -720,13 +721,17 @@ static int chunk_byte(tg_h1req_t *r, unsigned char c)
         }
         if (!r->ck_digits)
             return cb_fail(r, 400, bad);
-        if (c == ';' || c == ' ' || c == '\t') {
+        r->ck = CK_BWS; /* the size ended: this byte is what follows it */
+        return chunk_byte(r, c);
+    case CK_BWS:
+        if (c == ' ' || c == '\t')
+            r->ck = CK_BWS;
+        else if (c == ';')
             r->ck = CK_EXT;
-            return 0;
-        }
-        if (c != '\r')
+        else if (c == '\r')
+            r->ck = CK_SIZE_LF;
+        else
             return cb_fail(r, 400, bad);
-        r->ck = CK_SIZE_LF;
         return 0;
     case CK_EXT:
         if (c == '\r')
