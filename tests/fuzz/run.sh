@@ -1,13 +1,16 @@
 #!/bin/sh
 # Build the libFuzzer targets with clang (-DTG_FUZZ=ON) into build-fuzz and
 # run them for SECONDS in all (default 30), split between them:
-#   fuzz_frames  three eighths  ndjson codec + MCP envelope scanner,
+#   fuzz_frames  three eighths less a sixteenth  ndjson codec + MCP envelope scanner,
 #                       differential against jansson, on a copy of corpus/;
 #   fuzz_caller  an eighth  the caller-frame path of both dialects in a
 #                       window of fixed size: asserts the memory bound;
 #   fuzz_lenpfx  a quarter  lenpfx codec + OpenSentience envelope scanner
 #                       and encoders, differential against jansson, on a
 #                       copy of corpus_os/;
+#   fuzz_h1req   a sixteenth (from fuzz_frames' share)  the HTTP/1.1
+#                       request reader: bounds, consumed <= fed, split
+#                       independence, on a copy of corpus_http/;
 #   fuzz_audit   the rest   the audit encoder.
 # Each target gets at least one second. Runs use scratch copies of the
 # checked-in corpora, so new inputs found here never land in the tree.
@@ -23,14 +26,15 @@ build="$root/build-fuzz"
 jobs=${JOBS:-2}
 
 at_least_1() { if [ "$1" -lt 1 ]; then echo 1; else echo "$1"; fi; }
-t_frames=$(at_least_1 $((secs / 2 - secs / 8)))
+t_h1req=$(at_least_1 $((secs / 16)))
+t_frames=$(at_least_1 $((secs / 2 - secs / 8 - secs / 16)))
 t_caller=$(at_least_1 $((secs / 8)))
 t_lenpfx=$(at_least_1 $((secs / 4)))
 t_audit=$(at_least_1 $((secs - secs / 2 - secs / 4)))
 
 CC=${CC:-clang} cmake -S "$root" -B "$build" -DTG_FUZZ=ON -DTG_TESTS=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$jobs" --target fuzz_frames fuzz_caller fuzz_lenpfx fuzz_audit
+cmake --build "$build" -j"$jobs" --target fuzz_frames fuzz_caller fuzz_lenpfx fuzz_audit fuzz_h1req
 
 art="$build/fuzz/artifacts"
 mkdir -p "$art"
@@ -55,3 +59,4 @@ run fuzz_frames "$t_frames" "$here/corpus"
 run fuzz_caller "$t_caller" "$here/corpus"
 run fuzz_lenpfx "$t_lenpfx" "$here/corpus_os"
 run fuzz_audit "$t_audit"
+run fuzz_h1req "$t_h1req" "$here/corpus_http"
