@@ -243,8 +243,9 @@ Test(auth, token_right_wrong_none)
     refused(wrong, "unknown token");
     refused("", "no token");
     /* a prefix or an extension of a right token is a wrong token */
-    wrong[0] = '\0';
-    strncat(wrong, token_a, strlen(token_a) - 1);
+    size_t cut = strlen(token_a) - 1;
+    memcpy(wrong, token_a, cut);
+    wrong[cut] = '\0';
     refused(wrong, "unknown token");
     char longer[80];
     snprintf(longer, sizeof longer, "%sx", token_a);
