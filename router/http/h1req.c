@@ -135,34 +135,29 @@ void tg_h1req_trim(tg_h1req_t *r)
     r->body_len = 0;
 }
 
+/* Reset every per-request field; the bounds and storage stay. */
 static void start_request(tg_h1req_t *r)
 {
+    tg_h1req_opts_t o = r->o;
+    char *arena = r->arena, *buf = r->buf;
+    uint32_t arena_cap = r->arena_cap;
+    size_t buf_cap = r->buf_cap;
+    memset(r, 0, sizeof(*r));
+    r->o = o;
+    r->arena = arena;
+    r->arena_cap = arena_cap;
+    r->buf = buf;
+    r->buf_cap = buf_cap;
     http_parser_init(&r->p, HTTP_REQUEST);
     r->p.data = r;
     r->method = TG_H1M_OTHER;
     r->method_name = "";
-    r->path = r->query = (tg_h1_str_t){NULL, 0};
     r->http_minor = 1;
-    r->keep_alive = r->expect_continue = r->chunked = false;
-    memset(r->hdr, 0, sizeof(r->hdr));
-    memset(r->seen, 0, sizeof(r->seen));
     r->body = "";
-    r->body_len = 0;
     r->phase = PH_HEAD;
-    r->arena_len = r->url_len = 0;
     r->cur = CUR_NONE;
-    r->name_len = 0;
-    r->head_bytes = r->nfields = 0;
     r->scan = SC_PRE;
-    r->mtok_len = 0;
-    r->mtok_end = r->mtok_sp = r->bad_method = false;
-    r->scan_status = 0;
-    r->scan_reason = NULL;
-    r->rl_len = 0;
-    r->head_done = r->head_done_parsed = r->body_pending = false;
-    r->framing = r->left = 0;
     r->ck = CK_SIZE;
-    r->ck_digits = false;
 }
 
 /* ---- the head scanner ------------------------------------------------- */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "router/http/h1req.h"
+#include "router/http/sse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -71,6 +72,28 @@ static void check_request(const tg_h1req_t *r)
         (void)tg_h1_media_is(ct.p, ct.n, "application/json");
 }
 
+/* Send body b[0, n) as the next event of <w>; check the window. */
+static void sse_round(tg_sse_win_t *w, const char *b, size_t n)
+{
+    static char ev[3 * 4096 + 64];
+    char id[TG_SSE_ID_MAX];
+    long idn = tg_sse_id(id, sizeof id, w->stream, w->next_seq);
+    long len = tg_sse_win_send(w, b, n, ev, sizeof ev);
+    if (len < 0)
+        return; /* more line breaks than the buffer holds: -ENOSPC, nothing sent */
+    if (idn < 0 || (size_t)len != tg_sse_event_len((size_t)idn, b, n) ||
+        memcmp(ev + 4, id, (size_t)idn) != 0 || memchr(ev, '\r', (size_t)len) != NULL)
+        die("SSE event not as promised (length, id) or with a CR", (size_t)len, n);
+    if (w->used > w->max_bytes || w->count > w->max_events ||
+        w->next_seq - w->first_seq != w->count)
+        die("replay window past its bounds", w->used, w->count);
+    const char *p;
+    size_t pn;
+    if (w->count > 0 && (!tg_sse_win_get(w, w->next_seq - 1, &p, &pn) || pn != (size_t)len ||
+                         memcmp(p, ev, pn) != 0))
+        die("the window does not replay what was sent", pn, (size_t)len);
+}
+
 static void check_error(tg_h1req_t *r)
 {
     static const int ok[] = {400, 413, 417, 431, 500, 501, 505};
@@ -109,6 +132,8 @@ static void run(const tg_h1req_opts_t *o, const uint8_t *data, size_t size, size
     }
     size_t arena_cap = r.arena_cap, fed = 0;
     bool dead = false;
+    tg_sse_win_t w;
+    bool sse = tg_sse_win_init(&w, 1, 512, 4) == 0;
     while (fed < size && !dead) {
         size_t n = size - fed < chunk ? size - fed : chunk;
         memcpy(win, data + fed, n);
@@ -129,6 +154,8 @@ static void run(const tg_h1req_opts_t *o, const uint8_t *data, size_t size, size
             note(t, ev, &r);
             if (ev == TG_H1_REQUEST) {
                 check_request(&r);
+                if (sse)
+                    sse_round(&w, r.body, r.body_len);
                 if (r.body_len % 3 == 0)
                     tg_h1req_trim(&r);
             } else if (ev == TG_H1_ERROR) {
@@ -139,6 +166,8 @@ static void run(const tg_h1req_opts_t *o, const uint8_t *data, size_t size, size
         }
     }
     tg_h1req_free(&r);
+    if (sse)
+        tg_sse_win_free(&w);
     free(win);
 }
 
