@@ -51,6 +51,8 @@ typedef struct tg_http_opts {
     tg_http_auth_fn auth;  /* NULL: every request is anonymous */
     void *auth_arg;
     void *tls_ctx;         /* a tg_tls_ctx_t for a tls listener, else NULL (the runner owns it) */
+    struct tg_registry *reg; /* where the listener's fill levels are kept (NULL: nowhere) */
+    int reg_conns, reg_sessions; /* its entries: connections and sessions (-1: none) */
 } tg_http_opts_t;
 
 typedef struct tg_http_stats {
@@ -68,8 +70,9 @@ void tg_http_stop(tg_http_t *h);
 /* Every handle closed: tg_http_free may run. */
 bool tg_http_idle(const tg_http_t *h);
 void tg_http_free(tg_http_t *h);
-/* Once a second: idle sessions end. */
-void tg_http_tick(tg_http_t *h, uint64_t now);
+/* A reload: the listener's config now lives at <lc> (same address, path
+ * and bounds: a reload that changes them is refused). */
+void tg_http_set_cfg(tg_http_t *h, const tg_listen_cfg_t *lc);
 const tg_http_stats_t *tg_http_stats(const tg_http_t *h);
 tg_hub_t *tg_http_hub(const tg_http_t *h);
 

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -34,11 +36,14 @@
 
 #include "router/call/denial.h"
 #include "router/dialect/envelope.h"
+#include "router/auth/auth.h"
+#include "router/front/http.h"
 #include "router/front/listen.h"
 #include "router/front/run.h"
 #include "router/log.h"
 #include "router/os_gw.h"
 #include "router/session.h"
+#include "router/tls/tls.h"
 
 #define SERVE_BACKLOG 128          /* fixed internal bound: listen(2) backlog */
 #define REFUSE_READ_MAX 4096       /* fixed internal bound: bytes read to find a refused request's id */
@@ -56,6 +61,8 @@ typedef struct listener {
     tg_lsock_t sock; /* the socket file; its fd is the pipe's once open */
     bool pipe_init;  /* <pipe> is a libuv handle (to close) */
     bool bound;      /* <sock> holds a bound socket file (to remove) */
+    tg_http_t *http; /* an http listener's front (http.h), else NULL */
+    tg_tls_ctx_t *tls; /* its certificate and key, NULL: plain HTTP */
 } listener_t;
 
 /* One loaded config: the first (owned by the CLI) and each accepted
@@ -82,6 +89,7 @@ struct serve_run {
     size_t nls;
     tg_caller_lim_t *callers;
     tg_osgw_t *os; /* the opensentience agents and listeners (os_gw.h) */
+    tg_auth_t *auth; /* who an HTTP caller is (callers[].tokens, jwt); NULL: no http listener */
     bool stopping;
     size_t refusing; /* refusal connections still open */
 };
@@ -406,6 +414,8 @@ static void stop_listeners(serve_run_t *r)
          * never initialised is libuv's assertion (issue 12, item 5). */
         if (l->pipe_init && !uv_is_closing((uv_handle_t *)&l->pipe))
             uv_close((uv_handle_t *)&l->pipe, NULL);
+        if (l->http != NULL)
+            tg_http_stop(l->http);
     }
 }
 
@@ -597,6 +607,34 @@ static bool agent_limits_same(const tg_agent_cfg_t *a, const json_t *aj, const t
 
 /* Why new generation <g> cannot be applied to the running one, as the key
  * to change back; NULL when it can. */
+static bool str_same(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static bool list_same(char **a, char **b)
+{
+    for (; a != NULL && b != NULL && *a != NULL && *b != NULL; a++, b++)
+        if (strcmp(*a, *b) != 0)
+            return false;
+    return (a == NULL || *a == NULL) && (b == NULL || *b == NULL);
+}
+
+/* An HTTP listener's settings that a reload cannot change in place (its
+ * certificate and key files are reloaded; everything else is bound to the
+ * socket or its connections). */
+static bool http_same(const tg_listen_cfg_t *a, const tg_listen_cfg_t *b)
+{
+    return str_same(a->http_addr, b->http_addr) && str_same(a->http_path, b->http_path) &&
+           (a->tls_cert == NULL) == (b->tls_cert == NULL) && a->tls_off == b->tls_off &&
+           list_same(a->allowed_origins, b->allowed_origins) &&
+           a->max_header_bytes == b->max_header_bytes && a->max_requests == b->max_requests &&
+           a->header_timeout_ms == b->header_timeout_ms &&
+           a->keepalive_timeout_ms == b->keepalive_timeout_ms &&
+           a->max_sessions == b->max_sessions && a->sessions_per_caller == b->sessions_per_caller &&
+           a->session_idle_ms == b->session_idle_ms;
+}
+
 static const char *reload_blocker(const serve_run_t *r, const gen_t *g, char *buf, size_t cap)
 {
     const json_t *od = r->cur->doc, *nd = g->doc;
@@ -625,14 +663,16 @@ static const char *reload_blocker(const serve_run_t *r, const gen_t *g, char *bu
     if (oc->nlisten != nc->nlisten)
         return "router.listen (added or removed)";
     for (size_t i = 0; i < nc->nlisten; i++)
-        if (strcmp(oc->listen[i].unix_path, nc->listen[i].unix_path) != 0 ||
+        if (!str_same(oc->listen[i].unix_path, nc->listen[i].unix_path) ||
+            !http_same(&oc->listen[i], &nc->listen[i]) ||
             oc->listen[i].dialect != nc->listen[i].dialect ||
             oc->listen[i].on_oversize != nc->listen[i].on_oversize ||
             oc->listen[i].max_connections != nc->listen[i].max_connections ||
             (oc->listen[i].agent == NULL) != (nc->listen[i].agent == NULL) ||
             (oc->listen[i].agent != NULL && strcmp(oc->listen[i].agent, nc->listen[i].agent) != 0)) {
-            snprintf(buf, cap, "router.listen[%zu] (its path, agent, dialect, on_oversize or "
-                               "max_connections)", i);
+            snprintf(buf, cap, "router.listen[%zu] (its path, address, agent, dialect, "
+                               "on_oversize, max_connections or HTTP settings other than the "
+                               "tls files)", i);
             return buf;
         }
     if (oc->ncallers != nc->ncallers)
@@ -676,6 +716,7 @@ static void reload_reject(serve_run_t *r, const char *msg)
 }
 
 static void reload_listeners(serve_run_t *r);
+static void reload_http(serve_run_t *r, const tg_config_t *nc);
 
 /* Update caller limit <cl> to <cc> (same name), keeping the state of what
  * did not change. */
@@ -843,6 +884,7 @@ static void reload(serve_run_t *r)
     for (size_t i = 0; i < r->nls; i++)
         r->ls[i].lc = &nc->listen[i];
     reload_listeners(r);
+    reload_http(r, nc);
     /* The current generation: what callers and listeners now read. */
     gen_t *prev = r->cur;
     r->cur = g;
@@ -891,8 +933,140 @@ static void reload_listeners(serve_run_t *r)
 /* Bind and listen on <l>'s socket (listen.h: a stale socket file is
  * replaced; anything else there is an error). 0 or -1 with <err> filled;
  * on failure nothing is left to undo but stop_listeners. */
+/* ---- HTTP listeners (front/http.h) ---- */
+
+/* The index of callers[] entry "default", or -1. */
+static int default_caller(const tg_config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->ncallers; i++)
+        if (strcmp(cfg->callers[i].name, "default") == 0)
+            return (int)i;
+    return -1;
+}
+
+/* tg_http_auth_fn: Authorization: Bearer names a caller by token or JWT;
+ * without it a request is the "default" caller's, or anonymous, unless
+ * router.callers_only. A credential that names nobody is refused. */
+static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *why, size_t cap)
+{
+    listener_t *l = arg;
+    serve_run_t *r = l->r;
+    if (authz == NULL) {
+        *caller = default_caller(r->cfg);
+        if (*caller < 0 && r->cfg->callers_only) {
+            snprintf(why, cap, "a bearer token is required (Authorization: Bearer TOKEN; "
+                               "router.callers_only is true)");
+            return -1;
+        }
+        return 0;
+    }
+    if (n < 7 || strncasecmp(authz, "Bearer ", 7) != 0) {
+        snprintf(why, cap, "Authorization must be \"Bearer TOKEN\"");
+        return -1;
+    }
+    size_t off = 7;
+    while (off < n && authz[off] == ' ')
+        off++;
+    const char *reason = "no caller has tokens or a jwt entry";
+    int ci = r->auth != NULL && tg_auth_any(r->auth)
+                 ? tg_auth_identify(r->auth, authz + off, n - off, (int64_t)time(NULL), &reason)
+                 : -1;
+    if (ci < 0) {
+        snprintf(why, cap, "bearer credential refused: %s", reason);
+        return -1;
+    }
+    *caller = ci;
+    return 0;
+}
+
+/* tg_hub_open_fn: an MCP session of the listener's agent for <caller>. */
+static int http_open(void *arg, uv_pipe_t *conn, int caller, char *why, size_t cap)
+{
+    listener_t *l = arg;
+    serve_run_t *r = l->r;
+    if (r->stopping) {
+        snprintf(why, cap, "toolgate is shutting down");
+        return -ESHUTDOWN;
+    }
+    const char *name = caller >= 0 ? r->cfg->callers[caller].name : "anonymous";
+    tg_sess_t *s = tg_sess_conn(&r->gw, l->ag, conn, name, caller >= 0 ? &r->callers[caller] : NULL);
+    if (s == NULL) {
+        snprintf(why, cap, "cannot open a session (out of memory)");
+        return -ENOMEM;
+    }
+    (void)tg_sess_start(s);
+    return 0;
+}
+
+static int bind_http(serve_run_t *r, listener_t *l, size_t i, tg_err_t *err)
+{
+    const tg_listen_cfg_t *lc = l->lc;
+    if (lc->tls_cert != NULL) {
+        char warn[TG_TLS_WARN_MAX];
+        if (tg_tls_ctx_new(&l->tls, lc->tls_cert, lc->tls_key, warn, sizeof(warn), err) < 0)
+            return -1;
+        if (warn[0] != '\0')
+            tg_log("router.listen[%zu].tls: %s", i, warn);
+    }
+    if (r->auth == NULL && tg_auth_new(&r->auth, r->cfg, err) < 0)
+        return -1;
+    char name[TG_LIMIT_NAME_MAX];
+    snprintf(name, sizeof(name), "listen.%zu.sessions", i);
+    int reg_sessions = tg_registry_add(&r->gw.reg, name, TG_LIMIT_CONCURRENCY, "instance",
+                                       lc->max_sessions ? lc->max_sessions
+                                                        : TG_HTTP_DEF_MAX_SESSIONS);
+    tg_http_opts_t o = {.lc = lc,
+                        .index = i,
+                        .max_frame = r->cfg->max_frame_bytes,
+                        .open = http_open,
+                        .open_arg = l,
+                        .auth = http_auth,
+                        .auth_arg = l,
+                        .tls_ctx = l->tls,
+                        .reg = &r->gw.reg,
+                        .reg_conns = l->reg,
+                        .reg_sessions = reg_sessions};
+    if (tg_http_listen(r->gw.loop, &o, &l->http, err) < 0)
+        return -1;
+    tg_log("router.listen[%zu]: MCP Streamable HTTP on %s%s (port %d)%s", i,
+           lc->tls_cert != NULL ? "https://" : "http://", lc->http_addr, tg_http_port(l->http),
+           lc->http_path);
+    return 0;
+}
+
+/* SIGHUP: the listeners' certificates and the callers' credentials. */
+static void reload_http(serve_run_t *r, const tg_config_t *nc)
+{
+    tg_err_t err;
+    bool any = false;
+    for (size_t i = 0; i < r->nls; i++) {
+        listener_t *l = &r->ls[i];
+        if (l->http == NULL)
+            continue;
+        any = true;
+        tg_http_set_cfg(l->http, l->lc);
+        char warn[TG_TLS_WARN_MAX] = "";
+        if (l->tls != NULL &&
+            tg_tls_ctx_reload(l->tls, l->lc->tls_cert, l->lc->tls_key, warn, sizeof(warn), &err) < 0)
+            tg_log("SIGHUP: router.listen[%zu].tls: %s; the old certificate stays", i, err.msg);
+        else if (warn[0] != '\0')
+            tg_log("SIGHUP: router.listen[%zu].tls: %s", i, warn);
+    }
+    tg_auth_t *na = NULL;
+    if (any && tg_auth_new(&na, nc, &err) < 0) {
+        tg_log("SIGHUP: callers: %s; the old credentials stay", err.msg);
+        return;
+    }
+    if (any) {
+        tg_auth_free(r->auth);
+        r->auth = na;
+    }
+}
+
 static int bind_listener(serve_run_t *r, listener_t *l, tg_err_t *err)
 {
+    if (l->lc->http_addr != NULL)
+        return bind_http(r, l, (size_t)(l - r->ls), err);
     const char *path = l->lc->unix_path;
     if (tg_lsock_bind(&l->sock, path, l->lc->mode, err) < 0)
         return -1;
@@ -1006,6 +1180,11 @@ int tg_serve_run(tg_config_t *cfg)
         stop_listeners(r);
     }
     tg_gw_teardown(&r->gw, loop);
+    for (size_t i = 0; i < r->nls; i++) {
+        tg_http_free(r->ls[i].http);
+        tg_tls_ctx_free(r->ls[i].tls);
+    }
+    tg_auth_free(r->auth);
     tg_osgw_free(r->os);
     for (size_t i = 0; r->agents != NULL && i < cfg->nagents; i++) {
         tg_agent_free(r->agents[i]);
