@@ -66,7 +66,8 @@ static int unique_instance(tg_config_t *cfg)
     if (tn < 0 || tn >= TG_NAME_MAX)
         tn = snprintf(tail, sizeof(tail), "-%ld", (long)getpid());
     int room = TG_NAME_MAX - tn;
-    snprintf(name, sizeof(name), "%.*s%s", room, cfg->instance, tail);
+    if (snprintf(name, sizeof(name), "%.*s%s", room, cfg->instance, tail) < 0)
+        return -1;
     char *copy = strdup(name);
     if (copy == NULL)
         return -1;
