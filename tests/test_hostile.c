@@ -245,8 +245,15 @@ Test(hostile, opensentience_half_close_still_gets_its_answer)
                   "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n"           \
                   "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
 
-/* The answers one pipelined run got, by id (0: initialize, 1..n: calls). */
+/* OpenSentience: length-prefixed core.tool.call frames, call ids c1..cN. */
+#define PIPE_OS_FRAME "{\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m%u\","                \
+                      "\"ts\":\"2026-01-16T12:00:00Z\",\"payload\":{\"call_id\":\"c%u\"," \
+                      "\"tool_id\":\"os/echo\",\"input\":{\"text\":\"hi\"}}}"
+
+/* The answers one pipelined run got, by id (0: MCP's initialize, 1..n:
+ * calls). */
 typedef struct pipe_run {
+    bool os;          /* OpenSentience frames, else MCP lines */
     unsigned n;
     uint8_t *answers; /* n + 1 counts, saturating at 2 */
     unsigned lines, unmatched;
@@ -254,14 +261,19 @@ typedef struct pipe_run {
     size_t llen;
 } pipe_run_t;
 
-/* Count the answer of one line (NUL-terminated) by its "id". */
+/* Count the answer of one line or frame (NUL-terminated) by its id;
+ * OpenSentience messages other than results answer nothing. */
 static void pipe_line(pipe_run_t *r, const char *l)
 {
+    const char *key = r->os ? "\"call_id\":\"c" : "\"id\":";
+    if (r->os && strstr(l, "\"type\":\"agent.tool.result\"") == NULL)
+        return;
     r->lines++;
-    const char *id = strstr(l, "\"id\":");
+    const char *id = strstr(l, key);
     char *end = NULL;
-    unsigned long v = id != NULL ? strtoul(id + 5, &end, 10) : 0;
-    if (id == NULL || end == id + 5 || v > r->n) {
+    size_t kl = strlen(key);
+    unsigned long v = id != NULL ? strtoul(id + kl, &end, 10) : 0;
+    if (id == NULL || end == id + kl || v > r->n) {
         r->unmatched++;
         return;
     }
@@ -272,18 +284,32 @@ static void pipe_line(pipe_run_t *r, const char *l)
 static void pipe_read(pipe_run_t *r, const char *buf, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (buf[i] != '\n') {
-            if (r->llen < sizeof r->line - 1)
-                r->line[r->llen++] = buf[i];
+        if (r->llen < sizeof r->line - 1)
+            r->line[r->llen++] = buf[i];
+        const unsigned char *u = (const unsigned char *)r->line;
+        size_t want = r->os && r->llen >= 4
+                          ? 4 + ((size_t)u[0] << 24 | (size_t)u[1] << 16 | (size_t)u[2] << 8 | u[3])
+                          : 0;
+        if (r->os ? want == 0 || r->llen < want : buf[i] != '\n')
             continue;
-        }
         r->line[r->llen] = '\0';
-        pipe_line(r, r->line);
+        pipe_line(r, r->line + (r->os ? 4 : 0));
         r->llen = 0;
     }
 }
 
-/* Write an initialize and <n> tools/call frames back to back to <wfd>
+/* The next call's frame at <out>, at most <cap> bytes; its length. */
+static size_t pipe_frame(const pipe_run_t *r, char *out, size_t cap, unsigned id)
+{
+    if (!r->os)
+        return (size_t)snprintf(out, cap, PIPE_FRAME, id);
+    size_t len = (size_t)snprintf(out + 4, cap - 4, PIPE_OS_FRAME, id, id);
+    out[0] = 0, out[1] = 0, out[2] = (char)(len >> 8), out[3] = (char)len;
+    return 4 + len;
+}
+
+/* Write an initialize and <n> tools/call frames (OpenSentience: <n>
+ * core.tool.call frames) back to back to <wfd>
  * while reading every answer from <rfd> (one poll loop, both
  * non-blocking), until n + 1 answers came or 60 s went. */
 static void pipe_calls(pipe_run_t *r, int wfd, int rfd, unsigned n)
@@ -291,17 +317,19 @@ static void pipe_calls(pipe_run_t *r, int wfd, int rfd, unsigned n)
     r->n = n;
     r->answers = calloc(n + 1, 1);
     cr_assert_not_null(r->answers);
+    if (r->os) /* no initialize */
+        r->answers[0] = 1, r->lines = 1;
     fcntl(wfd, F_SETFL, fcntl(wfd, F_GETFL) | O_NONBLOCK);
     fcntl(rfd, F_SETFL, fcntl(rfd, F_GETFL) | O_NONBLOCK);
     static char out[64 * 1024], in[64 * 1024];
-    size_t olen = (size_t)snprintf(out, sizeof out, "%s", PIPE_INIT), opos = 0;
+    size_t olen = r->os ? 0 : (size_t)snprintf(out, sizeof out, "%s", PIPE_INIT), opos = 0;
     unsigned next = 1;
     uint64_t deadline = tgh_now_ms() + 60000;
     while (r->lines < n + 1 && tgh_left(deadline) > 0) {
         while (opos == olen && next <= n) { /* refill: as many frames as fit */
             olen = opos = 0;
             while (next <= n && sizeof out - olen > 256)
-                olen += (size_t)snprintf(out + olen, sizeof out - olen, PIPE_FRAME, next++);
+                olen += pipe_frame(r, out + olen, sizeof out - olen, next++);
         }
         short want = opos < olen ? POLLOUT : 0;
         struct pollfd pf[2] = {{.fd = rfd, .events = POLLIN | (wfd == rfd ? want : 0)},
@@ -380,21 +408,30 @@ Test(hostile, wrap_reading_caller_pipelining_100k_calls_stays_bounded)
     pipe_audit(W.audit, n);
 }
 
-Test(hostile, serve_mcp_reading_caller_pipelining_100k_calls_stays_bounded)
+/* serve with one listener of <dialect> in front of its fixture agent, and
+ * an audit queue of 256 events (a flood overflowed it before the audit
+ * held callers back: 11 000 of 100 000 OpenSentience calls audited). */
+static void serve_pipelining(const char *dialect, const char *agent)
 {
+    bool os = strcmp(dialect, "opensentience") == 0;
     cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
     char json[4 * TGH_PATH + 512];
     snprintf(json, sizeof json,
              "{\"router\": {\"max_frame_bytes\": \"64Ki\", \"listen\": [{\"unix\": \"%s\", "
-             "\"dialect\": \"mcp\", \"agent\": \"fx\"}]},\n"
-             " \"audit\": {\"path\": \"%s\"},\n"
-             " \"agents\": [{\"id\": \"fx\", \"dialect\": \"mcp\", "
-             "\"command\": [\"%s/tg_fixture_agent\"]}]}\n",
-             S.sock, S.audit, TG_AGENTS_DIR);
+             "\"dialect\": \"%s\"%s}]},\n"
+             " \"audit\": {\"path\": \"%s\", \"queue\": 256},\n"
+             " \"agents\": [{\"id\": \"fx\", \"dialect\": \"%s\", "
+             "\"command\": [\"%s/%s\"%s]}]}\n",
+             S.sock, dialect, os ? "" : ", \"agent\": \"fx\"", S.audit, dialect, TG_AGENTS_DIR,
+             agent, os ? ", \"--id\", \"fx\"" : "");
     tgh_serve_start(&S, json, NULL, 10000);
+    if (os && tgh_file_wait(S.err, "agent 'fx' ready", 1, 10000) < 1)
+        tgh_fail_with_stderr(S.err, "agent 'fx' did not become ready");
     int fd = tgh_unix_dial(S.sock);
     cr_assert_geq(fd, 0, "cannot connect to %s", S.sock);
     static pipe_run_t r;
+    memset(&r, 0, sizeof r);
+    r.os = os;
     unsigned n = PIPE_CALLS;
     pipe_calls(&r, fd, fd, n);
     pipe_bounds(S.tg.pid, n);
@@ -403,4 +440,14 @@ Test(hostile, serve_mcp_reading_caller_pipelining_100k_calls_stays_bounded)
     close(fd);
     tgh_serve_stop(&S, 10000);
     pipe_audit(S.audit, n);
+}
+
+Test(hostile, serve_mcp_reading_caller_pipelining_100k_calls_stays_bounded)
+{
+    serve_pipelining("mcp", "tg_fixture_agent");
+}
+
+Test(hostile, serve_opensentience_reading_caller_pipelining_100k_calls_stays_bounded)
+{
+    serve_pipelining("opensentience", "tg_os_agent");
 }
