@@ -451,3 +451,23 @@ Test(hostile, serve_opensentience_reading_caller_pipelining_100k_calls_stays_bou
 {
     serve_pipelining("opensentience", "tg_os_agent");
 }
+
+/* The call table follows the calls held, not the limits that allow them:
+ * a wrap allowed 65 536 calls at once and as many queued held 108 MiB
+ * before its first call (every entry allocated up front); a few calls
+ * must leave it within the bound the flood tests hold it to. */
+Test(hostile, wrap_with_limits_at_their_ceilings_idles_small)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    const char *const args[] = {"--limit", "max_frame_bytes=64Ki", "--limit",
+                                "max_concurrent_calls=65536", "--limit",
+                                "max_queued_calls=65536", NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", NULL, NULL), 0);
+    static pipe_run_t r;
+    pipe_calls(&r, W.tg.in_fd, W.tg.out_fd, 10);
+    pipe_check(&r);
+    free(r.answers);
+    pipe_bounds(W.tg.pid, 10);
+    tgh_close_stdin(&W.tg);
+    cr_assert_eq(tgh_wait(&W.tg, 10000), 0, "toolgate did not exit after its caller's EOF");
+}
