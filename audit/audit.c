@@ -43,6 +43,13 @@
  * opened anew is logged and audited as audit.reopened, queued behind the
  * batch that saw it.
  *
+ * Backpressure: a front stops reading a caller while the queue is crowded
+ * (3/4 full, tg_audit_crowded) and waits for room (tg_audit_room_wait); a
+ * write that leaves it less full wakes every waiter. A caller's flood of
+ * calls, each of them audited, therefore stalls on its own socket instead
+ * of overflowing the queue; loss stays for what no caller sends (a sink
+ * that fails or stalls, bursts of events from calls already admitted).
+ *
  * Threads: everything here runs on the loop thread except write_work,
  * which reads only <wr> and the ring bytes the batch covers.
  */
@@ -130,6 +137,7 @@ struct tg_audit {
     bool write_failed;   /* the last batch did not fully land in every sink */
     audit_write_t *wr;
     uv_timer_t *flush_timer; /* heap: closed (and freed) after <a> is gone */
+    tg_audit_room_t waiters; /* fronts waiting for room: a ring, this its head */
     char line[TG_AUDIT_LINE_MAX]; /* encode scratch */
 };
 
@@ -479,6 +487,26 @@ static void schedule_sync(tg_audit_t *a, uint64_t ms)
     uv_timer_start(&wr->sync_timer, on_sync_timer, ms, 0);
 }
 
+/* Wake every front waiting for room, unless the queue is still crowded.
+ * The waiters move to a list of their own first: a callback may wait
+ * again (on the pipe's list) or cancel another waiter (off this one). */
+static void wake_waiters(tg_audit_t *a)
+{
+    if (a->waiters.next == &a->waiters || tg_audit_crowded(a))
+        return;
+    tg_audit_room_t woken;
+    woken.next = a->waiters.next;
+    woken.prev = a->waiters.prev;
+    woken.next->prev = &woken;
+    woken.prev->next = &woken;
+    a->waiters.next = a->waiters.prev = &a->waiters;
+    while (woken.next != &woken) {
+        tg_audit_room_t *r = woken.next;
+        tg_audit_room_cancel(r);
+        r->cb(r);
+    }
+}
+
 static void write_done(uv_work_t *req, int status)
 {
     audit_write_t *wr = (audit_write_t *)req;
@@ -499,6 +527,7 @@ static void write_done(uv_work_t *req, int status)
         kick_soon(a);
         if (!wr->inflight)
             schedule_sync(a, wr->sync_in_ms);
+        wake_waiters(a);
     }
     write_release(wr);
 }
@@ -639,6 +668,8 @@ int tg_audit_open(tg_audit_t **out, uv_loop_t *loop, const tg_audit_opts_t *opts
     }
 
     tg_audit_t *a = calloc(1, sizeof(*a));
+    if (a != NULL)
+        a->waiters.next = a->waiters.prev = &a->waiters;
     audit_write_t *wr = calloc(1, sizeof(*wr));
     if (a == NULL || wr == NULL) {
         free(a);
@@ -726,6 +757,32 @@ uint32_t tg_audit_queued(const tg_audit_t *a)
     return a->queued;
 }
 
+bool tg_audit_crowded(const tg_audit_t *a)
+{
+    return a->queued >= a->queue_cap - a->queue_cap / 4 ||
+           a->ring_used >= a->ring_size - a->ring_size / 4;
+}
+
+void tg_audit_room_wait(tg_audit_t *a, tg_audit_room_t *r, void (*cb)(tg_audit_room_t *r))
+{
+    if (r->next != NULL)
+        return;
+    r->cb = cb;
+    r->prev = a->waiters.prev;
+    r->next = &a->waiters;
+    a->waiters.prev->next = r;
+    a->waiters.prev = r;
+}
+
+void tg_audit_room_cancel(tg_audit_room_t *r)
+{
+    if (r->next == NULL)
+        return;
+    r->prev->next = r->next;
+    r->next->prev = r->prev;
+    r->next = r->prev = NULL;
+}
+
 /* Wait for the batch in flight, write the rest of the queue on the calling
  * thread (and an audit.dropped line for any loss not yet reported), close
  * the sinks (which make their data durable per their fsync policy) and
@@ -737,6 +794,10 @@ void tg_audit_close(tg_audit_t *a)
     if (a == NULL)
         return;
 
+    /* Waiters stop waiting: nothing will wake them, and their owners may
+     * outlive <a> (they cancel on a list that is gone). */
+    while (a->waiters.next != &a->waiters)
+        tg_audit_room_cancel(a->waiters.next);
     if (a->flush_timer != NULL) {
         uv_timer_stop(a->flush_timer);
         uv_close((uv_handle_t *)a->flush_timer, free_handle);

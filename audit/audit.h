@@ -131,6 +131,27 @@ void tg_audit_emit(tg_audit_t *a, const tg_audit_ev_t *ev);
 /* Counters for the registry and tests. */
 uint64_t tg_audit_dropped(const tg_audit_t *a);
 uint32_t tg_audit_queued(const tg_audit_t *a);
+/* Room in the queue for a front that stopped reading a caller while the
+ * queue was crowded (issue 12 item 2): what callers send cannot make the
+ * audit drop events, since every call is audited. Embedded in its owner;
+ * zeroed before first use. */
+typedef struct tg_audit_room {
+    struct tg_audit_room *next, *prev; /* linked while waiting */
+    void (*cb)(struct tg_audit_room *r);
+} tg_audit_room_t;
+/* True while the queue holds 3/4 of its events or ring bytes or more: a
+ * front stops reading callers then and waits (tg_audit_room_wait). */
+bool tg_audit_crowded(const tg_audit_t *a);
+/* Have <cb> run once (on the loop thread, <r> unlinked first) when a
+ * write leaves the queue no longer crowded. No-op when <r> already waits. */
+void tg_audit_room_wait(tg_audit_t *a, tg_audit_room_t *r, void (*cb)(tg_audit_room_t *r));
+/* Stop waiting (no-op when <r> does not wait): before <r>'s owner is
+ * freed. Needs no pipe: valid after tg_audit_close too. */
+void tg_audit_room_cancel(tg_audit_room_t *r);
+static inline bool tg_audit_room_waiting(const tg_audit_room_t *r)
+{
+    return r->next != NULL;
+}
 /* Write out everything queued (blocking; only at shutdown), make it
  * durable per each sink's fsync policy, and free. Does not run the loop,
  * so it may be called from a callback; the pipe's timers are closed and a

@@ -61,6 +61,7 @@ static void conn_closed(uv_handle_t *h)
         k->ls->open--;
         reg_set(g, k->ls->reg, k->ls->open);
     }
+    tg_audit_room_cancel(&k->audit_room);
     tg_in_free(&k->rd);
     tg_out_free(&k->wr);
     free(k->pipe); /* the accepted block: the pipe is its first member */
@@ -173,6 +174,8 @@ static void conn_idle_arm(os_conn_t *k)
     if (k->over) {
         if (!active)
             uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
+    } else if (k->held) {
+        uv_timer_stop(&k->idle); /* whole frames wait: no clock runs on them */
     } else if (k->rd.len > k->rd.pos || k->lp.skipping) {
         if (!active || k->frames != k->idle_frames) {
             uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
@@ -314,6 +317,8 @@ static bool peer_still_reads(uv_stream_t *s)
     return poll(&pf, 1, 0) == 1 && !(pf.revents & (POLLHUP | POLLERR));
 }
 
+static void conn_consume(os_conn_t *k);
+
 void osg_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     os_conn_t *k = s->data;
@@ -336,7 +341,34 @@ void osg_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         return;
     }
     tg_in_commit(&k->rd, (size_t)n);
-    while (!k->ending) {
+    conn_consume(k);
+}
+
+/* A write made room in the audit queue: hand on the frames <k> holds. */
+static void on_conn_audit_room(tg_audit_room_t *r)
+{
+    os_conn_t *k = (os_conn_t *)((char *)r - offsetof(os_conn_t, audit_room));
+    k->held = false;
+    if (!k->ending)
+        conn_consume(k);
+    conns_resume(k->g);
+}
+
+/* Hand on the whole frames of <k>'s read buffer, the rest held while the
+ * audit queue is crowded (issue 12 item 2: a flood of calls cannot make
+ * the audit drop their events; asked every 16 frames, as MCP's drain);
+ * then stop reading <k> while it is held, an agent lags, or <k> does not
+ * read what it is owed. */
+static void conn_consume(os_conn_t *k)
+{
+    tg_osgw_t *g = k->g;
+    tg_audit_t *audit = g->gw->audit;
+    uv_stream_t *s = (uv_stream_t *)k->pipe;
+    for (unsigned nf = 1; !k->ending; nf++) {
+        if (nf % 16 == 0 && audit != NULL && tg_audit_crowded(audit)) {
+            k->held = true;
+            break;
+        }
         size_t st = 0, e = 0;
         uint64_t total = 0;
         tg_block_t *b = k->rd.blk;
@@ -359,10 +391,12 @@ void osg_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         tg_in_settle(&k->rd);
     /* Stop reading while an agent lags, or while this caller does not
      * read what it is owed (toolgate's own answers included). */
-    if (!k->ending && (agents_lagging(g) || k->wr.queued_bytes > high_mark(g))) {
+    if (!k->ending && (agents_lagging(g) || k->wr.queued_bytes > high_mark(g) || k->held)) {
         uv_read_stop(s);
         k->paused = true;
     }
+    if (k->held && !k->ending)
+        tg_audit_room_wait(audit, &k->audit_room, on_conn_audit_room);
     conn_idle_arm(k);
     osg_g_flush(g);
 }
@@ -402,7 +436,8 @@ static void conns_resume(tg_osgw_t *g)
     if (agents_lagging(g))
         return;
     for (os_conn_t *k = g->conns; k != NULL; k = k->next) {
-        if (k->paused && !k->ending && !k->closed && k->wr.queued_bytes <= high_mark(g) / 2) {
+        if (k->paused && !k->ending && !k->closed && !k->held &&
+            k->wr.queued_bytes <= high_mark(g) / 2) {
             k->paused = false;
             uv_read_start((uv_stream_t *)k->pipe, osg_conn_alloc, osg_conn_read);
         }

@@ -158,6 +158,8 @@ struct os_conn {
     bool over;       /* its write queue is over the high mark (counted in g->nover) */
     bool refused;    /* every call is answered with the refusal, then the connection ends */
     bool half_closed; /* the caller shut down its sending side: it ends once its calls are answered */
+    bool held;        /* whole frames wait in rd for room in the audit queue */
+    tg_audit_room_t audit_room; /* linked while held */
     tg_deny_code_t rcode;
     const char *rlimit, *rscope, *rpath; /* the refusal's limit, scope and config path */
     int64_t robserved, rcap;

@@ -485,12 +485,21 @@ typedef void (*frame_fn)(tg_wrap_t *, tg_block_t *, size_t, size_t);
 typedef void (*over_fn)(tg_wrap_t *, const char *, size_t);
 typedef void (*skip_fn)(tg_wrap_t *, uint64_t);
 
-/* Hand every whole frame of <in> to its handler; how many there were. */
+/* Frames handed on between two asks of a drain's <hold>: asking costs more
+ * than a frame's share of the rest; the audit queue's crowded mark leaves
+ * room for a quarter of it (1 024 events by default). */
+#define HOLD_EVERY 16 /* fixed internal bound: frames between two checks of the audit queue */
+
+/* Hand every whole frame of <in> to its handler, or (<hold> non-NULL) only
+ * until <hold> says to stop (asked every HOLD_EVERY frames), the rest
+ * staying in <in>; how many there were. */
 static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, frame_fn on_frame, over_fn on_over,
-                             skip_fn on_skip)
+                             skip_fn on_skip, bool (*hold)(tg_wrap_t *))
 {
     unsigned n = 0;
     for (;; n++) {
+        if (hold != NULL && n % HOLD_EVERY == 0 && n > 0 && hold(w))
+            break;
         size_t s = 0, e = 0;
         uint64_t total = 0;
         tg_block_t *b = in->blk;
@@ -556,7 +565,42 @@ static void caller_last_line(tg_wrap_t *w)
         return;
     room.base[0] = '\n';
     tg_in_commit(&w->crd, 1);
-    drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped);
+    drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped, NULL);
+}
+
+/* The audit queue is crowded (issue 12 item 2): hand no more of the
+ * caller's frames on; they wait in its read buffer (and the caller on its
+ * socket) until a write makes room, so a flood of calls cannot make the
+ * audit drop the events of those calls. */
+static bool caller_audit_hold(tg_wrap_t *w)
+{
+    return w->gw->audit != NULL && tg_audit_crowded(w->gw->audit);
+}
+
+/* Hand on the whole frames the caller's read buffer holds (up to a
+ * crowded audit queue, which leaves the rest held), and keep the clock of
+ * an unfinished frame. */
+static void caller_consume(tg_wrap_t *w)
+{
+    unsigned n = drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize,
+                              on_caller_skipped, caller_audit_hold);
+    bool progressed = n > 0;
+    w->held_frames = caller_audit_hold(w) && w->crd.len > w->crd.pos;
+    if (w->held_frames)
+        return; /* whole frames wait: no clock runs on them */
+    if (w->conn != NULL && !w->stuck_armed) {
+        /* Socket callers only: toolgate's own stdin is its caller's
+         * business. The clock runs from an unfinished frame's first
+         * byte, not from the last read (a caller dripping bytes gets
+         * no more time than one sending nothing); it restarts only
+         * when a frame was completed. */
+        if (w->crd.len > w->crd.pos || w->crd.nd.skipping) {
+            if (progressed || !uv_is_active((uv_handle_t *)&w->idle_timer))
+                uv_timer_start(&w->idle_timer, on_idle, w->gw->cfg->idle_timeout_ms, 0);
+        } else {
+            uv_timer_stop(&w->idle_timer);
+        }
+    }
 }
 
 void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -564,21 +608,7 @@ void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     tg_wrap_t *w = s->data;
     if (n > 0) {
         tg_in_commit(&w->crd, (size_t)n);
-        bool progressed =
-            drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped) > 0;
-        if (w->conn != NULL && !w->stuck_armed) {
-            /* Socket callers only: toolgate's own stdin is its caller's
-             * business. The clock runs from an unfinished frame's first
-             * byte, not from the last read (a caller dripping bytes gets
-             * no more time than one sending nothing); it restarts only
-             * when a frame was completed. */
-            if (w->crd.len > w->crd.pos || w->crd.nd.skipping) {
-                if (progressed || !uv_is_active((uv_handle_t *)&w->idle_timer))
-                    uv_timer_start(&w->idle_timer, on_idle, w->gw->cfg->idle_timeout_ms, 0);
-            } else {
-                uv_timer_stop(&w->idle_timer);
-            }
-        }
+        caller_consume(w);
     } else if (n < 0) {
         uv_read_stop(s);
         if (n == UV_EOF)
@@ -608,7 +638,7 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     if (n > 0) {
         tg_in_commit(&inst->a.p.rd, (size_t)n);
         if (w->inst == inst)
-            drain_frames(w, &inst->a.p.rd, on_agent_frame, on_agent_oversize, on_agent_skipped);
+            drain_frames(w, &inst->a.p.rd, on_agent_frame, on_agent_oversize, on_agent_skipped, NULL);
         else
             inst->a.p.rd.len = inst->a.p.rd.pos = 0;
     } else if (n < 0) {
@@ -881,6 +911,17 @@ static void on_not_reading(uv_timer_t *t)
     mcp_flush_all(w);
 }
 
+/* A write made room in the audit queue: hand on the frames held in the
+ * caller's read buffer, then read the caller again if nothing else holds
+ * it back (mcp_flush_all ends in backpressure). */
+static void on_audit_room(tg_audit_room_t *r)
+{
+    tg_wrap_t *w = (tg_wrap_t *)((char *)r - offsetof(tg_wrap_t, audit_room));
+    if (w->held_frames)
+        caller_consume(w);
+    mcp_flush_all(w);
+}
+
 static void backpressure(tg_wrap_t *w)
 {
     size_t high = 2 * (size_t)w->gw->cfg->max_frame_bytes;
@@ -892,13 +933,27 @@ static void backpressure(tg_wrap_t *w)
     size_t owed = w->cout_dead ? 0 : w->cwr.queued_bytes;
     reg_set(w, w->ag->r.reg_wq_agent, toward_agent);
     if (!w->caller_eof && w->cin != NULL) {
-        if ((toward_agent > high || owed > high) && !w->caller_paused) {
-            uv_read_stop(w->cin);
+        if ((toward_agent > high || owed > high) && !w->caller_paused)
             w->caller_paused = true;
-        } else if (toward_agent <= high / 2 && owed <= high / 2 && w->caller_paused) {
-            uv_read_start(w->cin, mcp_caller_alloc, mcp_caller_read);
+        else if (toward_agent <= high / 2 && owed <= high / 2 && w->caller_paused)
             w->caller_paused = false;
+        /* ... and while the audit queue is crowded (caller_audit_hold),
+         * until a write wakes us (on_audit_room): a hold of its own, which
+         * leaves the queues' hysteresis (and a stuck caller's clock) as
+         * they are. */
+        bool audit_full = w->held_frames || caller_audit_hold(w);
+        bool stop = w->caller_paused || audit_full;
+        if (stop != w->caller_stopped) {
+            if (stop)
+                uv_read_stop(w->cin);
+            else
+                uv_read_start(w->cin, mcp_caller_alloc, mcp_caller_read);
+            w->caller_stopped = stop;
         }
+        if (audit_full)
+            tg_audit_room_wait(w->gw->audit, &w->audit_room, on_audit_room);
+    } else {
+        tg_audit_room_cancel(&w->audit_room);
     }
     if (owed > high && !w->stuck_armed && !w->caller_eof) {
         w->stuck_armed = true;

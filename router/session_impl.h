@@ -124,7 +124,10 @@ struct tg_wrap {
     uv_stream_t *cin, *cout;
     tg_in_t crd;
     tg_out_t cwr;
-    bool caller_eof, caller_paused, cout_dead;
+    bool caller_eof, caller_paused, cout_dead; /* paused: over the queues' bound */
+    bool caller_stopped;            /* its reads are stopped (paused, or audit_room) */
+    bool held_frames;               /* whole frames wait in crd for room in the audit queue */
+    tg_audit_room_t audit_room;     /* linked while paused for the audit queue */
     char over_id[TG_ID_MAX];        /* id read from the head of an over-cap caller frame */
     size_t over_id_len;
     bool over_has_id;

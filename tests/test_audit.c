@@ -585,6 +585,53 @@ Test(audit_sink, overflow_is_counted_and_reported_without_seq_gaps)
     free(l.data);
 }
 
+/* Issue 12 item 2: a front that stops reading callers while the queue is
+ * crowded is woken once, after a write made room; a cancelled waiter is
+ * not; close leaves no waiter linked to a freed pipe. */
+static int room_woken;
+static void on_room(tg_audit_room_t *r)
+{
+    (void)r;
+    room_woken++;
+}
+
+Test(audit_sink, crowded_queue_wakes_its_waiters_once_when_a_write_makes_room)
+{
+    uv_loop_t loop;
+    char path[256];
+
+    tgh_tmp_path(path, sizeof(path), "audit.jsonl");
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    tg_audit_t *a = aud_open_path(&loop, path, 8);
+    tg_audit_room_t r1 = {0}, r2 = {0}, r3 = {0};
+    for (int i = 0; i < 5; i++)
+        aud_emit(a, "call.completed", i);
+    cr_assert_not(tg_audit_crowded(a), "5 of 8 is not crowded");
+    aud_emit(a, "call.completed", 5);
+    cr_assert(tg_audit_crowded(a), "6 of 8 (3/4) is crowded");
+    tg_audit_room_wait(a, &r1, on_room);
+    tg_audit_room_wait(a, &r1, on_room); /* twice: still one waiter */
+    tg_audit_room_wait(a, &r2, on_room);
+    tg_audit_room_wait(a, &r3, on_room);
+    tg_audit_room_cancel(&r2);
+    cr_assert_not(tg_audit_room_waiting(&r2));
+    room_woken = 0;
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_not(tg_audit_crowded(a));
+    cr_assert_eq(room_woken, 2, "r1 and r3 woken once each, r2 not: %d", room_woken);
+    cr_assert_not(tg_audit_room_waiting(&r1));
+    cr_assert_not(tg_audit_room_waiting(&r3));
+    cr_assert_eq(tg_audit_dropped(a), 0);
+    /* A waiter left at close is unlinked; cancelling it later is safe. */
+    for (int i = 0; i < 6; i++)
+        aud_emit(a, "call.completed", 10 + i);
+    tg_audit_room_wait(a, &r1, on_room);
+    aud_close(a, &loop);
+    cr_assert_not(tg_audit_room_waiting(&r1));
+    tg_audit_room_cancel(&r1);
+    cr_assert_eq(room_woken, 2);
+}
+
 Test(audit_sink, close_with_write_in_flight_writes_everything_in_order)
 {
     uv_loop_t loop;

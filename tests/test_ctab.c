@@ -18,7 +18,8 @@ Test(ctab, take_lookup_put_and_stale_ids)
     tg_ctab_init(&t, sizeof(ent_t));
     cr_assert_null(tg_ctab_take(&t, &(uint32_t){0}, &(uint64_t){0}), "an empty table gave an entry");
     cr_assert_eq(tg_ctab_grow(&t, 3), 0);
-    cr_assert_eq(t.n, 3);
+    cr_assert_eq(t.cap, 3);
+    cr_assert_eq(t.n, 0, "entries are allocated by takes, not by a grow");
     uint32_t i0, i1;
     uint64_t id0, id1;
     ent_t *e0 = tg_ctab_take(&t, &i0, &id0);
@@ -26,6 +27,7 @@ Test(ctab, take_lookup_put_and_stale_ids)
     cr_assert(e0 && e1 && e0 != e1);
     cr_assert_eq(i0, 0, "lowest index first");
     cr_assert_eq(i1, 1);
+    cr_assert_eq(t.n, 3, "the first take allocated the (short) chunk");
     cr_assert_eq(id0 & (TG_CALL_MAX - 1), i0);
     cr_assert_gt(id1, id0, "ids grow");
     cr_assert_eq(t.last_id, id1);
@@ -61,15 +63,21 @@ Test(ctab, grow_keeps_entries_in_place)
     cr_assert_eq(tg_ctab_grow(&t, 10 * TG_CALL_CHUNK + 1), 0);
     cr_assert_eq(tg_ctab_at(&t, i), e, "an entry moved when the table grew");
     cr_assert_eq(e->id, id);
-    cr_assert_eq(t.nfree, 10 * TG_CALL_CHUNK);
+    cr_assert_eq(t.nchunks, 1, "a grow allocated chunks no take needed");
+    cr_assert_eq(t.nfree, TG_CALL_CHUNK - 1);
     cr_assert_eq(tg_ctab_grow(&t, 5), 0, "a smaller size is a no-op");
-    cr_assert_eq(t.n, 10 * TG_CALL_CHUNK + 1);
+    cr_assert_eq(t.cap, 10 * TG_CALL_CHUNK + 1);
     cr_assert_eq(tg_ctab_grow(&t, TG_CALL_MAX + 1), -ENOMEM);
     /* Every entry can be taken, each once. */
-    uint32_t taken = 1;
-    while (tg_ctab_take(&t, &i, &id) != NULL)
+    uint32_t taken = 1, j;
+    uint64_t jid;
+    while (tg_ctab_take(&t, &j, &jid) != NULL)
         taken++;
-    cr_assert_eq(taken, t.n);
+    cr_assert_eq(taken, t.cap);
+    cr_assert_eq(t.n, t.cap);
+    cr_assert_eq(t.nchunks, 11);
+    cr_assert_eq(tg_ctab_at(&t, i), e, "an entry moved when chunks were added");
+    cr_assert_eq(e->id, id);
     tg_ctab_fini(&t);
 }
 
@@ -157,4 +165,40 @@ Test(ctab, seeded_ids_differ_and_stay_bounded)
     for (int a = 0; a < 4; a++)
         for (int b = a + 1; b < 4; b++)
             cr_assert_neq(first[a], first[b], "seeds %d and %d gave the same first id", a, b);
+}
+
+/* Issue 12 item 2: a table sized for many calls holds memory for the
+ * most calls taken at once, and a short last chunk is filled up when a
+ * grow raises the size. */
+Test(ctab, chunks_follow_the_calls_taken_not_the_size)
+{
+    tg_ctab_t t;
+    tg_ctab_init(&t, sizeof(ent_t));
+    cr_assert_eq(tg_ctab_grow(&t, 196608), 0);
+    cr_assert_eq(t.nchunks, 0);
+    uint32_t idx[2 * TG_CALL_CHUNK];
+    uint64_t id;
+    for (uint32_t k = 0; k < 2 * TG_CALL_CHUNK; k++)
+        cr_assert_not_null(tg_ctab_take(&t, &idx[k], &id));
+    cr_assert_eq(t.nchunks, 2);
+    for (uint32_t k = 0; k < 2 * TG_CALL_CHUNK; k++)
+        tg_ctab_put(&t, idx[k]);
+    for (uint32_t k = 0; k < 2 * TG_CALL_CHUNK; k++)
+        cr_assert_not_null(tg_ctab_take(&t, &idx[k], &id));
+    cr_assert_eq(t.nchunks, 2, "freed entries are reused before a chunk is added");
+    tg_ctab_fini(&t);
+
+    tg_ctab_init(&t, sizeof(ent_t));
+    cr_assert_eq(tg_ctab_grow(&t, 3), 0);
+    for (uint32_t k = 0; k < 3; k++)
+        cr_assert_not_null(tg_ctab_take(&t, &idx[k], &id));
+    cr_assert_null(tg_ctab_take(&t, &idx[3], &id), "a full table gave an entry");
+    cr_assert_eq(tg_ctab_grow(&t, 5), 0);
+    cr_assert_not_null(tg_ctab_take(&t, &idx[3], &id));
+    cr_assert_not_null(tg_ctab_take(&t, &idx[4], &id));
+    cr_assert_eq(idx[3], 3);
+    cr_assert_eq(idx[4], 4);
+    cr_assert_eq(t.nchunks, 1, "the short chunk was filled up");
+    cr_assert_null(tg_ctab_take(&t, &idx[5], &id));
+    tg_ctab_fini(&t);
 }

@@ -1,14 +1,17 @@
 /* Hostile callers against the real binary (issue 12): a caller that never
  * reads its answers must not grow toolgate, and is shown the door after
- * idle_timeout; a caller that drips bytes must not hold a connection past
- * the frame-completion deadline. */
+ * idle_timeout; a caller that reads them but pipelines 100 000 calls must
+ * not grow it either, nor make the audit lose one; a caller that drips
+ * bytes must not hold a connection past the frame-completion deadline. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,7 +92,7 @@ Test(hostile, wrap_caller_that_never_reads_stays_bounded_and_is_ended)
  * the fixture agent of that dialect, idle_timeout 1s. */
 static void serve_cfg(tgh_serve_t *s, const char *dialect)
 {
-    char json[4096];
+    char json[8 * TGH_PATH + 512];
     bool os = strcmp(dialect, "opensentience") == 0;
     char hboff[TGH_PATH + 16], tok[TGH_PATH + 16];
     snprintf(hboff, sizeof hboff, "%s/hb-off", s->dir);
@@ -231,4 +234,240 @@ Test(hostile, opensentience_half_close_still_gets_its_answer)
     osc_close(&a);
     cr_assert_eq(tgh_file_count(S.audit, "caller_gone"), 0);
     tgh_serve_stop(&S, 10000);
+}
+
+/* ---- a reading caller pipelining calls (issue 12, item 2) --------------- */
+
+#define PIPE_FRAME "{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"tools/call\"," \
+                   "\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"hi\"}}}\n"
+#define PIPE_INIT "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":" \
+                  "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"        \
+                  "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n"           \
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+
+/* OpenSentience: length-prefixed core.tool.call frames, call ids c1..cN. */
+#define PIPE_OS_FRAME "{\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m%u\","                \
+                      "\"ts\":\"2026-01-16T12:00:00Z\",\"payload\":{\"call_id\":\"c%u\"," \
+                      "\"tool_id\":\"os/echo\",\"input\":{\"text\":\"hi\"}}}"
+
+/* The answers one pipelined run got, by id (0: MCP's initialize, 1..n:
+ * calls). */
+typedef struct pipe_run {
+    bool os;          /* OpenSentience frames, else MCP lines */
+    unsigned n;
+    uint8_t *answers; /* n + 1 counts, saturating at 2 */
+    unsigned lines, unmatched;
+    char line[8192 + 1];
+    size_t llen;
+} pipe_run_t;
+
+/* Count the answer of one line or frame (NUL-terminated) by its id;
+ * OpenSentience messages other than results answer nothing. */
+static void pipe_line(pipe_run_t *r, const char *l)
+{
+    const char *key = r->os ? "\"call_id\":\"c" : "\"id\":";
+    if (r->os && strstr(l, "\"type\":\"agent.tool.result\"") == NULL)
+        return;
+    r->lines++;
+    const char *id = strstr(l, key);
+    char *end = NULL;
+    size_t kl = strlen(key);
+    unsigned long v = id != NULL ? strtoul(id + kl, &end, 10) : 0;
+    if (id == NULL || end == id + kl || v > r->n) {
+        r->unmatched++;
+        return;
+    }
+    if (r->answers[v] < 2)
+        r->answers[v]++;
+}
+
+static void pipe_read(pipe_run_t *r, const char *buf, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (r->llen < sizeof r->line - 1)
+            r->line[r->llen++] = buf[i];
+        const unsigned char *u = (const unsigned char *)r->line;
+        size_t want = r->os && r->llen >= 4
+                          ? 4 + ((size_t)u[0] << 24 | (size_t)u[1] << 16 | (size_t)u[2] << 8 | u[3])
+                          : 0;
+        if (r->os ? want == 0 || r->llen < want : buf[i] != '\n')
+            continue;
+        r->line[r->llen] = '\0';
+        pipe_line(r, r->line + (r->os ? 4 : 0));
+        r->llen = 0;
+    }
+}
+
+/* The next call's frame at <out>, at most <cap> bytes; its length. */
+static size_t pipe_frame(const pipe_run_t *r, char *out, size_t cap, unsigned id)
+{
+    if (!r->os)
+        return (size_t)snprintf(out, cap, PIPE_FRAME, id);
+    size_t len = (size_t)snprintf(out + 4, cap - 4, PIPE_OS_FRAME, id, id);
+    out[0] = 0, out[1] = 0, out[2] = (char)(len >> 8), out[3] = (char)len;
+    return 4 + len;
+}
+
+/* Write an initialize and <n> tools/call frames (OpenSentience: <n>
+ * core.tool.call frames) back to back to <wfd>
+ * while reading every answer from <rfd> (one poll loop, both
+ * non-blocking), until n + 1 answers came or 60 s went. */
+static void pipe_calls(pipe_run_t *r, int wfd, int rfd, unsigned n)
+{
+    r->n = n;
+    r->answers = calloc(n + 1, 1);
+    cr_assert_not_null(r->answers);
+    if (r->os) /* no initialize */
+        r->answers[0] = 1, r->lines = 1;
+    fcntl(wfd, F_SETFL, fcntl(wfd, F_GETFL) | O_NONBLOCK);
+    fcntl(rfd, F_SETFL, fcntl(rfd, F_GETFL) | O_NONBLOCK);
+    static char out[64 * 1024], in[64 * 1024];
+    size_t olen = r->os ? 0 : (size_t)snprintf(out, sizeof out, "%s", PIPE_INIT), opos = 0;
+    unsigned next = 1;
+    uint64_t deadline = tgh_now_ms() + 60000;
+    while (r->lines < n + 1 && tgh_left(deadline) > 0) {
+        while (opos == olen && next <= n) { /* refill: as many frames as fit */
+            olen = opos = 0;
+            while (next <= n && sizeof out - olen > 256)
+                olen += pipe_frame(r, out + olen, sizeof out - olen, next++);
+        }
+        short want = opos < olen ? POLLOUT : 0;
+        struct pollfd pf[2] = {{.fd = rfd, .events = POLLIN | (wfd == rfd ? want : 0)},
+                               {.fd = wfd, .events = want}};
+        if (poll(pf, wfd == rfd ? 1 : 2, 1000) <= 0)
+            continue;
+        if (wfd == rfd)
+            pf[1].revents = pf[0].revents; /* one socket both ways */
+        if (pf[1].revents & POLLOUT) {
+            ssize_t w = write(wfd, out + opos, olen - opos);
+            if (w > 0)
+                opos += (size_t)w;
+        }
+        if (pf[0].revents & (POLLIN | POLLHUP)) {
+            ssize_t got = read(rfd, in, sizeof in);
+            if (got == 0)
+                break;
+            if (got > 0)
+                pipe_read(r, in, (size_t)got);
+        }
+    }
+}
+
+/* Every call got exactly one answer, and nothing else came. */
+static void pipe_check(const pipe_run_t *r)
+{
+    unsigned none = 0, twice = 0;
+    for (unsigned i = 0; i <= r->n; i++) {
+        none += r->answers[i] == 0;
+        twice += r->answers[i] > 1;
+    }
+    cr_assert_eq(none, 0, "%u of %u pipelined requests got no answer", none, r->n + 1);
+    cr_assert_eq(twice, 0, "%u pipelined requests got more than one answer", twice);
+    cr_assert_eq(r->unmatched, 0, "%u lines answered no request", r->unmatched);
+}
+
+/* The bound of issue 12 (16 MiB + 2 x max_frame_bytes, 64Ki here) on
+ * toolgate's peak RSS, and an audit trail with every call in it. */
+static void pipe_bounds(pid_t pid, unsigned n)
+{
+    long hwm = tgh_proc_status_kb(pid, "VmHWM");
+    cr_log_info("toolgate VmHWM after %u pipelined calls: %ld KiB", n, hwm);
+    if (!under_asan())
+        cr_assert_leq(hwm, 16 * 1024 + 2 * 64, "toolgate peak RSS %ld KiB under %u pipelined calls "
+                                                "(bound: 16 MiB + 2 x max_frame_bytes)",
+                      hwm, n);
+}
+
+static void pipe_audit(const char *audit, unsigned n)
+{
+    int calls = tgh_file_wait(audit, "\"event\":\"call.", (int)n, 10000);
+    cr_assert_eq(tgh_file_count(audit, "\"event\":\"audit.dropped\""), 0,
+                 "the audit dropped events of pipelined calls");
+    cr_assert_eq(calls, (int)n, "%d call events audited for %u calls", calls, n);
+}
+
+/* 100 000 calls (about 1 s each in a Debug build, 5 s under ASan, whose
+ * allocator makes RSS meaningless: it is not checked there): default
+ * limits, so most are refused (rate), each answered and audited by
+ * toolgate itself. */
+enum { PIPE_CALLS = 100000 };
+
+Test(hostile, wrap_reading_caller_pipelining_100k_calls_stays_bounded)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    const char *const args[] = {"--limit", "max_frame_bytes=64Ki", NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", NULL, NULL), 0);
+    static pipe_run_t r;
+    unsigned n = PIPE_CALLS;
+    pipe_calls(&r, W.tg.in_fd, W.tg.out_fd, n);
+    pipe_bounds(W.tg.pid, n);
+    pipe_check(&r);
+    free(r.answers);
+    tgh_close_stdin(&W.tg);
+    cr_assert_eq(tgh_wait(&W.tg, 10000), 0, "toolgate did not exit after its caller's EOF");
+    pipe_audit(W.audit, n);
+}
+
+/* serve with one listener of <dialect> in front of its fixture agent, and
+ * an audit queue of 256 events (a flood overflowed it before the audit
+ * held callers back: 11 000 of 100 000 OpenSentience calls audited). */
+static void serve_pipelining(const char *dialect, const char *agent)
+{
+    bool os = strcmp(dialect, "opensentience") == 0;
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
+    char json[4 * TGH_PATH + 512];
+    snprintf(json, sizeof json,
+             "{\"router\": {\"max_frame_bytes\": \"64Ki\", \"listen\": [{\"unix\": \"%s\", "
+             "\"dialect\": \"%s\"%s}]},\n"
+             " \"audit\": {\"path\": \"%s\", \"queue\": 256},\n"
+             " \"agents\": [{\"id\": \"fx\", \"dialect\": \"%s\", "
+             "\"command\": [\"%s/%s\"%s]}]}\n",
+             S.sock, dialect, os ? "" : ", \"agent\": \"fx\"", S.audit, dialect, TG_AGENTS_DIR,
+             agent, os ? ", \"--id\", \"fx\"" : "");
+    tgh_serve_start(&S, json, NULL, 10000);
+    if (os && tgh_file_wait(S.err, "agent 'fx' ready", 1, 10000) < 1)
+        tgh_fail_with_stderr(S.err, "agent 'fx' did not become ready");
+    int fd = tgh_unix_dial(S.sock);
+    cr_assert_geq(fd, 0, "cannot connect to %s", S.sock);
+    static pipe_run_t r;
+    memset(&r, 0, sizeof r);
+    r.os = os;
+    unsigned n = PIPE_CALLS;
+    pipe_calls(&r, fd, fd, n);
+    pipe_bounds(S.tg.pid, n);
+    pipe_check(&r);
+    free(r.answers);
+    close(fd);
+    tgh_serve_stop(&S, 10000);
+    pipe_audit(S.audit, n);
+}
+
+Test(hostile, serve_mcp_reading_caller_pipelining_100k_calls_stays_bounded)
+{
+    serve_pipelining("mcp", "tg_fixture_agent");
+}
+
+Test(hostile, serve_opensentience_reading_caller_pipelining_100k_calls_stays_bounded)
+{
+    serve_pipelining("opensentience", "tg_os_agent");
+}
+
+/* The call table follows the calls held, not the limits that allow them:
+ * a wrap allowed 65 536 calls at once and as many queued held 108 MiB
+ * before its first call (every entry allocated up front); a few calls
+ * must leave it within the bound the flood tests hold it to. */
+Test(hostile, wrap_with_limits_at_their_ceilings_idles_small)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    const char *const args[] = {"--limit", "max_frame_bytes=64Ki", "--limit",
+                                "max_concurrent_calls=65536", "--limit",
+                                "max_queued_calls=65536", NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", NULL, NULL), 0);
+    static pipe_run_t r;
+    pipe_calls(&r, W.tg.in_fd, W.tg.out_fd, 10);
+    pipe_check(&r);
+    free(r.answers);
+    pipe_bounds(W.tg.pid, 10);
+    tgh_close_stdin(&W.tg);
+    cr_assert_eq(tgh_wait(&W.tg, 10000), 0, "toolgate did not exit after its caller's EOF");
 }

@@ -17,7 +17,9 @@
  *
  * Entries live in chunks that never move (the calls' timers and deadline
  * nodes are inside them), so the table can grow under live calls when a
- * reload raises the limits; it never shrinks.
+ * reload raises the limits; it never shrinks. A chunk is allocated when a
+ * take finds no entry free, not when the table is sized: memory follows
+ * the most calls held at once, not the limits that allow them.
  *
  * Ownership: the engine's agent owns the table (tg_ctab_fini frees it).
  */
@@ -38,8 +40,9 @@
 typedef struct tg_ctab {
     size_t esize;       /* bytes of one entry */
     char **chunks;
-    uint32_t nchunks;
-    uint32_t n;         /* entries */
+    uint32_t nchunks;   /* allocated */
+    uint32_t n;         /* entries in them (the ones an engine walks) */
+    uint32_t cap;       /* entries it may hold (tg_ctab_grow) */
     uint32_t *free_idx; /* a stack, lowest index on top after a grow */
     uint32_t nfree;
     uint64_t seq;
@@ -58,8 +61,9 @@ void tg_ctab_seed(tg_ctab_t *t, uint64_t seed);
 /* Before the first take: ids with the fewest index bits that hold <n>
  * entries (the table can then never grow past 2^bits). */
 void tg_ctab_fit(tg_ctab_t *t, uint32_t n);
-/* Grow to at least <n> entries (zeroed, free). 0, or -ENOMEM (also for
- * n > 2^bits); on failure the table is unchanged but for spare chunks. */
+/* Let the table hold at least <n> entries; they are allocated (zeroed,
+ * free) a chunk at a time as takes need them. 0, or -ENOMEM (also for
+ * n > 2^bits); on failure the table holds as many as before. */
 int tg_ctab_grow(tg_ctab_t *t, uint32_t n);
 /* Free the table's memory (the entries' own resources are the engine's). */
 void tg_ctab_fini(tg_ctab_t *t);
@@ -71,7 +75,8 @@ static inline void *tg_ctab_at(const tg_ctab_t *t, uint32_t i)
 }
 
 /* Take a free entry: its index into *<idx>, a fresh id into *<id>. NULL
- * when the table is full. Its bytes are as the engine last left them. */
+ * when the table is full (or a new chunk finds no memory). Its bytes are
+ * as the engine last left them (zero when new). */
 void *tg_ctab_take(tg_ctab_t *t, uint32_t *idx, uint64_t *id);
 /* Give entry <idx> back. */
 void tg_ctab_put(tg_ctab_t *t, uint32_t idx);
