@@ -207,6 +207,22 @@ static const bound_class_t classes[] = {
     WIRED("TG_ADMIN_DEF_MAX_RESPONSE_BYTES", "router.admin.max_response_bytes"),
     WIRED("TG_ADMIN_MIN_RESPONSE_BYTES", "router.admin.max_response_bytes"),
     WIRED("TG_ADMIN_MAX_RESPONSE_BYTES_CEIL", "router.admin.max_response_bytes"),
+    WIRED("TG_HTTP_DEF_MAX_HEADER_BYTES", "router.listen[].max_header_bytes"),
+    WIRED("TG_H1_MIN_HEADER_BYTES", "router.listen[].max_header_bytes"), /* the reader's range */
+    WIRED("TG_H1_MAX_HEADER_BYTES", "router.listen[].max_header_bytes"),
+    WIRED("TG_HTTP_MIN_HEADER_BYTES", "router.listen[].max_header_bytes"),
+    WIRED("TG_HTTP_MAX_HEADER_BYTES_CEIL", "router.listen[].max_header_bytes"),
+    WIRED("TG_HTTP_DEF_MAX_REQUESTS", "router.listen[].max_requests_per_connection"),
+    WIRED("TG_HTTP_MAX_REQUESTS_CEIL", "router.listen[].max_requests_per_connection"),
+    WIRED("TG_HTTP_DEF_HEADER_TIMEOUT_MS", "router.listen[].header_timeout"),
+    WIRED("TG_HTTP_DEF_KEEPALIVE_TIMEOUT_MS", "router.listen[].keepalive_timeout"),
+    WIRED("TG_HTTP_MIN_TIMEOUT_MS", "router.listen[].header_timeout"), /* and keepalive_timeout */
+    WIRED("TG_HTTP_TIMEOUT_CEIL_MS", "router.listen[].header_timeout"), /* and keepalive_timeout */
+    WIRED("TG_HTTP_DEF_MAX_SESSIONS", "router.listen[].max_sessions"),
+    WIRED("TG_HTTP_DEF_SESSIONS_PER_CALLER", "router.listen[].max_sessions_per_caller"),
+    WIRED("TG_HTTP_MAX_SESSIONS_CEIL", "router.listen[].max_sessions"), /* and per caller */
+    WIRED("TG_HTTP_DEF_SESSION_IDLE_MS", "router.listen[].session_idle_timeout"),
+    WIRED("TG_HTTP_SESSION_IDLE_CEIL_MS", "router.listen[].session_idle_timeout"),
     WIRED("TG_DEF_JWT_LEEWAY_MS", "callers[].jwt.leeway"),
     WIRED("TG_JWT_LEEWAY_CEIL_MS", "callers[].jwt.leeway"),
 
@@ -221,6 +237,7 @@ static const bound_class_t classes[] = {
     FORMAT("TG_GCRA_MAX_NOW_US", "keeps GCRA arithmetic exact below 2^53 us"),
     FORMAT("REGISTRY_WARN_PCT", "the 80% approach threshold fixed by seed 002"),
     FORMAT("REGISTRY_REARM_PCT", "the 50% re-arm threshold fixed by seed 002"),
+    FORMAT("TG_SSE_ID_MAX", "the longest SSE event id two 64-bit decimals can make"),
     FORMAT("OS_TOKEN_BYTES", "the OpenSentience session token's size: 128 random bits"),
 };
 /* clang-format on */
@@ -314,6 +331,9 @@ static const key_reg_t keys[] = {
     DURATION("router.handshake_timeout", "router/session_life.c:on_handshake_timeout"),
     DURATION("router.reload_drain_timeout", "router/session_life.c:on_drain_timeout"),
     DURATION("router.admin.idle_timeout", "router/admin/admin.c:on_timer"),
+    DURATION("router.listen[].header_timeout", "router/front/http.c:on_timer"),
+    DURATION("router.listen[].keepalive_timeout", "router/front/http.c:on_timer"),
+    DURATION("router.listen[].session_idle_timeout", "router/front/http_sess.c:tg_hub_tick"),
     DURATION("audit.sinks[].fsync_interval", "audit/audit.c:on_sync_timer"),
     DURATION("audit.sinks[].timeout", "audit/sink_redis.c:rs_connect"),
     DURATION("store.timeout", "limits/store_redis.c:req_on_timeout"),
@@ -325,6 +345,16 @@ static const key_reg_t keys[] = {
     DURATION("store.slot_lease", "limits/store_redis_slots.c:rs_on_renew"),
 
     /* Wired, deliberately not registered. */
+    UNREG("router.listen[].max_header_bytes",
+          "a cut per request, not a fill level: a larger head is answered 431 and the "
+          "connection closed"),
+    UNREG("router.listen[].max_requests_per_connection",
+          "a count per connection: its last response says Connection: close; the "
+          "listener's fill level is listen.<i>.connections"),
+    UNREG("router.listen[].max_sessions_per_caller",
+          "a share of listen.<i>.sessions per caller: one more initialize is answered 429"),
+    PENDING("router.listen[].max_sessions", "listen.*.sessions", NEED_SERVE,
+            "registered by serve for http listeners only; the runtime config has none"),
     UNREG("callers[].jwt.leeway",
           "a tolerance on a token's exp, nbf and iat (clock skew), not a fill level: "
           "nothing is counted against it"),

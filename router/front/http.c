@@ -38,7 +38,7 @@
 #define HTTP_BACKLOG 511                /* fixed internal bound: listen(2) backlog */
 #define HTTP_IN_CAP (16u * 1024)        /* fixed internal bound: bytes read ahead of the reader */
 #define HTTP_HEAD_MAX 2048              /* fixed internal bound: one response head */
-#define HTTP_PING_MS 15000u             /* an SSE stream's keep-alive comment */
+#define HTTP_PING_MS 15000u /* fixed internal bound: an SSE stream's keep-alive comment */
 #define HTTP_TLS_CAP (64u * 1024)       /* fixed internal bound: TLS ciphertext pending per way */
 #define HTTP_MAX_HEADERS 100            /* fixed internal bound: header fields of a request */
 

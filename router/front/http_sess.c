@@ -26,7 +26,7 @@
 #include "router/http/sse.h"
 
 #define RBUF_MIN (16u * 1024)   /* fixed internal bound: a session's first read buffer */
-#define HUB_BUCKETS_MIN 64u
+#define HUB_BUCKETS_MIN 64u /* fixed internal bound: the smallest session table */
 
 typedef struct hmsg {
     struct hmsg *next;
