@@ -570,7 +570,16 @@ int tg_config_workspace_check(const char *path, char *why, size_t cap);
 void tg_resources_default(tg_resources_t *r);
 
 /* The tool config for <name> in <agent>, or NULL. */
-const tg_tool_cfg_t *tg_config_tool(const tg_agent_cfg_t *agent, const char *name, size_t len);
+const tg_tool_cfg_t *tg__config_tool_find(const tg_agent_cfg_t *agent, const char *name,
+                                          size_t len);
+/* Inline for the agent without tools (the common case): no call. */
+static inline const tg_tool_cfg_t *tg_config_tool(const tg_agent_cfg_t *agent, const char *name,
+                                                  size_t len)
+{
+    if (agent == NULL || agent->ntools == 0 || name == NULL)
+        return NULL;
+    return tg__config_tool_find(agent, name, len);
+}
 
 /* Parse a token digest as callers[].tokens holds it: "sha256:" and 64 hex
  * digits (either case), <len> bytes at <s>, into <out>. 0, or -1 with the

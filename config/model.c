@@ -168,10 +168,9 @@ fail:
 /* ------------------------------------------------------------------ */
 /* Lookups                                                             */
 
-const tg_tool_cfg_t *tg_config_tool(const tg_agent_cfg_t *agent, const char *name, size_t len)
+const tg_tool_cfg_t *tg__config_tool_find(const tg_agent_cfg_t *agent, const char *name,
+                                          size_t len)
 {
-    if (!agent || !name)
-        return NULL;
     for (size_t i = 0; i < agent->ntools; i++) {
         const char *n = agent->tools[i].name;
         if (strlen(n) == len && memcmp(n, name, len) == 0)

@@ -113,3 +113,21 @@ uint64_t tg_store_mono_ms(void *arg)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
+
+tg_store_result_t tg_store_gcra_take_n(tg_gcra_t *g, uint64_t now, uint32_t n)
+{
+    tg_store_result_t out = {.decided_by = TG_STORE_BY_STORE};
+    for (uint32_t i = 0; i < n; i++) {
+        tg_gcra_result_t r = tg_gcra_take(g, now);
+        if (!r.allowed) {
+            if (out.granted == 0)
+                out.gcra = r;
+            else
+                out.gcra.retry_after_ms = r.retry_after_ms;
+            return out;
+        }
+        out.gcra = r;
+        out.granted++;
+    }
+    return out;
+}

@@ -139,6 +139,12 @@ typedef struct tg_store_result {
 
 typedef void (*tg_store_take_cb)(void *arg, const tg_store_result_t *r);
 
+/* What taking <n> tokens from <g> at <now> means: <n> GCRA takes in a row,
+ * stopping at the first refusal (the definition every store implements:
+ * the local one by calling this, the Redis script in Lua; tests compare
+ * the two). */
+tg_store_result_t tg_store_gcra_take_n(tg_gcra_t *g, uint64_t now, uint32_t n);
+
 /* One slot held by this store instance (store_slots.h); owned by the
  * store until tg_store_slot_release(). */
 typedef struct tg_store_slot tg_store_slot_t;

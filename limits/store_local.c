@@ -80,24 +80,6 @@ static void local_sweep(local_store_t *ls, uint64_t now_ms)
 /* Up to <n> takes in a row at <now>: the first refusal leaves the bucket
  * as it is, so every later one would be refused too. Result as the
  * Redis script gives it (store.h). */
-static tg_store_result_t local_take_n(tg_gcra_t *g, uint64_t now, uint32_t n)
-{
-    tg_store_result_t out = {.decided_by = TG_STORE_BY_STORE};
-    for (uint32_t i = 0; i < n; i++) {
-        tg_gcra_result_t r = tg_gcra_take(g, now);
-        if (!r.allowed) {
-            if (out.granted == 0)
-                out.gcra = r;
-            else
-                out.gcra.retry_after_ms = r.retry_after_ms;
-            return out;
-        }
-        out.gcra = r;
-        out.granted++;
-    }
-    return out;
-}
-
 static const tg_store_ops_t local_ops;
 
 int tg_store_local_take_share(tg_store_t *s, const char *key, uint64_t count, uint64_t period_ms,
@@ -149,7 +131,7 @@ int tg_store_local_take_share(tg_store_t *s, const char *key, uint64_t count, ui
         b->burst = burst;
         b->instances = instances;
     }
-    *out = local_take_n(&b->g, now, want);
+    *out = tg_store_gcra_take_n(&b->g, now, want);
     /* Keep no_sweep_before_ms a lower bound of every live bucket's expiry:
      * a take only moves an existing TAT later, so only a new bucket can
      * lower it. */

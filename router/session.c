@@ -262,10 +262,7 @@ void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
         long n = tg_jstr_decode(frame, env->tool_name, c->tool_name, sizeof(c->tool_name));
         if (n > 0) {
             c->tool_name_len = (size_t)n;
-            const tg_tool_cfg_t *tc =
-                w->ag->r.acfg->ntools > 0
-                    ? tg_config_tool(w->ag->r.acfg, c->tool_name, c->tool_name_len)
-                    : NULL;
+            const tg_tool_cfg_t *tc = tg_config_tool(w->ag->r.acfg, c->tool_name, c->tool_name_len);
             if (tc != NULL)
                 c->cc.tool = (int)(tc - w->ag->r.acfg->tools);
         } else if (n < 0) {

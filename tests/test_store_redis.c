@@ -615,24 +615,6 @@ Test(store_redis, in_flight_calls_are_bounded)
 /* ------------------------------------------------------ take of n tokens */
 
 /* Reference: up to <n> tg_gcra_take in a row at one instant. */
-static tg_store_result_t ref_take_n(tg_gcra_t *g, uint64_t now, uint32_t n)
-{
-    tg_store_result_t out = {.decided_by = TG_STORE_BY_STORE};
-    for (uint32_t i = 0; i < n; i++) {
-        tg_gcra_result_t r = tg_gcra_take(g, now);
-        if (!r.allowed) {
-            if (out.granted == 0)
-                out.gcra = r;
-            else
-                out.gcra.retry_after_ms = r.retry_after_ms;
-            return out;
-        }
-        out.gcra = r;
-        out.granted++;
-    }
-    return out;
-}
-
 static void expect_n(const tg_store_result_t *got, const tg_store_result_t *want, const char *what)
 {
     cr_assert_eq(got->granted, want->granted, "%s: granted %u, want %u", what, got->granted,
@@ -664,7 +646,7 @@ Test(store_redis, take_n_matches_repeated_gcra)
         uint32_t n = ns[(seed >> 33) % 6];
         now += (seed >> 40) % 5000;
         g_now_ms = now;
-        want[i] = ref_take_n(&ref, now, n);
+        want[i] = tg_store_gcra_take_n(&ref, now, n);
         cr_assert_eq(tg_store_take_n(g.st, key, 30, 60000, 10, n, slot_cb, &s[i]), 0);
         slot_t l;
         cr_assert_eq(tg_store_take_n(loc, "k", 30, 60000, 10, n, slot_cb, &l), 0);
