@@ -18,7 +18,7 @@
 
 #define SH_FIXTURE TG_AGENTS_DIR "/tg_fixture_agent"
 #define SH_INIT                                                                                    \
-    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"    \
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"     \
     "\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}"
 #define SH_INITIALIZED "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"
 
@@ -73,8 +73,8 @@ static int sh_post(const char *path, const char *sid, const char *body, char **o
     char req[4096];
     char sidh[128] = "";
     if (sid != NULL)
-        snprintf(sidh, sizeof sidh,
-                 "Mcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-06-18\r\n", sid);
+        snprintf(sidh, sizeof sidh, "Mcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-06-18\r\n",
+                 sid);
     int n = snprintf(req, sizeof req,
                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
                      "Accept: application/json, text/event-stream\r\n"
@@ -133,8 +133,8 @@ Test(serve_http_cli, serves_initialize_and_calls)
     char sid[128];
     sh_session("/mcp", sid, sizeof sid);
     char *ans = sh_echo("/mcp", sid, 2);
-    cr_assert(strstr(ans, "\"id\":2") != NULL && strstr(ans, "\"result\"") != NULL,
-              "echo: %s", ans);
+    cr_assert(strstr(ans, "\"id\":2") != NULL && strstr(ans, "\"result\"") != NULL, "echo: %s",
+              ans);
     free(ans);
     /* The agent is the command's basename; the audit names it. */
     cr_assert_geq(tgh_file_wait(S.audit, "\"agent\":\"tg_fixture_agent\"", 1, 5000), 1);
@@ -240,9 +240,17 @@ Test(serve_http_cli, bad_arguments_exit_2_naming_them)
 Test(serve_http_cli, non_loopback_with_tls_off_starts)
 {
     /* --tls off says on purpose that a proxy in front terminates TLS. */
-    char *argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--http", (char *)"0.0.0.0:0",
-                    (char *)"--tls", (char *)"off", (char *)"--audit", NULL, (char *)"--",
-                    (char *)SH_FIXTURE, NULL};
+    char *argv[] = {(char *)TG_BIN,
+                    (char *)"serve",
+                    (char *)"--http",
+                    (char *)"0.0.0.0:0",
+                    (char *)"--tls",
+                    (char *)"off",
+                    (char *)"--audit",
+                    NULL,
+                    (char *)"--",
+                    (char *)SH_FIXTURE,
+                    NULL};
     cr_assert_eq(tgh_serve_prepare(&S, "unused"), 0);
     S.sock[0] = '\0';
     argv[7] = S.audit;

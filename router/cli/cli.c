@@ -104,7 +104,8 @@ typedef struct cli_opts {
 
 #define CLI_WRAP_OPTS "--config, --audit, --store, --admin, --name, --limit"
 #define CLI_SERVE_OPTS                                                                             \
-    "--config FILE alone, or --http, --path, --tls-cert, --tls-key, --tls, --allowed-origin, --audit, --store, --admin, "  \
+    "--config FILE alone, or --http, --path, --tls-cert, --tls-key, --tls, --allowed-origin, "     \
+    "--audit, --store, --admin, "                                                                  \
     "--name, --limit"
 
 /* Store option <opt> (with its value) in <o>. 0, or -1 with <err>. */
@@ -115,11 +116,16 @@ static int cli_opt_set(cli_opts_t *o, const char *opt, const char *val, tg_err_t
         const char *name;
         size_t off;
     } one[] = {
-        {"--config", offsetof(cli_opts_t, config)}, {"--name", offsetof(cli_opts_t, name)},
-        {"--audit", offsetof(cli_opts_t, audit)},   {"--store", offsetof(cli_opts_t, store)},
-        {"--admin", offsetof(cli_opts_t, admin)},   {"--http", offsetof(cli_opts_t, http)},
-        {"--path", offsetof(cli_opts_t, path)},     {"--tls-cert", offsetof(cli_opts_t, tls_cert)},
-        {"--tls-key", offsetof(cli_opts_t, tls_key)}, {"--tls", offsetof(cli_opts_t, tls)},
+        {"--config", offsetof(cli_opts_t, config)},
+        {"--name", offsetof(cli_opts_t, name)},
+        {"--audit", offsetof(cli_opts_t, audit)},
+        {"--store", offsetof(cli_opts_t, store)},
+        {"--admin", offsetof(cli_opts_t, admin)},
+        {"--http", offsetof(cli_opts_t, http)},
+        {"--path", offsetof(cli_opts_t, path)},
+        {"--tls-cert", offsetof(cli_opts_t, tls_cert)},
+        {"--tls-key", offsetof(cli_opts_t, tls_key)},
+        {"--tls", offsetof(cli_opts_t, tls)},
     };
     for (size_t k = 0; k < sizeof(one) / sizeof(one[0]); k++)
         if (strcmp(opt, one[k].name) == 0)
@@ -149,8 +155,8 @@ static int cli_opts_parse(int argc, char **argv, bool serve, cli_opts_t *o, tg_e
 {
     static const char *const wrap_opts[] = {"--config", "--audit", "--limit", "--store",
                                             "--admin",  "--name",  NULL};
-    static const char *const serve_opts[] = {"--http", "--path",  "--tls-cert",
-                                             "--tls-key", "--tls", "--allowed-origin", NULL};
+    static const char *const serve_opts[] = {
+        "--http", "--path", "--tls-cert", "--tls-key", "--tls", "--allowed-origin", NULL};
     int i = 0;
 
     memset(o, 0, sizeof(*o));
@@ -261,8 +267,7 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
     if (lrc < 0)
         return -1;
     /* The command line gives the command. */
-    if (tg_config_set_command(cfg, 0, argv + i, err) < 0 ||
-        cli_agent_id(cfg, &o, argv[i], err) < 0)
+    if (tg_config_set_command(cfg, 0, argv + i, err) < 0 || cli_agent_id(cfg, &o, argv[i], err) < 0)
         return -1;
     if (!own_instance && unique_instance(cfg) < 0)
         return tg_err_set(err, -1, "out of memory");
@@ -307,8 +312,8 @@ static json_t *serve_http_doc(const cli_opts_t *o, const char *agent)
         return NULL;
     int rc = 0;
     if (o->tls_cert != NULL)
-        rc |= json_object_set_new(l, "tls", json_pack("{s:s, s:s}", "cert", o->tls_cert, "key",
-                                                      o->tls_key));
+        rc |= json_object_set_new(l, "tls",
+                                  json_pack("{s:s, s:s}", "cert", o->tls_cert, "key", o->tls_key));
     else if (o->tls != NULL)
         rc |= json_object_set_new(l, "tls", json_string(o->tls));
     if (o->norigins > 0) {
@@ -368,8 +373,9 @@ static int serve_http_check(const cli_opts_t *o, tg_err_t *err)
                           "FILE --tls-key FILE)",
                           o->tls);
     if (o->tls != NULL && o->tls_cert != NULL)
-        return tg_err_set(err, -1, "--tls off: contradicts --tls-cert/--tls-key (give one or "
-                                   "the other)");
+        return tg_err_set(err, -1,
+                          "--tls off: contradicts --tls-cert/--tls-key (give one or "
+                          "the other)");
     if (!tg_addr_loopback(&ss) && o->tls_cert == NULL && o->tls == NULL)
         return tg_err_set(err, -1,
                           "--http %s: not on loopback and no TLS: bearer tokens and results "
@@ -387,16 +393,17 @@ int tg_cli_parse_serve(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
         return -1;
     if (o.config != NULL) {
         /* One way to say what to serve: the file's router.listen. */
-        if (o.first_serve_opt != NULL || o.nlimits > 0 || o.name || o.audit || o.store ||
-            o.admin || i < argc)
-            return tg_err_set(err, -1,
-                              "--config FILE takes no other argument (got %s): the file "
-                              "says what to serve (router.listen[].http, agents[].execution_limits, "
-                              "audit); --http ... -- CMD serves one command without a file",
-                              o.first_serve_opt != NULL ? o.first_serve_opt
-                              : i < argc                ? "a command"
-                              : o.nlimits > 0           ? "--limit"
-                                                        : "an option of serve --http");
+        if (o.first_serve_opt != NULL || o.nlimits > 0 || o.name || o.audit || o.store || o.admin ||
+            i < argc)
+            return tg_err_set(
+                err, -1,
+                "--config FILE takes no other argument (got %s): the file "
+                "says what to serve (router.listen[].http, agents[].execution_limits, "
+                "audit); --http ... -- CMD serves one command without a file",
+                o.first_serve_opt != NULL ? o.first_serve_opt
+                : i < argc                ? "a command"
+                : o.nlimits > 0           ? "--limit"
+                                          : "an option of serve --http");
         if (tg_config_default(cfg) < 0)
             return tg_err_set(err, -1, "out of memory");
         if (tg_config_load_file(cfg, o.config, err) < 0)
@@ -415,8 +422,7 @@ int tg_cli_parse_serve(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
                           "127.0.0.1:8080 -- my-mcp-server");
     if (tg_config_default(cfg) < 0)
         return tg_err_set(err, -1, "out of memory");
-    if (tg_config_set_command(cfg, 0, argv + i, err) < 0 ||
-        cli_agent_id(cfg, &o, argv[i], err) < 0)
+    if (tg_config_set_command(cfg, 0, argv + i, err) < 0 || cli_agent_id(cfg, &o, argv[i], err) < 0)
         return -1;
     json_t *doc = serve_http_doc(&o, cfg->agents[0].id);
     char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
