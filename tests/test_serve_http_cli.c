@@ -66,9 +66,11 @@ static void sh_start(const char *const *extra)
 }
 
 /* One POST of <body> to <path> on its own connection (Connection: close),
- * with <sid> as Mcp-Session-Id when non-NULL. The status; the whole answer
- * (head and body) in <*out> (to free). */
-static int sh_post(const char *path, const char *sid, const char *body, char **out)
+ * with <sid> as Mcp-Session-Id when non-NULL and the header lines <extra>
+ * ("Name: value\r\n"...). The status; the whole answer (head and body) in
+ * <*out> (to free). */
+static int sh_post_h(const char *path, const char *sid, const char *extra, const char *body,
+                     char **out)
 {
     char req[4096];
     char sidh[128] = "";
@@ -78,9 +80,9 @@ static int sh_post(const char *path, const char *sid, const char *body, char **o
     int n = snprintf(req, sizeof req,
                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
                      "Accept: application/json, text/event-stream\r\n"
-                     "Content-Type: application/json\r\n%sConnection: close\r\n"
+                     "Content-Type: application/json\r\n%s%sConnection: close\r\n"
                      "Content-Length: %zu\r\n\r\n%s",
-                     path, sh_port, sidh, strlen(body), body);
+                     path, sh_port, sidh, extra, strlen(body), body);
     cr_assert_lt((size_t)n, sizeof req);
     int fd = tgh_tcp_dial(sh_port);
     cr_assert_geq(fd, 0, "connect to port %d: %s", sh_port, strerror(-fd));
@@ -92,6 +94,11 @@ static int sh_post(const char *path, const char *sid, const char *body, char **o
     int status = 0;
     cr_assert_eq(sscanf(*out, "HTTP/1.1 %d", &status), 1, "not an HTTP answer: '%s'", *out);
     return status;
+}
+
+static int sh_post(const char *path, const char *sid, const char *body, char **out)
+{
+    return sh_post_h(path, sid, "", body, out);
 }
 
 /* initialize and notifications/initialized on <path>: the session id. */
@@ -176,6 +183,20 @@ Test(serve_http_cli, path_and_name)
     cr_assert(strstr(ans, "\"result\"") != NULL, "%s", ans);
     free(ans);
     cr_assert_geq(tgh_file_wait(S.audit, "\"agent\":\"fx-http\"", 1, 5000), 1);
+    tgh_serve_stop(&S, 10000);
+}
+
+Test(serve_http_cli, allowed_origin)
+{
+    const char *const extra[] = {"--allowed-origin", "http://app.example", NULL};
+    sh_start(extra);
+    char *ans = NULL;
+    int st = sh_post_h("/mcp", NULL, "Origin: http://app.example\r\n", SH_INIT, &ans);
+    cr_assert_eq(st, 200, "the allowed origin was refused: %s", ans);
+    free(ans);
+    st = sh_post_h("/mcp", NULL, "Origin: http://other.example\r\n", SH_INIT, &ans);
+    cr_assert_eq(st, 403, "another origin was let through: %s", ans);
+    free(ans);
     tgh_serve_stop(&S, 10000);
 }
 
