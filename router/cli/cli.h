@@ -17,7 +17,15 @@ int tg_cli_wrap(int argc, char **argv);
 /* `toolgate audit tail --stream KEY --group G ...` (the words after "tail"). */
 int tg_cli_audit_tail(int argc, char **argv);
 
-/* `toolgate serve --config F`. */
+/* Parse `serve` arguments (after the word "serve") into <cfg>: either
+ * --config FILE alone, or --http HOST:PORT [--path P] [--tls-cert F
+ * --tls-key F | --tls off] [--allowed-origin O]... with wrap's --name,
+ * --limit, --audit, --store, --admin and -- CMD ARGS: one MCP agent behind
+ * one HTTP listener, no file. 0, or -1 with a one-line reason naming the
+ * argument in <err>. */
+int tg_cli_parse_serve(int argc, char **argv, tg_config_t *cfg, tg_err_t *err);
+
+/* `toolgate serve --config F` or `toolgate serve --http ADDR ... -- CMD`. */
 int tg_cli_serve(int argc, char **argv);
 
 /* `toolgate status [--admin ADDR] [--json]` (arguments after the word

@@ -18,54 +18,16 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect as netConnect } from "node:net";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { isDeepStrictEqual, inspect } from "node:util";
+import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 
-const RATE_DENIED_CODE = -32060;
-const CONNECT_TIMEOUT_MS = 20000;
+import {
+  byName, check, CONNECT_TIMEOUT_MS, failures, passCount, RATE_DENIED_CODE, serverCmd, show,
+  toolgateArg, withTimeout,
+} from "./common.mjs";
 
-const toolgate = resolve(process.argv[2] ?? process.env.TOOLGATE ?? "");
-if (!process.argv[2] && !process.env.TOOLGATE) {
-  console.error("usage: node peer_test.mjs /path/to/toolgate");
-  process.exit(2);
-}
-if (!existsSync(toolgate)) {
-  console.error(`peer_test: toolgate binary not found: ${toolgate}`);
-  process.exit(2);
-}
-
-// Resolve the server's entry from its package.json "bin", so a package
-// update that moves the file is noticed here rather than as a spawn error.
-const require = createRequire(import.meta.url);
-const serverPkgPath = require.resolve("@modelcontextprotocol/server-everything/package.json");
-const serverPkg = JSON.parse(readFileSync(serverPkgPath, "utf8"));
-const serverBin =
-  typeof serverPkg.bin === "string" ? serverPkg.bin : Object.values(serverPkg.bin ?? {})[0];
-const serverEntry = join(dirname(serverPkgPath), serverBin ?? "dist/index.js");
-const serverCmd = [process.execPath, serverEntry, "stdio"];
-
-const failures = [];
-let passes = 0;
-function check(ok, what, detail) {
-  if (ok) {
-    passes++;
-    console.log(`ok   ${what}`);
-  } else {
-    console.log(`FAIL ${what}${detail ? `: ${detail}` : ""}`);
-    failures.push(what);
-  }
-}
-const show = (v) => inspect(v, { depth: 6, breakLength: 120 });
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
+const toolgate = toolgateArg("peer_test.mjs");
 
 async function connect(label, argv) {
   const transport = new StdioClientTransport({
@@ -166,10 +128,6 @@ function startServe(config, cfgPath) {
   });
   return { child, ready, stderrText: () => stderr };
 }
-
-// The tool lists compared: everything a client sees, sorted by name so the
-// check does not depend on the server's registration order.
-const byName = (tools) => [...tools].sort((a, b) => a.name.localeCompare(b.name));
 
 async function session(label, argv, fn) {
   const { client, stderrText } = await connect(label, argv);
@@ -398,5 +356,5 @@ try {
   console.log(`FAIL ${e.stack ?? e}`);
   failures.push("exception");
 }
-console.log(`peer_test: ${passes} passed, ${failures.length} failed`);
+console.log(`peer_test: ${passCount()} passed, ${failures.length} failed`);
 process.exit(failures.length ? 1 : 0);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real-peer test: official MCP SDK client + reference server-everything,
-# directly and through toolgate. Usage: tests/peer/run.sh BUILD_DIR
+# directly and through toolgate (wrap, serve on a Unix socket, serve --http,
+# HTTPS). Usage: tests/peer/run.sh BUILD_DIR
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,4 +22,8 @@ else
     npm install --no-audit --no-fund --loglevel=error
 fi
 echo "peer: node $(node --version), MCP SDK $(node -p "JSON.parse(require(\"fs\").readFileSync(\"node_modules/@modelcontextprotocol/sdk/package.json\")).version")"
-exec node peer_test.mjs "$toolgate"
+node peer_test.mjs "$toolgate"
+# The same server over MCP Streamable HTTP (toolgate serve --http), and TLS
+# with a throwaway CA (openssl).
+command -v openssl >/dev/null || { echo "peer: openssl is not installed" >&2; exit 1; }
+exec node peer_http.mjs "$toolgate"
