@@ -393,9 +393,9 @@ const tg_cfg_key_t tg_cfg_keys[] = {
     {"agents[].workspace", KT(STRING), AG, AGENT, 0, 0, 0, "", .cli = 19, IN_AGENT(workspace),
      .check = tg__cfg_check_workspace,
      .help = "A directory whose size is resources.disk, per instance (absolute, normalised)."},
-    {"agents[].max_instances", KT(COUNT), AG, AGENT, 0, 1, TG_MAX_INSTANCES_CEIL, "8",
+    {"agents[].max_instances", KT(COUNT), AG, AGENT, 0, 1, TG_MAX_INSTANCES_CEIL, "8", .cli = 21,
      IN_AGENT(max_instances),
-     .help = "serve: instances at once (one per MCP caller connection)."},
+     .help = "serve: instances at once (one per initialized MCP session, Unix or HTTP)."},
     {"agents[].manifest", KT(STRING), AG, AGENT, 0, 0, 0, "", .load = tg__cfg_load_manifest,
      .help = "The agent's opensentience.agent.json, beside the config unless absolute: it only "
              "asks; each request is capped by the operator's value or else the default."},

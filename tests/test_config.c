@@ -826,7 +826,7 @@ Test(config, limit_bad_keys)
                          "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
                          "rate_limit, burst, kill_grace_period, memory, cpu, pids, nofile, disk, network, "
                          "containment, rate_scope, shared_mode, on_store_error, concurrency_scope, "
-                         "workspace, workspace_backend, tools.NAME.KEY)");
+                         "workspace, workspace_backend, max_instances, tools.NAME.KEY)");
     limit_fails("rate_scope=global", "--limit rate_scope=global: rate_scope: \"global\" is not "
                                      "valid (expected \"local\" or \"shared\")");
     limit_fails("on_store_error=maybe", "--limit on_store_error=maybe: on_store_error: \"maybe\" is "
@@ -858,7 +858,7 @@ Test(config, limit_bad_keys)
                             "max_tool_call_duration, max_concurrent_calls, max_queued_calls, "
                             "rate_limit, burst, kill_grace_period, memory, cpu, pids, nofile, disk, "
                             "network, containment, rate_scope, shared_mode, on_store_error, "
-                            "concurrency_scope, workspace, workspace_backend, tools.NAME.KEY)");
+                            "concurrency_scope, workspace, workspace_backend, max_instances, tools.NAME.KEY)");
     limit_fails("burst", "--limit burst: expected KEY=VALUE, e.g. rate_limit=100/minute");
     limit_fails("=5", "--limit =5: expected KEY=VALUE, e.g. rate_limit=100/minute");
     limit_fails("", "--limit : expected KEY=VALUE, e.g. rate_limit=100/minute");
