@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -11,6 +13,7 @@
 #include "router/log.h"
 
 #define RELAY_CHUNK (64 * 1024) /* fixed internal bound: bytes moved per read */
+#define RELAY_LAST_MS 5000      /* fixed internal bound: wait at exit for stdout to take the rest */
 
 /* Write all <n> bytes of <p> to <fd>, blocking. 0, or -1 when <fd> took
  * no more (the reader went away, the disk is full). */
@@ -148,7 +151,16 @@ void tg_relay_finish(tg_relay_t *r)
             dup2(nul, 1);
             close(nul);
         }
-        pthread_join(r->out_thr, NULL);
+        /* A device that never takes the rest (a stopped terminal, a FIFO
+         * nobody reads) must not hold toolgate's exit: bounded wait. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += RELAY_LAST_MS / 1000;
+        if (pthread_timedjoin_np(r->out_thr, NULL, &until) != 0) {
+            tg_log("stdout took no more bytes for %d s: exiting without the rest of the output",
+                   RELAY_LAST_MS / 1000);
+            pthread_detach(r->out_thr);
+        }
         r->out_on = false;
     }
     if (r->in_on) {
