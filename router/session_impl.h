@@ -263,22 +263,27 @@ static inline void request_id_of(const tg_call_t *c, char *buf, size_t cap)
     tg_call_id_hex(buf, c->cc.id);
 }
 
-/* Every event of a session names where its caller is (front, caller,
- * remote, session digest), but router.* events: in wrap the session is
- * the router, and those events are about the router. */
+/* Every event of a session and of its agent instance names where its
+ * caller is (front, caller, remote, session digest), but router.* events:
+ * in wrap the session is the router, and those events are about it. */
+static inline void stamp(const tg_wrap_t *w, tg_audit_ev_t *ev)
+{
+    if (strncmp(ev->event, "router.", 7) == 0)
+        return;
+    ev->front = w->origin;
+    if (ev->caller == NULL)
+        ev->caller = w->caller;
+    if (w->remote[0] != '\0')
+        ev->remote = w->remote;
+    if (w->sdigest[0] != '\0')
+        ev->session = w->sdigest;
+}
+
 static inline void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
 {
     if (w->gw->audit == NULL)
         return;
-    if (strncmp(ev->event, "router.", 7) != 0) {
-        ev->front = w->origin;
-        if (ev->caller == NULL)
-            ev->caller = w->caller;
-        if (w->remote[0] != '\0')
-            ev->remote = w->remote;
-        if (w->sdigest[0] != '\0')
-            ev->session = w->sdigest;
-    }
+    stamp(w, ev);
     tg_audit_emit(w->gw->audit, ev);
 }
 
