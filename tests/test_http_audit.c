@@ -7,7 +7,8 @@
  *     Mcp-Session-Id (the first 16 hex digits of its SHA-256: never the id,
  *     the same for every event of a session, different between sessions)
  *     and the client's address:port; a Unix-socket session's events say
- *     "unix" and the peer's uid; `toolgate audit verify` accepts them;
+ *     "unix" and the peer's uid, a wrapped (stdio) one's "stdio"; router.*
+ *     events name no front; `toolgate audit verify` accepts them;
  *   - /metrics has the per-listener HTTP families, labelled by listener
  *     index and address, and they count requests, responses by status
  *     class, connections (refused ones apart) and sessions (opened, ended,
@@ -323,4 +324,34 @@ Test(http_audit, metrics_count_requests_statuses_connections_and_sessions, .fini
     cr_assert_eq(sample_of(m, "toolgate_http_sessions_idled_total", ""), 1, "%s", m);
     free(m);
     tgh_serve_stop(&S, 15000);
+}
+
+Test(http_audit, a_wrapped_session_says_stdio_and_names_no_remote_or_session, .fini = fini,
+     .timeout = 30)
+{
+    static tgh_wrap_t w;
+    cr_assert_eq(tgh_wrap_start(&w, NULL, NULL, NULL), 0);
+    mcp_init_ok(&w.tg, 10000);
+    mcp_call_meta(&w.tg, "\"w1\"", "echo", "{\"text\":\"six\"}", "");
+    json_decref(mcp_expect_str(&w.tg, "w1", 10000));
+    tgh_close_stdin(&w.tg);
+    cr_assert_eq(tgh_wait(&w.tg, 10000), 0);
+    char *audit = tgh_read_file(w.audit, NULL);
+    cr_assert_not_null(audit);
+    json_t *all = events(audit);
+    free(audit);
+    json_t *ev = call_event(all, "call.completed", "w1");
+    cr_assert_str_eq(str(ev, "front"), "stdio");
+    cr_assert_str_eq(str(ev, "caller"), "stdio");
+    cr_assert_null(json_object_get(ev, "remote"));
+    cr_assert_null(json_object_get(ev, "session"));
+    size_t i;
+    json_array_foreach(all, i, ev) {
+        const char *e = str(ev, "event");
+        if (strncmp(e, "router.", 7) == 0)
+            cr_assert_null(json_object_get(ev, "front"), "%s names a front", e);
+        else if (strncmp(e, "agent.", 6) == 0)
+            cr_assert_str_eq(str(ev, "front"), "stdio", "%s", e);
+    }
+    json_decref(all);
 }
