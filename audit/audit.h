@@ -51,6 +51,10 @@ typedef struct tg_audit_ev {
     const char *agent;
     const char *tool;           /* (checked) */
     const char *caller;
+    const char *front;          /* enum: the session's front, "http", "unix" or "stdio" */
+    const char *session;        /* toolgate's digest of an HTTP session id (never the id) */
+    const char *remote;         /* the peer as toolgate formats it: "127.0.0.1:5123",
+                                 * "[::1]:5123", "uid:1000" */
     const char *status;         /* enum: "ok", "error", "denied", "timeout", ... */
     const char *code;           /* denial code: "rate_limit_exceeded", ... */
     const char *stage;          /* how a call ended: "timed_out", "cancelled", "killed" */

@@ -390,6 +390,9 @@ __attribute__((flatten)) long tg_audit_encode(char *buf, size_t cap, const tg_au
     F_STR(&w, "agent", ev->agent);
     F_CHECKED(&w, "tool", ev->tool);
     F_STR(&w, "caller", ev->caller);
+    F_STR(&w, "front", ev->front);
+    F_STR(&w, "session", ev->session);
+    F_STR(&w, "remote", ev->remote);
     F_STR(&w, "status", ev->status);
     F_STR(&w, "code", ev->code);
     F_STR(&w, "stage", ev->stage);

@@ -90,6 +90,8 @@ static const tg_registry_t *admin_registry(void *ctx)
 static const tg_metrics_t *admin_metrics(void *ctx)
 {
     tg_gw_t *gw = ctx;
+    if (gw->metrics_ok && gw->metrics_refresh != NULL)
+        gw->metrics_refresh(gw);
     return gw->metrics_ok ? &gw->metrics : NULL;
 }
 

@@ -82,6 +82,9 @@ typedef struct tg_gw {
      * MCP agent made; NULL: none). */
     void (*engine_tick)(struct tg_gw *gw, uint64_t now);
     void (*engine_reap)(struct tg_gw *gw);
+    /* The runner's counters into <metrics> before the admin endpoint
+     * renders them (NULL: none; serve: its HTTP listeners'). */
+    void (*metrics_refresh)(struct tg_gw *gw);
     void *data;          /* the runner's */
 } tg_gw_t;
 

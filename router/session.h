@@ -68,6 +68,15 @@ tg_sess_t *tg_sess_next(const tg_sess_t *s);
  * caller with no complete initialize within router.handshake_timeout is
  * closed (audited, reason handshake_timeout). */
 int tg_sess_start(tg_sess_t *s);
+/* serve: where <s>'s caller is, named in each of its audit events:
+ * <front> "http" or "unix" (tg_sess_conn's default; a stdio session is
+ * "stdio"), a static string; <remote> the peer as the runner formats it
+ * ("127.0.0.1:5123", "[::1]:5123", "uid:1000"; NULL: none) and <session>
+ * the digest of its MCP session id (NULL: none), both copied (truncated
+ * to their bounds). Call before tg_sess_start. */
+#define TG_SESS_REMOTE_MAX 64 /* fixed internal bound: "[v6 address]:port" and its NUL */
+#define TG_SESS_DIGEST_MAX 17 /* fixed internal bound: 16 hex digits and the NUL */
+void tg_sess_set_origin(tg_sess_t *s, const char *front, const char *remote, const char *session);
 /* serve: the runner's tag of <s> (its listener). */
 void tg_sess_set_front(tg_sess_t *s, void *front);
 void *tg_sess_front(const tg_sess_t *s);

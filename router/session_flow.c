@@ -834,6 +834,11 @@ static void flush_owner(void *owner)
     mcp_flush_all(owner);
 }
 
+static void stamp_owner(void *owner, tg_audit_ev_t *ev)
+{
+    stamp(owner, ev);
+}
+
 static const tg_ainst_ops_t inst_ops = {
     .out_alloc = agent_alloc,
     .out_read = agent_read,
@@ -841,6 +846,7 @@ static const tg_ainst_ops_t inst_ops = {
     .gone = inst_gone,
     .closed = inst_closed,
     .flush = flush_owner,
+    .stamp = stamp_owner,
 };
 
 /* Start one agent instance. On failure: log, count as a crash. */

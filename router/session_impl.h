@@ -116,6 +116,9 @@ struct tg_wrap {
     int open_handles;               /* closed one by one by finish(); freed at 0 */
     uv_pipe_t *conn;                /* serve: the accepted socket (cin == cout) */
     char caller[64];                /* caller name for audit: "stdio" or from callers[] */
+    const char *origin;             /* its front for audit: "stdio", "unix", "http" */
+    char remote[TG_SESS_REMOTE_MAX]; /* its peer for audit ("" none) */
+    char sdigest[TG_SESS_DIGEST_MAX]; /* its MCP session's digest for audit ("" none) */
     tg_caller_lim_t *climits;       /* the caller's own limits (serve), or NULL */
 
     /* caller */
@@ -260,10 +263,28 @@ static inline void request_id_of(const tg_call_t *c, char *buf, size_t cap)
     tg_call_id_hex(buf, c->cc.id);
 }
 
+/* Every event of a session and of its agent instance names where its
+ * caller is (front, caller, remote, session digest), but router.* events:
+ * in wrap the session is the router, and those events are about it. */
+static inline void stamp(const tg_wrap_t *w, tg_audit_ev_t *ev)
+{
+    if (strncmp(ev->event, "router.", 7) == 0)
+        return;
+    ev->front = w->origin;
+    if (ev->caller == NULL)
+        ev->caller = w->caller;
+    if (w->remote[0] != '\0')
+        ev->remote = w->remote;
+    if (w->sdigest[0] != '\0')
+        ev->session = w->sdigest;
+}
+
 static inline void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
 {
-    if (w->gw->audit != NULL)
-        tg_audit_emit(w->gw->audit, ev);
+    if (w->gw->audit == NULL)
+        return;
+    stamp(w, ev);
+    tg_audit_emit(w->gw->audit, ev);
 }
 
 static inline void reg_set(tg_wrap_t *w, int idx, uint64_t current)

@@ -488,6 +488,7 @@ tg_wrap_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag)
     tg_wrap_t *w = sess_alloc(gw, ag, "stdio");
     if (w == NULL)
         return NULL;
+    w->origin = "stdio";
     int rc = open_caller(w);
     w->open_handles += (w->cin != NULL) + (w->cout != NULL && w->cout != w->cin);
     if (rc < 0) {
@@ -504,6 +505,7 @@ tg_wrap_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char
     if (w == NULL)
         return NULL;
     w->climits = climits;
+    w->origin = "unix";
     w->conn = conn;
     w->cin = w->cout = (uv_stream_t *)conn;
     conn->data = w;
@@ -671,6 +673,13 @@ bool mcp_before_init(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env)
         mcp_rpc_error(w, request ? frame + env->id.off : NULL, request ? env->id.len : 0, -32600,
                       "invalid request: the session is not initialized (send initialize first)");
     return true;
+}
+
+void tg_sess_set_origin(tg_wrap_t *w, const char *front, const char *remote, const char *session)
+{
+    w->origin = front;
+    snprintf(w->remote, sizeof(w->remote), "%s", remote != NULL ? remote : "");
+    snprintf(w->sdigest, sizeof(w->sdigest), "%s", session != NULL ? session : "");
 }
 
 void tg_sess_set_front(tg_wrap_t *w, void *front)

@@ -1383,3 +1383,48 @@ Test(status, unreachable_and_usage)
     char *noval[] = {(char *)"--admin", NULL};
     cr_assert_eq(tg_cli_status(1, noval), 2);
 }
+
+Test(metrics, http_listeners_get_a_row_each_labelled_by_index_and_address)
+{
+    tg_listen_cfg_t ls[3] = {{.unix_path = (char *)"/run/a.sock"},
+                             {.http_addr = (char *)"127.0.0.1:8080"},
+                             {.http_addr = (char *)"[::1]:8443"}};
+    tg_config_t cfg = {.instance = (char *)"i", .listen = ls, .nlisten = 3};
+    tg_metrics_t m;
+    static char buf[1 << 15];
+    cr_assert_eq(tg_metrics_init(&m, &cfg), 0);
+    cr_assert_eq(m.nhttp, 2);
+    cr_assert_null(tg_metrics_http_row(&m, 0), "a Unix listener has no HTTP row");
+    cr_assert_null(tg_metrics_http_row(&m, 3));
+    tg_metrics_http_t *h = tg_metrics_http_row(&m, 2);
+    cr_assert_not_null(h);
+    h->requests = 7;
+    h->status[2] = 5;
+    h->status[4] = 2;
+    h->connections = 1;
+    h->sessions_idled = 3;
+    long n = tg_metrics_prom(buf, sizeof(buf), NULL, &m);
+    cr_assert_gt(n, 0);
+    check_exposition(buf, (size_t)n);
+    assert_sample(buf, "toolgate_http_requests_total{listener=\"2\",address=\"[::1]:8443\"}", "7");
+    assert_sample(buf, "toolgate_http_requests_total{listener=\"1\",address=\"127.0.0.1:8080\"}",
+                  "0");
+    assert_sample(buf,
+                  "toolgate_http_responses_total{listener=\"2\",address=\"[::1]:8443\",class=\"2xx\"}",
+                  "5");
+    assert_sample(buf,
+                  "toolgate_http_responses_total{listener=\"2\",address=\"[::1]:8443\",class=\"4xx\"}",
+                  "2");
+    assert_sample(buf, "toolgate_http_connections{listener=\"2\",address=\"[::1]:8443\"}", "1");
+    assert_sample(buf, "toolgate_http_sessions_idled_total{listener=\"2\",address=\"[::1]:8443\"}",
+                  "3");
+    cr_assert_null(strstr(buf, "listener=\"0\""));
+    tg_metrics_free(&m);
+    cr_assert_null(m.http);
+
+    tg_config_t none = {.instance = (char *)"i"};
+    cr_assert_eq(tg_metrics_init(&m, &none), 0);
+    n = tg_metrics_prom(buf, sizeof(buf), NULL, &m);
+    cr_assert_null(strstr(buf, "toolgate_http_"), "no HTTP listener, no HTTP family");
+    tg_metrics_free(&m);
+}

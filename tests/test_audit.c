@@ -33,6 +33,9 @@ static tg_audit_ev_t full_event(void)
     ev.agent = "search";
     ev.tool = "web";
     ev.caller = "ci-bot";
+    ev.front = "http";
+    ev.session = "0123456789abcdef";
+    ev.remote = "[::1]:5123";
     ev.status = "error";
     ev.code = "rate_limit_exceeded";
     ev.stage = "timed_out";
@@ -60,7 +63,8 @@ static const char FULL_LINE[] =
     "{\"v\":1,\"ts\":\"2026-11-25T22:48:21.123Z\",\"seq\":42,\"instance\":\"host-a\","
     "\"event\":\"call.completed\",\"request_id\":\"tg-0000000000000001\","
     "\"correlation_id\":\"corr-7\",\"call_id\":\"42\",\"agent\":\"search\",\"tool\":\"web\","
-    "\"caller\":\"ci-bot\",\"status\":\"error\",\"code\":\"rate_limit_exceeded\","
+    "\"caller\":\"ci-bot\",\"front\":\"http\",\"session\":\"0123456789abcdef\","
+    "\"remote\":\"[::1]:5123\",\"status\":\"error\",\"code\":\"rate_limit_exceeded\","
     "\"stage\":\"timed_out\",\"reason\":\"deadline\",\"limit\":{\"type\":\"rate\","
     "\"scope\":\"tool\",\"name\":\"agents.search.tools.web.rate_limit\",\"observed\":11,"
     "\"cap\":10},\"duration_ms\":1500,\"bytes_in\":123,\"bytes_out\":0,"

@@ -23,12 +23,21 @@
  *                 caller text never becomes a metrics label or a name on
  *                 /limits, /agents, the page or `toolgate status`
  *   C_PW          the redis password in store.url
+ *   C_TOKEN       a bearer token of caller "bot" (its digest, in config, and
+ *                 parts of that digest are canaries too), used over the
+ *                 MCP Streamable HTTP listener
+ *   C_BAD_TOKEN   a bearer token that names nobody (answered 401)
+ *   a JWT         of caller "svc" (ES256, signed here with a key made at
+ *                 test time; its claims hold C_JWT_CLAIM): the whole token
+ *                 and each of its three parts, and a forged one (bad
+ *                 signature, answered 401)
  *
  * and calls are driven that succeed, are refused (rate, frame too large,
  * concurrency with an over-full queue, a line that is not JSON) and time
  * out. Then every output is read: /metrics, /limits, /agents, /healthz, the
  * page at /, `toolgate status --json`, the audit file, toolgate's stderr
- * and every error answer the caller received. None may hold a canary
+ * and every error answer the caller received (over HTTP: the whole
+ * response, head included). None may hold a canary
  * (with the two exceptions above, and C_STDERR, which the bounded relay
  * passes on as the agent's own stderr lines but never in a line toolgate
  * writes itself, one that starts with "toolgate: ").
@@ -36,7 +45,8 @@
  * Each canary is also shown to have been planted where the test says: the
  * echo and env results carry theirs back, the progress notification its
  * token, the relayed stderr its line, the audit trail the safe id and tool
- * name, and the store decided calls. So a canary missing from the outputs
+ * name, the store decided calls, and the token's and the JWT's callers
+ * made calls over HTTP. So a canary missing from the outputs
  * means it was kept out, not that it never got in.
  */
 #include <criterion/criterion.h>
@@ -47,6 +57,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/core_names.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+
+#include "router/auth/auth.h"
+#include "tests/http_client.h"
 #include "tests/mcp_client.h"
 #include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
@@ -63,6 +79,10 @@
 #define C_ID_LABEL "CANARY-IDLABEL-8e4f"
 #define C_TOOL_LABEL "CANARY-TOOLLABEL-3b8c"
 #define C_PW "CANARY-REDISPW-0f5e"
+#define C_TOKEN "CANARY-TOKEN-6c1e9d0a7b"
+#define C_BAD_TOKEN "CANARY-BADTOKEN-2e8f"
+#define C_JWT_CLAIM "CANARY-JWTCLAIM-9b4a"
+#define JWT_ISS "https://idp.canary.example"
 
 typedef struct canary {
     const char *value;
@@ -81,10 +101,19 @@ static const canary_t canaries[] = {
 };
 #define NCANARIES (sizeof canaries / sizeof canaries[0])
 
+/* Canaries made at run time, allowed nowhere: the token's digest (as in
+ * config, its hex, its first 16 hex digits) and the JWTs and their parts. */
+#define NDYN 11
+static char dyn[NDYN][2048];
+
 typedef struct run {
     char status[TGH_PATH + 16]; /* `toolgate status --json` output */
     char addr[64];              /* the admin endpoint */
     bool store;
+    int http_port;
+    char jwks[TGH_PATH + 32];
+    char token_digest[TG_TOKEN_DIGEST_TEXT + 1];
+    char jwt[2048], forged[2048];
     tgh_proc_t caller;
     json_t *errors; /* every error answer the caller received */
 } run_t;
@@ -107,7 +136,104 @@ static const char *leaked(const char *text, bool allowed_audit)
     for (size_t i = 0; text != NULL && i < NCANARIES; i++)
         if (!(allowed_audit && canaries[i].in_audit) && strstr(text, canaries[i].value) != NULL)
             return canaries[i].value;
+    for (size_t i = 0; text != NULL && i < NDYN; i++)
+        if (dyn[i][0] != '\0' && strstr(text, dyn[i]) != NULL)
+            return dyn[i];
     return NULL;
+}
+
+/* ---- credentials for the HTTP listener ---- */
+
+/* base64url without padding of <n> bytes of <in> into <out> (4n/3 + 4). */
+static void b64u(const void *in, size_t n, char *out)
+{
+    int k = EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+    for (int i = 0; i < k; i++)
+        out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
+    while (k > 0 && out[k - 1] == '=')
+        k--;
+    out[k] = '\0';
+}
+
+/* Coordinate <name> of EC key <k>, 32 bytes, base64url. */
+static void ec_coord(EVP_PKEY *k, const char *name, char *out)
+{
+    BIGNUM *bn = NULL;
+    unsigned char b[32];
+    cr_assert_eq(EVP_PKEY_get_bn_param(k, name, &bn), 1);
+    cr_assert_eq(BN_bn2binpad(bn, b, 32), 32);
+    BN_free(bn);
+    b64u(b, 32, out);
+}
+
+/* An ES256 JWS of <payload> signed by <k> into <out> (NULL <k>: a
+ * signature of zeros, which no key verifies). */
+static void es256(EVP_PKEY *k, const char *payload, char *out, size_t cap)
+{
+    static const char hdr[] = "{\"alg\":\"ES256\",\"typ\":\"JWT\",\"kid\":\"k1\"}";
+    char h[128], p[1024], sig[128];
+    unsigned char der[128], raw[64] = {0};
+    size_t dlen = sizeof der;
+    b64u(hdr, strlen(hdr), h);
+    b64u(payload, strlen(payload), p);
+    snprintf(out, cap, "%s.%s", h, p);
+    if (k != NULL) {
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        cr_assert_eq(EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, k), 1);
+        cr_assert_eq(EVP_DigestSign(md, der, &dlen, (unsigned char *)out, strlen(out)), 1);
+        EVP_MD_CTX_free(md);
+        const unsigned char *dp = der;
+        ECDSA_SIG *es = d2i_ECDSA_SIG(NULL, &dp, (long)dlen);
+        cr_assert_not_null(es);
+        BN_bn2binpad(ECDSA_SIG_get0_r(es), raw, 32);
+        BN_bn2binpad(ECDSA_SIG_get0_s(es), raw + 32, 32);
+        ECDSA_SIG_free(es);
+    }
+    b64u(raw, 64, sig);
+    snprintf(out + strlen(out), cap - strlen(out), ".%s", sig);
+}
+
+/* The token's digest for config, a JWKS of a fresh key, a JWT of caller
+ * "svc" signed by it and a forged one; all of them canaries. */
+static void make_credentials(const char *dir)
+{
+    uint8_t d[TG_TOKEN_DIGEST_BYTES];
+    tg_auth_token_digest(C_TOKEN, strlen(C_TOKEN), d);
+    tg_auth_digest_text(d, T.token_digest);
+    EVP_PKEY *k = EVP_EC_gen("P-256");
+    cr_assert_not_null(k);
+    char x[64], y[64], jwks[512], claims[512];
+    ec_coord(k, OSSL_PKEY_PARAM_EC_PUB_X, x);
+    ec_coord(k, OSSL_PKEY_PARAM_EC_PUB_Y, y);
+    snprintf(jwks, sizeof jwks,
+             "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"kid\":\"k1\",\"alg\":\"ES256\","
+             "\"x\":\"%s\",\"y\":\"%s\"}]}",
+             x, y);
+    tgh_put(dir, "jwks.json", jwks);
+    snprintf(T.jwks, sizeof T.jwks, "%s/jwks.json", dir);
+    long long now = (long long)time(NULL);
+    snprintf(claims, sizeof claims,
+             "{\"iss\":\"" JWT_ISS "\",\"aud\":\"toolgate\",\"sub\":\"svc\",\"iat\":%lld,"
+             "\"exp\":%lld,\"jti\":\"" C_JWT_CLAIM "\"}",
+             now - 5, now + 600);
+    es256(k, claims, T.jwt, sizeof T.jwt);
+    es256(NULL, claims, T.forged, sizeof T.forged);
+    EVP_PKEY_free(k);
+
+    size_t n = 0;
+    snprintf(dyn[n++], sizeof dyn[0], "%s", C_TOKEN);
+    snprintf(dyn[n++], sizeof dyn[0], "%s", C_BAD_TOKEN);
+    snprintf(dyn[n++], sizeof dyn[0], "%s", C_JWT_CLAIM);
+    snprintf(dyn[n++], sizeof dyn[0], "%s", T.token_digest);
+    snprintf(dyn[n++], sizeof dyn[0], "%s", T.token_digest + 7); /* its hex */
+    snprintf(dyn[n++], sizeof dyn[0], "%.16s", T.token_digest + 7);
+    snprintf(dyn[n++], sizeof dyn[0], "%s", T.jwt);
+    snprintf(dyn[n++], sizeof dyn[0], "%s", T.forged);
+    const char *dot1 = strchr(T.jwt, '.'), *dot2 = strrchr(T.jwt, '.');
+    snprintf(dyn[n++], sizeof dyn[0], "%.*s", (int)(dot1 - T.jwt), T.jwt);
+    snprintf(dyn[n++], sizeof dyn[0], "%.*s", (int)(dot2 - dot1 - 1), dot1 + 1);
+    snprintf(dyn[n++], sizeof dyn[0], "%s", dot2 + 1);
+    cr_assert_eq(n, NDYN);
 }
 
 static void start_serve(void)
@@ -115,6 +241,8 @@ static void start_serve(void)
     cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
     snprintf(T.status, sizeof T.status, "%s/status.json", S.dir);
     snprintf(T.addr, sizeof T.addr, "127.0.0.1:%d", tgh_free_port());
+    T.http_port = tgh_free_port();
+    make_credentials(S.dir);
 
     /* An own redis-server that needs the planted password: TG_REDIS_URL
      * names a server whose password is not ours to choose. */
@@ -132,21 +260,26 @@ static void start_serve(void)
         cr_log_warn("redis-server is not installed: the store password canary is not planted "
                     "(CI installs redis-server)");
     }
-    char json[4096];
+    char json[8192];
     int n = snprintf(
         json, sizeof json,
         "{\"router\": {\"instance\": \"canary\", \"max_frame_bytes\": \"64Ki\",\n"
-        "   \"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}], \"admin\": \"%s\"},\n"
+        "   \"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"},\n"
+        "              {\"http\": \"127.0.0.1:%d\", \"agent\": \"fx\"}], \"admin\": \"%s\"},\n"
         " \"audit\": {\"path\": \"%s\"},\n"
         " \"callers\": [{\"name\": \"me\", \"uid\": %u, \"execution_limits\": "
-        "{\"rate_limit\": \"1000/minute\"}}]%s,\n"
+        "{\"rate_limit\": \"1000/minute\"}},\n"
+        "   {\"name\": \"bot\", \"tokens\": [\"%s\"]},\n"
+        "   {\"name\": \"svc\", \"jwt\": {\"issuer\": \"" JWT_ISS "\", \"audience\": \"toolgate\", "
+        "\"jwks_file\": \"%s\"}}]%s,\n"
         " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"],\n"
         "   \"env\": {\"set\": {\"TG_CANARY_SET\": \"" C_ENV_SET "\"}, "
         "\"pass\": [\"TG_CANARY_PASS\"]},\n"
         "   \"execution_limits\": {\"max_concurrent_calls\": 2, \"max_queued_calls\": 0, "
         "\"rate_limit\": \"600/minute\"%s},\n"
         "   \"tools\": {\"echo\": {\"rate_limit\": \"3/minute\"}}}]}\n",
-        S.sock, T.addr, S.audit, (unsigned)getuid(), store, TG_AGENTS_DIR, S.log, shared);
+        S.sock, T.http_port, T.addr, S.audit, (unsigned)getuid(), T.token_digest, T.jwks, store,
+        TG_AGENTS_DIR, S.log, shared);
     cr_assert(n > 0 && (size_t)n < sizeof json);
     char *const env[] = {(char *)"TG_CANARY_PASS=" C_ENV_PASS, NULL};
     tgh_serve_start(&S, json, env, 10000);
@@ -294,12 +427,59 @@ static void drive_calls(void)
     json_array_append_new(T.errors, r);
 }
 
+/* One POST to the HTTP listener with <authz> (an Authorization value,
+ * NULL: none) in session <sid> (NULL: none); the whole response must be
+ * free of canaries. Returns its status; the session id it names goes to
+ * <sid_out> (NULL: not wanted). */
+static int http_post(const char *authz, const char *sid, const char *body, char *sid_out)
+{
+    char h[2400] = "";
+    if (authz != NULL)
+        snprintf(h, sizeof h, "Authorization: Bearer %s\r\n", authz);
+    thc_resp_t r;
+    cr_assert_eq(thc_post(T.http_port, sid, h, body, &r), 0);
+    const char *l = leaked(r.raw, false);
+    cr_assert_null(l, "an HTTP response holds the canary %s:\n%s", l, r.raw);
+    if (sid_out != NULL)
+        strcpy(sid_out, r.sid);
+    int status = r.status;
+    thc_free(&r);
+    return status;
+}
+
+/* Callers over HTTP: by token and by JWT, each with one call; refused:
+ * a token that names nobody, a forged JWT, a JWT in the wrong header. */
+static void drive_http(void)
+{
+    static const char call_body[] = "{\"jsonrpc\":\"2.0\",\"id\":\"h1\",\"method\":\"tools/call\","
+                                    "\"params\":{\"name\":\"env\",\"arguments\":{\"name\":\"HOME\"}}}";
+    const char *creds[] = {C_TOKEN, T.jwt};
+    for (size_t i = 0; i < 2; i++) {
+        char sid[72] = "";
+        cr_assert_eq(http_post(creds[i], NULL, THC_INIT_BODY, sid), 200);
+        cr_assert_eq(http_post(creds[i], sid, MCP_INITIALIZED, NULL), 202);
+        cr_assert_eq(http_post(creds[i], sid, call_body, NULL), 200);
+    }
+    cr_assert_eq(http_post(C_BAD_TOKEN, NULL, THC_INIT_BODY, NULL), 401);
+    cr_assert_eq(http_post(T.forged, NULL, THC_INIT_BODY, NULL), 401);
+    cr_assert_eq(http_post(T.token_digest, NULL, THC_INIT_BODY, NULL), 401);
+    thc_resp_t r;
+    char h[2400];
+    snprintf(h, sizeof h, "Authorization: Basic %s\r\n", T.jwt);
+    cr_assert_eq(thc_post(T.http_port, NULL, h, THC_INIT_BODY, &r), 0);
+    cr_assert_eq(r.status, 401, "%s", r.raw);
+    const char *l = leaked(r.raw, false);
+    cr_assert_null(l, "an HTTP response holds the canary %s:\n%s", l, r.raw);
+    thc_free(&r);
+}
+
 Test(canary, no_planted_secret_reaches_any_output, .fini = canary_fini, .timeout = 120)
 {
     T.errors = json_array();
     start_serve();
     mcp_connect(&T.caller, S.sock);
     drive_calls();
+    drive_http();
 
     /* The admin endpoint and `toolgate status`, while the session is open. */
     static const char *const paths[] = {"/metrics", "/limits", "/agents", "/healthz", "/"};
@@ -353,6 +533,11 @@ Test(canary, no_planted_secret_reaches_any_output, .fini = canary_fini, .timeout
     cr_assert_not_null(strstr(audit, "\"" C_ID_LABEL "\""), "the audit lacks the caller's id");
     cr_assert_not_null(strstr(audit, "\"" C_TOOL_LABEL "\""), "the audit lacks the tool name");
     cr_assert_not_null(strstr(audit, "\"event\":\"call.timeout\""), "no call.timeout event");
+    /* The token's and the JWT's callers made their calls over HTTP. */
+    cr_assert_not_null(strstr(audit, "\"caller\":\"bot\",\"front\":\"http\""),
+                       "no call of the token's caller over HTTP");
+    cr_assert_not_null(strstr(audit, "\"caller\":\"svc\",\"front\":\"http\""),
+                       "no call of the JWT's caller over HTTP");
     if (T.store)
         cr_assert_not_null(strstr(audit, "\"decided_by\":\"store\""),
                            "the redis store decided no call (wrong password?)");
@@ -368,5 +553,7 @@ Test(canary, no_planted_secret_reaches_any_output, .fini = canary_fini, .timeout
         if (!canaries[k].in_relay)
             cr_assert_null(strstr(err, canaries[k].value), "toolgate's stderr holds %s:\n%s",
                            canaries[k].value, err);
+    for (size_t k = 0; k < NDYN; k++)
+        cr_assert_null(strstr(err, dyn[k]), "toolgate's stderr holds %s:\n%s", dyn[k], err);
     free(err);
 }

@@ -21,6 +21,8 @@ typedef struct engine {
     size_t in_len;
     int opened;
     bool refuse;
+    char id[TG_HSESS_ID_HEX + 1];         /* the last session's metadata */
+    char remote[TG_HSESS_REMOTE_MAX];
 } engine_t;
 
 typedef struct stream {
@@ -53,8 +55,11 @@ static void eng_closed(uv_handle_t *h)
     free(h);
 }
 
-static int open_engine(void *arg, uv_pipe_t *conn, int caller, char *why, size_t cap)
+static int open_engine(void *arg, uv_pipe_t *conn, int caller, const tg_hsess_meta_t *meta,
+                       char *why, size_t cap)
 {
+    snprintf(eng.id, sizeof(eng.id), "%s", meta->id);
+    snprintf(eng.remote, sizeof(eng.remote), "%s", meta->remote);
     if (eng.refuse) {
         snprintf(why, cap, "refused by the test");
         return -EBUSY;
@@ -146,9 +151,22 @@ static tg_hsess_t *new_session(int caller)
 {
     int status = 0;
     char why[128];
-    tg_hsess_t *s = tg_hsess_new(hub, caller, &status, why, sizeof(why));
+    tg_hsess_t *s = tg_hsess_new(hub, caller, "192.0.2.7:40000", &status, why, sizeof(why));
     cr_assert_not_null(s, "%d %s", status, why);
     return s;
+}
+
+Test(http_sess, the_runner_is_told_the_session_id_and_the_client_address)
+{
+    tg_hsess_t *s = new_session(0);
+    cr_assert_str_eq(eng.id, tg_hsess_id(s));
+    cr_assert_str_eq(eng.remote, "192.0.2.7:40000");
+    uv_pipe_t *first = eng.pipe;
+    int status = 0;
+    char why[128];
+    cr_assert_not_null(tg_hsess_new(hub, 0, NULL, &status, why, sizeof(why)));
+    cr_assert_str_eq(eng.remote, "", "an unknown address is told as empty text");
+    uv_close((uv_handle_t *)first, eng_closed);
 }
 
 Test(http_sess, a_request_reaches_the_engine_as_one_line_and_its_answer_its_stream)
@@ -348,7 +366,7 @@ Test(http_sess, sessions_are_bounded_and_a_refusal_names_why)
     eng.refuse = true;
     int status = 0;
     char why[128];
-    cr_assert_null(tg_hsess_new(hub, 0, &status, why, sizeof(why)));
+    cr_assert_null(tg_hsess_new(hub, 0, NULL, &status, why, sizeof(why)));
     cr_assert_eq(status, 503);
     cr_assert_str_eq(why, "refused by the test");
     eng.refuse = false;
@@ -357,7 +375,7 @@ Test(http_sess, sessions_are_bounded_and_a_refusal_names_why)
         new_session(0);
         pipes[i] = eng.pipe;
     }
-    cr_assert_null(tg_hsess_new(hub, 0, &status, why, sizeof(why)));
+    cr_assert_null(tg_hsess_new(hub, 0, NULL, &status, why, sizeof(why)));
     cr_assert_eq(status, 503);
     cr_assert(strstr(why, "4 HTTP sessions open") != NULL, "%s", why);
     for (int i = 0; i < 3; i++)

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,35 @@ static void shown_name(char *dst, const char *src, size_t idx)
     }
 }
 
+/* A row per HTTP listener of <cfg>. 0 or -ENOMEM. */
+static int http_rows(tg_metrics_t *m, const tg_config_t *cfg)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->nlisten; i++)
+        n += cfg->listen[i].http_addr != NULL;
+    if (n == 0)
+        return 0;
+    m->http = calloc(n, sizeof(*m->http));
+    if (m->http == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < cfg->nlisten; i++) {
+        if (cfg->listen[i].http_addr == NULL)
+            continue;
+        tg_metrics_http_t *h = &m->http[m->nhttp++];
+        h->listener = (uint32_t)i;
+        snprintf(h->addr, sizeof(h->addr), "%s", cfg->listen[i].http_addr);
+    }
+    return 0;
+}
+
+tg_metrics_http_t *tg_metrics_http_row(tg_metrics_t *m, size_t listener)
+{
+    for (size_t i = 0; i < m->nhttp; i++)
+        if (m->http[i].listener == listener)
+            return &m->http[i];
+    return NULL;
+}
+
 int tg_metrics_init(tg_metrics_t *m, const tg_config_t *cfg)
 {
     memset(m, 0, sizeof(*m));
@@ -70,6 +100,8 @@ int tg_metrics_init(tg_metrics_t *m, const tg_config_t *cfg)
         shown_name(m->instance, cfg->instance, 0);
     else
         memcpy(m->instance, "invalid", sizeof("invalid"));
+    if (http_rows(m, cfg) < 0)
+        return -ENOMEM;
     if (cfg->nagents == 0)
         return 0;
     m->agents = calloc(cfg->nagents, sizeof(*m->agents));
@@ -113,6 +145,9 @@ void tg_metrics_free(tg_metrics_t *m)
     free(m->agents);
     m->agents = NULL;
     m->nagents = 0;
+    free(m->http);
+    m->http = NULL;
+    m->nhttp = 0;
 }
 
 static tg_metrics_agent_t *agent_at(tg_metrics_t *m, size_t agent)
@@ -623,6 +658,66 @@ static void prom_instance(prom_t *w, const tg_metrics_t *m)
     end_u64(&s, m->audit_dropped);
 }
 
+/* The HTTP listeners' families: one sample per listener each, labelled
+ * listener (its index in router.listen) and address (from config). */
+static void http_labels(sample_t *s, const tg_metrics_http_t *h)
+{
+    char idx[24];
+    snprintf(idx, sizeof(idx), "%" PRIu32, h->listener);
+    label(s, "listener", idx);
+    label(s, "address", h->addr);
+}
+
+static void prom_http(prom_t *w, const tg_metrics_t *m)
+{
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } fam[] = {
+#define HF(name, type, field, help) {name, type, help, offsetof(tg_metrics_http_t, field)}
+        HF("toolgate_http_requests_total", "counter", requests,
+           "HTTP requests read by each MCP Streamable HTTP listener."),
+        HF("toolgate_http_connections", "gauge", connections, "HTTP connections open now."),
+        HF("toolgate_http_connections_total", "counter", connections_total,
+           "HTTP connections accepted and served (refused ones are counted apart)."),
+        HF("toolgate_http_connections_refused_total", "counter", connections_refused,
+           "HTTP connections answered 429 (max_connections) or 503 (stopping) at once."),
+        HF("toolgate_http_sessions", "gauge", sessions, "MCP sessions open now."),
+        HF("toolgate_http_sessions_opened_total", "counter", sessions_opened,
+           "MCP sessions opened (initialize)."),
+        HF("toolgate_http_sessions_ended_total", "counter", sessions_ended,
+           "MCP sessions ended (DELETE, the agent or toolgate ending them, idle)."),
+        HF("toolgate_http_sessions_idled_total", "counter", sessions_idled,
+           "MCP sessions ended after session_idle_timeout."),
+        HF("toolgate_http_responses_dropped_total", "counter", responses_dropped,
+           "Answers of the agent no POST waited for any more (its client went away)."),
+        HF("toolgate_http_backlog_dropped_total", "counter", backlog_dropped,
+           "Notifications dropped from a full session backlog (no stream to carry them)."),
+#undef HF
+    };
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        family(w, fam[f].name, fam[f].type, fam[f].help);
+        for (size_t i = 0; i < m->nhttp; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&m->http[i] + fam[f].off, sizeof(v));
+            sample_t s = sample(w, fam[f].name);
+            http_labels(&s, &m->http[i]);
+            end_u64(&s, v);
+        }
+    }
+    family(w, "toolgate_http_responses_total", "counter",
+           "HTTP responses by status class (a call's denial is a 2xx: its JSON-RPC error).");
+    for (size_t i = 0; i < m->nhttp; i++) {
+        for (int c = 1; c <= 5; c++) {
+            char cls[4] = {(char)('0' + c), 'x', 'x', '\0'};
+            sample_t s = sample(w, "toolgate_http_responses_total");
+            http_labels(&s, &m->http[i]);
+            label(&s, "class", cls);
+            end_u64(&s, m->http[i].status[c]);
+        }
+    }
+}
+
 long tg_metrics_prom(char *buf, size_t cap, const tg_registry_t *r, const tg_metrics_t *m)
 {
     prom_t p = {.name = NULL};
@@ -631,6 +726,7 @@ long tg_metrics_prom(char *buf, size_t cap, const tg_registry_t *r, const tg_met
         prom_instance(&p, m);
         prom_calls(&p, m);
         prom_agents(&p, m);
+        prom_http(&p, m);
     }
     if (r != NULL)
         prom_limits(&p, r);

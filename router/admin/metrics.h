@@ -94,10 +94,32 @@ typedef struct tg_metrics_denial {
     char tool[TG_AUDIT_SAFE_MAX + 1]; /* checked caller text, "invalid", or "" */
 } tg_metrics_denial_t;
 
+#define TG_METRICS_ADDR_MAX 128 /* fixed internal bound: a listener's address shown, bytes */
+
+/* One MCP Streamable HTTP listener (router.listen[listener].http). The
+ * runner copies its front's counters here before each render
+ * (tg_gw_t.metrics_refresh); label values are its index and the address
+ * config gives it, never a peer's text. */
+typedef struct tg_metrics_http {
+    uint32_t listener;              /* index in router.listen */
+    char addr[TG_METRICS_ADDR_MAX]; /* its configured HOST:PORT (truncated) */
+    uint64_t requests;              /* requests read */
+    uint64_t status[6];             /* responses by class: [1] 1xx .. [5] 5xx */
+    uint64_t connections;           /* open now */
+    uint64_t connections_total;     /* accepted and served (refused ones not counted) */
+    uint64_t connections_refused;   /* answered 429/503 at once: over max_connections, stopping */
+    uint64_t sessions;              /* MCP sessions open now */
+    uint64_t sessions_opened, sessions_ended, sessions_idled;
+    uint64_t responses_dropped;     /* the agent's answers no POST waited for any more */
+    uint64_t backlog_dropped;       /* notifications dropped from a full session backlog */
+} tg_metrics_http_t;
+
 typedef struct tg_metrics {
     char instance[TG_LIMIT_NAME_MAX];
     tg_metrics_agent_t *agents;
     size_t nagents;
+    tg_metrics_http_t *http; /* one per http listener of config, in config order */
+    size_t nhttp;
     uint64_t denials[TG_DENY__COUNT];
     tg_metrics_denial_t ring[TG_METRICS_DENIALS];
     uint64_t ndenials; /* denials ever recorded; the newest is at (n-1) % size */
@@ -109,8 +131,9 @@ typedef struct tg_metrics {
     int64_t start_ms; /* wall clock at init */
 } tg_metrics_t;
 
-/* Size <m> for the instance and agents (with their tools) of <cfg>, all
- * counters at zero, agents down, store local. 0 or -ENOMEM. */
+/* Size <m> for the instance, agents (with their tools) and HTTP
+ * listeners of <cfg>, all counters at zero, agents down, store local.
+ * 0 or -ENOMEM. */
 int tg_metrics_init(tg_metrics_t *m, const tg_config_t *cfg);
 void tg_metrics_free(tg_metrics_t *m);
 
@@ -144,6 +167,9 @@ void tg_metrics_agent_usage(tg_metrics_t *m, size_t agent, uint64_t memory_bytes
                             uint64_t memory_peak_bytes, uint64_t memory_limit_bytes,
                             uint64_t cpu_usec, uint64_t pids);
 void tg_metrics_store(tg_metrics_t *m, tg_store_kind_t kind, bool degraded);
+/* The row of HTTP listener router.listen[<listener>], or NULL when that
+ * listener is not an HTTP one. */
+tg_metrics_http_t *tg_metrics_http_row(tg_metrics_t *m, size_t listener);
 void tg_metrics_audit(tg_metrics_t *m, uint64_t depth, uint64_t capacity, uint64_t dropped);
 
 const char *tg_outcome_name(tg_outcome_t o);         /* "ok", "error", ... */

@@ -19,8 +19,12 @@ static const char *iname(const tg_ainst_t *in)
 
 static void emit(const tg_ainst_t *in, const tg_audit_ev_t *ev)
 {
-    if (in->gw->audit != NULL)
-        tg_audit_emit(in->gw->audit, ev);
+    if (in->gw->audit == NULL)
+        return;
+    tg_audit_ev_t e = *ev;
+    if (in->ops->stamp != NULL)
+        in->ops->stamp(in->owner, &e);
+    tg_audit_emit(in->gw->audit, &e);
 }
 
 void tg_ainst_init(tg_ainst_t *in, tg_gw_t *gw, tg_agent_cfg_t *const *acfg, size_t idx,

@@ -49,6 +49,9 @@ typedef struct tg_ainst_ops {
     /* Called at the end of every libuv callback the instance runs, so
      * what it wrote goes out (the engine's flush). */
     void (*flush)(void *owner);
+    /* Optional (NULL: none): add what the owner knows to one of the
+     * instance's audit events (the MCP engine: where its caller is). */
+    void (*stamp)(void *owner, tg_audit_ev_t *ev);
 } tg_ainst_ops_t;
 
 /* The registry rows of the agent an instance belongs to (-1: none), owned

@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "config/addr.h"
 #include "limits/registry.h"
 #include "router/dialect/envelope.h"
@@ -453,6 +456,27 @@ static void posted(void *arg, int status)
         respond(c, 202, NULL, NULL, 0, NULL, 0);
 }
 
+/* The client's address:port ("[v6]:port" for IPv6), or "" when the
+ * kernel cannot say: for the audit events of the session it opens. */
+static void peer_text(uv_tcp_t *tcp, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    int len = (int)sizeof(ss);
+    char ip[INET6_ADDRSTRLEN] = "";
+    out[0] = '\0';
+    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) < 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        if (uv_ip4_name(a, ip, sizeof(ip)) == 0)
+            snprintf(out, cap, "%s:%u", ip, (unsigned)ntohs(a->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        if (uv_ip6_name(a, ip, sizeof(ip)) == 0)
+            snprintf(out, cap, "[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
+    }
+}
+
 static tg_hsess_t *open_session(hconn_t *c)
 {
     tg_http_t *h = c->h;
@@ -468,7 +492,9 @@ static tg_hsess_t *open_session(hconn_t *c)
     }
     int status = 0;
     char why[256];
-    tg_hsess_t *s = tg_hsess_new(h->hub, c->caller, &status, why, sizeof(why));
+    char remote[TG_HSESS_REMOTE_MAX];
+    peer_text(&c->tcp, remote, sizeof(remote));
+    tg_hsess_t *s = tg_hsess_new(h->hub, c->caller, remote, &status, why, sizeof(why));
     if (s == NULL) {
         for (char *p = why; *p != '\0'; p++)
             if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)

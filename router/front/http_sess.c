@@ -503,7 +503,8 @@ static void engine_pipe_closed(uv_handle_t *hd)
     free(hd);
 }
 
-tg_hsess_t *tg_hsess_new(tg_hub_t *h, int caller, int *status, char *why, size_t why_cap)
+tg_hsess_t *tg_hsess_new(tg_hub_t *h, int caller, const char *remote, int *status, char *why,
+                         size_t why_cap)
 {
     *status = 503;
     if (h->nsess >= h->max_sessions) {
@@ -548,7 +549,8 @@ tg_hsess_t *tg_hsess_new(tg_hub_t *h, int caller, int *status, char *why, size_t
     s->listed = true;
     h->nsess++;
     s->last_active = uv_now(h->loop);
-    int rc = h->open(h->open_arg, ep, caller, why, why_cap);
+    tg_hsess_meta_t meta = {.id = s->id, .remote = remote != NULL ? remote : ""};
+    int rc = h->open(h->open_arg, ep, caller, &meta, why, why_cap);
     if (rc < 0) {
         *status = rc == -ENOMEM ? 500 : 503;
         ep->data = NULL;

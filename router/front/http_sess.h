@@ -75,11 +75,21 @@ struct tg_hstream {
     tg_hstream_t *next, *prev; /* the session's streams, oldest first */
 };
 
+#define TG_HSESS_REMOTE_MAX 64 /* fixed internal bound: "[v6 address]:port" and its NUL */
+
+/* What the runner learns of a new session, for its audit events. */
+typedef struct tg_hsess_meta {
+    const char *id;     /* its Mcp-Session-Id (TG_HSESS_ID_HEX hex): the runner audits a
+                         * digest of it, never the id itself */
+    const char *remote; /* the client's address:port ("" when unknown) */
+} tg_hsess_meta_t;
+
 /* The runner's part: open an engine session on <conn> (heap; the session
- * takes it) for caller index <caller> (-1: anonymous). 0, or a negative
- * errno after writing a reason into <why> (the engine refused it: shutting
- * down, max_instances). */
-typedef int (*tg_hub_open_fn)(void *arg, uv_pipe_t *conn, int caller, char *why, size_t why_cap);
+ * takes it) for caller index <caller> (-1: anonymous), described by
+ * <meta> (borrowed for the call). 0, or a negative errno after writing a
+ * reason into <why> (the engine refused it: shutting down, max_instances). */
+typedef int (*tg_hub_open_fn)(void *arg, uv_pipe_t *conn, int caller, const tg_hsess_meta_t *meta,
+                              char *why, size_t why_cap);
 
 /* A hub for one listener. <max_frame> bounds a line read from the engine;
  * <idle_ms> ends a session with no open stream and no request for that
@@ -96,10 +106,12 @@ uint32_t tg_hub_sessions(const tg_hub_t *h);
 void tg_hub_tick(tg_hub_t *h, uint64_t now_ms);
 void tg_hub_set_idle(tg_hub_t *h, uint64_t idle_ms);
 
-/* A new session for <caller>. NULL with <status> the HTTP status to answer
+/* A new session for <caller>, a client at <remote> (address:port text,
+ * NULL or "" when unknown). NULL with <status> the HTTP status to answer
  * and <why> a reason (503 over max_sessions or refused by the engine, 500
  * on a resource failure). */
-tg_hsess_t *tg_hsess_new(tg_hub_t *h, int caller, int *status, char *why, size_t why_cap);
+tg_hsess_t *tg_hsess_new(tg_hub_t *h, int caller, const char *remote, int *status, char *why,
+                         size_t why_cap);
 /* The live session with id <id> (hex, <len> bytes) bound to <caller>, or
  * NULL: unknown, ended, or another caller's (all three are a 404). */
 tg_hsess_t *tg_hsess_find(tg_hub_t *h, const char *id, size_t len, int caller);

@@ -347,6 +347,9 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     tg_sess_set_front(s, l);
+    char peer[TG_SESS_REMOTE_MAX];
+    snprintf(peer, sizeof(peer), "uid:%u", (unsigned)cred.uid);
+    tg_sess_set_origin(s, "unix", cred.uid == (uid_t)-1 ? NULL : peer, NULL);
     tg_registry_update(&r->gw.reg, l->reg, ++l->nconn);
     (void)tg_sess_start(s);
 }
@@ -980,7 +983,23 @@ static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *
 }
 
 /* tg_hub_open_fn: an MCP session of the listener's agent for <caller>. */
-static int http_open(void *arg, uv_pipe_t *conn, int caller, char *why, size_t cap)
+/* The audit name of MCP session <id>: the first 16 hex digits of its
+ * SHA-256. Stable for the session, different between sessions (64 bits),
+ * and no way back to a usable id: SHA-256 has no known preimage attack,
+ * and even an attacker able to invert it would be left with about 2^64
+ * ids of 128 random bits sharing those 64 bits, each one to try against
+ * the listener (which only takes the exact id, from the caller that made
+ * it). */
+static void session_digest(const char *id, char out[TG_SESS_DIGEST_MAX])
+{
+    uint8_t d[TG_TOKEN_DIGEST_BYTES];
+    tg_auth_token_digest(id, strlen(id), d);
+    for (size_t i = 0; i < (TG_SESS_DIGEST_MAX - 1) / 2; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+static int http_open(void *arg, uv_pipe_t *conn, int caller, const tg_hsess_meta_t *meta,
+                     char *why, size_t cap)
 {
     listener_t *l = arg;
     serve_run_t *r = l->r;
@@ -994,8 +1013,37 @@ static int http_open(void *arg, uv_pipe_t *conn, int caller, char *why, size_t c
         snprintf(why, cap, "cannot open a session (out of memory)");
         return -ENOMEM;
     }
+    char digest[TG_SESS_DIGEST_MAX];
+    session_digest(meta->id, digest);
+    tg_sess_set_origin(s, "http", meta->remote, digest);
     (void)tg_sess_start(s);
     return 0;
+}
+
+/* gw->metrics_refresh: the HTTP listeners' counters, for /metrics. */
+static void http_metrics(tg_gw_t *gw)
+{
+    serve_run_t *r = gw->data;
+    for (size_t i = 0; i < r->nls; i++) {
+        const listener_t *l = &r->ls[i];
+        tg_metrics_http_t *m = tg_metrics_http_row(&gw->metrics, i);
+        if (l->http == NULL || m == NULL)
+            continue;
+        const tg_http_stats_t *hs = tg_http_stats(l->http);
+        const tg_hub_t *hub = tg_http_hub(l->http);
+        const tg_hub_stats_t *ss = tg_hub_stats(hub);
+        m->requests = hs->requests;
+        memcpy(m->status, hs->status, sizeof(m->status));
+        m->connections = l->reg >= 0 ? gw->reg.v[l->reg].current : 0;
+        m->connections_total = hs->connections;
+        m->connections_refused = hs->refused_connections;
+        m->sessions = tg_hub_sessions(hub);
+        m->sessions_opened = ss->sessions_opened;
+        m->sessions_ended = ss->sessions_ended;
+        m->sessions_idled = ss->sessions_idled;
+        m->responses_dropped = ss->responses_dropped;
+        m->backlog_dropped = ss->backlog_dropped;
+    }
 }
 
 static int bind_http(serve_run_t *r, listener_t *l, size_t i, tg_err_t *err)
@@ -1107,6 +1155,7 @@ int tg_serve_run(tg_config_t *cfg)
     r->cur = &gen0;
     r->gw.on_session_end = on_session_end;
     r->gw.instance_take = instance_take;
+    r->gw.metrics_refresh = http_metrics;
     r->gw.data = r;
     r->agents = calloc(cfg->nagents, sizeof(*r->agents));
     r->ninst = calloc(cfg->nagents, sizeof(*r->ninst));

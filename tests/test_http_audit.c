@@ -1,0 +1,357 @@
+/* Audit and metrics of the MCP Streamable HTTP front (issue 13 part 5),
+ * against the real `toolgate serve`:
+ *
+ *   - every audit event of an MCP session opened over HTTP (its calls and
+ *     its agent instance's start and exit) names the front ("http"), the
+ *     caller (by token, or anonymous), the session as a digest of its
+ *     Mcp-Session-Id (the first 16 hex digits of its SHA-256: never the id,
+ *     the same for every event of a session, different between sessions)
+ *     and the client's address:port; a Unix-socket session's events say
+ *     "unix" and the peer's uid, a wrapped (stdio) one's "stdio"; router.*
+ *     events name no front; `toolgate audit verify` accepts them;
+ *   - /metrics has the per-listener HTTP families, labelled by listener
+ *     index and address, and they count requests, responses by status
+ *     class, connections (refused ones apart) and sessions (opened, ended,
+ *     idled).
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "router/auth/auth.h"
+#include "tests/http_client.h"
+#include "tests/mcp_client.h"
+#include "tests/tg_admin.h"
+#include "tests/tg_harness.h"
+
+#define TOKEN "t0k3n-for-the-http-audit-test-2f9c"
+#define CALL(id, text)                                                                           \
+    "{\"jsonrpc\":\"2.0\",\"id\":\"" id "\",\"method\":\"tools/call\",\"params\":{\"name\":"      \
+    "\"echo\",\"arguments\":{\"text\":\"" text "\"}}}"
+
+static tgh_serve_t S;
+static char admin[64];
+static int port;
+static tgh_proc_t unix_caller;
+
+static void fini(void)
+{
+    tgh_conn_close(&unix_caller);
+    tgh_cleanup();
+}
+
+/* serve with one HTTP listener (and a Unix one for fx), callers "bot" by
+ * token and "me" by uid; <extra> is more of the HTTP listener's keys. */
+static void start(const char *extra)
+{
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
+    port = tgh_free_port();
+    snprintf(admin, sizeof admin, "127.0.0.1:%d", tgh_free_port());
+    uint8_t d[TG_TOKEN_DIGEST_BYTES];
+    char digest[TG_TOKEN_DIGEST_TEXT + 1];
+    tg_auth_token_digest(TOKEN, strlen(TOKEN), d);
+    tg_auth_digest_text(d, digest);
+    char json[4096];
+    int n = snprintf(
+        json, sizeof json,
+        "{\"router\": {\"instance\": \"ha\", \"admin\": \"%s\",\n"
+        "   \"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"},\n"
+        "              {\"http\": \"127.0.0.1:%d\", \"agent\": \"fx\"%s}]},\n"
+        " \"audit\": {\"path\": \"%s\"},\n"
+        " \"callers\": [{\"name\": \"bot\", \"tokens\": [\"%s\"]}, {\"name\": \"me\", \"uid\": %u}],\n"
+        " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]}]}\n",
+        admin, S.sock, port, extra, S.audit, digest, (unsigned)getuid(), TG_AGENTS_DIR, S.log);
+    cr_assert(n > 0 && (size_t)n < sizeof json);
+    tgh_serve_start(&S, json, NULL, 10000);
+}
+
+/* initialize over HTTP (with <authz> header lines, "" none): the
+ * session id into <sid> and the client address it was made from into
+ * <local>. */
+static void http_init(const char *authz, char *sid, char *local)
+{
+    thc_resp_t r;
+    cr_assert_eq(thc_post(port, NULL, authz, THC_INIT_BODY, &r), 0);
+    cr_assert_eq(r.status, 200, "initialize: %s", r.raw);
+    cr_assert_eq(strlen(r.sid), 32, "no Mcp-Session-Id: %s", r.raw);
+    strcpy(sid, r.sid);
+    strcpy(local, r.local);
+    thc_free(&r);
+    cr_assert_eq(thc_post(port, sid, authz, MCP_INITIALIZED, &r), 0);
+    cr_assert_eq(r.status, 202, "initialized: %s", r.raw);
+    thc_free(&r);
+}
+
+static void http_call(const char *sid, const char *authz, const char *body, const char *want)
+{
+    thc_resp_t r;
+    cr_assert_eq(thc_post(port, sid, authz, body, &r), 0);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    cr_assert_not_null(strstr(r.body, want), "%s", r.raw);
+    thc_free(&r);
+}
+
+/* The audit digest of session id <sid>: the first 16 hex of its SHA-256. */
+static void digest16(const char *sid, char out[17])
+{
+    uint8_t d[TG_TOKEN_DIGEST_BYTES];
+    tg_auth_token_digest(sid, strlen(sid), d);
+    for (int i = 0; i < 8; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+static const char *str(json_t *ev, const char *key)
+{
+    return json_string_value(json_object_get(ev, key));
+}
+
+/* Every audit event in <audit>: a JSON array. */
+static json_t *events(const char *audit)
+{
+    json_t *all = json_array();
+    for (const char *p = audit; p != NULL && *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - p) : strlen(p);
+        json_t *ev = json_loadb(p, n, 0, NULL);
+        cr_assert_not_null(ev, "not JSON: %.*s", (int)n, p);
+        json_array_append_new(all, ev);
+        p = nl != NULL ? nl + 1 : NULL;
+    }
+    return all;
+}
+
+/* The event <name> with call_id <id>. */
+static json_t *call_event(json_t *all, const char *name, const char *id)
+{
+    size_t i;
+    json_t *ev;
+    json_array_foreach(all, i, ev) {
+        const char *c = str(ev, "call_id");
+        if (strcmp(str(ev, "event"), name) == 0 && c != NULL && strcmp(c, id) == 0)
+            return ev;
+    }
+    cr_assert_fail("no %s event for call %s", name, id);
+    return NULL;
+}
+
+static void assert_http_event(json_t *ev, const char *caller, const char *digest,
+                              const char *remote)
+{
+    char *s = json_dumps(ev, JSON_COMPACT);
+    cr_assert_str_eq(str(ev, "front"), "http", "%s", s);
+    cr_assert_str_eq(str(ev, "caller"), caller, "%s", s);
+    cr_assert_str_eq(str(ev, "session"), digest, "%s", s);
+    cr_assert_str_eq(str(ev, "remote"), remote, "%s", s);
+    free(s);
+}
+
+static void verify_audit(void)
+{
+    static tgh_proc_t v;
+    char *const argv[] = {(char *)TG_BIN, (char *)"audit", (char *)"verify", S.audit, NULL};
+    cr_assert_eq(tgh_spawn(&v, argv, NULL, NULL), 0);
+    tgh_close_stdin(&v);
+    char *line = tgh_read_line(&v, 10000, NULL);
+    cr_assert_eq(tgh_wait(&v, 10000), 0);
+    cr_assert_eq(tgh_exit_code(&v), 0, "audit verify: %s", line ? line : "");
+    free(line);
+}
+
+Test(http_audit, events_name_the_front_caller_session_digest_and_remote, .fini = fini,
+     .timeout = 60)
+{
+    start("");
+    static const char bearer[] = "Authorization: Bearer " TOKEN "\r\n";
+    char sid_a[40], from_a[64], sid_b[40], from_b[64];
+    http_init(bearer, sid_a, from_a);
+    http_call(sid_a, bearer, CALL("a1", "one"), "one");
+    http_call(sid_a, bearer, CALL("a2", "two"), "two");
+    http_init("", sid_b, from_b);
+    http_call(sid_b, "", CALL("b1", "three"), "three");
+    mcp_connect(&unix_caller, S.sock);
+    mcp_init_ok(&unix_caller, 10000);
+    mcp_call_meta(&unix_caller, "\"u1\"", "echo", "{\"text\":\"four\"}", "");
+    json_decref(mcp_expect_str(&unix_caller, "u1", 10000));
+    tgh_conn_close(&unix_caller);
+    tgh_serve_stop(&S, 15000);
+
+    char da[17], db[17];
+    digest16(sid_a, da);
+    digest16(sid_b, db);
+    cr_assert_str_neq(da, db);
+    char *audit = tgh_read_file(S.audit, NULL);
+    cr_assert_not_null(audit);
+    cr_assert_null(strstr(audit, sid_a), "the audit trail holds a session id");
+    cr_assert_null(strstr(audit, sid_b), "the audit trail holds a session id");
+    cr_assert_null(strstr(audit, TOKEN), "the audit trail holds the token");
+    json_t *all = events(audit);
+    free(audit);
+    /* Both calls of session A carry the same digest, B's another. */
+    assert_http_event(call_event(all, "call.completed", "a1"), "bot", da, from_a);
+    assert_http_event(call_event(all, "call.completed", "a2"), "bot", da, from_a);
+    assert_http_event(call_event(all, "call.completed", "b1"), "anonymous", db, from_b);
+    json_t *u = call_event(all, "call.completed", "u1");
+    char uid[32];
+    snprintf(uid, sizeof uid, "uid:%u", (unsigned)getuid());
+    cr_assert_str_eq(str(u, "front"), "unix");
+    cr_assert_str_eq(str(u, "caller"), "me");
+    cr_assert_str_eq(str(u, "remote"), uid);
+    cr_assert_null(json_object_get(u, "session"), "a Unix session has no MCP session id");
+    /* The agent instance of each HTTP session names it too. */
+    int started_a = 0, exited_b = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(all, i, ev) {
+        const char *e = str(ev, "event"), *s = str(ev, "session");
+        if (strncmp(e, "router.", 7) == 0)
+            cr_assert_null(json_object_get(ev, "front"), "%s names a front", e);
+        if (s == NULL)
+            continue;
+        if (strcmp(e, "agent.started") == 0 && strcmp(s, da) == 0) {
+            assert_http_event(ev, "bot", da, from_a);
+            started_a++;
+        }
+        if (strcmp(e, "agent.exited") == 0 && strcmp(s, db) == 0) {
+            assert_http_event(ev, "anonymous", db, from_b);
+            exited_b++;
+        }
+    }
+    cr_assert_eq(started_a, 1, "agent.started of session A's instance");
+    cr_assert_eq(exited_b, 1, "agent.exited of session B's instance");
+    json_decref(all);
+    verify_audit();
+}
+
+/* The value of the sample of <family> for listener 1 (with <more> labels
+ * after the address, "" none) in /metrics text <m>; -1 when absent. */
+static long long sample_of(const char *m, const char *family, const char *more)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s{listener=\"1\",address=\"127.0.0.1:%d\"%s} ", family, port, more);
+    const char *p = strstr(m, key);
+    return p != NULL ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+static char *metrics(void)
+{
+    char *m = tga_get(admin, "/metrics", NULL);
+    cr_assert_not_null(m);
+    return m;
+}
+
+/* Poll /metrics until <family> reaches <want> (10 s). */
+static void wait_sample(const char *family, long long want)
+{
+    long long v = -1;
+    for (int tries = 0; tries < 200; tries++) {
+        char *m = metrics();
+        v = sample_of(m, family, "");
+        free(m);
+        if (v == want)
+            return;
+        tgh_sleep_ms(50);
+    }
+    cr_assert_fail("%s is %lld, not %lld", family, v, want);
+}
+
+Test(http_audit, metrics_count_requests_statuses_connections_and_sessions, .fini = fini,
+     .timeout = 60)
+{
+    start(", \"max_connections\": 2, \"session_idle_timeout\": \"1s\"");
+    char *m = metrics();
+    static const char *const fams[] = {
+        "toolgate_http_requests_total",          "toolgate_http_connections",
+        "toolgate_http_connections_total",       "toolgate_http_connections_refused_total",
+        "toolgate_http_sessions",                "toolgate_http_sessions_opened_total",
+        "toolgate_http_sessions_ended_total",    "toolgate_http_sessions_idled_total",
+        "toolgate_http_responses_dropped_total", "toolgate_http_backlog_dropped_total",
+    };
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+        char head[160];
+        snprintf(head, sizeof head, "# TYPE %s ", fams[i]);
+        cr_assert_not_null(strstr(m, head), "no family %s", fams[i]);
+        cr_assert_eq(sample_of(m, fams[i], ""), 0, "%s does not start at 0", fams[i]);
+    }
+    cr_assert_eq(sample_of(m, "toolgate_http_responses_total", ",class=\"2xx\""), 0);
+    free(m);
+
+    char sid[40], from[64];
+    http_init("", sid, from);                       /* 200, 202 */
+    http_call(sid, "", CALL("c1", "five"), "five"); /* 200 */
+    thc_resp_t r;
+    cr_assert_eq(thc_post(port, "0123456789abcdef0123456789abcdef", NULL, CALL("c2", "x"), &r), 0);
+    cr_assert_eq(r.status, 404, "%s", r.raw);
+    thc_free(&r);
+    cr_assert_eq(thc_request(port, "DELETE", "/mcp", "", NULL, &r), 0);
+    cr_assert_eq(r.status / 100, 4, "DELETE without a session: %s", r.raw);
+    thc_free(&r);
+    m = metrics();
+    cr_assert_eq(sample_of(m, "toolgate_http_requests_total", ""), 5, "%s", m);
+    cr_assert_eq(sample_of(m, "toolgate_http_responses_total", ",class=\"2xx\""), 3, "%s", m);
+    cr_assert_eq(sample_of(m, "toolgate_http_responses_total", ",class=\"4xx\""), 2, "%s", m);
+    cr_assert_eq(sample_of(m, "toolgate_http_sessions_opened_total", ""), 1, "%s", m);
+    cr_assert_eq(sample_of(m, "toolgate_http_sessions", ""), 1, "%s", m);
+    free(m);
+    /* Two idle connections fill max_connections: the next is refused. */
+    int c1 = tgh_tcp_dial(port), c2 = tgh_tcp_dial(port);
+    cr_assert(c1 >= 0 && c2 >= 0);
+    wait_sample("toolgate_http_connections", 2);
+    cr_assert_eq(thc_post(port, sid, NULL, CALL("c3", "x"), &r), 0);
+    cr_assert_eq(r.status, 429, "%s", r.raw);
+    thc_free(&r);
+    close(c1);
+    close(c2);
+    wait_sample("toolgate_http_connections", 0);
+    m = metrics();
+    cr_assert_eq(sample_of(m, "toolgate_http_connections_refused_total", ""), 1, "%s", m);
+    cr_assert_eq(sample_of(m, "toolgate_http_connections_total", ""), 7, "%s", m);
+    free(m);
+    /* The session, left alone, idles out; DELETE ends a second one. */
+    wait_sample("toolgate_http_sessions_idled_total", 1);
+    wait_sample("toolgate_http_sessions", 0);
+    http_init("", sid, from);
+    char h[128];
+    snprintf(h, sizeof h, "Mcp-Session-Id: %s\r\n", sid);
+    cr_assert_eq(thc_request(port, "DELETE", "/mcp", h, NULL, &r), 0);
+    cr_assert_eq(r.status / 100, 2, "DELETE: %s", r.raw);
+    thc_free(&r);
+    wait_sample("toolgate_http_sessions_ended_total", 2);
+    m = metrics();
+    cr_assert_eq(sample_of(m, "toolgate_http_sessions_opened_total", ""), 2, "%s", m);
+    cr_assert_eq(sample_of(m, "toolgate_http_sessions_idled_total", ""), 1, "%s", m);
+    free(m);
+    tgh_serve_stop(&S, 15000);
+}
+
+Test(http_audit, a_wrapped_session_says_stdio_and_names_no_remote_or_session, .fini = fini,
+     .timeout = 30)
+{
+    static tgh_wrap_t w;
+    cr_assert_eq(tgh_wrap_start(&w, NULL, NULL, NULL), 0);
+    mcp_init_ok(&w.tg, 10000);
+    mcp_call_meta(&w.tg, "\"w1\"", "echo", "{\"text\":\"six\"}", "");
+    json_decref(mcp_expect_str(&w.tg, "w1", 10000));
+    tgh_close_stdin(&w.tg);
+    cr_assert_eq(tgh_wait(&w.tg, 10000), 0);
+    char *audit = tgh_read_file(w.audit, NULL);
+    cr_assert_not_null(audit);
+    json_t *all = events(audit);
+    free(audit);
+    json_t *ev = call_event(all, "call.completed", "w1");
+    cr_assert_str_eq(str(ev, "front"), "stdio");
+    cr_assert_str_eq(str(ev, "caller"), "stdio");
+    cr_assert_null(json_object_get(ev, "remote"));
+    cr_assert_null(json_object_get(ev, "session"));
+    size_t i;
+    json_array_foreach(all, i, ev) {
+        const char *e = str(ev, "event");
+        if (strncmp(e, "router.", 7) == 0)
+            cr_assert_null(json_object_get(ev, "front"), "%s names a front", e);
+        else if (strncmp(e, "agent.", 6) == 0)
+            cr_assert_str_eq(str(ev, "front"), "stdio", "%s", e);
+    }
+    json_decref(all);
+}
