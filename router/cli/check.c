@@ -27,6 +27,7 @@
 #include "config/manifest.h"
 #include "config/units.h"
 #include "router/cli/cli.h"
+#include "router/cli/help.h"
 #include "router/agent/contain_cfg.h"
 
 #define VAL_MAX          48   /* fixed internal bound: one formatted value */
@@ -860,22 +861,6 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
 /* ------------------------------------------------------------------ */
 /* Command line                                                        */
 
-static void check_usage(FILE *f)
-{
-    fprintf(
-        f,
-        "usage: toolgate check [--config FILE] [--limit KEY=VALUE]... [--json] [-- CMD ARGS...]\n"
-        "\n"
-        "Validate the config and print, per agent and tool, the effective limits and\n"
-        "where each came from (default, file, manifest, operator cap, --limit), and\n"
-        "what this host will enforce of each agent's resources.\n"
-        "  --config FILE       JSON config\n"
-        "  --limit KEY=VALUE   as in wrap: applies to the first agent\n"
-        "  --json              one JSON object instead of tables\n"
-        "  -- CMD ARGS         the command wrap would run (for a config without one)\n"
-        "Exit status: 0 valid, 1 invalid config, 2 bad usage.\n");
-}
-
 /* Print the config error <msg> (stderr; also stdout as JSON with --json). */
 static int check_fail(const char *msg, bool json)
 {
@@ -910,7 +895,7 @@ int tg_cli_check(int argc, char **argv)
             break;
         }
         if (OPT("--help") || OPT("-h")) {
-            check_usage(stdout);
+            tg_cli_help_of(stdout, "check");
             return 0;
         }
         if (OPT("--json")) {
