@@ -136,7 +136,7 @@ static const char manifest_text[] =
 
 static const char config_text[] =
     "{\"store\": {\"kind\": \"redis\", \"url\": \"redis://ops:" CANARY "@10.0.0.5:6379/0\"},\n"
-    " \"agents\": [{\"id\": \"search\", \"command\": [\"/usr/bin/search\", \"--token=" CANARY
+    " \"agents\": [{\"id\": \"search\", \"command\": [\"/bin/true\", \"--token=" CANARY
     "\"],\n"
     "              \"env\": {\"set\": {\"API_KEY\": \"" CANARY "\"}},\n"
     "              \"manifest\": \"m.json\",\n"

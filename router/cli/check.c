@@ -957,9 +957,20 @@ int tg_cli_check(int argc, char **argv)
     tg_contain_detect(caps, NULL);
     rc = tg_check_report(stdout, &cfg, caps, json);
     free(caps);
+    /* The config is valid; would it start here? (one line each on stderr) */
+    int problems = rc < 0 ? 0 : tg_check_start(stderr, &cfg, cfg.nlisten > 0);
     tg_config_free(&cfg);
     if (rc < 0) {
         fprintf(stderr, "toolgate check: cannot write the report: %s\n", strerror(-rc));
+        return 1;
+    }
+    if (problems > 0) {
+        if (!json)
+            printf("\nstart on this host: would fail (%d problem%s, on stderr)\n", problems,
+                   problems == 1 ? "" : "s");
+        fprintf(stderr, "toolgate check: the config is valid but %d thing%s above would stop a "
+                        "start on this host\n",
+                problems, problems == 1 ? "" : "s");
         return 1;
     }
     return 0;

@@ -43,4 +43,20 @@ void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_con
  * object. 0, or -EIO when <out> failed, -ENOMEM. */
 int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json);
 
+/* What would stop a start of the valid config <cfg> on this host that
+ * validation cannot see (check_start.c): with <serve>, each Unix
+ * listener's directory exists and this user may create the socket in it;
+ * each agent's command is found (without a '/': on the PATH the agent
+ * gets, env.set's or, when passed, toolgate's; serve passes only
+ * env.pass) and is an executable file. Read-only. One line per problem to
+ * <out> ("json.path: what is wrong (how to fix it)"); the number of
+ * problems. */
+int tg_check_start(FILE *out, const tg_config_t *cfg, bool serve);
+
+/* Look <cmd> up as execvp would: as is when it holds a '/', else in each
+ * directory of <path_var> (NULL: execvp's default). 0 with the file in
+ * <found>, or -ENOENT (nowhere), -EACCES (found, not an executable
+ * file), another -errno. */
+int tg_check_find_command(const char *cmd, const char *path_var, char *found, size_t cap);
+
 #endif
