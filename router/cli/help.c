@@ -159,13 +159,15 @@ static size_t first_len(const char *name)
 
 void tg_cli_usage(FILE *f)
 {
-    fprintf(f, "usage: toolgate COMMAND [OPTIONS]\n"
-               "       toolgate COMMAND --help\n"
-               "       toolgate --help | --version\n\ncommands:\n");
+    fprintf(f, "usage: toolgate COMMAND [OPTIONS]   (toolgate COMMAND --help for its options)\n");
+    for (size_t i = 0; i < tg_cli_ncmds; i++)
+        fprintf(f, "       toolgate %s%s%s\n", tg_cli_cmds[i].name,
+                tg_cli_cmds[i].usage[0] ? " " : "", tg_cli_cmds[i].usage);
+    fprintf(f, "       toolgate --help | --version\n\ncommands:\n");
     for (size_t i = 0; i < tg_cli_ncmds; i++)
         fprintf(f, "  %-13s %s\n", tg_cli_cmds[i].name, tg_cli_cmds[i].summary);
-    fprintf(f, "\n`toolgate COMMAND --help` shows a command's options; man toolgate and\n"
-               "man toolgate.json describe the commands, signals, files and config keys.\n");
+    fprintf(f, "\nman toolgate and man toolgate.json describe the commands, signals, files and\n"
+               "config keys.\n");
 }
 
 #define HELP_WIDTH 78 /* help text columns */
