@@ -46,14 +46,30 @@ const tg_cli_cmd_t tg_cli_cmds[] = {
      "  --limit KEY=VALUE   override a limit (repeatable; KEYs below)\n"
      "Exit status: 0, 1 when the agent could not be kept running, 2 bad usage or\n"
      "config, else the agent's own status when it exited under restart policy \"no\".\n"},
-    {"serve", "--config FILE",
-     "run the agents of FILE behind the sockets of router.listen",
-     "--config=FILE",
+    {"serve",
+     "--config FILE\n"
+     "       toolgate serve --http HOST:PORT [--path /mcp] [--tls-cert FILE --tls-key FILE |\n"
+     "                      --tls off] [--allowed-origin ORIGIN]... [--name NAME]\n"
+     "                      [--limit KEY=VALUE]... [--audit PATH] [--store URL]\n"
+     "                      [--admin ADDR] -- CMD [ARGS...]",
+     "run agents behind Unix sockets and MCP Streamable HTTP listeners",
+     "--config=FILE --http=HOST:PORT --path=PATH --tls-cert=FILE --tls-key=FILE --tls=off "
+     "--allowed-origin=ORIGIN --name=NAME --limit=KEY=VALUE --audit=PATH --store=URL "
+     "--admin=ADDR",
      "Run the agents of FILE behind the listeners of router.listen: Unix sockets (an\n"
      "MCP agent instance per caller connection, or one shared opensentience instance\n"
      "routed by tool_id) and MCP Streamable HTTP listeners (router.listen[].http).\n"
      "Limits apply per agent, tool and caller (callers[]).\n"
-     "  --config FILE   JSON config (toolgate.json(5)); check it with toolgate check\n"
+     "  --config FILE       JSON config (toolgate.json(5)); check it with toolgate check;\n"
+     "                      takes no other option\n"
+     "Without a config, serve the MCP server CMD (stdio) over MCP Streamable HTTP:\n"
+     "  --http HOST:PORT    at http://HOST:PORT/mcp, one agent instance per session\n"
+     "  --path PATH         the endpoint's path (default /mcp)\n"
+     "  --tls-cert FILE --tls-key FILE   serve HTTPS (PEM); off loopback, TLS or\n"
+     "  --tls off           (a TLS-terminating proxy in front) is required\n"
+     "  --allowed-origin ORIGIN   accept requests carrying this Origin (repeatable);\n"
+     "                      without it any Origin is refused\n"
+     "  --name, --limit, --audit, --store, --admin   as for wrap\n"
      "Signals: SIGHUP reloads FILE (what each key does on reload: toolgate.json(5)),\n"
      "SIGTERM or SIGINT drain the calls in flight and stop.\n"
      "Exit status: 0 stopped, 1 runtime failure, 2 bad usage or config.\n"},
