@@ -19,10 +19,10 @@
 
 #include "tests/mcp_client.h"
 #include "tests/tg_harness.h"
+#include "tests/tg_sh.h"
 
 #define EXAMPLES_DIR TG_SOURCE_DIR "/deploy/examples"
 #define FIXTURE      TG_AGENTS_DIR "/tg_fixture_agent"
-#define CMD_MAX      4096
 #define EXAMPLES_MAX 16
 
 static tgh_serve_t S;
@@ -35,16 +35,9 @@ TestSuite(examples, .init = tgh_tmp_init, .fini = tgh_cleanup, .timeout = 60);
  * (caller frees both). */
 static int check_with(const char *path, const char *tail, char **out, char **err)
 {
-    char o[TGH_PATH + 16], e[TGH_PATH + 16], cmd[CMD_MAX];
-    tgh_tmp_path(o, sizeof o, "check.out");
-    tgh_tmp_path(e, sizeof e, "check.err");
-    snprintf(cmd, sizeof cmd, "'%s' check --config '%s' %s > '%s' 2> '%s' < /dev/null", TG_BIN,
-             path, tail, o, e);
-    int st = system(cmd);
-    *out = tgh_read_file(o, NULL);
-    *err = tgh_read_file(e, NULL);
-    cr_assert(*out != NULL && *err != NULL);
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char cmd[TGH_SH_MAX];
+    snprintf(cmd, sizeof cmd, "'%s' check --config '%s' %s", TG_BIN, path, tail);
+    return tgh_sh(cmd, out, err);
 }
 
 static int check(const char *path, char **out, char **err)

@@ -15,6 +15,7 @@
 #include "config/keys.h"
 #include "router/cli/help.h"
 #include "tests/tg_harness.h"
+#include "tests/tg_sh.h"
 
 #ifndef TG_MAN_DIR
 #error "TG_MAN_DIR: the built man pages (tests/CMakeLists.txt)"
@@ -22,26 +23,16 @@
 
 #define MAN1      TG_SOURCE_DIR "/deploy/man/toolgate.1"
 #define MAN5      TG_MAN_DIR "/toolgate.json.5"
-#define CMD_MAX   4096 /* a shell command line */
-#define NAMES_MAX 64   /* commands documented in toolgate(1) */
+#define CMD_MAX   TGH_SH_MAX
+#define NAMES_MAX 64 /* commands documented in toolgate(1) */
 #define NAME_LEN  32
 
 TestSuite(help, .init = tgh_tmp_init, .fini = tgh_cleanup);
 
-/* Run `sh -c <cmd>` with stdout and stderr to files; exit code (-1 when it
- * did not exit), and the outputs in <*out>, <*err> (caller frees). */
+/* tests/tg_sh.h's runner. */
 static int run(const char *cmd, char **out, char **err)
 {
-    char o[TGH_PATH + 16], e[TGH_PATH + 16], line[CMD_MAX];
-    tgh_tmp_path(o, sizeof o, "out.txt");
-    tgh_tmp_path(e, sizeof e, "err.txt");
-    int n = snprintf(line, sizeof line, "%s > '%s' 2> '%s' < /dev/null", cmd, o, e);
-    cr_assert(n > 0 && (size_t)n < sizeof line);
-    int st = system(line);
-    *out = tgh_read_file(o, NULL);
-    *err = tgh_read_file(e, NULL);
-    cr_assert(*out != NULL && *err != NULL);
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tgh_sh(cmd, out, err);
 }
 
 /* `toolgate <args> <flag>` prints "usage: toolgate <name>" on stdout,
