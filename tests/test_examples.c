@@ -233,8 +233,10 @@ Test(examples, check_says_when_a_listener_directory_is_missing)
     serve_config(path, sizeof path, sock, cmd, "");
     cr_assert_eq(check(path, &out, &err), 1, "%s%s", out, err);
     cr_expect(strstr(out, ": valid\n") != NULL, "%s", out);
-    cr_expect(strstr(out, "start on this host: would fail (1 problem, on stderr)") != NULL, "%s",
-              out);
+    cr_expect(
+        strstr(out, "\nstart on this host: would fail\n  router.listen[0].unix: directory ") !=
+            NULL,
+        "%s", out);
     char want[3 * TGH_PATH];
     snprintf(want, sizeof want,
              "toolgate check: router.listen[0].unix: directory %s/missing: No such file or "
@@ -315,6 +317,45 @@ Test(examples, check_resolves_agent_commands_on_the_agents_path)
     serve_config(path, sizeof path, sock, cmd, "");
     cr_assert_eq(check(path, &out, &err), 1, "%s%s", out, err);
     cr_expect(strstr(err, "plain.sh: not an executable file") != NULL, "%s", err);
+    free(out);
+    free(err);
+}
+
+Test(examples, check_json_says_whether_it_would_start)
+{
+    char path[TGH_PATH + 32], sock[TGH_PATH + 64], cmd[TGH_SH_MAX], *out, *err;
+    snprintf(sock, sizeof sock, "%s/t.sock", tgh_tmp);
+    serve_config(path, sizeof path, sock, "[\"/nonexistent/agent\"]", "");
+    snprintf(cmd, sizeof cmd, "'%s' check --json --config '%s'", TG_BIN, path);
+    cr_assert_eq(tgh_sh(cmd, &out, &err), 1, "%s%s", out, err);
+    json_error_t jerr;
+    json_t *r = json_loads(out, 0, &jerr);
+    cr_assert_not_null(r, "not JSON (%s): %s", jerr.text, out);
+    cr_expect(json_is_true(json_object_get(r, "valid")));
+    json_t *start = json_object_get(r, "start");
+    cr_expect(json_is_false(json_object_get(start, "ok")), "%s", out);
+    const char *line = json_string_value(json_array_get(json_object_get(start, "problems"), 0));
+    cr_expect(line != NULL && strncmp(line, "agents[0].command: /nonexistent/agent: ", 39) == 0,
+              "%s", out);
+    json_decref(r);
+    free(out);
+    free(err);
+
+    char fixture[256];
+    snprintf(fixture, sizeof fixture, "[\"%s\"]", FIXTURE);
+    serve_config(path, sizeof path, sock, fixture, "");
+    cr_assert_eq(tgh_sh(cmd, &out, &err), 0, "%s%s", out, err);
+    r = json_loads(out, 0, &jerr);
+    cr_assert_not_null(r, "not JSON (%s): %s", jerr.text, out);
+    start = json_object_get(r, "start");
+    cr_expect(json_is_true(json_object_get(start, "ok")), "%s", out);
+    cr_expect_eq(json_array_size(json_object_get(start, "problems")), 0);
+    json_decref(r);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' check --config '%s'", TG_BIN, path);
+    cr_assert_eq(tgh_sh(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "\nstart on this host: nothing in the way") != NULL, "%s", out);
     free(out);
     free(err);
 }

@@ -777,7 +777,32 @@ static json_t *json_callers(const tg_config_t *cfg)
 /* ------------------------------------------------------------------ */
 /* Report                                                              */
 
-int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json)
+/* The "start" member of the JSON report. */
+static json_t *json_start(const tg_check_problems_t *p)
+{
+    json_t *lines = json_array();
+    for (size_t i = 0; lines && i < p->n; i++)
+        json_array_append_new(lines, json_string(p->line[i]));
+    return json_pack("{s:b,s:o,s:I}", "ok", p->n + p->dropped == 0, "problems",
+                     lines ? lines : json_array(), "more", (json_int_t)p->dropped);
+}
+
+/* The start section of the text report. */
+static void text_start(FILE *f, const tg_check_problems_t *p)
+{
+    if (p->n + p->dropped == 0) {
+        fprintf(f, "\nstart on this host: nothing in the way (listener directories, commands)\n");
+        return;
+    }
+    fprintf(f, "\nstart on this host: would fail\n");
+    for (size_t i = 0; i < p->n; i++)
+        fprintf(f, "  %s\n", p->line[i]);
+    if (p->dropped > 0)
+        fprintf(f, "  (%zu more)\n", p->dropped);
+}
+
+int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json,
+                    const tg_check_problems_t *start)
 {
     tg_contain_mode_t mode = tg_config_contain_mode(cfg);
     char why[TG_REASON_MAX], frame[VAL_MAX];
@@ -804,6 +829,8 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
                          json_host(caps, kind, mode, why));
         if (root != NULL)
             json_object_set_new(root, "callers", json_callers(cfg));
+        if (root != NULL && start != NULL)
+            json_object_set_new(root, "start", json_start(start));
         if (!root)
             rc = -ENOMEM;
         else if (json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
@@ -849,6 +876,8 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
                     cc->lim.concurrent_src != TG_SRC_DEFAULT ? cc->lim.max_concurrent_calls : 0);
         }
         fprintf(out, "\nhost (detected for this process; check creates no cgroup)\n%s", caps_text);
+        if (start != NULL)
+            text_start(out, start);
         free(host);
         free(caps_text);
         if (fflush(out) != 0 || ferror(out))
@@ -955,21 +984,28 @@ int tg_cli_check(int argc, char **argv)
         return check_fail("out of memory", json);
     }
     tg_contain_detect(caps, NULL);
-    rc = tg_check_report(stdout, &cfg, caps, json);
+    /* The config is valid; would it start here? */
+    tg_check_problems_t *start = calloc(1, sizeof *start);
+    if (!start) {
+        free(caps);
+        tg_config_free(&cfg);
+        return check_fail("out of memory", json);
+    }
+    int problems = tg_check_start(start, &cfg, cfg.nlisten > 0);
+    rc = tg_check_report(stdout, &cfg, caps, json, start);
     free(caps);
-    /* The config is valid; would it start here? (one line each on stderr) */
-    int problems = rc < 0 ? 0 : tg_check_start(stderr, &cfg, cfg.nlisten > 0);
     tg_config_free(&cfg);
+    for (size_t k = 0; rc == 0 && k < start->n; k++)
+        fprintf(stderr, "toolgate check: %s\n", start->line[k]);
+    free(start);
     if (rc < 0) {
         fprintf(stderr, "toolgate check: cannot write the report: %s\n", strerror(-rc));
         return 1;
     }
     if (problems > 0) {
-        if (!json)
-            printf("\nstart on this host: would fail (%d problem%s, on stderr)\n", problems,
-                   problems == 1 ? "" : "s");
-        fprintf(stderr, "toolgate check: the config is valid but %d thing%s above would stop a "
-                        "start on this host\n",
+        fprintf(stderr,
+                "toolgate check: the config is valid but %d thing%s would stop a start on this "
+                "host\n",
                 problems, problems == 1 ? "" : "s");
         return 1;
     }

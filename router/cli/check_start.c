@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +16,25 @@
 /* execvp's search path when the environment has no PATH (glibc). */
 #define DEFAULT_EXEC_PATH "/bin:/usr/bin"
 
+/* Add a problem to <p>: printf-style, one line, no newline; past
+ * TG_CHECK_PROBLEMS_MAX only counted. */
+__attribute__((format(printf, 2, 3))) static void problem(tg_check_problems_t *p, const char *fmt,
+                                                          ...)
+{
+    va_list ap;
+    if (p->n >= TG_CHECK_PROBLEMS_MAX) {
+        p->dropped++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(p->line[p->n++], sizeof p->line[0], fmt, ap);
+    va_end(ap);
+}
+
 /* Listener <i>'s socket directory: it must exist, be a directory, and let
- * this user create the socket. 1 when it does not (the line written to
+ * this user create the socket. 1 when it does not (the problem added to
  * <out>), else 0. */
-static int check_listen_dir(FILE *out, size_t i, const char *sock)
+static int check_listen_dir(tg_check_problems_t *out, size_t i, const char *sock)
 {
     char dir[PATH_MAX];
     const char *slash = strrchr(sock, '/');
@@ -31,28 +47,25 @@ static int check_listen_dir(FILE *out, size_t i, const char *sock)
     dir[n] = '\0';
     if (stat(dir, &st) != 0) {
         int e = errno;
-        fprintf(out,
-                "toolgate check: router.listen[%zu].unix: directory %s: %s; toolgate does not "
-                "create it (make "
-                "it: install -d -m 0755 %s, or under systemd RuntimeDirectory=, which makes "
-                "/run/toolgate for the packaged unit)\n",
+        problem(out,
+                "router.listen[%zu].unix: directory %s: %s; toolgate does not create it "
+                "(make it: install -d -m 0755 %s, or under systemd RuntimeDirectory=, which "
+                "makes /run/toolgate for the packaged unit)",
                 i, dir, strerror(e), dir);
         return 1;
     }
     if (!S_ISDIR(st.st_mode)) {
-        fprintf(out,
-                "toolgate check: router.listen[%zu].unix: %s is not a directory (give the socket a "
-                "path in "
-                "a directory)\n",
+        problem(out,
+                "router.listen[%zu].unix: %s is not a directory (give the socket a path in a "
+                "directory)",
                 i, dir);
         return 1;
     }
     if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(out,
-                "toolgate check: router.listen[%zu].unix: directory %s is not writable by uid %lu: "
-                "the socket "
-                "cannot be created there (run toolgate as its owner, or choose a directory this "
-                "user may write)\n",
+        problem(out,
+                "router.listen[%zu].unix: directory %s is not writable by uid %lu: the socket "
+                "cannot be created there (run toolgate as its owner, or choose a directory "
+                "this user may write)",
                 i, dir, (unsigned long)geteuid());
         return 1;
     }
@@ -122,9 +135,9 @@ static const char *agent_path_var(const tg_agent_cfg_t *a, bool serve, const cha
     return NULL;
 }
 
-/* Agent <i>'s command: found and executable. 1 when not (the line
- * written to <out>), else 0. */
-static int check_command(FILE *out, const tg_config_t *cfg, size_t i, bool serve)
+/* Agent <i>'s command: found and executable. 1 when not (the problem
+ * added to <out>), else 0. */
+static int check_command(tg_check_problems_t *out, const tg_config_t *cfg, size_t i, bool serve)
 {
     const tg_agent_cfg_t *a = &cfg->agents[i];
     char found[PATH_MAX], rel[PATH_MAX];
@@ -148,23 +161,22 @@ static int check_command(FILE *out, const tg_config_t *cfg, size_t i, bool serve
     if (rc == 0)
         return 0;
     if (strchr(cmd, '/') == NULL)
-        fprintf(
-            out,
-            "toolgate check: agents[%zu].command: '%s' is %s in %s (give its absolute path, or the "
-            "directory it is in with env.set PATH)\n",
-            i, cmd, rc == -EACCES ? "not executable" : "not found", where);
+        problem(out,
+                "agents[%zu].command: '%s' is %s in %s (give its absolute path, or the "
+                "directory it is in with env.set PATH)",
+                i, cmd, rc == -EACCES ? "not executable" : "not found", where);
     else
-        fprintf(out,
-                "toolgate check: agents[%zu].command: %s: %s (install the agent there, or give the "
-                "path "
-                "it is installed at)\n",
+        problem(out,
+                "agents[%zu].command: %s: %s (install the agent there, or give the path it "
+                "is installed at)",
                 i, cmd, rc == -EACCES ? "not an executable file" : strerror(-rc));
     return 1;
 }
 
-int tg_check_start(FILE *out, const tg_config_t *cfg, bool serve)
+int tg_check_start(tg_check_problems_t *out, const tg_config_t *cfg, bool serve)
 {
     int problems = 0;
+    out->n = out->dropped = 0;
     for (size_t i = 0; serve && i < cfg->nlisten; i++)
         if (cfg->listen[i].unix_path != NULL)
             problems += check_listen_dir(out, i, cfg->listen[i].unix_path);
