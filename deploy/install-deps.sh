@@ -8,12 +8,15 @@ pkgs=(build-essential cmake pkg-config clang
       libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev libhttp-parser-dev
       libssl-dev openssl
       redis-server iproute2
-      rsyslog prometheus chromium)
+      rsyslog prometheus chromium
+      mandoc socat)
 # libssl-dev: TLS and token/JWT checks (OpenSSL 3); the openssl CLI makes test
 # certificates and keys in tests/test_tls.c and tests/test_auth.c.
 # rsyslog and prometheus only validate the ingestion examples in deploy/ingest
 # (rsyslogd -N1, promtool); neither service needs to run. chromium renders
 # the admin page in tests/test_page.c (headless, no sandbox, as root).
+# mandoc lints the man pages (tests/test_help.c); socat is the MCP client's
+# bridge to a serve socket that tests/test_examples.c runs as the README shows.
 # Node is only for the real-peer test (tests/peer). A node from elsewhere
 # (NodeSource, nvm) is kept: Debian's npm package conflicts with NodeSource's
 # nodejs, which bundles its own npm.

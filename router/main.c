@@ -13,92 +13,35 @@
 #include "config/config.h"
 #include "audit/verify.h"
 #include "router/cli/cli.h"
+#include "router/cli/help.h"
 #include "router/agent/shim.h"
 #include "router/front/wrap.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: toolgate wrap [--config FILE] [--audit PATH] [--store URL] [--admin ADDR]\n"
-            "                     [--name NAME] [--limit KEY=VALUE]...\n"
-            "                     -- CMD [ARGS...]\n"
-            "       toolgate serve --config FILE\n"
-            "       toolgate serve --http HOST:PORT [--path /mcp] [--tls-cert FILE --tls-key FILE |\n"
-            "                      --tls off] [--allowed-origin ORIGIN]... [--name NAME]\n"
-            "                      [--limit KEY=VALUE]... [--audit PATH] [--store URL]\n"
-            "                      [--admin ADDR] -- CMD [ARGS...]\n"
-            "       toolgate check --config FILE [--limit KEY=VALUE]... [--json]\n"
-            "       toolgate status [--admin ADDR] [--json]\n"
-            "       toolgate audit verify FILE...\n"
-            "       toolgate audit tail --stream KEY --group GROUP [--url URL] [--once]\n"
-            "       toolgate token new [--name CALLER] | token digest < TOKEN\n"
-            "       toolgate demo\n"
-            "       toolgate --help | --version\n"
-            "\n"
-            "wrap   proxy MCP (newline-delimited JSON-RPC) between this process's stdin/stdout\n"
-            "       and the agent CMD, enforcing frame, timeout, concurrency and rate limits.\n"
-            "       --config FILE       JSON config (see README); agents[0] configures the agent;\n"
-            "                           SIGHUP reloads its limits\n"
-            "       --name NAME         the agent's id (default: the config's, else CMD's\n"
-            "                           basename); the instance name is HOST-NAME-PID unless\n"
-            "                           router.instance is set\n"
-            "       --audit PATH        audit log (JSON lines); default\n"
-            "                           $XDG_STATE_HOME/toolgate/audit.jsonl\n"
-            "       --limit KEY=VALUE   override a limit; KEY is one of max_frame_bytes,\n"
-            "                           max_tool_call_duration, max_concurrent_calls,\n"
-            "                           max_queued_calls, rate_limit, burst, kill_grace_period,\n"
-            "                           memory, cpu, pids, disk, nofile, network,\n"
-            "                           containment, workspace, workspace_backend,\n"
-            "                           rate_scope, shared_mode, concurrency_scope,\n"
-            "                           on_store_error, or tools.NAME.KEY for one tool\n"
-            "       --admin ADDR        loopback HOST:PORT for /metrics, /limits, /agents and a\n"
-            "                           live page\n"
-            "       --store URL         redis://[user:password@]host:port/db shared by every\n"
-            "                           toolgate whose limits use rate_scope=shared or\n"
-            "                           concurrency_scope=shared\n"
-            "serve  run the agents of FILE behind the Unix sockets of router.listen: an MCP\n"
-            "       agent instance per caller connection, or (dialect opensentience) one\n"
-            "       shared instance routed by tool_id; limits per agent, tool and caller;\n"
-            "       SIGHUP reloads FILE, SIGTERM drains and stops\n"
-            "       --http HOST:PORT    no FILE: serve the MCP server CMD (stdio) over MCP\n"
-            "                           Streamable HTTP at http://HOST:PORT/mcp, one agent\n"
-            "                           instance per MCP session; --name, --limit, --audit,\n"
-            "                           --store and --admin as for wrap\n"
-            "       --path PATH         the endpoint's path (default /mcp)\n"
-            "       --tls-cert FILE --tls-key FILE   serve HTTPS (PEM); off loopback, TLS or\n"
-            "                           --tls off (a TLS-terminating proxy in front) is required\n"
-            "       --allowed-origin ORIGIN   accept requests carrying this Origin (e.g.\n"
-            "                           http://localhost:6274); without it any Origin is refused\n"
-            "check  validate FILE and print every effective limit, where it came from, and\n"
-            "       what this host enforces of each agent's resources\n"
-            "status the limit registry of a running toolgate (its admin endpoint) as a table\n"
-            "audit tail    read the audit Redis Stream as a consumer group, acknowledging\n"
-            "              each event once printed\n"
-            "audit verify  check audit files for gaps, duplicates, reordering and schema errors\n"
-            "token new     print a fresh bearer token, its sha256: digest and the\n"
-            "              callers[].tokens entry that holds it (toolgate keeps the digest)\n"
-            "token digest  print the sha256: digest of the token on stdin\n"
-            "demo   run a bundled demo agent under wrap with small limits and show what happens\n");
-}
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        tg_cli_usage(stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        usage(stdout);
+        tg_cli_usage(stdout);
         return 0;
     }
-    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
-        printf("toolgate %s\n", TG_VERSION);
-        return 0;
-    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0 || strcmp(cmd, "version") == 0)
+        return tg_cli_version(stdout);
     /* Hidden: the exec shim that places an agent before its code runs. */
     if (strcmp(cmd, "__shim") == 0)
         return tg_shim_main(argc - 1, argv + 1);
+    /* Hidden: the bash completion's and the man page build's sources. */
+    if (strcmp(cmd, "__complete") == 0)
+        return tg_cli_complete(argc - 2, argv + 2);
+    if (strcmp(cmd, "__man-keys") == 0)
+        return tg_cli_man_keys(stdout);
+    /* COMMAND --help (or -h): the command's help, before it parses. */
+    int help = tg_cli_help_request(argc - 1, argv + 1);
+    if (help >= 0)
+        return help;
     if (strcmp(cmd, "wrap") == 0)
         return tg_cli_wrap(argc - 2, argv + 2);
     if (strcmp(cmd, "status") == 0)
@@ -115,7 +58,9 @@ int main(int argc, char **argv)
         return tg_cli_token(argc - 2, argv + 2);
     if (strcmp(cmd, "demo") == 0)
         return tg_cli_demo(argc - 2, argv + 2, argv[0]);
-    fprintf(stderr, "toolgate: unknown command '%s' (expected wrap, demo, --help or --version)\n",
+    fprintf(stderr,
+            "toolgate: unknown command '%s' (expected wrap, serve, check, status, audit, token, "
+            "demo, --help or --version)\n",
             cmd);
     return 2;
 }

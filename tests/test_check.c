@@ -136,7 +136,7 @@ static const char manifest_text[] =
 
 static const char config_text[] =
     "{\"store\": {\"kind\": \"redis\", \"url\": \"redis://ops:" CANARY "@10.0.0.5:6379/0\"},\n"
-    " \"agents\": [{\"id\": \"search\", \"command\": [\"/usr/bin/search\", \"--token=" CANARY
+    " \"agents\": [{\"id\": \"search\", \"command\": [\"/bin/true\", \"--token=" CANARY
     "\"],\n"
     "              \"env\": {\"set\": {\"API_KEY\": \"" CANARY "\"}},\n"
     "              \"manifest\": \"m.json\",\n"
@@ -552,7 +552,7 @@ static void report(const char *text, const tg_contain_caps_t *caps, bool json, c
     cr_assert_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
     f = open_memstream(&mem, &len);
     cr_assert_not_null(f);
-    cr_expect_eq(tg_check_report(f, &cfg, caps, json), 0);
+    cr_expect_eq(tg_check_report(f, &cfg, caps, json, NULL), 0);
     cr_assert_eq(fclose(f), 0);
     snprintf(buf, cap, "%s", mem);
     free(mem);

@@ -155,7 +155,7 @@ Test(os_config, check_shows_the_runtime)
                                 "{\"router\":{\"listen\":[{\"unix\":\"/tmp/x.sock\",\"dialect\":"
                                 "\"opensentience\"}]},\"containment\":{\"mode\":\"off\"},"
                                 "\"agents\":[{\"id\":\"a\",\"dialect\":\"opensentience\","
-                                "\"command\":[\"/bin/a\"],\"start\":\"on_demand\","
+                                "\"command\":[\"/bin/true\"],\"start\":\"on_demand\","
                                 "\"opensentience\":{\"heartbeat_interval\":\"2s\","
                                 "\"idempotency_window\":\"1m\",\"on_oversize\":\"close\"}}]}"),
                  0);

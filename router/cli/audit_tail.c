@@ -21,6 +21,7 @@
 
 #include "limits/store.h"
 #include "router/cli/cli.h"
+#include "router/cli/help.h"
 
 #define TAIL_COUNT_MAX 10000 /* fixed internal bound: entries read per XREADGROUP */
 
@@ -30,14 +31,6 @@ static void on_stop(int sig)
 {
     (void)sig;
     g_stop = 1;
-}
-
-static void tail_usage(FILE *f)
-{
-    fprintf(f, "usage: toolgate audit tail --stream KEY --group GROUP [--consumer NAME]\n"
-               "                           [--url redis://[user:password@]host:port/db]\n"
-               "                           [--count N] [--block MS] [--once]\n"
-               "  --once  stop when the stream has nothing more to read (default: follow)\n");
 }
 
 /* A connection to the Redis at <url>, authenticated and on its db; NULL
@@ -157,12 +150,12 @@ int tg_cli_audit_tail(int argc, char **argv)
             continue;
         }
         if (strcmp(a, "--help") == 0) {
-            tail_usage(stdout);
+            tg_cli_help_of(stdout, "audit tail");
             return 0;
         }
         if (v == NULL) {
             fprintf(stderr, "toolgate audit tail: %s needs a value\n", a);
-            tail_usage(stderr);
+            tg_cli_help_of(stderr, "audit tail");
             return 2;
         }
         i++;
@@ -180,7 +173,7 @@ int tg_cli_audit_tail(int argc, char **argv)
             block = strtol(v, NULL, 10);
         else {
             fprintf(stderr, "toolgate audit tail: unknown option '%s'\n", a);
-            tail_usage(stderr);
+            tg_cli_help_of(stderr, "audit tail");
             return 2;
         }
     }
@@ -188,7 +181,7 @@ int tg_cli_audit_tail(int argc, char **argv)
         fprintf(stderr, "toolgate audit tail: --stream and --group are required; --count 1..%d, "
                         "--block >= 0 ms\n",
                 TAIL_COUNT_MAX);
-        tail_usage(stderr);
+        tg_cli_help_of(stderr, "audit tail");
         return 2;
     }
     if (consumer == NULL) {

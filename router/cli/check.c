@@ -27,6 +27,7 @@
 #include "config/manifest.h"
 #include "config/units.h"
 #include "router/cli/cli.h"
+#include "router/cli/help.h"
 #include "router/agent/contain_cfg.h"
 
 #define VAL_MAX          48   /* fixed internal bound: one formatted value */
@@ -776,7 +777,32 @@ static json_t *json_callers(const tg_config_t *cfg)
 /* ------------------------------------------------------------------ */
 /* Report                                                              */
 
-int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json)
+/* The "start" member of the JSON report. */
+static json_t *json_start(const tg_check_problems_t *p)
+{
+    json_t *lines = json_array();
+    for (size_t i = 0; lines && i < p->n; i++)
+        json_array_append_new(lines, json_string(p->line[i]));
+    return json_pack("{s:b,s:o,s:I}", "ok", p->n + p->dropped == 0, "problems",
+                     lines ? lines : json_array(), "more", (json_int_t)p->dropped);
+}
+
+/* The start section of the text report. */
+static void text_start(FILE *f, const tg_check_problems_t *p)
+{
+    if (p->n + p->dropped == 0) {
+        fprintf(f, "\nstart on this host: nothing in the way (listener directories, commands)\n");
+        return;
+    }
+    fprintf(f, "\nstart on this host: would fail\n");
+    for (size_t i = 0; i < p->n; i++)
+        fprintf(f, "  %s\n", p->line[i]);
+    if (p->dropped > 0)
+        fprintf(f, "  (%zu more)\n", p->dropped);
+}
+
+int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json,
+                    const tg_check_problems_t *start)
 {
     tg_contain_mode_t mode = tg_config_contain_mode(cfg);
     char why[TG_REASON_MAX], frame[VAL_MAX];
@@ -803,6 +829,8 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
                          json_host(caps, kind, mode, why));
         if (root != NULL)
             json_object_set_new(root, "callers", json_callers(cfg));
+        if (root != NULL && start != NULL)
+            json_object_set_new(root, "start", json_start(start));
         if (!root)
             rc = -ENOMEM;
         else if (json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
@@ -848,6 +876,8 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
                     cc->lim.concurrent_src != TG_SRC_DEFAULT ? cc->lim.max_concurrent_calls : 0);
         }
         fprintf(out, "\nhost (detected for this process; check creates no cgroup)\n%s", caps_text);
+        if (start != NULL)
+            text_start(out, start);
         free(host);
         free(caps_text);
         if (fflush(out) != 0 || ferror(out))
@@ -859,22 +889,6 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
 
 /* ------------------------------------------------------------------ */
 /* Command line                                                        */
-
-static void check_usage(FILE *f)
-{
-    fprintf(
-        f,
-        "usage: toolgate check [--config FILE] [--limit KEY=VALUE]... [--json] [-- CMD ARGS...]\n"
-        "\n"
-        "Validate the config and print, per agent and tool, the effective limits and\n"
-        "where each came from (default, file, manifest, operator cap, --limit), and\n"
-        "what this host will enforce of each agent's resources.\n"
-        "  --config FILE       JSON config\n"
-        "  --limit KEY=VALUE   as in wrap: applies to the first agent\n"
-        "  --json              one JSON object instead of tables\n"
-        "  -- CMD ARGS         the command wrap would run (for a config without one)\n"
-        "Exit status: 0 valid, 1 invalid config, 2 bad usage.\n");
-}
 
 /* Print the config error <msg> (stderr; also stdout as JSON with --json). */
 static int check_fail(const char *msg, bool json)
@@ -910,7 +924,7 @@ int tg_cli_check(int argc, char **argv)
             break;
         }
         if (OPT("--help") || OPT("-h")) {
-            check_usage(stdout);
+            tg_cli_help_of(stdout, "check");
             return 0;
         }
         if (OPT("--json")) {
@@ -970,11 +984,29 @@ int tg_cli_check(int argc, char **argv)
         return check_fail("out of memory", json);
     }
     tg_contain_detect(caps, NULL);
-    rc = tg_check_report(stdout, &cfg, caps, json);
+    /* The config is valid; would it start here? */
+    tg_check_problems_t *start = calloc(1, sizeof *start);
+    if (!start) {
+        free(caps);
+        tg_config_free(&cfg);
+        return check_fail("out of memory", json);
+    }
+    int problems = tg_check_start(start, &cfg, cfg.nlisten > 0);
+    rc = tg_check_report(stdout, &cfg, caps, json, start);
     free(caps);
     tg_config_free(&cfg);
+    for (size_t k = 0; rc == 0 && k < start->n; k++)
+        fprintf(stderr, "toolgate check: %s\n", start->line[k]);
+    free(start);
     if (rc < 0) {
         fprintf(stderr, "toolgate check: cannot write the report: %s\n", strerror(-rc));
+        return 1;
+    }
+    if (problems > 0) {
+        fprintf(stderr,
+                "toolgate check: the config is valid but %d thing%s would stop a start on this "
+                "host\n",
+                problems, problems == 1 ? "" : "s");
         return 1;
     }
     return 0;

@@ -40,7 +40,35 @@ void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_con
 
 /* Write the report of the valid config <cfg> (tg_config_validate passed)
  * on a host with <caps> to <out>: a text table, or with <json> one JSON
- * object. 0, or -EIO when <out> failed, -ENOMEM. */
-int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json);
+ * object; with <start> (tg_check_start's, NULL: not checked), whether it
+ * would start here and what would stop it. 0, or -EIO when <out> failed,
+ * -ENOMEM. */
+struct tg_check_problems;
+int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json,
+                    const struct tg_check_problems *start);
+
+#define TG_CHECK_PROBLEMS_MAX 32  /* fixed internal bound: start problems listed (more are counted) */
+#define TG_CHECK_LINE_MAX     640 /* fixed internal bound: one problem's line */
+
+/* What would stop a start, one line each ("json.path: what is wrong (how
+ * to fix it)"), and how many more there were. */
+typedef struct tg_check_problems {
+    size_t n, dropped;
+    char line[TG_CHECK_PROBLEMS_MAX][TG_CHECK_LINE_MAX];
+} tg_check_problems_t;
+
+/* What would stop a start of the valid config <cfg> on this host that
+ * validation cannot see (check_start.c), into <out>: with <serve>, each
+ * Unix listener's directory exists and this user may create the socket in
+ * it; each agent's command is found (without a '/': on the PATH the agent
+ * gets, env.set's or, when passed, toolgate's; serve passes only
+ * env.pass) and is an executable file. Read-only. The number of problems. */
+int tg_check_start(tg_check_problems_t *out, const tg_config_t *cfg, bool serve);
+
+/* Look <cmd> up as execvp would: as is when it holds a '/', else in each
+ * directory of <path_var> (NULL: execvp's default). 0 with the file in
+ * <found>, or -ENOENT (nowhere), -EACCES (found, not an executable
+ * file), another -errno. */
+int tg_check_find_command(const char *cmd, const char *path_var, char *found, size_t cap);
 
 #endif

@@ -273,8 +273,12 @@ static void demo_audit(const char *audit)
 int tg_cli_demo(int argc, char **argv, const char *self)
 {
     char agent[PATH_MAX], exe[PATH_MAX], dir[PATH_MAX], audit[PATH_MAX + 32];
-    (void)argc;
-    (void)argv;
+    if (argc > 0) {
+        fprintf(stderr,
+                "toolgate demo: unknown argument '%s' (demo takes none; see toolgate demo --help)\n",
+                argv[0]);
+        return 2;
+    }
     if (find_agent(self, agent, sizeof(agent)) != 0) {
         fprintf(stderr,
                 "toolgate: demo agent not found at %s (build the tree with cmake, or set "

@@ -13,19 +13,11 @@
 
 #include "router/admin/admin.h"
 #include "router/cli/cli.h"
+#include "router/cli/help.h"
 
 #define STATUS_TIMEOUT_MS   3000                /* fixed internal bound: whole exchange */
 #define STATUS_MAX_BODY     (16u * 1024 * 1024) /* fixed internal bound: /limits answer */
 #define STATUS_NAME_COL_MAX 72                  /* fixed internal bound: widest name column */
-
-static void status_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: toolgate status [--admin ADDR] [--json]\n"
-            "  --admin ADDR  the admin endpoint of a running toolgate (default %s)\n"
-            "  --json        print the snapshot as JSON instead of a table\n",
-            TG_ADMIN_DEF_ADDR);
-}
 
 /* The answer comes from whatever listens on that port: show only
  * printable ASCII so a name cannot carry terminal escapes. */
@@ -129,7 +121,7 @@ int tg_cli_status(int argc, char **argv)
         } else if (strncmp(a, "--admin=", 8) == 0) {
             addr = a + 8;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            status_usage(stdout);
+            tg_cli_help_of(stdout, "status");
             return 0;
         } else {
             fprintf(stderr,

@@ -16,17 +16,16 @@
 #include "config/config.h"
 #include "router/auth/auth.h"
 #include "router/cli/cli.h"
+#include "router/cli/help.h"
 
 #define TOKEN_PREFIX   "tgk_"
 #define TOKEN_TEXT_MAX 64 /* fixed internal bound: "tgk_" and 43 base64url characters */
 
+/* Both token commands' usage lines. */
 static void token_usage(FILE *f)
 {
-    fprintf(f, "usage: toolgate token new [--name CALLER]\n"
-               "       toolgate token digest < TOKEN\n"
-               "new     print a fresh bearer token (256 random bits), its sha256: digest and\n"
-               "        the callers[] entry that holds the digest\n"
-               "digest  read a token on stdin and print its sha256: digest\n");
+    tg_cli_help_of(f, "token new");
+    tg_cli_help_of(f, "token digest");
 }
 
 /* <n> bytes of <in> in unpadded base64url into <out> (room for 4n/3+2). */
