@@ -88,7 +88,9 @@ Test(systemd, notify_writes_to_a_path_or_an_abstract_name)
 }
 
 /* The fixture agent behind a Unix listener at S.sock, plus <more>
- * listen entries (a leading ", {...}"). */
+ * listen entries (a leading ", {...}"). The agent is offered the
+ * variables of the service manager (env.pass): toolgate must have removed
+ * them from its environment, so no agent speaks for it or takes its fds. */
 static void sd_config(const char *more)
 {
     char json[4096];
@@ -96,10 +98,26 @@ static void sd_config(const char *more)
                      "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}%s]},\n"
                      " \"audit\": {\"path\": \"%s\"},\n"
                      " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", "
-                     "\"--log\", \"%s\"]}]}\n",
+                     "\"--log\", \"%s\"], \"env\": {\"pass\": [\"NOTIFY_SOCKET\", \"LISTEN_PID\", "
+                     "\"LISTEN_FDS\", \"LISTEN_FDNAMES\"]}}]}\n",
                      S.sock, more, S.audit, TG_AGENTS_DIR, S.log);
     cr_assert_lt((size_t)n, sizeof(json));
     cr_assert_eq(tgh_write_file(S.cfg, json), 0);
+}
+
+/* Fail unless the agent behind <c> sees none of <names> (NULL-ended). */
+static void sd_agent_env_unset(tgh_proc_t *c, const char *const *names)
+{
+    for (int i = 0; names[i] != NULL; i++) {
+        char args[128];
+        snprintf(args, sizeof(args), "{\"name\":\"%s\"}", names[i]);
+        mcp_call(c, 100 + i, "env", args);
+        json_t *r = mcp_await_int(c, 100 + i, 5000, NULL);
+        cr_assert_not_null(r);
+        const char *t = mcp_text_of(r);
+        cr_assert_str_eq(t ? t : "", "(unset)", "the agent sees %s=%s", names[i], t);
+        json_decref(r);
+    }
 }
 
 Test(systemd, serve_reports_ready_reloading_and_stopping)
@@ -117,6 +135,8 @@ Test(systemd, serve_reports_ready_reloading_and_stopping)
     tgh_proc_t a;
     mcp_connect(&a, S.sock);
     mcp_init_ok(&a, 5000);
+    static const char *const notify_env[] = {"NOTIFY_SOCKET", NULL};
+    sd_agent_env_unset(&a, notify_env);
     kill(S.tg.pid, SIGHUP);
     dgram_next(fd, buf, sizeof(buf));
     cr_assert_eq(strncmp(buf, "RELOADING=1\nMONOTONIC_USEC=", 27), 0, "got '%s'", buf);
@@ -192,12 +212,14 @@ Test(systemd, serve_takes_the_sockets_it_is_passed)
     char *log = tgh_read_file(S.err, NULL);
     cr_assert_not_null(strstr(log, "the socket the service manager passed (fd 3, mcp)"), "%s", log);
     cr_assert_not_null(strstr(log, "the socket the service manager passed (fd 4, web)"), "%s", log);
-    cr_assert_not_null(strstr(log, "LISTEN_FDS: fd 5 (extra) matches no router.listen entry"),
-                       "%s", log);
+    cr_assert_not_null(strstr(log, "LISTEN_FDS: fd 5 (extra) matches no router.listen entry"), "%s",
+                       log);
     free(log);
     tgh_proc_t a;
     mcp_connect(&a, S.sock);
     mcp_init_ok(&a, 5000);
+    static const char *const listen_env[] = {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", NULL};
+    sd_agent_env_unset(&a, listen_env);
     char head[2048];
     http_initialize(port, head, sizeof(head));
     cr_assert_eq(strncmp(head, "HTTP/1.1 200", 12), 0, "got: %s", head);
@@ -212,6 +234,36 @@ Test(systemd, serve_takes_the_sockets_it_is_passed)
     struct stat st;
     cr_assert_eq(lstat(S.sock, &st), 0, "toolgate removed the socket file it was passed");
     cr_assert(S_ISSOCK(st.st_mode));
+}
+
+/* What socket activation is for: a caller that connects while toolgate is
+ * not running yet (restarting) waits in the backlog and is answered. */
+Test(systemd, a_caller_connecting_before_toolgate_runs_is_answered)
+{
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
+    sd_config("");
+    char unix_spec[TGH_PATH + 48];
+    snprintf(unix_spec, sizeof(unix_spec), "unix:%s=mcp", S.sock);
+    const char *specs[] = {"--delay-ms", "1500", unix_spec, NULL};
+    sd_start_activated(specs);
+    int fd = -1;
+    for (int i = 0; i < 100 && fd < 0; i++) {
+        fd = tgh_unix_dial(S.sock);
+        if (fd < 0)
+            tgh_sleep_ms(10);
+    }
+    cr_assert_geq(fd, 0, "the socket at %s never listened", S.sock);
+    cr_assert_eq(tgh_log_count(S.err, "toolgate: serving"), 0,
+                 "toolgate was already serving: the test proves nothing");
+    tgh_proc_t a;
+    memset(&a, 0, sizeof(a));
+    a.in_fd = fd;
+    a.out_fd = dup(fd);
+    mcp_init_ok(&a, 10000);
+    tgh_conn_close(&a);
+    kill(S.tg.pid, SIGTERM);
+    cr_assert_eq(tgh_wait(&S.tg, 10000), 0);
+    cr_assert_eq(tgh_exit_code(&S.tg), 0);
 }
 
 Test(systemd, sockets_for_another_pid_are_not_taken)

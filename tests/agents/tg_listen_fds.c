@@ -1,12 +1,14 @@
 /* A stand-in for systemd's socket activation, for tests/test_systemd.c:
  *
- *   tg_listen_fds [--no-pid] SPEC... -- CMD ARGS...
+ *   tg_listen_fds [--no-pid] [--delay-ms N] SPEC... -- CMD ARGS...
  *
  * Each SPEC is "unix:PATH" or "tcp:PORT" (127.0.0.1), optionally followed
  * by "=NAME". The sockets are bound and listening, placed at fds 3, 4, ...
  * in order, then CMD is exec'd with LISTEN_PID (this process's pid, which
  * exec keeps; --no-pid gives another pid), LISTEN_FDS and LISTEN_FDNAMES
- * set, as a socket unit would. Exit 127 with a message on any failure. */
+ * set, as a socket unit would. --delay-ms waits N ms (sockets listening)
+ * before the exec: a service that is not running yet, as while it
+ * restarts. Exit 127 with a message on any failure. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -59,8 +61,13 @@ int main(int argc, char **argv)
     int i = 1, n = 0;
     int fds[MAX_FDS];
     char names[1024] = "";
-    int other_pid = argc > 1 && strcmp(argv[1], "--no-pid") == 0;
+    int other_pid = argc > i && strcmp(argv[i], "--no-pid") == 0;
     i += other_pid;
+    long delay_ms = 0;
+    if (argc > i + 1 && strcmp(argv[i], "--delay-ms") == 0) {
+        delay_ms = atol(argv[i + 1]);
+        i += 2;
+    }
     for (; i < argc && strcmp(argv[i], "--") != 0 && n < MAX_FDS; i++, n++) {
         char spec[512];
         snprintf(spec, sizeof(spec), "%s", argv[i]);
@@ -72,8 +79,10 @@ int main(int argc, char **argv)
         size_t len = strlen(names);
         snprintf(names + len, sizeof(names) - len, "%s%s", n ? ":" : "", eq ? eq : "unknown");
     }
-    if (i >= argc - 1)
-        return fprintf(stderr, "usage: tg_listen_fds [--no-pid] SPEC... -- CMD ARGS...\n"), 127;
+    if (i >= argc - 1) {
+        fprintf(stderr, "usage: tg_listen_fds [--no-pid] [--delay-ms N] SPEC... -- CMD ARGS...\n");
+        return 127;
+    }
     /* Move them out of the way, then into place at 3.. */
     for (int k = 0; k < n; k++) {
         int moved = fcntl(fds[k], F_DUPFD_CLOEXEC, 64);
@@ -91,6 +100,8 @@ int main(int argc, char **argv)
     snprintf(v, sizeof(v), "%d", n);
     setenv("LISTEN_FDS", v, 1);
     setenv("LISTEN_FDNAMES", names, 1);
+    if (delay_ms > 0)
+        usleep((useconds_t)delay_ms * 1000);
     execv(argv[i + 1], argv + i + 1);
     return fail("exec", argv[i + 1]);
 }
