@@ -205,7 +205,7 @@ Test(systemd, serve_takes_the_sockets_it_is_passed)
     snprintf(unix_spec, sizeof(unix_spec), "unix:%s=mcp", S.sock);
     snprintf(web, sizeof(web), "tcp:%d=web", port);
     snprintf(extra, sizeof(extra), "tcp:%d=extra", spare);
-    const char *specs[] = {unix_spec, web, extra, NULL};
+    const char *specs[] = {unix_spec, web, extra, "pipe=junk", NULL};
     sd_start_activated(specs);
     if (tgh_log_wait(S.err, "toolgate: serving", 1, 5000) < 1)
         tgh_fail_with_stderr(S.err, "toolgate serve did not start");
@@ -214,6 +214,8 @@ Test(systemd, serve_takes_the_sockets_it_is_passed)
     cr_assert_not_null(strstr(log, "the socket the service manager passed (fd 4, web)"), "%s", log);
     cr_assert_not_null(strstr(log, "LISTEN_FDS: fd 5 (extra) matches no router.listen entry"), "%s",
                        log);
+    cr_assert_not_null(strstr(log, "LISTEN_FDS: fd 6 (junk) is not a listening stream socket"),
+                       "%s", log);
     free(log);
     tgh_proc_t a;
     mcp_connect(&a, S.sock);

@@ -2,7 +2,8 @@
  *
  *   tg_listen_fds [--no-pid] [--delay-ms N] SPEC... -- CMD ARGS...
  *
- * Each SPEC is "unix:PATH" or "tcp:PORT" (127.0.0.1), optionally followed
+ * Each SPEC is "unix:PATH", "tcp:PORT" (127.0.0.1) or "pipe" (the read end
+ * of a pipe, which is no listening socket), optionally followed
  * by "=NAME". The sockets are bound and listening, placed at fds 3, 4, ...
  * in order, then CMD is exec'd with LISTEN_PID (this process's pid, which
  * exec keeps; --no-pid gives another pid), LISTEN_FDS and LISTEN_FDNAMES
@@ -49,6 +50,9 @@ static int open_spec(const char *spec)
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
             return -1;
+    } else if (strcmp(spec, "pipe") == 0) {
+        int p[2];
+        return pipe(p) == 0 ? p[0] : -1; /* not a socket: to be refused */
     } else {
         errno = EINVAL;
         return -1;
