@@ -9,9 +9,15 @@ pkgs=(build-essential cmake pkg-config clang
       libssl-dev openssl
       redis-server iproute2
       rsyslog prometheus chromium
-      mandoc socat)
+      mandoc socat
+      debhelper dpkg-dev fakeroot lintian systemd)
 # libssl-dev: TLS and token/JWT checks (OpenSSL 3); the openssl CLI makes test
 # certificates and keys in tests/test_tls.c and tests/test_auth.c.
+# debhelper, dpkg-dev, fakeroot and lintian build and check the Debian package
+# (deploy/debian/ci-package.sh); systemd only for `systemd-analyze verify` of
+# the units (tests/test_systemd.c, the package step): no systemd need run.
+# mandoc lints the man pages (tests/test_help.c); socat bridges a stdio MCP
+# client to a serve socket (tests/test_examples.c).
 # rsyslog and prometheus only validate the ingestion examples in deploy/ingest
 # (rsyslogd -N1, promtool); neither service needs to run. chromium renders
 # the admin page in tests/test_page.c (headless, no sandbox, as root).

@@ -20,6 +20,7 @@
  * cleartext (400) and closed, as nginx does.
  */
 #include "router/front/http.h"
+#include "router/front/listen.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -1017,7 +1018,10 @@ int tg_http_listen(uv_loop_t *loop, const tg_http_opts_t *o, tg_http_t **out, tg
     uv_tcp_init(loop, &h->lsock);
     h->lsock.data = h;
     h->open = 1;
-    int rc = uv_tcp_bind(&h->lsock, (const struct sockaddr *)&ss, 0);
+    /* Socket activation: a socket the service manager passed for this address (listen.h). */
+    int afd = tg_lsock_inherited_inet((const struct sockaddr *)&ss);
+    int rc = afd >= 0 ? uv_tcp_open(&h->lsock, afd)
+                      : uv_tcp_bind(&h->lsock, (const struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&h->lsock, HTTP_BACKLOG, on_connection);
     if (rc < 0) {

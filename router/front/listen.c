@@ -4,12 +4,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "router/log.h"
 
 void tg_lsock_init(tg_lsock_t *ls)
 {
@@ -130,9 +134,206 @@ static int bind_at_mode(int fd, const char *path, uint32_t mode)
     return rc;
 }
 
+/* ---- socket activation ---------------------------------------------- */
+
+#define ACT_NAME_MAX 64 /* fixed internal bound: a FileDescriptorName kept for messages */
+
+typedef struct act_fd {
+    int fd; /* -1: taken by a listener, or never valid */
+    char name[ACT_NAME_MAX];
+} act_fd_t;
+
+static act_fd_t act[TG_LSOCK_ACTIVATED_MAX];
+static int nact;
+
+/* The next ':'-separated name of *<names> into <out> (empty when none). */
+static void next_name(const char **names, char *out, size_t cap)
+{
+    const char *p = *names != NULL ? *names : "";
+    size_t n = strcspn(p, ":");
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    *names = p[n] == ':' ? p + n + 1 : p + n;
+}
+
+/* Whether <fd> is a listening stream socket. */
+static bool is_listening(int fd)
+{
+    int v = 0, type = 0;
+    socklen_t l = sizeof(v), tl = sizeof(type);
+    return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v != 0 &&
+           getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM;
+}
+
+int tg_lsock_activation_init(void)
+{
+    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+    const char *names = getenv("LISTEN_FDNAMES");
+    char *end = NULL;
+    long n = fds != NULL ? strtol(fds, &end, 10) : 0;
+    bool ours = pid != NULL && strtol(pid, NULL, 10) == (long)getpid();
+    nact = 0;
+    if (ours && fds != NULL && (end == fds || *end != '\0' || n < 0)) {
+        tg_log("LISTEN_FDS: '%.16s' is not a count: no socket is taken from the service manager",
+               fds);
+        n = 0;
+    }
+    if (ours && n > TG_LSOCK_ACTIVATED_MAX) {
+        tg_log("LISTEN_FDS: %ld sockets passed; toolgate takes the first %d (fixed bound)", n,
+               TG_LSOCK_ACTIVATED_MAX);
+        n = TG_LSOCK_ACTIVATED_MAX;
+    }
+    for (int i = 0; ours && i < (int)n; i++) {
+        int fd = 3 + i;
+        act_fd_t *a = &act[nact];
+        next_name(&names, a->name, sizeof(a->name));
+        if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+            continue; /* not open */
+        if (!is_listening(fd)) {
+            tg_log("LISTEN_FDS: fd %d (%s) is not a listening stream socket: closed (use "
+                   "ListenStream= in the socket unit)",
+                   fd, a->name[0] ? a->name : "unnamed");
+            close(fd);
+            continue;
+        }
+        a->fd = fd;
+        nact++;
+    }
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+    return nact;
+}
+
+/* Take entry <i>: its fd, logged as adopted for <what>. */
+static int take(int i, const char *what)
+{
+    int fd = act[i].fd;
+    act[i].fd = -1;
+    tg_log("router.listen: %s: the socket the service manager passed (fd %d%s%s)", what, fd,
+           act[i].name[0] ? ", " : "", act[i].name);
+    return fd;
+}
+
+/* Whether Unix paths <a> and <b> name one file (or are one string). */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return strcmp(a, b) == 0 || (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+                                 sa.st_ino == sb.st_ino);
+}
+
+int tg_lsock_inherited_unix(const char *path)
+{
+    for (int i = 0; i < nact; i++) {
+        struct sockaddr_un sa;
+        socklen_t l = sizeof(sa);
+        memset(&sa, 0, sizeof(sa));
+        if (act[i].fd < 0 || getsockname(act[i].fd, (struct sockaddr *)&sa, &l) < 0 ||
+            sa.sun_family != AF_UNIX || sa.sun_path[0] == '\0')
+            continue;
+        sa.sun_path[sizeof(sa.sun_path) - 1] = '\0';
+        if (same_file(sa.sun_path, path))
+            return take(i, path);
+    }
+    return -1;
+}
+
+/* The port of <sa> and whether its address is a wildcard; false when it
+ * is no AF_INET or AF_INET6 address. */
+static bool inet_parts(const struct sockaddr *sa, uint16_t *port, bool *any)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        *port = ntohs(s4->sin_port);
+        *any = s4->sin_addr.s_addr == htonl(INADDR_ANY);
+        return true;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        *port = ntohs(s6->sin6_port);
+        *any = IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr);
+        return true;
+    }
+    return false;
+}
+
+static bool same_inet(const struct sockaddr *a, const struct sockaddr *b)
+{
+    uint16_t pa, pb;
+    bool aa, ab;
+    if (!inet_parts(a, &pa, &aa) || !inet_parts(b, &pb, &ab) || pa != pb || pa == 0)
+        return false;
+    if (aa && ab)
+        return true; /* 0.0.0.0:P and [::]:P (dual-stack, systemd's ListenStream=P) */
+    if (a->sa_family != b->sa_family)
+        return false;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                  &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+}
+
+int tg_lsock_inherited_inet(const struct sockaddr *want)
+{
+    for (int i = 0; i < nact; i++) {
+        struct sockaddr_storage ss;
+        socklen_t l = sizeof(ss);
+        if (act[i].fd >= 0 && getsockname(act[i].fd, (struct sockaddr *)&ss, &l) == 0 &&
+            same_inet((struct sockaddr *)&ss, want)) {
+            char what[32];
+            uint16_t port = 0;
+            bool any;
+            inet_parts(want, &port, &any);
+            snprintf(what, sizeof(what), "port %u", (unsigned)port);
+            return take(i, what);
+        }
+    }
+    return -1;
+}
+
+void tg_lsock_activation_done(void)
+{
+    for (int i = 0; i < nact; i++) {
+        if (act[i].fd < 0)
+            continue;
+        tg_log("LISTEN_FDS: fd %d (%s) matches no router.listen entry: closed (make the socket "
+               "unit's ListenStream= equal a listener's unix path or http address)",
+               act[i].fd, act[i].name[0] ? act[i].name : "unnamed");
+        close(act[i].fd);
+        act[i].fd = -1;
+    }
+    nact = 0;
+}
+
+/* Adopt the inherited listening socket <fd> at <path> into <ls>: its
+ * directory opened and its file recorded as for a bind. */
+static int adopt(tg_lsock_t *ls, const char *path, int fd, tg_err_t *err)
+{
+    ls->fd = fd;
+    ls->inherited = true;
+    if (open_dir(ls, path, err) < 0)
+        return -1;
+    struct stat st;
+    if (fstatat(ls->dirfd, ls->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode))
+        return tg_err_set(err, -1,
+                          "router.listen: %s: the service manager passed its socket but the file "
+                          "is gone or replaced (restart the socket unit)",
+                          path);
+    ls->dev = st.st_dev;
+    ls->ino = st.st_ino;
+    return 0;
+}
+
 int tg_lsock_bind(tg_lsock_t *ls, const char *path, uint32_t mode, tg_err_t *err)
 {
     tg_lsock_init(ls);
+    int fd = tg_lsock_inherited_unix(path);
+    if (fd >= 0) {
+        if (adopt(ls, path, fd, err) == 0)
+            return 0;
+        goto fail;
+    }
     if (open_dir(ls, path, err) < 0 || clear_path(ls, path, err) < 0)
         goto fail;
     ls->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -218,7 +419,7 @@ int tg_lsock_set_access(const tg_lsock_t *ls, uint32_t mode, int64_t owner, int6
 
 void tg_lsock_release(tg_lsock_t *ls, bool unlink)
 {
-    if (unlink && ls->dirfd >= 0) {
+    if (unlink && ls->dirfd >= 0 && !ls->inherited) {
         /* Only our own file: whatever replaced it is someone else's. */
         struct stat st;
         if (fstatat(ls->dirfd, ls->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) &&

@@ -32,6 +32,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "config/err.h"
@@ -45,17 +46,44 @@ typedef struct tg_lsock {
     char name[TG_LSOCK_PATH_MAX]; /* the file's name in that directory */
     dev_t dev;                    /* the socket file that bind created */
     ino_t ino;
+    bool inherited;               /* passed by the service manager: its file, never unlinked */
 } tg_lsock_t;
 
 /* A socket nobody has bound: release is a no-op on it. */
 void tg_lsock_init(tg_lsock_t *ls);
+
+/* ---- Socket activation (sd_listen_fds(3) semantics, no libsystemd) ----
+ * When $LISTEN_PID is this process, $LISTEN_FDS listening sockets start at
+ * fd 3, named by $LISTEN_FDNAMES (':'-separated, FileDescriptorName=). Each
+ * is matched to a router.listen[] entry: a Unix one by its path
+ * (getsockname, or the same file), an HTTP one by its address and port
+ * (a wildcard address matches a wildcard of either family). A matched
+ * listener adopts the fd instead of binding, so connections queued while
+ * toolgate restarted are accepted; a Unix socket's file stays the service
+ * manager's (toolgate sets its mode and owner, never unlinks it). */
+#define TG_LSOCK_ACTIVATED_MAX 64 /* fixed internal bound: inherited listening sockets */
+
+/* Read and unset LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES; keep the
+ * listening sockets among fds 3.. (close-on-exec from now on, so no agent
+ * inherits them). Returns how many were kept; what is not a listening
+ * stream socket is logged and closed. */
+int tg_lsock_activation_init(void);
+/* The inherited fd listening at Unix <path>, taken from the table, or -1. */
+int tg_lsock_inherited_unix(const char *path);
+/* The inherited fd listening at <sa> (AF_INET, AF_INET6), or -1. */
+int tg_lsock_inherited_inet(const struct sockaddr *sa);
+/* Close the inherited fds no listener took, each with a log line naming
+ * it and how to fix the socket unit. */
+void tg_lsock_activation_done(void);
 
 /* Bind a new socket at absolute <path>, not yet listening, its file born
  * at <mode> less the process umask: never wider than <mode>, at any
  * instant (tg_lsock_set_access then makes it exactly <mode>). A stale socket file there
  * (nobody accepts on it) is replaced; anything else at the path (a live
  * socket, a file, a directory, a symlink) is refused, as is a directory
- * that does not exist. 0, or -1 with <err> filled ("router.listen: ..."). */
+ * that does not exist. A socket passed for <path> by the service manager
+ * (tg_lsock_inherited_unix) is adopted instead, already listening.
+ * 0, or -1 with <err> filled ("router.listen: ..."). */
 int tg_lsock_bind(tg_lsock_t *ls, const char *path, uint32_t mode, tg_err_t *err);
 
 /* Give <ls>'s file <owner> and <group> (-1: leave that one) and <mode>,

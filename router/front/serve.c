@@ -39,6 +39,7 @@
 #include "router/auth/auth.h"
 #include "router/front/http.h"
 #include "router/front/listen.h"
+#include "router/front/notify.h"
 #include "router/front/run.h"
 #include "router/log.h"
 #include "router/os_gw.h"
@@ -433,8 +434,11 @@ static void on_signal(uv_signal_t *sig, int signum)
 {
     serve_run_t *r = sig->data;
     if (signum == SIGHUP) {
-        if (!r->stopping)
+        if (!r->stopping) {
+            tg_notify_reloading();
             reload(r);
+            tg_notify("READY=1");
+        }
         return;
     }
     if (r->stopping && signum == SIGINT) {
@@ -452,6 +456,7 @@ static void on_signal(uv_signal_t *sig, int signum)
         ev.reason = signum == SIGTERM ? "SIGTERM" : "SIGINT";
         ev.count = r->gw.nsessions;
         tg_audit_emit(r->gw.audit, &ev);
+        tg_notify("STOPPING=1");
     }
     r->stopping = true;
     stop_listeners(r);
@@ -1147,6 +1152,8 @@ int tg_serve_run(tg_config_t *cfg)
         return 1;
     uv_loop_t *loop = &r->f.loop;
     r->cfg = cfg;
+    tg_notify_init();
+    tg_lsock_activation_init();
     gen_t gen0 = {.cfg = cfg, .refs = 1, .owned = false};
     if (cfg->path != NULL) {
         json_error_t je;
@@ -1218,11 +1225,13 @@ int tg_serve_run(tg_config_t *cfg)
         if (bind_listener(r, l, &err) < 0)
             rc = tg_log_failed(&err, 1);
     }
+    tg_lsock_activation_done();
     if (rc == 0) {
         tg_osgw_start(r->os);
         tg_front_signals_start(&r->f, on_signal, true);
         tg_log("serving %zu listener(s); SIGHUP reloads %s, SIGTERM drains and stops", cfg->nlisten,
                cfg->path != NULL ? cfg->path : "(no file)");
+        tg_notify("READY=1");
         uv_run(loop, UV_RUN_DEFAULT);
         rc = 0;
     } else {

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Install the build in BUILD_DIR into a scratch DESTDIR with prefix /usr
+# and check the tree is exactly what `cmake --install` promises (README,
+# "Running as a service"): the binary, man pages, bash completion, systemd
+# units naming /usr/bin/toolgate, examples and the README; no fixture
+# agent, benchmark or test. Run by ctest (install_tree).
+set -euo pipefail
+build=${1:?usage: check-install.sh BUILD_DIR}
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dest=$(mktemp -d /tmp/toolgate-install.XXXXXX)
+trap 'rm -rf "$dest"' EXIT
+
+DESTDIR=$dest cmake --install "$build" --prefix /usr >/dev/null
+
+expected=(usr/bin/toolgate
+          usr/lib/systemd/system/toolgate.service
+          usr/lib/systemd/system/toolgate.socket
+          usr/share/doc/toolgate/README.md)
+for f in "$src"/deploy/examples/*; do
+    [[ -f $f ]] || continue
+    expected+=("usr/share/doc/toolgate/examples/$(basename "$f")")
+done
+for f in "$src"/deploy/man/*.1 "$src"/deploy/man/*.5; do
+    [[ -e $f ]] || continue
+    expected+=("usr/share/man/man${f##*.}/$(basename "$f")")
+done
+for f in "$src"/deploy/completion/*.bash; do
+    [[ -e $f ]] || continue
+    expected+=("usr/share/bash-completion/completions/$(basename "$f" .bash)")
+done
+
+fail=0
+got=$(cd "$dest" && find . -type f -o -type l | sed 's|^\./||' | sort)
+want=$(printf '%s\n' "${expected[@]}" | sort)
+if [[ $got != "$want" ]]; then
+    echo "check-install: the installed tree differs from the expected one (< expected, > installed):"
+    diff <(echo "$want") <(echo "$got") || true
+    fail=1
+fi
+[[ -x $dest/usr/bin/toolgate ]] || { echo "check-install: usr/bin/toolgate is not executable"; fail=1; }
+"$dest/usr/bin/toolgate" --version >/dev/null || { echo "check-install: toolgate --version failed"; fail=1; }
+for u in toolgate.service toolgate.socket; do
+    if grep -E '^Exec' "$dest/usr/lib/systemd/system/$u" | grep -v -E '=(/usr/bin/toolgate|/bin/kill) '; then
+        echo "check-install: $u runs something other than /usr/bin/toolgate"
+        fail=1
+    fi
+done
+if grep -q '^ExecStart=/usr/bin/toolgate serve' "$dest/usr/lib/systemd/system/toolgate.service"; then :; else
+    echo "check-install: toolgate.service does not start /usr/bin/toolgate serve"
+    fail=1
+fi
+((fail == 0)) && echo "check-install: $(echo "$got" | wc -l) files, as expected"
+exit $fail
