@@ -24,6 +24,8 @@ for f in "$src"/deploy/man/*.1 "$src"/deploy/man/*.5; do
     [[ -e $f ]] || continue
     expected+=("usr/share/man/man${f##*.}/$(basename "$f")")
 done
+# toolgate.json(5) is generated from the key table at build time (deploy/man/toolgate.json.5.in)
+[[ -e $src/deploy/man/toolgate.json.5.in ]] && expected+=(usr/share/man/man5/toolgate.json.5)
 for f in "$src"/deploy/completion/*.bash; do
     [[ -e $f ]] || continue
     expected+=("usr/share/bash-completion/completions/$(basename "$f" .bash)")
