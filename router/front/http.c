@@ -786,8 +786,15 @@ static void conn_pump(hconn_t *c)
     c->in_pump = false;
     if (c->closing)
         return;
-    if (c->busy || c->shut) {
+    if (c->shut || (c->busy && c->mode != M_GET)) {
         uv_read_stop((uv_stream_t *)&c->tcp);
+        return;
+    }
+    if (c->busy) {
+        /* A GET stream is read on, so a client that goes away is seen at
+         * once (its stream no longer takes the agent's requests); bytes it
+         * sends wait in the read buffer, and a full buffer closes it. */
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
         return;
     }
     arm_wait(c);
