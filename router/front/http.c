@@ -221,7 +221,7 @@ static void request_done(hconn_t *c)
     c->head_sent = c->answered = false;
     if (c->closing)
         return;
-    if (!c->keep) {
+    if (!c->keep || c->h->stopping) {
         c->shut = true;
         if (c->wq == 0)
             conn_close(c);
@@ -1056,12 +1056,18 @@ void tg_http_stop(tg_http_t *h)
         uv_close((uv_handle_t *)&h->lsock, listener_closed);
     if (!uv_is_closing((uv_handle_t *)&h->tick))
         uv_close((uv_handle_t *)&h->tick, listener_closed);
-    tg_hub_shutdown(h->hub);
+    /* The sessions are not ended here: serve drains their engine sessions
+     * (calls in flight are answered, then each ends and its bridge closes),
+     * and the answers still reach the connections that wait for them. */
     hconn_t *next;
     for (hconn_t *c = h->conns; c != NULL; c = next) {
         next = c->next;
-        if (!c->busy || c->mode == M_GET)
+        if (c->mode == M_GET) { /* the stream ends cleanly (its last chunk), then closes */
+            tg_hsess_detach(&c->st);
+            st_finish(&c->st);
+        } else if (!c->busy) {
             conn_close(c);
+        }
     }
 }
 
