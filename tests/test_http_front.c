@@ -1030,3 +1030,28 @@ Test(http_front, sigterm_drains_calls_and_closes_connections)
     tgc_close(&g);
     tgc_close(&idle);
 }
+
+/* A session is idle from the end of its last stream, not from the request
+ * that opened it: a GET stream held past session_idle_timeout, then
+ * closed, leaves the session usable. */
+Test(http_front, session_idle_counts_from_the_last_stream)
+{
+    start(", \"session_idle_timeout\": \"2s\"", NULL, NULL, NULL);
+    tgc_t c, g;
+    dial(&c);
+    dial(&g);
+    char sid[SID_MAX], h[256];
+    open_session(&c, NULL, sid);
+    snprintf(h, sizeof h, "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n", sid);
+    cr_assert_eq(tgc_request(&g, "GET", h, NULL), 0);
+    tgc_resp_t r;
+    cr_assert_eq(tgc_read_head(&g, &r, TGC_TIMEOUT_MS), 0);
+    cr_assert_eq(r.status, 200);
+    tgh_sleep_ms(3000);
+    tgc_close(&g);
+    tgh_sleep_ms(1200); /* a tick of the idle clock passes, well within 2 s of the close */
+    post(&c, sid, NULL, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+    expect_status(&c, 200, "a session whose GET stream just ended");
+    tgc_close(&c);
+    stop();
+}

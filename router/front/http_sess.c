@@ -184,6 +184,7 @@ static void stream_unlink(tg_hstream_t *st)
         s->get = NULL;
     st->next = st->prev = NULL;
     st->s = NULL;
+    s->last_active = uv_now(s->h->loop); /* idle from the end of its last stream */
 }
 
 static void stream_link(tg_hsess_t *s, tg_hstream_t *st)
