@@ -59,10 +59,12 @@ static void start(const char *listen_extra, const char *router_extra, const char
     snprintf(json, sizeof json,
              "{\"router\": {\"listen\": [{\"http\": \"127.0.0.1:0\", \"agent\": \"fx\"%s}]%s},\n"
              " \"audit\": {\"path\": \"%s\"},\n"
-             " \"agents\": [{\"id\": \"fx\", \"max_instances\": 64, \"command\": "
-             "[\"%s/tg_fixture_agent\", \"--log\", \"%s\"]%s}]%s}\n",
+             " \"agents\": [{\"id\": \"fx\", \"command\": "
+             "[\"%s/tg_fixture_agent\", \"--log\", \"%s\"]%s%s}]%s}\n",
              listen_extra ? listen_extra : "", router_extra ? router_extra : "", S.audit,
-             TG_AGENTS_DIR, S.log, agent_extra ? agent_extra : "", top_extra ? top_extra : "");
+             TG_AGENTS_DIR, S.log, agent_extra ? agent_extra : "",
+             agent_extra && strstr(agent_extra, "max_instances") ? "" : ", \"max_instances\": 64",
+             top_extra ? top_extra : "");
     tgh_serve_start(&S, json, NULL, 5000);
     char *err = tgh_read_file(S.err, NULL);
     const char *p = err ? strstr(err, "MCP Streamable HTTP on ") : NULL;
@@ -1052,6 +1054,28 @@ Test(http_front, session_idle_counts_from_the_last_stream)
     tgh_sleep_ms(1200); /* a tick of the idle clock passes, well within 2 s of the close */
     post(&c, sid, NULL, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
     expect_status(&c, 200, "a session whose GET stream just ended");
+    tgc_close(&c);
+    stop();
+}
+
+/* An initialize the engine refuses (max_instances) is its JSON-RPC error
+ * in a 200, without an Mcp-Session-Id: there is no session to use. */
+Test(http_front, refused_initialize_has_no_session_id)
+{
+    start(NULL, NULL, ", \"max_instances\": 1", NULL);
+    tgc_t c;
+    dial(&c);
+    char sid[SID_MAX];
+    open_session(&c, NULL, sid);
+    tgc_resp_t r;
+    post(&c, NULL, NULL, INIT_BODY);
+    must_read(&c, &r);
+    cr_expect_eq(r.status, 200);
+    cr_expect_not(tgc_header(r.head, "Mcp-Session-Id", sid, sizeof sid), "%s", r.head);
+    json_t *m = json_loads(r.body, 0, NULL);
+    cr_expect_str_eq(code_of(m), "concurrency_limit_exceeded", "%s", r.body);
+    json_decref(m);
+    tgc_resp_free(&r);
     tgc_close(&c);
     stop();
 }

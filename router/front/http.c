@@ -349,11 +349,20 @@ static void sse_event(hconn_t *c, const char *msg, size_t len)
     free(ev);
 }
 
+/* An error answering initialize: no session for the client to use. */
+static bool is_error(const char *msg, size_t len)
+{
+    tg_mcp_env_t env;
+    return tg_mcp_scan(msg, len, &env) == 0 && env.kind == TG_MCP_RESPONSE && env.has_error;
+}
+
 static bool st_message(tg_hstream_t *st, const char *msg, size_t len)
 {
     hconn_t *c = st->ctx;
     if (c->closing)
         return true;
+    if (c->sid[0] != '\0' && !c->head_sent && is_error(msg, len))
+        c->sid[0] = '\0'; /* the engine refused it (max_instances): the session ends */
     if (c->mode == M_JSON) {
         c->answered = true;
         if (send_head(c, 200, "application/json", (int64_t)len, NULL, 0)) {
