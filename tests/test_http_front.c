@@ -1079,3 +1079,74 @@ Test(http_front, refused_initialize_has_no_session_id)
     tgc_close(&c);
     stop();
 }
+
+/* A client that went away in the middle of a call: its stream no longer
+ * takes the agent's requests, which reach the next call's stream. */
+Test(http_front, a_gone_call_stream_takes_no_agent_requests)
+{
+    start(NULL, NULL, NULL, NULL);
+    tgc_t a, c;
+    dial(&a);
+    dial(&c);
+    char sid[SID_MAX], body[256];
+    open_session(&c, NULL, sid);
+    call_body(body, sizeof body, 1, "sleep", "{\"ms\":3000}");
+    post(&a, sid, NULL, body);
+    cr_assert_eq(tgh_log_wait(S.log, "call ", 1, 3000), 1);
+    tgc_close(&a);
+    tgh_sleep_ms(500); /* toolgate sees the close first */
+    ask_on_call_stream(&c, sid, 2);
+    tgc_close(&c);
+    stop();
+}
+
+/* A client that sends its request and then EOF (shutdown(SHUT_WR)) still
+ * gets the answer, then the connection closes. */
+Test(http_front, half_closed_client_gets_its_answer)
+{
+    start(NULL, NULL, NULL, NULL);
+    tgc_t c;
+    dial(&c);
+    char sid[SID_MAX], body[256];
+    open_session(&c, NULL, sid);
+    call_body(body, sizeof body, 1, "sleep", "{\"ms\":300}");
+    post(&c, sid, NULL, body);
+    shutdown(c.fd, SHUT_WR);
+    json_t *m = answer(&c);
+    cr_expect_not_null(json_object_get(m, "result"), "%s", json_dumps(m, 0));
+    json_decref(m);
+    cr_expect(closed_within(&c, 3000), "the connection is closed after the answer");
+    tgc_close(&c);
+    stop();
+}
+
+/* More pipelined requests than the read buffer holds (16 KiB): all are
+ * answered, in order. */
+Test(http_front, long_pipeline_in_order)
+{
+    start(NULL, NULL, NULL, NULL);
+    tgc_t c;
+    dial(&c);
+    char sid[SID_MAX], one[512];
+    open_session(&c, NULL, sid);
+    size_t cap = 300 * sizeof one, n = 0;
+    char *req = malloc(cap);
+    for (int i = 1; i <= 300; i++) {
+        char b[96];
+        snprintf(b, sizeof b, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}", i);
+        n += (size_t)snprintf(req + n, cap - n,
+                              "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n" H_JSON
+                              "Mcp-Session-Id: %s\r\nContent-Length: %zu\r\n\r\n%s",
+                              sid, strlen(b), b);
+    }
+    cr_assert_gt(n, 3 * 16384);
+    cr_assert_eq(tgc_send(&c, req, n), 0);
+    free(req);
+    for (int i = 1; i <= 300; i++) {
+        json_t *m = answer(&c);
+        cr_assert_eq(json_integer_value(json_object_get(m, "id")), i, "answer %d out of order", i);
+        json_decref(m);
+    }
+    tgc_close(&c);
+    stop();
+}

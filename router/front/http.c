@@ -1,9 +1,11 @@
 /* The MCP Streamable HTTP front. See http.h.
  *
  * A connection reads one request at a time: while a request is being
- * answered (busy) the socket is not read, so pipelined requests wait in
- * the kernel and a connection holds at most its read buffer, one request
- * (head arena and body, bounded) and its write queue. A POST's message is
+ * answered (busy) the socket is read only into the read buffer (to see a
+ * client go away: its stream then takes nothing but its answer) and a
+ * full buffer stops reading, so pipelined requests wait in the kernel and
+ * a connection holds at most its read buffer, one request (head arena and
+ * body, bounded) and its write queue. A POST's message is
  * handed to the session's engine; the connection reads on only once the
  * engine has it (and, for a request, once its response was written), so a
  * client cannot queue more than one message per connection.
@@ -64,6 +66,7 @@ typedef struct hconn {
     bool head_sent, answered;
     bool posting;      /* a message of ours is on its way to the engine: posted() will run */
     bool dead;         /* closed while posting: posted() frees it */
+    bool peer_eof;     /* the client sent EOF while a request was answered */
     char *cin;         /* tls: ciphertext read, not yet taken by the TLS endpoint */
     size_t cin_len;
     mode_t_ mode;
@@ -795,14 +798,15 @@ static void conn_pump(hconn_t *c)
     c->in_pump = false;
     if (c->closing)
         return;
-    if (c->shut || (c->busy && c->mode != M_GET)) {
+    if (c->shut || c->peer_eof) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         return;
     }
     if (c->busy) {
-        /* A GET stream is read on, so a client that goes away is seen at
-         * once (its stream no longer takes the agent's requests); bytes it
-         * sends wait in the read buffer, and a full buffer closes it. */
+        /* Read on while a request is answered, so a client that goes away
+         * is seen at once (its stream stops taking the agent's requests);
+         * what it sends meanwhile waits in the read buffer, and a full
+         * buffer stops reading (on_read) until the answer is written. */
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
         return;
     }
@@ -822,6 +826,19 @@ static void on_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     hconn_t *c = s->data;
+    if (n == UV_ENOBUFS && c->busy) { /* the read buffer is full: the kernel holds the rest */
+        uv_read_stop(s);
+        return;
+    }
+    if (n == UV_EOF && c->busy && c->mode != M_GET) {
+        /* Gone, or only done sending: the answer is still written (then
+         * the connection closes), but the stream carries nothing else. */
+        c->peer_eof = true;
+        c->keep = false;
+        c->st.events = false;
+        uv_read_stop(s);
+        return;
+    }
     if (n < 0) {
         conn_close(c);
         return;
