@@ -410,19 +410,8 @@ Test(http_front, denials_are_jsonrpc_errors_in_a_200)
     char sid[SID_MAX], body[6000];
     open_session(&a, NULL, sid);
 
-    /* a sleep holds the one slot: the next call is refused; the sleep times out */
-    call_body(body, sizeof body, 1, "sleep", "{\"ms\":5000}");
-    post(&a, sid, NULL, body);
-    cr_assert_eq(tgh_log_wait(S.log, "call ", 1, 3000), 1, "the sleep did not reach the agent");
-    json_t *m = call(&b, sid, NULL, 2, "echo", "{\"text\":\"x\"}");
-    cr_expect_str_eq(code_of(m), "concurrency_limit_exceeded", "%s", json_dumps(m, 0));
-    json_decref(m);
-    m = answer(&a);
-    cr_expect_str_eq(code_of(m), "timeout", "%s", json_dumps(m, 0));
-    cr_expect_eq(json_integer_value(json_object_get(json_object_get(m, "error"), "code")), -32062);
-    json_decref(m);
-
-    /* rate */
+    /* rate (first: a call that timed out holds its slot until the agent's pong) */
+    json_t *m;
     for (int i = 0; i < 3; i++) {
         m = call(&a, sid, NULL, 10 + i, "env", "{\"name\":\"HOME\"}");
         if (i < 2)
@@ -431,6 +420,18 @@ Test(http_front, denials_are_jsonrpc_errors_in_a_200)
             cr_expect_str_eq(code_of(m), "rate_limit_exceeded", "%s", json_dumps(m, 0));
         json_decref(m);
     }
+
+    /* a sleep holds the one slot: the next call is refused; the sleep times out */
+    call_body(body, sizeof body, 1, "sleep", "{\"ms\":5000}");
+    post(&a, sid, NULL, body);
+    cr_assert_eq(tgh_log_wait(S.log, "call ", 3, 3000), 3, "the sleep did not reach the agent");
+    m = call(&b, sid, NULL, 2, "echo", "{\"text\":\"x\"}");
+    cr_expect_str_eq(code_of(m), "concurrency_limit_exceeded", "%s", json_dumps(m, 0));
+    json_decref(m);
+    m = answer(&a);
+    cr_expect_str_eq(code_of(m), "timeout", "%s", json_dumps(m, 0));
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(m, "error"), "code")), -32062);
+    json_decref(m);
 
     /* a body over max_frame_bytes: 413 */
     memset(body, ' ', sizeof body - 1);
@@ -1163,6 +1164,40 @@ Test(http_front, long_pipeline_in_order)
         cr_assert_eq(json_integer_value(json_object_get(m, "id")), i, "answer %d out of order", i);
         json_decref(m);
     }
+    tgc_close(&c);
+    stop();
+}
+
+/* An HTTP/1.0 client knows no chunked encoding: its SSE stream comes
+ * unframed and the close ends it. */
+Test(http_front, http10_stream_is_close_delimited)
+{
+    start(NULL, NULL, NULL, NULL);
+    tgc_t c;
+    dial(&c);
+    char sid[SID_MAX], body[256], req[1024];
+    open_session(&c, NULL, sid);
+    tgc_close(&c);
+    call_body(body, sizeof body, 3, "progress", "{}");
+    snprintf(req, sizeof req,
+             "POST /mcp HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n" H_JSON
+             "Mcp-Session-Id: %s\r\nContent-Length: %zu\r\n\r\n%s",
+             sid, strlen(body), body);
+    dial(&c);
+    cr_assert_eq(tgc_sendf(&c, req), 0);
+    tgc_resp_t r;
+    must_read(&c, &r);
+    cr_expect_eq(r.status, 200);
+    char v[64];
+    cr_expect_not(tgc_header(r.head, "Transfer-Encoding", v, sizeof v), "%s", r.head);
+    cr_expect_not(tgc_header(r.head, "Content-Length", v, sizeof v), "%s", r.head);
+    tgc_header(r.head, "Connection", v, sizeof v);
+    cr_expect_str_eq(v, "close");
+    json_t *a = messages(&r);
+    cr_expect_eq(json_array_size(a), 1, "%s", r.body);
+    cr_expect_str_eq(text_of(json_array_get(a, 0)), "progress done", "%s", r.body);
+    json_decref(a);
+    tgc_resp_free(&r);
     tgc_close(&c);
     stop();
 }

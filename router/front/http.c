@@ -67,6 +67,7 @@ typedef struct hconn {
     bool posting;      /* a message of ours is on its way to the engine: posted() will run */
     bool dead;         /* closed while posting: posted() frees it */
     bool peer_eof;     /* the client sent EOF while a request was answered */
+    bool unframed;     /* an HTTP/1.0 client's stream: no chunks, ended by the close */
     char *cin;         /* tls: ciphertext read, not yet taken by the TLS endpoint */
     size_t cin_len;
     mode_t_ mode;
@@ -221,7 +222,7 @@ static void request_done(hconn_t *c)
     c->mode = M_NONE;
     c->sess = NULL;
     c->sid[0] = '\0';
-    c->head_sent = c->answered = false;
+    c->head_sent = c->answered = c->unframed = false;
     if (c->closing)
         return;
     if (!c->keep || c->h->stopping) {
@@ -308,6 +309,11 @@ static void respond_rpc(hconn_t *c, int status, int code, const char *id, size_t
 
 static void sse_write(hconn_t *c, const char *event, size_t len)
 {
+    if (c->unframed) {
+        uv_buf_t b = uv_buf_init((char *)event, (unsigned)len);
+        conn_write(c, &b, 1);
+        return;
+    }
     char ch[32];
     long hn = tg_h1_chunk_head(ch, sizeof(ch), len);
     if (hn < 0) {
@@ -324,7 +330,12 @@ static bool sse_begin(hconn_t *c)
     static const tg_h1_field_t f[] = {{"Cache-Control", "no-cache"}};
     if (c->head_sent)
         return true;
-    if (!send_head(c, 200, "text/event-stream", TG_H1_LEN_CHUNKED, f, 1))
+    if (c->rq.http_minor == 0) { /* HTTP/1.0 knows no chunks: the close ends the stream */
+        c->unframed = true;
+        c->keep = false;
+    }
+    if (!send_head(c, 200, "text/event-stream", c->unframed ? TG_H1_LEN_NONE : TG_H1_LEN_CHUNKED,
+                   f, 1))
         return false;
     uv_timer_start(&c->timer, on_timer, HTTP_PING_MS, 0);
     return true;
@@ -404,8 +415,10 @@ static void st_finish(tg_hstream_t *st)
         if (n > 0 && (size_t)n < sizeof(body))
             sse_event(c, body, (size_t)n);
     }
-    uv_buf_t b = uv_buf_init((char *)TG_H1_CHUNK_LAST, sizeof(TG_H1_CHUNK_LAST) - 1);
-    conn_write(c, &b, 1);
+    if (!c->unframed) {
+        uv_buf_t b = uv_buf_init((char *)TG_H1_CHUNK_LAST, sizeof(TG_H1_CHUNK_LAST) - 1);
+        conn_write(c, &b, 1);
+    }
     request_done(c);
 }
 
