@@ -841,6 +841,21 @@ Test(http_front, slowloris_gets_408)
     cr_expect_eq(r.status, 408, "%s", r.head);
     cr_expect(closed_within(&c, 3000), "the connection stays open after the 408");
     tgc_close(&c);
+
+    /* a whole head, then a body dripped */
+    dial(&c);
+    cr_assert_eq(tgc_sendf(&c, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n" H_JSON
+                               "Content-Length: 100\r\n\r\n{"),
+                 0);
+    rc = -ETIMEDOUT;
+    for (int i = 0; i < 40 && rc == -ETIMEDOUT; i++) {
+        if (tgc_send(&c, " ", 1) < 0)
+            break;
+        rc = tgc_read_head(&c, &r, 150);
+    }
+    cr_assert_eq(rc, 0, "no answer to a dripped body");
+    cr_expect_eq(r.status, 408, "%s", r.head);
+    tgc_close(&c);
     stop();
 }
 
@@ -909,6 +924,14 @@ Test(http_front, malformed_requests)
     refused_raw("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n" H_JSON
                 "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
                 400, "Content-Length twice");
+    refused_raw("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n" H_JSON
+                "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                400, "Content-Length with Transfer-Encoding");
+    static char big[20 * 1024 + 256];
+    int n = snprintf(big, sizeof big, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ");
+    memset(big + n, 'a', 20 * 1024);
+    snprintf(big + n + 20 * 1024, sizeof big - (size_t)n - 20 * 1024, "\r\n\r\n");
+    refused_raw(big, 431, "a head over max_header_bytes (16 KiB)");
     stop();
 }
 
@@ -955,8 +978,8 @@ Test(http_front, connections_past_max_get_429, .timeout = 120)
     int allowed = conns / 5 * 4;
     cr_assert_gt(conns, 100, "too few descriptors (%ld) for this test", (long)rl.rlim_cur);
     if (conns < CONNS_MAX)
-        cr_log_warn("descriptors limited to %ld: %d connections, not %d", (long)rl.rlim_cur,
-                    conns, CONNS_MAX);
+        cr_log_warn("descriptors limited to %ld: %d connections, not %d", (long)rl.rlim_cur, conns,
+                    CONNS_MAX);
     char extra[128];
     snprintf(extra, sizeof extra, ", \"max_connections\": %d, \"header_timeout\": \"60s\"",
              allowed);
@@ -1198,6 +1221,48 @@ Test(http_front, http10_stream_is_close_delimited)
     cr_expect_str_eq(text_of(json_array_get(a, 0)), "progress done", "%s", r.body);
     json_decref(a);
     tgc_resp_free(&r);
+    tgc_close(&c);
+    stop();
+}
+
+/* A GET stream resumed with Last-Event-ID replays what came after it. */
+Test(http_front, get_stream_resumes_after_last_event_id)
+{
+    start(NULL, NULL, NULL, NULL);
+    tgc_t c, g;
+    dial(&c);
+    char sid[SID_MAX], h[256], body[256], data[4096], id[64], first[4096];
+    open_session(&c, NULL, sid);
+    dial(&g);
+    snprintf(h, sizeof h, "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n", sid);
+    cr_assert_eq(tgc_request(&g, "GET", h, NULL), 0);
+    tgc_resp_t r;
+    cr_assert_eq(tgc_read_head(&g, &r, TGC_TIMEOUT_MS), 0);
+    tgc_sse_begin(&g);
+    tgc_t calls[2];
+    for (int i = 0; i < 2; i++) {
+        dial(&calls[i]);
+        call_body(body, sizeof body, i + 1, "ask", "{}");
+        post(&calls[i], sid, NULL, body);
+        cr_assert_eq(tgc_sse_next(&g, i ? data : first, sizeof data, i ? NULL : id, sizeof id,
+                                  TGC_TIMEOUT_MS),
+                     0);
+    }
+    tgc_close(&g); /* the second event was read, but say only the first was */
+    dial(&g);
+    snprintf(h, sizeof h,
+             "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\nLast-Event-ID: %s\r\n", sid, id);
+    cr_assert_eq(tgc_request(&g, "GET", h, NULL), 0);
+    cr_assert_eq(tgc_read_head(&g, &r, TGC_TIMEOUT_MS), 0);
+    cr_assert_eq(r.status, 200);
+    tgc_sse_begin(&g);
+    char again[4096];
+    cr_assert_eq(tgc_sse_next(&g, again, sizeof again, NULL, 0, TGC_TIMEOUT_MS), 0, "no replay");
+    cr_expect_str_eq(again, data, "the event after %s is replayed", id);
+    cr_expect_str_neq(again, first);
+    for (int i = 0; i < 2; i++)
+        tgc_close(&calls[i]);
+    tgc_close(&g);
     tgc_close(&c);
     stop();
 }
