@@ -192,6 +192,21 @@ static void open_session(tgc_t *c, const char *extra, char sid[SID_MAX])
     expect_status(c, 202, "notifications/initialized");
 }
 
+/* Dial <g> and open the GET stream of <sid> (resumed after <last> unless
+ * NULL): 200 and its head read. */
+static void open_get(tgc_t *g, const char *sid, const char *last)
+{
+    char h[256];
+    tgc_resp_t r;
+    dial(g);
+    snprintf(h, sizeof h, "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n%s%s%s", sid,
+             last ? "Last-Event-ID: " : "", last ? last : "", last ? "\r\n" : "");
+    cr_assert_eq(tgc_request(g, "GET", h, NULL), 0);
+    cr_assert_eq(tgc_read_head(g, &r, TGC_TIMEOUT_MS), 0, "no answer to the GET");
+    cr_assert_eq(r.status, 200, "%s", r.head);
+    tgc_sse_begin(g);
+}
+
 /* ---- the transport ---- */
 
 Test(http_front, session_life_and_transport_statuses)
@@ -362,20 +377,14 @@ Test(http_front, sampling_round_trip_on_get_and_call_streams)
     start(NULL, NULL, NULL, NULL);
     tgc_t c, g;
     dial(&c);
-    char sid[SID_MAX], data[4096], h[256], body[256];
+    char sid[SID_MAX], data[4096], body[256];
     open_session(&c, NULL, sid);
 
     /* no GET stream: on the call's own stream */
     ask_on_call_stream(&c, sid, 7);
 
     /* with a GET stream open, the agent's request goes there */
-    dial(&g);
-    snprintf(h, sizeof h, "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n", sid);
-    cr_assert_eq(tgc_request(&g, "GET", h, NULL), 0);
-    tgc_resp_t r;
-    cr_assert_eq(tgc_read_head(&g, &r, TGC_TIMEOUT_MS), 0);
-    cr_assert_eq(r.status, 200, "%s", r.head);
-    tgc_sse_begin(&g);
+    open_get(&g, sid, NULL);
     call_body(body, sizeof body, 8, "ask", "{}");
     post(&c, sid, NULL, body);
     cr_assert_eq(tgc_sse_next(&g, data, sizeof data, NULL, 0, TGC_TIMEOUT_MS), 0,
@@ -638,8 +647,9 @@ Test(http_front, callers_by_jwt)
  * in no audit event and no log line. */
 Test(http_front, credentials_never_logged)
 {
-    jwt_start();
-    stop();
+    char dir[TGH_PATH];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    jwt_setup(dir);
     char t1[64], d1[TG_TOKEN_DIGEST_TEXT + 1], top[2048], az[8192];
     new_token(t1, sizeof t1, d1);
     snprintf(top, sizeof top,
@@ -1046,16 +1056,11 @@ Test(http_front, sigterm_drains_calls_and_closes_connections)
     start(", \"keepalive_timeout\": \"60s\"", NULL, NULL, NULL);
     tgc_t c, g, idle;
     dial(&c);
-    dial(&g);
     dial(&idle);
-    char sid[SID_MAX], h[256], body[256], data[4096];
+    char sid[SID_MAX], other[SID_MAX], body[256], data[4096];
     open_session(&c, NULL, sid);
-    open_session(&idle, NULL, h);
-    snprintf(h, sizeof h, "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n", sid);
-    cr_assert_eq(tgc_request(&g, "GET", h, NULL), 0);
-    tgc_resp_t r;
-    cr_assert_eq(tgc_read_head(&g, &r, TGC_TIMEOUT_MS), 0);
-    tgc_sse_begin(&g);
+    open_session(&idle, NULL, other);
+    open_get(&g, sid, NULL);
     call_body(body, sizeof body, 1, "sleep", "{\"ms\":1000}");
     post(&c, sid, NULL, body);
     cr_assert_eq(tgh_log_wait(S.log, "call ", 1, 3000), 1);
@@ -1081,14 +1086,9 @@ Test(http_front, session_idle_counts_from_the_last_stream)
     start(", \"session_idle_timeout\": \"2s\"", NULL, NULL, NULL);
     tgc_t c, g;
     dial(&c);
-    dial(&g);
-    char sid[SID_MAX], h[256];
+    char sid[SID_MAX];
     open_session(&c, NULL, sid);
-    snprintf(h, sizeof h, "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n", sid);
-    cr_assert_eq(tgc_request(&g, "GET", h, NULL), 0);
-    tgc_resp_t r;
-    cr_assert_eq(tgc_read_head(&g, &r, TGC_TIMEOUT_MS), 0);
-    cr_assert_eq(r.status, 200);
+    open_get(&g, sid, NULL);
     tgh_sleep_ms(3000);
     tgc_close(&g);
     tgh_sleep_ms(1200); /* a tick of the idle clock passes, well within 2 s of the close */
@@ -1231,14 +1231,9 @@ Test(http_front, get_stream_resumes_after_last_event_id)
     start(NULL, NULL, NULL, NULL);
     tgc_t c, g;
     dial(&c);
-    char sid[SID_MAX], h[256], body[256], data[4096], id[64], first[4096];
+    char sid[SID_MAX], body[256], data[4096], id[64], first[4096];
     open_session(&c, NULL, sid);
-    dial(&g);
-    snprintf(h, sizeof h, "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n", sid);
-    cr_assert_eq(tgc_request(&g, "GET", h, NULL), 0);
-    tgc_resp_t r;
-    cr_assert_eq(tgc_read_head(&g, &r, TGC_TIMEOUT_MS), 0);
-    tgc_sse_begin(&g);
+    open_get(&g, sid, NULL);
     tgc_t calls[2];
     for (int i = 0; i < 2; i++) {
         dial(&calls[i]);
@@ -1249,13 +1244,7 @@ Test(http_front, get_stream_resumes_after_last_event_id)
                      0);
     }
     tgc_close(&g); /* the second event was read, but say only the first was */
-    dial(&g);
-    snprintf(h, sizeof h,
-             "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\nLast-Event-ID: %s\r\n", sid, id);
-    cr_assert_eq(tgc_request(&g, "GET", h, NULL), 0);
-    cr_assert_eq(tgc_read_head(&g, &r, TGC_TIMEOUT_MS), 0);
-    cr_assert_eq(r.status, 200);
-    tgc_sse_begin(&g);
+    open_get(&g, sid, id);
     char again[4096];
     cr_assert_eq(tgc_sse_next(&g, again, sizeof again, NULL, 0, TGC_TIMEOUT_MS), 0, "no replay");
     cr_expect_str_eq(again, data, "the event after %s is replayed", id);
