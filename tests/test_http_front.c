@@ -1255,3 +1255,36 @@ Test(http_front, get_stream_resumes_after_last_event_id)
     tgc_close(&c);
     stop();
 }
+
+/* The serial of the certificate a TLS connection to the listener gets. */
+static long served_serial(void)
+{
+    tgc_t c;
+    char why[512];
+    cr_assert_eq(tgc_tls_dial(&c, port, ca_pem, why, sizeof why), 0, "%s", why);
+    X509 *x = SSL_get1_peer_certificate(c.ssl);
+    cr_assert_not_null(x);
+    long serial = ASN1_INTEGER_get(X509_get_serialNumber(x));
+    X509_free(x);
+    tgc_close(&c);
+    return serial;
+}
+
+/* SIGHUP reloads the certificate: new connections get the new one. */
+Test(http_front, tls_certificate_reloaded_on_sighup)
+{
+    pki_setup();
+    tls_start(srv_pem, srv_key);
+    long before = served_serial();
+    EVP_PKEY *ca_key = EVP_EC_gen("P-256");
+    X509 *ca = tgp_make_cert(ca_key, "toolgate test CA 2", -3600, 86400, NULL, NULL);
+    tgp_write_cert(ca_pem, ca, NULL); /* the client trusts the new CA only */
+    tgp_make_server(ca, ca_key, srv_pem, srv_key, -60, 86400);
+    X509_free(ca);
+    EVP_PKEY_free(ca_key);
+    kill(S.tg.pid, SIGHUP);
+    cr_assert_eq(tgh_file_wait(S.err, "SIGHUP: config reloaded", 1, 5000), 1, "no reload");
+    long after = served_serial();
+    cr_expect_neq(after, before, "the old certificate is still served");
+    stop();
+}
