@@ -1288,3 +1288,37 @@ Test(http_front, tls_certificate_reloaded_on_sighup)
     cr_expect_neq(after, before, "the old certificate is still served");
     stop();
 }
+
+/* A call and a DELETE of its session sent at once, many times: the call
+ * is answered once (the session's end, or 404), never followed by a
+ * second answer to the same request (a 202 came after the error when the
+ * session ended before the engine had the message). */
+Test(http_front, call_racing_delete_is_answered_once)
+{
+    start(NULL, NULL, NULL, NULL);
+    tgc_t c;
+    dial(&c);
+    char body[256], del[256], sid[SID_MAX];
+    call_body(body, sizeof body, 3, "sleep", "{\"ms\":100}");
+    for (int i = 0; i < 30; i++) {
+        open_session(&c, NULL, sid);
+        tgc_t x, y;
+        dial(&x);
+        dial(&y);
+        snprintf(del, sizeof del, "Mcp-Session-Id: %s\r\n", sid);
+        post(&x, sid, NULL, body);
+        cr_assert_eq(tgc_request(&y, "DELETE", del, NULL), 0);
+        tgc_resp_t r;
+        must_read(&x, &r);
+        cr_assert(r.status == 200 || r.status == 404, "%d: %s", r.status, r.head);
+        tgc_resp_free(&r);
+        int rc = tgc_fill(&x, tgh_now_ms() + 200);
+        cr_assert(rc == -ETIMEDOUT && x.len == 0, "round %d: more after the answer: %s", i,
+                  x.len ? x.buf : "");
+        expect_status(&y, 200, "DELETE");
+        tgc_close(&x);
+        tgc_close(&y);
+    }
+    tgc_close(&c);
+    stop();
+}

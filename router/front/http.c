@@ -66,6 +66,7 @@ typedef struct hconn {
     bool head_sent, answered;
     bool posting;      /* a message of ours is on its way to the engine: posted() will run */
     bool dead;         /* closed while posting: posted() frees it */
+    bool early;        /* answered while posting: posted() ends the request */
     bool peer_eof;     /* the client sent EOF while a request was answered */
     bool unframed;     /* an HTTP/1.0 client's stream: no chunks, ended by the close */
     char *cin;         /* tls: ciphertext read, not yet taken by the TLS endpoint */
@@ -218,11 +219,18 @@ static void request_done(hconn_t *c)
 {
     if (c->st.s != NULL)
         tg_hsess_detach(&c->st);
-    c->busy = false;
     c->mode = M_NONE;
     c->sess = NULL;
     c->sid[0] = '\0';
     c->head_sent = c->answered = c->unframed = false;
+    if (c->posting) {
+        /* Answered before the engine had the message (its session ended
+         * meanwhile): the next request waits for posted(), which must not
+         * answer this one again. */
+        c->early = true;
+        return;
+    }
+    c->busy = false;
     if (c->closing)
         return;
     if (!c->keep || c->h->stopping) {
@@ -468,6 +476,11 @@ static void posted(void *arg, int status)
     }
     if (c->closing)
         return;
+    if (c->early) { /* already answered: only the next request was waiting for this */
+        c->early = false;
+        request_done(c);
+        return;
+    }
     if (status < 0) {
         if (c->st.s != NULL)
             tg_hsess_detach(&c->st);
