@@ -1322,3 +1322,43 @@ Test(http_front, call_racing_delete_is_answered_once)
     tgc_close(&c);
     stop();
 }
+
+/* The progress of a call answered as JSON (its client accepts no SSE) is
+ * dropped, not handed to the next stream that can carry events. */
+Test(http_front, progress_of_a_json_call_goes_nowhere_else)
+{
+    start(NULL, NULL, NULL, NULL);
+    tgc_t c;
+    dial(&c);
+    char sid[SID_MAX];
+    open_session(&c, NULL, sid);
+    char h[256];
+    snprintf(h, sizeof h,
+             "Content-Type: application/json\r\nAccept: application/json\r\nMcp-Session-Id: %s\r\n",
+             sid);
+    cr_assert_eq(
+        tgc_request(&c, "POST", h,
+                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                    "\"name\":\"progress\",\"arguments\":{},\"_meta\":{\"progressToken\":5}}}"),
+        0);
+    tgc_resp_t r;
+    must_read(&c, &r);
+    char ct[64];
+    tgc_header(r.head, "Content-Type", ct, sizeof ct);
+    cr_assert_str_eq(ct, "application/json");
+    json_t *m = json_loads(r.body, 0, NULL);
+    tgc_resp_free(&r);
+    cr_expect_str_eq(text_of(m), "progress done");
+    json_decref(m);
+    /* (the engine wrote the progress before the answer: it was routed already) */
+    post(&c, sid, NULL,
+         "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+         "\"name\":\"echo\",\"arguments\":{\"text\":\"f\"}}}");
+    must_read(&c, &r);
+    json_t *a = messages(&r);
+    cr_expect_eq(json_array_size(a), 1, "only its own answer: %s", r.body);
+    json_decref(a);
+    tgc_resp_free(&r);
+    tgc_close(&c);
+    stop();
+}

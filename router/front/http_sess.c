@@ -360,8 +360,13 @@ static void route(tg_hsess_t *s, const char *p, size_t len)
         st->ops->finish(st);
         return;
     }
-    if (env.kind == TG_MCP_NOTIFICATION && env.notif_progress_token.type != TG_J_NONE)
+    if (env.kind == TG_MCP_NOTIFICATION && env.notif_progress_token.type != TG_J_NONE) {
         st = stream_by(s, p, env.notif_progress_token, true);
+        if (st == NULL) { /* its call's stream is gone or cannot carry it (JSON): stale */
+            s->h->stats.responses_dropped++;
+            return;
+        }
+    }
     if (st == NULL && s->bl_n == 0)
         st = events_stream(s);
     if (st == NULL) {
