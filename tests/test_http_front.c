@@ -1362,3 +1362,29 @@ Test(http_front, progress_of_a_json_call_goes_nowhere_else)
     tgc_close(&c);
     stop();
 }
+
+/* Sessions per caller (429) and per listener (503); a DELETE frees one. */
+Test(http_front, session_bounds)
+{
+    char t1[64], d1[TG_TOKEN_DIGEST_TEXT + 1], top[256], az[128];
+    new_token(t1, sizeof t1, d1);
+    bearer(az, sizeof az, t1);
+    snprintf(top, sizeof top, ", \"callers\": [{\"name\": \"ci-bot\", \"tokens\": [\"%s\"]}]", d1);
+    start(", \"max_sessions_per_caller\": 2, \"max_sessions\": 3", NULL, NULL, top);
+    tgc_t c;
+    dial(&c);
+    char sid[4][SID_MAX], del[128];
+    open_session(&c, NULL, sid[0]);
+    open_session(&c, NULL, sid[1]);
+    post(&c, NULL, NULL, INIT_BODY);
+    expect_status(&c, 429, "a third session of one caller");
+    open_session(&c, az, sid[2]);
+    post(&c, NULL, az, INIT_BODY);
+    expect_status(&c, 503, "a fourth session on the listener");
+    snprintf(del, sizeof del, "Mcp-Session-Id: %s\r\n", sid[0]);
+    cr_assert_eq(tgc_request(&c, "DELETE", del, NULL), 0);
+    expect_status(&c, 200, "DELETE");
+    open_session(&c, az, sid[3]);
+    tgc_close(&c);
+    stop();
+}
