@@ -18,6 +18,7 @@
 
 #include "router/auth/auth.h"
 #include "tests/tg_harness.h"
+#include "tests/tg_jwt.h"
 
 #define ISS    "https://idp.example"
 #define AUD    "toolgate"
@@ -29,103 +30,6 @@ static EVP_PKEY *rsa, *ec, *rsa_other, *ec_other;
 static tg_config_t cfg;
 static tg_auth_t *auth;
 static int64_t now;
-
-/* ---- encoding and signing ---- */
-
-static void b64url(const unsigned char *in, size_t len, char *out, size_t cap)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-
-    for (size_t i = 0; i < len; i++) {
-        acc = acc << 8 | in[i];
-        bits += 8;
-        while (bits >= 6) {
-            bits -= 6;
-            cr_assert_lt(o + 1, cap);
-            out[o++] = tab[(acc >> bits) & 63];
-        }
-    }
-    if (bits > 0)
-        out[o++] = tab[(acc << (6 - bits)) & 63];
-    out[o] = '\0';
-}
-
-static void b64url_str(const char *s, char *out, size_t cap)
-{
-    b64url((const unsigned char *)s, strlen(s), out, cap);
-}
-
-static void bn_param(EVP_PKEY *k, const char *name, size_t pad, char *out, size_t cap)
-{
-    BIGNUM *bn = NULL;
-    unsigned char buf[1024];
-    int n;
-
-    cr_assert_eq(EVP_PKEY_get_bn_param(k, name, &bn), 1, "%s", name);
-    n = pad ? BN_bn2binpad(bn, buf, (int)pad) : BN_bn2bin(bn, buf);
-    cr_assert_gt(n, 0);
-    b64url(buf, (size_t)n, out, cap);
-    BN_free(bn);
-}
-
-/* The public JWK of <k> with <kid> (NULL: none) and "alg" when <alg>. */
-static void jwk(EVP_PKEY *k, const char *kid, bool alg, char *out, size_t cap)
-{
-    char a[1400], b[1400], kids[160] = "";
-
-    if (kid)
-        snprintf(kids, sizeof kids, "\"kid\":\"%s\",", kid);
-    if (EVP_PKEY_is_a(k, "RSA")) {
-        bn_param(k, OSSL_PKEY_PARAM_RSA_N, 0, a, sizeof a);
-        bn_param(k, OSSL_PKEY_PARAM_RSA_E, 0, b, sizeof b);
-        snprintf(out, cap, "{%s\"kty\":\"RSA\",%s\"n\":\"%s\",\"e\":\"%s\"}", kids,
-                 alg ? "\"alg\":\"RS256\"," : "", a, b);
-    } else {
-        bn_param(k, OSSL_PKEY_PARAM_EC_PUB_X, 32, a, sizeof a);
-        bn_param(k, OSSL_PKEY_PARAM_EC_PUB_Y, 32, b, sizeof b);
-        snprintf(out, cap, "{%s\"kty\":\"EC\",%s\"crv\":\"P-256\",\"x\":\"%s\",\"y\":\"%s\"}", kids,
-                 alg ? "\"alg\":\"ES256\"," : "", a, b);
-    }
-}
-
-/* A compact JWS of <payload> with header <header>, signed by <k> (RS256
- * or ES256 by its type); <k> NULL: the signature is <raw_sig> as is. */
-static char *jws(const char *header, const char *payload, EVP_PKEY *k, const char *raw_sig)
-{
-    static char tok[8192];
-    char h[1024], p[4096], s[1024];
-    unsigned char sig[1024], raw[64];
-    size_t slen = sizeof sig;
-
-    b64url_str(header, h, sizeof h);
-    b64url_str(payload, p, sizeof p);
-    snprintf(tok, sizeof tok, "%s.%s", h, p);
-    if (!k) {
-        snprintf(tok + strlen(tok), sizeof tok - strlen(tok), ".%s", raw_sig);
-        return tok;
-    }
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    cr_assert_eq(EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, k), 1);
-    cr_assert_eq(EVP_DigestSign(md, sig, &slen, (unsigned char *)tok, strlen(tok)), 1);
-    EVP_MD_CTX_free(md);
-    if (EVP_PKEY_is_a(k, "EC")) {
-        /* DER ECDSA-Sig-Value -> raw r||s, as JWS wants */
-        const unsigned char *pp = sig;
-        ECDSA_SIG *es = d2i_ECDSA_SIG(NULL, &pp, (long)slen);
-        cr_assert_not_null(es);
-        BN_bn2binpad(ECDSA_SIG_get0_r(es), raw, 32);
-        BN_bn2binpad(ECDSA_SIG_get0_s(es), raw + 32, 32);
-        ECDSA_SIG_free(es);
-        b64url(raw, 64, s, sizeof s);
-    } else {
-        b64url(sig, slen, s, sizeof s);
-    }
-    snprintf(tok + strlen(tok), sizeof tok - strlen(tok), ".%s", s);
-    return tok;
-}
 
 /* Claims for caller <sub> from <iss> for <aud>, exp/nbf/iat relative to
  * now (INT64_MIN: left out). */
@@ -154,7 +58,7 @@ static void make_token(char *out, size_t cap)
 {
     unsigned char r[TG_AUTH_TOKEN_BYTES];
     cr_assert_eq(RAND_bytes(r, sizeof r), 1);
-    b64url(r, sizeof r, out, cap);
+    tgj_b64url(r, sizeof r, out, cap);
 }
 
 static void setup(void)
@@ -171,9 +75,9 @@ static void setup(void)
     rsa_other = EVP_RSA_gen(2048);
     ec_other = EVP_EC_gen("P-256");
     cr_assert(rsa && ec && rsa_other && ec_other);
-    jwk(rsa, "r1", true, k1, sizeof k1);
-    jwk(ec, "e1", true, k2, sizeof k2);
-    jwk(ec, NULL, false, k3, sizeof k3); /* the same EC key again, without kid or alg */
+    tgj_jwk(rsa, "r1", true, k1, sizeof k1);
+    tgj_jwk(ec, "e1", true, k2, sizeof k2);
+    tgj_jwk(ec, NULL, false, k3, sizeof k3); /* the same EC key again, without kid or alg */
     snprintf(keys, sizeof keys, "{\"keys\":[%s,%s]}", k1, k2);
     tgh_put(dir, "jwks.json", keys);
     snprintf(keys, sizeof keys, "{\"keys\":[%s]}", k3);
@@ -298,58 +202,63 @@ Test(auth, jwt_rs256_and_es256_valid)
     const char *why = NULL;
 
     cr_expect_eq(
-        identify(jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa, NULL), &why),
+        identify(tgj_jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
+                 &why),
         3, "%s", why);
-    cr_expect_eq(identify(jws(ES_HDR("e1"), claims("svc-a", ISS, AUD_S, 300, -10), ec, NULL), &why),
-                 3, "%s", why);
+    cr_expect_eq(
+        identify(tgj_jws(ES_HDR("e1"), claims("svc-a", ISS, AUD_S, 300, -10), ec, NULL), &why), 3,
+        "%s", why);
     /* aud as an array; the caller named by another claim */
     char p[512];
     snprintf(p, sizeof p,
              "{\"client_id\":\"svc-b\",\"iss\":\"" ISS "\",\"aud\":[\"x\",\"" AUD
              "\"],\"exp\":%lld}",
              (long long)now + 60);
-    cr_expect_eq(identify(jws(RS_HDR("r1"), p, rsa, NULL), &why), 4, "%s", why);
+    cr_expect_eq(identify(tgj_jws(RS_HDR("r1"), p, rsa, NULL), &why), 4, "%s", why);
     /* no kid: every key of the alg's type is tried */
     cr_expect_eq(
-        identify(jws("{\"alg\":\"ES256\"}",
-                     claims("svc-c", "https://other.example", AUD_S, 60, INT64_MIN), ec, NULL),
+        identify(tgj_jws("{\"alg\":\"ES256\"}",
+                         claims("svc-c", "https://other.example", AUD_S, 60, INT64_MIN), ec, NULL),
                  &why),
         5, "%s", why);
 }
 
 Test(auth, jwt_times)
 {
-    refused(jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, -60, INT64_MIN), rsa, NULL), "expired");
-    refused(jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, 300, 60), rsa, NULL), "not yet valid");
-    refused(jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, INT64_MIN, INT64_MIN), rsa, NULL),
+    refused(tgj_jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, -60, INT64_MIN), rsa, NULL),
+            "expired");
+    refused(tgj_jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, 300, 60), rsa, NULL),
+            "not yet valid");
+    refused(tgj_jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, INT64_MIN, INT64_MIN), rsa, NULL),
             "no exp");
     /* within the leeway (10 s for svc-a) */
     const char *why;
-    cr_expect_eq(identify(jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, -5, 5), rsa, NULL), &why),
-                 3, "%s", why);
+    cr_expect_eq(
+        identify(tgj_jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, -5, 5), rsa, NULL), &why), 3,
+        "%s", why);
     char p[512];
     snprintf(p, sizeof p,
              "{\"sub\":\"svc-a\",\"iss\":\"" ISS "\",\"aud\":\"" AUD
              "\",\"exp\":%lld,\"iat\":%lld}",
              (long long)now + 600, (long long)now + 300);
-    refused(jws(RS_HDR("r1"), p, rsa, NULL), "issued in the future");
+    refused(tgj_jws(RS_HDR("r1"), p, rsa, NULL), "issued in the future");
 }
 
 Test(auth, jwt_issuer_audience_caller)
 {
-    refused(jws(RS_HDR("r1"), claims("svc-a", "https://evil.example", AUD_S, 300, INT64_MIN), rsa,
-                NULL),
+    refused(tgj_jws(RS_HDR("r1"), claims("svc-a", "https://evil.example", AUD_S, 300, INT64_MIN),
+                    rsa, NULL),
             "wrong issuer");
-    refused(jws(RS_HDR("r1"), claims("svc-a", ISS, "\"other\"", 300, INT64_MIN), rsa, NULL),
+    refused(tgj_jws(RS_HDR("r1"), claims("svc-a", ISS, "\"other\"", 300, INT64_MIN), rsa, NULL),
             "wrong audience");
-    refused(jws(RS_HDR("r1"), claims("svc-a", ISS, "[\"a\",\"b\"]", 300, INT64_MIN), rsa, NULL),
+    refused(tgj_jws(RS_HDR("r1"), claims("svc-a", ISS, "[\"a\",\"b\"]", 300, INT64_MIN), rsa, NULL),
             "wrong audience");
     /* a valid token naming no caller of that issuer */
-    refused(jws(RS_HDR("r1"), claims("ci-bot", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
+    refused(tgj_jws(RS_HDR("r1"), claims("ci-bot", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
             "unknown caller");
     /* svc-c's issuer does not let a token name svc-a */
-    refused(jws("{\"alg\":\"ES256\"}",
-                claims("svc-a", "https://other.example", AUD_S, 60, INT64_MIN), ec, NULL),
+    refused(tgj_jws("{\"alg\":\"ES256\"}",
+                    claims("svc-a", "https://other.example", AUD_S, 60, INT64_MIN), ec, NULL),
             "unknown caller");
 }
 
@@ -357,25 +266,25 @@ Test(auth, jwt_wrong_key_and_tampering)
 {
     char *tok, *dot, p64[512];
 
-    refused(jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa_other, NULL),
+    refused(tgj_jws(RS_HDR("r1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa_other, NULL),
             "bad signature");
-    refused(jws(ES_HDR("e1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), ec_other, NULL),
+    refused(tgj_jws(ES_HDR("e1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), ec_other, NULL),
             "bad signature");
-    refused(jws(RS_HDR("nope"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
+    refused(tgj_jws(RS_HDR("nope"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
             "unknown kid");
     /* RS256 header naming the EC key */
-    refused(jws(RS_HDR("e1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
+    refused(tgj_jws(RS_HDR("e1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
             "alg does not match the key");
     /* a forged token naming a caller that does not exist: the signature
      * is what is reported */
-    refused(jws(RS_HDR("r1"), claims("nobody", ISS, AUD_S, 300, INT64_MIN), rsa_other, NULL),
+    refused(tgj_jws(RS_HDR("r1"), claims("nobody", ISS, AUD_S, 300, INT64_MIN), rsa_other, NULL),
             "bad signature");
 
     /* tampered payload: sub swapped after signing */
-    tok = jws(RS_HDR("r1"), claims("svc-b", ISS, AUD_S, 300, INT64_MIN), rsa, NULL);
+    tok = tgj_jws(RS_HDR("r1"), claims("svc-b", ISS, AUD_S, 300, INT64_MIN), rsa, NULL);
     char copy[8192];
     snprintf(copy, sizeof copy, "%s", tok);
-    b64url_str(claims("svc-a", ISS, AUD_S, 300, INT64_MIN), p64, sizeof p64);
+    tgj_b64url_str(claims("svc-a", ISS, AUD_S, 300, INT64_MIN), p64, sizeof p64);
     dot = strchr(copy, '.');
     char *sig = strchr(dot + 1, '.');
     char rebuilt[8192];
@@ -383,7 +292,7 @@ Test(auth, jwt_wrong_key_and_tampering)
     refused(rebuilt, "bad signature");
 
     /* a flipped signature byte */
-    tok = jws(ES_HDR("e1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), ec, NULL);
+    tok = tgj_jws(ES_HDR("e1"), claims("svc-a", ISS, AUD_S, 300, INT64_MIN), ec, NULL);
     snprintf(copy, sizeof copy, "%s", tok);
     char *last = copy + strlen(copy) - 3;
     *last = *last == 'A' ? 'B' : 'A';
@@ -392,15 +301,16 @@ Test(auth, jwt_wrong_key_and_tampering)
 
 Test(auth, jwt_algs_refused)
 {
-    refused(jws("{\"alg\":\"none\"}", claims("svc-a", ISS, AUD_S, 300, INT64_MIN), NULL, ""),
+    refused(tgj_jws("{\"alg\":\"none\"}", claims("svc-a", ISS, AUD_S, 300, INT64_MIN), NULL, ""),
             "alg none refused");
-    refused(jws("{\"alg\":\"HS256\",\"kid\":\"r1\"}", claims("svc-a", ISS, AUD_S, 300, INT64_MIN),
-                NULL, "c2lnbmF0dXJl"),
+    refused(tgj_jws("{\"alg\":\"HS256\",\"kid\":\"r1\"}",
+                    claims("svc-a", ISS, AUD_S, 300, INT64_MIN), NULL, "c2lnbmF0dXJl"),
             "HMAC algorithms refused");
-    refused(jws("{\"alg\":\"PS256\"}", claims("svc-a", ISS, AUD_S, 300, INT64_MIN), NULL, "AAAA"),
-            "unsupported alg");
-    refused(jws("{\"alg\":\"RS256\",\"crit\":[\"x\"]}", claims("svc-a", ISS, AUD_S, 300, INT64_MIN),
-                rsa, NULL),
+    refused(
+        tgj_jws("{\"alg\":\"PS256\"}", claims("svc-a", ISS, AUD_S, 300, INT64_MIN), NULL, "AAAA"),
+        "unsupported alg");
+    refused(tgj_jws("{\"alg\":\"RS256\",\"crit\":[\"x\"]}",
+                    claims("svc-a", ISS, AUD_S, 300, INT64_MIN), rsa, NULL),
             "unsupported crit header");
     refused("abc.def.ghi", "malformed token");
     refused("a.b", "unknown token");
@@ -420,16 +330,16 @@ Test(auth, canary_never_in_reasons)
     KEEP(CANARY);
     snprintf(p, sizeof p, "{\"sub\":\"%s\",\"iss\":\"" ISS "\",\"aud\":\"" AUD "\",\"exp\":%lld}",
              CANARY, (long long)now + 60);
-    KEEP(jws(RS_HDR("r1"), p, rsa, NULL));
-    KEEP(jws(RS_HDR(CANARY), p, rsa, NULL));
+    KEEP(tgj_jws(RS_HDR("r1"), p, rsa, NULL));
+    KEEP(tgj_jws(RS_HDR(CANARY), p, rsa, NULL));
     snprintf(p, sizeof p, "{\"sub\":\"svc-a\",\"iss\":\"%s\",\"aud\":\"" AUD "\",\"exp\":%lld}",
              CANARY, (long long)now + 60);
-    KEEP(jws(RS_HDR("r1"), p, rsa, NULL));
+    KEEP(tgj_jws(RS_HDR("r1"), p, rsa, NULL));
     snprintf(p, sizeof p, "{\"sub\":\"svc-a\",\"iss\":\"" ISS "\",\"aud\":\"%s\",\"exp\":%lld}",
              CANARY, (long long)now + 60);
-    KEEP(jws(RS_HDR("r1"), p, rsa, NULL));
-    KEEP(jws("{\"alg\":\"" CANARY "\"}", p, NULL, CANARY));
-    KEEP(jws(RS_HDR("r1"), "{\"sub\":\"" CANARY, NULL, CANARY));
+    KEEP(tgj_jws(RS_HDR("r1"), p, rsa, NULL));
+    KEEP(tgj_jws("{\"alg\":\"" CANARY "\"}", p, NULL, CANARY));
+    KEEP(tgj_jws(RS_HDR("r1"), "{\"sub\":\"" CANARY, NULL, CANARY));
     KEEP("eyJ" CANARY "." CANARY "." CANARY);
 #undef KEEP
     for (size_t i = 0; i < n; i++) {

@@ -21,6 +21,7 @@
 
 #include "router/tls/tls.h"
 #include "tests/tg_harness.h"
+#include "tests/tg_pki.h"
 
 #define CAP (64 * 1024)
 
@@ -33,68 +34,6 @@ static char enc_key[TGH_PATH + 32];
 static void path_in(char *out, size_t cap, const char *name)
 {
     snprintf(out, cap, "%s/%s", dir, name);
-}
-
-static void write_key(const char *path, EVP_PKEY *k)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s", path);
-    cr_assert_eq(PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL), 1);
-    fclose(f);
-}
-
-static void write_cert(const char *path, X509 *x, X509 *chain)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s", path);
-    cr_assert_eq(PEM_write_X509(f, x), 1);
-    if (chain)
-        cr_assert_eq(PEM_write_X509(f, chain), 1);
-    fclose(f);
-}
-
-/* A certificate for <cn> with key <k>, valid from now+<from_s> to
- * now+<to_s>, signed by <ca>/<ca_key> (self-signed when NULL). */
-static X509 *make_cert(EVP_PKEY *k, const char *cn, long from_s, long to_s, X509 *ca,
-                       EVP_PKEY *ca_key)
-{
-    static long serial = 1;
-    X509 *x = X509_new();
-    X509_NAME *name = X509_NAME_new();
-    X509V3_CTX v3;
-    X509_EXTENSION *ext;
-
-    cr_assert_not_null(x);
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), serial++);
-    X509_gmtime_adj(X509_getm_notBefore(x), from_s);
-    X509_gmtime_adj(X509_getm_notAfter(x), to_s);
-    X509_set_pubkey(x, k);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
-    X509_set_subject_name(x, name);
-    X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : name);
-    X509V3_set_ctx(&v3, ca ? ca : x, x, NULL, NULL, 0);
-    ext = X509V3_EXT_conf_nid(NULL, &v3, ca ? NID_subject_alt_name : NID_basic_constraints,
-                              ca ? "DNS:localhost" : "critical,CA:TRUE");
-    cr_assert_not_null(ext);
-    X509_add_ext(x, ext, -1);
-    X509_EXTENSION_free(ext);
-    cr_assert_gt(X509_sign(x, ca_key ? ca_key : k, EVP_sha256()), 0);
-    X509_NAME_free(name);
-    return x;
-}
-
-/* A server key and certificate signed by the CA, written as <cert>/<key>. */
-static void make_server(X509 *ca, EVP_PKEY *ca_key, const char *cert, const char *key, long from_s,
-                        long to_s)
-{
-    EVP_PKEY *k = EVP_EC_gen("P-256");
-    X509 *x = make_cert(k, "localhost", from_s, to_s, ca, ca_key);
-
-    write_key(key, k);
-    write_cert(cert, x, ca);
-    X509_free(x);
-    EVP_PKEY_free(k);
 }
 
 static void setup(void)
@@ -113,13 +52,13 @@ static void setup(void)
     path_in(other_key, sizeof other_key, "other.key");
     path_in(enc_key, sizeof enc_key, "enc.key");
     ca_key = EVP_EC_gen("P-256");
-    ca = make_cert(ca_key, "toolgate test CA", -3600, 86400, NULL, NULL);
-    write_cert(ca_pem, ca, NULL);
-    make_server(ca, ca_key, srv_pem, srv_key, -60, 86400);
-    make_server(ca, ca_key, srv2_pem, srv2_key, -60, 86400);
-    make_server(ca, ca_key, old_pem, old_key, -7200, -3600);
+    ca = tgp_make_cert(ca_key, "toolgate test CA", -3600, 86400, NULL, NULL);
+    tgp_write_cert(ca_pem, ca, NULL);
+    tgp_make_server(ca, ca_key, srv_pem, srv_key, -60, 86400);
+    tgp_make_server(ca, ca_key, srv2_pem, srv2_key, -60, 86400);
+    tgp_make_server(ca, ca_key, old_pem, old_key, -7200, -3600);
     other = EVP_EC_gen("P-256");
-    write_key(other_key, other);
+    tgp_write_key(other_key, other);
     /* a passphrase-protected key: refused, never prompted for */
     FILE *f = fopen(enc_key, "w");
     cr_assert_not_null(f);

@@ -1,9 +1,11 @@
 /* The MCP Streamable HTTP front. See http.h.
  *
  * A connection reads one request at a time: while a request is being
- * answered (busy) the socket is not read, so pipelined requests wait in
- * the kernel and a connection holds at most its read buffer, one request
- * (head arena and body, bounded) and its write queue. A POST's message is
+ * answered (busy) the socket is read only into the read buffer (to see a
+ * client go away: its stream then takes nothing but its answer) and a
+ * full buffer stops reading, so pipelined requests wait in the kernel and
+ * a connection holds at most its read buffer, one request (head arena and
+ * body, bounded) and its write queue. A POST's message is
  * handed to the session's engine; the connection reads on only once the
  * engine has it (and, for a request, once its response was written), so a
  * client cannot queue more than one message per connection.
@@ -68,6 +70,9 @@ typedef struct hconn {
     bool head_sent, answered;
     bool posting;      /* a message of ours is on its way to the engine: posted() will run */
     bool dead;         /* closed while posting: posted() frees it */
+    bool early;        /* answered while posting: posted() ends the request */
+    bool peer_eof;     /* the client sent EOF while a request was answered */
+    bool unframed;     /* an HTTP/1.0 client's stream: no chunks, ended by the close */
     char *cin;         /* tls: ciphertext read, not yet taken by the TLS endpoint */
     size_t cin_len;
     mode_t_ mode;
@@ -218,14 +223,21 @@ static void request_done(hconn_t *c)
 {
     if (c->st.s != NULL)
         tg_hsess_detach(&c->st);
-    c->busy = false;
     c->mode = M_NONE;
     c->sess = NULL;
     c->sid[0] = '\0';
-    c->head_sent = c->answered = false;
+    c->head_sent = c->answered = c->unframed = false;
+    if (c->posting) {
+        /* Answered before the engine had the message (its session ended
+         * meanwhile): the next request waits for posted(), which must not
+         * answer this one again. */
+        c->early = true;
+        return;
+    }
+    c->busy = false;
     if (c->closing)
         return;
-    if (!c->keep) {
+    if (!c->keep || c->h->stopping) {
         c->shut = true;
         if (c->wq == 0)
             conn_close(c);
@@ -309,6 +321,11 @@ static void respond_rpc(hconn_t *c, int status, int code, const char *id, size_t
 
 static void sse_write(hconn_t *c, const char *event, size_t len)
 {
+    if (c->unframed) {
+        uv_buf_t b = uv_buf_init((char *)event, (unsigned)len);
+        conn_write(c, &b, 1);
+        return;
+    }
     char ch[32];
     long hn = tg_h1_chunk_head(ch, sizeof(ch), len);
     if (hn < 0) {
@@ -325,7 +342,12 @@ static bool sse_begin(hconn_t *c)
     static const tg_h1_field_t f[] = {{"Cache-Control", "no-cache"}};
     if (c->head_sent)
         return true;
-    if (!send_head(c, 200, "text/event-stream", TG_H1_LEN_CHUNKED, f, 1))
+    if (c->rq.http_minor == 0) { /* HTTP/1.0 knows no chunks: the close ends the stream */
+        c->unframed = true;
+        c->keep = false;
+    }
+    if (!send_head(c, 200, "text/event-stream", c->unframed ? TG_H1_LEN_NONE : TG_H1_LEN_CHUNKED,
+                   f, 1))
         return false;
     uv_timer_start(&c->timer, on_timer, HTTP_PING_MS, 0);
     return true;
@@ -353,11 +375,20 @@ static void sse_event(hconn_t *c, const char *msg, size_t len)
     free(ev);
 }
 
+/* An error answering initialize: no session for the client to use. */
+static bool is_error(const char *msg, size_t len)
+{
+    tg_mcp_env_t env;
+    return tg_mcp_scan(msg, len, &env) == 0 && env.kind == TG_MCP_RESPONSE && env.has_error;
+}
+
 static bool st_message(tg_hstream_t *st, const char *msg, size_t len)
 {
     hconn_t *c = st->ctx;
     if (c->closing)
         return true;
+    if (c->sid[0] != '\0' && !c->head_sent && is_error(msg, len))
+        c->sid[0] = '\0'; /* the engine refused it (max_instances): the session ends */
     if (c->mode == M_JSON) {
         c->answered = true;
         if (send_head(c, 200, "application/json", (int64_t)len, NULL, 0)) {
@@ -396,8 +427,10 @@ static void st_finish(tg_hstream_t *st)
         if (n > 0 && (size_t)n < sizeof(body))
             sse_event(c, body, (size_t)n);
     }
-    uv_buf_t b = uv_buf_init((char *)TG_H1_CHUNK_LAST, sizeof(TG_H1_CHUNK_LAST) - 1);
-    conn_write(c, &b, 1);
+    if (!c->unframed) {
+        uv_buf_t b = uv_buf_init((char *)TG_H1_CHUNK_LAST, sizeof(TG_H1_CHUNK_LAST) - 1);
+        conn_write(c, &b, 1);
+    }
     request_done(c);
 }
 
@@ -447,6 +480,11 @@ static void posted(void *arg, int status)
     }
     if (c->closing)
         return;
+    if (c->early) { /* already answered: only the next request was waiting for this */
+        c->early = false;
+        request_done(c);
+        return;
+    }
     if (status < 0) {
         if (c->st.s != NULL)
             tg_hsess_detach(&c->st);
@@ -813,8 +851,16 @@ static void conn_pump(hconn_t *c)
     c->in_pump = false;
     if (c->closing)
         return;
-    if (c->busy || c->shut) {
+    if (c->shut || c->peer_eof) {
         uv_read_stop((uv_stream_t *)&c->tcp);
+        return;
+    }
+    if (c->busy) {
+        /* Read on while a request is answered, so a client that goes away
+         * is seen at once (its stream stops taking the agent's requests);
+         * what it sends meanwhile waits in the read buffer, and a full
+         * buffer stops reading (on_read) until the answer is written. */
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
         return;
     }
     arm_wait(c);
@@ -833,6 +879,19 @@ static void on_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     hconn_t *c = s->data;
+    if (n == UV_ENOBUFS && c->busy) { /* the read buffer is full: the kernel holds the rest */
+        uv_read_stop(s);
+        return;
+    }
+    if (n == UV_EOF && c->busy && c->mode != M_GET) {
+        /* Gone, or only done sending: the answer is still written (then
+         * the connection closes), but the stream carries nothing else. */
+        c->peer_eof = true;
+        c->keep = false;
+        c->st.events = false;
+        uv_read_stop(s);
+        return;
+    }
     if (n < 0) {
         conn_close(c);
         return;
@@ -1079,12 +1138,18 @@ void tg_http_stop(tg_http_t *h)
         uv_close((uv_handle_t *)&h->lsock, listener_closed);
     if (!uv_is_closing((uv_handle_t *)&h->tick))
         uv_close((uv_handle_t *)&h->tick, listener_closed);
-    tg_hub_shutdown(h->hub);
+    /* The sessions are not ended here: serve drains their engine sessions
+     * (calls in flight are answered, then each ends and its bridge closes),
+     * and the answers still reach the connections that wait for them. */
     hconn_t *next;
     for (hconn_t *c = h->conns; c != NULL; c = next) {
         next = c->next;
-        if (!c->busy || c->mode == M_GET)
+        if (c->mode == M_GET) { /* the stream ends cleanly (its last chunk), then closes */
+            tg_hsess_detach(&c->st);
+            st_finish(&c->st);
+        } else if (!c->busy) {
             conn_close(c);
+        }
     }
 }
 

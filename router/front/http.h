@@ -64,8 +64,10 @@ typedef struct tg_http_stats {
 int tg_http_listen(uv_loop_t *loop, const tg_http_opts_t *o, tg_http_t **out, tg_err_t *err);
 /* The bound port (a listener on port 0 gets a free one). */
 int tg_http_port(const tg_http_t *h);
-/* Stop accepting, end every session and close every connection (a
- * response being written is cut); 503 for requests still arriving. */
+/* Stop accepting and close every connection not waiting for an answer
+ * (GET streams included); a connection waiting for one is closed once it
+ * is written. The sessions end as their engine sessions do (serve drains
+ * them on SIGTERM). 503 for requests still arriving. */
 void tg_http_stop(tg_http_t *h);
 /* Every handle closed: tg_http_free may run. */
 bool tg_http_idle(const tg_http_t *h);

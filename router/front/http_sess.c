@@ -184,6 +184,7 @@ static void stream_unlink(tg_hstream_t *st)
         s->get = NULL;
     st->next = st->prev = NULL;
     st->s = NULL;
+    s->last_active = uv_now(s->h->loop); /* idle from the end of its last stream */
 }
 
 static void stream_link(tg_hsess_t *s, tg_hstream_t *st)
@@ -359,8 +360,13 @@ static void route(tg_hsess_t *s, const char *p, size_t len)
         st->ops->finish(st);
         return;
     }
-    if (env.kind == TG_MCP_NOTIFICATION && env.notif_progress_token.type != TG_J_NONE)
+    if (env.kind == TG_MCP_NOTIFICATION && env.notif_progress_token.type != TG_J_NONE) {
         st = stream_by(s, p, env.notif_progress_token, true);
+        if (st == NULL) { /* its call's stream is gone or cannot carry it (JSON): stale */
+            s->h->stats.responses_dropped++;
+            return;
+        }
+    }
     if (st == NULL && s->bl_n == 0)
         st = events_stream(s);
     if (st == NULL) {

@@ -13,7 +13,9 @@
  *     with none waiting any more (its connection went away) it is dropped
  *     and counted;
  *   - a notifications/progress naming a progressToken goes to the POST
- *     stream whose request carried that token;
+ *     stream whose request carried that token, if it carries events
+ *     (SSE); else it is dropped (counted with the responses): it concerns
+ *     a call answered, gone, or answered as JSON;
  *   - any other request or notification of the agent (sampling,
  *     elicitation, roots, logging, list_changed) goes to the GET stream
  *     when one is open, else to the oldest POST stream that can carry

@@ -1081,9 +1081,9 @@ static int bind_http(serve_run_t *r, listener_t *l, size_t i, tg_err_t *err)
                         .reg_sessions = reg_sessions};
     if (tg_http_listen(r->gw.loop, &o, &l->http, err) < 0)
         return -1;
-    tg_log("router.listen[%zu]: MCP Streamable HTTP on %s%s (port %d)%s", i,
-           lc->tls_cert != NULL ? "https://" : "http://", lc->http_addr, tg_http_port(l->http),
-           lc->http_path);
+    tg_log("router.listen[%zu]: MCP Streamable HTTP on %s%s%s (port %d)", i,
+           lc->tls_cert != NULL ? "https://" : "http://", lc->http_addr, lc->http_path,
+           tg_http_port(l->http));
     return 0;
 }
 
