@@ -15,6 +15,7 @@
 #include "router/cli/cli.h"
 #include "router/agent/shim.h"
 #include "router/front/wrap.h"
+#include "router/log.h"
 
 static void usage(FILE *f)
 {
@@ -70,6 +71,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* --log-format and TOOLGATE_LOG for every command (router/log.h). */
+    tg_err_t lerr;
+    if (tg_log_setup(&argc, argv, &lerr) < 0)
+        return tg_log_failed(&lerr, 2);
     if (argc < 2) {
         usage(stderr);
         return 2;
