@@ -318,8 +318,9 @@ static uint32_t batch_landed(tg_audit_t *a, const audit_batch_t *b, size_t s)
     return whole;
 }
 
-static void say(const tg_audit_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(const tg_audit_t *a, const char *fmt, ...)
+static void say(const tg_audit_t *a, tg_audit_news_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say(const tg_audit_t *a, tg_audit_news_t level, const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
@@ -329,7 +330,7 @@ static void say(const tg_audit_t *a, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    a->log(a->log_ctx, line);
+    a->log(a->log_ctx, level, line);
 }
 
 /* Sink <s> took <landed> of the <b>->nevents lines of batch <b>: ask it
@@ -348,7 +349,7 @@ static void sink_news(tg_audit_t *a, const audit_batch_t *b, size_t s, uint32_t 
     if (st.reopened != NULL) {
         w->reopened = st.reopened;
         w->rewritten += st.rewritten;
-        say(a,
+        say(a, TG_AUDIT_NEWS_INFO,
             "audit: %s: the file was %s while in use; a new one was opened there "
             "(audited as audit.reopened)",
             w->label, st.reopened);
@@ -365,19 +366,19 @@ static void sink_news(tg_audit_t *a, const audit_batch_t *b, size_t s, uint32_t 
             else
                 snprintf(why, sizeof(why), "a write was cut short");
         }
-        say(a,
+        say(a, TG_AUDIT_NEWS_ERROR,
             "audit: %s: %s (toolgate keeps serving; events that cannot be written are "
             "counted and reported as audit.dropped)",
             w->label, problem ? st.problem : why);
     } else if (w->failing) {
         w->failing = false;
         if (w->lost != 0)
-            say(a,
+            say(a, TG_AUDIT_NEWS_WARN,
                 "audit: %s: writing again, after losing %llu event%s (reported as "
                 "audit.dropped)",
                 w->label, (unsigned long long)w->lost, w->lost == 1 ? "" : "s");
         else
-            say(a, "audit: %s: writing normally again", w->label);
+            say(a, TG_AUDIT_NEWS_INFO, "audit: %s: writing normally again", w->label);
         w->lost = 0;
     }
 }

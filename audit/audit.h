@@ -103,11 +103,20 @@ long tg_audit_encode(char *buf, size_t cap, const tg_audit_ev_t *ev, uint64_t se
 
 typedef struct tg_audit tg_audit_t;
 
-/* A line for toolgate's own log: one sentence without the "toolgate: "
+/* How much a line for toolgate's log matters: a file reopened (logrotate
+ * moved it) or a sink writing normally again is news, a sink back after
+ * losing events a warning, a sink failing an error. */
+typedef enum tg_audit_news {
+    TG_AUDIT_NEWS_INFO,
+    TG_AUDIT_NEWS_WARN,
+    TG_AUDIT_NEWS_ERROR,
+} tg_audit_news_t;
+
+/* A line for toolgate's own log at <level>: one sentence without a
  * prefix or a newline, naming the sink (a file's path, "stderr", a
  * stream's key) and what happened. Called on the loop thread. Holds only
  * paths and keys from config, errno texts and counts. */
-typedef void (*tg_audit_log_fn)(void *ctx, const char *line);
+typedef void (*tg_audit_log_fn)(void *ctx, tg_audit_news_t level, const char *line);
 
 /* Where events go: <sinks> (copied at open) when <nsinks> > 0, else one
  * file sink on <path> with the default rotation and fsync of config.h.

@@ -23,8 +23,9 @@
  * Notices: a setup step that succeeds but changed what was asked for (a
  * manifest's request capped by the operator's value or the default, an
  * agent's rlimit clamped to toolgate's own hard limit) says so through
- * tg_notice(): one line, "toolgate: " and the message, to the sink the
- * process chose (tg_notice_set_sink; by default one write(2) to stderr,
+ * tg_notice(): one line, to the sink the process chose
+ * (tg_notice_set_sink: the toolgate binary makes it a warn line of its
+ * log; by default "toolgate: " and the message in one write(2) to stderr,
  * dropped rather than waited for when stderr is full). A notice never
  * fails or changes the call that makes it; the same secret rule holds.
  */

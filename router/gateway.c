@@ -42,8 +42,8 @@ static void on_limit_event(void *ctx, const tg_limit_t *l, tg_limit_ev_t lev)
     if (gw->audit != NULL)
         tg_audit_emit(gw->audit, &ev);
     if (lev == TG_LIMIT_EV_WARNING)
-        tg_log("limit %s at %" PRIu64 " of %" PRIu64 " (80%% warning)", l->name, l->current,
-               l->capacity);
+        tg_log_warn("limit %s at %" PRIu64 " of %" PRIu64 " (80%% warning)", l->name, l->current,
+                    l->capacity);
 }
 
 /* Calls waiting for the shared store, against store.max_pending: sampled
@@ -107,7 +107,8 @@ static void on_store_event(void *arg, tg_store_event_t sev, const char *reason)
     if (gw->audit != NULL)
         tg_audit_emit(gw->audit, &ev);
     /* <reason> names the store by its redacted URL: no password. */
-    tg_log("%s: %s", ev.event, reason);
+    tg_logf(sev == TG_STORE_EV_DEGRADED ? TG_LOG_WARN : TG_LOG_INFO, NULL, "%s: %s", ev.event,
+            reason);
 }
 
 /* Open the shared store (store.kind redis) and, when an agent asks for
@@ -173,10 +174,13 @@ static int sink_endpoints(tg_config_t *cfg, tg_err_t *err)
 
 /* The audit pipe's own news (a sink failing and writing again, a file
  * deleted or moved and opened anew) goes to toolgate's log. */
-static void audit_log(void *ctx, const char *line)
+static void audit_log(void *ctx, tg_audit_news_t level, const char *line)
 {
     (void)ctx;
-    tg_log("%s", line);
+    tg_logf(level == TG_AUDIT_NEWS_ERROR  ? TG_LOG_ERROR
+            : level == TG_AUDIT_NEWS_WARN ? TG_LOG_WARN
+                                          : TG_LOG_INFO,
+            NULL, "%s", line);
 }
 
 int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
@@ -236,7 +240,7 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
         return tg_err_set(
             err, -1, "containment.mode is required but containment cannot be set up: %s", cerr.msg);
     } else {
-        tg_log("containment unavailable, agents run uncontained: %s", cerr.msg);
+        tg_log_warn("containment unavailable, agents run uncontained: %s", cerr.msg);
     }
     if (tg_metrics_init(&gw->metrics, cfg) == 0)
         gw->metrics_ok = true;
@@ -255,7 +259,7 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
         if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, &aerr) < 0) {
             if (!gw->wrap_mode)
                 return tg_err_set(err, -1, "router.admin: %s", aerr.msg);
-            tg_log("router.admin: %s; this wrap runs without an admin endpoint", aerr.msg);
+            tg_log_warn("router.admin: %s; this wrap runs without an admin endpoint", aerr.msg);
             gw->admin = NULL;
         }
         char bound[128];

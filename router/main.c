@@ -16,9 +16,14 @@
 #include "router/cli/help.h"
 #include "router/agent/shim.h"
 #include "router/front/wrap.h"
+#include "router/log.h"
 
 int main(int argc, char **argv)
 {
+    /* --log-format and TOOLGATE_LOG for every command (router/log.h). */
+    tg_err_t lerr;
+    if (tg_log_setup(&argc, argv, &lerr) < 0)
+        return tg_log_failed(&lerr, 2);
     if (argc < 2) {
         tg_cli_usage(stderr);
         return 2;

@@ -72,7 +72,7 @@ static void on_hello(os_agent_t *ag, const char *frame, const tg_os_env_t *env)
         long n = tg_os_enc_error(buf + TG_LENPFX_HDR, sizeof(buf) - TG_LENPFX_HDR, &h,
                                  "core.welcome", code, msg, false);
         osg_send_built(&in->a.p.wr, buf, n);
-        tg_log("agent '%s' refused at agent.hello: %s; stopping the instance", aname(ag), msg);
+        tg_log_warn("agent '%s' refused at agent.hello: %s; stopping the instance", aname(ag), msg);
         agent_event(ag, "agent.unhealthy", "rejected", reason);
         in->a.p.killed = true; /* counts as a failure whatever its exit status */
         ag->hello_ok = false;
@@ -180,8 +180,9 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
     free(rej);
     free(buf);
     if (nrej > 0)
-        tg_log("agent '%s': %zu of %zu tools refused at registration (see core.tools.registered)",
-               aname(ag), nrej, n);
+        tg_log_warn(
+            "agent '%s': %zu of %zu tools refused at registration (see core.tools.registered)",
+            aname(ag), nrej, n);
     ag->registered = true;
     if (ag->st == A_STARTING) {
         set_state(ag, A_READY);
@@ -353,10 +354,11 @@ void osg_agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         } else if (ev == TG_LP_OVERSIZE) {
             reg_set(ag->g, ag->r.reg_frame_out, ag->g->cfg->max_frame_bytes);
             agent_invalid_frame(ag, total, "frame_too_large");
-            tg_log("agent '%s' sent a %" PRIu64 "-byte frame over max_frame_bytes (%" PRIu64
-                   "; raise %s)%s",
-                   aname(ag), total, ag->g->cfg->max_frame_bytes, ag->g->gw->path_frame,
-                   ag->r.acfg->os.on_oversize == TG_OVERSIZE_CLOSE ? ": restarting it" : ": skipped");
+            tg_log_warn("agent '%s' sent a %" PRIu64 "-byte frame over max_frame_bytes (%" PRIu64
+                        "; raise %s)%s",
+                        aname(ag), total, ag->g->cfg->max_frame_bytes, ag->g->gw->path_frame,
+                        ag->r.acfg->os.on_oversize == TG_OVERSIZE_CLOSE ? ": restarting it"
+                                                                        : ": skipped");
             if (ag->r.acfg->os.on_oversize == TG_OVERSIZE_CLOSE) {
                 TG_AINST_KILL(ag->inst, SIGKILL, "frame_too_large");
                 in->a.p.rd.len = in->a.p.rd.pos = 0;
@@ -474,16 +476,18 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
     tg_restart_policy_t pol = ag->r.acfg->restart_policy;
     bool on_demand = ag->r.acfg->start == TG_START_ON_DEMAND;
     if (tg_ainst_exec_failed(status, false)) {
-        tg_log("agent '%s': its command %s cannot be run (status %" PRId64
-               ": not found or not executable; fix agents[].command or PATH): not restarting it",
-               aname(ag), ag->r.acfg->command[0], status);
+        tg_log_error(
+            "agent '%s': its command %s cannot be run (status %" PRId64
+            ": not found or not executable; fix agents[].command or PATH): not restarting it",
+            aname(ag), ag->r.acfg->command[0], status);
         set_state(ag, A_FAILED);
         return;
     }
     if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
-        tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': %s", aname(ag),
-               failed ? "failed" : "exited", status, pol == TG_RESTART_NO ? "no" : "on-failure",
-               on_demand ? "the next call starts it" : "not restarted");
+        tg_logf(failed ? TG_LOG_WARN : TG_LOG_INFO, NULL,
+                "agent '%s' %s (status %" PRId64 "); restart policy '%s': %s", aname(ag),
+                failed ? "failed" : "exited", status, pol == TG_RESTART_NO ? "no" : "on-failure",
+                on_demand ? "the next call starts it" : "not restarted");
         set_state(ag, on_demand ? A_DOWN : A_FAILED);
         return;
     }
@@ -501,8 +505,8 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
     emit(g, &ev);
     if (g->gw->metrics_ok)
         tg_metrics_agent_restarted(&g->gw->metrics, ag->r.idx);
-    tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", aname(ag),
-           failed ? "failed" : "exited", backoff, recent + 1, ag->r.acfg->max_restarts);
+    tg_log_warn("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", aname(ag),
+                failed ? "failed" : "exited", backoff, recent + 1, ag->r.acfg->max_restarts);
     set_state(ag, A_BACKOFF);
     uv_timer_start(&ag->restart_timer, on_restart_timer, backoff, 0);
 }
@@ -595,8 +599,8 @@ int osg_agent_spawn(os_agent_t *ag)
     }
     int rc = new_token(ag);
     if (rc < 0) {
-        tg_log("cannot start agent '%s': no random bytes for its session token: %s", aname(ag),
-               strerror(-rc));
+        tg_log_error("cannot start agent '%s': no random bytes for its session token: %s",
+                     aname(ag), strerror(-rc));
         return rc;
     }
     os_inst_t *in = calloc(1, sizeof(*in));
@@ -638,20 +642,21 @@ static void on_hb_timer(uv_timer_t *t)
         /* Refused at hello and still there. */
         TG_AINST_KILL(ag->inst, SIGKILL, "hello_refused");
     } else if (!ag->hello_ok) {
-        tg_log("agent '%s' sent no agent.hello within %" PRIu64 " ms (raise %s): killing it",
-               aname(ag), ag->r.acfg->os.heartbeat_timeout_ms, ag->path_hb);
+        tg_log_warn("agent '%s' sent no agent.hello within %" PRIu64 " ms (raise %s): killing it",
+                    aname(ag), ag->r.acfg->os.heartbeat_timeout_ms, ag->path_hb);
         agent_event(ag, "agent.unhealthy", "unhealthy", "hello_timeout");
         TG_AINST_KILL(ag->inst, SIGKILL, "hello_timeout");
     } else if (ag->st != A_UNHEALTHY) {
-        tg_log("agent '%s' missed its heartbeats for %" PRIu64
-               " ms: unhealthy, calls refused until it recovers",
-               aname(ag), ag->r.acfg->os.heartbeat_timeout_ms);
+        tg_log_warn("agent '%s' missed its heartbeats for %" PRIu64
+                    " ms: unhealthy, calls refused until it recovers",
+                    aname(ag), ag->r.acfg->os.heartbeat_timeout_ms);
         set_state(ag, A_UNHEALTHY);
         agent_event(ag, "agent.unhealthy", "unhealthy", "heartbeat_missed");
         uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->kill_grace_ms, 0);
     } else {
-        tg_log("agent '%s' still sent no heartbeat %" PRIu64 " ms later: killing it (raise %s)",
-               aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
+        tg_log_warn("agent '%s' still sent no heartbeat %" PRIu64
+                    " ms later: killing it (raise %s)",
+                    aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
         TG_AINST_KILL(ag->inst, SIGKILL, "heartbeat");
     }
     osg_g_flush(ag->g);

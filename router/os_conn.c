@@ -141,9 +141,9 @@ void osg_on_conn_idle(uv_timer_t *t)
     ev.status = "invalid";
     if (k->over) {
         ev.reason = "caller_not_reading";
-        tg_log("a caller on %s did not read its answers for %" PRIu64
-               " ms (router.idle_timeout): disconnecting it",
-               k->path, g->cfg->idle_timeout_ms);
+        tg_log_warn("a caller on %s did not read its answers for %" PRIu64
+                    " ms (router.idle_timeout): disconnecting it",
+                    k->path, g->cfg->idle_timeout_ms);
         emit(g, &ev);
         conn_close_now(k);
     } else {

@@ -65,7 +65,7 @@ void osg_send_built(tg_out_t *o, char *buf, long n)
 {
     if (n <= 0 || o == NULL || o->stream == NULL) {
         if (n <= 0)
-            tg_log("an opensentience message toolgate builds did not fit (%ld)", n);
+            tg_log_error("an opensentience message toolgate builds did not fit (%ld)", n);
         return;
     }
     (void)tg_lenpfx_header((unsigned char *)buf, (uint64_t)n);
@@ -668,9 +668,9 @@ static void os_op_stuck(tg_callc_t *cc)
         osg_call_leave_caller(c);
         osg_zombie(c, "cancelled");
     }
-    tg_log("agent '%s' did not answer a core.tool.cancel within %" PRIu64
-           " ms; killing it (raise %s)",
-           aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
+    tg_log_warn("agent '%s' did not answer a core.tool.cancel within %" PRIu64
+                " ms; killing it (raise %s)",
+                aname(ag), ag->r.acfg->kill_grace_ms, ag->r.path_grace);
     TG_AINST_KILL(ag->inst, SIGKILL, "stuck");
 }
 

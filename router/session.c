@@ -363,9 +363,9 @@ static void mcp_op_timed_out(tg_callc_t *cc)
 static void mcp_op_stuck(tg_callc_t *cc)
 {
     tg_wrap_t *w = CALL(cc)->w;
-    tg_log("agent '%s' did not answer a cancel or ping within %" PRIu64
-           " ms; killing it (raise %s)",
-           agent_name(w), cc->r->acfg->kill_grace_ms, cc->r->path_grace);
+    tg_log_warn("agent '%s' did not answer a cancel or ping within %" PRIu64
+                " ms; killing it (raise %s)",
+                agent_name(w), cc->r->acfg->kill_grace_ms, cc->r->path_grace);
     TG_AINST_KILL(w->inst, SIGKILL, "stuck");
 }
 

@@ -455,9 +455,9 @@ static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
         mcp_check_drained(w);
         return;
     }
-    tg_log("dropped a %" PRIu64 "-byte frame from agent '%s' over max_frame_bytes (%" PRIu64
-           "; raise %s)",
-           total, agent_name(w), w->gw->cfg->max_frame_bytes, w->gw->path_frame);
+    tg_log_warn("dropped a %" PRIu64 "-byte frame from agent '%s' over max_frame_bytes (%" PRIu64
+                "; raise %s)",
+                total, agent_name(w), w->gw->cfg->max_frame_bytes, w->gw->path_frame);
     if (had_id)
         return; /* a reply to nothing live (late), or a request or notification */
     uint32_t waiting = 0, last = 0;
@@ -615,7 +615,7 @@ void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
             caller_last_line(w);
         w->caller_eof = true;
         if (n != UV_EOF) {
-            tg_log("reading the caller failed: %s", uv_strerror((int)n));
+            tg_log_warn("reading the caller failed: %s", uv_strerror((int)n));
             if (w->conn != NULL)
                 w->cout_dead = true; /* the connection is gone both ways */
         }
@@ -780,18 +780,19 @@ void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal)
     }
     tg_restart_policy_t pol = w->ag->r.acfg->restart_policy;
     if (tg_ainst_exec_failed(status, by_signal)) {
-        tg_log("agent '%s': its command %s cannot be run (status %" PRId64
-               ": not found or not executable; fix agents[].command or PATH): not restarting it",
-               agent_name(w), w->ag->r.acfg->command[0], status);
+        tg_log_error(
+            "agent '%s': its command %s cannot be run (status %" PRId64
+            ": not found or not executable; fix agents[].command or PATH): not restarting it",
+            agent_name(w), w->ag->r.acfg->command[0], status);
         w->gw->exit_code = (int)status;
         mcp_begin_shutdown(w, "agent command cannot be run");
         mcp_finish(w);
         return;
     }
     if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
-        tg_log("agent '%s' %s (status %" PRId64 "); restart policy '%s': stopping",
-               agent_name(w), failed ? "failed" : "exited", status,
-               pol == TG_RESTART_NO ? "no" : "on-failure");
+        tg_logf(failed ? TG_LOG_WARN : TG_LOG_INFO, NULL,
+                "agent '%s' %s (status %" PRId64 "); restart policy '%s': stopping", agent_name(w),
+                failed ? "failed" : "exited", status, pol == TG_RESTART_NO ? "no" : "on-failure");
         w->gw->exit_code = (int)status;
         mcp_begin_shutdown(w, "agent exited");
         mcp_finish(w);
@@ -815,9 +816,9 @@ void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal)
         reg_set(w, w->ag->reg_restarts, recent + 1);
     tg_aproc_ev_restarting(&ev, agent_name(w), recent + 1, backoff);
     emit(w, &ev);
-    tg_log("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", agent_name(w),
-           by_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
-           w->ag->r.acfg->max_restarts);
+    tg_log_warn("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", agent_name(w),
+                by_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
+                w->ag->r.acfg->max_restarts);
     w->astate = A_BACKOFF;
     uv_timer_start(&w->restart_timer, on_restart_timer, backoff, 0);
 }
@@ -902,9 +903,9 @@ static void on_not_reading(uv_timer_t *t)
     w->stuck_armed = false;
     if (w->cwr.queued_bytes <= 2 * (size_t)w->gw->cfg->max_frame_bytes)
         return;
-    tg_log("a caller (%s) did not read its answers for %" PRIu64
-           " ms (router.idle_timeout): ending its session",
-           w->caller, w->gw->cfg->idle_timeout_ms);
+    tg_log_warn("a caller (%s) did not read its answers for %" PRIu64
+                " ms (router.idle_timeout): ending its session",
+                w->caller, w->gw->cfg->idle_timeout_ms);
     tg_audit_ev_t ev;
     tg_adm_audit_refused(&ev, agent_name(w), w->caller, "caller_not_reading",
                          w->cwr.queued_bytes);
@@ -1010,6 +1011,6 @@ void mcp_caller_out_error(tg_out_t *o, void *ctx, int status)
     (void)o;
     w->cout_dead = true;
     if (status != UV_EPIPE && status != UV_ECANCELED)
-        tg_log("writing to the caller failed: %s", uv_strerror(status));
+        tg_log_warn("writing to the caller failed: %s", uv_strerror(status));
     mcp_begin_shutdown(w, "caller closed stdout");
 }

@@ -190,15 +190,16 @@ static int open_caller(tg_wrap_t *w)
     uv_handle_type t;
     if ((w->cin = open_std(w, 0, &w->cin_tty, &w->cin_pipe, &t)) == NULL) {
         if (t != UV_NAMED_PIPE)
-            tg_log("stdin is %s; toolgate wrap reads MCP frames from a pipe or terminal (as MCP "
-                   "clients launch servers)",
-                   t == UV_FILE ? "a regular file" : "not a pipe");
+            tg_log_error(
+                "stdin is %s; toolgate wrap reads MCP frames from a pipe or terminal (as MCP "
+                "clients launch servers)",
+                t == UV_FILE ? "a regular file" : "not a pipe");
         return -EINVAL;
     }
     if ((w->cout = open_std(w, 1, &w->cout_tty, &w->cout_pipe, &t)) == NULL) {
         if (t != UV_NAMED_PIPE)
-            tg_log("stdout is %s; toolgate wrap writes MCP frames to a pipe or terminal",
-                   t == UV_FILE ? "a regular file" : "not a pipe");
+            tg_log_error("stdout is %s; toolgate wrap writes MCP frames to a pipe or terminal",
+                         t == UV_FILE ? "a regular file" : "not a pipe");
         return -EINVAL;
     }
     w->cwr.stream = w->cout;
@@ -707,9 +708,9 @@ static void on_drain_timeout(uv_timer_t *t)
     tg_wrap_t *w = t->data;
     if (w->phase != TG_P_RUN)
         return;
-    tg_log("agent '%s': a session (caller %s) of the config a reload replaced ran "
-           "router.reload_drain_timeout (%" PRIu64 " ms): ending it",
-           agent_name(w), w->caller, w->life_ms);
+    tg_log_warn("agent '%s': a session (caller %s) of the config a reload replaced ran "
+                "router.reload_drain_timeout (%" PRIu64 " ms): ending it",
+                agent_name(w), w->caller, w->life_ms);
     tg_audit_ev_t ev;
     tg_adm_audit_refused(&ev, agent_name(w), w->caller, "reload_drain_timeout", 0);
     ev.status = "ended";

@@ -37,13 +37,24 @@ TestSuite(audit_file, .init = tgh_tmp_init, .fini = fini);
 
 /* What the pipe told the operator (tg_audit_opts_t.log). */
 static char logs[LOGS_MAX][1024];
+static tg_audit_news_t log_levels[LOGS_MAX];
 static size_t nlogs;
 
-static void log_line(void *ctx, const char *line)
+static void log_line(void *ctx, tg_audit_news_t level, const char *line)
 {
     (void)ctx;
     cr_assert_lt(nlogs, LOGS_MAX, "too many log lines; the last: %s", line);
+    log_levels[nlogs] = level;
     snprintf(logs[nlogs++], sizeof(logs[0]), "%s", line);
+}
+
+/* The level of the first log line holding <needle> (-1: none). */
+static int logged_level(const char *needle)
+{
+    for (size_t i = 0; i < nlogs; i++)
+        if (strstr(logs[i], needle) != NULL)
+            return (int)log_levels[i];
+    return -1;
 }
 
 /* Log lines holding <needle>. */
@@ -251,11 +262,14 @@ Test(audit_file, reopen_after_deletion_refuses_a_planted_symlink)
     cr_assert_eq(nlogs, 1, "%s", logs[0]);
     cr_assert_not_null(strstr(logs[0], "was deleted and cannot be made again"), "%s", logs[0]);
     cr_assert_not_null(strstr(logs[0], "is a symbolic link"), "%s", logs[0]);
+    cr_assert_eq(log_levels[0], TG_AUDIT_NEWS_ERROR, "a failing sink is an error line");
 
     cr_assert_eq(unlink(path), 0);
     emit_run(a, &loop, 1);
     cr_assert_eq(logged("writing again, after losing 4 events"), 1, "%s", logs[nlogs - 1]);
     cr_assert_eq(logged("the file was deleted while in use"), 1);
+    cr_assert_eq(logged_level("writing again, after losing"), TG_AUDIT_NEWS_WARN);
+    cr_assert_eq(logged_level("the file was deleted while in use"), TG_AUDIT_NEWS_INFO);
     aud_close(a, &loop);
     size_t n = read_events(path, seqs, events, 16);
     cr_assert_eq(n, 3);
@@ -422,7 +436,7 @@ Test(audit_file, wrap_on_a_full_disk_logs_once)
     cr_assert_eq(tgh_wait(&w.tg, 10000), 0);
     cr_assert_eq(tgh_exit_code(&w.tg), 0);
     cr_assert_eq(tgh_file_count(w.err, "cannot write: No space left on device"), 1);
-    cr_assert_eq(tgh_file_count(w.err, "toolgate: audit: "), 1);
+    cr_assert_eq(tgh_file_count(w.err, "error wrap: audit: "), 1);
 }
 
 /* ---- item 15: the file deleted or moved while in use --------------------- */
@@ -445,6 +459,7 @@ Test(audit_file, a_deleted_file_is_made_again_and_audited)
     emit_run(a, &loop, 3);
     cr_assert_eq(access(path, F_OK), 0, "no new file at the path");
     cr_assert_eq(logged("the file was deleted while in use"), 1);
+    cr_assert_eq(logged_level("the file was deleted while in use"), TG_AUDIT_NEWS_INFO);
     cr_assert_not_null(strstr(logs[0], path), "%s", logs[0]);
     cr_assert_eq(tg_audit_dropped(a), 0);
     aud_close(a, &loop);

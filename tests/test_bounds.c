@@ -931,7 +931,7 @@ Test(bounds, wrap_registers_every_wired_bound, .fini = rt_fini, .timeout = 60)
     const char *const args[] = {"--config", cfg, NULL};
     const char *const agent_args[] = {"--log", W.log, NULL};
     cr_assert_eq(tgh_wrap_exec(&W, args, TG_AGENTS_DIR "/tg_fixture_agent", agent_args, NULL), 0);
-    if (tgh_log_wait(W.err, "toolgate: admin endpoint on", 1, 10000) < 1) {
+    if (tgh_log_wait(W.err, "admin endpoint on", 1, 10000) < 1) {
         char *e = tgh_read_file(W.err, NULL);
         cr_assert_fail("toolgate wrap did not start its admin endpoint: %s", e ? e : "");
     }

@@ -136,7 +136,7 @@ Test(contain_wrap, nofile_above_toolgates_hard_limit_is_clamped, .timeout = 30)
                  "the report must give the value applied");
     json_decref(started);
     char *err = stderr_text();
-    cr_expect(strstr(err, "toolgate: agent 'tg_fixture_agent': RLIMIT_NOFILE 1024 is above "
+    cr_expect(strstr(err, "warn  wrap: agent 'tg_fixture_agent': RLIMIT_NOFILE 1024 is above "
                           "toolgate's own hard limit 512: the agent gets 512"),
               "no notice of the clamp:\n%s", err);
     cr_expect_null(strstr(err, "setrlimit"), "%s", err);
@@ -237,6 +237,6 @@ Test(contain_wrap, manifest_cannot_raise_its_limits, .timeout = 30)
         cr_expect(at, "no notice \"%s\":\n%s", said[i], err);
         cr_expect(at == NULL || strstr(at + 1, said[i]) == NULL, "said twice: %s", said[i]);
     }
-    cr_expect(strstr(err, "toolgate: agent 'fx': manifest "), "%s", err);
+    cr_expect(strstr(err, "warn  wrap: agent 'fx': manifest "), "%s", err);
     free(err);
 }

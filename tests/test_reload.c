@@ -103,7 +103,7 @@ Test(reload, bad_file_is_rejected_and_old_config_keeps_its_state)
     cr_assert_null(r_echo(&a, 2));
     /* A value that parses as JSON but is invalid, with a canary in it. */
     r_write(R.log, ", \"execution_limits\": {\"rate_limit\": \"CANARY-7f3a/minute\"}", NULL, NULL);
-    r_hup("toolgate: SIGHUP: config rejected", 1);
+    r_hup("SIGHUP: config rejected", 1);
     char *err = tgh_read_file(R.err, NULL);
     cr_assert(strstr(err, "serve.json:") && strstr(err, "rate_limit"),
               "the rejection names neither file nor key:\n%s", err);
@@ -117,7 +117,7 @@ Test(reload, bad_file_is_rejected_and_old_config_keeps_its_state)
     free(audit);
     /* Broken JSON too. */
     cr_assert_eq(tgh_write_file(R.cfg, "{\"router\": "), 0);
-    r_hup("toolgate: SIGHUP: config rejected", 2);
+    r_hup("SIGHUP: config rejected", 2);
     cr_assert_str_eq(r_echo(&a, 5), "rate_limit_exceeded");
     tgh_conn_close(&a);
     r_stop();
@@ -136,14 +136,14 @@ Test(reload, limits_change_in_place_and_unchanged_buckets_keep_state)
     r_write(R.log,
             ", \"execution_limits\": {\"rate_limit\": \"3/minute\", \"max_concurrent_calls\": 3}",
             NULL, NULL);
-    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    r_hup("SIGHUP: config reloaded", 1);
     cr_assert_null(r_echo(&a, 3), "the connection must survive a limits-only reload");
     cr_assert_str_eq(r_echo(&a, 4), "rate_limit_exceeded");
     /* The rate itself changes: a fresh bucket of the new size. */
     r_write(R.log,
             ", \"execution_limits\": {\"rate_limit\": \"5/minute\", \"max_concurrent_calls\": 3}",
             NULL, NULL);
-    r_hup("toolgate: SIGHUP: config reloaded", 2);
+    r_hup("SIGHUP: config reloaded", 2);
     for (int i = 5; i < 10; i++)
         cr_assert_null(r_echo(&a, i), "call %d under the new 5/minute", i);
     json_t *r;
@@ -173,7 +173,7 @@ Test(reload, command_change_drains_old_sessions_and_new_ones_run_the_new_command
     char log2[TGH_PATH + 16];
     snprintf(log2, sizeof log2, "%s/fixture2.log", R.dir);
     r_write(log2, NULL, NULL, ", \"reload_drain_timeout\": \"0s\"");
-    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    r_hup("SIGHUP: config reloaded", 1);
     json_t *r = mcp_await_int(&a, 1, 5000, NULL);
     cr_assert(r != NULL && json_object_get(r, "result") != NULL,
               "the call in flight during the reload was lost");
@@ -209,7 +209,7 @@ Test(reload, command_change_keeps_old_sessions_until_reload_drain_timeout)
     char log2[TGH_PATH + 16];
     snprintf(log2, sizeof log2, "%s/fixture2.log", R.dir);
     r_write(log2, NULL, NULL, ", \"reload_drain_timeout\": \"2s\"");
-    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    r_hup("SIGHUP: config reloaded", 1);
     uint64_t t_reload = tgh_now_ms();
     /* The old session goes on, on the old command. */
     cr_assert_null(r_echo(&a, 2), "the session open across the reload stopped working");
@@ -260,7 +260,7 @@ Test(reload, old_session_ends_with_its_caller_and_on_stop)
     char log2[TGH_PATH + 16];
     snprintf(log2, sizeof log2, "%s/fixture2.log", R.dir);
     r_write(log2, NULL, NULL, NULL); /* the default drain time: 5 minutes */
-    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    r_hup("SIGHUP: config reloaded", 1);
     cr_assert_null(r_echo(&a, 1));
     cr_assert_null(r_echo(&b, 1));
     tgh_conn_close(&a);
@@ -279,7 +279,7 @@ Test(reload, keys_bound_to_open_resources_need_a_restart)
 {
     r_start(NULL, NULL);
     r_write(R.log, NULL, NULL, ", \"idle_timeout\": \"5s\"");
-    r_hup("toolgate: SIGHUP: config rejected", 1);
+    r_hup("SIGHUP: config rejected", 1);
     char *err = tgh_read_file(R.err, NULL);
     cr_assert(strstr(err, "router (other than listen, callers_only, handshake_timeout and "
                          "reload_drain_timeout): changed, which needs a restart"),
@@ -306,7 +306,7 @@ Test(reload, listener_mode_owner_and_group_apply_at_start_and_on_reload)
         cr_assert_eq(st.st_gid, 65534u);
     }
     r_write(R.log, NULL, ", \"mode\": \"0660\", \"owner\": 0, \"group\": 0", NULL);
-    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    r_hup("SIGHUP: config reloaded", 1);
     cr_assert_eq(lstat(R.sock, &st), 0);
     cr_assert_eq(st.st_mode & 0777, 0660);
     if (geteuid() == 0)
@@ -369,7 +369,7 @@ Test(reload, under_load_every_request_gets_one_answer, .timeout = 90)
         cr_assert_null(extra, "caller %d got an answer nobody asked for", i);
         tgh_conn_close(&c[i]);
     }
-    cr_assert_eq(tgh_log_wait(R.err, "toolgate: SIGHUP: config reloaded", hups, 5000), hups);
+    cr_assert_eq(tgh_log_wait(R.err, "SIGHUP: config reloaded", hups, 5000), hups);
     cr_assert_eq(tgh_log_count(R.log, "start "), NC, "a limits-only reload restarted an agent");
     r_stop();
 }
@@ -387,9 +387,9 @@ Test(reload, restored_tool_concurrency_still_counts_running_calls)
     mcp_call(&a, 1, "sleep", "{\"ms\":1500}");
     tgh_sleep_ms(100);
     r_write(R.log, ", \"tools\": {\"sleep\": {\"rate_limit\": \"100/second\"}}", NULL, NULL);
-    r_hup("toolgate: SIGHUP: config reloaded", 1);
+    r_hup("SIGHUP: config reloaded", 1);
     r_write(R.log, one, NULL, NULL);
-    r_hup("toolgate: SIGHUP: config reloaded", 2);
+    r_hup("SIGHUP: config reloaded", 2);
     mcp_call(&a, 2, "sleep", "{\"ms\":10}");
     /* Answers in arrival order: the 10 ms call must wait for the slot the
      * 1500 ms call holds, so call 1 is answered first. */

@@ -209,7 +209,7 @@ Test(serve, live_socket_is_an_error_stale_is_replaced)
     cr_assert(access(S.sock, F_OK) == 0);
     cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
     tgh_proc_t a;
-    bool up = tgh_log_wait(S.err, "toolgate: serving", 2, 5000) >= 2;
+    bool up = tgh_log_wait(S.err, "serving ", 2, 5000) >= 2;
     cr_assert(up, "a stale socket file was not replaced");
     mcp_connect(&a, S.sock);
     json_t *r = mcp_initialize(&a, 5000);

@@ -153,7 +153,7 @@ Test(listen, a_missing_directory_is_named_not_permission_denied)
 static void l_hup(int nth)
 {
     cr_assert_eq(kill(S.tg.pid, SIGHUP), 0);
-    if (tgh_log_wait(S.err, "toolgate: SIGHUP: config reloaded", nth, 5000) < nth)
+    if (tgh_log_wait(S.err, "SIGHUP: config reloaded", nth, 5000) < nth)
         tgh_fail_with_stderr(S.err, "no reload after SIGHUP");
 }
 
@@ -183,7 +183,7 @@ Test(listen, reload_leaves_a_symlink_planted_at_the_path_and_its_target_alone)
     l_hup(1);
     cr_assert_eq(l_mode(victim), 0600, "the reload changed the symlink's target to %04o",
                  l_mode(victim));
-    cr_assert(tgh_log_count(S.err, "toolgate: SIGHUP: router.listen: ") >= 1,
+    cr_assert(tgh_log_count(S.err, "SIGHUP: router.listen: ") >= 1,
               "the reload did not say the socket was replaced");
 
     /* A plain file in its place is left alone too. */
@@ -258,7 +258,7 @@ static void l_serve_in_process(const char *mode, unsigned *at_bind, unsigned *st
         _exit(tg_cli_serve(2, argv));
     }
     l_bind_watch = NULL;
-    bool up = tgh_log_wait(S.err, "toolgate: serving", 1, 10000) >= 1;
+    bool up = tgh_log_wait(S.err, "serving ", 1, 10000) >= 1;
     *started = up ? l_mode(S.sock) : 0;
     kill(pid, SIGTERM);
     int st = 0;

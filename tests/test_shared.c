@@ -326,14 +326,14 @@ Test(shared, redis_restart_charges_what_the_fallback_admitted)
         cr_assert_eq(sh_admitted(&w[k], 1, 1), 1, "instance %d: no call through Redis", k);
     srv_kill(&R);
     for (int k = 0; k < 2; k++)
-        cr_assert_eq(tgh_log_wait(w[k].err, "toolgate: store.degraded", 1, 5000), 1,
+        cr_assert_eq(tgh_log_wait(w[k].err, "store.degraded", 1, 5000), 1,
                      "instance %d did not notice Redis going", k);
     for (int k = 0; k < 2; k++)
         cr_assert_eq(sh_admitted(&w[k], 10, 7), 5, "instance %d: its share is 5/minute", k);
     srv_spawn(&R);
     uint64_t back = tgh_now_ms();
     for (int k = 0; k < 2; k++) {
-        cr_assert_eq(tgh_log_wait(w[k].err, "toolgate: store.recovered", 1, 5000), 1,
+        cr_assert_eq(tgh_log_wait(w[k].err, "store.recovered", 1, 5000), 1,
                      "instance %d did not return to Redis", k);
         cr_assert_leq(tgh_now_ms() - back, 250 + 750,
                       "instance %d back on Redis after %llu ms (documented: 250 ms + set-up)", k,

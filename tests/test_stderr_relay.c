@@ -58,23 +58,29 @@ Test(stderr_relay, escape_stops_before_a_unit_that_does_not_fit)
     cr_assert_eq(used, 1);
 }
 
+/* 2026-11-26T17:20:01.123Z, the time of the formatter tests */
+#define T0      INT64_C(1795713601123)
+#define T0_TEXT "2026-11-26T17:20:01.123Z"
+
 Test(stderr_relay, relay_line_prefixed_capped_marked)
 {
-    char out[64 + TG_LOG_RELAY_EXTRA];
-    size_t n = tg_log_relay_fmt(out, "srch", "toolgate: SIGHUP fake\r", 22, 64, false);
-    cr_assert_eq(n, strlen("agent 'srch': toolgate: SIGHUP fake\n"));
-    cr_assert(memcmp(out, "agent 'srch': toolgate: SIGHUP fake\n", n) == 0);
+    static const tg_log_opts_t text = {.format = TG_LOG_TEXT, .min = TG_LOG_INFO};
+    char out[TG_LOG_RELAY_CAP(64)];
+    size_t n = tg_log_relay_fmt(out, &text, T0, "srch", "serve: SIGHUP fake\r", 19, 64, false);
+    static const char want[] = T0_TEXT " info  agent=srch: serve: SIGHUP fake\n";
+    cr_assert_eq(n, strlen(want));
+    cr_assert(memcmp(out, want, n) == 0);
     /* 20 ESC bytes escape to 80 bytes: cut at 64 (16 escapes), marked. */
     char in[20];
     memset(in, 033, sizeof in);
-    n = tg_log_relay_fmt(out, "a", in, sizeof in, 64, false);
+    n = tg_log_relay_fmt(out, &text, T0, "a", in, sizeof in, 64, false);
     out[n] = '\0';
-    cr_assert_str_eq(out, "agent 'a': \\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b"
-                          "\\x1b\\x1b\\x1b\\x1b [truncated]\n");
+    cr_assert_str_eq(out, T0_TEXT " info  agent=a: \\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b"
+                                  "\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b [truncated]\n");
     /* An id with control bytes is escaped too. */
-    n = tg_log_relay_fmt(out, "x\033y", "hi", 2, 64, true);
+    n = tg_log_relay_fmt(out, &text, T0, "x\033y", "hi", 2, 64, true);
     out[n] = '\0';
-    cr_assert_str_eq(out, "agent 'x\\x1by': hi [truncated]\n");
+    cr_assert_str_eq(out, T0_TEXT " info  agent=x\\x1by: hi [truncated]\n");
 }
 
 /* No line of <err> may hold an ESC, C1 or other control byte except '\n'. */
@@ -134,6 +140,7 @@ Test(stderr_relay, wrap_attributes_escapes_and_caps)
 {
     char *err = run_agent("#!/bin/sh\n"
                           "printf 'toolgate: SIGHUP accepted, config reloaded\\n' >&2\n"
+                          "printf '2026-11-26T17:20:01.123Z info  wrap: SIGHUP: forged\\n' >&2\n"
                           "printf 'wipe \\033[2J\\033[31mred \\302\\233 \\377\\r\\n' >&2\n"
                           "head -c 6000 /dev/zero | tr '\\000' 'A' >&2; echo >&2\n"
                           "echo END-OF-NOISE >&2\n"
@@ -141,24 +148,30 @@ Test(stderr_relay, wrap_attributes_escapes_and_caps)
                           "64Ki", "4Ki");
     assert_no_controls(err);
     /* Each line the agent wrote is attributed; toolgate's own lines are
-     * the only ones starting "toolgate: ". */
-    cr_assert_eq(tgh_count_lines_with(err, "toolgate: ", "SIGHUP"), 0,
+     * the only ones with a component other than "agent=ID". */
+    cr_assert_eq(tgh_own_lines_with(err, "SIGHUP"), 0,
                  "a forged toolgate line passed for toolgate's own:\n%s", err);
-    cr_assert(strstr(err, "agent 'noisy': toolgate: SIGHUP accepted, config reloaded\n"), "%s", err);
-    cr_assert(strstr(err, "agent 'noisy': wipe \\x1b[2J\\x1b[31mred \\xc2\\x9b \\xff\n"), "%s", err);
-    cr_assert(strstr(err, "agent 'noisy': END-OF-NOISE\n"), "%s", err);
+    cr_assert(strstr(err, " info  agent=noisy: toolgate: SIGHUP accepted, config reloaded\n"), "%s",
+              err);
+    cr_assert(strstr(err, " info  agent=noisy: wipe \\x1b[2J\\x1b[31mred \\xc2\\x9b \\xff\n"), "%s",
+              err);
+    cr_assert(strstr(err, " info  agent=noisy: END-OF-NOISE\n"), "%s", err);
+    cr_assert(
+        strstr(err, " info  agent=noisy: 2026-11-26T17:20:01.123Z info  wrap: SIGHUP: forged\n"),
+        "%s", err);
     /* The long line: cut at max_line (4096 bytes of text), marked. */
-    const char *l = strstr(err, "agent 'noisy': AAAA");
+    const char *l = strstr(err, "agent=noisy: AAAA");
     cr_assert_not_null(l, "%s", err);
     const char *nl = strchr(l, '\n');
-    size_t body = (size_t)(nl - l) - strlen("agent 'noisy': ");
+    size_t body = (size_t)(nl - l) - strlen("agent=noisy: ");
     cr_assert_eq(body, 4096 + strlen(" [truncated]"), "long line body is %zu bytes", body);
     cr_assert(strncmp(nl - 12, " [truncated]", 12) == 0);
-    /* Every non-empty line is toolgate's or the agent's. */
+    /* Every non-empty line is toolgate's or the agent's, with a time. */
     for (const char *s = err; *s;) {
         const char *e = strchr(s, '\n');
         size_t n = e ? (size_t)(e - s) : strlen(s);
-        cr_assert(n == 0 || strncmp(s, "toolgate: ", 10) == 0 || strncmp(s, "agent 'noisy': ", 15) == 0,
+        bool agent = n > 31 && strncmp(s + 24, " info  agent=noisy: ", 20) == 0;
+        cr_assert(n == 0 || tgh_log_own(s, NULL, NULL) != NULL || agent,
                   "an unattributed line: %.*s", (int)n, s);
         s += n + (e ? 1 : 0);
     }
@@ -181,10 +194,10 @@ Test(stderr_relay, wrap_rate_cap_counts_what_is_written)
                           "exec sleep 30\n",
                           "2Ki", "4Ki");
     assert_no_controls(err);
-    int relayed = tgh_count_lines_with(err, "agent 'noisy': \\x1b", NULL);
+    int relayed = tgh_count_lines_with(err, NULL, "agent=noisy: \\x1b");
     cr_assert_gt(relayed, 0, "%s", err);
     cr_assert_leq(relayed, 2 * (2048 / 216), "%d escape lines relayed against a 2Ki/s budget", relayed);
-    cr_assert(strstr(err, "toolgate: agent 'noisy' stderr: ") && strstr(err, "bytes dropped"),
+    cr_assert(strstr(err, "warn  wrap: agent 'noisy' stderr: ") && strstr(err, "bytes dropped"),
               "the drop was not reported:\n%s", err);
     free(err);
 }

@@ -246,7 +246,54 @@ static inline void tgh_tmp_put(const char *name, const char *text, char *path, s
     cr_assert_eq(tgh_write_file(path, text), 0, "cannot write %s", path);
 }
 
-/* Number of lines of <path> starting with <prefix> (0 when unreadable). */
+/* Where the message of toolgate's own log line <line> starts, the text
+ * format "TIME LEVEL COMPONENT: MESSAGE" (router/log.h) taken apart, or
+ * NULL when <line> is not one: an agent's relayed line (component
+ * "agent=ID") or anything else. <level> (may be NULL) gets the level word
+ * ("debug", "info", "warn", "error"), <comp> (may be NULL) the component. */
+static inline const char *tgh_log_own(const char *line, char level[8], char comp[16])
+{
+    /* 2026-11-26T17:20:01.123Z: 24 bytes, then one space */
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ ";
+    for (size_t i = 0; i < sizeof shape - 1; i++) {
+        if (shape[i] == 'd' ? (line[i] < '0' || line[i] > '9') : line[i] != shape[i])
+            return NULL;
+    }
+    const char *p = line + sizeof shape - 1, *lv = p;
+    while (*p >= 'a' && *p <= 'z')
+        p++;
+    size_t lvlen = (size_t)(p - lv);
+    if (lvlen < 4 || lvlen > 5 || (lvlen == 4 && *p++ != ' ') || *p++ != ' ')
+        return NULL;
+    const char *c = p;
+    while (*p >= 'a' && *p <= 'z')
+        p++;
+    size_t clen = (size_t)(p - c);
+    if (clen == 0 || clen > 15 || p[0] != ':' || p[1] != ' ')
+        return NULL;
+    if (level) {
+        memcpy(level, lv, lvlen);
+        level[lvlen] = '\0';
+    }
+    if (comp) {
+        memcpy(comp, c, clen);
+        comp[clen] = '\0';
+    }
+    return p + 2;
+}
+
+/* Whether line <line> starts with <prefix>, or is toolgate's own log line
+ * whose message does (so "SIGHUP: config reloaded" finds
+ * "2026-... info  serve: SIGHUP: config reloaded"). */
+static inline bool tgh_line_starts(const char *line, const char *prefix, size_t plen)
+{
+    const char *m;
+    return strncmp(line, prefix, plen) == 0 ||
+           ((m = tgh_log_own(line, NULL, NULL)) != NULL && strncmp(m, prefix, plen) == 0);
+}
+
+/* Number of lines of <path> starting with <prefix>, or whose message
+ * does when they are toolgate's log lines (0 when unreadable). */
 static inline int tgh_log_count(const char *path, const char *prefix)
 {
     char *text = tgh_read_file(path, NULL);
@@ -256,11 +303,36 @@ static inline int tgh_log_count(const char *path, const char *prefix)
     size_t plen = strlen(prefix);
     for (char *line = text; line && *line;) {
         char *nl = strchr(line, '\n');
-        if (strncmp(line, prefix, plen) == 0)
+        if (tgh_line_starts(line, prefix, plen))
             n++;
         line = nl ? nl + 1 : NULL;
     }
     free(text);
+    return n;
+}
+
+/* Lines of <text> that are toolgate's own log lines (tgh_log_own) holding
+ * <needle> in their message (NULL: any). */
+static inline int tgh_own_lines_with(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *line = text; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        const char *m = tgh_log_own(line, NULL, NULL);
+        if (m != NULL && m < line + len) {
+            if (needle == NULL)
+                n++;
+            else {
+                size_t nlen = strlen(needle);
+                bool hit = false;
+                for (const char *q = m; q + nlen <= line + len && !hit; q++)
+                    hit = strncmp(q, needle, nlen) == 0;
+                n += hit;
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
     return n;
 }
 
@@ -297,8 +369,9 @@ static inline int tgh_log_field(const char *path, const char *prefix, int nth, c
         char *nl = strchr(line, '\n');
         if (nl)
             *nl = '\0';
-        if (strncmp(line, prefix, plen) == 0 && nth-- == 0) {
-            snprintf(out, cap, "%s", line + plen);
+        if (tgh_line_starts(line, prefix, plen) && nth-- == 0) {
+            const char *m = strncmp(line, prefix, plen) == 0 ? line : tgh_log_own(line, NULL, NULL);
+            snprintf(out, cap, "%s", m + plen);
             rc = 0;
             break;
         }
@@ -918,7 +991,7 @@ static inline void tgh_fail_with_stderr(const char *err_path, const char *what)
 /* Write <json> as the config of a prepared run (NULL: the test wrote
  * <cfg> itself) and start `toolgate serve --config` with <env> added to
  * the environment (NULL-terminated, may be NULL). Waits up to
- * <timeout_ms> for the "toolgate: serving" line (probing the socket would
+ * <timeout_ms> for the "serving" line (probing the socket would
  * start an agent); fails the test, showing toolgate's stderr, when it
  * does not come. */
 static inline void tgh_serve_start(tgh_serve_t *s, const char *json, char *const *env,
@@ -928,7 +1001,7 @@ static inline void tgh_serve_start(tgh_serve_t *s, const char *json, char *const
         cr_assert_eq(tgh_write_file(s->cfg, json), 0, "cannot write %s", s->cfg);
     char *const argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--config", s->cfg, NULL};
     cr_assert_eq(tgh_spawn(&s->tg, argv, env, s->err), 0);
-    if (tgh_log_wait(s->err, "toolgate: serving", 1, timeout_ms) < 1)
+    if (tgh_log_wait(s->err, "serving ", 1, timeout_ms) < 1)
         tgh_fail_with_stderr(s->err, "toolgate serve did not start");
 }
 

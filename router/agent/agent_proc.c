@@ -86,15 +86,15 @@ int tg_aproc_contain_create(tg_gw_t *gw, const tg_agent_cfg_t *a, tg_contain_ins
     tg_cfg_err_t err;
     if (tg_config_contain_req_for(gw->cfg, a, &req) == -ENOTSUP) {
         if (gw->contain.mode == TG_CONTAIN_REQUIRED) {
-            tg_log("cannot start agent '%s': network \"loopback\" cannot be enforced on this "
-                   "host and containment.mode is required (use \"none\" or \"full\")",
-                   a->id);
+            tg_log_error("cannot start agent '%s': network \"loopback\" cannot be enforced on this "
+                         "host and containment.mode is required (use \"none\" or \"full\")",
+                         a->id);
             return -1;
         }
-        tg_log("agent '%s': network \"loopback\" is not enforced on this host", a->id);
+        tg_log_warn("agent '%s': network \"loopback\" is not enforced on this host", a->id);
     }
     if (tg_contain_create(&gw->contain, a->id, &req, ci, &err) < 0) {
-        tg_log("cannot start agent '%s': %s", a->id, err.msg);
+        tg_log_error("cannot start agent '%s': %s", a->id, err.msg);
         *ci = NULL;
         return -1;
     }
@@ -120,7 +120,7 @@ static int pipes_open(pipes_t *pp, const char *name, uv_pipe_t *pin, uv_pipe_t *
         if (pipe2(fd[i], O_CLOEXEC) == 0)
             continue;
         int e = -errno;
-        tg_log("cannot start agent '%s': pipe: %s", name, strerror(-e));
+        tg_log_error("cannot start agent '%s': pipe: %s", name, strerror(-e));
         for (int j = 0; j < i; j++) {
             close(fd[j][0]);
             close(fd[j][1]);
@@ -170,7 +170,7 @@ static int spawn(uv_loop_t *loop, tg_aproc_t *p, const tg_agent_cfg_t *a, char *
         tg_contain_place_t pl;
         tg_contain_place(ci, &pl);
         if (tg_shim_argv_build("/proc/self/exe", &pl, a->cwd, a->command, &shim_argv) < 0) {
-            tg_log("cannot start agent '%s': cannot build the exec shim's arguments", a->id);
+            tg_log_error("cannot start agent '%s': cannot build the exec shim's arguments", a->id);
             return -EINVAL;
         }
         p->supervised = tg_shim_supervises(&pl);
@@ -191,7 +191,8 @@ static int spawn(uv_loop_t *loop, tg_aproc_t *p, const tg_agent_cfg_t *a, char *
     int rc = uv_spawn(loop, &p->proc, &opt);
     tg_shim_argv_free(shim_argv);
     if (rc < 0)
-        tg_log("cannot start agent '%s': %s: %s%s", a->id, a->command[0], uv_strerror(rc), hint);
+        tg_log_error("cannot start agent '%s': %s: %s%s", a->id, a->command[0], uv_strerror(rc),
+                     hint);
     return rc;
 }
 
@@ -222,6 +223,27 @@ void tg_aproc_init(tg_aproc_t *p, tg_gw_t *gw, const tg_agent_cfg_t *a, void *da
     p->open_handles = 6;
 }
 
+/* A start that enforces less than agent <id> asked for (containment.mode
+ * best_effort, a backend that cannot do it all): one warn line naming
+ * each resource left out and why, besides agent.started's "enforced". */
+static void log_incomplete(const tg_enforced_t *e, const char *id)
+{
+    char list[TG_LOG_LINE_MAX];
+    size_t n = 0;
+    for (int r = 0; r < TG_RES_COUNT && n < sizeof(list); r++) {
+        const tg_enforced_item_t *it = &e->r[r];
+        if (!it->requested || it->applied)
+            continue;
+        int k = snprintf(list + n, sizeof(list) - n, "%s%s (%s)", n > 0 ? ", " : "",
+                         tg_res_name((tg_res_t)r), it->reason);
+        n += k > 0 ? (size_t)k : 0;
+    }
+    if (n > 0)
+        tg_log_warn("agent '%s' started with containment incomplete (containment.mode %s): not "
+                    "enforced: %s",
+                    id, tg_contain_mode_name(e->mode), list);
+}
+
 int tg_aproc_start(tg_aproc_t *p, uv_loop_t *loop, const tg_agent_cfg_t *a, char **envp,
                    uv_exit_cb exit_cb, const char *hint, uv_timer_cb on_monitor, char *enforced,
                    size_t cap)
@@ -238,6 +260,7 @@ int tg_aproc_start(tg_aproc_t *p, uv_loop_t *loop, const tg_agent_cfg_t *a, char
     p->pid = p->proc.pid;
     if (p->ci != NULL) {
         tg_contain_set_pid(p->ci, p->pid);
+        log_incomplete(&p->ci->enforced, a->id);
         if (tg_enforced_json(&p->ci->enforced, enforced, cap) < 0)
             enforced[0] = '\0';
         uv_timer_start(&p->monitor, on_monitor, TG_APROC_MONITOR_MS, TG_APROC_MONITOR_MS);
@@ -345,8 +368,8 @@ bool tg_aproc_judge(tg_aproc_watch_t *w, tg_contain_inst_t *ci, const char *name
     if (v.kind == TG_VERDICT_OK || w->verdict.kind != TG_VERDICT_OK)
         return false;
     w->verdict = v;
-    tg_log("agent '%s' broke its %s limit (%" PRIu64 " of %" PRIu64 "): killing the instance", name,
-           tg_res_name(v.res), v.used, v.limit);
+    tg_log_warn("agent '%s' broke its %s limit (%" PRIu64 " of %" PRIu64 "): killing the instance",
+                name, tg_res_name(v.res), v.used, v.limit);
     return true;
 }
 
@@ -372,7 +395,7 @@ void tg_aproc_lines_init(tg_aproc_lines_t *l, size_t max)
     l->len = 0;
     l->trunc = false;
     l->buf = malloc(max + 1);
-    l->out = malloc(max + TG_LOG_RELAY_EXTRA);
+    l->out = malloc(TG_LOG_RELAY_CAP(max));
     if (l->out == NULL) {
         free(l->buf);
         l->buf = NULL;
@@ -440,7 +463,7 @@ bool tg_aproc_err_charge(tg_aproc_errbudget_t *b, uint64_t now_ms, uint64_t per_
 size_t tg_aproc_err_format(tg_aproc_lines_t *l, const char *who, const char *p, size_t len,
                            bool truncated)
 {
-    return tg_log_relay_fmt(l->out, who, p, len, l->max, truncated);
+    return tg_log_relay_fmt(l->out, tg_log_opts(), tg_log_now_ms(), who, p, len, l->max, truncated);
 }
 
 void tg_aproc_err_write(tg_aproc_errbudget_t *b, const char *p, size_t len)
@@ -498,9 +521,9 @@ void tg_aproc_log_give_up(const tg_agent_cfg_t *a, uint32_t recent)
 {
     char win[16];
     tg_unit_fmt_duration(win, sizeof(win), a->restart_window_ms);
-    tg_log("agent '%s' failed %u times within %s: giving up on restart (raise "
-           "agents.%s.restart.max_restarts or fix the agent)",
-           a->id, recent + 1, win, a->id);
+    tg_log_error("agent '%s' failed %u times within %s: giving up on restart (raise "
+                 "agents.%s.restart.max_restarts or fix the agent)",
+                 a->id, recent + 1, win, a->id);
 }
 
 /* ---- audit ------------------------------------------------------------ */

@@ -70,10 +70,10 @@ typedef struct tg_aproc_watch {
 } tg_aproc_watch_t;
 
 /* The line being assembled from an agent's stderr. buf holds max bytes,
- * out the line as relayed (max + TG_LOG_RELAY_EXTRA: prefix, escaped
- * text cut to max, mark); both malloc'd by tg_aproc_lines_init (buf NULL
- * when that failed: bytes are then dropped); owned, freed by
- * tg_aproc_lines_free. */
+ * out the line as relayed (TG_LOG_RELAY_CAP(max): time, level,
+ * component, escaped text cut to max, mark, json escaping); both
+ * malloc'd by tg_aproc_lines_init (buf NULL when that failed: bytes are
+ * then dropped); owned, freed by tg_aproc_lines_free. */
 typedef struct tg_aproc_lines {
     char *buf, *out;
     size_t len, max;
@@ -191,8 +191,8 @@ typedef struct tg_aproc_errbudget {
 bool tg_aproc_err_charge(tg_aproc_errbudget_t *b, uint64_t now_ms, uint64_t per_sec, size_t len,
                          bool truncated);
 /* Format line <p>/<len> of agent <who> into l->out as relayed
- * (tg_log_relay_fmt: "agent 'ID': ", escaped, at most l->max bytes of
- * text). Returns its length, '\n' included. */
+ * (tg_log_relay_fmt in the process's log format: component "agent=ID",
+ * escaped, at most l->max bytes of text). Returns its length, '\n' included. */
 size_t tg_aproc_err_format(tg_aproc_lines_t *l, const char *who, const char *p, size_t len,
                            bool truncated);
 /* Write a charged, formatted line <p>/<len> to toolgate's log in one

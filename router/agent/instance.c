@@ -77,9 +77,9 @@ int tg_ainst_preflight(tg_gw_t *gw, const tg_agent_cfg_t *a)
     tg_unit_fmt_bytes(av, sizeof(av), avail);
     tg_unit_fmt_bytes(m, sizeof(m), min_free);
     tg_unit_fmt_bytes(p, sizeof(p), p95);
-    tg_log("not starting agent '%s': %s available < containment.min_free_memory %s + P95 peak "
-           "%s of its last %zu instances (free memory, or lower containment.min_free_memory)",
-           a->id, av, m, p, n);
+    tg_log_warn("not starting agent '%s': %s available < containment.min_free_memory %s + P95 peak "
+                "%s of its last %zu instances (free memory, or lower containment.min_free_memory)",
+                a->id, av, m, p, n);
     tg_audit_ev_t ev;
     tg_audit_ev_init(&ev);
     ev.event = "agent.unhealthy";
@@ -112,8 +112,8 @@ static void record_peak(const tg_ainst_t *in)
         return;
     int rc = tg_peaks_record(in->gw->peaks_path, iname(in), peak);
     if (rc < 0)
-        tg_log("cannot record agent '%s' peak memory in %s: %s", iname(in), in->gw->peaks_path,
-               strerror(-rc));
+        tg_log_warn("cannot record agent '%s' peak memory in %s: %s", iname(in), in->gw->peaks_path,
+                    strerror(-rc));
 }
 
 /* ---- stderr ------------------------------------------------------------- */
@@ -122,6 +122,8 @@ static void stderr_emit(void *ctx, const char *p, size_t len, bool truncated)
 {
     tg_ainst_t *in = ctx;
     const tg_agent_cfg_t *a = *in->acfg;
+    if (!tg_log_enabled(TG_LOG_INFO))
+        return; /* TOOLGATE_LOG above info: agent lines are not written */
     /* Attributed and escaped, then charged as written: the budget bounds
      * what reaches toolgate's stderr, prefix and escapes included. */
     size_t n = tg_aproc_err_format(&in->p.err, a->id, p, len, truncated);
@@ -144,9 +146,9 @@ void tg_agent_report_drops(const tg_agent_cfg_t *a, const tg_aproc_errbudget_t *
         return;
     char cap[24];
     tg_unit_fmt_bytes(cap, sizeof(cap), a->stderr_bytes_per_sec);
-    tg_log("agent '%s' stderr: %" PRIu64 " bytes dropped so far (over %s/s or lines over "
-           "the line limit; raise agents.%s.stderr.bytes_per_second)",
-           a->id, err->dropped, cap, a->id);
+    tg_log_warn("agent '%s' stderr: %" PRIu64 " bytes dropped so far (over %s/s or lines over "
+                "the line limit; raise agents.%s.stderr.bytes_per_second)",
+                a->id, err->dropped, cap, a->id);
     *reported = err->dropped;
 }
 
@@ -277,9 +279,9 @@ static void on_mute(uv_timer_t *t)
     const tg_ainst_ops_t *ops = in->ops;
     if (in->p.exited || in->p.gone || in->stopping)
         return;
-    tg_log("agent '%s' closed its stdout but did not exit within %d ms: killing it "
-           "(no answer can come from it)",
-           iname(in), TG_AINST_MUTE_MS);
+    tg_log_warn("agent '%s' closed its stdout but did not exit within %d ms: killing it "
+                "(no answer can come from it)",
+                iname(in), TG_AINST_MUTE_MS);
     tg_ainst_kill(in, SIGKILL, "stdout_closed");
     ops->flush(owner);
 }
@@ -336,8 +338,8 @@ bool tg_ainst_stop_step(tg_ainst_t *in, tg_phase_t *phase, const char *why)
         return true;
     case TG_P_STOP_TERM:
         *phase = TG_P_STOP_KILL;
-        tg_log("agent '%s' ignored SIGTERM for %" PRIu64 " ms: SIGKILL", iname(in),
-               (*in->acfg)->kill_grace_ms);
+        tg_log_warn("agent '%s' ignored SIGTERM for %" PRIu64 " ms: SIGKILL", iname(in),
+                    (*in->acfg)->kill_grace_ms);
         tg_ainst_kill(in, SIGKILL, why);
         return true;
     default:

@@ -23,15 +23,15 @@ int tg_route_stores(const tg_gw_t *gw, const tg_agent_cfg_t *a, tg_store_t **sto
     if (a->rate_shared) {
         *store = a->shared_lease ? gw->lease : gw->store;
         if (*store == NULL) {
-            tg_log("agent '%s': rate_scope is shared but %s", a->id,
-                   gw->store == NULL
-                       ? NO_STORE_HINT
-                       : "the lease view of the store opens at start only when an agent uses "
-                         "shared_mode \"lease\" (restart toolgate to add the first one)");
+            tg_log_error("agent '%s': rate_scope is shared but %s", a->id,
+                         gw->store == NULL
+                             ? NO_STORE_HINT
+                             : "the lease view of the store opens at start only when an agent uses "
+                               "shared_mode \"lease\" (restart toolgate to add the first one)");
             return -EINVAL;
         }
         if (tg_store_make_key(*store, rate_key, TG_STORE_KEY_MAX + 1, a->id, "rate") < 0) {
-            tg_log("agent '%s': its id cannot name a shared bucket (braces?)", a->id);
+            tg_log_error("agent '%s': its id cannot name a shared bucket (braces?)", a->id);
             return -EINVAL;
         }
     }
@@ -40,11 +40,11 @@ int tg_route_stores(const tg_gw_t *gw, const tg_agent_cfg_t *a, tg_store_t **sto
          * each one is a call in flight, not a token to spend later. */
         *cstore = gw->store;
         if (*cstore == NULL) {
-            tg_log("agent '%s': concurrency_scope is shared but " NO_STORE_HINT, a->id);
+            tg_log_error("agent '%s': concurrency_scope is shared but " NO_STORE_HINT, a->id);
             return -EINVAL;
         }
         if (tg_store_make_key(*cstore, slots_key, TG_STORE_KEY_MAX + 1, a->id, "slots") < 0) {
-            tg_log("agent '%s': its id cannot name a shared slot set (braces?)", a->id);
+            tg_log_error("agent '%s': its id cannot name a shared slot set (braces?)", a->id);
             return -EINVAL;
         }
     }
@@ -79,8 +79,9 @@ int tg_route_tools_build(const tg_route_t *r, const tg_agent_cfg_t *a, tg_store_
         /* Shared tool buckets sit beside the agent's, under
          * "{agent}:tool.NAME.rate" (the same hash slot). */
         if (t->has_rate && l->rate_shared && tg_adm_tool_key(t, tool_store, a->id, tn) < 0) {
-            tg_log("agent '%s': tool '%s' has rate_scope shared but %s", a->id, tn,
-                   tool_store == NULL ? NO_STORE_HINT : "its name cannot name a shared bucket");
+            tg_log_error("agent '%s': tool '%s' has rate_scope shared but %s", a->id, tn,
+                         tool_store == NULL ? NO_STORE_HINT
+                                            : "its name cannot name a shared bucket");
             free(tools);
             return -EINVAL;
         }
@@ -151,7 +152,7 @@ int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, si
         return -EINVAL;
     if (tg_gcra_init(&r->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms,
                      a->lim.burst) < 0) {
-        tg_log("agent '%s': its rate_limit cannot be set up", a->id);
+        tg_log_error("agent '%s': its rate_limit cannot be set up", a->id);
         return -EINVAL;
     }
     tg_conc_init(&r->aconc, a->lim.max_concurrent_calls);
@@ -164,7 +165,7 @@ int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, si
     if (rc == 0 && (ncalls > TG_CALL_MAX || tg_ctab_grow(&r->tab, (uint32_t)ncalls) < 0))
         rc = -ENOMEM;
     if (rc == -ENOMEM)
-        tg_log("cannot set up limits for agent '%s': out of memory", a->id);
+        tg_log_error("cannot set up limits for agent '%s': out of memory", a->id);
     if (rc < 0)
         return rc;
     tg_route_register(r);

@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "router/front/serve.h"
 #include "router/front/wrap.h"
+#include "router/log.h"
 
 static bool id_char(char ch)
 {
@@ -291,7 +292,7 @@ int tg_cli_wrap(int argc, char **argv)
     tg_err_t err;
     memset(&cfg, 0, sizeof(cfg));
     if (tg_cli_parse_wrap(argc, argv, &cfg, &err) < 0) {
-        fprintf(stderr, "toolgate: %s\n", err.msg);
+        tg_log_error("%s", err.msg);
         tg_config_free(&cfg);
         return 2;
     }

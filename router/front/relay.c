@@ -129,11 +129,11 @@ int tg_relay_start(tg_relay_t *r)
             return -EBADF;
     int rc = 0;
     if (!pollable(0) && (rc = relay_fd(r, 0)) < 0) {
-        tg_log("stdin: cannot relay it through a pipe: %s", uv_strerror(rc));
+        tg_log_error("stdin: cannot relay it through a pipe: %s", uv_strerror(rc));
         return rc;
     }
     if (!pollable(1) && (rc = relay_fd(r, 1)) < 0) {
-        tg_log("stdout: cannot relay it through a pipe: %s", uv_strerror(rc));
+        tg_log_error("stdout: cannot relay it through a pipe: %s", uv_strerror(rc));
         return rc;
     }
     return 0;

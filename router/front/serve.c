@@ -292,7 +292,7 @@ static void on_connection(uv_stream_t *server, int status)
     listener_t *l = server->data;
     serve_run_t *r = l->r;
     if (status < 0) {
-        tg_log("accepting on %s failed: %s", l->lc->unix_path, uv_strerror(status));
+        tg_log_warn("accepting on %s failed: %s", l->lc->unix_path, uv_strerror(status));
         return;
     }
     /* The pipe is the first member: a session frees the block through it. */
@@ -719,7 +719,7 @@ static void reload_reject(serve_run_t *r, const char *msg)
         n = sizeof(where) - 1;
     memcpy(where, msg, n);
     where[n] = '\0';
-    tg_log("SIGHUP: config rejected, the running config stays: %s", msg);
+    tg_log_error("SIGHUP: config rejected, the running config stays: %s", msg);
     reload_audit(r, "config.rejected", where, 0);
 }
 
@@ -791,8 +791,8 @@ static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i)
     if (same_spawn && same_limits)
         return 0;
     if (tg_osgw_reconfigure(r->os, na, !same_spawn) < 0) {
-        tg_log("SIGHUP: agent '%s': cannot apply its new config; the old one keeps running",
-               na->id);
+        tg_log_error("SIGHUP: agent '%s': cannot apply its new config; the old one keeps running",
+                     na->id);
         return 1;
     }
     /* The gateway keeps nothing of the old config: its generation may go. */
@@ -809,7 +809,7 @@ static void reload(serve_run_t *r)
     tg_err_t err;
     char buf[96];
     if (r->cfg->path == NULL) {
-        tg_log("SIGHUP: nothing to reload (the config did not come from a file)");
+        tg_log_warn("SIGHUP: nothing to reload (the config did not come from a file)");
         return;
     }
     gen_t *g = gen_load(r->cfg->path, &err);
@@ -855,8 +855,9 @@ static void reload(serve_run_t *r)
         }
         tg_agent_t *ag = tg_agent_successor(old, na);
         if (ag == NULL) {
-            tg_log("SIGHUP: agent '%s': cannot start its new config; the old one keeps running",
-                   na->id);
+            tg_log_error(
+                "SIGHUP: agent '%s': cannot start its new config; the old one keeps running",
+                na->id);
             continue;
         }
         r->agents[i] = ag;
@@ -914,9 +915,10 @@ static int apply_listener_access(listener_t *l)
     int orc;
     int rc = tg_lsock_set_access(&l->sock, lc->mode, lc->owner, lc->group, &orc);
     if (orc < 0)
-        tg_log("router.listen: cannot give %s to owner %lld group %lld: %s (toolgate needs root "
-               "or membership of that group)",
-               lc->unix_path, (long long)lc->owner, (long long)lc->group, strerror(-orc));
+        tg_log_warn(
+            "router.listen: cannot give %s to owner %lld group %lld: %s (toolgate needs root "
+            "or membership of that group)",
+            lc->unix_path, (long long)lc->owner, (long long)lc->group, strerror(-orc));
     return rc;
 }
 
@@ -929,12 +931,13 @@ static void reload_listeners(serve_run_t *r)
         listener_t *l = &r->ls[i];
         int rc = l->bound ? apply_listener_access(l) : 0;
         if (rc == -ESTALE)
-            tg_log("SIGHUP: router.listen: %s is no longer the socket toolgate bound (removed or "
-                   "replaced): left as it is; restart toolgate to bind it again",
-                   l->lc->unix_path);
+            tg_log_warn(
+                "SIGHUP: router.listen: %s is no longer the socket toolgate bound (removed or "
+                "replaced): left as it is; restart toolgate to bind it again",
+                l->lc->unix_path);
         else if (rc < 0)
-            tg_log("SIGHUP: router.listen: cannot set the mode of %s to %04o: %s",
-                   l->lc->unix_path, (unsigned)l->lc->mode, strerror(-rc));
+            tg_log_warn("SIGHUP: router.listen: cannot set the mode of %s to %04o: %s",
+                        l->lc->unix_path, (unsigned)l->lc->mode, strerror(-rc));
     }
 }
 
@@ -1059,7 +1062,7 @@ static int bind_http(serve_run_t *r, listener_t *l, size_t i, tg_err_t *err)
         if (tg_tls_ctx_new(&l->tls, lc->tls_cert, lc->tls_key, warn, sizeof(warn), err) < 0)
             return -1;
         if (warn[0] != '\0')
-            tg_log("router.listen[%zu].tls: %s", i, warn);
+            tg_log_warn("router.listen[%zu].tls: %s", i, warn);
     }
     if (r->auth == NULL && tg_auth_new(&r->auth, r->cfg, err) < 0)
         return -1;
@@ -1101,13 +1104,14 @@ static void reload_http(serve_run_t *r, const tg_config_t *nc)
         char warn[TG_TLS_WARN_MAX] = "";
         if (l->tls != NULL &&
             tg_tls_ctx_reload(l->tls, l->lc->tls_cert, l->lc->tls_key, warn, sizeof(warn), &err) < 0)
-            tg_log("SIGHUP: router.listen[%zu].tls: %s; the old certificate stays", i, err.msg);
+            tg_log_error("SIGHUP: router.listen[%zu].tls: %s; the old certificate stays", i,
+                         err.msg);
         else if (warn[0] != '\0')
-            tg_log("SIGHUP: router.listen[%zu].tls: %s", i, warn);
+            tg_log_warn("SIGHUP: router.listen[%zu].tls: %s", i, warn);
     }
     tg_auth_t *na = NULL;
     if (any && tg_auth_new(&na, nc, &err) < 0) {
-        tg_log("SIGHUP: callers: %s; the old credentials stay", err.msg);
+        tg_log_error("SIGHUP: callers: %s; the old credentials stay", err.msg);
         return;
     }
     if (any) {
@@ -1173,7 +1177,8 @@ int tg_serve_run(tg_config_t *cfg)
              ? (tg_gw_open(&r->gw, loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0)
              : 1;
     if (rc == 0 && cfg->nlisten == 0) {
-        tg_log("router.listen is empty: nothing to serve (add {\"unix\": PATH, \"agent\": ID})");
+        tg_log_error(
+            "router.listen is empty: nothing to serve (add {\"unix\": PATH, \"agent\": ID})");
         rc = 2;
     }
     for (size_t i = 0; rc == 0 && i < cfg->ncallers; i++) {

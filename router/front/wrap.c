@@ -49,7 +49,7 @@ static void reload_audit(wrap_run_t *r, const char *event, const char *reason)
 
 static void reload_reject(wrap_run_t *r, const char *reason, const char *msg)
 {
-    tg_log("SIGHUP: config rejected, the running config stays: %s", msg);
+    tg_log_error("SIGHUP: config rejected, the running config stays: %s", msg);
     reload_audit(r, "config.rejected", reason);
 }
 
@@ -95,7 +95,7 @@ static void config_drop(tg_config_t *c)
 static void reload(wrap_run_t *r)
 {
     if (r->load == NULL || r->cfg->path == NULL || r->ag == NULL) {
-        tg_log("SIGHUP: no --config to reload (the audit file follows logrotate by itself)");
+        tg_log_warn("SIGHUP: no --config to reload (the audit file follows logrotate by itself)");
         return;
     }
     tg_err_t err;
