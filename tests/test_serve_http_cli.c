@@ -55,7 +55,7 @@ static void sh_start(const char *const *extra)
     argv[n++] = S.log;
     argv[n] = NULL;
     cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
-    if (tgh_log_wait(S.err, "toolgate: serving", 1, 10000) < 1)
+    if (tgh_log_wait(S.err, "serving ", 1, 10000) < 1)
         tgh_fail_with_stderr(S.err, "toolgate serve --http did not start");
     char *err = tgh_read_file(S.err, NULL);
     const char *p = err != NULL ? strstr(err, "(port ") : NULL;
@@ -276,7 +276,7 @@ Test(serve_http_cli, non_loopback_with_tls_off_starts)
     S.sock[0] = '\0';
     argv[7] = S.audit;
     cr_assert_eq(tgh_spawn(&S.tg, argv, NULL, S.err), 0);
-    if (tgh_log_wait(S.err, "toolgate: serving", 1, 10000) < 1)
+    if (tgh_log_wait(S.err, "serving ", 1, 10000) < 1)
         tgh_fail_with_stderr(S.err, "serve --http 0.0.0.0:0 --tls off did not start");
     tgh_serve_stop(&S, 10000);
 }

@@ -141,7 +141,7 @@ Test(systemd, serve_reports_ready_reloading_and_stopping)
     dgram_next(fd, buf, sizeof(buf));
     cr_assert_eq(strncmp(buf, "RELOADING=1\nMONOTONIC_USEC=", 27), 0, "got '%s'", buf);
     cr_assert_str_eq(dgram_next(fd, buf, sizeof(buf)), "READY=1");
-    cr_assert_geq(tgh_log_wait(S.err, "toolgate: SIGHUP: config reloaded", 1, 5000), 1);
+    cr_assert_geq(tgh_log_wait(S.err, "SIGHUP: config reloaded", 1, 5000), 1);
     tgh_conn_close(&a);
     tgh_serve_stop(&S, 10000);
     cr_assert_str_eq(dgram_next(fd, buf, sizeof(buf)), "STOPPING=1");
@@ -207,7 +207,7 @@ Test(systemd, serve_takes_the_sockets_it_is_passed)
     snprintf(extra, sizeof(extra), "tcp:%d=extra", spare);
     const char *specs[] = {unix_spec, web, extra, "pipe=junk", NULL};
     sd_start_activated(specs);
-    if (tgh_log_wait(S.err, "toolgate: serving", 1, 5000) < 1)
+    if (tgh_log_wait(S.err, "serving ", 1, 5000) < 1)
         tgh_fail_with_stderr(S.err, "toolgate serve did not start");
     char *log = tgh_read_file(S.err, NULL);
     cr_assert_not_null(strstr(log, "the socket the service manager passed (fd 3, mcp)"), "%s", log);
@@ -255,7 +255,7 @@ Test(systemd, a_caller_connecting_before_toolgate_runs_is_answered)
             tgh_sleep_ms(10);
     }
     cr_assert_geq(fd, 0, "the socket at %s never listened", S.sock);
-    cr_assert_eq(tgh_log_count(S.err, "toolgate: serving"), 0,
+    cr_assert_eq(tgh_log_count(S.err, "serving "), 0,
                  "toolgate was already serving: the test proves nothing");
     tgh_proc_t a;
     memset(&a, 0, sizeof(a));

@@ -96,11 +96,11 @@ say "toolgate serve --config $cfg as toolgate (socket $sock, admin $admin)"
 setpriv --reuid toolgate --regid toolgate --init-groups -- /usr/bin/toolgate serve --config "$cfg" 2>"$work/serve.log" &
 serve_pid=$!
 for _ in $(seq 100); do
-    grep -q '^toolgate: serving' "$work/serve.log" && break
+    grep -q ' serve: serving ' "$work/serve.log" && break
     kill -0 "$serve_pid" 2>/dev/null || { cat "$work/serve.log"; die "serve exited"; }
     sleep 0.1
 done
-grep -q '^toolgate: serving' "$work/serve.log" || { cat "$work/serve.log"; die "serve did not start"; }
+grep -q ' serve: serving ' "$work/serve.log" || { cat "$work/serve.log"; die "serve did not start"; }
 [[ -S $sock ]] || die "no socket at $sock"
 [[ $(stat -c '%U %a' "$sock") == "toolgate 660" ]] || die "$sock: $(stat -c '%U %a' "$sock")"
 if [[ -n $admin ]]; then

@@ -95,7 +95,7 @@ function startServeHttp(toolgate, args) {
       CONNECT_TIMEOUT_MS);
     child.stderr.on("data", () => {
       const port = /\(port (\d+)\)/.exec(stderr);
-      if (port && stderr.includes("toolgate: serving")) {
+      if (port && stderr.includes(" serve: serving ")) {
         clearTimeout(timer);
         ok(Number(port[1]));
       }

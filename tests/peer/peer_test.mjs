@@ -119,7 +119,7 @@ function startServe(config, cfgPath) {
   const ready = new Promise((ok, fail) => {
     const timer = setTimeout(() => fail(new Error(`serve did not start:\n${stderr}`)), CONNECT_TIMEOUT_MS);
     child.stderr.on("data", () => {
-      if (stderr.includes("toolgate: serving")) {
+      if (stderr.includes(" serve: serving ")) {
         clearTimeout(timer);
         ok();
       }
