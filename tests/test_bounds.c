@@ -283,6 +283,10 @@ typedef struct key_reg {
 #define RT_ADM_HEAD    4096u      /* router.admin.max_header_bytes "4Ki" */
 #define RT_ADM_CONNS   5u         /* router.admin.max_connections */
 #define RT_LISTEN_CONNS 256u      /* router.listen[].max_connections: the default */
+#define RT_HTTP_SESSIONS 5u       /* the http listener's max_sessions */
+#define RT_HTTP_HEAD 4096u        /* its max_header_bytes "4Ki" */
+#define RT_HTTP_REQS 50u          /* its max_requests_per_connection */
+#define RT_HTTP_PER_CALLER 3u     /* its max_sessions_per_caller */
 #define RT_ADM_BODY    2097152u   /* router.admin.max_response_bytes "2Mi" */
 #define RT_STORE_PENDING 100u     /* store.max_pending (serve with a store) */
 
@@ -320,6 +324,11 @@ static const key_reg_t keys[] = {
     LIMIT("router.admin.max_header_bytes", "admin.header_bytes", "frame", "instance", RT_ADM_HEAD),
     LIMIT("router.admin.max_connections", "admin.connections", "concurrency", "instance", RT_ADM_CONNS),
     LIMIT_IF("router.listen[].max_connections", "listen.*.connections", "concurrency", "instance", RT_LISTEN_CONNS, NEED_SERVE),
+    LIMIT_IF("router.listen[].max_sessions", "listen.*.sessions", "concurrency", "instance", RT_HTTP_SESSIONS, NEED_SERVE),
+    LIMIT_IF("router.listen[].max_header_bytes", "listen.*.header_bytes", "frame", "request", RT_HTTP_HEAD, NEED_SERVE),
+    LIMIT_IF("router.listen[].max_requests_per_connection", "listen.*.requests_per_connection", "concurrency", "connection", RT_HTTP_REQS, NEED_SERVE),
+    LIMIT_IF("router.listen[].max_sessions_per_caller", "listen.*.sessions_per_caller", "concurrency", "caller", RT_HTTP_PER_CALLER, NEED_SERVE),
+    LIMIT_IF("router.max_frame_bytes", "listen.*.stream_queue_bytes", "write_queue", "session", 2 * RT_FRAME, NEED_SERVE),
     LIMIT("router.admin.max_response_bytes", "admin.response_bytes", "frame", "instance", RT_ADM_BODY),
 
     /* Deadlines and delays: a clock per call, connection or attempt. */
@@ -345,16 +354,6 @@ static const key_reg_t keys[] = {
     DURATION("store.slot_lease", "limits/store_redis_slots.c:rs_on_renew"),
 
     /* Wired, deliberately not registered. */
-    UNREG("router.listen[].max_header_bytes",
-          "a cut per request, not a fill level: a larger head is answered 431 and the "
-          "connection closed"),
-    UNREG("router.listen[].max_requests_per_connection",
-          "a count per connection: its last response says Connection: close; the "
-          "listener's fill level is listen.<i>.connections"),
-    UNREG("router.listen[].max_sessions_per_caller",
-          "a share of listen.<i>.sessions per caller: one more initialize is answered 429"),
-    PENDING("router.listen[].max_sessions", "listen.*.sessions", NEED_SERVE,
-            "registered by serve for http listeners only; the runtime config has none"),
     UNREG("callers[].jwt.leeway",
           "a tolerance on a token's exp, nbf and iat (clock skew), not a fill level: "
           "nothing is counted against it"),
@@ -978,9 +977,12 @@ Test(bounds, serve_registers_every_wired_bound, .fini = rt_fini, .timeout = 60)
         fprintf(stderr, "[WARN] no redis (neither TG_REDIS_URL nor redis-server): the store's "
                         "entries are not checked; CI installs redis-server\n");
     }
-    char router_extra[TGH_PATH + 96], agent_extra[TGH_PATH * 2 + 96], top_extra[1200];
+    char router_extra[TGH_PATH + 400], agent_extra[TGH_PATH * 2 + 96], top_extra[1200];
     snprintf(router_extra, sizeof router_extra,
-             ", \"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}]", SV.sock);
+             ", \"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}, {\"http\": \"127.0.0.1:0\", "
+             "\"agent\": \"fx\", \"max_sessions\": %u, \"max_header_bytes\": \"4Ki\", "
+             "\"max_requests_per_connection\": %u, \"max_sessions_per_caller\": %u}]",
+             SV.sock, RT_HTTP_SESSIONS, RT_HTTP_REQS, RT_HTTP_PER_CALLER);
     snprintf(agent_extra, sizeof agent_extra,
              ", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]", TG_AGENTS_DIR, SV.log);
     snprintf(top_extra, sizeof top_extra,

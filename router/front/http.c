@@ -99,6 +99,10 @@ struct tg_http {
     int port;
     bool loopback; /* Host must then name this machine by a loopback name */
     size_t wq_bound;
+    /* The bounds of one request, connection, caller or stream, in /limits
+     * (-1: not registered): the latest value seen, as the admin endpoint
+     * reports its request heads. */
+    int reg_head, reg_reqs, reg_per_caller, reg_stream;
     tg_http_stats_t stats;
 };
 
@@ -111,6 +115,12 @@ typedef struct wreq {
 
 static void conn_pump(hconn_t *c);
 static void conn_close(hconn_t *c);
+
+static void note(tg_http_t *h, int idx, uint64_t v)
+{
+    if (h->o.reg != NULL && idx >= 0 && !h->stopping)
+        tg_registry_update(h->o.reg, idx, v);
+}
 
 /* The listener's fill levels, as /limits shows them. */
 static void usage(tg_http_t *h)
@@ -133,6 +143,8 @@ static void on_written(uv_write_t *req, int status)
     size_t before = c->wq;
     c->wq -= w->len;
     free(w);
+    if (c->st.s != NULL)
+        note(c->h, c->h->reg_stream, c->wq);
     if (status < 0) {
         conn_close(c);
         return;
@@ -172,6 +184,8 @@ static void raw_write(hconn_t *c, const uv_buf_t *b, size_t n)
         return;
     }
     c->wq += len;
+    if (c->st.s != NULL)
+        note(c->h, c->h->reg_stream, c->wq);
 }
 
 /* Ciphertext the TLS endpoint has ready, to the socket. */
@@ -542,6 +556,7 @@ static tg_hsess_t *open_session(hconn_t *c)
         return NULL;
     }
     snprintf(c->sid, sizeof(c->sid), "%s", tg_hsess_id(s));
+    note(h, h->reg_per_caller, tg_hub_caller_sessions(h->hub, c->caller));
     return s;
 }
 
@@ -694,6 +709,7 @@ static void handle(hconn_t *c)
     tg_h1req_t *r = &c->rq;
     h->stats.requests++;
     c->nreq++;
+    note(h, h->reg_reqs, c->nreq);
     uint32_t maxr = h->lc->max_requests ? h->lc->max_requests : TG_HTTP_DEF_MAX_REQUESTS;
     c->keep = r->keep_alive && c->nreq < maxr && !h->stopping;
     if (h->stopping) {
@@ -834,6 +850,7 @@ static void conn_pump(hconn_t *c)
         }
         if (ev == TG_H1_NEED_MORE)
             continue; /* the buffer is empty now: more from TLS, or the loop ends */
+        note(c->h, c->h->reg_head, c->rq.head_bytes);
         if (ev == TG_H1_HEAD) {
             uv_buf_t b = uv_buf_init((char *)TG_H1_CONTINUE, sizeof(TG_H1_CONTINUE) - 1);
             conn_write(c, &b, 1);
@@ -1050,6 +1067,33 @@ static void on_tick(uv_timer_t *t)
     usage(h);
 }
 
+/* listen.N.header_bytes, requests_per_connection, sessions_per_caller and
+ * stream_queue_bytes (listen.N.connections and .sessions are the runner's). */
+static void register_bounds(tg_http_t *h)
+{
+    const tg_listen_cfg_t *lc = h->lc;
+    h->reg_head = h->reg_reqs = h->reg_per_caller = h->reg_stream = -1;
+    if (h->o.reg == NULL)
+        return;
+    static const char *const names[] = {"header_bytes", "requests_per_connection",
+                                        "sessions_per_caller", "stream_queue_bytes"};
+    static const tg_limit_cat_t cats[] = {TG_LIMIT_FRAME, TG_LIMIT_CONCURRENCY,
+                                          TG_LIMIT_CONCURRENCY, TG_LIMIT_WRITE_QUEUE};
+    static const char *const scopes[] = {"request", "connection", "caller", "session"};
+    uint64_t caps[] = {lc->max_header_bytes ? lc->max_header_bytes : TG_HTTP_DEF_MAX_HEADER_BYTES,
+                       lc->max_requests ? lc->max_requests : TG_HTTP_DEF_MAX_REQUESTS,
+                       lc->sessions_per_caller ? lc->sessions_per_caller
+                                               : TG_HTTP_DEF_SESSIONS_PER_CALLER,
+                       h->wq_bound};
+    int *idx[] = {&h->reg_head, &h->reg_reqs, &h->reg_per_caller, &h->reg_stream};
+    for (size_t i = 0; i < 4; i++) {
+        char name[96];
+        snprintf(name, sizeof(name), "listen.%zu.%s", h->o.index, names[i]);
+        int rc = tg_registry_add(h->o.reg, name, cats[i], scopes[i], caps[i]);
+        *idx[i] = rc >= 0 ? rc : -1;
+    }
+}
+
 int tg_http_listen(uv_loop_t *loop, const tg_http_opts_t *o, tg_http_t **out, tg_err_t *err)
 {
     const tg_listen_cfg_t *lc = o->lc;
@@ -1067,6 +1111,7 @@ int tg_http_listen(uv_loop_t *loop, const tg_http_opts_t *o, tg_http_t **out, tg
     h->loopback = tg_addr_loopback(&ss);
     h->max_conns = lc->max_connections ? lc->max_connections : TG_DEF_LISTEN_MAX_CONNECTIONS;
     h->wq_bound = 2 * (size_t)o->max_frame;
+    register_bounds(h);
     uint32_t maxs = lc->max_sessions ? lc->max_sessions : TG_HTTP_DEF_MAX_SESSIONS;
     uint64_t idle = lc->session_idle_ms ? lc->session_idle_ms : TG_HTTP_DEF_SESSION_IDLE_MS;
     h->hub = tg_hub_new(loop, o->max_frame, idle, maxs, o->open, o->open_arg);
