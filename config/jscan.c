@@ -133,17 +133,6 @@ static inline size_t skip_ws(const unsigned char *p, size_t i, size_t n)
     return i;
 }
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Read the 4 hex digits after "\u" at p[i] (i points at the 'u').
  * 0 and *cp, J_ERR or J_TRUNC. */
 static int read_u4(const unsigned char *p, size_t i, size_t n, unsigned *cp)
@@ -152,7 +141,7 @@ static int read_u4(const unsigned char *p, size_t i, size_t n, unsigned *cp)
     for (size_t k = 1; k <= 4; k++) {
         if (i + k >= n)
             return J_TRUNC;
-        int h = hexval(p[i + k]);
+        int h = tg_hexval(p[i + k]);
         if (h < 0)
             return J_ERR;
         v = v << 4 | (unsigned)h;

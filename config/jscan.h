@@ -174,4 +174,16 @@ void tg_jscan_linecol(const char *buf, size_t len, size_t off, int *line, int *c
  * document; of duplicate keys the last wins, as in jansson. */
 int tg_jscan_find_path(const char *buf, size_t len, const char *path, tg_jspan_t *out);
 
+/* The value of hex digit <c> (either case), or -1. */
+static inline int tg_hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 #endif

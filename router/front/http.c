@@ -641,6 +641,20 @@ static void handle_post(hconn_t *c)
     }
 }
 
+/* The caller's live session named by header <sid>, or NULL after
+ * answering 400 (no header) or 404 (unknown, ended, another caller's). */
+static tg_hsess_t *session_of(hconn_t *c, const tg_h1_str_t *sid)
+{
+    if (sid->p == NULL) {
+        respond_text(c, 400, "Mcp-Session-Id header is required");
+        return NULL;
+    }
+    tg_hsess_t *s = tg_hsess_find(c->h->hub, sid->p, sid->n, c->caller);
+    if (s == NULL)
+        respond_text(c, 404, "Session not found");
+    return s;
+}
+
 static void handle_get(hconn_t *c)
 {
     tg_h1req_t *r = &c->rq;
@@ -649,15 +663,9 @@ static void handle_get(hconn_t *c)
         respond_text(c, 406, "Accept must admit text/event-stream");
         return;
     }
-    if (sid->p == NULL) {
-        respond_text(c, 400, "Mcp-Session-Id header is required");
+    tg_hsess_t *s = session_of(c, sid);
+    if (s == NULL)
         return;
-    }
-    tg_hsess_t *s = tg_hsess_find(c->h->hub, sid->p, sid->n, c->caller);
-    if (s == NULL) {
-        respond_text(c, 404, "Session not found");
-        return;
-    }
     tg_sse_win_t *win = tg_hsess_get_window(s);
     uint64_t from = 0;
     tg_sse_resume_t how = TG_SSE_RESUME_GONE;
@@ -689,16 +697,9 @@ static void handle_get(hconn_t *c)
 
 static void handle_delete(hconn_t *c)
 {
-    const tg_h1_str_t *sid = &c->rq.hdr[TG_H1H_SESSION_ID];
-    if (sid->p == NULL) {
-        respond_text(c, 400, "Mcp-Session-Id header is required");
+    tg_hsess_t *s = session_of(c, &c->rq.hdr[TG_H1H_SESSION_ID]);
+    if (s == NULL)
         return;
-    }
-    tg_hsess_t *s = tg_hsess_find(c->h->hub, sid->p, sid->n, c->caller);
-    if (s == NULL) {
-        respond_text(c, 404, "Session not found");
-        return;
-    }
     tg_hsess_end(s);
     respond(c, 200, NULL, NULL, 0, NULL, 0);
 }

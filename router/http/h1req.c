@@ -22,6 +22,8 @@
  */
 #include "router/http/h1req.h"
 
+#include "config/jscan.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -685,17 +687,6 @@ static size_t take_data(tg_h1req_t *r, const char *buf, size_t len)
     return k;
 }
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* One framing byte <c> of a chunked body: 0 to go on, 1 at the end of the
  * body, or a refusal (TG_H1_ERROR recorded, -1). */
 static int chunk_byte(tg_h1req_t *r, unsigned char c)
@@ -705,7 +696,7 @@ static int chunk_byte(tg_h1req_t *r, unsigned char c)
     int d;
     switch (r->ck) {
     case CK_SIZE:
-        if ((d = hexval(c)) >= 0) {
+        if ((d = tg_hexval(c)) >= 0) {
             /* refused from the size, before any of its data */
             size_t room = r->o.max_body_bytes - r->body_len;
             if ((size_t)d > room || r->left > (room - (size_t)d) / 16)
