@@ -221,11 +221,7 @@ static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
     else
         mcp_deny(w, NULL, 0, &d);
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "call.denied";
-    ev.agent = agent_name(w);
-    ev.caller = w->caller;
-    ev.status = "denied";
+    denied_ev(w, &ev, NULL);
     ev.code = tg_deny_name(TG_DENY_FRAME);
     ev.limit.type = "frame";
     ev.limit.scope = "instance";
@@ -413,12 +409,7 @@ static void agent_reply_too_large(tg_wrap_t *w, tg_call_t *c, uint64_t total)
     } else {
         tg_audit_ev_t ev;
         char callid[TG_ID_MAX + 1];
-        tg_audit_ev_init(&ev);
-        tg_adm_audit_denial(&ev, &d);
-        ev.event = "call.denied";
-        ev.agent = agent_name(w);
-        ev.caller = w->caller;
-        ev.status = "denied";
+        denied_ev(w, &ev, &d);
         ev.stage = "response";
         ev.bytes_out = (int64_t)total;
         mcp_caller_id_text(c->caller_id, c->caller_id_len, callid);

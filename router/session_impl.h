@@ -287,6 +287,19 @@ static inline void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
     tg_audit_emit(w->gw->audit, ev);
 }
 
+/* A call.denied event of <w>, from denial <d> (NULL: the caller fills
+ * the limit fields). */
+static inline void denied_ev(tg_wrap_t *w, tg_audit_ev_t *ev, const tg_denial_t *d)
+{
+    tg_audit_ev_init(ev);
+    if (d != NULL)
+        tg_adm_audit_denial(ev, d);
+    ev->event = "call.denied";
+    ev->agent = agent_name(w);
+    ev->caller = w->caller;
+    ev->status = "denied";
+}
+
 static inline void reg_set(tg_wrap_t *w, int idx, uint64_t current)
 {
     tg_registry_update(&w->gw->reg, idx, current);

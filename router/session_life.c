@@ -604,12 +604,7 @@ static void refuse_instance(tg_wrap_t *w, const char *id, size_t id_len, uint32_
     d.detail = detail;
     mcp_deny(w, id, id_len, &d);
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    tg_adm_audit_denial(&ev, &d);
-    ev.event = "call.denied";
-    ev.agent = agent_name(w);
-    ev.caller = w->caller;
-    ev.status = "denied";
+    denied_ev(w, &ev, &d);
     emit(w, &ev);
     stop_reading(w);
     mcp_begin_shutdown(w, "max_instances reached");
