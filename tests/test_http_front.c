@@ -1016,8 +1016,12 @@ Test(http_front, connections_past_max_get_429, .timeout = 120)
     cr_expect_eq(refused, conns - allowed, "connections answered 429: %d", refused);
     cr_expect_eq(other, 0, "other answers or closes: %d", other);
     long rss = tgh_proc_status_kb(S.tg.pid, "VmRSS");
-    cr_expect(rss > 0 && rss < rss0 + 160 * 1024, "RSS %ld KiB with %d connections (from %ld)", rss,
-              allowed, rss0);
+    /* Under ASan the allocator's redzones and quarantine make RSS say
+     * nothing about toolgate's own bound (as in test_hostile). */
+    const char *asan = getenv("TG_ASAN");
+    if (asan == NULL || asan[0] == '\0' || strcmp(asan, "0") == 0)
+        cr_expect(rss > 0 && rss < rss0 + 160 * 1024, "RSS %ld KiB with %d connections (from %ld)",
+                  rss, allowed, rss0);
     for (int i = 0; i < conns; i++)
         close(fds[i]);
     /* served again once they are gone */

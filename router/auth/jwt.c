@@ -173,11 +173,12 @@ int tg_jwks_parse(tg_jwks_t **out, const char *name, const char *text, size_t le
         key->pkey = key->rsa ? rsa_key(o) : ec_key(o);
         ERR_clear_error();
         if (!key->pkey) {
+            bool rsa = key->rsa; /* <key> lives in <k>, freed first */
             json_decref(doc);
             tg_jwks_free(k);
             return tg_err_set(err, -1, "jwks: %s: keys[%zu]: not a usable %s public key%s", name, i,
-                              key->rsa ? "RSA" : "EC P-256",
-                              key->rsa ? " (at least 2048 bits)" : " (a point on the curve)");
+                              rsa ? "RSA" : "EC P-256",
+                              rsa ? " (at least 2048 bits)" : " (a point on the curve)");
         }
         if (kid && strlen(kid) >= KID_MAX) {
             EVP_PKEY_free(key->pkey);
