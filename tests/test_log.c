@@ -456,7 +456,7 @@ Test(log, bad_settings_are_usage_errors)
  * component "serve". */
 Test(log, serve_json_lines)
 {
-    tgh_serve_t S;
+    static tgh_serve_t S; /* registered with the harness: it must outlive the test body */
     char json_cfg[4096];
     cr_assert_eq(tgh_serve_prepare(&S, "lg"), 0);
     snprintf(json_cfg, sizeof json_cfg,

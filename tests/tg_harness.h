@@ -1011,6 +1011,11 @@ static inline void tgh_serve_stop(tgh_serve_t *s, int timeout_ms)
 {
     kill(s->tg.pid, SIGTERM);
     cr_assert_eq(tgh_wait(&s->tg, timeout_ms), 0, "toolgate serve did not stop on SIGTERM");
+    /* Reaped: the suite's fini must not touch it (a test's own <s> may
+     * live on its stack, gone by then). */
+    for (size_t i = 0; i < TGH_MAX_PROCS; i++)
+        if (tgh_procs[i] == &s->tg)
+            tgh_procs[i] = NULL;
     cr_assert_eq(tgh_exit_code(&s->tg), 0);
     cr_assert(s->sock[0] == '\0' || access(s->sock, F_OK) != 0, "the socket file was left behind");
 }
