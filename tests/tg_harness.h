@@ -809,15 +809,6 @@ static inline void tgh_conn_close(tgh_proc_t *c)
 
 /* Reap the child if it has exited, waiting up to <timeout_ms>. 0 once
  * reaped (status in p->status), -ETIMEDOUT while it still runs. */
-/* A process that is reaped (or killed) leaves the list the suite's fini
- * walks: a test may hold it in a local, gone once the test body returns. */
-static inline void tgh__unregister(tgh_proc_t *p)
-{
-    for (size_t i = 0; i < TGH_MAX_PROCS; i++)
-        if (tgh_procs[i] == p)
-            tgh_procs[i] = NULL;
-}
-
 static inline int tgh_wait(tgh_proc_t *p, int timeout_ms)
 {
     if (p->reaped)
@@ -831,7 +822,6 @@ static inline int tgh_wait(tgh_proc_t *p, int timeout_ms)
         if (r == p->pid) {
             p->reaped = true;
             p->status = st;
-            tgh__unregister(p);
             return 0;
         }
         if (r < 0 && errno != EINTR)
@@ -860,7 +850,6 @@ static inline void tgh_kill(tgh_proc_t *p)
     free(p->rbuf);
     p->rbuf = NULL;
     p->rlen = p->rcap = 0;
-    tgh__unregister(p);
 }
 
 /* Exit code once reaped normally, or -1 (signal or not reaped). */
@@ -1022,6 +1011,11 @@ static inline void tgh_serve_stop(tgh_serve_t *s, int timeout_ms)
 {
     kill(s->tg.pid, SIGTERM);
     cr_assert_eq(tgh_wait(&s->tg, timeout_ms), 0, "toolgate serve did not stop on SIGTERM");
+    /* Reaped: the suite's fini must not touch it (a test's own <s> may
+     * live on its stack, gone by then). */
+    for (size_t i = 0; i < TGH_MAX_PROCS; i++)
+        if (tgh_procs[i] == &s->tg)
+            tgh_procs[i] = NULL;
     cr_assert_eq(tgh_exit_code(&s->tg), 0);
     cr_assert(s->sock[0] == '\0' || access(s->sock, F_OK) != 0, "the socket file was left behind");
 }
@@ -1031,27 +1025,25 @@ static inline void tgh_serve_stop(tgh_serve_t *s, int timeout_ms)
 static inline void tgh_cleanup(void)
 {
     /* First the polite way (EOF), so a child can stop its own children;
-     * then SIGKILL to the group of whatever is left (on a copy of the list:
-     * waiting and killing take a process off it). */
-    tgh_proc_t *ps[TGH_MAX_PROCS];
-    memcpy(ps, tgh_procs, sizeof ps);
+     * then SIGKILL to the group of whatever is left. */
     for (size_t i = 0; i < TGH_MAX_PROCS; i++) {
-        if (ps[i]) {
-            tgh_close_stdin(ps[i]);
-            if (ps[i]->out_fd >= 0)
-                close(ps[i]->out_fd);
-            ps[i]->out_fd = -1;
+        if (tgh_procs[i]) {
+            tgh_close_stdin(tgh_procs[i]);
+            if (tgh_procs[i]->out_fd >= 0)
+                close(tgh_procs[i]->out_fd);
+            tgh_procs[i]->out_fd = -1;
         }
     }
     uint64_t deadline = tgh_now_ms() + 1500;
     for (size_t i = 0; i < TGH_MAX_PROCS; i++) {
-        if (ps[i] && ps[i]->pid > 0)
-            tgh_wait(ps[i], tgh_left(deadline));
+        if (tgh_procs[i] && tgh_procs[i]->pid > 0)
+            tgh_wait(tgh_procs[i], tgh_left(deadline));
     }
     for (size_t i = 0; i < TGH_MAX_PROCS; i++) {
-        if (ps[i])
-            tgh_kill(ps[i]);
-        tgh_procs[i] = NULL;
+        if (tgh_procs[i]) {
+            tgh_kill(tgh_procs[i]);
+            tgh_procs[i] = NULL;
+        }
     }
     const char *keep = getenv("TG_KEEP_TMP");
     for (size_t i = 0; i < TGH_MAX_DIRS; i++) {
