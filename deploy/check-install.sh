@@ -2,8 +2,9 @@
 # Install the build in BUILD_DIR into a scratch DESTDIR with prefix /usr
 # and check the tree is exactly what `cmake --install` promises (README,
 # "Running as a service"): the binary, man pages, bash completion, systemd
-# units naming /usr/bin/toolgate, examples and the README; no fixture
-# agent, benchmark or test. Run by ctest (install_tree).
+# units naming /usr/bin/toolgate, examples, the README and the demo agent
+# (/usr/libexec/toolgate/demo-agent); no other fixture agent, benchmark
+# or test. The installed `toolgate demo` must find the installed agent. Run by ctest (install_tree).
 set -euo pipefail
 build=${1:?usage: check-install.sh BUILD_DIR}
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,6 +14,7 @@ trap 'rm -rf "$dest"' EXIT
 DESTDIR=$dest cmake --install "$build" --prefix /usr >/dev/null
 
 expected=(usr/bin/toolgate
+          usr/libexec/toolgate/demo-agent
           usr/lib/systemd/system/toolgate.service
           usr/lib/systemd/system/toolgate.socket
           usr/share/doc/toolgate/README.md)
@@ -41,6 +43,16 @@ if [[ $got != "$want" ]]; then
 fi
 [[ -x $dest/usr/bin/toolgate ]] || { echo "check-install: usr/bin/toolgate is not executable"; fail=1; }
 "$dest/usr/bin/toolgate" --version >/dev/null || { echo "check-install: toolgate --version failed"; fail=1; }
+[[ -x $dest/usr/libexec/toolgate/demo-agent ]] || { echo "check-install: no executable demo agent"; fail=1; }
+demo_out=$(cd / && "$dest/usr/bin/toolgate" demo 2>&1) || {
+    echo "check-install: the installed toolgate demo failed:"; echo "$demo_out"; fail=1; }
+if [[ $demo_out != *"$dest/usr/libexec/toolgate/demo-agent"* ]]; then
+    echo "check-install: the installed toolgate demo did not run the installed demo agent:"
+    echo "$demo_out" | head -5
+    fail=1
+fi
+demo_dir=$(sed -n 's|^5\. audit trail: \(/tmp/toolgate-demo-[^/]*\)/audit.jsonl$|\1|p' <<<"$demo_out")
+[[ -n $demo_dir ]] && rm -rf "$demo_dir"
 for u in toolgate.service toolgate.socket; do
     if grep -E '^Exec' "$dest/usr/lib/systemd/system/$u" | grep -v -E '=(/usr/bin/toolgate|/bin/kill) '; then
         echo "check-install: $u runs something other than /usr/bin/toolgate"

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -652,6 +653,36 @@ static void enable_ctls(const char *dir, unsigned mask)
     }
 }
 
+/* Whether the kernel has cgroup.kill (5.14+) as seen from <dir>: the root
+ * cgroup never has the file (toolgate runs there in many containers), so
+ * there a child cgroup answers, when one exists. */
+static bool has_cgroup_kill(const char *dir)
+{
+    if (tg__cg_exists(dir, "cgroup.kill"))
+        return true;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return false;
+    int yes = -1;
+    struct dirent *e;
+    char child[TG_CG_PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        if ((size_t)snprintf(child, sizeof child, "%s/%s", dir, e->d_name) < sizeof child)
+            yes = tg__cg_exists(child, "cgroup.kill");
+        break; /* one child is enough: the file is there in all or none */
+    }
+    closedir(d);
+    if (yes >= 0)
+        return yes;
+    /* No child to ask: the kernel's version (cgroup.kill is 5.14's). */
+    struct utsname u;
+    unsigned major = 0, minor = 0;
+    return uname(&u) == 0 && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
+           (major > 5 || (major == 5 && minor >= 14));
+}
+
 void tg_contain_detect(tg_contain_caps_t *caps, const tg_contain_opts_t *opts)
 {
     static const tg_contain_opts_t none;
@@ -704,8 +735,8 @@ void tg_contain_detect(tg_contain_caps_t *caps, const tg_contain_opts_t *opts)
 
     if (caps->h[TG_CG_V2].usable) {
         set_ctl_mask(caps, read_ctl_mask(caps->h[TG_CG_V2].own_dir, "cgroup.controllers"));
-        /* The root cgroup has no cgroup.kill; init checks the base it makes. */
-        caps->v2_kill = tg__cg_exists(caps->h[TG_CG_V2].own_dir, "cgroup.kill");
+        /* init checks again in the base it makes. */
+        caps->v2_kill = has_cgroup_kill(caps->h[TG_CG_V2].own_dir);
     }
     if (caps->h[TG_CG_MEMORY].usable)
         caps->v1_memsw = tg__cg_exists(caps->h[TG_CG_MEMORY].own_dir, "memory.memsw.limit_in_bytes");

@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <sys/utsname.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -697,6 +698,43 @@ Test(contain, cgroup2_writes_on_a_fake_tree)
     cr_assert_str_eq(read_file(f.inst, "cgroup.kill", buf, sizeof buf), "1");
     /* a fake directory holding files cannot be removed; cgroupfs allows it */
     cr_assert_eq(tg_contain_destroy(ci), -ENOTEMPTY);
+    tgh_rmtree(f.root);
+}
+
+/* The root cgroup never has cgroup.kill: detection asks a child cgroup
+ * (`toolgate --version` and `check` said "no cgroup.kill" on hosts where
+ * toolgate runs in the root of the cgroup2 mount and kills work). */
+Test(contain, cgroup_kill_detected_from_a_child_of_the_root)
+{
+    fake_t f;
+    fake_tree(&f, "4242\n");
+    tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
+                           .self_pid = 4242, .skip_netns_probe = true, .skip_tmpfs_probe = true};
+    tg_contain_caps_t caps;
+    /* own cgroup (svc) has no cgroup.kill; its one child toolgate-4242 has */
+    char p[800];
+    snprintf(p, sizeof p, "%s/toolgate-%ld", f.own, (long)f.dead);
+    tgh_rmtree(p);
+    tg_contain_detect(&caps, &o);
+    cr_assert(caps.h[TG_CG_V2].usable);
+    cr_assert(caps.v2_kill, "a child has cgroup.kill");
+    /* a child without it: none */
+    snprintf(p, sizeof p, "%s/cgroup.kill", f.base);
+    cr_assert_eq(unlink(p), 0);
+    tg_contain_detect(&caps, &o);
+    cr_assert_not(caps.v2_kill);
+    /* no child: the kernel's version says (this host's: 5.14 or later?) */
+    struct utsname u;
+    unsigned major = 0, minor = 0;
+    cr_assert_eq(uname(&u), 0);
+    sscanf(u.release, "%u.%u", &major, &minor);
+    tgh_rmtree(f.base);
+    tg_contain_detect(&caps, &o);
+    cr_assert_eq(caps.v2_kill, major > 5 || (major == 5 && minor >= 14), "%s", u.release);
+    /* the own cgroup has it itself */
+    tgh_put(f.own, "cgroup.kill", "");
+    tg_contain_detect(&caps, &o);
+    cr_assert(caps.v2_kill);
     tgh_rmtree(f.root);
 }
 

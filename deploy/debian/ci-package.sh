@@ -7,22 +7,19 @@
 # directory the unit would make, then dpkg --purge and a check that what
 # the install added is gone. Standalone: bash deploy/debian/ci-package.sh
 #
-# TG_FIXTURE_AGENT=PATH (.ci/run: build-ci/agents/tg_fixture_agent) is put
-# where the example config names its agent for the run (and removed
-# after), so an MCP initialize over the socket gets the agent's answer;
-# without it the answer is toolgate's error that the agent cannot start.
+# The installed config serves the bundled demo agent
+# (/usr/libexec/toolgate/demo-agent): the initialize over the socket must
+# get the agent's own answer, and the installed `toolgate demo` must run.
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 work=$(mktemp -d /tmp/toolgate-deb.XXXXXX)
 serve_pid=""
 installed=""
-placed_agent=""
 cleanup() {
     [[ -n $serve_pid ]] && kill "$serve_pid" 2>/dev/null || true
     # A failed run leaves no package behind for the next one.
     [[ -n $installed ]] && dpkg --purge toolgate >/dev/null 2>&1 || true
-    [[ -n $placed_agent ]] && rm -rf "$placed_agent" || true
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -84,13 +81,8 @@ cfg=/etc/toolgate/toolgate.json
 sock=$(sed -n 's/.*"unix": *"\([^"]*\)".*/\1/p' "$cfg" | head -1)
 admin=$(sed -n 's/.*"admin": *"\([^"]*\)".*/\1/p' "$cfg" | head -1)
 agent=$(sed -n 's/.*"command": *\["\([^"]*\)".*/\1/p' "$cfg" | head -1)
-if [[ -n ${TG_FIXTURE_AGENT:-} && -n $agent && ! -e $agent ]]; then
-    # What is removed after: the agent, or the first directory made for it.
-    placed_agent=$agent
-    d=$(dirname "$agent")
-    while [[ ! -e $d ]]; do placed_agent=$d; d=$(dirname "$d"); done
-    install -D -m 0755 "$TG_FIXTURE_AGENT" "$agent"
-fi
+[[ $agent == /usr/libexec/toolgate/demo-agent ]] || die "$cfg serves '$agent', not the demo agent"
+[[ -x $agent ]] || die "the demo agent $agent is not installed"
 say "toolgate serve --config $cfg as toolgate (socket $sock, admin $admin)"
 # setpriv execs toolgate itself (runuser would stay as its parent).
 setpriv --reuid toolgate --regid toolgate --init-groups -- /usr/bin/toolgate serve --config "$cfg" 2>"$work/serve.log" &
@@ -127,6 +119,8 @@ if command -v node >/dev/null 2>&1; then
         die "initialize over $sock: no answer"
     say "initialize over $sock: ${answer:0:200}"
     [[ $answer == *'"id":1'* ]] || die "initialize over $sock: not an answer to id 1"
+    [[ $answer == *'"serverInfo"'* && $answer != *'"error"'* ]] ||
+        die "initialize over $sock: not the demo agent's answer"
 else
     say "node is not installed: the socket is not asked anything"
 fi
@@ -134,16 +128,18 @@ kill -TERM "$serve_pid"
 wait "$serve_pid" || die "serve exited with status $? on SIGTERM"
 serve_pid=""
 [[ ! -e $sock ]] || die "serve left $sock behind"
-if [[ -n $placed_agent ]]; then
-    rm -rf "$placed_agent"
-    placed_agent=""
-fi
+
+# ---- the installed `toolgate demo` finds the installed demo agent ----
+say "toolgate demo"
+(cd / && /usr/bin/toolgate demo >"$work/demo.out" 2>&1) || { cat "$work/demo.out"; die "toolgate demo failed"; }
+grep -q 'DENIED -32060 rate_limit_exceeded' "$work/demo.out" || { cat "$work/demo.out"; die "toolgate demo: no rate denial"; }
+rm -rf "$(sed -n 's|^5\. audit trail: \(/tmp/toolgate-demo-[^/]*\)/audit.jsonl$|\1|p' "$work/demo.out")"
 
 # ---- purge: everything the install added goes (the user stays: README.md) ----
 say "dpkg --purge"
 dpkg --purge toolgate
 installed=""
-for p in /usr/bin/toolgate /etc/toolgate /var/lib/toolgate /var/log/toolgate /run/toolgate \
+for p in /usr/bin/toolgate /usr/libexec/toolgate /etc/toolgate /var/lib/toolgate /var/log/toolgate /run/toolgate \
          /lib/systemd/system/toolgate.service /lib/systemd/system/toolgate.socket \
          /usr/share/doc/toolgate; do
     [[ ! -e $p ]] || die "$p is left after purge"

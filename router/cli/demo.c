@@ -1,5 +1,6 @@
 /* `toolgate demo`: run the bundled demo agent (tests/agents/tg_fixture_agent,
- * built next to toolgate as agents/tg_fixture_agent) under `toolgate wrap`
+ * built next to toolgate as agents/tg_fixture_agent, installed as
+ * <libexecdir>/toolgate/demo-agent) under `toolgate wrap`
  * with small limits, drive it with a scripted caller, and print what
  * happened: allowed calls, a rate denial, a timeout, frame refusals both
  * ways, and where the audit file is.
@@ -26,6 +27,8 @@
 
 #include "audit/audit.h"
 #include "router/cli/cli.h"
+#include "router/log.h"
+#include "tg_build_info.h" /* TG_DEMO_AGENT_REL */
 
 #define DEMO_LINE_MAX (1u << 20) /* fixed internal bound: one response line */
 
@@ -111,32 +114,44 @@ static void show(const char *what, json_t *r)
     json_decref(r);
 }
 
-static int find_agent(const char *self, char *out, size_t cap)
+/* The demo agent: $TG_DEMO_AGENT, else next to the binary in a build tree
+ * (<exe dir>/agents/tg_fixture_agent), else where `cmake --install` and the
+ * Debian package put it (<exe dir>/TG_DEMO_AGENT_REL). 0 with <out> set,
+ * or -1 with <out> naming every place looked at. */
+static int find_agent(const char *exe, char *out, size_t cap)
 {
     const char *env = getenv("TG_DEMO_AGENT");
     if (env != NULL && env[0] != '\0') {
         snprintf(out, cap, "%s", env);
         return access(out, X_OK);
     }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
-        return -1;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", exe);
+    char *slash = strrchr(dir, '/');
     if (slash != NULL)
         *slash = '\0';
-    (void)self;
-    if ((size_t)snprintf(out, cap, "%s/agents/tg_fixture_agent", exe) >= cap)
-        return -1;
-    return access(out, X_OK);
+    const char *rel[] = {"agents/tg_fixture_agent", TG_DEMO_AGENT_REL};
+    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+        char path[PATH_MAX * 2];
+        snprintf(path, sizeof(path), "%s/%s", dir, rel[i]);
+        char real[PATH_MAX];
+        if (access(path, X_OK) == 0 && realpath(path, real) != NULL &&
+            (size_t)snprintf(out, cap, "%s", real) < cap)
+            return 0;
+    }
+    snprintf(out, cap, "%s/%s or %s/%s", dir, rel[0], dir, rel[1]);
+    return -1;
 }
 
 /* Start `<exe> wrap` over <agent> with the demo's limits and audit file,
  * its stdin and stdout on pipes in <d>. 0, or -1 after saying why. */
 static int demo_start(demo_t *d, const char *exe, const char *agent, const char *audit)
 {
-    const char *args[] = {exe, "wrap", "--audit", audit,
+    /* The wrap logs as the demo was asked to (toolgate --log-format json
+     * demo); TOOLGATE_LOG and JOURNAL_STREAM reach it through the
+     * environment. */
+    const char *fmt = tg_log_opts()->format == TG_LOG_JSON ? "json" : "text";
+    const char *args[] = {exe, "wrap", "--log-format", fmt, "--audit", audit,
                           "--limit", "rate_limit=5/second",
                           "--limit", "max_tool_call_duration=500ms",
                           "--limit", "max_frame_bytes=64Ki",
@@ -147,10 +162,10 @@ static int demo_start(demo_t *d, const char *exe, const char *agent, const char 
         fprintf(stderr, "toolgate: pipe: %s\n", strerror(errno));
         return -1;
     }
-    printf("toolgate demo: running\n  %s wrap --audit %s \\\n"
+    printf("toolgate demo: running\n  %s wrap%s --audit %s \\\n"
            "    --limit rate_limit=5/second --limit max_tool_call_duration=500ms \\\n"
            "    --limit max_frame_bytes=64Ki --limit kill_grace_period=1s -- %s\n\n",
-           exe, audit, agent);
+           exe, tg_log_opts()->format == TG_LOG_JSON ? " --log-format json" : "", audit, agent);
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) {
@@ -279,19 +294,21 @@ int tg_cli_demo(int argc, char **argv, const char *self)
                 argv[0]);
         return 2;
     }
-    if (find_agent(self, agent, sizeof(agent)) != 0) {
-        fprintf(stderr,
-                "toolgate: demo agent not found at %s (build the tree with cmake, or set "
-                "TG_DEMO_AGENT=/path/to/tg_fixture_agent)\n",
-                agent);
-        return 1;
-    }
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n <= 0) {
         fprintf(stderr, "toolgate: cannot find its own binary (/proc/self/exe)\n");
         return 1;
     }
     exe[n] = '\0';
+    (void)self;
+    if (find_agent(exe, agent, sizeof(agent)) != 0) {
+        fprintf(stderr,
+                "toolgate: demo agent not found at %s (build the tree with cmake, install it "
+                "with cmake --install or the Debian package, or set "
+                "TG_DEMO_AGENT=/path/to/tg_fixture_agent)\n",
+                agent);
+        return 1;
+    }
     snprintf(dir, sizeof(dir), "/tmp/toolgate-demo-XXXXXX");
     if (mkdtemp(dir) == NULL) {
         fprintf(stderr, "toolgate: cannot make a temp dir in /tmp: %s\n", strerror(errno));

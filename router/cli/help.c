@@ -126,9 +126,11 @@ const tg_cli_cmd_t tg_cli_cmds[] = {
     {"demo", "",
      "run a bundled demo agent under wrap with small limits",
      "",
-     "Run the fixture agent (built next to toolgate as agents/tg_fixture_agent, or\n"
-     "TG_DEMO_AGENT) under toolgate wrap with small limits, drive it with scripted\n"
-     "calls (allowed, rate-limited, timed out, oversized) and show the audit trail.\n"
+     "Run the demo agent (TG_DEMO_AGENT; else agents/tg_fixture_agent next to the\n"
+     "binary in a build tree; else the installed ../libexec/toolgate/demo-agent)\n"
+     "under toolgate wrap with small limits, drive it with scripted calls (allowed,\n"
+     "rate-limited, timed out, oversized) and show the audit trail, written to a\n"
+     "new /tmp/toolgate-demo-XXXXXX directory. --log-format is passed to the wrap.\n"
      "Exit status: the wrap's.\n"},
 };
 /* clang-format on */
