@@ -198,7 +198,7 @@ Test(config, deploy_example_serve_loads)
                  "%s", err.msg);
     cr_expect_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
     cr_assert_eq(cfg.nlisten, 1);
-    cr_expect_str_eq(cfg.listen[0].agent, "fixture");
+    cr_expect_str_eq(cfg.listen[0].agent, "demo");
     cr_expect_eq(cfg.listen[0].mode, 0660);
     cr_assert_eq(cfg.ncallers, 2);
     cr_expect_eq(cfg.callers[0].uid, 1001);
@@ -208,6 +208,8 @@ Test(config, deploy_example_serve_loads)
     cr_expect_eq(cfg.agents[0].max_instances, 8);
     cr_expect_str_eq(cfg.agents[0].env_pass[0], "PATH");
     cr_expect_str_eq(cfg.agents[0].env_set[0], "LANG=C.UTF-8");
+    /* the bundled demo agent, where the package installs it */
+    cr_expect_str_eq(cfg.agents[0].command[0], "/usr/libexec/toolgate/demo-agent");
 }
 
 /* The bounds of the admin endpoint and the store's tuning are config keys,
