@@ -355,3 +355,59 @@ Test(http_audit, a_wrapped_session_says_stdio_and_names_no_remote_or_session, .f
     }
     json_decref(all);
 }
+
+/* The call.denied event with reason <reason>, or NULL. */
+static json_t *denied_event(json_t *all, const char *reason)
+{
+    size_t i;
+    json_t *ev;
+    json_array_foreach(all, i, ev) {
+        const char *r = str(ev, "reason");
+        if (strcmp(str(ev, "event"), "call.denied") == 0 && r != NULL && strcmp(r, reason) == 0)
+            return ev;
+    }
+    return NULL;
+}
+
+/* A request refused for who or where it came from (401 a credential that
+ * names nobody, 403 an Origin not allowed) is audited as a Unix caller's
+ * refused connection is: call.denied caller_not_allowed, front http, the
+ * client's address, why; never the credential. */
+Test(http_audit, refused_requests_are_audited_with_the_peer_and_no_credential, .fini = fini,
+     .timeout = 30)
+{
+    start("");
+    thc_resp_t r;
+    cr_assert_eq(thc_post(port, NULL, "Authorization: Bearer canary-WRONG-TOKEN-7f3a\r\n",
+                          THC_INIT_BODY, &r), 0);
+    cr_assert_eq(r.status, 401, "%s", r.raw);
+    char bad_token_from[64];
+    snprintf(bad_token_from, sizeof bad_token_from, "%s", r.local);
+    thc_free(&r);
+    cr_assert_eq(thc_post(port, NULL, "Origin: http://evil.example\r\n", THC_INIT_BODY, &r), 0);
+    cr_assert_eq(r.status, 403, "%s", r.raw);
+    char origin_from[64];
+    snprintf(origin_from, sizeof origin_from, "%s", r.local);
+    thc_free(&r);
+
+    cr_assert_eq(tgh_file_wait(S.audit, "\"origin_not_allowed\"", 1, 5000), 1);
+    char *audit = tgh_read_file(S.audit, NULL);
+    cr_assert_not_null(audit);
+    cr_assert_null(strstr(audit, "canary-WRONG"), "the credential reached the audit");
+    json_t *all = events(audit);
+    free(audit);
+    const char *want[][2] = {{"unauthenticated", bad_token_from}, {"origin_not_allowed", origin_from}};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *ev = denied_event(all, want[i][0]);
+        cr_assert_not_null(ev, "no call.denied event with reason %s", want[i][0]);
+        char *s = json_dumps(ev, JSON_COMPACT);
+        cr_expect_str_eq(str(ev, "code"), "caller_not_allowed", "%s", s);
+        cr_expect_str_eq(str(ev, "front"), "http", "%s", s);
+        cr_expect_str_eq(str(ev, "remote"), want[i][1], "%s", s);
+        cr_expect_str_eq(str(ev, "agent"), "fx", "%s", s);
+        cr_expect_null(json_object_get(ev, "session"), "%s", s);
+        free(s);
+    }
+    json_decref(all);
+    verify_audit();
+}

@@ -185,6 +185,21 @@ Test(serve, callers_only_refuses_unknown_peers)
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32066);
     json_decref(r);
     cr_assert_eq(tgh_log_count(S.log, "start "), 0, "an agent was started for a refused caller");
+    /* audited with the front and the peer's uid (who was refused) */
+    cr_assert_eq(tgh_file_wait(S.audit, "\"caller_not_allowed\"", 1, 5000), 1);
+    char *audit = tgh_read_file(S.audit, NULL);
+    const char *ev = strstr(audit, "\"code\":\"caller_not_allowed\"");
+    cr_assert_not_null(ev, "%s", audit);
+    while (ev > audit && ev[-1] != '\n')
+        ev--;
+    char uid[32];
+    snprintf(uid, sizeof uid, "\"remote\":\"uid:%u\"", (unsigned)getuid());
+    char line[2048];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(ev, "\n"), ev);
+    cr_assert_not_null(strstr(line, "\"event\":\"call.denied\""), "%s", line);
+    cr_assert_not_null(strstr(line, "\"front\":\"unix\""), "%s", line);
+    cr_assert_not_null(strstr(line, uid), "%s", line);
+    free(audit);
     tgh_conn_close(&a);
     s_stop();
 }

@@ -704,6 +704,24 @@ static void handle_delete(hconn_t *c)
     respond(c, 200, NULL, NULL, 0, NULL, 0);
 }
 
+/* A refusal for who or where the request came from, told to the runner
+ * (tg_http_refused_fn) before it is answered. */
+static void tell_refused(hconn_t *c, int status, const char *reason)
+{
+    tg_http_t *h = c->h;
+    if (h->o.refused == NULL)
+        return;
+    char remote[TG_HSESS_REMOTE_MAX];
+    peer_text(&c->tcp, remote, sizeof(remote));
+    h->o.refused(h->o.refused_arg, status, reason, remote);
+}
+
+static void refuse_peer(hconn_t *c, int status, const char *reason, const char *text)
+{
+    tell_refused(c, status, reason);
+    respond_text(c, status, text);
+}
+
 static void handle(hconn_t *c)
 {
     tg_http_t *h = c->h;
@@ -723,12 +741,14 @@ static void handle(hconn_t *c)
         return;
     }
     if (!origin_ok(h, &r->hdr[TG_H1H_ORIGIN])) {
-        respond_text(c, 403, "Origin not allowed (router.listen[].allowed_origins)");
+        refuse_peer(c, 403, "origin_not_allowed",
+                    "Origin not allowed (router.listen[].allowed_origins)");
         return;
     }
     const tg_h1_str_t *host = &r->hdr[TG_H1H_HOST];
     if (h->loopback && (host->p == NULL || !tg_addr_host_loopback(host->p, host->n))) {
-        respond_text(c, 403, "Host must name this machine by a loopback name on a loopback listener");
+        refuse_peer(c, 403, "host_not_loopback",
+                    "Host must name this machine by a loopback name on a loopback listener");
         return;
     }
     c->caller = -1;
@@ -737,6 +757,7 @@ static void handle(hconn_t *c)
         const tg_h1_str_t *az = &r->hdr[TG_H1H_AUTHORIZATION];
         if (h->o.auth(h->o.auth_arg, az->p, az->p ? az->n : 0, &c->caller, why, sizeof(why)) < 0) {
             static const tg_h1_field_t f[] = {{"WWW-Authenticate", "Bearer realm=\"toolgate\""}};
+            tell_refused(c, 401, "unauthenticated");
             char body[256];
             int n = snprintf(body, sizeof(body), "%s\n", why);
             respond(c, 401, "text/plain; charset=utf-8", body, (size_t)n, f, 1);

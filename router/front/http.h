@@ -42,6 +42,12 @@ typedef struct tg_http tg_http_t;
 typedef int (*tg_http_auth_fn)(void *arg, const char *authz, size_t authz_len, int *caller,
                                char *why, size_t why_cap);
 
+/* A request refused before it reached a session for who or where it came
+ * from: 401 (no or a bad credential: <reason> "unauthenticated"), 403
+ * (<reason> "origin_not_allowed" or "host_not_loopback"). <remote> is the
+ * peer ("address:port", "" when unknown). The runner audits it. */
+typedef void (*tg_http_refused_fn)(void *arg, int status, const char *reason, const char *remote);
+
 typedef struct tg_http_opts {
     const tg_listen_cfg_t *lc;
     size_t index;          /* router.listen[index], for messages */
@@ -50,6 +56,8 @@ typedef struct tg_http_opts {
     void *open_arg;
     tg_http_auth_fn auth;  /* NULL: every request is anonymous */
     void *auth_arg;
+    tg_http_refused_fn refused; /* NULL: refusals are only counted */
+    void *refused_arg;
     void *tls_ctx;         /* a tg_tls_ctx_t for a tls listener, else NULL (the runner owns it) */
     struct tg_registry *reg; /* where the listener's fill levels are kept (NULL: nowhere) */
     int reg_conns, reg_sessions; /* its entries: connections and sessions (-1: none) */

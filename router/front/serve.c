@@ -104,6 +104,7 @@ typedef struct refusal {
     tg_denial_t d;
     char detail[160];
     char path[TG_NAME_MAX + 64];
+    char remote[TG_SESS_REMOTE_MAX]; /* "uid:N", or "" when the kernel did not say */
     char buf[REFUSE_READ_MAX];
     size_t len;
     int open;
@@ -238,6 +239,8 @@ static void refuse(refusal_t *f, tg_deny_code_t code, const char *limit, const c
     ev.limit.scope = f->d.scope;
     ev.limit.observed = observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : observed;
     ev.limit.cap = cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : cap;
+    ev.front = "unix";
+    ev.remote = f->remote[0] != '\0' ? f->remote : NULL;
     tg_audit_emit(r->gw.audit, &ev);
 }
 
@@ -313,12 +316,14 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     const char *agent = tg_agent_id(l->ag);
+    struct ucred cred = peer_cred(&f->pipe);
+    if (cred.uid != (uid_t)-1)
+        snprintf(f->remote, sizeof(f->remote), "uid:%u", (unsigned)cred.uid);
     if (r->stopping) {
         snprintf(f->detail, sizeof(f->detail), "toolgate is shutting down");
         refuse(f, TG_DENY_SHUTTING_DOWN, "shutdown", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, NULL);
         return;
     }
-    struct ucred cred = peer_cred(&f->pipe);
     int ci = caller_for(r->cfg, cred.uid, cred.gid);
     if (ci < 0 && r->cfg->callers_only) {
         snprintf(f->detail, sizeof(f->detail),
@@ -348,9 +353,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     tg_sess_set_front(s, l);
-    char peer[TG_SESS_REMOTE_MAX];
-    snprintf(peer, sizeof(peer), "uid:%u", (unsigned)cred.uid);
-    tg_sess_set_origin(s, "unix", cred.uid == (uid_t)-1 ? NULL : peer, NULL);
+    tg_sess_set_origin(s, "unix", f->remote[0] != '\0' ? f->remote : NULL, NULL);
     tg_registry_update(&r->gw.reg, l->reg, ++l->nconn);
     (void)tg_sess_start(s);
 }
@@ -990,6 +993,27 @@ static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *
     return 0;
 }
 
+/* tg_http_refused_fn: a request refused for who or where it came from is
+ * audited as the Unix listener's refused connections are: call.denied,
+ * caller_not_allowed, with the peer and why (no credential, ever). */
+static void http_refused(void *arg, int status, const char *reason, const char *remote)
+{
+    listener_t *l = arg;
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.agent = tg_agent_id(l->ag);
+    ev.status = "denied";
+    ev.code = tg_deny_name(TG_DENY_CALLER);
+    ev.reason = reason;
+    ev.limit.type = "caller";
+    ev.limit.scope = "caller";
+    ev.front = "http";
+    ev.remote = remote[0] != '\0' ? remote : NULL;
+    (void)status; /* <reason> says it: unauthenticated 401, the others 403 */
+    tg_audit_emit(l->r->gw.audit, &ev);
+}
+
 /* tg_hub_open_fn: an MCP session of the listener's agent for <caller>. */
 /* The audit name of MCP session <id>: the first 16 hex digits of its
  * SHA-256. Stable for the session, different between sessions (64 bits),
@@ -1078,6 +1102,8 @@ static int bind_http(serve_run_t *r, listener_t *l, size_t i, tg_err_t *err)
                         .open_arg = l,
                         .auth = http_auth,
                         .auth_arg = l,
+                        .refused = http_refused,
+                        .refused_arg = l,
                         .tls_ctx = l->tls,
                         .reg = &r->gw.reg,
                         .reg_conns = l->reg,
