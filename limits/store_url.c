@@ -7,6 +7,7 @@
  * with tg_store_url_redact(), which has no way to print the password.
  */
 #include "limits/store.h"
+#include "config/jscan.h" /* tg_hexval */
 
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -161,17 +162,6 @@ __attribute__((format(printf, 3, 4))) static int url_fail(tg_err_t *err, const c
     return -1;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* %-decode <n> bytes of <s> into <dst> (<cap> bytes incl. NUL). 0, or -1
  * on a bad escape, an encoded NUL, or overflow. */
 static int pct_decode(char *dst, size_t cap, const char *s, size_t n)
@@ -182,7 +172,7 @@ static int pct_decode(char *dst, size_t cap, const char *s, size_t n)
         if (c == '%') {
             if (i + 2 >= n)
                 return -1;
-            int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+            int hi = tg_hexval((unsigned char)s[i + 1]), lo = tg_hexval((unsigned char)s[i + 2]);
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
                 return -1;
             c = (char)(hi * 16 + lo);

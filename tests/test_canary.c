@@ -430,7 +430,8 @@ static void drive_calls(void)
 /* One POST to the HTTP listener with <authz> (an Authorization value,
  * NULL: none) in session <sid> (NULL: none); the whole response must be
  * free of canaries. Returns its status; the session id it names goes to
- * <sid_out> (NULL: not wanted). */
+ * <sid_out> (SID_CAP bytes; NULL: not wanted). */
+#define SID_CAP 72 /* thc_resp_t's sid */
 static int http_post(const char *authz, const char *sid, const char *body, char *sid_out)
 {
     char h[2400] = "";
@@ -441,7 +442,7 @@ static int http_post(const char *authz, const char *sid, const char *body, char 
     const char *l = leaked(r.raw, false);
     cr_assert_null(l, "an HTTP response holds the canary %s:\n%s", l, r.raw);
     if (sid_out != NULL)
-        strcpy(sid_out, r.sid);
+        snprintf(sid_out, SID_CAP, "%s", r.sid);
     int status = r.status;
     thc_free(&r);
     return status;
@@ -455,7 +456,7 @@ static void drive_http(void)
                                     "\"params\":{\"name\":\"env\",\"arguments\":{\"name\":\"HOME\"}}}";
     const char *creds[] = {C_TOKEN, T.jwt};
     for (size_t i = 0; i < 2; i++) {
-        char sid[72] = "";
+        char sid[SID_CAP] = "";
         cr_assert_eq(http_post(creds[i], NULL, THC_INIT_BODY, sid), 200);
         cr_assert_eq(http_post(creds[i], sid, MCP_INITIALIZED, NULL), 202);
         cr_assert_eq(http_post(creds[i], sid, call_body, NULL), 200);

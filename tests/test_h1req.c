@@ -520,7 +520,7 @@ static void head_of(char *buf, size_t cap, size_t total)
     cr_assert_geq(total, fixed + 1);
     cr_assert_lt(total, cap);
     size_t pad = total - fixed;
-    strcpy(buf, pre);
+    snprintf(buf, cap, "%s", pre);
     memset(buf + strlen(pre), 'p', pad);
     memcpy(buf + strlen(pre) + pad, "\r\n\r\n", 5);
     cr_assert_eq(strlen(buf), total);
@@ -559,9 +559,9 @@ Test(h1req, header_count_at_and_over_the_cap)
     char buf[1024];
     tg_h1req_opts_t o = opts;
     o.max_headers = 4;
-    strcpy(buf, "GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n");
+    snprintf(buf, sizeof buf, "GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n");
     cr_assert_eq(run_all(&o, buf)->g[0].ev, TG_H1_REQUEST);
-    strcpy(buf, "GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n");
+    snprintf(buf, sizeof buf, "GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n");
     cr_assert_eq(run_all(&o, buf)->g[0].status, 431);
 }
 
@@ -627,7 +627,7 @@ Test(h1req, chunk_framing_is_bounded)
     int n = snprintf(buf, sizeof buf,
                      "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1;");
     memset(buf + n, 'e', 400);
-    strcpy(buf + n + 400, "\r\nx\r\n0\r\n\r\n");
+    snprintf(buf + n + 400, sizeof buf - (size_t)n - 400, "\r\nx\r\n0\r\n\r\n");
     run_t r;
     feed_split(&o, buf, strlen(buf), 0, 0, &r);
     cr_assert_eq(r.g[0].status, 413);

@@ -68,17 +68,21 @@ static void start(const char *extra)
     tgh_serve_start(&S, json, NULL, 10000);
 }
 
+/* The sizes http_init writes: a session id (32 hex) and an address:port. */
+#define SID_CAP  40
+#define FROM_CAP 64
+
 /* initialize over HTTP (with <authz> header lines, "" none): the
  * session id into <sid> and the client address it was made from into
  * <local>. */
-static void http_init(const char *authz, char *sid, char *local)
+static void http_init(const char *authz, char sid[SID_CAP], char local[FROM_CAP])
 {
     thc_resp_t r;
     cr_assert_eq(thc_post(port, NULL, authz, THC_INIT_BODY, &r), 0);
     cr_assert_eq(r.status, 200, "initialize: %s", r.raw);
     cr_assert_eq(strlen(r.sid), 32, "no Mcp-Session-Id: %s", r.raw);
-    strcpy(sid, r.sid);
-    strcpy(local, r.local);
+    snprintf(sid, SID_CAP, "%s", r.sid);
+    snprintf(local, FROM_CAP, "%s", r.local);
     thc_free(&r);
     cr_assert_eq(thc_post(port, sid, authz, MCP_INITIALIZED, &r), 0);
     cr_assert_eq(r.status, 202, "initialized: %s", r.raw);
@@ -165,7 +169,7 @@ Test(http_audit, events_name_the_front_caller_session_digest_and_remote, .fini =
 {
     start("");
     static const char bearer[] = "Authorization: Bearer " TOKEN "\r\n";
-    char sid_a[40], from_a[64], sid_b[40], from_b[64];
+    char sid_a[SID_CAP], from_a[FROM_CAP], sid_b[SID_CAP], from_b[FROM_CAP];
     http_init(bearer, sid_a, from_a);
     http_call(sid_a, bearer, CALL("a1", "one"), "one");
     http_call(sid_a, bearer, CALL("a2", "two"), "two");
@@ -278,7 +282,7 @@ Test(http_audit, metrics_count_requests_statuses_connections_and_sessions, .fini
     cr_assert_eq(sample_of(m, "toolgate_http_responses_total", ",class=\"2xx\""), 0);
     free(m);
 
-    char sid[40], from[64];
+    char sid[SID_CAP], from[FROM_CAP];
     http_init("", sid, from);                       /* 200, 202 */
     http_call(sid, "", CALL("c1", "five"), "five"); /* 200 */
     thc_resp_t r;

@@ -320,7 +320,7 @@ Test(http_sess, when_the_engine_ends_the_session_its_streams_finish_and_it_is_go
 {
     tg_hsess_t *s = new_session(0);
     char id[TG_HSESS_ID_HEX + 1];
-    strcpy(id, tg_hsess_id(s));
+    snprintf(id, sizeof id, "%s", tg_hsess_id(s));
     stream_t t, get;
     stream_init(&t, true, "1", NULL);
     stream_init(&get, true, NULL, NULL);

@@ -126,6 +126,10 @@ Test(store_url, tcp_forms)
     cr_assert_eq(u.port, 7000);
     cr_assert_eq(u.db, 15);
 
+    /* escapes in either case, a byte >= 0x80 (UTF-8) decoded as it is */
+    u = parse_ok("redis://:p%c3%A9%2f@h");
+    cr_assert_str_eq(u.password, "p\xc3\xa9/");
+
     /* an unencoded '@' in the password: the last '@' ends the credentials */
     u = parse_ok("redis://app:p@ss@10.0.0.5");
     cr_assert_str_eq(u.password, "p@ss");
@@ -181,6 +185,10 @@ Test(store_url, errors_name_the_part_and_never_the_password)
                                         "percent-encoding or longer than 255 bytes");
     parse_fails("redis://:hunter2%00@h", "store URL 'redis://***@h': password: bad "
                                          "percent-encoding or longer than 255 bytes");
+    parse_fails("redis://:hunter2%g1@h", "store URL 'redis://***@h': password: bad "
+                                         "percent-encoding or longer than 255 bytes");
+    parse_fails("redis://:hunter2%\xc3\xa9@h", "store URL 'redis://***@h': password: bad "
+                                             "percent-encoding or longer than 255 bytes");
     parse_fails("redis://:hunter2@h?password=hunter2",
                 "store URL 'redis://***@h?password=***': unexpected '?' (query parameters are not "
                 "supported in redis:// URLs)");
