@@ -28,16 +28,8 @@ static void r_fini(void)
 static void r_write(const char *log, const char *agent_extra, const char *listen_extra,
                     const char *router_extra)
 {
-    char json[4096];
-    int n = snprintf(json, sizeof json,
-                     "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"%s}]%s},\n"
-                     " \"audit\": {\"path\": \"%s\"},\n"
-                     " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", "
-                     "\"--log\", \"%s\"]%s}]}\n",
-                     R.sock, listen_extra ? listen_extra : "", router_extra ? router_extra : "",
-                     R.audit, TG_AGENTS_DIR, log, agent_extra ? agent_extra : "");
-    cr_assert_lt((size_t)n, sizeof json);
-    cr_assert_eq(tgh_write_file(R.cfg, json), 0);
+    tgh_fx_write(&R, &(tgh_fx_t){.log = log, .listen_extra = listen_extra,
+                                 .router_extra = router_extra, .agent_extra = agent_extra});
 }
 
 static void r_start(const char *agent_extra, const char *listen_extra)

@@ -29,14 +29,9 @@ static void s_fini(void)
 static void s_start(const char *router_extra, const char *agent_extra, const char *top_extra)
 {
     cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
-    char json[4096];
-    snprintf(json, sizeof json,
-             "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}]%s},\n"
-             " \"audit\": {\"path\": \"%s\"},\n"
-             " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]%s}]%s}\n",
-             S.sock, router_extra ? router_extra : "", S.audit, TG_AGENTS_DIR, S.log,
-             agent_extra ? agent_extra : "", top_extra ? top_extra : "");
-    tgh_serve_start(&S, json, s_env, 5000);
+    tgh_fx_write(&S, &(tgh_fx_t){.router_extra = router_extra, .agent_extra = agent_extra,
+                                 .top_extra = top_extra});
+    tgh_serve_start(&S, NULL, s_env, 5000);
 }
 
 static void s_stop(void)

@@ -26,16 +26,9 @@ static void h_fini(void)
 static void h_start(const char *listen_extra, const char *router_extra, const char *agent_extra)
 {
     cr_assert_eq(tgh_serve_prepare(&H, "fx"), 0);
-    char json[4096];
-    int n = snprintf(json, sizeof json,
-                     "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"%s}]%s},\n"
-                     " \"audit\": {\"path\": \"%s\"},\n"
-                     " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", "
-                     "\"--log\", \"%s\"]%s}]}\n",
-                     H.sock, listen_extra ? listen_extra : "", router_extra ? router_extra : "",
-                     H.audit, TG_AGENTS_DIR, H.log, agent_extra ? agent_extra : "");
-    cr_assert_lt((size_t)n, sizeof json);
-    tgh_serve_start(&H, json, NULL, 5000);
+    tgh_fx_write(&H, &(tgh_fx_t){.listen_extra = listen_extra, .router_extra = router_extra,
+                                 .agent_extra = agent_extra});
+    tgh_serve_start(&H, NULL, NULL, 5000);
 }
 
 /* Fixture instances started so far (its log's "start <pid>" lines). */

@@ -36,15 +36,7 @@ TestSuite(listen, .fini = l_fini, .timeout = 30);
  * with <listen_extra> spliced into its listen entry. */
 static void l_config(const char *sock, const char *listen_extra)
 {
-    char json[4096];
-    int n = snprintf(json, sizeof json,
-                     "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"%s}]},\n"
-                     " \"audit\": {\"path\": \"%s\"},\n"
-                     " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", "
-                     "\"--log\", \"%s\"]}]}\n",
-                     sock, listen_extra ? listen_extra : "", S.audit, TG_AGENTS_DIR, S.log);
-    cr_assert_lt((size_t)n, sizeof json);
-    cr_assert_eq(tgh_write_file(S.cfg, json), 0);
+    tgh_fx_write(&S, &(tgh_fx_t){.sock = sock, .listen_extra = listen_extra});
 }
 
 /* Run `toolgate serve` on the written config, expecting it to refuse:

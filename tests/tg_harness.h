@@ -1005,6 +1005,35 @@ static inline void tgh_serve_start(tgh_serve_t *s, const char *json, char *const
         tgh_fail_with_stderr(s->err, "toolgate serve did not start");
 }
 
+/* What tgh_fx_write splices into the usual serve config (NULL: nothing). */
+typedef struct tgh_fx {
+    const char *sock;         /* the listener's socket (NULL: <s>->sock) */
+    const char *log;          /* the fixture's event log (NULL: <s>->log) */
+    const char *listen_extra; /* more keys of the listen entry: ", \"mode\": \"0600\"" */
+    const char *router_extra; /* more keys of router */
+    const char *agent_extra;  /* more keys of the agent */
+    const char *top_extra;    /* more top-level keys */
+} tgh_fx_t;
+
+/* Write <s>->cfg: agent "fx" (the fixture agent, logging to <log>) behind
+ * one Unix socket, audit to <s>->audit, with <x>'s extras spliced in. */
+static inline void tgh_fx_write(const tgh_serve_t *s, const tgh_fx_t *x)
+{
+#define TGH_S(v) ((v) != NULL ? (v) : "")
+    char json[4096];
+    int n = snprintf(json, sizeof json,
+                     "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"%s}]%s},\n"
+                     " \"audit\": {\"path\": \"%s\"},\n"
+                     " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", "
+                     "\"--log\", \"%s\"]%s}]%s}\n",
+                     x->sock != NULL ? x->sock : s->sock, TGH_S(x->listen_extra),
+                     TGH_S(x->router_extra), s->audit, TG_AGENTS_DIR,
+                     x->log != NULL ? x->log : s->log, TGH_S(x->agent_extra), TGH_S(x->top_extra));
+#undef TGH_S
+    cr_assert(n > 0 && (size_t)n < sizeof json, "serve config too long");
+    cr_assert_eq(tgh_write_file(s->cfg, json), 0, "cannot write %s", s->cfg);
+}
+
 /* SIGTERM; toolgate must exit 0 within <timeout_ms> and take its socket
  * file with it. */
 static inline void tgh_serve_stop(tgh_serve_t *s, int timeout_ms)
