@@ -210,7 +210,7 @@ static void sh_refused(const char *const *args, const char *want)
     for (; *args != NULL; args++)
         argv[n++] = (char *)*args;
     argv[n] = NULL;
-    tgh_proc_t p;
+    static tgh_proc_t p; /* registered with the harness: it must outlive the test body */
     char dir[TGH_PATH], err_path[TGH_PATH + 16];
     cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
     snprintf(err_path, sizeof err_path, "%s/err", dir);
@@ -284,7 +284,7 @@ Test(serve_http_cli, non_loopback_with_tls_off_starts)
 Test(serve_http_cli, usage_names_serve_http)
 {
     char *argv[] = {(char *)TG_BIN, (char *)"--help", NULL};
-    tgh_proc_t p;
+    static tgh_proc_t p; /* registered with the harness: it must outlive the test body */
     cr_assert_eq(tgh_spawn(&p, argv, NULL, NULL), 0);
     tgh_close_stdin(&p);
     static char out[16384];

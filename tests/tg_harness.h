@@ -464,8 +464,22 @@ static inline int tgh_log_pids(const char *path, pid_t *pids, int max)
 
 /* ---- processes --------------------------------------------------------- */
 
+/* Whether <p> lies on this thread's stack (within 8 MiB of a local). */
+static inline bool tgh__on_stack(const void *p)
+{
+    char here;
+    uintptr_t a = (uintptr_t)p, h = (uintptr_t)&here;
+    return (a > h ? a - h : h - a) < ((uintptr_t)8 << 20);
+}
+
+/* The suite's fini (tgh_cleanup) kills, reaps and frees every spawned
+ * process after the test body has returned, so a spawned process must
+ * outlive it: static (each criterion test runs in a process of its own)
+ * or on the heap, never a local of the test. */
 static inline void tgh__register(tgh_proc_t *p)
 {
+    cr_assert_not(tgh__on_stack(p), "a spawned process is held in a local: the suite's fini "
+                                    "would use it after the test returned (make it static)");
     for (size_t i = 0; i < TGH_MAX_PROCS; i++) {
         if (tgh_procs[i] == NULL || tgh_procs[i] == p) {
             tgh_procs[i] = p;
