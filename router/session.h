@@ -83,6 +83,24 @@ void *tg_sess_front(const tg_sess_t *s);
 /* serve: <s>'s instance is held against max_instances (released when the
  * session ends). */
 bool tg_sess_counted(const tg_sess_t *s);
+/* serve: the name of <s>'s caller ("anonymous", a callers[] name...). */
+const char *tg_sess_caller(const tg_sess_t *s);
+/* Its front: "stdio", "unix" or "http" (tg_sess_set_origin). */
+const char *tg_sess_origin(const tg_sess_t *s);
+/* serve, HTTP: whether <s> may be ended to make room for a new session of
+ * its caller (tg_sess_evict): an HTTP session holding an instance, running,
+ * nothing in flight either way, and no frame from its caller for
+ * <min_idle_ms>. 0 when not; else the loop time of its caller's last
+ * frame plus one (the smallest is the longest idle). */
+uint64_t tg_sess_evictable(const tg_sess_t *s, uint64_t now, uint64_t min_idle_ms);
+/* End <s> for a new session of its caller: its instance is no longer
+ * counted (the new session's takes its place), it is logged and audited
+ * (call.denied, reason session_evicted, status ended) and drained like a
+ * session whose caller left. Its client gets 404 for the session id and
+ * starts a new one, as MCP clients do. */
+void tg_sess_evict(tg_sess_t *s);
+/* <s> was evicted and has not ended yet. */
+bool tg_sess_evicted(const tg_sess_t *s);
 /* Reload: <s>'s agent was replaced by <ag>. A session with no instance
  * yet moves to <ag> (1). One with an instance runs on with it and the old
  * agent's limits until its caller leaves or <drain_ms> passes (0: now),

@@ -85,6 +85,7 @@ static void caller_invalid(tg_wrap_t *w, const char *frame, size_t slen)
 
 static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
 {
+    w->last_frame_ms = uv_now(w->gw->loop);
     const char *frame = b->data + start;
     size_t flen = nl - start; /* without the newline */
     size_t len = flen + 1;

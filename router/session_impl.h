@@ -176,6 +176,8 @@ struct tg_wrap {
     uint64_t life_ms;    /* the deadline life_timer was armed with */
     bool awaiting_init;  /* no instance yet: only initialize and ping are taken */
     bool counted;        /* its instance is held against max_instances (instance_take) */
+    bool evicted;        /* ended to make room for a new session of its caller */
+    uint64_t last_frame_ms; /* loop time of the caller's last frame (or of the session's start) */
     void *front;         /* the runner's tag (serve: the listener) */
 };
 

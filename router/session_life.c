@@ -693,6 +693,49 @@ bool tg_sess_counted(const tg_wrap_t *w)
     return w->counted;
 }
 
+const char *tg_sess_caller(const tg_wrap_t *w)
+{
+    return w->caller;
+}
+
+const char *tg_sess_origin(const tg_wrap_t *w)
+{
+    return w->origin;
+}
+
+/* ---- eviction: HTTP sessions their clients left without DELETE ---------- */
+
+uint64_t tg_sess_evictable(const tg_wrap_t *w, uint64_t now, uint64_t min_idle_ms)
+{
+    if (!w->counted || w->evicted || w->phase != TG_P_RUN || w->awaiting_init || w->nbusy > 0 ||
+        w->batches_open > 0 || strcmp(w->origin, "http") != 0)
+        return 0;
+    if (now < w->last_frame_ms + min_idle_ms)
+        return 0;
+    return w->last_frame_ms + 1;
+}
+
+void tg_sess_evict(tg_wrap_t *w)
+{
+    w->counted = false;
+    w->evicted = true;
+    uint64_t idle = uv_now(w->gw->loop) - w->last_frame_ms;
+    tg_log("agent '%s': ending a session of caller %s idle for %" PRIu64
+           " ms to start a new one of the same caller (max_instances reached)",
+           agent_name(w), w->caller, idle);
+    tg_audit_ev_t ev;
+    tg_adm_audit_refused(&ev, agent_name(w), w->caller, "session_evicted", 0);
+    ev.status = "ended";
+    ev.duration_ms = (int64_t)idle;
+    emit(w, &ev);
+    tg_sess_shutdown(w, "session evicted for a new one of its caller");
+}
+
+bool tg_sess_evicted(const tg_wrap_t *w)
+{
+    return w->evicted;
+}
+
 /* ---- reload: sessions of a replaced agent ------------------------------- */
 
 /* A session of a replaced agent ran its router.reload_drain_timeout: it

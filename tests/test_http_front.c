@@ -1124,6 +1124,116 @@ Test(http_front, refused_initialize_has_no_session_id)
     stop();
 }
 
+/* Session <sid> is gone within 5 s: a request on it is answered 404. */
+static void expect_gone(tgc_t *c, const char *sid)
+{
+    uint64_t deadline = tgh_now_ms() + 5000;
+    int status = 0;
+    while (status != 404 && tgh_now_ms() < deadline) {
+        tgc_resp_t r;
+        post(c, sid, NULL, "{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"ping\"}");
+        must_read(c, &r);
+        status = r.status;
+        tgc_resp_free(&r);
+        if (status != 404)
+            tgh_sleep_ms(100);
+    }
+    cr_assert_eq(status, 404, "session %s still answers", sid);
+}
+
+/* The initialize's answer on <c> (with <extra> headers): its error code,
+ * or NULL (a session opened, its id in <sid>). */
+static const char *try_open(tgc_t *c, const char *extra, char sid[SID_MAX])
+{
+    static char code[64];
+    tgc_resp_t r;
+    post(c, NULL, extra, INIT_BODY);
+    must_read(c, &r);
+    cr_assert_eq(r.status, 200, "%s%s", r.head, r.body);
+    json_t *m = json_loads(r.body, 0, NULL);
+    const char *k = code_of(m);
+    snprintf(code, sizeof code, "%s", k ? k : "");
+    json_decref(m);
+    bool opened = tgc_header(r.head, "Mcp-Session-Id", sid, SID_MAX);
+    tgc_resp_free(&r);
+    if (!opened)
+        return code;
+    post(c, sid, extra, INITIALIZED);
+    expect_status(c, 202, "notifications/initialized");
+    return NULL;
+}
+
+/* Clients often leave an HTTP session without DELETE. At max_instances,
+ * an initialize ends the caller's own HTTP session idle longest (no
+ * request for 1 s, nothing in flight) and takes its instance; the ended
+ * session answers 404, as MCP says when a client must start anew. */
+Test(http_front, at_max_instances_an_initialize_evicts_the_callers_longest_idle_session)
+{
+    start(NULL, NULL, ", \"max_instances\": 2", NULL);
+    tgc_t c;
+    dial(&c);
+    char a[SID_MAX], b[SID_MAX], n[SID_MAX];
+    open_session(&c, NULL, a);
+    open_session(&c, NULL, b);
+    tgh_sleep_ms(1200);
+    json_t *m = call(&c, b, NULL, 1, "echo", "{\"text\":\"b\"}"); /* b: not idle */
+    json_decref(m);
+    cr_assert_null(try_open(&c, NULL, n), "no session was evicted");
+    expect_gone(&c, a);
+    m = call(&c, b, NULL, 2, "echo", "{\"text\":\"still b\"}");
+    cr_expect_str_eq(text_of(m), "still b");
+    json_decref(m);
+    m = call(&c, n, NULL, 3, "echo", "{\"text\":\"new\"}");
+    cr_expect_str_eq(text_of(m), "new");
+    json_decref(m);
+    /* b and n were used within the second: refused, none evicted */
+    const char *code = try_open(&c, NULL, a);
+    cr_expect_str_eq(code != NULL ? code : "(opened)", "concurrency_limit_exceeded");
+    cr_assert_eq(tgh_file_wait(S.audit, "\"session_evicted\"", 1, 5000), 1);
+    tgc_close(&c);
+    stop();
+}
+
+/* Never a session with a call in flight, nor another caller's. */
+Test(http_front, eviction_spares_busy_sessions_and_other_callers)
+{
+    char t1[64], t2[64], d1[TG_TOKEN_DIGEST_TEXT + 1], d2[TG_TOKEN_DIGEST_TEXT + 1], top[1024];
+    char a1[128], a2[128];
+    new_token(t1, sizeof t1, d1);
+    new_token(t2, sizeof t2, d2);
+    bearer(a1, sizeof a1, t1);
+    bearer(a2, sizeof a2, t2);
+    snprintf(top, sizeof top,
+             ", \"callers\": [{\"name\": \"x\", \"tokens\": [\"%s\"]}, "
+             "{\"name\": \"y\", \"tokens\": [\"%s\"]}]", d1, d2);
+    start(NULL, NULL, ", \"max_instances\": 1", top);
+    tgc_t c, busy;
+    dial(&c);
+    dial(&busy);
+    char x[SID_MAX], y[SID_MAX], body[256];
+    open_session(&c, a1, x);
+    /* a call in flight on x past the idle second */
+    call_body(body, sizeof body, 1, "sleep", "{\"ms\":2500}");
+    post(&busy, x, a1, body);
+    tgh_sleep_ms(1200);
+    const char *code = try_open(&c, a1, y);
+    cr_expect_str_eq(code != NULL ? code : "(opened)", "concurrency_limit_exceeded",
+                     "a busy session was evicted");
+    json_t *m = answer(&busy);
+    cr_expect_not_null(json_object_get(m, "result"), "the busy call was cut short");
+    json_decref(m);
+    tgh_sleep_ms(1200);
+    /* x idle now, but y is another caller */
+    code = try_open(&c, a2, y);
+    cr_expect_str_eq(code != NULL ? code : "(opened)", "concurrency_limit_exceeded",
+                     "another caller's session was evicted");
+    /* x itself may */
+    cr_assert_null(try_open(&c, a1, y), "x's idle session was not evicted for x");
+    tgc_close(&busy);
+    tgc_close(&c);
+    stop();
+}
+
 /* A client that went away in the middle of a call: its stream no longer
  * takes the agent's requests, which reach the next call's stream. */
 Test(http_front, a_gone_call_stream_takes_no_agent_requests)

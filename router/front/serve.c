@@ -47,6 +47,7 @@
 #include "router/tls/tls.h"
 
 #define SERVE_BACKLOG 128          /* fixed internal bound: listen(2) backlog */
+#define EVICT_MIN_IDLE_MS 1000     /* fixed internal bound: an HTTP session idle this long may be evicted */
 #define REFUSE_READ_MAX 4096       /* fixed internal bound: bytes read to find a refused request's id */
 #define REFUSE_TIMEOUT_MS 5000     /* fixed internal bound: wait for that request */
 
@@ -358,8 +359,40 @@ static void on_connection(uv_stream_t *server, int status)
     (void)tg_sess_start(s);
 }
 
+/* An HTTP session of the same agent and caller as <s> that its client
+ * seems to have left (MCP clients often never DELETE a session): nothing
+ * in flight, no request for EVICT_MIN_IDLE_MS, the longest idle of them.
+ * NULL when there is none, or when <max> evicted ones of the agent are
+ * still draining (so that a caller opening sessions fast cannot pile up
+ * agent processes on their way out). */
+static tg_sess_t *evict_candidate(serve_run_t *r, tg_sess_t *s, uint32_t max)
+{
+    if (strcmp(tg_sess_origin(s), "http") != 0)
+        return NULL;
+    uint64_t now = uv_now(r->gw.loop), best = 0;
+    uint32_t draining = 0;
+    tg_sess_t *victim = NULL;
+    for (tg_sess_t *v = r->gw.sessions; v != NULL; v = tg_sess_next(v)) {
+        if (v == s || tg_sess_agent(v) != tg_sess_agent(s))
+            continue;
+        if (tg_sess_evicted(v)) {
+            draining++;
+            continue;
+        }
+        if (strcmp(tg_sess_caller(v), tg_sess_caller(s)) != 0)
+            continue;
+        uint64_t since = tg_sess_evictable(v, now, EVICT_MIN_IDLE_MS);
+        if (since != 0 && (victim == NULL || since < best)) {
+            victim = v;
+            best = since;
+        }
+    }
+    return draining < max ? victim : NULL;
+}
+
 /* gw->instance_take: session <s>'s caller sent initialize; one more
- * instance of its agent, unless max_instances (of the current config) run. */
+ * instance of its agent, unless max_instances (of the current config) run
+ * and no HTTP session of the same caller can make room (evict_candidate). */
 static int instance_take(tg_gw_t *gw, tg_sess_t *s, uint32_t *running, uint32_t *cap)
 {
     serve_run_t *r = gw->data;
@@ -367,6 +400,12 @@ static int instance_take(tg_gw_t *gw, tg_sess_t *s, uint32_t *running, uint32_t 
     for (size_t i = 0; i < r->cfg->nagents; i++) {
         if (strcmp(r->cfg->agents[i].id, id) != 0)
             continue;
+        tg_sess_t *victim = NULL;
+        if (r->ninst[i] >= r->cfg->agents[i].max_instances &&
+            (victim = evict_candidate(r, s, r->cfg->agents[i].max_instances)) != NULL) {
+            tg_sess_evict(victim); /* its instance is now <s>'s */
+            return 0;
+        }
         if (r->ninst[i] >= r->cfg->agents[i].max_instances) {
             *running = r->ninst[i];
             *cap = r->cfg->agents[i].max_instances;
