@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real-peer test: official MCP SDK client + reference server-everything,
 # directly and through toolgate (wrap, serve on a Unix socket, serve --http,
-# HTTPS). Usage: tests/peer/run.sh BUILD_DIR
+# HTTPS), then the MCP conformance suite through serve --http
+# (conformance.sh). Usage: tests/peer/run.sh BUILD_DIR
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,4 +27,6 @@ node peer_test.mjs "$toolgate"
 # The same server over MCP Streamable HTTP (toolgate serve --http), and TLS
 # with a throwaway CA (openssl).
 command -v openssl >/dev/null || { echo "peer: openssl is not installed" >&2; exit 1; }
-exec node peer_http.mjs "$toolgate"
+node peer_http.mjs "$toolgate"
+# The MCP conformance suite's server scenarios through serve --http.
+exec bash "$here/conformance.sh" "$toolgate"
