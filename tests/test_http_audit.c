@@ -415,3 +415,55 @@ Test(http_audit, refused_requests_are_audited_with_the_peer_and_no_credential, .
     json_decref(all);
     verify_audit();
 }
+
+/* A flood of refused requests (a token being guessed) is audited at 100
+ * a second per listener (200 at once), so it cannot crowd calls out of
+ * the audit queue; the next refusal audited counts the ones that were
+ * not, so none goes unaccounted. */
+Test(http_audit, a_flood_of_refusals_is_audited_at_a_bounded_rate_and_counted, .fini = fini,
+     .timeout = 60)
+{
+    start("");
+    enum { FLOOD = 400 };
+    thc_resp_t r;
+    uint64_t t0 = tgh_now_ms(), flood_ms = 0;
+    for (int i = 0; i <= FLOOD; i++) {
+        if (i == FLOOD) {
+            flood_ms = tgh_now_ms() - t0;
+            tgh_sleep_ms(1100); /* the rate has room again: this one is audited */
+        }
+        cr_assert_eq(thc_post(port, NULL, "Authorization: Bearer nobody\r\n", THC_INIT_BODY, &r),
+                     0);
+        cr_assert_eq(r.status, 401, "%s", r.raw);
+        thc_free(&r);
+    }
+    uint64_t deadline = tgh_now_ms() + 5000;
+    long audited = 0, quiet = 0, last_count = 0;
+    while (tgh_now_ms() < deadline) {
+        char *audit = tgh_read_file(S.audit, NULL);
+        json_t *all = events(audit);
+        free(audit);
+        audited = quiet = 0;
+        size_t i;
+        json_t *ev;
+        json_array_foreach(all, i, ev) {
+            const char *reason = str(ev, "reason");
+            if (reason == NULL || strcmp(reason, "unauthenticated") != 0)
+                continue;
+            audited++;
+            last_count = (long)json_integer_value(json_object_get(ev, "count"));
+            quiet += last_count;
+        }
+        json_decref(all);
+        if (audited + quiet == FLOOD + 1)
+            break;
+        tgh_sleep_ms(100);
+    }
+    cr_expect_eq(audited + quiet, FLOOD + 1, "%ld audited + %ld counted", audited, quiet);
+    /* at most the burst, what the rate refilled while the flood ran, and
+     * the last one (a slow machine floods slowly: the bound follows) */
+    long most = 200 + (long)(flood_ms / 10) + 2;
+    cr_expect_leq(audited, most, "%ld audited in %lu ms", audited, (unsigned long)flood_ms);
+    if (most < FLOOD)
+        cr_expect_gt(last_count, 0, "the last refusal does not count the ones before it");
+}

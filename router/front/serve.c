@@ -34,6 +34,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "limits/gcra.h"
 #include "router/call/denial.h"
 #include "router/dialect/envelope.h"
 #include "router/auth/auth.h"
@@ -47,6 +48,8 @@
 #include "router/tls/tls.h"
 
 #define SERVE_BACKLOG 128          /* fixed internal bound: listen(2) backlog */
+#define REFUSED_AUDIT_RATE 100     /* fixed internal bound: refused HTTP requests audited per second... */
+#define REFUSED_AUDIT_BURST 200    /* ...and at once; the rest are counted in the next event */
 #define EVICT_MIN_IDLE_MS 1000     /* fixed internal bound: an HTTP session idle this long may be evicted */
 #define REFUSE_READ_MAX 4096       /* fixed internal bound: bytes read to find a refused request's id */
 #define REFUSE_TIMEOUT_MS 5000     /* fixed internal bound: wait for that request */
@@ -65,6 +68,8 @@ typedef struct listener {
     bool bound;      /* <sock> holds a bound socket file (to remove) */
     tg_http_t *http; /* an http listener's front (http.h), else NULL */
     tg_tls_ctx_t *tls; /* its certificate and key, NULL: plain HTTP */
+    tg_gcra_t refused_rate;  /* http: refusals audited one by one (REFUSED_AUDIT_RATE) */
+    uint64_t refused_quiet;  /* http: refusals since the last audited one, not audited */
 } listener_t;
 
 /* One loaded config: the first (owned by the CLI) and each accepted
@@ -1034,10 +1039,19 @@ static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *
 
 /* tg_http_refused_fn: a request refused for who or where it came from is
  * audited as the Unix listener's refused connections are: call.denied,
- * caller_not_allowed, with the peer and why (no credential, ever). */
+ * caller_not_allowed, with the peer and why (no credential, ever). A
+ * flood of them (a token being guessed) is audited at REFUSED_AUDIT_RATE
+ * per listener, so it cannot crowd the calls' events out of the audit
+ * queue; the next event audited says in <count> how many were not. */
 static void http_refused(void *arg, int status, const char *reason, const char *remote)
 {
     listener_t *l = arg;
+    if (l->refused_rate.t_us == 0)
+        (void)tg_gcra_init(&l->refused_rate, REFUSED_AUDIT_RATE, 1000, REFUSED_AUDIT_BURST);
+    if (!tg_gcra_take(&l->refused_rate, uv_now(l->r->gw.loop)).allowed) {
+        l->refused_quiet++;
+        return;
+    }
     tg_audit_ev_t ev;
     tg_audit_ev_init(&ev);
     ev.event = "call.denied";
@@ -1049,6 +1063,9 @@ static void http_refused(void *arg, int status, const char *reason, const char *
     ev.limit.scope = "caller";
     ev.front = "http";
     ev.remote = remote[0] != '\0' ? remote : NULL;
+    if (l->refused_quiet > 0)
+        ev.count = (int64_t)l->refused_quiet; /* refused before this one, not audited */
+    l->refused_quiet = 0;
     (void)status; /* <reason> says it: unauthenticated 401, the others 403 */
     tg_audit_emit(l->r->gw.audit, &ev);
 }
