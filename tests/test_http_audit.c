@@ -69,7 +69,7 @@ static void start(const char *extra)
 }
 
 /* The sizes http_init writes: a session id (32 hex) and an address:port. */
-#define SID_CAP  40
+#define SID_CAP  72
 #define FROM_CAP 64
 
 /* initialize over HTTP (with <authz> header lines, "" none): the
