@@ -48,8 +48,8 @@
 #include "router/tls/tls.h"
 
 #define SERVE_BACKLOG 128          /* fixed internal bound: listen(2) backlog */
-#define REFUSED_AUDIT_RATE 100     /* fixed internal bound: refused HTTP requests audited per second... */
-#define REFUSED_AUDIT_BURST 200    /* ...and at once; the rest are counted in the next event */
+#define REFUSED_AUDIT_RATE 100     /* fixed internal bound: refused HTTP requests audited per second */
+#define REFUSED_AUDIT_BURST 200    /* fixed internal bound: refused HTTP requests audited at once */
 #define EVICT_MIN_IDLE_MS 1000     /* fixed internal bound: an HTTP session idle this long may be evicted */
 #define REFUSE_READ_MAX 4096       /* fixed internal bound: bytes read to find a refused request's id */
 #define REFUSE_TIMEOUT_MS 5000     /* fixed internal bound: wait for that request */
