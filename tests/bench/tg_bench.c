@@ -111,10 +111,14 @@ static const char *bn_phase = "start";
 static void bn_fail(const bn_peer_t *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
+static pid_t bn_serve_pid; /* the HTTP case's toolgate serve, while it runs */
+
 /* A protocol error: say which peer and phase, and stop with status 2. The
- * children see EOF on stdin when we exit. */
+ * children see EOF on stdin when we exit; toolgate serve is sent SIGTERM. */
 static void bn_fail(const bn_peer_t *p, const char *fmt, ...)
 {
+    if (bn_serve_pid > 0)
+        kill(bn_serve_pid, SIGTERM);
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "tg_bench: protocol error (%s, %s): ", p ? p->label : "-", bn_phase);

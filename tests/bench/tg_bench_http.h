@@ -286,7 +286,8 @@ static void bh_run(const bn_opts_t *o, bn_peer_t *direct, const bn_sizes_t *z, c
     snprintf(cfg, sizeof cfg, "/tmp/tg_bench-%d.http.json", (int)getpid());
     snprintf(json, sizeof json,
              "{\"router\": {\"listen\": [{\"http\": \"127.0.0.1:%d\", \"agent\": \"echo\","
-             " \"max_connections\": %d, \"keepalive_timeout\": \"600s\"}]},"
+             " \"max_connections\": %d, \"keepalive_timeout\": \"600s\","
+             " \"max_requests_per_connection\": 1000000}]},"
              " \"audit\": {\"path\": \"%s\"},"
              " \"agents\": [{\"id\": \"echo\", \"command\": [\"%s\"], \"max_instances\": %d,"
              " \"execution_limits\": {\"rate_limit\": \"1000000/second\", \"max_concurrent_calls\": 1024,"
@@ -298,6 +299,7 @@ static void bh_run(const bn_opts_t *o, bn_peer_t *direct, const bn_sizes_t *z, c
     const char *argv[] = {o->toolgate, "serve", "--config", cfg, NULL};
     bn_peer_t tg;
     bn_spawn(&tg, "http", (char *const *)argv);
+    bn_serve_pid = tg.pid;
     bn_phase = "http start";
     alarm(BN_PHASE_TIMEOUT_S);
     static bh_conn_t cs[BH_CONNS];
@@ -325,6 +327,7 @@ static void bh_run(const bn_opts_t *o, bn_peer_t *direct, const bn_sizes_t *z, c
         close(cs[k].fd);
     kill(tg.pid, SIGTERM);
     int st = bn_finish(&tg);
+    bn_serve_pid = 0;
     if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
         bn_fail(&bh_peer, "toolgate serve did not stop cleanly on SIGTERM (status %d)", st);
     unlink(cfg);
