@@ -13,12 +13,17 @@
  *     index and address, and they count requests, responses by status
  *     class, connections (refused ones apart) and sessions (opened, ended,
  *     idled).
+ *   - idle connections hold no read buffer or request arena: the
+ *     toolgate_http_connection_buffer_bytes gauge stays under 1 KiB per
+ *     connection with 1 000 of them, and counts a part-read request's.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "router/auth/auth.h"
@@ -272,6 +277,7 @@ Test(http_audit, metrics_count_requests_statuses_connections_and_sessions, .fini
         "toolgate_http_sessions",                "toolgate_http_sessions_opened_total",
         "toolgate_http_sessions_ended_total",    "toolgate_http_sessions_idled_total",
         "toolgate_http_responses_dropped_total", "toolgate_http_backlog_dropped_total",
+        "toolgate_http_connection_buffer_bytes",
     };
     for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
         char head[160];
@@ -466,4 +472,55 @@ Test(http_audit, a_flood_of_refusals_is_audited_at_a_bounded_rate_and_counted, .
     cr_expect_leq(audited, most, "%ld audited in %lu ms", audited, (unsigned long)flood_ms);
     if (most < FLOOD)
         cr_expect_gt(last_count, 0, "the last refusal does not count the ones before it");
+
+/* Idle connections are cheap: 1 000 that never sent a byte and 20 that
+ * were answered and kept alive hold no read buffer and no request arena
+ * (before, each held 16 KiB of read buffer and a head arena of
+ * max_header_bytes); a request part-read holds them until it is done. */
+#define IDLE_CONNS 1000
+#define KEPT_CONNS 20
+Test(http_audit, idle_connections_hold_no_buffers, .fini = fini, .timeout = 90)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl); /* toolgate inherits it */
+    cr_assert_geq(rl.rlim_cur, 2 * (IDLE_CONNS + KEPT_CONNS) + 200, "too few descriptors");
+    start(", \"max_connections\": 2000, \"header_timeout\": \"60s\", "
+          "\"keepalive_timeout\": \"60s\"");
+    static int fds[IDLE_CONNS + KEPT_CONNS];
+    char req[256];
+    int rn = snprintf(req, sizeof req, "DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port);
+    for (int i = 0; i < IDLE_CONNS + KEPT_CONNS; i++) {
+        fds[i] = tgh_tcp_dial(port);
+        cr_assert_geq(fds[i], 0, "connection %d", i);
+        if (i >= IDLE_CONNS)
+            cr_assert_eq(send(fds[i], req, (size_t)rn, 0), rn);
+    }
+    for (int i = IDLE_CONNS; i < IDLE_CONNS + KEPT_CONNS; i++) {
+        char buf[1024];
+        cr_assert_gt(recv(fds[i], buf, sizeof buf, 0), 0, "no answer on connection %d", i);
+    }
+    wait_sample("toolgate_http_connections", IDLE_CONNS + KEPT_CONNS);
+    char *m = metrics();
+    long long held = sample_of(m, "toolgate_http_connection_buffer_bytes", "");
+    cr_assert(held >= 0 && held < (IDLE_CONNS + KEPT_CONNS) * 1024LL,
+              "idle connections hold %lld bytes of buffers", held);
+    free(m);
+    /* A request part-read holds its buffers; they go once it is done. */
+    static const char part[] = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
+    cr_assert_eq(send(fds[0], part, sizeof part - 1, 0), (ssize_t)(sizeof part - 1));
+    long long now = held;
+    for (int tries = 0; tries < 200 && now <= held; tries++) {
+        tgh_sleep_ms(50);
+        m = metrics();
+        now = sample_of(m, "toolgate_http_connection_buffer_bytes", "");
+        free(m);
+    }
+    cr_assert_gt(now, held + 16 * 1024 - 1, "a part-read request holds %lld bytes", now);
+    for (int i = 0; i < IDLE_CONNS + KEPT_CONNS; i++)
+        close(fds[i]);
+    wait_sample("toolgate_http_connections", 0);
+    wait_sample("toolgate_http_connection_buffer_bytes", 0);
+    tgh_serve_stop(&S, 15000);
 }

@@ -682,6 +682,8 @@ static void prom_http(prom_t *w, const tg_metrics_t *m)
            "HTTP connections accepted and served (refused ones are counted apart)."),
         HF("toolgate_http_connections_refused_total", "counter", connections_refused,
            "HTTP connections answered 429 (max_connections) or 503 (stopping) at once."),
+        HF("toolgate_http_connection_buffer_bytes", "gauge", buffer_bytes,
+           "Bytes held now by HTTP connections' read buffers and request heads and bodies."),
         HF("toolgate_http_sessions", "gauge", sessions, "MCP sessions open now."),
         HF("toolgate_http_sessions_opened_total", "counter", sessions_opened,
            "MCP sessions opened (initialize)."),

@@ -108,6 +108,7 @@ typedef struct tg_metrics_http {
     uint64_t connections;           /* open now */
     uint64_t connections_total;     /* accepted and served (refused ones not counted) */
     uint64_t connections_refused;   /* answered 429/503 at once: over max_connections, stopping */
+    uint64_t buffer_bytes;          /* held now by the connections' read buffers and heads */
     uint64_t sessions;              /* MCP sessions open now */
     uint64_t sessions_opened, sessions_ended, sessions_idled;
     uint64_t responses_dropped;     /* the agent's answers no POST waited for any more */

@@ -5,7 +5,10 @@
  * client go away: its stream then takes nothing but its answer) and a
  * full buffer stops reading, so pipelined requests wait in the kernel and
  * a connection holds at most its read buffer, one request (head arena and
- * body, bounded) and its write queue. A POST's message is
+ * body, bounded) and its write queue. An idle connection holds none of
+ * them: the read buffer is allocated right before a read and given back
+ * once no request is part-read, the head arena grows as a head needs it
+ * and goes with the body when the request is done (as nginx does). A POST's message is
  * handed to the session's engine; the connection reads on only once the
  * engine has it (and, for a request, once its response was written), so a
  * client cannot queue more than one message per connection.
@@ -57,8 +60,9 @@ typedef struct hconn {
     struct hconn *next, *prev;
     tg_h1req_t rq;
     bool rq_init;
-    char *in;
+    char *in;          /* NULL while nothing is pending (see bufs_get) */
     size_t in_len;
+    size_t held;       /* what its buffers hold, as counted in stats.buffer_bytes */
     uint32_t nreq;
     int open;          /* handles still to close */
     bool closing;
@@ -115,6 +119,7 @@ typedef struct wreq {
 
 static void conn_pump(hconn_t *c);
 static void conn_close(hconn_t *c);
+static void held_sync(hconn_t *c);
 
 static void note(tg_http_t *h, int idx, uint64_t v)
 {
@@ -259,6 +264,7 @@ static void request_done(hconn_t *c)
     }
     tg_h1req_trim(&c->rq);
     c->got_bytes = false;
+    held_sync(c);
     uv_timer_stop(&c->timer); /* re-armed by conn_pump for the wait that follows */
     if (!c->in_pump)
         conn_pump(c);
@@ -806,10 +812,47 @@ static void plain_on_tls(hconn_t *c)
     uv_read_stop((uv_stream_t *)&c->tcp);
 }
 
+/* Count what <c>'s buffers hold now in stats.buffer_bytes (/metrics). */
+static void held_sync(hconn_t *c)
+{
+    size_t now = (c->in != NULL ? HTTP_IN_CAP : 0) + (c->cin != NULL ? HTTP_IN_CAP : 0) +
+                 (c->rq_init ? tg_h1req_held(&c->rq) : 0);
+    c->h->stats.buffer_bytes = c->h->stats.buffer_bytes - c->held + now;
+    c->held = now;
+}
+
+/* The read buffers exist only while bytes are pending (as nginx does): they
+ * are allocated right before a read (on_alloc) and given back by bufs_put
+ * once no request is part-read, so an idle connection holds none of them.
+ * false: out of memory. */
+static bool bufs_get(hconn_t *c)
+{
+    if (c->in == NULL && (c->in = malloc(HTTP_IN_CAP)) == NULL)
+        return false;
+    if (c->tls != NULL && c->cin == NULL && (c->cin = malloc(HTTP_IN_CAP)) == NULL)
+        return false;
+    held_sync(c);
+    return true;
+}
+
+static void bufs_put(hconn_t *c)
+{
+    if (c->busy || c->got_bytes || c->in_len > 0 || c->cin_len > 0)
+        return;
+    free(c->in);
+    free(c->cin);
+    c->in = c->cin = NULL;
+    held_sync(c);
+}
+
 /* Give TLS the ciphertext read, then move its plaintext into the read
  * buffer. false: the connection is closing. */
 static bool tls_fill(hconn_t *c)
 {
+    if (!bufs_get(c)) {
+        conn_close(c);
+        return false;
+    }
     while (c->cin_len > 0) {
         ssize_t k = tg_tls_conn_feed(c->tls, c->cin, c->cin_len);
         if (k == -ENOBUFS)
@@ -865,6 +908,7 @@ static void conn_pump(hconn_t *c)
         tg_h1_ev_t ev = tg_h1req_feed(&c->rq, c->in, c->in_len, &used);
         memmove(c->in, c->in + used, c->in_len - used);
         c->in_len -= used;
+        held_sync(c);
         if (used > 0 && !c->got_bytes) {
             c->got_bytes = true;
             uv_timer_stop(&c->timer); /* the request's own clock starts now */
@@ -890,6 +934,7 @@ static void conn_pump(hconn_t *c)
     c->in_pump = false;
     if (c->closing)
         return;
+    bufs_put(c);
     if (c->shut || c->peer_eof) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         return;
@@ -909,6 +954,11 @@ static void conn_pump(hconn_t *c)
 static void on_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
 {
     hconn_t *c = hd->data;
+    (void)suggested;
+    if (!bufs_get(c)) { /* UV_ENOBUFS: on_read closes the connection */
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
     char *b = c->tls != NULL ? c->cin : c->in;
     size_t used = c->tls != NULL ? c->cin_len : c->in_len;
     buf->base = b + used;
@@ -941,6 +991,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         c->in_len += (size_t)n;
     if (n > 0)
         conn_pump(c);
+    else
+        bufs_put(c); /* nothing was read (EAGAIN) */
 }
 
 static void on_timer(uv_timer_t *t)
@@ -982,6 +1034,8 @@ static void conn_closed(uv_handle_t *hd)
         c->next->prev = c->prev;
     h->nconns--;
     h->open--;
+    h->stats.buffer_bytes -= c->held;
+    c->held = 0;
     if (!h->stopping)
         usage(h);
     if (c->posting) {
@@ -1060,13 +1114,13 @@ static void on_connection(uv_stream_t *server, int status)
                                                   : TG_HTTP_DEF_MAX_HEADER_BYTES,
                           .max_headers = HTTP_MAX_HEADERS,
                           .max_body_bytes = (size_t)h->o.max_frame};
-    if ((c->in = malloc(HTTP_IN_CAP)) == NULL || tg_h1req_init(&c->rq, &ro) < 0) {
+    if (tg_h1req_init(&c->rq, &ro) < 0) { /* allocates nothing: the buffers come with bytes */
         conn_close(c);
         return;
     }
     c->rq_init = true;
-    if (h->o.tls_ctx != NULL && ((c->cin = malloc(HTTP_IN_CAP)) == NULL ||
-                                 (c->tls = tg_tls_conn_new(h->o.tls_ctx, HTTP_TLS_CAP)) == NULL)) {
+    if (h->o.tls_ctx != NULL &&
+        (c->tls = tg_tls_conn_new(h->o.tls_ctx, HTTP_TLS_CAP)) == NULL) {
         conn_close(c);
         return;
     }

@@ -66,6 +66,7 @@ typedef struct tg_http_opts {
 typedef struct tg_http_stats {
     uint64_t connections, refused_connections, requests;
     uint64_t status[6]; /* by class: [1] 1xx .. [5] 5xx */
+    uint64_t buffer_bytes; /* held now by the connections' read buffers and request readers */
 } tg_http_stats_t;
 
 /* Bind and listen. 0, or -1 with <err> naming the listener and why. */

@@ -1125,6 +1125,7 @@ static void http_metrics(tg_gw_t *gw)
         m->connections = l->reg >= 0 ? gw->reg.v[l->reg].current : 0;
         m->connections_total = hs->connections;
         m->connections_refused = hs->refused_connections;
+        m->buffer_bytes = hs->buffer_bytes;
         m->sessions = tg_hub_sessions(hub);
         m->sessions_opened = ss->sessions_opened;
         m->sessions_ended = ss->sessions_ended;

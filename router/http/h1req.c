@@ -53,6 +53,7 @@ enum {
 #define CUR_NONE    -1 /* the current field is not kept */
 #define CUR_NAMING  -2 /* the current field's name is still arriving */
 #define ARENA_SLACK 64 /* ", " joins of list headers beyond the head's own bytes */
+#define ARENA_FIRST 512u /* the head arena's first size; it doubles up to its bound */
 
 static const struct {
     const char *name;
@@ -111,10 +112,7 @@ int tg_h1req_init(tg_h1req_t *r, const tg_h1req_opts_t *o)
         o->max_body_bytes == 0)
         return -EINVAL;
     r->o = *o;
-    r->arena_cap = o->max_header_bytes + ARENA_SLACK;
-    r->arena = malloc(r->arena_cap);
-    if (r->arena == NULL)
-        return -ENOMEM;
+    r->arena_max = o->max_header_bytes + ARENA_SLACK; /* allocated as heads need it */
     r->phase = PH_DONE; /* the first feed starts a request */
     return 0;
 }
@@ -126,6 +124,11 @@ void tg_h1req_free(tg_h1req_t *r)
     memset(r, 0, sizeof(*r));
 }
 
+size_t tg_h1req_held(const tg_h1req_t *r)
+{
+    return (size_t)r->arena_cap + r->buf_cap;
+}
+
 void tg_h1req_trim(tg_h1req_t *r)
 {
     if (r->phase != PH_DONE)
@@ -133,6 +136,9 @@ void tg_h1req_trim(tg_h1req_t *r)
     free(r->buf);
     r->buf = NULL;
     r->buf_cap = 0;
+    free(r->arena);
+    r->arena = NULL;
+    r->arena_cap = r->arena_len = r->url_len = 0;
     r->body = "";
     r->body_len = 0;
 }
@@ -142,12 +148,13 @@ static void start_request(tg_h1req_t *r)
 {
     tg_h1req_opts_t o = r->o;
     char *arena = r->arena, *buf = r->buf;
-    uint32_t arena_cap = r->arena_cap;
+    uint32_t arena_cap = r->arena_cap, arena_max = r->arena_max;
     size_t buf_cap = r->buf_cap;
     memset(r, 0, sizeof(*r));
     r->o = o;
     r->arena = arena;
     r->arena_cap = arena_cap;
+    r->arena_max = arena_max;
     r->buf = buf;
     r->buf_cap = buf_cap;
     http_parser_init(&r->p, HTTP_REQUEST);
@@ -328,8 +335,20 @@ static void move_to_end(tg_h1req_t *r, int h)
 
 static int append(tg_h1req_t *r, const char *at, size_t n)
 {
-    if (n > r->arena_cap - r->arena_len)
+    if (n > r->arena_max - r->arena_len)
         return cb_fail(r, 431, "kept header values over max_header_bytes");
+    if (n > r->arena_cap - r->arena_len) { /* grow: doubling from ARENA_FIRST, up to arena_max */
+        uint32_t cap = r->arena_cap ? r->arena_cap : ARENA_FIRST;
+        while (cap < r->arena_len + n)
+            cap *= 2;
+        if (cap > r->arena_max)
+            cap = r->arena_max;
+        char *a = realloc(r->arena, cap);
+        if (a == NULL)
+            return cb_fail(r, 500, "out of memory for a request head");
+        r->arena = a;
+        r->arena_cap = cap;
+    }
     memcpy(r->arena + r->arena_len, at, n);
     r->arena_len += (uint32_t)n;
     return 0;
@@ -519,7 +538,7 @@ static int head_results(tg_h1req_t *r)
     r->http_minor = (uint8_t)r->p.http_minor;
     for (int i = 0; i < TG_H1H_COUNT; i++) {
         if (r->seen[i])
-            r->hdr[i] = (tg_h1_str_t){r->arena + r->off[i], r->len[i]};
+            r->hdr[i] = (tg_h1_str_t){r->arena != NULL ? r->arena + r->off[i] : "", r->len[i]};
     }
     http_parser_url_init(&u);
     if (r->url_len == 0 || http_parser_parse_url(r->arena, r->url_len, 0, &u) != 0 ||

@@ -102,7 +102,7 @@ typedef struct tg_h1req {
     tg_h1req_opts_t o;
     int phase;
     char *arena; /* head storage: url, then kept header values */
-    uint32_t arena_cap, arena_len;
+    uint32_t arena_cap, arena_len, arena_max; /* arena_max: max_header_bytes + slack */
     uint32_t url_len; /* the url is arena[0, url_len) */
     uint32_t off[TG_H1H_COUNT], len[TG_H1H_COUNT];
     uint8_t seen[TG_H1H_COUNT];
@@ -131,9 +131,9 @@ typedef struct tg_h1req {
     uint64_t framing; /* chunked framing bytes: sizes, extensions, trailers */
 } tg_h1req_t;
 
-/* Set up <r> with bounds <o>. 0, -EINVAL (a bound out of range) or
- * -ENOMEM. The head arena (about max_header_bytes) is allocated here; the
- * body buffer on demand. */
+/* Set up <r> with bounds <o>. 0 or -EINVAL (a bound out of range).
+ * Nothing is allocated here: the head arena grows as a head needs it (up
+ * to about max_header_bytes), the body buffer on demand. */
 int tg_h1req_init(tg_h1req_t *r, const tg_h1req_opts_t *o);
 
 /* Free what <r> holds; <r> may then be initialised again. */
@@ -145,9 +145,13 @@ void tg_h1req_free(tg_h1req_t *r);
  * A call after REQUEST starts the next request (results are reset). */
 tg_h1_ev_t tg_h1req_feed(tg_h1req_t *r, const char *buf, size_t len, size_t *consumed);
 
-/* Give back the body buffer (an idle keep-alive connection keeps only the
- * head arena). Only between requests: after REQUEST or before any byte. */
+/* Give back the head arena and the body buffer (an idle keep-alive
+ * connection holds neither; the last request's results are then gone).
+ * Only between requests: after REQUEST or before any byte. */
 void tg_h1req_trim(tg_h1req_t *r);
+
+/* Bytes <r> holds now (head arena and body buffer). */
+size_t tg_h1req_held(const tg_h1req_t *r);
 
 /* Does the Accept value <v> (a list of media ranges) admit <type>
  * ("application/json")? The most specific matching range decides (type/sub

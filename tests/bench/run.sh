@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build Release into build-release and run the benchmark: the echo agent
-# directly, through a bare libuv relay and through `toolgate wrap`, in one run. Extra arguments go to
-# tg_bench (e.g. --quick, --no-idle-poll).
+# directly, through a bare libuv relay, through `toolgate wrap` and through
+# `toolgate serve` over HTTP, in one run. Extra arguments go to tg_bench
+# (e.g. --quick, --no-idle-poll, --no-http).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."

@@ -8,6 +8,9 @@
  *   2. calls/s with 64 calls in flight, pipelined;
  *   3. round trip of 1 MiB frames, 1 in flight (p50).
  * Then toolgate's peak RSS (VmHWM) is read before it is told to exit.
+ * Last (unless --no-http), the HTTP front: `toolgate serve` with an MCP
+ * Streamable HTTP listener in front of the same agent, against the direct
+ * pipe in the same run (tg_bench_http.h).
  *
  * Idle CPUs: on a VM whose idle vCPUs halt, waking a process on another
  * CPU costs tens of microseconds, and whether a pair of processes shares a
@@ -38,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -107,10 +111,14 @@ static const char *bn_phase = "start";
 static void bn_fail(const bn_peer_t *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
+static pid_t bn_serve_pid; /* the HTTP case's toolgate serve, while it runs */
+
 /* A protocol error: say which peer and phase, and stop with status 2. The
- * children see EOF on stdin when we exit. */
+ * children see EOF on stdin when we exit; toolgate serve is sent SIGTERM. */
 static void bn_fail(const bn_peer_t *p, const char *fmt, ...)
 {
+    if (bn_serve_pid > 0)
+        kill(bn_serve_pid, SIGTERM);
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "tg_bench: protocol error (%s, %s): ", p ? p->label : "-", bn_phase);
@@ -563,21 +571,23 @@ static void bn_usage(FILE *f)
             "                  the event loop and the extra hop set for toolgate\n"
             "  --quick         about a tenth of the calls (a smoke run; figures are rough)\n"
             "  --no-idle-poll  leave CPU idle states alone (by default, when root, idle\n"
-            "                  CPUs poll during the run so cross-CPU wake-ups are cheap)\n",
+            "                  CPUs poll during the run so cross-CPU wake-ups are cheap)\n"
+            "  --no-http       skip the HTTP front case (toolgate serve over HTTP/1.1:\n"
+            "                  sequential and concurrent calls, RSS of idle connections)\n",
             BN_PIPE_DEPTH);
 }
 
 /* The command line. */
 typedef struct bn_opts {
     const char *toolgate, *agent, *relay;
-    bool quick, idle_poll;
+    bool quick, idle_poll, http;
 } bn_opts_t;
 
 /* Parse argv into <o>. -1 to go on, else the exit status (0 after --help,
  * 64 on bad usage). */
 static int bn_parse_args(int argc, char **argv, bn_opts_t *o)
 {
-    *o = (bn_opts_t){.idle_poll = true};
+    *o = (bn_opts_t){.idle_poll = true, .http = true};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--toolgate") == 0 && i + 1 < argc)
             o->toolgate = argv[++i];
@@ -589,6 +599,8 @@ static int bn_parse_args(int argc, char **argv, bn_opts_t *o)
             o->quick = true;
         else if (strcmp(argv[i], "--no-idle-poll") == 0)
             o->idle_poll = false;
+        else if (strcmp(argv[i], "--no-http") == 0)
+            o->http = false;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             bn_usage(stdout);
             return 0;
@@ -631,6 +643,8 @@ static bn_sizes_t bn_sizes(bool quick)
         .round_ms = BN_PIPE_ROUND_MS / div,
     };
 }
+
+#include "tg_bench_http.h"
 
 /* What the phases measured, per peer (0 direct, 1 wrapped, 2 relay). */
 typedef struct bn_results {
@@ -808,6 +822,9 @@ int main(int argc, char **argv)
     bn_phase_small(peers, np, &z, &res);
     bn_phase_pipelined(peers, np, &z, &res);
     bn_phase_big(peers, np, &z, &res);
+    bh_results_t hres = {0};
+    if (o.http)
+        bh_run(&o, &peers[0], &z, audit, &hres);
 
     /* Peak RSS while the process still exists, then shut both down. */
     bn_phase = "shutdown";
@@ -823,6 +840,10 @@ int main(int argc, char **argv)
     unlink(audit);
 
     bn_report(&o, &z, peers, np, &res, qos_fd);
+    if (o.http)
+        bh_report(&z, &hres, res.ns[0] ? res.calls[0] * 1000000000ull / res.ns[0] : 0);
+    free(hres.lat);
+    free(hres.dlat);
     int rc = bn_exit_status(peers, np, res.st);
     for (int k = 0; k < np; k++) {
         free(res.lat[k]);

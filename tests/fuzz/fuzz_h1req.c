@@ -7,8 +7,9 @@
  * window of exactly one read, as a front would: NEED_MORE must consume
  * everything, so the window is empty before each read; after REQUEST or
  * HEAD the rest is fed again at once. Asserted at every step: consumed <=
- * fed; the reader's storage stays within its bounds (head arena fixed at
- * init, body buffer <= max_body_bytes, head bytes <= max_header_bytes);
+ * fed; the reader's storage stays within its bounds (the head arena
+ * grows up to its bound, max_header_bytes and slack, fixed at init; body
+ * buffer <= max_body_bytes, head bytes <= max_header_bytes);
  * every span it reports lies in its storage; an error has a status of the
  * documented set and is sticky. The same stream is then fed in one piece:
  * the events must be the same (the reader does not depend on how the
@@ -47,7 +48,7 @@ static void span_in(const tg_h1req_t *r, tg_h1_str_t s, const char *what)
 
 static void check_bounds(const tg_h1req_t *r, const tg_h1req_opts_t *o, size_t arena_cap)
 {
-    if (r->arena_cap != arena_cap || r->arena_len > r->arena_cap)
+    if (r->arena_max != arena_cap || r->arena_cap > r->arena_max || r->arena_len > r->arena_cap)
         die("head arena past its bound", r->arena_len, r->arena_cap);
     if (r->buf_cap > o->max_body_bytes || r->body_len > o->max_body_bytes)
         die("body storage past max_body_bytes", r->buf_cap, r->body_len);
@@ -130,7 +131,7 @@ static void run(const tg_h1req_opts_t *o, const uint8_t *data, size_t size, size
         free(win);
         return;
     }
-    size_t arena_cap = r.arena_cap, fed = 0;
+    size_t arena_cap = r.arena_max, fed = 0;
     bool dead = false;
     tg_sse_win_t w;
     bool sse = tg_sse_win_init(&w, 1, 512, 4) == 0;
