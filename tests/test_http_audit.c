@@ -472,6 +472,7 @@ Test(http_audit, a_flood_of_refusals_is_audited_at_a_bounded_rate_and_counted, .
     cr_expect_leq(audited, most, "%ld audited in %lu ms", audited, (unsigned long)flood_ms);
     if (most < FLOOD)
         cr_expect_gt(last_count, 0, "the last refusal does not count the ones before it");
+}
 
 /* Idle connections are cheap: 1 000 that never sent a byte and 20 that
  * were answered and kept alive hold no read buffer and no request arena
