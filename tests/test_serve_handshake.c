@@ -43,6 +43,18 @@ static json_int_t h_rpc_code(const json_t *r)
     return json_integer_value(json_object_get(json_object_get(r, "error"), "code"));
 }
 
+/* Initialize over <c>: refused with concurrency_limit_exceeded, naming
+ * the bound at <config_path>. */
+static void h_init_refused(tgh_proc_t *c, const char *config_path)
+{
+    json_t *r = mcp_initialize(c, 5000);
+    cr_assert_not_null(r, "no answer to the initialize over %s", config_path);
+    cr_assert_str_eq(mcp_code_of(r), "concurrency_limit_exceeded");
+    json_t *data = mcp_data_of(r);
+    cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")), config_path);
+    json_decref(r);
+}
+
 /* Read up to <timeout_ms> for the end of <c>: true once it came. */
 static bool h_wait_eof(tgh_proc_t *c, int timeout_ms)
 {
@@ -96,13 +108,8 @@ Test(serve_handshake, max_instances_counts_initialized_sessions)
     mcp_connect(&a, H.sock);
     mcp_init_ok(&a, 5000);
     mcp_connect(&b, H.sock);
-    json_t *r = mcp_initialize(&b, 5000);
-    cr_assert_not_null(r, "no answer to the initialize over max_instances");
-    cr_assert_str_eq(mcp_code_of(r), "concurrency_limit_exceeded");
-    json_t *data = mcp_data_of(r);
-    cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")),
-                     "agents.fx.max_instances");
-    json_decref(r);
+    h_init_refused(&b, "agents.fx.max_instances");
+    json_t *r;
     cr_assert(h_wait_eof(&b, 3000), "the refused session stayed open");
     cr_assert_eq(h_starts(), 1);
     /* Once a's instance is gone, another caller gets one. */
@@ -198,13 +205,7 @@ Test(serve_handshake, max_connections_bounds_an_mcp_listener)
     mcp_connect(&b, H.sock);
     tgh_sleep_ms(200);
     mcp_connect(&c, H.sock);
-    json_t *r = mcp_initialize(&c, 5000);
-    cr_assert_not_null(r, "no answer over max_connections");
-    cr_assert_str_eq(mcp_code_of(r), "concurrency_limit_exceeded");
-    json_t *data = mcp_data_of(r);
-    cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")),
-                     "router.listen[0].max_connections");
-    json_decref(r);
+    h_init_refused(&c, "router.listen[0].max_connections");
     tgh_conn_close(&c);
     mcp_init_ok(&a, 5000);
     tgh_conn_close(&a);
