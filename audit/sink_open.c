@@ -166,6 +166,17 @@ int tg_audit_open_file(const char *path, int flags, tg_err_t *err)
                           "a file",
                           path);
     }
+    if (fd < 0 && e == EACCES && (dst.st_mode & S_IWOTH) &&
+        fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        /* The kernel refused first (fs.protected_regular / protected_fifos:
+         * another user's file in a sticky shared directory): say why, as
+         * toolgate's own check would have. */
+        int rc = check_file(path, dir, &dst, &st, err);
+        if (rc < 0) {
+            close(dfd);
+            return rc;
+        }
+    }
     if (fd < 0) {
         close(dfd);
         return tg_err_set(err, -e, "cannot open %s: %s", path, strerror(e));
