@@ -35,26 +35,30 @@ static bool audit_dir(const char *out, char *dir, size_t cap)
     return strncmp(dir, "/tmp/toolgate-demo-", 19) == 0;
 }
 
-/* Run `<bin> [<pre>] demo` with <env> ("" or "VAR=value ") from /, the
- * audit directory removed after; its exit code, output in <*out>/<*err>. */
-static int run_demo(const char *env, const char *bin, const char *pre, char **out, char **err)
+/* Run `<bin> [<pre>] demo` with <env> ("" or "VAR=value ") from /; its
+ * exit code, output in <*out>/<*err>. The audit directory it names is
+ * removed after, unless the caller takes it in <keep> (NULL: remove). */
+static int run_demo(const char *env, const char *bin, const char *pre, char **out, char **err,
+                    char keep[256])
 {
     char cmd[TGH_SH_MAX];
     snprintf(cmd, sizeof cmd, "cd / && env -u TG_DEMO_AGENT -u TOOLGATE_LOG %s'%s' %s demo", env,
              bin, pre);
     int rc = tgh_sh(cmd, out, err);
     char dir[256];
-    if (audit_dir(*out, dir, sizeof dir))
+    if (!audit_dir(*out, dir, sizeof dir))
+        dir[0] = '\0';
+    if (keep != NULL)
+        snprintf(keep, 256, "%s", dir);
+    else if (dir[0] != '\0')
         tgh_rmtree(dir);
     return rc;
 }
 
 Test(demo, runs_the_whole_script_from_the_build_tree)
 {
-    char *out, *err;
-    char cmd[TGH_SH_MAX];
-    snprintf(cmd, sizeof cmd, "cd / && env -u TG_DEMO_AGENT '%s' demo", TG_BIN);
-    int rc = tgh_sh(cmd, &out, &err);
+    char *out, *err, dir[256];
+    int rc = run_demo("", TG_BIN, "", &out, &err, dir);
     cr_assert_eq(rc, 0, "demo exited %d:\n%s\n%s", rc, out, err);
     const char *want[] = {
         "handshake: agent 'tg-fixture' answered initialize",
@@ -74,8 +78,8 @@ Test(demo, runs_the_whole_script_from_the_build_tree)
 
     /* The audit file it names: every event, seq 1..N with no gap, and the
      * count it printed. */
-    char dir[256], path[300];
-    cr_assert(audit_dir(out, dir, sizeof dir), "no audit directory in:\n%s", out);
+    char path[300];
+    cr_assert(dir[0] != '\0', "no audit directory in:\n%s", out);
     snprintf(path, sizeof path, "%s/audit.jsonl", dir);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "%s", path);
@@ -128,12 +132,12 @@ static void expect_log_lines(const char *err, bool json)
 Test(demo, passes_its_log_format_to_the_wrap)
 {
     char *out, *err;
-    cr_assert_eq(run_demo("", TG_BIN, "--log-format json", &out, &err), 0, "%s\n%s", out, err);
+    cr_assert_eq(run_demo("", TG_BIN, "--log-format json", &out, &err, NULL), 0, "%s\n%s", out, err);
     cr_expect(strstr(out, " wrap --log-format json --audit ") != NULL, "%s", out);
     expect_log_lines(err, true);
     free(out);
     free(err);
-    cr_assert_eq(run_demo("", TG_BIN, "", &out, &err), 0, "%s\n%s", out, err);
+    cr_assert_eq(run_demo("", TG_BIN, "", &out, &err, NULL), 0, "%s\n%s", out, err);
     cr_expect(strstr(out, " wrap --audit ") != NULL, "%s", out);
     expect_log_lines(err, false);
     free(out);
@@ -157,7 +161,7 @@ Test(demo, finds_the_installed_agent_next_to_an_installed_binary)
     char *out, *err;
 
     /* No agent anywhere: exit 1 naming both places and TG_DEMO_AGENT. */
-    cr_assert_eq(run_demo("", bin, "", &out, &err), 1, "%s\n%s", out, err);
+    cr_assert_eq(run_demo("", bin, "", &out, &err, NULL), 1, "%s\n%s", out, err);
     cr_expect(strstr(err, "demo agent not found") != NULL, "%s", err);
     cr_expect(strstr(err, "agents/tg_fixture_agent") != NULL, "%s", err);
     cr_expect(strstr(err, "libexec/toolgate/demo-agent") != NULL, "%s", err);
@@ -167,7 +171,7 @@ Test(demo, finds_the_installed_agent_next_to_an_installed_binary)
 
     install_file(FIXTURE, agent);
     cr_assert_not_null(realpath(agent, real_agent));
-    cr_assert_eq(run_demo("", bin, "", &out, &err), 0, "%s\n%s", out, err);
+    cr_assert_eq(run_demo("", bin, "", &out, &err, NULL), 0, "%s\n%s", out, err);
     char want[PATH_MAX + 8];
     snprintf(want, sizeof want, "-- %s\n", real_agent);
     cr_expect(strstr(out, want) != NULL, "did not run %s:\n%s", real_agent, out);
@@ -176,7 +180,7 @@ Test(demo, finds_the_installed_agent_next_to_an_installed_binary)
     free(err);
 
     /* TG_DEMO_AGENT wins, and one that cannot run is an error. */
-    cr_assert_eq(run_demo("TG_DEMO_AGENT=/nonexistent/agent ", bin, "", &out, &err), 1, "%s", out);
+    cr_assert_eq(run_demo("TG_DEMO_AGENT=/nonexistent/agent ", bin, "", &out, &err, NULL), 1, "%s", out);
     cr_expect(strstr(err, "/nonexistent/agent") != NULL, "%s", err);
     free(out);
     free(err);

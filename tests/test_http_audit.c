@@ -132,18 +132,25 @@ static json_t *events(const char *audit)
     return all;
 }
 
-/* The event <name> with call_id <id>. */
-static json_t *call_event(json_t *all, const char *name, const char *id)
+/* The first event <name> whose string field <key> is <value>, or NULL. */
+static json_t *find_event(json_t *all, const char *name, const char *key, const char *value)
 {
     size_t i;
     json_t *ev;
     json_array_foreach(all, i, ev) {
-        const char *c = str(ev, "call_id");
-        if (strcmp(str(ev, "event"), name) == 0 && c != NULL && strcmp(c, id) == 0)
+        const char *v = str(ev, key);
+        if (strcmp(str(ev, "event"), name) == 0 && v != NULL && strcmp(v, value) == 0)
             return ev;
     }
-    cr_assert_fail("no %s event for call %s", name, id);
     return NULL;
+}
+
+/* The event <name> with call_id <id>. */
+static json_t *call_event(json_t *all, const char *name, const char *id)
+{
+    json_t *ev = find_event(all, name, "call_id", id);
+    cr_assert_not_null(ev, "no %s event for call %s", name, id);
+    return ev;
 }
 
 static void assert_http_event(json_t *ev, const char *caller, const char *digest,
@@ -366,19 +373,6 @@ Test(http_audit, a_wrapped_session_says_stdio_and_names_no_remote_or_session, .f
     json_decref(all);
 }
 
-/* The call.denied event with reason <reason>, or NULL. */
-static json_t *denied_event(json_t *all, const char *reason)
-{
-    size_t i;
-    json_t *ev;
-    json_array_foreach(all, i, ev) {
-        const char *r = str(ev, "reason");
-        if (strcmp(str(ev, "event"), "call.denied") == 0 && r != NULL && strcmp(r, reason) == 0)
-            return ev;
-    }
-    return NULL;
-}
-
 /* A request refused for who or where it came from (401 a credential that
  * names nobody, 403 an Origin not allowed) is audited as a Unix caller's
  * refused connection is: call.denied caller_not_allowed, front http, the
@@ -408,7 +402,7 @@ Test(http_audit, refused_requests_are_audited_with_the_peer_and_no_credential, .
     free(audit);
     const char *want[][2] = {{"unauthenticated", bad_token_from}, {"origin_not_allowed", origin_from}};
     for (size_t i = 0; i < 2; i++) {
-        json_t *ev = denied_event(all, want[i][0]);
+        json_t *ev = find_event(all, "call.denied", "reason", want[i][0]);
         cr_assert_not_null(ev, "no call.denied event with reason %s", want[i][0]);
         char *s = json_dumps(ev, JSON_COMPACT);
         cr_expect_str_eq(str(ev, "code"), "caller_not_allowed", "%s", s);

@@ -209,6 +209,24 @@ static void refusal_timeout(uv_timer_t *t)
     refusal_answer(t->data, NULL, 0);
 }
 
+/* The audit event of a caller refused before it has a session (a Unix
+ * connection, an HTTP request): call.denied <code>, limit <type> of
+ * <scope>, from <front> and <remote> ("" or NULL: unknown). */
+static void refused_ev(tg_audit_ev_t *ev, const char *agent, tg_deny_code_t code,
+                       const char *type, const char *scope, const char *front,
+                       const char *remote)
+{
+    tg_audit_ev_init(ev);
+    ev->event = "call.denied";
+    ev->agent = agent;
+    ev->status = "denied";
+    ev->code = tg_deny_name(code);
+    ev->limit.type = type;
+    ev->limit.scope = scope;
+    ev->front = front;
+    ev->remote = remote != NULL && remote[0] != '\0' ? remote : NULL;
+}
+
 /* Refuse the connection in <f> (accepted) with a denial for its first
  * request, answered with that request's id. */
 static void refuse(refusal_t *f, tg_deny_code_t code, const char *limit, const char *agent,
@@ -236,17 +254,9 @@ static void refuse(refusal_t *f, tg_deny_code_t code, const char *limit, const c
     uv_read_start((uv_stream_t *)&f->pipe, refusal_alloc, refusal_read);
 
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "call.denied";
-    ev.agent = agent;
-    ev.status = "denied";
-    ev.code = tg_deny_name(code);
-    ev.limit.type = limit;
-    ev.limit.scope = f->d.scope;
+    refused_ev(&ev, agent, code, limit, f->d.scope, "unix", f->remote);
     ev.limit.observed = observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : observed;
     ev.limit.cap = cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : cap;
-    ev.front = "unix";
-    ev.remote = f->remote[0] != '\0' ? f->remote : NULL;
     tg_audit_emit(r->gw.audit, &ev);
 }
 
@@ -1053,16 +1063,8 @@ static void http_refused(void *arg, int status, const char *reason, const char *
         return;
     }
     tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "call.denied";
-    ev.agent = tg_agent_id(l->ag);
-    ev.status = "denied";
-    ev.code = tg_deny_name(TG_DENY_CALLER);
+    refused_ev(&ev, tg_agent_id(l->ag), TG_DENY_CALLER, "caller", "caller", "http", remote);
     ev.reason = reason;
-    ev.limit.type = "caller";
-    ev.limit.scope = "caller";
-    ev.front = "http";
-    ev.remote = remote[0] != '\0' ? remote : NULL;
     if (l->refused_quiet > 0)
         ev.count = (int64_t)l->refused_quiet; /* refused before this one, not audited */
     l->refused_quiet = 0;
