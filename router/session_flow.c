@@ -39,43 +39,23 @@ static int batch_kinds(const char *f, size_t n, tg_mcp_kind_t kind, int *all_out
     return rc < 0 || all == 0 ? -1 : hits;
 }
 
-/* A caller line tg_mcp_scan refused (rare path: a full parse only to
- * choose the error). Not JSON: -32700 with id null (JSON-RPC: the id of a
- * frame that does not parse is not known). Nested past the scanner's
- * depth bound, or valid JSON but no valid request (a member of the wrong
- * type, say): -32600, with the request's id when it was read before the
- * fault (issue 12 item 21), else null. Audited either way. */
+/* A caller line tg_mcp_scan refused (rare path): tg_mcp_judge answers it
+ * as every front does (-32700 not JSON, -32600 no valid request), with
+ * its id whenever one was read before the fault. Audited either way. */
 static void caller_invalid(tg_wrap_t *w, const char *frame, size_t slen)
 {
-    tg_mcp_salvage_t sv;
-    tg_mcp_salvage(frame, slen, &sv);
+    tg_mcp_verdict_t v;
+    tg_mcp_judge(frame, slen, &v);
     const char *id = NULL;
     size_t id_len = 0;
-    if (sv.request && sv.id.len <= TG_ID_MAX) {
-        id = frame + sv.id.off;
-        id_len = sv.id.len;
+    if (v.id.type != TG_J_NONE && v.id.len <= TG_ID_MAX) {
+        id = frame + v.id.off;
+        id_len = v.id.len;
     }
-    const char *reason;
-    if (sv.too_deep) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "invalid request: nested deeper than %d levels",
-                 TG_JSCAN_MAX_DEPTH);
-        mcp_rpc_error(w, id, id_len, -32600, msg);
-        reason = "nested_too_deep";
-    } else {
-        json_t *j = json_loadb(frame, slen, JSON_DECODE_ANY, NULL);
-        bool json = j != NULL;
-        json_decref(j);
-        if (json)
-            mcp_rpc_error(w, id, id_len, -32600,
-                          "invalid request: not a JSON-RPC 2.0 request object");
-        else
-            mcp_rpc_error(w, NULL, 0, -32700, "parse error: the line is not valid JSON");
-        reason = json ? "invalid_request" : "parse_error";
-    }
+    mcp_rpc_error(w, id, id_len, v.code, v.message);
     tg_audit_ev_t ev;
     char callid[TG_ID_MAX + 1];
-    tg_adm_audit_refused(&ev, agent_name(w), w->caller, reason, slen);
+    tg_adm_audit_refused(&ev, agent_name(w), w->caller, v.reason, slen);
     if (id != NULL) {
         mcp_caller_id_text(id, id_len, callid);
         ev.call_id = callid;
@@ -179,15 +159,18 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
         tg_out_slice(&w->inst->a.p.wr, b, frame, len);
 }
 
+/* An over-cap caller frame: its top-level members are read as it streams
+ * past the cap (tg_mcp_head_*), never buffered, so an id written after the
+ * arguments (the official TypeScript SDK writes "id" last) is answered. */
 static void on_caller_oversize(tg_wrap_t *w, const char *head, size_t len)
 {
-    tg_jspan_t id;
-    w->over_has_id = false;
-    if (tg_mcp_scan_head_id(head, len, &id) == 0 && id.len <= TG_ID_MAX) {
-        memcpy(w->over_id, head + id.off, id.len);
-        w->over_id_len = id.len;
-        w->over_has_id = true;
-    }
+    tg_mcp_head_init(&w->over);
+    tg_mcp_head_feed(&w->over, head, len);
+}
+
+static void on_caller_skipping(tg_wrap_t *w, const char *p, size_t len)
+{
+    tg_mcp_head_feed(&w->over, p, len);
 }
 
 /* The frame_too_large denial for a <what> ("request", "agent response")
@@ -214,11 +197,16 @@ static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
     char reqid[32], detail[96];
     frame_denial(w, &d, NULL, reqid, detail, "request", total);
     reg_set(w, w->gw->reg_frame_in, w->gw->cfg->max_frame_bytes);
-    /* An id past the cap cannot be read: JSON-RPC answers with id null
-     * when the id cannot be determined (issue 12 item 21), so the caller
-     * hears of its frame either way. */
-    if (w->over_has_id)
-        mcp_deny(w, w->over_id, w->over_id_len, &d);
+    /* The id wherever it came in the frame; null only when none could be
+     * read (not an object, a repeated or over-long id) or the frame is a
+     * response (JSON-RPC answers requests), so the caller hears of its
+     * frame either way. */
+    const char *id = NULL;
+    size_t id_len = 0;
+    bool has_id = tg_mcp_head_id(&w->over, &id, &id_len) == 1 &&
+                  (w->over.method || !w->over.response) && id_len <= TG_ID_MAX;
+    if (has_id)
+        mcp_deny(w, id, id_len, &d);
     else
         mcp_deny(w, NULL, 0, &d);
     tg_audit_ev_t ev;
@@ -230,12 +218,12 @@ static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
     ev.limit.cap = (int64_t)w->gw->cfg->max_frame_bytes;
     ev.bytes_in = (int64_t)total;
     char callid[TG_ID_MAX + 1];
-    if (w->over_has_id) {
-        mcp_caller_id_text(w->over_id, w->over_id_len, callid);
+    if (has_id) {
+        mcp_caller_id_text(id, id_len, callid);
         ev.call_id = callid;
     }
     emit(w, &ev);
-    w->over_has_id = false;
+    tg_mcp_head_init(&w->over);
 }
 
 /* ---- agent frames ----------------------------------------------------- */
@@ -386,14 +374,13 @@ static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
 
 static void on_agent_oversize(tg_wrap_t *w, const char *head, size_t len)
 {
-    tg_jspan_t id;
-    uint64_t v;
-    w->agent_over_has_id = tg_mcp_scan_head_id(head, len, &id) == 0 && id.type == TG_J_NUMBER &&
-                           tg_jnum_u64(head, id, UINT64_MAX, &v) == 0;
-    w->agent_over_id = w->agent_over_has_id ? v : 0;
-    tg_mcp_salvage_t sv;
-    tg_mcp_salvage(head, len, &sv);
-    w->agent_over_method = sv.method;
+    tg_mcp_head_init(&w->agent_over);
+    tg_mcp_head_feed(&w->agent_over, head, len);
+}
+
+static void on_agent_skipping(tg_wrap_t *w, const char *p, size_t len)
+{
+    tg_mcp_head_feed(&w->agent_over, p, len);
 }
 
 /* Answer the request <c> that an over-cap agent reply of <total> bytes
@@ -438,10 +425,19 @@ static bool awaits_answer(const tg_wrap_t *w, const tg_call_t *c)
  * their real replies are then dropped as unmatched. */
 static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
 {
-    tg_call_t *c = w->agent_over_has_id ? mcp_call_by_agent_id(w, w->agent_over_id) : NULL;
-    bool had_id = w->agent_over_has_id || w->agent_over_method;
+    const char *idt;
+    size_t idn;
+    uint64_t v = 0;
+    bool has_id = false;
+    if (tg_mcp_head_id(&w->agent_over, &idt, &idn) == 1) {
+        tg_jspan_t sp;
+        has_id = tg_jscan_value(idt, idn, 0, &sp) >= 0 && sp.type == TG_J_NUMBER &&
+                 tg_jnum_u64(idt, sp, UINT64_MAX, &v) == 0;
+    }
+    tg_call_t *c = has_id ? mcp_call_by_agent_id(w, v) : NULL;
+    bool had_id = has_id || w->agent_over.method;
     reg_set(w, w->ag->r.reg_frame_out, w->gw->cfg->max_frame_bytes);
-    w->agent_over_has_id = false;
+    tg_mcp_head_init(&w->agent_over);
     if (c != NULL && awaits_answer(w, c)) {
         agent_reply_too_large(w, c, total);
         mcp_check_drained(w);
@@ -477,6 +473,19 @@ typedef void (*frame_fn)(tg_wrap_t *, tg_block_t *, size_t, size_t);
 typedef void (*over_fn)(tg_wrap_t *, const char *, size_t);
 typedef void (*skip_fn)(tg_wrap_t *, uint64_t);
 
+/* The handlers of one direction's frames. */
+typedef struct frame_ops {
+    frame_fn frame;
+    over_fn over;     /* the head of an over-cap frame */
+    over_fn skipping; /* more of it, streaming past */
+    skip_fn skipped;  /* its end */
+} frame_ops_t;
+
+static const frame_ops_t caller_ops = {on_caller_frame, on_caller_oversize, on_caller_skipping,
+                                       on_caller_skipped};
+static const frame_ops_t agent_ops = {on_agent_frame, on_agent_oversize, on_agent_skipping,
+                                      on_agent_skipped};
+
 /* Frames handed on between two asks of a drain's <hold>: asking costs more
  * than a frame's share of the rest; the audit queue's crowded mark leaves
  * room for a quarter of it (1 024 events by default). */
@@ -485,8 +494,8 @@ typedef void (*skip_fn)(tg_wrap_t *, uint64_t);
 /* Hand every whole frame of <in> to its handler, or (<hold> non-NULL) only
  * until <hold> says to stop (asked every HOLD_EVERY frames), the rest
  * staying in <in>; how many there were. */
-static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, frame_fn on_frame, over_fn on_over,
-                             skip_fn on_skip, bool (*hold)(tg_wrap_t *))
+static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, const frame_ops_t *ops,
+                             bool (*hold)(tg_wrap_t *))
 {
     unsigned n = 0;
     for (;; n++) {
@@ -501,14 +510,15 @@ static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, frame_fn on_frame, over_
         if (ev == TG_ND_FRAME) {
             if (e - s > in->hint)
                 in->hint = e - s;
-            on_frame(w, b, s, e);
-        } else if (ev == TG_ND_OVERSIZE) {
-            on_over(w, b->data + s, e - s);
-            /* The head is consumed: nothing of this frame stays buffered. */
+            ops->frame(w, b, s, e);
+        } else if (ev == TG_ND_OVERSIZE || ev == TG_ND_SKIPPING) {
+            (ev == TG_ND_OVERSIZE ? ops->over : ops->skipping)(w, b->data + s, e - s);
+            /* Consumed: nothing of this frame stays buffered. */
             if (in->pos == in->len && b->refs == 1)
                 in->len = in->pos = 0;
         } else {
-            on_skip(w, total);
+            ops->skipping(w, b->data + s, e - s);
+            ops->skipped(w, total);
         }
     }
     tg_in_settle(in);
@@ -557,7 +567,7 @@ static void caller_last_line(tg_wrap_t *w)
         return;
     room.base[0] = '\n';
     tg_in_commit(&w->crd, 1);
-    drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize, on_caller_skipped, NULL);
+    drain_frames(w, &w->crd, &caller_ops, NULL);
 }
 
 /* The audit queue is crowded (issue 12 item 2): hand no more of the
@@ -574,8 +584,7 @@ static bool caller_audit_hold(tg_wrap_t *w)
  * an unfinished frame. */
 static void caller_consume(tg_wrap_t *w)
 {
-    unsigned n = drain_frames(w, &w->crd, on_caller_frame, on_caller_oversize,
-                              on_caller_skipped, caller_audit_hold);
+    unsigned n = drain_frames(w, &w->crd, &caller_ops, caller_audit_hold);
     bool progressed = n > 0;
     w->held_frames = caller_audit_hold(w) && w->crd.len > w->crd.pos;
     if (w->held_frames)
@@ -630,7 +639,7 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     if (n > 0) {
         tg_in_commit(&inst->a.p.rd, (size_t)n);
         if (w->inst == inst)
-            drain_frames(w, &inst->a.p.rd, on_agent_frame, on_agent_oversize, on_agent_skipped, NULL);
+            drain_frames(w, &inst->a.p.rd, &agent_ops, NULL);
         else
             inst->a.p.rd.len = inst->a.p.rd.pos = 0;
     } else if (n < 0) {

@@ -131,17 +131,13 @@ struct tg_wrap {
     bool caller_stopped;            /* its reads are stopped (paused, or audit_room) */
     bool held_frames;               /* whole frames wait in crd for room in the audit queue */
     tg_audit_room_t audit_room;     /* linked while paused for the audit queue */
-    char over_id[TG_ID_MAX];        /* id read from the head of an over-cap caller frame */
-    size_t over_id_len;
-    bool over_has_id;
+    tg_mcp_head_t over;             /* an over-cap caller frame's members, read as it streams */
 
     /* agent instance */
     tg_inst_t *inst;
     agent_state_t astate;
     bool agent_paused;
-    uint64_t agent_over_id;
-    bool agent_over_has_id;
-    bool agent_over_method; /* the over-cap agent frame's head named a method */
+    tg_mcp_head_t agent_over; /* an over-cap agent frame's members, read as it streams */
     uint64_t restart_at[TG_APROC_RESTART_LOG];
     uint32_t nrestarts;
     uint64_t invalid_agent_frames;

@@ -830,3 +830,125 @@ Test(envelope, differential_vs_jansson, .timeout = 120)
     cr_assert_gt(invalid_ok, 300);
     cr_assert_gt(deep, 10);
 }
+
+/* ---- issue 20 items 1-2: one judgement, and ids read past the cap ---- */
+
+/* Feed <s> to a head reader in pieces of <step> bytes. */
+static const char *head_id_of(const char *s, size_t step, tg_mcp_head_t *h)
+{
+    static char out[TG_MCP_HEAD_ID_MAX + 1];
+    size_t n = strlen(s);
+    tg_mcp_head_init(h);
+    for (size_t i = 0; i < n; i += step)
+        tg_mcp_head_feed(h, s + i, n - i < step ? n - i : step);
+    const char *id;
+    size_t len;
+    if (!tg_mcp_head_id(h, &id, &len))
+        return NULL;
+    memcpy(out, id, len);
+    out[len] = '\0';
+    return out;
+}
+
+Test(envelope, head_stream_reads_id_anywhere)
+{
+    static const struct {
+        const char *frame;
+        const char *id; /* NULL: none */
+        bool method, response;
+    } cases[] = {
+        /* the official TypeScript SDK's order: id last */
+        {"{\"method\":\"tools/call\",\"params\":{\"name\":\"e\",\"arguments\":{\"t\":\"x}]\\\"{\"}},"
+         "\"jsonrpc\":\"2.0\",\"id\":42}", "42", true, false},
+        {"{\"id\":\"a\\\"b\",\"method\":\"x\"}", "\"a\\\"b\"", true, false},
+        {" { \"params\" : [1,[2,{\"id\":3}]] , \"id\" : null , \"method\":\"m\" } ", "null", true,
+         false},
+        {"{\"id\":-1.5e3,\"result\":{}}", "-1.5e3", false, true},
+        {"{\"jsonrpc\":\"2.0\",\"error\":{\"code\":1},\"id\":7}", "7", false, true},
+        {"{\"id\":1,\"method\":\"m\",\"id\":2}", NULL, true, false},  /* repeated: void */
+        {"{\"id\":true,\"method\":\"m\"}", NULL, true, false},         /* not an id type */
+        {"{\"id\":{\"a\":1},\"method\":\"m\"}", NULL, true, false},
+        {"{\"id\":01,\"method\":\"m\"}", NULL, true, false},           /* not a valid number */
+        {"[{\"id\":1}]", NULL, false, false},                          /* a batch */
+        {"{\"params\":{\"id\":5}}", NULL, false, false},               /* nested ids are not it */
+        {"{\"method\":\"m\",\"params\":{}", NULL, true, false},         /* cut, no id */
+        {"{\"id\":12", NULL, false, false},                            /* cut inside the id */
+    };
+    tg_mcp_head_t h;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        for (size_t step = 1; step <= 7; step += 3) {
+            const char *got = head_id_of(cases[i].frame, step, &h);
+            if (cases[i].id == NULL)
+                cr_assert_null(got, "case %zu step %zu: %s", i, step, got);
+            else
+                cr_assert(got != NULL && strcmp(got, cases[i].id) == 0, "case %zu step %zu: %s", i,
+                          step, got ? got : "(none)");
+            cr_assert_eq(h.method, cases[i].method, "case %zu", i);
+            cr_assert_eq(h.response, cases[i].response, "case %zu", i);
+        }
+    }
+    /* an id over the bound is void, not cut */
+    char big[400];
+    int n = snprintf(big, sizeof big, "{\"method\":\"m\",\"id\":\"");
+    memset(big + n, 'i', 200);
+    snprintf(big + n + 200, sizeof big - (size_t)n - 200, "\"}");
+    cr_assert_null(head_id_of(big, 5, &h));
+}
+
+Test(envelope, head_stream_big_frame_in_o1)
+{
+    /* 4 MiB of arguments, strings with brackets and escapes, then the id */
+    size_t n = 4u << 20;
+    char *f = malloc(n + 128);
+    cr_assert_not_null(f);
+    size_t at = (size_t)snprintf(f, 64, "{\"method\":\"tools/call\",\"params\":{\"a\":[\"");
+    while (at < n) {
+        memcpy(f + at, "{[\\\"x\\\\", 7);
+        at += 7;
+    }
+    at += (size_t)snprintf(f + at, 64, "\"]},\"id\":\"tail\"}");
+    tg_mcp_head_t h;
+    tg_mcp_head_init(&h);
+    for (size_t i = 0; i < at; i += 65536)
+        tg_mcp_head_feed(&h, f + i, at - i < 65536 ? at - i : 65536);
+    const char *id;
+    size_t len;
+    cr_assert_eq(tg_mcp_head_id(&h, &id, &len), 1);
+    cr_assert_eq(len, 6);
+    cr_assert(memcmp(id, "\"tail\"", 6) == 0);
+    free(f);
+}
+
+Test(envelope, judge_one_verdict_for_every_front)
+{
+    static const struct {
+        const char *frame;
+        int code;
+        const char *id; /* NULL: null */
+        const char *reason;
+    } cases[] = {
+        {"{}", -32600, NULL, "invalid_request"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"params\":5,\"method\":\"initialize\"}", -32600, "1",
+         "invalid_request"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":5}", -32600, "9", "invalid_request"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"e\","
+         "\"arguments\":{\"text\":01}}}", -32700, "4", "parse_error"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":\"u\",\"method\":\"tools/call\",\"params\":{\"arguments\":"
+         "{\"text\":\"\xff\xfe\"}}}", -32700, "\"u\"", "parse_error"},
+        {"not json", -32700, NULL, "parse_error"},
+        {"{\"id\":3,\"result\":{},\"error\":{}}", -32600, NULL, "invalid_request"}, /* a response */
+        {"{\"id\":3,\"result\":{\"a\":01}}", -32700, NULL, "parse_error"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tg_mcp_verdict_t v;
+        const char *f = cases[i].frame;
+        cr_assert_lt(tg_mcp_scan(f, strlen(f), &env), 0, "case %zu scans", i);
+        tg_mcp_judge(f, strlen(f), &v);
+        cr_assert_eq(v.code, cases[i].code, "case %zu: %d", i, v.code);
+        cr_assert_str_eq(v.reason, cases[i].reason, "case %zu", i);
+        if (cases[i].id == NULL)
+            cr_assert_eq(v.id.type, TG_J_NONE, "case %zu", i);
+        else
+            cr_assert_str_eq(span_text(f, v.id), cases[i].id, "case %zu", i);
+    }
+}

@@ -961,6 +961,47 @@ Test(http_front, malformed_requests)
     stop();
 }
 
+/* issue 20 item 2: one judgement for both fronts (tg_mcp_judge): valid
+ * JSON that is no JSON-RPC request is -32600, not -32700, and the id read
+ * before the fault is echoed */
+Test(http_front, invalid_bodies_judged_as_on_stdio)
+{
+    start(NULL, NULL, NULL, NULL);
+    static const struct {
+        const char *body;
+        int code;
+        json_int_t id; /* 0: null */
+    } cases[] = {
+        {"{}", -32600, 0},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"params\":5,\"method\":\"initialize\"}", -32600, 1},
+        {"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":5}", -32600, 9},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"arguments\":01}}",
+         -32700, 4},
+        {"nope", -32700, 0},
+    };
+    tgc_t c;
+    dial(&c);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        post(&c, NULL, NULL, cases[i].body);
+        tgc_resp_t r;
+        must_read(&c, &r);
+        cr_expect_eq(r.status, 400, "case %zu: %d", i, r.status);
+        json_t *m = json_loads(r.body, 0, NULL);
+        cr_assert_not_null(m, "case %zu: %s", i, r.body);
+        cr_expect_eq(json_integer_value(json_object_get(json_object_get(m, "error"), "code")),
+                     cases[i].code, "case %zu: %s", i, r.body);
+        json_t *id = json_object_get(m, "id");
+        if (cases[i].id == 0)
+            cr_expect(json_is_null(id), "case %zu: %s", i, r.body);
+        else
+            cr_expect_eq(json_integer_value(id), cases[i].id, "case %zu: %s", i, r.body);
+        json_decref(m);
+        tgc_resp_free(&r);
+    }
+    tgc_close(&c);
+    stop();
+}
+
 Test(http_front, pipelined_requests_in_order)
 {
     hostile_start();

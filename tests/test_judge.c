@@ -78,20 +78,36 @@ Test(judge, caller_invalid_arguments_refused)
         "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
         "\"arguments\":{\"text\":\"a\",,}}}",
     };
+    /* issue 20 item 2: the id was read before the fault, so it is echoed
+     * (a null id leaves the client waiting for its own timeout) */
     for (size_t i = 0; i < 3; i++) {
         jd_send(bad[i]);
         json_t *r = jd_next(3000, "no answer to an invalid frame");
         cr_assert_eq(jd_code(r), -32700, "case %zu", i);
-        cr_assert(json_is_null(json_object_get(r, "id")), "case %zu", i);
+        cr_assert_eq(json_integer_value(json_object_get(r, "id")), 4 + (json_int_t)i,
+                     "case %zu: the id read before the fault was not echoed", i);
         json_decref(r);
     }
+    jd_send("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":5}");
+    json_t *r = jd_next(3000, "no answer to a method of the wrong type");
+    cr_assert_eq(jd_code(r), -32600);
+    cr_assert_eq(json_integer_value(json_object_get(r, "id")), 9);
+    json_decref(r);
+    /* a response is never answered with its own id */
+    jd_send("{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"a\":01}}");
+    r = jd_next(3000, "no answer to an invalid response");
+    cr_assert_eq(jd_code(r), -32700);
+    cr_assert(json_is_null(json_object_get(r, "id")));
+    json_decref(r);
     mcp_call_text(&J.tg, 7, "echo", "{\"text\":\"on\"}", "on", 3000);
     cr_assert_eq(tgh_log_count(J.log, "call "), 1, "an invalid frame reached the agent");
 }
 
 /* ---- item 21 ---- */
 
-Test(judge, over_cap_id_after_cap_answered_with_null)
+/* issue 20 item 1: the id after the cap (the TypeScript SDK writes it
+ * last) is read as the frame streams past, never buffered */
+Test(judge, over_cap_id_after_cap_answered_with_id)
 {
     const char *const args[] = {"--limit", "max_frame_bytes=2Ki", NULL};
     jd_start(args);
@@ -104,6 +120,18 @@ Test(judge, over_cap_id_after_cap_answered_with_null)
     n += snprintf(line + n, sizeof line - (size_t)n, "\"}},\"id\":9}");
     jd_send(line);
     json_t *r = jd_next(3000, "no answer to an over-cap frame whose id is past the cap");
+    cr_assert_eq(json_integer_value(json_object_get(r, "id")), 9, "the id past the cap was lost");
+    mcp_assert_denial(r, -32063, "frame_too_large");
+    json_decref(r);
+    cr_assert_geq(tgh_file_wait(J.audit, "\"call_id\":\"9\"", 1, 3000), 1,
+                  "the denial's audit event does not name the call");
+    /* an id that cannot be read (repeated) is answered with null */
+    n = snprintf(line, sizeof line, "{\"id\":1,\"method\":\"tools/call\",\"params\":{\"a\":\"");
+    memset(line + n, 'y', 3000);
+    n += 3000;
+    snprintf(line + n, sizeof line - (size_t)n, "\"},\"id\":2}");
+    jd_send(line);
+    r = jd_next(3000, "no answer to an over-cap frame with two ids");
     cr_assert(json_is_null(json_object_get(r, "id")));
     mcp_assert_denial(r, -32063, "frame_too_large");
     json_decref(r);

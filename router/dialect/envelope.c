@@ -435,14 +435,266 @@ void tg_mcp_salvage(const char *buf, size_t len, tg_mcp_salvage_t *out)
      * like a malformed one). The first of a repeated key is kept. */
     if (tg_jobj_begin_partial(&it, buf, len, 0) < 0)
         return;
-    while (tg_jobj_next(&it, &k, &v) == 1) {
+    while (tg_jobj_key(&it, &k) == 1) {
+        /* The key counts even when its value is the fault: a "result"
+         * that does not parse still makes the frame a response. */
         top_key_t which = top_key(buf, k);
+        if (which == TK_RESULT || which == TK_ERROR)
+            out->response = true;
+        else if (which == TK_METHOD)
+            out->method_key = true;
+        if (tg_jobj_value(&it, &v) < 0)
+            break;
         if (which == TK_ID && !has_id && is_id_type(v.type)) {
             out->id = v;
             has_id = true;
-        } else if (which == TK_METHOD && v.type == TG_J_STRING) {
-            out->method = true;
+        } else if (which == TK_METHOD) {
+            out->method |= v.type == TG_J_STRING;
         }
     }
     out->request = has_id && out->method;
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+void tg_mcp_judge(const char *buf, size_t len, tg_mcp_verdict_t *v)
+{
+    tg_mcp_salvage_t sv;
+    tg_mcp_salvage(buf, len, &sv);
+    memset(v, 0, sizeof *v);
+    if (sv.id.type != TG_J_NONE && (sv.method_key || !sv.response))
+        v->id = sv.id;
+    if (sv.too_deep) {
+        v->code = -32600;
+        v->message = "invalid request: nested deeper than " STR(TG_JSCAN_MAX_DEPTH) " levels";
+        v->reason = "nested_too_deep";
+        return;
+    }
+    /* jscan validates strictly (RFC 8259, UTF-8 included), as jansson
+     * does: the same verdict on valid JSON as a full parser's. */
+    tg_jspan_t top;
+    long end = tg_jscan_value(buf, len, 0, &top);
+    bool json = end >= 0;
+    for (size_t i = json ? (size_t)end : len; i < len; i++)
+        if (buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\r' && buf[i] != '\n')
+            json = false;
+    if (json) {
+        v->code = -32600;
+        v->message = "invalid request: not a JSON-RPC 2.0 request object";
+        v->reason = "invalid_request";
+    } else {
+        v->code = -32700;
+        v->message = "parse error: the message is not valid JSON";
+        v->reason = "parse_error";
+    }
+}
+
+/* ---- over-cap frames, read as a stream ---- */
+
+enum head_state {
+    HS_START = 0, /* before the top-level '{' */
+    HS_KEY_OR_END, /* at the top, a key or '}' next */
+    HS_KEY,        /* in a top-level key */
+    HS_COLON,      /* after a key */
+    HS_VALUE,      /* before a top-level value */
+    HS_STR,        /* in a top-level string value */
+    HS_SCALAR,     /* in a top-level number or literal */
+    HS_NEST,       /* inside a nested object or array, outside strings */
+    HS_NEST_STR,   /* in a string inside it */
+    HS_AFTER,      /* after a top-level value: ',' or '}' */
+    HS_END,        /* the top-level object closed, or the grammar broke */
+};
+
+void tg_mcp_head_init(tg_mcp_head_t *h)
+{
+    memset(h, 0, sizeof *h);
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* The id's bytes as they come; the bound voids it (it could not be echoed
+ * whole). */
+static void id_put(tg_mcp_head_t *h, char c)
+{
+    if (h->key != TK_ID || h->id_void)
+        return;
+    if (h->id_len == sizeof h->id) {
+        h->id_void = true;
+        return;
+    }
+    h->id[h->id_len++] = c;
+}
+
+static void key_done(tg_mcp_head_t *h)
+{
+    top_key_t k = TK_OTHER;
+    size_t n = h->klen;
+    if (n == 2 && memcmp(h->kbuf, "id", 2) == 0)
+        k = TK_ID;
+    else if (n == 6 && memcmp(h->kbuf, "method", 6) == 0)
+        k = TK_METHOD;
+    else if (n == 6 && memcmp(h->kbuf, "result", 6) == 0)
+        k = TK_RESULT;
+    else if (n == 5 && memcmp(h->kbuf, "error", 5) == 0)
+        k = TK_ERROR;
+    h->key = (uint8_t)k;
+    if (k == TK_ID) {
+        if (h->id_seen)
+            h->id_void = true;
+        h->id_seen = true;
+        h->id_len = 0;
+    } else if (k == TK_METHOD) {
+        h->method = true;
+    } else if (k == TK_RESULT || k == TK_ERROR) {
+        h->response = true;
+    }
+}
+
+/* Where a top-level value ends: the next key, the end, or a broken frame. */
+static void after_value(tg_mcp_head_t *h, char c)
+{
+    h->key = TK_OTHER;
+    if (c == ',')
+        h->st = HS_KEY_OR_END;
+    else if (c == '}')
+        h->st = HS_END;
+    else if (is_blank(c))
+        h->st = HS_AFTER;
+    else
+        h->st = HS_END;
+}
+
+void tg_mcp_head_feed(tg_mcp_head_t *h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        switch (h->st) {
+        case HS_NEST_STR: {
+            /* The bulk of a big frame: run to the next quote or backslash. */
+            if (h->esc) {
+                h->esc = false;
+                break;
+            }
+            while (i < n && p[i] != '"' && p[i] != '\\')
+                i++;
+            if (i == n)
+                return;
+            if (p[i] == '\\')
+                h->esc = true;
+            else
+                h->st = HS_NEST;
+            break;
+        }
+        case HS_NEST:
+            if (c == '"') {
+                h->st = HS_NEST_STR;
+            } else if (c == '{' || c == '[') {
+                h->depth++;
+            } else if (c == '}' || c == ']') {
+                if (--h->depth == 1)
+                    h->st = HS_AFTER;
+            }
+            break;
+        case HS_START:
+            if (c == '{') {
+                h->depth = 1;
+                h->st = HS_KEY_OR_END;
+            } else if (!is_blank(c)) {
+                h->st = HS_END;
+            }
+            break;
+        case HS_KEY_OR_END:
+            if (c == '"') {
+                h->st = HS_KEY;
+                h->klen = 0;
+            } else if (c == '}') {
+                h->st = HS_END;
+            } else if (!is_blank(c)) {
+                h->st = HS_END;
+            }
+            break;
+        case HS_KEY:
+            if (h->esc) {
+                h->esc = false;
+            } else if (c == '\\') {
+                /* An escaped key is read as no key toolgate knows: real
+                 * clients never escape "id". */
+                h->esc = true;
+                h->klen = sizeof h->kbuf;
+            } else if (c == '"') {
+                key_done(h);
+                h->st = HS_COLON;
+            } else if (h->klen < sizeof h->kbuf) {
+                h->kbuf[h->klen++] = c;
+            }
+            break;
+        case HS_COLON:
+            if (c == ':')
+                h->st = HS_VALUE;
+            else if (!is_blank(c))
+                h->st = HS_END;
+            break;
+        case HS_VALUE:
+            if (is_blank(c))
+                break;
+            if (c == '"') {
+                id_put(h, c);
+                h->st = HS_STR;
+            } else if (c == '{' || c == '[') {
+                if (h->key == TK_ID)
+                    h->id_void = true;
+                h->depth++;
+                h->st = HS_NEST;
+            } else if (c == ',' || c == '}') {
+                h->st = HS_END;
+            } else {
+                if (h->key == TK_ID && !(c == '-' || (c >= '0' && c <= '9') || c == 'n'))
+                    h->id_void = true; /* true or false: not an id */
+                id_put(h, c);
+                h->st = HS_SCALAR;
+            }
+            break;
+        case HS_STR:
+            id_put(h, c);
+            if (h->esc)
+                h->esc = false;
+            else if (c == '\\')
+                h->esc = true;
+            else if (c == '"')
+                h->st = HS_AFTER;
+            break;
+        case HS_SCALAR:
+            if (c == ',' || c == '}' || is_blank(c))
+                after_value(h, c);
+            else
+                id_put(h, c);
+            break;
+        case HS_AFTER:
+            after_value(h, c);
+            break;
+        default:
+            return;
+        }
+    }
+}
+
+int tg_mcp_head_id(const tg_mcp_head_t *h, const char **id, size_t *len)
+{
+    if (!h->id_seen || h->id_void || h->id_len == 0)
+        return 0;
+    /* Complete only once the value ended (a scalar cut by the end of what
+     * was fed may be a prefix). */
+    if (h->st == HS_VALUE || h->st == HS_STR || h->st == HS_SCALAR)
+        if (h->key == TK_ID)
+            return 0;
+    tg_jspan_t v;
+    if (tg_jscan_value(h->id, h->id_len, 0, &v) != (long)h->id_len || !is_id_type(v.type))
+        return 0;
+    *id = h->id;
+    *len = h->id_len;
+    return 1;
 }

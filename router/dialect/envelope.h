@@ -70,9 +70,65 @@ typedef struct tg_mcp_salvage {
     tg_jspan_t id;
     bool request;
     bool method;   /* a "method" string was read: not a response */
+    bool method_key; /* a "method" key was read, whatever its value */
+    bool response; /* a "result" or "error" key was read */
     bool too_deep;
 } tg_mcp_salvage_t;
 
 void tg_mcp_salvage(const char *buf, size_t len, tg_mcp_salvage_t *out);
+
+/* One judgement of a frame tg_mcp_scan refused, for every front (stdio,
+ * Unix, HTTP): not JSON (invalid UTF-8 included) is -32700 Parse error;
+ * valid JSON that is no valid JSON-RPC message, or nested past
+ * TG_JSCAN_MAX_DEPTH, is -32600 Invalid Request. Either way the answer
+ * carries the frame's top-level "id" whenever it was read before the fault
+ * (JSON-RPC's null id is for an id that could not be detected), unless the
+ * frame is a response (a "result" or "error" member and no "method"): a
+ * caller's answer is never answered. <message> is static text; <reason>
+ * is the audit reason ("parse_error", "invalid_request",
+ * "nested_too_deep"). */
+typedef struct tg_mcp_verdict {
+    int code;
+    const char *message;
+    const char *reason;
+    tg_jspan_t id; /* TG_J_NONE: answer with id null */
+} tg_mcp_verdict_t;
+
+void tg_mcp_judge(const char *buf, size_t len, tg_mcp_verdict_t *v);
+
+/* ---- over-cap frames, read as a stream ----
+ * The top-level members of a frame too large to buffer, fed in pieces as
+ * they stream past (the head, then every skipped span), in O(1) memory:
+ * it keeps the top-level "id" when it is a number, string or null of at
+ * most TG_MCP_HEAD_ID_MAX bytes (strictly validated once complete), and
+ * whether "method", "result" or "error" keys were seen. Nested values are
+ * skipped by counting brackets outside strings; a frame that is not an
+ * object, or breaks the top-level grammar, stops the reading where it
+ * breaks (what was read before stays). A repeated "id" leaves no id: the
+ * frame is ambiguous. Pure: no allocation, no I/O. */
+#define TG_MCP_HEAD_ID_MAX 128 /* fixed internal bound: bytes of an id kept (TG_ID_MAX) */
+
+typedef struct tg_mcp_head {
+    uint64_t depth;  /* brackets open; 1 = inside the top-level object */
+    uint8_t st;      /* reading state (envelope.c) */
+    uint8_t key;     /* the top-level key whose value is being read */
+    uint8_t klen;    /* bytes of that key so far (capped: longer is "other") */
+    bool esc;        /* the previous byte of a string was a backslash */
+    bool id_seen;    /* an "id" key came (a second one makes the id void) */
+    bool id_void;    /* repeated, of the wrong type, or longer than the bound */
+    bool method;     /* a "method" key came */
+    bool response;   /* a "result" or "error" key came */
+    char kbuf[8];
+    size_t id_len;
+    char id[TG_MCP_HEAD_ID_MAX];
+} tg_mcp_head_t;
+
+void tg_mcp_head_init(tg_mcp_head_t *h);
+void tg_mcp_head_feed(tg_mcp_head_t *h, const char *p, size_t n);
+/* The id read so far: 1 with [*id, *id+*len) (JSON text: a number, a
+ * quoted string or null), or 0 when none was read, it is void, or it is
+ * still incomplete. Echoing it follows tg_mcp_judge's rule: not for a
+ * response (h->response && !h->method). */
+int tg_mcp_head_id(const tg_mcp_head_t *h, const char **id, size_t *len);
 
 #endif

@@ -21,10 +21,14 @@ tg_nd_ev_t tg_ndjson_next(tg_ndjson_t *c, const char *buf, size_t len, size_t *p
         const char *nl = memchr(buf + p, '\n', len - p);
         if (nl == NULL) {
             c->skipped += len - p;
+            *start = p;
+            *end = len;
             *pos = len;
-            return TG_ND_NEED_MORE;
+            return TG_ND_SKIPPING;
         }
         size_t i = (size_t)(nl - buf);
+        *start = p;
+        *end = i;
         *total = c->skipped + (i - p);
         c->skipped = 0;
         c->skipping = false;

@@ -5,8 +5,10 @@
  * A frame longer than <max_frame> bytes (excluding its '\n') is never
  * buffered past the cap: TG_ND_OVERSIZE hands out its first max_frame
  * bytes once (to read the id from the head), then the codec discards bytes
- * as they stream until the newline and reports TG_ND_SKIPPED with the
- * frame's total length.
+ * as they stream until the newline, handing each span out once as it goes
+ * (TG_ND_SKIPPING, so the shell can read the frame's top-level members past
+ * the cap without keeping them), and reports TG_ND_SKIPPED with the
+ * frame's last span and total length.
  */
 #ifndef TG_ROUTER_NDJSON_H
 #define TG_ROUTER_NDJSON_H
@@ -26,7 +28,9 @@ typedef enum tg_nd_ev {
     TG_ND_NEED_MORE = 0, /* keep [*pos, len) and read more */
     TG_ND_FRAME,         /* [*start, *end) is a frame; *end is the '\n' offset */
     TG_ND_OVERSIZE,      /* [*start, *end) is the head of an over-cap frame */
-    TG_ND_SKIPPED,       /* the over-cap frame ended; *total is its length */
+    TG_ND_SKIPPING,      /* [*start, *end) are bytes of the over-cap frame, gone once read */
+    TG_ND_SKIPPED,       /* the over-cap frame ended; [*start, *end) were its last bytes
+                          * (maybe none) and *total is its length */
 } tg_nd_ev_t;
 
 void tg_ndjson_init(tg_ndjson_t *c, uint64_t max_frame);

@@ -583,8 +583,14 @@ static void handle_post(hconn_t *c)
     }
     tg_mcp_env_t env;
     if (tg_mcp_scan(r->body, r->body_len, &env) < 0) {
-        respond_rpc(c, 400, -32700, NULL, 0,
-                    "Parse error: the body is not one valid JSON-RPC message", NULL, 0);
+        /* The judgement of every front (tg_mcp_judge): -32700 for a body
+         * that is not JSON, -32600 for JSON that is no valid message, with
+         * the id whenever it was read. */
+        tg_mcp_verdict_t v;
+        tg_mcp_judge(r->body, r->body_len, &v);
+        bool id = v.id.type != TG_J_NONE && v.id.len <= TG_HSESS_RPCID_MAX;
+        respond_rpc(c, 400, v.code, id ? r->body + v.id.off : NULL, id ? v.id.len : 0,
+                    v.message, NULL, 0);
         return;
     }
     if (env.kind == TG_MCP_BATCH) {

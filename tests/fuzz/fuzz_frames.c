@@ -8,8 +8,10 @@
  *    to the front on NEED_MORE): the events must be exactly those of a
  *    reference split on '\n' (FRAME for a line <= max_frame, OVERSIZE with
  *    its first max_frame bytes then SKIPPED with the line's length for a
- *    longer one), and every frame goes through the oracle, every over-cap
- *    head through tg_mcp_scan_head_id.
+ *    longer one, every byte past the head handed out once by SKIPPING
+ *    and SKIPPED), and every frame goes through the oracle, every over-cap
+ *    head through tg_mcp_scan_head_id, and the id read from an over-cap
+ *    line as it streams (tg_mcp_head_*) must be the line's own.
  * The first and last input bytes pick max_frame and the chunk size.
  */
 #include <stdint.h>
@@ -61,7 +63,28 @@ typedef struct ref {
     size_t n, at;
     uint64_t max;
     int pending_skip; /* an OVERSIZE was given for the line at <at> */
+    size_t skip_off;  /* bytes of that line handed out so far */
+    tg_mcp_head_t head; /* its top-level members, read as they streamed */
 } ref_t;
+
+/* The streamed reading of an over-cap line against jansson: an id it
+ * reports is the line's own, when the line is one valid object. */
+static void check_head_stream(const ref_t *r, size_t line)
+{
+    const char *id;
+    size_t n;
+    if (!tg_mcp_head_id(&r->head, &id, &n))
+        return;
+    json_t *obj = json_loadb((const char *)r->s + r->at, line, JSON_REJECT_DUPLICATES, NULL);
+    if (obj == NULL)
+        return;
+    json_t *want = json_object_get(obj, "id");
+    json_t *got = json_loadb(id, n, JSON_DECODE_ANY, NULL);
+    if (!json_is_object(obj) || got == NULL || want == NULL || !json_equal(want, got))
+        die("ndjson: the streamed id is not the line's", r->s + r->at, line);
+    json_decref(got);
+    json_decref(obj);
+}
 
 static void expect_event(ref_t *r, tg_nd_ev_t ev, const char *buf, size_t start, size_t end,
                          uint64_t total)
@@ -69,8 +92,18 @@ static void expect_event(ref_t *r, tg_nd_ev_t ev, const char *buf, size_t start,
     const uint8_t *nl = r->at < r->n ? memchr(r->s + r->at, '\n', r->n - r->at) : NULL;
     size_t line = nl ? (size_t)(nl - (r->s + r->at)) : r->n - r->at;
     if (r->pending_skip) {
-        if (ev != TG_ND_SKIPPED || !nl || total != line)
+        /* every byte of the line past its head is handed out once, in order */
+        if ((ev != TG_ND_SKIPPING && ev != TG_ND_SKIPPED) || end < start ||
+            r->skip_off + (end - start) > line ||
+            memcmp(buf + start, r->s + r->at + r->skip_off, end - start) != 0)
+            die("ndjson: expected the over-cap line's next bytes", r->s, r->n);
+        r->skip_off += end - start;
+        tg_mcp_head_feed(&r->head, buf + start, end - start);
+        if (ev == TG_ND_SKIPPING)
+            return;
+        if (!nl || total != line || r->skip_off != line)
             die("ndjson: expected SKIPPED with the line length", r->s, r->n);
+        check_head_stream(r, line);
         r->at += line + 1;
         r->pending_skip = 0;
         return;
@@ -87,6 +120,9 @@ static void expect_event(ref_t *r, tg_nd_ev_t ev, const char *buf, size_t start,
             memcmp(buf + start, r->s + r->at, (size_t)r->max) != 0)
             die("ndjson: expected OVERSIZE", r->s, r->n);
         r->pending_skip = 1;
+        r->skip_off = (size_t)r->max;
+        tg_mcp_head_init(&r->head);
+        tg_mcp_head_feed(&r->head, buf + start, end - start);
         return;
     }
     die("ndjson: event for an unfinished short line", r->s, r->n);
@@ -102,7 +138,11 @@ static void fuzz_ndjson(const uint8_t *data, size_t size)
         abort();
     tg_ndjson_t c;
     tg_ndjson_init(&c, max);
-    ref_t r = {.s = data, .n = size, .at = 0, .max = max, .pending_skip = 0};
+    static ref_t r;
+    memset(&r, 0, sizeof r);
+    r.s = data;
+    r.n = size;
+    r.max = max;
     size_t len = 0, pos = 0, fed = 0;
     unsigned seed = 1;
     while (fed < size) {

@@ -247,6 +247,37 @@ async function main() {
     );
     check(passed === 3, `exactly 3 of 5 calls admitted (got ${passed})`);
 
+    // Issue 20 item 1: the SDK writes "id" last, after the arguments, so an
+    // over-cap request's id comes past max_frame_bytes. toolgate reads it
+    // as the frame streams past and answers frame_too_large with it: the
+    // SDK rejects the call at once instead of waiting for its own timeout.
+    const over = await session(
+      "over-cap",
+      [toolgate, "wrap", "--limit", "max_frame_bytes=64Ki", "--", ...serverCmd],
+      async (client) => {
+        const t0 = Date.now();
+        let err = null;
+        try {
+          await client.callTool({ name: "echo", arguments: { message: "x".repeat(70 * 1024) } },
+            undefined, { timeout: 20000 });
+        } catch (e) {
+          err = e;
+        }
+        const ms = Date.now() - t0;
+        // the session goes on: the next call is served
+        const after = await client.callTool({ name: "echo", arguments: { message: "after" } });
+        return { err, ms, after };
+      }
+    );
+    check(
+      over.err instanceof McpError && over.err.data?.code === "frame_too_large",
+      "SDK call over max_frame_bytes (id written last) is refused frame_too_large",
+      show(over.err)
+    );
+    check(over.ms < 10000, `the over-cap refusal reached the SDK call at once (${over.ms} ms)`);
+    check(over.after?.content?.[0]?.text === "Echo: after", "the session serves the next call",
+      show(over.after));
+
     // The same server behind `toolgate serve`: one socket without limits,
     // one with 3/minute shared by every connection to it.
     const auditC = join(tmp, "serve.jsonl");
