@@ -172,7 +172,8 @@ void mcp_audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, const c
 void mcp_deny_call(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d, const char *event,
                       const char *stage)
 {
-    mcp_deny(w, c->caller_id, c->caller_id_len, d);
+    if (!mcp_task_denied(w, c, d))
+        mcp_deny(w, c->caller_id, c->caller_id_len, d);
     mcp_audit_call(w, c, event, event[5] == 't' ? "timeout" : "denied", d, stage);
 }
 
@@ -286,6 +287,7 @@ void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
         return;
     }
     tg_route_deadline(&w->ag->r, &c->cc, env->has_timeout, env->timeout_ms);
+    mcp_task_admit(w, c, frame, env);
     tg_route_hold_frame(&w->ag->r, &c->cc, b, frame, len, env->id.off, env->id.len, false);
     tg_pipe_admit(&c->cc);
 }
@@ -305,6 +307,10 @@ static tg_call_go_t mcp_op_ready(const tg_callc_t *cc)
 
 static bool mcp_op_forward(tg_callc_t *cc)
 {
+    if (CALL(cc)->ttl_len > 0) {
+        mcp_task_forward(CALL(cc)->w, CALL(cc));
+        return true;
+    }
     mcp_to_agent_spliced(CALL(cc)->w, cc->qblk, cc->qframe, cc->qlen, cc->qid_off, cc->qid_len,
                          cc->id);
     return true;
@@ -356,7 +362,8 @@ static void mcp_op_timed_out(tg_callc_t *cc)
     tg_call_t *c = CALL(cc);
     cc->state = TG_CALL_ZOMBIE;
     cc->stage = "timed_out";
-    send_cancel_and_ping(c->w, c, "toolgate: deadline exceeded");
+    if (!mcp_task_timed_out(c->w, c))
+        send_cancel_and_ping(c->w, c, "toolgate: deadline exceeded");
     tg_pipe_arm(cc, cc->r->acfg->kill_grace_ms);
 }
 
@@ -398,8 +405,9 @@ void mcp_caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t le
     for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->r.tab.n; i++) {
         tg_call_t *c = mcp_call_at(w->ag, i);
         if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
-            memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->cc.state == TG_CALL_ZOMBIE)
-            continue;
+            memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->cc.state == TG_CALL_ZOMBIE ||
+            c->task)
+            continue; /* a task's request was answered: tasks/cancel ends a task */
         if (c->kind == K_CALL && (c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE ||
                                   c->cc.state == TG_CALL_SLOT)) {
             /* The agent never saw it: nothing to forward. */

@@ -139,10 +139,19 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
             mcp_deny(w, frame + env.id.off, env.id.len, &d);
             return;
         }
+        int op = mcp_task_op_of(frame, env.method);
+        tg_call_t *task = NULL;
+        if (op != TG_TASK_OP_NONE && mcp_task_caller_request(w, frame, &env, &task))
+            return;
         tg_call_t *c = mcp_call_alloc(w, K_PASS);
         if (c == NULL) {
             mcp_rpc_error(w, frame + env.id.off, env.id.len, -32603, "toolgate: request table full");
             return;
+        }
+        if (task != NULL) {
+            c->task_op = (uint8_t)op;
+            c->task_of = task->cc.idx;
+            c->task_of_id = task->cc.id;
         }
         memcpy(c->caller_id, frame + env.id.off, env.id.len);
         c->caller_id_len = env.id.len;
@@ -270,6 +279,10 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
     }
     switch (c->kind) {
     case K_CALL:
+        if (c->cc.state == TG_CALL_INFLIGHT &&
+            (c->task_req || c->task) &&
+            mcp_task_on_response(w, c, b, frame, len, env, to_caller_spliced))
+            break;
         if (c->cc.state == TG_CALL_INFLIGHT) {
             to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
                               c->caller_id_len);
@@ -295,6 +308,8 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
     case K_PASS:
         to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
                           c->caller_id_len);
+        if (c->task_op != TG_TASK_OP_NONE)
+            mcp_task_on_pass_answer(w, c, frame, len, env);
         mcp_call_free(c);
         mcp_check_drained(w);
         break;
@@ -370,6 +385,9 @@ static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
      * are. */
     if (!w->cout_dead)
         tg_out_slice(&w->cwr, b, frame, len);
+    if (env.kind == TG_MCP_NOTIFICATION && env.method.len == sizeof("\"notifications/tasks/status\"") - 1 &&
+        tg_jstr_eq(frame, env.method, "notifications/tasks/status"))
+        mcp_task_on_status(w, frame, &env);
 }
 
 static void on_agent_oversize(tg_wrap_t *w, const char *head, size_t len)

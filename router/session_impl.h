@@ -69,11 +69,46 @@ typedef struct tg_call {
     /* K_PING: which zombie it proves alive. */
     uint32_t ping_for;
     uint64_t ping_for_id;
+    /* MCP tasks (2025-11-25, session_task.c). A K_CALL sent with
+     * params.task (<task_req>) that the agent answered with a
+     * CreateTaskResult is a task (<task>): still running, it keeps its
+     * slot and deadline until the task reaches a terminal status. <ttl_*>:
+     * a params.task.ttl over the call's deadline, cut to it when
+     * forwarded. A K_PASS tasks/get, tasks/result or tasks/cancel names
+     * its task's entry (<task_of>, <task_of_id>) in <task_op>. */
+    bool task_req, task;
+    uint8_t task_op;
+    uint32_t task_of;
+    uint64_t task_of_id;
+    size_t ttl_off, ttl_len;
+    uint64_t ttl_new;
+    size_t task_id_len;
     /* Not cleared when the entry is reused (call_alloc): the arrays are
      * written with their lengths. */
     char caller_id[TG_ID_MAX];
     char tool_name[TG_TOOL_NAME_MAX + 1];
+    char task_id[TG_ID_MAX]; /* the taskId as JSON text, quotes included */
 } tg_call_t;
+
+/* tasks/... requests a caller may send about its tasks (task_op). */
+enum { TG_TASK_OP_NONE = 0, TG_TASK_OP_GET, TG_TASK_OP_RESULT, TG_TASK_OP_CANCEL };
+
+#define TG_TASKS_KEPT 64 /* fixed internal bound: ended tasks a session remembers */
+
+/* A session's ended tasks, newest last (a ring): a caller asks for a
+ * task's result after it ended, and toolgate must still know the task is
+ * its own, and whether toolgate ended it (then it answers for it).
+ * Allocated with the session's first task; freed with the session. */
+typedef struct mcp_task_end {
+    size_t id_len;
+    int fate; /* -1 ended by the agent; else the tg_deny_code_t toolgate ended it with */
+    char id[TG_ID_MAX];
+} mcp_task_end_t;
+
+typedef struct mcp_tasks {
+    uint32_t next;
+    mcp_task_end_t e[TG_TASKS_KEPT];
+} mcp_tasks_t;
 
 #define CALL_CLEARED offsetof(tg_call_t, caller_id)
 
@@ -132,6 +167,7 @@ struct tg_wrap {
     bool held_frames;               /* whole frames wait in crd for room in the audit queue */
     tg_audit_room_t audit_room;     /* linked while paused for the audit queue */
     tg_mcp_head_t over;             /* an over-cap caller frame's members, read as it streams */
+    mcp_tasks_t *tasks;             /* ended tasks (session_task.c), or NULL before the first */
 
     /* agent instance */
     tg_inst_t *inst;
@@ -215,6 +251,37 @@ void mcp_finish(tg_wrap_t *w);
 uint32_t mcp_recent_restarts(const tg_wrap_t *w, uint64_t now);
 void mcp_agent_maybe_reap(tg_agent_t *ag);
 bool mcp_before_init(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env);
+
+/* MCP tasks (session_task.c; the rules are at its top). */
+typedef void (*mcp_to_caller_fn)(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
+                                 size_t id_off, size_t id_len, const char *cid, size_t cid_len);
+/* At admission: a task-augmented call is marked, its ttl cut to the
+ * deadline (set before). */
+void mcp_task_admit(tg_wrap_t *w, tg_call_t *c, const char *frame, const tg_mcp_env_t *env);
+/* Forward call <c>'s held frame with its id and ttl spliced. */
+void mcp_task_forward(tg_wrap_t *w, tg_call_t *c);
+/* The agent answered the in-flight call <c>: true when it was handled here
+ * (a CreateTaskResult relayed, or an answer to a task already created). */
+bool mcp_task_on_response(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
+                          const tg_mcp_env_t *env, mcp_to_caller_fn to_caller);
+/* TG_TASK_OP_* of a request's method span. */
+int mcp_task_op_of(const char *frame, tg_jspan_t method);
+/* A caller's tasks/get|result|cancel: true when answered here (refused,
+ * or the denial of a task toolgate ended); false to forward it, with
+ * <*task> the live task it names (or NULL). */
+bool mcp_task_caller_request(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env,
+                             tg_call_t **task);
+/* The agent answered tasks/... request <p> about a live task. */
+void mcp_task_on_pass_answer(tg_wrap_t *w, tg_call_t *p, const char *frame, size_t len,
+                             const tg_mcp_env_t *env);
+/* notifications/tasks/status from the agent. */
+void mcp_task_on_status(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env);
+/* Toolgate denies call <c> (<d>): true when it is a task, whose original
+ * request was answered already (its waiting tasks/... requests get <d>). */
+bool mcp_task_denied(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d);
+/* Past its deadline: true when <c> is a task (tasks/cancel sent). */
+bool mcp_task_timed_out(tg_wrap_t *w, tg_call_t *c);
+void mcp_tasks_free(tg_wrap_t *w);
 
 /* ---- small helpers ---------------------------------------------------- */
 

@@ -80,6 +80,7 @@ void mcp_sess_release(tg_wrap_t *w)
     tg_out_free(&w->cwr);
     free(w->init_frame);
     free(w->initd_frame);
+    mcp_tasks_free(w);
     free(w->conn);
     if (gw->on_session_end != NULL)
         gw->on_session_end(gw, w);

@@ -107,6 +107,7 @@ static inline top_key_t top_key(const char *buf, tg_jspan_t k)
 typedef struct call_ctx {
     tg_jspan_t name, meta;             /* seen-markers for duplicates */
     tg_jspan_t timeout, progress;      /* inside _meta */
+    tg_jspan_t task;                   /* params.task */
 } call_ctx_t;
 
 /* Read the members of a tools/call's params from <it> (begun on the
@@ -144,6 +145,11 @@ static int call_members(tg_jobj_iter_t *it, const char *buf, call_ctx_t *c)
             }
             if (tg_jobj_leave(it, &mit, &c->meta) < 0)
                 return -1;
+        } else if (KEY_IS(buf, k, "task")) {
+            /* A task-augmented call: a repeated "task" could make toolgate
+             * and the agent disagree on whether the call is a task. */
+            if (tg_jobj_value(it, &v) < 0 || take_once(&c->task, v) < 0)
+                return -1;
         } else if (tg_jobj_value(it, NULL) < 0) {
             return -1;
         }
@@ -161,6 +167,7 @@ static void call_apply(const char *buf, const call_ctx_t *c, tg_mcp_env_t *env)
         env->timeout_ms = t;
     }
     env->progress_token = token_or_none(c->progress);
+    env->task = c->task;
 }
 
 /* The params of a tools/call whose method came after them: iterated from
@@ -697,4 +704,55 @@ int tg_mcp_head_id(const tg_mcp_head_t *h, const char **id, size_t *len)
     *id = h->id;
     *len = h->id_len;
     return 1;
+}
+
+/* ---- MCP tasks ---- */
+
+int tg_mcp_task_read(const char *buf, tg_jspan_t obj, tg_mcp_task_t *t)
+{
+    memset(t, 0, sizeof *t);
+    if (obj.type != TG_J_OBJECT)
+        return -1;
+    tg_jobj_iter_t it;
+    tg_jspan_t k, v;
+    tg_jobj_begin(&it, buf, obj);
+    while (tg_jobj_next(&it, &k, &v) == 1) {
+        if (KEY_IS(buf, k, "taskId") && v.type == TG_J_STRING)
+            t->id = v;
+        else if (KEY_IS(buf, k, "status") && v.type == TG_J_STRING)
+            t->status = v;
+        else if (KEY_IS(buf, k, "ttl") && v.type == TG_J_NUMBER)
+            t->ttl = v;
+    }
+    return 0;
+}
+
+int tg_mcp_frame_member(const char *buf, size_t len, const char *key, tg_jspan_t *out)
+{
+    tg_jspan_t top;
+    if (tg_jscan_value(buf, len, 0, &top) < 0 || top.type != TG_J_OBJECT)
+        return 0;
+    tg_jobj_iter_t it;
+    tg_jspan_t k, v;
+    tg_jobj_begin(&it, buf, top);
+    while (tg_jobj_next(&it, &k, &v) == 1) {
+        if (tg_jstr_eq(buf, k, key)) {
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+tg_task_status_t tg_mcp_task_status(const char *buf, tg_jspan_t status)
+{
+    if (status.type != TG_J_STRING)
+        return TG_TASK_LIVE;
+    if (tg_jstr_eq(buf, status, "completed"))
+        return TG_TASK_COMPLETED;
+    if (tg_jstr_eq(buf, status, "failed"))
+        return TG_TASK_FAILED;
+    if (tg_jstr_eq(buf, status, "cancelled"))
+        return TG_TASK_CANCELLED;
+    return TG_TASK_LIVE;
 }

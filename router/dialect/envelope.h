@@ -38,6 +38,7 @@ typedef struct tg_mcp_env {
     bool has_timeout;          /* params._meta.timeout_ms present and a valid integer */
     uint64_t timeout_ms;
     tg_jspan_t progress_token; /* params._meta.progressToken or TG_J_NONE */
+    tg_jspan_t task;           /* params.task (MCP 2025-11-25 tasks) or TG_J_NONE */
     /* notifications/cancelled only: params.requestId */
     tg_jspan_t cancel_id;
     /* notifications/progress only: params.progressToken */
@@ -130,5 +131,34 @@ void tg_mcp_head_feed(tg_mcp_head_t *h, const char *p, size_t n);
  * still incomplete. Echoing it follows tg_mcp_judge's rule: not for a
  * response (h->response && !h->method). */
 int tg_mcp_head_id(const tg_mcp_head_t *h, const char **id, size_t *len);
+
+/* ---- MCP tasks (2025-11-25), read on their rare paths only ---- */
+
+/* The members of a task object toolgate reads: "taskId" (a string span
+ * with its quotes), "status" (a string span), "ttl" (a number span); each
+ * TG_J_NONE when absent or of another type. */
+typedef struct tg_mcp_task {
+    tg_jspan_t id;
+    tg_jspan_t status;
+    tg_jspan_t ttl;
+} tg_mcp_task_t;
+
+/* Read the task members of the object <obj> of <buf> (validated by
+ * tg_mcp_scan). 0, or -1 when <obj> is not an object. */
+int tg_mcp_task_read(const char *buf, tg_jspan_t obj, tg_mcp_task_t *t);
+
+/* The top-level member <key> of the frame [buf, buf+len) tg_mcp_scan
+ * accepted as an object: 1 and its span, or 0. */
+int tg_mcp_frame_member(const char *buf, size_t len, const char *key, tg_jspan_t *out);
+
+typedef enum tg_task_status {
+    TG_TASK_LIVE = 0,   /* working, input_required, or anything else */
+    TG_TASK_COMPLETED,
+    TG_TASK_FAILED,
+    TG_TASK_CANCELLED,
+} tg_task_status_t;
+
+/* A status span's meaning: the three terminal statuses, else live. */
+tg_task_status_t tg_mcp_task_status(const char *buf, tg_jspan_t status);
 
 #endif

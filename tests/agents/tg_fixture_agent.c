@@ -22,6 +22,13 @@
  *                          newline ("$ID" in it: the call's id as JSON);
  *                          nothing else answers the call
  *
+ * MCP tasks (2025-11-25): a tools/call of sleep with params.task creates
+ * task "task-N" (CreateTaskResult, status working; log "task <taskId>
+ * ttl <ttl or none>") that completes after ms (with {notify: true} in the
+ * arguments it then sends notifications/tasks/status completed). tasks/get
+ * answers its status, tasks/result its result once completed (waiting
+ * until then), tasks/cancel cancels it (log "task_cancel <taskId>").
+ *
  * tools/list with params {pad: N} pads the result with an N-byte string;
  * {id_last: true} writes the id after the result.
  *
@@ -61,7 +68,17 @@ typedef struct fx_timer {
     uint64_t due_ms;  /* monotonic ms */
     uint64_t ms;      /* requested duration, echoed in the result */
     bool late_ok;     /* slow_cancel: answer even after a cancel */
+    int task;         /* the task it runs (index into fx_tasks), or -1 */
 } fx_timer_t;
+
+#define FX_TASKS 64
+typedef struct fx_task {
+    char status[16];  /* "" free, "working", "completed", "cancelled" */
+    uint64_t ms;
+    bool notify;
+    json_t *result_id; /* a tasks/result waiting for the end, owned */
+} fx_task_t;
+static fx_task_t fx_tasks[FX_TASKS];
 
 typedef struct fx_ask {
     char srv_id[32]; /* id of our server-initiated request */
@@ -193,8 +210,11 @@ static void fx_add_timer(const json_t *id, uint64_t ms, bool late_ok)
         fx_timers = nt;
         fx_timers_cap = ncap;
     }
-    fx_timers[fx_ntimers++] = (fx_timer_t){
-        .id = json_deep_copy(id), .due_ms = fx_now_ms() + ms, .ms = ms, .late_ok = late_ok};
+    fx_timers[fx_ntimers++] = (fx_timer_t){.id = json_deep_copy(id),
+                                           .due_ms = fx_now_ms() + ms,
+                                           .ms = ms,
+                                           .late_ok = late_ok,
+                                           .task = -1};
 }
 
 static void fx_remove_timer(size_t i)
@@ -297,6 +317,112 @@ static void fx_tool_stderr(const json_t *args)
     free(line);
 }
 
+static json_t *fx_task_obj(int t)
+{
+    char tid[32];
+    snprintf(tid, sizeof tid, "task-%d", t);
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "taskId", tid, "status",
+                     fx_tasks[t].status, "createdAt", "2026-01-01T00:00:00Z", "lastUpdatedAt",
+                     "2026-01-01T00:00:00Z", "ttl", 60000, "pollInterval", 100);
+}
+
+static json_t *fx_task_result(int t)
+{
+    char text[48];
+    snprintf(text, sizeof text, "slept %llu", (unsigned long long)fx_tasks[t].ms);
+    return json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", text);
+}
+
+/* The task named by params.taskId, or -1. */
+static int fx_task_of(const json_t *params)
+{
+    const char *tid = json_string_value(json_object_get(params, "taskId"));
+    int t;
+    if (tid == NULL || sscanf(tid, "task-%d", &t) != 1 || t < 0 || t >= FX_TASKS ||
+        fx_tasks[t].status[0] == '\0')
+        return -1;
+    return t;
+}
+
+static void fx_task_end(int t, const char *status)
+{
+    snprintf(fx_tasks[t].status, sizeof fx_tasks[t].status, "%s", status);
+    if (fx_tasks[t].notify)
+        fx_emit(json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
+                          "notifications/tasks/status", "params", fx_task_obj(t)));
+    if (fx_tasks[t].result_id != NULL) {
+        if (strcmp(status, "completed") == 0)
+            fx_result(fx_tasks[t].result_id, fx_task_result(t));
+        else
+            fx_error(fx_tasks[t].result_id, -32603, "task cancelled");
+        json_decref(fx_tasks[t].result_id);
+        fx_tasks[t].result_id = NULL;
+    }
+}
+
+static void fx_task_request(const char *method, const json_t *id, const json_t *params)
+{
+    int t = fx_task_of(params);
+    fx_log(method, id, NULL);
+    if (t < 0) {
+        fx_error(id, -32602, "no such task");
+        return;
+    }
+    if (strcmp(method, "tasks/get") == 0) {
+        fx_result(id, fx_task_obj(t));
+    } else if (strcmp(method, "tasks/result") == 0) {
+        if (strcmp(fx_tasks[t].status, "completed") == 0)
+            fx_result(id, fx_task_result(t));
+        else if (strcmp(fx_tasks[t].status, "working") == 0 && fx_tasks[t].result_id == NULL)
+            fx_tasks[t].result_id = json_deep_copy(id);
+        else
+            fx_error(id, -32603, "task cancelled");
+    } else {
+        char tid[32];
+        snprintf(tid, sizeof tid, "task-%d", t);
+        json_t *jtid = json_string(tid);
+        fx_log("task_cancel", jtid, NULL);
+        json_decref(jtid);
+        for (size_t i = 0; i < fx_ntimers; i++)
+            if (fx_timers[i].task == t) {
+                json_decref(fx_timers[i].id);
+                fx_timers[i] = fx_timers[--fx_ntimers];
+                break;
+            }
+        if (strcmp(fx_tasks[t].status, "working") == 0)
+            fx_task_end(t, "cancelled");
+        fx_result(id, fx_task_obj(t));
+    }
+}
+
+/* A task-augmented sleep: answered with a CreateTaskResult at once. */
+static void fx_task_create(const json_t *id, const json_t *args, const json_t *task)
+{
+    int t = 0;
+    while (t < FX_TASKS && fx_tasks[t].status[0] != '\0')
+        t++;
+    if (t == FX_TASKS) {
+        fx_error(id, -32603, "too many tasks");
+        return;
+    }
+    snprintf(fx_tasks[t].status, sizeof fx_tasks[t].status, "working");
+    fx_tasks[t].ms = fx_arg_uint(args, "ms", 0);
+    fx_tasks[t].notify = json_is_true(json_object_get(args, "notify"));
+    char tid[32], ttl[32];
+    snprintf(tid, sizeof tid, "task-%d", t);
+    const json_t *jt = json_object_get(task, "ttl");
+    if (json_is_integer(jt))
+        snprintf(ttl, sizeof ttl, "ttl %lld", (long long)json_integer_value(jt));
+    else
+        snprintf(ttl, sizeof ttl, "ttl none");
+    json_t *jtid = json_string(tid);
+    fx_log("task", jtid, ttl);
+    json_decref(jtid);
+    fx_add_timer(id, fx_tasks[t].ms, false);
+    fx_timers[fx_ntimers - 1].task = t;
+    fx_result(id, json_pack("{s:o}", "task", fx_task_obj(t)));
+}
+
 static void fx_tools_call(const json_t *id, const json_t *params)
 {
     const char *name = json_string_value(json_object_get(params, "name"));
@@ -310,6 +436,8 @@ static void fx_tools_call(const json_t *id, const json_t *params)
         const json_t *t = json_object_get(args, "text");
         const char *s = json_is_string(t) ? json_string_value(t) : "";
         fx_text_result(id, s, json_is_string(t) ? json_string_length(t) : 0);
+    } else if (strcmp(name, "sleep") == 0 && json_is_object(json_object_get(params, "task"))) {
+        fx_task_create(id, args, json_object_get(params, "task"));
     } else if (strcmp(name, "sleep") == 0 || strcmp(name, "slow_cancel") == 0) {
         fx_add_timer(id, fx_arg_uint(args, "ms", 0), strcmp(name, "slow_cancel") == 0);
     } else if (strcmp(name, "big") == 0) {
@@ -451,6 +579,8 @@ static void fx_message(const json_t *msg)
         fx_tools_list(id, params);
     } else if (strcmp(method, "tools/call") == 0) {
         fx_tools_call(id, params);
+    } else if (strncmp(method, "tasks/", 6) == 0 && strcmp(method, "tasks/list") != 0) {
+        fx_task_request(method, id, params);
     } else {
         fx_error(id, -32601, "method not found");
     }
@@ -487,7 +617,11 @@ static void fx_fire_timers(void)
 {
     uint64_t now = fx_now_ms();
     for (size_t i = 0; i < fx_ntimers;) {
-        if (fx_timers[i].due_ms <= now) {
+        if (fx_timers[i].due_ms <= now && fx_timers[i].task >= 0) {
+            int t = fx_timers[i].task;
+            fx_remove_timer(i);
+            fx_task_end(t, "completed");
+        } else if (fx_timers[i].due_ms <= now) {
             char text[48];
             int n = snprintf(text, sizeof text, "slept %llu", (unsigned long long)fx_timers[i].ms);
             fx_text_result(fx_timers[i].id, text, (size_t)n);

@@ -278,6 +278,54 @@ async function main() {
     check(over.after?.content?.[0]?.text === "Echo: after", "the session serves the next call",
       show(over.after));
 
+    // Issue 20 item 3: a task-augmented call (MCP 2025-11-25 tasks, the
+    // SDK's experimental callToolStream) is a call until its task ends. Under
+    // max_tool_call_duration=1s, server-everything's 4 s research task is
+    // cancelled at the deadline and fails to the SDK with the timeout
+    // denial; with room, it completes and audit has its real duration.
+    const research = async (limit, auditPath) => session(
+      `task ${limit}`,
+      [toolgate, "wrap", "--audit", auditPath, "--limit", `max_tool_call_duration=${limit}`, "--",
+        ...serverCmd],
+      async (client) => {
+        await client.listTools(); // the SDK learns which tools take tasks
+        const t0 = Date.now();
+        const seen = [];
+        try {
+          const stream = client.experimental.tasks.callToolStream(
+            { name: "simulate-research-query", arguments: { topic: secret } }, undefined,
+            { timeout: 20000 });
+          for await (const m of stream) seen.push(m);
+        } catch (e) {
+          seen.push({ type: "thrown", error: e });
+        }
+        return { seen, ms: Date.now() - t0 };
+      }
+    );
+    const auditT1 = join(tmp, "task-1s.jsonl");
+    const cut = await research("1s", auditT1);
+    const last = cut.seen[cut.seen.length - 1];
+    check(cut.seen.some((m) => m.type === "taskCreated"), "task: created through toolgate",
+      show(cut.seen.map((m) => m.type)));
+    check(!cut.seen.some((m) => m.type === "result"),
+      "task: no result past max_tool_call_duration=1s", show(cut.seen.map((m) => m.type)));
+    check((last?.type === "error" || last?.type === "thrown") &&
+      /timeout/.test(`${last?.error?.message} ${JSON.stringify(last?.error?.data ?? {})}`),
+      "task: failed to the SDK with the timeout denial", show(last));
+    check(cut.ms < 3500, `task: failed at the deadline (${cut.ms} ms), not after the task's 4 s`);
+    const t1 = readAudit(auditT1);
+    check(t1.events.some((e) => e.event === "call.timeout" && e.tool === "simulate-research-query"),
+      "task: audit ends the call with call.timeout", show(t1.events.map((e) => e.event)));
+    check(!t1.text.includes(secret), "task: audit never contains the arguments");
+    const auditT2 = join(tmp, "task-10s.jsonl");
+    const full = await research("10s", auditT2);
+    check(full.seen.some((m) => m.type === "result"), "task: completes within its deadline",
+      show(full.seen.map((m) => m.type)));
+    const t2 = readAudit(auditT2);
+    const done = t2.events.find((e) => e.event === "call.completed" && e.tool === "simulate-research-query");
+    check(done?.duration_ms >= 3500, `task: audit's duration is the task's (${done?.duration_ms} ms)`,
+      show(done));
+
     // The same server behind `toolgate serve`: one socket without limits,
     // one with 3/minute shared by every connection to it.
     const auditC = join(tmp, "serve.jsonl");
