@@ -236,6 +236,10 @@ static int cli_apply(tg_config_t *cfg, const cli_opts_t *o, tg_err_t *err)
             return tg_err_set(err, -1, "out of memory");
     }
     if (o->admin != NULL) {
+        struct sockaddr_storage ss;
+        tg_err_t aerr;
+        if (tg_addr_parse_admin(o->admin, &ss, &aerr) < 0)
+            return tg_err_set(err, -1, "--admin: %s", aerr.msg);
         free(cfg->admin_addr);
         if ((cfg->admin_addr = strdup(o->admin)) == NULL)
             return tg_err_set(err, -1, "out of memory");
