@@ -450,3 +450,57 @@ Test(wrap_life, oom_during_initialize_names_the_resource)
     cr_assert_str_eq(json_string_value(json_object_get(data, "limit")), "memory");
     json_decref(r);
 }
+
+/* Issue 20 item 7: `wrap --config F` runs F's agents[0].command when no
+ * command is given; given both, the one after -- runs and a notice says
+ * the file's is not used; given neither, the message names the key. */
+Test(wrap_life, config_command_runs_without_dashdash)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char req[TGH_PATH + 32], out[TGH_PATH + 32], cfg[TGH_PATH + 32], cmd[4 * TGH_PATH];
+    char doc[2 * TGH_PATH];
+    snprintf(req, sizeof req, "%s/requests.jsonl", W.dir);
+    snprintf(out, sizeof out, "%s/out.jsonl", W.dir);
+    snprintf(cfg, sizeof cfg, "%s/wrap.json", W.dir);
+    cr_assert_eq(tgh_write_file(req, wl_requests), 0);
+
+    snprintf(doc, sizeof doc, "{\"agents\":[{\"id\":\"fx\",\"command\":[\"%s\"]}]}\n", WL_FIXTURE);
+    cr_assert_eq(tgh_write_file(cfg, doc), 0);
+    snprintf(cmd, sizeof cmd, "exec '%s' wrap --audit '%s' --config '%s' <'%s' >'%s'", TG_BIN,
+             W.audit, cfg, req, out);
+    cr_assert_eq(wl_sh(cmd, W.err, 10000), 0, "wrap --config without -- failed: %s",
+                 tgh_read_file(W.err, NULL));
+    char *text = tgh_read_file(out, NULL);
+    cr_assert_not_null(text);
+    cr_expect(strstr(text, "\"text\":\"one\"") != NULL, "call 1 not answered:\n%s", text);
+    free(text);
+
+    /* Both: the command line's runs (the file's would fail to start). */
+    snprintf(doc, sizeof doc, "{\"agents\":[{\"id\":\"fx\",\"command\":[\"%s/absent\"]}]}\n",
+             W.dir);
+    cr_assert_eq(tgh_write_file(cfg, doc), 0);
+    snprintf(cmd, sizeof cmd, "exec '%s' wrap --audit '%s' --config '%s' -- '%s' <'%s' >'%s'",
+             TG_BIN, W.audit, cfg, WL_FIXTURE, req, out);
+    cr_assert_eq(wl_sh(cmd, W.err, 10000), 0, "wrap --config -- CMD failed");
+    text = tgh_read_file(out, NULL);
+    cr_assert_not_null(text);
+    cr_expect(strstr(text, "\"text\":\"one\"") != NULL, "call 1 not answered:\n%s", text);
+    free(text);
+    char notice[3 * TGH_PATH];
+    snprintf(notice, sizeof notice,
+             "--config %s: agents[0].command (%s/absent) is not used: the command after -- "
+             "replaces it",
+             cfg, W.dir);
+    cr_expect_eq(tgh_file_count(W.err, notice), 1, "no notice \"%s\"", notice);
+
+    /* Neither. */
+    cr_assert_eq(tgh_write_file(cfg, "{\"agents\":[{\"id\":\"fx\"}]}\n"), 0);
+    snprintf(cmd, sizeof cmd, "exec '%s' wrap --audit '%s' --config '%s' </dev/null", TG_BIN,
+             W.audit, cfg);
+    cr_expect_eq(wl_sh(cmd, W.err, 10000), 2);
+    snprintf(notice, sizeof notice,
+             "%s: agents[0].command: no command (expected \"command\" in the file, or the command "
+             "after --",
+             cfg);
+    cr_expect_eq(tgh_file_count(W.err, notice), 1, "no error \"%s\"", notice);
+}
