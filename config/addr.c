@@ -137,3 +137,19 @@ bool tg_addr_host_loopback(const char *h, size_t n)
     uint16_t p;
     return port == NULL || tg_addr_parse_port(port, &p) == 0;
 }
+
+int tg_addr_parse_admin(const char *addr, struct sockaddr_storage *ss, tg_err_t *err)
+{
+    int rc = tg_addr_parse(addr, "admin address", ss, err);
+    if (rc < 0)
+        return rc;
+    if (!tg_addr_loopback(ss)) {
+        memset(ss, 0, sizeof(*ss));
+        return tg_err_set(err, -EINVAL,
+                          "admin address '%s' is not a loopback address: the admin endpoint has no "
+                          "authentication, so it listens on 127.0.0.0/8 or ::1 only (use "
+                          "127.0.0.1:PORT)",
+                          addr);
+    }
+    return 0;
+}

@@ -20,6 +20,13 @@
  * messages ("admin address"). 0, or -EINVAL with <err>. */
 int tg_addr_parse(const char *addr, const char *what, struct sockaddr_storage *ss, tg_err_t *err);
 
+/* Parse an admin endpoint address <addr> as tg_addr_parse does, and
+ * refuse one off loopback (127.0.0.0/8, ::1): the endpoint has no
+ * authentication. The one judgement of the config (router.admin.listen),
+ * --admin and the endpoint itself. 0, or -EINVAL with <err> (<ss>
+ * zeroed). */
+int tg_addr_parse_admin(const char *addr, struct sockaddr_storage *ss, tg_err_t *err);
+
 /* <s> ("0".."65535", digits only) as a port: 0 or -1. */
 int tg_addr_parse_port(const char *s, uint16_t *port);
 

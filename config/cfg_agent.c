@@ -532,7 +532,14 @@ static int check_agent(const tg_config_t *cfg, size_t i, const char *f, const ch
     if (check_agent_head(cfg, i, f, sep, err) < 0)
         return -1;
     /* Checked once every source is merged: --store may come after the
-     * file that asks for shared slots. */
+     * file (or --limit) that asks for a shared bucket or shared slots.
+     * Here, not at start, so that check refuses what wrap and serve do. */
+    if (a->rate_shared && !cfg->store.redis)
+        return tg_err_set(err, -1,
+                          "%s%sagents[%zu].execution_limits.rate_scope: \"shared\" needs a "
+                          "shared store (expected store {\"kind\": \"redis\", \"url\": "
+                          "...} or --store URL)",
+                          f, sep, i);
     if (a->conc_shared && !cfg->store.redis)
         return tg_err_set(err, -1,
                           "%s%sagents[%zu].execution_limits.concurrency_scope: "

@@ -637,9 +637,17 @@ static int check_listener(const tg_config_t *cfg, size_t i, const char *f, const
 
 TG_KVALID(tg__cfg_validate_router)
 {
+    struct sockaddr_storage ss;
+    tg_err_t aerr;
+
     for (size_t i = 0; i < cfg->nlisten; i++)
         if (check_listener(cfg, i, f, sep, err) < 0)
             return -1;
+    /* Every command refuses a bad admin address before it starts: a wrap
+     * that warned and served on would hide a typo (only a port another
+     * run holds is a reason to serve without the endpoint). */
+    if (cfg->admin_addr != NULL && tg_addr_parse_admin(cfg->admin_addr, &ss, &aerr) < 0)
+        return tg_err_set(err, -1, "%s%srouter.admin.listen: %s", f, sep, aerr.msg);
     if (!cfg->instance || !tg__cfg_name_ok(cfg->instance, strlen(cfg->instance), true))
         return tg_err_set(err, -1,
                           "%s%srouter.instance: missing or not a name (expected 1 to %d of %s)", f,

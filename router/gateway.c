@@ -255,9 +255,12 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
         tg_err_t aerr;
         /* wrap: the tools matter more than the page. An MCP client that
          * launches several wraps with one --admin gets the endpoint in the
-         * first; the others say so and serve their tools without one. */
-        if (tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, &aerr) < 0) {
-            if (!gw->wrap_mode)
+         * first; the others say so and serve their tools without one.
+         * Only a port in use falls back: a bad address was refused by
+         * validation, and any other failure is this run's own. */
+        int arc = tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, &aerr);
+        if (arc < 0) {
+            if (!gw->wrap_mode || arc != UV_EADDRINUSE)
                 return tg_err_set(err, -1, "router.admin: %s", aerr.msg);
             tg_log_warn("router.admin: %s; this wrap runs without an admin endpoint", aerr.msg);
             gw->admin = NULL;

@@ -677,3 +677,44 @@ Test(check, contain_request_from_config)
     cr_expect_eq(tg_config_contain_mode(&cfg), TG_CONTAIN_OFF);
     tg_config_free(&cfg);
 }
+
+/* Issue 20 item 4: check refuses what wrap and serve refuse, with the same
+ * words, because all three run tg_config_validate (an agent's shared rate
+ * without a store was refused only when wrap or serve opened the gateway). */
+Test(check, shared_rate_without_a_store_is_refused_as_wrap_and_serve_do)
+{
+    static const char want[] = "agents[0].execution_limits.rate_scope: \"shared\" needs a shared "
+                               "store (expected store {\"kind\": \"redis\", \"url\": ...} or "
+                               "--store URL)";
+    char line[512];
+    tg_config_t cfg;
+    tg_err_t err;
+
+    cr_expect_eq(run_check((const char *[]){"--limit", "rate_scope=shared", "--", "/bin/cat", NULL}),
+                 1, "%s", out);
+    snprintf(line, sizeof line, "toolgate check: %s\n", want);
+    cr_expect_str_eq(errout, line);
+
+    char *wrap[] = {(char *)"--limit", (char *)"rate_scope=shared", (char *)"--", (char *)"/bin/cat",
+                    NULL};
+    memset(&cfg, 0, sizeof cfg);
+    cr_expect_eq(tg_cli_parse_wrap(4, wrap, &cfg, &err), -1);
+    cr_expect_str_eq(err.msg, want);
+    tg_config_free(&cfg);
+
+    char *serve[] = {(char *)"--http", (char *)"127.0.0.1:1", (char *)"--limit",
+                     (char *)"rate_scope=shared", (char *)"--", (char *)"/bin/cat", NULL};
+    memset(&cfg, 0, sizeof cfg);
+    cr_expect_eq(tg_cli_parse_serve(6, serve, &cfg, &err), -1);
+    cr_expect_str_eq(err.msg, want);
+    tg_config_free(&cfg);
+
+    /* With a store it is valid (check does not connect to it). */
+    char cpath[128];
+    tgh_tmp_put("c.json",
+                "{\"store\": {\"kind\": \"redis\", \"url\": \"redis://127.0.0.1:1/0\"}, "
+                "\"agents\": [{\"id\": \"a\", \"command\": [\"/bin/cat\"]}]}",
+                cpath, sizeof cpath);
+    cr_expect_eq(run_check((const char *[]){"--config", cpath, "--limit", "rate_scope=shared", NULL}),
+                 0, "%s", errout);
+}

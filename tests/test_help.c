@@ -257,6 +257,48 @@ Test(help, man_pages_pass_mandoc_lint)
     }
 }
 
+/* Issue 20 item 10: an enum's choices render as "One of 'a', 'b' or
+ * 'c'." Lint passes the mdoc source either way (".Ql b or" is valid mdoc
+ * that quotes "b or" as one literal), so this reads the rendered text. */
+Test(help, enum_choices_render_each_quoted_alone)
+{
+    if (tgh_which("mandoc") == NULL)
+        cr_skip_test("mandoc is not installed (deploy/install-deps.sh installs it)");
+    char cmd[CMD_MAX], *out, *err;
+    snprintf(cmd, sizeof cmd, "mandoc -T utf8 -O width=300 '%s'", MAN5);
+    cr_assert_eq(run(cmd, &out, &err), 0, "%s: %s", cmd, err);
+    /* One space for every run of blanks and newlines: a line break of
+     * the renderer must not decide the test. */
+    size_t w = 0;
+    for (size_t r = 0; out[r] != '\0'; r++)
+        if (!(out[r] == ' ' || out[r] == '\n') || (w > 0 && out[w - 1] != ' '))
+            out[w++] = out[r] == '\n' ? ' ' : out[r];
+    out[w] = '\0';
+    const char *bad = strstr(out, " or\u2019");
+    cr_expect_null(bad, "a choice is quoted with \"or\": ...%.60s",
+                   bad == NULL ? "" : bad - 40 > out ? bad - 40 : out);
+    size_t nenum = 0;
+    for (size_t i = 0; i < tg_cfg_nkeys; i++) {
+        const tg_cfg_key_t *k = &tg_cfg_keys[i];
+        if (k->type != TG_KT_ENUM || k->choices == NULL)
+            continue;
+        char want[512];
+        size_t n = (size_t)snprintf(want, sizeof want, "One of");
+        for (size_t c = 0; k->choices[c] != NULL && n < sizeof want; c++)
+            n += (size_t)snprintf(want + n, sizeof want - n, "%s \u2018%s\u2019",
+                                  c == 0 ? "" : k->choices[c + 1] != NULL ? "," : " or",
+                                  k->choices[c]);
+        if (n < sizeof want)
+            snprintf(want + n, sizeof want - n, ".");
+        cr_expect_not_null(strstr(out, want), "%s: toolgate.json(5) does not say \"%s\"", k->path,
+                           want);
+        nenum++;
+    }
+    cr_expect_geq(nenum, 10, "the key table's enums were not found (%zu)", nenum);
+    free(out);
+    free(err);
+}
+
 /* Complete the words <words> (the last one being completed) with
  * deploy/completion/toolgate.bash; the candidates, space-separated. */
 static char *complete(const char *words)

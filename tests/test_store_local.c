@@ -562,3 +562,68 @@ Test(store_local, shares_and_the_debts_they_leave)
     cr_assert_eq(tg_store_local_debts(st, debt_cb, &d), 0);
     local_close(st);
 }
+
+/* ------------------------------------------------------------- README */
+
+#include "router/call/admit.h"
+#include "router/call/route.h"
+#include "router/gateway.h"
+
+/* Issue 20 item 11: operators write Redis ACLs from the README's key
+ * names, so every key the README names ("`tg:{agent}:...`", with the
+ * placeholders agent and NAME) is one the router builds with the default
+ * prefix, and each key the router builds is named. The keys come from
+ * the router's own builders (tg_route_stores for the agent's bucket and
+ * slot set, tg_adm_tool_key for a tool's bucket), not from a copy. */
+Test(store_key, readme_names_the_keys_the_router_builds)
+{
+    tg_store_opts_t o = {.kind = TG_STORE_LOCAL};
+    tg_store_t *st = NULL, *rs = NULL, *ts = NULL, *cs = NULL;
+    tg_err_t err;
+    tg_config_t cfg;
+    static tg_gw_t gw; /* only its store is read */
+    static tg_adm_tool_t tool;
+    char keys[3][TG_STORE_KEY_MAX + 1];
+
+    cr_assert_eq(tg_store_local_open(&o, &st, &err), 0, "%s", err.msg);
+    cr_assert_eq(tg_config_default(&cfg), 0);
+    tg_agent_cfg_t *a = &cfg.agents[0];
+    free(a->id);
+    a->id = strdup("agent");
+    a->rate_shared = a->conc_shared = true;
+    gw.store = st;
+    cr_assert_eq(tg_route_stores(&gw, a, &rs, keys[0], &ts, &cs, keys[1]), 0);
+    cr_assert_eq(tg_adm_tool_key(&tool, st, "agent", "NAME"), 0);
+    snprintf(keys[2], sizeof keys[2], "%s", tool.rate_key);
+
+    size_t len;
+    char *readme = tgh_read_file(TG_SOURCE_DIR "/README.md", &len);
+    cr_assert_not_null(readme);
+    bool named[3] = {false, false, false};
+    size_t seen = 0;
+    for (const char *p = readme; (p = strstr(p, "{agent}:")) != NULL; p++) {
+        /* Back to the opening backquote of this code span. */
+        const char *open = p;
+        while (open > readme && open[-1] != '`' && open[-1] != ' ' && open[-1] != '\n')
+            open--;
+        if (open == readme || open[-1] != '`')
+            continue;
+        const char *close = strchr(p, '`');
+        cr_assert_not_null(close);
+        char key[TG_STORE_KEY_MAX + 1];
+        snprintf(key, sizeof key, "%.*s", (int)(close - open), open);
+        bool known = false;
+        for (size_t k = 0; k < 3; k++)
+            if (strcmp(key, keys[k]) == 0)
+                known = named[k] = true;
+        cr_expect(known, "README.md names the Redis key `%s`, which toolgate never builds "
+                         "(it builds %s, %s and %s)", key, keys[0], keys[1], keys[2]);
+        seen++;
+    }
+    for (size_t k = 0; k < 3; k++)
+        cr_expect(named[k], "README.md does not name the Redis key %s", keys[k]);
+    cr_expect_geq(seen, 3);
+    free(readme);
+    tg_config_free(&cfg);
+    tg_store_close(st, NULL, NULL);
+}

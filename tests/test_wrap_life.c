@@ -272,6 +272,51 @@ Test(wrap_life, second_wrap_on_a_taken_admin_port_serves_its_tools)
         cr_assert_eq(wl_eof_and_exit(&w[i], 5000), 0);
 }
 
+/* Issue 20 item 5: a malformed or non-loopback admin address is bad usage
+ * (exit 2, naming the address and what to write) in wrap as in serve,
+ * from --admin or from the config file; only a taken port falls back
+ * (second_wrap_on_a_taken_admin_port_serves_its_tools). check refuses the
+ * file as invalid (its exit 1). */
+Test(wrap_life, bad_admin_address_is_refused_by_every_command)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char nonloop[64], cfg[TGH_PATH + 32], cmd[3 * TGH_PATH], text[256];
+    snprintf(nonloop, sizeof nonloop, "0.0.0.0:%d", tgh_free_port());
+    const struct {
+        const char *addr, *why;
+    } bad[] = {{"127.0.0.1", "expected HOST:PORT"},
+               {nonloop, "is not a loopback address"},
+               {"127.0.0.1:http", "is not 0 to 65535"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "exec '%s' wrap --audit '%s' --admin '%s' -- '%s' </dev/null",
+                 TG_BIN, W.audit, bad[i].addr, WL_FIXTURE);
+        cr_expect_eq(wl_sh(cmd, W.err, 5000), 2, "wrap --admin %s: not exit 2", bad[i].addr);
+        snprintf(cmd, sizeof cmd,
+                 "exec '%s' serve --http 127.0.0.1:0 --audit '%s' --admin '%s' -- '%s' </dev/null",
+                 TG_BIN, W.audit, bad[i].addr, WL_FIXTURE);
+        cr_expect_eq(wl_sh(cmd, W.err, 5000), 2, "serve --admin %s: not exit 2", bad[i].addr);
+        snprintf(text, sizeof text, "--admin: admin address '%s'", bad[i].addr);
+        cr_expect_eq(tgh_file_count(W.err, text), 2,
+                     "wrap and serve do not both say \"%s\"", text);
+        cr_expect_gt(tgh_file_count(W.err, bad[i].why), 0, "no \"%s\"", bad[i].why);
+    }
+    cr_expect_eq(tgh_file_count(W.err, "without an admin endpoint"), 0, "a wrap served on");
+
+    /* The same address in the file. */
+    snprintf(cfg, sizeof cfg, "%s/admin.json", W.dir);
+    snprintf(text, sizeof text, "{\"router\":{\"admin\":\"%s\"},\"agents\":[{\"id\":\"fx\"}]}\n",
+             nonloop);
+    cr_assert_eq(tgh_write_file(cfg, text), 0);
+    snprintf(cmd, sizeof cmd, "exec '%s' wrap --audit '%s' --config '%s' -- '%s' </dev/null",
+             TG_BIN, W.audit, cfg, WL_FIXTURE);
+    cr_expect_eq(wl_sh(cmd, W.err, 5000), 2, "wrap with router.admin %s: not exit 2", nonloop);
+    snprintf(cmd, sizeof cmd, "exec '%s' check --config '%s' -- '%s' </dev/null", TG_BIN, cfg,
+             WL_FIXTURE);
+    cr_expect_eq(wl_sh(cmd, W.err, 5000), 1, "check with router.admin %s: valid", nonloop);
+    snprintf(text, sizeof text, "router.admin.listen: admin address '%s' is not a loopback", nonloop);
+    cr_expect_eq(tgh_file_count(W.err, text), 2, "wrap and check do not both say \"%s\"", text);
+}
+
 /* ---- item 26: any stdin and stdout ------------------------------------- */
 
 static const char wl_requests[] =
@@ -404,4 +449,58 @@ Test(wrap_life, oom_during_initialize_names_the_resource)
     json_t *data = json_object_get(json_object_get(r, "error"), "data");
     cr_assert_str_eq(json_string_value(json_object_get(data, "limit")), "memory");
     json_decref(r);
+}
+
+/* Issue 20 item 7: `wrap --config F` runs F's agents[0].command when no
+ * command is given; given both, the one after -- runs and a notice says
+ * the file's is not used; given neither, the message names the key. */
+Test(wrap_life, config_command_runs_without_dashdash)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char req[TGH_PATH + 32], out[TGH_PATH + 32], cfg[TGH_PATH + 32], cmd[4 * TGH_PATH];
+    char doc[2 * TGH_PATH];
+    snprintf(req, sizeof req, "%s/requests.jsonl", W.dir);
+    snprintf(out, sizeof out, "%s/out.jsonl", W.dir);
+    snprintf(cfg, sizeof cfg, "%s/wrap.json", W.dir);
+    cr_assert_eq(tgh_write_file(req, wl_requests), 0);
+
+    snprintf(doc, sizeof doc, "{\"agents\":[{\"id\":\"fx\",\"command\":[\"%s\"]}]}\n", WL_FIXTURE);
+    cr_assert_eq(tgh_write_file(cfg, doc), 0);
+    snprintf(cmd, sizeof cmd, "exec '%s' wrap --audit '%s' --config '%s' <'%s' >'%s'", TG_BIN,
+             W.audit, cfg, req, out);
+    cr_assert_eq(wl_sh(cmd, W.err, 10000), 0, "wrap --config without -- failed: %s",
+                 tgh_read_file(W.err, NULL));
+    char *text = tgh_read_file(out, NULL);
+    cr_assert_not_null(text);
+    cr_expect(strstr(text, "\"text\":\"one\"") != NULL, "call 1 not answered:\n%s", text);
+    free(text);
+
+    /* Both: the command line's runs (the file's would fail to start). */
+    snprintf(doc, sizeof doc, "{\"agents\":[{\"id\":\"fx\",\"command\":[\"%s/absent\"]}]}\n",
+             W.dir);
+    cr_assert_eq(tgh_write_file(cfg, doc), 0);
+    snprintf(cmd, sizeof cmd, "exec '%s' wrap --audit '%s' --config '%s' -- '%s' <'%s' >'%s'",
+             TG_BIN, W.audit, cfg, WL_FIXTURE, req, out);
+    cr_assert_eq(wl_sh(cmd, W.err, 10000), 0, "wrap --config -- CMD failed");
+    text = tgh_read_file(out, NULL);
+    cr_assert_not_null(text);
+    cr_expect(strstr(text, "\"text\":\"one\"") != NULL, "call 1 not answered:\n%s", text);
+    free(text);
+    char notice[3 * TGH_PATH];
+    snprintf(notice, sizeof notice,
+             "--config %s: agents[0].command (%s/absent) is not used: the command after -- "
+             "replaces it",
+             cfg, W.dir);
+    cr_expect_eq(tgh_file_count(W.err, notice), 1, "no notice \"%s\"", notice);
+
+    /* Neither. */
+    cr_assert_eq(tgh_write_file(cfg, "{\"agents\":[{\"id\":\"fx\"}]}\n"), 0);
+    snprintf(cmd, sizeof cmd, "exec '%s' wrap --audit '%s' --config '%s' </dev/null", TG_BIN,
+             W.audit, cfg);
+    cr_expect_eq(wl_sh(cmd, W.err, 10000), 2);
+    snprintf(notice, sizeof notice,
+             "%s: agents[0].command: no command (expected \"command\" in the file, or the command "
+             "after --",
+             cfg);
+    cr_expect_eq(tgh_file_count(W.err, notice), 1, "no error \"%s\"", notice);
 }

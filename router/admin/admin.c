@@ -92,18 +92,7 @@ struct conn {
 
 int tg_admin_parse_addr(const char *addr, struct sockaddr_storage *ss, tg_err_t *err)
 {
-    int rc = tg_addr_parse(addr, "admin address", ss, err);
-    if (rc < 0)
-        return rc;
-    if (!tg_addr_loopback(ss)) {
-        memset(ss, 0, sizeof(*ss));
-        return tg_err_set(err, -EINVAL,
-                          "admin address '%s' is not a loopback address: the admin endpoint has no "
-                          "authentication, so it listens on 127.0.0.0/8 or ::1 only (use "
-                          "127.0.0.1:PORT)",
-                          addr);
-    }
-    return 0;
+    return tg_addr_parse_admin(addr, ss, err);
 }
 
 /* ---- usage of the bounds ---------------------------------------------- */

@@ -236,6 +236,10 @@ static int cli_apply(tg_config_t *cfg, const cli_opts_t *o, tg_err_t *err)
             return tg_err_set(err, -1, "out of memory");
     }
     if (o->admin != NULL) {
+        struct sockaddr_storage ss;
+        tg_err_t aerr;
+        if (tg_addr_parse_admin(o->admin, &ss, &aerr) < 0)
+            return tg_err_set(err, -1, "--admin: %s", aerr.msg);
         free(cfg->admin_addr);
         if ((cfg->admin_addr = strdup(o->admin)) == NULL)
             return tg_err_set(err, -1, "out of memory");
@@ -252,9 +256,10 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
     int i = cli_opts_parse(argc, argv, false, &o, err);
     if (i < 0)
         return -1;
-    if (i >= argc)
+    if (i >= argc && o.config == NULL)
         return tg_err_set(err, -1,
-                          "no agent command: put it after --, e.g. toolgate wrap -- my-mcp-server");
+                          "no agent command: put it after --, e.g. toolgate wrap -- my-mcp-server "
+                          "(or give --config FILE with agents[0].command)");
     if (tg_config_default(cfg) < 0)
         return tg_err_set(err, -1, "out of memory");
     /* router.instance is "configured" when the file changed it from the
@@ -267,8 +272,25 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
     free(host);
     if (lrc < 0)
         return -1;
-    /* The command line gives the command. */
-    if (tg_config_set_command(cfg, 0, argv + i, err) < 0 || cli_agent_id(cfg, &o, argv[i], err) < 0)
+    /* The command: the one after --, else the file's agents[0].command.
+     * Given both, the command line wins (a config kept for its limits
+     * runs another build of the server) and a notice says the file's is
+     * not used. */
+    char **fcmd = cfg->agents[0].command;
+    bool file_cmd = fcmd != NULL && fcmd[0] != NULL && fcmd[0][0] != '\0';
+    if (i >= argc && !file_cmd)
+        return tg_err_set(err, -1,
+                          "%s: agents[0].command: no command (expected \"command\" in the file, "
+                          "or the command after --, e.g. toolgate wrap --config %s -- "
+                          "my-mcp-server)",
+                          o.config, o.config);
+    if (i < argc && file_cmd)
+        tg_notice("--config %s: agents[0].command (%s) is not used: the command after -- "
+                  "replaces it",
+                  o.config, fcmd[0]);
+    if (i < argc && tg_config_set_command(cfg, 0, argv + i, err) < 0)
+        return -1;
+    if (cli_agent_id(cfg, &o, cfg->agents[0].command[0], err) < 0)
         return -1;
     if (!own_instance && unique_instance(cfg) < 0)
         return tg_err_set(err, -1, "out of memory");

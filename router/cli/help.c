@@ -27,14 +27,15 @@
 const tg_cli_cmd_t tg_cli_cmds[] = {
     {"wrap",
      "[--config FILE] [--audit PATH] [--store URL] [--admin ADDR]\n"
-     "                     [--name NAME] [--limit KEY=VALUE]... [--] CMD [ARGS...]",
+     "                     [--name NAME] [--limit KEY=VALUE]... [[--] CMD [ARGS...]]",
      "proxy one MCP server on stdin/stdout, enforcing its limits",
      "--config=FILE --audit=PATH --store=URL --admin=ADDR --name=NAME --limit=KEY=VALUE",
      "Proxy MCP (newline-delimited JSON-RPC) between this process's stdin/stdout and\n"
      "the agent CMD, enforcing frame, timeout, concurrency and rate limits and the\n"
      "agent's resources. SIGHUP reloads --config and the command line's limits;\n"
      "SIGTERM or EOF on stdin drains and stops.\n"
-     "  --config FILE       JSON config (toolgate.json(5)); agents[0] is the agent\n"
+     "  --config FILE       JSON config (toolgate.json(5)); agents[0] is the agent,\n"
+     "                      and its command runs when no CMD is given (CMD wins)\n"
      "  --name NAME         the agent's id (default: the config's, else CMD's basename);\n"
      "                      the instance is HOST-NAME-PID unless router.instance is set\n"
      "  --audit PATH        audit log (JSON lines), replacing the config's sinks;\n"

@@ -84,9 +84,12 @@ static void man_key(FILE *f, const tg_cfg_key_t *k)
     fprintf(f, ".It Cm %s Pq %s\n", k->path, tg_ktype_name(k->type));
     man_text(f, k->help != NULL ? k->help : "");
     if (k->type == TG_KT_ENUM && k->choices != NULL) {
+        /* "One of 'a' , 'b' or 'c' .": ',' and '.' are mdoc delimiters
+         * and may close a .Ql line; "or" is a word, which .Ql would quote
+         * with the choice, so it goes on a text line of its own. */
         fprintf(f, "One of");
         for (size_t i = 0; k->choices[i] != NULL; i++)
-            fprintf(f, "%s\n.Ql %s", i == 0 ? "" : (k->choices[i + 1] ? " ," : " or"),
+            fprintf(f, "%s\n.Ql %s", i == 0 ? "" : (k->choices[i + 1] ? " ," : "\nor"),
                     k->choices[i]);
         fprintf(f, " .\n");
     }
