@@ -314,6 +314,7 @@ typedef struct tg_audit_sink_cfg {
 
 #define TG_DEF_MAX_INSTANCES 8
 #define TG_DEF_IDLE_TIMEOUT_MS 30000
+#define TG_DEF_FRAME_TIMEOUT_MS 10000
 #define TG_DEF_HANDSHAKE_TIMEOUT_MS 10000
 #define TG_DEF_RELOAD_DRAIN_TIMEOUT_MS 300000
 #define TG_MAX_INSTANCES_CEIL 1024
@@ -471,8 +472,10 @@ typedef struct tg_config {
     /* router.admin as an object: its bounds; 0 = the TG_ADMIN_DEF_* default */
     uint32_t admin_max_header_bytes, admin_max_connections, admin_idle_timeout_ms,
         admin_max_response_bytes;
-    uint64_t idle_timeout_ms; /* router.idle_timeout: a serve caller holding half a frame this
-                               * long is disconnected (default 30s) */
+    uint64_t idle_timeout_ms; /* router.idle_timeout: a serve caller not reading its answers
+                               * this long is disconnected (default 30s) */
+    uint64_t frame_timeout_ms; /* router.frame_timeout: a frame a serve caller has begun must
+                                * be complete this long after its first byte (default 10s) */
     uint64_t handshake_timeout_ms; /* router.handshake_timeout: a serve connection without a
                                     * complete initialize this long is closed (default 10s) */
     uint64_t reload_drain_timeout_ms; /* router.reload_drain_timeout: sessions of an agent a

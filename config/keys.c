@@ -175,7 +175,8 @@ const tg_cfg_key_t tg_cfg_keys[] = {
      TG_HTTP_MIN_TIMEOUT_MS, TG_HTTP_TIMEOUT_CEIL_MS, "10s",
      IN_ITEM(tg_listen_cfg_t, header_timeout_ms),
      .help = "http: a request's head and body must arrive within this once begun (slowloris); "
-             "else 408 and the connection is closed."},
+             "else 408 and the connection is closed (audited, reason frame_timeout). Unset: "
+             "router.frame_timeout."},
     {"router.listen[].keepalive_timeout", KT(DURATION), R, RESTART, TG_KF_ZERO_DEF,
      TG_HTTP_MIN_TIMEOUT_MS, TG_HTTP_TIMEOUT_CEIL_MS, "60s",
      IN_ITEM(tg_listen_cfg_t, keepalive_timeout_ms),
@@ -198,7 +199,13 @@ const tg_cfg_key_t tg_cfg_keys[] = {
      .help = "serve: refuse peers that match no callers[] entry."},
     {"router.idle_timeout", KT(DURATION), R, RESTART, 0, 1, TG_MAX_DURATION_CEIL_MS, "30s",
      IN_CFG(idle_timeout_ms),
-     .help = "serve: a caller holding half a frame this long is disconnected."},
+     .help = "serve: a caller that does not read its answers this long is disconnected."},
+    {"router.frame_timeout", KT(DURATION), R, RESTART, 0, 1, TG_MAX_DURATION_CEIL_MS, "10s",
+     IN_CFG(frame_timeout_ms),
+     .help = "serve: a frame a caller has begun (a line, an OpenSentience length prefix or "
+             "its payload) must be complete this long after its first byte, however the bytes "
+             "trickle in; else the connection is closed (audited, reason frame_timeout). Also "
+             "the default of an http listener's header_timeout. Not for wrap's stdin."},
     {"router.handshake_timeout", KT(DURATION), R, LIVE, 0, 1, TG_MAX_DURATION_CEIL_MS, "10s",
      IN_CFG(handshake_timeout_ms),
      .help = "serve: an mcp connection that has not sent a complete initialize this long is "

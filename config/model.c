@@ -147,6 +147,7 @@ int tg_config_default(tg_config_t *cfg)
 {
     *cfg = (tg_config_t){.max_frame_bytes = TG_DEF_MAX_FRAME_BYTES,
                          .idle_timeout_ms = TG_DEF_IDLE_TIMEOUT_MS,
+                         .frame_timeout_ms = TG_DEF_FRAME_TIMEOUT_MS,
                          .handshake_timeout_ms = TG_DEF_HANDSHAKE_TIMEOUT_MS,
                          .reload_drain_timeout_ms = TG_DEF_RELOAD_DRAIN_TIMEOUT_MS,
                          .audit_queue = TG_DEF_AUDIT_QUEUE};

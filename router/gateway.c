@@ -73,6 +73,22 @@ static void admin_limit_event(void *ctx, int idx, tg_limit_ev_t ev)
     tg_registry_emit(&((tg_gw_t *)ctx)->reg, idx, ev);
 }
 
+/* An admin connection left a request unfinished past the admin idle
+ * timeout: audited as a caller's unfinished frame is. */
+static void admin_request_timeout(void *ctx)
+{
+    tg_gw_t *gw = ctx;
+    if (gw->audit == NULL)
+        return;
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "call.denied";
+    ev.status = "invalid";
+    ev.reason = "frame_timeout";
+    ev.front = "admin";
+    tg_audit_emit(gw->audit, &ev);
+}
+
 static void admin_refresh(void *ctx)
 {
     tg_gw_t *gw = ctx;
@@ -200,6 +216,11 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
     snprintf(name, sizeof(name), "caller.write_queue_bytes");
     gw->reg_wq_caller = tg_registry_add(&gw->reg, name, TG_LIMIT_WRITE_QUEUE, "session",
                                         2 * cfg->max_frame_bytes);
+    /* Serve only: wrap's stdin is its own caller's, with no frame clock. */
+    gw->reg_frame_time = -1;
+    if (!gw->wrap_mode)
+        gw->reg_frame_time = tg_registry_add(&gw->reg, "caller.frame_timeout_ms", TG_LIMIT_FRAME,
+                                             "session", cfg->frame_timeout_ms);
     snprintf(name, sizeof(name), "audit.queue");
     gw->reg_audit = tg_registry_add(&gw->reg, name, TG_LIMIT_AUDIT_QUEUE, "instance", cfg->audit_queue);
 
@@ -251,7 +272,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
                                  .max_response_bytes = cfg->admin_max_response_bytes};
         tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
                                     .registry = admin_registry, .metrics = admin_metrics,
-                                    .own = &gw->reg, .limit_event = admin_limit_event};
+                                    .own = &gw->reg, .limit_event = admin_limit_event,
+                                    .request_timeout = admin_request_timeout};
         tg_err_t aerr;
         /* wrap: the tools matter more than the page. An MCP client that
          * launches several wraps with one --admin gets the endpoint in the

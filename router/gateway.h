@@ -51,6 +51,10 @@ typedef struct tg_gw {
     tg_registry_t reg;
     tg_pool_t pool;
     int reg_frame_in, reg_wq_caller, reg_audit;
+    /* caller.frame_timeout_ms (serve only; -1 in wrap): how long the latest
+     * frame that came in pieces took from its first byte to its last,
+     * against router.frame_timeout (a cut connection reads as the cap). */
+    int reg_frame_time;
     int reg_store_pending; /* store.pending: calls waiting for the redis store; -1 without one */
     char path_frame[64];
     uv_timer_t tick_timer;

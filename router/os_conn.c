@@ -147,43 +147,66 @@ void osg_on_conn_idle(uv_timer_t *t)
         emit(g, &ev);
         conn_close_now(k);
     } else {
-        char msg[128];
+        /* The frame clock (conn_idle_arm): a frame begun frame_timeout
+         * ago is not complete. The event counts the bytes held, never
+         * shows them. */
+        uint64_t cap = g->cfg->frame_timeout_ms;
+        char msg[160];
         snprintf(msg, sizeof(msg),
-                 "an unfinished frame and no data for %" PRIu64
-                 " ms (router.idle_timeout); closing",
-                 g->cfg->idle_timeout_ms);
-        osg_conn_error(g, k, "protocol.idle_timeout", msg);
-        ev.reason = "idle_timeout";
+                 "a frame begun %" PRIu64 " ms ago is not complete (router.frame_timeout); closing",
+                 cap);
+        osg_conn_error(g, k, "protocol.frame_timeout", msg);
+        reg_set(g, g->gw->reg_frame_time, cap);
+        ev.reason = "frame_timeout";
         ev.bytes_in = (int64_t)(k->rd.len - k->rd.pos);
+        ev.limit.type = "frame_timeout";
+        ev.limit.scope = "session";
+        ev.limit.observed = (int64_t)(uv_now(g->gw->loop) - k->frame_t0);
+        ev.limit.cap = (int64_t)cap;
         emit(g, &ev);
         osg_conn_end(k);
     }
     osg_g_flush(g);
 }
 
-/* Arm the idle clock while a frame is unfinished: it runs from the
- * frame's first byte, not from the last read (a caller dripping a byte at
- * a time gets no more time than one sending nothing), and restarts only
- * when a frame was completed; or while the output is over its mark (a
- * caller that sends but never reads is dropped all the same). */
+/* Arm the connection's clock. While a frame is unfinished it is the
+ * frame clock (router.frame_timeout): it runs from the frame's first byte
+ * (a length prefix's included), not from the last read (a caller dripping
+ * a byte at a time gets no more time than one sending nothing), restarts
+ * only when a frame was completed, and stops while toolgate itself does
+ * not read the caller (an agent lags, frames wait for the audit queue):
+ * that time is not the caller's. While the output is over its mark it is
+ * the idle clock (router.idle_timeout: a caller that sends but never
+ * reads is dropped all the same). The registry's caller.frame_timeout_ms
+ * is told how long the frame that completed took (0: it came whole). */
 static void conn_idle_arm(os_conn_t *k)
 {
     if (k->ending || k->refused)
         return;
+    tg_osgw_t *g = k->g;
     bool active = uv_is_active((uv_handle_t *)&k->idle);
+    uint64_t now = uv_now(g->gw->loop);
+    if (k->frames != k->idle_frames && !k->over) {
+        reg_set(g, g->gw->reg_frame_time, active && k->frame_t0 != 0 ? now - k->frame_t0 : 0);
+        k->frame_t0 = 0;
+    }
     if (k->over) {
-        if (!active)
-            uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
-    } else if (k->held) {
-        uv_timer_stop(&k->idle); /* whole frames wait: no clock runs on them */
+        if (!active || k->frame_t0 != 0)
+            uv_timer_start(&k->idle, osg_on_conn_idle, g->cfg->idle_timeout_ms, 0);
+        k->frame_t0 = 0;
+    } else if (k->held || k->paused) {
+        uv_timer_stop(&k->idle); /* toolgate holds it back: no clock runs */
+        k->frame_t0 = 0;
     } else if (k->rd.len > k->rd.pos || k->lp.skipping) {
-        if (!active || k->frames != k->idle_frames) {
-            uv_timer_start(&k->idle, osg_on_conn_idle, k->g->cfg->idle_timeout_ms, 0);
-            k->idle_frames = k->frames;
+        if (k->frame_t0 == 0 || k->frames != k->idle_frames) {
+            k->frame_t0 = now != 0 ? now : 1;
+            uv_timer_start(&k->idle, osg_on_conn_idle, g->cfg->frame_timeout_ms, 0);
         }
     } else {
         uv_timer_stop(&k->idle);
+        k->frame_t0 = 0;
     }
+    k->idle_frames = k->frames;
 }
 
 /* A refused connection: its calls are answered with the refusal, then it
@@ -440,6 +463,7 @@ static void conns_resume(tg_osgw_t *g)
             k->wr.queued_bytes <= high_mark(g) / 2) {
             k->paused = false;
             uv_read_start((uv_stream_t *)k->pipe, osg_conn_alloc, osg_conn_read);
+            conn_idle_arm(k); /* an unfinished frame's clock runs again */
         }
     }
 }

@@ -149,8 +149,10 @@ struct os_conn {
     tg_in_t rd;
     tg_lenpfx_t lp;
     tg_out_t wr;
-    uv_timer_t idle; /* a partial frame left too long, or a write queue that does not drain */
-    uint64_t frames, idle_frames; /* frames read; frames read when the idle clock started */
+    uv_timer_t idle; /* a frame not complete within frame_timeout of its first byte, or a
+                      * write queue that does not drain within idle_timeout */
+    uint64_t frames, idle_frames; /* frames read; frames read when the clock was last armed */
+    uint64_t frame_t0; /* loop time the frame clock started (0: it is not running) */
     int open;        /* handles not yet closed */
     bool ending;     /* no more reading: close once the output is written */
     bool closed;     /* uv_close called */

@@ -511,11 +511,13 @@ static const frame_ops_t agent_ops = {on_agent_frame, on_agent_oversize, on_agen
 
 /* Hand every whole frame of <in> to its handler, or (<hold> non-NULL) only
  * until <hold> says to stop (asked every HOLD_EVERY frames), the rest
- * staying in <in>; how many there were. */
+ * staying in <in>; how many frames ended (an over-cap frame counts once,
+ * at its end: its pieces streaming past are no finished frame, so they
+ * never reset a frame clock). */
 static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, const frame_ops_t *ops,
                              bool (*hold)(tg_wrap_t *))
 {
-    unsigned n = 0;
+    unsigned n = 0, ended = 0;
     for (;; n++) {
         if (hold != NULL && n % HOLD_EVERY == 0 && n > 0 && hold(w))
             break;
@@ -529,6 +531,7 @@ static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, const frame_ops_t *ops,
             if (e - s > in->hint)
                 in->hint = e - s;
             ops->frame(w, b, s, e);
+            ended++;
         } else if (ev == TG_ND_OVERSIZE || ev == TG_ND_SKIPPING) {
             (ev == TG_ND_OVERSIZE ? ops->over : ops->skipping)(w, b->data + s, e - s);
             /* Consumed: nothing of this frame stays buffered. */
@@ -537,10 +540,11 @@ static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, const frame_ops_t *ops,
         } else {
             ops->skipping(w, b->data + s, e - s);
             ops->skipped(w, total);
+            ended++;
         }
     }
     tg_in_settle(in);
-    return n;
+    return ended;
 }
 
 void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -551,24 +555,32 @@ void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void backpressure(tg_wrap_t *w);
 
-/* A serve caller sent part of a frame and then nothing for idle_timeout:
- * it holds a buffer and a connection slot for nothing. Say so and hang up. */
-static void on_idle(uv_timer_t *t)
+/* A Unix caller began a frame and did not finish it within frame_timeout
+ * of its first byte, however its bytes trickled in: it holds a buffer and
+ * a connection slot for nothing (a slowloris). Say so and hang up. The
+ * audit event counts the bytes held, never shows them. */
+static void on_frame_timeout(uv_timer_t *t)
 {
     tg_wrap_t *w = t->data;
-    char msg[128];
+    uint64_t cap = w->gw->cfg->frame_timeout_ms;
+    char msg[160];
     snprintf(msg, sizeof(msg),
-             "invalid request: an unfinished frame and no data for %" PRIu64
-             " ms (router.idle_timeout); closing",
-             w->gw->cfg->idle_timeout_ms);
+             "invalid request: a frame begun %" PRIu64
+             " ms ago is not complete (router.frame_timeout); closing",
+             cap);
     mcp_rpc_error(w, NULL, 0, -32600, msg);
+    reg_set(w, w->gw->reg_frame_time, cap);
     tg_audit_ev_t ev;
-    tg_adm_audit_refused(&ev, agent_name(w), w->caller, "idle_timeout", (w->crd.len - w->crd.pos));
+    tg_adm_audit_refused(&ev, agent_name(w), w->caller, "frame_timeout", (w->crd.len - w->crd.pos));
+    ev.limit.type = "frame_timeout";
+    ev.limit.scope = "session";
+    ev.limit.observed = (int64_t)(now_ms(w) - w->frame_t0);
+    ev.limit.cap = (int64_t)cap;
     emit(w, &ev);
     if (w->cin != NULL)
         uv_read_stop(w->cin);
     w->caller_eof = true;
-    mcp_begin_shutdown(w, "caller idle with a partial frame");
+    mcp_begin_shutdown(w, "caller left a frame unfinished");
     mcp_flush_all(w);
 }
 
@@ -597,29 +609,51 @@ static bool caller_audit_hold(tg_wrap_t *w)
     return w->gw->audit != NULL && tg_audit_crowded(w->gw->audit);
 }
 
+/* A Unix caller's frames completed in a read: the registry's
+ * caller.frame_timeout_ms is told how long the first of them took from
+ * its first byte (0: it came whole), and its clock stops (frame_settle
+ * starts one for the next unfinished frame). */
+static void frame_done(tg_wrap_t *w)
+{
+    if (!w->frame_clock || w->stuck_armed)
+        return;
+    bool running = uv_is_active((uv_handle_t *)&w->idle_timer);
+    reg_set(w, w->gw->reg_frame_time, running ? now_ms(w) - w->frame_t0 : 0);
+    if (running)
+        uv_timer_stop(&w->idle_timer);
+}
+
+/* The frame clock of a Unix caller (after every read and flow change): it
+ * runs while a frame is unfinished, from the frame's first byte, not from
+ * the last read (a caller dripping bytes gets no more time than one
+ * sending nothing). It does not run while toolgate itself holds the
+ * caller back (its reads stopped by backpressure, whole frames held for
+ * the audit queue): that time is not the caller's. A caller that does
+ * not read its answers has the other clock (stuck_armed) instead. */
+static void frame_settle(tg_wrap_t *w)
+{
+    if (!w->frame_clock || w->stuck_armed)
+        return;
+    bool want = !w->caller_eof && !w->caller_stopped && !w->held_frames &&
+                (w->crd.len > w->crd.pos || w->crd.nd.skipping);
+    bool running = uv_is_active((uv_handle_t *)&w->idle_timer);
+    if (want && !running) {
+        w->frame_t0 = now_ms(w);
+        uv_timer_start(&w->idle_timer, on_frame_timeout, w->gw->cfg->frame_timeout_ms, 0);
+    } else if (!want && running) {
+        uv_timer_stop(&w->idle_timer);
+    }
+}
+
 /* Hand on the whole frames the caller's read buffer holds (up to a
- * crowded audit queue, which leaves the rest held), and keep the clock of
- * an unfinished frame. */
+ * crowded audit queue, which leaves the rest held). */
 static void caller_consume(tg_wrap_t *w)
 {
     unsigned n = drain_frames(w, &w->crd, &caller_ops, caller_audit_hold);
-    bool progressed = n > 0;
     w->held_frames = caller_audit_hold(w) && w->crd.len > w->crd.pos;
-    if (w->held_frames)
-        return; /* whole frames wait: no clock runs on them */
-    if (w->conn != NULL && !w->stuck_armed) {
-        /* Socket callers only: toolgate's own stdin is its caller's
-         * business. The clock runs from an unfinished frame's first
-         * byte, not from the last read (a caller dripping bytes gets
-         * no more time than one sending nothing); it restarts only
-         * when a frame was completed. */
-        if (w->crd.len > w->crd.pos || w->crd.nd.skipping) {
-            if (progressed || !uv_is_active((uv_handle_t *)&w->idle_timer))
-                uv_timer_start(&w->idle_timer, on_idle, w->gw->cfg->idle_timeout_ms, 0);
-        } else {
-            uv_timer_stop(&w->idle_timer);
-        }
-    }
+    if (n > 0)
+        frame_done(w);
+    /* the clock of what is left: frame_settle, from mcp_flush_all */
 }
 
 void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -988,6 +1022,7 @@ static void backpressure(tg_wrap_t *w)
         w->stuck_armed = false;
         uv_timer_stop(&w->idle_timer);
     }
+    frame_settle(w);
     /* agent -> caller */
     reg_set(w, w->gw->reg_wq_caller, w->cwr.queued_bytes);
     if (w->inst != NULL && !w->inst->a.p.out_eof) {

@@ -195,9 +195,13 @@ struct tg_wrap {
     uint64_t err_dropped_reported;
 
     uv_timer_t restart_timer, phase_timer;
-    uv_timer_t idle_timer; /* serve: a partial frame left unfinished too long; any
-                            * front: a caller not reading its answers (stuck_armed) */
+    uv_timer_t idle_timer; /* unix callers: a frame not complete within frame_timeout of
+                            * its first byte; any front: a caller not reading its answers
+                            * (stuck_armed) */
     bool stuck_armed;
+    bool frame_clock;      /* frames of this caller are timed (a unix connection: not wrap's
+                            * stdin, nor an http session's socketpair, which http.c times) */
+    uint64_t frame_t0;     /* loop time of the first byte of the unfinished frame */
     tg_phase_t phase;
     bool finished;
 

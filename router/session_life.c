@@ -675,6 +675,11 @@ bool mcp_before_init(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env)
 void tg_sess_set_origin(tg_wrap_t *w, const char *front, const char *remote, const char *session)
 {
     w->origin = front;
+    /* Only a Unix caller's frames are timed here: wrap's stdin belongs to
+     * the client that launched toolgate (it may write as slowly as it
+     * likes), and an HTTP session's frames come whole from http.c, whose
+     * header_timeout times the client's request. */
+    w->frame_clock = w->conn != NULL && strcmp(front, "unix") == 0;
     snprintf(w->remote, sizeof(w->remote), "%s", remote != NULL ? remote : "");
     snprintf(w->sdigest, sizeof(w->sdigest), "%s", session != NULL ? session : "");
 }

@@ -535,7 +535,8 @@ Test(config, unknown_keys)
     load_fails(
         "{\"router\":{\"max_frame\":\"4Mi\"}}",
         "t.json:1:12: router: unknown key \"max_frame\" (allowed: instance, max_frame_bytes, "
-        "listen, callers_only, idle_timeout, handshake_timeout, reload_drain_timeout, admin)");
+        "listen, callers_only, idle_timeout, frame_timeout, handshake_timeout, reload_drain_timeout, "
+        "admin)");
     load_fails("{\"audit\":{\"file\":\"x\"}}",
                "t.json:1:11: audit: unknown key \"file\" (allowed: path, queue, sinks)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"limits\":{}}]}",
@@ -1292,5 +1293,22 @@ Test(config, handshake_and_reload_drain_timeouts)
     setup();
     load_fails("{\"router\":{\"handshake_timeout\":\"0s\"}}",
                "t.json:1:32: router.handshake_timeout: \"0s\" is out of range (expected a "
+               "duration above zero, e.g. 30s)");
+}
+
+/* router.frame_timeout (issue 20 item 18): 10s unless set, a duration
+ * with its unit like the others, never 0 (a frame is always timed). */
+Test(config, frame_timeout)
+{
+    cr_assert_eq(load("{}"), 0, "%s", err.msg);
+    cr_assert_eq(cfg.frame_timeout_ms, 10000);
+    tg_config_free(&cfg);
+    setup();
+    cr_assert_eq(load("{\"router\":{\"frame_timeout\":\"2500ms\"}}"), 0, "%s", err.msg);
+    cr_assert_eq(cfg.frame_timeout_ms, 2500);
+    tg_config_free(&cfg);
+    setup();
+    load_fails("{\"router\":{\"frame_timeout\":\"0s\"}}",
+               "t.json:1:28: router.frame_timeout: \"0s\" is out of range (expected a "
                "duration above zero, e.g. 30s)");
 }

@@ -4,6 +4,7 @@
  * not grow it either, nor make the audit lose one; a caller that drips
  * bytes must not hold a connection past the frame-completion deadline. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 
 #include "tests/mcp_client.h"
 #include "tests/os_client.h"
+#include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
 
 /* Registered with the harness: they must outlive the test bodies. */
@@ -89,7 +91,7 @@ Test(hostile, wrap_caller_that_never_reads_stays_bounded_and_is_ended)
 }
 
 /* A serve config with one listener of <dialect> on <sock> in front of
- * the fixture agent of that dialect, idle_timeout 1s. */
+ * the fixture agent of that dialect, idle_timeout and frame_timeout 1s. */
 static void serve_cfg(tgh_serve_t *s, const char *dialect)
 {
     char json[8 * TGH_PATH + 512];
@@ -107,7 +109,8 @@ static void serve_cfg(tgh_serve_t *s, const char *dialect)
         snprintf(cmd, sizeof cmd, "\"%s/tg_fixture_agent\", \"--log\", \"%s\"", TG_AGENTS_DIR,
                  s->log);
     snprintf(json, sizeof json,
-             "{\"router\": {\"idle_timeout\": \"1s\", \"listen\": [{\"unix\": \"%s\", "
+             "{\"router\": {\"idle_timeout\": \"1s\", \"frame_timeout\": \"1s\", "
+             "\"listen\": [{\"unix\": \"%s\", "
              "\"dialect\": \"%s\"%s}]},\n"
              " \"audit\": {\"path\": \"%s\"},\n"
              " \"agents\": [{\"id\": \"fx\", \"dialect\": \"%s\", \"command\": [%s]}]}\n",
@@ -116,7 +119,7 @@ static void serve_cfg(tgh_serve_t *s, const char *dialect)
 }
 
 /* Drip a frame's bytes one every 200 ms: the connection must be closed
- * within idle_timeout of the frame's first byte (plus slack), however
+ * within frame_timeout of the frame's first byte (plus slack), however
  * the bytes keep coming. */
 static void drip_is_cut(const char *dialect, const char *frame, size_t len)
 {
@@ -144,10 +147,10 @@ static void drip_is_cut(const char *dialect, const char *frame, size_t len)
     uint64_t took = tgh_now_ms() - t0;
     close(fd);
     cr_assert(closed, "a caller dripping one byte per 200 ms held its connection for %llu ms "
-                      "(idle_timeout 1s)",
+                      "(frame_timeout 1s)",
               (unsigned long long)took);
     cr_assert_lt(took, 3500, "the drip was cut only after %llu ms", (unsigned long long)took);
-    cr_assert_gt(tgh_file_wait(S.audit, "\"reason\":\"idle_timeout\"", 1, 3000), 0, "the cut is not audited");
+    cr_assert_gt(tgh_file_wait(S.audit, "\"reason\":\"frame_timeout\"", 1, 3000), 0, "the cut is not audited");
     tgh_serve_stop(&S, 10000);
 }
 
@@ -470,4 +473,245 @@ Test(hostile, wrap_with_limits_at_their_ceilings_idles_small)
     pipe_bounds(W.tg.pid, 10);
     tgh_close_stdin(&W.tg);
     cr_assert_eq(tgh_wait(&W.tg, 10000), 0, "toolgate did not exit after its caller's EOF");
+}
+
+/* ---- drip-fed frames (issue 20, item 18) -------------------------------- */
+
+/* One connection dripping a frame: its socket, the bytes it drips, how far
+ * it got, and when it was cut (relative to its first byte). */
+typedef struct drip {
+    int fd;
+    const char *what;
+    char frame[512];
+    size_t len, sent;
+    size_t stop_at;     /* stop sending after this many bytes (a half prefix), 0: never */
+    uint64_t t0, cut;   /* first byte; ms from it to the close (0: still open) */
+} drip_t;
+
+/* Read what <fd> has and say whether the peer closed it. */
+static bool drip_closed(int fd)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0)
+            return true;
+        if (n < 0)
+            return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    }
+}
+
+/* Wait up to <ms> for a line holding "result" on <fd> (an answer to the
+ * initialize written before). */
+static bool await_result_line(int fd, int ms)
+{
+    char buf[8192];
+    size_t n = 0;
+    uint64_t deadline = tgh_now_ms() + (uint64_t)ms;
+    while (tgh_left(deadline) > 0 && n < sizeof buf - 1) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, tgh_left(deadline)) != 1)
+            break;
+        ssize_t got = read(fd, buf + n, sizeof buf - 1 - n);
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+        buf[n] = '\0';
+        if (strstr(buf, "\"result\"") != NULL && strchr(buf, '\n') != NULL)
+            return true;
+    }
+    return false;
+}
+
+/* Drip every connection of <d> one byte per <every_ms>, until each is
+ * closed by toolgate or <limit_ms> passed since its first byte. */
+static void drip_all(drip_t *d, size_t n, unsigned every_ms, uint64_t limit_ms)
+{
+    for (;;) {
+        bool open = false;
+        uint64_t now = tgh_now_ms();
+        for (size_t i = 0; i < n; i++) {
+            if (d[i].fd < 0 || d[i].cut != 0)
+                continue;
+            if (d[i].t0 != 0 && drip_closed(d[i].fd)) {
+                d[i].cut = now - d[i].t0;
+                continue;
+            }
+            if (d[i].t0 != 0 && now - d[i].t0 > limit_ms)
+                continue;
+            open = true;
+            bool stopped = d[i].stop_at != 0 && d[i].sent >= d[i].stop_at;
+            if (!stopped && d[i].sent < d[i].len) {
+                if (send(d[i].fd, d[i].frame + d[i].sent, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+                    if (d[i].t0 == 0)
+                        d[i].t0 = now;
+                    d[i].sent++;
+                } else if (d[i].t0 != 0) {
+                    d[i].cut = now - d[i].t0;
+                }
+            }
+        }
+        if (!open)
+            return;
+        tgh_sleep_ms(every_ms);
+    }
+}
+
+/* An OpenSentience core.tool.call frame of <len> bytes in all (prefix
+ * included), padded in its input. */
+static size_t os_padded_call(char *out, size_t cap, size_t len)
+{
+    char body[512];
+    int n = snprintf(body, sizeof body,
+                     "{\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m1\",\"ts\":"
+                     "\"2026-01-16T12:00:00Z\",\"payload\":{\"call_id\":\"c1\",\"tool_id\":"
+                     "\"os/echo\",\"input\":{\"text\":\"");
+    while ((size_t)n + 4 + 4 < len && (size_t)n < sizeof body - 8)
+        body[n++] = 'x';
+    n += snprintf(body + n, sizeof body - (size_t)n, "\"}}}");
+    cr_assert(4 + (size_t)n <= cap);
+    out[0] = 0, out[1] = 0, out[2] = (char)(n >> 8), out[3] = (char)n;
+    memcpy(out + 4, body, (size_t)n);
+    return 4 + (size_t)n;
+}
+
+/* The hidden suite's case: twelve connections each drip one byte of a
+ * frame at a time to serve's MCP and OpenSentience listeners (one only
+ * half an OpenSentience length prefix, then nothing), and one more each to
+ * an HTTP listener and the admin endpoint, all under the default
+ * router.frame_timeout (10s). Callers that behave are served meanwhile;
+ * every dripping connection is closed within 12 s of its first byte (not
+ * before the 10 s), each audited with reason frame_timeout, and /limits
+ * shows the bound. */
+Test(hostile, drip_fed_frames_are_cut_at_the_default_frame_timeout, .timeout = 120)
+{
+    static tgh_serve_t s;
+    cr_assert_eq(tgh_serve_prepare(&s, "mcp"), 0);
+    char os_sock[TGH_PATH + 32], hboff[TGH_PATH + 16], tok[TGH_PATH + 16];
+    snprintf(os_sock, sizeof os_sock, "%s/os.sock", s.dir);
+    snprintf(hboff, sizeof hboff, "%s/hb-off", s.dir);
+    snprintf(tok, sizeof tok, "%s/token", s.dir);
+    int http_port = tgh_free_port(), admin_port = tgh_free_port();
+    while (admin_port == http_port)
+        admin_port = tgh_free_port();
+    char admin[64];
+    snprintf(admin, sizeof admin, "127.0.0.1:%d", admin_port);
+    static char json[8192];
+    snprintf(json, sizeof json,
+             "{\"router\": {\"admin\": \"%s\", \"listen\": ["
+             "{\"unix\": \"%s\", \"agent\": \"fx\"},"
+             "{\"unix\": \"%s\", \"dialect\": \"opensentience\"},"
+             "{\"http\": \"127.0.0.1:%d\", \"agent\": \"fx\"}]},\n"
+             " \"audit\": {\"path\": \"%s\"},\n"
+             " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", "
+             "\"%s\"]},\n"
+             "  {\"id\": \"os\", \"dialect\": \"opensentience\", \"command\": [\"%s/tg_os_agent\", "
+             "\"--hb-off\", \"%s\", \"--token-file\", \"%s\", \"--id\", \"os\"]}]}\n",
+             admin, s.sock, os_sock, http_port, s.audit, TG_AGENTS_DIR, s.log, TG_AGENTS_DIR,
+             hboff, tok);
+    tgh_serve_start(&s, json, NULL, 10000);
+    if (tgh_file_wait(s.err, "agent 'os' ready", 1, 10000) < 1)
+        tgh_fail_with_stderr(s.err, "agent 'os' did not become ready");
+
+    enum { NMCP = 6, NOS = 6, NDRIP = NMCP + NOS + 2 };
+    static drip_t d[NDRIP];
+    static const char mcp_call_frame[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+        "\"arguments\":{\"text\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}}\n";
+    for (size_t i = 0; i < NDRIP; i++) {
+        memset(&d[i], 0, sizeof d[i]);
+        d[i].fd = -1;
+    }
+    /* MCP: three after their initialize (a call dripped), three before
+     * it (the initialize dripped: handshake_timeout is 10s as well). */
+    for (size_t i = 0; i < NMCP; i++) {
+        d[i].fd = tgh_unix_dial(s.sock);
+        cr_assert_geq(d[i].fd, 0);
+        d[i].what = i < 3 ? "an initialized mcp caller" : "an mcp caller before initialize";
+        if (i < 3) {
+            static const char init[] = MCP_INITIALIZE "\n" MCP_INITIALIZED "\n";
+            cr_assert_eq(write(d[i].fd, init, sizeof init - 1), (ssize_t)(sizeof init - 1));
+            cr_assert(await_result_line(d[i].fd, 10000), "initialize not answered");
+            memcpy(d[i].frame, mcp_call_frame, sizeof mcp_call_frame - 1);
+            d[i].len = sizeof mcp_call_frame - 1;
+        } else {
+            d[i].len = (size_t)snprintf(d[i].frame, sizeof d[i].frame, "%s%s\n", MCP_INITIALIZE,
+                                        "                                                  ");
+        }
+    }
+    for (size_t i = NMCP; i < NMCP + NOS; i++) {
+        d[i].fd = tgh_unix_dial(os_sock);
+        cr_assert_geq(d[i].fd, 0);
+        d[i].what = "an opensentience caller";
+        d[i].len = os_padded_call(d[i].frame, sizeof d[i].frame, 200);
+        if (i == NMCP) {
+            d[i].stop_at = 2; /* half a length prefix, then nothing */
+            d[i].what = "an opensentience caller with half a length prefix";
+        }
+    }
+    d[NDRIP - 2].fd = tgh_tcp_dial(http_port);
+    d[NDRIP - 2].what = "an http client";
+    d[NDRIP - 2].len = (size_t)snprintf(
+        d[NDRIP - 2].frame, sizeof d[NDRIP - 2].frame,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Length: 400\r\n\r\n%s",
+        MCP_INITIALIZE);
+    d[NDRIP - 1].fd = tgh_tcp_dial(admin_port);
+    d[NDRIP - 1].what = "an admin client";
+    d[NDRIP - 1].len = (size_t)snprintf(
+        d[NDRIP - 1].frame, sizeof d[NDRIP - 1].frame,
+        "GET /limits HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: "
+        "drip-drip-drip-drip-drip-drip-drip-drip-drip-drip-drip-drip-drip-drip-drip-drip\r\n\r\n");
+    cr_assert_geq(d[NDRIP - 2].fd, 0);
+    cr_assert_geq(d[NDRIP - 1].fd, 0);
+
+    /* Start them all, then serve the callers that behave while they
+     * drip (one byte each per 250 ms: 40 bytes in 10 s, short of any
+     * frame here). */
+    drip_all(d, NDRIP, 1, 0); /* (limit 0: one byte each) */
+    tgh_proc_t good;
+    mcp_connect(&good, s.sock);
+    mcp_init_ok(&good, 10000);
+    mcp_call_text(&good, 1, "echo", "{\"text\":\"served\"}", "served", 10000);
+    static osc_t og;
+    osc_open(&og, os_sock);
+    json_t *r = osc_ok_call(&og, "g1", "os/echo", "{\"text\":\"served\"}");
+    json_decref(r);
+    drip_all(d, NDRIP, 250, 16000);
+    mcp_call_text(&good, 2, "echo", "{\"text\":\"still served\"}", "still served", 10000);
+    r = osc_ok_call(&og, "g2", "os/echo", "{\"text\":\"still\"}");
+    json_decref(r);
+
+    for (size_t i = 0; i < NDRIP; i++) {
+        cr_log_info("%s: cut after %llu ms (%zu bytes)", d[i].what, (unsigned long long)d[i].cut,
+                    d[i].sent);
+        cr_expect_neq(d[i].cut, 0, "%s dripping a frame is still connected 16 s on", d[i].what);
+        cr_expect_lt(d[i].cut, 12000, "%s dripping a frame was cut only after %llu ms", d[i].what,
+                     (unsigned long long)d[i].cut);
+        cr_expect_geq(d[i].cut, 9000, "%s was cut after %llu ms, before router.frame_timeout",
+                      d[i].what, (unsigned long long)d[i].cut);
+        close(d[i].fd);
+    }
+    /* Audited (never with the bytes): the three initialized MCP callers,
+     * the six OpenSentience ones, the HTTP client and the admin client;
+     * the three before initialize by whichever of handshake_timeout and
+     * frame_timeout came first. */
+    int cuts = tgh_file_wait(s.audit, "\"reason\":\"frame_timeout\"", 3 + NOS + 2, 5000);
+    int hs = tgh_file_count(s.audit, "\"reason\":\"handshake_timeout\"");
+    cr_assert_geq(cuts + hs, NDRIP, "%d frame_timeout and %d handshake_timeout events for %d cuts",
+                  cuts, hs, NDRIP);
+    cr_assert_geq(cuts, 3 + NOS + 2, "%d frame_timeout events", cuts);
+    cr_assert_eq(tgh_file_count(s.audit, "xxxxxxxx"), 0, "frame bytes in the audit trail");
+    cr_assert_eq(tgh_file_count(s.audit, "drip-drip"), 0, "request bytes in the audit trail");
+    json_t *doc = tga_limits(admin);
+    json_t *e = tga_limit(doc, "caller.frame_timeout_ms");
+    cr_assert_not_null(e, "/limits has no caller.frame_timeout_ms");
+    cr_assert_eq(json_integer_value(json_object_get(e, "capacity")), 10000);
+    cr_assert_eq(json_integer_value(json_object_get(e, "high_water")), 10000,
+                 "a cut frame is not the limit's high water");
+    json_decref(doc);
+    tgh_conn_close(&good);
+    osc_close(&og);
+    tgh_serve_stop(&s, 10000);
 }

@@ -301,10 +301,10 @@ static int s_count_fds(pid_t pid)
 }
 
 /* Half a frame then silence: answered -32600 and closed after
- * router.idle_timeout; garbage gets -32700 and the session goes on. */
+ * router.frame_timeout; garbage gets -32700 and the session goes on. */
 Test(serve, hostile_half_frame_and_garbage)
 {
-    s_start(", \"idle_timeout\": \"300ms\"", NULL, NULL);
+    s_start(", \"frame_timeout\": \"300ms\"", NULL, NULL);
     tgh_proc_t a, b;
     mcp_connect(&a, S.sock);
     json_decref(mcp_initialize(&a, 5000));

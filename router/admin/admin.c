@@ -149,9 +149,15 @@ static void conn_close(conn_t *c)
         uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
 }
 
+/* The idle timeout: between requests, or a request begun and not
+ * complete in time (from the connection's start or the previous answer,
+ * however its bytes trickle in), which is told to the provider. */
 static void on_timer(uv_timer_t *t)
 {
-    conn_close(t->data);
+    conn_t *c = t->data;
+    if (!c->busy && !c->lingering && c->head_bytes > 0 && c->a->prov.request_timeout != NULL)
+        c->a->prov.request_timeout(c->a->prov.ctx);
+    conn_close(c);
 }
 
 static void arm_timer(conn_t *c, uint64_t ms)

@@ -81,6 +81,10 @@ typedef struct tg_admin_provider {
      * entry's index. <own> must outlive the server; NULL: not registered. */
     tg_registry_t *own;
     void (*limit_event)(void *ctx, int idx, tg_limit_ev_t ev);
+    /* A connection began a request and did not finish it within the idle
+     * timeout (a slowloris): it is closed, and told here (may be NULL) so
+     * the owner can audit it. */
+    void (*request_timeout)(void *ctx);
 } tg_admin_provider_t;
 
 typedef struct tg_admin_opts {

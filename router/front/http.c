@@ -892,7 +892,9 @@ static void arm_wait(hconn_t *c)
 {
     const tg_listen_cfg_t *lc = c->h->lc;
     uint64_t ms = c->got_bytes || c->nreq == 0
-                      ? (lc->header_timeout_ms ? lc->header_timeout_ms : TG_HTTP_DEF_HEADER_TIMEOUT_MS)
+                      ? (lc->header_timeout_ms   ? lc->header_timeout_ms
+                         : c->h->o.frame_timeout_ms ? c->h->o.frame_timeout_ms
+                                                  : TG_HTTP_DEF_HEADER_TIMEOUT_MS)
                       : (lc->keepalive_timeout_ms ? lc->keepalive_timeout_ms
                                                   : TG_HTTP_DEF_KEEPALIVE_TIMEOUT_MS);
     if (!uv_is_active((uv_handle_t *)&c->timer))
@@ -1017,6 +1019,9 @@ static void on_timer(uv_timer_t *t)
         if (c->got_bytes) {
             c->busy = true;
             uv_read_stop((uv_stream_t *)&c->tcp);
+            /* A slow head or body (a slowloris): audited as a Unix
+             * caller's unfinished frame is (reason frame_timeout). */
+            tell_refused(c, 408, "frame_timeout");
             refuse_close(c, 408, "the request did not arrive within header_timeout");
             return;
         }

@@ -44,7 +44,9 @@ typedef int (*tg_http_auth_fn)(void *arg, const char *authz, size_t authz_len, i
 
 /* A request refused before it reached a session for who or where it came
  * from: 401 (no or a bad credential: <reason> "unauthenticated"), 403
- * (<reason> "origin_not_allowed" or "host_not_loopback"). <remote> is the
+ * (<reason> "origin_not_allowed" or "host_not_loopback"), or because it
+ * did not arrive within header_timeout once begun: 408 (<reason>
+ * "frame_timeout"). <remote> is the
  * peer ("address:port", "" when unknown). The runner audits it. */
 typedef void (*tg_http_refused_fn)(void *arg, int status, const char *reason, const char *remote);
 
@@ -52,6 +54,8 @@ typedef struct tg_http_opts {
     const tg_listen_cfg_t *lc;
     size_t index;          /* router.listen[index], for messages */
     uint64_t max_frame;    /* router.max_frame_bytes: the body bound */
+    uint64_t frame_timeout_ms; /* router.frame_timeout: header_timeout when the listener sets
+                                * none (0: TG_HTTP_DEF_HEADER_TIMEOUT_MS) */
     tg_hub_open_fn open;   /* opens an engine session (the runner's) */
     void *open_arg;
     tg_http_auth_fn auth;  /* NULL: every request is anonymous */

@@ -1063,12 +1063,24 @@ static void http_refused(void *arg, int status, const char *reason, const char *
         return;
     }
     tg_audit_ev_t ev;
-    refused_ev(&ev, tg_agent_id(l->ag), TG_DENY_CALLER, "caller", "caller", "http", remote);
+    if (status == 408) {
+        /* Not a caller refused: a request that did not arrive in time
+         * (header_timeout, by default router.frame_timeout), audited as
+         * a Unix caller's unfinished frame is. */
+        tg_audit_ev_init(&ev);
+        ev.event = "call.denied";
+        ev.agent = tg_agent_id(l->ag);
+        ev.status = "invalid";
+        ev.front = "http";
+        ev.remote = remote != NULL && remote[0] != '\0' ? remote : NULL;
+    } else {
+        refused_ev(&ev, tg_agent_id(l->ag), TG_DENY_CALLER, "caller", "caller", "http", remote);
+    }
     ev.reason = reason;
     if (l->refused_quiet > 0)
         ev.count = (int64_t)l->refused_quiet; /* refused before this one, not audited */
     l->refused_quiet = 0;
-    (void)status; /* <reason> says it: unauthenticated 401, the others 403 */
+    /* <reason> says it: unauthenticated 401, frame_timeout 408, the others 403 */
     tg_audit_emit(l->r->gw.audit, &ev);
 }
 
@@ -1157,6 +1169,7 @@ static int bind_http(serve_run_t *r, listener_t *l, size_t i, tg_err_t *err)
     tg_http_opts_t o = {.lc = lc,
                         .index = i,
                         .max_frame = r->cfg->max_frame_bytes,
+                        .frame_timeout_ms = r->cfg->frame_timeout_ms,
                         .open = http_open,
                         .open_arg = l,
                         .auth = http_auth,
