@@ -487,6 +487,16 @@ typedef struct tg_config {
  * command): the embedded default of wrap mode. 0 or -1 (ENOMEM). */
 int tg_config_default(tg_config_t *cfg);
 
+/* Name the run <cfg> describes when router.instance is the default (the
+ * host name): HOST-<tag>-PID (the host part cut to fit TG_NAME_MAX; <tag>
+ * dropped when it does not fit), so that runs writing one audit file or
+ * Redis stream (the wraps one MCP client launches, two serves on one
+ * host) are told apart and `toolgate audit verify` checks each run on its
+ * own. wrap's <tag> is its agent id, serve's "serve". A configured name
+ * is kept. Call it once the config is loaded; the same process gets the
+ * same name again (a reload). 0 or -ENOMEM. */
+int tg_config_name_run(tg_config_t *cfg, const char *tag);
+
 /* Parse <path> (JSON) over <cfg>. Unknown keys are errors (a typo must not
  * silently drop a limit). Keys the file sets override <cfg>; a file
  * "agents" array replaces <cfg>'s agents (each starts from the defaults).

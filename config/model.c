@@ -143,6 +143,41 @@ static char *default_instance(void)
     return strdup(host);
 }
 
+int tg_config_name_run(tg_config_t *cfg, const char *tag)
+{
+    char *host = default_instance();
+    if (host == NULL)
+        return -ENOMEM;
+    bool configured = strcmp(cfg->instance, host) != 0;
+    free(host);
+    if (configured)
+        return 0;
+    char tail[TG_NAME_MAX + 1];
+    char name[TG_NAME_MAX + 1];
+    char pid[24];
+    int pn = snprintf(pid, sizeof(pid), "-%ld", (long)getpid());
+    size_t tagn = strlen(tag);
+    size_t tn;
+    if (tagn + 1 + (size_t)pn < TG_NAME_MAX) { /* "-TAG-PID", built by hand: no truncation */
+        tail[0] = '-';
+        memcpy(tail + 1, tag, tagn);
+        memcpy(tail + 1 + tagn, pid, (size_t)pn + 1);
+        tn = tagn + 1 + (size_t)pn;
+    } else {
+        memcpy(tail, pid, (size_t)pn + 1);
+        tn = (size_t)pn;
+    }
+    size_t hn = strnlen(cfg->instance, TG_NAME_MAX - tn);
+    memcpy(name, cfg->instance, hn);
+    memcpy(name + hn, tail, tn + 1);
+    char *copy = strdup(name);
+    if (copy == NULL)
+        return -ENOMEM;
+    free(cfg->instance);
+    cfg->instance = copy;
+    return 0;
+}
+
 int tg_config_default(tg_config_t *cfg)
 {
     *cfg = (tg_config_t){.max_frame_bytes = TG_DEF_MAX_FRAME_BYTES,

@@ -248,6 +248,58 @@ Test(serve, bad_listener_agent_is_a_config_error)
     free(e);
 }
 
+/* Two serves of one config without router.instance write the default
+ * audit file ($XDG_STATE_HOME/toolgate/audit.jsonl) side by side: each is
+ * its own run, named HOST-serve-PID, so `audit verify --stopped` checks
+ * each on its own (one shared name read as duplicates and an unstopped
+ * run). */
+Test(serve, two_runs_of_one_config_are_two_instances)
+{
+    static tgh_serve_t two[2];
+    static tgh_proc_t c[2];
+    char state[TGH_PATH + 16], envv[TGH_PATH + 32], audit[TGH_PATH + 64];
+    cr_assert_eq(tgh_serve_prepare(&two[0], "fx"), 0);
+    cr_assert_eq(tgh_serve_prepare(&two[1], "fx"), 0);
+    snprintf(state, sizeof state, "%s/state", two[0].dir);
+    snprintf(envv, sizeof envv, "XDG_STATE_HOME=%s", state);
+    snprintf(audit, sizeof audit, "%s/toolgate/audit.jsonl", state);
+    char *const env[] = {envv, NULL};
+    for (int i = 0; i < 2; i++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"}]},\n"
+                 " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", "
+                 "\"--log\", \"%s\"]}]}\n",
+                 two[i].sock, TG_AGENTS_DIR, two[i].log);
+        tgh_serve_start(&two[i], json, env, 5000);
+        mcp_connect(&c[i], two[i].sock);
+        mcp_init_ok(&c[i], 5000);
+        mcp_call_text(&c[i], 1, "echo", "{\"text\":\"x\"}", "x", 5000);
+    }
+    for (int i = 0; i < 2; i++) {
+        tgh_conn_close(&c[i]);
+        tgh_serve_stop(&two[i], 10000);
+    }
+    char host[256] = "";
+    cr_assert_eq(gethostname(host, sizeof host), 0);
+    char *text = tgh_read_file(audit, NULL);
+    cr_assert_not_null(text, "no audit at the default path %s", audit);
+    for (int i = 0; i < 2; i++) {
+        char want[300];
+        snprintf(want, sizeof want, "\"instance\":\"%.128s-serve-%d\"", host, (int)two[i].tg.pid);
+        cr_assert_gt(tgh_count_lines_with(text, "", want), 3, "no events of %s in %s", want, text);
+    }
+    free(text);
+    char cmd[3 * TGH_PATH], out[TGH_PATH + 16];
+    snprintf(out, sizeof out, "%s/verify.txt", two[0].dir);
+    snprintf(cmd, sizeof cmd, "'%s' audit verify --stopped '%s' > '%s' 2>&1", TG_BIN, audit, out);
+    int st = system(cmd);
+    char *v = tgh_read_file(out, NULL);
+    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "audit verify --stopped refused the shared file:\n%s", v ? v : "");
+    free(v);
+}
+
 static char *s_env_text(tgh_proc_t *c, int id, const char *name)
 {
     char args[128];

@@ -58,39 +58,6 @@ static char *id_from_command(const char *cmd)
     return id;
 }
 
-/* wrap without router.instance: the host name, the agent id and the pid,
- * so that the audit events of wraps that one MCP client launched at once
- * (into one default audit file, one Redis stream) tell the runs apart and
- * `toolgate audit verify` checks each run on its own. The host part is
- * cut to fit TG_NAME_MAX. 0 or -1 (out of memory). */
-static int unique_instance(tg_config_t *cfg)
-{
-    char tail[TG_NAME_MAX + 1];
-    char name[TG_NAME_MAX + 1];
-    char pid[24];
-    int pn = snprintf(pid, sizeof(pid), "-%ld", (long)getpid());
-    size_t idn = strlen(cfg->agents[0].id);
-    size_t tn;
-    if (idn + 1 + (size_t)pn < TG_NAME_MAX) { /* "-AGENT-PID", built by hand: no truncation */
-        tail[0] = '-';
-        memcpy(tail + 1, cfg->agents[0].id, idn);
-        memcpy(tail + 1 + idn, pid, (size_t)pn + 1);
-        tn = idn + 1 + (size_t)pn;
-    } else {
-        memcpy(tail, pid, (size_t)pn + 1);
-        tn = (size_t)pn;
-    }
-    size_t hn = strnlen(cfg->instance, TG_NAME_MAX - tn);
-    memcpy(name, cfg->instance, hn);
-    memcpy(name + hn, tail, tn + 1);
-    char *copy = strdup(name);
-    if (copy == NULL)
-        return -1;
-    free(cfg->instance);
-    cfg->instance = copy;
-    return 0;
-}
-
 /* The options of wrap and of serve --http, as given. */
 typedef struct cli_opts {
     const char *config, *name, *audit, *store, *admin;
@@ -262,15 +229,7 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
                           "(or give --config FILE with agents[0].command)");
     if (tg_config_default(cfg) < 0)
         return tg_err_set(err, -1, "out of memory");
-    /* router.instance is "configured" when the file changed it from the
-     * host name the defaults give. */
-    char *host = strdup(cfg->instance);
-    if (host == NULL)
-        return tg_err_set(err, -1, "out of memory");
-    int lrc = o.config != NULL ? tg_config_load_file(cfg, o.config, err) : 0;
-    bool own_instance = strcmp(cfg->instance, host) != 0;
-    free(host);
-    if (lrc < 0)
+    if (o.config != NULL && tg_config_load_file(cfg, o.config, err) < 0)
         return -1;
     /* The command: the one after --, else the file's agents[0].command.
      * Given both, the command line wins (a config kept for its limits
@@ -292,7 +251,7 @@ int tg_cli_parse_wrap(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
         return -1;
     if (cli_agent_id(cfg, &o, cfg->agents[0].command[0], err) < 0)
         return -1;
-    if (!own_instance && unique_instance(cfg) < 0)
+    if (tg_config_name_run(cfg, cfg->agents[0].id) < 0)
         return tg_err_set(err, -1, "out of memory");
     return cli_apply(cfg, &o, err);
 }
@@ -431,6 +390,8 @@ int tg_cli_parse_serve(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
             return tg_err_set(err, -1, "out of memory");
         if (tg_config_load_file(cfg, o.config, err) < 0)
             return -1;
+        if (tg_config_name_run(cfg, "serve") < 0)
+            return tg_err_set(err, -1, "out of memory");
         return tg_config_validate(cfg, err);
     }
     if (o.http == NULL)
@@ -447,6 +408,8 @@ int tg_cli_parse_serve(int argc, char **argv, tg_config_t *cfg, tg_err_t *err)
         return tg_err_set(err, -1, "out of memory");
     if (tg_config_set_command(cfg, 0, argv + i, err) < 0 || cli_agent_id(cfg, &o, argv[i], err) < 0)
         return -1;
+    if (tg_config_name_run(cfg, "serve") < 0)
+        return tg_err_set(err, -1, "out of memory");
     json_t *doc = serve_http_doc(&o, cfg->agents[0].id);
     char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);

@@ -582,7 +582,13 @@ static gen_t *gen_load(const char *path, tg_err_t *err)
         tg_err_set(err, -1, "%s: out of memory", path);
         goto fail;
     }
-    if (tg_config_load_file(cfg, path, err) < 0 || tg_config_validate(cfg, err) < 0)
+    if (tg_config_load_file(cfg, path, err) < 0)
+        goto fail;
+    if (tg_config_name_run(cfg, "serve") < 0) { /* the name the run started with */
+        tg_err_set(err, -1, "%s: out of memory", path);
+        goto fail;
+    }
+    if (tg_config_validate(cfg, err) < 0)
         goto fail;
     g->doc = json_load_file(path, 0, &je);
     if (g->doc == NULL) { /* the file changed between the two reads */
