@@ -812,3 +812,59 @@ Test(check, shared_rate_without_a_store_is_refused_as_wrap_and_serve_do)
     cr_expect_eq(run_check((const char *[]){"--config", cpath, "--limit", "rate_scope=shared", NULL}),
                  0, "%s", errout);
 }
+
+/* Issue 20 item 13: right after `dpkg -i`, README's next step is `toolgate
+ * check --config /etc/toolgate/toolgate.json`, whose listener lives in
+ * /run/toolgate, which only the service unit makes (RuntimeDirectory=).
+ * That directory missing is a note, and the check passes; any other
+ * missing listener directory still fails it. */
+Test(check, unit_runtime_dir_not_made_yet_is_a_note)
+{
+    char cpath[128], doc[512];
+    struct stat st;
+
+    /* The directory check names is the one the packaged unit makes. */
+    char *unit = tgh_read_file(TG_SOURCE_DIR "/deploy/systemd/toolgate.service", NULL);
+    cr_assert_not_null(unit);
+    cr_expect_not_null(strstr(unit, "\nRuntimeDirectory=toolgate\n"));
+    cr_expect_str_eq(TG_CHECK_UNIT_RUNTIME_DIR, "/run/toolgate");
+    free(unit);
+    char *example = tgh_read_file(TG_SOURCE_DIR "/deploy/examples/serve.json", NULL);
+    cr_assert_not_null(example);
+    cr_expect_not_null(strstr(example, "\"unix\": \"" TG_CHECK_UNIT_RUNTIME_DIR "/"),
+                       "the packaged config's listener is not in the unit's runtime directory");
+    free(example);
+    if (stat(TG_CHECK_UNIT_RUNTIME_DIR, &st) == 0)
+        cr_skip_test(TG_CHECK_UNIT_RUNTIME_DIR " exists on this host: nothing to note");
+
+    snprintf(doc, sizeof doc,
+             "{\"router\": {\"listen\": [{\"unix\": \"%s/demo.sock\", \"agent\": \"a\"}]},\n"
+             " \"agents\": [{\"id\": \"a\", \"command\": [\"/bin/cat\"]}]}\n",
+             TG_CHECK_UNIT_RUNTIME_DIR);
+    tgh_tmp_put("unit.json", doc, cpath, sizeof cpath);
+    cr_expect_eq(run_check((const char *[]){"--config", cpath, NULL}), 0, "%s", errout);
+    EXPECT_LINE(out, "start on this host: nothing in the way (listener directories, commands)");
+    EXPECT_LINE(out, "  note: router.listen[0].unix: directory /run/toolgate does not exist yet: "
+                     "toolgate.service makes it when it starts toolgate "
+                     "(RuntimeDirectory=toolgate); to run toolgate serve outside the unit, make "
+                     "it first: install -d -o toolgate -g toolgate -m 0755 /run/toolgate");
+    cr_expect_str_eq(errout, "");
+    cr_expect_eq(run_check((const char *[]){"--json", "--config", cpath, NULL}), 0, "%s", errout);
+    json_t *root = json_loads(out, 0, NULL);
+    cr_assert_not_null(root, "%s", out);
+    json_t *start = json_object_get(root, "start");
+    cr_expect(json_is_true(json_object_get(start, "ok")));
+    cr_expect_not_null(strstr(json_string_value(json_array_get(json_object_get(start, "notes"), 0)),
+                              "does not exist yet"));
+    json_decref(root);
+
+    /* Another missing directory still stops the start. */
+    snprintf(doc, sizeof doc,
+             "{\"router\": {\"listen\": [{\"unix\": \"%s-absent/demo.sock\", \"agent\": \"a\"}]},\n"
+             " \"agents\": [{\"id\": \"a\", \"command\": [\"/bin/cat\"]}]}\n",
+             TG_CHECK_UNIT_RUNTIME_DIR);
+    tgh_tmp_put("other.json", doc, cpath, sizeof cpath);
+    cr_expect_eq(run_check((const char *[]){"--config", cpath, NULL}), 1);
+    cr_expect_not_null(strstr(errout, "directory /run/toolgate-absent: No such file or directory"),
+                       "%s", errout);
+}

@@ -869,11 +869,14 @@ static json_t *json_callers(const tg_config_t *cfg)
 /* The "start" member of the JSON report. */
 static json_t *json_start(const tg_check_problems_t *p)
 {
-    json_t *lines = json_array();
+    json_t *lines = json_array(), *notes = json_array();
     for (size_t i = 0; lines && i < p->n; i++)
         json_array_append_new(lines, json_string(p->line[i]));
-    return json_pack("{s:b,s:o,s:I}", "ok", p->n + p->dropped == 0, "problems",
-                     lines ? lines : json_array(), "more", (json_int_t)p->dropped);
+    for (size_t i = 0; notes && i < p->nnotes; i++)
+        json_array_append_new(notes, json_string(p->note[i]));
+    return json_pack("{s:b,s:o,s:I,s:o}", "ok", p->n + p->dropped == 0, "problems",
+                     lines ? lines : json_array(), "more", (json_int_t)p->dropped, "notes",
+                     notes ? notes : json_array());
 }
 
 /* The start section of the text report. */
@@ -881,13 +884,15 @@ static void text_start(FILE *f, const tg_check_problems_t *p)
 {
     if (p->n + p->dropped == 0) {
         fprintf(f, "\nstart on this host: nothing in the way (listener directories, commands)\n");
-        return;
+    } else {
+        fprintf(f, "\nstart on this host: would fail\n");
+        for (size_t i = 0; i < p->n; i++)
+            fprintf(f, "  %s\n", p->line[i]);
+        if (p->dropped > 0)
+            fprintf(f, "  (%zu more)\n", p->dropped);
     }
-    fprintf(f, "\nstart on this host: would fail\n");
-    for (size_t i = 0; i < p->n; i++)
-        fprintf(f, "  %s\n", p->line[i]);
-    if (p->dropped > 0)
-        fprintf(f, "  (%zu more)\n", p->dropped);
+    for (size_t i = 0; i < p->nnotes; i++)
+        fprintf(f, "  note: %s\n", p->note[i]);
 }
 
 int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json,
