@@ -48,7 +48,8 @@ static void usage(FILE *f)
             "             router.stopping is a finding too (without it, a note: the run\n"
             "             may still be going; open=1 in the summary)\n"
             "Exit status: 0 nothing lost, 1 any finding (audit.dropped, a run that ended\n"
-            "without router.stopping included), 2 bad usage or a file that could not be read.\n");
+            "without router.stopping included), 2 bad usage or a file that could not be read.\n"
+            "\n--log-format and TOOLGATE_LOG apply as to every command (toolgate --help).\n");
 }
 
 static void rotation_key(infile_t *f)
@@ -118,7 +119,12 @@ static int feed_file(tg_verify_t *v, const char *name, char *buf)
     int rc = 0;
 
     if (fd < 0) {
-        fprintf(stderr, "toolgate audit verify: %s: cannot open: %s\n", name, strerror(errno));
+        int e = errno;
+        fprintf(stderr, "toolgate audit verify: %s: cannot open: %s%s\n", name, strerror(e),
+                e == ENOENT ? " (give an audit file: the config's audit.path or "
+                              "audit.sinks[].path, by default "
+                              "$XDG_STATE_HOME/toolgate/audit.jsonl)"
+                            : "");
         return -1;
     }
     rc = tg_verify_begin(v, is_stdin ? "(stdin)" : name);
@@ -178,6 +184,9 @@ static bool summary_clean(const tg_verify_summary_t *s)
            s->dropped_lines == 0 && s->unstopped == 0;
 }
 
+/* The summary of each instance in the <nfiles> files read; "no events"
+ * only when there were files to read (one that could not be read was
+ * said on stderr and is not a file without events). */
 static void print_summaries(const tg_verify_t *v, size_t nfiles)
 {
     size_t n = tg_verify_ninstances(v);
@@ -196,7 +205,7 @@ static void print_summaries(const tg_verify_t *v, size_t nfiles)
     if (tg_verify_unattributed(v) != 0)
         printf("(no instance): FAIL lines=%llu (lines without a usable instance)\n",
                (unsigned long long)tg_verify_unattributed(v));
-    if (n == 0 && tg_verify_unattributed(v) == 0)
+    if (n == 0 && tg_verify_unattributed(v) == 0 && nfiles > 0)
         printf("no events in %zu file%s\n", nfiles, nfiles == 1 ? "" : "s");
 }
 
@@ -262,8 +271,10 @@ static int cli_verify(int argc, char **argv)
      * but the others are still checked and reported; only the core giving
      * up (memory, bounds) stops the run. */
     bool fatal = false;
+    size_t nread = 0;
     for (size_t i = 0; i < n && !fatal; i++) {
         int rc = feed_file(v, files[i].name, buf);
+        nread += rc >= 0;
         if (rc == -1) {
             status = 2;
         } else if (rc < 0) {
@@ -282,7 +293,7 @@ static int cli_verify(int argc, char **argv)
         }
     }
     if (!fatal)
-        print_summaries(v, n);
+        print_summaries(v, nread);
     fflush(stdout);
     if (fatal)
         status = 2;

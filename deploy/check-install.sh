@@ -11,7 +11,12 @@ src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dest=$(mktemp -d /tmp/toolgate-install.XXXXXX)
 trap 'rm -rf "$dest"' EXIT
 
+# As right after deploy/demo.sh, which builds toolgate and the demo agent
+# only: no toolgate.json(5) built. The install makes it (issue 20, item 15).
+man5=$build/deploy/man/toolgate.json.5
+rm -f "$man5"
 DESTDIR=$dest cmake --install "$build" --prefix /usr >/dev/null
+[[ -s $man5 ]] || { echo "check-install: the install did not generate $man5"; exit 1; }
 
 expected=(usr/bin/toolgate
           usr/libexec/toolgate/demo-agent

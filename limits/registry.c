@@ -22,6 +22,8 @@ void tg_registry_init(tg_registry_t *r)
     r->cap = 0;
     r->on_event = NULL;
     r->event_ctx = NULL;
+    r->now_ms = 0;
+    r->rearm_quiet_ms = 0;
 }
 
 void tg_registry_on_event(tg_registry_t *r, tg_limit_event_fn fn, void *ctx)
@@ -99,15 +101,18 @@ static uint64_t registry__threshold(uint64_t capacity, unsigned pct)
     return q * pct + (m * pct + 99) / 100;
 }
 
-tg_limit_ev_t tg_limit_observe(tg_limit_t *l, uint64_t current)
+/* The usage and thresholds part of an observation: record <current>,
+ * keep the high water, recompute the thresholds when the capacity
+ * changed. false for capacity 0, which means "not applicable here" (e.g.
+ * a backend that cannot measure it): 0% or 100% would both be lies, so
+ * stay silent. */
+static bool registry__record(tg_limit_t *l, uint64_t current)
 {
     l->current = current;
     if (current > l->high_water)
         l->high_water = current;
-    /* Capacity 0 means "not applicable here" (e.g. a backend that cannot
-     * measure it): 0% or 100% would both be lies, so stay silent. */
     if (l->capacity == 0)
-        return TG_LIMIT_EV_NONE;
+        return false;
     /* This runs several times per call: the divisions only when the
      * capacity changed. */
     if (__builtin_expect(l->thr_cap != l->capacity, 0)) {
@@ -115,6 +120,45 @@ tg_limit_ev_t tg_limit_observe(tg_limit_t *l, uint64_t current)
         l->warn_at = registry__threshold(l->capacity, REGISTRY_WARN_PCT);
         l->rearm_at = registry__threshold(l->capacity, REGISTRY_REARM_PCT);
     }
+    return true;
+}
+
+tg_limit_ev_t tg_limit_observe_quiet(tg_limit_t *l, uint64_t current, uint64_t now_ms)
+{
+    if (!registry__record(l, current))
+        return TG_LIMIT_EV_NONE;
+    if (!l->warned && current >= l->warn_at) {
+        l->warned = true;
+        l->below_ms = 0;
+        return TG_LIMIT_EV_WARNING;
+    }
+    if (l->warned && current < l->rearm_at && l->below_ms == 0)
+        l->below_ms = now_ms + 1;
+    else if (l->warned && current >= l->rearm_at)
+        l->below_ms = 0; /* busy again: the same episode */
+    return TG_LIMIT_EV_NONE;
+}
+
+void tg_registry_tick(tg_registry_t *r, uint64_t now_ms)
+{
+    r->now_ms = now_ms;
+    if (r->rearm_quiet_ms == 0)
+        return;
+    for (size_t i = 0; i < r->n; i++) {
+        tg_limit_t *l = &r->v[i];
+        if (!l->warned || l->below_ms == 0 || l->current >= l->rearm_at ||
+            now_ms + 1 - l->below_ms < r->rearm_quiet_ms)
+            continue;
+        l->warned = false;
+        l->below_ms = 0;
+        tg_registry_emit(r, (int)i, TG_LIMIT_EV_RECOVERED);
+    }
+}
+
+tg_limit_ev_t tg_limit_observe(tg_limit_t *l, uint64_t current)
+{
+    if (!registry__record(l, current))
+        return TG_LIMIT_EV_NONE;
     if (!l->warned && current >= l->warn_at) {
         l->warned = true;
         return TG_LIMIT_EV_WARNING;

@@ -4,7 +4,11 @@
  *
  * Warn on approach: a limit emits TG_LIMIT_EV_WARNING once when usage
  * crosses 80% of capacity (current * 100 >= capacity * 80) and re-arms,
- * emitting TG_LIMIT_EV_RECOVERED, only after falling below 50%.
+ * emitting TG_LIMIT_EV_RECOVERED, only after falling below 50%. A
+ * registry with a quiet time (rearm_quiet_ms, the gateway's) re-arms only
+ * once usage has stayed below 50% that long, seen by tg_registry_tick: a
+ * small limit (capacity 1 is at 100% during every call and at 0 between
+ * calls) warns once per busy episode, not once per call.
  *
  * Ownership: the registry owns its array of entries and copies of names;
  * entries are addressed by index (stable for the registry's life).
@@ -43,6 +47,9 @@ typedef struct tg_limit {
     uint64_t high_water;
     uint64_t capacity;
     bool warned;
+    /* With a quiet re-arm: 1 + the registry clock when usage last fell
+     * below 50% while warned; 0 when it has not since the warning. */
+    uint64_t below_ms;
     /* Thresholds of <capacity> as last seen (recomputed when it changes, so
      * code that assigns capacity directly needs to do nothing else). */
     uint64_t thr_cap, warn_at, rearm_at;
@@ -53,11 +60,15 @@ typedef struct tg_limit {
  * borrowed for the call. */
 typedef void (*tg_limit_event_fn)(void *ctx, const tg_limit_t *l, tg_limit_ev_t ev);
 
+#define TG_REGISTRY_REARM_QUIET_MS 10000 /* fixed internal bound: the gateway's rearm_quiet_ms */
+
 typedef struct tg_registry {
     tg_limit_t *v;
     size_t n, cap;
     tg_limit_event_fn on_event; /* NULL: events are returned, not reported */
     void *event_ctx;
+    uint64_t now_ms;         /* the clock, as last given to tg_registry_tick */
+    uint64_t rearm_quiet_ms; /* 0 (tg_registry_init): re-arm at once below 50% */
 } tg_registry_t;
 
 void tg_registry_init(tg_registry_t *r);
@@ -75,6 +86,14 @@ void tg_registry_on_event(tg_registry_t *r, tg_limit_event_fn fn, void *ctx);
 /* Record usage <current> on a bare limit (pure core); returns the event
  * to emit. */
 tg_limit_ev_t tg_limit_observe(tg_limit_t *l, uint64_t current);
+/* The same for a registry with a quiet re-arm, at clock <now_ms>: never
+ * TG_LIMIT_EV_RECOVERED (tg_registry_tick decides it), only notes when
+ * usage fell below 50% (and forgets it when usage climbs back). */
+tg_limit_ev_t tg_limit_observe_quiet(tg_limit_t *l, uint64_t current, uint64_t now_ms);
+/* Advance the clock of <r> to <now_ms> and re-arm (reporting
+ * TG_LIMIT_EV_RECOVERED) each warned limit whose usage has stayed below
+ * 50% for rearm_quiet_ms. Nothing when rearm_quiet_ms is 0. */
+void tg_registry_tick(tg_registry_t *r, uint64_t now_ms);
 
 /* Record usage <current> of limit <idx>; returns the event to emit. Runs
  * several times per call, so an unchanged usage under unchanged
@@ -87,6 +106,8 @@ static inline tg_limit_ev_t tg_registry_set(tg_registry_t *r, int idx, uint64_t 
     tg_limit_t *l = &r->v[idx];
     if (current == l->current && l->thr_cap == l->capacity)
         return TG_LIMIT_EV_NONE;
+    if (r->rearm_quiet_ms != 0)
+        return tg_limit_observe_quiet(l, current, r->now_ms);
     return tg_limit_observe(l, current);
 }
 /* Report event <ev> of limit <idx> to the registry's event function

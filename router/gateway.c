@@ -41,9 +41,12 @@ static void on_limit_event(void *ctx, const tg_limit_t *l, tg_limit_ev_t lev)
     ev.limit.cap = (int64_t)l->capacity;
     if (gw->audit != NULL)
         tg_audit_emit(gw->audit, &ev);
+    /* As a share of the cap ("at 1 of 1 (100 %)"); once per busy episode
+     * (the registry re-arms after TG_REGISTRY_REARM_QUIET_MS below 50 %). */
     if (lev == TG_LIMIT_EV_WARNING)
-        tg_log_warn("limit %s at %" PRIu64 " of %" PRIu64 " (80%% warning)", l->name, l->current,
-                    l->capacity);
+        tg_log_warn("limit %s at %" PRIu64 " of %" PRIu64 " (%u %%)", l->name, l->current,
+                    l->capacity,
+                    (unsigned)((unsigned __int128)l->current * 100u / l->capacity));
 }
 
 /* Calls waiting for the shared store, against store.max_pending: sampled
@@ -62,6 +65,7 @@ static void on_tick(uv_timer_t *t)
     tg_gw_t *gw = t->data;
     if (gw->engine_tick != NULL)
         gw->engine_tick(gw, uv_now(gw->loop));
+    tg_registry_tick(&gw->reg, uv_now(gw->loop));
     if (gw->audit != NULL)
         tg_registry_update(&gw->reg, gw->reg_audit, tg_audit_queued(gw->audit));
     store_pending_sample(gw);
@@ -210,6 +214,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
     tg_pool_init(&gw->pool, (size_t)cfg->max_frame_bytes + 2 * TG_IO_CHUNK);
     tg_registry_init(&gw->reg);
     tg_registry_on_event(&gw->reg, on_limit_event, gw);
+    gw->reg.rearm_quiet_ms = TG_REGISTRY_REARM_QUIET_MS;
+    tg_registry_tick(&gw->reg, uv_now(loop));
     snprintf(gw->path_frame, sizeof(gw->path_frame), "router.max_frame_bytes");
     snprintf(name, sizeof(name), "caller.frame_bytes");
     gw->reg_frame_in = tg_registry_add(&gw->reg, name, TG_LIMIT_FRAME, "instance", cfg->max_frame_bytes);

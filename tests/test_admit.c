@@ -204,8 +204,15 @@ Test(admit, queue_full_agent_scope)
     cr_assert_eq(d.cap, 4);
     cr_assert_str_eq(d.unit, "queued calls");
     cr_assert_str_eq(d.config_path, "agents.a.max_queued_calls");
-    cr_assert_str_eq(d.detail, "2 calls in flight, wait queue full (5 > 4)");
+    cr_assert_str_eq(d.detail, "2 calls in flight, and the agent's wait queue is full (4 of 4 "
+                               "waiting)");
     cr_assert_eq(d.detail, detail);
+    /* Issue 20 item 17: one call and no queue, as a person would write it. */
+    tg_adm_queue_full(&d, detail, sizeof(detail), false, 0, 0, "agents.a.tools.t.max_queued_calls",
+                      0, 0, "agents.a.max_queued_calls", 1, false);
+    cr_assert_eq(d.observed, 1);
+    cr_assert_eq(d.cap, 0);
+    cr_assert_str_eq(d.detail, "1 call in flight, and no wait queue (max_queued_calls 0)");
 }
 
 Test(admit, queue_full_tool_scope_and_fleet)
@@ -219,8 +226,8 @@ Test(admit, queue_full_tool_scope_and_fleet)
     cr_assert_eq(d.observed, 2);
     cr_assert_eq(d.cap, 1);
     cr_assert_str_eq(d.config_path, "agents.a.tools.t.max_queued_calls");
-    cr_assert_str_eq(d.detail,
-                     "7 calls in flight and the shared slots full, wait queue full (2 > 1)");
+    cr_assert_str_eq(d.detail, "7 calls in flight with every shared slot taken, and the tool's "
+                               "wait queue is full (1 of 1 waiting)");
 }
 
 Test(admit, fleet_denial_with_store_count)

@@ -268,42 +268,136 @@ Test(check, json_output_has_values_and_sources)
     json_decref(root);
 }
 
+/* A JSON value holds no null anywhere. */
+static bool no_null(const json_t *v)
+{
+    const char *k;
+    json_t *m;
+    size_t i;
+
+    if (json_is_null(v))
+        return false;
+    if (json_is_object(v)) {
+        json_object_foreach((json_t *)v, k, m)
+            if (!no_null(m))
+                return false;
+    }
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, m)
+            if (!no_null(m))
+                return false;
+    }
+    return true;
+}
+
+/* A fixed EC P-256 public key: callers[].jwt.jwks_file is read and
+ * shape-checked at load. */
+static const char caller_jwks[] =
+    "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\","
+    "\"x\":\"OGdHh50DB7vNxyQ2hVfh37JkM8CxAJaNpBb5wVkbJog\","
+    "\"y\":\"jMw_Fpl93VfMe_OA0xkzalq6uIzmu0oAG53-YmUrErI\"}]}\n";
+
+/* Callers of each kind: by uid, by gid, by bearer token, by JWT, and the
+ * default entry. */
+static void callers_sample(char *cpath, size_t cap)
+{
+    char jpath[128], doc[2048];
+
+    tgh_tmp_put("jwks.json", caller_jwks, jpath, sizeof jpath);
+    snprintf(doc, sizeof doc,
+             "{\"router\": {\"callers_only\": true},\n"
+             " \"callers\": [{\"name\": \"ci-bot\", \"uid\": 1001, \"execution_limits\": "
+             "{\"rate_limit\": \"30/minute\", \"burst\": 5}},\n"
+             "             {\"name\": \"ops\", \"gid\": 50, \"execution_limits\": "
+             "{\"max_concurrent_calls\": 2}},\n"
+             "             {\"name\": \"web\", \"tokens\": [\"sha256:%064d\", \"sha256:%064d\"], "
+             "\"execution_limits\": {\"rate_limit\": \"10/second\"}},\n"
+             "             {\"name\": \"partner\", \"jwt\": {\"issuer\": \"https://idp.example\", "
+             "\"audience\": \"toolgate\", \"jwks_file\": \"%s\"}},\n"
+             "             {\"name\": \"default\", \"execution_limits\": {\"max_concurrent_calls\": "
+             "1}}],\n"
+             " \"agents\": [{\"id\": \"a\", \"command\": [\"/bin/true\"]}]}\n",
+             1, 2, jpath);
+    tgh_tmp_put("callers.json", doc, cpath, cap);
+}
+
 Test(check, json_output_shows_callers_and_their_limits)
 {
     char cpath[128];
     json_error_t jerr;
-    tgh_tmp_put("callers.json",
-        "{\"router\": {\"callers_only\": true},\n"
-        " \"callers\": [{\"name\": \"ci-bot\", \"uid\": 1001, \"execution_limits\": "
-        "{\"rate_limit\": \"30/minute\", \"burst\": 5}},\n"
-        "             {\"name\": \"ops\", \"gid\": 50, \"execution_limits\": "
-        "{\"max_concurrent_calls\": 2}}],\n"
-        " \"agents\": [{\"id\": \"a\", \"command\": [\"/bin/true\"]}]}\n",
-        cpath, sizeof cpath);
+    callers_sample(cpath, sizeof cpath);
     cr_assert_eq(run_check((const char *[]){"--json", "--config", cpath, NULL}), 0, "%s", errout);
     json_t *root = json_loads(out, 0, &jerr);
     cr_assert_not_null(root, "%s: %s", jerr.text, out);
     json_t *callers = json_object_get(root, "callers");
     cr_expect(json_is_true(json_object_get(callers, "callers_only")));
-    json_t *bot = json_array_get(json_object_get(callers, "entries"), 0);
-    json_t *ops = json_array_get(json_object_get(callers, "entries"), 1);
-    cr_assert_not_null(ops);
+    /* Issue 20 item 9: the same facts as the text, never a bare null. */
+    cr_expect(no_null(callers), "a null in callers: %s", out);
+    json_t *e = json_object_get(callers, "entries");
+    json_t *bot = json_array_get(e, 0), *ops = json_array_get(e, 1), *web = json_array_get(e, 2);
+    json_t *partner = json_array_get(e, 3), *def = json_array_get(e, 4);
+    cr_assert_not_null(def);
     cr_expect_str_eq(json_string_value(json_object_get(bot, "name")), "ci-bot");
     cr_expect_eq(json_integer_value(json_object_get(bot, "uid")), 1001);
-    cr_expect(json_is_null(json_object_get(bot, "gid")));
+    cr_expect_null(json_object_get(bot, "gid"));
+    cr_expect_str_eq(json_string_value(json_object_get(bot, "identified_by")), "uid 1001");
     json_t *bl = json_object_get(bot, "limits");
     cr_expect_str_eq(json_string_value(json_object_get(json_object_get(bl, "rate_limit"), "text")),
                      "30/minute");
     cr_expect_str_eq(json_string_value(json_object_get(json_object_get(bl, "rate_limit"), "source")),
                      "caller");
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(bl, "burst"), "value")), 5);
-    cr_expect(json_is_null(json_object_get(bl, "max_concurrent_calls")));
+    json_t *bc = json_object_get(bl, "max_concurrent_calls");
+    cr_expect(json_is_true(json_object_get(bc, "unlimited")));
+    cr_expect_str_eq(json_string_value(json_object_get(bc, "text")), "unlimited");
+    cr_expect_str_eq(json_string_value(json_object_get(bc, "source")), "unset");
     json_t *ol = json_object_get(ops, "limits");
     cr_expect_eq(json_integer_value(json_object_get(ops, "gid")), 50);
-    cr_expect(json_is_null(json_object_get(ol, "rate_limit")));
+    cr_expect_str_eq(json_string_value(json_object_get(ops, "identified_by")), "gid 50");
+    cr_expect(json_is_true(json_object_get(json_object_get(ol, "rate_limit"), "unlimited")));
     cr_expect_eq(
         json_integer_value(json_object_get(json_object_get(ol, "max_concurrent_calls"), "value")), 2);
+    /* A token caller: how it is identified, and its burst's default. */
+    cr_expect_null(json_object_get(web, "uid"));
+    cr_expect_eq(json_integer_value(json_object_get(web, "token_digests")), 2);
+    cr_expect_str_eq(json_string_value(json_object_get(web, "identified_by")),
+                     "bearer token (2 digests)");
+    json_t *wb = json_object_get(json_object_get(web, "limits"), "burst");
+    cr_expect_eq(json_integer_value(json_object_get(wb, "value")), 10);
+    cr_expect_str_eq(json_string_value(json_object_get(wb, "source")), "default");
+    json_t *jwt = json_object_get(partner, "jwt");
+    cr_expect_str_eq(json_string_value(json_object_get(jwt, "issuer")), "https://idp.example");
+    cr_expect_str_eq(json_string_value(json_object_get(jwt, "claim")), "sub");
+    cr_expect_str_eq(json_string_value(json_object_get(jwt, "equals")), "partner");
+    cr_expect_str_eq(json_string_value(json_object_get(def, "identified_by")),
+                     "any peer no other entry identifies");
     json_decref(root);
+}
+
+/* Issue 20 item 9: the text report names how each caller is identified
+ * (no "uid -1 gid -1") and says "unlimited" where a limit is unset (no
+ * "max_concurrent_calls 0"). */
+Test(check, text_output_shows_how_callers_are_identified)
+{
+    char cpath[128];
+    callers_sample(cpath, sizeof cpath);
+    cr_assert_eq(run_check((const char *[]){"--config", cpath, NULL}), 0, "%s", errout);
+    EXPECT_LINE(out, "callers (limits on top of agent and tool limits; unset: unlimited)");
+    EXPECT_LINE(out, "  caller               rate_limit     burst          max_concurrent_calls  "
+                     "identified by");
+    EXPECT_LINE(out, "  ci-bot               30/minute      5              unlimited             "
+                     "uid 1001");
+    EXPECT_LINE(out, "  ops                  unlimited      unlimited      2                     "
+                     "gid 50");
+    EXPECT_LINE(out, "  web                  10/second      10 (default)   unlimited             "
+                     "bearer token (2 digests)");
+    EXPECT_LINE(out, "  partner              unlimited      unlimited      unlimited             "
+                     "JWT from issuer https://idp.example for audience toolgate with sub = "
+                     "partner");
+    EXPECT_LINE(out, "  default              unlimited      unlimited      1                     "
+                     "any peer no other entry identifies");
+    EXPECT_LINE(out, "  router.callers_only true: a peer no entry identifies is refused");
+    cr_expect_null(strstr(out, "-1"), "a -1 in the report:\n%s", out);
 }
 
 Test(check, bad_config_exits_1_with_the_positioned_error)
@@ -717,4 +811,60 @@ Test(check, shared_rate_without_a_store_is_refused_as_wrap_and_serve_do)
                 cpath, sizeof cpath);
     cr_expect_eq(run_check((const char *[]){"--config", cpath, "--limit", "rate_scope=shared", NULL}),
                  0, "%s", errout);
+}
+
+/* Issue 20 item 13: right after `dpkg -i`, README's next step is `toolgate
+ * check --config /etc/toolgate/toolgate.json`, whose listener lives in
+ * /run/toolgate, which only the service unit makes (RuntimeDirectory=).
+ * That directory missing is a note, and the check passes; any other
+ * missing listener directory still fails it. */
+Test(check, unit_runtime_dir_not_made_yet_is_a_note)
+{
+    char cpath[128], doc[512];
+    struct stat st;
+
+    /* The directory check names is the one the packaged unit makes. */
+    char *unit = tgh_read_file(TG_SOURCE_DIR "/deploy/systemd/toolgate.service", NULL);
+    cr_assert_not_null(unit);
+    cr_expect_not_null(strstr(unit, "\nRuntimeDirectory=toolgate\n"));
+    cr_expect_str_eq(TG_CHECK_UNIT_RUNTIME_DIR, "/run/toolgate");
+    free(unit);
+    char *example = tgh_read_file(TG_SOURCE_DIR "/deploy/examples/serve.json", NULL);
+    cr_assert_not_null(example);
+    cr_expect_not_null(strstr(example, "\"unix\": \"" TG_CHECK_UNIT_RUNTIME_DIR "/"),
+                       "the packaged config's listener is not in the unit's runtime directory");
+    free(example);
+    if (stat(TG_CHECK_UNIT_RUNTIME_DIR, &st) == 0)
+        cr_skip_test(TG_CHECK_UNIT_RUNTIME_DIR " exists on this host: nothing to note");
+
+    snprintf(doc, sizeof doc,
+             "{\"router\": {\"listen\": [{\"unix\": \"%s/demo.sock\", \"agent\": \"a\"}]},\n"
+             " \"agents\": [{\"id\": \"a\", \"command\": [\"/bin/cat\"]}]}\n",
+             TG_CHECK_UNIT_RUNTIME_DIR);
+    tgh_tmp_put("unit.json", doc, cpath, sizeof cpath);
+    cr_expect_eq(run_check((const char *[]){"--config", cpath, NULL}), 0, "%s", errout);
+    EXPECT_LINE(out, "start on this host: nothing in the way (listener directories, commands)");
+    EXPECT_LINE(out, "  note: router.listen[0].unix: directory /run/toolgate does not exist yet: "
+                     "toolgate.service makes it when it starts toolgate "
+                     "(RuntimeDirectory=toolgate); to run toolgate serve outside the unit, make "
+                     "it first: install -d -o toolgate -g toolgate -m 0755 /run/toolgate");
+    cr_expect_str_eq(errout, "");
+    cr_expect_eq(run_check((const char *[]){"--json", "--config", cpath, NULL}), 0, "%s", errout);
+    json_t *root = json_loads(out, 0, NULL);
+    cr_assert_not_null(root, "%s", out);
+    json_t *start = json_object_get(root, "start");
+    cr_expect(json_is_true(json_object_get(start, "ok")));
+    cr_expect_not_null(strstr(json_string_value(json_array_get(json_object_get(start, "notes"), 0)),
+                              "does not exist yet"));
+    json_decref(root);
+
+    /* Another missing directory still stops the start. */
+    snprintf(doc, sizeof doc,
+             "{\"router\": {\"listen\": [{\"unix\": \"%s-absent/demo.sock\", \"agent\": \"a\"}]},\n"
+             " \"agents\": [{\"id\": \"a\", \"command\": [\"/bin/cat\"]}]}\n",
+             TG_CHECK_UNIT_RUNTIME_DIR);
+    tgh_tmp_put("other.json", doc, cpath, sizeof cpath);
+    cr_expect_eq(run_check((const char *[]){"--config", cpath, NULL}), 1);
+    cr_expect_not_null(strstr(errout, "directory /run/toolgate-absent: No such file or directory"),
+                       "%s", errout);
 }

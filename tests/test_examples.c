@@ -359,3 +359,40 @@ Test(examples, check_json_says_whether_it_would_start)
     free(out);
     free(err);
 }
+
+/* Issue 20 item 14: README's package recipe leaves the tree as it was.
+ * dpkg-buildpackage builds in obj-<triplet>/ inside the tree; only
+ * --post-clean (debian/rules clean after the build) removes it. CI runs
+ * the recipe's options for real (deploy/debian/ci-package.sh, which diffs
+ * the tree before and after); this holds README, ci-package.sh and
+ * .gitignore to them. */
+Test(examples, readme_package_recipe_leaves_the_tree_clean)
+{
+    static const char recipe[] = "cp -r deploy/debian debian && dpkg-buildpackage -us -uc -b "
+                                 "--post-clean && rm -rf debian\n";
+    char *readme = tgh_read_file(TG_SOURCE_DIR "/README.md", NULL);
+    char *ci = tgh_read_file(TG_SOURCE_DIR "/deploy/debian/ci-package.sh", NULL);
+    char *ignore = tgh_read_file(TG_SOURCE_DIR "/.gitignore", NULL);
+    cr_assert(readme != NULL && ci != NULL && ignore != NULL);
+    /* Every dpkg-buildpackage line of the README is the recipe. */
+    size_t n = 0;
+    for (const char *p = strstr(readme, "dpkg-buildpackage -"); p != NULL;
+         p = strstr(p + 1, "dpkg-buildpackage -")) {
+        const char *bol = p;
+        while (bol > readme && bol[-1] != '\n')
+            bol--;
+        const char *eol = strchr(p, '\n');
+        cr_expect(strncmp(bol, recipe, sizeof recipe - 1) == 0,
+                  "README.md builds the package without cleaning up: %.*s", (int)(eol - bol), bol);
+        n++;
+    }
+    cr_expect_geq(n, 1, "README.md has no dpkg-buildpackage recipe");
+    cr_expect_not_null(strstr(ci, "dpkg-buildpackage -us -uc -b --post-clean"),
+                       "ci-package.sh does not build as README says");
+    cr_expect_not_null(strstr(ci, "die \"the package build left files in the tree"),
+                       "ci-package.sh does not check the tree after the build");
+    cr_expect_not_null(strstr(ignore, "\n/obj-*/\n"), ".gitignore does not list /obj-*/");
+    free(readme);
+    free(ci);
+    free(ignore);
+}

@@ -69,6 +69,21 @@ Test(help, every_command_help_exits_0_with_usage_on_stdout)
     expect_help("serve --config /nonexistent.json", "--help", "serve");
 }
 
+/* Issue 20 item 17: the options every command takes are in `toolgate
+ * --help` and in each command's --help. */
+Test(help, log_format_and_toolgate_log_are_in_every_help)
+{
+    char cmd[CMD_MAX], *out, *err;
+    for (size_t i = 0; i <= tg_cli_ncmds; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s --help", TG_BIN, i < tg_cli_ncmds ? tg_cli_cmds[i].name : "");
+        cr_assert_eq(run(cmd, &out, &err), 0, "%s: %s", cmd, err);
+        cr_expect_not_null(strstr(out, "--log-format"), "%s: no --log-format:\n%s", cmd, out);
+        cr_expect_not_null(strstr(out, "TOOLGATE_LOG"), "%s: no TOOLGATE_LOG:\n%s", cmd, out);
+        free(out);
+        free(err);
+    }
+}
+
 Test(help, help_text_lists_limit_keys_from_the_key_table)
 {
     char cmd[CMD_MAX], *out, *err;

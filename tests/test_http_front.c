@@ -747,7 +747,8 @@ Test(http_front, tls_verified_plain_refused_expired_served)
     pki_setup();
     tls_start(srv_pem, srv_key);
     char line[128];
-    snprintf(line, sizeof line, "MCP Streamable HTTP on https://127.0.0.1:0/mcp (port %d)", port);
+    snprintf(line, sizeof line, "MCP Streamable HTTP on https://127.0.0.1:%d/mcp (port %d)", port,
+             port);
     cr_expect_eq(tgh_file_count(S.err, line), 1, "the listener line names https, path and port");
     tgc_t c;
     char why[512], sid[SID_MAX];

@@ -138,6 +138,50 @@ static void ev_log(void *ctx, const tg_limit_t *l, tg_limit_ev_t ev)
     snprintf(g->name, sizeof(g->name), "%s", l->name);
 }
 
+/* Issue 20 item 17: with a quiet re-arm (the gateway's), a capacity-1
+ * limit, at 100% during each call and at 0 between them, warns once per
+ * busy episode: it re-arms only after staying below 50% for the quiet
+ * time, seen by the tick, and then warns again. */
+Test(registry, quiet_rearm_warns_once_per_episode)
+{
+    tg_registry_t r;
+    ev_log_t g = {0};
+    tg_registry_init(&r);
+    r.rearm_quiet_ms = 10000;
+    tg_registry_on_event(&r, ev_log, &g);
+    int a = tg_registry_add(&r, "agent.a.concurrency", TG_LIMIT_CONCURRENCY, "agent", 1);
+    tg_registry_tick(&r, 1000);
+    for (int call = 0; call < 5; call++) {
+        tg_registry_update(&r, a, 1);
+        tg_registry_update(&r, a, 0);
+        tg_registry_tick(&r, 1000 + 1000 * (uint64_t)call);
+    }
+    cr_assert_eq(g.n, 1, "%d events for 5 calls", g.n);
+    cr_assert_eq(g.last, TG_LIMIT_EV_WARNING);
+    /* Idle from 5000 (the last fall below half was at the tick clock
+     * 5000): 9.999 s later still the same episode, 10 s later re-armed. */
+    tg_registry_tick(&r, 5000);
+    tg_registry_update(&r, a, 1);
+    tg_registry_update(&r, a, 0);
+    tg_registry_tick(&r, 14999);
+    cr_assert_eq(g.n, 1);
+    tg_registry_tick(&r, 15000);
+    cr_assert_eq(g.n, 2);
+    cr_assert_eq(g.last, TG_LIMIT_EV_RECOVERED);
+    tg_registry_tick(&r, 16000);
+    cr_assert_eq(g.n, 2);
+    tg_registry_update(&r, a, 1);
+    cr_assert_eq(g.n, 3);
+    cr_assert_eq(g.last, TG_LIMIT_EV_WARNING);
+    /* Busy again before the quiet time is up: the clock starts over. */
+    tg_registry_update(&r, a, 0);
+    tg_registry_tick(&r, 20000);
+    tg_registry_update(&r, a, 1);
+    tg_registry_tick(&r, 40000);
+    cr_assert_eq(g.n, 3, "re-armed while busy");
+    tg_registry_free(&r);
+}
+
 Test(registry, update_reports_crossings_to_the_event_function)
 {
     tg_registry_t r;

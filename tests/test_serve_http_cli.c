@@ -298,3 +298,35 @@ Test(serve_http_cli, usage_names_serve_http)
     cr_assert(strstr(out, "toolgate serve --http HOST:PORT") != NULL, "%s", out);
     tgh_kill(&p);
 }
+
+/* Issue 20 item 17: the listener line's URL has the port bound (asked
+ * for 0), and a certificate file that is not there is bad config (exit 2,
+ * naming the options), not a runtime failure (1). */
+Test(serve_http_cli, url_has_the_bound_port_and_a_missing_cert_exits_2)
+{
+    sh_start(NULL);
+    char want[256];
+    snprintf(want, sizeof want, "MCP Streamable HTTP on http://127.0.0.1:%d/mcp", sh_port);
+    cr_expect_eq(tgh_file_count(S.err, want), 1, "no \"%s\" in:\n%s", want,
+                 tgh_read_file(S.err, NULL));
+    tgh_serve_stop(&S, 10000);
+
+    static tgh_proc_t p; /* registered with the harness */
+    char dir[TGH_PATH], err_path[TGH_PATH + 16], audit[TGH_PATH + 16], cert[TGH_PATH + 16],
+        key[TGH_PATH + 16];
+    cr_assert_eq(tgh_mkdtemp(dir, sizeof dir), 0);
+    snprintf(err_path, sizeof err_path, "%s/err", dir);
+    snprintf(audit, sizeof audit, "%s/audit.jsonl", dir);
+    snprintf(cert, sizeof cert, "%s/absent.pem", dir);
+    snprintf(key, sizeof key, "%s/absent.key", dir);
+    char *argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--http", (char *)"127.0.0.1:0",
+                    (char *)"--audit", audit, (char *)"--tls-cert", cert, (char *)"--tls-key", key,
+                    (char *)"--", (char *)SH_FIXTURE, NULL};
+    cr_assert_eq(tgh_spawn(&p, argv, NULL, err_path), 0);
+    cr_assert_eq(tgh_wait(&p, 10000), 0, "serve did not exit");
+    char *err = tgh_read_file(err_path, NULL);
+    cr_expect_eq(tgh_exit_code(&p), 2, "status %d:\n%s", tgh_exit_code(&p), err ? err : "");
+    snprintf(want, sizeof want, "--tls-cert/--tls-key: tls cert %s: No such file or directory", cert);
+    cr_expect(err != NULL && strstr(err, want) != NULL, "no '%s' in:\n%s", want, err ? err : "");
+    free(err);
+}

@@ -1008,10 +1008,26 @@ Test(verify_cli, usage_and_io_errors_exit_2)
     char *io[] = {W_VERIFY, p, missing};
     cr_assert_eq(cli(err, sizeof(err), 3, io), 2);
     char want[512];
-    snprintf(want, sizeof(want), "toolgate audit verify: %s: cannot open: %s\n", missing,
-             strerror(ENOENT));
+    snprintf(want, sizeof(want),
+             "toolgate audit verify: %s: cannot open: %s (give an audit file: the config's "
+             "audit.path or audit.sinks[].path, by default $XDG_STATE_HOME/toolgate/audit.jsonl)\n",
+             missing, strerror(ENOENT));
     cr_assert_str_eq(err, want);
     cr_assert_not_null(strstr(out, "\nhost-a: ok"), "%s", out);
+
+    /* Issue 20 item 17: a missing file alone is not "no events in 1
+     * file": stdout says nothing, stderr that it does not exist. */
+    char *gone[] = {W_VERIFY, missing};
+    cr_assert_eq(cli(err, sizeof(err), 2, gone), 2);
+    cr_assert_str_eq(err, want);
+    cr_assert_str_eq(out, "", "%s", out);
+    /* With a readable empty file, only that one counts. */
+    char empty[128];
+    text_t none_text = {.n = 0};
+    write_file("empty.jsonl", &none_text, empty, sizeof(empty));
+    char *mixed[] = {W_VERIFY, empty, missing};
+    cr_assert_eq(cli(err, sizeof(err), 3, mixed), 2);
+    cr_assert_str_eq(out, "no events in 1 file\n");
 
     char *dir[] = {W_VERIFY, tgh_tmp};
     cr_assert_eq(cli(err, sizeof(err), 2, dir), 2);

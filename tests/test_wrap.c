@@ -441,6 +441,22 @@ Test(wrap, rate_agent_sixth_refused)
     cr_assert_eq(tgh_log_count(W.log, "call "), 5);
 }
 
+/* Issue 20 item 17: a limit of capacity 1 is at 100% during every call;
+ * its warning is logged once for a run of calls, worded as a share of
+ * the cap. */
+Test(wrap, capacity_one_warns_once_per_episode)
+{
+    const char *const args[] = {"--limit", "max_concurrent_calls=1", NULL};
+    it_start_init(args);
+    for (int i = 1; i <= 5; i++)
+        mcp_call_text(&W.tg, i, "echo", "{\"text\":\"x\"}", "x", 3000);
+    char *err = it_stderr();
+    cr_expect_eq(tgh_count_lines_with(err, "", "limit agent." IT_AGENT ".concurrency at 1 of 1 (100 %)"),
+                 1, "not one warning for 5 calls:\n%s", err);
+    cr_expect_null(strstr(err, "80%"), "%s", err);
+    free(err);
+}
+
 Test(wrap, rate_tool_scope)
 {
     const char *const args[] = {"--limit", "tools.echo.rate_limit=2/second", NULL};

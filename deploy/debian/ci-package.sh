@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The Debian package, end to end, as .ci/run runs it (as root on Debian 12,
 # no systemd running): build it from this tree (dpkg-buildpackage -us -uc
-# -b), lintian (no errors; warnings shown), dpkg -i, toolgate --version,
-# systemd-analyze verify of the installed units, the installed `toolgate
-# serve` with the installed config as the toolgate user in the runtime
-# directory the unit would make, then dpkg --purge and a check that what
-# the install added is gone. Standalone: bash deploy/debian/ci-package.sh
+# -b --post-clean, README's recipe, which must leave the tree as it found
+# it), lintian (no errors; warnings shown), dpkg -i, toolgate --version,
+# README's next step (`toolgate check --config /etc/toolgate/toolgate.json`,
+# before the unit ever made /run/toolgate), systemd-analyze verify of the
+# installed units, the installed `toolgate serve` with the installed config
+# as the toolgate user in the runtime directory the unit would make, then
+# dpkg --purge and a check that what the install added is gone.
+# Standalone: bash deploy/debian/ci-package.sh
 #
 # The installed config serves the bundled demo agent
 # (/usr/libexec/toolgate/demo-agent): the initialize over the socket must
@@ -36,11 +39,20 @@ mkdir -p "$work/toolgate"
 tar -C "$src" --exclude=./.git --exclude='./build*' --exclude=node_modules -cf - . | tar -C "$work/toolgate" -xf -
 cp -r "$src/deploy/debian" "$work/toolgate/debian"
 rm -f "$work/toolgate/debian/ci-package.sh" "$work/toolgate/debian/README.md"
-say "dpkg-buildpackage -us -uc -b"
+# README's recipe (section "Running as a service") builds with the same
+# options; --post-clean runs debian/rules clean after the build, which
+# removes dh's build directory (obj-<triplet>/) from the tree.
+grep -qF 'dpkg-buildpackage -us -uc -b --post-clean' "$src/README.md" ||
+    die "README.md's package recipe is not dpkg-buildpackage -us -uc -b --post-clean"
+(cd "$work/toolgate" && find . -path ./debian -prune -o -print | sort) >"$work/tree.before"
+say "dpkg-buildpackage -us -uc -b --post-clean"
 jobs=$(nproc 2>/dev/null || echo 2)
 ((jobs > 2)) && jobs=2 # as .ci/run: CI machines are shared
-(cd "$work/toolgate" && DEB_BUILD_OPTIONS="parallel=$jobs" dpkg-buildpackage -us -uc -b \
+(cd "$work/toolgate" && DEB_BUILD_OPTIONS="parallel=$jobs" dpkg-buildpackage -us -uc -b --post-clean \
     >"$work/build.log" 2>&1) || { tail -50 "$work/build.log"; die "dpkg-buildpackage"; }
+(cd "$work/toolgate" && find . -path ./debian -prune -o -print | sort) >"$work/tree.after"
+diff "$work/tree.before" "$work/tree.after" >"$work/tree.diff" ||
+    { cat "$work/tree.diff"; die "the package build left files in the tree (above)"; }
 deb=$(ls "$work"/toolgate_*.deb)
 changes=$(ls "$work"/toolgate_*.changes)
 say "built $(basename "$deb"): Depends: $(dpkg-deb -f "$deb" Depends)"
@@ -64,6 +76,20 @@ grep -qx /etc/toolgate/toolgate.json /var/lib/dpkg/info/toolgate.conffiles ||
 for d in /var/lib/toolgate /var/log/toolgate; do
     [[ $(stat -c %U "$d") == toolgate ]] || die "$d is not the toolgate user's"
 done
+
+# ---- README's next step, before the unit ever ran ----
+# /run/toolgate is the unit's RuntimeDirectory=: missing until the service
+# starts, which check reports as a note, not a failure.
+say "toolgate check --config /etc/toolgate/toolgate.json (README's step after dpkg -i)"
+fresh_run_dir=1
+[[ -e /run/toolgate ]] && fresh_run_dir="" # left by something else: no note to expect
+/usr/bin/toolgate check --config /etc/toolgate/toolgate.json >"$work/check.out" 2>"$work/check.err" ||
+    { cat "$work/check.out" "$work/check.err"; die "toolgate check of the installed config failed"; }
+if [[ -n $fresh_run_dir ]]; then
+    grep -q 'note: router.listen\[0\].unix: directory /run/toolgate does not exist yet' "$work/check.out" ||
+        { cat "$work/check.out"; die "toolgate check: no note on /run/toolgate"; }
+fi
+say "toolgate check: $(grep -c . "$work/check.out") lines, exit 0"
 
 if command -v systemd-analyze >/dev/null 2>&1; then
     say "systemd-analyze verify"

@@ -134,9 +134,19 @@ void tg_adm_queue_full(tg_denial_t *d, char *detail, size_t detail_cap, bool too
     d->cap = tool_full ? (int64_t)tool_cap : (int64_t)agent_cap;
     d->unit = "queued calls";
     d->config_path = tool_full ? tool_path : agent_path;
-    (void)snprintf(detail, detail_cap,
-                   "%u calls in flight%s, wait queue full (%" PRId64 " > %" PRId64 ")", inflight,
-                   fleet_full ? " and the shared slots full" : "", d->observed, d->cap);
+    /* As a person would say it: "1 call in flight, and no wait queue
+     * (max_queued_calls 0)"; "2 calls in flight, and the agent's wait
+     * queue is full (4 of 4 waiting)". observed and cap stay the numbers. */
+    const char *calls = inflight == 1 ? "call" : "calls";
+    const char *fleet = fleet_full ? " with every shared slot taken" : "";
+    if (d->cap == 0)
+        (void)snprintf(detail, detail_cap, "%u %s in flight%s, and no wait queue (max_queued_calls 0)",
+                       inflight, calls, fleet);
+    else
+        (void)snprintf(detail, detail_cap,
+                       "%u %s in flight%s, and the %s wait queue is full (%" PRId64 " of %" PRId64
+                       " waiting)",
+                       inflight, calls, fleet, tool_full ? "tool's" : "agent's", d->cap, d->cap);
     d->detail = detail;
 }
 

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -743,32 +744,120 @@ static json_t *json_host(const tg_contain_caps_t *caps, tg_contain_kind_t kind,
                      caps->tmpfs_why[0] ? caps->tmpfs_why : NULL, "root", caps->root);
 }
 
-/* callers[]: who each is and the limits that apply on top of agent and
- * tool limits (their source is always "caller"; absent ones are null). */
+/* callers[]: how each is identified and the limits that apply on top of
+ * agent and tool limits. The text report and --json say the same: an
+ * unset limit is "unlimited" (the caller adds none; agent and tool
+ * limits still apply), an unset burst is the caller's rate count (as
+ * tg_gcra_init takes burst 0), and identification is never a bare -1. */
+
+#define WHO_MAX 640 /* fixed internal bound: one caller's "identified by" text */
+
+typedef struct caller_view {
+    char who[WHO_MAX];
+    char rate[VAL_MAX], burst[VAL_MAX], conc[VAL_MAX];
+    const char *rate_src, *burst_src, *conc_src; /* "caller", "default" or "unset" */
+} caller_view_t;
+
+/* Append ", " (unless first) and printf text to <v->who>. */
+static void who_add(caller_view_t *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void who_add(caller_view_t *v, const char *fmt, ...)
+{
+    size_t n = strlen(v->who);
+    va_list ap;
+    if (n > 0 && n + 2 < sizeof v->who) {
+        memcpy(v->who + n, ", ", 3);
+        n += 2;
+    }
+    va_start(ap, fmt);
+    vsnprintf(v->who + n, sizeof v->who - n, fmt, ap);
+    va_end(ap);
+}
+
+static void caller_view(const tg_caller_cfg_t *cc, caller_view_t *v)
+{
+    memset(v, 0, sizeof *v);
+    if (cc->uid >= 0)
+        who_add(v, "uid %lld", (long long)cc->uid);
+    if (cc->gid >= 0)
+        who_add(v, "gid %lld", (long long)cc->gid);
+    if (cc->ntokens > 0)
+        who_add(v, "bearer token (%zu digest%s)", cc->ntokens, cc->ntokens == 1 ? "" : "s");
+    if (cc->has_jwt)
+        who_add(v, "JWT from issuer %s for audience %s with %s = %s", cc->jwt.issuer,
+                cc->jwt.audience, cc->jwt.claim ? cc->jwt.claim : TG_DEF_JWT_CLAIM, cc->name);
+    if (strcmp(cc->name, "default") == 0)
+        who_add(v, "any peer no other entry identifies");
+
+    if (cc->lim.rate_src != TG_SRC_DEFAULT) {
+        tg_unit_fmt_rate(v->rate, (int)sizeof v->rate, cc->lim.rate_limit);
+        v->rate_src = "caller";
+    } else {
+        snprintf(v->rate, sizeof v->rate, "unlimited");
+        v->rate_src = "unset";
+    }
+    if (cc->lim.burst_src != TG_SRC_DEFAULT) {
+        snprintf(v->burst, sizeof v->burst, "%" PRIu32, cc->lim.burst);
+        v->burst_src = "caller";
+    } else if (cc->lim.rate_src != TG_SRC_DEFAULT) {
+        snprintf(v->burst, sizeof v->burst, "%" PRIu64 " (default)",
+                 (uint64_t)cc->lim.rate_limit.count);
+        v->burst_src = "default";
+    } else {
+        snprintf(v->burst, sizeof v->burst, "unlimited");
+        v->burst_src = "unset";
+    }
+    if (cc->lim.concurrent_src != TG_SRC_DEFAULT) {
+        snprintf(v->conc, sizeof v->conc, "%" PRIu32, cc->lim.max_concurrent_calls);
+        v->conc_src = "caller";
+    } else {
+        snprintf(v->conc, sizeof v->conc, "unlimited");
+        v->conc_src = "unset";
+    }
+}
+
+/* One limit of a caller: {"value": N, "text", "source"}, or for an unset
+ * one {"unlimited": true, "text": "unlimited", "source": "unset"}. */
+static json_t *json_caller_lim(uint64_t value, const char *text, const char *src)
+{
+    if (strcmp(src, "unset") == 0)
+        return json_pack("{s:b,s:s,s:s}", "unlimited", 1, "text", text, "source", src);
+    return json_pack("{s:I,s:s,s:s}", "value", (json_int_t)value, "text", text, "source", src);
+}
+
 static json_t *json_callers(const tg_config_t *cfg)
 {
     json_t *arr = json_array();
+    caller_view_t v;
     for (size_t i = 0; arr && i < cfg->ncallers; i++) {
         const tg_caller_cfg_t *cc = &cfg->callers[i];
-        json_t *rate = json_null(), *conc = json_null(), *burst = json_null();
-        if (cc->lim.rate_src != TG_SRC_DEFAULT) {
-            char text[48];
-            tg_unit_fmt_rate(text, (int)sizeof text, cc->lim.rate_limit);
-            rate = json_pack("{s:I,s:I,s:s,s:s}", "count", (json_int_t)cc->lim.rate_limit.count,
-                             "period_ms", (json_int_t)cc->lim.rate_limit.period_ms, "text", text,
-                             "source", "caller");
-        }
-        if (cc->lim.burst_src != TG_SRC_DEFAULT)
-            burst = json_pack("{s:I,s:s}", "value", (json_int_t)cc->lim.burst, "source", "caller");
-        if (cc->lim.concurrent_src != TG_SRC_DEFAULT)
-            conc = json_pack("{s:I,s:s}", "value", (json_int_t)cc->lim.max_concurrent_calls,
-                             "source", "caller");
-        json_array_append_new(
-            arr, json_pack("{s:s,s:o,s:o,s:{s:o,s:o,s:o}}", "name", cc->name, "uid",
-                           cc->uid >= 0 ? json_integer((json_int_t)cc->uid) : json_null(), "gid",
-                           cc->gid >= 0 ? json_integer((json_int_t)cc->gid) : json_null(),
-                           "limits", "rate_limit", rate, "burst", burst, "max_concurrent_calls",
-                           conc));
+        caller_view(cc, &v);
+        json_t *rate = cc->lim.rate_src == TG_SRC_DEFAULT
+                           ? json_caller_lim(0, v.rate, v.rate_src)
+                           : json_pack("{s:I,s:I,s:s,s:s}", "count",
+                                       (json_int_t)cc->lim.rate_limit.count, "period_ms",
+                                       (json_int_t)cc->lim.rate_limit.period_ms, "text", v.rate,
+                                       "source", v.rate_src);
+        uint64_t burst = cc->lim.burst_src != TG_SRC_DEFAULT ? cc->lim.burst
+                                                             : cc->lim.rate_limit.count;
+        json_t *e = json_pack(
+            "{s:s,s:s,s:{s:o,s:o,s:o}}", "name", cc->name, "identified_by", v.who, "limits",
+            "rate_limit", rate, "burst", json_caller_lim(burst, v.burst, v.burst_src),
+            "max_concurrent_calls",
+            json_caller_lim(cc->lim.max_concurrent_calls, v.conc, v.conc_src));
+        /* The structured identity, each member present only when set. */
+        if (e != NULL && cc->uid >= 0)
+            json_object_set_new(e, "uid", json_integer((json_int_t)cc->uid));
+        if (e != NULL && cc->gid >= 0)
+            json_object_set_new(e, "gid", json_integer((json_int_t)cc->gid));
+        if (e != NULL && cc->ntokens > 0)
+            json_object_set_new(e, "token_digests", json_integer((json_int_t)cc->ntokens));
+        if (e != NULL && cc->has_jwt)
+            json_object_set_new(
+                e, "jwt",
+                json_pack("{s:s,s:s,s:s,s:s}", "issuer", cc->jwt.issuer, "audience",
+                          cc->jwt.audience, "claim",
+                          cc->jwt.claim ? cc->jwt.claim : TG_DEF_JWT_CLAIM, "equals", cc->name));
+        json_array_append_new(arr, e);
     }
     return json_pack("{s:b,s:o}", "callers_only", cfg->callers_only, "entries",
                      arr ? arr : json_array());
@@ -780,11 +869,14 @@ static json_t *json_callers(const tg_config_t *cfg)
 /* The "start" member of the JSON report. */
 static json_t *json_start(const tg_check_problems_t *p)
 {
-    json_t *lines = json_array();
+    json_t *lines = json_array(), *notes = json_array();
     for (size_t i = 0; lines && i < p->n; i++)
         json_array_append_new(lines, json_string(p->line[i]));
-    return json_pack("{s:b,s:o,s:I}", "ok", p->n + p->dropped == 0, "problems",
-                     lines ? lines : json_array(), "more", (json_int_t)p->dropped);
+    for (size_t i = 0; notes && i < p->nnotes; i++)
+        json_array_append_new(notes, json_string(p->note[i]));
+    return json_pack("{s:b,s:o,s:I,s:o}", "ok", p->n + p->dropped == 0, "problems",
+                     lines ? lines : json_array(), "more", (json_int_t)p->dropped, "notes",
+                     notes ? notes : json_array());
 }
 
 /* The start section of the text report. */
@@ -792,13 +884,15 @@ static void text_start(FILE *f, const tg_check_problems_t *p)
 {
     if (p->n + p->dropped == 0) {
         fprintf(f, "\nstart on this host: nothing in the way (listener directories, commands)\n");
-        return;
+    } else {
+        fprintf(f, "\nstart on this host: would fail\n");
+        for (size_t i = 0; i < p->n; i++)
+            fprintf(f, "  %s\n", p->line[i]);
+        if (p->dropped > 0)
+            fprintf(f, "  (%zu more)\n", p->dropped);
     }
-    fprintf(f, "\nstart on this host: would fail\n");
-    for (size_t i = 0; i < p->n; i++)
-        fprintf(f, "  %s\n", p->line[i]);
-    if (p->dropped > 0)
-        fprintf(f, "  (%zu more)\n", p->dropped);
+    for (size_t i = 0; i < p->nnotes; i++)
+        fprintf(f, "  note: %s\n", p->note[i]);
 }
 
 int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json,
@@ -865,16 +959,21 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
         if (tg_contain_caps_text(host, caps_text, CAPS_TEXT_MAX) < 0)
             snprintf(caps_text, CAPS_TEXT_MAX, "containment: (summary too large to show)\n");
         text_store(out, cfg);
+        if (cfg->ncallers > 0)
+            fprintf(out,
+                    "\ncallers (limits on top of agent and tool limits; unset: unlimited)\n"
+                    "  %-20s %-14s %-14s %-21s %s\n",
+                    "caller", "rate_limit", "burst", "max_concurrent_calls", "identified by");
         for (size_t i = 0; i < cfg->ncallers; i++) {
-            const tg_caller_cfg_t *cc = &cfg->callers[i];
-            char rate[48] = "-";
-            if (cc->lim.rate_src != TG_SRC_DEFAULT)
-                tg_unit_fmt_rate(rate, (int)sizeof rate, cc->lim.rate_limit);
-            fprintf(out, "%s  %-20s uid %-8lld gid %-8lld rate_limit %-14s max_concurrent_calls %u\n",
-                    i == 0 ? "\ncallers (limits on top of agent and tool limits)\n" : "",
-                    cc->name, (long long)cc->uid, (long long)cc->gid, rate,
-                    cc->lim.concurrent_src != TG_SRC_DEFAULT ? cc->lim.max_concurrent_calls : 0);
+            caller_view_t v;
+            caller_view(&cfg->callers[i], &v);
+            fprintf(out, "  %-20s %-14s %-14s %-21s %s\n", cfg->callers[i].name, v.rate, v.burst,
+                    v.conc, v.who);
         }
+        if (cfg->ncallers > 0)
+            fprintf(out, "  router.callers_only %s: %s\n", cfg->callers_only ? "true" : "false",
+                    cfg->callers_only ? "a peer no entry identifies is refused"
+                                      : "a peer no entry identifies gets no caller limits");
         fprintf(out, "\nhost (detected for this process; check creates no cgroup)\n%s", caps_text);
         if (start != NULL)
             text_start(out, start);

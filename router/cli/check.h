@@ -50,17 +50,28 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
 #define TG_CHECK_PROBLEMS_MAX 32  /* fixed internal bound: start problems listed (more are counted) */
 #define TG_CHECK_LINE_MAX     640 /* fixed internal bound: one problem's line */
 
+#define TG_CHECK_NOTES_MAX 8 /* fixed internal bound: start notes listed (more are dropped) */
+
+/* The directory the packaged service unit makes before it starts toolgate
+ * (deploy/systemd/toolgate.service: RuntimeDirectory=toolgate), where the
+ * packaged config puts its Unix listeners. Until the unit first runs it
+ * does not exist, and that is no reason a start would fail. */
+#define TG_CHECK_UNIT_RUNTIME_DIR "/run/toolgate"
+
 /* What would stop a start, one line each ("json.path: what is wrong (how
- * to fix it)"), and how many more there were. */
+ * to fix it)"), and how many more there were; and notes: what is not
+ * there yet but will be when the service unit starts toolgate. */
 typedef struct tg_check_problems {
     size_t n, dropped;
     char line[TG_CHECK_PROBLEMS_MAX][TG_CHECK_LINE_MAX];
+    size_t nnotes;
+    char note[TG_CHECK_NOTES_MAX][TG_CHECK_LINE_MAX];
 } tg_check_problems_t;
 
 /* What would stop a start of the valid config <cfg> on this host that
  * validation cannot see (check_start.c), into <out>: with <serve>, each
  * Unix listener's directory exists and this user may create the socket in
- * it; each agent's command is found (without a '/': on the PATH the agent
+ * it (a missing TG_CHECK_UNIT_RUNTIME_DIR is a note, not a problem); each agent's command is found (without a '/': on the PATH the agent
  * gets, env.set's or, when passed, toolgate's; serve passes only
  * env.pass) and is an executable file. Read-only. The number of problems. */
 int tg_check_start(tg_check_problems_t *out, const tg_config_t *cfg, bool serve);

@@ -31,9 +31,25 @@ __attribute__((format(printf, 2, 3))) static void problem(tg_check_problems_t *p
     va_end(ap);
 }
 
+/* Add a note to <p> (printf-style, one line); past TG_CHECK_NOTES_MAX
+ * dropped. */
+__attribute__((format(printf, 2, 3))) static void note(tg_check_problems_t *p, const char *fmt,
+                                                       ...)
+{
+    va_list ap;
+    if (p->nnotes >= TG_CHECK_NOTES_MAX)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(p->note[p->nnotes++], sizeof p->note[0], fmt, ap);
+    va_end(ap);
+}
+
 /* Listener <i>'s socket directory: it must exist, be a directory, and let
  * this user create the socket. 1 when it does not (the problem added to
- * <out>), else 0. */
+ * <out>), else 0. The service unit's runtime directory that does not
+ * exist yet is a note: the unit makes it (owned by its User=) before
+ * toolgate starts, so right after the package is installed the config
+ * checks clean (README, "Running as a service"). */
 static int check_listen_dir(tg_check_problems_t *out, size_t i, const char *sock)
 {
     char dir[PATH_MAX];
@@ -47,6 +63,15 @@ static int check_listen_dir(tg_check_problems_t *out, size_t i, const char *sock
     dir[n] = '\0';
     if (stat(dir, &st) != 0) {
         int e = errno;
+        if (e == ENOENT && strcmp(dir, TG_CHECK_UNIT_RUNTIME_DIR) == 0) {
+            note(out,
+                 "router.listen[%zu].unix: directory %s does not exist yet: toolgate.service "
+                 "makes it when it starts toolgate (RuntimeDirectory=toolgate); to run toolgate "
+                 "serve outside the unit, make it first: install -d -o toolgate -g toolgate "
+                 "-m 0755 %s",
+                 i, dir, dir);
+            return 0;
+        }
         problem(out,
                 "router.listen[%zu].unix: directory %s: %s; toolgate does not create it "
                 "(make it: install -d -m 0755 %s, or under systemd RuntimeDirectory=, which "
@@ -176,7 +201,7 @@ static int check_command(tg_check_problems_t *out, const tg_config_t *cfg, size_
 int tg_check_start(tg_check_problems_t *out, const tg_config_t *cfg, bool serve)
 {
     int problems = 0;
-    out->n = out->dropped = 0;
+    out->n = out->dropped = out->nnotes = 0;
     for (size_t i = 0; serve && i < cfg->nlisten; i++)
         if (cfg->listen[i].unix_path != NULL)
             problems += check_listen_dir(out, i, cfg->listen[i].unix_path);

@@ -23,6 +23,16 @@
 
 #define TOOL_ROWS "agents[].tools.*"
 
+/* What every command takes (router/log.c, tg_log_setup, reads them before
+ * the command parses its own options), said in `toolgate --help` and at
+ * the end of each command's help. */
+#define LOG_OPTS_HELP                                                                              \
+    "Every command also takes (before or after its name):\n"                                      \
+    "  --log-format text|json   toolgate's log lines on stderr as text (default) or\n"            \
+    "                      one JSON object per line\n"                                             \
+    "Environment:\n"                                                                               \
+    "  TOOLGATE_LOG=debug|info|warn|error   the lowest level logged (default info)\n"
+
 /* clang-format off */
 const tg_cli_cmd_t tg_cli_cmds[] = {
     {"wrap",
@@ -185,6 +195,7 @@ void tg_cli_usage(FILE *f)
     fprintf(f, "       toolgate --help | --version\n\ncommands:\n");
     for (size_t i = 0; i < tg_cli_ncmds; i++)
         fprintf(f, "  %-13s %s\n", tg_cli_cmds[i].name, tg_cli_cmds[i].summary);
+    fprintf(f, "\n" LOG_OPTS_HELP);
     fprintf(f, "\nman toolgate and man toolgate.json describe the commands, signals, files and\n"
                "config keys.\n");
 }
@@ -233,6 +244,7 @@ void tg_cli_help(FILE *f, const tg_cli_cmd_t *c)
         limit_keys(f, true, ",", "", true);
         fprintf(f, ".\nValues take units: 4Mi, 30s, 100/minute, 500m (see toolgate.json(5)).\n");
     }
+    fprintf(f, "\n" LOG_OPTS_HELP);
 }
 
 void tg_cli_help_of(FILE *f, const char *name)

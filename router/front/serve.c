@@ -1155,18 +1155,27 @@ static void http_metrics(tg_gw_t *gw)
     }
 }
 
+/* Bind HTTP listener <i>. 0; -1 with <err> when it cannot listen; -2 with
+ * <err> when its certificate or key cannot be used (bad config: exit 2). */
 static int bind_http(serve_run_t *r, listener_t *l, size_t i, tg_err_t *err)
 {
     const tg_listen_cfg_t *lc = l->lc;
     if (lc->tls_cert != NULL) {
         char warn[TG_TLS_WARN_MAX];
-        if (tg_tls_ctx_new(&l->tls, lc->tls_cert, lc->tls_key, warn, sizeof(warn), err) < 0)
-            return -1;
+        tg_err_t terr;
+        if (tg_tls_ctx_new(&l->tls, lc->tls_cert, lc->tls_key, warn, sizeof(warn), &terr) < 0) {
+            /* Where it was given: serve --http has no file. */
+            if (r->cfg->path == NULL)
+                tg_err_set(err, -2, "--tls-cert/--tls-key: %s", terr.msg);
+            else
+                tg_err_set(err, -2, "%s: router.listen[%zu].tls: %s", r->cfg->path, i, terr.msg);
+            return -2;
+        }
         if (warn[0] != '\0')
             tg_log_warn("router.listen[%zu].tls: %s", i, warn);
     }
     if (r->auth == NULL && tg_auth_new(&r->auth, r->cfg, err) < 0)
-        return -1;
+        return -2; /* a callers[].jwt.jwks_file that changed since the load */
     char name[TG_LIMIT_NAME_MAX];
     snprintf(name, sizeof(name), "listen.%zu.sessions", i);
     int reg_sessions = tg_registry_add(&r->gw.reg, name, TG_LIMIT_CONCURRENCY, "instance",
@@ -1188,9 +1197,13 @@ static int bind_http(serve_run_t *r, listener_t *l, size_t i, tg_err_t *err)
                         .reg_sessions = reg_sessions};
     if (tg_http_listen(r->gw.loop, &o, &l->http, err) < 0)
         return -1;
-    tg_log("router.listen[%zu]: MCP Streamable HTTP on %s%s%s (port %d)", i,
-           lc->tls_cert != NULL ? "https://" : "http://", lc->http_addr, lc->http_path,
-           tg_http_port(l->http));
+    /* The URL a client uses: with the port bound (port 0 asks the kernel
+     * for one), the host as configured. */
+    const char *colon = strrchr(lc->http_addr, ':');
+    int hostlen = colon != NULL ? (int)(colon - lc->http_addr) : (int)strlen(lc->http_addr);
+    tg_log("router.listen[%zu]: MCP Streamable HTTP on %s%.*s:%d%s (port %d)", i,
+           lc->tls_cert != NULL ? "https://" : "http://", hostlen, lc->http_addr,
+           tg_http_port(l->http), lc->http_path, tg_http_port(l->http));
     return 0;
 }
 
@@ -1224,6 +1237,7 @@ static void reload_http(serve_run_t *r, const tg_config_t *nc)
     }
 }
 
+/* Bind listener <l>: 0, or bind_http's -1 / -2 (bad config) with <err>. */
 static int bind_listener(serve_run_t *r, listener_t *l, tg_err_t *err)
 {
     if (l->lc->http_addr != NULL)
@@ -1331,8 +1345,9 @@ int tg_serve_run(tg_config_t *cfg)
             if (strcmp(cfg->agents[j].id, l->lc->agent) == 0)
                 l->ag = r->agents[j];
         r->nls = i + 1;
-        if (bind_listener(r, l, &err) < 0)
-            rc = tg_log_failed(&err, 1);
+        int brc = bind_listener(r, l, &err);
+        if (brc < 0)
+            rc = tg_log_failed(&err, brc == -2 ? 2 : 1);
     }
     tg_lsock_activation_done();
     if (rc == 0) {
