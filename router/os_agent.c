@@ -1115,6 +1115,23 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
             c->cc.dl_src = TG_DL_AGENT;
         c->cc.tool = nt;
     }
+    /* The tools' summed rows: a limit the new config keeps carries its
+     * count on (its live calls were counted in above), one it drops takes
+     * its part back. */
+    for (size_t j = 0; j < o->ntools; j++) {
+        tg_adm_tool_t *ot = &ag->r.tools[j];
+        const char *tn = o->tools[j].name;
+        const tg_tool_cfg_t *tc = tg_config_tool(acfg, tn, strlen(tn));
+        tg_adm_tool_t *nt = tc != NULL ? &tools[tc - acfg->tools] : NULL;
+        if (nt != NULL && nt->has_conc)
+            nt->sh_conc = ot->sh_conc;
+        else
+            tg_registry_share(&g->gw->reg, ot->reg_conc, &ot->sh_conc, 0);
+        if (nt != NULL && nt->has_queue)
+            nt->sh_queue = ot->sh_queue;
+        else
+            tg_registry_share(&g->gw->reg, ot->reg_queue, &ot->sh_queue, 0);
+    }
     free(ag->r.tools);
     ag->r.tools = tools;
     ag->r.arate = arate;
@@ -1144,6 +1161,8 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     /* Raised caps may let queued calls run now. */
     tg_pipe_pump(&ag->r, ag->g);
     tg_route_regs(&ag->r, -1);
+    for (size_t i = 0; i < acfg->ntools; i++)
+        tg_adm_tool_regs(g->gw, &ag->r.tools[i]);
     osg_g_flush(g);
     return 0;
 }

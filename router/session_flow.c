@@ -756,7 +756,9 @@ static void inst_gone(tg_ainst_t *a)
         w->inst = NULL;
     w->astate = A_DOWN;
     fail_inflight(w, inst);
-    if (w->gw->metrics_ok)
+    /* serve runs an instance per session: the agent is down when the
+     * last of them is gone. */
+    if (w->gw->metrics_ok && tg_agent_live(w->gw, w->ag->r.idx) == 0)
         tg_metrics_agent_state(&w->gw->metrics, w->ag->r.idx, TG_AGENT_DOWN, 0);
     mcp_after_exit(w, tg_ainst_failed(a), tg_ainst_status(a), a->p.term_signal != 0);
 }
