@@ -417,13 +417,22 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
             d.detail = detail;
             osg_deny_call(c, &d, "call.denied", "killed");
         } else if (c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_QUEUED) {
-            bool stopping = g->stopping && c->cc.state == TG_CALL_QUEUED;
+            /* Queued when toolgate stops, or still running when its stop
+             * steps ended the instance (kill_grace_period after the
+             * shutdown began): the shutdown ends it, not the agent. */
+            bool ran = c->cc.state == TG_CALL_INFLIGHT;
+            bool stopping = g->stopping && (!ran || in->a.stopping);
             osg_denial_init(ag, &d, stopping ? TG_DENY_SHUTTING_DOWN : TG_DENY_UNAVAILABLE, c, reqid);
             d.limit = stopping ? "shutdown" : "agent";
             if (!stopping)
                 d.retry_after_ms = (int64_t)ag->r.acfg->backoff_initial_ms;
+            if (stopping && ran)
+                d.config_path = ag->r.path_grace;
             if (stopping)
-                snprintf(detail, sizeof(detail), "toolgate is shutting down");
+                snprintf(detail, sizeof(detail), "%s",
+                         ran ? "toolgate is shutting down: the call still ran when the agent was "
+                               "stopped, kill_grace_period after the shutdown began"
+                             : "toolgate is shutting down");
             else if (in->a.p.term_signal != 0)
                 snprintf(detail, sizeof(detail), "agent %s by signal %d %s",
                          in->a.p.killed ? "was killed" : "died", in->a.p.term_signal,
@@ -435,6 +444,7 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
             d.detail = detail;
             osg_deny_call(c, &d, "call.denied",
                       c->cc.state == TG_CALL_QUEUED ? "queued"
+                      : stopping                 ? "shutdown"
                       : in->a.p.killed         ? "killed"
                                            : "agent_exited");
         } else if (c->cc.state == TG_CALL_CANCELLING) {
