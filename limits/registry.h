@@ -125,6 +125,45 @@ static inline void tg_registry_update(tg_registry_t *r, int idx, uint64_t curren
     tg_registry_emit(r, idx, tg_registry_set(r, idx, current));
 }
 
+/* A row several writers fill, each with a count of its own (the agents
+ * of two config generations while a reload drains the old one's
+ * sessions): the row holds the sum of the writers' counts, so that no
+ * writer's count overwrites another's. <*share> is this writer's count as
+ * it last added it; the row moves by the difference, and a crossing is
+ * reported as tg_registry_update does. A writer that ends takes its part
+ * back with <mine> 0. */
+static inline void tg_registry_share(tg_registry_t *r, int idx, uint64_t *share, uint64_t mine)
+{
+    if (mine == *share)
+        return;
+    if (idx < 0 || (size_t)idx >= r->n) {
+        *share = mine;
+        return;
+    }
+    uint64_t cur = r->v[idx].current;
+    cur = (cur > *share ? cur - *share : 0) + mine;
+    *share = mine;
+    tg_registry_update(r, idx, cur);
+}
+
+/* The usage of row <idx>, or <dflt> when there is no such row. */
+static inline uint64_t tg_registry_current(const tg_registry_t *r, int idx, uint64_t dflt)
+{
+    return idx >= 0 && (size_t)idx < r->n ? r->v[idx].current : dflt;
+}
+
+/* tg_registry_update of a row whose capacity follows what it counts (an
+ * agent's resource rows: the per-instance limit times the instances
+ * running): <capacity> and <current> set together, one crossing reported. */
+static inline void tg_registry_update_cap(tg_registry_t *r, int idx, uint64_t current,
+                                          uint64_t capacity)
+{
+    if (idx < 0 || (size_t)idx >= r->n)
+        return;
+    r->v[idx].capacity = capacity;
+    tg_registry_update(r, idx, current);
+}
+
 const char *tg_limit_cat_name(tg_limit_cat_t c);
 
 #endif

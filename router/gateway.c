@@ -271,6 +271,11 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
     }
     if (tg_metrics_init(&gw->metrics, cfg) == 0)
         gw->metrics_ok = true;
+    /* Agents are not added after the start (a reload that adds one is
+     * refused), so one row per configured agent is enough. */
+    if ((gw->usage = calloc(cfg->nagents, sizeof(*gw->usage))) == NULL)
+        return tg_err_set(err, -1, "out of memory");
+    gw->nusage = cfg->nagents;
     if (cfg->admin_addr != NULL) {
         tg_admin_opts_t aopts = {.max_header_bytes = cfg->admin_max_header_bytes,
                                  .max_connections = cfg->admin_max_connections,
@@ -346,6 +351,9 @@ static void tg_gw_free(tg_gw_t *gw)
     gw->contain_ok = false;
     tg_registry_free(&gw->reg);
     tg_pool_free(&gw->pool);
+    free(gw->usage);
+    gw->usage = NULL;
+    gw->nusage = 0;
 }
 
 int tg_caller_lim_init(tg_caller_lim_t *cl, const tg_caller_cfg_t *cc)

@@ -44,6 +44,21 @@ typedef struct tg_caller_lim {
 /* From callers[] entry <cc> (which must outlive <cl>). 0 or -EINVAL. */
 int tg_caller_lim_init(tg_caller_lim_t *cl, const tg_caller_cfg_t *cc);
 
+/* What the live instances of one agent use together, whichever config
+ * generation they run (a reload leaves the old one's sessions running
+ * beside the new one's): each instance adds its latest sample and takes
+ * it back when it is gone, so the agent's registry rows and /metrics
+ * figures are these sums, never the figure of whichever instance was
+ * sampled last, and they fall to 0 once no instance is left. One per
+ * agent (config index), owned by the gateway. */
+typedef struct tg_agent_usage {
+    uint32_t live;               /* instances started and not yet gone */
+    uint64_t memory, disk, pids; /* bytes, bytes, tasks: sums of their latest samples */
+    uint64_t cpu_us;             /* CPU of every instance so far, the gone included (a counter) */
+    uint64_t peak;               /* the highest memory peak an instance reached (a high water) */
+    bool sampled;                /* some instance was sampled */
+} tg_agent_usage_t;
+
 typedef struct tg_gw {
     uv_loop_t *loop;
     tg_config_t *cfg;
@@ -64,6 +79,8 @@ typedef struct tg_gw {
     char peaks_path[4096]; /* pre-flight state file of peak memory, "" when none */
     tg_metrics_t metrics; /* counters for /metrics, /agents and the page */
     bool metrics_ok;
+    tg_agent_usage_t *usage; /* per agent (config index): <nusage> of them, owned */
+    size_t nusage;
     tg_admin_t *admin;    /* the admin HTTP endpoint (router.admin / --admin), or NULL */
     bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
     tg_sess_t *sessions; /* live sessions, a list linked through the sessions */

@@ -417,13 +417,22 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
             d.detail = detail;
             osg_deny_call(c, &d, "call.denied", "killed");
         } else if (c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_QUEUED) {
-            bool stopping = g->stopping && c->cc.state == TG_CALL_QUEUED;
+            /* Queued when toolgate stops, or still running when its stop
+             * steps ended the instance (kill_grace_period after the
+             * shutdown began): the shutdown ends it, not the agent. */
+            bool ran = c->cc.state == TG_CALL_INFLIGHT;
+            bool stopping = g->stopping && (!ran || in->a.stopping);
             osg_denial_init(ag, &d, stopping ? TG_DENY_SHUTTING_DOWN : TG_DENY_UNAVAILABLE, c, reqid);
             d.limit = stopping ? "shutdown" : "agent";
             if (!stopping)
                 d.retry_after_ms = (int64_t)ag->r.acfg->backoff_initial_ms;
+            if (stopping && ran)
+                d.config_path = ag->r.path_grace;
             if (stopping)
-                snprintf(detail, sizeof(detail), "toolgate is shutting down");
+                snprintf(detail, sizeof(detail), "%s",
+                         ran ? "toolgate is shutting down: the call still ran when the agent was "
+                               "stopped, kill_grace_period after the shutdown began"
+                             : "toolgate is shutting down");
             else if (in->a.p.term_signal != 0)
                 snprintf(detail, sizeof(detail), "agent %s by signal %d %s",
                          in->a.p.killed ? "was killed" : "died", in->a.p.term_signal,
@@ -435,6 +444,7 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
             d.detail = detail;
             osg_deny_call(c, &d, "call.denied",
                       c->cc.state == TG_CALL_QUEUED ? "queued"
+                      : stopping                 ? "shutdown"
                       : in->a.p.killed         ? "killed"
                                            : "agent_exited");
         } else if (c->cc.state == TG_CALL_CANCELLING) {
@@ -1115,6 +1125,23 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
             c->cc.dl_src = TG_DL_AGENT;
         c->cc.tool = nt;
     }
+    /* The tools' summed rows: a limit the new config keeps carries its
+     * count on (its live calls were counted in above), one it drops takes
+     * its part back. */
+    for (size_t j = 0; j < o->ntools; j++) {
+        tg_adm_tool_t *ot = &ag->r.tools[j];
+        const char *tn = o->tools[j].name;
+        const tg_tool_cfg_t *tc = tg_config_tool(acfg, tn, strlen(tn));
+        tg_adm_tool_t *nt = tc != NULL ? &tools[tc - acfg->tools] : NULL;
+        if (nt != NULL && nt->has_conc)
+            nt->sh_conc = ot->sh_conc;
+        else
+            tg_registry_share(&g->gw->reg, ot->reg_conc, &ot->sh_conc, 0);
+        if (nt != NULL && nt->has_queue)
+            nt->sh_queue = ot->sh_queue;
+        else
+            tg_registry_share(&g->gw->reg, ot->reg_queue, &ot->sh_queue, 0);
+    }
     free(ag->r.tools);
     ag->r.tools = tools;
     ag->r.arate = arate;
@@ -1144,6 +1171,8 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     /* Raised caps may let queued calls run now. */
     tg_pipe_pump(&ag->r, ag->g);
     tg_route_regs(&ag->r, -1);
+    for (size_t i = 0; i < acfg->ntools; i++)
+        tg_adm_tool_regs(g->gw, &ag->r.tools[i]);
     osg_g_flush(g);
     return 0;
 }

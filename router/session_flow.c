@@ -742,21 +742,46 @@ static void resource_denial(tg_wrap_t *w, const tg_inst_t *inst, const tg_call_t
 static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
 {
     tg_denial_t d;
-    char reqid[32], detail[160], path[TG_NAME_MAX + 64];
+    char reqid[32], detail[200], path[TG_NAME_MAX + 64];
+    bool killed_for = inst->a.p.watch.verdict.kind != TG_VERDICT_OK;
+    /* toolgate stopped the agent itself (the caller's input ended,
+     * SIGTERM, a reload's drain) with requests still running
+     * kill_grace_period after it asked them to finish: they end with the
+     * shutdown, the agent did not fail them. */
+    bool shutdown = w->phase != TG_P_RUN && inst->a.stopping;
     for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
         tg_call_t *c = mcp_call_at(w->ag, i);
         if (c->kind == K_FREE || c->w != w)
             continue;
         bool pending = c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE ||
                        c->cc.state == TG_CALL_SLOT;
-        if (c->kind == K_CALL && pending && w->cout_dead) {
+        bool call = c->kind == K_CALL && pending;
+        if (call && w->cout_dead) {
             /* Its caller left: nobody is denied anything (issue 12, 24). */
             mcp_audit_call(w, c, "call.cancelled", "cancelled", NULL, "caller_gone");
-        } else if (c->kind == K_CALL && pending && inst->a.p.watch.verdict.kind != TG_VERDICT_OK) {
+        } else if (call && killed_for) {
             /* Killed for a resource: say which, and how much against what. */
             resource_denial(w, inst, c, &d, reqid, path, detail, sizeof(detail));
             mcp_deny_call(w, c, &d, "call.denied", "killed");
-        } else if (c->kind == K_CALL && pending) {
+        } else if (c->kind == K_PASS && killed_for) {
+            /* An initialize (or any request) the agent died of: name the
+             * resource, as for a call (issue 12, item 28). */
+            resource_denial(w, inst, NULL, &d, reqid, path, detail, sizeof(detail));
+            mcp_deny(w, c->caller_id, c->caller_id_len, &d);
+        } else if ((call || c->kind == K_PASS) && shutdown) {
+            mcp_denial_init(w, &d, TG_DENY_SHUTTING_DOWN, call ? c : NULL, reqid, sizeof(reqid));
+            d.limit = "shutdown";
+            d.config_path = w->ag->r.path_grace;
+            snprintf(detail, sizeof(detail),
+                     "toolgate is shutting down: the %s still ran when the agent was stopped, "
+                     "kill_grace_period after the shutdown began",
+                     call ? "call" : "request");
+            d.detail = detail;
+            if (call)
+                mcp_deny_call(w, c, &d, "call.denied", "shutdown");
+            else
+                mcp_deny(w, c->caller_id, c->caller_id_len, &d);
+        } else if (call) {
             mcp_denial_init(w, &d, TG_DENY_UNAVAILABLE, c, reqid, sizeof(reqid));
             d.limit = "agent";
             d.retry_after_ms = (int64_t)w->ag->r.acfg->backoff_initial_ms;
@@ -768,11 +793,6 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
                          " while the call ran", inst->a.p.exit_status);
             d.detail = detail;
             mcp_deny_call(w, c, &d, "call.denied", inst->a.p.killed ? "killed" : "agent_exited");
-        } else if (c->kind == K_PASS && inst->a.p.watch.verdict.kind != TG_VERDICT_OK) {
-            /* An initialize (or any request) the agent died of: name the
-             * resource, as for a call (issue 12, item 28). */
-            resource_denial(w, inst, NULL, &d, reqid, path, detail, sizeof(detail));
-            mcp_deny(w, c->caller_id, c->caller_id_len, &d);
         } else if (c->kind == K_PASS) {
             mcp_denial_init(w, &d, TG_DENY_UNAVAILABLE, NULL, reqid, sizeof(reqid));
             d.limit = "agent";
@@ -817,7 +837,9 @@ static void inst_gone(tg_ainst_t *a)
         w->inst = NULL;
     w->astate = A_DOWN;
     fail_inflight(w, inst);
-    if (w->gw->metrics_ok)
+    /* serve runs an instance per session: the agent is down when the
+     * last of them is gone. */
+    if (w->gw->metrics_ok && tg_agent_live(w->gw, w->ag->r.idx) == 0)
         tg_metrics_agent_state(&w->gw->metrics, w->ag->r.idx, TG_AGENT_DOWN, 0);
     mcp_after_exit(w, tg_ainst_failed(a), tg_ainst_status(a), a->p.term_signal != 0);
 }

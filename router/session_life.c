@@ -332,6 +332,12 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
         }
         t->has_queue = l->queued_src != TG_SRC_DEFAULT;
         t->max_queued = l->max_queued_calls;
+        /* A limit dropped takes its count out of its row (kept: the row
+         * follows its count again at the next call). */
+        if (!t->has_conc)
+            tg_registry_share(&ag->gw->reg, t->reg_conc, &t->sh_conc, 0);
+        if (!t->has_queue)
+            tg_registry_share(&ag->gw->reg, t->reg_queue, &t->sh_queue, 0);
     }
     ag->r.acfg = acfg;
     tg_route_register(&ag->r);
@@ -424,6 +430,7 @@ void mcp_agent_maybe_reap(tg_agent_t *ag)
 void tg_agent_retire(tg_agent_t *ag, void (*on_free)(void *arg), void *arg)
 {
     ag->retired = true;
+    ag->r.retired = true;
     ag->on_free = on_free;
     ag->on_free_arg = arg;
     ag->next_retired = ag->gw->retired;

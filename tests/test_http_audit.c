@@ -24,10 +24,12 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "router/auth/auth.h"
 #include "tests/http_client.h"
+#include "tests/tg_jwt.h"
 #include "tests/mcp_client.h"
 #include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
@@ -400,7 +402,8 @@ Test(http_audit, refused_requests_are_audited_with_the_peer_and_no_credential, .
     cr_assert_null(strstr(audit, "canary-WRONG"), "the credential reached the audit");
     json_t *all = events(audit);
     free(audit);
-    const char *want[][2] = {{"unauthenticated", bad_token_from}, {"origin_not_allowed", origin_from}};
+    const char *want[][2] = {{"unauthenticated: unknown token", bad_token_from},
+                             {"origin_not_allowed", origin_from}};
     for (size_t i = 0; i < 2; i++) {
         json_t *ev = find_event(all, "call.denied", "reason", want[i][0]);
         cr_assert_not_null(ev, "no call.denied event with reason %s", want[i][0]);
@@ -414,6 +417,106 @@ Test(http_audit, refused_requests_are_audited_with_the_peer_and_no_credential, .
     }
     json_decref(all);
     verify_audit();
+}
+
+/* JWT refusals (issue 20, item 12): the audit event's reason and the log
+ * line say why ("unauthenticated: expired", "wrong audience", "bad
+ * signature", "unknown kid"), as the 401's body does, and neither holds a
+ * byte of the token: a canary planted in a claim, in the kid and in the
+ * subject is in no event and no line, nor is any part of the token. */
+#define JWT_ISS    "https://idp.example"
+#define JWT_AUD    "toolgate"
+#define JWT_CANARY "CANARYjwt5b1e"
+
+/* A JWT from JWT_ISS with header kid <kid>, audience <aud>, subject
+ * <sub>, expiring <exp> s from now, a canary claim, signed by <k>. */
+static const char *jwt_tok(const char *kid, const char *aud, const char *sub, long exp,
+                           EVP_PKEY *k)
+{
+    char hdr[160], claims[512];
+    long now = (long)time(NULL);
+    snprintf(hdr, sizeof hdr, "{\"alg\":\"RS256\",\"typ\":\"JWT\",\"kid\":\"%s\"}", kid);
+    snprintf(claims, sizeof claims,
+             "{\"sub\":\"%s\",\"iss\":\"" JWT_ISS "\",\"aud\":\"%s\",\"iat\":%ld,\"exp\":%ld,"
+             "\"jti\":\"" JWT_CANARY "-jti\",\"note\":\"" JWT_CANARY "-claim\"}",
+             sub, aud, now - 5, now + exp);
+    return tgj_jws(hdr, claims, k, NULL);
+}
+
+Test(http_audit, jwt_refusals_say_why_in_audit_and_log_without_the_token, .fini = fini,
+     .timeout = 60)
+{
+    EVP_PKEY *key = EVP_RSA_gen(2048), *other = EVP_RSA_gen(2048);
+    cr_assert(key && other);
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
+    char jwk[2048], keys[2300], jwks[TGH_PATH + 32];
+    tgj_jwk(key, "r1", true, jwk, sizeof jwk);
+    snprintf(keys, sizeof keys, "{\"keys\":[%s]}", jwk);
+    tgh_put(S.dir, "jwks.json", keys);
+    snprintf(jwks, sizeof jwks, "%s/jwks.json", S.dir);
+    port = tgh_free_port();
+    char json[4096];
+    int n = snprintf(
+        json, sizeof json,
+        "{\"router\": {\"listen\": [{\"http\": \"127.0.0.1:%d\", \"agent\": \"fx\"}]},\n"
+        " \"audit\": {\"path\": \"%s\"},\n"
+        " \"callers\": [{\"name\": \"svc-a\", \"jwt\": {\"issuer\": \"" JWT_ISS
+        "\", \"audience\": \"" JWT_AUD "\", \"jwks_file\": \"%s\", \"leeway\": \"5s\"}}],\n"
+        " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\", \"--log\", \"%s\"]}]}\n",
+        port, S.audit, jwks, TG_AGENTS_DIR, S.log);
+    cr_assert(n > 0 && (size_t)n < sizeof json);
+    tgh_serve_start(&S, json, NULL, 10000);
+
+    static char toks[4][8192];
+    const char *why[4] = {"expired", "wrong audience", "bad signature", "unknown kid"};
+    snprintf(toks[0], sizeof toks[0], "%s", jwt_tok("r1", JWT_AUD, "svc-a", -600, key));
+    snprintf(toks[1], sizeof toks[1], "%s", jwt_tok("r1", "someone-else", "svc-a", 300, key));
+    snprintf(toks[2], sizeof toks[2], "%s", jwt_tok("r1", JWT_AUD, "svc-a", 300, other));
+    snprintf(toks[3], sizeof toks[3], "%s",
+             jwt_tok(JWT_CANARY "-kid", JWT_AUD, JWT_CANARY "-sub", 300, key));
+    for (int i = 0; i < 4; i++) {
+        char az[8400];
+        snprintf(az, sizeof az, "Authorization: Bearer %s\r\n", toks[i]);
+        thc_resp_t r;
+        cr_assert_eq(thc_post(port, NULL, az, THC_INIT_BODY, &r), 0);
+        cr_assert_eq(r.status, 401, "%s", r.raw);
+        cr_assert_not_null(strstr(r.body, why[i]), "the 401 does not say %s: %s", why[i], r.raw);
+        thc_free(&r);
+    }
+    cr_assert_eq(tgh_file_wait(S.audit, "unknown kid", 1, 5000), 1, "the last refusal not audited");
+    tgh_serve_stop(&S, 10000);
+
+    char *audit = tgh_read_file(S.audit, NULL), *log = tgh_read_file(S.err, NULL);
+    cr_assert(audit != NULL && log != NULL);
+    json_t *all = events(audit);
+    for (int i = 0; i < 4; i++) {
+        char reason[64];
+        snprintf(reason, sizeof reason, "unauthenticated: %s", why[i]);
+        json_t *ev = find_event(all, "call.denied", "reason", reason);
+        cr_assert_not_null(ev, "no call.denied with reason '%s' in:\n%s", reason, audit);
+        cr_expect_str_eq(str(ev, "code"), "caller_not_allowed");
+        cr_expect_str_eq(str(ev, "front"), "http");
+        cr_assert_gt(tgh_count_lines_with(log, "", reason), 0, "no log line says '%s':\n%s",
+                     reason, log);
+    }
+    json_decref(all);
+    cr_assert_null(strstr(audit, "CANARY"), "the canary reached the audit:\n%s", audit);
+    cr_assert_null(strstr(log, "CANARY"), "the canary reached the log:\n%s", log);
+    for (int i = 0; i < 4; i++) {
+        /* each part of the token alone: header, claims, signature */
+        char part[8192];
+        snprintf(part, sizeof part, "%s", toks[i]);
+        for (char *p = strtok(part, "."); p != NULL; p = strtok(NULL, ".")) {
+            char head[24];
+            snprintf(head, sizeof head, "%.20s", p);
+            cr_assert_null(strstr(audit, head), "part of token %d in the audit", i);
+            cr_assert_null(strstr(log, head), "part of token %d in the log", i);
+        }
+    }
+    free(audit);
+    free(log);
+    EVP_PKEY_free(key);
+    EVP_PKEY_free(other);
 }
 
 /* A flood of refused requests (a token being guessed) is audited at 100
@@ -448,7 +551,7 @@ Test(http_audit, a_flood_of_refusals_is_audited_at_a_bounded_rate_and_counted, .
         json_t *ev;
         json_array_foreach(all, i, ev) {
             const char *reason = str(ev, "reason");
-            if (reason == NULL || strcmp(reason, "unauthenticated") != 0)
+            if (reason == NULL || strncmp(reason, "unauthenticated", 15) != 0)
                 continue;
             audited++;
             last_count = (long)json_integer_value(json_object_get(ev, "count"));

@@ -232,6 +232,38 @@ Test(registry, upsert_keeps_the_row_and_its_state)
     tg_registry_free(&r);
 }
 
+/* A row two writers fill (a reload's old and new routes of one agent)
+ * holds the sum of their counts: neither overwrites the other, and a
+ * writer that ends takes its part back. */
+Test(registry, shared_rows_sum_their_writers)
+{
+    tg_registry_t r;
+    tg_registry_init(&r);
+    int i = tg_registry_add(&r, "agent.a.concurrency", TG_LIMIT_CONCURRENCY, "agent", 10);
+    cr_assert_geq(i, 0);
+    uint64_t old = 0, cur = 0;
+    tg_registry_share(&r, i, &old, 3);
+    tg_registry_share(&r, i, &cur, 0); /* the new one, idle: no overwrite */
+    cr_assert_eq(r.v[i].current, 3);
+    tg_registry_share(&r, i, &cur, 2);
+    cr_assert_eq(r.v[i].current, 5);
+    tg_registry_share(&r, i, &old, 1);
+    cr_assert_eq(r.v[i].current, 3);
+    cr_assert_eq(r.v[i].high_water, 5);
+    tg_registry_share(&r, i, &old, 0);
+    tg_registry_share(&r, i, &cur, 0);
+    cr_assert_eq(r.v[i].current, 0);
+    cr_assert_eq(tg_registry_current(&r, i, 99), 0);
+    cr_assert_eq(tg_registry_current(&r, -1, 99), 99);
+    uint64_t none = 0;
+    tg_registry_share(&r, -1, &none, 4); /* no row: the share is still kept */
+    cr_assert_eq(none, 4);
+    tg_registry_update_cap(&r, i, 9, 20);
+    cr_assert_eq(r.v[i].capacity, 20);
+    cr_assert_eq(r.v[i].current, 9);
+    tg_registry_free(&r);
+}
+
 Test(registry, many_entries_keep_their_indices)
 {
     tg_registry_t r;

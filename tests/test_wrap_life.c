@@ -375,6 +375,45 @@ Test(wrap_life, dev_null_on_stdout_works)
     json_decref(calls);
 }
 
+/* Issue 20, item 16: calls still running when the wrap's input ends and
+ * kill_grace_period passes end with the shutdown: each is answered with
+ * the shutting_down denial (naming kill_grace_period), not agent_unavailable
+ * "exited with status 0 while the call ran", and audited so. */
+Test(wrap_life, calls_running_at_the_end_of_input_are_shutting_down)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    const char *const args[] = {"--limit", "kill_grace_period=500ms", "--name", "fx", NULL};
+    const char *const agent_args[] = {"--log", W.log, NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, args, WL_FIXTURE, agent_args, NULL), 0);
+    wl_handshake(&W);
+    cr_assert_eq(mcp_call(&W.tg, 1, "sleep", "{\"ms\":20000}"), 0);
+    cr_assert_eq(mcp_call(&W.tg, 2, "sleep", "{\"ms\":20000}"), 0);
+    cr_assert_gt(tgh_log_wait(W.log, "call ", 2, 3000), 1, "the agent never got both calls");
+    uint64_t t0 = tgh_now_ms();
+    tgh_close_stdin(&W.tg);
+    for (int id = 1; id <= 2; id++) {
+        json_t *r = mcp_await_int(&W.tg, id, 10000, NULL);
+        cr_assert_not_null(r, "call %d was not answered after the input ended", id);
+        json_t *den = mcp_assert_denial(r, -32068, "shutting_down");
+        const char *msg = json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+        cr_assert(msg != NULL && strstr(msg, "kill_grace_period") != NULL,
+                  "the denial does not say what to raise: %s", msg ? msg : "");
+        cr_assert_str_eq(json_string_value(json_object_get(den, "config_path")),
+                         "agents.fx.execution_limits.kill_grace_period");
+        json_decref(r);
+    }
+    cr_assert_geq(tgh_now_ms() - t0, 400, "answered before kill_grace_period passed");
+    cr_assert_eq(tgh_wait(&W.tg, 10000), 0, "toolgate did not exit");
+    cr_assert_eq(tgh_exit_code(&W.tg), 0);
+    json_t *den = wl_events(W.audit, "call.denied");
+    cr_assert_eq(json_array_size(den), 2);
+    for (size_t k = 0; k < 2; k++) {
+        const json_t *ev = json_array_get(den, k);
+        cr_assert_str_eq(wl_str(ev, "code"), "shutting_down");
+    }
+    json_decref(den);
+}
+
 /* Many requests in the file (more than any pipe holds, both ways): every
  * one answered, by the agent or by a denial, one line each. */
 Test(wrap_life, large_request_file_is_answered_in_full)

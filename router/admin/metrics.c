@@ -588,14 +588,17 @@ static void prom_agents(prom_t *w, const tg_metrics_t *m)
     prom_per_agent(w, m, "toolgate_agent_restarts_total", "counter",
                    "Times the agent was restarted.", v_restarts, 0);
     prom_per_agent(w, m, "toolgate_agent_memory_bytes", "gauge",
-                   "Memory of the agent instance (cgroup usage or process-tree RSS).", v_mem, 0);
+                   "Memory of the agent's running instances together (cgroup usage or "
+                   "process-tree RSS); 0 when none runs.", v_mem, 0);
     prom_per_agent(w, m, "toolgate_agent_memory_peak_bytes", "gauge",
-                   "Highest memory of the agent instance seen.", v_mem_peak, 0);
+                   "Highest memory one instance of the agent reached.", v_mem_peak, 0);
     prom_per_agent(w, m, "toolgate_agent_memory_limit_bytes", "gauge",
-                   "Memory limit applied to the agent instance.", v_mem_limit, 0);
+                   "Memory limit applied to each instance of the agent.", v_mem_limit, 0);
     prom_per_agent(w, m, "toolgate_agent_cpu_seconds_total", "counter",
-                   "CPU time used by the agent instance.", v_cpu, 6);
-    prom_per_agent(w, m, "toolgate_agent_pids", "gauge", "Tasks in the agent instance.", v_pids, 0);
+                   "CPU time used by the agent's instances, ended ones included.", v_cpu, 6);
+    prom_per_agent(w, m, "toolgate_agent_pids", "gauge",
+                   "Tasks in the agent's running instances together; 0 when none runs.", v_pids,
+                   0);
 }
 
 static void prom_limits(prom_t *w, const tg_registry_t *r)

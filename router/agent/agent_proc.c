@@ -348,15 +348,9 @@ bool tg_aproc_ready_gone(tg_aproc_t *p, uv_timer_cb on_linger)
 
 /* ---- monitor ---------------------------------------------------------- */
 
-bool tg_aproc_sample(tg_gw_t *gw, size_t idx, const tg_agent_cfg_t *a, tg_contain_inst_t *ci,
-                     bool exited, tg_contain_sample_t *cur)
+bool tg_aproc_sample(tg_contain_inst_t *ci, bool exited, tg_contain_sample_t *cur)
 {
-    if (ci == NULL || exited || tg_contain_sample(ci, cur) < 0)
-        return false;
-    if (gw->metrics_ok)
-        tg_metrics_agent_usage(&gw->metrics, idx, cur->memory_current, cur->memory_peak,
-                               a->res.memory_bytes, cur->cpu_usage_us, cur->pids_current);
-    return true;
+    return ci != NULL && !exited && tg_contain_sample(ci, cur) == 0;
 }
 
 bool tg_aproc_judge(tg_aproc_watch_t *w, tg_contain_inst_t *ci, const char *name,

@@ -148,11 +148,11 @@ bool tg_aproc_ready_gone(tg_aproc_t *p, uv_timer_cb on_linger);
 
 /* ---- monitor ---------------------------------------------------------- */
 
-/* One monitor tick of the contained instance <ci> of agent <a>: sample it
- * into *<cur> and count it in <gw>'s metrics (row <idx>). false when there
- * is no sample (<ci> NULL, <exited>, or the read failed). */
-bool tg_aproc_sample(tg_gw_t *gw, size_t idx, const tg_agent_cfg_t *a, tg_contain_inst_t *ci,
-                     bool exited, tg_contain_sample_t *cur);
+/* One monitor tick of the contained instance <ci>: sample it into *<cur>.
+ * false when there is no sample (<ci> NULL, <exited>, or the read
+ * failed). What it adds to its agent's figures is the instance's
+ * (tg_ainst_t, instance.c). */
+bool tg_aproc_sample(tg_contain_inst_t *ci, bool exited, tg_contain_sample_t *cur);
 /* Judge sample <cur> against <w>'s last one. true, after logging that
  * agent <name> broke a limit, when it broke one for the first time
  * (w->verdict says which): the caller kills the instance. */

@@ -207,8 +207,98 @@ static const char *exit_reason(const tg_ainst_t *in)
     return p->exit_status != 0 ? "failed" : "exited";
 }
 
+/* ---- the agent's usage figures ------------------------------------------ */
+
+/* <a> - <b>, or 0 when <b> is larger (a sum never wraps below 0). */
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+/* <limit> x <n>, saturated. */
+static uint64_t times(uint64_t limit, uint64_t n)
+{
+    return n != 0 && limit > UINT64_MAX / n ? UINT64_MAX : limit * n;
+}
+
+/* Show agent <in>'s usage sums in its registry rows and metrics. The
+ * rows count every live instance of the agent; their capacity is the
+ * per-instance limit times the instances running (at least one), so the
+ * fill is that of the agent as a whole and one instance alone fills as
+ * before. */
+static void usage_show(const tg_ainst_t *in, const tg_agent_usage_t *u)
+{
+    const tg_agent_cfg_t *a = *in->acfg;
+    tg_registry_t *reg = &in->gw->reg;
+    uint64_t n = u->live > 0 ? u->live : 1;
+    tg_registry_update_cap(reg, in->rows->memory, u->memory, times(a->res.memory_bytes, n));
+    tg_registry_update_cap(reg, in->rows->disk, u->disk, times(a->res.disk_bytes, n));
+    tg_registry_update_cap(reg, in->rows->pids, u->pids, times(a->res.pids, n));
+    if (in->gw->metrics_ok && u->sampled)
+        tg_metrics_agent_usage(&in->gw->metrics, in->idx, u->memory, u->peak,
+                               a->res.memory_bytes, u->cpu_us, u->pids);
+}
+
+/* Put sample <cur> in place of what instance <in> added before to its
+ * agent's sums (the CPU counter only ever grows). */
+static void usage_sample(tg_ainst_t *in, const tg_contain_sample_t *cur)
+{
+    if (in->idx >= in->gw->nusage)
+        return;
+    tg_agent_usage_t *u = &in->gw->usage[in->idx];
+    tg_ainst_share_t *sh = &in->share;
+    if (cur->have & TG_SAMPLE_MEM) {
+        u->memory = sub0(u->memory, sh->memory) + cur->memory_current;
+        sh->memory = cur->memory_current;
+    }
+    if (cur->have & TG_SAMPLE_DISK) {
+        u->disk = sub0(u->disk, sh->disk) + cur->disk_bytes;
+        sh->disk = cur->disk_bytes;
+    }
+    if (cur->have & TG_SAMPLE_PIDS) {
+        u->pids = sub0(u->pids, sh->pids) + cur->pids_current;
+        sh->pids = cur->pids_current;
+    }
+    if ((cur->have & TG_SAMPLE_CPU) && cur->cpu_usage_us > sh->cpu_us) {
+        u->cpu_us += cur->cpu_usage_us - sh->cpu_us;
+        sh->cpu_us = cur->cpu_usage_us;
+    }
+    uint64_t peak = (cur->have & TG_SAMPLE_PEAK) ? cur->memory_peak : cur->memory_current;
+    if (peak > u->peak)
+        u->peak = peak;
+    u->sampled = true;
+    usage_show(in, u);
+}
+
+/* Instance <in> runs from now on: one more in its agent's count. */
+static void usage_start(tg_ainst_t *in)
+{
+    if (in->idx >= in->gw->nusage || in->share.live)
+        return;
+    in->share.live = true;
+    in->gw->usage[in->idx].live++;
+    usage_show(in, &in->gw->usage[in->idx]);
+}
+
+/* Instance <in> is gone: its part leaves the sums (its CPU stays in the
+ * counter), so an agent with no instance left reads 0. */
+static void usage_gone(tg_ainst_t *in)
+{
+    if (in->idx >= in->gw->nusage || !in->share.live)
+        return;
+    tg_agent_usage_t *u = &in->gw->usage[in->idx];
+    tg_ainst_share_t *sh = &in->share;
+    u->memory = sub0(u->memory, sh->memory);
+    u->disk = sub0(u->disk, sh->disk);
+    u->pids = sub0(u->pids, sh->pids);
+    u->live--;
+    *sh = (tg_ainst_share_t){0};
+    usage_show(in, u);
+}
+
 /* Exited and stdout done: agent.exited (with the peak), the peak kept,
- * dropped stderr reported, then the engine's part, then the close. */
+ * dropped stderr reported, its part of the agent's usage taken back, then
+ * the engine's part, then the close. */
 static void gone(tg_ainst_t *in)
 {
     in->p.gone = true;
@@ -223,6 +313,7 @@ static void gone(tg_ainst_t *in)
     emit(in, &ev);
     tg_agent_report_drops(*in->acfg, in->err, in->err_reported);
     record_peak(in);
+    usage_gone(in);
     tg_aproc_close(&in->p, handle_closed);
     in->ops->gone(in);
 }
@@ -296,7 +387,7 @@ void tg_ainst_out_eof(tg_ainst_t *in)
 
 /* ---- monitor and kills -------------------------------------------------- */
 
-/* Once a second: sample the instance, update the agent's rows, and kill
+/* Once a second: sample the instance, update the agent's sums, and kill
  * it when it broke a hard limit (OOM kill, memory over the limit under
  * the RSS monitor, a scanned workspace over its disk size, forks
  * refused). Its calls then fail with resource_limit_exceeded naming the
@@ -305,15 +396,9 @@ static void on_monitor(uv_timer_t *t)
 {
     tg_ainst_t *in = t->data;
     tg_contain_sample_t cur;
-    tg_registry_t *reg = &in->gw->reg;
-    if (!tg_aproc_sample(in->gw, in->idx, *in->acfg, in->p.ci, in->p.exited, &cur))
+    if (!tg_aproc_sample(in->p.ci, in->p.exited, &cur))
         return;
-    if (cur.have & TG_SAMPLE_MEM)
-        tg_registry_update(reg, in->rows->memory, cur.memory_current);
-    if (cur.have & TG_SAMPLE_DISK)
-        tg_registry_update(reg, in->rows->disk, cur.disk_bytes);
-    if (cur.have & TG_SAMPLE_PIDS)
-        tg_registry_update(reg, in->rows->pids, cur.pids_current);
+    usage_sample(in, &cur);
     if (!tg_aproc_judge(&in->p.watch, in->p.ci, iname(in), &cur))
         return;
     tg_ainst_kill(in, SIGKILL, tg_res_name(in->p.watch.verdict.res));
@@ -408,6 +493,7 @@ int tg_ainst_spawn(tg_ainst_t *in, const tg_ainst_spawn_t *how)
     }
     uv_read_start((uv_stream_t *)&in->p.pout, in->ops->out_alloc, in->ops->out_read);
     uv_read_start((uv_stream_t *)&in->p.perr, tg_aproc_err_alloc, err_read);
+    usage_start(in);
     tg_audit_ev_t ev;
     tg_aproc_ev_started(&ev, a->id, in->p.pid, how->attempt, enforced);
     emit(in, &ev);

@@ -65,6 +65,13 @@ typedef struct tg_agent_rows {
  * workspace only) and .pids. 0 or -ENOMEM. */
 int tg_agent_rows_register(tg_agent_rows_t *rows, tg_registry_t *reg, const tg_agent_cfg_t *a);
 
+/* What one instance adds to its agent's tg_agent_usage_t: its latest
+ * sample, taken back when it is gone. */
+typedef struct tg_ainst_share {
+    bool live; /* counted in the agent's <live> */
+    uint64_t memory, disk, pids, cpu_us;
+} tg_ainst_share_t;
+
 struct tg_ainst {
     tg_aproc_t p; /* the process, its pipes, containment and watch */
     tg_gw_t *gw;
@@ -78,6 +85,7 @@ struct tg_ainst {
     bool kill_audited;           /* agent.killed written for this instance */
     bool stopping;               /* a stop step ran: its stdout may end before it exits */
     const char *kill_reason;     /* the first reason toolgate signalled it for, or NULL */
+    tg_ainst_share_t share;      /* its part of the agent's usage figures */
 };
 
 /* How long an instance that closed its stdout may live on before it is
@@ -177,6 +185,13 @@ void tg_agent_report_drops(const tg_agent_cfg_t *a, const tg_aproc_errbudget_t *
  * MemAvailable is below min_free_memory + the P95 of the agent's recorded
  * peaks. */
 int tg_ainst_preflight(tg_gw_t *gw, const tg_agent_cfg_t *a);
+
+/* The live instances of agent <idx> of <gw> (every config generation):
+ * 0 when none runs, whatever the last one's engine said. */
+static inline uint32_t tg_agent_live(const tg_gw_t *gw, size_t idx)
+{
+    return idx < gw->nusage ? gw->usage[idx].live : 0;
+}
 
 /* The exit status an instance's end means for a restart policy. */
 bool tg_ainst_failed(const tg_ainst_t *in);

@@ -340,10 +340,10 @@ void tg_adm_take_slots(tg_conc_t *agent, tg_adm_tool_t *t, tg_caller_lim_t *cl, 
     }
 }
 
-void tg_adm_tool_regs(tg_gw_t *gw, const tg_adm_tool_t *t)
+void tg_adm_tool_regs(tg_gw_t *gw, tg_adm_tool_t *t)
 {
     if (t->has_conc)
-        tg_registry_update(&gw->reg, t->reg_conc, t->conc.inflight);
+        tg_registry_share(&gw->reg, t->reg_conc, &t->sh_conc, t->conc.inflight);
     if (t->has_queue)
-        tg_registry_update(&gw->reg, t->reg_queue, t->queued);
+        tg_registry_share(&gw->reg, t->reg_queue, &t->sh_queue, t->queued);
 }

@@ -194,6 +194,7 @@ typedef struct tg_adm_tool {
     uint32_t queued, max_queued;
     bool has_queue;
     int reg_rate, reg_conc, reg_queue; /* registry rows, -1: none */
+    uint64_t sh_conc, sh_queue; /* what it counts in the summed rows (tg_registry_share) */
     char path_rate[256], path_conc[256], path_queue[256], path_dur[256];
 } tg_adm_tool_t;
 
@@ -229,8 +230,9 @@ bool tg_adm_has_room(const tg_adm_tool_t *t, const tg_caller_lim_t *cl);
 void tg_adm_take_slots(tg_conc_t *agent, tg_adm_tool_t *t, tg_caller_lim_t *cl, bool *tool_slot,
                        bool *caller_slot);
 
-/* Set <t>'s concurrency and queue rows in <gw>'s registry to their
- * counts (each only for a limit the tool sets; crossing 80% audits). */
-void tg_adm_tool_regs(tg_gw_t *gw, const tg_adm_tool_t *t);
+/* Put <t>'s concurrency and queue counts in its rows of <gw>'s registry
+ * (each only for a limit the tool sets; crossing 80% audits). The rows
+ * sum the counts of every route of the agent (tg_registry_share). */
+void tg_adm_tool_regs(tg_gw_t *gw, tg_adm_tool_t *t);
 
 #endif

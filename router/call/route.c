@@ -310,12 +310,14 @@ int tg_route_rate_scopes(tg_route_t *r, const tg_callc_t *cc, tg_caller_lim_t *c
 {
     tg_adm_tool_t *ts = cc->tool >= 0 ? &r->tools[cc->tool] : NULL;
     int n = 0;
+    /* A retired route's buckets are no longer the agent's rows. */
     if (with_agent && r->store == NULL)
         scopes[n++] = (tg_adm_rate_scope_t){&r->arate, "agent", r->path_rate,
-                                            r->acfg->lim.rate_limit, r->reg_rate};
+                                            r->acfg->lim.rate_limit, r->retired ? -1 : r->reg_rate};
     if (ts != NULL && ts->has_rate && !ts->shared)
         scopes[n++] = (tg_adm_rate_scope_t){&ts->rate, "tool", ts->path_rate,
-                                            r->acfg->tools[cc->tool].lim.rate_limit, ts->reg_rate};
+                                            r->acfg->tools[cc->tool].lim.rate_limit,
+                                            r->retired ? -1 : ts->reg_rate};
     if (cl != NULL && cl->has_rate)
         scopes[n++] =
             (tg_adm_rate_scope_t){&cl->rate, "caller", cl->path_rate, cl->rate_cfg, cl->reg_rate};

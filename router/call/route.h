@@ -73,6 +73,12 @@ typedef struct tg_route {
     tg_adm_pump_t pump;     /* the queue's pump re-entered from a store answer */
     int reg_rate, reg_conc, reg_queue, reg_frame_out, reg_wq_agent;
     int reg_fleet; /* agent.ID.concurrency.shared, -1: local concurrency */
+    /* What this route counts in the agent's summed rows (a reload's
+     * successor route counts beside the old one: tg_registry_share). */
+    uint64_t sh_conc, sh_queue, sh_fleet;
+    /* A reload replaced it (its sessions drain): the agent's rate rows are
+     * the current route's bucket, which this one no longer writes. */
+    bool retired;
     tg_agent_rows_t rows; /* its instances' rows */
     char path_rate[256], path_conc[256], path_queue[256], path_dur[256], path_grace[256];
 } tg_route_t;
@@ -107,17 +113,21 @@ int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, si
  * config's capacities. */
 void tg_route_register(tg_route_t *r);
 
-/* The agent's concurrency and queue usage into the metrics and the
- * registry, and tool <tool>'s too (-1: none). Several times per call:
- * inline, each unchanged row returns at once. */
+/* The agent's concurrency and queue usage into the registry and the
+ * metrics, and tool <tool>'s too (-1: none). The rows sum this route's
+ * counts with those of the other routes of the agent (a reload's old
+ * and new ones), and the metrics show the sums. Several times per call:
+ * inline, each unchanged count returns at once. */
 static inline void tg_route_regs(tg_route_t *r, int tool)
 {
     tg_gw_t *gw = r->gw;
+    tg_registry_share(&gw->reg, r->reg_conc, &r->sh_conc, r->aconc.inflight);
+    tg_registry_share(&gw->reg, r->reg_queue, &r->sh_queue, r->aq.count);
+    tg_registry_share(&gw->reg, r->reg_fleet, &r->sh_fleet, r->fleet_held);
     if (gw->metrics_ok)
-        tg_metrics_load(&gw->metrics, r->idx, r->aconc.inflight, r->aq.count);
-    tg_registry_update(&gw->reg, r->reg_conc, r->aconc.inflight);
-    tg_registry_update(&gw->reg, r->reg_queue, r->aq.count);
-    tg_registry_update(&gw->reg, r->reg_fleet, r->fleet_held);
+        tg_metrics_load(&gw->metrics, r->idx,
+                        (uint32_t)tg_registry_current(&gw->reg, r->reg_conc, r->aconc.inflight),
+                        (uint32_t)tg_registry_current(&gw->reg, r->reg_queue, r->aq.count));
     if (tool >= 0)
         tg_adm_tool_regs(gw, &r->tools[tool]);
 }

@@ -765,11 +765,16 @@ static void handle(hconn_t *c)
     }
     c->caller = -1;
     if (h->o.auth != NULL) {
-        char why[160];
+        char why[160], reason[96];
+        const char *cause = NULL;
         const tg_h1_str_t *az = &r->hdr[TG_H1H_AUTHORIZATION];
-        if (h->o.auth(h->o.auth_arg, az->p, az->p ? az->n : 0, &c->caller, why, sizeof(why)) < 0) {
+        if (h->o.auth(h->o.auth_arg, az->p, az->p ? az->n : 0, &c->caller, why, sizeof(why),
+                      &cause) < 0) {
             static const tg_h1_field_t f[] = {{"WWW-Authenticate", "Bearer realm=\"toolgate\""}};
-            tell_refused(c, 401, "unauthenticated");
+            /* <cause> is one of the auth's constants: no credential byte. */
+            snprintf(reason, sizeof(reason), "unauthenticated: %s",
+                     cause != NULL && cause[0] != '\0' ? cause : "refused");
+            tell_refused(c, 401, reason);
             char body[256];
             int n = snprintf(body, sizeof(body), "%s\n", why);
             respond(c, 401, "text/plain; charset=utf-8", body, (size_t)n, f, 1);

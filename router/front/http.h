@@ -37,17 +37,20 @@
 typedef struct tg_http tg_http_t;
 
 /* Who a request is from: 0 with *caller the callers[] index (-1:
- * anonymous, no caller limits), or -1 to answer 401 with <why> (never
- * holding a credential). */
+ * anonymous, no caller limits), or -1 to answer 401 with <why> and the
+ * short constant *<cause> ("expired", "wrong audience", "unknown token",
+ * "no token"...: router/auth/README.md) for the log and the audit; neither
+ * ever holds a byte of the credential. */
 typedef int (*tg_http_auth_fn)(void *arg, const char *authz, size_t authz_len, int *caller,
-                               char *why, size_t why_cap);
+                               char *why, size_t why_cap, const char **cause);
 
 /* A request refused before it reached a session for who or where it came
- * from: 401 (no or a bad credential: <reason> "unauthenticated"), 403
- * (<reason> "origin_not_allowed" or "host_not_loopback"), or because it
- * did not arrive within header_timeout once begun: 408 (<reason>
- * "frame_timeout"). <remote> is the
- * peer ("address:port", "" when unknown). The runner audits it. */
+ * from: 401 (no or a bad credential: <reason> "unauthenticated: CAUSE",
+ * the auth's cause), 403 (<reason> "origin_not_allowed" or
+ * "host_not_loopback"), or because it did not arrive within
+ * header_timeout once begun: 408 (<reason> "frame_timeout"). <remote> is
+ * the peer ("address:port", "" when unknown). The runner audits and logs
+ * it. */
 typedef void (*tg_http_refused_fn)(void *arg, int status, const char *reason, const char *remote);
 
 typedef struct tg_http_opts {

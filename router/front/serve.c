@@ -1021,13 +1021,15 @@ static int default_caller(const tg_config_t *cfg)
 /* tg_http_auth_fn: Authorization: Bearer names a caller by token or JWT;
  * without it a request is the "default" caller's, or anonymous, unless
  * router.callers_only. A credential that names nobody is refused. */
-static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *why, size_t cap)
+static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *why, size_t cap,
+                     const char **cause)
 {
     listener_t *l = arg;
     serve_run_t *r = l->r;
     if (authz == NULL) {
         *caller = default_caller(r->cfg);
         if (*caller < 0 && r->cfg->callers_only) {
+            *cause = "no token";
             snprintf(why, cap, "a bearer token is required (Authorization: Bearer TOKEN; "
                                "router.callers_only is true)");
             return -1;
@@ -1035,6 +1037,7 @@ static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *
         return 0;
     }
     if (n < 7 || strncasecmp(authz, "Bearer ", 7) != 0) {
+        *cause = "not a bearer credential";
         snprintf(why, cap, "Authorization must be \"Bearer TOKEN\"");
         return -1;
     }
@@ -1046,6 +1049,7 @@ static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *
                  ? tg_auth_identify(r->auth, authz + off, n - off, (int64_t)time(NULL), &reason)
                  : -1;
     if (ci < 0) {
+        *cause = reason; /* a constant of router/auth: no credential byte */
         snprintf(why, cap, "bearer credential refused: %s", reason);
         return -1;
     }
@@ -1055,10 +1059,12 @@ static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *
 
 /* tg_http_refused_fn: a request refused for who or where it came from is
  * audited as the Unix listener's refused connections are: call.denied,
- * caller_not_allowed, with the peer and why (no credential, ever). A
- * flood of them (a token being guessed) is audited at REFUSED_AUDIT_RATE
- * per listener, so it cannot crowd the calls' events out of the audit
- * queue; the next event audited says in <count> how many were not. */
+ * caller_not_allowed, with the peer and why ("unauthenticated: expired",
+ * "origin_not_allowed"...: no credential, ever), and logged the same. A
+ * flood of them (a token being guessed) is audited and logged at
+ * REFUSED_AUDIT_RATE per listener, so it cannot crowd the calls' events
+ * out of the audit queue nor flood the log; the next event audited says
+ * in <count> how many were not. */
 static void http_refused(void *arg, int status, const char *reason, const char *remote)
 {
     listener_t *l = arg;
@@ -1085,6 +1091,21 @@ static void http_refused(void *arg, int status, const char *reason, const char *
     ev.reason = reason;
     if (l->refused_quiet > 0)
         ev.count = (int64_t)l->refused_quiet; /* refused before this one, not audited */
+    char more[64] = "";
+    if (l->refused_quiet > 0)
+        snprintf(more, sizeof(more), "; %" PRIu64 " refused before it not logged",
+                 l->refused_quiet);
+    tg_log_warn("router.listen[%zu] (http %s): refused a request from %s with %d: %s (%s)%s",
+                (size_t)(l - l->r->ls), l->lc->http_addr, remote != NULL && remote[0] ? remote : "?",
+                status, reason,
+                status == 401 ? "the caller's bearer token or JWT must match callers[].tokens or "
+                                "callers[].jwt"
+                : status == 408 ? "a request must arrive whole within the listener's "
+                                  "header_timeout (router.frame_timeout by default)"
+                : strcmp(reason, "origin_not_allowed") == 0
+                    ? "add the Origin to router.listen[].allowed_origins"
+                    : "a loopback listener takes a loopback Host only",
+                more);
     l->refused_quiet = 0;
     /* <reason> says it: unauthenticated 401, frame_timeout 408, the others 403 */
     tg_audit_emit(l->r->gw.audit, &ev);
