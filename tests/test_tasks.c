@@ -19,6 +19,10 @@ static void tk_fini(void)
 
 TestSuite(tasks, .fini = tk_fini, .timeout = 30);
 
+/* One concurrency slot and no queue: a call finds the slot taken or not. */
+static const char *const ONE_SLOT[] = {"--limit", "max_concurrent_calls=1", "--limit",
+                                       "max_queued_calls=0", NULL};
+
 static void tk_start(const char *const *tg_args)
 {
     int rc = tgh_wrap_start(&T, tg_args, NULL, NULL);
@@ -66,6 +70,15 @@ static void tk_task_req(int id, const char *method, const char *tid)
                  0);
 }
 
+/* The answer to request <id> is a task in status <status>. */
+static void tk_expect_status(int id, const char *status)
+{
+    json_t *r = mcp_expect_int(&T.tg, id, 5000);
+    const char *st = json_string_value(json_object_get(json_object_get(r, "result"), "status"));
+    cr_assert(st != NULL && strcmp(st, status) == 0, "want status %s: %s", status, mcp_dump(r));
+    json_decref(r);
+}
+
 /* The duration_ms of the first audit event holding <needle>, or -1. */
 static long tk_audit_duration(const char *needle)
 {
@@ -89,9 +102,7 @@ static long tk_audit_duration(const char *needle)
 
 Test(tasks, a_task_holds_its_slot_until_it_ends)
 {
-    const char *const args[] = {"--limit", "max_concurrent_calls=1", "--limit",
-                                "max_queued_calls=0", NULL};
-    tk_start(args);
+    tk_start(ONE_SLOT);
     tk_task_call(1, 1500, -1, true);
     const char *tid = tk_created(1);
     /* the task still runs: its slot is taken */
@@ -127,18 +138,13 @@ Test(tasks, a_task_holds_its_slot_until_it_ends)
 
 Test(tasks, tasks_result_ends_the_task)
 {
-    const char *const args[] = {"--limit", "max_concurrent_calls=1", "--limit",
-                                "max_queued_calls=0", NULL};
-    tk_start(args);
+    tk_start(ONE_SLOT);
     tk_task_call(1, 600, -1, false);
     const char *tid = tk_created(1);
     tk_task_req(2, "tasks/get", tid);
-    json_t *r = mcp_expect_int(&T.tg, 2, 5000);
-    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "result"), "status")),
-                     "working");
-    json_decref(r);
+    tk_expect_status(2, "working");
     tk_task_req(3, "tasks/result", tid); /* blocks until the end */
-    r = mcp_expect_int(&T.tg, 3, 5000);
+    json_t *r = mcp_expect_int(&T.tg, 3, 5000);
     cr_assert_str_eq(mcp_text_of(r), "slept 600");
     json_decref(r);
     mcp_call_text(&T.tg, 4, "echo", "{\"text\":\"free\"}", "free", 5000);
@@ -193,16 +199,11 @@ Test(tasks, tasks_requests_must_name_the_callers_own_task)
 
 Test(tasks, tasks_cancel_ends_the_task_as_cancelled)
 {
-    const char *const args[] = {"--limit", "max_concurrent_calls=1", "--limit",
-                                "max_queued_calls=0", NULL};
-    tk_start(args);
+    tk_start(ONE_SLOT);
     tk_task_call(1, 5000, -1, false);
     const char *tid = tk_created(1);
     tk_task_req(2, "tasks/cancel", tid);
-    json_t *r = mcp_expect_int(&T.tg, 2, 5000);
-    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "result"), "status")),
-                     "cancelled");
-    json_decref(r);
+    tk_expect_status(2, "cancelled");
     mcp_call_text(&T.tg, 3, "echo", "{\"text\":\"free\"}", "free", 5000);
     cr_assert_geq(tgh_file_wait(T.audit, "\"event\":\"call.cancelled\"", 1, 3000), 1);
 }
