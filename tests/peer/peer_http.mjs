@@ -141,6 +141,8 @@ function compare(d, h, label) {
 async function plainHttp(toolgate, d, tmp) {
   const serve = startServeHttp(toolgate, ["--audit", join(tmp, "http.jsonl")]);
   const limited = startServeHttp(toolgate, ["--audit", join(tmp, "rate.jsonl"), "--limit", "rate_limit=3/minute"]);
+  const tasked = startServeHttp(toolgate, ["--audit", join(tmp, "task.jsonl"), "--limit",
+    "max_tool_call_duration=1s"]);
   try {
     const url = `http://127.0.0.1:${await serve.ready}/mcp`;
     const { client, transport } = await connectHttp(url);
@@ -204,11 +206,32 @@ async function plainHttp(toolgate, d, tmp) {
     check(e instanceof McpError && e.code === RATE_DENIED_CODE && e.data?.code === "rate_limit_exceeded",
       `http rate_limit=3/minute: call 4 refused with McpError ${RATE_DENIED_CODE} rate_limit_exceeded`,
       show(out[3]));
+
+    // Issue 20 item 3 over HTTP: a task is a call until it ends; under
+    // max_tool_call_duration=1s the 4 s research task fails to the SDK with
+    // the timeout denial at the deadline.
+    const tk = await connectHttp(`http://127.0.0.1:${await tasked.ready}/mcp`);
+    await tk.client.listTools();
+    const t0 = Date.now();
+    const seen = [];
+    try {
+      for await (const m of tk.client.experimental.tasks.callToolStream(
+        { name: "simulate-research-query", arguments: { topic: "x" } }, undefined, { timeout: 20000 }))
+        seen.push(m);
+    } catch (err) {
+      seen.push({ type: "thrown", error: err });
+    }
+    const ms = Date.now() - t0;
+    await tk.client.close();
+    const last = seen[seen.length - 1];
+    check(seen.some((m) => m.type === "taskCreated") && !seen.some((m) => m.type === "result") &&
+      /timeout/.test(`${last?.error?.message} ${JSON.stringify(last?.error?.data ?? {})}`) && ms < 3500,
+      `http task: failed with the timeout denial at the deadline (${ms} ms)`, show(seen));
   } catch (e) {
     e.message += `\n--- serve --http stderr ---\n${serve.stderrText()}\n--- rate-limited ---\n${limited.stderrText()}`;
     throw e;
   } finally {
-    await Promise.all([serve.stop(), limited.stop()]);
+    await Promise.all([serve.stop(), limited.stop(), tasked.stop()]);
   }
 }
 
