@@ -45,8 +45,7 @@ static void on_limit_event(void *ctx, const tg_limit_t *l, tg_limit_ev_t lev)
      * (the registry re-arms after TG_REGISTRY_REARM_QUIET_MS below 50 %). */
     if (lev == TG_LIMIT_EV_WARNING)
         tg_log_warn("limit %s at %" PRIu64 " of %" PRIu64 " (%u %%)", l->name, l->current,
-                    l->capacity,
-                    (unsigned)((unsigned __int128)l->current * 100u / l->capacity));
+                    l->capacity, (unsigned)((unsigned __int128)l->current * 100u / l->capacity));
 }
 
 /* Calls waiting for the shared store, against store.max_pending: sampled

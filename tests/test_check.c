@@ -278,14 +278,16 @@ static bool no_null(const json_t *v)
     if (json_is_null(v))
         return false;
     if (json_is_object(v)) {
-        json_object_foreach((json_t *)v, k, m)
+        json_object_foreach((json_t *)v, k, m) {
             if (!no_null(m))
                 return false;
+        }
     }
     if (json_is_array(v)) {
-        json_array_foreach(v, i, m)
+        json_array_foreach(v, i, m) {
             if (!no_null(m))
                 return false;
+        }
     }
     return true;
 }
@@ -314,8 +316,8 @@ static void callers_sample(char *cpath, size_t cap)
              "\"execution_limits\": {\"rate_limit\": \"10/second\"}},\n"
              "             {\"name\": \"partner\", \"jwt\": {\"issuer\": \"https://idp.example\", "
              "\"audience\": \"toolgate\", \"jwks_file\": \"%s\"}},\n"
-             "             {\"name\": \"default\", \"execution_limits\": {\"max_concurrent_calls\": "
-             "1}}],\n"
+             "             {\"name\": \"default\", \"execution_limits\": "
+             "{\"max_concurrent_calls\": 1}}],\n"
              " \"agents\": [{\"id\": \"a\", \"command\": [\"/bin/true\"]}]}\n",
              1, 2, jpath);
     tgh_tmp_put("callers.json", doc, cpath, cap);
@@ -784,13 +786,14 @@ Test(check, shared_rate_without_a_store_is_refused_as_wrap_and_serve_do)
     tg_config_t cfg;
     tg_err_t err;
 
-    cr_expect_eq(run_check((const char *[]){"--limit", "rate_scope=shared", "--", "/bin/cat", NULL}),
-                 1, "%s", out);
+    cr_expect_eq(
+        run_check((const char *[]){"--limit", "rate_scope=shared", "--", "/bin/cat", NULL}), 1,
+        "%s", out);
     snprintf(line, sizeof line, "toolgate check: %s\n", want);
     cr_expect_str_eq(errout, line);
 
-    char *wrap[] = {(char *)"--limit", (char *)"rate_scope=shared", (char *)"--", (char *)"/bin/cat",
-                    NULL};
+    char *wrap[] = {(char *)"--limit", (char *)"rate_scope=shared", (char *)"--",
+                    (char *)"/bin/cat", NULL};
     memset(&cfg, 0, sizeof cfg);
     cr_expect_eq(tg_cli_parse_wrap(4, wrap, &cfg, &err), -1);
     cr_expect_str_eq(err.msg, want);
@@ -809,8 +812,9 @@ Test(check, shared_rate_without_a_store_is_refused_as_wrap_and_serve_do)
                 "{\"store\": {\"kind\": \"redis\", \"url\": \"redis://127.0.0.1:1/0\"}, "
                 "\"agents\": [{\"id\": \"a\", \"command\": [\"/bin/cat\"]}]}",
                 cpath, sizeof cpath);
-    cr_expect_eq(run_check((const char *[]){"--config", cpath, "--limit", "rate_scope=shared", NULL}),
-                 0, "%s", errout);
+    cr_expect_eq(
+        run_check((const char *[]){"--config", cpath, "--limit", "rate_scope=shared", NULL}), 0,
+        "%s", errout);
 }
 
 /* Issue 20 item 13: right after `dpkg -i`, README's next step is `toolgate

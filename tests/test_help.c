@@ -75,7 +75,8 @@ Test(help, log_format_and_toolgate_log_are_in_every_help)
 {
     char cmd[CMD_MAX], *out, *err;
     for (size_t i = 0; i <= tg_cli_ncmds; i++) {
-        snprintf(cmd, sizeof cmd, "'%s' %s --help", TG_BIN, i < tg_cli_ncmds ? tg_cli_cmds[i].name : "");
+        snprintf(cmd, sizeof cmd, "'%s' %s --help", TG_BIN,
+                 i < tg_cli_ncmds ? tg_cli_cmds[i].name : "");
         cr_assert_eq(run(cmd, &out, &err), 0, "%s: %s", cmd, err);
         cr_expect_not_null(strstr(out, "--log-format"), "%s: no --log-format:\n%s", cmd, out);
         cr_expect_not_null(strstr(out, "TOOLGATE_LOG"), "%s: no TOOLGATE_LOG:\n%s", cmd, out);
@@ -291,7 +292,9 @@ Test(help, enum_choices_render_each_quoted_alone)
     out[w] = '\0';
     const char *bad = strstr(out, " or\u2019");
     cr_expect_null(bad, "a choice is quoted with \"or\": ...%.60s",
-                   bad == NULL ? "" : bad - 40 > out ? bad - 40 : out);
+                   bad == NULL      ? ""
+                   : bad - 40 > out ? bad - 40
+                                    : out);
     size_t nenum = 0;
     for (size_t i = 0; i < tg_cfg_nkeys; i++) {
         const tg_cfg_key_t *k = &tg_cfg_keys[i];
@@ -301,7 +304,9 @@ Test(help, enum_choices_render_each_quoted_alone)
         size_t n = (size_t)snprintf(want, sizeof want, "One of");
         for (size_t c = 0; k->choices[c] != NULL && n < sizeof want; c++)
             n += (size_t)snprintf(want + n, sizeof want - n, "%s \u2018%s\u2019",
-                                  c == 0 ? "" : k->choices[c + 1] != NULL ? "," : " or",
+                                  c == 0                      ? ""
+                                  : k->choices[c + 1] != NULL ? ","
+                                                              : " or",
                                   k->choices[c]);
         if (n < sizeof want)
             snprintf(want + n, sizeof want - n, ".");

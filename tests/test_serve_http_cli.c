@@ -319,14 +319,17 @@ Test(serve_http_cli, url_has_the_bound_port_and_a_missing_cert_exits_2)
     snprintf(audit, sizeof audit, "%s/audit.jsonl", dir);
     snprintf(cert, sizeof cert, "%s/absent.pem", dir);
     snprintf(key, sizeof key, "%s/absent.key", dir);
-    char *argv[] = {(char *)TG_BIN, (char *)"serve", (char *)"--http", (char *)"127.0.0.1:0",
-                    (char *)"--audit", audit, (char *)"--tls-cert", cert, (char *)"--tls-key", key,
-                    (char *)"--", (char *)SH_FIXTURE, NULL};
+    char *argv[] = {(char *)TG_BIN,       (char *)"serve", (char *)"--http",
+                    (char *)"127.0.0.1:0", (char *)"--audit", audit,
+                    (char *)"--tls-cert",  cert,             (char *)"--tls-key",
+                    key,                   (char *)"--",     (char *)SH_FIXTURE,
+                    NULL};
     cr_assert_eq(tgh_spawn(&p, argv, NULL, err_path), 0);
     cr_assert_eq(tgh_wait(&p, 10000), 0, "serve did not exit");
     char *err = tgh_read_file(err_path, NULL);
     cr_expect_eq(tgh_exit_code(&p), 2, "status %d:\n%s", tgh_exit_code(&p), err ? err : "");
-    snprintf(want, sizeof want, "--tls-cert/--tls-key: tls cert %s: No such file or directory", cert);
+    snprintf(want, sizeof want, "--tls-cert/--tls-key: tls cert %s: No such file or directory",
+             cert);
     cr_expect(err != NULL && strstr(err, want) != NULL, "no '%s' in:\n%s", want, err ? err : "");
     free(err);
 }

@@ -616,8 +616,10 @@ Test(store_key, readme_names_the_keys_the_router_builds)
         for (size_t k = 0; k < 3; k++)
             if (strcmp(key, keys[k]) == 0)
                 known = named[k] = true;
-        cr_expect(known, "README.md names the Redis key `%s`, which toolgate never builds "
-                         "(it builds %s, %s and %s)", key, keys[0], keys[1], keys[2]);
+        cr_expect(known,
+                  "README.md names the Redis key `%s`, which toolgate never builds "
+                  "(it builds %s, %s and %s)",
+                  key, keys[0], keys[1], keys[2]);
         seen++;
     }
     for (size_t k = 0; k < 3; k++)

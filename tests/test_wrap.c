@@ -451,8 +451,9 @@ Test(wrap, capacity_one_warns_once_per_episode)
     for (int i = 1; i <= 5; i++)
         mcp_call_text(&W.tg, i, "echo", "{\"text\":\"x\"}", "x", 3000);
     char *err = it_stderr();
-    cr_expect_eq(tgh_count_lines_with(err, "", "limit agent." IT_AGENT ".concurrency at 1 of 1 (100 %)"),
-                 1, "not one warning for 5 calls:\n%s", err);
+    cr_expect_eq(
+        tgh_count_lines_with(err, "", "limit agent." IT_AGENT ".concurrency at 1 of 1 (100 %)"), 1,
+        "not one warning for 5 calls:\n%s", err);
     cr_expect_null(strstr(err, "80%"), "%s", err);
     free(err);
 }

@@ -296,8 +296,7 @@ Test(wrap_life, bad_admin_address_is_refused_by_every_command)
                  TG_BIN, W.audit, bad[i].addr, WL_FIXTURE);
         cr_expect_eq(wl_sh(cmd, W.err, 5000), 2, "serve --admin %s: not exit 2", bad[i].addr);
         snprintf(text, sizeof text, "--admin: admin address '%s'", bad[i].addr);
-        cr_expect_eq(tgh_file_count(W.err, text), 2,
-                     "wrap and serve do not both say \"%s\"", text);
+        cr_expect_eq(tgh_file_count(W.err, text), 2, "wrap and serve do not both say \"%s\"", text);
         cr_expect_gt(tgh_file_count(W.err, bad[i].why), 0, "no \"%s\"", bad[i].why);
     }
     cr_expect_eq(tgh_file_count(W.err, "without an admin endpoint"), 0, "a wrap served on");
@@ -313,7 +312,8 @@ Test(wrap_life, bad_admin_address_is_refused_by_every_command)
     snprintf(cmd, sizeof cmd, "exec '%s' check --config '%s' -- '%s' </dev/null", TG_BIN, cfg,
              WL_FIXTURE);
     cr_expect_eq(wl_sh(cmd, W.err, 5000), 1, "check with router.admin %s: valid", nonloop);
-    snprintf(text, sizeof text, "router.admin.listen: admin address '%s' is not a loopback", nonloop);
+    snprintf(text, sizeof text, "router.admin.listen: admin address '%s' is not a loopback",
+             nonloop);
     cr_expect_eq(tgh_file_count(W.err, text), 2, "wrap and check do not both say \"%s\"", text);
 }
 

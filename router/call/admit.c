@@ -140,8 +140,9 @@ void tg_adm_queue_full(tg_denial_t *d, char *detail, size_t detail_cap, bool too
     const char *calls = inflight == 1 ? "call" : "calls";
     const char *fleet = fleet_full ? " with every shared slot taken" : "";
     if (d->cap == 0)
-        (void)snprintf(detail, detail_cap, "%u %s in flight%s, and no wait queue (max_queued_calls 0)",
-                       inflight, calls, fleet);
+        (void)snprintf(detail, detail_cap,
+                       "%u %s in flight%s, and no wait queue (max_queued_calls 0)", inflight, calls,
+                       fleet);
     else
         (void)snprintf(detail, detail_cap,
                        "%u %s in flight%s, and the %s wait queue is full (%" PRId64 " of %" PRId64

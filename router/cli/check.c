@@ -831,19 +831,18 @@ static json_t *json_callers(const tg_config_t *cfg)
     for (size_t i = 0; arr && i < cfg->ncallers; i++) {
         const tg_caller_cfg_t *cc = &cfg->callers[i];
         caller_view(cc, &v);
-        json_t *rate = cc->lim.rate_src == TG_SRC_DEFAULT
-                           ? json_caller_lim(0, v.rate, v.rate_src)
-                           : json_pack("{s:I,s:I,s:s,s:s}", "count",
-                                       (json_int_t)cc->lim.rate_limit.count, "period_ms",
-                                       (json_int_t)cc->lim.rate_limit.period_ms, "text", v.rate,
-                                       "source", v.rate_src);
-        uint64_t burst = cc->lim.burst_src != TG_SRC_DEFAULT ? cc->lim.burst
-                                                             : cc->lim.rate_limit.count;
-        json_t *e = json_pack(
-            "{s:s,s:s,s:{s:o,s:o,s:o}}", "name", cc->name, "identified_by", v.who, "limits",
-            "rate_limit", rate, "burst", json_caller_lim(burst, v.burst, v.burst_src),
-            "max_concurrent_calls",
-            json_caller_lim(cc->lim.max_concurrent_calls, v.conc, v.conc_src));
+        json_t *rate =
+            cc->lim.rate_src == TG_SRC_DEFAULT
+                ? json_caller_lim(0, v.rate, v.rate_src)
+                : json_pack("{s:I,s:I,s:s,s:s}", "count", (json_int_t)cc->lim.rate_limit.count,
+                            "period_ms", (json_int_t)cc->lim.rate_limit.period_ms, "text", v.rate,
+                            "source", v.rate_src);
+        uint64_t burst =
+            cc->lim.burst_src != TG_SRC_DEFAULT ? cc->lim.burst : cc->lim.rate_limit.count;
+        json_t *e = json_pack("{s:s,s:s,s:{s:o,s:o,s:o}}", "name", cc->name, "identified_by", v.who,
+                              "limits", "rate_limit", rate, "burst",
+                              json_caller_lim(burst, v.burst, v.burst_src), "max_concurrent_calls",
+                              json_caller_lim(cc->lim.max_concurrent_calls, v.conc, v.conc_src));
         /* The structured identity, each member present only when set. */
         if (e != NULL && cc->uid >= 0)
             json_object_set_new(e, "uid", json_integer((json_int_t)cc->uid));
@@ -852,11 +851,11 @@ static json_t *json_callers(const tg_config_t *cfg)
         if (e != NULL && cc->ntokens > 0)
             json_object_set_new(e, "token_digests", json_integer((json_int_t)cc->ntokens));
         if (e != NULL && cc->has_jwt)
-            json_object_set_new(
-                e, "jwt",
-                json_pack("{s:s,s:s,s:s,s:s}", "issuer", cc->jwt.issuer, "audience",
-                          cc->jwt.audience, "claim",
-                          cc->jwt.claim ? cc->jwt.claim : TG_DEF_JWT_CLAIM, "equals", cc->name));
+            json_object_set_new(e, "jwt",
+                                json_pack("{s:s,s:s,s:s,s:s}", "issuer", cc->jwt.issuer, "audience",
+                                          cc->jwt.audience, "claim",
+                                          cc->jwt.claim ? cc->jwt.claim : TG_DEF_JWT_CLAIM,
+                                          "equals", cc->name));
         json_array_append_new(arr, e);
     }
     return json_pack("{s:b,s:o}", "callers_only", cfg->callers_only, "entries",

@@ -71,9 +71,10 @@ typedef struct tg_check_problems {
 /* What would stop a start of the valid config <cfg> on this host that
  * validation cannot see (check_start.c), into <out>: with <serve>, each
  * Unix listener's directory exists and this user may create the socket in
- * it (a missing TG_CHECK_UNIT_RUNTIME_DIR is a note, not a problem); each agent's command is found (without a '/': on the PATH the agent
- * gets, env.set's or, when passed, toolgate's; serve passes only
- * env.pass) and is an executable file. Read-only. The number of problems. */
+ * it (a missing TG_CHECK_UNIT_RUNTIME_DIR is a note, not a problem); each
+ * agent's command is found (without a '/': on the PATH the agent gets,
+ * env.set's or, when passed, toolgate's; serve passes only env.pass) and
+ * is an executable file. Read-only. The number of problems. */
 int tg_check_start(tg_check_problems_t *out, const tg_config_t *cfg, bool serve);
 
 /* Look <cmd> up as execvp would: as is when it holds a '/', else in each

@@ -33,8 +33,7 @@ __attribute__((format(printf, 2, 3))) static void problem(tg_check_problems_t *p
 
 /* Add a note to <p> (printf-style, one line); past TG_CHECK_NOTES_MAX
  * dropped. */
-__attribute__((format(printf, 2, 3))) static void note(tg_check_problems_t *p, const char *fmt,
-                                                       ...)
+__attribute__((format(printf, 2, 3))) static void note(tg_check_problems_t *p, const char *fmt, ...)
 {
     va_list ap;
     if (p->nnotes >= TG_CHECK_NOTES_MAX)

@@ -27,8 +27,8 @@
  * the command parses its own options), said in `toolgate --help` and at
  * the end of each command's help. */
 #define LOG_OPTS_HELP                                                                              \
-    "Every command also takes (before or after its name):\n"                                      \
-    "  --log-format text|json   toolgate's log lines on stderr as text (default) or\n"            \
+    "Every command also takes (before or after its name):\n"                                       \
+    "  --log-format text|json   toolgate's log lines on stderr as text (default) or\n"             \
     "                      one JSON object per line\n"                                             \
     "Environment:\n"                                                                               \
     "  TOOLGATE_LOG=debug|info|warn|error   the lowest level logged (default info)\n"

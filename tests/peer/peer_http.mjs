@@ -235,6 +235,59 @@ async function plainHttp(toolgate, d, tmp) {
   }
 }
 
+// An evicted session, as README ("Sessions and their limits") says: at
+// max_instances an initialize ends the caller's session idle longest; the
+// SDK (1.32.2) then fails the next call with "Session not found" (404) and
+// does not start a new session itself; what README tells a client to do
+// (a new transport, initialize, retry) works.
+async function evictedSession(toolgate, tmp) {
+  const serve = startServeHttp(toolgate, ["--audit", join(tmp, "evict.jsonl"), "--limit", "max_instances=1"]);
+  try {
+    const url = `http://127.0.0.1:${await serve.ready}/mcp`;
+    let a = await connectHttp(url);
+    const firstId = a.transport.sessionId;
+    await a.client.listTools();
+    await new Promise((ok) => setTimeout(ok, 1300)); // idle past the eviction's second
+    const b = await connectHttp(url); // takes a's instance
+    let failed = null;
+    try {
+      await a.client.callTool({ name: "echo", arguments: { message: "x" } }, undefined, { timeout: 5000 });
+    } catch (e) {
+      failed = e;
+    }
+    check(failed !== null && /Session not found|404/.test(String(failed?.message)),
+      "http eviction: the evicted client's next call fails with 404 (Session not found)", show(String(failed)));
+    check(a.transport.sessionId === firstId,
+      "http eviction: the SDK keeps the dead session id (it starts no new session itself)",
+      `${firstId} -> ${a.transport.sessionId}`);
+    // README's recipe: drop the session, connect anew (initialize), retry.
+    // b's instance stops after its DELETE; until then max_instances=1
+    // refuses the new initialize (-32061), so connect is retried.
+    await b.transport.terminateSession();
+    await b.client.close();
+    await a.client.close();
+    for (let tries = 0; ; tries++) {
+      try {
+        a = await connectHttp(url);
+        break;
+      } catch (e) {
+        if (tries >= 40 || !(e instanceof McpError)) throw e;
+        await new Promise((ok) => setTimeout(ok, 250));
+      }
+    }
+    const again = await a.client.callTool({ name: "echo", arguments: { message: secret } }, undefined,
+      { timeout: CALL_TIMEOUT_MS });
+    check(a.transport.sessionId !== firstId && again.content?.[0]?.text === `Echo: ${secret}`,
+      "http eviction: a new transport and initialize give a new session that answers", show(again));
+    await a.client.close();
+  } catch (e) {
+    e.message += `\n--- serve --http (eviction) stderr ---\n${serve.stderrText()}`;
+    throw e;
+  } finally {
+    await serve.stop();
+  }
+}
+
 // A CA and a certificate for 127.0.0.1 signed by it (openssl CLI).
 function makeCerts(tmp) {
   const f = (n) => join(tmp, n);
@@ -317,6 +370,7 @@ const tmp = mkdtempSync(join(tmpdir(), "tg-peer-http-"));
 try {
   const d = await direct();
   await plainHttp(toolgate, d, tmp);
+  await evictedSession(toolgate, tmp);
   const audit = readFileSync(join(tmp, "http.jsonl"), "utf8");
   check(audit.includes('"event":"call.completed"'), "http: audit has call.completed events");
   check(!audit.includes(secret) && !audit.includes(sampled),
