@@ -328,16 +328,10 @@ static bool agents_lagging(const tg_osgw_t *g)
 }
 
 /* After EOF: true when the peer only shut down its sending side (it can
- * still read), false when it closed the connection. A Unix socket whose
- * peer closed reports POLLHUP (both directions shut); a half-close only
- * POLLRDHUP. */
+ * still read), false when it closed the connection. */
 static bool peer_still_reads(uv_stream_t *s)
 {
-    uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)s, &fd) != 0)
-        return false;
-    struct pollfd pf = {.fd = fd, .events = POLLOUT};
-    return poll(&pf, 1, 0) == 1 && !(pf.revents & (POLLHUP | POLLERR));
+    return !tg_io_peer_gone(s);
 }
 
 static void conn_consume(os_conn_t *k);

@@ -640,8 +640,17 @@ void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
             tg_log_warn("reading the caller failed: %s", uv_strerror((int)n));
             if (w->conn != NULL)
                 w->cout_dead = true; /* the connection is gone both ways */
+        } else if (w->conn != NULL && tg_io_peer_gone(s)) {
+            w->cout_dead = true; /* closed, not half-closed: nobody reads the answers */
         }
-        mcp_begin_shutdown(w, "caller closed stdin");
+        /* A connection's caller that left (not one that only stopped
+         * sending: it still reads its answers) has its calls cancelled
+         * at the agent rather than left to run for nobody. wrap's stdin
+         * is a pipe: its EOF is the end of the requests, whose answers
+         * are still owed. */
+        if (w->conn != NULL && w->cout_dead)
+            mcp_caller_gone(w);
+        mcp_begin_shutdown(w, w->conn != NULL ? "caller left" : "caller closed stdin");
     }
     mcp_flush_all(w);
 }
@@ -1035,5 +1044,7 @@ void mcp_caller_out_error(tg_out_t *o, void *ctx, int status)
     w->cout_dead = true;
     if (status != UV_EPIPE && status != UV_ECANCELED)
         tg_log_warn("writing to the caller failed: %s", uv_strerror(status));
+    if (w->conn != NULL && w->phase == TG_P_RUN)
+        mcp_caller_gone(w); /* its connection is gone: see mcp_caller_read */
     mcp_begin_shutdown(w, "caller closed stdout");
 }

@@ -209,6 +209,10 @@ void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
                        const tg_mcp_env_t *env);
 void mcp_caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
                           const tg_mcp_env_t *env);
+/* Serve: the caller of <w> closed its connection (not a half-close) or it
+ * failed: every call of it is cancelled, at the agent for those in flight,
+ * audited call.cancelled with reason caller_gone. */
+void mcp_caller_gone(tg_wrap_t *w);
 void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);

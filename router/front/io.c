@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -365,4 +366,13 @@ int tg_out_flush(tg_out_t *o)
 void tg_pipe_enlarge(int fd, int bytes)
 {
     (void)fcntl(fd, F_SETPIPE_SZ, bytes);
+}
+
+bool tg_io_peer_gone(uv_stream_t *s)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)s, &fd) != 0)
+        return true;
+    struct pollfd pf = {.fd = fd, .events = POLLOUT};
+    return poll(&pf, 1, 0) != 1 || (pf.revents & (POLLHUP | POLLERR)) != 0;
 }
