@@ -495,6 +495,8 @@ static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, frame_fn on_frame, over_
         size_t s = 0, e = 0;
         uint64_t total = 0;
         tg_block_t *b = in->blk;
+        if (b == NULL)
+            break; /* nothing read since the block went back (tg_in_settle) */
         tg_nd_ev_t ev = tg_ndjson_next(&in->nd, b->data, in->len, &in->pos, &s, &e, &total);
         if (ev == TG_ND_NEED_MORE)
             break;

@@ -133,6 +133,12 @@ void tg_in_alloc(tg_in_t *in, uv_buf_t *buf)
 void tg_in_settle(tg_in_t *in)
 {
     if (in->blk != NULL && in->pos == in->len && in->blk->refs == 1) {
+        /* Nothing unfinished and nobody else holds the block: it goes back
+         * to the pool (a spare the next read takes at no cost), so an idle
+         * connection holds no read block (issue 20 item 19: every caller
+         * connection kept 256 KiB until it closed). */
+        tg_block_unref(in->pool, in->blk);
+        in->blk = NULL;
         in->len = in->pos = 0;
     }
 }
