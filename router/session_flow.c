@@ -1049,4 +1049,8 @@ void mcp_caller_out_error(tg_out_t *o, void *ctx, int status)
     if (w->conn != NULL && w->phase == TG_P_RUN)
         mcp_caller_gone(w); /* its connection is gone: see mcp_caller_read */
     mcp_begin_shutdown(w, "caller closed stdout");
+    /* A session that was only waiting for its output to drain would wait
+     * forever (and hold its descriptor): nothing more will drain. */
+    if (w->phase == TG_P_DONE && w->inst == NULL)
+        mcp_finish(w);
 }

@@ -891,11 +891,11 @@ Test(hostile, connection_churn_leaves_fds_and_memory_where_they_were, .timeout =
     if (!under_asan())
         cr_assert_leq(rss1, bound, "RSS grew from %ld to %ld KiB over the churn", rss0, rss1);
     cr_assert(ok);
-    /* And it still serves. */
+    /* And it still serves (an initialize: the churn spent the agent's
+     * default rate of calls). */
     tgh_proc_t c;
     mcp_connect(&c, s.sock);
     mcp_init_ok(&c, 10000);
-    mcp_call_text(&c, 1, "echo", "{\"text\":\"after\"}", "after", 10000);
     tgh_conn_close(&c);
     tgh_serve_stop(&s, 20000);
 }
