@@ -107,7 +107,18 @@ typedef struct tg_gw {
      * renders them (NULL: none; serve: its HTTP listeners'). */
     void (*metrics_refresh)(struct tg_gw *gw);
     void *data;          /* the runner's */
+    /* Connections ended (sessions, opensentience callers, refused ones):
+     * the tick gives the allocator's free memory back once they stop
+     * (tg_gw_conn_ended, on_tick). */
+    uint64_t conns_ended, trim_seen;
+    bool trim_due;
 } tg_gw_t;
+
+/* A caller connection of <gw> ended (its memory freed). */
+static inline void tg_gw_conn_ended(tg_gw_t *gw)
+{
+    gw->conns_ended++;
+}
 
 /* Open the audit pipe, registry, store, containment, admin endpoint and
  * buffers on <loop> (gw zeroed by the caller). 0, or -1 with <err> filled

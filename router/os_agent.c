@@ -343,6 +343,8 @@ void osg_agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         size_t st = 0, e = 0;
         uint64_t total = 0;
         tg_block_t *b = in->a.p.rd.blk;
+        if (b == NULL)
+            break;
         tg_lp_ev_t ev = tg_lenpfx_next(&in->lp, b->data, in->a.p.rd.len, &in->a.p.rd.pos, &st, &e, &total);
         if (ev == TG_LP_NEED_MORE) {
             if (total > in->a.p.rd.hint)
@@ -1053,8 +1055,22 @@ void tg_osgw_accept(tg_osgw_t *g, uv_pipe_t *conn, const tg_listen_cfg_t *lc,
         l->open++;
         reg_set(g, l->reg, l->open);
     }
+    if (k->refused && g->nrefused >= OS_REFUSING_MAX) {
+        /* Refused connections waiting for their call are bounded (issue
+         * 20 item 19: churned connections must not pile up): past the
+         * bound, the refusal at once, with no call_id, and the end. */
+        g->nrefused++;
+        tg_denial_t d;
+        char reqid[32];
+        osg_refusal_denial(k, &d, reqid);
+        osg_deny_to(g, k, NULL, NULL, &d);
+        osg_conn_end(k);
+        osg_g_flush(g);
+        return;
+    }
     if (k->refused) {
         /* A refused peer gets idle_timeout to send the call it is refused. */
+        g->nrefused++;
         uv_timer_start(&k->idle, osg_on_conn_idle, g->cfg->idle_timeout_ms, 0);
     }
     uv_read_start((uv_stream_t *)conn, osg_conn_alloc, osg_conn_read);

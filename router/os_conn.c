@@ -57,11 +57,14 @@ static void conn_closed(uv_handle_t *h)
         k->next->prev = k->prev;
     if (k->over && g->nover > 0)
         g->nover--;
+    if (k->refused && g->nrefused > 0)
+        g->nrefused--;
     if (k->ls != NULL) {
         k->ls->open--;
         reg_set(g, k->ls->reg, k->ls->open);
     }
     tg_audit_room_cancel(&k->audit_room);
+    tg_gw_conn_ended(g->gw);
     tg_in_free(&k->rd);
     tg_out_free(&k->wr);
     free(k->pipe); /* the accepted block: the pipe is its first member */
@@ -86,7 +89,7 @@ static void conn_close_now(os_conn_t *k)
 void osg_on_conn_idle(uv_timer_t *t);
 
 /* The denial a refused connection answers with. */
-static void refusal_denial(const os_conn_t *k, tg_denial_t *d, char reqid[32])
+void osg_refusal_denial(const os_conn_t *k, tg_denial_t *d, char reqid[32])
 {
     osg_denial_init(NULL, d, k->rcode, NULL, reqid);
     d->limit = k->rlimit;
@@ -128,7 +131,7 @@ void osg_on_conn_idle(uv_timer_t *t)
         /* It sent no call to refuse in time: the refusal, with no call_id. */
         tg_denial_t d;
         char reqid[32];
-        refusal_denial(k, &d, reqid);
+        osg_refusal_denial(k, &d, reqid);
         osg_deny_to(g, k, NULL, NULL, &d);
         osg_conn_end(k);
         osg_g_flush(g);
@@ -221,7 +224,7 @@ static void refuse_call(os_conn_t *k, const char *frame, const tg_os_env_t *env)
     echo_set(&tmp.msg_id, frame, env->id);
     echo_set(&tmp.request_id, frame, env->request_id);
     echo_set(&tmp.correlation_id, frame, env->correlation_id);
-    refusal_denial(k, &d, reqid);
+    osg_refusal_denial(k, &d, reqid);
     osg_deny_to(k->g, k, &tmp, &tmp.cid, &d);
     tg_audit_ev_t ev;
     char cid[OS_ECHO_MAX];
@@ -328,16 +331,10 @@ static bool agents_lagging(const tg_osgw_t *g)
 }
 
 /* After EOF: true when the peer only shut down its sending side (it can
- * still read), false when it closed the connection. A Unix socket whose
- * peer closed reports POLLHUP (both directions shut); a half-close only
- * POLLRDHUP. */
+ * still read), false when it closed the connection. */
 static bool peer_still_reads(uv_stream_t *s)
 {
-    uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)s, &fd) != 0)
-        return false;
-    struct pollfd pf = {.fd = fd, .events = POLLOUT};
-    return poll(&pf, 1, 0) == 1 && !(pf.revents & (POLLHUP | POLLERR));
+    return !tg_io_peer_gone(s);
 }
 
 static void conn_consume(os_conn_t *k);
@@ -395,6 +392,8 @@ static void conn_consume(os_conn_t *k)
         size_t st = 0, e = 0;
         uint64_t total = 0;
         tg_block_t *b = k->rd.blk;
+        if (b == NULL)
+            break; /* nothing read since the block went back (tg_in_settle) */
         tg_lp_ev_t ev = tg_lenpfx_next(&k->lp, b->data, k->rd.len, &k->rd.pos, &st, &e, &total);
         if (ev == TG_LP_NEED_MORE) {
             if (total > k->rd.hint)

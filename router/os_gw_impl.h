@@ -47,6 +47,7 @@
 #define OS_IDEM_KEY_MAX    256  /* fixed internal bound: bytes of an idempotency_key */
 #define OS_MSG_MAX         4096 /* fixed internal bound: one message toolgate writes */
 #define OS_REJECT_ECHO_MAX 256  /* fixed internal bound: a refused tool_id echoed back, bytes */
+#define OS_REFUSING_MAX    64   /* fixed internal bound: refused connections waiting for a call */
 #define OS_TOKEN_BYTES     16        /* the session token: 128 bits */
 #define OS_TOKEN_ENV       "OPENSENTIENCE_SESSION_TOKEN"
 
@@ -178,6 +179,7 @@ struct tg_osgw {
     size_t nls;
     os_conn_t *conns;
     uint32_t nover; /* connections over their write-queue mark: agents are not read */
+    uint32_t nrefused; /* refused connections open (OS_REFUSING_MAX) */
     uint64_t msg_seq;
     bool stopping, closing_timers, idle;
     int open_timers; /* agent timers not yet closed, all agents */
@@ -200,6 +202,7 @@ void osg_deny_to(tg_osgw_t *g, os_conn_t *k, const os_call_t *c, const os_echo_t
 void osg_answer(tg_osgw_t *g, os_conn_t *k, const os_call_t *c, const os_echo_t *cid,
                    const char *status, const char *code, const char *message, bool retryable);
 void osg_conn_error(tg_osgw_t *g, os_conn_t *k, const char *code, const char *message);
+void osg_refusal_denial(const os_conn_t *k, tg_denial_t *d, char reqid[32]);
 void osg_audit_call(os_call_t *c, const char *event, const char *status, const tg_denial_t *d,
                        const char *stage, const char *reason);
 void osg_deny_call(os_call_t *c, tg_denial_t *d, const char *event, const char *stage);

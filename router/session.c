@@ -134,8 +134,18 @@ void mcp_caller_id_text(const char *id, size_t len, char *out)
     out[len] = '\0';
 }
 
+static void audit_call_why(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
+                           const tg_denial_t *d, const char *stage, const char *reason);
+
 void mcp_audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
                        const tg_denial_t *d, const char *stage)
+{
+    audit_call_why(w, c, event, status, d, stage, NULL);
+}
+
+/* mcp_audit_call with <reason> (NULL: none), e.g. caller_gone. */
+static void audit_call_why(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
+                           const tg_denial_t *d, const char *stage, const char *reason)
 {
     tg_audit_ev_t ev;
     char reqid[32];
@@ -156,6 +166,7 @@ void mcp_audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, const c
     }
     ev.status = status;
     ev.stage = stage;
+    ev.reason = reason;
     if (w->gw->metrics_ok && c != NULL && c->kind == K_CALL) {
         tg_outcome_t o = tg_adm_outcome(event, status, d, stage);
         tg_metrics_call(&w->gw->metrics, w->ag->r.idx, c->cc.tool, o, now_ms(w) - c->cc.t_start);
@@ -362,7 +373,7 @@ static void mcp_op_timed_out(tg_callc_t *cc)
     tg_call_t *c = CALL(cc);
     cc->state = TG_CALL_ZOMBIE;
     cc->stage = "timed_out";
-    if (!mcp_task_timed_out(c->w, c))
+    if (!mcp_task_cancel_at_agent(c->w, c))
         send_cancel_and_ping(c->w, c, "toolgate: deadline exceeded");
     tg_pipe_arm(cc, cc->r->acfg->kill_grace_ms);
 }
@@ -397,17 +408,86 @@ const tg_call_ops_t *mcp_call_ops(void)
     return &call_ops;
 }
 
+/* The reason the HTTP front's bridge gives when a client left while its
+ * call ran (http_sess.c, tg_hsess_abandon): the frame ends with it. */
+static bool cancel_says_gone(const char *frame, size_t len)
+{
+    static const char tail[] = ",\"reason\":\"caller_gone\"}}";
+    while (len > 0 && (frame[len - 1] == '\n' || frame[len - 1] == '\r' || frame[len - 1] == ' '))
+        len--;
+    return len >= sizeof(tail) - 1 && memcmp(frame + len - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0;
+}
+
+/* Cancel call <c> of <w> as its caller left (<why>: caller_gone): one
+ * still waiting (rate, slot, queue) is released, as the agent never saw
+ * it; one in flight is cancelled at the agent (notifications/cancelled for
+ * the id it saw, and a ping whose pong frees the slot; no answer within
+ * kill_grace_period: killed as stuck); a pass-through request is
+ * cancelled and forgotten. Audited call.cancelled, reason <why>. */
+static void cancel_gone(tg_wrap_t *w, tg_call_t *c, const char *why)
+{
+    if (c->kind == K_PASS) {
+        if (mcp_agent_writable(w)) {
+            char buf[192];
+            int n = snprintf(buf, sizeof(buf),
+                             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                             "\"params\":{\"requestId\":%" PRIu64 ",\"reason\":\"%s\"}}\n",
+                             c->cc.id, why);
+            tg_out_copy(&w->inst->a.p.wr, buf, (size_t)n);
+        }
+        mcp_call_free(c);
+        return;
+    }
+    if (c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE ||
+        c->cc.state == TG_CALL_SLOT) {
+        audit_call_why(w, c, "call.cancelled", "cancelled", NULL, "queued", why);
+        tg_pipe_cancel_waiting(&c->cc);
+        return;
+    }
+    audit_call_why(w, c, "call.cancelled", "cancelled", NULL, "cancelled", why);
+    c->cc.state = TG_CALL_ZOMBIE;
+    c->cc.stage = "cancelled";
+    if (!mcp_task_cancel_at_agent(w, c)) /* a task is cancelled with tasks/cancel */
+        send_cancel_and_ping(w, c, why);
+    tg_pipe_arm(&c->cc, w->ag->r.acfg->kill_grace_ms);
+}
+
+void mcp_caller_gone(tg_wrap_t *w)
+{
+    /* Those in flight first: they become zombies and keep their slots, so
+     * releasing the waiting ones after cannot hand a slot to one of this
+     * caller's queued calls (it would go to the agent only to be
+     * cancelled). */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
+            tg_call_t *c = mcp_call_at(w->ag, i);
+            if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) ||
+                c->cc.state == TG_CALL_ZOMBIE ||
+                (pass == 0) != (c->kind == K_PASS || c->cc.state == TG_CALL_INFLIGHT))
+                continue;
+            cancel_gone(w, c, "caller_gone");
+        }
+    }
+}
+
 /* notifications/cancelled from the caller for one of its requests. */
 void mcp_caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
                        const tg_mcp_env_t *env)
 {
     tg_jspan_t id = env->cancel_id;
+    bool gone = cancel_says_gone(frame, len);
     for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->r.tab.n; i++) {
         tg_call_t *c = mcp_call_at(w->ag, i);
         if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
-            memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->cc.state == TG_CALL_ZOMBIE ||
-            c->task)
-            continue; /* a task's request was answered: tasks/cancel ends a task */
+            memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->cc.state == TG_CALL_ZOMBIE)
+            continue;
+        if (gone) {
+            /* Its HTTP client left: as a Unix caller that left. */
+            cancel_gone(w, c, "caller_gone");
+            return;
+        }
+        if (c->task)
+            break; /* a task's request was answered: tasks/cancel ends a task */
         if (c->kind == K_CALL && (c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE ||
                                   c->cc.state == TG_CALL_SLOT)) {
             /* The agent never saw it: nothing to forward. */

@@ -524,6 +524,8 @@ static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, const frame_ops_t *ops,
         size_t s = 0, e = 0;
         uint64_t total = 0;
         tg_block_t *b = in->blk;
+        if (b == NULL)
+            break; /* nothing read since the block went back (tg_in_settle) */
         tg_nd_ev_t ev = tg_ndjson_next(&in->nd, b->data, in->len, &in->pos, &s, &e, &total);
         if (ev == TG_ND_NEED_MORE)
             break;
@@ -671,8 +673,17 @@ void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
             tg_log_warn("reading the caller failed: %s", uv_strerror((int)n));
             if (w->conn != NULL)
                 w->cout_dead = true; /* the connection is gone both ways */
+        } else if (w->conn != NULL && tg_io_peer_gone(s)) {
+            w->cout_dead = true; /* closed, not half-closed: nobody reads the answers */
         }
-        mcp_begin_shutdown(w, "caller closed stdin");
+        /* A connection's caller that left (not one that only stopped
+         * sending: it still reads its answers) has its calls cancelled
+         * at the agent rather than left to run for nobody. wrap's stdin
+         * is a pipe: its EOF is the end of the requests, whose answers
+         * are still owed. */
+        if (w->conn != NULL && w->cout_dead)
+            mcp_caller_gone(w);
+        mcp_begin_shutdown(w, w->conn != NULL ? "caller left" : "caller closed stdin");
     }
     mcp_flush_all(w);
 }
@@ -1088,5 +1099,11 @@ void mcp_caller_out_error(tg_out_t *o, void *ctx, int status)
     w->cout_dead = true;
     if (status != UV_EPIPE && status != UV_ECANCELED)
         tg_log_warn("writing to the caller failed: %s", uv_strerror(status));
+    if (w->conn != NULL && w->phase == TG_P_RUN)
+        mcp_caller_gone(w); /* its connection is gone: see mcp_caller_read */
     mcp_begin_shutdown(w, "caller closed stdout");
+    /* A session that was only waiting for its output to drain would wait
+     * forever (and hold its descriptor): nothing more will drain. */
+    if (w->phase == TG_P_DONE && w->inst == NULL)
+        mcp_finish(w);
 }

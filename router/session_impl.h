@@ -241,6 +241,10 @@ void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
                        const tg_mcp_env_t *env);
 void mcp_caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
                           const tg_mcp_env_t *env);
+/* Serve: the caller of <w> closed its connection (not a half-close) or it
+ * failed: every call of it is cancelled, at the agent for those in flight,
+ * audited call.cancelled with reason caller_gone. */
+void mcp_caller_gone(tg_wrap_t *w);
 void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);
@@ -283,8 +287,9 @@ void mcp_task_on_status(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env
 /* Toolgate denies call <c> (<d>): true when it is a task, whose original
  * request was answered already (its waiting tasks/... requests get <d>). */
 bool mcp_task_denied(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d);
-/* Past its deadline: true when <c> is a task (tasks/cancel sent). */
-bool mcp_task_timed_out(tg_wrap_t *w, tg_call_t *c);
+/* Past its deadline, or its caller gone: true when <c> is a task
+ * (tasks/cancel sent, its answer freeing the zombie's slot as a pong does). */
+bool mcp_task_cancel_at_agent(tg_wrap_t *w, tg_call_t *c);
 void mcp_tasks_free(tg_wrap_t *w);
 
 /* ---- small helpers ---------------------------------------------------- */

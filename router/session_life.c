@@ -75,6 +75,7 @@ void mcp_sess_release(tg_wrap_t *w)
     if (w->next != NULL)
         w->next->prev = w->prev;
     gw->nsessions--;
+    tg_gw_conn_ended(gw);
     tg_audit_room_cancel(&w->audit_room);
     tg_in_free(&w->crd);
     tg_out_free(&w->cwr);

@@ -295,7 +295,7 @@ bool mcp_task_denied(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d)
     return true;
 }
 
-bool mcp_task_timed_out(tg_wrap_t *w, tg_call_t *c)
+bool mcp_task_cancel_at_agent(tg_wrap_t *w, tg_call_t *c)
 {
     if (!c->task)
         return false;

@@ -11,9 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <poll.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/mcp_client.h"
@@ -714,4 +717,185 @@ Test(hostile, drip_fed_frames_are_cut_at_the_default_frame_timeout, .timeout = 1
     tgh_conn_close(&good);
     osc_close(&og);
     tgh_serve_stop(&s, 10000);
+}
+
+/* ---- churn (issue 20, item 19) ------------------------------------------ */
+
+/* Descriptors open in <pid>. */
+static int fd_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    int n = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* Child processes of <pid> (its agent instances). */
+static int child_count(pid_t pid)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    char *text = tgh_read_file(path, NULL);
+    int n = 0;
+    for (char *p = text; p != NULL && *p != '\0';) {
+        while (*p == ' ' || *p == '\n')
+            p++;
+        if (*p == '\0')
+            break;
+        n++;
+        while (*p != '\0' && *p != ' ' && *p != '\n')
+            p++;
+    }
+    free(text);
+    return n;
+}
+
+enum churn_kind { CHURN_BARE, CHURN_OS_BARE, CHURN_CALL_LEAVE, CHURN_CALL };
+
+/* One churning client (a child process): connect and close as fast as it
+ * can for <ms>, with <kind>'s traffic in between. */
+static void churn_child(const char *sock, enum churn_kind kind, unsigned ms)
+{
+    static const char init[] = MCP_INITIALIZE "\n" MCP_INITIALIZED "\n";
+    static const char call[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+                               "{\"name\":\"echo\",\"arguments\":{\"text\":\"hi\"}}}\n";
+    uint64_t end = tgh_now_ms() + ms;
+    char buf[4096];
+    while (tgh_now_ms() < end) {
+        int fd = tgh_unix_dial(sock);
+        if (fd < 0)
+            continue;
+        if (kind == CHURN_CALL_LEAVE || kind == CHURN_CALL) {
+            struct timeval tv = {.tv_sec = 5};
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            if (write(fd, init, sizeof init - 1) < 0)
+                goto next;
+            if (kind == CHURN_CALL_LEAVE) {
+                /* the call sent, its caller gone before any answer */
+                (void)!write(fd, call, sizeof call - 1);
+                goto next;
+            }
+            size_t got = 0;
+            while (got < sizeof buf - 1) { /* the initialize's answer */
+                ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
+                if (n <= 0)
+                    goto next;
+                got += (size_t)n;
+                if (memchr(buf, '\n', got) != NULL)
+                    break;
+            }
+            if (write(fd, call, sizeof call - 1) < 0)
+                goto next;
+            (void)!read(fd, buf, sizeof buf); /* its answer (or a denial) */
+        }
+    next:
+        close(fd);
+    }
+}
+
+/* Churn <n> clients of <kind> on <sock> for <ms>, in child processes. */
+static void churn(const char *sock, enum churn_kind kind, int n, unsigned ms)
+{
+    pid_t kids[16];
+    cr_assert_leq(n, 16);
+    for (int i = 0; i < n; i++) {
+        kids[i] = fork();
+        cr_assert_geq(kids[i], 0);
+        if (kids[i] == 0) {
+            churn_child(sock, kind, ms);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        waitpid(kids[i], NULL, 0);
+}
+
+/* Wait up to <ms> for toolgate <pid> to hold at most <fds> descriptors,
+ * at most <rss> KiB (unless under ASan) and <kids> children. */
+static bool settles(pid_t pid, int fds, long rss, int kids, unsigned ms)
+{
+    uint64_t deadline = tgh_now_ms() + ms;
+    for (;;) {
+        bool ok = fd_count(pid) <= fds && child_count(pid) <= kids &&
+                  (under_asan() || tgh_proc_status_kb(pid, "VmRSS") <= rss);
+        if (ok || tgh_left(deadline) == 0)
+            return ok;
+        tgh_sleep_ms(200);
+    }
+}
+
+/* Connections opened and closed as fast as clients can make them (bare,
+ * on an MCP and an OpenSentience listener; with an initialize and a call
+ * whose caller leaves before the answer; with a whole call), 8 clients at
+ * once: once the churn stops, toolgate's descriptors and RSS come back
+ * near where they were and no agent instance is left (before: 163 MiB
+ * kept after 8 s of calls left behind, 83 MiB after bare connects). */
+Test(hostile, connection_churn_leaves_fds_and_memory_where_they_were, .timeout = 120)
+{
+    static tgh_serve_t s;
+    cr_assert_eq(tgh_serve_prepare(&s, "mcp"), 0);
+    char os_sock[TGH_PATH + 32], hboff[TGH_PATH + 16], tok[TGH_PATH + 16];
+    snprintf(os_sock, sizeof os_sock, "%s/os.sock", s.dir);
+    snprintf(hboff, sizeof hboff, "%s/hb-off", s.dir);
+    snprintf(tok, sizeof tok, "%s/token", s.dir);
+    static char json[8192];
+    snprintf(json, sizeof json,
+             "{\"router\": {\"listen\": [{\"unix\": \"%s\", \"agent\": \"fx\"},"
+             "{\"unix\": \"%s\", \"dialect\": \"opensentience\"}]},\n"
+             " \"audit\": {\"path\": \"%s\"},\n"
+             " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\"]},\n"
+             "  {\"id\": \"os\", \"dialect\": \"opensentience\", \"command\": [\"%s/tg_os_agent\", "
+             "\"--hb-off\", \"%s\", \"--token-file\", \"%s\", \"--id\", \"os\"]}]}\n",
+             s.sock, os_sock, s.audit, TG_AGENTS_DIR, TG_AGENTS_DIR, hboff, tok);
+    tgh_serve_start(&s, json, NULL, 10000);
+    if (tgh_file_wait(s.err, "agent 'os' ready", 1, 10000) < 1)
+        tgh_fail_with_stderr(s.err, "agent 'os' did not become ready");
+    pid_t pid = s.tg.pid;
+    /* Warm up: a little of each, so that what is made once (pools, the
+     * audit ring's pages, tables) is in the baseline. */
+    churn(s.sock, CHURN_CALL, 2, 300);
+    churn(s.sock, CHURN_CALL_LEAVE, 2, 300);
+    churn(s.sock, CHURN_BARE, 2, 300);
+    churn(os_sock, CHURN_OS_BARE, 2, 300);
+    cr_assert(settles(pid, 1 << 20, 1L << 30, 1, 15000), "warm-up instances still running");
+    tgh_sleep_ms(2500); /* past the trim after the warm-up */
+    int fds0 = fd_count(pid);
+    long rss0 = tgh_proc_status_kb(pid, "VmRSS");
+    cr_log_info("before: %d fds, %ld KiB", fds0, rss0);
+
+    churn(s.sock, CHURN_BARE, 8, 2500);
+    cr_log_info("after bare connects: %d fds, %ld KiB", fd_count(pid),
+                tgh_proc_status_kb(pid, "VmRSS"));
+    churn(os_sock, CHURN_OS_BARE, 8, 2500);
+    cr_log_info("after opensentience connects: %d fds, %ld KiB", fd_count(pid),
+                tgh_proc_status_kb(pid, "VmRSS"));
+    churn(s.sock, CHURN_CALL_LEAVE, 8, 2500);
+    cr_log_info("after calls left behind: %d fds, %ld KiB", fd_count(pid),
+                tgh_proc_status_kb(pid, "VmRSS"));
+    churn(s.sock, CHURN_CALL, 8, 2000);
+    cr_log_info("after whole calls: %d fds, %ld KiB", fd_count(pid),
+                tgh_proc_status_kb(pid, "VmRSS"));
+
+    long bound = rss0 + 2048;
+    bool ok = settles(pid, fds0 + 2, bound, 1, 20000);
+    int fds1 = fd_count(pid), kids = child_count(pid);
+    long rss1 = tgh_proc_status_kb(pid, "VmRSS");
+    cr_log_info("after the churn: %d fds, %ld KiB, %d children", fds1, rss1, kids);
+    cr_assert_leq(fds1, fds0 + 2, "fds grew from %d to %d over the churn", fds0, fds1);
+    cr_assert_leq(kids, 1, "%d agent processes left (the opensentience agent is 1)", kids);
+    if (!under_asan())
+        cr_assert_leq(rss1, bound, "RSS grew from %ld to %ld KiB over the churn", rss0, rss1);
+    cr_assert(ok);
+    /* And it still serves (an initialize: the churn spent the agent's
+     * default rate of calls). */
+    tgh_proc_t c;
+    mcp_connect(&c, s.sock);
+    mcp_init_ok(&c, 10000);
+    tgh_conn_close(&c);
+    tgh_serve_stop(&s, 20000);
 }

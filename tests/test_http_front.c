@@ -1538,3 +1538,76 @@ Test(http_front, session_bounds)
     tgc_close(&c);
     stop();
 }
+
+/* Issue 20 item 20, over HTTP: a call's client that leaves while the call
+ * runs (its connection closes, or the session is DELETEd) has the call
+ * cancelled at the agent and its slot released, audited call.cancelled
+ * with reason caller_gone (its response could reach nobody: a POST
+ * stream is not resumable). */
+static void leave_mid_call(bool by_delete)
+{
+    start(NULL, NULL,
+          ", \"execution_limits\": {\"max_concurrent_calls\": 1, \"max_queued_calls\": 0, "
+          "\"max_tool_call_duration\": \"60s\"}",
+          NULL);
+    tgc_t c, d;
+    char sid[SID_MAX];
+    dial(&c);
+    open_session(&c, NULL, sid);
+    char body[256];
+    call_body(body, sizeof body, 41, "sleep", "{\"ms\":30000}");
+    post(&c, sid, NULL, body);
+    cr_assert_eq(tgh_log_wait(S.log, "call ", 1, 5000), 1, "the call did not reach the agent");
+    char agent_id[32] = "";
+    cr_assert_eq(tgh_log_field(S.log, "call ", 0, agent_id, sizeof agent_id), 0);
+    char *sp = strchr(agent_id, ' ');
+    if (sp != NULL)
+        *sp = '\0';
+    if (by_delete) {
+        dial(&d);
+        char h[256];
+        snprintf(h, sizeof h, "Mcp-Session-Id: %s\r\n", sid);
+        cr_assert_eq(tgc_request(&d, "DELETE", h, NULL), 0);
+        expect_status(&d, 200, "DELETE");
+        tgc_close(&d);
+    } else {
+        tgc_close(&c);
+    }
+    char want[64];
+    snprintf(want, sizeof want, "cancelled %s", agent_id);
+    cr_assert_eq(tgh_log_wait(S.log, want, 1, 5000), 1, "the agent was not told (%s)", want);
+    cr_assert_gt(tgh_file_wait(S.audit, "\"reason\":\"caller_gone\"", 1, 5000), 0,
+                 "no caller_gone in the audit trail");
+    /* Its slot is free again: a call of another session is admitted. */
+    tgc_t e;
+    char sid2[SID_MAX];
+    dial(&e);
+    open_session(&e, NULL, sid2);
+    json_t *m = NULL;
+    for (int i = 1; i <= 50; i++) {
+        m = call(&e, sid2, NULL, i, "echo", "{\"text\":\"next\"}");
+        if (json_object_get(m, "result") != NULL)
+            break;
+        cr_assert_str_eq(code_of(m), "concurrency_limit_exceeded");
+        json_decref(m);
+        m = NULL;
+        tgh_sleep_ms(100);
+    }
+    cr_assert_not_null(m, "the slot of the call whose client left was not released");
+    json_decref(m);
+    tgc_close(&e);
+    if (by_delete)
+        tgc_close(&c);
+    cr_assert_eq(tgh_file_count(S.audit, "agent_unavailable"), 0, "the call was denied instead");
+    stop();
+}
+
+Test(http_front, client_closing_mid_call_cancels_it)
+{
+    leave_mid_call(false);
+}
+
+Test(http_front, session_deleted_mid_call_cancels_it)
+{
+    leave_mid_call(true);
+}

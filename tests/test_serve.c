@@ -545,3 +545,68 @@ Test(serve, caller_limits_by_another_uid)
     s_stop();
     s_audit_names("nobody");
 }
+
+/* Issue 20 item 20: a caller that closes its connection while its call
+ * runs. The call is cancelled at the agent (notifications/cancelled for
+ * the id the agent saw), its slot is released (max_concurrent_calls 1: the
+ * next caller's call is admitted), and audit says call.cancelled with
+ * reason caller_gone, never call.denied agent_unavailable. */
+Test(serve, caller_leaving_mid_call_cancels_it_at_the_agent)
+{
+    s_start(NULL,
+            ", \"execution_limits\": {\"max_concurrent_calls\": 1, \"max_queued_calls\": 0, "
+            "\"max_tool_call_duration\": \"60s\"}",
+            NULL);
+    tgh_proc_t a, b;
+    mcp_connect(&a, S.sock);
+    mcp_init_ok(&a, 5000);
+    mcp_call(&a, 41, "sleep", "{\"ms\":30000}");
+    cr_assert_eq(tgh_log_wait(S.log, "call ", 1, 5000), 1, "the call did not reach the agent");
+    char agent_id[32] = "";
+    cr_assert_eq(tgh_log_field(S.log, "call ", 0, agent_id, sizeof agent_id), 0);
+    char *sp = strchr(agent_id, ' '); /* "call <id> <tool>" */
+    if (sp != NULL)
+        *sp = '\0';
+    uint64_t t0 = tgh_now_ms();
+    tgh_conn_close(&a);
+    char want[64];
+    snprintf(want, sizeof want, "cancelled %s", agent_id);
+    cr_assert_eq(tgh_log_wait(S.log, want, 1, 5000), 1,
+                 "the agent was not told of the cancel (%s)", want);
+    cr_assert_gt(tgh_file_wait(S.audit, "\"reason\":\"caller_gone\"", 1, 5000), 0,
+                 "no caller_gone in the audit trail");
+    /* The slot is released: another caller's call is admitted (the
+     * first's instance answers the ping with it), well before the sleep
+     * would have ended. */
+    mcp_connect(&b, S.sock);
+    mcp_init_ok(&b, 5000);
+    json_t *r = NULL;
+    for (int i = 1; i <= 50; i++) {
+        mcp_call(&b, i, "echo", "{\"text\":\"next\"}");
+        r = mcp_await_int(&b, i, 5000, NULL);
+        cr_assert_not_null(r);
+        if (json_object_get(r, "result") != NULL)
+            break;
+        cr_assert_str_eq(mcp_code_of(r), "concurrency_limit_exceeded");
+        json_decref(r);
+        r = NULL;
+        tgh_sleep_ms(100);
+    }
+    cr_assert_not_null(r, "the slot of the call whose caller left was not released");
+    json_decref(r);
+    cr_assert_lt(tgh_now_ms() - t0, 15000);
+    tgh_conn_close(&b);
+    char *audit = tgh_read_file(S.audit, NULL);
+    cr_assert_not_null(audit);
+    const char *ev = strstr(audit, "\"event\":\"call.cancelled\"");
+    cr_assert_not_null(ev, "no call.cancelled event:\n%s", audit);
+    char *eol = strchr(ev, '\n');
+    cr_assert_not_null(eol);
+    *eol = '\0';
+    cr_assert_not_null(strstr(ev, "\"reason\":\"caller_gone\""),
+                       "call.cancelled without reason caller_gone: %s", ev);
+    *eol = '\n';
+    cr_assert_null(strstr(audit, "agent_unavailable"), "the call was denied instead:\n%s", audit);
+    free(audit);
+    s_stop();
+}

@@ -48,6 +48,8 @@
 #define HTTP_IN_CAP (16u * 1024)        /* fixed internal bound: bytes read ahead of the reader */
 #define HTTP_HEAD_MAX 2048              /* fixed internal bound: one response head */
 #define HTTP_PING_MS 15000u /* fixed internal bound: an SSE stream's keep-alive comment */
+#define HTTP_PROBE_MS 200u  /* fixed internal bound: after a call's client sent EOF, the second
+                             * comment that finds out whether it is still there */
 #define HTTP_TLS_CAP (64u * 1024)       /* fixed internal bound: TLS ciphertext pending per way */
 #define HTTP_MAX_HEADERS 100            /* fixed internal bound: header fields of a request */
 
@@ -637,6 +639,7 @@ static void handle_post(hconn_t *c)
             memcpy(c->st.ptoken, r->body + env.progress_token.off, env.progress_token.len);
             c->st.ptoken_len = env.progress_token.len;
         }
+        c->st.call = env.is_tools_call;
         c->st.events = sse_ok && (env.is_tools_call || !json_ok);
         c->mode = c->st.events ? M_SSE : M_JSON;
         if (c->st.events) {
@@ -992,6 +995,17 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         c->keep = false;
         c->st.events = false;
         uv_read_stop(s);
+        if (c->mode == M_SSE && c->st.s != NULL && c->st.call && !c->closing && sse_begin(c)) {
+            /* TCP cannot tell a client that closed from one that only
+             * shut down its sending side until something is written: a
+             * comment now draws a reset from a closed one, and the next,
+             * HTTP_PROBE_MS on, fails and closes the connection, which
+             * cancels its call (tg_hsess_abandon: nobody could read the
+             * answer). A half-closed client just reads two comments. */
+            sse_write(c, TG_SSE_PING, sizeof(TG_SSE_PING) - 1);
+            if (!c->closing)
+                uv_timer_start(&c->timer, on_timer, HTTP_PROBE_MS, 0);
+        }
         return;
     }
     if (n < 0) {
@@ -1078,7 +1092,7 @@ static void conn_close(hconn_t *c)
         return;
     c->closing = true;
     if (c->st.s != NULL)
-        tg_hsess_detach(&c->st);
+        tg_hsess_abandon(&c->st); /* its request, unanswered, is cancelled */
     uv_close((uv_handle_t *)&c->tcp, conn_closed);
     uv_close((uv_handle_t *)&c->timer, conn_closed);
 }

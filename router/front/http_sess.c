@@ -205,6 +205,43 @@ void tg_hsess_detach(tg_hstream_t *st)
         stream_unlink(st);
 }
 
+/* The cancel the bridge writes for a request whose client left: a
+ * caller's notifications/cancelled whose reason the engine audits as
+ * caller_gone (session.c). */
+#define GONE_HEAD "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"
+#define GONE_TAIL ",\"reason\":\"caller_gone\"}}"
+
+static void on_written(uv_write_t *req, int status);
+
+void tg_hsess_abandon(tg_hstream_t *st)
+{
+    tg_hsess_t *s = st->s;
+    if (s == NULL)
+        return;
+    bool cancel = st->call && !st->get && !st->answered && st->rpcid_len > 0 && !s->ended &&
+                  s->writes < TG_HSESS_BACKLOG;
+    size_t len = sizeof(GONE_HEAD) - 1 + st->rpcid_len + sizeof(GONE_TAIL) - 1;
+    stream_unlink(st);
+    if (!cancel)
+        return; /* (past the bound the call ends by its deadline, answered to nobody) */
+    hwrite_t *w = malloc(sizeof(*w) + len + 1);
+    if (w == NULL)
+        return;
+    memcpy(w->data, GONE_HEAD, sizeof(GONE_HEAD) - 1);
+    memcpy(w->data + sizeof(GONE_HEAD) - 1, st->rpcid, st->rpcid_len);
+    memcpy(w->data + sizeof(GONE_HEAD) - 1 + st->rpcid_len, GONE_TAIL, sizeof(GONE_TAIL) - 1);
+    w->data[len] = '\n';
+    w->s = s;
+    w->done = NULL;
+    w->arg = NULL;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)(len + 1));
+    if (uv_write(&w->req, (uv_stream_t *)&s->pipe, &b, 1, on_written) < 0) {
+        free(w);
+        return;
+    }
+    s->writes++;
+}
+
 static void finish(tg_hstream_t *st)
 {
     stream_unlink(st);

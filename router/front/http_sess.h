@@ -70,6 +70,7 @@ struct tg_hstream {
     bool get;                  /* the session's GET stream */
     bool events;               /* may carry messages other than its response (SSE) */
     bool answered;             /* set before finish: its response was the last message */
+    bool call;                 /* POST: its request is a tools/call (cancelled if abandoned) */
     char rpcid[TG_HSESS_RPCID_MAX];
     size_t rpcid_len;          /* POST: its request's id bytes */
     char ptoken[TG_HSESS_RPCID_MAX];
@@ -136,6 +137,13 @@ void tg_hsess_attach_get(tg_hsess_t *s, tg_hstream_t *st);
 /* A stream's connection is gone: detach it (its response, if still to
  * come, is dropped when it arrives). */
 void tg_hsess_detach(tg_hstream_t *st);
+/* A stream's client went away (its connection closed) before its
+ * response: detach it and, for a tools/call still unanswered, have the
+ * engine cancel it at the agent as a caller that left (a
+ * notifications/cancelled with reason "caller_gone": audited
+ * call.cancelled, reason caller_gone). Its response could reach nobody:
+ * a POST stream is not resumable. */
+void tg_hsess_abandon(tg_hstream_t *st);
 /* A stream's connection drained: read the engine again. */
 void tg_hsess_resume(tg_hsess_t *s);
 /* End the session (DELETE): the engine sees its caller leave. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,6 +133,12 @@ void tg_in_alloc(tg_in_t *in, uv_buf_t *buf)
 void tg_in_settle(tg_in_t *in)
 {
     if (in->blk != NULL && in->pos == in->len && in->blk->refs == 1) {
+        /* Nothing unfinished and nobody else holds the block: it goes back
+         * to the pool (a spare the next read takes at no cost), so an idle
+         * connection holds no read block (issue 20 item 19: every caller
+         * connection kept 256 KiB until it closed). */
+        tg_block_unref(in->pool, in->blk);
+        in->blk = NULL;
         in->len = in->pos = 0;
     }
 }
@@ -365,4 +372,13 @@ int tg_out_flush(tg_out_t *o)
 void tg_pipe_enlarge(int fd, int bytes)
 {
     (void)fcntl(fd, F_SETPIPE_SZ, bytes);
+}
+
+bool tg_io_peer_gone(uv_stream_t *s)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)s, &fd) != 0)
+        return true;
+    struct pollfd pf = {.fd = fd, .events = POLLOUT};
+    return poll(&pf, 1, 0) != 1 || (pf.revents & (POLLHUP | POLLERR)) != 0;
 }

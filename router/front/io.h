@@ -111,4 +111,11 @@ void tg_out_discard(tg_out_t *o);
 /* Enlarge a pipe's kernel buffer (F_SETPIPE_SZ); best effort. */
 void tg_pipe_enlarge(int fd, int bytes);
 
+/* After EOF on socket <s>: true when its peer closed the connection (or
+ * it failed), false when the peer only shut down its sending side and can
+ * still read its answers. A Unix socket whose peer closed reports POLLHUP
+ * (both directions shut); a half-close only POLLRDHUP. Not for pipes
+ * (wrap's stdin): their EOF says nothing of the other direction. */
+bool tg_io_peer_gone(uv_stream_t *s);
+
 #endif

@@ -53,6 +53,9 @@
 #define EVICT_MIN_IDLE_MS 1000     /* fixed internal bound: an HTTP session idle this long may be evicted */
 #define REFUSE_READ_MAX 4096       /* fixed internal bound: bytes read to find a refused request's id */
 #define REFUSE_TIMEOUT_MS 5000     /* fixed internal bound: wait for that request */
+#define REFUSING_MAX 64            /* fixed internal bound: refused connections waiting for their
+                                    * request; past it one is answered at once (id null) */
+#define ACCEPT_BURST 64            /* fixed internal bound: connections accepted per loop turn */
 
 typedef struct serve_run serve_run_t;
 
@@ -68,8 +71,9 @@ typedef struct listener {
     bool bound;      /* <sock> holds a bound socket file (to remove) */
     tg_http_t *http; /* an http listener's front (http.h), else NULL */
     tg_tls_ctx_t *tls; /* its certificate and key, NULL: plain HTTP */
-    tg_gcra_t refused_rate;  /* http: refusals audited one by one (REFUSED_AUDIT_RATE) */
-    uint64_t refused_quiet;  /* http: refusals since the last audited one, not audited */
+    tg_gcra_t refused_rate;  /* refusals audited one by one (REFUSED_AUDIT_RATE) */
+    uint64_t refused_quiet;  /* refusals since the last audited one, not audited */
+    bool accept_paused;      /* unix: a connection waits to be accepted (ACCEPT_BURST) */
 } listener_t;
 
 /* One loaded config: the first (owned by the CLI) and each accepted
@@ -99,6 +103,13 @@ struct serve_run {
     tg_auth_t *auth; /* who an HTTP caller is (callers[].tokens, jwt); NULL: no http listener */
     bool stopping;
     size_t refusing; /* refusal connections still open */
+    /* Accepting is capped per loop turn (ACCEPT_BURST), as libuv caps a
+     * stream's reads: a client connecting and closing as fast as it can
+     * would otherwise keep the loop accepting, the closed connections'
+     * descriptors and memory piling up until it stops (issue 20 item 19).
+     * Past the cap a listener waits for the next turn (accept_idle). */
+    uint32_t accepted;
+    uv_idle_t accept_idle;
 };
 
 /* A connection refused before a session exists: read the first request to
@@ -123,6 +134,7 @@ static void refusal_closed(uv_handle_t *h)
     if (--f->open > 0)
         return;
     f->r->refusing--;
+    tg_gw_conn_ended(&f->r->gw);
     free(f);
 }
 
@@ -227,10 +239,33 @@ static void refused_ev(tg_audit_ev_t *ev, const char *agent, tg_deny_code_t code
     ev->remote = remote != NULL && remote[0] != '\0' ? remote : NULL;
 }
 
-/* Refuse the connection in <f> (accepted) with a denial for its first
- * request, answered with that request's id. */
-static void refuse(refusal_t *f, tg_deny_code_t code, const char *limit, const char *agent,
-                   int64_t observed, int64_t cap, const char *path)
+/* May listener <l> audit one more refusal now? A flood of them (a token
+ * being guessed, connections churned past max_connections) is audited at
+ * REFUSED_AUDIT_RATE per listener, so it cannot crowd the calls' events
+ * out of the audit queue; the next event audited says in <count> how many
+ * were not. */
+static bool refusal_audit_take(listener_t *l, tg_audit_ev_t *ev)
+{
+    if (l->refused_rate.t_us == 0)
+        (void)tg_gcra_init(&l->refused_rate, REFUSED_AUDIT_RATE, 1000, REFUSED_AUDIT_BURST);
+    if (!tg_gcra_take(&l->refused_rate, uv_now(l->r->gw.loop)).allowed) {
+        l->refused_quiet++;
+        return false;
+    }
+    if (l->refused_quiet > 0)
+        ev->count = (int64_t)l->refused_quiet; /* refused before this one, not audited */
+    l->refused_quiet = 0;
+    return true;
+}
+
+static void refusal_closed(uv_handle_t *h);
+
+/* Refuse the connection in <f> (accepted, of listener <l>) with a denial
+ * for its first request, answered with that request's id; past
+ * REFUSING_MAX such connections waiting for their request, answered at
+ * once (id null, best effort) and closed, so refusals cannot pile up. */
+static void refuse(listener_t *l, refusal_t *f, tg_deny_code_t code, const char *limit,
+                   const char *agent, int64_t observed, int64_t cap, const char *path)
 {
     serve_run_t *r = f->r;
     f->d.code = code;
@@ -247,17 +282,31 @@ static void refuse(refusal_t *f, tg_deny_code_t code, const char *limit, const c
     f->d.detail = f->detail;
     f->pipe.data = f;
     f->timer.data = f;
-    uv_timer_init(r->gw.loop, &f->timer);
-    f->open = 2;
-    r->refusing++;
-    uv_timer_start(&f->timer, refusal_timeout, REFUSE_TIMEOUT_MS, 0);
-    uv_read_start((uv_stream_t *)&f->pipe, refusal_alloc, refusal_read);
 
     tg_audit_ev_t ev;
     refused_ev(&ev, agent, code, limit, f->d.scope, "unix", f->remote);
     ev.limit.observed = observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : observed;
     ev.limit.cap = cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : cap;
-    tg_audit_emit(r->gw.audit, &ev);
+    if (refusal_audit_take(l, &ev))
+        tg_audit_emit(r->gw.audit, &ev);
+
+    if (r->refusing >= REFUSING_MAX) {
+        char line[TG_AUDIT_LINE_MAX];
+        long n = tg_denial_mcp(line, sizeof(line), NULL, 0, &f->d);
+        if (n > 0) {
+            uv_buf_t b = uv_buf_init(line, (unsigned)n);
+            (void)uv_try_write((uv_stream_t *)&f->pipe, &b, 1);
+        }
+        f->open = 1;
+        r->refusing++;
+        uv_close((uv_handle_t *)&f->pipe, refusal_closed);
+        return;
+    }
+    uv_timer_init(r->gw.loop, &f->timer);
+    f->open = 2;
+    r->refusing++;
+    uv_timer_start(&f->timer, refusal_timeout, REFUSE_TIMEOUT_MS, 0);
+    uv_read_start((uv_stream_t *)&f->pipe, refusal_alloc, refusal_read);
 }
 
 /* The callers[] entry for peer <uid>/<gid>: by uid, then gid, then the
@@ -306,6 +355,24 @@ static void os_connection(serve_run_t *r, listener_t *l, refusal_t *f)
     tg_osgw_accept(r->os, &f->pipe, l->lc, &peer);
 }
 
+static void on_connection(uv_stream_t *server, int status);
+
+/* The next loop turn: the listeners that waited accept again. */
+static void accept_resume(uv_idle_t *h)
+{
+    serve_run_t *r = h->data;
+    uv_idle_stop(h);
+    r->accepted = 0;
+    for (size_t i = 0; i < r->nls; i++) {
+        listener_t *l = &r->ls[i];
+        if (!l->accept_paused)
+            continue;
+        l->accept_paused = false;
+        if (!r->stopping && l->pipe_init && !uv_is_closing((uv_handle_t *)&l->pipe))
+            on_connection((uv_stream_t *)&l->pipe, 0);
+    }
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     listener_t *l = server->data;
@@ -314,6 +381,18 @@ static void on_connection(uv_stream_t *server, int status)
         tg_log_warn("accepting on %s failed: %s", l->lc->unix_path, uv_strerror(status));
         return;
     }
+    bool can_wait = !uv_is_closing((uv_handle_t *)&r->accept_idle);
+    if (r->accepted >= ACCEPT_BURST && can_wait) {
+        /* Not accepted now: libuv stops watching the listener until
+         * uv_accept (accept_resume, after this turn's closes ran). */
+        l->accept_paused = true;
+        if (!uv_is_active((uv_handle_t *)&r->accept_idle))
+            uv_idle_start(&r->accept_idle, accept_resume);
+        return;
+    }
+    r->accepted++;
+    if (can_wait && !uv_is_active((uv_handle_t *)&r->accept_idle))
+        uv_idle_start(&r->accept_idle, accept_resume); /* the count is per turn */
     /* The pipe is the first member: a session frees the block through it. */
     refusal_t *f = calloc(1, sizeof(*f));
     if (f == NULL)
@@ -337,7 +416,7 @@ static void on_connection(uv_stream_t *server, int status)
         snprintf(f->remote, sizeof(f->remote), "uid:%u", (unsigned)cred.uid);
     if (r->stopping) {
         snprintf(f->detail, sizeof(f->detail), "toolgate is shutting down");
-        refuse(f, TG_DENY_SHUTTING_DOWN, "shutdown", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, NULL);
+        refuse(l, f, TG_DENY_SHUTTING_DOWN, "shutdown", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, NULL);
         return;
     }
     int ci = caller_for(r->cfg, cred.uid, cred.gid);
@@ -345,7 +424,7 @@ static void on_connection(uv_stream_t *server, int status)
         snprintf(f->detail, sizeof(f->detail),
                  "peer uid %u gid %u matches no callers[] entry and router.callers_only is true",
                  (unsigned)cred.uid, (unsigned)cred.gid);
-        refuse(f, TG_DENY_CALLER, "caller", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, "callers");
+        refuse(l, f, TG_DENY_CALLER, "caller", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, "callers");
         return;
     }
     /* Instances are counted at initialize (instance_take); connections
@@ -355,7 +434,7 @@ static void on_connection(uv_stream_t *server, int status)
         snprintf(f->path, sizeof(f->path), "router.listen[%zu].max_connections",
                  (size_t)(l - r->ls));
         snprintf(f->detail, sizeof(f->detail), "%u connections open, the most allowed", l->nconn);
-        refuse(f, TG_DENY_CONCURRENCY, "connections", agent, (int64_t)l->nconn + 1, (int64_t)maxc,
+        refuse(l, f, TG_DENY_CONCURRENCY, "connections", agent, (int64_t)l->nconn + 1, (int64_t)maxc,
                f->path);
         return;
     }
@@ -465,6 +544,7 @@ static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
 
 static void stop_listeners(serve_run_t *r)
 {
+    tg_handle_close((uv_handle_t *)&r->accept_idle);
     for (size_t i = 0; i < r->nls; i++) {
         listener_t *l = &r->ls[i];
         if (l->bound) {
@@ -1068,12 +1148,6 @@ static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *
 static void http_refused(void *arg, int status, const char *reason, const char *remote)
 {
     listener_t *l = arg;
-    if (l->refused_rate.t_us == 0)
-        (void)tg_gcra_init(&l->refused_rate, REFUSED_AUDIT_RATE, 1000, REFUSED_AUDIT_BURST);
-    if (!tg_gcra_take(&l->refused_rate, uv_now(l->r->gw.loop)).allowed) {
-        l->refused_quiet++;
-        return;
-    }
     tg_audit_ev_t ev;
     if (status == 408) {
         /* Not a caller refused: a request that did not arrive in time
@@ -1089,12 +1163,14 @@ static void http_refused(void *arg, int status, const char *reason, const char *
         refused_ev(&ev, tg_agent_id(l->ag), TG_DENY_CALLER, "caller", "caller", "http", remote);
     }
     ev.reason = reason;
-    if (l->refused_quiet > 0)
-        ev.count = (int64_t)l->refused_quiet; /* refused before this one, not audited */
+    /* <reason> says it: unauthenticated 401, frame_timeout 408, the others
+     * 403. Logged at the audit's bounded rate, with the same count. */
+    uint64_t quiet = l->refused_quiet;
+    if (!refusal_audit_take(l, &ev))
+        return;
     char more[64] = "";
-    if (l->refused_quiet > 0)
-        snprintf(more, sizeof(more), "; %" PRIu64 " refused before it not logged",
-                 l->refused_quiet);
+    if (quiet > 0)
+        snprintf(more, sizeof(more), "; %" PRIu64 " refused before it not logged", quiet);
     tg_log_warn("router.listen[%zu] (http %s): refused a request from %s with %d: %s (%s)%s",
                 (size_t)(l - l->r->ls), l->lc->http_addr, remote != NULL && remote[0] ? remote : "?",
                 status, reason,
@@ -1106,8 +1182,6 @@ static void http_refused(void *arg, int status, const char *reason, const char *
                     ? "add the Origin to router.listen[].allowed_origins"
                     : "a loopback listener takes a loopback Host only",
                 more);
-    l->refused_quiet = 0;
-    /* <reason> says it: unauthenticated 401, frame_timeout 408, the others 403 */
     tg_audit_emit(l->r->gw.audit, &ev);
 }
 
@@ -1295,6 +1369,8 @@ int tg_serve_run(tg_config_t *cfg)
         return 1;
     uv_loop_t *loop = &r->f.loop;
     r->cfg = cfg;
+    uv_idle_init(loop, &r->accept_idle);
+    r->accept_idle.data = r;
     tg_notify_init();
     tg_lsock_activation_init();
     gen_t gen0 = {.cfg = cfg, .refs = 1, .owned = false};
