@@ -546,6 +546,38 @@ Test(serve, caller_limits_by_another_uid)
     s_audit_names("nobody");
 }
 
+/* Issue 20 items 3 and 20: a caller that leaves while its task runs. The
+ * task is cancelled at the agent with tasks/cancel (not a
+ * notifications/cancelled for a request already answered), audited
+ * call.cancelled caller_gone, and its slot is released. */
+Test(serve, caller_leaving_mid_task_cancels_the_task)
+{
+    s_start(NULL,
+            ", \"execution_limits\": {\"max_concurrent_calls\": 1, \"max_queued_calls\": 0, "
+            "\"max_tool_call_duration\": \"60s\"}",
+            NULL);
+    tgh_proc_t a, b;
+    mcp_connect(&a, S.sock);
+    mcp_init_ok(&a, 5000);
+    cr_assert_eq(tgh_sendf(&a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+                               "{\"name\":\"sleep\",\"arguments\":{\"ms\":30000},\"task\":{}}}"),
+                 0);
+    json_t *r = mcp_await_int(&a, 1, 5000, NULL);
+    cr_assert(r != NULL && json_object_get(json_object_get(r, "result"), "task") != NULL,
+              "no CreateTaskResult");
+    json_decref(r);
+    tgh_conn_close(&a);
+    cr_assert_eq(tgh_log_wait(S.log, "task_cancel \"task-0\"", 1, 5000), 1,
+                 "the agent was not sent tasks/cancel");
+    cr_assert_eq(tgh_log_count(S.log, "cancelled "), 0, "a notifications/cancelled was sent");
+    cr_assert_gt(tgh_file_wait(S.audit, "\"reason\":\"caller_gone\"", 1, 5000), 0);
+    mcp_connect(&b, S.sock);
+    mcp_init_ok(&b, 5000);
+    mcp_call_text(&b, 2, "echo", "{\"text\":\"next\"}", "next", 5000);
+    tgh_conn_close(&b);
+    s_stop();
+}
+
 /* Issue 20 item 20: a caller that closes its connection while its call
  * runs. The call is cancelled at the agent (notifications/cancelled for
  * the id the agent saw), its slot is released (max_concurrent_calls 1: the
