@@ -326,6 +326,24 @@ async function main() {
     check(done?.duration_ms >= 3500, `task: audit's duration is the task's (${done?.duration_ms} ms)`,
       show(done));
 
+    // Issue 20 item 2, through the SDK's own stdio transport: a request whose
+    // method is of the wrong type is answered -32600 with its id (JSON-RPC's
+    // null id is for an id that could not be read), so the client is not
+    // left waiting.
+    {
+      const transport = new StdioClientTransport({
+        command: toolgate, args: ["wrap", "--", ...serverCmd], stderr: "pipe" });
+      const answer = new Promise((ok) => {
+        transport.onmessage = (m) => { if (m.id === 9) ok(m); };
+      });
+      await transport.start();
+      await transport.send({ jsonrpc: "2.0", id: 9, method: 5 });
+      const m = await withTimeout(answer, 10000, "answer to a method of the wrong type");
+      await transport.close();
+      check(m.error?.code === -32600 && m.id === 9,
+        "a request with a method of the wrong type is answered -32600 with its id", show(m));
+    }
+
     // The same server behind `toolgate serve`: one socket without limits,
     // one with 3/minute shared by every connection to it.
     const auditC = join(tmp, "serve.jsonl");
