@@ -1060,12 +1060,7 @@ void tg_osgw_accept(tg_osgw_t *g, uv_pipe_t *conn, const tg_listen_cfg_t *lc,
          * 20 item 19: churned connections must not pile up): past the
          * bound, the refusal at once, with no call_id, and the end. */
         g->nrefused++;
-        tg_denial_t d;
-        char reqid[32];
-        osg_refusal_denial(k, &d, reqid);
-        osg_deny_to(g, k, NULL, NULL, &d);
-        osg_conn_end(k);
-        osg_g_flush(g);
+        osg_refuse_now(g, k);
         return;
     }
     if (k->refused) {

@@ -86,6 +86,16 @@ static void conn_close_now(os_conn_t *k)
     uv_close((uv_handle_t *)&k->idle, conn_closed);
 }
 
+void osg_refuse_now(tg_osgw_t *g, os_conn_t *k)
+{
+    tg_denial_t d;
+    char reqid[32];
+    osg_refusal_denial(k, &d, reqid);
+    osg_deny_to(g, k, NULL, NULL, &d);
+    osg_conn_end(k);
+    osg_g_flush(g);
+}
+
 void osg_on_conn_idle(uv_timer_t *t);
 
 /* The denial a refused connection answers with. */
@@ -129,12 +139,7 @@ void osg_on_conn_idle(uv_timer_t *t)
     }
     if (k->refused) {
         /* It sent no call to refuse in time: the refusal, with no call_id. */
-        tg_denial_t d;
-        char reqid[32];
-        osg_refusal_denial(k, &d, reqid);
-        osg_deny_to(g, k, NULL, NULL, &d);
-        osg_conn_end(k);
-        osg_g_flush(g);
+        osg_refuse_now(g, k);
         return;
     }
     tg_audit_ev_t ev;

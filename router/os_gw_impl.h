@@ -218,6 +218,8 @@ void osg_send_cancel(os_call_t *c, const char *reason);
 void osg_zombie(os_call_t *c, const char *stage);
 void osg_caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *env);
 void osg_conn_end(os_conn_t *k);
+/* Refuse connection <k> at once (its refusal with no call_id) and end it. */
+void osg_refuse_now(tg_osgw_t *g, os_conn_t *k);
 void osg_on_conn_idle(uv_timer_t *t);
 void osg_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void osg_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);

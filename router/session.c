@@ -233,7 +233,9 @@ static void send_ping(tg_wrap_t *w, tg_call_t *c)
     tg_out_copy(&w->inst->a.p.wr, buf, (size_t)n);
 }
 
-static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
+/* MCP notifications/cancelled to the agent for the request it knows as
+ * <c>'s id, with the constant <reason>. */
+static void send_cancel(tg_wrap_t *w, const tg_call_t *c, const char *reason)
 {
     if (!mcp_agent_writable(w))
         return;
@@ -243,6 +245,13 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
                      "\"requestId\":%" PRIu64 ",\"reason\":\"%s\"}}\n",
                      c->cc.id, reason);
     tg_out_copy(&w->inst->a.p.wr, buf, (size_t)n);
+}
+
+static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
+{
+    if (!mcp_agent_writable(w))
+        return;
+    send_cancel(w, c, reason);
     send_ping(w, c);
 }
 
@@ -427,14 +436,7 @@ static bool cancel_says_gone(const char *frame, size_t len)
 static void cancel_gone(tg_wrap_t *w, tg_call_t *c, const char *why)
 {
     if (c->kind == K_PASS) {
-        if (mcp_agent_writable(w)) {
-            char buf[192];
-            int n = snprintf(buf, sizeof(buf),
-                             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
-                             "\"params\":{\"requestId\":%" PRIu64 ",\"reason\":\"%s\"}}\n",
-                             c->cc.id, why);
-            tg_out_copy(&w->inst->a.p.wr, buf, (size_t)n);
-        }
+        send_cancel(w, c, why);
         mcp_call_free(c);
         return;
     }
