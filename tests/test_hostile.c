@@ -755,7 +755,7 @@ static int child_count(pid_t pid)
     return n;
 }
 
-enum churn_kind { CHURN_BARE, CHURN_OS_BARE, CHURN_CALL_LEAVE, CHURN_CALL };
+enum churn_kind { CHURN_BARE, CHURN_OS_BARE, CHURN_CALL_LEAVE, CHURN_SLOW_LEAVE, CHURN_CALL };
 
 /* One churning client (a child process): connect and close as fast as it
  * can for <ms>, with <kind>'s traffic in between. */
@@ -764,13 +764,15 @@ static void churn_child(const char *sock, enum churn_kind kind, unsigned ms)
     static const char init[] = MCP_INITIALIZE "\n" MCP_INITIALIZED "\n";
     static const char call[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
                                "{\"name\":\"echo\",\"arguments\":{\"text\":\"hi\"}}}\n";
+    static const char slow[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+                               "{\"name\":\"slow_cancel\",\"arguments\":{\"ms\":200}}}\n";
     uint64_t end = tgh_now_ms() + ms;
     char buf[4096];
     while (tgh_now_ms() < end) {
         int fd = tgh_unix_dial(sock);
         if (fd < 0)
             continue;
-        if (kind == CHURN_CALL_LEAVE || kind == CHURN_CALL) {
+        if (kind == CHURN_CALL_LEAVE || kind == CHURN_SLOW_LEAVE || kind == CHURN_CALL) {
             struct timeval tv = {.tv_sec = 5};
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
             if (write(fd, init, sizeof init - 1) < 0)
@@ -788,6 +790,12 @@ static void churn_child(const char *sock, enum churn_kind kind, unsigned ms)
                 got += (size_t)n;
                 if (memchr(buf, '\n', got) != NULL)
                     break;
+            }
+            if (kind == CHURN_SLOW_LEAVE) {
+                /* a call that runs a while (and is answered even when
+                 * cancelled), its caller gone meanwhile */
+                (void)!write(fd, slow, sizeof slow - 1);
+                goto next;
             }
             if (write(fd, call, sizeof call - 1) < 0)
                 goto next;
@@ -831,7 +839,8 @@ static bool settles(pid_t pid, int fds, long rss, int kids, unsigned ms)
 
 /* Connections opened and closed as fast as clients can make them (bare,
  * on an MCP and an OpenSentience listener; with an initialize and a call
- * whose caller leaves before the answer; with a whole call), 8 clients at
+ * whose caller leaves before the answer, fast or slow; with a whole
+ * call), 8 clients at
  * once: once the churn stops, toolgate's descriptors and RSS come back
  * near where they were and no agent instance is left (before: 163 MiB
  * kept after 8 s of calls left behind, 83 MiB after bare connects). */
@@ -860,6 +869,7 @@ Test(hostile, connection_churn_leaves_fds_and_memory_where_they_were, .timeout =
      * audit ring's pages, tables) is in the baseline. */
     churn(s.sock, CHURN_CALL, 2, 300);
     churn(s.sock, CHURN_CALL_LEAVE, 2, 300);
+    churn(s.sock, CHURN_SLOW_LEAVE, 2, 300);
     churn(s.sock, CHURN_BARE, 2, 300);
     churn(os_sock, CHURN_OS_BARE, 2, 300);
     cr_assert(settles(pid, 1 << 20, 1L << 30, 1, 15000), "warm-up instances still running");
@@ -877,7 +887,10 @@ Test(hostile, connection_churn_leaves_fds_and_memory_where_they_were, .timeout =
     churn(s.sock, CHURN_CALL_LEAVE, 8, 2500);
     cr_log_info("after calls left behind: %d fds, %ld KiB", fd_count(pid),
                 tgh_proc_status_kb(pid, "VmRSS"));
-    churn(s.sock, CHURN_CALL, 8, 2000);
+    churn(s.sock, CHURN_SLOW_LEAVE, 8, 1500);
+    cr_log_info("after slow calls left behind: %d fds, %ld KiB", fd_count(pid),
+                tgh_proc_status_kb(pid, "VmRSS"));
+    churn(s.sock, CHURN_CALL, 8, 1500);
     cr_log_info("after whole calls: %d fds, %ld KiB", fd_count(pid),
                 tgh_proc_status_kb(pid, "VmRSS"));
 
