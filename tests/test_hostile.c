@@ -616,6 +616,15 @@ Test(hostile, drip_fed_frames_are_cut_at_the_default_frame_timeout, .timeout = 1
     if (tgh_file_wait(s.err, "agent 'os' ready", 1, 10000) < 1)
         tgh_fail_with_stderr(s.err, "agent 'os' did not become ready");
 
+    /* The callers that behave connect first (the MCP one initializes:
+     * its instance starts), so that the drips' clocks start with their
+     * first bytes (an MCP connection's handshake clock starts at accept). */
+    tgh_proc_t good;
+    mcp_connect(&good, s.sock);
+    mcp_init_ok(&good, 10000);
+    static osc_t og;
+    osc_open(&og, os_sock);
+
     enum { NMCP = 6, NOS = 6, NDRIP = NMCP + NOS + 2 };
     static drip_t d[NDRIP];
     static const char mcp_call_frame[] =
@@ -669,16 +678,11 @@ Test(hostile, drip_fed_frames_are_cut_at_the_default_frame_timeout, .timeout = 1
     cr_assert_geq(d[NDRIP - 2].fd, 0);
     cr_assert_geq(d[NDRIP - 1].fd, 0);
 
-    /* Start them all, then serve the callers that behave while they
+    /* The drips start; the callers that behave are served while they
      * drip (one byte each per 250 ms: 40 bytes in 10 s, short of any
      * frame here). */
     drip_all(d, NDRIP, 1, 0); /* (limit 0: one byte each) */
-    tgh_proc_t good;
-    mcp_connect(&good, s.sock);
-    mcp_init_ok(&good, 10000);
     mcp_call_text(&good, 1, "echo", "{\"text\":\"served\"}", "served", 10000);
-    static osc_t og;
-    osc_open(&og, os_sock);
     json_t *r = osc_ok_call(&og, "g1", "os/echo", "{\"text\":\"served\"}");
     json_decref(r);
     drip_all(d, NDRIP, 250, 16000);
