@@ -303,7 +303,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
         tg_admin_opts_t aopts = {.max_header_bytes = cfg->admin_max_header_bytes,
                                  .max_connections = cfg->admin_max_connections,
                                  .idle_timeout_ms = cfg->admin_idle_timeout_ms,
-                                 .max_response_bytes = cfg->admin_max_response_bytes};
+                                 .max_response_bytes = cfg->admin_max_response_bytes,
+                                 .frame_timeout_ms = cfg->frame_timeout_ms};
         tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
                                     .registry = admin_registry, .metrics = admin_metrics,
                                     .own = &gw->reg, .limit_event = admin_limit_event,

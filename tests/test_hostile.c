@@ -916,3 +916,51 @@ Test(hostile, connection_churn_leaves_fds_and_memory_where_they_were, .timeout =
     tgh_conn_close(&c);
     tgh_serve_stop(&s, 20000);
 }
+
+/* router.frame_timeout bounds the HTTP listener (its header_timeout, when
+ * unset) and the admin endpoint (a request begun, however long its idle
+ * timeout), not only the Unix listeners: 1s here, the admin's idle
+ * timeout 30s. A request dripped to either is cut after about 1 s. */
+Test(hostile, frame_timeout_bounds_http_and_admin_requests, .timeout = 60)
+{
+    static tgh_serve_t s;
+    cr_assert_eq(tgh_serve_prepare(&s, "mcp"), 0);
+    int http_port = tgh_free_port(), admin_port = tgh_free_port();
+    while (admin_port == http_port)
+        admin_port = tgh_free_port();
+    char json[4096];
+    snprintf(json, sizeof json,
+             "{\"router\": {\"frame_timeout\": \"1s\", \"admin\": {\"listen\": "
+             "\"127.0.0.1:%d\", \"idle_timeout\": \"30s\"}, \"listen\": ["
+             "{\"http\": \"127.0.0.1:%d\", \"agent\": \"fx\"}]},\n"
+             " \"audit\": {\"path\": \"%s\"},\n"
+             " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\"]}]}\n",
+             admin_port, http_port, s.audit, TG_AGENTS_DIR);
+    tgh_serve_start(&s, json, NULL, 10000);
+    static drip_t d[2];
+    memset(d, 0, sizeof d);
+    d[0].fd = tgh_tcp_dial(http_port);
+    d[0].what = "an http client";
+    d[0].len = (size_t)snprintf(d[0].frame, sizeof d[0].frame,
+                                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Drip: "
+                                "dddddddddddddddddddddddddddddddddddddddddddddddd\r\n\r\n");
+    d[1].fd = tgh_tcp_dial(admin_port);
+    d[1].what = "an admin client";
+    d[1].len = (size_t)snprintf(d[1].frame, sizeof d[1].frame,
+                                "GET /limits HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Drip: "
+                                "dddddddddddddddddddddddddddddddddddddddddddddddd\r\n\r\n");
+    cr_assert_geq(d[0].fd, 0);
+    cr_assert_geq(d[1].fd, 0);
+    drip_all(d, 2, 100, 8000);
+    for (int i = 0; i < 2; i++) {
+        cr_log_info("%s: cut after %llu ms", d[i].what, (unsigned long long)d[i].cut);
+        cr_expect_neq(d[i].cut, 0, "%s dripping a request is still connected", d[i].what);
+        cr_expect_lt(d[i].cut, 3000, "%s cut after %llu ms (frame_timeout 1s)", d[i].what,
+                     (unsigned long long)d[i].cut);
+        close(d[i].fd);
+    }
+    cr_assert_geq(tgh_file_wait(s.audit, "\"reason\":\"frame_timeout\"", 2, 5000), 2,
+                  "the cuts are not audited");
+    cr_assert_eq(tgh_file_count(s.audit, "dddddddd"), 0, "request bytes in the audit trail");
+    tgh_serve_stop(&s, 10000);
+}
