@@ -60,6 +60,8 @@ static void store_pending_sample(tg_gw_t *gw)
 
 /* Once a second: sample the audit queue and the store's pending calls,
  * and let the engine age out what it counts per second. */
+#define TRIM_EVERY_MS 10000 /* fixed internal bound: heap trims under churn that never pauses */
+
 /* Churn (issue 20 item 19): connections opened and closed as fast as a
  * client can leave the heap as large as the most that were open at once,
  * in free chunks among live ones that the allocator keeps (it only gives
@@ -69,11 +71,20 @@ static void store_pending_sample(tg_gw_t *gw)
  * returns near where it was when the churn stops. */
 static void trim_after_churn(tg_gw_t *gw)
 {
-    if (gw->conns_ended != gw->trim_seen) {
+    uint64_t now = uv_now(gw->loop);
+    bool quiet = gw->conns_ended == gw->trim_seen;
+    /* Churn that never pauses (a steady trickle of short connections)
+     * gets a trim every TRIM_EVERY_MS all the same. */
+    bool long_due = gw->trim_due && now - gw->trim_at >= TRIM_EVERY_MS;
+    if (!quiet) {
         gw->trim_seen = gw->conns_ended;
+        if (!gw->trim_due)
+            gw->trim_at = now;
         gw->trim_due = true;
-    } else if (gw->trim_due) {
+    }
+    if (gw->trim_due && (quiet || long_due)) {
         gw->trim_due = false;
+        gw->trim_at = now;
 #ifdef __GLIBC__
         malloc_trim(0);
 #endif
