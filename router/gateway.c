@@ -62,6 +62,8 @@ static void store_pending_sample(tg_gw_t *gw)
 
 /* Once a second: sample the audit queue and the store's pending calls,
  * and let the engine age out what it counts per second. */
+#define TRIM_EVERY_MS 10000 /* fixed internal bound: heap trims under churn that never pauses */
+
 /* Churn (issue 20 item 19): connections opened and closed as fast as a
  * client can leave the heap as large as the most that were open at once,
  * in free chunks among live ones that the allocator keeps (it only gives
@@ -71,11 +73,20 @@ static void store_pending_sample(tg_gw_t *gw)
  * returns near where it was when the churn stops. */
 static void trim_after_churn(tg_gw_t *gw)
 {
-    if (gw->conns_ended != gw->trim_seen) {
+    uint64_t now = uv_now(gw->loop);
+    bool quiet = gw->conns_ended == gw->trim_seen;
+    /* Churn that never pauses (a steady trickle of short connections)
+     * gets a trim every TRIM_EVERY_MS all the same. */
+    bool long_due = gw->trim_due && now - gw->trim_at >= TRIM_EVERY_MS;
+    if (!quiet) {
         gw->trim_seen = gw->conns_ended;
+        if (!gw->trim_due)
+            gw->trim_at = now;
         gw->trim_due = true;
-    } else if (gw->trim_due) {
+    }
+    if (gw->trim_due && (quiet || long_due)) {
         gw->trim_due = false;
+        gw->trim_at = now;
 #ifdef __GLIBC__
         malloc_trim(0);
 #endif
@@ -313,7 +324,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
         tg_admin_opts_t aopts = {.max_header_bytes = cfg->admin_max_header_bytes,
                                  .max_connections = cfg->admin_max_connections,
                                  .idle_timeout_ms = cfg->admin_idle_timeout_ms,
-                                 .max_response_bytes = cfg->admin_max_response_bytes};
+                                 .max_response_bytes = cfg->admin_max_response_bytes,
+                                 .frame_timeout_ms = cfg->frame_timeout_ms};
         tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
                                     .registry = admin_registry, .metrics = admin_metrics,
                                     .own = &gw->reg, .limit_event = admin_limit_event,

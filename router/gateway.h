@@ -111,6 +111,7 @@ typedef struct tg_gw {
      * the tick gives the allocator's free memory back once they stop
      * (tg_gw_conn_ended, on_tick). */
     uint64_t conns_ended, trim_seen;
+    uint64_t trim_at; /* loop time of the last trim (or of the churn's start) */
     bool trim_due;
 } tg_gw_t;
 

@@ -616,6 +616,15 @@ Test(hostile, drip_fed_frames_are_cut_at_the_default_frame_timeout, .timeout = 1
     if (tgh_file_wait(s.err, "agent 'os' ready", 1, 10000) < 1)
         tgh_fail_with_stderr(s.err, "agent 'os' did not become ready");
 
+    /* The callers that behave connect first (the MCP one initializes:
+     * its instance starts), so that the drips' clocks start with their
+     * first bytes (an MCP connection's handshake clock starts at accept). */
+    tgh_proc_t good;
+    mcp_connect(&good, s.sock);
+    mcp_init_ok(&good, 10000);
+    static osc_t og;
+    osc_open(&og, os_sock);
+
     enum { NMCP = 6, NOS = 6, NDRIP = NMCP + NOS + 2 };
     static drip_t d[NDRIP];
     static const char mcp_call_frame[] =
@@ -669,16 +678,11 @@ Test(hostile, drip_fed_frames_are_cut_at_the_default_frame_timeout, .timeout = 1
     cr_assert_geq(d[NDRIP - 2].fd, 0);
     cr_assert_geq(d[NDRIP - 1].fd, 0);
 
-    /* Start them all, then serve the callers that behave while they
+    /* The drips start; the callers that behave are served while they
      * drip (one byte each per 250 ms: 40 bytes in 10 s, short of any
      * frame here). */
     drip_all(d, NDRIP, 1, 0); /* (limit 0: one byte each) */
-    tgh_proc_t good;
-    mcp_connect(&good, s.sock);
-    mcp_init_ok(&good, 10000);
     mcp_call_text(&good, 1, "echo", "{\"text\":\"served\"}", "served", 10000);
-    static osc_t og;
-    osc_open(&og, os_sock);
     json_t *r = osc_ok_call(&og, "g1", "os/echo", "{\"text\":\"served\"}");
     json_decref(r);
     drip_all(d, NDRIP, 250, 16000);
@@ -755,7 +759,7 @@ static int child_count(pid_t pid)
     return n;
 }
 
-enum churn_kind { CHURN_BARE, CHURN_OS_BARE, CHURN_CALL_LEAVE, CHURN_CALL };
+enum churn_kind { CHURN_BARE, CHURN_OS_BARE, CHURN_CALL_LEAVE, CHURN_SLOW_LEAVE, CHURN_CALL };
 
 /* One churning client (a child process): connect and close as fast as it
  * can for <ms>, with <kind>'s traffic in between. */
@@ -764,13 +768,15 @@ static void churn_child(const char *sock, enum churn_kind kind, unsigned ms)
     static const char init[] = MCP_INITIALIZE "\n" MCP_INITIALIZED "\n";
     static const char call[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
                                "{\"name\":\"echo\",\"arguments\":{\"text\":\"hi\"}}}\n";
+    static const char slow[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+                               "{\"name\":\"slow_cancel\",\"arguments\":{\"ms\":200}}}\n";
     uint64_t end = tgh_now_ms() + ms;
     char buf[4096];
     while (tgh_now_ms() < end) {
         int fd = tgh_unix_dial(sock);
         if (fd < 0)
             continue;
-        if (kind == CHURN_CALL_LEAVE || kind == CHURN_CALL) {
+        if (kind == CHURN_CALL_LEAVE || kind == CHURN_SLOW_LEAVE || kind == CHURN_CALL) {
             struct timeval tv = {.tv_sec = 5};
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
             if (write(fd, init, sizeof init - 1) < 0)
@@ -788,6 +794,12 @@ static void churn_child(const char *sock, enum churn_kind kind, unsigned ms)
                 got += (size_t)n;
                 if (memchr(buf, '\n', got) != NULL)
                     break;
+            }
+            if (kind == CHURN_SLOW_LEAVE) {
+                /* a call that runs a while (and is answered even when
+                 * cancelled), its caller gone meanwhile */
+                (void)!write(fd, slow, sizeof slow - 1);
+                goto next;
             }
             if (write(fd, call, sizeof call - 1) < 0)
                 goto next;
@@ -831,7 +843,8 @@ static bool settles(pid_t pid, int fds, long rss, int kids, unsigned ms)
 
 /* Connections opened and closed as fast as clients can make them (bare,
  * on an MCP and an OpenSentience listener; with an initialize and a call
- * whose caller leaves before the answer; with a whole call), 8 clients at
+ * whose caller leaves before the answer, fast or slow; with a whole
+ * call), 8 clients at
  * once: once the churn stops, toolgate's descriptors and RSS come back
  * near where they were and no agent instance is left (before: 163 MiB
  * kept after 8 s of calls left behind, 83 MiB after bare connects). */
@@ -860,6 +873,7 @@ Test(hostile, connection_churn_leaves_fds_and_memory_where_they_were, .timeout =
      * audit ring's pages, tables) is in the baseline. */
     churn(s.sock, CHURN_CALL, 2, 300);
     churn(s.sock, CHURN_CALL_LEAVE, 2, 300);
+    churn(s.sock, CHURN_SLOW_LEAVE, 2, 300);
     churn(s.sock, CHURN_BARE, 2, 300);
     churn(os_sock, CHURN_OS_BARE, 2, 300);
     cr_assert(settles(pid, 1 << 20, 1L << 30, 1, 15000), "warm-up instances still running");
@@ -877,7 +891,10 @@ Test(hostile, connection_churn_leaves_fds_and_memory_where_they_were, .timeout =
     churn(s.sock, CHURN_CALL_LEAVE, 8, 2500);
     cr_log_info("after calls left behind: %d fds, %ld KiB", fd_count(pid),
                 tgh_proc_status_kb(pid, "VmRSS"));
-    churn(s.sock, CHURN_CALL, 8, 2000);
+    churn(s.sock, CHURN_SLOW_LEAVE, 8, 1500);
+    cr_log_info("after slow calls left behind: %d fds, %ld KiB", fd_count(pid),
+                tgh_proc_status_kb(pid, "VmRSS"));
+    churn(s.sock, CHURN_CALL, 8, 1500);
     cr_log_info("after whole calls: %d fds, %ld KiB", fd_count(pid),
                 tgh_proc_status_kb(pid, "VmRSS"));
 
@@ -898,4 +915,52 @@ Test(hostile, connection_churn_leaves_fds_and_memory_where_they_were, .timeout =
     mcp_init_ok(&c, 10000);
     tgh_conn_close(&c);
     tgh_serve_stop(&s, 20000);
+}
+
+/* router.frame_timeout bounds the HTTP listener (its header_timeout, when
+ * unset) and the admin endpoint (a request begun, however long its idle
+ * timeout), not only the Unix listeners: 1s here, the admin's idle
+ * timeout 30s. A request dripped to either is cut after about 1 s. */
+Test(hostile, frame_timeout_bounds_http_and_admin_requests, .timeout = 60)
+{
+    static tgh_serve_t s;
+    cr_assert_eq(tgh_serve_prepare(&s, "mcp"), 0);
+    int http_port = tgh_free_port(), admin_port = tgh_free_port();
+    while (admin_port == http_port)
+        admin_port = tgh_free_port();
+    char json[4096];
+    snprintf(json, sizeof json,
+             "{\"router\": {\"frame_timeout\": \"1s\", \"admin\": {\"listen\": "
+             "\"127.0.0.1:%d\", \"idle_timeout\": \"30s\"}, \"listen\": ["
+             "{\"http\": \"127.0.0.1:%d\", \"agent\": \"fx\"}]},\n"
+             " \"audit\": {\"path\": \"%s\"},\n"
+             " \"agents\": [{\"id\": \"fx\", \"command\": [\"%s/tg_fixture_agent\"]}]}\n",
+             admin_port, http_port, s.audit, TG_AGENTS_DIR);
+    tgh_serve_start(&s, json, NULL, 10000);
+    static drip_t d[2];
+    memset(d, 0, sizeof d);
+    d[0].fd = tgh_tcp_dial(http_port);
+    d[0].what = "an http client";
+    d[0].len = (size_t)snprintf(d[0].frame, sizeof d[0].frame,
+                                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Drip: "
+                                "dddddddddddddddddddddddddddddddddddddddddddddddd\r\n\r\n");
+    d[1].fd = tgh_tcp_dial(admin_port);
+    d[1].what = "an admin client";
+    d[1].len = (size_t)snprintf(d[1].frame, sizeof d[1].frame,
+                                "GET /limits HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Drip: "
+                                "dddddddddddddddddddddddddddddddddddddddddddddddd\r\n\r\n");
+    cr_assert_geq(d[0].fd, 0);
+    cr_assert_geq(d[1].fd, 0);
+    drip_all(d, 2, 100, 8000);
+    for (int i = 0; i < 2; i++) {
+        cr_log_info("%s: cut after %llu ms", d[i].what, (unsigned long long)d[i].cut);
+        cr_expect_neq(d[i].cut, 0, "%s dripping a request is still connected", d[i].what);
+        cr_expect_lt(d[i].cut, 3000, "%s cut after %llu ms (frame_timeout 1s)", d[i].what,
+                     (unsigned long long)d[i].cut);
+        close(d[i].fd);
+    }
+    cr_assert_geq(tgh_file_wait(s.audit, "\"reason\":\"frame_timeout\"", 2, 5000), 2,
+                  "the cuts are not audited");
+    cr_assert_eq(tgh_file_count(s.audit, "dddddddd"), 0, "request bytes in the audit trail");
+    tgh_serve_stop(&s, 10000);
 }

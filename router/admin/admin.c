@@ -509,6 +509,12 @@ static const http_parser_settings settings = {
 static void conn_parse(conn_t *c)
 {
     uint32_t max_head = c->a->o.max_header_bytes;
+    /* A request's first bytes start its own clock (router.frame_timeout),
+     * when it ends sooner than the idle timeout's: however the rest
+     * trickles in, it is cut then (on_timer). */
+    if (c->in_head && c->head_bytes == 0 && c->in_off < c->in_len && !c->busy &&
+        c->a->o.frame_timeout_ms > 0 && c->a->o.frame_timeout_ms < uv_timer_get_due_in(&c->timer))
+        arm_timer(c, c->a->o.frame_timeout_ms);
     while (c->in_off < c->in_len && !c->busy && !c->closing) {
         size_t chunk = c->in_len - c->in_off;
         bool counting = c->in_head;

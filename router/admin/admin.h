@@ -92,6 +92,9 @@ typedef struct tg_admin_opts {
     uint32_t max_connections;    /* 0 = TG_ADMIN_DEF_MAX_CONNECTIONS */
     uint32_t idle_timeout_ms;    /* 0 = TG_ADMIN_DEF_IDLE_TIMEOUT_MS */
     uint32_t max_response_bytes; /* 0 = TG_ADMIN_DEF_MAX_RESPONSE_BYTES */
+    uint64_t frame_timeout_ms;   /* router.frame_timeout: a request begun must be complete this
+                                  * long after its first byte, when sooner than the idle
+                                  * timeout would end it (0: only the idle timeout) */
 } tg_admin_opts_t;
 
 typedef struct tg_admin tg_admin_t;
