@@ -10,13 +10,13 @@
  * Exact means: while calls wait at toolgate, every token the bucket
  * earns is taken. So each caller keeps TG_RATE_DEPTH requests out (a
  * caller slowed by the busy machine still has some waiting), and the
- * burst holds 500 ms of tokens, longer than the machine stalls toolgate.
+ * burst holds 1 s of tokens, longer than the machine stalls toolgate.
  * A stall longer than burst x T would leave tokens unearned: that is
  * GCRA's bound on a burst, not a drift.
  *
  * Knobs for a longer run by hand (the defaults keep it short):
  * TG_RATE_CALLERS (24), TG_RATE_DEPTH (4), TG_RATE_PER_S (10),
- * TG_RATE_BURST (5), TG_RATE_SECONDS (6), TG_RATE_SPIN (spinning
+ * TG_RATE_BURST (10), TG_RATE_SECONDS (6), TG_RATE_SPIN (spinning
  * processes, default 2; 0 is taken as the default). */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -172,7 +172,7 @@ TestSuite(rate_exact, .fini = x_fini, .timeout = 120);
 Test(rate_exact, admission_is_exact_on_a_busy_machine)
 {
     long ncallers = knob("TG_RATE_CALLERS", 24), rate = knob("TG_RATE_PER_S", 10),
-         burst = knob("TG_RATE_BURST", 5), seconds = knob("TG_RATE_SECONDS", 6),
+         burst = knob("TG_RATE_BURST", 10), seconds = knob("TG_RATE_SECONDS", 6),
          nspin = knob("TG_RATE_SPIN", 2), depth = knob("TG_RATE_DEPTH", 4);
     cr_assert_leq(ncallers, RX_MAX_CALLERS);
     cr_assert_eq(1000 % rate, 0, "TG_RATE_PER_S must divide 1000 (T in whole ms)");
