@@ -40,11 +40,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TREE_SCAN_MAX 65536  /* fixed internal bound: processes examined per walk */
 #define TREE_KILL_ROUNDS 16  /* fixed internal bound: kill: rounds until no live member is left */
 #define STAT_READ_MAX 1024   /* fixed internal bound: /proc/[pid]/stat is a few hundred bytes */
+#define TREE_SNAPSHOT_MS 100 /* fixed internal bound: one walk of /proc serves the samples this close */
 
 typedef struct proc_ent {
     pid_t pid, ppid, sid;
@@ -106,11 +108,10 @@ static proc_ent_t *find(proc_ent_t *v, size_t n, pid_t pid)
     return bsearch(&key, v, n, sizeof *v, cmp_pid);
 }
 
-int tg__proc_tree(pid_t root, bool session, int sig, tg_tree_stat_t *st)
+/* Every process's stat, sorted by pid, into a new array *<out> of *<nout>
+ * entries. 0 or a negative errno. */
+static int walk(proc_ent_t **out, size_t *nout)
 {
-    memset(st, 0, sizeof *st);
-    if (root <= 0)
-        return -ESRCH;
     DIR *d = opendir("/proc");
     if (!d)
         return -errno;
@@ -138,7 +139,16 @@ int tg__proc_tree(pid_t root, bool session, int sig, tg_tree_stat_t *st)
     }
     closedir(d);
     qsort(v, n, sizeof *v, cmp_pid);
+    *out = v;
+    *nout = n;
+    return 0;
+}
 
+/* The tree of <root> (its session too with <session>) among the <n>
+ * processes of <v>: summed into <st>, each member sent <sig> (0: none).
+ * 0, or -ESRCH when no process of it is in <v>. */
+static int tally(proc_ent_t *v, size_t n, pid_t root, bool session, int sig, tg_tree_stat_t *st)
+{
     for (size_t i = 0; i < n; i++)
         v[i].in = v[i].pid == root || (session && v[i].sid == root);
     /* Pull in descendants until a pass adds nothing (passes <= depth). */
@@ -171,8 +181,53 @@ int tg__proc_tree(pid_t root, bool session, int sig, tg_tree_stat_t *st)
         if (sig)
             kill(e->pid, sig);
     }
-    free(v);
     return any ? 0 : -ESRCH;
+}
+
+/* The last walk, shared by the samples taken within TREE_SNAPSHOT_MS of
+ * it. Each instance's monitor samples once a second (on the loop, in
+ * step: agent_proc.c starts them on the second), and a walk reads the
+ * stat of every process of the host: one walk per instance made that
+ * O(instances x processes) reads a second, which with 200 instances and
+ * a build beside kept the loop busy most of the time. Kills never use
+ * it, and a root it does not hold (just started) walks again. The loop's
+ * thread is the only one sampling. */
+static struct {
+    proc_ent_t *v;
+    size_t n;
+    uint64_t at_ms; /* CLOCK_MONOTONIC when the walk ended */
+} snap;
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int tg__proc_tree(pid_t root, bool session, int sig, tg_tree_stat_t *st)
+{
+    memset(st, 0, sizeof *st);
+    if (root <= 0)
+        return -ESRCH;
+    if (sig == 0 && snap.v != NULL && mono_ms() - snap.at_ms <= TREE_SNAPSHOT_MS &&
+        find(snap.v, snap.n, root) != NULL)
+        return tally(snap.v, snap.n, root, session, 0, st);
+    proc_ent_t *v;
+    size_t n;
+    int rc = walk(&v, &n);
+    if (rc < 0)
+        return rc;
+    rc = tally(v, n, root, session, sig, st);
+    if (sig != 0) {
+        free(v);
+        return rc;
+    }
+    free(snap.v);
+    snap.v = v;
+    snap.n = n;
+    snap.at_ms = mono_ms();
+    return rc;
 }
 
 int tg__tree_sample(tg_contain_inst_t *ci, tg_contain_sample_t *s)

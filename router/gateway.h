@@ -121,6 +121,19 @@ static inline void tg_gw_conn_ended(tg_gw_t *gw)
     gw->conns_ended++;
 }
 
+/* The loop's time brought up to date, then read (ms, monotonic): what a
+ * call's arrival, its rate decision and its duration are measured with.
+ * The loop reads its clock once per pass, and under load a pass that
+ * reads many callers can last tens of ms: the cached value would date
+ * those later in the pass early, so the durations the audit writes (and
+ * an operator checking admissions against them) would disagree with the
+ * time the decisions were made at. One clock_gettime (vDSO). */
+static inline uint64_t tg_gw_now(tg_gw_t *gw)
+{
+    uv_update_time(gw->loop);
+    return uv_now(gw->loop);
+}
+
 /* Open the audit pipe, registry, store, containment, admin endpoint and
  * buffers on <loop> (gw zeroed by the caller). 0, or -1 with <err> filled
  * (the runner logs it and exits 2); what is only degraded (containment

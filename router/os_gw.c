@@ -115,7 +115,7 @@ static os_call_t *call_alloc(os_agent_t *ag)
     os_call_t *c = tg_ctab_take(&ag->r.tab, &i, &id);
     if (c == NULL)
         return NULL;
-    tg_callc_reset(&c->cc, &ag->r, id, i, now_ms(ag->g));
+    tg_callc_reset(&c->cc, &ag->r, id, i, tg_gw_now(ag->g->gw));
     memset((char *)c + offsetof(os_call_t, ag), 0, sizeof(*c) - offsetof(os_call_t, ag));
     c->ag = ag;
     c->cc.state = TG_CALL_QUEUED; /* not yet in the queue: the admission decides */
@@ -248,8 +248,8 @@ void osg_audit_call(os_call_t *c, const char *event, const char *status, const t
     ev.request_id = reqid;
     ev.call_id = echo_text(&c->cid, cid);
     ev.correlation_id = echo_text(&c->correlation_id, corr);
-    tg_adm_audit_call(&ev, c->tool, c->tool_len, now_ms(g) - c->cc.t_start, c->cc.bytes_in,
-                      c->cc.decided_by);
+    tg_adm_audit_call(&ev, c->tool, c->tool_len, tg_gw_now(g->gw) - c->cc.t_start,
+                      c->cc.bytes_in, c->cc.decided_by);
     ev.status = status;
     ev.stage = stage;
     ev.reason = reason;

@@ -47,7 +47,7 @@ tg_call_t *mcp_call_alloc(tg_wrap_t *w, call_kind_t kind)
     tg_call_t *c = tg_ctab_take(&w->ag->r.tab, &i, &id);
     if (c == NULL)
         return NULL;
-    tg_callc_reset(&c->cc, &w->ag->r, id, i, now_ms(w));
+    tg_callc_reset(&c->cc, &w->ag->r, id, i, tg_gw_now(w->gw));
     memset((char *)c + offsetof(tg_call_t, w), 0, CALL_CLEARED - offsetof(tg_call_t, w));
     c->tool_name[0] = '\0';
     c->w = w;
@@ -161,8 +161,8 @@ static void audit_call_why(tg_wrap_t *w, const tg_call_t *c, const char *event, 
             mcp_caller_id_text(c->caller_id, c->caller_id_len, callid);
             ev.call_id = callid;
         }
-        tg_adm_audit_call(&ev, c->tool_name, c->tool_name_len, now_ms(w) - c->cc.t_start, c->cc.bytes_in,
-                          c->cc.decided_by);
+        tg_adm_audit_call(&ev, c->tool_name, c->tool_name_len, tg_gw_now(w->gw) - c->cc.t_start,
+                          c->cc.bytes_in, c->cc.decided_by);
     }
     ev.status = status;
     ev.stage = stage;

@@ -263,7 +263,11 @@ int tg_aproc_start(tg_aproc_t *p, uv_loop_t *loop, const tg_agent_cfg_t *a, char
         log_incomplete(&p->ci->enforced, a->id);
         if (tg_enforced_json(&p->ci->enforced, enforced, cap) < 0)
             enforced[0] = '\0';
-        uv_timer_start(&p->monitor, on_monitor, TG_APROC_MONITOR_MS, TG_APROC_MONITOR_MS);
+        /* On the loop's whole second: every instance samples in the same
+         * pass of the timers, so a backend that walks /proc (rlimit,
+         * none) walks once for all of them (contain_rlimit.c). */
+        uint64_t first = TG_APROC_MONITOR_MS - uv_now(loop) % TG_APROC_MONITOR_MS;
+        uv_timer_start(&p->monitor, on_monitor, first, TG_APROC_MONITOR_MS);
     }
     p->wr.stream = (uv_stream_t *)&p->pin;
     return 0;

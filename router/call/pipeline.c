@@ -16,9 +16,10 @@ enum { STEP_AGENT = TG_ROUTE_STEP_AGENT, STEP_TOOL = TG_ROUTE_STEP_TOOL };
 
 static void slot_ask(tg_callc_t *cc);
 
+/* A rate decision's time: the clock as it reads now (tg_gw_now). */
 static inline uint64_t now_of(const tg_route_t *r)
 {
-    return uv_now(r->gw->loop);
+    return tg_gw_now(r->gw);
 }
 
 /* ---- freeing --------------------------------------------------------- */
