@@ -30,6 +30,7 @@
  *    in one uv_write per stream.
  */
 #include "router/session_impl.h"
+#include "router/front/http_sess.h"
 
 static const tg_call_ops_t call_ops;
 
@@ -418,13 +419,16 @@ const tg_call_ops_t *mcp_call_ops(void)
 }
 
 /* The reason the HTTP front's bridge gives when a client left while its
- * call ran (http_sess.c, tg_hsess_abandon): the frame ends with it. */
+ * call ran (http_sess.c, tg_hsess_abandon): the frame ends with it, and
+ * with the process's token, which no client knows (a client's own cancel
+ * with reason caller_gone is an ordinary cancel). */
 static bool cancel_says_gone(const char *frame, size_t len)
 {
-    static const char tail[] = ",\"reason\":\"caller_gone\"}}";
+    size_t n;
+    const char *tail = tg_hsess_gone_tail(&n);
     while (len > 0 && (frame[len - 1] == '\n' || frame[len - 1] == '\r' || frame[len - 1] == ' '))
         len--;
-    return len >= sizeof(tail) - 1 && memcmp(frame + len - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0;
+    return n > 0 && len >= n && memcmp(frame + len - n, tail, n) == 0;
 }
 
 /* Cancel call <c> of <w> as its caller left (<why>: caller_gone): one

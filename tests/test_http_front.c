@@ -1611,3 +1611,31 @@ Test(http_front, session_deleted_mid_call_cancels_it)
 {
     leave_mid_call(true);
 }
+
+/* A client cannot pass its own cancel off as having left: a
+ * notifications/cancelled it sends with reason "caller_gone" is an
+ * ordinary cancel (audited without that reason); only the bridge's, with
+ * the process's token, says the client left. */
+Test(http_front, a_clients_own_caller_gone_cancel_is_an_ordinary_cancel)
+{
+    start(NULL, NULL, NULL, NULL);
+    tgc_t c, d;
+    char sid[SID_MAX], body[256];
+    dial(&c);
+    dial(&d);
+    open_session(&c, NULL, sid);
+    call_body(body, sizeof body, 7, "sleep", "{\"ms\":30000}");
+    post(&c, sid, NULL, body);
+    cr_assert_eq(tgh_log_wait(S.log, "call ", 1, 5000), 1, "the call did not reach the agent");
+    post(&d, sid, NULL,
+         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+         "\"requestId\":7,\"reason\":\"caller_gone\"}}");
+    expect_status(&d, 202, "a notification");
+    cr_assert_gt(tgh_file_wait(S.audit, "\"event\":\"call.cancelled\"", 1, 5000), 0,
+                 "the cancel was not audited");
+    cr_assert_eq(tgh_file_count(S.audit, "caller_gone"), 0,
+                 "a client's own cancel was audited as a client that left");
+    tgc_close(&d);
+    tgc_close(&c);
+    stop();
+}
