@@ -571,9 +571,24 @@ Test(serve, caller_leaving_mid_task_cancels_the_task)
                  "the agent was not sent tasks/cancel");
     cr_assert_eq(tgh_log_count(S.log, "cancelled "), 0, "a notifications/cancelled was sent");
     cr_assert_gt(tgh_file_wait(S.audit, "\"reason\":\"caller_gone\"", 1, 5000), 0);
+    /* the slot is released once the agent answered tasks/cancel */
     mcp_connect(&b, S.sock);
     mcp_init_ok(&b, 5000);
-    mcp_call_text(&b, 2, "echo", "{\"text\":\"next\"}", "next", 5000);
+    json_t *ok = NULL;
+    for (int i = 1; i <= 50 && ok == NULL; i++) {
+        mcp_call(&b, i, "echo", "{\"text\":\"next\"}");
+        r = mcp_await_int(&b, i, 5000, NULL);
+        cr_assert_not_null(r);
+        if (json_object_get(r, "result") != NULL) {
+            ok = r;
+            break;
+        }
+        cr_assert_str_eq(mcp_code_of(r), "concurrency_limit_exceeded");
+        json_decref(r);
+        tgh_sleep_ms(100);
+    }
+    cr_assert_not_null(ok, "the slot of the task whose caller left was not released");
+    json_decref(ok);
     tgh_conn_close(&b);
     s_stop();
 }
