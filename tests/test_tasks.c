@@ -132,7 +132,8 @@ Test(tasks, a_task_holds_its_slot_until_it_ends)
     /* audit ended the call with the task, its real duration */
     long d = tk_audit_duration("\"stage\":\"task\"");
     cr_assert_geq(d, 1400, "the task's call was audited as lasting %ld ms", d);
-    cr_assert_eq(tgh_file_count(T.audit, "\"event\":\"call.completed\""), 2,
+    /* (audit is written asynchronously: waited for, then counted) */
+    cr_assert_eq(tgh_file_wait(T.audit, "\"event\":\"call.completed\"", 2, 5000), 2,
                  "one call.completed for the task, one for the echo");
 }
 
@@ -189,7 +190,8 @@ Test(tasks, the_deadline_cuts_ttl_cancels_and_fails_the_task)
     json_decref(ok);
     long d = tk_audit_duration("\"event\":\"call.timeout\"");
     cr_assert(d >= 900 && d < 4000, "the task's call was audited as lasting %ld ms", d);
-    cr_assert_eq(tgh_file_count(T.audit, "\"event\":\"call.completed\""), 1, "only the echo");
+    cr_assert_eq(tgh_file_wait(T.audit, "\"event\":\"call.completed\"", 1, 5000), 1,
+                 "only the echo");
 }
 
 Test(tasks, tasks_requests_must_name_the_callers_own_task)
