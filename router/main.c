@@ -16,11 +16,11 @@
 #include "router/cli/help.h"
 #include "router/agent/shim.h"
 #include "router/front/wrap.h"
-#include "router/log.h"
+#include "router/gateway/log.h"
 
 int main(int argc, char **argv)
 {
-    /* --log-format and TOOLGATE_LOG for every command (router/log.h). */
+    /* --log-format and TOOLGATE_LOG for every command (router/gateway/log.h). */
     tg_err_t lerr;
     if (tg_log_setup(&argc, argv, &lerr) < 0)
         return tg_log_failed(&lerr, 2);

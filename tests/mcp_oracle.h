@@ -30,7 +30,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "router/dialect/envelope.h"
+#include "router/codec/envelope.h"
 #include "tests/json_oracle.h"
 
 static bool oracle_is_token(const json_t *v)

@@ -6,7 +6,7 @@
  * the disagreement. The invariant checked:
  *   - when jansson (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY) accepts the
  *     bytes, tg_os_scan's verdict is exactly what the envelope rules (the
- *     list at the top of router/dialect/osenv.c) make of jansson's tree, and every
+ *     list at the top of router/codec/osenv.c) make of jansson's tree, and every
  *     span it reports re-parses to jansson's value; tg_os_supports_v1, the
  *     tools iterator and tg_os_tool_id_parse agree with the same rules
  *     applied to the tree (the tool id rule re-implemented here);
@@ -29,8 +29,8 @@
 #include <string.h>
 
 #include "router/call/denial.h"
-#include "router/dialect/osenv.h"
-#include "router/dialect/osmsg.h"
+#include "router/codec/osenv.h"
+#include "router/codec/osmsg.h"
 #include "tests/json_oracle.h"
 
 /* A JSON string equal to <lit> (NUL bytes inside count). */

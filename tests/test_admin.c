@@ -26,7 +26,7 @@
 #include "limits/registry.h"
 #include "router/admin/admin.h"
 #include "router/cli/cli.h"
-#include "router/admin/metrics.h"
+#include "router/gateway/metrics.h"
 #include "tests/tg_harness.h"
 
 #define CANARY "SECRET-CANARY-4242"

@@ -342,13 +342,13 @@ static const key_reg_t keys[] = {
 
     /* Deadlines and delays: a clock per call, connection or attempt. */
     DURATION("execution_limits.max_tool_call_duration", "router/call/pipeline.c:tg_pipe_deadline"),
-    DURATION("execution_limits.kill_grace_period", "router/session_life.c:on_phase_timer"),
-    DURATION("agents[].restart.backoff", "router/session_flow.c:on_restart_timer"),
-    DURATION("agents[].restart.max_backoff", "router/session_flow.c:on_restart_timer"),
-    DURATION("router.idle_timeout", "router/session_flow.c:on_not_reading"),
-    DURATION("router.frame_timeout", "router/session_flow.c:on_frame_timeout"),
-    DURATION("router.handshake_timeout", "router/session_life.c:on_handshake_timeout"),
-    DURATION("router.reload_drain_timeout", "router/session_life.c:on_drain_timeout"),
+    DURATION("execution_limits.kill_grace_period", "router/dialect/mcp/session_life.c:on_phase_timer"),
+    DURATION("agents[].restart.backoff", "router/dialect/mcp/session_flow.c:on_restart_timer"),
+    DURATION("agents[].restart.max_backoff", "router/dialect/mcp/session_flow.c:on_restart_timer"),
+    DURATION("router.idle_timeout", "router/dialect/mcp/session_flow.c:on_not_reading"),
+    DURATION("router.frame_timeout", "router/dialect/mcp/session_flow.c:on_frame_timeout"),
+    DURATION("router.handshake_timeout", "router/dialect/mcp/session_life.c:on_handshake_timeout"),
+    DURATION("router.reload_drain_timeout", "router/dialect/mcp/session_life.c:on_drain_timeout"),
     DURATION("router.admin.idle_timeout", "router/admin/admin.c:on_timer"),
     DURATION("router.listen[].header_timeout", "router/front/http.c:on_timer"),
     DURATION("router.listen[].keepalive_timeout", "router/front/http.c:on_timer"),
@@ -393,8 +393,8 @@ static const key_reg_t keys[] = {
     UNREG("agents[].opensentience.heartbeat_interval",
           "a period toolgate announces in core.welcome for the agent to keep; what toolgate "
           "enforces is heartbeat_timeout"),
-    DURATION("agents[].opensentience.heartbeat_timeout", "router/os_agent.c:on_hb_timer"),
-    DURATION("agents[].opensentience.idempotency_window", "router/dialect/idem.c:tg_idem_find"),
+    DURATION("agents[].opensentience.heartbeat_timeout", "router/dialect/opensentience/os_agent.c:on_hb_timer"),
+    DURATION("agents[].opensentience.idempotency_window", "router/codec/idem.c:tg_idem_find"),
     /* Registered per opensentience agent and listener; the runtime config
      * here has none (tests/test_os.c runs them). */
     PENDING("agents[].opensentience.idempotency_max_bytes", "agent.*.idempotency_bytes", 0,

@@ -21,7 +21,7 @@
 #include "limits/contain.h"
 #include "router/cli/check.h"
 #include "router/cli/cli.h"
-#include "router/agent/contain_cfg.h"
+#include "router/gateway/contain_cfg.h"
 #include "tests/tg_harness.h"
 
 #define OUT_MAX (256 * 1024) /* bytes of captured output kept */

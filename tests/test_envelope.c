@@ -8,7 +8,7 @@
 
 #include "json_gen.h"
 #include "mcp_oracle.h"
-#include "router/dialect/envelope.h"
+#include "router/codec/envelope.h"
 
 static tg_mcp_env_t env;
 

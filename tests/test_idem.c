@@ -1,7 +1,7 @@
-/* The idempotency cache (router/dialect/idem.h): window, replacement,
+/* The idempotency cache (router/codec/idem.h): window, replacement,
  * byte budget and its eviction order, refusal of an entry larger than the
  * budget, clear/free (leaks show under the ASan build), hash chains. */
-#include "router/dialect/idem.h"
+#include "router/codec/idem.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

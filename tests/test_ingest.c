@@ -3,7 +3,7 @@
  * config and alert rules, a throwaway redis-server for the stream consumer.
  * A broken copy of each config must be refused, so a pass means the
  * validator looked at the file. The alert rules may only name metrics that
- * router/admin/metrics.c emits, so renaming a metric breaks this suite instead of
+ * router/gateway/metrics.c emits, so renaming a metric breaks this suite instead of
  * silencing an alert. Each test skips, naming the Debian package, when its
  * tool is not installed. */
 #include <criterion/criterion.h>
@@ -195,7 +195,7 @@ Test(ingest, alert_rules_are_valid)
     cr_assert_eq(rc, 1, "promtool accepted broken rules (exit %d):\n%s", rc, out);
 }
 
-/* Every toolgate_* name in the alert rules is a metric router/admin/metrics.c
+/* Every toolgate_* name in the alert rules is a metric router/gateway/metrics.c
  * writes, and the four conditions of the issue are all covered. */
 Test(ingest, alert_rules_name_exported_metrics)
 {
@@ -204,11 +204,11 @@ Test(ingest, alert_rules_name_exported_metrics)
     cr_assert_not_null(f);
     rules[fread(rules, 1, sizeof rules - 1, f)] = '\0';
     fclose(f);
-    f = fopen(TG_SOURCE_DIR "/router/admin/metrics.c", "r");
+    f = fopen(TG_SOURCE_DIR "/router/gateway/metrics.c", "r");
     cr_assert_not_null(f);
     size_t n = fread(src, 1, sizeof src - 1, f);
     fclose(f);
-    cr_assert_lt(n, sizeof src - 1, "router/admin/metrics.c is larger than the test's buffer");
+    cr_assert_lt(n, sizeof src - 1, "router/gateway/metrics.c is larger than the test's buffer");
     src[n] = '\0';
 
     int names = 0;

@@ -1,8 +1,8 @@
-/* router/front/io.c output: a batch the pipe takes whole is written at once and
+/* router/gateway/io.c output: a batch the pipe takes whole is written at once and
  * released; one it takes in part is finished by uv_write, in order, with
  * its blocks held until then. */
 #define _GNU_SOURCE
-#include "router/front/io.h"
+#include "router/gateway/io.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>

@@ -66,7 +66,7 @@ static bool include_path(const char *line, char *out, size_t cap)
     return true;
 }
 
-/* The toolgate module a header path names ("router/log.h", "../router/log.h"
+/* The toolgate module a header path names ("router/gateway/log.h", "../router/gateway/log.h"
  * -> "router"), or NULL for a path in the including file's own folder or
  * outside toolgate ("store.h", "sys/stat.h", "hiredis/async.h"). */
 static const char *module_of(const char *path)
@@ -178,12 +178,12 @@ static void scan_folder(scan_t *s, size_t i)
 Test(layout, include_lines_are_read_as_the_compiler_reads_them)
 {
     char h[64];
-    cr_assert(include_path("#include \"router/log.h\"\n", h, sizeof h));
-    cr_assert_str_eq(h, "router/log.h");
+    cr_assert(include_path("#include \"router/gateway/log.h\"\n", h, sizeof h));
+    cr_assert_str_eq(h, "router/gateway/log.h");
     cr_assert_str_eq(module_of(h), "router");
-    cr_assert(include_path("  #  include <router/front/io.h>", h, sizeof h));
+    cr_assert(include_path("  #  include <router/gateway/io.h>", h, sizeof h));
     cr_assert_str_eq(module_of(h), "router");
-    cr_assert(include_path("#include\t\"../router/log.h\" /* why */", h, sizeof h));
+    cr_assert(include_path("#include\t\"../router/gateway/log.h\" /* why */", h, sizeof h));
     cr_assert_str_eq(module_of(h), "router");
     cr_assert(include_path("#include \"./../limits/store.h\"", h, sizeof h));
     cr_assert_str_eq(module_of(h), "limits");
@@ -195,8 +195,8 @@ Test(layout, include_lines_are_read_as_the_compiler_reads_them)
     cr_assert_null(module_of(h));
     cr_assert(include_path("#include \"routers/x.h\"", h, sizeof h));
     cr_assert_null(module_of(h), "a prefix of a module's name is not the module");
-    cr_assert_not(include_path(" * #include \"router/log.h\" in a comment", h, sizeof h));
-    cr_assert_not(include_path("#define include \"router/log.h\"", h, sizeof h));
+    cr_assert_not(include_path(" * #include \"router/gateway/log.h\" in a comment", h, sizeof h));
+    cr_assert_not(include_path("#define include \"router/gateway/log.h\"", h, sizeof h));
     cr_assert_not(include_path("#include TG_HEADER", h, sizeof h));
 
     cr_assert_not(may_include(&rules[0], "router"));

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "router/dialect/lenpfx.h"
+#include "router/codec/lenpfx.h"
 
 /* ---- a shell that keeps only the partial frame, moved to the front ---- */
 

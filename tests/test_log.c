@@ -3,7 +3,7 @@
  * (TOOLGATE_LOG), "<N>" priority prefixes and no time when stderr is the
  * journal (JOURNAL_STREAM), agent stderr lines as component "agent=ID"
  * with their escaping kept, and a degraded containment start as a warn
- * line. The pure formatter (router/log.c) first, then the real binary.
+ * line. The pure formatter (router/gateway/log.c) first, then the real binary.
  */
 #include <criterion/criterion.h>
 
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "router/log.h"
+#include "router/gateway/log.h"
 #include "tg_harness.h"
 
 TestSuite(log, .fini = tgh_cleanup, .timeout = 30);

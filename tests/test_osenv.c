@@ -8,7 +8,7 @@
 
 #include "json_gen.h"
 #include "os_oracle.h"
-#include "router/dialect/osenv.h"
+#include "router/codec/osenv.h"
 
 static tg_os_env_t env;
 

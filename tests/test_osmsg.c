@@ -6,9 +6,9 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "router/dialect/lenpfx.h"
-#include "router/dialect/osenv.h"
-#include "router/dialect/osmsg.h"
+#include "router/codec/lenpfx.h"
+#include "router/codec/osenv.h"
+#include "router/codec/osmsg.h"
 
 static char out[4096];
 

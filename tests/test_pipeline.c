@@ -13,7 +13,7 @@
 #include "config/config.h"
 #include "router/call/pipeline.h"
 #include "router/call/route.h"
-#include "router/gateway.h"
+#include "router/gateway/gateway.h"
 
 typedef struct fcall {
     tg_callc_t cc; /* first, as in the engines */

@@ -1,13 +1,13 @@
 /* The agent stderr relay (issue 12, item 9): every relayed line carries
  * the agent's id, control bytes and invalid UTF-8 are escaped so no
  * terminal sequence survives, and the line and rate caps hold on what is
- * written. The pure formatter (router/log.c) first, then a real
+ * written. The pure formatter (router/gateway/log.c) first, then a real
  * `toolgate wrap` whose agent prints a forged toolgate line, an ESC[2J
  * and a long line.
  */
 #include <criterion/criterion.h>
 
-#include "router/log.h"
+#include "router/gateway/log.h"
 #include "tg_harness.h"
 
 static void it_fini(void)

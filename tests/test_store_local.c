@@ -567,7 +567,7 @@ Test(store_local, shares_and_the_debts_they_leave)
 
 #include "router/call/admit.h"
 #include "router/call/route.h"
-#include "router/gateway.h"
+#include "router/gateway/gateway.h"
 
 /* Issue 20 item 11: operators write Redis ACLs from the README's key
  * names, so every key the README names ("`tg:{agent}:...`", with the

@@ -28,7 +28,7 @@
 #include "config/config.h"
 #include "limits/contain.h"
 #include "router/cli/check.h"
-#include "router/agent/contain_cfg.h"
+#include "router/gateway/contain_cfg.h"
 #include "router/agent/shim.h"
 
 #define HOG     TG_AGENTS_DIR "/tg_hog"

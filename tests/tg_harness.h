@@ -247,7 +247,7 @@ static inline void tgh_tmp_put(const char *name, const char *text, char *path, s
 }
 
 /* Where the message of toolgate's own log line <line> starts, the text
- * format "TIME LEVEL COMPONENT: MESSAGE" (router/log.h) taken apart, or
+ * format "TIME LEVEL COMPONENT: MESSAGE" (router/gateway/log.h) taken apart, or
  * NULL when <line> is not one: an agent's relayed line (component
  * "agent=ID") or anything else. <level> (may be NULL) gets the level word
  * ("debug", "info", "warn", "error"), <comp> (may be NULL) the component. */

@@ -26,7 +26,7 @@
 #include <time.h>
 
 #include "config/addr.h"
-#include "router/admin/metrics.h"
+#include "router/gateway/metrics.h"
 
 #define ADMIN_READ_BUF     4096  /* fixed internal bound: bytes per read (headers span reads) */
 #define ADMIN_URL_MAX      2048  /* fixed internal bound: request target; longer: 414 */

@@ -46,7 +46,7 @@
 #include "config/config.h"
 
 #include "limits/registry.h"
-#include "router/admin/metrics.h"
+#include "router/gateway/metrics.h"
 
 #define TG_ADMIN_DEF_ADDR "127.0.0.1:9464"
 

@@ -13,10 +13,10 @@
 
 #include "config/units.h"
 #include "limits/registry.h"
-#include "router/agent/contain_cfg.h"
-#include "router/front/io.h"
-#include "router/log.h"
-#include "router/admin/metrics.h"
+#include "router/gateway/contain_cfg.h"
+#include "router/gateway/io.h"
+#include "router/gateway/log.h"
+#include "router/gateway/metrics.h"
 #include "router/agent/shim.h"
 
 /* ---- environment ------------------------------------------------------ */

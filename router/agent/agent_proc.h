@@ -31,8 +31,8 @@
 #include "audit/audit.h"
 #include "config/config.h"
 #include "limits/contain.h"
-#include "router/front/io.h"
-#include "router/gateway.h"
+#include "router/gateway/io.h"
+#include "router/gateway/gateway.h"
 
 /* fixed internal bound: kernel pipe buffer asked for (F_SETPIPE_SZ) */
 #define TG_APROC_PIPE_BYTES (1 << 20)

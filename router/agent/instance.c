@@ -9,8 +9,8 @@
 
 #include "config/units.h"
 #include "limits/preflight.h"
-#include "router/admin/metrics.h"
-#include "router/log.h"
+#include "router/gateway/metrics.h"
+#include "router/gateway/log.h"
 
 static const char *iname(const tg_ainst_t *in)
 {

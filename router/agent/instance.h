@@ -29,7 +29,7 @@
 
 #include "config/config.h"
 #include "router/agent/agent_proc.h"
-#include "router/gateway.h"
+#include "router/gateway/gateway.h"
 
 typedef struct tg_ainst tg_ainst_t;
 

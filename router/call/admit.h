@@ -1,5 +1,5 @@
-/* Call admission: the pieces both serve engines (router/session.c for
- * MCP, router/os_gw.c for OpenSentience) decide a call's admission with.
+/* Call admission: the pieces both serve engines (router/dialect/mcp/session.c for
+ * MCP, router/dialect/opensentience/os_gw.c for OpenSentience) decide a call's admission with.
  * Their call tables and state machines differ; what a limit says does
  * not:
  *
@@ -35,8 +35,8 @@
 #include "limits/registry.h"
 #include "limits/store.h"
 #include "router/call/denial.h"
-#include "router/admin/metrics.h"
-#include "router/gateway.h"
+#include "router/gateway/metrics.h"
+#include "router/gateway/gateway.h"
 
 #define TG_ADM_FLEET_RETRY_MIN_MS 20  /* fixed internal bound: first refused-slot wait */
 #define TG_ADM_FLEET_RETRY_MAX_MS 500 /* fixed internal bound: longest wait between slot asks */

@@ -25,7 +25,7 @@
 
 #include "limits/deadline.h"
 #include "router/call/dltimer.h"
-#include "router/front/io.h"
+#include "router/gateway/io.h"
 
 struct tg_store_slot;
 struct tg_route;

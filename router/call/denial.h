@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "router/dialect/osmsg.h"
+#include "router/codec/osmsg.h"
 
 typedef enum tg_deny_code {
     TG_DENY_RATE = 0,         /* rate_limit_exceeded        -32060 */

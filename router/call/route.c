@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "router/admin/metrics.h"
-#include "router/log.h"
+#include "router/gateway/metrics.h"
+#include "router/gateway/log.h"
 
 #define NO_STORE_HINT "no shared store is configured (add store {\"kind\": \"redis\", \"url\": ...} or --store URL)"
 

@@ -30,8 +30,8 @@
 #include "router/call/call.h"
 #include "router/call/dltimer.h"
 #include "router/call/table.h"
-#include "router/admin/metrics.h"
-#include "router/gateway.h"
+#include "router/gateway/metrics.h"
+#include "router/gateway/gateway.h"
 
 typedef struct tg_call_ops tg_call_ops_t; /* router/call/pipeline.h */
 

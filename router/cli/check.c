@@ -29,7 +29,7 @@
 #include "config/units.h"
 #include "router/cli/cli.h"
 #include "router/cli/help.h"
-#include "router/agent/contain_cfg.h"
+#include "router/gateway/contain_cfg.h"
 
 #define VAL_MAX          48   /* fixed internal bound: one formatted value */
 #define NOTE_MAX         96   /* fixed internal bound: a row's note */

@@ -15,7 +15,7 @@
 #include "config/config.h"
 #include "router/front/serve.h"
 #include "router/front/wrap.h"
-#include "router/log.h"
+#include "router/gateway/log.h"
 
 static bool id_char(char ch)
 {

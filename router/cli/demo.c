@@ -27,7 +27,7 @@
 
 #include "audit/audit.h"
 #include "router/cli/cli.h"
-#include "router/log.h"
+#include "router/gateway/log.h"
 #include "tg_build_info.h" /* TG_DEMO_AGENT_REL */
 
 #define DEMO_LINE_MAX (1u << 20) /* fixed internal bound: one response line */

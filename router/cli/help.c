@@ -23,7 +23,7 @@
 
 #define TOOL_ROWS "agents[].tools.*"
 
-/* What every command takes (router/log.c, tg_log_setup, reads them before
+/* What every command takes (router/gateway/log.c, tg_log_setup, reads them before
  * the command parses its own options), said in `toolgate --help` and at
  * the end of each command's help. */
 #define LOG_OPTS_HELP                                                                              \

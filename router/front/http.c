@@ -37,11 +37,11 @@
 
 #include "config/addr.h"
 #include "limits/registry.h"
-#include "router/dialect/envelope.h"
+#include "router/codec/envelope.h"
 #include "router/http/h1req.h"
 #include "router/http/h1resp.h"
 #include "router/http/sse.h"
-#include "router/log.h"
+#include "router/gateway/log.h"
 #include "router/tls/tls.h"
 
 #define HTTP_BACKLOG 511                /* fixed internal bound: listen(2) backlog */

@@ -22,7 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "router/dialect/envelope.h"
+#include "router/codec/envelope.h"
 #include "router/http/sse.h"
 
 #define RBUF_MIN (16u * 1024)   /* fixed internal bound: a session's first read buffer */

@@ -1,6 +1,6 @@
 /* MCP sessions of the Streamable HTTP front (issue 13): each one bridges
  * the HTTP requests of one MCP session to one session of the MCP engine
- * (router/session.h), so a caller over HTTP gets exactly what a caller on
+ * (router/dialect/mcp/session.h), so a caller over HTTP gets exactly what a caller on
  * a Unix socket gets: the same judge, admission, limits, denials, audit
  * and agent instance per session. The bridge is a socketpair: the engine
  * reads and writes one end as it would an accepted connection; this file

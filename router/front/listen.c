@@ -13,7 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "router/log.h"
+#include "router/gateway/log.h"
 
 void tg_lsock_init(tg_lsock_t *ls)
 {

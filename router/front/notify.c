@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "router/log.h"
+#include "router/gateway/log.h"
 
 static struct sockaddr_un notify_sa;
 static socklen_t notify_len; /* 0: no notify socket */

@@ -10,7 +10,7 @@
 
 #include <uv.h>
 
-#include "router/log.h"
+#include "router/gateway/log.h"
 
 #define RELAY_CHUNK (64 * 1024) /* fixed internal bound: bytes moved per read */
 #define RELAY_LAST_MS 5000      /* fixed internal bound: wait at exit for stdout to take the rest */

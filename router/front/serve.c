@@ -36,15 +36,15 @@
 
 #include "limits/gcra.h"
 #include "router/call/denial.h"
-#include "router/dialect/envelope.h"
+#include "router/codec/envelope.h"
 #include "router/auth/auth.h"
 #include "router/front/http.h"
 #include "router/front/listen.h"
 #include "router/front/notify.h"
 #include "router/front/run.h"
-#include "router/log.h"
-#include "router/os_gw.h"
-#include "router/session.h"
+#include "router/gateway/log.h"
+#include "router/dialect/opensentience/os_gw.h"
+#include "router/dialect/mcp/session.h"
 #include "router/tls/tls.h"
 
 #define SERVE_BACKLOG 128          /* fixed internal bound: listen(2) backlog */
@@ -62,7 +62,7 @@ typedef struct serve_run serve_run_t;
 typedef struct listener {
     uv_pipe_t pipe;
     serve_run_t *r;
-    tg_agent_t *ag;
+    tg_mcp_agent_t *ag;
     const tg_listen_cfg_t *lc;
     uint32_t nconn;  /* mcp: sessions open on it (max_connections) */
     int reg;         /* mcp: listen.<i>.connections in the registry (-1: none) */
@@ -94,7 +94,7 @@ struct serve_run {
     tg_config_t *cfg; /* the current generation's */
     gen_t *cur;
     gen_t **agent_gen; /* per agent: the generation its config lives in */
-    tg_agent_t **agents;
+    tg_mcp_agent_t **agents;
     uint32_t *ninst;
     listener_t *ls;
     size_t nls;
@@ -121,7 +121,7 @@ typedef struct refusal {
     tg_denial_t d;
     char detail[160];
     char path[TG_NAME_MAX + 64];
-    char remote[TG_SESS_REMOTE_MAX]; /* "uid:N", or "" when the kernel did not say */
+    char remote[TG_MCP_SESS_REMOTE_MAX]; /* "uid:N", or "" when the kernel did not say */
     char buf[REFUSE_READ_MAX];
     size_t len;
     int open;
@@ -410,7 +410,7 @@ static void on_connection(uv_stream_t *server, int status)
         os_connection(r, l, f);
         return;
     }
-    const char *agent = tg_agent_id(l->ag);
+    const char *agent = tg_mcp_agent_id(l->ag);
     struct ucred cred = peer_cred(&f->pipe);
     if (cred.uid != (uid_t)-1)
         snprintf(f->remote, sizeof(f->remote), "uid:%u", (unsigned)cred.uid);
@@ -438,7 +438,7 @@ static void on_connection(uv_stream_t *server, int status)
                f->path);
         return;
     }
-    tg_sess_t *s = tg_sess_conn(&r->gw, l->ag, &f->pipe, ci >= 0 ? r->cfg->callers[ci].name : "unknown",
+    tg_mcp_sess_t *s = tg_mcp_sess_conn(&r->gw, l->ag, &f->pipe, ci >= 0 ? r->cfg->callers[ci].name : "unknown",
                                 ci >= 0 ? &r->callers[ci] : NULL);
     if (s == NULL) {
         f->open = 1;
@@ -447,10 +447,10 @@ static void on_connection(uv_stream_t *server, int status)
         uv_close((uv_handle_t *)&f->pipe, refusal_closed);
         return;
     }
-    tg_sess_set_front(s, l);
-    tg_sess_set_origin(s, "unix", f->remote[0] != '\0' ? f->remote : NULL, NULL);
+    tg_mcp_sess_set_front(s, l);
+    tg_mcp_sess_set_origin(s, "unix", f->remote[0] != '\0' ? f->remote : NULL, NULL);
     tg_registry_update(&r->gw.reg, l->reg, ++l->nconn);
-    (void)tg_sess_start(s);
+    (void)tg_mcp_sess_start(s);
 }
 
 /* An HTTP session of the same agent and caller as <s> that its client
@@ -459,23 +459,23 @@ static void on_connection(uv_stream_t *server, int status)
  * NULL when there is none, or when <max> evicted ones of the agent are
  * still draining (so that a caller opening sessions fast cannot pile up
  * agent processes on their way out). */
-static tg_sess_t *evict_candidate(serve_run_t *r, tg_sess_t *s, uint32_t max)
+static tg_mcp_sess_t *evict_candidate(serve_run_t *r, tg_mcp_sess_t *s, uint32_t max)
 {
-    if (strcmp(tg_sess_origin(s), "http") != 0)
+    if (strcmp(tg_mcp_sess_origin(s), "http") != 0)
         return NULL;
     uint64_t now = uv_now(r->gw.loop), best = 0;
     uint32_t draining = 0;
-    tg_sess_t *victim = NULL;
-    for (tg_sess_t *v = r->gw.sessions; v != NULL; v = tg_sess_next(v)) {
-        if (v == s || tg_sess_agent(v) != tg_sess_agent(s))
+    tg_mcp_sess_t *victim = NULL;
+    for (tg_mcp_sess_t *v = r->gw.sessions; v != NULL; v = tg_mcp_sess_next(v)) {
+        if (v == s || tg_mcp_sess_agent(v) != tg_mcp_sess_agent(s))
             continue;
-        if (tg_sess_evicted(v)) {
+        if (tg_mcp_sess_evicted(v)) {
             draining++;
             continue;
         }
-        if (strcmp(tg_sess_caller(v), tg_sess_caller(s)) != 0)
+        if (strcmp(tg_mcp_sess_caller(v), tg_mcp_sess_caller(s)) != 0)
             continue;
-        uint64_t since = tg_sess_evictable(v, now, EVICT_MIN_IDLE_MS);
+        uint64_t since = tg_mcp_sess_evictable(v, now, EVICT_MIN_IDLE_MS);
         if (since != 0 && (victim == NULL || since < best)) {
             victim = v;
             best = since;
@@ -487,17 +487,17 @@ static tg_sess_t *evict_candidate(serve_run_t *r, tg_sess_t *s, uint32_t max)
 /* gw->instance_take: session <s>'s caller sent initialize; one more
  * instance of its agent, unless max_instances (of the current config) run
  * and no HTTP session of the same caller can make room (evict_candidate). */
-static int instance_take(tg_gw_t *gw, tg_sess_t *s, uint32_t *running, uint32_t *cap)
+static int instance_take(tg_gw_t *gw, tg_mcp_sess_t *s, uint32_t *running, uint32_t *cap)
 {
     serve_run_t *r = gw->data;
-    const char *id = tg_agent_id(tg_sess_agent(s));
+    const char *id = tg_mcp_agent_id(tg_mcp_sess_agent(s));
     for (size_t i = 0; i < r->cfg->nagents; i++) {
         if (strcmp(r->cfg->agents[i].id, id) != 0)
             continue;
-        tg_sess_t *victim = NULL;
+        tg_mcp_sess_t *victim = NULL;
         if (r->ninst[i] >= r->cfg->agents[i].max_instances &&
             (victim = evict_candidate(r, s, r->cfg->agents[i].max_instances)) != NULL) {
-            tg_sess_evict(victim); /* its instance is now <s>'s */
+            tg_mcp_sess_evict(victim); /* its instance is now <s>'s */
             return 0;
         }
         if (r->ninst[i] >= r->cfg->agents[i].max_instances) {
@@ -507,7 +507,7 @@ static int instance_take(tg_gw_t *gw, tg_sess_t *s, uint32_t *running, uint32_t 
         }
         r->ninst[i]++;
         if (r->agents[i] != NULL)
-            tg_agent_instances(r->agents[i], r->ninst[i]);
+            tg_mcp_agent_instances(r->agents[i], r->ninst[i]);
     }
     return 0;
 }
@@ -521,23 +521,23 @@ static void maybe_done(serve_run_t *r)
         tg_gw_stop(&r->gw);
         for (size_t i = 0; i < r->cfg->nagents; i++)
             if (r->agents[i] != NULL)
-                tg_agent_close_timers(r->agents[i]);
+                tg_mcp_agent_close_timers(r->agents[i]);
     }
 }
 
-static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
+static void on_session_end(tg_gw_t *gw, tg_mcp_sess_t *s)
 {
     serve_run_t *r = gw->data;
-    listener_t *l = tg_sess_front(s);
+    listener_t *l = tg_mcp_sess_front(s);
     if (l != NULL && l->nconn > 0)
         tg_registry_update(&r->gw.reg, l->reg, --l->nconn);
     /* By id: the session's agent may be one a reload replaced. */
-    const char *id = tg_agent_id(tg_sess_agent(s));
-    for (size_t i = 0; tg_sess_counted(s) && i < r->cfg->nagents; i++)
+    const char *id = tg_mcp_agent_id(tg_mcp_sess_agent(s));
+    for (size_t i = 0; tg_mcp_sess_counted(s) && i < r->cfg->nagents; i++)
         if (strcmp(r->cfg->agents[i].id, id) == 0 && r->ninst[i] > 0) {
             r->ninst[i]--;
             if (r->agents[i] != NULL)
-                tg_agent_instances(r->agents[i], r->ninst[i]);
+                tg_mcp_agent_instances(r->agents[i], r->ninst[i]);
         }
     maybe_done(r);
 }
@@ -579,8 +579,8 @@ static void on_signal(uv_signal_t *sig, int signum)
         return;
     }
     if (r->stopping && signum == SIGINT) {
-        for (tg_sess_t *s = r->gw.sessions; s != NULL; s = tg_sess_next(s))
-            tg_sess_kill(s);
+        for (tg_mcp_sess_t *s = r->gw.sessions; s != NULL; s = tg_mcp_sess_next(s))
+            tg_mcp_sess_kill(s);
         tg_osgw_kill(r->os);
         return;
     }
@@ -599,11 +599,11 @@ static void on_signal(uv_signal_t *sig, int signum)
     stop_listeners(r);
     /* A session may end (and unlink itself) inside shutdown: walk a copy. */
     size_t n = 0;
-    tg_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
-    for (tg_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_sess_next(s))
+    tg_mcp_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
+    for (tg_mcp_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_mcp_sess_next(s))
         snap[n++] = s;
     for (size_t i = 0; i < n; i++)
-        tg_sess_shutdown(snap[i], "router stopping");
+        tg_mcp_sess_shutdown(snap[i], "router stopping");
     free(snap);
     tg_osgw_shutdown(r->os, os_idle, r);
     maybe_done(r);
@@ -976,12 +976,12 @@ static void reload(serve_run_t *r)
     static const char *const limit_keys[] = {"execution_limits", "tools", NULL};
     const json_t *oagents = jget(r->cur->doc, "agents"), *nagents = jget(g->doc, "agents");
     for (size_t i = 0; i < nc->nagents; i++) {
-        tg_agent_t *old = r->agents[i];
+        tg_mcp_agent_t *old = r->agents[i];
         if (old == NULL) {
             changed += reload_os_agent(r, g, i);
             continue;
         }
-        const tg_agent_cfg_t *oa = tg_agent_cfg(old);
+        const tg_agent_cfg_t *oa = tg_mcp_agent_cfg(old);
         tg_agent_cfg_t *na = &nc->agents[i];
         const json_t *oj = json_array_get(oagents, i), *nj = json_array_get(nagents, i);
         bool same_spawn = json_equal_but(oj, nj, limit_keys) && res_equal(&oa->res, &na->res);
@@ -989,14 +989,14 @@ static void reload(serve_run_t *r)
         if (same_spawn && same_limits)
             continue;
         changed++;
-        if (same_spawn && tg_agent_reconfigure(old, na) == 0) {
+        if (same_spawn && tg_mcp_agent_reconfigure(old, na) == 0) {
             gen_unref(r->agent_gen[i]);
             r->agent_gen[i] = g;
             g->refs++;
             tg_log("SIGHUP: agent '%s': limits updated in place", na->id);
             continue;
         }
-        tg_agent_t *ag = tg_agent_successor(old, na);
+        tg_mcp_agent_t *ag = tg_mcp_agent_successor(old, na);
         if (ag == NULL) {
             tg_log_error(
                 "SIGHUP: agent '%s': cannot start its new config; the old one keeps running",
@@ -1010,12 +1010,12 @@ static void reload(serve_run_t *r)
         /* The old agent's sessions: a copy, as a session may end (and
          * unlink itself) inside shutdown. */
         size_t n = 0, moved = 0;
-        tg_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
-        for (tg_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_sess_next(s))
-            if (tg_sess_agent(s) == old)
+        tg_mcp_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
+        for (tg_mcp_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_mcp_sess_next(s))
+            if (tg_mcp_sess_agent(s) == old)
                 snap[n++] = s;
         for (size_t k = 0; k < n; k++)
-            moved += (size_t)tg_sess_replaced(snap[k], ag, nc->reload_drain_timeout_ms);
+            moved += (size_t)tg_mcp_sess_replaced(snap[k], ag, nc->reload_drain_timeout_ms);
         free(snap);
         char ends[64];
         if (nc->reload_drain_timeout_ms == 0)
@@ -1027,7 +1027,7 @@ static void reload(serve_run_t *r)
                na->id, same_spawn ? "its call table size" : "command, environment or resources",
                n - moved, nc->reload_drain_timeout_ms == 0 ? "" : "router.reload_drain_timeout ",
                ends);
-        tg_agent_retire(old, gen_unref_cb, r->agent_gen[i]);
+        tg_mcp_agent_retire(old, gen_unref_cb, r->agent_gen[i]);
         r->agent_gen[i] = g;
         g->refs++;
     }
@@ -1155,12 +1155,12 @@ static void http_refused(void *arg, int status, const char *reason, const char *
          * a Unix caller's unfinished frame is. */
         tg_audit_ev_init(&ev);
         ev.event = "call.denied";
-        ev.agent = tg_agent_id(l->ag);
+        ev.agent = tg_mcp_agent_id(l->ag);
         ev.status = "invalid";
         ev.front = "http";
         ev.remote = remote != NULL && remote[0] != '\0' ? remote : NULL;
     } else {
-        refused_ev(&ev, tg_agent_id(l->ag), TG_DENY_CALLER, "caller", "caller", "http", remote);
+        refused_ev(&ev, tg_mcp_agent_id(l->ag), TG_DENY_CALLER, "caller", "caller", "http", remote);
     }
     ev.reason = reason;
     /* <reason> says it: unauthenticated 401, frame_timeout 408, the others
@@ -1193,11 +1193,11 @@ static void http_refused(void *arg, int status, const char *reason, const char *
  * ids of 128 random bits sharing those 64 bits, each one to try against
  * the listener (which only takes the exact id, from the caller that made
  * it). */
-static void session_digest(const char *id, char out[TG_SESS_DIGEST_MAX])
+static void session_digest(const char *id, char out[TG_MCP_SESS_DIGEST_MAX])
 {
     uint8_t d[TG_TOKEN_DIGEST_BYTES];
     tg_auth_token_digest(id, strlen(id), d);
-    for (size_t i = 0; i < (TG_SESS_DIGEST_MAX - 1) / 2; i++)
+    for (size_t i = 0; i < (TG_MCP_SESS_DIGEST_MAX - 1) / 2; i++)
         snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
@@ -1211,15 +1211,15 @@ static int http_open(void *arg, uv_pipe_t *conn, int caller, const tg_hsess_meta
         return -ESHUTDOWN;
     }
     const char *name = caller >= 0 ? r->cfg->callers[caller].name : "anonymous";
-    tg_sess_t *s = tg_sess_conn(&r->gw, l->ag, conn, name, caller >= 0 ? &r->callers[caller] : NULL);
+    tg_mcp_sess_t *s = tg_mcp_sess_conn(&r->gw, l->ag, conn, name, caller >= 0 ? &r->callers[caller] : NULL);
     if (s == NULL) {
         snprintf(why, cap, "cannot open a session (out of memory)");
         return -ENOMEM;
     }
-    char digest[TG_SESS_DIGEST_MAX];
+    char digest[TG_MCP_SESS_DIGEST_MAX];
     session_digest(meta->id, digest);
-    tg_sess_set_origin(s, "http", meta->remote, digest);
-    (void)tg_sess_start(s);
+    tg_mcp_sess_set_origin(s, "http", meta->remote, digest);
+    (void)tg_mcp_sess_start(s);
     return 0;
 }
 
@@ -1418,7 +1418,7 @@ int tg_serve_run(tg_config_t *cfg)
     for (size_t i = 0; rc == 0 && i < cfg->nagents; i++)
         if (cfg->agents[i].dialect != TG_DIALECT_MCP)
             r->agent_gen[i] = &gen0, gen0.refs++; /* served by the opensentience gateway */
-        else if ((r->agents[i] = tg_agent_new(&r->gw, &cfg->agents[i], cfg->agents[i].max_instances)) == NULL)
+        else if ((r->agents[i] = tg_mcp_agent_new(&r->gw, &cfg->agents[i], cfg->agents[i].max_instances)) == NULL)
             rc = 1;
         else
             r->agent_gen[i] = &gen0, gen0.refs++;
@@ -1466,7 +1466,7 @@ int tg_serve_run(tg_config_t *cfg)
     tg_auth_free(r->auth);
     tg_osgw_free(r->os);
     for (size_t i = 0; r->agents != NULL && i < cfg->nagents; i++) {
-        tg_agent_free(r->agents[i]);
+        tg_mcp_agent_free(r->agents[i]);
         if (r->agent_gen != NULL)
             gen_unref(r->agent_gen[i]);
     }

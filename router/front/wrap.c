@@ -10,15 +10,15 @@
 
 #include "router/front/relay.h"
 #include "router/front/run.h"
-#include "router/log.h"
-#include "router/session.h"
+#include "router/gateway/log.h"
+#include "router/dialect/mcp/session.h"
 
 /* Owned by tg_wrap_run, freed after the teardown. */
 typedef struct wrap_run {
     tg_front_t f; /* first: the loop and the signals */
     tg_gw_t gw;
-    tg_agent_t *ag;
-    tg_sess_t *sess;
+    tg_mcp_agent_t *ag;
+    tg_mcp_sess_t *sess;
     tg_config_t *cfg;     /* the command line's, owned by the caller */
     tg_wrap_load_fn load; /* SIGHUP: the command line parsed again (NULL: no reload) */
     void *load_ctx;
@@ -31,7 +31,7 @@ typedef struct wrap_run {
  * As serve (serve.c), but for the one agent: the command line is parsed
  * again (--config FILE, then --name and the --limit overrides), and when
  * only agents[0]'s limits (execution_limits, tools) changed they apply in
- * place (tg_agent_reconfigure): the call in flight keeps its slot and is
+ * place (tg_mcp_agent_reconfigure): the call in flight keeps its slot and is
  * answered. Anything else, or a file that does not load, is refused: the
  * running config stays, the log says why (config.rejected in audit). The
  * audit file needs nothing: its sink follows a file moved or deleted
@@ -43,7 +43,7 @@ static void reload_audit(wrap_run_t *r, const char *event, const char *reason)
     tg_audit_ev_init(&ev);
     ev.event = event;
     ev.reason = reason;
-    ev.agent = tg_agent_id(r->ag);
+    ev.agent = tg_mcp_agent_id(r->ag);
     tg_audit_emit(r->gw.audit, &ev);
 }
 
@@ -74,7 +74,7 @@ static const char *reload_blocker(const wrap_run_t *r, const json_t *nd, const t
     json_decref(b);
     if (!same)
         return "something other than agents[0].execution_limits and agents[0].tools changed";
-    const tg_agent_cfg_t *oa = tg_agent_cfg(r->ag);
+    const tg_agent_cfg_t *oa = tg_mcp_agent_cfg(r->ag);
     const tg_resources_t *x = &oa->res, *y = &na->res;
     if (x->memory_bytes != y->memory_bytes || x->cpu_millicores != y->cpu_millicores ||
         x->pids != y->pids || x->disk_bytes != y->disk_bytes || x->network != y->network ||
@@ -114,7 +114,7 @@ static void reload(wrap_run_t *r)
     const char *blocker = nd == NULL ? "the file changed while being read (send SIGHUP again)"
                                      : reload_blocker(r, nd, &nc->agents[0]);
     int rc = 0;
-    if (blocker == NULL && (rc = tg_agent_reconfigure(r->ag, &nc->agents[0])) < 0)
+    if (blocker == NULL && (rc = tg_mcp_agent_reconfigure(r->ag, &nc->agents[0])) < 0)
         blocker = rc == -EAGAIN ? "the tools, the shared store use or the call table size changed"
                                 : "out of memory";
     if (blocker != NULL) {
@@ -132,7 +132,7 @@ static void reload(wrap_run_t *r)
     json_decref(r->doc);
     r->doc = nd;
     tg_log("SIGHUP: agent '%s': config reloaded from %s (limits updated in place)",
-           tg_agent_id(r->ag), nc->path);
+           tg_mcp_agent_id(r->ag), nc->path);
     reload_audit(r, "config.reloaded", NULL);
 }
 
@@ -144,20 +144,20 @@ static void on_signal(uv_signal_t *s, int signum)
     if (r->sess == NULL)
         return;
     if (signum == SIGHUP) {
-        if (!tg_sess_stopping(r->sess))
+        if (!tg_mcp_sess_stopping(r->sess))
             reload(r);
         return;
     }
-    if (tg_sess_stopping(r->sess) && signum == SIGINT) {
+    if (tg_mcp_sess_stopping(r->sess) && signum == SIGINT) {
         /* A second Ctrl-C: do not wait for the grace period. */
-        tg_sess_kill(r->sess);
+        tg_mcp_sess_kill(r->sess);
         return;
     }
-    tg_sess_shutdown(r->sess, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    tg_mcp_sess_shutdown(r->sess, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 /* The session is the router: when it ends, so does everything. */
-static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
+static void on_session_end(tg_gw_t *gw, tg_mcp_sess_t *s)
 {
     wrap_run_t *r = gw->data;
     (void)s;
@@ -166,7 +166,7 @@ static void on_session_end(tg_gw_t *gw, tg_sess_t *s)
     tg_front_signals_close(&r->f);
     tg_gw_stop(gw);
     if (r->ag != NULL)
-        tg_agent_close_timers(r->ag);
+        tg_mcp_agent_close_timers(r->ag);
 }
 
 int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx)
@@ -192,20 +192,20 @@ int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx)
     int rc = tg_relay_start(&relay) < 0 ? 2 : 0;
     if (rc == 0 && tg_gw_open(&r->gw, &r->f.loop, cfg, &err) < 0)
         rc = tg_log_failed(&err, 2);
-    if (rc == 0 && (r->ag = tg_agent_new(&r->gw, &cfg->agents[0], 1)) == NULL)
+    if (rc == 0 && (r->ag = tg_mcp_agent_new(&r->gw, &cfg->agents[0], 1)) == NULL)
         rc = 1;
-    if (rc == 0 && (r->sess = tg_sess_stdio(&r->gw, r->ag)) == NULL)
+    if (rc == 0 && (r->sess = tg_mcp_sess_stdio(&r->gw, r->ag)) == NULL)
         rc = 2;
     if (rc == 0) {
         tg_front_signals_start(&r->f, on_signal, true);
-        if (tg_sess_start(r->sess) < 0 && r->gw.exit_code == 0)
+        if (tg_mcp_sess_start(r->sess) < 0 && r->gw.exit_code == 0)
             r->gw.exit_code = 127;
         uv_run(&r->f.loop, UV_RUN_DEFAULT);
         rc = r->gw.exit_code;
     }
     tg_gw_teardown(&r->gw, &r->f.loop);
     tg_relay_finish(&relay);
-    tg_agent_free(r->ag);
+    tg_mcp_agent_free(r->ag);
     config_drop(r->live);
     json_decref(r->doc);
     free(r);

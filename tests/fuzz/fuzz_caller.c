@@ -5,7 +5,7 @@
  * (low bit: mcp or opensentience) and max_frame (16..4111 bytes), the
  * second the read size. The bytes go through the codec into one window of
  * a fixed size, max_frame + header + one read, allocated once (as
- * router/front/io.c's bound: the codec refuses partial frames past
+ * router/gateway/io.c's bound: the codec refuses partial frames past
  * max_frame, so the shell never holds more). The partial frame is slid to
  * the front when a read would not fit; a read that still does not fit, a
  * kept partial frame over max_frame + header, an over-cap head longer than
@@ -22,10 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "router/dialect/envelope.h"
-#include "router/dialect/lenpfx.h"
-#include "router/dialect/ndjson.h"
-#include "router/dialect/osenv.h"
+#include "router/codec/envelope.h"
+#include "router/codec/lenpfx.h"
+#include "router/codec/ndjson.h"
+#include "router/codec/osenv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

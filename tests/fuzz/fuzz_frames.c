@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "router/dialect/ndjson.h"
+#include "router/codec/ndjson.h"
 #include "tests/mcp_oracle.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "router/dialect/lenpfx.h"
+#include "router/codec/lenpfx.h"
 #include "tests/os_oracle.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

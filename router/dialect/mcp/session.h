@@ -17,16 +17,16 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "router/gateway.h"
+#include "router/gateway/gateway.h"
 
-typedef struct tg_wrap tg_sess_t;
-typedef struct tg_agent tg_agent_t;
+typedef struct mcp_sess tg_mcp_sess_t;
+typedef struct tg_mcp_agent tg_mcp_agent_t;
 
 /* The shared state of agent <acfg>, for up to <max_sessions> sessions at
  * once. NULL after logging on failure. */
-tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions);
-void tg_agent_close_timers(tg_agent_t *ag);
-void tg_agent_free(tg_agent_t *ag);
+tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions);
+void tg_mcp_agent_close_timers(tg_mcp_agent_t *ag);
+void tg_mcp_agent_free(tg_mcp_agent_t *ag);
 
 /* Reload. Apply agent config <acfg> (same id, same command and resources:
  * only limits changed) to <ag> in place: buckets and slots of unchanged
@@ -34,32 +34,32 @@ void tg_agent_free(tg_agent_t *ag);
  * the change needs a successor instead (tools added, removed or reordered,
  * the shared store choice changed, or the call table would have to grow);
  * -EINVAL/-ENOMEM otherwise. On failure <ag> is unchanged. */
-int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg);
+int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg);
 /* A new agent for <acfg> taking <old>'s place (metrics row, registry rows,
  * instance budget), with the state of its unchanged rate buckets. NULL
  * after logging. */
-tg_agent_t *tg_agent_successor(tg_agent_t *old, tg_agent_cfg_t *acfg);
+tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg);
 /* <ag> was replaced: free it once no session or store answer refers to it
  * (its sessions are drained by the runner), then call <on_free>(<arg>)
  * (NULL: none); at the latest in tg_gw_teardown. */
-void tg_agent_retire(tg_agent_t *ag, void (*on_free)(void *arg), void *arg);
+void tg_mcp_agent_retire(tg_mcp_agent_t *ag, void (*on_free)(void *arg), void *arg);
 /* The agent config <ag> runs with. */
-const tg_agent_cfg_t *tg_agent_cfg(const tg_agent_t *ag);
-const char *tg_agent_id(const tg_agent_t *ag);
+const tg_agent_cfg_t *tg_mcp_agent_cfg(const tg_mcp_agent_t *ag);
+const char *tg_mcp_agent_id(const tg_mcp_agent_t *ag);
 /* serve: <running> instances of <ag> run now (held against max_instances
  * in the limit registry as agent.<id>.instances; a no-op in wrap). */
-void tg_agent_instances(tg_agent_t *ag, uint32_t running);
+void tg_mcp_agent_instances(tg_mcp_agent_t *ag, uint32_t running);
 
 /* A session on toolgate's own stdin/stdout (wrap). NULL after logging. */
-tg_sess_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag);
+tg_mcp_sess_t *tg_mcp_sess_stdio(tg_gw_t *gw, tg_mcp_agent_t *ag);
 /* A session on an accepted connection <conn> (heap; the session takes it
  * and frees it) for the caller named <caller> with limits <climits> (NULL:
  * none beyond the agent's). */
-tg_sess_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller,
+tg_mcp_sess_t *tg_mcp_sess_conn(tg_gw_t *gw, tg_mcp_agent_t *ag, uv_pipe_t *conn, const char *caller,
                         tg_caller_lim_t *climits);
-tg_agent_t *tg_sess_agent(const tg_sess_t *s);
+tg_mcp_agent_t *tg_mcp_sess_agent(const tg_mcp_sess_t *s);
 /* The next live session of the gateway (gw->sessions starts the list). */
-tg_sess_t *tg_sess_next(const tg_sess_t *s);
+tg_mcp_sess_t *tg_mcp_sess_next(const tg_mcp_sess_t *s);
 /* Read the caller. A stdio session (wrap) starts its agent instance now:
  * 0, or -1 when the agent could not start (the session is then ending). A
  * connection (serve) starts it with the caller's first initialize (held
@@ -67,56 +67,56 @@ tg_sess_t *tg_sess_next(const tg_sess_t *s);
  * it); until then ping is answered, other requests get -32600, and a
  * caller with no complete initialize within router.handshake_timeout is
  * closed (audited, reason handshake_timeout). */
-int tg_sess_start(tg_sess_t *s);
+int tg_mcp_sess_start(tg_mcp_sess_t *s);
 /* serve: where <s>'s caller is, named in each of its audit events:
- * <front> "http" or "unix" (tg_sess_conn's default; a stdio session is
+ * <front> "http" or "unix" (tg_mcp_sess_conn's default; a stdio session is
  * "stdio"), a static string; <remote> the peer as the runner formats it
  * ("127.0.0.1:5123", "[::1]:5123", "uid:1000"; NULL: none) and <session>
  * the digest of its MCP session id (NULL: none), both copied (truncated
- * to their bounds). Call before tg_sess_start. */
-#define TG_SESS_REMOTE_MAX 64 /* fixed internal bound: "[v6 address]:port" and its NUL */
-#define TG_SESS_DIGEST_MAX 17 /* fixed internal bound: 16 hex digits and the NUL */
-void tg_sess_set_origin(tg_sess_t *s, const char *front, const char *remote, const char *session);
+ * to their bounds). Call before tg_mcp_sess_start. */
+#define TG_MCP_SESS_REMOTE_MAX 64 /* fixed internal bound: "[v6 address]:port" and its NUL */
+#define TG_MCP_SESS_DIGEST_MAX 17 /* fixed internal bound: 16 hex digits and the NUL */
+void tg_mcp_sess_set_origin(tg_mcp_sess_t *s, const char *front, const char *remote, const char *session);
 /* serve: the runner's tag of <s> (its listener). */
-void tg_sess_set_front(tg_sess_t *s, void *front);
-void *tg_sess_front(const tg_sess_t *s);
+void tg_mcp_sess_set_front(tg_mcp_sess_t *s, void *front);
+void *tg_mcp_sess_front(const tg_mcp_sess_t *s);
 /* serve: <s>'s instance is held against max_instances (released when the
  * session ends). */
-bool tg_sess_counted(const tg_sess_t *s);
+bool tg_mcp_sess_counted(const tg_mcp_sess_t *s);
 /* serve: the name of <s>'s caller ("anonymous", a callers[] name...). */
-const char *tg_sess_caller(const tg_sess_t *s);
-/* Its front: "stdio", "unix" or "http" (tg_sess_set_origin). */
-const char *tg_sess_origin(const tg_sess_t *s);
+const char *tg_mcp_sess_caller(const tg_mcp_sess_t *s);
+/* Its front: "stdio", "unix" or "http" (tg_mcp_sess_set_origin). */
+const char *tg_mcp_sess_origin(const tg_mcp_sess_t *s);
 /* serve, HTTP: whether <s> may be ended to make room for a new session of
- * its caller (tg_sess_evict): an HTTP session holding an instance, running,
+ * its caller (tg_mcp_sess_evict): an HTTP session holding an instance, running,
  * nothing in flight either way, and no frame from its caller for
  * <min_idle_ms>. 0 when not; else the loop time of its caller's last
  * frame plus one (the smallest is the longest idle). */
-uint64_t tg_sess_evictable(const tg_sess_t *s, uint64_t now, uint64_t min_idle_ms);
+uint64_t tg_mcp_sess_evictable(const tg_mcp_sess_t *s, uint64_t now, uint64_t min_idle_ms);
 /* End <s> for a new session of its caller: its instance is no longer
  * counted (the new session's takes its place), it is logged and audited
  * (call.denied, reason session_evicted, status ended) and drained like a
  * session whose caller left. Its client gets 404 for the session id and
  * starts a new one, as MCP clients do. */
-void tg_sess_evict(tg_sess_t *s);
+void tg_mcp_sess_evict(tg_mcp_sess_t *s);
 /* <s> was evicted and has not ended yet. */
-bool tg_sess_evicted(const tg_sess_t *s);
+bool tg_mcp_sess_evicted(const tg_mcp_sess_t *s);
 /* Reload: <s>'s agent was replaced by <ag>. A session with no instance
  * yet moves to <ag> (1). One with an instance runs on with it and the old
  * agent's limits until its caller leaves or <drain_ms> passes (0: now),
  * then is drained and closed, audited with reason reload_drain_timeout
  * (0). */
-int tg_sess_replaced(tg_sess_t *s, tg_agent_t *ag, uint64_t drain_ms);
+int tg_mcp_sess_replaced(tg_mcp_sess_t *s, tg_mcp_agent_t *ag, uint64_t drain_ms);
 /* Stop taking calls, drain within kill_grace, stop the agent. */
-void tg_sess_shutdown(tg_sess_t *s, const char *why);
-bool tg_sess_stopping(const tg_sess_t *s);
+void tg_mcp_sess_shutdown(tg_mcp_sess_t *s, const char *why);
+bool tg_mcp_sess_stopping(const tg_mcp_sess_t *s);
 /* SIGKILL the session's agent tree now (a second Ctrl-C). */
-void tg_sess_kill(tg_sess_t *s);
+void tg_mcp_sess_kill(tg_mcp_sess_t *s);
 
 /* Once a second (the gateway's tick): report stderr drops and age out
  * restarts of every session's agent. */
-void tg_sess_tick(tg_gw_t *gw, uint64_t now);
+void tg_mcp_sess_tick(tg_gw_t *gw, uint64_t now);
 /* Free the agents a reload retired (tg_gw_teardown, after the loop ran). */
-void tg_sess_reap_retired(tg_gw_t *gw);
+void tg_mcp_sess_reap_retired(tg_gw_t *gw);
 
 #endif

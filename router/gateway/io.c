@@ -1,5 +1,5 @@
 /* Zero-copy stream plumbing: see io.h. */
-#include "router/front/io.h"
+#include "router/gateway/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,17 +1,17 @@
 /* The MCP engine's lifecycle (see session.c for the invariants): a
  * session's shutdown and end, the tick, stdio setup, agents (made,
  * reconfigured, succeeded, retired) and the sessions' API. */
-#include "router/session_impl.h"
+#include "router/dialect/mcp/session_impl.h"
 
-static void report_stderr_drops(tg_wrap_t *w);
+static void report_stderr_drops(mcp_sess_t *w);
 
 /* ---- shutdown --------------------------------------------------------- */
 
 static void on_phase_timer(uv_timer_t *t);
 
-static void stop_agent_step(tg_wrap_t *w)
+static void stop_agent_step(mcp_sess_t *w)
 {
-    tg_inst_t *inst = w->inst;
+    mcp_inst_t *inst = w->inst;
     if (inst == NULL || inst->a.p.gone) {
         w->phase = TG_P_DONE;
         mcp_finish(w);
@@ -23,12 +23,12 @@ static void stop_agent_step(tg_wrap_t *w)
 
 static void on_phase_timer(uv_timer_t *t)
 {
-    tg_wrap_t *w = t->data;
+    mcp_sess_t *w = t->data;
     stop_agent_step(w);
     mcp_flush_all(w);
 }
 
-void mcp_check_drained(tg_wrap_t *w)
+void mcp_check_drained(mcp_sess_t *w)
 {
     if (w->phase == TG_P_DRAIN && mcp_busy_calls(w) == 0) {
         uv_timer_stop(&w->phase_timer);
@@ -36,7 +36,7 @@ void mcp_check_drained(tg_wrap_t *w)
     }
 }
 
-void mcp_begin_shutdown(tg_wrap_t *w, const char *why)
+void mcp_begin_shutdown(mcp_sess_t *w, const char *why)
 {
     if (w->phase != TG_P_RUN)
         return;
@@ -63,7 +63,7 @@ void mcp_begin_shutdown(tg_wrap_t *w, const char *why)
 
 /* Drop one hold on session <w> (a handle of its own, or its agent
  * instance); the last frees it and tells the gateway. */
-void mcp_sess_release(tg_wrap_t *w)
+void mcp_sess_release(mcp_sess_t *w)
 {
     if (--w->open_handles > 0)
         return;
@@ -85,7 +85,7 @@ void mcp_sess_release(tg_wrap_t *w)
     free(w->conn);
     if (gw->on_session_end != NULL)
         gw->on_session_end(gw, w);
-    tg_agent_t *ag = w->ag;
+    tg_mcp_agent_t *ag = w->ag;
     free(w);
     ag->nsess--;
     mcp_agent_maybe_reap(ag);
@@ -99,7 +99,7 @@ static void sess_handle_closed(uv_handle_t *h)
 /* Everything is answered and the agent is gone (or being closed): close
  * the session's own handles once the caller's output is written; the last
  * close frees the session and tells the gateway. */
-void mcp_finish(tg_wrap_t *w)
+void mcp_finish(mcp_sess_t *w)
 {
     w->phase = TG_P_DONE;
     if (w->inst != NULL && !w->inst->a.p.gone) {
@@ -132,14 +132,14 @@ void mcp_finish(tg_wrap_t *w)
 }
 
 /* Say how much agent stderr was dropped since the last report. */
-static void report_stderr_drops(tg_wrap_t *w)
+static void report_stderr_drops(mcp_sess_t *w)
 {
     tg_agent_report_drops(w->ag->r.acfg, &w->err, &w->err_dropped_reported);
 }
 
 /* Restarts of <w>'s agent within restart.window before <now>: what
  * after_exit holds against max_restarts. */
-uint32_t mcp_recent_restarts(const tg_wrap_t *w, uint64_t now)
+uint32_t mcp_recent_restarts(const mcp_sess_t *w, uint64_t now)
 {
     return tg_aproc_recent(w->restart_at, w->nrestarts, now, w->ag->r.acfg->restart_window_ms);
 }
@@ -148,18 +148,18 @@ uint32_t mcp_recent_restarts(const tg_wrap_t *w, uint64_t now)
  * agent's restarts entry shows the live session with the most restarts
  * within the window (sessions are per caller in serve, and each has its
  * own budget). */
-void tg_sess_tick(tg_gw_t *gw, uint64_t now)
+void tg_mcp_sess_tick(tg_gw_t *gw, uint64_t now)
 {
-    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next) {
+    for (mcp_sess_t *w = gw->sessions; w != NULL; w = w->next) {
         report_stderr_drops(w);
         w->ag->tick_restarts = 0;
     }
-    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next) {
+    for (mcp_sess_t *w = gw->sessions; w != NULL; w = w->next) {
         uint32_t n = mcp_recent_restarts(w, now);
         if (n > w->ag->tick_restarts)
             w->ag->tick_restarts = n;
     }
-    for (tg_wrap_t *w = gw->sessions; w != NULL; w = w->next)
+    for (mcp_sess_t *w = gw->sessions; w != NULL; w = w->next)
         reg_set(w, w->ag->reg_restarts, w->ag->tick_restarts);
 }
 
@@ -167,7 +167,7 @@ void tg_sess_tick(tg_gw_t *gw, uint64_t now)
 
 /* Open toolgate's own fd <fd> (0 or 1) as a tty or a pipe into <tty> or
  * <pipe>; NULL when it is neither (then *<type> says what it is). */
-static uv_stream_t *open_std(tg_wrap_t *w, int fd, uv_tty_t *tty, uv_pipe_t *pipe,
+static uv_stream_t *open_std(mcp_sess_t *w, int fd, uv_tty_t *tty, uv_pipe_t *pipe,
                              uv_handle_type *type)
 {
     uv_stream_t *s = NULL;
@@ -187,7 +187,7 @@ static uv_stream_t *open_std(tg_wrap_t *w, int fd, uv_tty_t *tty, uv_pipe_t *pip
     return s;
 }
 
-static int open_caller(tg_wrap_t *w)
+static int open_caller(mcp_sess_t *w)
 {
     uv_handle_type t;
     if ((w->cin = open_std(w, 0, &w->cin_tty, &w->cin_pipe, &t)) == NULL) {
@@ -210,7 +210,7 @@ static int open_caller(tg_wrap_t *w)
 
 
 /* The MCP engine's own rows, beside the route's. */
-static void register_limits(tg_agent_t *ag)
+static void register_limits(tg_mcp_agent_t *ag)
 {
     const tg_agent_cfg_t *a = ag->r.acfg;
     char name[TG_LIMIT_NAME_MAX];
@@ -230,14 +230,14 @@ static void register_limits(tg_agent_t *ag)
 /* ---- public API: gateway, agents, sessions ------------------------------ */
 
 /* An agent for <acfg> at metrics row <idx>. NULL after logging. */
-static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uint32_t max_sessions)
+static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uint32_t max_sessions)
 {
-    tg_agent_t *ag = calloc(1, sizeof(*ag));
+    tg_mcp_agent_t *ag = calloc(1, sizeof(*ag));
     if (ag == NULL)
         return NULL;
     ag->gw = gw;
-    gw->engine_tick = tg_sess_tick;
-    gw->engine_reap = tg_sess_reap_retired;
+    gw->engine_tick = tg_mcp_sess_tick;
+    gw->engine_reap = tg_mcp_sess_reap_retired;
     ag->r.ops = mcp_call_ops();
     tg_dlt_init(&ag->r.dlt, tg_pipe_deadline, ag);
     ag->max_sessions = max_sessions;
@@ -249,20 +249,20 @@ static tg_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uin
     /* Ids fitted to twice that: short in every frame, and room for a
      * reload to raise the limits in place (beyond it, a successor). */
     uint32_t fit = n > TG_CALL_MAX / 2 ? TG_CALL_MAX : (uint32_t)(2 * n);
-    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(tg_call_t), n, fit) < 0) {
-        tg_agent_free(ag);
+    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(mcp_call_t), n, fit) < 0) {
+        tg_mcp_agent_free(ag);
         return NULL;
     }
     register_limits(ag);
     return ag;
 }
 
-tg_agent_t *tg_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions)
+tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions)
 {
     return agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions);
 }
 
-void tg_agent_close_timers(tg_agent_t *ag)
+void tg_mcp_agent_close_timers(tg_mcp_agent_t *ag)
 {
     for (uint32_t i = 0; i < ag->r.tab.n; i++)
         if (mcp_call_at(ag, i)->cc.own.ready)
@@ -273,7 +273,7 @@ void tg_agent_close_timers(tg_agent_t *ag)
         tg_handle_close((uv_handle_t *)&ag->r.dlt.timer);
 }
 
-void tg_agent_free(tg_agent_t *ag)
+void tg_mcp_agent_free(tg_mcp_agent_t *ag)
 {
     if (ag == NULL)
         return;
@@ -283,7 +283,7 @@ void tg_agent_free(tg_agent_t *ag)
 
 /* ---- reload ----------------------------------------------------------- */
 
-int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
+int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg)
 {
     const tg_agent_cfg_t *o = ag->r.acfg;
     if (acfg->rate_shared != o->rate_shared || acfg->shared_lease != o->shared_lease ||
@@ -344,7 +344,7 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
     tg_route_register(&ag->r);
     register_limits(ag);
     /* Raised caps may let queued calls run now. */
-    for (tg_wrap_t *w = ag->gw->sessions; w != NULL; w = w->next)
+    for (mcp_sess_t *w = ag->gw->sessions; w != NULL; w = w->next)
         if (w->ag == ag) {
             tg_pipe_pump(&w->ag->r, w);
             mcp_flush_all(w);
@@ -353,9 +353,9 @@ int tg_agent_reconfigure(tg_agent_t *ag, tg_agent_cfg_t *acfg)
     return 0;
 }
 
-tg_agent_t *tg_agent_successor(tg_agent_t *old, tg_agent_cfg_t *acfg)
+tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg)
 {
-    tg_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions);
+    tg_mcp_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions);
     if (ag == NULL)
         return NULL;
     /* Bucket state survives for the rates that did not change (a local
@@ -372,21 +372,21 @@ tg_agent_t *tg_agent_successor(tg_agent_t *old, tg_agent_cfg_t *acfg)
 }
 
 /* Unlink retired agent <ag> from its gateway and free it. */
-static void agent_reap(tg_agent_t *ag)
+static void agent_reap(tg_mcp_agent_t *ag)
 {
-    for (tg_agent_t **p = &ag->gw->retired; *p != NULL; p = &(*p)->next_retired)
+    for (tg_mcp_agent_t **p = &ag->gw->retired; *p != NULL; p = &(*p)->next_retired)
         if (*p == ag) {
             *p = ag->next_retired;
             break;
         }
     void (*cb)(void *) = ag->on_free;
     void *arg = ag->on_free_arg;
-    tg_agent_free(ag);
+    tg_mcp_agent_free(ag);
     if (cb != NULL)
         cb(arg);
 }
 
-void tg_sess_reap_retired(tg_gw_t *gw)
+void tg_mcp_sess_reap_retired(tg_gw_t *gw)
 {
     while (gw->retired != NULL)
         agent_reap(gw->retired);
@@ -394,14 +394,14 @@ void tg_sess_reap_retired(tg_gw_t *gw)
 
 static void retired_timer_closed(uv_handle_t *h)
 {
-    tg_agent_t *ag = h->data;
+    tg_mcp_agent_t *ag = h->data;
     if (--ag->closing == 0)
         agent_reap(ag);
 }
 
 /* A retired agent with no session and no store answer outstanding: close
  * its call timers, then free it (now, or when the last timer has closed). */
-void mcp_agent_maybe_reap(tg_agent_t *ag)
+void mcp_agent_maybe_reap(tg_mcp_agent_t *ag)
 {
     /* At teardown every handle is being closed by the walk: the gateway
      * frees what is left once those closes have run. */
@@ -428,7 +428,7 @@ void mcp_agent_maybe_reap(tg_agent_t *ag)
         agent_reap(ag);
 }
 
-void tg_agent_retire(tg_agent_t *ag, void (*on_free)(void *arg), void *arg)
+void tg_mcp_agent_retire(tg_mcp_agent_t *ag, void (*on_free)(void *arg), void *arg)
 {
     ag->retired = true;
     ag->r.retired = true;
@@ -439,35 +439,35 @@ void tg_agent_retire(tg_agent_t *ag, void (*on_free)(void *arg), void *arg)
     mcp_agent_maybe_reap(ag);
 }
 
-const tg_agent_cfg_t *tg_agent_cfg(const tg_agent_t *ag)
+const tg_agent_cfg_t *tg_mcp_agent_cfg(const tg_mcp_agent_t *ag)
 {
     return ag->r.acfg;
 }
 
-const char *tg_agent_id(const tg_agent_t *ag)
+const char *tg_mcp_agent_id(const tg_mcp_agent_t *ag)
 {
     return ag->r.acfg->id;
 }
 
-void tg_agent_instances(tg_agent_t *ag, uint32_t running)
+void tg_mcp_agent_instances(tg_mcp_agent_t *ag, uint32_t running)
 {
     if (ag->reg_instances >= 0)
         tg_registry_update(&ag->gw->reg, ag->reg_instances, running);
 }
 
-tg_agent_t *tg_sess_agent(const tg_wrap_t *w)
+tg_mcp_agent_t *tg_mcp_sess_agent(const mcp_sess_t *w)
 {
     return w->ag;
 }
 
-tg_wrap_t *tg_sess_next(const tg_wrap_t *w)
+mcp_sess_t *tg_mcp_sess_next(const mcp_sess_t *w)
 {
     return w->next;
 }
 
-static tg_wrap_t *sess_alloc(tg_gw_t *gw, tg_agent_t *ag, const char *caller)
+static mcp_sess_t *sess_alloc(tg_gw_t *gw, tg_mcp_agent_t *ag, const char *caller)
 {
-    tg_wrap_t *w = calloc(1, sizeof(*w));
+    mcp_sess_t *w = calloc(1, sizeof(*w));
     if (w == NULL)
         return NULL;
     w->gw = gw;
@@ -493,9 +493,9 @@ static tg_wrap_t *sess_alloc(tg_gw_t *gw, tg_agent_t *ag, const char *caller)
     return w;
 }
 
-tg_wrap_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag)
+mcp_sess_t *tg_mcp_sess_stdio(tg_gw_t *gw, tg_mcp_agent_t *ag)
 {
-    tg_wrap_t *w = sess_alloc(gw, ag, "stdio");
+    mcp_sess_t *w = sess_alloc(gw, ag, "stdio");
     if (w == NULL)
         return NULL;
     w->origin = "stdio";
@@ -508,10 +508,10 @@ tg_wrap_t *tg_sess_stdio(tg_gw_t *gw, tg_agent_t *ag)
     return w;
 }
 
-tg_wrap_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char *caller,
+mcp_sess_t *tg_mcp_sess_conn(tg_gw_t *gw, tg_mcp_agent_t *ag, uv_pipe_t *conn, const char *caller,
                         tg_caller_lim_t *climits)
 {
-    tg_wrap_t *w = sess_alloc(gw, ag, caller);
+    mcp_sess_t *w = sess_alloc(gw, ag, caller);
     if (w == NULL)
         return NULL;
     w->climits = climits;
@@ -526,7 +526,7 @@ tg_wrap_t *tg_sess_conn(tg_gw_t *gw, tg_agent_t *ag, uv_pipe_t *conn, const char
 
 static void on_handshake_timeout(uv_timer_t *t);
 
-int tg_sess_start(tg_wrap_t *w)
+int tg_mcp_sess_start(mcp_sess_t *w)
 {
     if (w->conn != NULL) {
         /* serve: the instance waits for the caller's initialize. */
@@ -545,18 +545,18 @@ int tg_sess_start(tg_wrap_t *w)
     return 0;
 }
 
-void tg_sess_shutdown(tg_wrap_t *w, const char *why)
+void tg_mcp_sess_shutdown(mcp_sess_t *w, const char *why)
 {
     mcp_begin_shutdown(w, why);
     mcp_flush_all(w);
 }
 
-bool tg_sess_stopping(const tg_wrap_t *w)
+bool tg_mcp_sess_stopping(const mcp_sess_t *w)
 {
     return w->phase != TG_P_RUN;
 }
 
-void tg_sess_kill(tg_wrap_t *w)
+void tg_mcp_sess_kill(mcp_sess_t *w)
 {
     TG_AINST_KILL(w->inst, SIGKILL, "interrupted");
 }
@@ -564,7 +564,7 @@ void tg_sess_kill(tg_wrap_t *w)
 /* ---- before the caller's initialize (serve) ----------------------------- */
 
 /* Read nothing more from <w>'s caller: it is being closed. */
-static void stop_reading(tg_wrap_t *w)
+static void stop_reading(mcp_sess_t *w)
 {
     if (w->cin != NULL && !w->caller_eof)
         uv_read_stop(w->cin);
@@ -576,7 +576,7 @@ static void stop_reading(tg_wrap_t *w)
  * no instance was ever started for it. */
 static void on_handshake_timeout(uv_timer_t *t)
 {
-    tg_wrap_t *w = t->data;
+    mcp_sess_t *w = t->data;
     if (!w->awaiting_init || w->phase != TG_P_RUN)
         return;
     char msg[160];
@@ -597,7 +597,7 @@ static void on_handshake_timeout(uv_timer_t *t)
 /* The initialize with id <id> of <w> is refused: <running> instances of
  * its agent run, <cap> the most allowed. Answered with its id, audited,
  * and the session ends (as a connection over max_instances always did). */
-static void refuse_instance(tg_wrap_t *w, const char *id, size_t id_len, uint32_t running,
+static void refuse_instance(mcp_sess_t *w, const char *id, size_t id_len, uint32_t running,
                             uint32_t cap)
 {
     tg_denial_t d;
@@ -623,7 +623,7 @@ static void refuse_instance(tg_wrap_t *w, const char *id, size_t id_len, uint32_
  * admits one more), then let the usual path forward the request to it (it
  * waits in the instance's input until the process reads it). true when
  * the request was answered here instead. */
-static bool start_on_initialize(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env)
+static bool start_on_initialize(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env)
 {
     uv_timer_stop(&w->life_timer);
     if (w->phase != TG_P_RUN) {
@@ -659,7 +659,7 @@ static bool start_on_initialize(tg_wrap_t *w, const char *frame, const tg_mcp_en
  * -32600 (JSON-RPC Invalid Request: MCP clients send nothing but ping
  * before initialize), and notifications and responses have no instance to
  * go to (dropped). */
-bool mcp_before_init(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env)
+bool mcp_before_init(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env)
 {
     bool request = env->kind == TG_MCP_REQUEST;
     if (request && env->id.len > TG_ID_MAX)
@@ -680,7 +680,7 @@ bool mcp_before_init(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env)
     return true;
 }
 
-void tg_sess_set_origin(tg_wrap_t *w, const char *front, const char *remote, const char *session)
+void tg_mcp_sess_set_origin(mcp_sess_t *w, const char *front, const char *remote, const char *session)
 {
     w->origin = front;
     /* Only a Unix caller's frames are timed here: wrap's stdin belongs to
@@ -692,34 +692,34 @@ void tg_sess_set_origin(tg_wrap_t *w, const char *front, const char *remote, con
     snprintf(w->sdigest, sizeof(w->sdigest), "%s", session != NULL ? session : "");
 }
 
-void tg_sess_set_front(tg_wrap_t *w, void *front)
+void tg_mcp_sess_set_front(mcp_sess_t *w, void *front)
 {
     w->front = front;
 }
 
-void *tg_sess_front(const tg_wrap_t *w)
+void *tg_mcp_sess_front(const mcp_sess_t *w)
 {
     return w->front;
 }
 
-bool tg_sess_counted(const tg_wrap_t *w)
+bool tg_mcp_sess_counted(const mcp_sess_t *w)
 {
     return w->counted;
 }
 
-const char *tg_sess_caller(const tg_wrap_t *w)
+const char *tg_mcp_sess_caller(const mcp_sess_t *w)
 {
     return w->caller;
 }
 
-const char *tg_sess_origin(const tg_wrap_t *w)
+const char *tg_mcp_sess_origin(const mcp_sess_t *w)
 {
     return w->origin;
 }
 
 /* ---- eviction: HTTP sessions their clients left without DELETE ---------- */
 
-uint64_t tg_sess_evictable(const tg_wrap_t *w, uint64_t now, uint64_t min_idle_ms)
+uint64_t tg_mcp_sess_evictable(const mcp_sess_t *w, uint64_t now, uint64_t min_idle_ms)
 {
     if (!w->counted || w->evicted || w->phase != TG_P_RUN || w->awaiting_init || w->nbusy > 0 ||
         w->batches_open > 0 || strcmp(w->origin, "http") != 0)
@@ -729,7 +729,7 @@ uint64_t tg_sess_evictable(const tg_wrap_t *w, uint64_t now, uint64_t min_idle_m
     return w->last_frame_ms + 1;
 }
 
-void tg_sess_evict(tg_wrap_t *w)
+void tg_mcp_sess_evict(mcp_sess_t *w)
 {
     w->counted = false;
     w->evicted = true;
@@ -742,10 +742,10 @@ void tg_sess_evict(tg_wrap_t *w)
     ev.status = "ended";
     ev.duration_ms = (int64_t)idle;
     emit(w, &ev);
-    tg_sess_shutdown(w, "session evicted for a new one of its caller");
+    tg_mcp_sess_shutdown(w, "session evicted for a new one of its caller");
 }
 
-bool tg_sess_evicted(const tg_wrap_t *w)
+bool tg_mcp_sess_evicted(const mcp_sess_t *w)
 {
     return w->evicted;
 }
@@ -757,7 +757,7 @@ bool tg_sess_evicted(const tg_wrap_t *w)
  * ones refused with shutting_down), audited. */
 static void on_drain_timeout(uv_timer_t *t)
 {
-    tg_wrap_t *w = t->data;
+    mcp_sess_t *w = t->data;
     if (w->phase != TG_P_RUN)
         return;
     tg_log_warn("agent '%s': a session (caller %s) of the config a reload replaced ran "
@@ -768,10 +768,10 @@ static void on_drain_timeout(uv_timer_t *t)
     ev.status = "ended";
     ev.count = (int64_t)mcp_busy_calls(w);
     emit(w, &ev);
-    tg_sess_shutdown(w, "agent config changed by reload");
+    tg_mcp_sess_shutdown(w, "agent config changed by reload");
 }
 
-int tg_sess_replaced(tg_wrap_t *w, tg_agent_t *ag, uint64_t drain_ms)
+int tg_mcp_sess_replaced(mcp_sess_t *w, tg_mcp_agent_t *ag, uint64_t drain_ms)
 {
     if (w->awaiting_init && w->inst == NULL && w->nbusy == 0 && w->phase == TG_P_RUN) {
         /* Nothing of the old agent in use: it is a new connection. */
@@ -782,7 +782,7 @@ int tg_sess_replaced(tg_wrap_t *w, tg_agent_t *ag, uint64_t drain_ms)
         return 1;
     }
     if (drain_ms == 0) {
-        tg_sess_shutdown(w, "agent config changed by reload");
+        tg_mcp_sess_shutdown(w, "agent config changed by reload");
         return 0;
     }
     if (w->phase == TG_P_RUN && !uv_is_active((uv_handle_t *)&w->life_timer)) {

@@ -1,5 +1,5 @@
 /* Config to containment request (see contain_cfg.h). */
-#include "router/agent/contain_cfg.h"
+#include "router/gateway/contain_cfg.h"
 
 #include <errno.h>
 

@@ -41,7 +41,7 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "router/gateway.h"
+#include "router/gateway/gateway.h"
 
 typedef struct tg_osgw tg_osgw_t;
 

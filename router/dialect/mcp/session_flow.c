@@ -2,7 +2,7 @@
  * caller frames (calls, cancels, pass-through), agent frames (answers,
  * pings, its own requests), reading, the agent instance with its restart
  * policy, and flow control between a caller and its instance. */
-#include "router/session_impl.h"
+#include "router/dialect/mcp/session_impl.h"
 
 /* ---- caller frames ---------------------------------------------------- */
 
@@ -42,7 +42,7 @@ static int batch_kinds(const char *f, size_t n, tg_mcp_kind_t kind, int *all_out
 /* A caller line tg_mcp_scan refused (rare path): tg_mcp_judge answers it
  * as every front does (-32700 not JSON, -32600 no valid request), with
  * its id whenever one was read before the fault. Audited either way. */
-static void caller_invalid(tg_wrap_t *w, const char *frame, size_t slen)
+static void caller_invalid(mcp_sess_t *w, const char *frame, size_t slen)
 {
     tg_mcp_verdict_t v;
     tg_mcp_judge(frame, slen, &v);
@@ -63,7 +63,7 @@ static void caller_invalid(tg_wrap_t *w, const char *frame, size_t slen)
     emit(w, &ev);
 }
 
-static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
+static void on_caller_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t nl)
 {
     w->last_frame_ms = uv_now(w->gw->loop);
     const char *frame = b->data + start;
@@ -140,10 +140,10 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
             return;
         }
         int op = mcp_task_op_of(frame, env.method);
-        tg_call_t *task = NULL;
+        mcp_call_t *task = NULL;
         if (op != TG_TASK_OP_NONE && mcp_task_caller_request(w, frame, &env, &task))
             return;
-        tg_call_t *c = mcp_call_alloc(w, K_PASS);
+        mcp_call_t *c = mcp_call_alloc(w, K_PASS);
         if (c == NULL) {
             mcp_rpc_error(w, frame + env.id.off, env.id.len, -32603, "toolgate: request table full");
             return;
@@ -171,20 +171,20 @@ static void on_caller_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl
 /* An over-cap caller frame: its top-level members are read as it streams
  * past the cap (tg_mcp_head_*), never buffered, so an id written after the
  * arguments (the official TypeScript SDK writes "id" last) is answered. */
-static void on_caller_oversize(tg_wrap_t *w, const char *head, size_t len)
+static void on_caller_oversize(mcp_sess_t *w, const char *head, size_t len)
 {
     tg_mcp_head_init(&w->over);
     tg_mcp_head_feed(&w->over, head, len);
 }
 
-static void on_caller_skipping(tg_wrap_t *w, const char *p, size_t len)
+static void on_caller_skipping(mcp_sess_t *w, const char *p, size_t len)
 {
     tg_mcp_head_feed(&w->over, p, len);
 }
 
 /* The frame_too_large denial for a <what> ("request", "agent response")
  * of <total> bytes; <reqid> and <detail> are the caller's buffers. */
-static void frame_denial(tg_wrap_t *w, tg_denial_t *d, const tg_call_t *c, char reqid[32],
+static void frame_denial(mcp_sess_t *w, tg_denial_t *d, const mcp_call_t *c, char reqid[32],
                          char detail[96], const char *what, uint64_t total)
 {
     char cap[24];
@@ -200,7 +200,7 @@ static void frame_denial(tg_wrap_t *w, tg_denial_t *d, const tg_call_t *c, char 
     d->detail = detail;
 }
 
-static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
+static void on_caller_skipped(mcp_sess_t *w, uint64_t total)
 {
     tg_denial_t d;
     char reqid[32], detail[96];
@@ -237,7 +237,7 @@ static void on_caller_skipped(tg_wrap_t *w, uint64_t total)
 
 /* ---- agent frames ----------------------------------------------------- */
 
-static void to_caller_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
+static void to_caller_spliced(mcp_sess_t *w, tg_block_t *b, const char *p, size_t len,
                               size_t id_off, size_t id_len, const char *cid, size_t cid_len)
 {
     if (w->cout_dead)
@@ -247,17 +247,17 @@ static void to_caller_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t
     tg_out_slice(&w->cwr, b, p + id_off + id_len, len - id_off - id_len);
 }
 
-static void agent_running(tg_wrap_t *w)
+static void agent_running(mcp_sess_t *w)
 {
     w->astate = A_RUNNING;
     tg_pipe_pump(&w->ag->r, w);
 }
 
-static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+static void on_agent_response(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
                               const tg_mcp_env_t *env)
 {
     uint64_t id;
-    tg_call_t *c = NULL;
+    mcp_call_t *c = NULL;
     if (env->id.type == TG_J_NUMBER && tg_jnum_u64(frame, env->id, UINT64_MAX, &id) == 0)
         c = mcp_call_by_agent_id(w, id);
     if (c == NULL) {
@@ -320,7 +320,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
         agent_running(w);
         break;
     case K_PING: {
-        tg_call_t *z = mcp_call_at(w->ag, c->ping_for);
+        mcp_call_t *z = mcp_call_at(w->ag, c->ping_for);
         mcp_call_free(c);
         if (z->kind == K_CALL && z->cc.id == c->ping_for_id && z->cc.state == TG_CALL_ZOMBIE)
             tg_pipe_release(&z->cc);
@@ -333,7 +333,7 @@ static void on_agent_response(tg_wrap_t *w, tg_block_t *b, const char *frame, si
 
 /* An agent frame toolgate will not relay: dropped, counted and audited
  * as its length <flen>, never its content. */
-static void agent_invalid(tg_wrap_t *w, size_t flen)
+static void agent_invalid(mcp_sess_t *w, size_t flen)
 {
     w->invalid_agent_frames++;
     tg_audit_ev_t ev;
@@ -345,7 +345,7 @@ static void agent_invalid(tg_wrap_t *w, size_t flen)
     emit(w, &ev);
 }
 
-static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
+static void on_agent_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t nl)
 {
     const char *frame = b->data + start;
     size_t flen = nl - start;
@@ -390,20 +390,20 @@ static void on_agent_frame(tg_wrap_t *w, tg_block_t *b, size_t start, size_t nl)
         mcp_task_on_status(w, frame, &env);
 }
 
-static void on_agent_oversize(tg_wrap_t *w, const char *head, size_t len)
+static void on_agent_oversize(mcp_sess_t *w, const char *head, size_t len)
 {
     tg_mcp_head_init(&w->agent_over);
     tg_mcp_head_feed(&w->agent_over, head, len);
 }
 
-static void on_agent_skipping(tg_wrap_t *w, const char *p, size_t len)
+static void on_agent_skipping(mcp_sess_t *w, const char *p, size_t len)
 {
     tg_mcp_head_feed(&w->agent_over, p, len);
 }
 
 /* Answer the request <c> that an over-cap agent reply of <total> bytes
  * was (or may have been) for, with frame_too_large for its id. */
-static void agent_reply_too_large(tg_wrap_t *w, tg_call_t *c, uint64_t total)
+static void agent_reply_too_large(mcp_sess_t *w, mcp_call_t *c, uint64_t total)
 {
     tg_denial_t d;
     char reqid[32], detail[96];
@@ -425,7 +425,7 @@ static void agent_reply_too_large(tg_wrap_t *w, tg_call_t *c, uint64_t total)
     }
 }
 
-static bool awaits_answer(const tg_wrap_t *w, const tg_call_t *c)
+static bool awaits_answer(const mcp_sess_t *w, const mcp_call_t *c)
 {
     return c->w == w && (c->kind == K_PASS || (c->kind == K_CALL && c->cc.state == TG_CALL_INFLIGHT));
 }
@@ -441,7 +441,7 @@ static bool awaits_answer(const tg_wrap_t *w, const tg_call_t *c)
  * pass-through request awaiting the agent gets frame_too_large — the
  * innocent ones can be sent again, which beats a client waiting forever;
  * their real replies are then dropped as unmatched. */
-static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
+static void on_agent_skipped(mcp_sess_t *w, uint64_t total)
 {
     const char *idt;
     size_t idn;
@@ -452,7 +452,7 @@ static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
         has_id = tg_jscan_value(idt, idn, 0, &sp) >= 0 && sp.type == TG_J_NUMBER &&
                  tg_jnum_u64(idt, sp, UINT64_MAX, &v) == 0;
     }
-    tg_call_t *c = has_id ? mcp_call_by_agent_id(w, v) : NULL;
+    mcp_call_t *c = has_id ? mcp_call_by_agent_id(w, v) : NULL;
     bool had_id = has_id || w->agent_over.method;
     reg_set(w, w->ag->r.reg_frame_out, w->gw->cfg->max_frame_bytes);
     tg_mcp_head_init(&w->agent_over);
@@ -477,7 +477,7 @@ static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
         agent_reply_too_large(w, mcp_call_at(w->ag, last), total);
     } else {
         for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
-            tg_call_t *p = mcp_call_at(w->ag, i);
+            mcp_call_t *p = mcp_call_at(w->ag, i);
             if (p->w == w && p->kind == K_PASS)
                 agent_reply_too_large(w, p, total);
         }
@@ -487,9 +487,9 @@ static void on_agent_skipped(tg_wrap_t *w, uint64_t total)
 
 /* ---- reading ---------------------------------------------------------- */
 
-typedef void (*frame_fn)(tg_wrap_t *, tg_block_t *, size_t, size_t);
-typedef void (*over_fn)(tg_wrap_t *, const char *, size_t);
-typedef void (*skip_fn)(tg_wrap_t *, uint64_t);
+typedef void (*frame_fn)(mcp_sess_t *, tg_block_t *, size_t, size_t);
+typedef void (*over_fn)(mcp_sess_t *, const char *, size_t);
+typedef void (*skip_fn)(mcp_sess_t *, uint64_t);
 
 /* The handlers of one direction's frames. */
 typedef struct frame_ops {
@@ -514,8 +514,8 @@ static const frame_ops_t agent_ops = {on_agent_frame, on_agent_oversize, on_agen
  * staying in <in>; how many frames ended (an over-cap frame counts once,
  * at its end: its pieces streaming past are no finished frame, so they
  * never reset a frame clock). */
-static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, const frame_ops_t *ops,
-                             bool (*hold)(tg_wrap_t *))
+static unsigned drain_frames(mcp_sess_t *w, tg_in_t *in, const frame_ops_t *ops,
+                             bool (*hold)(mcp_sess_t *))
 {
     unsigned n = 0, ended = 0;
     for (;; n++) {
@@ -551,11 +551,11 @@ static unsigned drain_frames(tg_wrap_t *w, tg_in_t *in, const frame_ops_t *ops,
 
 void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    tg_wrap_t *w = h->data;
+    mcp_sess_t *w = h->data;
     tg_in_alloc(&w->crd, buf);
 }
 
-static void backpressure(tg_wrap_t *w);
+static void backpressure(mcp_sess_t *w);
 
 /* A Unix caller began a frame and did not finish it within frame_timeout
  * of its first byte, however its bytes trickled in: it holds a buffer and
@@ -563,7 +563,7 @@ static void backpressure(tg_wrap_t *w);
  * audit event counts the bytes held, never shows them. */
 static void on_frame_timeout(uv_timer_t *t)
 {
-    tg_wrap_t *w = t->data;
+    mcp_sess_t *w = t->data;
     uint64_t cap = w->gw->cfg->frame_timeout_ms;
     char msg[160];
     snprintf(msg, sizeof(msg),
@@ -589,7 +589,7 @@ static void on_frame_timeout(uv_timer_t *t)
 /* EOF after a last line without its newline (issue 12 item 21): the line
  * is complete, so it is judged like any other (answered, audited), as if
  * the newline had come; an over-cap one ends its skip and is refused. */
-static void caller_last_line(tg_wrap_t *w)
+static void caller_last_line(mcp_sess_t *w)
 {
     if (w->crd.len == w->crd.pos && !w->crd.nd.skipping)
         return;
@@ -606,7 +606,7 @@ static void caller_last_line(tg_wrap_t *w)
  * caller's frames on; they wait in its read buffer (and the caller on its
  * socket) until a write makes room, so a flood of calls cannot make the
  * audit drop the events of those calls. */
-static bool caller_audit_hold(tg_wrap_t *w)
+static bool caller_audit_hold(mcp_sess_t *w)
 {
     return w->gw->audit != NULL && tg_audit_crowded(w->gw->audit);
 }
@@ -615,7 +615,7 @@ static bool caller_audit_hold(tg_wrap_t *w)
  * caller.frame_timeout_ms is told how long the first of them took from
  * its first byte (0: it came whole), and its clock stops (frame_settle
  * starts one for the next unfinished frame). */
-static void frame_done(tg_wrap_t *w)
+static void frame_done(mcp_sess_t *w)
 {
     if (!w->frame_clock || w->stuck_armed)
         return;
@@ -632,7 +632,7 @@ static void frame_done(tg_wrap_t *w)
  * caller back (its reads stopped by backpressure, whole frames held for
  * the audit queue): that time is not the caller's. A caller that does
  * not read its answers has the other clock (stuck_armed) instead. */
-static void frame_settle(tg_wrap_t *w)
+static void frame_settle(mcp_sess_t *w)
 {
     if (!w->frame_clock || w->stuck_armed)
         return;
@@ -649,7 +649,7 @@ static void frame_settle(tg_wrap_t *w)
 
 /* Hand on the whole frames the caller's read buffer holds (up to a
  * crowded audit queue, which leaves the rest held). */
-static void caller_consume(tg_wrap_t *w)
+static void caller_consume(mcp_sess_t *w)
 {
     unsigned n = drain_frames(w, &w->crd, &caller_ops, caller_audit_hold);
     w->held_frames = caller_audit_hold(w) && w->crd.len > w->crd.pos;
@@ -660,7 +660,7 @@ static void caller_consume(tg_wrap_t *w)
 
 void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
-    tg_wrap_t *w = s->data;
+    mcp_sess_t *w = s->data;
     if (n > 0) {
         tg_in_commit(&w->crd, (size_t)n);
         caller_consume(w);
@@ -690,15 +690,15 @@ void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 static void agent_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    tg_inst_t *inst = h->data;
+    mcp_inst_t *inst = h->data;
     tg_in_alloc(&inst->a.p.rd, buf);
 }
 
 
 static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
-    tg_inst_t *inst = s->data;
-    tg_wrap_t *w = inst->w;
+    mcp_inst_t *inst = s->data;
+    mcp_sess_t *w = inst->w;
     if (n > 0) {
         tg_in_commit(&inst->a.p.rd, (size_t)n);
         if (w->inst == inst)
@@ -716,8 +716,8 @@ static void agent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 static void inst_closed(tg_ainst_t *a)
 {
-    tg_inst_t *inst = (tg_inst_t *)a;
-    tg_wrap_t *w = inst->w;
+    mcp_inst_t *inst = (mcp_inst_t *)a;
+    mcp_sess_t *w = inst->w;
     free(inst);
     if (w->phase == TG_P_DONE && w->inst == NULL)
         mcp_finish(w);
@@ -727,7 +727,7 @@ static void inst_closed(tg_ainst_t *a)
 /* Denial <d> of call <c> (NULL: a request that is not a call) whose
  * instance <inst> was killed for a resource: which, and how much against
  * what; <path> (TG_NAME_MAX + 64 bytes) and <detail> hold its texts. */
-static void resource_denial(tg_wrap_t *w, const tg_inst_t *inst, const tg_call_t *c,
+static void resource_denial(mcp_sess_t *w, const mcp_inst_t *inst, const mcp_call_t *c,
                             tg_denial_t *d, char *reqid, char *path, char *detail, size_t cap)
 {
     const tg_verdict_t *v = &inst->a.p.watch.verdict;
@@ -750,7 +750,7 @@ static void resource_denial(tg_wrap_t *w, const tg_inst_t *inst, const tg_call_t
     d->detail = detail;
 }
 
-static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
+static void fail_inflight(mcp_sess_t *w, mcp_inst_t *inst)
 {
     tg_denial_t d;
     char reqid[32], detail[200], path[TG_NAME_MAX + 64];
@@ -761,7 +761,7 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
      * shutdown, the agent did not fail them. */
     bool shutdown = w->phase != TG_P_RUN && inst->a.stopping;
     for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
-        tg_call_t *c = mcp_call_at(w->ag, i);
+        mcp_call_t *c = mcp_call_at(w->ag, i);
         if (c->kind == K_FREE || c->w != w)
             continue;
         bool pending = c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE ||
@@ -821,11 +821,11 @@ static void fail_inflight(tg_wrap_t *w, tg_inst_t *inst)
     tg_pipe_pump(&w->ag->r, w);
 }
 
-void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);
+void mcp_after_exit(mcp_sess_t *w, bool failed, int64_t status, bool by_signal);
 
 static void on_restart_timer(uv_timer_t *t)
 {
-    tg_wrap_t *w = t->data;
+    mcp_sess_t *w = t->data;
     if (w->phase != TG_P_RUN) {
         mcp_finish(w);
         return;
@@ -842,8 +842,8 @@ static void on_restart_timer(uv_timer_t *t)
  * answer its calls, then restart, stop, or give up. */
 static void inst_gone(tg_ainst_t *a)
 {
-    tg_inst_t *inst = (tg_inst_t *)a;
-    tg_wrap_t *w = inst->w;
+    mcp_inst_t *inst = (mcp_inst_t *)a;
+    mcp_sess_t *w = inst->w;
     if (w->inst == inst)
         w->inst = NULL;
     w->astate = A_DOWN;
@@ -857,7 +857,7 @@ static void inst_gone(tg_ainst_t *a)
 
 /* The agent is down (it exited, or could not be started): stop, restart
  * with backoff, or give up after max_restarts within the window. */
-void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal)
+void mcp_after_exit(mcp_sess_t *w, bool failed, int64_t status, bool by_signal)
 {
     tg_audit_ev_t ev;
     if (w->phase != TG_P_RUN) {
@@ -911,7 +911,7 @@ void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal)
 
 static void agent_out_drain(tg_out_t *o, void *ctx)
 {
-    tg_wrap_t *w = ctx;
+    mcp_sess_t *w = ctx;
     (void)o;
     backpressure(w);
 }
@@ -937,9 +937,9 @@ static const tg_ainst_ops_t inst_ops = {
 };
 
 /* Start one agent instance. On failure: log, count as a crash. */
-int mcp_agent_spawn(tg_wrap_t *w)
+int mcp_agent_spawn(mcp_sess_t *w)
 {
-    tg_inst_t *inst = calloc(1, sizeof(*inst));
+    mcp_inst_t *inst = calloc(1, sizeof(*inst));
     if (inst == NULL)
         return -ENOMEM;
     inst->w = w;
@@ -966,7 +966,7 @@ int mcp_agent_spawn(tg_wrap_t *w)
 
     if (w->nrestarts > 0 && w->init_frame != NULL) {
         /* Replay the caller's handshake so the session goes on. */
-        tg_call_t *c = mcp_call_alloc(w, K_REPLAY_INIT);
+        mcp_call_t *c = mcp_call_alloc(w, K_REPLAY_INIT);
         if (c != NULL) {
             w->astate = A_STARTING;
             mcp_to_agent_spliced(w, NULL, w->init_frame, w->init_len, w->init_id_off, w->init_id_len,
@@ -985,7 +985,7 @@ int mcp_agent_spawn(tg_wrap_t *w)
  * The session ends (serve: the connection; wrap: toolgate), audited. */
 static void on_not_reading(uv_timer_t *t)
 {
-    tg_wrap_t *w = t->data;
+    mcp_sess_t *w = t->data;
     w->stuck_armed = false;
     if (w->cwr.queued_bytes <= 2 * (size_t)w->gw->cfg->max_frame_bytes)
         return;
@@ -1009,13 +1009,13 @@ static void on_not_reading(uv_timer_t *t)
  * it back (mcp_flush_all ends in backpressure). */
 static void on_audit_room(tg_audit_room_t *r)
 {
-    tg_wrap_t *w = (tg_wrap_t *)((char *)r - offsetof(tg_wrap_t, audit_room));
+    mcp_sess_t *w = (mcp_sess_t *)((char *)r - offsetof(mcp_sess_t, audit_room));
     if (w->held_frames)
         caller_consume(w);
     mcp_flush_all(w);
 }
 
-static void backpressure(tg_wrap_t *w)
+static void backpressure(mcp_sess_t *w)
 {
     size_t high = 2 * (size_t)w->gw->cfg->max_frame_bytes;
     /* caller -> agent: stop reading the caller while the agent lags, or
@@ -1070,7 +1070,7 @@ static void backpressure(tg_wrap_t *w)
     }
 }
 
-void mcp_flush_all(tg_wrap_t *w)
+void mcp_flush_all(mcp_sess_t *w)
 {
     if (w->inst != NULL && !w->inst->a.p.gone)
         (void)tg_out_flush(&w->inst->a.p.wr);
@@ -1086,7 +1086,7 @@ void mcp_flush_all(tg_wrap_t *w)
 void mcp_caller_out_drain(tg_out_t *o, void *ctx)
 {
     (void)o;
-    tg_wrap_t *w = ctx;
+    mcp_sess_t *w = ctx;
     backpressure(w);
     if (w->phase == TG_P_DONE && w->inst == NULL)
         mcp_finish(w);
@@ -1094,7 +1094,7 @@ void mcp_caller_out_drain(tg_out_t *o, void *ctx)
 
 void mcp_caller_out_error(tg_out_t *o, void *ctx, int status)
 {
-    tg_wrap_t *w = ctx;
+    mcp_sess_t *w = ctx;
     (void)o;
     w->cout_dead = true;
     if (status != UV_EPIPE && status != UV_ECANCELED)

@@ -28,11 +28,11 @@
  *    for any request no longer live (the spec cancels tasks with
  *    tasks/cancel).
  */
-#include "router/session_impl.h"
+#include "router/dialect/mcp/session_impl.h"
 
 /* ---- the session's ended tasks ------------------------------------------ */
 
-static mcp_task_end_t *ended_find(const tg_wrap_t *w, const char *id, size_t len)
+static mcp_task_end_t *ended_find(const mcp_sess_t *w, const char *id, size_t len)
 {
     if (w->tasks == NULL)
         return NULL;
@@ -44,7 +44,7 @@ static mcp_task_end_t *ended_find(const tg_wrap_t *w, const char *id, size_t len
     return NULL;
 }
 
-static void ended_add(tg_wrap_t *w, const tg_call_t *c, int fate)
+static void ended_add(mcp_sess_t *w, const mcp_call_t *c, int fate)
 {
     if (w->tasks == NULL && (w->tasks = calloc(1, sizeof(*w->tasks))) == NULL)
         return; /* it is then unknown: later tasks/... about it are refused */
@@ -54,17 +54,17 @@ static void ended_add(tg_wrap_t *w, const tg_call_t *c, int fate)
     e->fate = fate;
 }
 
-void mcp_tasks_free(tg_wrap_t *w)
+void mcp_tasks_free(mcp_sess_t *w)
 {
     free(w->tasks);
     w->tasks = NULL;
 }
 
 /* The live task of session <w> named <id> (JSON text), or NULL. */
-static tg_call_t *live_find(tg_wrap_t *w, const char *id, size_t len)
+static mcp_call_t *live_find(mcp_sess_t *w, const char *id, size_t len)
 {
     for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
-        tg_call_t *c = mcp_call_at(w->ag, i);
+        mcp_call_t *c = mcp_call_at(w->ag, i);
         if (c->kind == K_CALL && c->w == w && c->task && c->task_id_len == len &&
             memcmp(c->task_id, id, len) == 0)
             return c;
@@ -74,7 +74,7 @@ static tg_call_t *live_find(tg_wrap_t *w, const char *id, size_t len)
 
 /* ---- admission and the CreateTaskResult --------------------------------- */
 
-void mcp_task_admit(tg_wrap_t *w, tg_call_t *c, const char *frame, const tg_mcp_env_t *env)
+void mcp_task_admit(mcp_sess_t *w, mcp_call_t *c, const char *frame, const tg_mcp_env_t *env)
 {
     (void)w;
     if (env->task.type != TG_J_OBJECT)
@@ -94,7 +94,7 @@ void mcp_task_admit(tg_wrap_t *w, tg_call_t *c, const char *frame, const tg_mcp_
 
 /* Forward the held frame of call <c> with its id replaced, and its ttl
  * when it is cut (two splices, in the order they come in the frame). */
-void mcp_task_forward(tg_wrap_t *w, tg_call_t *c)
+void mcp_task_forward(mcp_sess_t *w, mcp_call_t *c)
 {
     tg_callc_t *cc = &c->cc;
     tg_out_t *o = &w->inst->a.p.wr;
@@ -128,7 +128,7 @@ void mcp_task_forward(tg_wrap_t *w, tg_call_t *c)
 
 /* End task <c> as the agent says (<st> terminal): audit with its real
  * duration, remember it, give its slot back. */
-static void task_end(tg_wrap_t *w, tg_call_t *c, tg_task_status_t st)
+static void task_end(mcp_sess_t *w, mcp_call_t *c, tg_task_status_t st)
 {
     if (st == TG_TASK_CANCELLED)
         mcp_audit_call(w, c, "call.cancelled", "cancelled", NULL, "task");
@@ -138,9 +138,9 @@ static void task_end(tg_wrap_t *w, tg_call_t *c, tg_task_status_t st)
     tg_pipe_release(&c->cc);
 }
 
-bool mcp_task_on_response(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
+bool mcp_task_on_response(mcp_sess_t *w, mcp_call_t *c, tg_block_t *b, const char *frame, size_t len,
                           const tg_mcp_env_t *env,
-                          void (*to_caller)(tg_wrap_t *, tg_block_t *, const char *, size_t,
+                          void (*to_caller)(mcp_sess_t *, tg_block_t *, const char *, size_t,
                                             size_t, size_t, const char *, size_t))
 {
     if (c->task) {
@@ -191,7 +191,7 @@ int mcp_task_op_of(const char *frame, tg_jspan_t method)
 
 /* The denial for a task toolgate ended with <code>, answering a tasks/...
  * request that came after. */
-static void deny_ended(tg_wrap_t *w, const char *id, size_t id_len, tg_deny_code_t code)
+static void deny_ended(mcp_sess_t *w, const char *id, size_t id_len, tg_deny_code_t code)
 {
     tg_denial_t d;
     char reqid[32];
@@ -203,8 +203,8 @@ static void deny_ended(tg_wrap_t *w, const char *id, size_t id_len, tg_deny_code
     mcp_deny(w, id, id_len, &d);
 }
 
-bool mcp_task_caller_request(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env,
-                             tg_call_t **task)
+bool mcp_task_caller_request(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env,
+                             mcp_call_t **task)
 {
     *task = NULL;
     tg_mcp_task_t t;
@@ -214,7 +214,7 @@ bool mcp_task_caller_request(tg_wrap_t *w, const char *frame, const tg_mcp_env_t
         return true;
     }
     const char *id = frame + t.id.off;
-    tg_call_t *c = live_find(w, id, t.id.len);
+    mcp_call_t *c = live_find(w, id, t.id.len);
     if (c != NULL && c->cc.state == TG_CALL_INFLIGHT) {
         *task = c;
         return false; /* the agent answers; the answer is read (mcp_task_on_pass_answer) */
@@ -240,10 +240,10 @@ bool mcp_task_caller_request(tg_wrap_t *w, const char *frame, const tg_mcp_env_t
     return false; /* ended by the agent: it still answers for it */
 }
 
-void mcp_task_on_pass_answer(tg_wrap_t *w, tg_call_t *p, const char *frame, size_t len,
+void mcp_task_on_pass_answer(mcp_sess_t *w, mcp_call_t *p, const char *frame, size_t len,
                              const tg_mcp_env_t *env)
 {
-    tg_call_t *c = mcp_call_at(w->ag, p->task_of);
+    mcp_call_t *c = mcp_call_at(w->ag, p->task_of);
     if (c->kind != K_CALL || !c->task || c->cc.id != p->task_of_id || c->w != w ||
         c->cc.state != TG_CALL_INFLIGHT)
         return;
@@ -262,7 +262,7 @@ void mcp_task_on_pass_answer(tg_wrap_t *w, tg_call_t *p, const char *frame, size
         task_end(w, c, st);
 }
 
-void mcp_task_on_status(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env)
+void mcp_task_on_status(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env)
 {
     tg_mcp_task_t t;
     if (tg_mcp_task_read(frame, env->params, &t) < 0 || t.id.type != TG_J_STRING)
@@ -270,21 +270,21 @@ void mcp_task_on_status(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env
     tg_task_status_t st = tg_mcp_task_status(frame, t.status);
     if (st == TG_TASK_LIVE)
         return;
-    tg_call_t *c = live_find(w, frame + t.id.off, t.id.len);
+    mcp_call_t *c = live_find(w, frame + t.id.off, t.id.len);
     if (c != NULL && c->cc.state == TG_CALL_INFLIGHT)
         task_end(w, c, st);
 }
 
 /* ---- toolgate ends a task ------------------------------------------------ */
 
-bool mcp_task_denied(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d)
+bool mcp_task_denied(mcp_sess_t *w, mcp_call_t *c, const tg_denial_t *d)
 {
     if (!c->task)
         return false;
     /* Its tasks/... requests waiting for the agent get the denial now; the
      * agent's late answers to them find no entry. */
     for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
-        tg_call_t *p = mcp_call_at(w->ag, i);
+        mcp_call_t *p = mcp_call_at(w->ag, i);
         if (p->kind == K_PASS && p->w == w && p->task_op != TG_TASK_OP_NONE &&
             p->task_of == c->cc.idx && p->task_of_id == c->cc.id) {
             mcp_deny(w, p->caller_id, p->caller_id_len, d);
@@ -295,7 +295,7 @@ bool mcp_task_denied(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d)
     return true;
 }
 
-bool mcp_task_cancel_at_agent(tg_wrap_t *w, tg_call_t *c)
+bool mcp_task_cancel_at_agent(mcp_sess_t *w, mcp_call_t *c)
 {
     if (!c->task)
         return false;
@@ -303,7 +303,7 @@ bool mcp_task_cancel_at_agent(tg_wrap_t *w, tg_call_t *c)
         return true;
     /* tasks/cancel for the agent's own task: its answer (any) proves the
      * agent alive and frees the slot, as a pong does (K_PING). */
-    tg_call_t *p = mcp_call_alloc(w, K_PING);
+    mcp_call_t *p = mcp_call_alloc(w, K_PING);
     if (p == NULL)
         return true; /* kill_grace still bounds the zombie */
     p->ping_for = c->cc.idx;

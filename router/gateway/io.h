@@ -24,7 +24,7 @@
 
 #include <uv.h>
 
-#include "router/dialect/ndjson.h"
+#include "router/codec/ndjson.h"
 
 #define TG_IO_CHUNK (64u * 1024)      /* fixed internal bound: bytes offered per read */
 #define TG_IO_BLOCK (256u * 1024)     /* fixed internal bound: default block size */

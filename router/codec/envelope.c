@@ -22,7 +22,7 @@
  * (tg_jobj_enter), so its arguments are skipped once; otherwise params are
  * iterated from their span once the method is known.
  */
-#include "router/dialect/envelope.h"
+#include "router/codec/envelope.h"
 
 #include <string.h>
 

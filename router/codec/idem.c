@@ -1,5 +1,5 @@
 /* The idempotency cache (see idem.h). */
-#include "router/dialect/idem.h"
+#include "router/codec/idem.h"
 
 #include <errno.h>
 #include <stdlib.h>

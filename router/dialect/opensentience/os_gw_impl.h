@@ -6,7 +6,7 @@
 #ifndef TG_ROUTER_OS_GW_IMPL_H
 #define TG_ROUTER_OS_GW_IMPL_H
 
-#include "router/os_gw.h"
+#include "router/dialect/opensentience/os_gw.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,16 +24,16 @@
 #include "limits/gcra.h"
 #include "limits/registry.h"
 #include "limits/store.h"
-#include "router/agent/contain_cfg.h"
+#include "router/gateway/contain_cfg.h"
 #include "router/call/denial.h"
 #include "router/call/dltimer.h"
-#include "router/front/io.h"
-#include "router/dialect/idem.h"
-#include "router/dialect/lenpfx.h"
-#include "router/log.h"
-#include "router/admin/metrics.h"
-#include "router/dialect/osenv.h"
-#include "router/dialect/osmsg.h"
+#include "router/gateway/io.h"
+#include "router/codec/idem.h"
+#include "router/codec/lenpfx.h"
+#include "router/gateway/log.h"
+#include "router/gateway/metrics.h"
+#include "router/codec/osenv.h"
+#include "router/codec/osmsg.h"
 #include "router/call/admit.h"
 #include "router/call/call.h"
 #include "router/call/pipeline.h"

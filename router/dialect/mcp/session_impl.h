@@ -7,7 +7,7 @@
 #ifndef TG_ROUTER_SESSION_IMPL_H
 #define TG_ROUTER_SESSION_IMPL_H
 
-#include "router/session.h"
+#include "router/dialect/mcp/session.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -28,10 +28,10 @@
 #include "limits/preflight.h"
 #include "limits/store.h"
 #include "router/call/denial.h"
-#include "router/dialect/envelope.h"
-#include "router/front/io.h"
-#include "router/agent/contain_cfg.h"
-#include "router/log.h"
+#include "router/codec/envelope.h"
+#include "router/gateway/io.h"
+#include "router/gateway/contain_cfg.h"
+#include "router/gateway/log.h"
 #include "router/call/admit.h"
 #include "router/call/call.h"
 #include "router/call/route.h"
@@ -45,7 +45,7 @@
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
 #define TG_MAX_PASSTHRU 256    /* fixed internal bound: non-call requests awaiting an answer */
 /* fixed internal bound: spare call entries, so that a reload can raise
- * max_concurrent_calls/max_queued_calls a little in place (tg_agent_reconfigure) */
+ * max_concurrent_calls/max_queued_calls a little in place (tg_mcp_agent_reconfigure) */
 #define TG_RELOAD_SPARE_CALLS 64
 #define TG_DENIAL_MAX 2048     /* fixed internal bound: one denial line */
 /* A call the shared store turned away asks again after a wait doubling per refusal in
@@ -54,15 +54,15 @@
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
 typedef enum { A_DOWN = 0, A_STARTING, A_RUNNING, A_BACKOFF } agent_state_t;
 
-typedef struct tg_wrap tg_wrap_t;
+typedef struct mcp_sess mcp_sess_t;
 
 /* One request known to toolgate. Owned by its agent's call table. A
  * tools/call (K_CALL) goes through admission (cc.state); the other kinds
  * stay TG_CALL_IDLE: pass-through requests, a replayed initialize, a
  * ping. */
-typedef struct tg_call {
+typedef struct mcp_call {
     tg_callc_t cc; /* first: the admission's view (router/call/call.h) */
-    tg_wrap_t *w;
+    mcp_sess_t *w;
     call_kind_t kind;
     size_t caller_id_len;
     size_t tool_name_len;
@@ -88,7 +88,7 @@ typedef struct tg_call {
     char caller_id[TG_ID_MAX];
     char tool_name[TG_TOOL_NAME_MAX + 1];
     char task_id[TG_ID_MAX]; /* the taskId as JSON text, quotes included */
-} tg_call_t;
+} mcp_call_t;
 
 /* tasks/... requests a caller may send about its tasks (task_op). */
 enum { TG_TASK_OP_NONE = 0, TG_TASK_OP_GET, TG_TASK_OP_RESULT, TG_TASK_OP_CANCEL };
@@ -110,13 +110,13 @@ typedef struct mcp_tasks {
     mcp_task_end_t e[TG_TASKS_KEPT];
 } mcp_tasks_t;
 
-#define CALL_CLEARED offsetof(tg_call_t, caller_id)
+#define CALL_CLEARED offsetof(mcp_call_t, caller_id)
 
 /* One running agent process. Freed when all its handles have closed. */
-typedef struct tg_inst {
+typedef struct mcp_inst {
     tg_ainst_t a; /* first: its handles' data point here */
-    tg_wrap_t *w;
-} tg_inst_t;
+    mcp_sess_t *w;
+} mcp_inst_t;
 
 /* A configured tool's own limits (tools.NAME). */
 typedef tg_adm_tool_t tool_state_t;
@@ -125,35 +125,35 @@ typedef tg_adm_tool_t tool_state_t;
  * it (rate and concurrency are per agent, not per connection), and its call
  * slab holds the calls of all of them, so agent-side ids are unique per
  * agent. Owned by the gateway. */
-typedef struct tg_agent {
+typedef struct tg_mcp_agent {
     tg_route_t r; /* first: its limits, stores, call table and rows */
     tg_gw_t *gw;
     int reg_restarts, reg_instances; /* -1: not registered (instances: wrap) */
     uint32_t tick_restarts;         /* on_tick scratch: most recent restarts of a session */
-    /* Reload (tg_agent_reconfigure, tg_agent_successor, tg_agent_retire):
+    /* Reload (tg_mcp_agent_reconfigure, tg_mcp_agent_successor, tg_mcp_agent_retire):
      * sessions and store answers that still point here, and whether a
      * successor replaced this agent (it is freed once both are 0). */
     uint32_t max_sessions;
     uint32_t nsess;
     bool retired;
     uint32_t closing;           /* call timers still closing after retirement */
-    struct tg_agent *next_retired; /* gw->retired */
+    struct tg_mcp_agent *next_retired; /* gw->retired */
     void (*on_free)(void *arg);    /* the runner's, once a retired agent is freed */
     void *on_free_arg;
-} tg_agent_t;
+} tg_mcp_agent_t;
 
 /* One caller and the agent instance serving it (MCP sessions are
  * stateful: one instance per caller). */
-struct tg_wrap {
+struct mcp_sess {
     tg_gw_t *gw;
-    tg_agent_t *ag;
-    tg_wrap_t *next, *prev;         /* gw->sessions */
+    tg_mcp_agent_t *ag;
+    mcp_sess_t *next, *prev;         /* gw->sessions */
     int open_handles;               /* closed one by one by finish(); freed at 0 */
     uv_pipe_t *conn;                /* serve: the accepted socket (cin == cout) */
     char caller[64];                /* caller name for audit: "stdio" or from callers[] */
     const char *origin;             /* its front for audit: "stdio", "unix", "http" */
-    char remote[TG_SESS_REMOTE_MAX]; /* its peer for audit ("" none) */
-    char sdigest[TG_SESS_DIGEST_MAX]; /* its MCP session's digest for audit ("" none) */
+    char remote[TG_MCP_SESS_REMOTE_MAX]; /* its peer for audit ("" none) */
+    char sdigest[TG_MCP_SESS_DIGEST_MAX]; /* its MCP session's digest for audit ("" none) */
     tg_caller_lim_t *climits;       /* the caller's own limits (serve), or NULL */
 
     /* caller */
@@ -170,7 +170,7 @@ struct tg_wrap {
     mcp_tasks_t *tasks;             /* ended tasks (session_task.c), or NULL before the first */
 
     /* agent instance */
-    tg_inst_t *inst;
+    mcp_inst_t *inst;
     agent_state_t astate;
     bool agent_paused;
     tg_mcp_head_t agent_over; /* an over-cap agent frame's members, read as it streams */
@@ -219,78 +219,78 @@ struct tg_wrap {
 
 /* ---- shared between the engine's files ---------------------------------- */
 
-tg_call_t *mcp_call_at(const tg_agent_t *ag, uint32_t i);
-tg_call_t *mcp_call_alloc(tg_wrap_t *w, call_kind_t kind);
-void mcp_call_free(tg_call_t *c);
+mcp_call_t *mcp_call_at(const tg_mcp_agent_t *ag, uint32_t i);
+mcp_call_t *mcp_call_alloc(mcp_sess_t *w, call_kind_t kind);
+void mcp_call_free(mcp_call_t *c);
 const tg_call_ops_t *mcp_call_ops(void);
-tg_call_t *mcp_call_by_agent_id(tg_wrap_t *w, uint64_t id);
-uint32_t mcp_busy_calls(const tg_wrap_t *w);
-void mcp_deny(tg_wrap_t *w, const char *id, size_t id_len, const tg_denial_t *d);
-void mcp_rpc_error(tg_wrap_t *w, const char *id, size_t id_len, int code, const char *msg);
-void mcp_denial_init(tg_wrap_t *w, tg_denial_t *d, tg_deny_code_t code, const tg_call_t *c,
+mcp_call_t *mcp_call_by_agent_id(mcp_sess_t *w, uint64_t id);
+uint32_t mcp_busy_calls(const mcp_sess_t *w);
+void mcp_deny(mcp_sess_t *w, const char *id, size_t id_len, const tg_denial_t *d);
+void mcp_rpc_error(mcp_sess_t *w, const char *id, size_t id_len, int code, const char *msg);
+void mcp_denial_init(mcp_sess_t *w, tg_denial_t *d, tg_deny_code_t code, const mcp_call_t *c,
                         char *reqid, size_t reqid_cap);
 void mcp_caller_id_text(const char *id, size_t len, char *out);
-void mcp_audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
+void mcp_audit_call(mcp_sess_t *w, const mcp_call_t *c, const char *event, const char *status,
                        const tg_denial_t *d, const char *stage);
-void mcp_deny_call(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d, const char *event,
+void mcp_deny_call(mcp_sess_t *w, mcp_call_t *c, const tg_denial_t *d, const char *event,
                       const char *stage);
-void mcp_to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
+void mcp_to_agent_spliced(mcp_sess_t *w, tg_block_t *b, const char *p, size_t len,
                              size_t id_off, size_t id_len, uint64_t agent_id);
-bool mcp_agent_writable(const tg_wrap_t *w);
-void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+bool mcp_agent_writable(const mcp_sess_t *w);
+void mcp_admit_call(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
                        const tg_mcp_env_t *env);
-void mcp_caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+void mcp_caller_cancel(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
                           const tg_mcp_env_t *env);
 /* Serve: the caller of <w> closed its connection (not a half-close) or it
  * failed: every call of it is cancelled, at the agent for those in flight,
  * audited call.cancelled with reason caller_gone. */
-void mcp_caller_gone(tg_wrap_t *w);
+void mcp_caller_gone(mcp_sess_t *w);
 void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
-void mcp_after_exit(tg_wrap_t *w, bool failed, int64_t status, bool by_signal);
-int mcp_agent_spawn(tg_wrap_t *w);
-void mcp_flush_all(tg_wrap_t *w);
+void mcp_after_exit(mcp_sess_t *w, bool failed, int64_t status, bool by_signal);
+int mcp_agent_spawn(mcp_sess_t *w);
+void mcp_flush_all(mcp_sess_t *w);
 void mcp_caller_out_drain(tg_out_t *o, void *ctx);
 void mcp_caller_out_error(tg_out_t *o, void *ctx, int status);
-void mcp_check_drained(tg_wrap_t *w);
-void mcp_begin_shutdown(tg_wrap_t *w, const char *why);
-void mcp_sess_release(tg_wrap_t *w);
-void mcp_finish(tg_wrap_t *w);
-uint32_t mcp_recent_restarts(const tg_wrap_t *w, uint64_t now);
-void mcp_agent_maybe_reap(tg_agent_t *ag);
-bool mcp_before_init(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env);
+void mcp_check_drained(mcp_sess_t *w);
+void mcp_begin_shutdown(mcp_sess_t *w, const char *why);
+void mcp_sess_release(mcp_sess_t *w);
+void mcp_finish(mcp_sess_t *w);
+uint32_t mcp_recent_restarts(const mcp_sess_t *w, uint64_t now);
+void mcp_agent_maybe_reap(tg_mcp_agent_t *ag);
+bool mcp_before_init(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env);
 
 /* MCP tasks (session_task.c; the rules are at its top). */
-typedef void (*mcp_to_caller_fn)(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
+typedef void (*mcp_to_caller_fn)(mcp_sess_t *w, tg_block_t *b, const char *p, size_t len,
                                  size_t id_off, size_t id_len, const char *cid, size_t cid_len);
 /* At admission: a task-augmented call is marked, its ttl cut to the
  * deadline (set before). */
-void mcp_task_admit(tg_wrap_t *w, tg_call_t *c, const char *frame, const tg_mcp_env_t *env);
+void mcp_task_admit(mcp_sess_t *w, mcp_call_t *c, const char *frame, const tg_mcp_env_t *env);
 /* Forward call <c>'s held frame with its id and ttl spliced. */
-void mcp_task_forward(tg_wrap_t *w, tg_call_t *c);
+void mcp_task_forward(mcp_sess_t *w, mcp_call_t *c);
 /* The agent answered the in-flight call <c>: true when it was handled here
  * (a CreateTaskResult relayed, or an answer to a task already created). */
-bool mcp_task_on_response(tg_wrap_t *w, tg_call_t *c, tg_block_t *b, const char *frame, size_t len,
+bool mcp_task_on_response(mcp_sess_t *w, mcp_call_t *c, tg_block_t *b, const char *frame, size_t len,
                           const tg_mcp_env_t *env, mcp_to_caller_fn to_caller);
 /* TG_TASK_OP_* of a request's method span. */
 int mcp_task_op_of(const char *frame, tg_jspan_t method);
 /* A caller's tasks/get|result|cancel: true when answered here (refused,
  * or the denial of a task toolgate ended); false to forward it, with
  * <*task> the live task it names (or NULL). */
-bool mcp_task_caller_request(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env,
-                             tg_call_t **task);
+bool mcp_task_caller_request(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env,
+                             mcp_call_t **task);
 /* The agent answered tasks/... request <p> about a live task. */
-void mcp_task_on_pass_answer(tg_wrap_t *w, tg_call_t *p, const char *frame, size_t len,
+void mcp_task_on_pass_answer(mcp_sess_t *w, mcp_call_t *p, const char *frame, size_t len,
                              const tg_mcp_env_t *env);
 /* notifications/tasks/status from the agent. */
-void mcp_task_on_status(tg_wrap_t *w, const char *frame, const tg_mcp_env_t *env);
+void mcp_task_on_status(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env);
 /* Toolgate denies call <c> (<d>): true when it is a task, whose original
  * request was answered already (its waiting tasks/... requests get <d>). */
-bool mcp_task_denied(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d);
+bool mcp_task_denied(mcp_sess_t *w, mcp_call_t *c, const tg_denial_t *d);
 /* Past its deadline, or its caller gone: true when <c> is a task
  * (tasks/cancel sent, its answer freeing the zombie's slot as a pong does). */
-bool mcp_task_cancel_at_agent(tg_wrap_t *w, tg_call_t *c);
-void mcp_tasks_free(tg_wrap_t *w);
+bool mcp_task_cancel_at_agent(mcp_sess_t *w, mcp_call_t *c);
+void mcp_tasks_free(mcp_sess_t *w);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -301,12 +301,12 @@ static inline int64_t wall_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static inline uint64_t now_ms(tg_wrap_t *w)
+static inline uint64_t now_ms(mcp_sess_t *w)
 {
     return uv_now(w->gw->loop);
 }
 
-static inline const char *agent_name(tg_wrap_t *w)
+static inline const char *agent_name(mcp_sess_t *w)
 {
     return w->ag->r.acfg->id;
 }
@@ -330,7 +330,7 @@ static inline size_t u64_fmt(char *out, uint64_t v, unsigned base)
     return n;
 }
 
-static inline void request_id_of(const tg_call_t *c, char *buf, size_t cap)
+static inline void request_id_of(const mcp_call_t *c, char *buf, size_t cap)
 {
     if (cap < 24)
         return;
@@ -340,7 +340,7 @@ static inline void request_id_of(const tg_call_t *c, char *buf, size_t cap)
 /* Every event of a session and of its agent instance names where its
  * caller is (front, caller, remote, session digest), but router.* events:
  * in wrap the session is the router, and those events are about it. */
-static inline void stamp(const tg_wrap_t *w, tg_audit_ev_t *ev)
+static inline void stamp(const mcp_sess_t *w, tg_audit_ev_t *ev)
 {
     if (strncmp(ev->event, "router.", 7) == 0)
         return;
@@ -353,7 +353,7 @@ static inline void stamp(const tg_wrap_t *w, tg_audit_ev_t *ev)
         ev->session = w->sdigest;
 }
 
-static inline void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
+static inline void emit(mcp_sess_t *w, tg_audit_ev_t *ev)
 {
     if (w->gw->audit == NULL)
         return;
@@ -363,7 +363,7 @@ static inline void emit(tg_wrap_t *w, tg_audit_ev_t *ev)
 
 /* A call.denied event of <w>, from denial <d> (NULL: the caller fills
  * the limit fields). */
-static inline void denied_ev(tg_wrap_t *w, tg_audit_ev_t *ev, const tg_denial_t *d)
+static inline void denied_ev(mcp_sess_t *w, tg_audit_ev_t *ev, const tg_denial_t *d)
 {
     tg_audit_ev_init(ev);
     if (d != NULL)
@@ -374,14 +374,14 @@ static inline void denied_ev(tg_wrap_t *w, tg_audit_ev_t *ev, const tg_denial_t 
     ev->status = "denied";
 }
 
-static inline void reg_set(tg_wrap_t *w, int idx, uint64_t current)
+static inline void reg_set(mcp_sess_t *w, int idx, uint64_t current)
 {
     tg_registry_update(&w->gw->reg, idx, current);
 }
 
 /* The agent's concurrency and queue usage, and tool <tool>'s (none when
  * -1), into the metrics and the registry. */
-static inline void update_conc_regs(tg_wrap_t *w, int tool)
+static inline void update_conc_regs(mcp_sess_t *w, int tool)
 {
     tg_route_regs(&w->ag->r, tool);
 }

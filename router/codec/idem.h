@@ -4,7 +4,7 @@
  *
  * Pure (no libuv, no I/O): the caller passes its clock as <now_ms> and
  * builds the key (toolgate's is caller, tool and idempotency_key: see
- * router/os_gw.c), and writes a replay itself. The cache keeps copies.
+ * router/dialect/opensentience/os_gw.c), and writes a replay itself. The cache keeps copies.
  *
  * Entries sit in hash buckets (chained) and in one list in insertion
  * order. All entries of one window expire in that order, so expiry and

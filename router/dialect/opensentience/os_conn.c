@@ -2,7 +2,7 @@
  * invariants): accepting, reading and framing, refusals, idle timers,
  * write queues and flow control between callers and agents. */
 #define _GNU_SOURCE /* explicit_bzero */
-#include "router/os_gw_impl.h"
+#include "router/dialect/opensentience/os_gw_impl.h"
 
 #include <poll.h>
 

@@ -23,7 +23,7 @@
  * Unknown types are valid envelopes (TG_OS_OTHER): v1 says unknown
  * payload fields and types are ignored or answered, not fatal.
  */
-#include "router/dialect/osenv.h"
+#include "router/codec/osenv.h"
 
 #include <string.h>
 

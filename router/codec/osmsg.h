@@ -26,7 +26,7 @@
 
 #include "config/jscan.h"
 #include "config/jsonw.h"
-#include "router/dialect/osenv.h"
+#include "router/codec/osenv.h"
 
 #define TG_OS_WHERE      "toolgate.router" /* error.where of every error toolgate writes */
 #define TG_OS_NO_TIMEOUT UINT64_MAX        /* tg_os_call_t.timeout_ms when absent */

@@ -1,5 +1,5 @@
 /* Length-prefixed frame codec: see lenpfx.h. */
-#include "router/dialect/lenpfx.h"
+#include "router/codec/lenpfx.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* ndjson frame codec: see ndjson.h. */
-#include "router/dialect/ndjson.h"
+#include "router/codec/ndjson.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * well as JSON: it is a plain "append into a fixed buffer, fail once"
  * writer, and one failure check at the end is what both need.
  */
-#include "router/admin/metrics.h"
+#include "router/gateway/metrics.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -2,7 +2,7 @@
  * their frames (hello, register, heartbeat, results, streams), the
  * instance, shutdown, setup, reload and the public API. */
 #define _GNU_SOURCE /* explicit_bzero */
-#include "router/os_gw_impl.h"
+#include "router/dialect/opensentience/os_gw_impl.h"
 
 static void switch_done(os_agent_t *ag);
 

@@ -1,9 +1,9 @@
 /* OpenSentience messages toolgate writes (see osmsg.h). */
-#include "router/dialect/osmsg.h"
+#include "router/codec/osmsg.h"
 
 #include <errno.h>
 
-#include "router/dialect/lenpfx.h"
+#include "router/codec/lenpfx.h"
 
 /* A raw value that must be a JSON string span: it is copied into the
  * message unchanged, so check at least that it is delimited as one. */

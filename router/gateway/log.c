@@ -1,5 +1,5 @@
 /* Non-blocking stderr, line formats and levels: see log.h. */
-#include "router/log.h"
+#include "router/gateway/log.h"
 
 #include <errno.h>
 #include <inttypes.h>

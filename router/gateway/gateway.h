@@ -22,11 +22,11 @@
 #include "limits/gcra.h"
 #include "limits/registry.h"
 #include "router/admin/admin.h"
-#include "router/admin/metrics.h"
-#include "router/front/io.h"
+#include "router/gateway/metrics.h"
+#include "router/gateway/io.h"
 
-typedef struct tg_wrap tg_sess_t;
-typedef struct tg_agent tg_agent_t;
+typedef struct mcp_sess tg_mcp_sess_t;
+typedef struct tg_mcp_agent tg_mcp_agent_t;
 
 /* One caller's own limits (callers[].execution_limits), shared by all of
  * its connections; owned by the runner. */
@@ -83,18 +83,18 @@ typedef struct tg_gw {
     size_t nusage;
     tg_admin_t *admin;    /* the admin HTTP endpoint (router.admin / --admin), or NULL */
     bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
-    tg_sess_t *sessions; /* live sessions, a list linked through the sessions */
-    tg_agent_t *retired; /* agents replaced by a reload, freed once unused */
+    tg_mcp_sess_t *sessions; /* live sessions, a list linked through the sessions */
+    tg_mcp_agent_t *retired; /* agents replaced by a reload, freed once unused */
     bool tearing_down;
     uint32_t nsessions;
     bool wrap_mode;      /* the single session is the router (router.stopping) */
     int exit_code;       /* wrap: the process status once the session ended */
-    void (*on_session_end)(struct tg_gw *gw, tg_sess_t *s);
+    void (*on_session_end)(struct tg_gw *gw, tg_mcp_sess_t *s);
     /* serve: may session <s> start its agent instance (its caller sent
      * initialize)? 0 when it may (counted against max_instances until the
      * session ends), -1 with the instances running and the cap when not.
      * NULL (wrap): always. */
-    int (*instance_take)(struct tg_gw *gw, tg_sess_t *s, uint32_t *running, uint32_t *cap);
+    int (*instance_take)(struct tg_gw *gw, tg_mcp_sess_t *s, uint32_t *running, uint32_t *cap);
     /* The live router keys sessions read (serve updates them on reload;
      * gw->cfg stays the first config). */
     uint64_t handshake_timeout_ms;    /* router.handshake_timeout */

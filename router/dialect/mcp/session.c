@@ -1,8 +1,8 @@
 /* toolgate wrap: the MCP stdio proxy. See wrap.h and DESIGN.md.
  *
- * Structure. One tg_wrap_t holds the caller (stdin/stdout), the current
+ * Structure. One mcp_sess_t holds the caller (stdin/stdout), the current
  * agent instance (a child process with three pipes), the call table (a
- * slab of tg_call_t indexed by a small integer), and the limit state
+ * slab of mcp_call_t indexed by a small integer), and the limit state
  * (GCRA buckets, concurrency slots, the FIFO wait queue).
  *
  * Ids. Every request the caller sends is forwarded with a toolgate-made
@@ -29,27 +29,27 @@
  *  - Every callback ends with flush_all(): all output of one event goes out
  *    in one uv_write per stream.
  */
-#include "router/session_impl.h"
+#include "router/dialect/mcp/session_impl.h"
 #include "router/front/http_sess.h"
 
 static const tg_call_ops_t call_ops;
 
 /* ---- call table ------------------------------------------------------- */
 
-tg_call_t *mcp_call_at(const tg_agent_t *ag, uint32_t i)
+mcp_call_t *mcp_call_at(const tg_mcp_agent_t *ag, uint32_t i)
 {
     return tg_ctab_at(&ag->r.tab, i);
 }
 
-tg_call_t *mcp_call_alloc(tg_wrap_t *w, call_kind_t kind)
+mcp_call_t *mcp_call_alloc(mcp_sess_t *w, call_kind_t kind)
 {
     uint32_t i;
     uint64_t id;
-    tg_call_t *c = tg_ctab_take(&w->ag->r.tab, &i, &id);
+    mcp_call_t *c = tg_ctab_take(&w->ag->r.tab, &i, &id);
     if (c == NULL)
         return NULL;
     tg_callc_reset(&c->cc, &w->ag->r, id, i, tg_gw_now(w->gw));
-    memset((char *)c + offsetof(tg_call_t, w), 0, CALL_CLEARED - offsetof(tg_call_t, w));
+    memset((char *)c + offsetof(mcp_call_t, w), 0, CALL_CLEARED - offsetof(mcp_call_t, w));
     c->tool_name[0] = '\0';
     c->w = w;
     c->kind = kind;
@@ -60,7 +60,7 @@ tg_call_t *mcp_call_alloc(tg_wrap_t *w, call_kind_t kind)
     return c;
 }
 
-void mcp_call_free(tg_call_t *c)
+void mcp_call_free(mcp_call_t *c)
 {
     if (c->kind == K_FREE)
         return;
@@ -75,29 +75,29 @@ void mcp_call_free(tg_call_t *c)
 
 /* The live entry with agent-side id <id> belonging to session <w>: an
  * instance can only answer the calls of its own session. */
-tg_call_t *mcp_call_by_agent_id(tg_wrap_t *w, uint64_t id)
+mcp_call_t *mcp_call_by_agent_id(mcp_sess_t *w, uint64_t id)
 {
-    tg_call_t *c = tg_ctab_lookup(&w->ag->r.tab, id);
+    mcp_call_t *c = tg_ctab_lookup(&w->ag->r.tab, id);
     if (c == NULL || c->kind == K_FREE || c->cc.id != id || c->w != w)
         return NULL;
     return c;
 }
 
 /* Calls that still need the agent: the drain waits for these. */
-uint32_t mcp_busy_calls(const tg_wrap_t *w)
+uint32_t mcp_busy_calls(const mcp_sess_t *w)
 {
     return w->nbusy;
 }
 
 /* ---- output to the caller --------------------------------------------- */
 
-static void to_caller(tg_wrap_t *w, const char *p, size_t len)
+static void to_caller(mcp_sess_t *w, const char *p, size_t len)
 {
     if (!w->cout_dead)
         (void)tg_out_copy(&w->cwr, p, len);
 }
 
-void mcp_deny(tg_wrap_t *w, const char *id, size_t id_len, const tg_denial_t *d)
+void mcp_deny(mcp_sess_t *w, const char *id, size_t id_len, const tg_denial_t *d)
 {
     char buf[TG_DENIAL_MAX];
     long n = tg_denial_mcp(buf, sizeof(buf), id, id_len, d);
@@ -105,7 +105,7 @@ void mcp_deny(tg_wrap_t *w, const char *id, size_t id_len, const tg_denial_t *d)
         to_caller(w, buf, (size_t)n);
 }
 
-void mcp_rpc_error(tg_wrap_t *w, const char *id, size_t id_len, int code, const char *msg)
+void mcp_rpc_error(mcp_sess_t *w, const char *id, size_t id_len, int code, const char *msg)
 {
     char buf[TG_DENIAL_MAX];
     long n = tg_rpc_error(buf, sizeof(buf), id, id_len, code, msg);
@@ -113,7 +113,7 @@ void mcp_rpc_error(tg_wrap_t *w, const char *id, size_t id_len, int code, const 
         to_caller(w, buf, (size_t)n);
 }
 
-void mcp_denial_init(tg_wrap_t *w, tg_denial_t *d, tg_deny_code_t code, const tg_call_t *c,
+void mcp_denial_init(mcp_sess_t *w, tg_denial_t *d, tg_deny_code_t code, const mcp_call_t *c,
                         char *reqid, size_t reqid_cap)
 {
     if (c != NULL)
@@ -135,17 +135,17 @@ void mcp_caller_id_text(const char *id, size_t len, char *out)
     out[len] = '\0';
 }
 
-static void audit_call_why(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
+static void audit_call_why(mcp_sess_t *w, const mcp_call_t *c, const char *event, const char *status,
                            const tg_denial_t *d, const char *stage, const char *reason);
 
-void mcp_audit_call(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
+void mcp_audit_call(mcp_sess_t *w, const mcp_call_t *c, const char *event, const char *status,
                        const tg_denial_t *d, const char *stage)
 {
     audit_call_why(w, c, event, status, d, stage, NULL);
 }
 
 /* mcp_audit_call with <reason> (NULL: none), e.g. caller_gone. */
-static void audit_call_why(tg_wrap_t *w, const tg_call_t *c, const char *event, const char *status,
+static void audit_call_why(mcp_sess_t *w, const mcp_call_t *c, const char *event, const char *status,
                            const tg_denial_t *d, const char *stage, const char *reason)
 {
     tg_audit_ev_t ev;
@@ -181,7 +181,7 @@ static void audit_call_why(tg_wrap_t *w, const tg_call_t *c, const char *event, 
 }
 
 /* Deny call <c> (answering the caller with its own id), audit, free it. */
-void mcp_deny_call(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d, const char *event,
+void mcp_deny_call(mcp_sess_t *w, mcp_call_t *c, const tg_denial_t *d, const char *event,
                       const char *stage)
 {
     if (!mcp_task_denied(w, c, d))
@@ -193,7 +193,7 @@ void mcp_deny_call(tg_wrap_t *w, tg_call_t *c, const tg_denial_t *d, const char 
 
 /* Forward frame [p, p+len) (with its newline) from block <b> to the agent,
  * the id span [id_off, id_off+id_len) replaced by <agent_id>. */
-void mcp_to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len,
+void mcp_to_agent_spliced(mcp_sess_t *w, tg_block_t *b, const char *p, size_t len,
                              size_t id_off, size_t id_len, uint64_t agent_id)
 {
     tg_out_t *o = &w->inst->a.p.wr;
@@ -210,7 +210,7 @@ void mcp_to_agent_spliced(tg_wrap_t *w, tg_block_t *b, const char *p, size_t len
     }
 }
 
-bool mcp_agent_writable(const tg_wrap_t *w)
+bool mcp_agent_writable(const mcp_sess_t *w)
 {
     return tg_ainst_writable((const tg_ainst_t *)w->inst);
 }
@@ -221,9 +221,9 @@ bool mcp_agent_writable(const tg_wrap_t *w)
 /* Ask the agent to prove it is alive for zombie call <c>: a ping whose
  * pong frees <c>'s slot. Without room for the ping entry the kill_grace
  * timer still bounds the zombie. */
-static void send_ping(tg_wrap_t *w, tg_call_t *c)
+static void send_ping(mcp_sess_t *w, mcp_call_t *c)
 {
-    tg_call_t *p = mcp_agent_writable(w) ? mcp_call_alloc(w, K_PING) : NULL;
+    mcp_call_t *p = mcp_agent_writable(w) ? mcp_call_alloc(w, K_PING) : NULL;
     if (p == NULL)
         return;
     char buf[96];
@@ -236,7 +236,7 @@ static void send_ping(tg_wrap_t *w, tg_call_t *c)
 
 /* MCP notifications/cancelled to the agent for the request it knows as
  * <c>'s id, with the constant <reason>. */
-static void send_cancel(tg_wrap_t *w, const tg_call_t *c, const char *reason)
+static void send_cancel(mcp_sess_t *w, const mcp_call_t *c, const char *reason)
 {
     if (!mcp_agent_writable(w))
         return;
@@ -248,7 +248,7 @@ static void send_cancel(tg_wrap_t *w, const tg_call_t *c, const char *reason)
     tg_out_copy(&w->inst->a.p.wr, buf, (size_t)n);
 }
 
-static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
+static void send_cancel_and_ping(mcp_sess_t *w, mcp_call_t *c, const char *reason)
 {
     if (!mcp_agent_writable(w))
         return;
@@ -258,17 +258,17 @@ static void send_cancel_and_ping(tg_wrap_t *w, tg_call_t *c, const char *reason)
 
 /* ---- admission (router/call/pipeline.h) -------------------------------- */
 
-#define CALL(cc) ((tg_call_t *)(void *)(cc))
-#define CCALL(cc) ((const tg_call_t *)(const void *)(cc))
+#define CALL(cc) ((mcp_call_t *)(void *)(cc))
+#define CCALL(cc) ((const mcp_call_t *)(const void *)(cc))
 
 /* Admit or refuse one tools/call frame [frame, frame+len) from the caller,
  * in block <b>. */
-void mcp_admit_call(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+void mcp_admit_call(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
                     const tg_mcp_env_t *env)
 {
     tg_denial_t d;
     char reqid[32];
-    tg_call_t *c = mcp_call_alloc(w, K_CALL);
+    mcp_call_t *c = mcp_call_alloc(w, K_CALL);
     if (c == NULL) {
         /* Cannot happen while limits hold (the slab is sized from them). */
         mcp_denial_init(w, &d, TG_DENY_CONCURRENCY, NULL, reqid, sizeof(reqid));
@@ -322,7 +322,7 @@ static tg_caller_lim_t *mcp_op_climits(const tg_callc_t *cc)
  * while that instance runs, and waits for no other. */
 static tg_call_go_t mcp_op_ready(const tg_callc_t *cc)
 {
-    const tg_wrap_t *w = CCALL(cc)->w;
+    const mcp_sess_t *w = CCALL(cc)->w;
     return mcp_agent_writable(w) && w->astate == A_RUNNING ? TG_GO_NOW : TG_GO_NOT;
 }
 
@@ -372,7 +372,7 @@ static void mcp_op_settle(tg_route_t *r, void *owner)
 
 static void mcp_op_reap(tg_route_t *r)
 {
-    mcp_agent_maybe_reap((tg_agent_t *)(void *)r);
+    mcp_agent_maybe_reap((tg_mcp_agent_t *)(void *)r);
 }
 
 /* Past its deadline in flight: the agent gets notifications/cancelled and
@@ -380,7 +380,7 @@ static void mcp_op_reap(tg_route_t *r)
  * kill_grace. */
 static void mcp_op_timed_out(tg_callc_t *cc)
 {
-    tg_call_t *c = CALL(cc);
+    mcp_call_t *c = CALL(cc);
     cc->state = TG_CALL_ZOMBIE;
     cc->stage = "timed_out";
     if (!mcp_task_cancel_at_agent(c->w, c))
@@ -390,7 +390,7 @@ static void mcp_op_timed_out(tg_callc_t *cc)
 
 static void mcp_op_stuck(tg_callc_t *cc)
 {
-    tg_wrap_t *w = CALL(cc)->w;
+    mcp_sess_t *w = CALL(cc)->w;
     tg_log_warn("agent '%s' did not answer a cancel or ping within %" PRIu64
                 " ms; killing it (raise %s)",
                 agent_name(w), cc->r->acfg->kill_grace_ms, cc->r->path_grace);
@@ -437,7 +437,7 @@ static bool cancel_says_gone(const char *frame, size_t len)
  * the id it saw, and a ping whose pong frees the slot; no answer within
  * kill_grace_period: killed as stuck); a pass-through request is
  * cancelled and forgotten. Audited call.cancelled, reason <why>. */
-static void cancel_gone(tg_wrap_t *w, tg_call_t *c, const char *why)
+static void cancel_gone(mcp_sess_t *w, mcp_call_t *c, const char *why)
 {
     if (c->kind == K_PASS) {
         send_cancel(w, c, why);
@@ -458,7 +458,7 @@ static void cancel_gone(tg_wrap_t *w, tg_call_t *c, const char *why)
     tg_pipe_arm(&c->cc, w->ag->r.acfg->kill_grace_ms);
 }
 
-void mcp_caller_gone(tg_wrap_t *w)
+void mcp_caller_gone(mcp_sess_t *w)
 {
     /* Those in flight first: they become zombies and keep their slots, so
      * releasing the waiting ones after cannot hand a slot to one of this
@@ -466,7 +466,7 @@ void mcp_caller_gone(tg_wrap_t *w)
      * cancelled). */
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
-            tg_call_t *c = mcp_call_at(w->ag, i);
+            mcp_call_t *c = mcp_call_at(w->ag, i);
             if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) ||
                 c->cc.state == TG_CALL_ZOMBIE ||
                 (pass == 0) != (c->kind == K_PASS || c->cc.state == TG_CALL_INFLIGHT))
@@ -477,13 +477,13 @@ void mcp_caller_gone(tg_wrap_t *w)
 }
 
 /* notifications/cancelled from the caller for one of its requests. */
-void mcp_caller_cancel(tg_wrap_t *w, tg_block_t *b, const char *frame, size_t len,
+void mcp_caller_cancel(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
                        const tg_mcp_env_t *env)
 {
     tg_jspan_t id = env->cancel_id;
     bool gone = cancel_says_gone(frame, len);
     for (uint32_t i = 0; id.type != TG_J_NONE && i < w->ag->r.tab.n; i++) {
-        tg_call_t *c = mcp_call_at(w->ag, i);
+        mcp_call_t *c = mcp_call_at(w->ag, i);
         if (c->w != w || (c->kind != K_CALL && c->kind != K_PASS) || c->caller_id_len != id.len ||
             memcmp(c->caller_id, frame + id.off, id.len) != 0 || c->cc.state == TG_CALL_ZOMBIE)
             continue;

@@ -53,7 +53,7 @@
  *    the new one.
  */
 #define _GNU_SOURCE /* explicit_bzero */
-#include "router/os_gw_impl.h"
+#include "router/dialect/opensentience/os_gw_impl.h"
 
 /* ---- framed output ---------------------------------------------------- */
 

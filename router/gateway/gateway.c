@@ -1,6 +1,6 @@
 /* The gateway (see gateway.h): the process-wide state both dialects and
  * every front run on. */
-#include "router/gateway.h"
+#include "router/gateway/gateway.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,8 +14,8 @@
 
 #include "limits/preflight.h"
 #include "limits/store.h"
-#include "router/agent/contain_cfg.h"
-#include "router/log.h"
+#include "router/gateway/contain_cfg.h"
+#include "router/gateway/log.h"
 
 void tg_handle_close(uv_handle_t *h)
 {
