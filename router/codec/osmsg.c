@@ -2,6 +2,7 @@
 #include "router/codec/osmsg.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "router/codec/lenpfx.h"
 
@@ -217,4 +218,118 @@ int tg_os_splice_plan(size_t frame_len, tg_jspan_t span, size_t repl_len, tg_os_
     out->head_len = span.off;
     out->tail_off = span.off + span.len;
     return 0;
+}
+
+int tg_os_edits_plan(size_t frame_len, tg_os_edit_t *e, size_t n, unsigned char hdr[4])
+{
+    if (n > TG_OS_EDITS_MAX)
+        return -EINVAL;
+    /* Insertion sort, stable: a handful of edits. */
+    for (size_t i = 1; i < n; i++) {
+        tg_os_edit_t x = e[i];
+        size_t j = i;
+        for (; j > 0 && e[j - 1].off > x.off; j--)
+            e[j] = e[j - 1];
+        e[j] = x;
+    }
+    uint64_t len = frame_len;
+    size_t end = 0; /* where the edit before ends */
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].off < end || e[i].off > frame_len || e[i].len > frame_len - e[i].off ||
+            e[i].text_len > UINT32_MAX)
+            return -EINVAL;
+        end = e[i].off + e[i].len;
+        len = len - e[i].len + e[i].text_len;
+    }
+    return tg_lenpfx_header(hdr, len) < 0 ? -EMSGSIZE : 0;
+}
+
+size_t tg_os_put_u64(char *out, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    memcpy(out, tmp + sizeof tmp - n, n);
+    return n;
+}
+
+/* The offset past the blanks from <i> in <f> (<n> bytes). */
+static size_t blank_end(const char *f, size_t n, size_t i)
+{
+    while (i < n && (f[i] == ' ' || f[i] == '\t' || f[i] == '\n' || f[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* Text inserting the member <key> (a literal with its quotes and colon,
+ * <klen> bytes) with <val>, as the first member of the object whose
+ * opening brace is at <brace>: a comma follows unless the object is
+ * empty. Its length. */
+static size_t first_member(const tg_os_fwd_in_t *in, size_t brace, char *out, const char *key,
+                           size_t klen, const char *val, size_t vlen)
+{
+    memcpy(out, key, klen);
+    memcpy(out + klen, val, vlen);
+    size_t n = klen + vlen;
+    size_t j = blank_end(in->frame, in->frame_len, brace + 1);
+    if (j < in->frame_len && in->frame[j] != '}')
+        out[n++] = ',';
+    return n;
+}
+
+int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out)
+{
+    const char *f = in->frame;
+    size_t flen = in->frame_len;
+    size_t obj = blank_end(f, flen, 0);
+    if (obj >= flen || f[obj] != '{' || in->payload_off >= flen || f[in->payload_off] != '{' ||
+        in->call_id.type != TG_J_STRING || in->new_call_id.p == NULL ||
+        (in->request_id.p != NULL && in->request_id.len > TG_OS_FWD_RID_MAX))
+        return -EINVAL;
+    size_t n = 0;
+    out->e[n++] = (tg_os_edit_t){.off = in->call_id.off,
+                                 .len = in->call_id.len,
+                                 .text = in->new_call_id.p,
+                                 .text_len = in->new_call_id.len};
+    uint64_t len = (uint64_t)flen - in->call_id.len + in->new_call_id.len;
+
+    char digits[20];
+    size_t nd = tg_os_put_u64(digits, in->timeout_ms);
+    if (in->timeout_len > 0) {
+        /* Over a number: never longer (the deadline is at most what was
+         * asked); over null it may be. */
+        if (nd <= in->timeout_len || len - in->timeout_len + nd <= in->max_frame) {
+            memcpy(out->tmo, digits, nd);
+            out->e[n++] = (tg_os_edit_t){
+                .off = in->timeout_off, .len = in->timeout_len, .text = out->tmo, .text_len = nd};
+            len = len - in->timeout_len + nd;
+        }
+    } else {
+        static const char key[] = "\"timeout_ms\":";
+        size_t t = first_member(in, in->payload_off, out->tmo, key, sizeof key - 1, digits, nd);
+        if (len + t <= in->max_frame) {
+            out->e[n++] = (tg_os_edit_t){
+                .off = in->payload_off + 1, .len = 0, .text = out->tmo, .text_len = t};
+            len += t;
+        }
+    }
+    if (in->request_id.p != NULL && in->request_id_len > 0) {
+        uint64_t grown = len - in->request_id_len + in->request_id.len;
+        if (in->request_id.len <= in->request_id_len || grown <= in->max_frame)
+            out->e[n++] = (tg_os_edit_t){.off = in->request_id_off,
+                                         .len = in->request_id_len,
+                                         .text = in->request_id.p,
+                                         .text_len = in->request_id.len};
+    } else if (in->request_id.p != NULL) {
+        static const char key[] = "\"request_id\":";
+        size_t t = first_member(in, obj, out->rid, key, sizeof key - 1, in->request_id.p,
+                                in->request_id.len);
+        if (len + t <= in->max_frame)
+            out->e[n++] = (tg_os_edit_t){.off = obj + 1, .len = 0, .text = out->rid, .text_len = t};
+    }
+    out->n = n;
+    return tg_os_edits_plan(flen, out->e, n, out->hdr);
 }

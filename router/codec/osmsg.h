@@ -142,4 +142,72 @@ typedef struct tg_os_splice {
  * frame would not fit a 4-byte length. */
 int tg_os_splice_plan(size_t frame_len, tg_jspan_t span, size_t repl_len, tg_os_splice_t *out);
 
+/* Several edits of one frame, forwarded the same way (a core.tool.call:
+ * its call_id replaced, its timeout_ms set, a request_id added). Edit:
+ * the <len> bytes at <off> replaced by the <text_len> bytes at <text>;
+ * len 0 inserts the text before <off>. */
+#define TG_OS_EDITS_MAX 4 /* fixed internal bound: edits of one forwarded frame */
+typedef struct tg_os_edit {
+    size_t off, len;
+    const char *text;
+    size_t text_len;
+} tg_os_edit_t;
+
+/* Put the <n> edits <e> of a frame of <frame_len> bytes in order of
+ * offset (insertions at one offset keep their order) and fill <hdr> with
+ * the new frame's length header. The frame then goes out as <hdr>, and
+ * for each edit the bytes from the end of the one before up to its <off>,
+ * then its text; then the rest. 0; -EINVAL when <n> is over
+ * TG_OS_EDITS_MAX or an edit is not inside the frame or overlaps
+ * another; -EMSGSIZE when the new frame would not fit a 4-byte length. */
+int tg_os_edits_plan(size_t frame_len, tg_os_edit_t *e, size_t n, unsigned char hdr[4]);
+
+/* Forwarding a core.tool.call to its agent: the caller's frame, scanned
+ * by tg_os_scan, with
+ *   - its call_id replaced by toolgate's <call_id> (quotes included);
+ *   - its timeout_ms set to <timeout_ms>, the deadline left to the call:
+ *     written over the caller's value (a number or null, <timeout_off>),
+ *     else added as the payload's first member;
+ *   - <request_id> (a string span, quotes included, at most
+ *     TG_OS_FWD_RID_MAX bytes; absent: none), when toolgate assigned it:
+ *     written over the caller's null (<request_id_off>), else added as
+ *     the envelope's first member.
+ * An addition that would take the frame over <max_frame> bytes is left
+ * out: the request_id first, then the timeout (the deadline is enforced
+ * all the same). Only the edits are built; the frame goes out as
+ * tg_os_edits_plan says. */
+#define TG_OS_FWD_RID_MAX 64 /* fixed internal bound: a request_id toolgate adds */
+typedef struct tg_os_fwd_in {
+    const char *frame; /* the caller's frame (payload of its length prefix) */
+    size_t frame_len;
+    tg_jspan_t call_id; /* env.call_id */
+    size_t payload_off; /* env.payload.off: its opening brace */
+    size_t timeout_off; /* env.timeout_at: the caller's value (a number or null) */
+    size_t timeout_len; /* 0: absent */
+    tg_os_raw_t new_call_id;
+    uint64_t timeout_ms;
+    tg_os_raw_t request_id;
+    size_t request_id_off; /* env.request_id_at when the caller wrote null */
+    size_t request_id_len; /* 0: absent */
+    uint64_t max_frame;
+} tg_os_fwd_in_t;
+
+/* The plan: the new frame's header and its edits (texts in here or in
+ * <in>'s new_call_id: both must outlive the writes). */
+typedef struct tg_os_fwd {
+    unsigned char hdr[4];
+    tg_os_edit_t e[TG_OS_EDITS_MAX];
+    size_t n;
+    char tmo[40];                     /* "timeout_ms":<digits>, */
+    char rid[TG_OS_FWD_RID_MAX + 16]; /* "request_id":<raw>, */
+} tg_os_fwd_t;
+
+/* 0 and <out> filled; -EINVAL when a span of <in> is not where a scan
+ * would have put it (or the request_id is too long); -EMSGSIZE. */
+int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out);
+
+/* Write the decimal digits of <v> at <out> (at least 20 bytes): their
+ * count. No NUL. */
+size_t tg_os_put_u64(char *out, uint64_t v);
+
 #endif

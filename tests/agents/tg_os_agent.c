@@ -29,6 +29,8 @@
  * "welcome <heartbeat_interval_ms> <max_frame_bytes>", "registered <n>
  * rejected <m>", "call <call_id> <tool> <idempotency_key or ->",
  * "done <call_id>" (a sleep finished, written before its result),
+ * "request_id <id or ->" and "timeout_ms <n or ->" (what a core.tool.call
+ * carried, written before its "call" line),
  * "cancel <call_id> <reason>", "exit <why>". Each line is one write(2) on
  * an O_APPEND descriptor, so tests can read it while the agent runs.
  */
@@ -280,7 +282,12 @@ static void on_frame(const char *buf, size_t len)
               json_array_size(json_object_get(p, "rejected")));
     } else if (strcmp(type, "core.tool.call") == 0) {
         const char *rid = json_string_value(json_object_get(m, "request_id"));
+        json_t *tmo = json_object_get(p, "timeout_ms");
         logf_("request_id %s", rid ? rid : "-");
+        if (json_is_integer(tmo))
+            logf_("timeout_ms %lld", (long long)json_integer_value(tmo));
+        else
+            logf_("timeout_ms -");
         on_call(p);
     } else if (strcmp(type, "core.tool.cancel") == 0) {
         on_cancel(p);

@@ -79,7 +79,12 @@ typedef struct os_call {
     os_conn_t *conn;               /* NULL once the caller left */
     struct os_call *cnext, *cprev; /* the caller's calls */
     os_echo_t cid, msg_id, request_id, correlation_id;
+    uint32_t cid_hash; /* os_cid_hash of cid: a caller's list is searched by it */
     bool rid_assigned; /* request_id is toolgate's (the caller named none) */
+    /* Where the frame (cc.qframe) is edited when forwarded: the payload's
+     * opening brace, the timeout_ms value and a null request_id (len 0:
+     * absent). */
+    size_t pay_off, tmo_off, tmo_len, rid_off, rid_len;
     /* ag->starts of the instance its tool was found registered on (0:
      * not checked yet). Registrations only grow while an instance lives,
      * so forwarding to that same instance need not look again. */
@@ -299,6 +304,26 @@ static inline void echo_set(os_echo_t *e, const char *frame, tg_jspan_t s)
         memcpy(e->buf, frame + s.off, s.len);
         e->len = s.len;
     }
+}
+
+/* A hash of the <n> bytes of a call_id span at <p>, so that a caller's
+ * calls (64 in flight, say) are told apart without a memcmp each. */
+static inline uint32_t os_cid_hash(const char *p, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    for (; n > 0; n--)
+        w = w << 8 | (unsigned char)*p++;
+    h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+    return (uint32_t)(h ^ h >> 32);
 }
 
 static inline tg_os_raw_t echo_raw(const os_echo_t *e)
