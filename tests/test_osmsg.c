@@ -309,8 +309,9 @@ static size_t fwd_assemble(const char *f, const tg_os_fwd_t *p, char *b)
 }
 
 /* Forward the call <f> with deadline <ms>, the request_id <rid> (NULL:
- * the caller's own) and <max> bytes of room; the frame sent, in <b>. */
-static void fwd(const char *f, uint64_t ms, const char *rid, uint64_t max, char *b)
+ * the caller's own) and <max> bytes of room; the frame sent, in <b>; the
+ * count of edits (after joining). */
+static size_t fwd(const char *f, uint64_t ms, const char *rid, uint64_t max, char *b)
 {
     tg_os_env_t env;
     cr_assert_eq(tg_os_scan(f, strlen(f), &env), 0, "%s", f);
@@ -332,6 +333,7 @@ static void fwd(const char *f, uint64_t ms, const char *rid, uint64_t max, char 
     cr_assert_eq(tg_os_fwd_plan(&in, &p), 0);
     size_t n = fwd_assemble(f, &p, b);
     cr_assert_eq(tg_os_scan(b, n, &env), 0, "%s", b);
+    return p.n;
 }
 
 #define CALL_HEAD "{\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m\",\"ts\":\"t\","
@@ -340,9 +342,11 @@ Test(osmsg, forward_edits)
 {
     char b[1024];
     /* The caller's timeout_ms is overwritten with the deadline left. */
-    fwd(CALL_HEAD "\"payload\":{\"call_id\":\"c-1\",\"timeout_ms\":60000,\"tool_id\":\"a/b\","
-                  "\"input\":{}}}",
-        2000, NULL, UINT64_MAX, b);
+    size_t n =
+        fwd(CALL_HEAD "\"payload\":{\"call_id\":\"c-1\",\"timeout_ms\":60000,\"tool_id\":\"a/b\","
+                      "\"input\":{}}}",
+            2000, NULL, UINT64_MAX, b);
+    cr_assert_eq(n, 1, "edits a few bytes apart go out as one");
     cr_assert_str_eq(b, CALL_HEAD "\"payload\":{\"call_id\":\"tg-2a\",\"timeout_ms\":2000,"
                                   "\"tool_id\":\"a/b\",\"input\":{}}}");
     /* Before the call_id, and over null. */
@@ -355,7 +359,9 @@ Test(osmsg, forward_edits)
      * request_id as the envelope's. */
     const char *bare =
         CALL_HEAD "\"payload\": {\"call_id\":\"c-1\",\"tool_id\":\"a/b\",\"input\":{}}}";
-    fwd(bare, 0, "\"tg-2a\"", UINT64_MAX, b);
+    n = fwd(bare, 0, "\"tg-2a\"", UINT64_MAX, b);
+    cr_assert_eq(n, 2,
+                 "the request_id (joined with the frame's first byte) is too far from the rest");
     cr_assert_str_eq(b, "{\"request_id\":\"tg-2a\",\"v\":1,\"type\":\"core.tool.call\",\"id\":"
                         "\"m\",\"ts\":\"t\",\"payload\": {\"timeout_ms\":0,\"call_id\":\"tg-2a\","
                         "\"tool_id\":\"a/b\",\"input\":{}}}");
@@ -376,27 +382,44 @@ Test(osmsg, forward_edits)
     cr_assert_not_null(strstr(b, "{\"request_id\":\"tg-2a\",\"v\":1"), "%s", b);
 }
 
-Test(osmsg, edits_plan_checks)
+Test(osmsg, forward_plan_checks)
 {
-    unsigned char hdr[4];
-    tg_os_edit_t e[TG_OS_EDITS_MAX + 1] = {
-        {.off = 8, .len = 2, .text = "xyz", .text_len = 3},
-        {.off = 2, .len = 0, .text = "ab", .text_len = 2},
-        {.off = 2, .len = 1, .text = "c", .text_len = 1},
+    const char *f =
+        CALL_HEAD "\"payload\":{\"call_id\":\"c-1\",\"timeout_ms\":9,\"tool_id\":\"a/b\","
+                  "\"input\":{}}}";
+    tg_os_env_t env;
+    cr_assert_eq(tg_os_scan(f, strlen(f), &env), 0);
+    tg_os_fwd_in_t in = {
+        .frame = f,
+        .frame_len = strlen(f),
+        .call_id = env.call_id,
+        .payload_off = env.payload.off,
+        .timeout_off = env.timeout_at.off,
+        .timeout_len = env.timeout_at.len,
+        .new_call_id = lit("\"tg-2a\""),
+        .timeout_ms = 5,
+        .max_frame = UINT64_MAX,
     };
-    cr_assert_eq(tg_os_edits_plan(10, e, 3, hdr), 0);
-    cr_assert(e[0].off == 2 && e[0].len == 0 && e[1].off == 2 && e[1].len == 1 && e[2].off == 8,
-              "sorted by offset, an insertion before the replacement at its offset");
-    cr_assert_eq(hdr[3], 10 + 3 - 2 + 2 - 1 + 1);
-    tg_os_edit_t over[2] = {{.off = 2, .len = 3}, {.off = 4, .len = 1}};
-    cr_assert_eq(tg_os_edits_plan(10, over, 2, hdr), -EINVAL, "overlapping edits");
-    tg_os_edit_t out_of[1] = {{.off = 9, .len = 2}};
-    cr_assert_eq(tg_os_edits_plan(10, out_of, 1, hdr), -EINVAL, "past the frame");
-    cr_assert_eq(tg_os_edits_plan(10, e, TG_OS_EDITS_MAX + 1, hdr), -EINVAL);
-    tg_os_edit_t big[1] = {{.off = 0, .len = 10, .text = "", .text_len = (size_t)UINT32_MAX}};
-    cr_assert_eq(tg_os_edits_plan(10, big, 1, hdr), 0, "exactly 4 GiB - 1");
-    big[0].len = 9;
-    cr_assert_eq(tg_os_edits_plan(10, big, 1, hdr), -EMSGSIZE);
+    tg_os_fwd_t p;
+    cr_assert_eq(tg_os_fwd_plan(&in, &p), 0);
+    tg_os_fwd_in_t bad = in;
+    bad.timeout_off = env.call_id.off + 1; /* inside the call_id */
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL, "overlapping spans");
+    bad = in;
+    bad.timeout_off = strlen(f);
+    bad.timeout_len = 2;
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL, "past the frame");
+    bad = in;
+    bad.payload_off = 1;
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL, "no object at the payload's offset");
+    bad = in;
+    char big[TG_OS_FWD_ID_MAX + 8];
+    memset(big, 'x', sizeof big);
+    bad.new_call_id = (tg_os_raw_t){big, sizeof big};
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL, "an id over TG_OS_FWD_ID_MAX");
+    bad = in;
+    bad.request_id = (tg_os_raw_t){big, sizeof big};
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL);
 }
 
 Test(osmsg, result_made_by_toolgate)

@@ -48,11 +48,11 @@ static inline int take_once(members_t *m, int i, tg_jspan_t v)
     return 0;
 }
 
-/* Member <i>'s value when it has type <t>; absent when missing or (for an
- * optional member) null; -1 for any other type. */
+/* Member <i>'s value into <out> when it has type <t>; <out> is left as it
+ * is (TG_J_NONE: the env starts zeroed, locals are set so) when the
+ * member is missing or (optional) null; -1 for any other type. */
 static inline int typed(const members_t *m, int i, tg_jtype_t t, bool required, tg_jspan_t *out)
 {
-    *out = none;
     if (!(m->seen >> i & 1) || m->val[i].type == TG_J_NULL)
         return required ? -1 : 0;
     if (m->val[i].type != t)
@@ -309,7 +309,7 @@ static int scan_protocol(const char *buf, tg_jspan_t proto, tg_os_env_t *env)
 /* The payload members of <env>'s type, read into <m>, by the rules. */
 static int payload_apply(const char *buf, const members_t *m, tg_os_env_t *env)
 {
-    tg_jspan_t t;
+    tg_jspan_t t = none;
     switch (env->type) {
     case TG_OS_AGENT_HELLO:
         if (typed(m, P_TOKEN, TG_J_STRING, true, &env->session_token) < 0 ||
@@ -337,7 +337,7 @@ static int payload_apply(const char *buf, const members_t *m, tg_os_env_t *env)
     case TG_OS_AGENT_TOOL_STREAM:
         return typed(m, P_CALL_ID, TG_J_STRING, true, &env->call_id);
     case TG_OS_AGENT_TOOL_RESULT: {
-        tg_jspan_t st;
+        tg_jspan_t st = none;
         if (typed(m, P_CALL_ID, TG_J_STRING, true, &env->call_id) < 0 ||
             typed(m, P_STATUS, TG_J_STRING, true, &st) < 0)
             return -1;
@@ -471,10 +471,12 @@ int tg_os_supports_v1(const char *buf, tg_jspan_t versions)
 
 /* ---- tool ids ---- */
 
-static bool id_char(unsigned char c)
+/* [A-Za-z0-9._:@-] as a bitmap of the 128 ASCII codes: one test per byte
+ * (every call's tool_id goes through here). */
+static inline bool id_char(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == ':' || c == '@' || c == '-';
+    static const uint64_t ok[2] = {0x07FF600000000000ULL, 0x07FFFFFE87FFFFFFULL};
+    return c < 128 && (ok[c >> 6] >> (c & 63) & 1);
 }
 
 static bool id_part_ok(const char *s, size_t n)

@@ -220,31 +220,10 @@ int tg_os_splice_plan(size_t frame_len, tg_jspan_t span, size_t repl_len, tg_os_
     return 0;
 }
 
-int tg_os_edits_plan(size_t frame_len, tg_os_edit_t *e, size_t n, unsigned char hdr[4])
-{
-    if (n > TG_OS_EDITS_MAX)
-        return -EINVAL;
-    /* Insertion sort, stable: a handful of edits. */
-    for (size_t i = 1; i < n; i++) {
-        tg_os_edit_t x = e[i];
-        size_t j = i;
-        for (; j > 0 && e[j - 1].off > x.off; j--)
-            e[j] = e[j - 1];
-        e[j] = x;
-    }
-    uint64_t len = frame_len;
-    size_t end = 0; /* where the edit before ends */
-    for (size_t i = 0; i < n; i++) {
-        if (e[i].off < end || e[i].off > frame_len || e[i].len > frame_len - e[i].off ||
-            e[i].text_len > UINT32_MAX)
-            return -EINVAL;
-        end = e[i].off + e[i].len;
-        len = len - e[i].len + e[i].text_len;
-    }
-    return tg_lenpfx_header(hdr, len) < 0 ? -EMSGSIZE : 0;
-}
+/* ---- forwarding a call ---- */
 
-size_t tg_os_put_u64(char *out, uint64_t v)
+/* The decimal digits of <v> at the start of <out>: their count. */
+static size_t put_digits(char out[20], uint64_t v)
 {
     char tmp[20];
     size_t n = 0;
@@ -256,80 +235,149 @@ size_t tg_os_put_u64(char *out, uint64_t v)
     return n;
 }
 
-/* The offset past the blanks from <i> in <f> (<n> bytes). */
-static size_t blank_end(const char *f, size_t n, size_t i)
+/* True when the object whose opening brace is at <brace> of <f> (<n>
+ * bytes) has a member: a member added first takes a comma. */
+static bool has_member(const char *f, size_t n, size_t brace)
 {
+    size_t i = brace + 1;
     while (i < n && (f[i] == ' ' || f[i] == '\t' || f[i] == '\n' || f[i] == '\r'))
         i++;
-    return i;
+    return i < n && f[i] != '}';
 }
 
-/* Text inserting the member <key> (a literal with its quotes and colon,
- * <klen> bytes) with <val>, as the first member of the object whose
- * opening brace is at <brace>: a comma follows unless the object is
- * empty. Its length. */
-static size_t first_member(const tg_os_fwd_in_t *in, size_t brace, char *out, const char *key,
-                           size_t klen, const char *val, size_t vlen)
+enum { K_CID, K_TMO, K_TMO_ADD, K_RID, K_RID_ADD };
+
+typedef struct fwd_edit {
+    size_t off, len; /* the frame's bytes replaced */
+    size_t text_len;
+    int kind;
+} fwd_edit_t;
+
+#define KEY_TMO "\"timeout_ms\":"
+#define KEY_RID "\"request_id\":"
+
+/* Write the text of edit <x> at <t>. */
+static void put_text(const tg_os_fwd_in_t *in, const fwd_edit_t *x, const char *digits, size_t nd,
+                     char *t)
 {
-    memcpy(out, key, klen);
-    memcpy(out + klen, val, vlen);
-    size_t n = klen + vlen;
-    size_t j = blank_end(in->frame, in->frame_len, brace + 1);
-    if (j < in->frame_len && in->frame[j] != '}')
-        out[n++] = ',';
-    return n;
+    switch (x->kind) {
+    case K_CID:
+        memcpy(t, in->new_call_id.p, in->new_call_id.len);
+        break;
+    case K_TMO:
+        memcpy(t, digits, nd);
+        break;
+    case K_TMO_ADD:
+        memcpy(t, KEY_TMO, sizeof KEY_TMO - 1);
+        memcpy(t + sizeof KEY_TMO - 1, digits, nd);
+        if (x->text_len > sizeof KEY_TMO - 1 + nd)
+            t[x->text_len - 1] = ',';
+        break;
+    case K_RID:
+        memcpy(t, in->request_id.p, in->request_id.len);
+        break;
+    default: /* K_RID_ADD */
+        memcpy(t, KEY_RID, sizeof KEY_RID - 1);
+        memcpy(t + sizeof KEY_RID - 1, in->request_id.p, in->request_id.len);
+        if (x->text_len > sizeof KEY_RID - 1 + in->request_id.len)
+            t[x->text_len - 1] = ',';
+        break;
+    }
+}
+
+/* <off, len> lies inside a frame of <n> bytes. */
+static bool inside(size_t off, size_t len, size_t n)
+{
+    return off <= n && len <= n - off;
 }
 
 int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out)
 {
     const char *f = in->frame;
     size_t flen = in->frame_len;
-    size_t obj = blank_end(f, flen, 0);
+    size_t obj = 0;
+    while (obj < flen && (f[obj] == ' ' || f[obj] == '\t' || f[obj] == '\n' || f[obj] == '\r'))
+        obj++;
     if (obj >= flen || f[obj] != '{' || in->payload_off >= flen || f[in->payload_off] != '{' ||
-        in->call_id.type != TG_J_STRING || in->new_call_id.p == NULL ||
-        (in->request_id.p != NULL && in->request_id.len > TG_OS_FWD_RID_MAX))
+        in->call_id.type != TG_J_STRING || !inside(in->call_id.off, in->call_id.len, flen) ||
+        !inside(in->timeout_off, in->timeout_len, flen) ||
+        !inside(in->request_id_off, in->request_id_len, flen) || in->new_call_id.p == NULL ||
+        in->new_call_id.len > TG_OS_FWD_ID_MAX ||
+        (in->request_id.p != NULL && in->request_id.len > TG_OS_FWD_ID_MAX))
         return -EINVAL;
-    size_t n = 0;
-    out->e[n++] = (tg_os_edit_t){.off = in->call_id.off,
-                                 .len = in->call_id.len,
-                                 .text = in->new_call_id.p,
-                                 .text_len = in->new_call_id.len};
-    uint64_t len = (uint64_t)flen - in->call_id.len + in->new_call_id.len;
 
+    /* What to change, and the frame's length after it. */
+    fwd_edit_t x[TG_OS_EDITS_MAX];
+    size_t n = 0;
+    x[n++] = (fwd_edit_t){in->call_id.off, in->call_id.len, in->new_call_id.len, K_CID};
+    uint64_t len = (uint64_t)flen - in->call_id.len + in->new_call_id.len;
     char digits[20];
-    size_t nd = tg_os_put_u64(digits, in->timeout_ms);
+    size_t nd = put_digits(digits, in->timeout_ms);
     if (in->timeout_len > 0) {
         /* Over a number: never longer (the deadline is at most what was
          * asked); over null it may be. */
         if (nd <= in->timeout_len || len - in->timeout_len + nd <= in->max_frame) {
-            memcpy(out->tmo, digits, nd);
-            out->e[n++] = (tg_os_edit_t){
-                .off = in->timeout_off, .len = in->timeout_len, .text = out->tmo, .text_len = nd};
+            x[n++] = (fwd_edit_t){in->timeout_off, in->timeout_len, nd, K_TMO};
             len = len - in->timeout_len + nd;
         }
     } else {
-        static const char key[] = "\"timeout_ms\":";
-        size_t t = first_member(in, in->payload_off, out->tmo, key, sizeof key - 1, digits, nd);
+        size_t t = sizeof KEY_TMO - 1 + nd + has_member(f, flen, in->payload_off);
         if (len + t <= in->max_frame) {
-            out->e[n++] = (tg_os_edit_t){
-                .off = in->payload_off + 1, .len = 0, .text = out->tmo, .text_len = t};
+            x[n++] = (fwd_edit_t){in->payload_off + 1, 0, t, K_TMO_ADD};
             len += t;
         }
     }
     if (in->request_id.p != NULL && in->request_id_len > 0) {
-        uint64_t grown = len - in->request_id_len + in->request_id.len;
-        if (in->request_id.len <= in->request_id_len || grown <= in->max_frame)
-            out->e[n++] = (tg_os_edit_t){.off = in->request_id_off,
-                                         .len = in->request_id_len,
-                                         .text = in->request_id.p,
-                                         .text_len = in->request_id.len};
+        if (in->request_id.len <= in->request_id_len ||
+            len - in->request_id_len + in->request_id.len <= in->max_frame) {
+            x[n++] =
+                (fwd_edit_t){in->request_id_off, in->request_id_len, in->request_id.len, K_RID};
+            len = len - in->request_id_len + in->request_id.len;
+        }
     } else if (in->request_id.p != NULL) {
-        static const char key[] = "\"request_id\":";
-        size_t t = first_member(in, obj, out->rid, key, sizeof key - 1, in->request_id.p,
-                                in->request_id.len);
-        if (len + t <= in->max_frame)
-            out->e[n++] = (tg_os_edit_t){.off = obj + 1, .len = 0, .text = out->rid, .text_len = t};
+        size_t t = sizeof KEY_RID - 1 + in->request_id.len + has_member(f, flen, obj);
+        if (len + t <= in->max_frame) {
+            x[n++] = (fwd_edit_t){obj + 1, 0, t, K_RID_ADD};
+            len += t;
+        }
     }
-    out->n = n;
-    return tg_os_edits_plan(flen, out->e, n, out->hdr);
+    /* In order of offset (an insertion before a replacement at its
+     * offset), none overlapping another. */
+    for (size_t i = 1; i < n; i++) {
+        fwd_edit_t y = x[i];
+        size_t j = i;
+        for (; j > 0 && (x[j - 1].off > y.off || (x[j - 1].off == y.off && y.len == 0)); j--)
+            x[j] = x[j - 1];
+        x[j] = y;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if (x[i].off < x[i - 1].off + x[i - 1].len)
+            return -EINVAL;
+    }
+    if (tg_lenpfx_header(out->hdr, len) < 0)
+        return -EMSGSIZE;
+
+    /* The texts, each written once; edits close together (the first, to
+     * the frame's start) share one, the bytes between copied. */
+    char *t = out->text;
+    size_t k = 0, end = 0; /* where the last edit's bytes end */
+    for (size_t i = 0; i < n; i++) {
+        size_t gap = x[i].off - end;
+        if (gap <= TG_OS_FWD_JOIN_GAP && (k > 0 || i == 0)) {
+            if (k == 0)
+                out->e[k++] = (tg_os_edit_t){.off = 0, .len = 0, .text = t, .text_len = 0};
+            memcpy(t, f + end, gap);
+            t += gap;
+        } else {
+            out->e[k++] = (tg_os_edit_t){.off = x[i].off, .len = 0, .text = t, .text_len = 0};
+        }
+        put_text(in, &x[i], digits, nd, t);
+        t += x[i].text_len;
+        end = x[i].off + x[i].len;
+        tg_os_edit_t *e = &out->e[k - 1];
+        e->len = end - e->off;
+        e->text_len = (size_t)(t - e->text);
+    }
+    out->n = k;
+    return 0;
 }

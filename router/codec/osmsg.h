@@ -142,41 +142,21 @@ typedef struct tg_os_splice {
  * frame would not fit a 4-byte length. */
 int tg_os_splice_plan(size_t frame_len, tg_jspan_t span, size_t repl_len, tg_os_splice_t *out);
 
-/* Several edits of one frame, forwarded the same way (a core.tool.call:
- * its call_id replaced, its timeout_ms set, a request_id added). Edit:
- * the <len> bytes at <off> replaced by the <text_len> bytes at <text>;
- * len 0 inserts the text before <off>. */
-#define TG_OS_EDITS_MAX 4 /* fixed internal bound: edits of one forwarded frame */
-typedef struct tg_os_edit {
-    size_t off, len;
-    const char *text;
-    size_t text_len;
-} tg_os_edit_t;
-
-/* Put the <n> edits <e> of a frame of <frame_len> bytes in order of
- * offset (insertions at one offset keep their order) and fill <hdr> with
- * the new frame's length header. The frame then goes out as <hdr>, and
- * for each edit the bytes from the end of the one before up to its <off>,
- * then its text; then the rest. 0; -EINVAL when <n> is over
- * TG_OS_EDITS_MAX or an edit is not inside the frame or overlaps
- * another; -EMSGSIZE when the new frame would not fit a 4-byte length. */
-int tg_os_edits_plan(size_t frame_len, tg_os_edit_t *e, size_t n, unsigned char hdr[4]);
-
 /* Forwarding a core.tool.call to its agent: the caller's frame, scanned
  * by tg_os_scan, with
- *   - its call_id replaced by toolgate's <call_id> (quotes included);
+ *   - its call_id replaced by toolgate's <new_call_id> (quotes included,
+ *     at most TG_OS_FWD_ID_MAX bytes);
  *   - its timeout_ms set to <timeout_ms>, the deadline left to the call:
  *     written over the caller's value (a number or null, <timeout_off>),
  *     else added as the payload's first member;
  *   - <request_id> (a string span, quotes included, at most
- *     TG_OS_FWD_RID_MAX bytes; absent: none), when toolgate assigned it:
+ *     TG_OS_FWD_ID_MAX bytes; absent: none), when toolgate assigned it:
  *     written over the caller's null (<request_id_off>), else added as
  *     the envelope's first member.
  * An addition that would take the frame over <max_frame> bytes is left
  * out: the request_id first, then the timeout (the deadline is enforced
- * all the same). Only the edits are built; the frame goes out as
- * tg_os_edits_plan says. */
-#define TG_OS_FWD_RID_MAX 64 /* fixed internal bound: a request_id toolgate adds */
+ * all the same). The frame is not copied: the plan is a list of edits. */
+#define TG_OS_FWD_ID_MAX 64 /* fixed internal bound: an id toolgate writes into a call */
 typedef struct tg_os_fwd_in {
     const char *frame; /* the caller's frame (payload of its length prefix) */
     size_t frame_len;
@@ -192,22 +172,34 @@ typedef struct tg_os_fwd_in {
     uint64_t max_frame;
 } tg_os_fwd_in_t;
 
-/* The plan: the new frame's header and its edits (texts in here or in
- * <in>'s new_call_id: both must outlive the writes). */
+/* Edit: the <len> bytes at <off> replaced by the <text_len> bytes at
+ * <text>; len 0 inserts the text before <off>. Edits a few bytes apart
+ * (TG_OS_FWD_JOIN_GAP, the first one to the frame's start) are joined
+ * into one, the bytes between copied: a piece written costs more than
+ * copying a few bytes, so the usual call goes out as the header and one
+ * text (copied), the frame up to the payload, one text (its timeout_ms
+ * and call_id), the rest. */
+#define TG_OS_EDITS_MAX    3  /* fixed internal bound: call_id, timeout_ms, request_id */
+#define TG_OS_FWD_JOIN_GAP 32 /* fixed internal bound: bytes copied to join two edits */
+typedef struct tg_os_edit {
+    size_t off, len;
+    const char *text;
+    size_t text_len;
+} tg_os_edit_t;
+
+/* The plan: the new frame's length header, then for each edit (in order
+ * of offset) the frame's bytes from the end of the one before up to its
+ * <off> and its text; then the rest of the frame. Texts live in <text>. */
 typedef struct tg_os_fwd {
     unsigned char hdr[4];
     tg_os_edit_t e[TG_OS_EDITS_MAX];
     size_t n;
-    char tmo[40];                     /* "timeout_ms":<digits>, */
-    char rid[TG_OS_FWD_RID_MAX + 16]; /* "request_id":<raw>, */
+    char text[TG_OS_FWD_JOIN_GAP * TG_OS_EDITS_MAX + 3 * TG_OS_FWD_ID_MAX + 64];
 } tg_os_fwd_t;
 
 /* 0 and <out> filled; -EINVAL when a span of <in> is not where a scan
- * would have put it (or the request_id is too long); -EMSGSIZE. */
+ * would have put it (outside the frame, overlapping another) or an id is
+ * too long; -EMSGSIZE when the new frame would not fit a 4-byte length. */
 int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out);
-
-/* Write the decimal digits of <v> at <out> (at least 20 bytes): their
- * count. No NUL. */
-size_t tg_os_put_u64(char *out, uint64_t v);
 
 #endif

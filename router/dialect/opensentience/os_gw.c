@@ -116,7 +116,10 @@ static os_call_t *call_alloc(os_agent_t *ag)
     if (c == NULL)
         return NULL;
     tg_callc_reset(&c->cc, &ag->r, id, i, tg_gw_now(ag->g->gw));
-    memset((char *)c + offsetof(os_call_t, ag), 0, sizeof(*c) - offsetof(os_call_t, ag));
+    memset((char *)c + offsetof(os_call_t, ag), 0,
+           offsetof(os_call_t, cid) - offsetof(os_call_t, ag));
+    c->cid.len = c->msg_id.len = c->request_id.len = c->correlation_id.len = 0;
+    c->tool[0] = '\0';
     c->ag = ag;
     c->cc.state = TG_CALL_QUEUED; /* not yet in the queue: the admission decides */
     return c;
@@ -169,9 +172,17 @@ static os_call_t *call_by_seq(os_agent_t *ag, uint64_t seq)
 /* The live call whose agent-side id is the string span <s> of <frame>. */
 os_call_t *osg_call_by_agent_id(os_agent_t *ag, const char *frame, tg_jspan_t s)
 {
+    uint64_t v;
+    if (s.type != TG_J_STRING || s.len < 2)
+        return NULL;
+    if (!s.escaped) {
+        /* The usual case: the bytes are the id (no copy). */
+        if (tg_call_id_parse(frame + s.off + 1, s.len - 2, &v) < 0)
+            return NULL;
+        return call_by_seq(ag, v);
+    }
     char txt[40];
     long n = tg_jstr_decode(frame, s, txt, sizeof(txt));
-    uint64_t v;
     if (n < 0 || tg_call_id_parse(txt, (size_t)n, &v) < 0)
         return NULL;
     return call_by_seq(ag, v);

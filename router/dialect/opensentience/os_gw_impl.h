@@ -68,8 +68,8 @@ typedef enum {
 /* An id copied from a caller's frame: the raw string span, quotes
  * included (scanned and validated by tg_os_scan); len 0 when absent. */
 typedef struct os_echo {
+    size_t len; /* first: cleared alone (call_alloc) */
     char buf[OS_ECHO_MAX];
-    size_t len;
 } os_echo_t;
 
 /* One call. Owned by its agent's call table. */
@@ -78,7 +78,6 @@ typedef struct os_call {
     os_agent_t *ag;
     os_conn_t *conn;               /* NULL once the caller left */
     struct os_call *cnext, *cprev; /* the caller's calls */
-    os_echo_t cid, msg_id, request_id, correlation_id;
     uint32_t cid_hash; /* os_cid_hash of cid: a caller's list is searched by it */
     bool rid_assigned; /* request_id is toolgate's (the caller named none) */
     /* Where the frame (cc.qframe) is edited when forwarded: the payload's
@@ -89,11 +88,14 @@ typedef struct os_call {
      * not checked yet). Registrations only grow while an instance lives,
      * so forwarding to that same instance need not look again. */
     uint32_t reg_seen;
-    char tool[TG_OS_TOOL_ID_MAX + 1]; /* the tool's name in its agent (after '/') */
     size_t tool_len;
-    char idem[OS_IDEM_KEY_MAX + 1];
     size_t idem_len;
     bool has_idem;
+    /* Text last: read only up to its lengths, so a new call clears what
+     * comes before <cid> and the lengths alone (call_alloc). */
+    os_echo_t cid, msg_id, request_id, correlation_id;
+    char tool[TG_OS_TOOL_ID_MAX + 1]; /* the tool's name in its agent (after '/') */
+    char idem[OS_IDEM_KEY_MAX + 1];
 } os_call_t;
 
 /* One running agent process. Freed when its handles have closed. */
