@@ -222,19 +222,6 @@ int tg_os_splice_plan(size_t frame_len, tg_jspan_t span, size_t repl_len, tg_os_
 
 /* ---- forwarding a call ---- */
 
-/* The decimal digits of <v> at the start of <out>: their count. */
-static size_t put_digits(char out[20], uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    memcpy(out, tmp + sizeof tmp - n, n);
-    return n;
-}
-
 /* True when the object whose opening brace is at <brace> of <f> (<n>
  * bytes) has a member: a member added first takes a comma. */
 static bool has_member(const char *f, size_t n, size_t brace)
@@ -262,23 +249,23 @@ static void put_text(const tg_os_fwd_in_t *in, const fwd_edit_t *x, const char *
 {
     switch (x->kind) {
     case K_CID:
-        memcpy(t, in->new_call_id.p, in->new_call_id.len);
+        tg_jw_copy(t, in->new_call_id.p, in->new_call_id.len);
         break;
     case K_TMO:
-        memcpy(t, digits, nd);
+        tg_jw_copy(t, digits, nd);
         break;
     case K_TMO_ADD:
         memcpy(t, KEY_TMO, sizeof KEY_TMO - 1);
-        memcpy(t + sizeof KEY_TMO - 1, digits, nd);
+        tg_jw_copy(t + sizeof KEY_TMO - 1, digits, nd);
         if (x->text_len > sizeof KEY_TMO - 1 + nd)
             t[x->text_len - 1] = ',';
         break;
     case K_RID:
-        memcpy(t, in->request_id.p, in->request_id.len);
+        tg_jw_copy(t, in->request_id.p, in->request_id.len);
         break;
     default: /* K_RID_ADD */
         memcpy(t, KEY_RID, sizeof KEY_RID - 1);
-        memcpy(t + sizeof KEY_RID - 1, in->request_id.p, in->request_id.len);
+        tg_jw_copy(t + sizeof KEY_RID - 1, in->request_id.p, in->request_id.len);
         if (x->text_len > sizeof KEY_RID - 1 + in->request_id.len)
             t[x->text_len - 1] = ',';
         break;
@@ -311,8 +298,9 @@ int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out)
     size_t n = 0;
     x[n++] = (fwd_edit_t){in->call_id.off, in->call_id.len, in->new_call_id.len, K_CID};
     uint64_t len = (uint64_t)flen - in->call_id.len + in->new_call_id.len;
-    char digits[20];
-    size_t nd = put_digits(digits, in->timeout_ms);
+    char dbuf[20];
+    size_t nd = tg_jw_digits(dbuf, in->timeout_ms);
+    const char *digits = dbuf + 20 - nd;
     if (in->timeout_len > 0) {
         /* Over a number: never longer (the deadline is at most what was
          * asked); over null it may be. */
@@ -366,7 +354,7 @@ int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out)
         if (gap <= TG_OS_FWD_JOIN_GAP && (k > 0 || i == 0)) {
             if (k == 0)
                 out->e[k++] = (tg_os_edit_t){.off = 0, .len = 0, .text = t, .text_len = 0};
-            memcpy(t, f + end, gap);
+            tg_jw_copy(t, f + end, gap);
             t += gap;
         } else {
             out->e[k++] = (tg_os_edit_t){.off = x[i].off, .len = 0, .text = t, .text_len = 0};

@@ -314,7 +314,7 @@ def main():
           % ('OpenSentience' if a.dialect == 'opensentience' else 'MCP', a.depth, a.many, a.few,
              ((t2 - s2) - (t1 - s1)) / n))
     print('  left out: the once-a-second usage sample, %.0f per call at this run\'s pace'
-          ' (%.0f with it)' % ((s2 - s1) / n, (t2 - t1) / n))
+          ' (%.0f with it)' % (max(0.0, (s2 - s1) / n), (t2 - t1) / n))
     diff = {k: (f2[k] - f1.get(k, 0)) / n for k in f2}
     groups = collections.Counter()
     for k, v in diff.items():
