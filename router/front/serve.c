@@ -42,6 +42,7 @@
 #include "router/front/listen.h"
 #include "router/front/notify.h"
 #include "router/front/run.h"
+#include "router/admin/admin.h"
 #include "router/gateway/log.h"
 #include "router/dialect/opensentience/os_gw.h"
 #include "router/dialect/mcp/session.h"
@@ -1389,7 +1390,9 @@ int tg_serve_run(tg_config_t *cfg)
     r->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*r->ls));
     r->callers = calloc(cfg->ncallers ? cfg->ncallers : 1, sizeof(*r->callers));
     rc = r->agents && r->ninst && r->agent_gen && r->ls && r->callers
-             ? (tg_gw_open(&r->gw, loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0)
+             ? (tg_gw_open(&r->gw, loop, cfg, &err) < 0 || tg_admin_open_gw(&r->gw, &err) < 0
+                    ? tg_log_failed(&err, 2)
+                    : 0)
              : 1;
     if (rc == 0 && cfg->nlisten == 0) {
         tg_log_error(

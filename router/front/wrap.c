@@ -10,6 +10,7 @@
 
 #include "router/front/relay.h"
 #include "router/front/run.h"
+#include "router/admin/admin.h"
 #include "router/gateway/log.h"
 #include "router/dialect/mcp/session.h"
 
@@ -190,7 +191,8 @@ int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx)
     tg_err_t err;
     tg_relay_t relay;
     int rc = tg_relay_start(&relay) < 0 ? 2 : 0;
-    if (rc == 0 && tg_gw_open(&r->gw, &r->f.loop, cfg, &err) < 0)
+    if (rc == 0 && (tg_gw_open(&r->gw, &r->f.loop, cfg, &err) < 0 ||
+                    tg_admin_open_gw(&r->gw, &err) < 0))
         rc = tg_log_failed(&err, 2);
     if (rc == 0 && (r->ag = tg_mcp_agent_new(&r->gw, &cfg->agents[0], 1)) == NULL)
         rc = 1;

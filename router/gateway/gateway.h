@@ -21,7 +21,6 @@
 #include "limits/contain.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
-#include "router/admin/admin.h"
 #include "router/gateway/metrics.h"
 #include "router/gateway/io.h"
 
@@ -81,7 +80,11 @@ typedef struct tg_gw {
     bool metrics_ok;
     tg_agent_usage_t *usage; /* per agent (config index): <nusage> of them, owned */
     size_t nusage;
-    tg_admin_t *admin;    /* the admin HTTP endpoint (router.admin / --admin), or NULL */
+    /* The admin HTTP endpoint (router.admin / --admin), or NULL: opened
+     * by the runner (tg_admin_open_gw, admin/admin.h), closed by
+     * tg_gw_stop through <admin_close>. */
+    struct tg_admin *admin;
+    void (*admin_close)(struct tg_admin *a);
     bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
     tg_mcp_sess_t *sessions; /* live sessions, a list linked through the sessions */
     tg_mcp_agent_t *retired; /* agents replaced by a reload, freed once unused */
@@ -139,6 +142,9 @@ static inline uint64_t tg_gw_now(tg_gw_t *gw)
  * (the runner logs it and exits 2); what is only degraded (containment
  * unavailable in best_effort mode) is logged here and not an error. */
 int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err);
+/* The store's pending calls into the registry (the tick and the admin
+ * endpoint's refresh). */
+void tg_gw_store_sample(tg_gw_t *gw);
 /* Close the gateway's own handles (so the loop can end). */
 void tg_gw_stop(tg_gw_t *gw);
 /* After the loop ended: write out and close audit, close every handle

@@ -30,7 +30,6 @@
  *    in one uv_write per stream.
  */
 #include "router/dialect/mcp/session_impl.h"
-#include "router/front/http_sess.h"
 
 static const tg_call_ops_t call_ops;
 
@@ -425,7 +424,7 @@ const tg_call_ops_t *mcp_call_ops(void)
 static bool cancel_says_gone(const char *frame, size_t len)
 {
     size_t n;
-    const char *tail = tg_hsess_gone_tail(&n);
+    const char *tail = tg_mcp_gone_tail(&n);
     while (len > 0 && (frame[len - 1] == '\n' || frame[len - 1] == '\r' || frame[len - 1] == ' '))
         len--;
     return n > 0 && len >= n && memcmp(frame + len - n, tail, n) == 0;
