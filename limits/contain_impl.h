@@ -37,7 +37,12 @@ extern const tg_contain_ops_t tg__contain_cgroup1_ops;
 extern const tg_contain_ops_t tg__contain_rlimit_ops;
 extern const tg_contain_ops_t tg__contain_none_ops;
 
-/* ---- cgroupfs file helpers (contain.c) ---- */
+/* ---- cgroupfs file helpers (contain_cgfs.c) ---- */
+
+#define TG_CG_READ_MAX 4096 /* fixed internal bound: interface files we parse are small */
+
+/* The controllers toolgate delegates, as bits of a mask. */
+enum { TG_CG_CTL_CPU = 1, TG_CG_CTL_MEMORY = 2, TG_CG_CTL_PIDS = 4 };
 
 /* Write <val> to <dir>/<file> in one write(2). 0 or -errno. */
 int tg__cg_write(const char *dir, const char *file, const char *val);
@@ -67,6 +72,14 @@ int tg__cg_kill_procs(const char *dir, unsigned rounds);
 /* Write "1" to <dir>/cgroup.kill and wait up to <wait_ms> for
  * cgroup.procs to empty. 0, -EAGAIN when still populated, or -errno. */
 int tg__cg_kill_v2(const char *dir, unsigned wait_ms);
+
+/* The controllers listed in <dir>/<file> (cgroup.controllers: "cpu
+ * memory"; cgroup.subtree_control of a fake tree: "+cpu +memory") as
+ * TG_CG_CTL_* bits; 0 when the file cannot be read. */
+unsigned tg__cg_read_ctls(const char *dir, const char *file);
+/* Enable the controllers of <mask> in <dir>/cgroup.subtree_control, as
+ * many as the kernel takes (read them back with tg__cg_read_ctls). */
+void tg__cg_enable_ctls(const char *dir, unsigned mask);
 
 /* Monotonic milliseconds and a sleep, for the bounded waits above. */
 uint64_t tg__contain_now_ms(void);
