@@ -37,11 +37,6 @@
 #define CG_KILL_ROUNDS 100   /* fixed internal bound: v1 kill: rounds of SIGKILL over cgroup.procs */
 #define ORPHAN_DEPTH_MAX 8   /* fixed internal bound: orphan trees are 2 deep; bound a hostile one */
 
-static const char *const hier_names[TG_CG_NHIER] = {
-    [TG_CG_V2] = "cgroup2", [TG_CG_MEMORY] = "memory", [TG_CG_CPU] = "cpu",
-    [TG_CG_CPUACCT] = "cpuacct", [TG_CG_PIDS] = "pids",
-};
-
 /* ---- report items and rlimits of an instance ---- */
 
 void tg__enf_no(tg_contain_inst_t *ci, tg_res_t r, const char *backend, const char *fmt, ...)
@@ -178,279 +173,7 @@ void tg_contain_req_default(tg_contain_req_t *req)
     req->nofile = TG_CONTAIN_DEF_NOFILE;
 }
 
-/* ---- detection ---- */
-
-/* mountinfo escapes space, tab, newline and backslash as \ooo. */
-static void unescape_octal(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r;) {
-        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-            r[3] >= '0' && r[3] <= '7') {
-            *w++ = (char)(((r[1] - '0') << 6) | ((r[2] - '0') << 3) | (r[3] - '0'));
-            r += 4;
-        } else {
-            *w++ = *r++;
-        }
-    }
-    *w = '\0';
-}
-
-static bool has_token(const char *list, const char *tok, char sep)
-{
-    size_t tl = strlen(tok);
-    for (const char *p = list; p && *p;) {
-        const char *e = strchr(p, sep);
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == tl && strncmp(p, tok, tl) == 0)
-            return true;
-        p = e ? e + 1 : NULL;
-    }
-    return false;
-}
-
-typedef struct mnt {
-    bool found, ro;
-    char root[TG_CG_PATH_MAX];
-    char mount[TG_CG_PATH_MAX];
-} mnt_t;
-
-/* Bounded copy; <src> may lie inside <dst> (callers trim in place). */
-static void copy_str(char *dst, size_t cap, const char *src)
-{
-    if (cap == 0)
-        return;
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memmove(dst, src, n);
-    dst[n] = '\0';
-}
-
-static void set_mnt(mnt_t *m, const char *root, const char *mount, const char *opts)
-{
-    if (m->found)
-        return; /* the first mount of a hierarchy wins, as the kernel's own view */
-    m->found = true;
-    m->ro = has_token(opts, "ro", ',');
-    copy_str(m->root, sizeof m->root, root);
-    copy_str(m->mount, sizeof m->mount, mount);
-    unescape_octal(m->root);
-    unescape_octal(m->mount);
-}
-
-static void scan_mountinfo(const char *path, mnt_t m[TG_CG_NHIER])
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    char *line = NULL;
-    size_t lcap = 0;
-    while (getline(&line, &lcap, f) > 0) {
-        char *sep = strstr(line, " - ");
-        if (!sep)
-            continue;
-        *sep = '\0';
-        /* id parent maj:min root mountpoint options [optional...] */
-        char *fld[6] = {0};
-        char *save = NULL;
-        int n = 0;
-        for (char *t = strtok_r(line, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
-            fld[n++] = t;
-        if (n < 6)
-            continue;
-        char *save2 = NULL;
-        char *fstype = strtok_r(sep + 3, " ", &save2);
-        char *source = strtok_r(NULL, " ", &save2);
-        const char *super = strtok_r(NULL, " \n", &save2);
-        if (!fstype || !source)
-            continue;
-        if (!super)
-            super = "";
-        if (strcmp(fstype, "cgroup2") == 0) {
-            set_mnt(&m[TG_CG_V2], fld[3], fld[4], fld[5]);
-        } else if (strcmp(fstype, "cgroup") == 0) {
-            for (int i = TG_CG_MEMORY; i < TG_CG_NHIER; i++)
-                if (has_token(super, hier_names[i], ','))
-                    set_mnt(&m[i], fld[3], fld[4], fld[5]);
-        }
-    }
-    free(line);
-    fclose(f);
-}
-
-static void scan_self_cgroup(const char *path, char own[TG_CG_NHIER][TG_CG_PATH_MAX],
-                             bool have[TG_CG_NHIER])
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    char *line = NULL;
-    size_t lcap = 0;
-    while (getline(&line, &lcap, f) > 0) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':');
-        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c1 = '\0';
-        *c2 = '\0';
-        const char *ctrls = c1 + 1, *cgpath = c2 + 1;
-        if (strcmp(line, "0") == 0 && *ctrls == '\0') {
-            if (!have[TG_CG_V2]) {
-                copy_str(own[TG_CG_V2], TG_CG_PATH_MAX, cgpath);
-                have[TG_CG_V2] = true;
-            }
-            continue;
-        }
-        for (int i = TG_CG_MEMORY; i < TG_CG_NHIER; i++) {
-            if (!have[i] && has_token(ctrls, hier_names[i], ',')) {
-                copy_str(own[i], TG_CG_PATH_MAX, cgpath);
-                have[i] = true;
-            }
-        }
-    }
-    free(line);
-    fclose(f);
-}
-
-/* Own dir = mount point + our cgroup path relative to the mount's root
- * (a container may mount only a subtree). */
-static int resolve_own(tg_cg_hier_caps_t *h, const mnt_t *m, const char *own)
-{
-    const char *rel = own;
-    if (strcmp(m->root, "/") != 0) {
-        size_t rl = strlen(m->root);
-        if (strncmp(own, m->root, rl) != 0 || (own[rl] != '\0' && own[rl] != '/'))
-            return -ENOENT;
-        rel = own + rl;
-    }
-    while (*rel == '/')
-        rel++;
-    int n = *rel ? snprintf(h->own_dir, sizeof h->own_dir, "%s/%s", m->mount, rel)
-                 : snprintf(h->own_dir, sizeof h->own_dir, "%s", m->mount);
-    return (n < 0 || (size_t)n >= sizeof h->own_dir) ? -ENAMETOOLONG : 0;
-}
-
-/* Whether this process may create a network namespace. Probed in a child
- * so toolgate's own namespace never changes. */
-static bool probe_netns(void)
-{
-    pid_t p = fork();
-    if (p < 0)
-        return false;
-    if (p == 0)
-        _exit(unshare(CLONE_NEWNET) == 0 ? 0 : 1);
-    int st = 0;
-    while (waitpid(p, &st, 0) < 0) {
-        if (errno != EINTR)
-            return false;
-    }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-static void set_ctl_mask(tg_contain_caps_t *caps, unsigned mask)
-{
-    caps->v2_cpu = mask & TG_CG_CTL_CPU;
-    caps->v2_memory = mask & TG_CG_CTL_MEMORY;
-    caps->v2_pids = mask & TG_CG_CTL_PIDS;
-}
-
-/* Whether the kernel has cgroup.kill (5.14+) as seen from <dir>: the root
- * cgroup never has the file (toolgate runs there in many containers), so
- * there a child cgroup answers, when one exists. */
-static bool has_cgroup_kill(const char *dir)
-{
-    if (tg__cg_exists(dir, "cgroup.kill"))
-        return true;
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return false;
-    int yes = -1;
-    struct dirent *e;
-    char child[TG_CG_PATH_MAX];
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.')
-            continue;
-        if ((size_t)snprintf(child, sizeof child, "%s/%s", dir, e->d_name) < sizeof child)
-            yes = tg__cg_exists(child, "cgroup.kill");
-        break; /* one child is enough: the file is there in all or none */
-    }
-    closedir(d);
-    if (yes >= 0)
-        return yes;
-    /* No child to ask: the kernel's version (cgroup.kill is 5.14's). */
-    struct utsname u;
-    unsigned major = 0, minor = 0;
-    return uname(&u) == 0 && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
-           (major > 5 || (major == 5 && minor >= 14));
-}
-
-void tg_contain_detect(tg_contain_caps_t *caps, const tg_contain_opts_t *opts)
-{
-    static const tg_contain_opts_t none;
-    if (!opts)
-        opts = &none;
-    memset(caps, 0, sizeof *caps);
-    caps->root = geteuid() == 0;
-
-    mnt_t *m = calloc(TG_CG_NHIER, sizeof *m);
-    char (*own)[TG_CG_PATH_MAX] = calloc(TG_CG_NHIER, sizeof *own);
-    bool have[TG_CG_NHIER] = {0};
-    if (m && own) {
-        scan_mountinfo(opts->mountinfo_path ? opts->mountinfo_path : "/proc/self/mountinfo", m);
-        scan_self_cgroup(opts->self_cgroup_path ? opts->self_cgroup_path : "/proc/self/cgroup",
-                         own, have);
-    }
-    for (int i = 0; i < TG_CG_NHIER; i++) {
-        tg_cg_hier_caps_t *h = &caps->h[i];
-        h->alias = -1;
-        if (!m || !own || !m[i].found) {
-            copy_str(h->why, sizeof h->why, "not mounted");
-            continue;
-        }
-        h->mounted = true;
-        copy_str(h->mount, sizeof h->mount, m[i].mount);
-        if (!have[i]) {
-            copy_str(h->why, sizeof h->why, "toolgate's cgroup is not listed in /proc/self/cgroup");
-            continue;
-        }
-        if (resolve_own(h, &m[i], own[i]) < 0) {
-            copy_str(h->why, sizeof h->why, "toolgate's cgroup lies outside the mounted subtree");
-            continue;
-        }
-        h->usable = true;
-        for (int j = TG_CG_MEMORY; i > TG_CG_MEMORY && j < i; j++) {
-            if (caps->h[j].mounted && strcmp(caps->h[j].mount, h->mount) == 0) {
-                h->alias = j;
-                break;
-            }
-        }
-        if (m[i].ro)
-            copy_str(h->why, sizeof h->why, "read-only mount");
-        else if (access(h->own_dir, W_OK) != 0)
-            snprintf(h->why, sizeof h->why, "own cgroup not writable: %s", strerror(errno));
-        else
-            h->writable = true;
-    }
-    free(m);
-    free(own);
-
-    if (caps->h[TG_CG_V2].usable) {
-        set_ctl_mask(caps, tg__cg_read_ctls(caps->h[TG_CG_V2].own_dir, "cgroup.controllers"));
-        /* init checks again in the base it makes. */
-        caps->v2_kill = has_cgroup_kill(caps->h[TG_CG_V2].own_dir);
-    }
-    if (caps->h[TG_CG_MEMORY].usable)
-        caps->v1_memsw = tg__cg_exists(caps->h[TG_CG_MEMORY].own_dir, "memory.memsw.limit_in_bytes");
-    caps->netns = opts->skip_netns_probe ? false : probe_netns();
-    if (opts->skip_tmpfs_probe)
-        copy_str(caps->tmpfs_why, sizeof caps->tmpfs_why, "not probed");
-    else
-        caps->tmpfs = tg__ws_probe_tmpfs(caps->tmpfs_why, sizeof caps->tmpfs_why);
-}
-
-/* ---- init: orphans, base cgroups, backend choice ---- */
+/* ---- init: orphans, base cgroups, delegation (detection: contain_detect.c) ---- */
 
 static bool parse_base_name(const char *name, pid_t *pid)
 {
@@ -528,34 +251,6 @@ static unsigned clean_orphans(const tg_contain_t *c, int hi)
     return removed;
 }
 
-static bool hier_ok(const tg_contain_caps_t *caps, int i)
-{
-    return caps->h[i].usable && caps->h[i].writable;
-}
-
-static bool v1_any(const tg_contain_caps_t *caps)
-{
-    return hier_ok(caps, TG_CG_MEMORY) || hier_ok(caps, TG_CG_CPU) || hier_ok(caps, TG_CG_PIDS);
-}
-
-static bool v2_ctl(const tg_contain_caps_t *caps)
-{
-    return caps->v2_memory || caps->v2_cpu || caps->v2_pids;
-}
-
-static tg_contain_kind_t choose(const tg_contain_caps_t *caps)
-{
-    if (hier_ok(caps, TG_CG_V2) && v2_ctl(caps))
-        return TG_CONTAIN_CGROUP2;
-    if (v1_any(caps))
-        return TG_CONTAIN_CGROUP1;
-    /* cgroup2 without controllers still gives a kill switch and accounting
-     * of the whole tree; memory falls back to rlimits per resource. */
-    if (hier_ok(caps, TG_CG_V2))
-        return TG_CONTAIN_CGROUP2;
-    return TG_CONTAIN_RLIMIT;
-}
-
 static bool make_base(tg_contain_t *c, int i)
 {
     tg_cg_hier_caps_t *h = &c->caps.h[i];
@@ -563,10 +258,10 @@ static bool make_base(tg_contain_t *c, int i)
         if (c->base[h->alias][0] == '\0') {
             h->writable = false; /* keeps the backend choice loop finite */
             snprintf(h->why, sizeof h->why, "same mount as %s, which is not writable",
-                     hier_names[h->alias]);
+                     tg__cg_hier_name(h->alias));
             return false;
         }
-        copy_str(c->base[i], sizeof c->base[i], c->base[h->alias]);
+        tg__copy_str(c->base[i], sizeof c->base[i], c->base[h->alias]);
         return true;
     }
     char name[32];
@@ -614,7 +309,7 @@ static void v2_delegate(tg_contain_t *c)
         if (others > 0) {
             snprintf(c->why, sizeof c->why,
                      "cgroup2 controllers not delegated: toolgate's cgroup holds other processes");
-            set_ctl_mask(caps, 0);
+            tg__caps_set_ctls(caps, 0);
             return;
         }
         if (mine > 0) {
@@ -628,8 +323,8 @@ static void v2_delegate(tg_contain_t *c)
         tg__cg_enable_ctls(h->own_dir, missing);
     tg__cg_enable_ctls(c->base[TG_CG_V2], want);
     /* What the base actually enables is what instances get. */
-    set_ctl_mask(caps, tg__cg_read_ctls(c->base[TG_CG_V2], "cgroup.subtree_control"));
-    if (!v2_ctl(caps))
+    tg__caps_set_ctls(caps, tg__cg_read_ctls(c->base[TG_CG_V2], "cgroup.subtree_control"));
+    if (!tg__caps_v2_ctl(caps))
         snprintf(c->why, sizeof c->why,
                  "cgroup2 controllers could not be enabled below toolgate's cgroup");
 }
@@ -650,7 +345,7 @@ static const tg_contain_ops_t *ops_for(tg_contain_kind_t k)
 static bool make_bases(tg_contain_t *c, tg_contain_kind_t k)
 {
     if (k == TG_CONTAIN_CGROUP2) {
-        if (!hier_ok(&c->caps, TG_CG_V2) || !make_base(c, TG_CG_V2))
+        if (!tg__caps_hier_ok(&c->caps, TG_CG_V2) || !make_base(c, TG_CG_V2))
             return false;
         c->caps.v2_kill = tg__cg_exists(c->base[TG_CG_V2], "cgroup.kill");
         return true;
@@ -658,12 +353,12 @@ static bool make_bases(tg_contain_t *c, tg_contain_kind_t k)
     if (k == TG_CONTAIN_CGROUP1) {
         bool any = false;
         for (int i = TG_CG_MEMORY; i < TG_CG_NHIER; i++) {
-            if (hier_ok(&c->caps, i) && make_base(c, i) && i != TG_CG_CPUACCT)
+            if (tg__caps_hier_ok(&c->caps, i) && make_base(c, i) && i != TG_CG_CPUACCT)
                 any = true;
         }
         /* Hybrid hosts: the unified hierarchy beside v1 brings cgroup.kill
          * and a cpu.stat that works without any controller. */
-        if (any && hier_ok(&c->caps, TG_CG_V2) && make_base(c, TG_CG_V2))
+        if (any && tg__caps_hier_ok(&c->caps, TG_CG_V2) && make_base(c, TG_CG_V2))
             c->caps.v2_kill = tg__cg_exists(c->base[TG_CG_V2], "cgroup.kill");
         return any;
     }
@@ -692,11 +387,11 @@ int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *er
     if (c->mode == TG_CONTAIN_OFF) {
         c->kind = TG_CONTAIN_NONE;
         c->ops = ops_for(c->kind);
-        copy_str(c->why, sizeof c->why, "containment.mode is off");
+        tg__copy_str(c->why, sizeof c->why, "containment.mode is off");
         return 0;
     }
     for (int i = 0; i < TG_CG_NHIER; i++) {
-        if (hier_ok(&c->caps, i) && c->caps.h[i].alias < 0)
+        if (tg__caps_hier_ok(&c->caps, i) && c->caps.h[i].alias < 0)
             c->orphans_removed += clean_orphans(c, i);
     }
 
@@ -705,7 +400,7 @@ int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *er
         /* A failed mkdir marks its hierarchy unwritable, so each round
          * picks a weaker backend; rlimit always succeeds. */
         for (;;) {
-            k = choose(&c->caps);
+            k = tg__contain_choose(&c->caps);
             if (make_bases(c, k))
                 break;
             remove_bases(c);
@@ -729,10 +424,11 @@ int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *er
         c->watch_errno = -tg__contain_watch_start(c);
     if (c->why[0] == '\0') {
         if (k == TG_CONTAIN_RLIMIT)
-            copy_str(c->why, sizeof c->why, "no writable cgroup hierarchy below toolgate's cgroup");
-        else if (k == TG_CONTAIN_CGROUP1 && hier_ok(&c->caps, TG_CG_V2))
-            copy_str(c->why, sizeof c->why,
-                     "controllers on cgroup v1; the cgroup2 mount adds cgroup.kill");
+            tg__copy_str(c->why, sizeof c->why,
+                         "no writable cgroup hierarchy below toolgate's cgroup");
+        else if (k == TG_CONTAIN_CGROUP1 && tg__caps_hier_ok(&c->caps, TG_CG_V2))
+            tg__copy_str(c->why, sizeof c->why,
+                         "controllers on cgroup v1; the cgroup2 mount adds cgroup.kill");
     }
     return 0;
 }
@@ -924,12 +620,12 @@ void tg_contain_place(const tg_contain_inst_t *ci, tg_contain_place_t *pl)
     pl->uid = ci->req.uid;
     pl->gid = ci->req.gid;
     if (ci->ws_kind == TG_WORKSPACE_TMPFS) {
-        copy_str(pl->tmpfs_dir, sizeof pl->tmpfs_dir, ci->ws_path);
+        tg__copy_str(pl->tmpfs_dir, sizeof pl->tmpfs_dir, ci->ws_path);
         pl->tmpfs_bytes = ci->enforced.r[TG_RES_DISK].applied_value;
         pl->tmpfs_inodes = tg__ws_tmpfs_inodes(pl->tmpfs_bytes);
     }
     if (ci->ws_kind != TG_WORKSPACE_AUTO)
-        copy_str(pl->workdir, sizeof pl->workdir, ci->ws_dir);
+        tg__copy_str(pl->workdir, sizeof pl->workdir, ci->ws_dir);
 }
 
 void tg_contain_set_pid(tg_contain_inst_t *ci, pid_t pid)
@@ -1037,7 +733,7 @@ void tg_enforced_set(tg_enforced_t *e, tg_res_t r, bool applied, uint64_t applie
     it->applied_value = applied ? applied_value : 0;
     it->backend = backend ? backend : "none";
     it->how = applied ? how : NULL;
-    copy_str(it->reason, sizeof it->reason, applied || !reason ? "" : reason);
+    tg__copy_str(it->reason, sizeof it->reason, applied || !reason ? "" : reason);
 }
 
 bool tg_enforced_complete(const tg_enforced_t *e, tg_res_t *first_missing)
@@ -1169,7 +865,7 @@ int tg_contain_caps_text(const tg_contain_t *c, char *buf, size_t cap)
               tg_contain_mode_name(c->mode), c->why[0] ? "; " : "", c->why);
     for (int i = 0; i < TG_CG_NHIER; i++) {
         const tg_cg_hier_caps_t *h = &k->h[i];
-        sb_printf(&b, "  %-8s ", hier_names[i]);
+        sb_printf(&b, "  %-8s ", tg__cg_hier_name(i));
         if (!h->usable) {
             sb_printf(&b, "unavailable: %s\n", h->why);
             continue;
@@ -1179,12 +875,12 @@ int tg_contain_caps_text(const tg_contain_t *c, char *buf, size_t cap)
             sb_printf(&b, " (%s)", h->why);
         if (i == TG_CG_V2)
             sb_printf(&b, ", controllers:%s%s%s%s, cgroup.kill %s", k->v2_memory ? " memory" : "",
-                      k->v2_cpu ? " cpu" : "", k->v2_pids ? " pids" : "", v2_ctl(k) ? "" : " none",
-                      k->v2_kill ? "yes" : "no");
+                      k->v2_cpu ? " cpu" : "", k->v2_pids ? " pids" : "",
+                      tg__caps_v2_ctl(k) ? "" : " none", k->v2_kill ? "yes" : "no");
         if (i == TG_CG_MEMORY)
             sb_printf(&b, ", swap accounting %s", k->v1_memsw ? "yes" : "no");
         if (h->alias >= 0)
-            sb_printf(&b, " (same mount as %s)", hier_names[h->alias]);
+            sb_printf(&b, " (same mount as %s)", tg__cg_hier_name(h->alias));
         sb_printf(&b, "\n");
     }
     sb_printf(&b, "  netns    %s\n", k->netns ? "available" : "unavailable");

@@ -12,6 +12,8 @@
 #ifndef TG_LIMITS_CONTAIN_IMPL_H
 #define TG_LIMITS_CONTAIN_IMPL_H
 
+#include <string.h>
+
 #include "limits/contain.h"
 
 struct tg_contain_ops {
@@ -90,6 +92,36 @@ void tg__enf_no(tg_contain_inst_t *ci, tg_res_t r, const char *backend, const ch
     __attribute__((format(printf, 4, 5)));
 /* Add an rlimit to <ci> (replacing one of the same resource). */
 void tg__contain_add_rlimit(tg_contain_inst_t *ci, int resource, uint64_t value);
+
+/* Bounded copy of <src> into <dst> of <cap> bytes, cut to fit and always
+ * NUL-terminated (cap > 0); <src> may lie inside <dst> (callers trim in
+ * place). */
+static inline void tg__copy_str(char *dst, size_t cap, const char *src)
+{
+    if (cap == 0)
+        return;
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memmove(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* ---- detection (contain_detect.c) ---- */
+
+/* The name of hierarchy <i> (TG_CG_V2 .. TG_CG_PIDS): "cgroup2" or the v1
+ * controller's, as /proc/self/cgroup and `toolgate check` spell it. */
+const char *tg__cg_hier_name(int i);
+/* True when hierarchy <i> of <caps> is usable and toolgate may write its
+ * own cgroup there. */
+bool tg__caps_hier_ok(const tg_contain_caps_t *caps, int i);
+/* True when cgroup2 offers at least one controller toolgate uses. */
+bool tg__caps_v2_ctl(const tg_contain_caps_t *caps);
+/* Set the v2 controller flags of <caps> from TG_CG_CTL_* bits. */
+void tg__caps_set_ctls(tg_contain_caps_t *caps, unsigned mask);
+/* The best backend <caps> allow, for containment.backend "auto": cgroup2
+ * with a controller, then cgroup1, then cgroup2 alone, then rlimit. */
+tg_contain_kind_t tg__contain_choose(const tg_contain_caps_t *caps);
 
 /* ---- process tree (contain_rlimit.c) ---- */
 
