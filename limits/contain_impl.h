@@ -1,6 +1,9 @@
-/* Containment internals shared by contain.c and the backend files
- * (contain_cgroup2.c, contain_cgroup1.c, contain_rlimit.c, contain_none.c).
- * Not for use outside limits/.
+/* Containment internals shared by the files of containment: contain.c,
+ * its cgroupfs file helpers (contain_cgfs.c), detection
+ * (contain_detect.c), the enforcement report (contain_report.c), the
+ * backend files (contain_cgroup2.c, contain_cgroup1.c, contain_rlimit.c,
+ * contain_none.c), the watchdog (contain_watch.c) and the workspaces
+ * (contain_ws.c). Not for use outside limits/.
  *
  * A backend is a table of function pointers (after crun's cgroup
  * backends). Each one handles memory, cpu and pids; contain.c does the
@@ -87,10 +90,9 @@ void tg__cg_enable_ctls(const char *dir, unsigned mask);
 uint64_t tg__contain_now_ms(void);
 void tg__contain_sleep_ms(unsigned ms);
 
-/* Fill ci->enforced item <r> as not applied with a formatted reason. */
-void tg__enf_no(tg_contain_inst_t *ci, tg_res_t r, const char *backend, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Add an rlimit to <ci> (replacing one of the same resource). */
+/* ---- shared by the files of containment ---- */
+
+/* Add an rlimit to <ci> (replacing one of the same resource); contain.c. */
 void tg__contain_add_rlimit(tg_contain_inst_t *ci, int resource, uint64_t value);
 
 /* Bounded copy of <src> into <dst> of <cap> bytes, cut to fit and always
@@ -122,6 +124,15 @@ void tg__caps_set_ctls(tg_contain_caps_t *caps, unsigned mask);
 /* The best backend <caps> allow, for containment.backend "auto": cgroup2
  * with a controller, then cgroup1, then cgroup2 alone, then rlimit. */
 tg_contain_kind_t tg__contain_choose(const tg_contain_caps_t *caps);
+
+/* ---- the enforcement report (contain_report.c) ---- */
+
+/* Fill ci->enforced item <r> as not applied with a formatted reason. */
+void tg__enf_no(tg_contain_inst_t *ci, tg_res_t r, const char *backend, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* <v> of resource <r> in its unit ("512Mi", "500m", "none", "10Mbps")
+ * into <buf> of <cap> bytes, as the report's table shows it. */
+void tg__res_fmt_value(tg_res_t r, uint64_t v, char *buf, size_t cap);
 
 /* ---- process tree (contain_rlimit.c) ---- */
 
