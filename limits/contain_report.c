@@ -1,6 +1,6 @@
 /* The enforcement report (see contain.h): what each requested resource
- * got, as the audit event's JSON object and as `toolgate check`'s table;
- * and check's summary of what the host offers.
+ * got, as the audit event's JSON object (written with config/jsonw) and as
+ * `toolgate check`'s table; and check's summary of what the host offers.
  * Pure: a tg_enforced_t in, text out; nothing here touches the host.
  */
 #include "limits/contain_impl.h"
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/jsonw.h"
 #include "config/units.h"
 
 void tg__enf_no(tg_contain_inst_t *ci, tg_res_t r, const char *backend, const char *fmt, ...)
@@ -125,54 +126,49 @@ static void sb_printf(sbuf_t *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-static void sb_json_str(sbuf_t *b, const char *s)
-{
-    sb_printf(b, "\"");
-    for (; *s && !b->over; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            sb_printf(b, "\\%c", ch);
-        else if (ch < 0x20)
-            sb_printf(b, "\\u%04x", ch);
-        else
-            sb_printf(b, "%c", ch);
-    }
-    sb_printf(b, "\"");
-}
-
+/* Strings go through tg_jw_str: escaped, and forced to valid UTF-8, so
+ * the object parses whatever a reason holds (a workspace path cut at
+ * TG_REASON_MAX in the middle of a character included). */
 int tg_enforced_json(const tg_enforced_t *e, char *buf, size_t cap)
 {
-    if (cap == 0)
-        return -ENOSPC;
-    sbuf_t b = {.p = buf, .cap = cap};
-    buf[0] = '\0';
-    sb_printf(&b, "{");
+    tg_jw_t w;
+    tg_jw_init(&w, buf, cap);
+    tg_jw_lit(&w, "{");
     bool first = true;
     for (int r = 0; r < TG_RES_COUNT; r++) {
         const tg_enforced_item_t *it = &e->r[r];
         if (!it->requested)
             continue;
-        sb_printf(&b, "%s\"%s\":{\"requested\":", first ? "" : ",", tg_res_name((tg_res_t)r));
+        if (!first)
+            tg_jw_lit(&w, ",");
         first = false;
+        tg_jw_str(&w, tg_res_name((tg_res_t)r));
+        tg_jw_lit(&w, ":{\"requested\":");
         if (r == TG_RES_NETWORK)
-            sb_printf(&b, "\"none\"");
+            tg_jw_str(&w, "none");
         else
-            sb_printf(&b, "%" PRIu64, it->value);
-        sb_printf(&b, ",\"applied\":%s,\"backend\":", it->applied ? "true" : "false");
-        sb_json_str(&b, it->backend ? it->backend : "none");
+            tg_jw_u64(&w, it->value);
+        tg_jw_lit(&w, it->applied ? ",\"applied\":true" : ",\"applied\":false");
+        tg_jw_lit(&w, ",\"backend\":");
+        tg_jw_str(&w, it->backend ? it->backend : "none");
         if (it->applied) {
-            if (r != TG_RES_NETWORK && it->applied_value != it->value)
-                sb_printf(&b, ",\"applied_value\":%" PRIu64, it->applied_value);
-            sb_printf(&b, ",\"how\":");
-            sb_json_str(&b, it->how ? it->how : "");
+            if (r != TG_RES_NETWORK && it->applied_value != it->value) {
+                tg_jw_lit(&w, ",\"applied_value\":");
+                tg_jw_u64(&w, it->applied_value);
+            }
+            tg_jw_lit(&w, ",\"how\":");
+            tg_jw_str(&w, it->how ? it->how : "");
         } else {
-            sb_printf(&b, ",\"reason\":");
-            sb_json_str(&b, it->reason);
+            tg_jw_lit(&w, ",\"reason\":");
+            tg_jw_str(&w, it->reason);
         }
-        sb_printf(&b, "}");
+        tg_jw_lit(&w, "}");
     }
-    sb_printf(&b, "}");
-    return b.over ? -ENOSPC : (int)b.len;
+    tg_jw_lit(&w, "}");
+    long n = tg_jw_end(&w);
+    if (n < 0 && cap > 0)
+        buf[0] = '\0'; /* never a cut object */
+    return (int)n;
 }
 
 int tg_enforced_text(const tg_enforced_t *e, char *buf, size_t cap)
