@@ -6,6 +6,12 @@
  * Every bound here is a fixed size: an interface file we parse is small,
  * cgroup.procs is streamed, and every wait on the kernel is bounded by the
  * caller's <wait_ms> or <rounds>.
+ *
+ * Interface files are opened with O_NOFOLLOW. cgroupfs holds no symbolic
+ * links, so on the host this changes nothing; it means that a tree which
+ * is not cgroupfs (a wrong mount, a test's fake tree) can never turn one
+ * of toolgate's writes, made as root, into a write to another file: a
+ * link in an interface file's place fails with ELOOP.
  */
 #define _GNU_SOURCE
 #include "limits/contain_impl.h"
@@ -64,7 +70,7 @@ int tg__cg_write(const char *dir, const char *file, const char *val)
     /* O_TRUNC is ignored by cgroupfs and makes a fake tree (tests) hold
      * exactly the last value written. No O_CREAT: a missing interface file
      * must read as ENOENT (controller or feature absent). */
-    int fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    int fd = open(p, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     size_t len = strlen(val);
@@ -80,7 +86,7 @@ int tg__cg_read(const char *dir, const char *file, char *buf, size_t cap)
     int rc = file_path(p, dir, file);
     if (rc < 0)
         return rc;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     size_t len = 0;
@@ -184,7 +190,7 @@ static long for_each_pid(const char *dir, void (*fn)(pid_t, void *), void *arg)
     int rc = file_path(p, dir, "cgroup.procs");
     if (rc < 0)
         return rc;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     char chunk[CG_PROCS_CHUNK];

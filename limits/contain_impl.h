@@ -49,6 +49,9 @@ extern const tg_contain_ops_t tg__contain_none_ops;
 /* The controllers toolgate delegates, as bits of a mask. */
 enum { TG_CG_CTL_CPU = 1, TG_CG_CTL_MEMORY = 2, TG_CG_CTL_PIDS = 4 };
 
+/* Interface files are opened without following a symbolic link in the
+ * file's own place (-ELOOP); see contain_cgfs.c. */
+
 /* Write <val> to <dir>/<file> in one write(2). 0 or -errno. */
 int tg__cg_write(const char *dir, const char *file, const char *val);
 /* Read <dir>/<file> (at most <cap>-1 bytes) NUL-terminated into <buf>.

@@ -813,6 +813,46 @@ Test(contain, cgroup_kill_detected_from_a_child_of_the_root)
     tgh_rmtree(f.root);
 }
 
+/* An interface file is never opened through a symbolic link: a tree that
+ * is not cgroupfs (cgroupfs holds no links) cannot turn a write toolgate
+ * makes as root into a write elsewhere, nor feed it another file's text. */
+Test(contain, cgroup_files_are_not_followed_through_links)
+{
+    fake_t f;
+    fake_tree(&f, "4242\n");
+    char outside[300], p[800], buf[256];
+    snprintf(outside, sizeof outside, "%s/outside", f.root);
+    tgh_put(f.root, "outside", "precious\n");
+    snprintf(p, sizeof p, "%s/memory.max", f.inst);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(symlink(outside, p), 0);
+    snprintf(outside, sizeof outside, "%s/number", f.root);
+    tgh_put(f.root, "number", "999\n");
+    snprintf(p, sizeof p, "%s/memory.current", f.inst);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(symlink(outside, p), 0);
+
+    tg_contain_t c;
+    tg_cfg_err_t err = {{0}};
+    tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
+                           .self_pid = 4242, .skip_netns_probe = true};
+    cr_assert_eq(tg_contain_init(&c, &o, &err), 0, "%s", err.msg);
+    tg_contain_req_t q = {.memory_bytes = 64 * MiB, .pids = 32};
+    tg_contain_inst_t *ci = NULL;
+    cr_assert_eq(tg_contain_create(&c, "agent", &q, &ci, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(read_file(f.root, "outside", buf, sizeof buf), "precious\n");
+    cr_assert_str_eq(read_file(f.inst, "pids.max", buf, sizeof buf), "32", "the others written");
+    const tg_enforced_item_t *mem = &ci->enforced.r[TG_RES_MEMORY];
+    cr_assert_str_neq(mem->backend, "cgroup2", "memory.max was not written: %s", mem->reason);
+
+    tg_contain_sample_t s;
+    tg_contain_sample(ci, &s);
+    cr_assert(!(s.have & TG_SAMPLE_MEM) || s.memory_current != 999, "the link's target read");
+    cr_assert_eq(tg_contain_kill(ci), 0);
+    tg_contain_destroy(ci);
+    tgh_rmtree(f.root);
+}
+
 Test(contain, cgroup2_not_delegated_when_others_share_the_cgroup)
 {
     fake_t f;
