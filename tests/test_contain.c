@@ -115,7 +115,7 @@ static void need_root(void)
 static void init_cgroup_ctx(tg_contain_t *c)
 {
     need_root();
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = TG_CONTAIN_BEST_EFFORT};
     cr_assert_eq(tg_contain_init(c, &o, &err), 0, "%s", err.msg);
     if (c->kind != TG_CONTAIN_CGROUP1 && c->kind != TG_CONTAIN_CGROUP2) {
@@ -127,7 +127,7 @@ static void init_cgroup_ctx(tg_contain_t *c)
 static tg_contain_inst_t *create_or_skip(tg_contain_t *c, const tg_contain_req_t *q, tg_res_t need,
                                          const char *need_backend)
 {
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_inst_t *ci = NULL;
     cr_assert_eq(tg_contain_create(c, "hog", q, &ci, &err), 0, "%s", err.msg);
     const tg_enforced_item_t *it = &ci->enforced.r[need];
@@ -225,7 +225,7 @@ Test(contain, mode_and_kind_names)
 /* A forced rlimit context without the netns probe: deterministic on any host. */
 static void init_rlimit_ctx(tg_contain_t *c, tg_contain_mode_t mode)
 {
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = mode, .backend = TG_CONTAIN_RLIMIT, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(c, &o, &err), 0, "%s", err.msg);
     cr_assert_eq(c->kind, TG_CONTAIN_RLIMIT);
@@ -238,7 +238,7 @@ static tg_contain_inst_t *rlimit_create(tg_contain_t *c, const char *name,
 {
     init_rlimit_ctx(c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(c, name, q, &ci, &err), 0, "%s", err.msg);
     return ci;
 }
@@ -415,7 +415,7 @@ Test(contain, required_refuses_what_the_host_cannot_enforce)
     init_rlimit_ctx(&c, TG_CONTAIN_REQUIRED);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB, .cpu_millicores = 500};
     tg_contain_inst_t *ci = (tg_contain_inst_t *)&c; /* must be reset to NULL */
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "search", &q, &ci, &err), -EPERM);
     cr_assert_null(ci);
     cr_assert_str_eq(err.msg, "containment required: agent 'search': cpu 500m is not enforced on "
@@ -467,7 +467,7 @@ Test(contain, network_requests_are_reported_and_required_refuses_them)
     tg_contain_destroy(ci);
     tg_contain_fini(&c);
 
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     init_rlimit_ctx(&c, TG_CONTAIN_REQUIRED);
     cr_assert_eq(tg_contain_create(&c, "net", &q, &ci, &err), -EPERM);
     cr_assert_null(ci);
@@ -542,7 +542,7 @@ Test(contain, rlimits_held_to_toolgates_hard_limit, .timeout = 30)
 
     /* Said once per agent and value: the next instance is quiet. */
     tg_contain_inst_t *ci2 = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "agent", &q, &ci2, &err), 0, "%s", err.msg);
     cr_assert_eq(ci2->enforced.r[TG_RES_NOFILE].applied_value, 512);
     cr_assert_eq(nnotices, 1);
@@ -575,7 +575,7 @@ Test(contain, shim_lowers_an_rlimit_above_its_hard_limit, .timeout = 30)
 Test(contain, mode_off_applies_nothing_and_says_so)
 {
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = TG_CONTAIN_OFF, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0);
     cr_assert_eq(c.kind, TG_CONTAIN_NONE);
@@ -700,7 +700,7 @@ Test(contain, cgroup2_writes_on_a_fake_tree)
     fake_t f;
     fake_tree(&f, "4242\n");
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
                            .self_pid = 4242, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0, "%s", err.msg);
@@ -833,7 +833,7 @@ Test(contain, cgroup_files_are_not_followed_through_links)
     cr_assert_eq(symlink(outside, p), 0);
 
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
                            .self_pid = 4242, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0, "%s", err.msg);
@@ -858,7 +858,7 @@ Test(contain, cgroup2_not_delegated_when_others_share_the_cgroup)
     fake_t f;
     fake_tree(&f, "4242\n1\n");
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
                            .self_pid = 4242, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0, "%s", err.msg);
@@ -899,7 +899,7 @@ Test(contain, forced_backend_missing_fails_init)
     snprintf(mi, sizeof mi, "%s/mountinfo", dir);
     snprintf(cg, sizeof cg, "%s/cgroup", dir);
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.backend = TG_CONTAIN_CGROUP2, .mountinfo_path = mi,
                            .self_cgroup_path = cg, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), -ENOTSUP);
@@ -923,7 +923,7 @@ Test(contain, forced_backend_missing_fails_init)
 Test(contain, detect_this_host)
 {
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_init(&c, NULL, &err), 0, "%s", err.msg);
     char text[4096];
     cr_assert_gt(tg_contain_caps_text(&c, text, sizeof text), 0);
@@ -966,7 +966,7 @@ Test(contain, hostile_id_stays_below_the_base_and_is_removed)
     memcpy(bases, c.base, sizeof bases);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB, .pids = 16};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "../../x", &q, &ci, &err), 0, "%s", err.msg);
     cr_assert_str_eq(ci->name, "x2e2e2f2e2e2f78-1");
     char dirs[TG_CG_NHIER][TG_CG_PATH_MAX];
@@ -1075,7 +1075,7 @@ Test(contain, fork_bomb_stops_at_pids_max, .timeout = 60)
 static uint64_t spin_cpu_us(tg_contain_t *c, uint32_t millicores)
 {
     tg_contain_req_t q = {.cpu_millicores = millicores};
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_inst_t *ci = NULL;
     cr_assert_eq(tg_contain_create(c, "spin", &q, &ci, &err), 0, "%s", err.msg);
     tg_contain_place_t pl;
@@ -1269,7 +1269,7 @@ Test(contain, shim_drops_to_a_dedicated_user, .timeout = 60)
     /* without a pids controller, a dedicated user makes RLIMIT_NPROC honest */
     tg_contain_req_t q = {.pids = 16, .set_user = true, .uid = 65534, .gid = 65534};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "nobody", &q, &ci, &err), 0, "%s", err.msg);
     cr_assert(ci->enforced.r[TG_RES_PIDS].applied);
     cr_assert_str_eq(ci->enforced.r[TG_RES_PIDS].backend, "rlimit");
@@ -1355,7 +1355,7 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
     if (tg == 0) {
         close(pfd[0]);
         tg_contain_t c;
-        tg_cfg_err_t err = {{0}};
+        tg_err_t err = {{0}};
         tg_contain_opts_t o = {.no_watchdog = true};
         if (tg_contain_init(&c, &o, &err) < 0 ||
             (c.kind != TG_CONTAIN_CGROUP1 && c.kind != TG_CONTAIN_CGROUP2))
@@ -1410,7 +1410,7 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
     cr_assert_eq(kill((pid_t)agent, 0), 0, "its agent still runs");
 
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_init(&c, NULL, &err), 0, "%s", err.msg);
     cr_assert_geq(c.orphans_removed, 1);
     cr_assert_not(dir_exists(path), "%s removed", path);

@@ -54,6 +54,18 @@ static void on_limit_event(void *ctx, const tg_limit_t *l, tg_limit_ev_t lev)
 /* Calls waiting for the shared store, against store.max_pending: sampled
  * once a second and on every /limits (a burst within a second shows in the
  * high-water only when a sample catches it). */
+int tg_gw_hook_add(tg_gw_t *gw, void (*tick)(void *arg, uint64_t now), void (*reap)(void *arg),
+                   void *arg)
+{
+    for (size_t i = 0; i < gw->nhooks; i++)
+        if (gw->hooks[i].arg == arg && gw->hooks[i].tick == tick && gw->hooks[i].reap == reap)
+            return 0;
+    if (gw->nhooks == TG_GW_HOOKS_MAX)
+        return -ENOSPC;
+    gw->hooks[gw->nhooks++] = (struct tg_gw_hook){.tick = tick, .reap = reap, .arg = arg};
+    return 0;
+}
+
 void tg_gw_store_sample(tg_gw_t *gw)
 {
     if (gw->store != NULL && gw->reg_store_pending >= 0)
@@ -97,8 +109,9 @@ static void on_tick(uv_timer_t *t)
 {
     tg_gw_t *gw = t->data;
     trim_after_churn(gw);
-    if (gw->engine_tick != NULL)
-        gw->engine_tick(gw, uv_now(gw->loop));
+    for (size_t i = 0; i < gw->nhooks; i++)
+        if (gw->hooks[i].tick != NULL)
+            gw->hooks[i].tick(gw->hooks[i].arg, uv_now(gw->loop));
     tg_registry_tick(&gw->reg, uv_now(gw->loop));
     if (gw->audit != NULL)
         tg_registry_update(&gw->reg, gw->reg_audit, tg_audit_queued(gw->audit));
@@ -364,8 +377,9 @@ void tg_gw_teardown(tg_gw_t *gw, uv_loop_t *loop)
     gw->tearing_down = true;
     uv_walk(loop, walk_close, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
-    if (gw->engine_reap != NULL)
-        gw->engine_reap(gw);
+    for (size_t i = 0; i < gw->nhooks; i++)
+        if (gw->hooks[i].reap != NULL)
+            gw->hooks[i].reap(gw->hooks[i].arg);
     tg_gw_free(gw);
     (void)uv_loop_close(loop);
 }

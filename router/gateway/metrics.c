@@ -204,7 +204,7 @@ void tg_metrics_agent_state(tg_metrics_t *m, size_t agent, tg_agent_state_t st, 
     tg_metrics_agent_t *a = agent_at(m, agent);
     if (a == NULL)
         return;
-    a->state = st;
+    a->state = st == TG_AGENT_FAILED ? TG_AGENT_DOWN : st;
     a->pid = pid > 0 ? pid : 0;
 }
 
@@ -277,6 +277,8 @@ const char *tg_agent_state_name(tg_agent_state_t s)
         return "backoff";
     case TG_AGENT_UNHEALTHY:
         return "unhealthy";
+    case TG_AGENT_FAILED:
+        return "down";
     }
     return "unknown";
 }

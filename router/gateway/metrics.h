@@ -56,12 +56,15 @@ typedef enum tg_outcome {
     TG_OUTCOME__COUNT
 } tg_outcome_t;
 
+/* The one state of an agent (or of one instance place: an MCP session),
+ * for every dialect. */
 typedef enum tg_agent_state {
-    TG_AGENT_DOWN = 0,
-    TG_AGENT_STARTING,
-    TG_AGENT_RUNNING,
-    TG_AGENT_BACKOFF, /* waiting to be restarted */
-    TG_AGENT_UNHEALTHY,
+    TG_AGENT_DOWN = 0, /* no instance (on_demand: the next call starts one) */
+    TG_AGENT_STARTING, /* spawned, its dialect's handshake not done */
+    TG_AGENT_RUNNING,  /* calls are routed to it */
+    TG_AGENT_BACKOFF,  /* waiting to be restarted */
+    TG_AGENT_UNHEALTHY, /* its heartbeats stopped: calls refused until it recovers or is killed */
+    TG_AGENT_FAILED,   /* not restarted (policy, or restarts exhausted); shown as down */
 } tg_agent_state_t;
 
 /* One configured agent. Arrays are sized at init from config. */

@@ -292,13 +292,13 @@ void mcp_admit_call(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
             c->tool_name_len = 7;
         }
     }
-    if (w->phase != TG_P_RUN || w->astate != A_RUNNING) {
+    if (w->phase != TG_P_RUN || w->astate != TG_AGENT_RUNNING) {
         bool down = w->phase != TG_P_RUN;
         mcp_denial_init(w, &d, down ? TG_DENY_SHUTTING_DOWN : TG_DENY_UNAVAILABLE, c, reqid,
                         sizeof(reqid));
         d.limit = down ? "shutdown" : "agent";
         d.detail = down                       ? "toolgate is shutting down"
-                   : w->astate == A_BACKOFF ? "agent is restarting"
+                   : w->astate == TG_AGENT_BACKOFF ? "agent is restarting"
                                             : "agent is starting";
         if (!down)
             d.retry_after_ms = 1000;
@@ -322,7 +322,7 @@ static tg_caller_lim_t *mcp_op_climits(const tg_callc_t *cc)
 static tg_call_go_t mcp_op_ready(const tg_callc_t *cc)
 {
     const mcp_sess_t *w = CCALL(cc)->w;
-    return mcp_agent_writable(w) && w->astate == A_RUNNING ? TG_GO_NOW : TG_GO_NOT;
+    return mcp_agent_writable(w) && w->astate == TG_AGENT_RUNNING ? TG_GO_NOW : TG_GO_NOT;
 }
 
 static bool mcp_op_forward(tg_callc_t *cc)

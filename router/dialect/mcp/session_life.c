@@ -52,7 +52,7 @@ void mcp_begin_shutdown(mcp_sess_t *w, const char *why)
         emit(w, &ev);
     }
     uv_timer_stop(&w->restart_timer);
-    if (w->astate == A_BACKOFF || w->inst == NULL) {
+    if (w->astate == TG_AGENT_BACKOFF || w->inst == NULL) {
         w->phase = TG_P_DONE;
         mcp_finish(w);
         return;
@@ -141,7 +141,7 @@ static void report_stderr_drops(mcp_sess_t *w)
  * after_exit holds against max_restarts. */
 uint32_t mcp_recent_restarts(const mcp_sess_t *w, uint64_t now)
 {
-    return tg_aproc_recent(w->restart_at, w->nrestarts, now, w->ag->r.acfg->restart_window_ms);
+    return tg_restarts_recent(&w->restarts, w->ag->r.acfg, now);
 }
 
 /* The gateway's tick: report stderr drops and age out restarts: each
@@ -214,10 +214,8 @@ static void register_limits(tg_mcp_agent_t *ag)
 {
     const tg_agent_cfg_t *a = ag->r.acfg;
     char name[TG_LIMIT_NAME_MAX];
-    /* max_restarts per restart.window: a count over a period, like a rate. */
-    snprintf(name, sizeof(name), "agent.%s.restarts", a->id);
-    ag->reg_restarts = tg_registry_upsert(&ag->gw->reg, name, TG_LIMIT_RATE, "session",
-                                          a->max_restarts);
+    /* Each session's instance has its own restart budget. */
+    ag->reg_restarts = tg_restarts_register(&ag->gw->reg, a, "session");
     /* max_instances is enforced by serve only (wrap runs one instance). */
     ag->reg_instances = -1;
     if (!ag->gw->wrap_mode) {
@@ -229,6 +227,16 @@ static void register_limits(tg_mcp_agent_t *ag)
 
 /* ---- public API: gateway, agents, sessions ------------------------------ */
 
+static void engine_tick(void *arg, uint64_t now)
+{
+    tg_mcp_sess_tick(arg, now);
+}
+
+static void engine_reap(void *arg)
+{
+    tg_mcp_sess_reap_retired(arg);
+}
+
 /* An agent for <acfg> at metrics row <idx>. NULL after logging. */
 static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uint32_t max_sessions)
 {
@@ -236,8 +244,7 @@ static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
     if (ag == NULL)
         return NULL;
     ag->gw = gw;
-    gw->engine_tick = tg_mcp_sess_tick;
-    gw->engine_reap = tg_mcp_sess_reap_retired;
+    (void)tg_gw_hook_add(gw, engine_tick, engine_reap, gw); /* once per gateway */
     ag->r.ops = mcp_call_ops();
     tg_dlt_init(&ag->r.dlt, tg_pipe_deadline, ag);
     ag->max_sessions = max_sessions;
