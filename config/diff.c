@@ -14,6 +14,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -155,24 +156,47 @@ static void caller_item(tg_cfg_at_t *at, size_t i)
     at->lim = &at->cfg->callers[i].lim;
 }
 
-/* Array row <k> holding <na> elements in <a>, <nb> in <b>: the elements
- * both have, by position, then a count that differs as a change of the
- * first element only one has. */
-static void walk_items(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                       const tg_cfg_at_t *b, size_t na, size_t nb, item_fn *item)
+/* The arrays of objects: where their elements and count live. */
+static const struct {
+    const char *path;
+    size_t count_off; /* the size_t counting them in tg_config_t */
+    item_fn *item;
+} arrays[] = {
+    {"router.listen", offsetof(tg_config_t, nlisten), listen_item},
+    {"audit.sinks", offsetof(tg_config_t, naudit_sinks), sink_item},
+    {"agents", offsetof(tg_config_t, nagents), agent_item},
+    {"callers", offsetof(tg_config_t, ncallers), caller_item},
+};
+
+static size_t count_at(const tg_config_t *cfg, size_t off)
+{
+    size_t n;
+
+    memcpy(&n, (const char *)cfg + off, sizeof n);
+    return n;
+}
+
+/* Array row <k>: the elements both configs have, by position, then a
+ * count that differs as a change of the first element only one has. */
+static void cmp_array(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
+                      const tg_cfg_at_t *b)
 {
     char elem[TG_CFG_KEY_MAX];
-    size_t n = na < nb ? na : nb;
+    size_t t = 0;
 
+    while (t + 1 < sizeof arrays / sizeof arrays[0] && strcmp(arrays[t].path, k->path) != 0)
+        t++; /* own[] gives cmp_array only these rows */
+    size_t na = count_at(a->cfg, arrays[t].count_off), nb = count_at(b->cfg, arrays[t].count_off);
+    size_t n = na < nb ? na : nb;
     snprintf(elem, sizeof elem, "%s[]", k->path);
     sp = span_below(elem, sp);
     for (size_t i = 0; i < n; i++) {
         tg_cfg_at_t ea = *a, eb = *b;
         tg_cfg_change_t *outer = w->agent;
         size_t mark = push(w, "[%zu]", i);
-        item(&ea, i);
-        item(&eb, i);
-        if (item == agent_item)
+        arrays[t].item(&ea, i);
+        arrays[t].item(&eb, i);
+        if (arrays[t].item == agent_item)
             w->agent = i < w->nagents ? &w->agents[i] : NULL;
         walk(w, elem, sp, &ea, &eb);
         w->agent = outer;
@@ -183,30 +207,6 @@ static void walk_items(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg
         changed(w, k);
         pop(w, mark);
     }
-}
-
-static void cmp_listen(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                       const tg_cfg_at_t *b)
-{
-    walk_items(w, k, sp, a, b, a->cfg->nlisten, b->cfg->nlisten, listen_item);
-}
-
-static void cmp_sinks(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                      const tg_cfg_at_t *b)
-{
-    walk_items(w, k, sp, a, b, a->cfg->naudit_sinks, b->cfg->naudit_sinks, sink_item);
-}
-
-static void cmp_agents(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                       const tg_cfg_at_t *b)
-{
-    walk_items(w, k, sp, a, b, a->cfg->nagents, b->cfg->nagents, agent_item);
-}
-
-static void cmp_callers(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                        const tg_cfg_at_t *b)
-{
-    walk_items(w, k, sp, a, b, a->cfg->ncallers, b->cfg->ncallers, caller_item);
 }
 
 /* agents[].tools: by position and name ("agents[0].tools.web"); a tool
@@ -238,63 +238,84 @@ static void cmp_tools(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_
     }
 }
 
-/* ---- values that are not a plain field ---- */
+/* ---- values that are not a plain field: same in <a> and <b>? ---- */
 
 /* router.listen[].mode: a string in the file, a number in the model. */
-static void cmp_mode(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                     const tg_cfg_at_t *b)
+static bool same_mode(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
 {
-    (void)sp;
-    if (tg_cfg_key_get(k, a).u != tg_cfg_key_get(k, b).u)
-        changed(w, k);
+    return tg_cfg_key_get(k, a).u == tg_cfg_key_get(k, b).u;
 }
 
 /* router.listen[].tls: whether TLS is on, or said off; its files are its
  * members. */
-static void cmp_tls(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                    const tg_cfg_at_t *b)
+static bool same_tls(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
 {
     const tg_listen_cfg_t *x = a->item, *y = b->item;
 
-    (void)sp;
-    if ((x->tls_cert == NULL) != (y->tls_cert == NULL) || x->tls_off != y->tls_off)
-        changed(w, k);
+    (void)k;
+    return (x->tls_cert == NULL) == (y->tls_cert == NULL) && x->tls_off == y->tls_off;
 }
 
-static void cmp_origins(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                        const tg_cfg_at_t *b)
+static bool same_origins(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
 {
     const tg_listen_cfg_t *x = a->item, *y = b->item;
 
-    (void)sp;
-    if (list_diff(x->allowed_origins, y->allowed_origins) != NULL)
-        changed(w, k);
+    (void)k;
+    return list_diff(x->allowed_origins, y->allowed_origins) == NULL;
 }
 
-static void cmp_sink_kind(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                          const tg_cfg_at_t *b)
+static bool same_sink_kind(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
 {
     const tg_audit_sink_cfg_t *x = a->item, *y = b->item;
 
-    (void)sp;
-    if (x->kind != y->kind)
-        changed(w, k);
+    (void)k;
+    return x->kind == y->kind;
 }
 
-static void cmp_command(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                        const tg_cfg_at_t *b)
+static bool same_command(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
 {
-    (void)sp;
-    if (list_diff(a->agent->command, b->agent->command) != NULL)
-        changed(w, k);
+    (void)k;
+    return list_diff(a->agent->command, b->agent->command) == NULL;
 }
 
-static void cmp_env_pass(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                         const tg_cfg_at_t *b)
+static bool same_env_pass(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
 {
-    (void)sp;
-    if (list_diff(a->agent->env_pass, b->agent->env_pass) != NULL)
-        changed(w, k);
+    (void)k;
+    return list_diff(a->agent->env_pass, b->agent->env_pass) == NULL;
+}
+
+/* agents[].manifest: the file named (what it asks for is in the agent's
+ * effective limits and resources, compared by their own rows). */
+static bool same_manifest(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
+{
+    const tg_manifest_t *x = a->agent->manifest, *y = b->agent->manifest;
+
+    (void)k;
+    return str_same(x != NULL ? x->given : NULL, y != NULL ? y->given : NULL);
+}
+
+static bool same_os(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
+{
+    (void)k;
+    return a->agent->os.set == b->agent->os.set;
+}
+
+/* callers[].tokens: digests, compared and never shown. */
+static bool same_tokens(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
+{
+    const tg_caller_cfg_t *x = a->item, *y = b->item;
+
+    (void)k;
+    return x->ntokens == y->ntokens &&
+           (x->ntokens == 0 || memcmp(x->tokens, y->tokens, x->ntokens * sizeof *x->tokens) == 0);
+}
+
+static bool same_jwt(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
+{
+    const tg_caller_cfg_t *x = a->item, *y = b->item;
+
+    (void)k;
+    return x->has_jwt == y->has_jwt;
 }
 
 /* agents[].env.set: "NAME=VALUE" entries; the key names the variable,
@@ -312,79 +333,54 @@ static void cmp_env_set(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cf
     pop(w, mark);
 }
 
-/* agents[].manifest: the file named (what it asks for is in the agent's
- * effective limits and resources, compared by their own rows). */
-static void cmp_manifest(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                         const tg_cfg_at_t *b)
-{
-    const tg_manifest_t *x = a->agent->manifest, *y = b->agent->manifest;
-
-    (void)sp;
-    if (!str_same(x != NULL ? x->given : NULL, y != NULL ? y->given : NULL))
-        changed(w, k);
-}
-
-static void cmp_os(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                   const tg_cfg_at_t *b)
-{
-    (void)sp;
-    if (a->agent->os.set != b->agent->os.set)
-        changed(w, k);
-}
-
-/* callers[].tokens: digests, compared and never shown. */
-static void cmp_tokens(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                       const tg_cfg_at_t *b)
-{
-    const tg_caller_cfg_t *x = a->item, *y = b->item;
-
-    (void)sp;
-    if (x->ntokens != y->ntokens ||
-        (x->ntokens > 0 && memcmp(x->tokens, y->tokens, x->ntokens * sizeof *x->tokens) != 0))
-        changed(w, k);
-}
-
-static void cmp_jwt(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
-                    const tg_cfg_at_t *b)
-{
-    const tg_caller_cfg_t *x = a->item, *y = b->item;
-
-    (void)sp;
-    if (x->has_jwt != y->has_jwt)
-        changed(w, k);
-}
-
+typedef bool same_fn(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b);
 typedef void cmp_fn(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
                     const tg_cfg_at_t *b);
 
+/* The rows compared here rather than as a field: by a predicate, or by a
+ * comparator that names what changed below the row (an element, a tool, a
+ * variable). */
 static const struct {
     const char *path;
+    same_fn *same;
     cmp_fn *cmp;
 } own[] = {
-    {"router.listen", cmp_listen},
-    {"router.listen[].mode", cmp_mode},
-    {"router.listen[].tls", cmp_tls},
-    {"router.listen[].allowed_origins", cmp_origins},
-    {"audit.sinks", cmp_sinks},
-    {"audit.sinks[].kind", cmp_sink_kind},
-    {"agents", cmp_agents},
-    {"agents[].command", cmp_command},
-    {"agents[].tools", cmp_tools},
-    {"agents[].env.pass", cmp_env_pass},
-    {"agents[].env.set", cmp_env_set},
-    {"agents[].manifest", cmp_manifest},
-    {"agents[].opensentience", cmp_os},
-    {"callers", cmp_callers},
-    {"callers[].tokens", cmp_tokens},
-    {"callers[].jwt", cmp_jwt},
+    {"router.listen", NULL, cmp_array},
+    {"router.listen[].mode", same_mode, NULL},
+    {"router.listen[].tls", same_tls, NULL},
+    {"router.listen[].allowed_origins", same_origins, NULL},
+    {"audit.sinks", NULL, cmp_array},
+    {"audit.sinks[].kind", same_sink_kind, NULL},
+    {"agents", NULL, cmp_array},
+    {"agents[].command", same_command, NULL},
+    {"agents[].tools", NULL, cmp_tools},
+    {"agents[].env.pass", same_env_pass, NULL},
+    {"agents[].env.set", NULL, cmp_env_set},
+    {"agents[].manifest", same_manifest, NULL},
+    {"agents[].opensentience", same_os, NULL},
+    {"callers", NULL, cmp_array},
+    {"callers[].tokens", same_tokens, NULL},
+    {"callers[].jwt", same_jwt, NULL},
 };
 
-static cmp_fn *own_cmp(const tg_cfg_key_t *k)
+/* Compare row <k>'s own value (not its members). */
+static void cmp_row(walk_t *w, const tg_cfg_key_t *k, span_t sp, const tg_cfg_at_t *a,
+                    const tg_cfg_at_t *b)
 {
-    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
-        if (strcmp(own[i].path, k->path) == 0)
-            return own[i].cmp;
-    return NULL;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        if (strcmp(own[i].path, k->path) != 0)
+            continue;
+        if (own[i].cmp != NULL)
+            own[i].cmp(w, k, sp, a, b);
+        else if (!own[i].same(k, a, b))
+            changed(w, k);
+        return;
+    }
+    /* A field of the model; or none: a section (compared through its
+     * members), a key checked and not kept (a resource's request, a scope
+     * with one choice). */
+    if (k->obj != TG_KO_NONE && !value_same(k, a, b))
+        changed(w, k);
 }
 
 /* ---- the walk ---- */
@@ -399,13 +395,7 @@ static void walk(walk_t *w, const char *parent, span_t sp, const tg_cfg_at_t *a,
         if (!tg_cfg_key_is_child(k, parent))
             continue;
         size_t mark = push(w, w->len > 0 ? ".%s" : "%s", tg_cfg_key_name(k));
-        cmp_fn *cmp = own_cmp(k);
-        if (cmp != NULL)
-            cmp(w, k, sp, a, b);
-        else if (k->obj != TG_KO_NONE && !value_same(k, a, b))
-            changed(w, k);
-        /* else a section, compared through its members, or a key checked
-         * and not kept (a resource's request, a scope with one choice). */
+        cmp_row(w, k, sp, a, b);
         span_t sub = span_below(k->path, sp);
         if (sub.lo < sub.hi)
             walk(w, k->path, sub, a, b);

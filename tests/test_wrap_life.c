@@ -95,11 +95,13 @@ static int wl_sh(const char *cmd, const char *err, int timeout_ms)
     "{\"agents\":[{\"id\":\"fx\",\"execution_limits\":{\"max_concurrent_calls\":" #conc      \
     ",\"max_queued_calls\":0}}]}\n"
 
-/* The <nth> rejection, of config file <cfg> for <key>: the log line names
- * the key and says <why>. */
-static void wl_refused(const char *cfg, const char *key, const char *why, int nth)
+/* <text> written to config file <cfg> and SIGHUP: the <nth> rejection,
+ * whose log line names <key> and says <why>. */
+static void wl_refused(const char *cfg, const char *text, const char *key, const char *why, int nth)
 {
     char line[TGH_PATH + 512];
+    cr_assert_eq(tgh_write_file(cfg, text), 0);
+    cr_assert_eq(kill(W.tg.pid, SIGHUP), 0);
     snprintf(line, sizeof line,
              "SIGHUP: config rejected, the running config stays: %s: %s: %s (change it back to "
              "reload)",
@@ -141,28 +143,22 @@ Test(wrap_life, sighup_reloads_limits_and_keeps_the_call_in_flight)
     cr_assert_eq(kill(W.tg.pid, SIGHUP), 0);
     cr_assert_gt(tgh_file_wait(W.err, "config rejected", 1, 3000), 0, "no rejection logged");
     /* A change that needs a restart: refused too. */
-    cr_assert_eq(tgh_write_file(cfg, "{\"router\":{\"max_frame_bytes\":\"2Mi\"},\"agents\":"
-                                     "[{\"id\":\"fx\",\"execution_limits\":{"
-                                     "\"max_concurrent_calls\":1,\"max_queued_calls\":0}}]}\n"),
-                 0);
-    cr_assert_eq(kill(W.tg.pid, SIGHUP), 0);
-    wl_refused(cfg, "router.max_frame_bytes", "changed, which needs a restart", 2);
+    wl_refused(cfg,
+               "{\"router\":{\"max_frame_bytes\":\"2Mi\"},\"agents\":[{\"id\":\"fx\","
+               "\"execution_limits\":{\"max_concurrent_calls\":1,\"max_queued_calls\":0}}]}\n",
+               "router.max_frame_bytes", "changed, which needs a restart", 2);
     /* Still two slots: the refused file's 1 did not apply. */
     mcp_call_text(&W.tg, 4, "echo", "{\"text\":\"c\"}", "c", 3000);
     /* A key that restarts the agent: refused, a wrap's agent is its session's. */
-    cr_assert_eq(tgh_write_file(cfg, "{\"agents\":[{\"id\":\"fx\",\"execution_limits\":{"
-                                     "\"max_concurrent_calls\":2,\"max_queued_calls\":0},"
-                                     "\"stderr\":{\"max_line\":\"1Ki\"}}]}\n"),
-                 0);
-    cr_assert_eq(kill(W.tg.pid, SIGHUP), 0);
-    wl_refused(cfg, "agents[0].stderr.max_line", "changed, which needs a restart", 3);
+    wl_refused(cfg,
+               "{\"agents\":[{\"id\":\"fx\",\"execution_limits\":{\"max_concurrent_calls\":2,"
+               "\"max_queued_calls\":0},\"stderr\":{\"max_line\":\"1Ki\"}}]}\n",
+               "agents[0].stderr.max_line", "changed, which needs a restart", 3);
     /* A limit that cannot change in place (a tool added). */
-    cr_assert_eq(tgh_write_file(cfg, "{\"agents\":[{\"id\":\"fx\",\"execution_limits\":{"
-                                     "\"max_concurrent_calls\":2,\"max_queued_calls\":0},"
-                                     "\"tools\":{\"web\":{\"rate_limit\":\"5/second\"}}}]}\n"),
-                 0);
-    cr_assert_eq(kill(W.tg.pid, SIGHUP), 0);
-    wl_refused(cfg, "agents[0].tools.web",
+    wl_refused(cfg,
+               "{\"agents\":[{\"id\":\"fx\",\"execution_limits\":{\"max_concurrent_calls\":2,"
+               "\"max_queued_calls\":0},\"tools\":{\"web\":{\"rate_limit\":\"5/second\"}}}]}\n",
+               "agents[0].tools.web",
                "changed, and the tools, the shared store use or the call table size cannot "
                "change in place, which needs a restart",
                4);
