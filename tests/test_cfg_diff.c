@@ -438,9 +438,9 @@ Test(cfg_diff, a_listeners_dialect_alone_is_compared)
 
 #define OWN (-1) /* the row's own class */
 
-/* One change per row: <at> set to <json> (NULL: deleted) in the base;
- * the diff must name <key> (NULL: <at>) with <need> (OWN: the row's
- * reload class + 1). */
+/* One change per row: <at> (NULL: the row's path at element 0 and tool
+ * "web") set to <json> (NULL: deleted) in the base; the diff must name
+ * <key> (NULL: <at>) with <need> (OWN: the row's reload class + 1). */
 static const struct mutation {
     const char *row, *at, *json, *key;
     int need;
@@ -453,15 +453,15 @@ static const struct mutation {
     {"containment", "containment.workspace_backend", "\"scan\"", NULL, TG_NEED_RESTART},
     {"callers", "callers[2]", "{\"name\": \"new\", \"uid\": 5}", NULL, OWN},
     /* router */
-    {"router.instance", "router.instance", "\"host-b\"", NULL, OWN},
-    {"router.max_frame_bytes", "router.max_frame_bytes", "\"8Mi\"", NULL, OWN},
+    {"router.instance", NULL, "\"host-b\"", NULL, OWN},
+    {"router.max_frame_bytes", NULL, "\"8Mi\"", NULL, OWN},
     {"router.listen", "router.listen[3]", "{\"unix\": \"/run/tg/b.sock\", \"agent\": \"search\"}",
      NULL, OWN},
-    {"router.listen[].unix", "router.listen[0].unix", "\"/run/tg/z.sock\"", NULL, OWN},
-    {"router.listen[].agent", "router.listen[0].agent", "\"files\"", NULL, OWN},
-    {"router.listen[].mode", "router.listen[0].mode", "\"0600\"", NULL, OWN},
-    {"router.listen[].owner", "router.listen[0].owner", "0", NULL, OWN},
-    {"router.listen[].group", "router.listen[0].group", "0", NULL, OWN},
+    {"router.listen[].unix", NULL, "\"/run/tg/z.sock\"", NULL, OWN},
+    {"router.listen[].agent", NULL, "\"files\"", NULL, OWN},
+    {"router.listen[].mode", NULL, "\"0600\"", NULL, OWN},
+    {"router.listen[].owner", NULL, "0", NULL, OWN},
+    {"router.listen[].group", NULL, "0", NULL, OWN},
     /* A listener's dialect comes with its agent (mcp has one, opensentience
      * none): the agent is named first; the dialect alone in
      * a_listeners_dialect_alone_is_compared. */
@@ -469,7 +469,7 @@ static const struct mutation {
      "{\"unix\": \"/run/tg/os.sock\", \"dialect\": \"mcp\", \"agent\": \"files\"}",
      "router.listen[2].agent", TG_NEED_RESTART},
     {"router.listen[].on_oversize", "router.listen[2].on_oversize", "\"close\"", NULL, OWN},
-    {"router.listen[].max_connections", "router.listen[0].max_connections", "50", NULL, OWN},
+    {"router.listen[].max_connections", NULL, "50", NULL, OWN},
     {"router.listen[].http", "router.listen[1].http", "\"127.0.0.1:8081\"", NULL, OWN},
     {"router.listen[].path", "router.listen[1].path", "\"/mcp2\"", NULL, OWN},
     {"router.listen[].tls", "router.listen[1].tls", "\"off\"", NULL, OWN},
@@ -489,31 +489,31 @@ static const struct mutation {
      NULL, OWN},
     {"router.listen[].session_idle_timeout", "router.listen[1].session_idle_timeout", "\"1h\"",
      NULL, OWN},
-    {"router.callers_only", "router.callers_only", "true", NULL, OWN},
-    {"router.idle_timeout", "router.idle_timeout", "\"40s\"", NULL, OWN},
-    {"router.frame_timeout", "router.frame_timeout", "\"11s\"", NULL, OWN},
-    {"router.handshake_timeout", "router.handshake_timeout", "\"11s\"", NULL, OWN},
-    {"router.reload_drain_timeout", "router.reload_drain_timeout", "\"1m\"", NULL, OWN},
-    {"router.admin", "router.admin", "\"127.0.0.1:9465\"", "router.admin.listen", TG_NEED_RESTART},
-    {"router.admin.listen", "router.admin.listen", "\"127.0.0.1:9465\"", NULL, OWN},
-    {"router.admin.max_header_bytes", "router.admin.max_header_bytes", "\"16Ki\"", NULL, OWN},
-    {"router.admin.max_connections", "router.admin.max_connections", "8", NULL, OWN},
-    {"router.admin.idle_timeout", "router.admin.idle_timeout", "\"20s\"", NULL, OWN},
-    {"router.admin.max_response_bytes", "router.admin.max_response_bytes", "\"32Mi\"", NULL, OWN},
+    {"router.callers_only", NULL, "true", NULL, OWN},
+    {"router.idle_timeout", NULL, "\"40s\"", NULL, OWN},
+    {"router.frame_timeout", NULL, "\"11s\"", NULL, OWN},
+    {"router.handshake_timeout", NULL, "\"11s\"", NULL, OWN},
+    {"router.reload_drain_timeout", NULL, "\"1m\"", NULL, OWN},
+    {"router.admin", NULL, "\"127.0.0.1:9465\"", "router.admin.listen", TG_NEED_RESTART},
+    {"router.admin.listen", NULL, "\"127.0.0.1:9465\"", NULL, OWN},
+    {"router.admin.max_header_bytes", NULL, "\"16Ki\"", NULL, OWN},
+    {"router.admin.max_connections", NULL, "8", NULL, OWN},
+    {"router.admin.idle_timeout", NULL, "\"20s\"", NULL, OWN},
+    {"router.admin.max_response_bytes", NULL, "\"32Mi\"", NULL, OWN},
     /* audit */
     {"audit.path", "audit", "{\"queue\": 4096, \"path\": \"/var/log/tg/b.jsonl\"}", "audit.path",
      OWN},
-    {"audit.queue", "audit.queue", "10", NULL, OWN},
+    {"audit.queue", NULL, "10", NULL, OWN},
     {"audit.sinks", "audit.sinks[2]", "{\"kind\": \"stderr\"}", NULL, OWN},
     {"audit.sinks[].kind", "audit.sinks[0]", "{\"kind\": \"stderr\"}", "audit.sinks[0].kind", OWN},
-    {"audit.sinks[].path", "audit.sinks[0].path", "\"/var/log/tg/b.jsonl\"", NULL, OWN},
-    {"audit.sinks[].max_bytes", "audit.sinks[0].max_bytes", "\"50Mi\"", NULL, OWN},
-    {"audit.sinks[].keep", "audit.sinks[0].keep", "3", NULL, OWN},
+    {"audit.sinks[].path", NULL, "\"/var/log/tg/b.jsonl\"", NULL, OWN},
+    {"audit.sinks[].max_bytes", NULL, "\"50Mi\"", NULL, OWN},
+    {"audit.sinks[].keep", NULL, "3", NULL, OWN},
     {"audit.sinks[].fsync", "audit.sinks[0]",
      "{\"kind\": \"file\", \"path\": \"/var/log/tg/a.jsonl\", \"max_bytes\": \"100Mi\","
      " \"keep\": 5, \"fsync\": \"always\"}",
      "audit.sinks[0].fsync", OWN},
-    {"audit.sinks[].fsync_interval", "audit.sinks[0].fsync_interval", "\"2s\"", NULL, OWN},
+    {"audit.sinks[].fsync_interval", NULL, "\"2s\"", NULL, OWN},
     {"audit.sinks[].url", "audit.sinks[1].url", "\"redis://:SECRET-PW-3@127.0.0.1:6380/0\"", NULL,
      OWN},
     {"audit.sinks[].stream", "audit.sinks[1].stream", "\"tg:audit2\"", NULL, OWN},
@@ -522,92 +522,65 @@ static const struct mutation {
     {"audit.sinks[].spool_max_bytes", "audit.sinks[1].spool_max_bytes", "\"20Mi\"", NULL, OWN},
     {"audit.sinks[].timeout", "audit.sinks[1].timeout", "\"2s\"", NULL, OWN},
     /* agents */
-    {"agents[].id", "agents[0].id", "\"search2\"", NULL, OWN},
-    {"agents[].dialect", "agents[0].dialect", "\"opensentience\"", NULL, OWN},
-    {"agents[].command", "agents[0].command", "[\"/usr/bin/search\", \"--y\"]", NULL, OWN},
-    {"agents[].execution_limits", "agents[0].execution_limits", "{}",
-     "agents[0].execution_limits.max_tool_call_duration", TG_NEED_LIVE},
-    {"agents[].execution_limits.max_tool_call_duration",
-     "agents[0].execution_limits.max_tool_call_duration", "\"31s\"", NULL, OWN},
-    {"agents[].execution_limits.max_concurrent_calls",
-     "agents[0].execution_limits.max_concurrent_calls", "6", NULL, OWN},
-    {"agents[].execution_limits.max_queued_calls", "agents[0].execution_limits.max_queued_calls",
-     "17", NULL, OWN},
-    {"agents[].execution_limits.rate_limit", "agents[0].execution_limits.rate_limit",
-     "\"101/minute\"", NULL, OWN},
-    {"agents[].execution_limits.burst", "agents[0].execution_limits.burst", "11", NULL, OWN},
-    {"agents[].execution_limits.kill_grace_period", "agents[0].execution_limits.kill_grace_period",
-     "\"6s\"", NULL, OWN},
-    {"agents[].execution_limits.rate_scope", "agents[0].execution_limits.rate_scope", "\"shared\"",
-     NULL, OWN},
-    {"agents[].execution_limits.shared_mode", "agents[0].execution_limits.shared_mode", "\"lease\"",
-     NULL, OWN},
-    {"agents[].execution_limits.concurrency_scope", "agents[0].execution_limits.concurrency_scope",
-     "\"shared\"", NULL, OWN},
+    {"agents[].id", NULL, "\"search2\"", NULL, OWN},
+    {"agents[].dialect", NULL, "\"opensentience\"", NULL, OWN},
+    {"agents[].command", NULL, "[\"/usr/bin/search\", \"--y\"]", NULL, OWN},
+    {"agents[].execution_limits", NULL, "{}", "agents[0].execution_limits.max_tool_call_duration",
+     TG_NEED_LIVE},
+    {"agents[].execution_limits.max_tool_call_duration", NULL, "\"31s\"", NULL, OWN},
+    {"agents[].execution_limits.max_concurrent_calls", NULL, "6", NULL, OWN},
+    {"agents[].execution_limits.max_queued_calls", NULL, "17", NULL, OWN},
+    {"agents[].execution_limits.rate_limit", NULL, "\"101/minute\"", NULL, OWN},
+    {"agents[].execution_limits.burst", NULL, "11", NULL, OWN},
+    {"agents[].execution_limits.kill_grace_period", NULL, "\"6s\"", NULL, OWN},
+    {"agents[].execution_limits.rate_scope", NULL, "\"shared\"", NULL, OWN},
+    {"agents[].execution_limits.shared_mode", NULL, "\"lease\"", NULL, OWN},
+    {"agents[].execution_limits.concurrency_scope", NULL, "\"shared\"", NULL, OWN},
     {"agents[].tools", "agents[0].tools.db", "{\"rate_limit\": \"1/second\"}", NULL, OWN},
-    {"agents[].tools.*.max_tool_call_duration", "agents[0].tools.web.max_tool_call_duration",
-     "\"6s\"", NULL, OWN},
-    {"agents[].tools.*.max_concurrent_calls", "agents[0].tools.web.max_concurrent_calls", "2", NULL,
-     OWN},
-    {"agents[].tools.*.max_queued_calls", "agents[0].tools.web.max_queued_calls", "5", NULL, OWN},
-    {"agents[].tools.*.rate_limit", "agents[0].tools.web.rate_limit", "\"11/minute\"", NULL, OWN},
-    {"agents[].tools.*.burst", "agents[0].tools.web.burst", "3", NULL, OWN},
-    {"agents[].tools.*.rate_scope", "agents[0].tools.web.rate_scope", "\"shared\"", NULL, OWN},
-    {"agents[].tools.*.shared_mode", "agents[0].tools.web.shared_mode", "\"lease\"", "",
-     TG_NEED_NONE},
+    {"agents[].tools.*.max_tool_call_duration", NULL, "\"6s\"", NULL, OWN},
+    {"agents[].tools.*.max_concurrent_calls", NULL, "2", NULL, OWN},
+    {"agents[].tools.*.max_queued_calls", NULL, "5", NULL, OWN},
+    {"agents[].tools.*.rate_limit", NULL, "\"11/minute\"", NULL, OWN},
+    {"agents[].tools.*.burst", NULL, "3", NULL, OWN},
+    {"agents[].tools.*.rate_scope", NULL, "\"shared\"", NULL, OWN},
+    {"agents[].tools.*.shared_mode", NULL, "\"lease\"", "", TG_NEED_NONE},
     {"agents[].tools.*.concurrency_scope", "agents[0].tools.fs.concurrency_scope", "\"local\"", "",
      TG_NEED_NONE},
-    {"agents[].restart", "agents[0].restart", "{}", "agents[0].restart.policy", TG_NEED_AGENT},
-    {"agents[].restart.policy", "agents[0].restart.policy", "\"no\"", NULL, OWN},
-    {"agents[].restart.max_restarts", "agents[0].restart.max_restarts", "4", NULL, OWN},
-    {"agents[].restart.window", "agents[0].restart.window", "\"3m\"", NULL, OWN},
-    {"agents[].restart.backoff", "agents[0].restart.backoff", "\"300ms\"", NULL, OWN},
-    {"agents[].restart.max_backoff", "agents[0].restart.max_backoff", "\"6s\"", NULL, OWN},
-    {"agents[].stderr", "agents[0].stderr", "{}", "agents[0].stderr.bytes_per_second",
-     TG_NEED_AGENT},
-    {"agents[].stderr.bytes_per_second", "agents[0].stderr.bytes_per_second", "\"16Ki\"", NULL,
-     OWN},
-    {"agents[].stderr.max_line", "agents[0].stderr.max_line", "\"1Ki\"", NULL, OWN},
-    {"agents[].env", "agents[0].env", "{}", "agents[0].env.pass", TG_NEED_AGENT},
-    {"agents[].env.pass", "agents[0].env.pass", "[\"PATH\"]", NULL, OWN},
+    {"agents[].restart", NULL, "{}", "agents[0].restart.policy", TG_NEED_AGENT},
+    {"agents[].restart.policy", NULL, "\"no\"", NULL, OWN},
+    {"agents[].restart.max_restarts", NULL, "4", NULL, OWN},
+    {"agents[].restart.window", NULL, "\"3m\"", NULL, OWN},
+    {"agents[].restart.backoff", NULL, "\"300ms\"", NULL, OWN},
+    {"agents[].restart.max_backoff", NULL, "\"6s\"", NULL, OWN},
+    {"agents[].stderr", NULL, "{}", "agents[0].stderr.bytes_per_second", TG_NEED_AGENT},
+    {"agents[].stderr.bytes_per_second", NULL, "\"16Ki\"", NULL, OWN},
+    {"agents[].stderr.max_line", NULL, "\"1Ki\"", NULL, OWN},
+    {"agents[].env", NULL, "{}", "agents[0].env.pass", TG_NEED_AGENT},
+    {"agents[].env.pass", NULL, "[\"PATH\"]", NULL, OWN},
     {"agents[].env.set", "agents[0].env.set.MODE", "\"y\"", NULL, OWN},
-    {"agents[].resources", "agents[0].resources", "{}", "agents[0].resources.memory",
-     TG_NEED_AGENT},
-    {"agents[].resources.memory", "agents[0].resources.memory", "{\"limit\": \"256Mi\"}", NULL,
-     OWN},
-    {"agents[].resources.memory.limit", "agents[0].resources.memory.limit", "\"256Mi\"",
-     "agents[0].resources.memory", OWN},
-    {"agents[].resources.memory.request", "agents[0].resources.memory.request", "\"64Mi\"", "",
-     TG_NEED_NONE},
-    {"agents[].resources.cpu", "agents[0].resources.cpu", "{\"limit\": \"250m\"}", NULL, OWN},
-    {"agents[].resources.cpu.limit", "agents[0].resources.cpu.limit", "\"250m\"",
-     "agents[0].resources.cpu", OWN},
-    {"agents[].resources.cpu.request", "agents[0].resources.cpu.request", "\"50m\"", "",
-     TG_NEED_NONE},
-    {"agents[].resources.pids", "agents[0].resources.pids", "{\"limit\": 32}", NULL, OWN},
-    {"agents[].resources.pids.limit", "agents[0].resources.pids.limit", "32",
-     "agents[0].resources.pids", OWN},
-    {"agents[].resources.pids.request", "agents[0].resources.pids.request", "4", "", TG_NEED_NONE},
-    {"agents[].resources.nofile", "agents[0].resources.nofile", "{\"limit\": 512}", NULL, OWN},
-    {"agents[].resources.nofile.limit", "agents[0].resources.nofile.limit", "512",
-     "agents[0].resources.nofile", OWN},
-    {"agents[].resources.nofile.request", "agents[0].resources.nofile.request", "32", "",
-     TG_NEED_NONE},
-    {"agents[].resources.disk", "agents[0].resources.disk", "{\"limit\": \"2Gi\"}", NULL, OWN},
-    {"agents[].resources.disk.limit", "agents[0].resources.disk.limit", "\"2Gi\"",
-     "agents[0].resources.disk", OWN},
-    {"agents[].resources.disk.request", "agents[0].resources.disk.request", "\"20Mi\"", "",
-     TG_NEED_NONE},
-    {"agents[].resources.network", "agents[0].resources.network", "\"none\"", NULL, OWN},
-    {"agents[].resources.network.limit", "agents[0].resources.network.limit", "\"loopback\"",
-     "agents[0].resources.network", OWN},
-    {"agents[].resources.network.bandwidth_limit", "agents[0].resources.network.bandwidth_limit",
-     "\"20Mbps\"", NULL, OWN},
-    {"agents[].resources.network.max_connections", "agents[0].resources.network.max_connections",
-     "50", NULL, OWN},
-    {"agents[].cwd", "agents[0].cwd", "\"/srv2\"", NULL, OWN},
-    {"agents[].workspace", "agents[0].workspace", "\"/var/lib/tg/ws2\"", NULL, OWN},
-    {"agents[].max_instances", "agents[0].max_instances", "4", NULL, OWN},
+    {"agents[].resources", NULL, "{}", "agents[0].resources.memory", TG_NEED_AGENT},
+    {"agents[].resources.memory", NULL, "{\"limit\": \"256Mi\"}", NULL, OWN},
+    {"agents[].resources.memory.limit", NULL, "\"256Mi\"", "agents[0].resources.memory", OWN},
+    {"agents[].resources.memory.request", NULL, "\"64Mi\"", "", TG_NEED_NONE},
+    {"agents[].resources.cpu", NULL, "{\"limit\": \"250m\"}", NULL, OWN},
+    {"agents[].resources.cpu.limit", NULL, "\"250m\"", "agents[0].resources.cpu", OWN},
+    {"agents[].resources.cpu.request", NULL, "\"50m\"", "", TG_NEED_NONE},
+    {"agents[].resources.pids", NULL, "{\"limit\": 32}", NULL, OWN},
+    {"agents[].resources.pids.limit", NULL, "32", "agents[0].resources.pids", OWN},
+    {"agents[].resources.pids.request", NULL, "4", "", TG_NEED_NONE},
+    {"agents[].resources.nofile", NULL, "{\"limit\": 512}", NULL, OWN},
+    {"agents[].resources.nofile.limit", NULL, "512", "agents[0].resources.nofile", OWN},
+    {"agents[].resources.nofile.request", NULL, "32", "", TG_NEED_NONE},
+    {"agents[].resources.disk", NULL, "{\"limit\": \"2Gi\"}", NULL, OWN},
+    {"agents[].resources.disk.limit", NULL, "\"2Gi\"", "agents[0].resources.disk", OWN},
+    {"agents[].resources.disk.request", NULL, "\"20Mi\"", "", TG_NEED_NONE},
+    {"agents[].resources.network", NULL, "\"none\"", NULL, OWN},
+    {"agents[].resources.network.limit", NULL, "\"loopback\"", "agents[0].resources.network", OWN},
+    {"agents[].resources.network.bandwidth_limit", NULL, "\"20Mbps\"", NULL, OWN},
+    {"agents[].resources.network.max_connections", NULL, "50", NULL, OWN},
+    {"agents[].cwd", NULL, "\"/srv2\"", NULL, OWN},
+    {"agents[].workspace", NULL, "\"/var/lib/tg/ws2\"", NULL, OWN},
+    {"agents[].max_instances", NULL, "4", NULL, OWN},
     {"agents[].manifest", "agents[1].manifest",
      "\"" TG_SOURCE_DIR "/tests/../tests/data/files.opensentience.agent.json\"", NULL, OWN},
     {"agents[].start", "agents[1].start", "\"on_demand\"", NULL, OWN},
@@ -625,46 +598,41 @@ static const struct mutation {
      NULL, OWN},
     /* store */
     {"store.kind", "store", "{\"kind\": \"local\"}", "store.kind", OWN},
-    {"store.url", "store.url", "\"redis://:SECRET-PW-4@127.0.0.1:6380/0\"", NULL, OWN},
-    {"store.timeout", "store.timeout", "\"60ms\"", NULL, OWN},
-    {"store.on_store_error", "store.on_store_error", "\"open\"", NULL, OWN},
-    {"store.instances", "store.instances", "3", NULL, OWN},
-    {"store.prefix", "store.prefix", "\"tg2\"", NULL, OWN},
-    {"store.connect_timeout", "store.connect_timeout", "\"2s\"", NULL, OWN},
-    {"store.dead_after", "store.dead_after", "\"2s\"", NULL, OWN},
-    {"store.backoff", "store.backoff", "\"200ms\"", NULL, OWN},
-    {"store.max_backoff", "store.max_backoff", "\"500ms\"", NULL, OWN},
-    {"store.lease", "store.lease", "\"2s\"", NULL, OWN},
-    {"store.slot_lease", "store.slot_lease", "\"20s\"", NULL, OWN},
-    {"store.max_pending", "store.max_pending", "2000", NULL, OWN},
-    {"store.local_max_keys", "store.local_max_keys", "2000", NULL, OWN},
+    {"store.url", NULL, "\"redis://:SECRET-PW-4@127.0.0.1:6380/0\"", NULL, OWN},
+    {"store.timeout", NULL, "\"60ms\"", NULL, OWN},
+    {"store.on_store_error", NULL, "\"open\"", NULL, OWN},
+    {"store.instances", NULL, "3", NULL, OWN},
+    {"store.prefix", NULL, "\"tg2\"", NULL, OWN},
+    {"store.connect_timeout", NULL, "\"2s\"", NULL, OWN},
+    {"store.dead_after", NULL, "\"2s\"", NULL, OWN},
+    {"store.backoff", NULL, "\"200ms\"", NULL, OWN},
+    {"store.max_backoff", NULL, "\"500ms\"", NULL, OWN},
+    {"store.lease", NULL, "\"2s\"", NULL, OWN},
+    {"store.slot_lease", NULL, "\"20s\"", NULL, OWN},
+    {"store.max_pending", NULL, "2000", NULL, OWN},
+    {"store.local_max_keys", NULL, "2000", NULL, OWN},
     /* containment */
-    {"containment.mode", "containment.mode", "\"off\"", NULL, OWN},
-    {"containment.min_free_memory", "containment.min_free_memory", "\"200Mi\"", NULL, OWN},
-    {"containment.workspace_backend", "containment.workspace_backend", "\"tmpfs\"", NULL, OWN},
+    {"containment.mode", NULL, "\"off\"", NULL, OWN},
+    {"containment.min_free_memory", NULL, "\"200Mi\"", NULL, OWN},
+    {"containment.workspace_backend", NULL, "\"tmpfs\"", NULL, OWN},
     /* callers */
-    {"callers[].name", "callers[0].name", "\"ci2\"", NULL, OWN},
-    {"callers[].uid", "callers[0].uid", "1002", NULL, OWN},
-    {"callers[].gid", "callers[0].gid", "1002", NULL, OWN},
-    {"callers[].execution_limits", "callers[0].execution_limits", "{}",
-     "callers[0].execution_limits.max_tool_call_duration", TG_NEED_LIVE},
-    {"callers[].execution_limits.max_tool_call_duration",
-     "callers[0].execution_limits.max_tool_call_duration", "\"11s\"", NULL, OWN},
-    {"callers[].execution_limits.max_concurrent_calls",
-     "callers[0].execution_limits.max_concurrent_calls", "3", NULL, OWN},
-    {"callers[].execution_limits.max_queued_calls", "callers[0].execution_limits.max_queued_calls",
-     "5", NULL, OWN},
-    {"callers[].execution_limits.rate_limit", "callers[0].execution_limits.rate_limit",
-     "\"31/minute\"", NULL, OWN},
-    {"callers[].execution_limits.burst", "callers[0].execution_limits.burst", "6", NULL, OWN},
+    {"callers[].name", NULL, "\"ci2\"", NULL, OWN},
+    {"callers[].uid", NULL, "1002", NULL, OWN},
+    {"callers[].gid", NULL, "1002", NULL, OWN},
+    {"callers[].execution_limits", NULL, "{}", "callers[0].execution_limits.max_tool_call_duration",
+     TG_NEED_LIVE},
+    {"callers[].execution_limits.max_tool_call_duration", NULL, "\"11s\"", NULL, OWN},
+    {"callers[].execution_limits.max_concurrent_calls", NULL, "3", NULL, OWN},
+    {"callers[].execution_limits.max_queued_calls", NULL, "5", NULL, OWN},
+    {"callers[].execution_limits.rate_limit", NULL, "\"31/minute\"", NULL, OWN},
+    {"callers[].execution_limits.burst", NULL, "6", NULL, OWN},
     {"callers[].execution_limits.rate_scope", "callers[1].execution_limits.rate_scope", "\"local\"",
      "", TG_NEED_NONE},
-    {"callers[].execution_limits.shared_mode", "callers[0].execution_limits.shared_mode",
-     "\"lease\"", "", TG_NEED_NONE},
+    {"callers[].execution_limits.shared_mode", NULL, "\"lease\"", "", TG_NEED_NONE},
     {"callers[].execution_limits.concurrency_scope",
      "callers[1].execution_limits.concurrency_scope", "\"local\"", "", TG_NEED_NONE},
-    {"callers[].tokens", "callers[0].tokens", "[\"" DIGEST_A "\", \"" DIGEST_B "\"]", NULL, OWN},
-    {"callers[].jwt", "callers[0].jwt",
+    {"callers[].tokens", NULL, "[\"" DIGEST_A "\", \"" DIGEST_B "\"]", NULL, OWN},
+    {"callers[].jwt", NULL,
      "{\"issuer\": \"https://idp.example\", \"audience\": \"tg\", \"jwks_file\": \"@JWKS2@\"}",
      NULL, OWN},
     {"callers[].jwt.issuer", "callers[1].jwt.issuer", "\"https://idp2.example\"", NULL, OWN},
@@ -673,6 +641,24 @@ static const struct mutation {
     {"callers[].jwt.claim", "callers[1].jwt.claim", "\"email\"", NULL, OWN},
     {"callers[].jwt.leeway", "callers[1].jwt.leeway", "\"10s\"", NULL, OWN},
 };
+
+/* Row path <row> at element 0 and tool "web", in <out>. */
+static void row_at(const char *row, char *out, size_t cap)
+{
+    size_t n = 0;
+
+    for (const char *p = row; *p != '\0' && n + 4 < cap; p++) {
+        if (p[0] == '[' && p[1] == ']') {
+            n += (size_t)snprintf(out + n, cap - n, "[0]");
+            p++;
+        } else if (p[0] == '*') {
+            n += (size_t)snprintf(out + n, cap - n, "web");
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+}
 
 Test(cfg_diff, every_row_of_the_table_is_compared)
 {
@@ -687,14 +673,18 @@ Test(cfg_diff, every_row_of_the_table_is_compared)
             continue;
         tg_cfg_change_t all, ag[2];
         char json[512];
-        const char *v = m->json, *at = v != NULL ? strstr(v, "@JWKS2@") : NULL;
-        if (at != NULL) { /* the second JWKS file's path */
-            snprintf(json, sizeof json, "%.*s%s%s", (int)(at - v), v, jwks2, at + 7);
+        const char *v = m->json, *mark = v != NULL ? strstr(v, "@JWKS2@") : NULL;
+        if (mark != NULL) { /* the second JWKS file's path */
+            snprintf(json, sizeof json, "%.*s%s%s", (int)(mark - v), v, jwks2, mark + 7);
             v = json;
         }
         int need = m->need == OWN ? (int)k->reload + 1 : m->need;
-        const char *key = m->key != NULL ? m->key : m->at;
-        tg_cfg_need_t got = diff_with(m->at, v, &all, ag);
+        char at[128];
+        row_at(k->path, at, sizeof at);
+        if (m->at != NULL)
+            snprintf(at, sizeof at, "%s", m->at);
+        const char *key = m->key != NULL ? m->key : at;
+        tg_cfg_need_t got = diff_with(at, v, &all, ag);
         cr_expect_eq(got, need, "%s: needs %s, want %s (key %s)", k->path, need_name(got),
                      need_name(need), all.key);
         cr_expect_str_eq(all.key, key, "%s: named %s, want %s", k->path, all.key, key);
