@@ -370,6 +370,7 @@ __attribute__((flatten)) long tg_audit_encode(char *buf, size_t cap, const tg_au
     F_STR(&w, "stage", ev->stage);
     F_STR(&w, "decided_by", ev->decided_by);
     F_STR(&w, "reason", ev->reason);
+    F_STR(&w, "key", ev->key);
     if (ev->limit.type != NULL) {
         PUT_LIT(&w, ",\"limit\":{\"type\":\"");
         put_escaped(&w, ev->limit.type);
