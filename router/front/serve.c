@@ -765,9 +765,11 @@ static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i, tg_cfg_need_
     bool same_spawn = need == TG_NEED_LIVE;
     if (need == TG_NEED_NONE)
         return 0;
-    if (tg_osgw_reconfigure(r->os, na, !same_spawn) < 0) {
-        tg_log_error("SIGHUP: agent '%s': cannot apply its new config; the old one keeps running",
-                     na->id);
+    tg_err_t err;
+    if (tg_osgw_reconfigure(r->os, na, !same_spawn, &err) < 0) {
+        tg_log_error("SIGHUP: agent '%s': cannot apply its new config (%s); the old one keeps "
+                     "running",
+                     na->id, err.msg);
         return 1;
     }
     /* The gateway keeps nothing of the old config: its generation may go. */
@@ -850,18 +852,19 @@ static void reload(serve_run_t *r)
         if (need[i].need == TG_NEED_NONE)
             continue;
         changed++;
-        if (same_spawn && tg_mcp_agent_reconfigure(old, na) == 0) {
+        tg_err_t aerr;
+        if (same_spawn && tg_mcp_agent_reconfigure(old, na, &aerr) == 0) {
             gen_unref(r->agent_gen[i]);
             r->agent_gen[i] = g;
             g->refs++;
             tg_log("SIGHUP: agent '%s': limits updated in place", na->id);
             continue;
         }
-        tg_mcp_agent_t *ag = tg_mcp_agent_successor(old, na);
+        tg_mcp_agent_t *ag = tg_mcp_agent_successor(old, na, &aerr);
         if (ag == NULL) {
-            tg_log_error(
-                "SIGHUP: agent '%s': cannot start its new config; the old one keeps running",
-                na->id);
+            tg_log_error("SIGHUP: agent '%s': cannot start its new config (%s); the old one keeps "
+                         "running",
+                         na->id, aerr.msg);
             continue;
         }
         r->agents[i] = ag;
@@ -1278,12 +1281,13 @@ int tg_serve_run(tg_config_t *cfg)
     for (size_t i = 0; rc == 0 && i < cfg->nagents; i++)
         if (cfg->agents[i].dialect != TG_DIALECT_MCP)
             r->agent_gen[i] = &gen0, gen0.refs++; /* served by the opensentience gateway */
-        else if ((r->agents[i] = tg_mcp_agent_new(&r->gw, &cfg->agents[i], cfg->agents[i].max_instances)) == NULL)
-            rc = 1;
+        else if ((r->agents[i] = tg_mcp_agent_new(&r->gw, &cfg->agents[i],
+                                                  cfg->agents[i].max_instances, &err)) == NULL)
+            rc = tg_log_failed(&err, 1);
         else
             r->agent_gen[i] = &gen0, gen0.refs++;
-    if (rc == 0 && (r->os = tg_osgw_new(&r->gw)) == NULL)
-        rc = 1;
+    if (rc == 0 && (r->os = tg_osgw_new(&r->gw, &err)) == NULL)
+        rc = tg_log_failed(&err, 1);
     for (size_t i = 0; rc == 0 && i < cfg->nlisten; i++) {
         listener_t *l = &r->ls[i];
         l->r = r;

@@ -100,7 +100,8 @@ static void reload(wrap_run_t *r)
     }
     /* The agent moves to <nc> even when its limits are the same: it holds
      * its config, and the running one is dropped below. */
-    int rc = tg_mcp_agent_reconfigure(r->ag, &nc->agents[0]);
+    tg_err_t aerr;
+    int rc = tg_mcp_agent_reconfigure(r->ag, &nc->agents[0], &aerr);
     if (rc == -EAGAIN) {
         const char *key = ag0.need != TG_NEED_NONE ? ag0.key : "agents[0]";
         snprintf(msg, sizeof(msg),
@@ -109,8 +110,7 @@ static void reload(wrap_run_t *r)
                  r->cfg->path, key);
         reload_reject(r, "needs_restart", key, msg);
     } else if (rc < 0) {
-        snprintf(msg, sizeof(msg), "%s: agents[0]: cannot apply the new limits: %s", r->cfg->path,
-                 strerror(-rc));
+        snprintf(msg, sizeof(msg), "%s: cannot apply the new limits: %s", r->cfg->path, aerr.msg);
         reload_reject(r, rc == -ENOMEM ? "out_of_memory" : "invalid", NULL, msg);
     }
     if (rc < 0) {
@@ -176,8 +176,8 @@ int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx)
     if (rc == 0 && (tg_gw_open(&r->gw, &r->f.loop, cfg, &err) < 0 ||
                     tg_admin_open_gw(&r->gw, &err) < 0))
         rc = tg_log_failed(&err, 2);
-    if (rc == 0 && (r->ag = tg_mcp_agent_new(&r->gw, &cfg->agents[0], 1)) == NULL)
-        rc = 1;
+    if (rc == 0 && (r->ag = tg_mcp_agent_new(&r->gw, &cfg->agents[0], 1, &err)) == NULL)
+        rc = tg_log_failed(&err, 1);
     if (rc == 0 && (r->sess = tg_mcp_sess_stdio(&r->gw, r->ag)) == NULL)
         rc = 2;
     if (rc == 0) {

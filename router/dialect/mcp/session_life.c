@@ -237,12 +237,15 @@ static void engine_reap(void *arg)
     tg_mcp_sess_reap_retired(arg);
 }
 
-/* An agent for <acfg> at metrics row <idx>. NULL after logging. */
-static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uint32_t max_sessions)
+/* An agent for <acfg> at metrics row <idx>. NULL with <err> filled. */
+static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
+                                  uint32_t max_sessions, tg_err_t *err)
 {
     tg_mcp_agent_t *ag = calloc(1, sizeof(*ag));
-    if (ag == NULL)
+    if (ag == NULL) {
+        tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
         return NULL;
+    }
     ag->gw = gw;
     (void)tg_gw_hook_add(gw, engine_tick, engine_reap, gw); /* once per gateway */
     ag->r.ops = mcp_call_ops();
@@ -256,7 +259,7 @@ static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
     /* Ids fitted to twice that: short in every frame, and room for a
      * reload to raise the limits in place (beyond it, a successor). */
     uint32_t fit = n > TG_CALL_MAX / 2 ? TG_CALL_MAX : (uint32_t)(2 * n);
-    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(mcp_call_t), n, fit) < 0) {
+    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(mcp_call_t), n, fit, err) < 0) {
         tg_mcp_agent_free(ag);
         return NULL;
     }
@@ -264,9 +267,10 @@ static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
     return ag;
 }
 
-tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions)
+tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions,
+                                 tg_err_t *err)
 {
-    return agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions);
+    return agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions, err);
 }
 
 void tg_mcp_agent_close_timers(tg_mcp_agent_t *ag)
@@ -290,31 +294,40 @@ void tg_mcp_agent_free(tg_mcp_agent_t *ag)
 
 /* ---- reload ----------------------------------------------------------- */
 
-int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg)
+int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg, tg_err_t *err)
 {
     const tg_agent_cfg_t *o = ag->r.acfg;
     if (acfg->rate_shared != o->rate_shared || acfg->shared_lease != o->shared_lease ||
-        acfg->conc_shared != o->conc_shared || acfg->ntools != o->ntools)
-        return -EAGAIN;
+        acfg->conc_shared != o->conc_shared)
+        return tg_err_set(err, -EAGAIN, "agents.%s.execution_limits: a scope changed", acfg->id);
+    if (acfg->ntools != o->ntools)
+        return tg_err_set(err, -EAGAIN, "agents.%s.tools: a tool added or removed", acfg->id);
     for (size_t i = 0; i < acfg->ntools; i++)
         if (strcmp(acfg->tools[i].name, o->tools[i].name) != 0 ||
             acfg->tools[i].lim.rate_shared != o->tools[i].lim.rate_shared)
-            return -EAGAIN;
+            return tg_err_set(err, -EAGAIN, "agents.%s.tools.%s: renamed, moved or its scope changed",
+                              acfg->id, acfg->tools[i].name);
     /* The table grows in place (its chunks never move); it is left
      * larger when a later step fails, which is harmless. */
     uint64_t need = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
                     (uint64_t)ag->max_sessions * (TG_MAX_PASSTHRU + 2);
     if (need > (UINT64_C(1) << ag->r.tab.bits) || ag->r.aq.count > acfg->lim.max_queued_calls)
-        return -EAGAIN;
+        return tg_err_set(err, -EAGAIN,
+                          "agents.%s.execution_limits: the call table or the queue's calls "
+                          "outgrow the new limits",
+                          acfg->id);
     if (tg_ctab_grow(&ag->r.tab, (uint32_t)need) < 0)
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
     tg_gcra_t arate = ag->r.arate;
     if (!tg_route_same_rate(&o->lim, &acfg->lim) &&
         tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
                      acfg->lim.burst) < 0)
-        return -EINVAL;
-    if (acfg->lim.max_queued_calls != ag->r.aq.cap && tg_waitq_resize(&ag->r.aq, acfg->lim.max_queued_calls) < 0)
-        return -ENOMEM;
+        return tg_err_set(err, -EINVAL,
+                          "agents.%s.execution_limits.rate_limit: cannot be set up as a bucket",
+                          acfg->id);
+    if (acfg->lim.max_queued_calls != ag->r.aq.cap &&
+        tg_waitq_resize(&ag->r.aq, acfg->lim.max_queued_calls) < 0)
+        return tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
     /* Nothing fails from here on: the new limits apply as a whole. */
     ag->r.arate = arate;
     ag->r.aconc.max = acfg->lim.max_concurrent_calls;
@@ -360,9 +373,9 @@ int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg)
     return 0;
 }
 
-tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg)
+tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg, tg_err_t *err)
 {
-    tg_mcp_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions);
+    tg_mcp_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions, err);
     if (ag == NULL)
         return NULL;
     /* Bucket state survives for the rates that did not change (a local

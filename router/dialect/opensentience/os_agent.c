@@ -802,15 +802,17 @@ static void register_limits(os_agent_t *ag)
     ag->reg_restarts = tg_restarts_register(&ag->g->gw->reg, ag->r.acfg, "agent");
 }
 
-static int setup_limits(os_agent_t *ag, tg_agent_cfg_t *a, size_t idx)
+static int setup_limits(os_agent_t *ag, tg_agent_cfg_t *a, size_t idx, tg_err_t *err)
 {
     ag->r.qcap = a->lim.max_queued_calls;
-    int rc = tg_route_setup(&ag->r, ag->g->gw, a, idx, sizeof(os_call_t), osg_slab_need(a), 0);
+    int rc = tg_route_setup(&ag->r, ag->g->gw, a, idx, sizeof(os_call_t), osg_slab_need(a), 0,
+                            err);
     if (rc < 0)
         return rc;
     rc = tg_idem_init(&ag->idem_cache, a->os.idempotency_max_bytes, a->os.idempotency_window_ms);
     if (rc < 0)
-        return rc;
+        return tg_err_set(err, rc, "agents.%s.opensentience.idempotency_max_bytes: %s", a->id,
+                          rc == -ENOMEM ? "out of memory" : "cannot be set up");
     register_limits(ag);
     return 0;
 }
@@ -908,21 +910,20 @@ static void os_tick(void *arg, uint64_t now)
     }
 }
 
-tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
+tg_osgw_t *tg_osgw_new(tg_gw_t *gw, tg_err_t *err)
 {
     tg_osgw_t *g = calloc(1, sizeof(*g));
     tg_config_t *cfg = gw->cfg;
-    if (g == NULL)
+    if (g == NULL) {
+        tg_err_set(err, -ENOMEM, "opensentience gateway: out of memory");
         return NULL;
+    }
     g->gw = gw;
     g->cfg = cfg;
     g->agents = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*g->agents));
-    if (g->agents == NULL) {
-        free(g);
-        return NULL;
-    }
     g->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*g->ls));
-    if (g->ls == NULL) {
+    if (g->agents == NULL || g->ls == NULL) {
+        tg_err_set(err, -ENOMEM, "opensentience gateway: out of memory");
         tg_osgw_free(g);
         return NULL;
     }
@@ -944,6 +945,7 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
             continue;
         os_agent_t *ag = calloc(1, sizeof(*ag));
         if (ag == NULL) {
+            tg_err_set(err, -ENOMEM, "agents.%s: out of memory", a->id);
             tg_osgw_free(g);
             return NULL;
         }
@@ -952,7 +954,7 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
         ag->r.ops = osg_call_ops();
         ag->r.open_timers = &g->open_timers;
         tg_dlt_init(&ag->r.dlt, tg_pipe_deadline, ag);
-        if (setup_limits(ag, a, i) < 0) {
+        if (setup_limits(ag, a, i, err) < 0) {
             tg_osgw_free(g);
             return NULL;
         }
@@ -1092,15 +1094,15 @@ void tg_osgw_shutdown(tg_osgw_t *g, void (*on_idle)(void *arg), void *arg)
         osg_g_flush(g);
 }
 
-int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
+int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn, tg_err_t *err)
 {
     os_agent_t *ag = g != NULL ? osg_agent_by_id(g, acfg->id, strlen(acfg->id)) : NULL;
     if (ag == NULL || acfg->dialect != TG_DIALECT_OPENSENTIENCE)
-        return -ENOENT;
+        return tg_err_set(err, -ENOENT, "agents.%s: no such opensentience agent", acfg->id);
     const tg_agent_cfg_t *o = ag->r.acfg;
     tg_store_t *store = NULL, *tool_store = NULL, *cstore = NULL;
     char rate_key[TG_STORE_KEY_MAX + 1], slots_key[TG_STORE_KEY_MAX + 1];
-    if (tg_route_stores(g->gw, acfg, &store, rate_key, &tool_store, &cstore, slots_key) < 0)
+    if (tg_route_stores(g->gw, acfg, &store, rate_key, &tool_store, &cstore, slots_key, err) < 0)
         return -EINVAL;
     /* The agent's bucket keeps its state when its rate did not change (a
      * shared one lives in the store under the same key either way). */
@@ -1108,9 +1110,11 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     if ((!tg_route_same_rate(&o->lim, &acfg->lim) || o->rate_shared != acfg->rate_shared) &&
         tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
                      acfg->lim.burst) < 0)
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL,
+                          "agents.%s.execution_limits.rate_limit: cannot be set up as a bucket",
+                          acfg->id);
     tg_adm_tool_t *tools = NULL;
-    int rc = tg_route_tools_build(&ag->r, acfg, tool_store, &tools);
+    int rc = tg_route_tools_build(&ag->r, acfg, tool_store, &tools, err);
     if (rc < 0)
         return rc;
     /* The ring keeps every call queued now, in order, even when the new
@@ -1121,7 +1125,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     if ((ring > ag->r.aq.cap && tg_waitq_resize(&ag->r.aq, ring) < 0) ||
         tg_ctab_grow(&ag->r.tab, osg_slab_need(acfg)) < 0) {
         free(tools);
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
     }
 
     /* Nothing fails from here on: the new limits apply as a whole. Live
