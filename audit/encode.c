@@ -20,8 +20,9 @@
 #include "audit/audit.h"
 #include "config/jsonw.h"
 
-/* Output cursor. Once <full> is set the line is abandoned: later puts are
- * ignored and the encoder returns -ENOSPC. */
+/* Output cursor. Once <full> is set the line is abandoned: <end> is
+ * pulled back to <p>, so later puts find no room (one test each) and
+ * write nothing, and the encoder returns -ENOSPC. */
 typedef struct enc {
     char *p;
     char *end;
@@ -30,11 +31,12 @@ typedef struct enc {
 
 static inline void put(enc_t *w, const void *s, size_t n)
 {
-    if (__builtin_expect((size_t)(w->end - w->p) < n || w->full, 0)) {
+    if (__builtin_expect((size_t)(w->end - w->p) < n, 0)) {
         w->full = true;
+        w->end = w->p;
         return;
     }
-    memcpy(w->p, s, n);
+    tg_jw_copy(w->p, s, n);
     w->p += n;
 }
 
@@ -42,14 +44,9 @@ static inline void put(enc_t *w, const void *s, size_t n)
 
 static void put_u64(enc_t *w, uint64_t v)
 {
-    char tmp[20]; /* UINT64_MAX has 20 digits */
-    char *q = tmp + sizeof(tmp);
-
-    do {
-        *--q = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    put(w, q, (size_t)(tmp + sizeof(tmp) - q));
+    char t[20]; /* UINT64_MAX has 20 digits */
+    size_t n = tg_jw_digits(t, v);
+    put(w, t + 20 - n, n);
 }
 
 static void put_i64(enc_t *w, int64_t v)

@@ -69,9 +69,9 @@ static inline __attribute__((always_inline)) size_t str_next_stop(const unsigned
         __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash));
         /* x <= 0x1f (unsigned) <=> min(x, 0x1f) == x */
         hit = _mm_or_si128(hit, _mm_cmpeq_epi8(_mm_min_epu8(x, ctl), x));
-        unsigned m = (unsigned)_mm_movemask_epi8(hit);
         if (strict)
-            m |= (unsigned)_mm_movemask_epi8(x); /* high bit: non-ASCII */
+            hit = _mm_or_si128(hit, x); /* a byte >= 0x80 is its own high bit */
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
         if (m)
             return i + first_bit(m);
         i += 16;
@@ -131,6 +131,20 @@ static inline size_t skip_ws(const unsigned char *p, size_t i, size_t n)
     while (i < n && p[i] <= ' ' && is_ws(p[i]))
         i++;
     return i;
+}
+
+/* Move <*i> past blanks to the next token: false when the buffer ends
+ * first. The usual case, a byte above the space right there, is one test
+ * whose load the caller's next look at p[*i] reuses (the hot steps run it
+ * several times per member; skip_ws and a separate end test cost twice
+ * that). */
+static inline __attribute__((always_inline)) bool at_token(const unsigned char *p, size_t *i,
+                                                           size_t n)
+{
+    if (__builtin_expect(*i < n && p[*i] > ' ', 1))
+        return true;
+    *i = skip_ws(p, *i, n);
+    return *i < n;
 }
 
 /* Read the 4 hex digits after "\u" at p[i] (i points at the 'u').
@@ -414,9 +428,12 @@ static long scan_literal(const unsigned char *p, size_t n, size_t i, const char 
 __attribute__((noinline)) static long skip_container(const unsigned char *p, size_t n, size_t i,
                                                     size_t maxdepth)
 {
+    /* The innermost 64 levels' bits in a register (bit 0: the innermost);
+     * each full word of outer levels is spilled to <stack>. */
     uint64_t stack[(TG_JSCAN_MAX_DEPTH + 63) / 64];
+    uint64_t bits = 0;
     size_t depth = 0;
-    bool obj;  /* the innermost open container is an object */
+    bool obj; /* the innermost open container is an object */
     bool escaped;
     long e;
 
@@ -424,13 +441,14 @@ open:
     if (depth >= maxdepth)
         return J_ERR;
     obj = p[i] == '{';
-    if (obj)
-        stack[depth / 64] |= 1ULL << (depth % 64);
-    else
-        stack[depth / 64] &= ~(1ULL << (depth % 64));
+    if (depth > 0 && depth % 64 == 0) {
+        stack[depth / 64 - 1] = bits;
+        bits = 0;
+    }
+    bits = bits << 1 | obj;
     depth++;
-    i = skip_ws(p, i + 1, n);
-    if (i >= n)
+    i++;
+    if (!at_token(p, &i, n))
         return J_TRUNC;
     if (p[i] == (obj ? '}' : ']'))
         goto close;
@@ -442,13 +460,13 @@ open:
             e = scan_string_strict(p, n, i, &escaped);
             if (e < 0)
                 return e;
-            i = skip_ws(p, (size_t)e, n);
-            if (i >= n)
+            i = (size_t)e;
+            if (!at_token(p, &i, n))
                 return J_TRUNC;
             if (p[i] != ':')
                 return J_ERR;
-            i = skip_ws(p, i + 1, n);
-            if (i >= n)
+            i++;
+            if (!at_token(p, &i, n))
                 return J_TRUNC;
         }
         switch (p[i]) {
@@ -476,12 +494,11 @@ open:
         i = (size_t)e;
     next:
         /* after an element: a comma, or the close of its container */
-        i = skip_ws(p, i, n);
-        if (i >= n)
+        if (!at_token(p, &i, n))
             return J_TRUNC;
         if (p[i] == ',') {
-            i = skip_ws(p, i + 1, n);
-            if (i >= n)
+            i++;
+            if (!at_token(p, &i, n))
                 return J_TRUNC;
             continue;
         }
@@ -490,7 +507,10 @@ open:
     close:
         if (--depth == 0)
             return (long)(i + 1);
-        obj = (stack[(depth - 1) / 64] >> ((depth - 1) % 64)) & 1;
+        bits >>= 1;
+        if (depth % 64 == 0)
+            bits = stack[depth / 64 - 1];
+        obj = bits & 1;
         i++;
         goto next;
     }
@@ -504,8 +524,8 @@ static inline __attribute__((always_inline)) long scan_value(const char *buf, si
                                                              size_t maxdepth)
 {
     const unsigned char *p = (const unsigned char *)buf;
-    size_t i = skip_ws(p, pos, len);
-    if (i >= len)
+    size_t i = pos;
+    if (!at_token(p, &i, len))
         return J_TRUNC;
     long e;
     out->off = i;
@@ -623,9 +643,9 @@ static inline __attribute__((always_inline)) int elem_start(tg_jobj_iter_t *it,
 {
     const unsigned char *p = (const unsigned char *)it->buf;
     const size_t n = it->end;
-    size_t i = skip_ws(p, it->pos, n);
+    size_t i = it->pos;
 
-    if (i >= n) {
+    if (!at_token(p, &i, n)) {
         if (it->open)
             return iter_fail(it, iter_trunc(it));
         it->pos = n + 1;
@@ -641,8 +661,8 @@ static inline __attribute__((always_inline)) int elem_start(tg_jobj_iter_t *it,
     if (!it->first) {
         if (p[i] != ',')
             return iter_fail(it, J_ERR);
-        i = skip_ws(p, i + 1, n);
-        if (i >= n)
+        i++;
+        if (!at_token(p, &i, n))
             return iter_fail(it, iter_trunc(it));
     }
     it->pos = i;
@@ -685,8 +705,8 @@ int tg_jobj_key(tg_jobj_iter_t *it, tg_jspan_t *key)
     long e = scan_string_strict(p, n, i, &escaped);
     if (e < 0)
         return iter_fail(it, e == J_TRUNC ? iter_trunc(it) : J_ERR);
-    size_t c = skip_ws(p, (size_t)e, n);
-    if (c >= n)
+    size_t c = (size_t)e;
+    if (!at_token(p, &c, n))
         return iter_fail(it, iter_trunc(it));
     if (p[c] != ':')
         return iter_fail(it, J_ERR);
@@ -733,8 +753,8 @@ int tg_jobj_enter(tg_jobj_iter_t *it, tg_jobj_iter_t *child)
     if (!it->pending)
         return iter_fail(it, J_ERR);
     const unsigned char *p = (const unsigned char *)it->buf;
-    size_t i = skip_ws(p, it->pos, it->end);
-    if (i >= it->end)
+    size_t i = it->pos;
+    if (!at_token(p, &i, it->end))
         return iter_fail(it, iter_trunc(it));
     if (p[i] != '{')
         return 0;

@@ -2,8 +2,6 @@
 #include "config/jsonw.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 void tg_jw_init(tg_jw_t *w, char *buf, size_t cap)
@@ -33,16 +31,25 @@ void tg_jw_lit(tg_jw_t *w, const char *s)
 
 void tg_jw_i64(tg_jw_t *w, int64_t v)
 {
-    char t[24];
-    int n = snprintf(t, sizeof t, "%" PRId64, v);
-    tg_jw_raw(w, t, (size_t)n);
+    if (v < 0) {
+        tg_jw_raw(w, "-", 1);
+        /* in unsigned arithmetic: -INT64_MIN overflows int64_t */
+        tg_jw_u64(w, 0 - (uint64_t)v);
+    } else {
+        tg_jw_u64(w, (uint64_t)v);
+    }
 }
+
+const char tg_jw_digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                    "25262728293031323334353637383940414243444546474849"
+                                    "50515253545556575859606162636465666768697071727374"
+                                    "75767778798081828384858687888990919293949596979899";
 
 void tg_jw_u64(tg_jw_t *w, uint64_t v)
 {
-    char t[24];
-    int n = snprintf(t, sizeof t, "%" PRIu64, v);
-    tg_jw_raw(w, t, (size_t)n);
+    char t[20];
+    size_t n = tg_jw_digits(t, v);
+    tg_jw_raw(w, t + 20 - n, n);
 }
 
 size_t tg_jw_utf8_len(const unsigned char *s, size_t n)

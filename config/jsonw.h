@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct tg_jw {
     char *buf;
@@ -59,5 +60,58 @@ int tg_jw_ts_text(char out[TG_JW_TS_LEN], int64_t ms);
 /* NUL-terminate. Returns the length written (NUL excluded), -ENOSPC when
  * something did not fit, -EINVAL when a value could not be written. */
 long tg_jw_end(tg_jw_t *w);
+
+/* ---- building blocks for writers on the hot path (the audit encoder,
+ * the spliced OpenSentience call) ---- */
+
+/* Copy <n> bytes from <src> to <d>. A size known at compile time is
+ * memcpy's (inlined); a short unknown one, what messages and audit lines
+ * are mostly made of (names, ids, digits), is two overlapping moves
+ * instead of a call to memcpy, which costs more than the copy. Reads and
+ * writes stay within the <n> bytes. */
+static inline __attribute__((always_inline)) void tg_jw_copy(char *d, const void *src, size_t n)
+{
+    const char *s = src;
+    if (__builtin_constant_p(n) || n > 16) {
+        memcpy(d, s, n);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n > 0) {
+        char a = s[0], b = s[n / 2], c = s[n - 1];
+        d[0] = a;
+        d[n / 2] = b;
+        d[n - 1] = c;
+    }
+}
+
+/* The decimal digits of <v> at the end of <out> (two per division, no
+ * NUL): their count <n>, 1 to 20; they start at out + 20 - n. */
+extern const char tg_jw_digit_pairs[201]; /* "00" to "99" */
+static inline size_t tg_jw_digits(char out[20], uint64_t v)
+{
+    char *q = out + 20;
+    while (v >= 100) {
+        q -= 2;
+        memcpy(q, tg_jw_digit_pairs + v % 100 * 2, 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        q -= 2;
+        memcpy(q, tg_jw_digit_pairs + v * 2, 2);
+    } else {
+        *--q = (char)('0' + v);
+    }
+    return (size_t)(out + 20 - q);
+}
 
 #endif

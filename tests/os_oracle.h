@@ -48,7 +48,7 @@ typedef struct os_want {
     const json_t *type_s, *id, *ts, *payload, *request_id, *correlation_id, *causation_id,
         *in_reply_to, *error;
     const json_t *call_id, *session_token, *agent_id, *versions, *tools, *tool_id, *input,
-        *idempotency_key, *reason;
+        *idempotency_key, *reason, *timeout_at, *request_id_at;
     bool has_timeout;
     uint64_t timeout_ms;
     tg_os_status_t status;
@@ -98,6 +98,7 @@ static bool os_want_payload(const json_t *p, os_want_t *w)
             w->has_timeout = true;
             w->timeout_ms = (uint64_t)json_integer_value(tmo);
         }
+        w->timeout_at = json_object_get(p, "timeout_ms"); /* a number, or null */
         return true;
     case TG_OS_AGENT_TOOL_STREAM:
         return os_member(p, "call_id", os_is_string, false, &w->call_id) > 0;
@@ -154,6 +155,7 @@ static void os_want(const json_t *j, os_want_t *w)
         os_member(j, "in_reply_to", os_is_string, true, &w->in_reply_to) < 0 ||
         os_member(j, "error", os_is_object, true, &w->error) < 0)
         return;
+    w->request_id_at = json_object_get(j, "request_id"); /* a string, or null */
     w->type = TG_OS_OTHER;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (os_str_is(w->type_s, types[i].name))
@@ -192,7 +194,81 @@ static bool os_ref_tool_id(const char *s, size_t n)
 
 /* ---- the messages toolgate builds from an accepted call ---- */
 
-static const char *os_check_encoders(const char *buf, const tg_os_env_t *env, const os_want_t *w)
+/* The accepted call of <buf> (<len> bytes) forwarded as the engine does
+ * (tg_os_fwd_plan, the gather list assembled): it parses, carries
+ * toolgate's call_id, the deadline told (1234 ms, or less when the caller
+ * asked less) where the caller wrote timeout_ms, or added unless
+ * <max_frame> leaves no room, the request_id toolgate adds when the caller
+ * named none (over its null, or added: likewise), and the caller's other
+ * values. */
+static const char *os_check_forward(const char *buf, size_t len, const tg_os_env_t *env,
+                                    const os_want_t *w, uint64_t max_frame)
+{
+    static char out[1 << 16];
+    static const char rid[] = "\"tg-r-1\"", cid[] = "\"tg-c-1\"";
+    if (len > sizeof out - 256)
+        return NULL;
+    /* As the engine tells it: never more than was asked. */
+    json_int_t told = w->has_timeout && w->timeout_ms < 1234 ? (json_int_t)w->timeout_ms : 1234;
+    tg_os_fwd_in_t in = {
+        .frame = buf,
+        .frame_len = len,
+        .call_id = env->call_id,
+        .payload_off = env->payload.off,
+        .timeout_off = env->timeout_at.off,
+        .timeout_len = env->timeout_at.type != TG_J_NONE ? env->timeout_at.len : 0,
+        .new_call_id = {cid, sizeof cid - 1},
+        .timeout_ms = told,
+        .request_id = w->request_id ? (tg_os_raw_t){NULL, 0} : (tg_os_raw_t){rid, sizeof rid - 1},
+        .request_id_off = env->request_id_at.off,
+        .request_id_len = env->request_id_at.type != TG_J_NONE ? env->request_id_at.len : 0,
+        .max_frame = max_frame,
+    };
+    tg_os_fwd_t f;
+    if (tg_os_fwd_plan(&in, &f) < 0)
+        return oracle_fail("tg_os_fwd_plan failed on an accepted call");
+    size_t n = 0, pos = 0;
+    for (size_t i = 0; i < f.n; i++) {
+        memcpy(out + n, buf + pos, f.e[i].off - pos);
+        n += f.e[i].off - pos;
+        memcpy(out + n, f.e[i].text, f.e[i].text_len);
+        n += f.e[i].text_len;
+        pos = f.e[i].off + f.e[i].len;
+    }
+    memcpy(out + n, buf + pos, len - pos);
+    n += len - pos;
+    size_t hdr = (size_t)f.hdr[0] << 24 | (size_t)f.hdr[1] << 16 | (size_t)f.hdr[2] << 8 | f.hdr[3];
+    if (hdr != n)
+        return oracle_fail("forwarded header says %zu, the frame has %zu bytes", hdr, n);
+    tg_os_env_t fe;
+    if (tg_os_scan(out, n, &fe) < 0 || fe.type != TG_OS_CORE_TOOL_CALL)
+        return oracle_fail("the forwarded call does not scan");
+    json_t *r = json_loadb(out, n, JSON_REJECT_DUPLICATES, NULL);
+    if (!r)
+        return oracle_fail("the forwarded call does not parse");
+    const json_t *p = json_object_get(r, "payload");
+    const json_t *tmo = json_object_get(p, "timeout_ms");
+    const char *why = NULL;
+    bool room = max_frame == UINT64_MAX;
+    if (!os_str_is(json_object_get(p, "call_id"), "tg-c-1"))
+        why = oracle_fail("forwarded call_id differs");
+    else if (!json_equal(json_object_get(p, "tool_id"), w->tool_id) ||
+             !json_equal(json_object_get(p, "input"), w->input))
+        why = oracle_fail("forwarded tool_id or input differs");
+    else if ((room || w->timeout_at) ? !json_is_integer(tmo) || json_integer_value(tmo) != told
+                                     : tmo != NULL)
+        why = oracle_fail("forwarded timeout_ms differs");
+    else if (w->request_id ? !json_equal(json_object_get(r, "request_id"), w->request_id)
+             : room        ? !os_str_is(json_object_get(r, "request_id"), "tg-r-1")
+                           : !json_equal(json_object_get(r, "request_id"), w->request_id_at) &&
+                          json_object_get(r, "request_id") != w->request_id_at)
+        why = oracle_fail("forwarded request_id differs");
+    json_decref(r);
+    return why;
+}
+
+static const char *os_check_encoders(const char *buf, size_t len, const tg_os_env_t *env,
+                                     const os_want_t *w)
 {
     static char out[1 << 16];
     tg_os_hdr_t h = {
@@ -262,6 +338,13 @@ static const char *os_check_encoders(const char *buf, const tg_os_env_t *env, co
     else if (w->idempotency_key && !json_equal(json_object_get(p, "idempotency_key"), w->idempotency_key))
         why = oracle_fail("encoded idempotency_key differs");
     json_decref(r);
+    if (why)
+        return why;
+    /* Forwarded as the engine does, with every edit, then with no room
+     * for the additions. */
+    why = os_check_forward(buf, len, env, w, UINT64_MAX);
+    if (!why)
+        why = os_check_forward(buf, len, env, w, 0);
     return why;
 }
 
@@ -291,6 +374,8 @@ static const char *os_check_spans(const char *buf, size_t len, const tg_os_env_t
         {e->input, w->input, "input"},
         {e->idempotency_key, w->idempotency_key, "idempotency_key"},
         {e->reason, w->reason, "reason"},
+        {e->timeout_at, w->timeout_at, "timeout_ms"},
+        {e->request_id_at, w->request_id_at, "request_id (or null)"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         if (!oracle_span_is(buf, len, t[i].s, t[i].v)) {
@@ -350,7 +435,7 @@ static const char *os_check_helpers(const char *buf, size_t len, const tg_os_env
             return oracle_fail("tool_id split differs");
     }
     if (w->type == TG_OS_CORE_TOOL_CALL)
-        return os_check_encoders(buf, e, w);
+        return os_check_encoders(buf, len, e, w);
     return NULL;
 }
 
@@ -359,11 +444,26 @@ static const char *os_oracle_check(const char *buf, size_t len)
 {
     tg_os_env_t env;
     int rc = tg_os_scan(buf, len, &env);
-    const tg_jspan_t *all[] = {&env.type_s, &env.id, &env.ts, &env.payload, &env.request_id,
-                               &env.correlation_id, &env.causation_id, &env.in_reply_to,
-                               &env.error, &env.call_id, &env.session_token, &env.agent_id,
-                               &env.versions, &env.tools, &env.tool_id, &env.input,
-                               &env.idempotency_key, &env.reason};
+    const tg_jspan_t *all[] = {&env.type_s,
+                               &env.id,
+                               &env.ts,
+                               &env.payload,
+                               &env.request_id,
+                               &env.correlation_id,
+                               &env.causation_id,
+                               &env.in_reply_to,
+                               &env.error,
+                               &env.call_id,
+                               &env.session_token,
+                               &env.agent_id,
+                               &env.versions,
+                               &env.tools,
+                               &env.tool_id,
+                               &env.input,
+                               &env.idempotency_key,
+                               &env.reason,
+                               &env.timeout_at,
+                               &env.request_id_at};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (!oracle_span_inside(*all[i], len))
             return oracle_fail("span outside the buffer");

@@ -246,6 +246,23 @@ Test(jscan, depth_bound)
     for (size_t i = n; i-- > 0;)
         obj[ko++] = i % 3 == 0 ? '}' : ']';
     cr_assert_eq(scan_n(obj, ko), (long)ko);
+    /* the kinds of the outer levels come back right past a word of 64 */
+    for (size_t at = 60; at < 70; at++) {
+        ko = 0;
+        for (size_t i = 0; i < 100; i++) {
+            if (i == at) {
+                memcpy(obj + ko, "{\"k\":", 5);
+                ko += 5;
+            } else {
+                obj[ko++] = '[';
+            }
+        }
+        for (size_t i = 100; i-- > 0;)
+            obj[ko++] = i == at ? '}' : ']';
+        cr_assert_eq(scan_n(obj, ko), (long)ko, "object at level %zu", at);
+        obj[ko - 1 - at] = ']';
+        cr_assert_eq(scan_n(obj, ko), -1, "object at level %zu closed with ]", at);
+    }
 
     /* an iterated object is a level: members get one less, so iterating a
      * document from its top bounds it exactly as tg_jscan_value does */

@@ -1,7 +1,9 @@
 /* jsonw: bounds (no write past the capacity, sticky failure), escaping,
- * numbers, RFC 3339 timestamps and their range. */
+ * numbers, RFC 3339 timestamps and their range, the hot path's digits and
+ * short copies. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -141,5 +143,38 @@ Test(jsonw, timestamp_text)
         cr_assert_eq(tg_jw_ts_text(again, sec * 1000), 0);
         snprintf(again + 20, 5, "%03dZ", (int)(ms - sec * 1000));
         cr_assert_str_eq(again, t);
+    }
+}
+
+/* The hot path's building blocks: digits at every width, short copies at
+ * every size (within their bytes only). */
+Test(jsonw, digits_and_copies)
+{
+    char d[20], want[24];
+    uint64_t v = 0;
+    for (int i = 0; i <= 20; i++) {
+        uint64_t vals[] = {v, v + 1, v ? v - 1 : 0, v * 9 + 9};
+        for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
+            if (i == 20 && k > 0)
+                break; /* v * 10 would wrap */
+            int n = snprintf(want, sizeof want, "%" PRIu64, vals[k]);
+            cr_assert_eq(tg_jw_digits(d, vals[k]), (size_t)n);
+            cr_assert_eq(memcmp(d + 20 - n, want, (size_t)n), 0, "%s", want);
+        }
+        v = i == 0 ? 1 : v * 10;
+    }
+    cr_assert_eq(tg_jw_digits(d, UINT64_MAX), 20);
+    cr_assert_eq(memcmp(d, "18446744073709551615", 20), 0);
+
+    char src[64], dst[64];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (char)('a' + i % 26);
+    for (size_t n = 0; n <= 40; n++) {
+        memset(dst, '#', sizeof dst);
+        tg_jw_copy(dst + 8, src + 3, n);
+        cr_assert_eq(memcmp(dst + 8, src + 3, n), 0, "size %zu", n);
+        for (size_t i = 0; i < sizeof dst; i++)
+            if (i < 8 || i >= 8 + n)
+                cr_assert_eq(dst[i], '#', "size %zu wrote byte %zu", n, i);
     }
 }

@@ -790,6 +790,60 @@ Test(os, sigterm_drains_calls_in_flight)
     osc_close(&c);
 }
 
+/* The timeout_ms the fixture logged for the <nth> core.tool.call it got. */
+static long os_told_timeout(int nth)
+{
+    char field[64];
+    cr_assert_eq(tgh_log_field(S.log, "timeout_ms ", nth, field, sizeof field), 0,
+                 "no timeout_ms line %d in the agent's log", nth);
+    cr_assert_neq(field[0], '-', "core.tool.call %d reached the agent without timeout_ms", nth);
+    return strtol(field, NULL, 10);
+}
+
+/* The agent is told the deadline toolgate enforces, as it stands when the
+ * call is forwarded: a caller asking more than the cap is told the cap,
+ * one asking nothing too, one asking less its own; a call that waited in
+ * the queue is told what the wait left of it. */
+Test(os, agent_told_the_deadline_left)
+{
+    os_opts_t o = {.agent = ", \"execution_limits\": {\"max_tool_call_duration\": \"2s\", "
+                            "\"max_concurrent_calls\": 1, \"max_queued_calls\": 4}"};
+    osc_t c;
+    os_start_caller(&o, &c);
+    json_t *r;
+    osc_call(&c, "big", "os/echo", "{\"text\":\"x\"}", ", \"timeout_ms\": 60000");
+    cr_assert_not_null(r = osc_await(&c, "big", 10000, NULL));
+    json_decref(r);
+    long t = os_told_timeout(0);
+    cr_assert(t > 0 && t <= 2000, "asked 60000 under a 2 s cap, the agent was told %ld", t);
+
+    json_decref(osc_ok_call(&c, "none", "os/echo", "{\"text\":\"x\"}"));
+    t = os_told_timeout(1);
+    cr_assert(t > 0 && t <= 2000, "asked nothing under a 2 s cap, the agent was told %ld", t);
+
+    osc_call(&c, "small", "os/echo", "{\"text\":\"x\"}", ", \"timeout_ms\": 800");
+    cr_assert_not_null(r = osc_await(&c, "small", 10000, NULL));
+    json_decref(r);
+    t = os_told_timeout(2);
+    cr_assert(t > 0 && t <= 800, "asked 800, the agent was told %ld", t);
+
+    /* The one slot busy for 600 ms: the next call waits that long in the
+     * queue, and its agent is told what is left of its 2 s. */
+    osc_call(&c, "hold", "os/sleep", "{\"ms\": 600}", ", \"timeout_ms\": 60000");
+    cr_assert_eq(tgh_file_wait(S.log, "timeout_ms ", 4, 5000), 4);
+    osc_call(&c, "queued", "os/echo", "{\"text\":\"x\"}", ", \"timeout_ms\": 60000");
+    cr_assert_not_null(r = osc_await(&c, "hold", 10000, NULL));
+    json_decref(r);
+    cr_assert_not_null(r = osc_await(&c, "queued", 10000, NULL));
+    cr_assert_str_eq(osc_str(r, "payload", "status"), "succeeded");
+    json_decref(r);
+    t = os_told_timeout(3);
+    cr_assert(t > 0 && t <= 2000, "the sleep was told %ld", t);
+    t = os_told_timeout(4);
+    cr_assert(t > 0 && t <= 1500, "a call queued behind a 600 ms one was told %ld of 2000", t);
+    os_stop_caller(&c);
+}
+
 Test(os, tool_concurrency_holds_only_its_tool)
 {
     os_opts_t o = {.agent = ", \"execution_limits\": {\"max_concurrent_calls\": 4}, "

@@ -224,6 +224,8 @@ Test(osenv, core_tool_call)
     cr_assert_str_eq(span_text(s, env.input), "{\"q\":\"x\",\"n\":[1,{}]}");
     cr_assert(env.has_timeout);
     cr_assert_eq(env.timeout_ms, 30000);
+    cr_assert_str_eq(span_text(s, env.timeout_at), "30000", "where the deadline is written");
+    cr_assert_eq(env.request_id_at.type, TG_J_NONE);
     cr_assert_str_eq(span_text(s, env.idempotency_key), "\"k-1\"");
     char tid[TG_OS_TOOL_ID_MAX + 1];
     size_t n, alen;
@@ -236,7 +238,17 @@ Test(osenv, core_tool_call)
     s = frame("core.tool.call", "{\"input\":{},\"tool_id\":\"a/b\",\"call_id\":\"c\",\"timeout_ms\":null,\"idempotency_key\":null}");
     assert_valid(s);
     cr_assert_not(env.has_timeout);
+    cr_assert_eq(env.timeout_at.type, TG_J_NULL, "a null timeout_ms is where the deadline goes");
     cr_assert_eq(env.idempotency_key.type, TG_J_NONE);
+    /* the payload before the type: read from its span afterwards, alike */
+    s = "{\"payload\":{\"call_id\":\"c\",\"tool_id\":\"a/b\",\"input\":{},\"timeout_ms\":7},"
+        "\"request_id\":null,\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m\",\"ts\":\"t\"}";
+    assert_valid(s);
+    cr_assert_eq(env.type, TG_OS_CORE_TOOL_CALL);
+    cr_assert_eq(env.timeout_ms, 7);
+    cr_assert_str_eq(span_text(s, env.timeout_at), "7");
+    cr_assert_eq(env.request_id.type, TG_J_NONE);
+    cr_assert_str_eq(span_text(s, env.request_id_at), "null");
     s = frame("core.tool.call", "{\"input\":{},\"tool_id\":\"a/b\",\"call_id\":\"c\",\"timeout_ms\":0}");
     assert_valid(s);
     cr_assert(env.has_timeout);

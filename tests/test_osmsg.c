@@ -288,6 +288,140 @@ Test(osmsg, splice_plan)
     cr_assert_eq(tg_os_splice_plan(20, all, (size_t)UINT32_MAX - 9, &sp), -EMSGSIZE);
 }
 
+/* Assemble the frame tg_os_fwd_plan plans for <f> into <b>: its length. */
+static size_t fwd_assemble(const char *f, const tg_os_fwd_t *p, char *b)
+{
+    size_t flen = strlen(f), n = 0, pos = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        memcpy(b + n, f + pos, p->e[i].off - pos);
+        n += p->e[i].off - pos;
+        memcpy(b + n, p->e[i].text, p->e[i].text_len);
+        n += p->e[i].text_len;
+        pos = p->e[i].off + p->e[i].len;
+    }
+    memcpy(b + n, f + pos, flen - pos);
+    n += flen - pos;
+    b[n] = '\0';
+    size_t hdr =
+        (size_t)p->hdr[0] << 24 | (size_t)p->hdr[1] << 16 | (size_t)p->hdr[2] << 8 | p->hdr[3];
+    cr_assert_eq(hdr, n, "the header announces exactly the forwarded length");
+    return n;
+}
+
+/* Forward the call <f> with deadline <ms>, the request_id <rid> (NULL:
+ * the caller's own) and <max> bytes of room; the frame sent, in <b>; the
+ * count of edits (after joining). */
+static size_t fwd(const char *f, uint64_t ms, const char *rid, uint64_t max, char *b)
+{
+    tg_os_env_t env;
+    cr_assert_eq(tg_os_scan(f, strlen(f), &env), 0, "%s", f);
+    tg_os_fwd_in_t in = {
+        .frame = f,
+        .frame_len = strlen(f),
+        .call_id = env.call_id,
+        .payload_off = env.payload.off,
+        .timeout_off = env.timeout_at.off,
+        .timeout_len = env.timeout_at.type != TG_J_NONE ? env.timeout_at.len : 0,
+        .new_call_id = lit("\"tg-2a\""),
+        .timeout_ms = ms,
+        .request_id = rid ? lit(rid) : (tg_os_raw_t){NULL, 0},
+        .request_id_off = env.request_id_at.off,
+        .request_id_len = env.request_id_at.type != TG_J_NONE ? env.request_id_at.len : 0,
+        .max_frame = max,
+    };
+    tg_os_fwd_t p;
+    cr_assert_eq(tg_os_fwd_plan(&in, &p), 0);
+    size_t n = fwd_assemble(f, &p, b);
+    cr_assert_eq(tg_os_scan(b, n, &env), 0, "%s", b);
+    return p.n;
+}
+
+#define CALL_HEAD "{\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m\",\"ts\":\"t\","
+
+Test(osmsg, forward_edits)
+{
+    char b[1024];
+    /* The caller's timeout_ms is overwritten with the deadline left. */
+    size_t n =
+        fwd(CALL_HEAD "\"payload\":{\"call_id\":\"c-1\",\"timeout_ms\":60000,\"tool_id\":\"a/b\","
+                      "\"input\":{}}}",
+            2000, NULL, UINT64_MAX, b);
+    cr_assert_eq(n, 1, "edits a few bytes apart go out as one");
+    cr_assert_str_eq(b, CALL_HEAD "\"payload\":{\"call_id\":\"tg-2a\",\"timeout_ms\":2000,"
+                                  "\"tool_id\":\"a/b\",\"input\":{}}}");
+    /* Before the call_id, and over null. */
+    fwd(CALL_HEAD "\"payload\":{\"timeout_ms\":null,\"call_id\":\"c-1\",\"tool_id\":\"a/b\","
+                  "\"input\":{}}}",
+        15000, NULL, UINT64_MAX, b);
+    cr_assert_str_eq(b, CALL_HEAD "\"payload\":{\"timeout_ms\":15000,\"call_id\":\"tg-2a\","
+                                  "\"tool_id\":\"a/b\",\"input\":{}}}");
+    /* None asked: added as the payload's first member; the assigned
+     * request_id as the envelope's. */
+    const char *bare =
+        CALL_HEAD "\"payload\": {\"call_id\":\"c-1\",\"tool_id\":\"a/b\",\"input\":{}}}";
+    n = fwd(bare, 0, "\"tg-2a\"", UINT64_MAX, b);
+    cr_assert_eq(n, 2,
+                 "the request_id (joined with the frame's first byte) is too far from the rest");
+    cr_assert_str_eq(b, "{\"request_id\":\"tg-2a\",\"v\":1,\"type\":\"core.tool.call\",\"id\":"
+                        "\"m\",\"ts\":\"t\",\"payload\": {\"timeout_ms\":0,\"call_id\":\"tg-2a\","
+                        "\"tool_id\":\"a/b\",\"input\":{}}}");
+    /* No room over max_frame: the request_id is left out first, then the
+     * timeout (overwriting a number never grows the frame). */
+    size_t blen = strlen(bare) + 2; /* the call_id grows by 2 */
+    fwd(bare, 2000, "\"tg-2a\"", blen + 18, b);
+    cr_assert_str_eq(b, CALL_HEAD "\"payload\": {\"timeout_ms\":2000,\"call_id\":\"tg-2a\","
+                                  "\"tool_id\":\"a/b\",\"input\":{}}}");
+    fwd(bare, 2000, "\"tg-2a\"", blen + 17, b);
+    cr_assert_str_eq(b, CALL_HEAD "\"payload\": {\"call_id\":\"tg-2a\",\"tool_id\":\"a/b\","
+                                  "\"input\":{}}}");
+    /* A caller's null request_id is overwritten, not repeated. */
+    fwd("{\"request_id\":null,\"v\":1,\"type\":\"core.tool.call\",\"id\":\"m\",\"ts\":\"t\","
+        "\"payload\":{\"call_id\":\"c-1\",\"tool_id\":\"a/b\",\"input\":{}}}",
+        5, "\"tg-2a\"", UINT64_MAX, b);
+    cr_assert_eq(strstr(b, "null"), NULL, "%s", b);
+    cr_assert_not_null(strstr(b, "{\"request_id\":\"tg-2a\",\"v\":1"), "%s", b);
+}
+
+Test(osmsg, forward_plan_checks)
+{
+    const char *f =
+        CALL_HEAD "\"payload\":{\"call_id\":\"c-1\",\"timeout_ms\":9,\"tool_id\":\"a/b\","
+                  "\"input\":{}}}";
+    tg_os_env_t env;
+    cr_assert_eq(tg_os_scan(f, strlen(f), &env), 0);
+    tg_os_fwd_in_t in = {
+        .frame = f,
+        .frame_len = strlen(f),
+        .call_id = env.call_id,
+        .payload_off = env.payload.off,
+        .timeout_off = env.timeout_at.off,
+        .timeout_len = env.timeout_at.len,
+        .new_call_id = lit("\"tg-2a\""),
+        .timeout_ms = 5,
+        .max_frame = UINT64_MAX,
+    };
+    tg_os_fwd_t p;
+    cr_assert_eq(tg_os_fwd_plan(&in, &p), 0);
+    tg_os_fwd_in_t bad = in;
+    bad.timeout_off = env.call_id.off + 1; /* inside the call_id */
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL, "overlapping spans");
+    bad = in;
+    bad.timeout_off = strlen(f);
+    bad.timeout_len = 2;
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL, "past the frame");
+    bad = in;
+    bad.payload_off = 1;
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL, "no object at the payload's offset");
+    bad = in;
+    char big[TG_OS_FWD_ID_MAX + 8];
+    memset(big, 'x', sizeof big);
+    bad.new_call_id = (tg_os_raw_t){big, sizeof big};
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL, "an id over TG_OS_FWD_ID_MAX");
+    bad = in;
+    bad.request_id = (tg_os_raw_t){big, sizeof big};
+    cr_assert_eq(tg_os_fwd_plan(&bad, &p), -EINVAL);
+}
+
 Test(osmsg, result_made_by_toolgate)
 {
     tg_os_hdr_t h = hdr();

@@ -59,6 +59,7 @@ typedef struct tg_callc {
     const char *stage;              /* how a zombie ended: "timed_out", "cancelled", ... */
     uint64_t t_start;               /* uv_now at arrival */
     uint64_t deadline_ms;           /* relative to t_start */
+    uint64_t due;                   /* loop time its deadline falls due (tg_pipe_arm) */
     tg_dl_src_t dl_src;             /* whose cap it is (tg_route_deadline) */
     uint64_t bytes_in;
     tg_dl_node_t dl;                /* in the agent's deadline list */

@@ -619,6 +619,8 @@ void tg_pipe_deadline(tg_dlt_t *t, tg_dl_node_t *x)
 void tg_pipe_arm(tg_callc_t *cc, uint64_t ms)
 {
     tg_route_t *r = cc->r;
+    uint64_t now = uv_now(r->gw->loop); /* the clock tg_dlt_arm counts from */
+    cc->due = ms > UINT64_MAX - now ? UINT64_MAX : now + ms;
     int n = tg_dlt_arm(&r->dlt, r->gw->loop, &cc->dl, &cc->own, on_own_timer, cc, ms);
     if (r->open_timers != NULL)
         *r->open_timers += n;

@@ -112,6 +112,13 @@ void tg_pipe_cancel_waiting(tg_callc_t *cc);
 
 /* Expire <cc> in <ms> from now (replacing any deadline it had). */
 void tg_pipe_arm(tg_callc_t *cc, uint64_t ms);
+/* What is left at loop time <now> of the deadline <cc> was armed with:
+ * the time it may still run, queueing and store waits deducted (0 once
+ * it is due). */
+static inline uint64_t tg_pipe_left_ms(const tg_callc_t *cc, uint64_t now)
+{
+    return cc->due > now ? cc->due - now : 0;
+}
 /* The route's deadline list's expiry (tg_dlt_init's expire). */
 void tg_pipe_deadline(tg_dlt_t *t, tg_dl_node_t *x);
 

@@ -29,36 +29,55 @@
 
 static const tg_jspan_t none = {.off = 0, .len = 0, .type = TG_J_NONE, .escaped = false};
 
-/* Slots record "seen" even for null, so a duplicate is caught; <seen>
- * marks are kept apart from the reported spans for that reason. */
-typedef struct slot {
-    tg_jspan_t val;
-    bool seen;
-} slot_t;
+/* The members of one object level that toolgate reads, by key index.
+ * <seen> marks a key met, null included, so that a duplicate is caught;
+ * a value is defined only where its bit is set (nothing else is cleared:
+ * this runs twice per call). */
+typedef struct members {
+    uint32_t seen;
+    tg_jspan_t val[16];
+} members_t;
 
-static int take_once(slot_t *s, tg_jspan_t v)
+static inline int take_once(members_t *m, int i, tg_jspan_t v)
 {
-    if (s->seen)
+    uint32_t bit = 1u << i;
+    if (m->seen & bit)
         return -1;
-    s->seen = true;
-    s->val = v;
+    m->seen |= bit;
+    m->val[i] = v;
     return 0;
 }
 
-/* The slot's value when it has type <t>; absent when missing or (for an
- * optional member) null; -1 for any other type. */
-static int typed(const slot_t *s, tg_jtype_t t, bool required, tg_jspan_t *out)
+/* Member <i>'s value into <out> when it has type <t>; <out> is left as it
+ * is (TG_J_NONE: the env starts zeroed, locals are set so) when the
+ * member is missing or (optional) null; -1 for any other type. */
+static inline int typed(const members_t *m, int i, tg_jtype_t t, bool required, tg_jspan_t *out)
 {
-    *out = none;
-    if (!s->seen || s->val.type == TG_J_NULL)
+    if (!(m->seen >> i & 1) || m->val[i].type == TG_J_NULL)
         return required ? -1 : 0;
-    if (s->val.type != t)
+    if (m->val[i].type != t)
         return -1;
-    *out = s->val;
+    *out = m->val[i];
     return 0;
 }
 
-/* ---- the members toolgate reads, by key ---- */
+/* ---- the keys toolgate reads ----
+ * Compared raw by length, then memcmp of a known size (inlined), as the
+ * MCP scanner does; only an escaped key (rare) is decoded and compared
+ * name by name. */
+
+#define RAW_IS(s, lit) (memcmp((s), (lit), sizeof(lit) - 1) == 0)
+
+/* The index of the escaped key span <k> among the <n> <names>, or <n>. */
+static __attribute__((noinline)) int key_decoded(const char *buf, tg_jspan_t k,
+                                                 const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (tg_jstr_eq(buf, k, names[i]))
+            return i;
+    }
+    return n;
+}
 
 enum {
     K_V,
@@ -71,7 +90,7 @@ enum {
     K_CAUSATION_ID,
     K_IN_REPLY_TO,
     K_ERROR,
-    K__TOP
+    K__TOP /* also: a key toolgate does not read */
 };
 
 static const char *const top_keys[K__TOP] = {
@@ -87,118 +106,107 @@ static const char *const top_keys[K__TOP] = {
     [K_ERROR] = "error",
 };
 
-/* A set of keys and their slots: one object level. */
-#define MAX_KEYS 10 /* fixed internal bound: keys of one OpenSentience envelope object */
-typedef struct keyset {
-    const char *const *keys;
-    size_t n;
-    slot_t slot[MAX_KEYS];
-} keyset_t;
-
-static int keyset_member(void *ctx, const char *buf, tg_jspan_t k, tg_jspan_t v)
+static inline int top_key(const char *buf, tg_jspan_t k)
 {
-    keyset_t *ks = ctx;
-    for (size_t i = 0; i < ks->n; i++) {
-        if (tg_jstr_eq(buf, k, ks->keys[i]))
-            return take_once(&ks->slot[i], v);
+    if (k.escaped)
+        return key_decoded(buf, k, top_keys, K__TOP);
+    const char *s = buf + k.off + 1;
+    switch (k.len - 2) {
+    case 1:
+        return s[0] == 'v' ? K_V : K__TOP;
+    case 2:
+        return RAW_IS(s, "id") ? K_ID : RAW_IS(s, "ts") ? K_TS : K__TOP;
+    case 4:
+        return RAW_IS(s, "type") ? K_TYPE : K__TOP;
+    case 5:
+        return RAW_IS(s, "error") ? K_ERROR : K__TOP;
+    case 7:
+        return RAW_IS(s, "payload") ? K_PAYLOAD : K__TOP;
+    case 10:
+        return RAW_IS(s, "request_id") ? K_REQUEST_ID : K__TOP;
+    case 11:
+        return RAW_IS(s, "in_reply_to") ? K_IN_REPLY_TO : K__TOP;
+    case 12:
+        return RAW_IS(s, "causation_id") ? K_CAUSATION_ID : K__TOP;
+    case 14:
+        return RAW_IS(s, "correlation_id") ? K_CORRELATION_ID : K__TOP;
+    default:
+        return K__TOP;
     }
-    return 0;
 }
 
-static void keyset_init(keyset_t *ks, const char *const *keys, size_t n)
-{
-    memset(ks, 0, sizeof(*ks));
-    ks->keys = keys;
-    ks->n = n;
-}
+/* Payload keys, every type's in one set; which of them a type reads is
+ * type_reads(). */
+enum {
+    P_CALL_ID,
+    P_TOOL_ID,
+    P_INPUT,
+    P_TIMEOUT,
+    P_IDEM,
+    P_STATUS,
+    P_REASON,
+    P_TOOLS,
+    P_TOKEN,
+    P_AGENT,
+    P_PROTOCOL,
+    P__N /* also: a key toolgate does not read */
+};
 
-/* ---- payloads ---- */
-
-enum { P_CALL_ID, P_TOOL_ID, P_INPUT, P_TIMEOUT, P_IDEM, P__CALL };
-static const char *const call_keys[P__CALL] = {
+static const char *const pay_keys[P__N] = {
     [P_CALL_ID] = "call_id",    [P_TOOL_ID] = "tool_id",      [P_INPUT] = "input",
-    [P_TIMEOUT] = "timeout_ms", [P_IDEM] = "idempotency_key",
+    [P_TIMEOUT] = "timeout_ms", [P_IDEM] = "idempotency_key", [P_STATUS] = "status",
+    [P_REASON] = "reason",      [P_TOOLS] = "tools",          [P_TOKEN] = "session_token",
+    [P_AGENT] = "agent_id",     [P_PROTOCOL] = "protocol",
 };
 
-enum { H_TOKEN, H_AGENT, H_PROTOCOL, H__HELLO };
-static const char *const hello_keys[H__HELLO] = {
-    [H_TOKEN] = "session_token",
-    [H_AGENT] = "agent_id",
-    [H_PROTOCOL] = "protocol",
-};
-static const char *const protocol_keys[1] = {"supported_versions"};
-static const char *const tools_keys[1] = {"tools"};
-static const char *const stream_keys[1] = {"call_id"};
-static const char *const result_keys[2] = {"call_id", "status"};
-static const char *const cancel_keys[2] = {"call_id", "reason"};
-
-static int scan_hello(const char *buf, tg_os_env_t *env)
+static inline int pay_key(const char *buf, tg_jspan_t k)
 {
-    keyset_t ks, pk;
-    tg_jspan_t proto;
-    keyset_init(&ks, hello_keys, H__HELLO);
-    if (tg_jobj_each(buf, env->payload, keyset_member, &ks) < 0 ||
-        typed(&ks.slot[H_TOKEN], TG_J_STRING, true, &env->session_token) < 0 ||
-        typed(&ks.slot[H_AGENT], TG_J_STRING, true, &env->agent_id) < 0 ||
-        typed(&ks.slot[H_PROTOCOL], TG_J_OBJECT, true, &proto) < 0)
-        return -1;
-    keyset_init(&pk, protocol_keys, 1);
-    if (tg_jobj_each(buf, proto, keyset_member, &pk) < 0)
-        return -1;
-    return typed(&pk.slot[0], TG_J_ARRAY, true, &env->versions);
-}
-
-static int scan_call(const char *buf, tg_os_env_t *env)
-{
-    keyset_t ks;
-    tg_jspan_t t;
-    keyset_init(&ks, call_keys, P__CALL);
-    if (tg_jobj_each(buf, env->payload, keyset_member, &ks) < 0 ||
-        typed(&ks.slot[P_CALL_ID], TG_J_STRING, true, &env->call_id) < 0 ||
-        typed(&ks.slot[P_TOOL_ID], TG_J_STRING, true, &env->tool_id) < 0 ||
-        typed(&ks.slot[P_INPUT], TG_J_OBJECT, true, &env->input) < 0 ||
-        typed(&ks.slot[P_IDEM], TG_J_STRING, false, &env->idempotency_key) < 0 ||
-        typed(&ks.slot[P_TIMEOUT], TG_J_NUMBER, false, &t) < 0)
-        return -1;
-    if (t.type == TG_J_NUMBER) {
-        if (tg_jnum_u64(buf, t, UINT64_MAX, &env->timeout_ms) < 0)
-            return -1;
-        env->has_timeout = true;
+    if (k.escaped)
+        return key_decoded(buf, k, pay_keys, P__N);
+    const char *s = buf + k.off + 1;
+    switch (k.len - 2) {
+    case 5:
+        return RAW_IS(s, "input") ? P_INPUT : RAW_IS(s, "tools") ? P_TOOLS : P__N;
+    case 6:
+        return RAW_IS(s, "status") ? P_STATUS : RAW_IS(s, "reason") ? P_REASON : P__N;
+    case 7:
+        return RAW_IS(s, "call_id") ? P_CALL_ID : RAW_IS(s, "tool_id") ? P_TOOL_ID : P__N;
+    case 8:
+        return RAW_IS(s, "agent_id") ? P_AGENT : RAW_IS(s, "protocol") ? P_PROTOCOL : P__N;
+    case 10:
+        return RAW_IS(s, "timeout_ms") ? P_TIMEOUT : P__N;
+    case 13:
+        return RAW_IS(s, "session_token") ? P_TOKEN : P__N;
+    case 15:
+        return RAW_IS(s, "idempotency_key") ? P_IDEM : P__N;
+    default:
+        return P__N;
     }
-    return 0;
 }
 
-static int scan_result(const char *buf, tg_os_env_t *env)
-{
-    keyset_t ks;
-    tg_jspan_t st;
-    keyset_init(&ks, result_keys, 2);
-    if (tg_jobj_each(buf, env->payload, keyset_member, &ks) < 0 ||
-        typed(&ks.slot[0], TG_J_STRING, true, &env->call_id) < 0 ||
-        typed(&ks.slot[1], TG_J_STRING, true, &st) < 0)
-        return -1;
-    if (tg_jstr_eq(buf, st, "succeeded"))
-        env->status = TG_OS_ST_SUCCEEDED;
-    else if (tg_jstr_eq(buf, st, "failed"))
-        env->status = TG_OS_ST_FAILED;
-    else if (tg_jstr_eq(buf, st, "canceled"))
-        env->status = TG_OS_ST_CANCELED;
-    else
-        return -1;
-    return 0;
-}
+#define BIT(i) (1u << (i))
 
-/* The payloads holding only strings (and one array) toolgate reads. */
-static int scan_simple(const char *buf, tg_os_env_t *env, const char *const *keys, size_t n,
-                       tg_jtype_t t0, tg_jspan_t *out0, tg_jspan_t *opt1)
+/* The payload members type <t> reads (bit i: key i); 0 for a type whose
+ * payload toolgate does not read. */
+static inline uint32_t type_reads(tg_os_type_t t)
 {
-    keyset_t ks;
-    keyset_init(&ks, keys, n);
-    if (tg_jobj_each(buf, env->payload, keyset_member, &ks) < 0 ||
-        typed(&ks.slot[0], t0, true, out0) < 0)
-        return -1;
-    if (opt1 && typed(&ks.slot[1], TG_J_STRING, false, opt1) < 0)
-        return -1;
+    switch (t) {
+    case TG_OS_AGENT_HELLO:
+        return BIT(P_TOKEN) | BIT(P_AGENT) | BIT(P_PROTOCOL);
+    case TG_OS_AGENT_TOOLS_REGISTER:
+        return BIT(P_TOOLS);
+    case TG_OS_CORE_TOOL_CALL:
+        return BIT(P_CALL_ID) | BIT(P_TOOL_ID) | BIT(P_INPUT) | BIT(P_TIMEOUT) | BIT(P_IDEM);
+    case TG_OS_AGENT_TOOL_STREAM:
+        return BIT(P_CALL_ID);
+    case TG_OS_AGENT_TOOL_RESULT:
+        return BIT(P_CALL_ID) | BIT(P_STATUS);
+    case TG_OS_CORE_TOOL_CANCEL:
+        return BIT(P_CALL_ID) | BIT(P_REASON);
+    case TG_OS_AGENT_HEARTBEAT:
+    case TG_OS_OTHER:
+        break;
+    }
     return 0;
 }
 
@@ -224,21 +232,135 @@ const char *tg_os_type_name(tg_os_type_t t)
     return "";
 }
 
-static int scan_payload(const char *buf, tg_os_env_t *env)
+/* The type the string span <s> names (decoded), TG_OS_OTHER for any
+ * other. */
+static inline tg_os_type_t type_of(const char *buf, tg_jspan_t s)
 {
+    if (s.escaped) {
+        for (size_t i = 0; i < sizeof type_tab / sizeof type_tab[0]; i++) {
+            if (tg_jstr_eq(buf, s, type_tab[i].name))
+                return type_tab[i].type;
+        }
+        return TG_OS_OTHER;
+    }
+    const char *p = buf + s.off + 1;
+    switch (s.len - 2) {
+    case 11:
+        return RAW_IS(p, "agent.hello") ? TG_OS_AGENT_HELLO : TG_OS_OTHER;
+    case 14:
+        return RAW_IS(p, "core.tool.call") ? TG_OS_CORE_TOOL_CALL : TG_OS_OTHER;
+    case 15:
+        return RAW_IS(p, "agent.heartbeat") ? TG_OS_AGENT_HEARTBEAT : TG_OS_OTHER;
+    case 16:
+        return RAW_IS(p, "core.tool.cancel") ? TG_OS_CORE_TOOL_CANCEL : TG_OS_OTHER;
+    case 17:
+        return RAW_IS(p, "agent.tool.result")   ? TG_OS_AGENT_TOOL_RESULT
+               : RAW_IS(p, "agent.tool.stream") ? TG_OS_AGENT_TOOL_STREAM
+                                                : TG_OS_OTHER;
+    case 20:
+        return RAW_IS(p, "agent.tools.register") ? TG_OS_AGENT_TOOLS_REGISTER : TG_OS_OTHER;
+    default:
+        return TG_OS_OTHER;
+    }
+}
+
+/* ---- payloads ---- */
+
+/* Record the members in <want> of the object <it> iterates (begun on the
+ * payload span, or entered in place while the top level is walked) into
+ * <m>; everything else is skipped once. 0 at the closing brace, -1 when
+ * malformed or a key in <want> is repeated. */
+static inline int payload_members(tg_jobj_iter_t *it, const char *buf, uint32_t want, members_t *m)
+{
+    tg_jspan_t k, v;
+    int rc;
+    while ((rc = tg_jobj_key(it, &k)) == 1) {
+        int i = pay_key(buf, k);
+        if (i < P__N && (want >> i & 1)) {
+            if (tg_jobj_value(it, &v) < 0 || take_once(m, i, v) < 0)
+                return -1;
+        } else if (tg_jobj_value(it, NULL) < 0) {
+            return -1;
+        }
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+/* payload.protocol of agent.hello: its supported_versions, once. */
+static int scan_protocol(const char *buf, tg_jspan_t proto, tg_os_env_t *env)
+{
+    tg_jobj_iter_t it;
+    tg_jspan_t k, v, versions = none;
+    int rc;
+    tg_jobj_begin(&it, buf, proto);
+    while ((rc = tg_jobj_next(&it, &k, &v)) == 1) {
+        if (tg_jstr_eq(buf, k, "supported_versions")) {
+            if (versions.type != TG_J_NONE)
+                return -1;
+            versions = v;
+        }
+    }
+    if (rc < 0 || versions.type != TG_J_ARRAY)
+        return -1;
+    env->versions = versions;
+    return 0;
+}
+
+/* The payload members of <env>'s type, read into <m>, by the rules. */
+static int payload_apply(const char *buf, const members_t *m, tg_os_env_t *env)
+{
+    tg_jspan_t t = none;
     switch (env->type) {
     case TG_OS_AGENT_HELLO:
-        return scan_hello(buf, env);
+        if (typed(m, P_TOKEN, TG_J_STRING, true, &env->session_token) < 0 ||
+            typed(m, P_AGENT, TG_J_STRING, true, &env->agent_id) < 0 ||
+            typed(m, P_PROTOCOL, TG_J_OBJECT, true, &t) < 0)
+            return -1;
+        return scan_protocol(buf, t, env);
     case TG_OS_AGENT_TOOLS_REGISTER:
-        return scan_simple(buf, env, tools_keys, 1, TG_J_ARRAY, &env->tools, NULL);
+        return typed(m, P_TOOLS, TG_J_ARRAY, true, &env->tools);
     case TG_OS_CORE_TOOL_CALL:
-        return scan_call(buf, env);
+        if (typed(m, P_CALL_ID, TG_J_STRING, true, &env->call_id) < 0 ||
+            typed(m, P_TOOL_ID, TG_J_STRING, true, &env->tool_id) < 0 ||
+            typed(m, P_INPUT, TG_J_OBJECT, true, &env->input) < 0 ||
+            typed(m, P_IDEM, TG_J_STRING, false, &env->idempotency_key) < 0 ||
+            typed(m, P_TIMEOUT, TG_J_NUMBER, false, &t) < 0)
+            return -1;
+        if (t.type == TG_J_NUMBER) {
+            if (tg_jnum_u64(buf, t, UINT64_MAX, &env->timeout_ms) < 0)
+                return -1;
+            env->has_timeout = true;
+        }
+        if (m->seen & BIT(P_TIMEOUT))
+            env->timeout_at = m->val[P_TIMEOUT];
+        return 0;
     case TG_OS_AGENT_TOOL_STREAM:
-        return scan_simple(buf, env, stream_keys, 1, TG_J_STRING, &env->call_id, NULL);
-    case TG_OS_AGENT_TOOL_RESULT:
-        return scan_result(buf, env);
+        return typed(m, P_CALL_ID, TG_J_STRING, true, &env->call_id);
+    case TG_OS_AGENT_TOOL_RESULT: {
+        tg_jspan_t st = none;
+        if (typed(m, P_CALL_ID, TG_J_STRING, true, &env->call_id) < 0 ||
+            typed(m, P_STATUS, TG_J_STRING, true, &st) < 0)
+            return -1;
+        const char *p = buf + st.off + 1;
+        size_t n = st.len - 2;
+        if (st.escaped)
+            env->status = tg_jstr_eq(buf, st, "succeeded")  ? TG_OS_ST_SUCCEEDED
+                          : tg_jstr_eq(buf, st, "failed")   ? TG_OS_ST_FAILED
+                          : tg_jstr_eq(buf, st, "canceled") ? TG_OS_ST_CANCELED
+                                                            : TG_OS_ST_NONE;
+        else if (n == 9 && RAW_IS(p, "succeeded"))
+            env->status = TG_OS_ST_SUCCEEDED;
+        else if (n == 6 && RAW_IS(p, "failed"))
+            env->status = TG_OS_ST_FAILED;
+        else if (n == 8 && RAW_IS(p, "canceled"))
+            env->status = TG_OS_ST_CANCELED;
+        return env->status == TG_OS_ST_NONE ? -1 : 0;
+    }
     case TG_OS_CORE_TOOL_CANCEL:
-        return scan_simple(buf, env, cancel_keys, 2, TG_J_STRING, &env->call_id, &env->reason);
+        if (typed(m, P_CALL_ID, TG_J_STRING, true, &env->call_id) < 0 ||
+            typed(m, P_REASON, TG_J_STRING, false, &env->reason) < 0)
+            return -1;
+        return 0;
     case TG_OS_AGENT_HEARTBEAT:
     case TG_OS_OTHER:
         break;
@@ -248,49 +370,87 @@ static int scan_payload(const char *buf, tg_os_env_t *env)
 
 /* ---- top level ---- */
 
-static int invalid(tg_os_env_t *env)
+/* One pass, flattened as the MCP scanner is (the jscan steps inline, the
+ * iterators live in registers): every frame both ways comes through here.
+ * When the type comes before the payload (the usual order), the payload's
+ * members are read in place while the top level is walked, so the input
+ * or output is skipped once; otherwise the payload is iterated from its
+ * span afterwards. */
+__attribute__((flatten)) static int scan_bytes(const char *buf, size_t len, tg_os_env_t *env)
 {
-    memset(env, 0, sizeof(*env));
-    return -1;
+    tg_jobj_iter_t it;
+    if (tg_jobj_begin_partial(&it, buf, len, 0) < 0)
+        return -1;
+    members_t top, pay;
+    top.seen = 0;
+    pay.seen = 0;
+    tg_os_type_t type = TG_OS_OTHER; /* of the "type" met so far */
+    bool pay_read = false;
+    tg_jspan_t k, v;
+    int rc;
+    while ((rc = tg_jobj_key(&it, &k)) == 1) {
+        int i = top_key(buf, k);
+        uint32_t want;
+        if (i == K_PAYLOAD && !(top.seen & BIT(K_PAYLOAD)) && (top.seen & BIT(K_TYPE)) &&
+            (want = type_reads(type)) != 0) {
+            tg_jobj_iter_t pit;
+            int er = tg_jobj_enter(&it, &pit);
+            if (er < 0)
+                return -1;
+            if (er == 1) {
+                if (payload_members(&pit, buf, want, &pay) < 0 || tg_jobj_leave(&it, &pit, &v) < 0)
+                    return -1;
+                (void)take_once(&top, K_PAYLOAD, v);
+                pay_read = true;
+                continue;
+            }
+        }
+        if (tg_jobj_value(&it, &v) < 0)
+            return -1;
+        if (i < K__TOP) {
+            if (take_once(&top, i, v) < 0)
+                return -1;
+            if (i == K_TYPE && v.type == TG_J_STRING)
+                type = type_of(buf, v);
+        }
+    }
+    if (rc < 0 || !tg_json_blank_from(buf, len, it.pos))
+        return -1;
+
+    uint64_t ver;
+    if (typed(&top, K_V, TG_J_NUMBER, true, &v) < 0 || tg_jnum_u64(buf, v, UINT64_MAX, &ver) < 0 ||
+        ver != TG_OS_VERSION || typed(&top, K_TYPE, TG_J_STRING, true, &env->type_s) < 0 ||
+        typed(&top, K_ID, TG_J_STRING, true, &env->id) < 0 ||
+        typed(&top, K_TS, TG_J_STRING, true, &env->ts) < 0 ||
+        typed(&top, K_PAYLOAD, TG_J_OBJECT, true, &env->payload) < 0 ||
+        typed(&top, K_REQUEST_ID, TG_J_STRING, false, &env->request_id) < 0 ||
+        typed(&top, K_CORRELATION_ID, TG_J_STRING, false, &env->correlation_id) < 0 ||
+        typed(&top, K_CAUSATION_ID, TG_J_STRING, false, &env->causation_id) < 0 ||
+        typed(&top, K_IN_REPLY_TO, TG_J_STRING, false, &env->in_reply_to) < 0 ||
+        typed(&top, K_ERROR, TG_J_OBJECT, false, &env->error) < 0)
+        return -1;
+    if (top.seen & BIT(K_REQUEST_ID))
+        env->request_id_at = top.val[K_REQUEST_ID];
+    env->type = type;
+    if (!pay_read) {
+        uint32_t want = type_reads(type);
+        if (want != 0) {
+            tg_jobj_iter_t pit;
+            tg_jobj_begin(&pit, buf, env->payload);
+            if (payload_members(&pit, buf, want, &pay) < 0)
+                return -1;
+        }
+    }
+    return payload_apply(buf, &pay, env);
 }
 
 int tg_os_scan(const char *buf, size_t len, tg_os_env_t *env)
 {
     memset(env, 0, sizeof(*env)); /* every span TG_J_NONE */
-    /* The object is read in one pass from its opening brace (partial mode
-     * finds the closing one), not skipped first and then iterated. */
-    tg_jobj_iter_t it;
-    if (tg_jobj_begin_partial(&it, buf, len, 0) < 0)
-        return invalid(env);
-    keyset_t ks;
-    keyset_init(&ks, top_keys, K__TOP);
-    if (tg_jobj_each_it(&it, keyset_member, &ks) < 0 || !tg_json_blank_from(buf, len, it.pos))
-        return invalid(env);
-
-    tg_jspan_t v;
-    uint64_t ver;
-    if (typed(&ks.slot[K_V], TG_J_NUMBER, true, &v) < 0 ||
-        tg_jnum_u64(buf, v, UINT64_MAX, &ver) < 0 || ver != TG_OS_VERSION ||
-        typed(&ks.slot[K_TYPE], TG_J_STRING, true, &env->type_s) < 0 ||
-        typed(&ks.slot[K_ID], TG_J_STRING, true, &env->id) < 0 ||
-        typed(&ks.slot[K_TS], TG_J_STRING, true, &env->ts) < 0 ||
-        typed(&ks.slot[K_PAYLOAD], TG_J_OBJECT, true, &env->payload) < 0 ||
-        typed(&ks.slot[K_REQUEST_ID], TG_J_STRING, false, &env->request_id) < 0 ||
-        typed(&ks.slot[K_CORRELATION_ID], TG_J_STRING, false, &env->correlation_id) < 0 ||
-        typed(&ks.slot[K_CAUSATION_ID], TG_J_STRING, false, &env->causation_id) < 0 ||
-        typed(&ks.slot[K_IN_REPLY_TO], TG_J_STRING, false, &env->in_reply_to) < 0 ||
-        typed(&ks.slot[K_ERROR], TG_J_OBJECT, false, &env->error) < 0)
-        return invalid(env);
-
-    env->type = TG_OS_OTHER;
-    for (size_t i = 0; i < sizeof type_tab / sizeof type_tab[0]; i++) {
-        if (tg_jstr_eq(buf, env->type_s, type_tab[i].name)) {
-            env->type = type_tab[i].type;
-            break;
-        }
+    if (scan_bytes(buf, len, env) < 0) {
+        memset(env, 0, sizeof(*env));
+        return -1;
     }
-    if (scan_payload(buf, env) < 0)
-        return invalid(env);
     return 0;
 }
 
@@ -311,10 +471,12 @@ int tg_os_supports_v1(const char *buf, tg_jspan_t versions)
 
 /* ---- tool ids ---- */
 
-static bool id_char(unsigned char c)
+/* [A-Za-z0-9._:@-] as a bitmap of the 128 ASCII codes: one test per byte
+ * (every call's tool_id goes through here). */
+static inline bool id_char(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == ':' || c == '@' || c == '-';
+    static const uint64_t ok[2] = {0x07FF600000000000ULL, 0x07FFFFFE87FFFFFFULL};
+    return c < 128 && (ok[c >> 6] >> (c & 63) & 1);
 }
 
 static bool id_part_ok(const char *s, size_t n)
@@ -361,8 +523,6 @@ void tg_os_tools_begin(tg_os_tools_iter_t *it, const char *buf, tg_jspan_t tools
     tg_jarr_begin(&it->arr, buf, tools);
 }
 
-static const char *const tool_keys[1] = {"tool_id"};
-
 int tg_os_tools_next(tg_os_tools_iter_t *it, tg_jspan_t *tool_id)
 {
     tg_jspan_t el;
@@ -372,21 +532,18 @@ int tg_os_tools_next(tg_os_tools_iter_t *it, tg_jspan_t *tool_id)
     *tool_id = none;
     if (el.type != TG_J_OBJECT)
         return 1;
-    keyset_t ks;
-    keyset_init(&ks, tool_keys, 1);
     tg_jobj_iter_t oi;
-    tg_jspan_t k, v;
-    int orc;
-    bool dup = false;
+    tg_jspan_t k, v, found = none;
+    int orc, seen = 0;
     tg_jobj_begin(&oi, it->buf, el);
     while ((orc = tg_jobj_next(&oi, &k, &v)) == 1) {
-        if (keyset_member(&ks, it->buf, k, v) < 0)
-            dup = true;
+        if (tg_jstr_eq(it->buf, k, "tool_id") && seen++ == 0)
+            found = v;
     }
     if (orc < 0)
         return -1;
-    if (!dup && ks.slot[0].seen && ks.slot[0].val.type == TG_J_STRING)
-        *tool_id = ks.slot[0].val;
+    if (seen == 1 && found.type == TG_J_STRING)
+        *tool_id = found;
     return 1;
 }
 

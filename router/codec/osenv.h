@@ -48,6 +48,8 @@ typedef struct tg_os_env {
     tg_jspan_t ts;             /* string */
     tg_jspan_t payload;        /* object */
     tg_jspan_t request_id;     /* optional string */
+    tg_jspan_t request_id_at;  /* the value of request_id, a string or null (TG_J_NONE:
+                                * absent): where a request_id toolgate assigns goes */
     tg_jspan_t correlation_id; /* optional string */
     tg_jspan_t causation_id;   /* optional string */
     tg_jspan_t in_reply_to;    /* optional string */
@@ -64,6 +66,9 @@ typedef struct tg_os_env {
     tg_jspan_t input;           /* tool.call: object, required */
     bool has_timeout;           /* tool.call: timeout_ms present */
     uint64_t timeout_ms;        /* tool.call: a non-negative integer */
+    tg_jspan_t timeout_at;      /* tool.call: the value of timeout_ms, a number or null
+                                 * (TG_J_NONE: absent): where the deadline toolgate
+                                 * tells the agent is written */
     tg_jspan_t idempotency_key; /* tool.call: optional string */
     tg_os_status_t status;      /* tool.result: required, succeeded|failed|canceled */
     tg_jspan_t reason;          /* tool.cancel: optional string */

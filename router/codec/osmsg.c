@@ -2,6 +2,7 @@
 #include "router/codec/osmsg.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "router/codec/lenpfx.h"
 
@@ -216,5 +217,155 @@ int tg_os_splice_plan(size_t frame_len, tg_jspan_t span, size_t repl_len, tg_os_
         return -EMSGSIZE;
     out->head_len = span.off;
     out->tail_off = span.off + span.len;
+    return 0;
+}
+
+/* ---- forwarding a call ---- */
+
+/* True when the object whose opening brace is at <brace> of <f> (<n>
+ * bytes) has a member: a member added first takes a comma. */
+static bool has_member(const char *f, size_t n, size_t brace)
+{
+    size_t i = brace + 1;
+    while (i < n && (f[i] == ' ' || f[i] == '\t' || f[i] == '\n' || f[i] == '\r'))
+        i++;
+    return i < n && f[i] != '}';
+}
+
+enum { K_CID, K_TMO, K_TMO_ADD, K_RID, K_RID_ADD };
+
+typedef struct fwd_edit {
+    size_t off, len; /* the frame's bytes replaced */
+    size_t text_len;
+    int kind;
+} fwd_edit_t;
+
+#define KEY_TMO "\"timeout_ms\":"
+#define KEY_RID "\"request_id\":"
+
+/* Write the text of edit <x> at <t>. */
+static void put_text(const tg_os_fwd_in_t *in, const fwd_edit_t *x, const char *digits, size_t nd,
+                     char *t)
+{
+    switch (x->kind) {
+    case K_CID:
+        tg_jw_copy(t, in->new_call_id.p, in->new_call_id.len);
+        break;
+    case K_TMO:
+        tg_jw_copy(t, digits, nd);
+        break;
+    case K_TMO_ADD:
+        memcpy(t, KEY_TMO, sizeof KEY_TMO - 1);
+        tg_jw_copy(t + sizeof KEY_TMO - 1, digits, nd);
+        if (x->text_len > sizeof KEY_TMO - 1 + nd)
+            t[x->text_len - 1] = ',';
+        break;
+    case K_RID:
+        tg_jw_copy(t, in->request_id.p, in->request_id.len);
+        break;
+    default: /* K_RID_ADD */
+        memcpy(t, KEY_RID, sizeof KEY_RID - 1);
+        tg_jw_copy(t + sizeof KEY_RID - 1, in->request_id.p, in->request_id.len);
+        if (x->text_len > sizeof KEY_RID - 1 + in->request_id.len)
+            t[x->text_len - 1] = ',';
+        break;
+    }
+}
+
+/* <off, len> lies inside a frame of <n> bytes. */
+static bool inside(size_t off, size_t len, size_t n)
+{
+    return off <= n && len <= n - off;
+}
+
+int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out)
+{
+    const char *f = in->frame;
+    size_t flen = in->frame_len;
+    size_t obj = 0;
+    while (obj < flen && (f[obj] == ' ' || f[obj] == '\t' || f[obj] == '\n' || f[obj] == '\r'))
+        obj++;
+    if (obj >= flen || f[obj] != '{' || in->payload_off >= flen || f[in->payload_off] != '{' ||
+        in->call_id.type != TG_J_STRING || !inside(in->call_id.off, in->call_id.len, flen) ||
+        !inside(in->timeout_off, in->timeout_len, flen) ||
+        !inside(in->request_id_off, in->request_id_len, flen) || in->new_call_id.p == NULL ||
+        in->new_call_id.len > TG_OS_FWD_ID_MAX ||
+        (in->request_id.p != NULL && in->request_id.len > TG_OS_FWD_ID_MAX))
+        return -EINVAL;
+
+    /* What to change, and the frame's length after it. */
+    fwd_edit_t x[TG_OS_EDITS_MAX];
+    size_t n = 0;
+    x[n++] = (fwd_edit_t){in->call_id.off, in->call_id.len, in->new_call_id.len, K_CID};
+    uint64_t len = (uint64_t)flen - in->call_id.len + in->new_call_id.len;
+    char dbuf[20];
+    size_t nd = tg_jw_digits(dbuf, in->timeout_ms);
+    const char *digits = dbuf + 20 - nd;
+    if (in->timeout_len > 0) {
+        /* Over a number: never longer (the deadline is at most what was
+         * asked); over null it may be. */
+        if (nd <= in->timeout_len || len - in->timeout_len + nd <= in->max_frame) {
+            x[n++] = (fwd_edit_t){in->timeout_off, in->timeout_len, nd, K_TMO};
+            len = len - in->timeout_len + nd;
+        }
+    } else {
+        size_t t = sizeof KEY_TMO - 1 + nd + has_member(f, flen, in->payload_off);
+        if (len + t <= in->max_frame) {
+            x[n++] = (fwd_edit_t){in->payload_off + 1, 0, t, K_TMO_ADD};
+            len += t;
+        }
+    }
+    if (in->request_id.p != NULL && in->request_id_len > 0) {
+        if (in->request_id.len <= in->request_id_len ||
+            len - in->request_id_len + in->request_id.len <= in->max_frame) {
+            x[n++] =
+                (fwd_edit_t){in->request_id_off, in->request_id_len, in->request_id.len, K_RID};
+            len = len - in->request_id_len + in->request_id.len;
+        }
+    } else if (in->request_id.p != NULL) {
+        size_t t = sizeof KEY_RID - 1 + in->request_id.len + has_member(f, flen, obj);
+        if (len + t <= in->max_frame) {
+            x[n++] = (fwd_edit_t){obj + 1, 0, t, K_RID_ADD};
+            len += t;
+        }
+    }
+    /* In order of offset (an insertion before a replacement at its
+     * offset), none overlapping another. */
+    for (size_t i = 1; i < n; i++) {
+        fwd_edit_t y = x[i];
+        size_t j = i;
+        for (; j > 0 && (x[j - 1].off > y.off || (x[j - 1].off == y.off && y.len == 0)); j--)
+            x[j] = x[j - 1];
+        x[j] = y;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if (x[i].off < x[i - 1].off + x[i - 1].len)
+            return -EINVAL;
+    }
+    if (tg_lenpfx_header(out->hdr, len) < 0)
+        return -EMSGSIZE;
+
+    /* The texts, each written once; edits close together (the first, to
+     * the frame's start) share one, the bytes between copied. */
+    char *t = out->text;
+    size_t k = 0, end = 0; /* where the last edit's bytes end */
+    for (size_t i = 0; i < n; i++) {
+        size_t gap = x[i].off - end;
+        if (gap <= TG_OS_FWD_JOIN_GAP && (k > 0 || i == 0)) {
+            if (k == 0)
+                out->e[k++] = (tg_os_edit_t){.off = 0, .len = 0, .text = t, .text_len = 0};
+            tg_jw_copy(t, f + end, gap);
+            t += gap;
+        } else {
+            out->e[k++] = (tg_os_edit_t){.off = x[i].off, .len = 0, .text = t, .text_len = 0};
+        }
+        put_text(in, &x[i], digits, nd, t);
+        t += x[i].text_len;
+        end = x[i].off + x[i].len;
+        tg_os_edit_t *e = &out->e[k - 1];
+        e->len = end - e->off;
+        e->text_len = (size_t)(t - e->text);
+    }
+    out->n = k;
     return 0;
 }

@@ -142,4 +142,64 @@ typedef struct tg_os_splice {
  * frame would not fit a 4-byte length. */
 int tg_os_splice_plan(size_t frame_len, tg_jspan_t span, size_t repl_len, tg_os_splice_t *out);
 
+/* Forwarding a core.tool.call to its agent: the caller's frame, scanned
+ * by tg_os_scan, with
+ *   - its call_id replaced by toolgate's <new_call_id> (quotes included,
+ *     at most TG_OS_FWD_ID_MAX bytes);
+ *   - its timeout_ms set to <timeout_ms>, the deadline left to the call:
+ *     written over the caller's value (a number or null, <timeout_off>),
+ *     else added as the payload's first member;
+ *   - <request_id> (a string span, quotes included, at most
+ *     TG_OS_FWD_ID_MAX bytes; absent: none), when toolgate assigned it:
+ *     written over the caller's null (<request_id_off>), else added as
+ *     the envelope's first member.
+ * An addition that would take the frame over <max_frame> bytes is left
+ * out: the request_id first, then the timeout (the deadline is enforced
+ * all the same). The frame is not copied: the plan is a list of edits. */
+#define TG_OS_FWD_ID_MAX 64 /* fixed internal bound: an id toolgate writes into a call */
+typedef struct tg_os_fwd_in {
+    const char *frame; /* the caller's frame (payload of its length prefix) */
+    size_t frame_len;
+    tg_jspan_t call_id; /* env.call_id */
+    size_t payload_off; /* env.payload.off: its opening brace */
+    size_t timeout_off; /* env.timeout_at: the caller's value (a number or null) */
+    size_t timeout_len; /* 0: absent */
+    tg_os_raw_t new_call_id;
+    uint64_t timeout_ms;
+    tg_os_raw_t request_id;
+    size_t request_id_off; /* env.request_id_at when the caller wrote null */
+    size_t request_id_len; /* 0: absent */
+    uint64_t max_frame;
+} tg_os_fwd_in_t;
+
+/* Edit: the <len> bytes at <off> replaced by the <text_len> bytes at
+ * <text>; len 0 inserts the text before <off>. Edits a few bytes apart
+ * (TG_OS_FWD_JOIN_GAP, the first one to the frame's start) are joined
+ * into one, the bytes between copied: a piece written costs more than
+ * copying a few bytes, so the usual call goes out as the header and one
+ * text (copied), the frame up to the payload, one text (its timeout_ms
+ * and call_id), the rest. */
+#define TG_OS_EDITS_MAX    3  /* fixed internal bound: call_id, timeout_ms, request_id */
+#define TG_OS_FWD_JOIN_GAP 32 /* fixed internal bound: bytes copied to join two edits */
+typedef struct tg_os_edit {
+    size_t off, len;
+    const char *text;
+    size_t text_len;
+} tg_os_edit_t;
+
+/* The plan: the new frame's length header, then for each edit (in order
+ * of offset) the frame's bytes from the end of the one before up to its
+ * <off> and its text; then the rest of the frame. Texts live in <text>. */
+typedef struct tg_os_fwd {
+    unsigned char hdr[4];
+    tg_os_edit_t e[TG_OS_EDITS_MAX];
+    size_t n;
+    char text[TG_OS_FWD_JOIN_GAP * TG_OS_EDITS_MAX + 3 * TG_OS_FWD_ID_MAX + 64];
+} tg_os_fwd_t;
+
+/* 0 and <out> filled; -EINVAL when a span of <in> is not where a scan
+ * would have put it (outside the frame, overlapping another) or an id is
+ * too long; -EMSGSIZE when the new frame would not fit a 4-byte length. */
+int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out);
+
 #endif

@@ -116,7 +116,10 @@ static os_call_t *call_alloc(os_agent_t *ag)
     if (c == NULL)
         return NULL;
     tg_callc_reset(&c->cc, &ag->r, id, i, tg_gw_now(ag->g->gw));
-    memset((char *)c + offsetof(os_call_t, ag), 0, sizeof(*c) - offsetof(os_call_t, ag));
+    memset((char *)c + offsetof(os_call_t, ag), 0,
+           offsetof(os_call_t, cid) - offsetof(os_call_t, ag));
+    c->cid.len = c->msg_id.len = c->request_id.len = c->correlation_id.len = 0;
+    c->tool[0] = '\0';
     c->ag = ag;
     c->cc.state = TG_CALL_QUEUED; /* not yet in the queue: the admission decides */
     return c;
@@ -169,9 +172,17 @@ static os_call_t *call_by_seq(os_agent_t *ag, uint64_t seq)
 /* The live call whose agent-side id is the string span <s> of <frame>. */
 os_call_t *osg_call_by_agent_id(os_agent_t *ag, const char *frame, tg_jspan_t s)
 {
+    uint64_t v;
+    if (s.type != TG_J_STRING || s.len < 2)
+        return NULL;
+    if (!s.escaped) {
+        /* The usual case: the bytes are the id (no copy). */
+        if (tg_call_id_parse(frame + s.off + 1, s.len - 2, &v) < 0)
+            return NULL;
+        return call_by_seq(ag, v);
+    }
     char txt[40];
     long n = tg_jstr_decode(frame, s, txt, sizeof(txt));
-    uint64_t v;
     if (n < 0 || tg_call_id_parse(txt, (size_t)n, &v) < 0)
         return NULL;
     return call_by_seq(ag, v);
@@ -333,6 +344,18 @@ static void idem_replay(os_call_t *c, const tg_idem_entry_t *e)
 }
 
 /* ---- admission -------------------------------------------------------- */
+
+/* Caller <k>'s call whose call_id is the span <s> of <frame> (hash <h>),
+ * or NULL. */
+static os_call_t *conn_call_by_cid(os_conn_t *k, const char *frame, tg_jspan_t s, uint32_t h)
+{
+    for (os_call_t *o = k->calls; o != NULL; o = o->cnext) {
+        if (o->cid_hash == h && o->cid.len == s.len &&
+            memcmp(o->cid.buf, frame + s.off, s.len) == 0)
+            return o;
+    }
+    return NULL;
+}
 
 static bool agent_writable(const os_agent_t *ag)
 {
@@ -526,9 +549,14 @@ static tg_call_go_t os_op_ready(const tg_callc_t *cc)
     return TG_GO_LATER;
 }
 
-/* Write call <c>'s frame to the instance with its call_id replaced by
- * "tg-<hex>" of its id (and the request_id toolgate assigned, when it
- * fits); a tool the instance has not registered is answered instead. */
+/* Write call <c>'s frame to the instance, edited (tg_os_fwd_plan): its
+ * call_id replaced by "tg-<hex>" of its id; its timeout_ms set to what is
+ * left of the call's deadline now, after any wait in the queue, so the
+ * agent is told when toolgate will cancel it (a caller that asked for
+ * more than the cap, or asked nothing, is told the deadline toolgate
+ * enforces: the field is v1's, and an agent that knows it can give up in
+ * time); and the request_id toolgate assigned, when it fits. A tool the
+ * instance has not registered is answered instead. */
 static bool os_op_forward(tg_callc_t *cc)
 {
     os_call_t *c = CALL(cc);
@@ -541,34 +569,34 @@ static bool os_op_forward(tg_callc_t *cc)
     id[0] = '"';
     size_t n = tg_call_id_hex(id + 1, cc->id) + 1;
     id[n++] = '"';
-    tg_os_splice_t sp;
-    tg_jspan_t s = {.off = cc->qid_off, .len = cc->qid_len, .type = TG_J_STRING};
+    tg_os_fwd_in_t in = {
+        .frame = cc->qframe,
+        .frame_len = cc->qlen,
+        .call_id = {.off = cc->qid_off, .len = cc->qid_len, .type = TG_J_STRING},
+        .payload_off = c->pay_off,
+        .timeout_off = c->tmo_off,
+        .timeout_len = c->tmo_len,
+        .new_call_id = {id, n},
+        .timeout_ms = tg_pipe_left_ms(cc, now_ms(ag->g)),
+        .request_id = c->rid_assigned ? echo_raw(&c->request_id) : (tg_os_raw_t){NULL, 0},
+        .request_id_off = c->rid_off,
+        .request_id_len = c->rid_len,
+        .max_frame = ag->g->cfg->max_frame_bytes,
+    };
+    tg_os_fwd_t f;
+    if (tg_os_fwd_plan(&in, &f) < 0)
+        return true; /* not from a scan: nothing sane to send (the deadline answers it) */
     tg_out_t *o = &ag->inst->a.p.wr;
-    /* An assigned request_id goes in as the envelope's first member, unless
-     * the frame would then exceed max_frame_bytes (the audit and every
-     * answer still carry it). */
-    char rid[OS_ECHO_MAX + 16];
-    size_t rid_len = 0, brace = 0;
-    if (c->rid_assigned) {
-        while (brace < cc->qid_off && cc->qframe[brace] != '{')
-            brace++;
-        rid_len = (size_t)snprintf(rid, sizeof(rid), "\"request_id\":%.*s,",
-                                   (int)c->request_id.len, c->request_id.buf);
-        if (brace >= cc->qid_off || cc->qlen - cc->qid_len + n + rid_len > ag->g->cfg->max_frame_bytes)
-            rid_len = 0;
+    tg_out_copy(o, (const char *)f.hdr, TG_LENPFX_HDR);
+    size_t pos = 0;
+    for (size_t i = 0; i < f.n; i++) {
+        if (f.e[i].off > pos)
+            tg_out_slice(o, cc->qblk, cc->qframe + pos, f.e[i].off - pos);
+        tg_out_copy(o, f.e[i].text, f.e[i].text_len);
+        pos = f.e[i].off + f.e[i].len;
     }
-    if (tg_os_splice_plan(cc->qlen, s, n + rid_len, &sp) == 0) {
-        tg_out_copy(o, (const char *)sp.hdr, TG_LENPFX_HDR);
-        if (rid_len > 0) {
-            tg_out_slice(o, cc->qblk, cc->qframe, brace + 1);
-            tg_out_copy(o, rid, rid_len);
-            tg_out_slice(o, cc->qblk, cc->qframe + brace + 1, sp.head_len - brace - 1);
-        } else {
-            tg_out_slice(o, cc->qblk, cc->qframe, sp.head_len);
-        }
-        tg_out_copy(o, id, n);
-        tg_out_slice(o, cc->qblk, cc->qframe + sp.tail_off, cc->qlen - sp.tail_off);
-    }
+    if (cc->qlen > pos)
+        tg_out_slice(o, cc->qblk, cc->qframe + pos, cc->qlen - pos);
     return true;
 }
 
@@ -722,14 +750,12 @@ void osg_admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
         refuse_frame(k, frame, env, "tool.not_found", msg, "agent_not_found");
         return;
     }
-    for (os_call_t *o = k->calls; o != NULL; o = o->cnext) {
-        if (o->cid.len == env->call_id.len &&
-            memcmp(o->cid.buf, frame + env->call_id.off, env->call_id.len) == 0) {
-            refuse_frame(k, frame, env, "call.duplicate_id",
-                         "a call with this call_id is still running on this connection",
-                         "duplicate_call_id");
-            return;
-        }
+    uint32_t cid_hash = os_cid_hash(frame + env->call_id.off, env->call_id.len);
+    if (conn_call_by_cid(k, frame, env->call_id, cid_hash) != NULL) {
+        refuse_frame(k, frame, env, "call.duplicate_id",
+                     "a call with this call_id is still running on this connection",
+                     "duplicate_call_id");
+        return;
     }
     if (env->idempotency_key.type != TG_J_NONE && env->idempotency_key.len > OS_IDEM_KEY_MAX) {
         refuse_frame(k, frame, env, "call.invalid_idempotency_key",
@@ -754,6 +780,12 @@ void osg_admit(os_conn_t *k, tg_block_t *b, const char *frame, size_t len,
     }
     call_attach(c, k);
     echo_set(&c->cid, frame, env->call_id);
+    c->cid_hash = cid_hash;
+    c->pay_off = env->payload.off;
+    c->tmo_off = env->timeout_at.off;
+    c->tmo_len = env->timeout_at.type != TG_J_NONE ? env->timeout_at.len : 0;
+    c->rid_off = env->request_id_at.off;
+    c->rid_len = env->request_id_at.type != TG_J_NONE ? env->request_id_at.len : 0;
     echo_set(&c->msg_id, frame, env->id);
     echo_set(&c->request_id, frame, env->request_id);
     c->rid_assigned = c->request_id.len == 0;
@@ -852,11 +884,8 @@ void osg_zombie(os_call_t *c, const char *stage)
 /* core.tool.cancel from caller <k> for one of its calls. */
 void osg_caller_cancel(os_conn_t *k, const char *frame, const tg_os_env_t *env)
 {
-    os_call_t *c = k->calls;
-    for (; c != NULL; c = c->cnext)
-        if (c->cid.len == env->call_id.len &&
-            memcmp(c->cid.buf, frame + env->call_id.off, env->call_id.len) == 0)
-            break;
+    os_call_t *c = conn_call_by_cid(k, frame, env->call_id,
+                                    os_cid_hash(frame + env->call_id.off, env->call_id.len));
     if (c == NULL || c->cc.state == TG_CALL_CANCELLING || c->cc.state == TG_CALL_ZOMBIE)
         return; /* answered already, or a cancel is under way */
     if (c->cc.state != TG_CALL_INFLIGHT) {

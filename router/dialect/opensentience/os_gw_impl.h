@@ -61,8 +61,8 @@ typedef struct os_conn os_conn_t;
 /* An id copied from a caller's frame: the raw string span, quotes
  * included (scanned and validated by tg_os_scan); len 0 when absent. */
 typedef struct os_echo {
+    size_t len; /* first: cleared alone (call_alloc) */
     char buf[OS_ECHO_MAX];
-    size_t len;
 } os_echo_t;
 
 /* One call. Owned by its agent's call table. */
@@ -71,17 +71,24 @@ typedef struct os_call {
     os_agent_t *ag;
     os_conn_t *conn;               /* NULL once the caller left */
     struct os_call *cnext, *cprev; /* the caller's calls */
-    os_echo_t cid, msg_id, request_id, correlation_id;
+    uint32_t cid_hash; /* os_cid_hash of cid: a caller's list is searched by it */
     bool rid_assigned; /* request_id is toolgate's (the caller named none) */
+    /* Where the frame (cc.qframe) is edited when forwarded: the payload's
+     * opening brace, the timeout_ms value and a null request_id (len 0:
+     * absent). */
+    size_t pay_off, tmo_off, tmo_len, rid_off, rid_len;
     /* ag->starts of the instance its tool was found registered on (0:
      * not checked yet). Registrations only grow while an instance lives,
      * so forwarding to that same instance need not look again. */
     uint32_t reg_seen;
-    char tool[TG_OS_TOOL_ID_MAX + 1]; /* the tool's name in its agent (after '/') */
     size_t tool_len;
-    char idem[OS_IDEM_KEY_MAX + 1];
     size_t idem_len;
     bool has_idem;
+    /* Text last: read only up to its lengths, so a new call clears what
+     * comes before <cid> and the lengths alone (call_alloc). */
+    os_echo_t cid, msg_id, request_id, correlation_id;
+    char tool[TG_OS_TOOL_ID_MAX + 1]; /* the tool's name in its agent (after '/') */
+    char idem[OS_IDEM_KEY_MAX + 1];
 } os_call_t;
 
 /* One running agent process. Freed when its handles have closed. */
@@ -287,6 +294,26 @@ static inline void echo_set(os_echo_t *e, const char *frame, tg_jspan_t s)
         memcpy(e->buf, frame + s.off, s.len);
         e->len = s.len;
     }
+}
+
+/* A hash of the <n> bytes of a call_id span at <p>, so that a caller's
+ * calls (64 in flight, say) are told apart without a memcmp each. */
+static inline uint32_t os_cid_hash(const char *p, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    for (; n > 0; n--)
+        w = w << 8 | (unsigned char)*p++;
+    h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+    return (uint32_t)(h ^ h >> 32);
 }
 
 static inline tg_os_raw_t echo_raw(const os_echo_t *e)
