@@ -135,7 +135,10 @@ static void scan_file(scan_t *s, const char *path, const char *rel)
     s->files++;
 }
 
-static void scan_dir(scan_t *s, const char *rel)
+/* Every .c and .h below <rel> (relative to TG_SOURCE_DIR), to <fn>(<ctx>,
+ * its path, its path relative to TG_SOURCE_DIR). */
+static void walk_sources(const char *rel, void (*fn)(void *ctx, const char *path, const char *rel),
+                         void *ctx)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", TG_SOURCE_DIR, rel);
@@ -152,15 +155,25 @@ static void scan_dir(scan_t *s, const char *rel)
         if (stat(cpath, &st) != 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
-            scan_dir(s, crel);
+            walk_sources(crel, fn, ctx);
             continue;
         }
         size_t n = strlen(e->d_name);
         if (n > 2 && e->d_name[n - 2] == '.' &&
             (e->d_name[n - 1] == 'c' || e->d_name[n - 1] == 'h'))
-            scan_file(s, cpath, crel);
+            fn(ctx, cpath, crel);
     }
     closedir(d);
+}
+
+static void scan_one(void *ctx, const char *path, const char *rel)
+{
+    scan_file(ctx, path, rel);
+}
+
+static void scan_dir(scan_t *s, const char *rel)
+{
+    walk_sources(rel, scan_one, s);
 }
 
 /* Scan the folder of rules[<i>]; it must hold sources that include
@@ -355,37 +368,15 @@ static void room_file(room_scan_t *s, const char *path, const char *rel)
     s->files++;
 }
 
-static void room_dir(room_scan_t *s, const char *rel)
+static void room_one(void *ctx, const char *path, const char *rel)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/router%s%s", TG_SOURCE_DIR, rel[0] ? "/" : "", rel);
-    DIR *d = opendir(path);
-    cr_assert_not_null(d, "opendir %s: %s", path, strerror(errno));
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char crel[1024], cpath[4096];
-        struct stat st;
-        snprintf(crel, sizeof crel, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
-        snprintf(cpath, sizeof cpath, "%s/router/%s", TG_SOURCE_DIR, crel);
-        if (stat(cpath, &st) != 0)
-            continue;
-        if (S_ISDIR(st.st_mode)) {
-            room_dir(s, crel);
-            continue;
-        }
-        size_t n = strlen(e->d_name);
-        if (n > 2 && e->d_name[n - 2] == '.' && (e->d_name[n - 1] == 'c' || e->d_name[n - 1] == 'h'))
-            room_file(s, cpath, crel);
-    }
-    closedir(d);
+    room_file(ctx, path, rel + strlen("router/")); /* relative to router/ */
 }
 
 Test(layout, rooms_of_router_include_only_the_rooms_below_them)
 {
     static room_scan_t s;
-    room_dir(&s, "");
+    walk_sources("router", room_one, &s);
     cr_assert_gt(s.files, 50, "only %zu sources under %s/router", s.files, TG_SOURCE_DIR);
     cr_assert_gt(s.arrows, 50, "only %zu includes between rooms", s.arrows);
     cr_assert_eq(s.breaches[0], '\0', "arrows the wrong way (tests/test_layout.c rooms[]):\n%s",
