@@ -60,6 +60,9 @@ typedef struct tg_audit_ev {
     const char *stage;          /* how a call ended: "timed_out", "cancelled", "killed" */
     const char *decided_by;     /* shared rate: "store", "local_fallback", "open", "closed" */
     const char *reason;         /* enum-like words chosen by toolgate only */
+    const char *key;            /* config.rejected: the config key whose change needs a
+                                 * restart ("agents[1].resources.memory"): a path of the key
+                                 * table with indexes and names from config, never a value */
     struct {
         const char *type;       /* "rate", "concurrency", "frame", "timeout", ... */
         const char *scope;      /* "agent", "tool", "caller", "instance" */

@@ -2,7 +2,8 @@
  *
  * Pure and allocation-free: it runs for every call on the loop thread, so it
  * writes straight into the caller's buffer with memcpy and hand-rolled
- * number and time formatting (no jansson, no stdio, no locale).
+ * number formatting (no jansson, no stdio, no locale); the timestamp is
+ * config/jsonw's, cached per second.
  *
  * Field order is fixed (v, ts, seq, instance, event, then the struct's
  * order) so that lines diff and grep predictably; only set fields appear.
@@ -267,58 +268,27 @@ static void field_num(enc_t *w, const char *key, size_t keylen, int64_t v)
     field_checked((w), ",\"" name "\":\"", sizeof(",\"" name "\":\"") - 1, (v))
 #define F_NUM(w, name, v) field_num((w), ",\"" name "\":", sizeof(",\"" name "\":") - 1, (v))
 
-/* Milliseconds at 0000-01-01T00:00:00Z and just past 9999-12-31T23:59:59.999Z:
- * RFC 3339 has four year digits, so only this range can be written. */
-#define TS_MIN_MS (-62167219200000LL)
-#define TS_END_MS 253402300800000LL
-
-/* "YYYY-MM-DDTHH:MM:SS" for the second <t> ms after TS_MIN_MS starts. */
-static void fmt_second(char out[19], int64_t t)
+/* The text of "ts" for <ms>, or NULL when it lies outside years
+ * 0000..9999. Events come many per second: config/jsonw's formatter runs
+ * once per second (per thread) and only the milliseconds are written per
+ * event (tg_jw_ts_text allows that). */
+static const char *ts_text(int64_t ms)
 {
-    /* Shift to days since 0000-03-01 so every quantity below is
-     * non-negative (H. Hinnant's civil_from_days, proleptic Gregorian). */
-    int64_t days = t / 86400000 - 60; /* 0000-01-01 .. 0000-03-01 is 60 days (leap year) */
-    unsigned msod = (unsigned)(t % 86400000);
-    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
-    unsigned doe = (unsigned)(days - era * 146097);
-    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    unsigned mp = (5 * doy + 2) / 153;
-    unsigned day = doy - (153 * mp + 2) / 5 + 1;
-    unsigned month = mp < 10 ? mp + 3 : mp - 9;
-    int64_t year = (int64_t)yoe + era * 400 + (month <= 2);
-
-    char *ts = out;
-    fmt_digits(ts, (unsigned)year, 4);
-    ts[4] = '-';
-    fmt_digits(ts + 5, month, 2);
-    ts[7] = '-';
-    fmt_digits(ts + 8, day, 2);
-    ts[10] = 'T';
-    fmt_digits(ts + 11, msod / 3600000, 2);
-    ts[13] = ':';
-    fmt_digits(ts + 14, msod / 60000 % 60, 2);
-    ts[16] = ':';
-    fmt_digits(ts + 17, msod / 1000 % 60, 2);
-}
-
-/* "YYYY-MM-DDTHH:MM:SS.mmmZ" for <ms> in [TS_MIN_MS, TS_END_MS). Events
- * come many per second: the date and time of day are formatted once per
- * second (per thread) and only the milliseconds per event. */
-static void put_ts(enc_t *w, int64_t ms)
-{
-    static _Thread_local int64_t cached_sec = -1;
-    static _Thread_local char ts[24];
-    int64_t t = ms - TS_MIN_MS;
-    int64_t sec = t / 1000;
-    if (sec != cached_sec) {
-        fmt_second(ts, sec * 1000);
-        ts[19] = '.';
-        ts[23] = 'Z';
-        cached_sec = sec;
+    static _Thread_local int64_t cached_sec = INT64_MIN; /* no second of the range */
+    static _Thread_local char ts[TG_JW_TS_LEN];
+    int64_t sec = ms / 1000, msec = ms % 1000;
+    if (msec < 0) {
+        msec += 1000;
+        sec--;
     }
-    fmt_digits(ts + 20, (unsigned)(t - sec * 1000), 3);
-    put(w, ts, sizeof(ts));
+    if (sec == cached_sec) {
+        fmt_digits(ts + 20, (unsigned)msec, 3);
+        return ts;
+    }
+    if (tg_jw_ts_text(ts, ms) < 0)
+        return NULL;
+    cached_sec = sec;
+    return ts;
 }
 
 /* Set every field of <ev> absent: NULL strings, TG_AUDIT_ABSENT numbers. */
@@ -367,7 +337,8 @@ __attribute__((flatten)) long tg_audit_encode(char *buf, size_t cap, const tg_au
 {
     if (ev == NULL || ev->event == NULL || instance == NULL)
         return -EINVAL;
-    if (ts_ms < TS_MIN_MS || ts_ms >= TS_END_MS)
+    const char *ts = ts_text(ts_ms);
+    if (ts == NULL)
         return -EINVAL;
     if (buf == NULL || cap == 0)
         return -ENOSPC;
@@ -377,7 +348,7 @@ __attribute__((flatten)) long tg_audit_encode(char *buf, size_t cap, const tg_au
     PUT_LIT(&w, "{\"v\":");
     put_u64(&w, TG_AUDIT_SCHEMA_VERSION);
     PUT_LIT(&w, ",\"ts\":\"");
-    put_ts(&w, ts_ms);
+    put(&w, ts, TG_JW_TS_LEN);
     PUT_LIT(&w, "\",\"seq\":");
     put_u64(&w, seq);
     F_STR(&w, "instance", instance);
@@ -396,6 +367,7 @@ __attribute__((flatten)) long tg_audit_encode(char *buf, size_t cap, const tg_au
     F_STR(&w, "stage", ev->stage);
     F_STR(&w, "decided_by", ev->decided_by);
     F_STR(&w, "reason", ev->reason);
+    F_STR(&w, "key", ev->key);
     if (ev->limit.type != NULL) {
         PUT_LIT(&w, ",\"limit\":{\"type\":\"");
         put_escaped(&w, ev->limit.type);

@@ -38,9 +38,6 @@ typedef struct tg_err {
     char msg[TG_ERR_MAX];
 } tg_err_t;
 
-/* The config's first name for it; kept so that existing callers compile. */
-typedef tg_err_t tg_cfg_err_t;
-
 /* Fill <err> (when not NULL) with the printf-style message and return
  * <rc>, so that a failure is reported in one statement. */
 int tg_err_set(tg_err_t *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -143,13 +143,10 @@ static void put_pad(char *d, unsigned v, int width)
     }
 }
 
-void tg_jw_ts(tg_jw_t *w, int64_t ms)
+int tg_jw_ts_text(char out[TG_JW_TS_LEN], int64_t ms)
 {
-    if (ms < TS_MIN_MS || ms >= TS_END_MS) {
-        if (!w->err)
-            w->err = -EINVAL;
-        return;
-    }
+    if (ms < TS_MIN_MS || ms >= TS_END_MS)
+        return -EINVAL;
     /* Shift to days since 0000-03-01 so every quantity below is
      * non-negative (H. Hinnant's civil_from_days, proleptic Gregorian). */
     int64_t t = ms - TS_MIN_MS;
@@ -164,15 +161,28 @@ void tg_jw_ts(tg_jw_t *w, int64_t ms)
     unsigned month = mp < 10 ? mp + 3 : mp - 9;
     int64_t year = (int64_t)yoe + era * 400 + (month <= 2);
 
-    char d[] = "\"YYYY-MM-DDTHH:MM:SS.mmmZ\"";
-    put_pad(d + 1, (unsigned)year, 4);
-    put_pad(d + 6, month, 2);
-    put_pad(d + 9, day, 2);
-    put_pad(d + 12, msod / 3600000, 2);
-    put_pad(d + 15, msod / 60000 % 60, 2);
-    put_pad(d + 18, msod / 1000 % 60, 2);
-    put_pad(d + 21, msod % 1000, 3);
-    tg_jw_raw(w, d, sizeof d - 1);
+    memcpy(out, "YYYY-MM-DDTHH:MM:SS.mmmZ", TG_JW_TS_LEN);
+    put_pad(out, (unsigned)year, 4);
+    put_pad(out + 5, month, 2);
+    put_pad(out + 8, day, 2);
+    put_pad(out + 11, msod / 3600000, 2);
+    put_pad(out + 14, msod / 60000 % 60, 2);
+    put_pad(out + 17, msod / 1000 % 60, 2);
+    put_pad(out + 20, msod % 1000, 3);
+    return 0;
+}
+
+void tg_jw_ts(tg_jw_t *w, int64_t ms)
+{
+    char d[TG_JW_TS_LEN + 2];
+    if (tg_jw_ts_text(d + 1, ms) < 0) {
+        if (!w->err)
+            w->err = -EINVAL;
+        return;
+    }
+    d[0] = '"';
+    d[TG_JW_TS_LEN + 1] = '"';
+    tg_jw_raw(w, d, sizeof d);
 }
 
 long tg_jw_end(tg_jw_t *w)

@@ -46,6 +46,17 @@ void tg_jw_str(tg_jw_t *w, const char *s);
  * years 0000..9999 cannot be written: tg_jw_end then reports -EINVAL. */
 void tg_jw_ts(tg_jw_t *w, int64_t ms);
 
+#define TG_JW_TS_LEN 24 /* "YYYY-MM-DDTHH:MM:SS.mmmZ", no quotes, no NUL */
+
+/* toolgate's one RFC 3339 formatter (tg_jw_ts and the audit encoder use
+ * it): <ms> since the epoch as "YYYY-MM-DDTHH:MM:SS.mmmZ" in the
+ * TG_JW_TS_LEN bytes of <out>, no NUL. Returns 0, or -EINVAL when <ms>
+ * lies outside years 0000..9999 (<out> untouched). Pure, no allocation.
+ * A caller that formats many times per second may keep the text and
+ * rewrite only its milliseconds, out[20..22]: the range's ends are whole
+ * seconds, so every millisecond of a second that formatted does too. */
+int tg_jw_ts_text(char out[TG_JW_TS_LEN], int64_t ms);
+
 /* NUL-terminate. Returns the length written (NUL excluded), -ENOSPC when
  * something did not fit, -EINVAL when a value could not be written. */
 long tg_jw_end(tg_jw_t *w);

@@ -662,6 +662,15 @@ tg_cfg_val_t tg_cfg_key_get(const tg_cfg_key_t *k, const tg_cfg_at_t *at)
     return v;
 }
 
+const char *tg_cfg_key_str(const tg_cfg_key_t *k, const tg_cfg_at_t *at)
+{
+    const char *o = obj_of(k, at), *s = NULL;
+
+    if (o && k->type == TG_KT_STRING && k->size == sizeof s)
+        memcpy(&s, o + k->off, sizeof s);
+    return s;
+}
+
 bool tg_cfg_key_is_set(const tg_cfg_key_t *k, const tg_cfg_at_t *at)
 {
     tg_cfg_val_t v = tg_cfg_key_get(k, at);

@@ -172,6 +172,10 @@ bool tg_ktype_has_unit(tg_ktype_t t);
  * left at 0 is 0). */
 tg_cfg_val_t tg_cfg_key_get(const tg_cfg_key_t *k, const tg_cfg_at_t *at);
 
+/* The string of row <k> (TG_KT_STRING held as a char *; obj not NONE) in
+ * <at>, or NULL when unset. Borrowed from the model. */
+const char *tg_cfg_key_str(const tg_cfg_key_t *k, const tg_cfg_at_t *at);
+
 /* Whether row <k> is set in <at>: always, but for TG_KF_OPTIONAL and
  * TG_KF_FOLLOWS_RATE rows (a source other than the default) and
  * TG_KF_ADVISORY rows (not 0). */

@@ -1,5 +1,8 @@
-/* Containment: detection, base cgroups, orphan cleanup, instance
- * lifecycle, the enforcement report (see contain.h).
+/* Containment: names, base cgroups, orphan cleanup, controller
+ * delegation and the instance lifecycle (see contain.h). Detection is in
+ * contain_detect.c, the cgroupfs file helpers in contain_cgfs.c, the
+ * enforcement report in contain_report.c, the backends behind
+ * contain_impl.h.
  *
  * Layout on the host, per hierarchy toolgate can write:
  *   <own cgroup>/toolgate-<pid>/<agent>-<n>     one agent instance
@@ -15,291 +18,22 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/utsname.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "config/units.h"
 
-#define CG_FILE_MAX (TG_CG_PATH_MAX + 64) /* fixed internal bound: a dir plus an interface file name */
-#define CG_READ_MAX 4096                  /* fixed internal bound: interface files we parse are small */
-#define CG_PROCS_CHUNK 4096               /* fixed internal bound: cgroup.procs is streamed in chunks */
-#define CG_WAIT_MS 500                    /* fixed internal bound: destroy: wait for the kernel to empty a cgroup */
-#define CG_KILL_ROUNDS 100                /* fixed internal bound: v1 kill: rounds of SIGKILL over cgroup.procs */
-#define ORPHAN_DEPTH_MAX 8                /* fixed internal bound: orphan trees are 2 deep; bound a hostile one */
+#define CG_WAIT_MS 500       /* fixed internal bound: destroy: wait for the kernel to empty a cgroup */
+#define CG_KILL_ROUNDS 100   /* fixed internal bound: v1 kill: rounds of SIGKILL over cgroup.procs */
+#define ORPHAN_DEPTH_MAX 8   /* fixed internal bound: orphan trees are 2 deep; bound a hostile one */
 
-static const char *const hier_names[TG_CG_NHIER] = {
-    [TG_CG_V2] = "cgroup2", [TG_CG_MEMORY] = "memory", [TG_CG_CPU] = "cpu",
-    [TG_CG_CPUACCT] = "cpuacct", [TG_CG_PIDS] = "pids",
-};
-
-/* ---- small helpers ---- */
-
-uint64_t tg__contain_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-void tg__contain_sleep_ms(unsigned ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static int file_path(char *out, const char *dir, const char *file)
-{
-    int n = snprintf(out, CG_FILE_MAX, "%s/%s", dir, file);
-    return (n < 0 || n >= CG_FILE_MAX) ? -ENAMETOOLONG : 0;
-}
-
-int tg__cg_join(char *out, const char *dir, const char *name)
-{
-    /* Through a temporary: callers may pass <out> == <dir>. */
-    char tmp[TG_CG_PATH_MAX];
-    int n = snprintf(tmp, sizeof tmp, "%s/%s", dir, name);
-    if (n < 0 || n >= TG_CG_PATH_MAX)
-        return -ENAMETOOLONG;
-    memcpy(out, tmp, (size_t)n + 1);
-    return 0;
-}
-
-int tg__cg_write(const char *dir, const char *file, const char *val)
-{
-    char p[CG_FILE_MAX];
-    int rc = file_path(p, dir, file);
-    if (rc < 0)
-        return rc;
-    /* O_TRUNC is ignored by cgroupfs and makes a fake tree (tests) hold
-     * exactly the last value written. No O_CREAT: a missing interface file
-     * must read as ENOENT (controller or feature absent). */
-    int fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t len = strlen(val);
-    ssize_t w = write(fd, val, len);
-    rc = w < 0 ? -errno : ((size_t)w == len ? 0 : -EIO);
-    close(fd);
-    return rc;
-}
-
-int tg__cg_read(const char *dir, const char *file, char *buf, size_t cap)
-{
-    char p[CG_FILE_MAX];
-    int rc = file_path(p, dir, file);
-    if (rc < 0)
-        return rc;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t len = 0;
-    while (len + 1 < cap) {
-        ssize_t r = read(fd, buf + len, cap - 1 - len);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            break;
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
-    }
-    close(fd);
-    buf[len] = '\0';
-    return rc < 0 ? rc : (int)len;
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    if (strncmp(s, "max", 3) == 0) {
-        *out = UINT64_MAX;
-        return 0;
-    }
-    if (*s < '0' || *s > '9')
-        return -EINVAL;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return -errno;
-    *out = (uint64_t)v;
-    return 0;
-}
-
-int tg__cg_read_u64(const char *dir, const char *file, uint64_t *out)
-{
-    char buf[64];
-    int rc = tg__cg_read(dir, file, buf, sizeof buf);
-    if (rc < 0)
-        return rc;
-    return parse_u64(buf, out);
-}
-
-int tg__cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out)
-{
-    char buf[CG_READ_MAX];
-    int rc = tg__cg_read(dir, file, buf, sizeof buf);
-    if (rc < 0)
-        return rc;
-    size_t klen = strlen(key);
-    for (char *line = buf; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl)
-            *nl = '\0';
-        if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
-            return parse_u64(line + klen + 1, out);
-        line = nl ? nl + 1 : NULL;
-    }
-    return -ENOENT;
-}
-
-bool tg__cg_exists(const char *dir, const char *file)
-{
-    char p[CG_FILE_MAX];
-    if (file_path(p, dir, file) < 0)
-        return false;
-    return access(p, F_OK) == 0;
-}
-
-int tg__cg_mkdir(const char *dir)
-{
-    if (mkdir(dir, 0755) == 0 || errno == EEXIST)
-        return 0;
-    return -errno;
-}
-
-int tg__cg_rmdir(const char *dir, unsigned wait_ms)
-{
-    uint64_t deadline = tg__contain_now_ms() + wait_ms;
-    for (;;) {
-        if (rmdir(dir) == 0 || errno == ENOENT)
-            return 0;
-        /* EBUSY: tasks are still exiting (or a child cgroup is). Anything
-         * else (ENOTEMPTY in a fake tree, EACCES) will not go away. */
-        if (errno != EBUSY || tg__contain_now_ms() >= deadline)
-            return -errno;
-        tg__contain_sleep_ms(2);
-    }
-}
-
-/* Call <fn> for each pid in <dir>/cgroup.procs, streamed so a fork bomb's
- * long list never needs a big buffer. Returns the number of pids or -errno. */
-static long for_each_pid(const char *dir, void (*fn)(pid_t, void *), void *arg)
-{
-    char p[CG_FILE_MAX];
-    int rc = file_path(p, dir, "cgroup.procs");
-    if (rc < 0)
-        return rc;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    char chunk[CG_PROCS_CHUNK];
-    long count = 0;
-    uint64_t acc = 0;
-    bool have = false;
-    for (;;) {
-        ssize_t r = read(fd, chunk, sizeof chunk);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            count = -errno;
-            break;
-        }
-        for (ssize_t i = 0; i <= r; i++) {
-            /* r == 0 (EOF) flushes a number without a trailing newline */
-            if (i < r && chunk[i] >= '0' && chunk[i] <= '9') {
-                if (acc < (uint64_t)INT_MAX)
-                    acc = acc * 10 + (uint64_t)(chunk[i] - '0');
-                have = true;
-            } else if (have && (i < r || r == 0)) {
-                if (acc > 0 && acc <= (uint64_t)INT_MAX) {
-                    if (fn)
-                        fn((pid_t)acc, arg);
-                    count++;
-                }
-                acc = 0;
-                have = false;
-            }
-        }
-        if (r == 0)
-            break;
-    }
-    close(fd);
-    return count;
-}
-
-long tg__cg_nprocs(const char *dir)
-{
-    return for_each_pid(dir, NULL, NULL);
-}
-
-static void kill_one(pid_t pid, void *arg)
-{
-    (void)arg;
-    kill(pid, SIGKILL);
-}
-
-int tg__cg_kill_procs(const char *dir, unsigned rounds)
-{
-    for (unsigned i = 0; i < rounds; i++) {
-        long n = for_each_pid(dir, kill_one, NULL);
-        if (n == -ENOENT)
-            return 0; /* no such cgroup: nothing to kill */
-        if (n < 0)
-            return (int)n;
-        if (n == 0)
-            return 0;
-        /* Killed tasks leave cgroup.procs when they finish exiting. */
-        tg__contain_sleep_ms(1);
-    }
-    return tg__cg_nprocs(dir) == 0 ? 0 : -EAGAIN;
-}
-
-int tg__cg_kill_v2(const char *dir, unsigned wait_ms)
-{
-    int rc = tg__cg_write(dir, "cgroup.kill", "1");
-    if (rc < 0)
-        return rc;
-    uint64_t deadline = tg__contain_now_ms() + wait_ms;
-    for (;;) {
-        long n = tg__cg_nprocs(dir);
-        if (n <= 0)
-            return n < 0 && n != -ENOENT ? (int)n : 0;
-        if (tg__contain_now_ms() >= deadline)
-            return -EAGAIN;
-        tg__contain_sleep_ms(2);
-    }
-}
-
-void tg__enf_no(tg_contain_inst_t *ci, tg_res_t r, const char *backend, const char *fmt, ...)
-{
-    tg_enforced_item_t *it = &ci->enforced.r[r];
-    it->applied = false;
-    it->applied_value = 0;
-    it->backend = backend;
-    it->how = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(it->reason, sizeof it->reason, fmt, ap);
-    va_end(ap);
-}
+/* ---- rlimits of an instance ---- */
 
 void tg__contain_add_rlimit(tg_contain_inst_t *ci, int resource, uint64_t value)
 {
@@ -396,22 +130,6 @@ const char *tg_contain_kind_name(tg_contain_kind_t k)
     return "?";
 }
 
-const char *tg_res_name(tg_res_t r)
-{
-    static const char *const names[TG_RES_COUNT] = {
-        [TG_RES_MEMORY] = "memory",
-        [TG_RES_CPU] = "cpu",
-        [TG_RES_PIDS] = "pids",
-        [TG_RES_DISK] = "disk",
-        [TG_RES_NETWORK] = "network",
-        [TG_RES_NOFILE] = "nofile",
-        [TG_RES_FSIZE] = "fsize",
-        [TG_RES_BANDWIDTH] = "bandwidth",
-        [TG_RES_CONNECTIONS] = "connections",
-    };
-    return (unsigned)r < TG_RES_COUNT ? names[r] : "?";
-}
-
 void tg_contain_req_default(tg_contain_req_t *req)
 {
     memset(req, 0, sizeof *req);
@@ -422,332 +140,7 @@ void tg_contain_req_default(tg_contain_req_t *req)
     req->nofile = TG_CONTAIN_DEF_NOFILE;
 }
 
-/* ---- detection ---- */
-
-/* mountinfo escapes space, tab, newline and backslash as \ooo. */
-static void unescape_octal(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r;) {
-        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-            r[3] >= '0' && r[3] <= '7') {
-            *w++ = (char)(((r[1] - '0') << 6) | ((r[2] - '0') << 3) | (r[3] - '0'));
-            r += 4;
-        } else {
-            *w++ = *r++;
-        }
-    }
-    *w = '\0';
-}
-
-static bool has_token(const char *list, const char *tok, char sep)
-{
-    size_t tl = strlen(tok);
-    for (const char *p = list; p && *p;) {
-        const char *e = strchr(p, sep);
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == tl && strncmp(p, tok, tl) == 0)
-            return true;
-        p = e ? e + 1 : NULL;
-    }
-    return false;
-}
-
-typedef struct mnt {
-    bool found, ro;
-    char root[TG_CG_PATH_MAX];
-    char mount[TG_CG_PATH_MAX];
-} mnt_t;
-
-/* Bounded copy; <src> may lie inside <dst> (callers trim in place). */
-static void copy_str(char *dst, size_t cap, const char *src)
-{
-    if (cap == 0)
-        return;
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memmove(dst, src, n);
-    dst[n] = '\0';
-}
-
-static void set_mnt(mnt_t *m, const char *root, const char *mount, const char *opts)
-{
-    if (m->found)
-        return; /* the first mount of a hierarchy wins, as the kernel's own view */
-    m->found = true;
-    m->ro = has_token(opts, "ro", ',');
-    copy_str(m->root, sizeof m->root, root);
-    copy_str(m->mount, sizeof m->mount, mount);
-    unescape_octal(m->root);
-    unescape_octal(m->mount);
-}
-
-static void scan_mountinfo(const char *path, mnt_t m[TG_CG_NHIER])
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    char *line = NULL;
-    size_t lcap = 0;
-    while (getline(&line, &lcap, f) > 0) {
-        char *sep = strstr(line, " - ");
-        if (!sep)
-            continue;
-        *sep = '\0';
-        /* id parent maj:min root mountpoint options [optional...] */
-        char *fld[6] = {0};
-        char *save = NULL;
-        int n = 0;
-        for (char *t = strtok_r(line, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
-            fld[n++] = t;
-        if (n < 6)
-            continue;
-        char *save2 = NULL;
-        char *fstype = strtok_r(sep + 3, " ", &save2);
-        char *source = strtok_r(NULL, " ", &save2);
-        const char *super = strtok_r(NULL, " \n", &save2);
-        if (!fstype || !source)
-            continue;
-        if (!super)
-            super = "";
-        if (strcmp(fstype, "cgroup2") == 0) {
-            set_mnt(&m[TG_CG_V2], fld[3], fld[4], fld[5]);
-        } else if (strcmp(fstype, "cgroup") == 0) {
-            for (int i = TG_CG_MEMORY; i < TG_CG_NHIER; i++)
-                if (has_token(super, hier_names[i], ','))
-                    set_mnt(&m[i], fld[3], fld[4], fld[5]);
-        }
-    }
-    free(line);
-    fclose(f);
-}
-
-static void scan_self_cgroup(const char *path, char own[TG_CG_NHIER][TG_CG_PATH_MAX],
-                             bool have[TG_CG_NHIER])
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    char *line = NULL;
-    size_t lcap = 0;
-    while (getline(&line, &lcap, f) > 0) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':');
-        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c1 = '\0';
-        *c2 = '\0';
-        const char *ctrls = c1 + 1, *cgpath = c2 + 1;
-        if (strcmp(line, "0") == 0 && *ctrls == '\0') {
-            if (!have[TG_CG_V2]) {
-                copy_str(own[TG_CG_V2], TG_CG_PATH_MAX, cgpath);
-                have[TG_CG_V2] = true;
-            }
-            continue;
-        }
-        for (int i = TG_CG_MEMORY; i < TG_CG_NHIER; i++) {
-            if (!have[i] && has_token(ctrls, hier_names[i], ',')) {
-                copy_str(own[i], TG_CG_PATH_MAX, cgpath);
-                have[i] = true;
-            }
-        }
-    }
-    free(line);
-    fclose(f);
-}
-
-/* Own dir = mount point + our cgroup path relative to the mount's root
- * (a container may mount only a subtree). */
-static int resolve_own(tg_cg_hier_caps_t *h, const mnt_t *m, const char *own)
-{
-    const char *rel = own;
-    if (strcmp(m->root, "/") != 0) {
-        size_t rl = strlen(m->root);
-        if (strncmp(own, m->root, rl) != 0 || (own[rl] != '\0' && own[rl] != '/'))
-            return -ENOENT;
-        rel = own + rl;
-    }
-    while (*rel == '/')
-        rel++;
-    int n = *rel ? snprintf(h->own_dir, sizeof h->own_dir, "%s/%s", m->mount, rel)
-                 : snprintf(h->own_dir, sizeof h->own_dir, "%s", m->mount);
-    return (n < 0 || (size_t)n >= sizeof h->own_dir) ? -ENAMETOOLONG : 0;
-}
-
-/* Whether this process may create a network namespace. Probed in a child
- * so toolgate's own namespace never changes. */
-static bool probe_netns(void)
-{
-    pid_t p = fork();
-    if (p < 0)
-        return false;
-    if (p == 0)
-        _exit(unshare(CLONE_NEWNET) == 0 ? 0 : 1);
-    int st = 0;
-    while (waitpid(p, &st, 0) < 0) {
-        if (errno != EINTR)
-            return false;
-    }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-enum { CTL_CPU = 1, CTL_MEMORY = 2, CTL_PIDS = 4 };
-
-/* The controllers listed in <dir>/<file> as CTL_* bits. */
-static unsigned read_ctl_mask(const char *dir, const char *file)
-{
-    char buf[CG_READ_MAX];
-    unsigned mask = 0;
-    if (tg__cg_read(dir, file, buf, sizeof buf) < 0)
-        return 0;
-    buf[strcspn(buf, "\n")] = '\0';
-    /* cgroup.controllers lists "cpu memory"; a fake tree's subtree_control
-     * holds what was written ("+cpu +memory"): accept both. */
-    char *save = NULL;
-    for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-        if (*t == '+')
-            t++;
-        if (strcmp(t, "memory") == 0)
-            mask |= CTL_MEMORY;
-        else if (strcmp(t, "cpu") == 0)
-            mask |= CTL_CPU;
-        else if (strcmp(t, "pids") == 0)
-            mask |= CTL_PIDS;
-    }
-    return mask;
-}
-
-static void set_ctl_mask(tg_contain_caps_t *caps, unsigned mask)
-{
-    caps->v2_cpu = mask & CTL_CPU;
-    caps->v2_memory = mask & CTL_MEMORY;
-    caps->v2_pids = mask & CTL_PIDS;
-}
-
-/* "+cpu +memory +pids" for the bits of <mask>. */
-static void ctl_want(unsigned mask, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s%s%s", mask & CTL_CPU ? "+cpu " : "", mask & CTL_MEMORY ? "+memory " : "",
-             mask & CTL_PIDS ? "+pids " : "");
-    size_t n = strlen(buf);
-    if (n > 0)
-        buf[n - 1] = '\0';
-}
-
-/* Write <mask> to <dir>/cgroup.subtree_control: all at once, and when
- * that fails (one unavailable controller fails the whole write) one by
- * one, so the others are still enabled. */
-static void enable_ctls(const char *dir, unsigned mask)
-{
-    char want[64];
-    ctl_want(mask, want, sizeof want);
-    if (want[0] == '\0' || tg__cg_write(dir, "cgroup.subtree_control", want) == 0)
-        return;
-    for (unsigned bit = 1; bit <= CTL_PIDS; bit <<= 1) {
-        if (mask & bit) {
-            ctl_want(bit, want, sizeof want);
-            tg__cg_write(dir, "cgroup.subtree_control", want);
-        }
-    }
-}
-
-/* Whether the kernel has cgroup.kill (5.14+) as seen from <dir>: the root
- * cgroup never has the file (toolgate runs there in many containers), so
- * there a child cgroup answers, when one exists. */
-static bool has_cgroup_kill(const char *dir)
-{
-    if (tg__cg_exists(dir, "cgroup.kill"))
-        return true;
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return false;
-    int yes = -1;
-    struct dirent *e;
-    char child[TG_CG_PATH_MAX];
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.')
-            continue;
-        if ((size_t)snprintf(child, sizeof child, "%s/%s", dir, e->d_name) < sizeof child)
-            yes = tg__cg_exists(child, "cgroup.kill");
-        break; /* one child is enough: the file is there in all or none */
-    }
-    closedir(d);
-    if (yes >= 0)
-        return yes;
-    /* No child to ask: the kernel's version (cgroup.kill is 5.14's). */
-    struct utsname u;
-    unsigned major = 0, minor = 0;
-    return uname(&u) == 0 && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
-           (major > 5 || (major == 5 && minor >= 14));
-}
-
-void tg_contain_detect(tg_contain_caps_t *caps, const tg_contain_opts_t *opts)
-{
-    static const tg_contain_opts_t none;
-    if (!opts)
-        opts = &none;
-    memset(caps, 0, sizeof *caps);
-    caps->root = geteuid() == 0;
-
-    mnt_t *m = calloc(TG_CG_NHIER, sizeof *m);
-    char (*own)[TG_CG_PATH_MAX] = calloc(TG_CG_NHIER, sizeof *own);
-    bool have[TG_CG_NHIER] = {0};
-    if (m && own) {
-        scan_mountinfo(opts->mountinfo_path ? opts->mountinfo_path : "/proc/self/mountinfo", m);
-        scan_self_cgroup(opts->self_cgroup_path ? opts->self_cgroup_path : "/proc/self/cgroup",
-                         own, have);
-    }
-    for (int i = 0; i < TG_CG_NHIER; i++) {
-        tg_cg_hier_caps_t *h = &caps->h[i];
-        h->alias = -1;
-        if (!m || !own || !m[i].found) {
-            copy_str(h->why, sizeof h->why, "not mounted");
-            continue;
-        }
-        h->mounted = true;
-        copy_str(h->mount, sizeof h->mount, m[i].mount);
-        if (!have[i]) {
-            copy_str(h->why, sizeof h->why, "toolgate's cgroup is not listed in /proc/self/cgroup");
-            continue;
-        }
-        if (resolve_own(h, &m[i], own[i]) < 0) {
-            copy_str(h->why, sizeof h->why, "toolgate's cgroup lies outside the mounted subtree");
-            continue;
-        }
-        h->usable = true;
-        for (int j = TG_CG_MEMORY; i > TG_CG_MEMORY && j < i; j++) {
-            if (caps->h[j].mounted && strcmp(caps->h[j].mount, h->mount) == 0) {
-                h->alias = j;
-                break;
-            }
-        }
-        if (m[i].ro)
-            copy_str(h->why, sizeof h->why, "read-only mount");
-        else if (access(h->own_dir, W_OK) != 0)
-            snprintf(h->why, sizeof h->why, "own cgroup not writable: %s", strerror(errno));
-        else
-            h->writable = true;
-    }
-    free(m);
-    free(own);
-
-    if (caps->h[TG_CG_V2].usable) {
-        set_ctl_mask(caps, read_ctl_mask(caps->h[TG_CG_V2].own_dir, "cgroup.controllers"));
-        /* init checks again in the base it makes. */
-        caps->v2_kill = has_cgroup_kill(caps->h[TG_CG_V2].own_dir);
-    }
-    if (caps->h[TG_CG_MEMORY].usable)
-        caps->v1_memsw = tg__cg_exists(caps->h[TG_CG_MEMORY].own_dir, "memory.memsw.limit_in_bytes");
-    caps->netns = opts->skip_netns_probe ? false : probe_netns();
-    if (opts->skip_tmpfs_probe)
-        copy_str(caps->tmpfs_why, sizeof caps->tmpfs_why, "not probed");
-    else
-        caps->tmpfs = tg__ws_probe_tmpfs(caps->tmpfs_why, sizeof caps->tmpfs_why);
-}
-
-/* ---- init: orphans, base cgroups, backend choice ---- */
+/* ---- init: orphans, base cgroups, delegation (detection: contain_detect.c) ---- */
 
 static bool parse_base_name(const char *name, pid_t *pid)
 {
@@ -825,34 +218,6 @@ static unsigned clean_orphans(const tg_contain_t *c, int hi)
     return removed;
 }
 
-static bool hier_ok(const tg_contain_caps_t *caps, int i)
-{
-    return caps->h[i].usable && caps->h[i].writable;
-}
-
-static bool v1_any(const tg_contain_caps_t *caps)
-{
-    return hier_ok(caps, TG_CG_MEMORY) || hier_ok(caps, TG_CG_CPU) || hier_ok(caps, TG_CG_PIDS);
-}
-
-static bool v2_ctl(const tg_contain_caps_t *caps)
-{
-    return caps->v2_memory || caps->v2_cpu || caps->v2_pids;
-}
-
-static tg_contain_kind_t choose(const tg_contain_caps_t *caps)
-{
-    if (hier_ok(caps, TG_CG_V2) && v2_ctl(caps))
-        return TG_CONTAIN_CGROUP2;
-    if (v1_any(caps))
-        return TG_CONTAIN_CGROUP1;
-    /* cgroup2 without controllers still gives a kill switch and accounting
-     * of the whole tree; memory falls back to rlimits per resource. */
-    if (hier_ok(caps, TG_CG_V2))
-        return TG_CONTAIN_CGROUP2;
-    return TG_CONTAIN_RLIMIT;
-}
-
 static bool make_base(tg_contain_t *c, int i)
 {
     tg_cg_hier_caps_t *h = &c->caps.h[i];
@@ -860,10 +225,10 @@ static bool make_base(tg_contain_t *c, int i)
         if (c->base[h->alias][0] == '\0') {
             h->writable = false; /* keeps the backend choice loop finite */
             snprintf(h->why, sizeof h->why, "same mount as %s, which is not writable",
-                     hier_names[h->alias]);
+                     tg__cg_hier_name(h->alias));
             return false;
         }
-        copy_str(c->base[i], sizeof c->base[i], c->base[h->alias]);
+        tg__copy_str(c->base[i], sizeof c->base[i], c->base[h->alias]);
         return true;
     }
     char name[32];
@@ -890,15 +255,15 @@ static void v2_delegate(tg_contain_t *c)
 {
     tg_contain_caps_t *caps = &c->caps;
     tg_cg_hier_caps_t *h = &caps->h[TG_CG_V2];
-    unsigned want = (caps->v2_cpu ? CTL_CPU : 0) | (caps->v2_memory ? CTL_MEMORY : 0) |
-                    (caps->v2_pids ? CTL_PIDS : 0);
+    unsigned want = (caps->v2_cpu ? TG_CG_CTL_CPU : 0) | (caps->v2_memory ? TG_CG_CTL_MEMORY : 0) |
+                    (caps->v2_pids ? TG_CG_CTL_PIDS : 0);
     if (want == 0)
         return;
-    unsigned missing = want & ~read_ctl_mask(h->own_dir, "cgroup.subtree_control");
+    unsigned missing = want & ~tg__cg_read_ctls(h->own_dir, "cgroup.subtree_control");
     bool is_root = strcmp(h->own_dir, h->mount) == 0;
     if (missing && !is_root) {
         long others = 0, mine = 0;
-        char buf[CG_READ_MAX];
+        char buf[TG_CG_READ_MAX];
         if (tg__cg_read(h->own_dir, "cgroup.procs", buf, sizeof buf) >= 0) {
             char *save = NULL;
             for (char *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
@@ -911,7 +276,7 @@ static void v2_delegate(tg_contain_t *c)
         if (others > 0) {
             snprintf(c->why, sizeof c->why,
                      "cgroup2 controllers not delegated: toolgate's cgroup holds other processes");
-            set_ctl_mask(caps, 0);
+            tg__caps_set_ctls(caps, 0);
             return;
         }
         if (mine > 0) {
@@ -922,11 +287,11 @@ static void v2_delegate(tg_contain_t *c)
         }
     }
     if (missing)
-        enable_ctls(h->own_dir, missing);
-    enable_ctls(c->base[TG_CG_V2], want);
+        tg__cg_enable_ctls(h->own_dir, missing);
+    tg__cg_enable_ctls(c->base[TG_CG_V2], want);
     /* What the base actually enables is what instances get. */
-    set_ctl_mask(caps, read_ctl_mask(c->base[TG_CG_V2], "cgroup.subtree_control"));
-    if (!v2_ctl(caps))
+    tg__caps_set_ctls(caps, tg__cg_read_ctls(c->base[TG_CG_V2], "cgroup.subtree_control"));
+    if (!tg__caps_v2_ctl(caps))
         snprintf(c->why, sizeof c->why,
                  "cgroup2 controllers could not be enabled below toolgate's cgroup");
 }
@@ -947,7 +312,7 @@ static const tg_contain_ops_t *ops_for(tg_contain_kind_t k)
 static bool make_bases(tg_contain_t *c, tg_contain_kind_t k)
 {
     if (k == TG_CONTAIN_CGROUP2) {
-        if (!hier_ok(&c->caps, TG_CG_V2) || !make_base(c, TG_CG_V2))
+        if (!tg__caps_hier_ok(&c->caps, TG_CG_V2) || !make_base(c, TG_CG_V2))
             return false;
         c->caps.v2_kill = tg__cg_exists(c->base[TG_CG_V2], "cgroup.kill");
         return true;
@@ -955,12 +320,12 @@ static bool make_bases(tg_contain_t *c, tg_contain_kind_t k)
     if (k == TG_CONTAIN_CGROUP1) {
         bool any = false;
         for (int i = TG_CG_MEMORY; i < TG_CG_NHIER; i++) {
-            if (hier_ok(&c->caps, i) && make_base(c, i) && i != TG_CG_CPUACCT)
+            if (tg__caps_hier_ok(&c->caps, i) && make_base(c, i) && i != TG_CG_CPUACCT)
                 any = true;
         }
         /* Hybrid hosts: the unified hierarchy beside v1 brings cgroup.kill
          * and a cpu.stat that works without any controller. */
-        if (any && hier_ok(&c->caps, TG_CG_V2) && make_base(c, TG_CG_V2))
+        if (any && tg__caps_hier_ok(&c->caps, TG_CG_V2) && make_base(c, TG_CG_V2))
             c->caps.v2_kill = tg__cg_exists(c->base[TG_CG_V2], "cgroup.kill");
         return any;
     }
@@ -989,11 +354,11 @@ int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *er
     if (c->mode == TG_CONTAIN_OFF) {
         c->kind = TG_CONTAIN_NONE;
         c->ops = ops_for(c->kind);
-        copy_str(c->why, sizeof c->why, "containment.mode is off");
+        tg__copy_str(c->why, sizeof c->why, "containment.mode is off");
         return 0;
     }
     for (int i = 0; i < TG_CG_NHIER; i++) {
-        if (hier_ok(&c->caps, i) && c->caps.h[i].alias < 0)
+        if (tg__caps_hier_ok(&c->caps, i) && c->caps.h[i].alias < 0)
             c->orphans_removed += clean_orphans(c, i);
     }
 
@@ -1002,7 +367,7 @@ int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *er
         /* A failed mkdir marks its hierarchy unwritable, so each round
          * picks a weaker backend; rlimit always succeeds. */
         for (;;) {
-            k = choose(&c->caps);
+            k = tg__contain_choose(&c->caps);
             if (make_bases(c, k))
                 break;
             remove_bases(c);
@@ -1026,10 +391,11 @@ int tg_contain_init(tg_contain_t *c, const tg_contain_opts_t *opts, tg_err_t *er
         c->watch_errno = -tg__contain_watch_start(c);
     if (c->why[0] == '\0') {
         if (k == TG_CONTAIN_RLIMIT)
-            copy_str(c->why, sizeof c->why, "no writable cgroup hierarchy below toolgate's cgroup");
-        else if (k == TG_CONTAIN_CGROUP1 && hier_ok(&c->caps, TG_CG_V2))
-            copy_str(c->why, sizeof c->why,
-                     "controllers on cgroup v1; the cgroup2 mount adds cgroup.kill");
+            tg__copy_str(c->why, sizeof c->why,
+                         "no writable cgroup hierarchy below toolgate's cgroup");
+        else if (k == TG_CONTAIN_CGROUP1 && tg__caps_hier_ok(&c->caps, TG_CG_V2))
+            tg__copy_str(c->why, sizeof c->why,
+                         "controllers on cgroup v1; the cgroup2 mount adds cgroup.kill");
     }
     return 0;
 }
@@ -1114,43 +480,6 @@ static void common_limits(tg_contain_inst_t *ci)
     net_requests(ci);
 }
 
-static void format_value(tg_res_t r, uint64_t v, char *buf, size_t cap)
-{
-    switch (r) {
-    case TG_RES_MEMORY:
-    case TG_RES_DISK:
-    case TG_RES_FSIZE: tg_unit_fmt_bytes(buf, (int)cap, v); break;
-    case TG_RES_CPU: snprintf(buf, cap, "%" PRIu64 "m", v); break;
-    case TG_RES_NETWORK: snprintf(buf, cap, "none"); break;
-    case TG_RES_BANDWIDTH: tg_unit_fmt_bandwidth(buf, (int)cap, v); break;
-    default: snprintf(buf, cap, "%" PRIu64, v); break;
-    }
-}
-
-void tg_enforced_init(tg_enforced_t *e, tg_contain_kind_t kind, tg_contain_mode_t mode,
-                      const tg_contain_req_t *req)
-{
-    const uint64_t val[TG_RES_COUNT] = {
-        [TG_RES_MEMORY] = req->memory_bytes,
-        [TG_RES_CPU] = req->cpu_millicores,
-        [TG_RES_PIDS] = req->pids,
-        [TG_RES_DISK] = req->disk_bytes,
-        [TG_RES_NETWORK] = req->network_none,
-        [TG_RES_NOFILE] = req->nofile,
-        [TG_RES_FSIZE] = req->fsize,
-        [TG_RES_BANDWIDTH] = req->bandwidth_bps,
-        [TG_RES_CONNECTIONS] = req->max_connections,
-    };
-    memset(e, 0, sizeof *e);
-    e->backend = tg_contain_kind_name(kind);
-    e->mode = mode;
-    for (int r = 0; r < TG_RES_COUNT; r++) {
-        e->r[r].requested = val[r] != 0;
-        e->r[r].value = val[r];
-        e->r[r].backend = "none";
-    }
-}
-
 int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_req_t *req,
                       tg_contain_inst_t **out, tg_err_t *err)
 {
@@ -1190,7 +519,7 @@ int tg_contain_create(tg_contain_t *c, const char *agent_id, const tg_contain_re
     tg_res_t miss;
     if (c->mode == TG_CONTAIN_REQUIRED && !tg_enforced_complete(e, &miss)) {
         char v[32];
-        format_value(miss, e->r[miss].value, v, sizeof v);
+        tg__res_fmt_value(miss, e->r[miss].value, v, sizeof v);
         tg_err_set(err, -EPERM,
                    "containment required: agent '%s': %s %s is not enforced on this host: %s",
                    agent, tg_res_name(miss), v, e->r[miss].reason);
@@ -1221,12 +550,12 @@ void tg_contain_place(const tg_contain_inst_t *ci, tg_contain_place_t *pl)
     pl->uid = ci->req.uid;
     pl->gid = ci->req.gid;
     if (ci->ws_kind == TG_WORKSPACE_TMPFS) {
-        copy_str(pl->tmpfs_dir, sizeof pl->tmpfs_dir, ci->ws_path);
+        tg__copy_str(pl->tmpfs_dir, sizeof pl->tmpfs_dir, ci->ws_path);
         pl->tmpfs_bytes = ci->enforced.r[TG_RES_DISK].applied_value;
         pl->tmpfs_inodes = tg__ws_tmpfs_inodes(pl->tmpfs_bytes);
     }
     if (ci->ws_kind != TG_WORKSPACE_AUTO)
-        copy_str(pl->workdir, sizeof pl->workdir, ci->ws_dir);
+        tg__copy_str(pl->workdir, sizeof pl->workdir, ci->ws_dir);
 }
 
 void tg_contain_set_pid(tg_contain_inst_t *ci, pid_t pid)
@@ -1324,178 +653,3 @@ int tg_contain_destroy(tg_contain_inst_t *ci)
     return rc;
 }
 
-/* ---- report ---- */
-
-void tg_enforced_set(tg_enforced_t *e, tg_res_t r, bool applied, uint64_t applied_value,
-                     const char *backend, const char *how, const char *reason)
-{
-    tg_enforced_item_t *it = &e->r[r];
-    it->applied = applied;
-    it->applied_value = applied ? applied_value : 0;
-    it->backend = backend ? backend : "none";
-    it->how = applied ? how : NULL;
-    copy_str(it->reason, sizeof it->reason, applied || !reason ? "" : reason);
-}
-
-bool tg_enforced_complete(const tg_enforced_t *e, tg_res_t *first_missing)
-{
-    for (int r = 0; r < TG_RES_COUNT; r++) {
-        if (e->r[r].requested && !e->r[r].applied) {
-            if (first_missing)
-                *first_missing = (tg_res_t)r;
-            return false;
-        }
-    }
-    return true;
-}
-
-typedef struct sbuf {
-    char *p;
-    size_t cap, len;
-    bool over;
-} sbuf_t;
-
-static void sb_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf_t *b, const char *fmt, ...)
-{
-    if (b->over)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= b->cap - b->len) {
-        b->over = true;
-        b->p[b->len] = '\0';
-        return;
-    }
-    b->len += (size_t)n;
-}
-
-static void sb_json_str(sbuf_t *b, const char *s)
-{
-    sb_printf(b, "\"");
-    for (; *s && !b->over; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            sb_printf(b, "\\%c", ch);
-        else if (ch < 0x20)
-            sb_printf(b, "\\u%04x", ch);
-        else
-            sb_printf(b, "%c", ch);
-    }
-    sb_printf(b, "\"");
-}
-
-int tg_enforced_json(const tg_enforced_t *e, char *buf, size_t cap)
-{
-    if (cap == 0)
-        return -ENOSPC;
-    sbuf_t b = {.p = buf, .cap = cap};
-    buf[0] = '\0';
-    sb_printf(&b, "{");
-    bool first = true;
-    for (int r = 0; r < TG_RES_COUNT; r++) {
-        const tg_enforced_item_t *it = &e->r[r];
-        if (!it->requested)
-            continue;
-        sb_printf(&b, "%s\"%s\":{\"requested\":", first ? "" : ",", tg_res_name((tg_res_t)r));
-        first = false;
-        if (r == TG_RES_NETWORK)
-            sb_printf(&b, "\"none\"");
-        else
-            sb_printf(&b, "%" PRIu64, it->value);
-        sb_printf(&b, ",\"applied\":%s,\"backend\":", it->applied ? "true" : "false");
-        sb_json_str(&b, it->backend ? it->backend : "none");
-        if (it->applied) {
-            if (r != TG_RES_NETWORK && it->applied_value != it->value)
-                sb_printf(&b, ",\"applied_value\":%" PRIu64, it->applied_value);
-            sb_printf(&b, ",\"how\":");
-            sb_json_str(&b, it->how ? it->how : "");
-        } else {
-            sb_printf(&b, ",\"reason\":");
-            sb_json_str(&b, it->reason);
-        }
-        sb_printf(&b, "}");
-    }
-    sb_printf(&b, "}");
-    return b.over ? -ENOSPC : (int)b.len;
-}
-
-int tg_enforced_text(const tg_enforced_t *e, char *buf, size_t cap)
-{
-    if (cap == 0)
-        return -ENOSPC;
-    sbuf_t b = {.p = buf, .cap = cap};
-    buf[0] = '\0';
-    /* The first column fits the longest requested name ("connections"
-     * only when asked for), so the usual table keeps its shape. */
-    int w = 8;
-    for (int r = 0; r < TG_RES_COUNT; r++)
-        if (e->r[r].requested && (int)strlen(tg_res_name((tg_res_t)r)) > w)
-            w = (int)strlen(tg_res_name((tg_res_t)r));
-    sb_printf(&b, "%-*s %-10s %-7s %-8s %s\n", w, "resource", "requested", "applied", "backend",
-              "how / why not");
-    for (int r = 0; r < TG_RES_COUNT; r++) {
-        const tg_enforced_item_t *it = &e->r[r];
-        if (!it->requested)
-            continue;
-        char v[32];
-        format_value((tg_res_t)r, it->value, v, sizeof v);
-        const char *detail = it->applied ? (it->how ? it->how : "") : it->reason;
-        sb_printf(&b, "%-*s %-10s %-7s %-8s %s", w, tg_res_name((tg_res_t)r), v,
-                  it->applied ? "yes" : "NO", it->backend ? it->backend : "none", detail);
-        if (it->applied && r != TG_RES_NETWORK && it->applied_value != it->value) {
-            char av[32];
-            format_value((tg_res_t)r, it->applied_value, av, sizeof av);
-            sb_printf(&b, " (enforced as %s)", av);
-        }
-        sb_printf(&b, "\n");
-    }
-    return b.over ? -ENOSPC : (int)b.len;
-}
-
-int tg_contain_caps_text(const tg_contain_t *c, char *buf, size_t cap)
-{
-    if (cap == 0)
-        return -ENOSPC;
-    sbuf_t b = {.p = buf, .cap = cap};
-    buf[0] = '\0';
-    const tg_contain_caps_t *k = &c->caps;
-    sb_printf(&b, "containment: backend %s, mode %s%s%s\n", tg_contain_kind_name(c->kind),
-              tg_contain_mode_name(c->mode), c->why[0] ? "; " : "", c->why);
-    for (int i = 0; i < TG_CG_NHIER; i++) {
-        const tg_cg_hier_caps_t *h = &k->h[i];
-        sb_printf(&b, "  %-8s ", hier_names[i]);
-        if (!h->usable) {
-            sb_printf(&b, "unavailable: %s\n", h->why);
-            continue;
-        }
-        sb_printf(&b, "%s %s", h->own_dir, h->writable ? "writable" : "read-only");
-        if (!h->writable && h->why[0])
-            sb_printf(&b, " (%s)", h->why);
-        if (i == TG_CG_V2)
-            sb_printf(&b, ", controllers:%s%s%s%s, cgroup.kill %s", k->v2_memory ? " memory" : "",
-                      k->v2_cpu ? " cpu" : "", k->v2_pids ? " pids" : "", v2_ctl(k) ? "" : " none",
-                      k->v2_kill ? "yes" : "no");
-        if (i == TG_CG_MEMORY)
-            sb_printf(&b, ", swap accounting %s", k->v1_memsw ? "yes" : "no");
-        if (h->alias >= 0)
-            sb_printf(&b, " (same mount as %s)", hier_names[h->alias]);
-        sb_printf(&b, "\n");
-    }
-    sb_printf(&b, "  netns    %s\n", k->netns ? "available" : "unavailable");
-    if (k->tmpfs)
-        sb_printf(&b, "  tmpfs    available: workspaces are per-instance tmpfs mounts\n");
-    else
-        sb_printf(&b, "  tmpfs    unavailable%s%s: workspaces are scanned\n",
-                  k->tmpfs_why[0] ? ": " : "", k->tmpfs_why);
-    if (c->orphans_removed)
-        sb_printf(&b, "  removed %u cgroup tree(s) of dead toolgate processes\n", c->orphans_removed);
-    if (c->watching)
-        sb_printf(&b, "  watchdog kills every agent's cgroup if toolgate dies\n");
-    else if (c->watch_errno)
-        sb_printf(&b, "  no watchdog (%s): an agent's children outlive a killed toolgate\n",
-                  strerror(c->watch_errno));
-    return b.over ? -ENOSPC : (int)b.len;
-}

@@ -1,6 +1,9 @@
-/* Containment internals shared by contain.c and the backend files
- * (contain_cgroup2.c, contain_cgroup1.c, contain_rlimit.c, contain_none.c).
- * Not for use outside limits/.
+/* Containment internals shared by the files of containment: contain.c,
+ * its cgroupfs file helpers (contain_cgfs.c), detection
+ * (contain_detect.c), the enforcement report (contain_report.c), the
+ * backend files (contain_cgroup2.c, contain_cgroup1.c, contain_rlimit.c,
+ * contain_none.c), the watchdog (contain_watch.c) and the workspaces
+ * (contain_ws.c). Not for use outside limits/.
  *
  * A backend is a table of function pointers (after crun's cgroup
  * backends). Each one handles memory, cpu and pids; contain.c does the
@@ -11,6 +14,8 @@
  */
 #ifndef TG_LIMITS_CONTAIN_IMPL_H
 #define TG_LIMITS_CONTAIN_IMPL_H
+
+#include <string.h>
 
 #include "limits/contain.h"
 
@@ -37,7 +42,15 @@ extern const tg_contain_ops_t tg__contain_cgroup1_ops;
 extern const tg_contain_ops_t tg__contain_rlimit_ops;
 extern const tg_contain_ops_t tg__contain_none_ops;
 
-/* ---- cgroupfs file helpers (contain.c) ---- */
+/* ---- cgroupfs file helpers (contain_cgfs.c) ---- */
+
+#define TG_CG_READ_MAX 4096 /* fixed internal bound: interface files we parse are small */
+
+/* The controllers toolgate delegates, as bits of a mask. */
+enum { TG_CG_CTL_CPU = 1, TG_CG_CTL_MEMORY = 2, TG_CG_CTL_PIDS = 4 };
+
+/* Interface files are opened without following a symbolic link in the
+ * file's own place (-ELOOP); see contain_cgfs.c. */
 
 /* Write <val> to <dir>/<file> in one write(2). 0 or -errno. */
 int tg__cg_write(const char *dir, const char *file, const char *val);
@@ -68,15 +81,61 @@ int tg__cg_kill_procs(const char *dir, unsigned rounds);
  * cgroup.procs to empty. 0, -EAGAIN when still populated, or -errno. */
 int tg__cg_kill_v2(const char *dir, unsigned wait_ms);
 
+/* The controllers listed in <dir>/<file> (cgroup.controllers: "cpu
+ * memory"; cgroup.subtree_control of a fake tree: "+cpu +memory") as
+ * TG_CG_CTL_* bits; 0 when the file cannot be read. */
+unsigned tg__cg_read_ctls(const char *dir, const char *file);
+/* Enable the controllers of <mask> in <dir>/cgroup.subtree_control, as
+ * many as the kernel takes (read them back with tg__cg_read_ctls). */
+void tg__cg_enable_ctls(const char *dir, unsigned mask);
+
 /* Monotonic milliseconds and a sleep, for the bounded waits above. */
 uint64_t tg__contain_now_ms(void);
 void tg__contain_sleep_ms(unsigned ms);
 
+/* ---- shared by the files of containment ---- */
+
+/* Add an rlimit to <ci> (replacing one of the same resource); contain.c. */
+void tg__contain_add_rlimit(tg_contain_inst_t *ci, int resource, uint64_t value);
+
+/* Bounded copy of <src> into <dst> of <cap> bytes, cut to fit and always
+ * NUL-terminated (cap > 0); <src> may lie inside <dst> (callers trim in
+ * place). */
+static inline void tg__copy_str(char *dst, size_t cap, const char *src)
+{
+    if (cap == 0)
+        return;
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memmove(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* ---- detection (contain_detect.c) ---- */
+
+/* The name of hierarchy <i> (TG_CG_V2 .. TG_CG_PIDS): "cgroup2" or the v1
+ * controller's, as /proc/self/cgroup and `toolgate check` spell it. */
+const char *tg__cg_hier_name(int i);
+/* True when hierarchy <i> of <caps> is usable and toolgate may write its
+ * own cgroup there. */
+bool tg__caps_hier_ok(const tg_contain_caps_t *caps, int i);
+/* True when cgroup2 offers at least one controller toolgate uses. */
+bool tg__caps_v2_ctl(const tg_contain_caps_t *caps);
+/* Set the v2 controller flags of <caps> from TG_CG_CTL_* bits. */
+void tg__caps_set_ctls(tg_contain_caps_t *caps, unsigned mask);
+/* The best backend <caps> allow, for containment.backend "auto": cgroup2
+ * with a controller, then cgroup1, then cgroup2 alone, then rlimit. */
+tg_contain_kind_t tg__contain_choose(const tg_contain_caps_t *caps);
+
+/* ---- the enforcement report (contain_report.c) ---- */
+
 /* Fill ci->enforced item <r> as not applied with a formatted reason. */
 void tg__enf_no(tg_contain_inst_t *ci, tg_res_t r, const char *backend, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Add an rlimit to <ci> (replacing one of the same resource). */
-void tg__contain_add_rlimit(tg_contain_inst_t *ci, int resource, uint64_t value);
+/* <v> of resource <r> in its unit ("512Mi", "500m", "none", "10Mbps")
+ * into <buf> of <cap> bytes, as the report's table shows it. */
+void tg__res_fmt_value(tg_res_t r, uint64_t v, char *buf, size_t cap);
 
 /* ---- process tree (contain_rlimit.c) ---- */
 

@@ -11,7 +11,7 @@
  *
  * store_redis.c's opening comment describes the store as a whole.
  * Convention: runtime calls return 0 or a negative errno (or a bool where
- * the comment says so); nothing here fills a tg_cfg_err_t.
+ * the comment says so); nothing here fills a tg_err_t.
  */
 #ifndef TG_LIMITS_STORE_REDIS_IMPL_H
 #define TG_LIMITS_STORE_REDIS_IMPL_H

@@ -27,6 +27,7 @@
 #include "router/admin/admin.h"
 #include "router/cli/cli.h"
 #include "router/gateway/metrics.h"
+#include "router/admin/metrics_enc.h"
 #include "tests/tg_harness.h"
 
 #define CANARY "SECRET-CANARY-4242"

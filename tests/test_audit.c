@@ -40,6 +40,7 @@ static tg_audit_ev_t full_event(void)
     ev.code = "rate_limit_exceeded";
     ev.stage = "timed_out";
     ev.reason = "deadline";
+    ev.key = "agents[0].tools.web";
     ev.limit.type = "rate";
     ev.limit.scope = "tool";
     ev.limit.name = "agents.search.tools.web.rate_limit";
@@ -65,7 +66,8 @@ static const char FULL_LINE[] =
     "\"correlation_id\":\"corr-7\",\"call_id\":\"42\",\"agent\":\"search\",\"tool\":\"web\","
     "\"caller\":\"ci-bot\",\"front\":\"http\",\"session\":\"0123456789abcdef\","
     "\"remote\":\"[::1]:5123\",\"status\":\"error\",\"code\":\"rate_limit_exceeded\","
-    "\"stage\":\"timed_out\",\"reason\":\"deadline\",\"limit\":{\"type\":\"rate\","
+    "\"stage\":\"timed_out\",\"reason\":\"deadline\",\"key\":\"agents[0].tools.web\","
+    "\"limit\":{\"type\":\"rate\","
     "\"scope\":\"tool\",\"name\":\"agents.search.tools.web.rate_limit\",\"observed\":11,"
     "\"cap\":10},\"duration_ms\":1500,\"bytes_in\":123,\"bytes_out\":0,"
     "\"retry_after_ms\":6000,\"count\":3,\"pid\":4242,\"attempt\":2,\"backoff_ms\":200,"

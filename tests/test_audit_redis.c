@@ -329,7 +329,7 @@ Test(audit_redis, maxlen_trims_the_stream)
 Test(audit_redis, config_redis_stream_sink)
 {
     tg_config_t cfg;
-    tg_cfg_err_t err;
+    tg_err_t err;
     static const char good[] =
         "{\"audit\":{\"sinks\":[{\"kind\":\"redis_stream\",\"url\":\"redis://:pw@10.0.0.5:6380/2\","
         "\"stream\":\"audit:a\",\"maxlen\":5000,\"spool\":\"/var/spool/tg\","

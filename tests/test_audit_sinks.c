@@ -703,7 +703,7 @@ Test(sinks, open_failure_of_a_later_sink_names_it)
 /* ---- config ------------------------------------------------------------------ */
 
 static tg_config_t cfg;
-static tg_cfg_err_t cerr;
+static tg_err_t cerr;
 
 static void cfg_setup(void)
 {

@@ -115,7 +115,7 @@ static void need_root(void)
 static void init_cgroup_ctx(tg_contain_t *c)
 {
     need_root();
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = TG_CONTAIN_BEST_EFFORT};
     cr_assert_eq(tg_contain_init(c, &o, &err), 0, "%s", err.msg);
     if (c->kind != TG_CONTAIN_CGROUP1 && c->kind != TG_CONTAIN_CGROUP2) {
@@ -127,7 +127,7 @@ static void init_cgroup_ctx(tg_contain_t *c)
 static tg_contain_inst_t *create_or_skip(tg_contain_t *c, const tg_contain_req_t *q, tg_res_t need,
                                          const char *need_backend)
 {
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_inst_t *ci = NULL;
     cr_assert_eq(tg_contain_create(c, "hog", q, &ci, &err), 0, "%s", err.msg);
     const tg_enforced_item_t *it = &ci->enforced.r[need];
@@ -225,7 +225,7 @@ Test(contain, mode_and_kind_names)
 /* A forced rlimit context without the netns probe: deterministic on any host. */
 static void init_rlimit_ctx(tg_contain_t *c, tg_contain_mode_t mode)
 {
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = mode, .backend = TG_CONTAIN_RLIMIT, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(c, &o, &err), 0, "%s", err.msg);
     cr_assert_eq(c->kind, TG_CONTAIN_RLIMIT);
@@ -238,7 +238,7 @@ static tg_contain_inst_t *rlimit_create(tg_contain_t *c, const char *name,
 {
     init_rlimit_ctx(c, TG_CONTAIN_BEST_EFFORT);
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(c, name, q, &ci, &err), 0, "%s", err.msg);
     return ci;
 }
@@ -334,13 +334,88 @@ Test(contain, report_json_and_text)
     cr_assert_eq(tg_contain_fini(&c), 0);
 }
 
+/* The report writers alone, on a report built by hand (no host, no
+ * backend): every member shape, the escaping of what a reason may hold,
+ * and every capacity below the length refused with no cut object. */
+Test(contain, report_writers_on_a_fixed_report)
+{
+    tg_contain_req_t q = {.memory_bytes = 64 * MiB, .cpu_millicores = 500, .pids = 32,
+                          .network_none = true, .bandwidth_bps = 1000000, .max_connections = 8};
+    tg_enforced_t e;
+    tg_enforced_init(&e, TG_CONTAIN_CGROUP2, TG_CONTAIN_BEST_EFFORT, &q);
+    tg_enforced_set(&e, TG_RES_MEMORY, true, 64 * MiB, "cgroup2", "memory.max", NULL);
+    tg_enforced_set(&e, TG_RES_CPU, true, 510, "cgroup2", "cpu.max", "ignored when applied");
+    /* A workspace path may hold any UTF-8 but no control byte (config
+     * refuses those); a reason is cut at TG_REASON_MAX, possibly inside a
+     * character, which the JSON writes as U+FFFD. */
+    tg_enforced_set(&e, TG_RES_PIDS, false, 0, "cgroup2",
+                    "how is ignored when not applied", "workspace /srv/\"q\"\\caf\xc3\xa9/\xe2\x82");
+    tg_enforced_set(&e, TG_RES_NETWORK, true, 1, "netns", "unshare(CLONE_NEWNET)", NULL);
+    tg_enforced_set(&e, TG_RES_BANDWIDTH, true, 1000000, "netns", NULL, NULL);
+
+    char buf[2048];
+    const char *want =
+        "{\"memory\":{\"requested\":67108864,\"applied\":true,\"backend\":\"cgroup2\","
+        "\"how\":\"memory.max\"},"
+        "\"cpu\":{\"requested\":500,\"applied\":true,\"backend\":\"cgroup2\","
+        "\"applied_value\":510,\"how\":\"cpu.max\"},"
+        "\"pids\":{\"requested\":32,\"applied\":false,\"backend\":\"cgroup2\","
+        "\"reason\":\"workspace /srv/\\\"q\\\"\\\\caf\xc3\xa9/\\ufffd\\ufffd\"},"
+        "\"network\":{\"requested\":\"none\",\"applied\":true,\"backend\":\"netns\","
+        "\"how\":\"unshare(CLONE_NEWNET)\"},"
+        "\"bandwidth\":{\"requested\":1000000,\"applied\":true,\"backend\":\"netns\","
+        "\"how\":\"\"},"
+        "\"connections\":{\"requested\":8,\"applied\":false,\"backend\":\"none\","
+        "\"reason\":\"\"}}";
+    int n = tg_enforced_json(&e, buf, sizeof buf);
+    cr_assert_str_eq(buf, want);
+    cr_assert_eq(n, (int)strlen(want));
+    json_error_t je;
+    json_t *j = json_loads(buf, 0, &je);
+    cr_assert_not_null(j, "valid JSON: %s", je.text);
+    json_decref(j);
+    for (size_t cap = 0; cap <= (size_t)n; cap++) {
+        memset(buf, 'Z', sizeof buf);
+        cr_assert_eq(tg_enforced_json(&e, buf, cap), -ENOSPC, "cap %zu", cap);
+        cr_assert(cap == 0 ? buf[0] == 'Z' : buf[0] == '\0', "cap %zu: no cut object", cap);
+        cr_assert_eq(buf[cap], 'Z', "cap %zu: nothing written past it", cap);
+    }
+    cr_assert_eq(tg_enforced_json(&e, buf, (size_t)n + 1), n);
+
+    /* "connections" widens the first column; values in their units */
+    n = tg_enforced_text(&e, buf, sizeof buf);
+    cr_assert_str_eq(
+        buf,
+        "resource    requested  applied backend  how / why not\n"
+        "memory      64Mi       yes     cgroup2  memory.max\n"
+        "cpu         500m       yes     cgroup2  cpu.max (enforced as 510m)\n"
+        "pids        32         NO      cgroup2  workspace /srv/\"q\"\\caf\xc3\xa9/\xe2\x82\n"
+        "network     none       yes     netns    unshare(CLONE_NEWNET)\n"
+        "bandwidth   1Mbps      yes     netns    \n"
+        "connections 8          NO      none     \n");
+    cr_assert_eq(n, (int)strlen(buf));
+    cr_assert_eq(tg_enforced_text(&e, buf, (size_t)n), -ENOSPC);
+
+    tg_res_t miss;
+    cr_assert_not(tg_enforced_complete(&e, &miss));
+    cr_assert_eq(miss, TG_RES_PIDS);
+
+    /* nothing requested: an empty object and the header alone */
+    tg_contain_req_t none = {0};
+    tg_enforced_init(&e, TG_CONTAIN_NONE, TG_CONTAIN_OFF, &none);
+    cr_assert_eq(tg_enforced_json(&e, buf, sizeof buf), 2);
+    cr_assert_str_eq(buf, "{}");
+    cr_assert_eq(tg_enforced_json(&e, buf, 2), -ENOSPC);
+    cr_assert(tg_enforced_complete(&e, NULL));
+}
+
 Test(contain, required_refuses_what_the_host_cannot_enforce)
 {
     tg_contain_t c;
     init_rlimit_ctx(&c, TG_CONTAIN_REQUIRED);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB, .cpu_millicores = 500};
     tg_contain_inst_t *ci = (tg_contain_inst_t *)&c; /* must be reset to NULL */
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "search", &q, &ci, &err), -EPERM);
     cr_assert_null(ci);
     cr_assert_str_eq(err.msg, "containment required: agent 'search': cpu 500m is not enforced on "
@@ -392,7 +467,7 @@ Test(contain, network_requests_are_reported_and_required_refuses_them)
     tg_contain_destroy(ci);
     tg_contain_fini(&c);
 
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     init_rlimit_ctx(&c, TG_CONTAIN_REQUIRED);
     cr_assert_eq(tg_contain_create(&c, "net", &q, &ci, &err), -EPERM);
     cr_assert_null(ci);
@@ -467,7 +542,7 @@ Test(contain, rlimits_held_to_toolgates_hard_limit, .timeout = 30)
 
     /* Said once per agent and value: the next instance is quiet. */
     tg_contain_inst_t *ci2 = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "agent", &q, &ci2, &err), 0, "%s", err.msg);
     cr_assert_eq(ci2->enforced.r[TG_RES_NOFILE].applied_value, 512);
     cr_assert_eq(nnotices, 1);
@@ -500,7 +575,7 @@ Test(contain, shim_lowers_an_rlimit_above_its_hard_limit, .timeout = 30)
 Test(contain, mode_off_applies_nothing_and_says_so)
 {
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = TG_CONTAIN_OFF, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0);
     cr_assert_eq(c.kind, TG_CONTAIN_NONE);
@@ -625,7 +700,7 @@ Test(contain, cgroup2_writes_on_a_fake_tree)
     fake_t f;
     fake_tree(&f, "4242\n");
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
                            .self_pid = 4242, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0, "%s", err.msg);
@@ -738,12 +813,52 @@ Test(contain, cgroup_kill_detected_from_a_child_of_the_root)
     tgh_rmtree(f.root);
 }
 
+/* An interface file is never opened through a symbolic link: a tree that
+ * is not cgroupfs (cgroupfs holds no links) cannot turn a write toolgate
+ * makes as root into a write elsewhere, nor feed it another file's text. */
+Test(contain, cgroup_files_are_not_followed_through_links)
+{
+    fake_t f;
+    fake_tree(&f, "4242\n");
+    char outside[300], p[800], buf[256];
+    snprintf(outside, sizeof outside, "%s/outside", f.root);
+    tgh_put(f.root, "outside", "precious\n");
+    snprintf(p, sizeof p, "%s/memory.max", f.inst);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(symlink(outside, p), 0);
+    snprintf(outside, sizeof outside, "%s/number", f.root);
+    tgh_put(f.root, "number", "999\n");
+    snprintf(p, sizeof p, "%s/memory.current", f.inst);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(symlink(outside, p), 0);
+
+    tg_contain_t c;
+    tg_err_t err = {{0}};
+    tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
+                           .self_pid = 4242, .skip_netns_probe = true};
+    cr_assert_eq(tg_contain_init(&c, &o, &err), 0, "%s", err.msg);
+    tg_contain_req_t q = {.memory_bytes = 64 * MiB, .pids = 32};
+    tg_contain_inst_t *ci = NULL;
+    cr_assert_eq(tg_contain_create(&c, "agent", &q, &ci, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(read_file(f.root, "outside", buf, sizeof buf), "precious\n");
+    cr_assert_str_eq(read_file(f.inst, "pids.max", buf, sizeof buf), "32", "the others written");
+    const tg_enforced_item_t *mem = &ci->enforced.r[TG_RES_MEMORY];
+    cr_assert_str_neq(mem->backend, "cgroup2", "memory.max was not written: %s", mem->reason);
+
+    tg_contain_sample_t s;
+    tg_contain_sample(ci, &s);
+    cr_assert(!(s.have & TG_SAMPLE_MEM) || s.memory_current != 999, "the link's target read");
+    cr_assert_eq(tg_contain_kill(ci), 0);
+    tg_contain_destroy(ci);
+    tgh_rmtree(f.root);
+}
+
 Test(contain, cgroup2_not_delegated_when_others_share_the_cgroup)
 {
     fake_t f;
     fake_tree(&f, "4242\n1\n");
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mountinfo_path = f.mountinfo, .self_cgroup_path = f.cgroup,
                            .self_pid = 4242, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), 0, "%s", err.msg);
@@ -784,7 +899,7 @@ Test(contain, forced_backend_missing_fails_init)
     snprintf(mi, sizeof mi, "%s/mountinfo", dir);
     snprintf(cg, sizeof cg, "%s/cgroup", dir);
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.backend = TG_CONTAIN_CGROUP2, .mountinfo_path = mi,
                            .self_cgroup_path = cg, .skip_netns_probe = true};
     cr_assert_eq(tg_contain_init(&c, &o, &err), -ENOTSUP);
@@ -808,7 +923,7 @@ Test(contain, forced_backend_missing_fails_init)
 Test(contain, detect_this_host)
 {
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_init(&c, NULL, &err), 0, "%s", err.msg);
     char text[4096];
     cr_assert_gt(tg_contain_caps_text(&c, text, sizeof text), 0);
@@ -851,7 +966,7 @@ Test(contain, hostile_id_stays_below_the_base_and_is_removed)
     memcpy(bases, c.base, sizeof bases);
     tg_contain_req_t q = {.memory_bytes = 64 * MiB, .pids = 16};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "../../x", &q, &ci, &err), 0, "%s", err.msg);
     cr_assert_str_eq(ci->name, "x2e2e2f2e2e2f78-1");
     char dirs[TG_CG_NHIER][TG_CG_PATH_MAX];
@@ -960,7 +1075,7 @@ Test(contain, fork_bomb_stops_at_pids_max, .timeout = 60)
 static uint64_t spin_cpu_us(tg_contain_t *c, uint32_t millicores)
 {
     tg_contain_req_t q = {.cpu_millicores = millicores};
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_inst_t *ci = NULL;
     cr_assert_eq(tg_contain_create(c, "spin", &q, &ci, &err), 0, "%s", err.msg);
     tg_contain_place_t pl;
@@ -1154,7 +1269,7 @@ Test(contain, shim_drops_to_a_dedicated_user, .timeout = 60)
     /* without a pids controller, a dedicated user makes RLIMIT_NPROC honest */
     tg_contain_req_t q = {.pids = 16, .set_user = true, .uid = 65534, .gid = 65534};
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "nobody", &q, &ci, &err), 0, "%s", err.msg);
     cr_assert(ci->enforced.r[TG_RES_PIDS].applied);
     cr_assert_str_eq(ci->enforced.r[TG_RES_PIDS].backend, "rlimit");
@@ -1240,7 +1355,7 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
     if (tg == 0) {
         close(pfd[0]);
         tg_contain_t c;
-        tg_cfg_err_t err = {{0}};
+        tg_err_t err = {{0}};
         tg_contain_opts_t o = {.no_watchdog = true};
         if (tg_contain_init(&c, &o, &err) < 0 ||
             (c.kind != TG_CONTAIN_CGROUP1 && c.kind != TG_CONTAIN_CGROUP2))
@@ -1295,7 +1410,7 @@ Test(contain, orphans_of_a_killed_toolgate_are_cleaned, .timeout = 60)
     cr_assert_eq(kill((pid_t)agent, 0), 0, "its agent still runs");
 
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_init(&c, NULL, &err), 0, "%s", err.msg);
     cr_assert_geq(c.orphans_removed, 1);
     cr_assert_not(dir_exists(path), "%s removed", path);

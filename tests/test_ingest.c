@@ -204,11 +204,11 @@ Test(ingest, alert_rules_name_exported_metrics)
     cr_assert_not_null(f);
     rules[fread(rules, 1, sizeof rules - 1, f)] = '\0';
     fclose(f);
-    f = fopen(TG_SOURCE_DIR "/router/gateway/metrics.c", "r");
+    f = fopen(TG_SOURCE_DIR "/router/admin/metrics_enc.c", "r");
     cr_assert_not_null(f);
     size_t n = fread(src, 1, sizeof src - 1, f);
     fclose(f);
-    cr_assert_lt(n, sizeof src - 1, "router/gateway/metrics.c is larger than the test's buffer");
+    cr_assert_lt(n, sizeof src - 1, "router/admin/metrics_enc.c is larger than the test's buffer");
     src[n] = '\0';
 
     int names = 0;
@@ -217,7 +217,7 @@ Test(ingest, alert_rules_name_exported_metrics)
         char quoted[128];
         snprintf(quoted, sizeof quoted, "\"%.*s\"", (int)len, p);
         /* Alert names are CamelCase and never match; only metric names do. */
-        cr_assert_not_null(strstr(src, quoted), "the rules use %s, which metrics.c does not emit",
+        cr_assert_not_null(strstr(src, quoted), "the rules use %s, which admin/metrics_enc.c does not emit",
                            quoted);
         names++;
         p += len;

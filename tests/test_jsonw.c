@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "config/jsonw.h"
 
@@ -98,6 +99,51 @@ Test(jsonw, bounds)
     tg_jw_esc(&w, "\x01", 1);
     cr_assert_eq(tg_jw_end(&w), -ENOSPC);
     cr_assert_eq(w.len, 3, "\"a\\n\" fit, the 6-byte escape did not");
+}
+
+/* The one RFC 3339 formatter (the audit encoder's too): the text of
+ * tg_jw_ts without its quotes, gmtime's calendar across the whole range,
+ * nothing written outside it, and a second's text whose milliseconds are
+ * rewritten reads as that millisecond formatted afresh. */
+Test(jsonw, timestamp_text)
+{
+    char t[TG_JW_TS_LEN + 1] = {0};
+    const int64_t first = -62167219200000, end = 253402300800000;
+    cr_assert_eq(tg_jw_ts_text(t, 1768564800123), 0);
+    cr_assert_str_eq(t, "2026-01-16T12:00:00.123Z");
+    cr_assert_eq(tg_jw_ts_text(t, first), 0);
+    cr_assert_str_eq(t, "0000-01-01T00:00:00.000Z");
+    cr_assert_eq(tg_jw_ts_text(t, end - 1), 0);
+    cr_assert_str_eq(t, "9999-12-31T23:59:59.999Z");
+    memset(t, 'Z', TG_JW_TS_LEN);
+    cr_assert_eq(tg_jw_ts_text(t, end), -EINVAL);
+    cr_assert_eq(tg_jw_ts_text(t, first - 1), -EINVAL);
+    cr_assert_eq(tg_jw_ts_text(t, INT64_MIN), -EINVAL);
+    cr_assert_eq(tg_jw_ts_text(t, INT64_MAX), -EINVAL);
+    cr_assert_str_eq(t, "ZZZZZZZZZZZZZZZZZZZZZZZZ", "untouched when refused");
+
+    uint64_t s = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < 20000; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        int64_t ms = first + (int64_t)(s % (uint64_t)(end - first));
+        cr_assert_eq(tg_jw_ts_text(t, ms), 0);
+        /* gmtime's calendar (64-bit time_t reaches year 0) */
+        int64_t sec = ms / 1000 - (ms % 1000 < 0);
+        time_t tt = (time_t)sec;
+        struct tm tm;
+        cr_assert_not_null(gmtime_r(&tt, &tm));
+        char want[40];
+        snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 (int)(ms - sec * 1000));
+        cr_assert_str_eq(t, want, "ms %lld", (long long)ms);
+        cr_assert_str_eq(ts(ms) + 1, strcat(want, "\""), "tg_jw_ts quotes the same text");
+        /* rewriting the milliseconds of the second's first text */
+        char again[TG_JW_TS_LEN + 1] = {0};
+        cr_assert_eq(tg_jw_ts_text(again, sec * 1000), 0);
+        snprintf(again + 20, 5, "%03dZ", (int)(ms - sec * 1000));
+        cr_assert_str_eq(again, t);
+    }
 }
 
 /* The hot path's building blocks: digits at every width, short copies at

@@ -135,7 +135,10 @@ static void scan_file(scan_t *s, const char *path, const char *rel)
     s->files++;
 }
 
-static void scan_dir(scan_t *s, const char *rel)
+/* Every .c and .h below <rel> (relative to TG_SOURCE_DIR), to <fn>(<ctx>,
+ * its path, its path relative to TG_SOURCE_DIR). */
+static void walk_sources(const char *rel, void (*fn)(void *ctx, const char *path, const char *rel),
+                         void *ctx)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", TG_SOURCE_DIR, rel);
@@ -152,15 +155,25 @@ static void scan_dir(scan_t *s, const char *rel)
         if (stat(cpath, &st) != 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
-            scan_dir(s, crel);
+            walk_sources(crel, fn, ctx);
             continue;
         }
         size_t n = strlen(e->d_name);
         if (n > 2 && e->d_name[n - 2] == '.' &&
             (e->d_name[n - 1] == 'c' || e->d_name[n - 1] == 'h'))
-            scan_file(s, cpath, crel);
+            fn(ctx, cpath, crel);
     }
     closedir(d);
+}
+
+static void scan_one(void *ctx, const char *path, const char *rel)
+{
+    scan_file(ctx, path, rel);
+}
+
+static void scan_dir(scan_t *s, const char *rel)
+{
+    walk_sources(rel, scan_one, s);
 }
 
 /* Scan the folder of rules[<i>]; it must hold sources that include
@@ -228,4 +241,160 @@ Test(layout, limits_audit_and_config_include_only_what_they_may)
         add_line(found, s.breaches);
     }
     cr_assert_eq(found[0], '\0', "dependencies point one way (router/README.md):\n%s", found);
+}
+
+/* ---- rooms inside router/ -------------------------------------------------
+ *
+ * Each folder of router/ is a room built as its own static library
+ * (router/CMakeLists.txt), and a room may include only the headers of the
+ * rooms below it, listed here, bottom first. A type-only header (its name
+ * ends in "-t.h", as HAProxy's) names what two rooms must both name and
+ * may be included from any room. A folder missing from this table fails:
+ * a new room takes its place in the order before it is built. */
+
+#define ROOM_MAY_MAX 12
+
+static const struct room {
+    const char *room; /* relative to router/; "" is main.c's */
+    const char *may[ROOM_MAY_MAX];
+} rooms[] = {
+    {"codec", {NULL}},
+    {"http", {NULL}},
+    {"tls", {NULL}},
+    {"auth", {NULL}},
+    {"gateway", {"codec", NULL}},
+    {"agent", {"gateway", "codec", NULL}},
+    {"call", {"agent", "gateway", "codec", NULL}},
+    {"dialect/mcp", {"call", "agent", "gateway", "codec", NULL}},
+    {"dialect/opensentience", {"call", "agent", "gateway", "codec", NULL}},
+    {"admin", {"call", "gateway", "codec", "http", NULL}},
+    {"front", {"admin", "agent", "gateway", "codec", "http", "tls", "auth", NULL}},
+    {"cli",
+     {"front", "admin", "dialect/mcp", "call", "agent", "gateway", "codec", "http", "tls", "auth",
+      NULL}},
+    {"",
+     {"cli", "front", "admin", "call", "agent", "gateway", "codec", "http", "tls", "auth", NULL}},
+};
+#define NROOMS (sizeof rooms / sizeof rooms[0])
+
+/* Arrows the wrong way that the tree still has, to be removed (issue 21:
+ * the fronts reach the engines through the dialect ops table, and refuse
+ * callers through it). Each must still exist, so that the list only
+ * shrinks: one that is gone fails until it is taken off. */
+static const struct pending {
+    const char *file, *header;
+} pending[] = {
+    {"front/serve.c", "router/dialect/mcp/session.h"},
+    {"front/serve.c", "router/dialect/opensentience/os_gw.h"},
+    {"front/serve.c", "router/call/denial.h"},
+    {"front/wrap.c", "router/dialect/mcp/session.h"},
+};
+#define NPENDING (sizeof pending / sizeof pending[0])
+
+static const struct room *room_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NROOMS; i++)
+        if (strlen(rooms[i].room) == len && strncmp(rooms[i].room, name, len) == 0)
+            return &rooms[i];
+    return NULL;
+}
+
+/* The room of a path relative to router/ ("dialect/mcp/session.c" ->
+ * "dialect/mcp", "main.c" -> ""): its folder's length. */
+static size_t room_len(const char *rel)
+{
+    const char *slash = strrchr(rel, '/');
+    return slash != NULL ? (size_t)(slash - rel) : 0;
+}
+
+static bool room_may(const struct room *r, const char *target, size_t len)
+{
+    for (size_t i = 0; i < ROOM_MAY_MAX && r->may[i] != NULL; i++)
+        if (strlen(r->may[i]) == len && strncmp(r->may[i], target, len) == 0)
+            return true;
+    return false;
+}
+
+typedef struct room_scan {
+    size_t files, arrows;
+    size_t pending_seen[NPENDING];
+    char breaches[LAYOUT_REPORT_MAX];
+} room_scan_t;
+
+static bool is_pending(room_scan_t *s, const char *rel, const char *hdr)
+{
+    for (size_t i = 0; i < NPENDING; i++)
+        if (strcmp(pending[i].file, rel) == 0 && strcmp(pending[i].header, hdr) == 0) {
+            s->pending_seen[i]++;
+            return true;
+        }
+    return false;
+}
+
+static void room_file(room_scan_t *s, const char *path, const char *rel)
+{
+    size_t own = room_len(rel);
+    const struct room *r = room_find(rel, own);
+    char line[4096], hdr[1024], what[2048];
+    if (r == NULL) {
+        snprintf(what, sizeof what, "  router/%.*s/ is no room of the table: add it to rooms[]\n",
+                 (int)own, rel);
+        add_line(s->breaches, what);
+        return;
+    }
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
+    size_t lineno = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        if (!include_path(line, hdr, sizeof hdr) || strncmp(hdr, "router/", 7) != 0)
+            continue;
+        const char *h = hdr + 7;
+        size_t tl = room_len(h), hl = strlen(h);
+        if (tl == own && strncmp(h, rel, own) == 0)
+            continue; /* its own room */
+        s->arrows++;
+        if (hl > 4 && strcmp(h + hl - 4, "-t.h") == 0)
+            continue; /* type only */
+        if (room_may(r, h, tl) || is_pending(s, rel, hdr))
+            continue;
+        snprintf(what, sizeof what,
+                 "  router/%s:%zu includes \"%s\": router/%.*s/ is not among the rooms "
+                 "router/%s/ may use\n",
+                 rel, lineno, hdr, (int)tl, h, r->room);
+        add_line(s->breaches, what);
+    }
+    fclose(f);
+    s->files++;
+}
+
+static void room_one(void *ctx, const char *path, const char *rel)
+{
+    room_file(ctx, path, rel + strlen("router/")); /* relative to router/ */
+}
+
+Test(layout, rooms_of_router_include_only_the_rooms_below_them)
+{
+    static room_scan_t s;
+    walk_sources("router", room_one, &s);
+    cr_assert_gt(s.files, 50, "only %zu sources under %s/router", s.files, TG_SOURCE_DIR);
+    cr_assert_gt(s.arrows, 50, "only %zu includes between rooms", s.arrows);
+    cr_assert_eq(s.breaches[0], '\0', "arrows the wrong way (tests/test_layout.c rooms[]):\n%s",
+                 s.breaches);
+    for (size_t i = 0; i < NPENDING; i++)
+        cr_assert_gt(s.pending_seen[i], 0,
+                     "%s no longer includes %s: take it off pending[] in tests/test_layout.c",
+                     pending[i].file, pending[i].header);
+}
+
+Test(layout, the_room_table_reads_paths_as_rooms)
+{
+    cr_assert_eq(room_len("dialect/mcp/session.c"), strlen("dialect/mcp"));
+    cr_assert_eq(room_len("main.c"), 0);
+    const struct room *call = room_find("call", 4);
+    cr_assert_not_null(call);
+    cr_assert(room_may(call, "agent", 5));
+    cr_assert_not(room_may(call, "admin", 5), "call/ is below admin/");
+    cr_assert_not(room_may(call, "ag", 2), "a prefix of a room is not the room");
+    cr_assert_null(room_find("dialect", 7), "dialect/ holds rooms, it is none");
 }

@@ -15,7 +15,7 @@
 #include "tests/tg_harness.h"
 
 static tg_config_t cfg;
-static tg_cfg_err_t err;
+static tg_err_t err;
 static void setup(void)
 {
     memset(&err, 0, sizeof err);

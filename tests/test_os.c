@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "tests/mcp_client.h"
 #include "tests/os_client.h"
+#include "tests/tg_admin.h"
 #include "tests/tg_harness.h"
 #include "tests/tg_redis.h"
 
@@ -659,6 +660,37 @@ Test(os, crash_fails_calls_and_restarts)
     cr_assert_eq(tgh_file_wait(S.audit, "\"event\":\"agent.restarting\"", 1, 5000), 1);
     cr_assert_eq(tgh_file_wait(S.err, "agent 'os' ready", 2, 10000), 2);
     json_decref(osc_ok_call(&c, "again", "os/echo", "{\"text\":\"x\"}"));
+    os_stop_caller(&c);
+}
+
+/* The restart policy is the agent layer's, one for both dialects: an
+ * OpenSentience agent's restarts fill agent.ID.restarts as an MCP
+ * session's do (it had no such row), and count in the metrics. */
+Test(os, restarts_fill_the_agents_restarts_row)
+{
+    char router[96];
+    snprintf(router, sizeof router, ", \"admin\": \"127.0.0.1:%d\"", tgh_free_port());
+    const char *addr = strchr(router, '1');
+    char a[64];
+    snprintf(a, sizeof a, "%.*s", (int)strcspn(addr, "\""), addr);
+    os_opts_t o = {.router = router,
+                   .agent = ", \"restart\": {\"policy\": \"on-failure\", \"backoff\": \"50ms\"}"};
+    osc_t c;
+    os_start_caller(&o, &c);
+    json_t *doc = tga_limits(a);
+    json_t *e = tga_limit(doc, "agent.os.restarts");
+    cr_assert_not_null(e, "agent.os.restarts is not registered");
+    cr_assert_str_eq(json_string_value(json_object_get(e, "scope")), "agent");
+    cr_assert_eq(json_integer_value(json_object_get(e, "current")), 0);
+    json_decref(doc);
+    json_decref(osc_denied_call(&c, "boom", "os/crash", "{}", NULL, "agent_unavailable"));
+    cr_assert_eq(tgh_file_wait(S.err, "agent 'os' ready", 2, 10000), 2);
+    doc = tga_limits(a);
+    e = tga_limit(doc, "agent.os.restarts");
+    cr_assert_not_null(e);
+    cr_assert_eq(json_integer_value(json_object_get(e, "current")), 1,
+                 "restarts within the window after one crash");
+    json_decref(doc);
     os_stop_caller(&c);
 }
 

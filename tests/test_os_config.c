@@ -12,7 +12,7 @@
 static tgh_proc_t aux; /* `check`: registered with the harness, so not on a stack */
 
 static tg_config_t cfg;
-static tg_cfg_err_t err;
+static tg_err_t err;
 
 static int load(const char *json)
 {

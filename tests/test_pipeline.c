@@ -146,7 +146,7 @@ static void setup_with(const char *json)
     tg_pool_init(&F.gw.pool, TG_IO_BLOCK);
     F.r.ops = &ops;
     tg_dlt_init(&F.r.dlt, tg_pipe_deadline, &F.r);
-    cr_assert_eq(tg_route_setup(&F.r, &F.gw, &F.cfg.agents[0], 0, sizeof(fcall_t), 64, 0), 0);
+    cr_assert_eq(tg_route_setup(&F.r, &F.gw, &F.cfg.agents[0], 0, sizeof(fcall_t), 64, 0, NULL), 0);
     F.blk = malloc(sizeof(tg_block_t) + 64);
     F.blk->refs = 1; /* the test's: never freed by the calls */
     F.blk->cap = 64;

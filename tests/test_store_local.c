@@ -592,7 +592,7 @@ Test(store_key, readme_names_the_keys_the_router_builds)
     a->id = strdup("agent");
     a->rate_shared = a->conc_shared = true;
     gw.store = st;
-    cr_assert_eq(tg_route_stores(&gw, a, &rs, keys[0], &ts, &cs, keys[1]), 0);
+    cr_assert_eq(tg_route_stores(&gw, a, &rs, keys[0], &ts, &cs, keys[1], NULL), 0);
     cr_assert_eq(tg_adm_tool_key(&tool, st, "agent", "NAME"), 0);
     snprintf(keys[2], sizeof keys[2], "%s", tool.rate_key);
 

@@ -183,9 +183,11 @@ Test(verify, every_encoder_field_passes_the_schema)
     ev.exit.signal = 9;
     ev.exit.reason = "killed";
     ev.decided_by = "local_fallback";
+    ev.key = "agents[1].resources.memory";
     long n = tg_audit_encode(line, sizeof(line), &ev, 1, TS_EXAMPLE, "host-a");
     cr_assert_gt(n, 0);
     cr_assert_not_null(strstr(line, "\"decided_by\":\"local_fallback\""));
+    cr_assert_not_null(strstr(line, "\"key\":\"agents[1].resources.memory\""));
 
     tg_verify_t *v = vnew();
     cr_assert_eq(tg_verify_begin(v, "t.jsonl"), 0);

@@ -84,7 +84,7 @@ static int count_entries(const char *dir)
  * probe only with <probe_tmpfs>. */
 static void rl_ctx(tg_contain_t *c, tg_contain_mode_t mode, bool probe_tmpfs)
 {
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_opts_t o = {.mode = mode,
                            .backend = TG_CONTAIN_RLIMIT,
                            .skip_netns_probe = true,
@@ -107,7 +107,7 @@ static tg_contain_inst_t *ws_create(tg_contain_t *c, const char *name, const cha
     rl_ctx(c, TG_CONTAIN_BEST_EFFORT, false);
     tg_contain_req_t q = ws_req(ws, disk, b);
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(c, name, &q, &ci, &err), 0, "%s", err.msg);
     return ci;
 }
@@ -127,7 +127,7 @@ static void ws_destroy(tg_contain_t *c, tg_contain_inst_t *ci)
 static void load_fails(const char *json, const char *msg)
 {
     tg_config_t cfg;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_config_default(&cfg), 0);
     cr_expect_eq(tg_config_load_buffer(&cfg, "t.json", json, strlen(json), &err), -1,
                  "accepted: %s", json);
@@ -163,7 +163,7 @@ Test(workspace, hostile_paths_are_refused_with_their_position)
     big[TG_WORKSPACE_PATH_MAX] = '\0';
     snprintf(json, sizeof json, WS_JSON("\"%s\""), big);
     tg_config_t cfg;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_config_default(&cfg), 0);
     cr_assert_eq(tg_config_load_buffer(&cfg, "t.json", json, strlen(json), &err), -1);
     snprintf(want, sizeof want, "is %d bytes long (at most %d)", TG_WORKSPACE_PATH_MAX,
@@ -182,7 +182,7 @@ Test(workspace, hostile_paths_are_refused_with_their_position)
 Test(workspace, config_and_limit_keys_build_the_request)
 {
     tg_config_t cfg;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_req_t req;
     static const char text[] =
         "{\"containment\":{\"workspace_backend\":\"scan\"},"
@@ -409,7 +409,7 @@ Test(workspace, required_refuses_a_disk_limit_it_cannot_hold)
     snprintf(ws, sizeof ws, "%s/ws", dir);
     snprintf(nested, sizeof nested, "%s/no/ws", dir);
     tg_contain_t c;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     tg_contain_inst_t *ci = (tg_contain_inst_t *)&c;
 
     /* tmpfs asked for on a host where it was not probed to work. */
@@ -459,7 +459,7 @@ Test(workspace, scan_keeps_the_workspace_itself_out_of_the_agent_users_reach)
     q.uid = 65534;
     q.gid = 65534;
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     char want[TG_REASON_MAX + TGH_PATH];
 
     /* The agent's own: it could write beside its directory, unscanned. */
@@ -525,7 +525,7 @@ Test(workspace, tmpfs_holds_the_size_and_hides_the_files)
     need_tmpfs(&c);
     tg_contain_req_t q = ws_req(ws, 1 * MiB, TG_WORKSPACE_AUTO);
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "t", &q, &ci, &err), 0, "%s", err.msg);
     char buf[4096];
     cr_assert_gt(tg_enforced_json(&ci->enforced, buf, sizeof buf), 0);
@@ -599,7 +599,7 @@ Test(workspace, a_dropped_user_writes_its_workspace_and_nothing_beside_it)
     q.set_user = true;
     q.uid = q.gid = 65534;
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     shim_run_t r;
     if (c.caps.tmpfs) {
         cr_assert_eq(tg_contain_create(&c, "u", &q, &ci, &err), 0, "%s", err.msg);
@@ -665,7 +665,7 @@ Test(workspace, check_predicts_the_disk_row)
     rl_ctx(&c, TG_CONTAIN_BEST_EFFORT, false);
     q.workspace = "/nonexistent-parent/ws";
     tg_contain_inst_t *ci = NULL;
-    tg_cfg_err_t err = {{0}};
+    tg_err_t err = {{0}};
     cr_assert_eq(tg_contain_create(&c, "a", &q, &ci, &err), 0, "%s", err.msg);
     cr_expect_str_eq(
         ci->enforced.r[TG_RES_DISK].reason,

@@ -95,9 +95,26 @@ static int wl_sh(const char *cmd, const char *err, int timeout_ms)
     "{\"agents\":[{\"id\":\"fx\",\"execution_limits\":{\"max_concurrent_calls\":" #conc      \
     ",\"max_queued_calls\":0}}]}\n"
 
+/* <text> written to config file <cfg> and SIGHUP: the <nth> rejection,
+ * whose log line names <key> and says <why>. */
+static void wl_refused(const char *cfg, const char *text, const char *key, const char *why, int nth)
+{
+    char line[TGH_PATH + 512];
+    cr_assert_eq(tgh_write_file(cfg, text), 0);
+    cr_assert_eq(kill(W.tg.pid, SIGHUP), 0);
+    snprintf(line, sizeof line,
+             "SIGHUP: config rejected, the running config stays: %s: %s: %s (change it back to "
+             "reload)",
+             cfg, key, why);
+    cr_assert_gt(tgh_file_wait(W.err, "config rejected", nth, 3000), nth - 1,
+                 "no rejection logged");
+    cr_assert_eq(tgh_file_wait(W.err, line, 1, 3000), 1, "no line '%s'", line);
+}
+
 /* A call in flight when SIGHUP arrives is answered, toolgate keeps
  * running, and the concurrency limit changed in the file applies after it;
- * a file that does not load is refused and changes nothing. */
+ * a file that does not load is refused and changes nothing, and so is a
+ * change that needs a restart, named by its key in the log and audit. */
 Test(wrap_life, sighup_reloads_limits_and_keeps_the_call_in_flight)
 {
     cr_assert_eq(tgh_wrap_prepare(&W), 0);
@@ -126,14 +143,25 @@ Test(wrap_life, sighup_reloads_limits_and_keeps_the_call_in_flight)
     cr_assert_eq(kill(W.tg.pid, SIGHUP), 0);
     cr_assert_gt(tgh_file_wait(W.err, "config rejected", 1, 3000), 0, "no rejection logged");
     /* A change that needs a restart: refused too. */
-    cr_assert_eq(tgh_write_file(cfg, "{\"router\":{\"max_frame_bytes\":\"2Mi\"},\"agents\":"
-                                     "[{\"id\":\"fx\",\"execution_limits\":{"
-                                     "\"max_concurrent_calls\":1,\"max_queued_calls\":0}}]}\n"),
-                 0);
-    cr_assert_eq(kill(W.tg.pid, SIGHUP), 0);
-    cr_assert_gt(tgh_file_wait(W.err, "config rejected", 2, 3000), 0, "no rejection logged");
+    wl_refused(cfg,
+               "{\"router\":{\"max_frame_bytes\":\"2Mi\"},\"agents\":[{\"id\":\"fx\","
+               "\"execution_limits\":{\"max_concurrent_calls\":1,\"max_queued_calls\":0}}]}\n",
+               "router.max_frame_bytes", "changed, which needs a restart", 2);
     /* Still two slots: the refused file's 1 did not apply. */
     mcp_call_text(&W.tg, 4, "echo", "{\"text\":\"c\"}", "c", 3000);
+    /* A key that restarts the agent: refused, a wrap's agent is its session's. */
+    wl_refused(cfg,
+               "{\"agents\":[{\"id\":\"fx\",\"execution_limits\":{\"max_concurrent_calls\":2,"
+               "\"max_queued_calls\":0},\"stderr\":{\"max_line\":\"1Ki\"}}]}\n",
+               "agents[0].stderr.max_line", "changed, which needs a restart", 3);
+    /* A limit that cannot change in place (a tool added). */
+    wl_refused(cfg,
+               "{\"agents\":[{\"id\":\"fx\",\"execution_limits\":{\"max_concurrent_calls\":2,"
+               "\"max_queued_calls\":0},\"tools\":{\"web\":{\"rate_limit\":\"5/second\"}}}]}\n",
+               "agents[0].tools.web",
+               "changed, and the tools, the shared store use or the call table size cannot "
+               "change in place, which needs a restart",
+               4);
 
     json_t *r1 = mcp_expect_int(&W.tg, 1, 5000);
     mcp_assert_text(r1, "slept 3000");
@@ -142,7 +170,14 @@ Test(wrap_life, sighup_reloads_limits_and_keeps_the_call_in_flight)
     json_t *ok = wl_events(W.audit, "config.reloaded");
     json_t *no = wl_events(W.audit, "config.rejected");
     cr_assert_eq(json_array_size(ok), 1);
-    cr_assert_eq(json_array_size(no), 2);
+    cr_assert_eq(json_array_size(no), 4);
+    /* The file that does not load names no key; the others name theirs. */
+    cr_assert_null(json_object_get(json_array_get(no, 0), "key"));
+    cr_assert_str_eq(wl_str(json_array_get(no, 1), "key"), "router.max_frame_bytes");
+    cr_assert_str_eq(wl_str(json_array_get(no, 2), "key"), "agents[0].stderr.max_line");
+    cr_assert_str_eq(wl_str(json_array_get(no, 3), "key"), "agents[0].tools.web");
+    for (size_t i = 1; i < 4; i++)
+        cr_assert_str_eq(wl_str(json_array_get(no, i), "reason"), "needs_restart");
     json_decref(ok);
     json_decref(no);
 }

@@ -27,6 +27,7 @@
 
 #include "config/addr.h"
 #include "router/gateway/metrics.h"
+#include "router/admin/metrics_enc.h"
 
 #define ADMIN_READ_BUF     4096  /* fixed internal bound: bytes per read (headers span reads) */
 #define ADMIN_URL_MAX      2048  /* fixed internal bound: request target; longer: 414 */

@@ -121,6 +121,13 @@ uint32_t tg_admin_connections(const tg_admin_t *a);
  * cut). Memory goes in the last close callback. NULL is a no-op. */
 void tg_admin_close(tg_admin_t *a);
 
+struct tg_gw;
+/* The admin endpoint of gateway <gw> (open) when its config names one
+ * (router.admin / --admin), with the gateway's registry and metrics:
+ * 0 (none configured, or wrap's port already in use: logged), or -1 with
+ * <err> filled. tg_gw_stop closes it. */
+int tg_admin_open_gw(struct tg_gw *gw, tg_err_t *err);
+
 /* The live page served at "/" (static, NUL-terminated). */
 const char *tg_admin_page(size_t *len);
 

@@ -83,7 +83,7 @@ void tg_aproc_env_free(char **env)
 int tg_aproc_contain_create(tg_gw_t *gw, const tg_agent_cfg_t *a, tg_contain_inst_t **ci)
 {
     tg_contain_req_t req;
-    tg_cfg_err_t err;
+    tg_err_t err;
     if (tg_config_contain_req_for(gw->cfg, a, &req) == -ENOTSUP) {
         if (gw->contain.mode == TG_CONTAIN_REQUIRED) {
             tg_log_error("cannot start agent '%s': network \"loopback\" cannot be enforced on this "

@@ -14,7 +14,7 @@
 
 int tg_route_stores(const tg_gw_t *gw, const tg_agent_cfg_t *a, tg_store_t **store,
                     char *rate_key, tg_store_t **tool_store, tg_store_t **cstore,
-                    char *slots_key)
+                    char *slots_key, tg_err_t *err)
 {
     *store = *cstore = *tool_store = NULL;
     for (size_t i = 0; i < a->ntools; i++)
@@ -23,16 +23,16 @@ int tg_route_stores(const tg_gw_t *gw, const tg_agent_cfg_t *a, tg_store_t **sto
     if (a->rate_shared) {
         *store = a->shared_lease ? gw->lease : gw->store;
         if (*store == NULL) {
-            tg_log_error("agent '%s': rate_scope is shared but %s", a->id,
-                         gw->store == NULL
-                             ? NO_STORE_HINT
-                             : "the lease view of the store opens at start only when an agent uses "
-                               "shared_mode \"lease\" (restart toolgate to add the first one)");
-            return -EINVAL;
+            return tg_err_set(
+                err, -EINVAL, "agents.%s.execution_limits.rate_scope: shared but %s", a->id,
+                gw->store == NULL
+                    ? NO_STORE_HINT
+                    : "the lease view of the store opens at start only when an agent uses "
+                      "shared_mode \"lease\" (restart toolgate to add the first one)");
         }
         if (tg_store_make_key(*store, rate_key, TG_STORE_KEY_MAX + 1, a->id, "rate") < 0) {
-            tg_log_error("agent '%s': its id cannot name a shared bucket (braces?)", a->id);
-            return -EINVAL;
+            return tg_err_set(err, -EINVAL,
+                              "agents.%s.id: cannot name a shared bucket (braces?)", a->id);
         }
     }
     if (a->conc_shared) {
@@ -40,12 +40,13 @@ int tg_route_stores(const tg_gw_t *gw, const tg_agent_cfg_t *a, tg_store_t **sto
          * each one is a call in flight, not a token to spend later. */
         *cstore = gw->store;
         if (*cstore == NULL) {
-            tg_log_error("agent '%s': concurrency_scope is shared but " NO_STORE_HINT, a->id);
-            return -EINVAL;
+            return tg_err_set(err, -EINVAL,
+                              "agents.%s.execution_limits.concurrency_scope: shared but " NO_STORE_HINT,
+                              a->id);
         }
         if (tg_store_make_key(*cstore, slots_key, TG_STORE_KEY_MAX + 1, a->id, "slots") < 0) {
-            tg_log_error("agent '%s': its id cannot name a shared slot set (braces?)", a->id);
-            return -EINVAL;
+            return tg_err_set(err, -EINVAL,
+                              "agents.%s.id: cannot name a shared slot set (braces?)", a->id);
         }
     }
     return 0;
@@ -59,11 +60,11 @@ bool tg_route_same_rate(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
 }
 
 int tg_route_tools_build(const tg_route_t *r, const tg_agent_cfg_t *a, tg_store_t *tool_store,
-                         tg_adm_tool_t **out)
+                         tg_adm_tool_t **out, tg_err_t *err)
 {
     tg_adm_tool_t *tools = calloc(a->ntools ? a->ntools : 1, sizeof(*tools));
     if (tools == NULL)
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "agents.%s.tools: out of memory", a->id);
     for (size_t i = 0; i < a->ntools; i++) {
         const tg_exec_limits_t *l = &a->tools[i].lim;
         tg_adm_tool_t *t = &tools[i];
@@ -74,16 +75,18 @@ int tg_route_tools_build(const tg_route_t *r, const tg_agent_cfg_t *a, tg_store_
         bool keep = ot != NULL && ot->has_rate && tg_route_same_rate(&oc->lim, l);
         if (tg_adm_tool_init(t, a, &a->tools[i], keep ? &ot->rate : NULL) < 0) {
             free(tools);
-            return -EINVAL;
+            return tg_err_set(err, -EINVAL,
+                              "agents.%s.tools.%s.rate_limit: cannot be set up as a bucket", a->id,
+                              tn);
         }
         /* Shared tool buckets sit beside the agent's, under
          * "{agent}:tool.NAME.rate" (the same hash slot). */
         if (t->has_rate && l->rate_shared && tg_adm_tool_key(t, tool_store, a->id, tn) < 0) {
-            tg_log_error("agent '%s': tool '%s' has rate_scope shared but %s", a->id, tn,
-                         tool_store == NULL ? NO_STORE_HINT
-                                            : "its name cannot name a shared bucket");
             free(tools);
-            return -EINVAL;
+            return tg_err_set(err, -EINVAL, "agents.%s.tools.%s.rate_scope: shared but %s", a->id,
+                              tn,
+                              tool_store == NULL ? NO_STORE_HINT
+                                                 : "its name cannot name a shared bucket");
         }
     }
     *out = tools;
@@ -130,7 +133,7 @@ void tg_route_register(tg_route_t *r)
 }
 
 int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, size_t esize,
-                   uint64_t ncalls, uint32_t fit)
+                   uint64_t ncalls, uint32_t fit, tg_err_t *err)
 {
     r->gw = gw;
     r->acfg = a;
@@ -148,26 +151,25 @@ int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, si
     (void)uv_random(NULL, NULL, &seed, sizeof(seed), 0, NULL);
     tg_ctab_seed(&r->tab, seed & 0xffff);
     if (tg_route_stores(gw, a, &r->store, r->rate_key, &r->tool_store, &r->cstore,
-                        r->slots_key) < 0)
+                        r->slots_key, err) < 0)
         return -EINVAL;
     if (tg_gcra_init(&r->arate, a->lim.rate_limit.count, a->lim.rate_limit.period_ms,
-                     a->lim.burst) < 0) {
-        tg_log_error("agent '%s': its rate_limit cannot be set up", a->id);
-        return -EINVAL;
-    }
+                     a->lim.burst) < 0)
+        return tg_err_set(err, -EINVAL,
+                          "agents.%s.execution_limits.rate_limit: cannot be set up as a bucket",
+                          a->id);
     tg_conc_init(&r->aconc, a->lim.max_concurrent_calls);
     r->qcap = a->lim.max_queued_calls;
     int rc = tg_waitq_init(&r->aq, a->lim.max_queued_calls);
     if (rc == 0)
         tg_route_paths(r);
-    if (rc == 0)
-        rc = tg_route_tools_build(NULL, a, r->tool_store, &r->tools);
-    if (rc == 0 && (ncalls > TG_CALL_MAX || tg_ctab_grow(&r->tab, (uint32_t)ncalls) < 0))
-        rc = -ENOMEM;
-    if (rc == -ENOMEM)
-        tg_log_error("cannot set up limits for agent '%s': out of memory", a->id);
     if (rc < 0)
-        return rc;
+        return tg_err_set(err, rc, "agents.%s: out of memory", a->id);
+    if (tg_route_tools_build(NULL, a, r->tool_store, &r->tools, err) < 0)
+        return -EINVAL;
+    if (ncalls > TG_CALL_MAX || tg_ctab_grow(&r->tab, (uint32_t)ncalls) < 0)
+        return tg_err_set(err, -ENOMEM, "agents.%s: out of memory for %" PRIu64 " call entries",
+                          a->id, ncalls);
     tg_route_register(r);
     return 0;
 }

@@ -87,27 +87,28 @@ typedef struct tg_route {
  * store and its bucket key (rate_scope shared; the lease view for
  * shared_mode lease), the same for its tools' shared buckets, and the
  * slot store and its key (concurrency_scope shared); NULL for a local
- * limit. 0, or -EINVAL after logging. */
+ * limit. 0, or -EINVAL with <err> filled. */
 int tg_route_stores(const tg_gw_t *gw, const tg_agent_cfg_t *a, tg_store_t **store,
                     char *rate_key, tg_store_t **tool_store, tg_store_t **cstore,
-                    char *slots_key);
+                    char *slots_key, tg_err_t *err);
 
 /* The tool limit state of config <a> into <*out>: a tool's rate bucket
  * is carried over from <r>'s current tools (NULL: none) when a tool of
  * that name has the same rate (fresh otherwise), or lives in <tool_store>
  * with rate_scope shared; concurrency and queue counts start at 0 (the
  * caller counts live calls in). 0, -EINVAL (a rate that cannot be set up,
- * a shared bucket without a store or key; logged) or -ENOMEM. */
+ * a shared bucket without a store or key) or -ENOMEM, with <err> filled. */
 int tg_route_tools_build(const tg_route_t *r, const tg_agent_cfg_t *a, tg_store_t *tool_store,
-                         tg_adm_tool_t **out);
+                         tg_adm_tool_t **out, tg_err_t *err);
 
 /* Set up <r> (zeroed) for agent <a> at metrics row <idx> of <gw>: stores,
  * buckets, slots, queue, tools, config paths, a call table of <ncalls>
  * entries of <esize> bytes (ids fitted to at most <fit> entries, 0: the
  * table may grow to TG_CALL_MAX), and its registry rows. 0, or a negative
- * errno after logging; tg_route_fini cleans up either way. */
+ * errno with <err> filled (its key path first); tg_route_fini cleans up
+ * either way. */
 int tg_route_setup(tg_route_t *r, tg_gw_t *gw, tg_agent_cfg_t *a, size_t idx, size_t esize,
-                   uint64_t ncalls, uint32_t fit);
+                   uint64_t ncalls, uint32_t fit, tg_err_t *err);
 
 /* Register (or on reload update) the agent-wide rows of <r> with its
  * config's capacities. */

@@ -24,7 +24,13 @@
  */
 #include "router/codec/envelope.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sys/random.h>
 
 /* Store <val> in <slot> unless the key was already seen. */
 static int take_once(tg_jspan_t *slot, tg_jspan_t val)
@@ -754,4 +760,29 @@ tg_task_status_t tg_mcp_task_status(const char *buf, tg_jspan_t status)
     if (tg_jstr_eq(buf, status, "cancelled"))
         return TG_TASK_CANCELLED;
     return TG_TASK_LIVE;
+}
+
+/* ---- the bridge's caller_gone cancel ------------------------------------ */
+
+const char *tg_mcp_gone_tail(size_t *len)
+{
+    static char tail[96];
+    static size_t n;
+    if (n == 0) {
+        unsigned char raw[16];
+        char hex[33];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+            /* No randomness: a token still unknown to the client (it never
+             * sees this process's address space or start time). */
+            uint64_t v = (uint64_t)(uintptr_t)&n ^ (uint64_t)time(NULL) * 1000003u ^ ((uint64_t)getpid() << 32);
+            memcpy(raw, &v, sizeof(v));
+            memcpy(raw + 8, &v, sizeof(v));
+        }
+        for (size_t i = 0; i < sizeof(raw); i++)
+            snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+        int k = snprintf(tail, sizeof(tail), ",\"reason\":\"caller_gone\",\"bridge\":\"%s\"}}", hex);
+        n = k > 0 ? (size_t)k : 0;
+    }
+    *len = n;
+    return tail;
 }

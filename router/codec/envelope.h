@@ -161,4 +161,11 @@ typedef enum tg_task_status {
 /* A status span's meaning: the three terminal statuses, else live. */
 tg_task_status_t tg_mcp_task_status(const char *buf, tg_jspan_t status);
 
+/* The end of the notifications/cancelled the HTTP front's bridge writes
+ * for a request whose client left (<*len> bytes): reason "caller_gone"
+ * and a token drawn once per process, so that a client writing a cancel
+ * of its own with that reason is not taken for one that left (the MCP
+ * engine reads it). */
+const char *tg_mcp_gone_tail(size_t *len);
+
 #endif

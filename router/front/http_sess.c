@@ -210,28 +210,6 @@ void tg_hsess_detach(tg_hstream_t *st)
  * caller_gone (session.c). */
 #define GONE_HEAD "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"
 
-const char *tg_hsess_gone_tail(size_t *len)
-{
-    static char tail[96];
-    static size_t n;
-    if (n == 0) {
-        unsigned char raw[16];
-        char hex[33];
-        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
-            /* No randomness: a token still unknown to the client (it never
-             * sees this process's address space or start time). */
-            uint64_t v = (uint64_t)(uintptr_t)&n ^ uv_hrtime() ^ ((uint64_t)getpid() << 32);
-            memcpy(raw, &v, sizeof(v));
-            memcpy(raw + 8, &v, sizeof(v));
-        }
-        for (size_t i = 0; i < sizeof(raw); i++)
-            snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-        int k = snprintf(tail, sizeof(tail), ",\"reason\":\"caller_gone\",\"bridge\":\"%s\"}}", hex);
-        n = k > 0 ? (size_t)k : 0;
-    }
-    *len = n;
-    return tail;
-}
 
 static void on_written(uv_write_t *req, int status);
 
@@ -243,7 +221,7 @@ void tg_hsess_abandon(tg_hstream_t *st)
     bool cancel = st->call && !st->get && !st->answered && st->rpcid_len > 0 && !s->ended &&
                   s->writes < TG_HSESS_BACKLOG;
     size_t tail_len;
-    const char *tail = tg_hsess_gone_tail(&tail_len);
+    const char *tail = tg_mcp_gone_tail(&tail_len);
     size_t len = sizeof(GONE_HEAD) - 1 + st->rpcid_len + tail_len;
     stream_unlink(st);
     if (!cancel)

@@ -144,10 +144,6 @@ void tg_hsess_detach(tg_hstream_t *st);
  * call.cancelled, reason caller_gone). Its response could reach nobody:
  * a POST stream is not resumable. */
 void tg_hsess_abandon(tg_hstream_t *st);
-/* The end of that cancel (<*len> bytes): reason "caller_gone" and a token
- * drawn once per process, so that a client writing a cancel of its own
- * with that reason is not taken for one that left (session.c reads it). */
-const char *tg_hsess_gone_tail(size_t *len);
 /* A stream's connection drained: read the engine again. */
 void tg_hsess_resume(tg_hsess_t *s);
 /* End the session (DELETE): the engine sees its caller leave. */

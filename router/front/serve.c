@@ -31,9 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <uv.h>
 
+#include "config/diff.h"
 #include "limits/gcra.h"
 #include "router/call/denial.h"
 #include "router/codec/envelope.h"
@@ -42,6 +42,7 @@
 #include "router/front/listen.h"
 #include "router/front/notify.h"
 #include "router/front/run.h"
+#include "router/admin/admin.h"
 #include "router/gateway/log.h"
 #include "router/dialect/opensentience/os_gw.h"
 #include "router/dialect/mcp/session.h"
@@ -82,7 +83,6 @@ typedef struct listener {
  * runs on it). */
 typedef struct gen {
     tg_config_t *cfg;
-    json_t *doc; /* the file as JSON, to tell what a reload changed */
     uint32_t refs;
     bool owned;
 } gen_t;
@@ -614,7 +614,9 @@ static void on_signal(uv_signal_t *sig, int signum)
  * The file is read, validated and compared with the running config as a
  * whole before anything changes, so a bad or unsupported reload changes
  * nothing (config.rejected) and a good one applies to every agent at once
- * (config.reloaded). What a reload may change:
+ * (config.reloaded). The comparison is config/diff.h's, key by key through
+ * the key table's reload column; it names the first key that needs what
+ * the change needs. What a reload may change:
  *   - an agent's limits (execution_limits, tools): applied in place, so
  *     buckets, slots and queues of limits that did not change keep their
  *     state, and inflight calls keep their slots;
@@ -634,13 +636,13 @@ static void on_signal(uv_signal_t *sig, int signum)
  * The rest (router.instance, max_frame_bytes, admin, idle_timeout, audit,
  * store, containment, the set of agents and their dialects, listeners and
  * callers) is bound to open sockets, files and connections: changing it is
- * refused with the key to change back, and needs a restart. */
+ * refused with the key to change back (logged, and audited as the key of
+ * config.rejected), and needs a restart. */
 
 static void gen_unref(gen_t *g)
 {
     if (g == NULL || --g->refs > 0 || !g->owned)
         return;
-    json_decref(g->doc);
     tg_config_free(g->cfg);
     free(g->cfg);
     free(g);
@@ -656,7 +658,6 @@ static gen_t *gen_load(const char *path, tg_err_t *err)
 {
     gen_t *g = calloc(1, sizeof(*g));
     tg_config_t *cfg = calloc(1, sizeof(*cfg));
-    json_error_t je;
 
     if (g == NULL || cfg == NULL || tg_config_default(cfg) < 0) {
         tg_err_set(err, -1, "%s: out of memory", path);
@@ -670,11 +671,6 @@ static gen_t *gen_load(const char *path, tg_err_t *err)
     }
     if (tg_config_validate(cfg, err) < 0)
         goto fail;
-    g->doc = json_load_file(path, 0, &je);
-    if (g->doc == NULL) { /* the file changed between the two reads */
-        tg_err_set(err, -1, "%s: changed while being read (send SIGHUP again)", path);
-        goto fail;
-    }
     g->cfg = cfg;
     g->refs = 1;
     g->owned = true;
@@ -686,170 +682,22 @@ fail:
     return NULL;
 }
 
-/* Member <key> of object <o>, or a shared JSON null. */
-static json_t *jget(const json_t *o, const char *key)
-{
-    json_t *v = json_is_object(o) ? json_object_get(o, key) : NULL;
-    return v != NULL ? v : json_null();
-}
-
-/* <a> and <b> equal but for the members named in <skip> (NULL-ended). */
-static bool json_equal_but(const json_t *a, const json_t *b, const char *const *skip)
-{
-    if (!json_is_object(a) || !json_is_object(b))
-        return json_equal((json_t *)a, (json_t *)b);
-    json_t *ca = json_copy((json_t *)a), *cb = json_copy((json_t *)b);
-    for (const char *const *k = skip; *k != NULL; k++) {
-        json_object_del(ca, *k);
-        json_object_del(cb, *k);
-    }
-    bool eq = json_equal(ca, cb);
-    json_decref(ca);
-    json_decref(cb);
-    return eq;
-}
-
-static bool lim_equal(const tg_exec_limits_t *a, const tg_exec_limits_t *b)
-{
-    return a->max_tool_call_duration_ms == b->max_tool_call_duration_ms &&
-           a->max_concurrent_calls == b->max_concurrent_calls &&
-           a->max_queued_calls == b->max_queued_calls && a->rate_limit.count == b->rate_limit.count &&
-           a->rate_limit.period_ms == b->rate_limit.period_ms && a->burst == b->burst &&
-           a->duration_src == b->duration_src && a->concurrent_src == b->concurrent_src &&
-           a->queued_src == b->queued_src && a->rate_src == b->rate_src &&
-           a->burst_src == b->burst_src && a->rate_shared == b->rate_shared;
-}
-
-/* The agent's effective limits (after the manifest merge) are the same. */
-static bool agent_limits_equal(const tg_agent_cfg_t *a, const tg_agent_cfg_t *b)
-{
-    if (!lim_equal(&a->lim, &b->lim) || a->ntools != b->ntools || a->kill_grace_ms != b->kill_grace_ms)
-        return false;
-    for (size_t i = 0; i < a->ntools; i++)
-        if (strcmp(a->tools[i].name, b->tools[i].name) != 0 ||
-            !lim_equal(&a->tools[i].lim, &b->tools[i].lim))
-            return false;
-    return true;
-}
-
-/* The agent's effective resources (after the manifest merge) are the same:
- * field by field, as the struct's padding is not guaranteed to be zero. */
-static bool res_equal(const tg_resources_t *a, const tg_resources_t *b)
-{
-    return a->memory_bytes == b->memory_bytes && a->cpu_millicores == b->cpu_millicores &&
-           a->pids == b->pids && a->disk_bytes == b->disk_bytes && a->network == b->network &&
-           a->bandwidth_bps == b->bandwidth_bps && a->max_connections == b->max_connections &&
-           a->nofile == b->nofile && a->memory_src == b->memory_src &&
-           a->cpu_src == b->cpu_src && a->pids_src == b->pids_src &&
-           a->disk_src == b->disk_src && a->network_src == b->network_src &&
-           a->bandwidth_src == b->bandwidth_src && a->connections_src == b->connections_src &&
-           a->nofile_src == b->nofile_src;
-}
-
-/* Agent <a> (JSON <aj>) and <b> (<bj>) have the same limits: effective
- * values and the execution_limits/tools sections as written. */
-static bool agent_limits_same(const tg_agent_cfg_t *a, const json_t *aj, const tg_agent_cfg_t *b,
-                              const json_t *bj)
-{
-    return agent_limits_equal(a, b) &&
-           json_equal(jget(aj, "execution_limits"), jget(bj, "execution_limits")) &&
-           json_equal(jget(aj, "tools"), jget(bj, "tools"));
-}
-
-/* Why new generation <g> cannot be applied to the running one, as the key
- * to change back; NULL when it can. */
-static bool str_same(const char *a, const char *b)
-{
-    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
-static bool list_same(char **a, char **b)
-{
-    for (; a != NULL && b != NULL && *a != NULL && *b != NULL; a++, b++)
-        if (strcmp(*a, *b) != 0)
-            return false;
-    return (a == NULL || *a == NULL) && (b == NULL || *b == NULL);
-}
-
-/* An HTTP listener's settings that a reload cannot change in place (its
- * certificate and key files are reloaded; everything else is bound to the
- * socket or its connections). */
-static bool http_same(const tg_listen_cfg_t *a, const tg_listen_cfg_t *b)
-{
-    return str_same(a->http_addr, b->http_addr) && str_same(a->http_path, b->http_path) &&
-           (a->tls_cert == NULL) == (b->tls_cert == NULL) && a->tls_off == b->tls_off &&
-           list_same(a->allowed_origins, b->allowed_origins) &&
-           a->max_header_bytes == b->max_header_bytes && a->max_requests == b->max_requests &&
-           a->header_timeout_ms == b->header_timeout_ms &&
-           a->keepalive_timeout_ms == b->keepalive_timeout_ms &&
-           a->max_sessions == b->max_sessions && a->sessions_per_caller == b->sessions_per_caller &&
-           a->session_idle_ms == b->session_idle_ms;
-}
-
-static const char *reload_blocker(const serve_run_t *r, const gen_t *g, char *buf, size_t cap)
-{
-    const json_t *od = r->cur->doc, *nd = g->doc;
-    static const char *const router_live[] = {"listen", "callers_only", "handshake_timeout",
-                                              "reload_drain_timeout", NULL};
-    static const char *const fixed[] = {"store", "audit", "containment", NULL};
-    for (const char *const *k = fixed; *k != NULL; k++)
-        if (!json_equal(jget(od, *k), jget(nd, *k)))
-            return *k;
-    if (!json_equal_but(jget(od, "router"), jget(nd, "router"), router_live))
-        return "router (other than listen, callers_only, handshake_timeout and "
-               "reload_drain_timeout)";
-    const tg_config_t *oc = r->cfg, *nc = g->cfg;
-    if (oc->nagents != nc->nagents)
-        return "agents (added or removed)";
-    for (size_t i = 0; i < nc->nagents; i++)
-        if (strcmp(oc->agents[i].id, nc->agents[i].id) != 0)
-            return "agents (ids or their order)";
-    /* The opensentience gateway serves a fixed set of agents, and MCP
-     * agents have their listeners. */
-    for (size_t i = 0; i < nc->nagents; i++)
-        if (oc->agents[i].dialect != nc->agents[i].dialect) {
-            snprintf(buf, cap, "agents[%zu].dialect", i);
-            return buf;
-        }
-    if (oc->nlisten != nc->nlisten)
-        return "router.listen (added or removed)";
-    for (size_t i = 0; i < nc->nlisten; i++)
-        if (!str_same(oc->listen[i].unix_path, nc->listen[i].unix_path) ||
-            !http_same(&oc->listen[i], &nc->listen[i]) ||
-            oc->listen[i].dialect != nc->listen[i].dialect ||
-            oc->listen[i].on_oversize != nc->listen[i].on_oversize ||
-            oc->listen[i].max_connections != nc->listen[i].max_connections ||
-            (oc->listen[i].agent == NULL) != (nc->listen[i].agent == NULL) ||
-            (oc->listen[i].agent != NULL && strcmp(oc->listen[i].agent, nc->listen[i].agent) != 0)) {
-            snprintf(buf, cap, "router.listen[%zu] (its path, address, agent, dialect, "
-                               "on_oversize, max_connections or HTTP settings other than the "
-                               "tls files)", i);
-            return buf;
-        }
-    if (oc->ncallers != nc->ncallers)
-        return "callers (added or removed)";
-    for (size_t i = 0; i < nc->ncallers; i++)
-        if (strcmp(oc->callers[i].name, nc->callers[i].name) != 0 ||
-            oc->callers[i].uid != nc->callers[i].uid || oc->callers[i].gid != nc->callers[i].gid) {
-            snprintf(buf, cap, "callers[%zu] (its name, uid or gid)", i);
-            return buf;
-        }
-    return NULL;
-}
-
-static void reload_audit(serve_run_t *r, const char *event, const char *reason, uint64_t count)
+static void reload_audit(serve_run_t *r, const char *event, const char *reason, const char *key,
+                         uint64_t count)
 {
     tg_audit_ev_t ev;
     tg_audit_ev_init(&ev);
     ev.event = event;
     ev.reason = reason;
+    ev.key = key;
     ev.count = count;
     tg_audit_emit(r->gw.audit, &ev);
 }
 
 /* Refuse a reload: log the whole message, audit only where it points
- * ("FILE:LINE:COL: json.path"), never the offending value. */
-static void reload_reject(serve_run_t *r, const char *msg)
+ * ("FILE:LINE:COL: json.path"), never the offending value, and <key>
+ * (NULL: none), the key whose change needs a restart. */
+static void reload_reject(serve_run_t *r, const char *msg, const char *key)
 {
     char where[256];
     const char *p = msg;
@@ -863,7 +711,7 @@ static void reload_reject(serve_run_t *r, const char *msg)
     memcpy(where, msg, n);
     where[n] = '\0';
     tg_log_error("SIGHUP: config rejected, the running config stays: %s", msg);
-    reload_audit(r, "config.rejected", where, 0);
+    reload_audit(r, "config.rejected", where, key, 0);
 }
 
 static void reload_listeners(serve_run_t *r);
@@ -906,36 +754,22 @@ static void caller_reconfigure(serve_run_t *r, tg_caller_lim_t *cl, const tg_cal
     }
 }
 
-/* Reload opensentience agent <i> from generation <g>: limits in place,
- * anything else by a switch to a new instance (tg_osgw_reconfigure); the
- * agent's generation moves to <g> once the gateway runs on it. 1 when the
- * agent changed, else 0. */
-static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i)
+/* Reload opensentience agent <i> from generation <g>, whose own keys
+ * need <need> (config/diff.h): limits in place, anything else by a switch
+ * to a new instance (tg_osgw_reconfigure); the agent's generation moves to
+ * <g> once the gateway runs on it. 1 when the agent changed, else 0. */
+static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i, tg_cfg_need_t need)
 {
-    /* The opensentience settings that are limits; the rest (the
-     * heartbeat interval announced in core.welcome) needs a new instance. */
-    static const char *const limit_keys[] = {"execution_limits", "tools", "opensentience", NULL};
-    static const char *const os_limits[] = {"heartbeat_timeout", "idempotency_window",
-                                            "idempotency_max_bytes", "on_oversize", NULL};
     gen_t *og = r->agent_gen[i];
-    const tg_agent_cfg_t *oa = &og->cfg->agents[i];
     tg_agent_cfg_t *na = &g->cfg->agents[i];
-    const json_t *oj = json_array_get(jget(og->doc, "agents"), i);
-    const json_t *nj = json_array_get(jget(g->doc, "agents"), i);
-    json_t *empty = json_object();
-    const json_t *oo = jget(oj, "opensentience"), *no = jget(nj, "opensentience");
-    bool same_spawn = json_equal_but(oj, nj, limit_keys) &&
-                      json_equal_but(json_is_object(oo) ? oo : empty,
-                                     json_is_object(no) ? no : empty, os_limits) &&
-                      res_equal(&oa->res, &na->res);
-    json_decref(empty);
-    bool same_limits = agent_limits_same(oa, oj, na, nj) &&
-                       json_equal(jget(oj, "opensentience"), jget(nj, "opensentience"));
-    if (same_spawn && same_limits)
+    bool same_spawn = need == TG_NEED_LIVE;
+    if (need == TG_NEED_NONE)
         return 0;
-    if (tg_osgw_reconfigure(r->os, na, !same_spawn) < 0) {
-        tg_log_error("SIGHUP: agent '%s': cannot apply its new config; the old one keeps running",
-                     na->id);
+    tg_err_t err;
+    if (tg_osgw_reconfigure(r->os, na, !same_spawn, &err) < 0) {
+        tg_log_error("SIGHUP: agent '%s': cannot apply its new config (%s); the old one keeps "
+                     "running",
+                     na->id, err.msg);
         return 1;
     }
     /* The gateway keeps nothing of the old config: its generation may go. */
@@ -947,60 +781,90 @@ static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i)
     return 1;
 }
 
+/* What each agent's own keys need (<out>, one per agent of <g>), against
+ * the config the agent runs: its generation, which is older than the
+ * current one when a reload left it unchanged or could not start its
+ * successor. One comparison per generation. 0 or -ENOMEM. */
+static int agents_need(const serve_run_t *r, const gen_t *g, tg_cfg_change_t *out)
+{
+    size_t n = g->cfg->nagents;
+    tg_cfg_change_t *one = calloc(n, sizeof(*one));
+    if (one == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const gen_t *og = r->agent_gen[i];
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = r->agent_gen[j] == og;
+        if (seen)
+            continue;
+        tg_cfg_diff(og->cfg, g->cfg, NULL, one, n);
+        for (size_t j = i; j < n; j++)
+            if (r->agent_gen[j] == og)
+                out[j] = one[j];
+    }
+    free(one);
+    return 0;
+}
+
 static void reload(serve_run_t *r)
 {
     tg_err_t err;
-    char buf[96];
     if (r->cfg->path == NULL) {
         tg_log_warn("SIGHUP: nothing to reload (the config did not come from a file)");
         return;
     }
     gen_t *g = gen_load(r->cfg->path, &err);
     if (g == NULL) {
-        reload_reject(r, err.msg);
-        return;
-    }
-    const char *blocker = reload_blocker(r, g, buf, sizeof(buf));
-    if (blocker != NULL) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s: %s: changed, which needs a restart (change it back to reload)",
-                 r->cfg->path, blocker);
-        reload_reject(r, msg);
-        gen_unref(g);
+        reload_reject(r, err.msg, NULL);
         return;
     }
     tg_config_t *nc = g->cfg;
+    tg_cfg_change_t all;
+    if (tg_cfg_diff(r->cfg, nc, &all, NULL, 0) == TG_NEED_RESTART) {
+        char msg[TG_CFG_KEY_MAX + 512];
+        snprintf(msg, sizeof(msg),
+                 "%s: %s: changed, which needs a restart (change it back to reload)", r->cfg->path,
+                 all.key);
+        reload_reject(r, msg, all.key);
+        gen_unref(g);
+        return;
+    }
+    tg_cfg_change_t *need = calloc(nc->nagents ? nc->nagents : 1, sizeof(*need));
+    if (need == NULL || agents_need(r, g, need) < 0) {
+        tg_err_set(&err, -1, "%s: out of memory", nc->path);
+        reload_reject(r, err.msg, NULL);
+        free(need);
+        gen_unref(g);
+        return;
+    }
     uint64_t changed = 0;
     r->gw.handshake_timeout_ms = nc->handshake_timeout_ms;
     r->gw.reload_drain_timeout_ms = nc->reload_drain_timeout_ms;
-    static const char *const limit_keys[] = {"execution_limits", "tools", NULL};
-    const json_t *oagents = jget(r->cur->doc, "agents"), *nagents = jget(g->doc, "agents");
     for (size_t i = 0; i < nc->nagents; i++) {
         tg_mcp_agent_t *old = r->agents[i];
         if (old == NULL) {
-            changed += reload_os_agent(r, g, i);
+            changed += reload_os_agent(r, g, i, need[i].need);
             continue;
         }
-        const tg_agent_cfg_t *oa = tg_mcp_agent_cfg(old);
         tg_agent_cfg_t *na = &nc->agents[i];
-        const json_t *oj = json_array_get(oagents, i), *nj = json_array_get(nagents, i);
-        bool same_spawn = json_equal_but(oj, nj, limit_keys) && res_equal(&oa->res, &na->res);
-        bool same_limits = agent_limits_same(oa, oj, na, nj);
-        if (same_spawn && same_limits)
+        bool same_spawn = need[i].need == TG_NEED_LIVE;
+        if (need[i].need == TG_NEED_NONE)
             continue;
         changed++;
-        if (same_spawn && tg_mcp_agent_reconfigure(old, na) == 0) {
+        tg_err_t aerr;
+        if (same_spawn && tg_mcp_agent_reconfigure(old, na, &aerr) == 0) {
             gen_unref(r->agent_gen[i]);
             r->agent_gen[i] = g;
             g->refs++;
             tg_log("SIGHUP: agent '%s': limits updated in place", na->id);
             continue;
         }
-        tg_mcp_agent_t *ag = tg_mcp_agent_successor(old, na);
+        tg_mcp_agent_t *ag = tg_mcp_agent_successor(old, na, &aerr);
         if (ag == NULL) {
-            tg_log_error(
-                "SIGHUP: agent '%s': cannot start its new config; the old one keeps running",
-                na->id);
+            tg_log_error("SIGHUP: agent '%s': cannot start its new config (%s); the old one keeps "
+                         "running",
+                         na->id, aerr.msg);
             continue;
         }
         r->agents[i] = ag;
@@ -1042,8 +906,9 @@ static void reload(serve_run_t *r)
     r->cur = g;
     r->cfg = nc;
     gen_unref(prev);
+    free(need);
     tg_log("SIGHUP: config reloaded from %s (%" PRIu64 " agent(s) changed)", nc->path, changed);
-    reload_audit(r, "config.reloaded", NULL, changed);
+    reload_audit(r, "config.reloaded", NULL, NULL, changed);
 }
 
 /* Give <l>'s socket file its configured owner, group and mode (0660 by
@@ -1374,10 +1239,6 @@ int tg_serve_run(tg_config_t *cfg)
     tg_notify_init();
     tg_lsock_activation_init();
     gen_t gen0 = {.cfg = cfg, .refs = 1, .owned = false};
-    if (cfg->path != NULL) {
-        json_error_t je;
-        gen0.doc = json_load_file(cfg->path, 0, &je);
-    }
     r->cur = &gen0;
     r->gw.on_session_end = on_session_end;
     r->gw.instance_take = instance_take;
@@ -1389,7 +1250,9 @@ int tg_serve_run(tg_config_t *cfg)
     r->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*r->ls));
     r->callers = calloc(cfg->ncallers ? cfg->ncallers : 1, sizeof(*r->callers));
     rc = r->agents && r->ninst && r->agent_gen && r->ls && r->callers
-             ? (tg_gw_open(&r->gw, loop, cfg, &err) < 0 ? tg_log_failed(&err, 2) : 0)
+             ? (tg_gw_open(&r->gw, loop, cfg, &err) < 0 || tg_admin_open_gw(&r->gw, &err) < 0
+                    ? tg_log_failed(&err, 2)
+                    : 0)
              : 1;
     if (rc == 0 && cfg->nlisten == 0) {
         tg_log_error(
@@ -1418,12 +1281,13 @@ int tg_serve_run(tg_config_t *cfg)
     for (size_t i = 0; rc == 0 && i < cfg->nagents; i++)
         if (cfg->agents[i].dialect != TG_DIALECT_MCP)
             r->agent_gen[i] = &gen0, gen0.refs++; /* served by the opensentience gateway */
-        else if ((r->agents[i] = tg_mcp_agent_new(&r->gw, &cfg->agents[i], cfg->agents[i].max_instances)) == NULL)
-            rc = 1;
+        else if ((r->agents[i] = tg_mcp_agent_new(&r->gw, &cfg->agents[i],
+                                                  cfg->agents[i].max_instances, &err)) == NULL)
+            rc = tg_log_failed(&err, 1);
         else
             r->agent_gen[i] = &gen0, gen0.refs++;
-    if (rc == 0 && (r->os = tg_osgw_new(&r->gw)) == NULL)
-        rc = 1;
+    if (rc == 0 && (r->os = tg_osgw_new(&r->gw, &err)) == NULL)
+        rc = tg_log_failed(&err, 1);
     for (size_t i = 0; rc == 0 && i < cfg->nlisten; i++) {
         listener_t *l = &r->ls[i];
         l->r = r;
@@ -1472,7 +1336,6 @@ int tg_serve_run(tg_config_t *cfg)
     }
     if (r->cur != &gen0)
         gen_unref(r->cur);
-    json_decref(gen0.doc);
     free(r->agent_gen);
     free(r->agents);
     free(r->ninst);

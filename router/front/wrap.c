@@ -1,15 +1,18 @@
 /* toolgate wrap: one stdio session in front of one agent. See wrap.h. */
 #include "router/front/wrap.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
 #include <uv.h>
 
+#include "config/diff.h"
 #include "router/front/relay.h"
 #include "router/front/run.h"
+#include "router/admin/admin.h"
 #include "router/gateway/log.h"
 #include "router/dialect/mcp/session.h"
 
@@ -22,66 +25,42 @@ typedef struct wrap_run {
     tg_config_t *cfg;     /* the command line's, owned by the caller */
     tg_wrap_load_fn load; /* SIGHUP: the command line parsed again (NULL: no reload) */
     void *load_ctx;
-    tg_config_t *live;    /* the reloaded config the agent runs with, NULL: cfg; owned */
-    json_t *doc;          /* the --config file as JSON when the running config was read */
+    tg_config_t *live; /* the reloaded config the agent runs with, NULL: cfg; owned */
 } wrap_run_t;
 
 /* ---- SIGHUP: reload --------------------------------------------------------
  *
  * As serve (serve.c), but for the one agent: the command line is parsed
- * again (--config FILE, then --name and the --limit overrides), and when
- * only agents[0]'s limits (execution_limits, tools) changed they apply in
- * place (tg_mcp_agent_reconfigure): the call in flight keeps its slot and is
- * answered. Anything else, or a file that does not load, is refused: the
- * running config stays, the log says why (config.rejected in audit). The
- * audit file needs nothing: its sink follows a file moved or deleted
- * (logrotate) by itself after every batch (audit/sink_file.c). */
+ * again (--config FILE, then --name and the --limit overrides) and
+ * compared with the running config key by key (config/diff.h). When every
+ * changed key applies in place, agents[0]'s limits (execution_limits,
+ * tools) do (tg_mcp_agent_reconfigure): the call in flight keeps its slot and
+ * is answered; the other keys that apply in place are serve's (listeners,
+ * callers, handshake and drain timeouts) and mean nothing here. A key that
+ * needs the agent restarted is refused as one that needs toolgate
+ * restarted: the agent is the session's, and a wrap has no other. A
+ * refused reload, or a file that does not load, leaves the running config
+ * as it is; the log says why, naming the key (config.rejected in audit,
+ * with the key). The audit file needs nothing: its sink follows a file
+ * moved or deleted (logrotate) by itself after every batch
+ * (audit/sink_file.c). */
 
-static void reload_audit(wrap_run_t *r, const char *event, const char *reason)
+static void reload_audit(wrap_run_t *r, const char *event, const char *reason, const char *key)
 {
     tg_audit_ev_t ev;
     tg_audit_ev_init(&ev);
     ev.event = event;
     ev.reason = reason;
+    ev.key = key;
     ev.agent = tg_mcp_agent_id(r->ag);
     tg_audit_emit(r->gw.audit, &ev);
 }
 
-static void reload_reject(wrap_run_t *r, const char *reason, const char *msg)
+/* <key>: the key whose change needs a restart, or NULL. */
+static void reload_reject(wrap_run_t *r, const char *reason, const char *key, const char *msg)
 {
     tg_log_error("SIGHUP: config rejected, the running config stays: %s", msg);
-    reload_audit(r, "config.rejected", reason);
-}
-
-/* <doc> with agents[0]'s execution_limits and tools removed (a copy). */
-static json_t *without_limits(const json_t *doc)
-{
-    json_t *c = json_deep_copy(doc);
-    json_t *a0 = json_array_get(json_object_get(c, "agents"), 0);
-    if (json_is_object(a0)) {
-        json_object_del(a0, "execution_limits");
-        json_object_del(a0, "tools");
-    }
-    return c;
-}
-
-/* What a reload from <nd> / <na> cannot change in place, or NULL. */
-static const char *reload_blocker(const wrap_run_t *r, const json_t *nd, const tg_agent_cfg_t *na)
-{
-    json_t *a = without_limits(r->doc), *b = without_limits(nd);
-    bool same = a != NULL && b != NULL && json_equal(a, b);
-    json_decref(a);
-    json_decref(b);
-    if (!same)
-        return "something other than agents[0].execution_limits and agents[0].tools changed";
-    const tg_agent_cfg_t *oa = tg_mcp_agent_cfg(r->ag);
-    const tg_resources_t *x = &oa->res, *y = &na->res;
-    if (x->memory_bytes != y->memory_bytes || x->cpu_millicores != y->cpu_millicores ||
-        x->pids != y->pids || x->disk_bytes != y->disk_bytes || x->network != y->network ||
-        x->nofile != y->nofile || x->bandwidth_bps != y->bandwidth_bps ||
-        x->max_connections != y->max_connections)
-        return "the agent's resources (its manifest) changed";
-    return NULL;
+    reload_audit(r, "config.rejected", reason, key);
 }
 
 static void config_drop(tg_config_t *c)
@@ -101,39 +80,49 @@ static void reload(wrap_run_t *r)
     tg_err_t err;
     tg_config_t *nc = calloc(1, sizeof(*nc));
     if (nc == NULL) {
-        reload_reject(r, "out_of_memory", "out of memory");
+        reload_reject(r, "out_of_memory", NULL, "out of memory");
         return;
     }
     if (r->load(r->load_ctx, nc, &err) < 0) {
-        reload_reject(r, "invalid", err.msg);
+        reload_reject(r, "invalid", NULL, err.msg);
         config_drop(nc);
         return;
     }
-    json_error_t je;
-    json_t *nd = json_load_file(nc->path, 0, &je);
-    const char *blocker = nd == NULL ? "the file changed while being read (send SIGHUP again)"
-                                     : reload_blocker(r, nd, &nc->agents[0]);
-    int rc = 0;
-    if (blocker == NULL && (rc = tg_mcp_agent_reconfigure(r->ag, &nc->agents[0])) < 0)
-        blocker = rc == -EAGAIN ? "the tools, the shared store use or the call table size changed"
-                                : "out of memory";
-    if (blocker != NULL) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s: %s, which needs a restart (change it back to reload)",
-                 r->cfg->path, blocker);
-        reload_reject(r, "needs_restart", msg);
-        json_decref(nd);
+    tg_cfg_change_t all, ag0;
+    char msg[TG_CFG_KEY_MAX + 512];
+    if (tg_cfg_diff(r->live != NULL ? r->live : r->cfg, nc, &all, &ag0, 1) > TG_NEED_LIVE) {
+        snprintf(msg, sizeof(msg),
+                 "%s: %s: changed, which needs a restart (change it back to reload)", r->cfg->path,
+                 all.key);
+        reload_reject(r, "needs_restart", all.key, msg);
+        config_drop(nc);
+        return;
+    }
+    /* The agent moves to <nc> even when its limits are the same: it holds
+     * its config, and the running one is dropped below. */
+    tg_err_t aerr;
+    int rc = tg_mcp_agent_reconfigure(r->ag, &nc->agents[0], &aerr);
+    if (rc == -EAGAIN) {
+        const char *key = ag0.need != TG_NEED_NONE ? ag0.key : "agents[0]";
+        snprintf(msg, sizeof(msg),
+                 "%s: %s: changed, and the tools, the shared store use or the call table size "
+                 "cannot change in place, which needs a restart (change it back to reload)",
+                 r->cfg->path, key);
+        reload_reject(r, "needs_restart", key, msg);
+    } else if (rc < 0) {
+        snprintf(msg, sizeof(msg), "%s: cannot apply the new limits: %s", r->cfg->path, aerr.msg);
+        reload_reject(r, rc == -ENOMEM ? "out_of_memory" : "invalid", NULL, msg);
+    }
+    if (rc < 0) {
         config_drop(nc);
         return;
     }
     /* The agent runs on <nc> now: the previous reload's config may go. */
     config_drop(r->live);
     r->live = nc;
-    json_decref(r->doc);
-    r->doc = nd;
     tg_log("SIGHUP: agent '%s': config reloaded from %s (limits updated in place)",
            tg_mcp_agent_id(r->ag), nc->path);
-    reload_audit(r, "config.reloaded", NULL);
+    reload_audit(r, "config.reloaded", NULL, NULL);
 }
 
 /* ---- the run ---------------------------------------------------------------- */
@@ -180,20 +169,15 @@ int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx)
     r->cfg = cfg;
     r->load = load;
     r->load_ctx = load_ctx;
-    if (cfg->path != NULL) {
-        json_error_t je;
-        r->doc = json_load_file(cfg->path, 0, &je);
-        if (r->doc == NULL)
-            r->load = NULL; /* gone since it was parsed: no reload */
-    }
 
     tg_err_t err;
     tg_relay_t relay;
     int rc = tg_relay_start(&relay) < 0 ? 2 : 0;
-    if (rc == 0 && tg_gw_open(&r->gw, &r->f.loop, cfg, &err) < 0)
+    if (rc == 0 && (tg_gw_open(&r->gw, &r->f.loop, cfg, &err) < 0 ||
+                    tg_admin_open_gw(&r->gw, &err) < 0))
         rc = tg_log_failed(&err, 2);
-    if (rc == 0 && (r->ag = tg_mcp_agent_new(&r->gw, &cfg->agents[0], 1)) == NULL)
-        rc = 1;
+    if (rc == 0 && (r->ag = tg_mcp_agent_new(&r->gw, &cfg->agents[0], 1, &err)) == NULL)
+        rc = tg_log_failed(&err, 1);
     if (rc == 0 && (r->sess = tg_mcp_sess_stdio(&r->gw, r->ag)) == NULL)
         rc = 2;
     if (rc == 0) {
@@ -207,7 +191,6 @@ int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx)
     tg_relay_finish(&relay);
     tg_mcp_agent_free(r->ag);
     config_drop(r->live);
-    json_decref(r->doc);
     free(r);
     return rc;
 }

@@ -54,7 +54,19 @@ static void on_limit_event(void *ctx, const tg_limit_t *l, tg_limit_ev_t lev)
 /* Calls waiting for the shared store, against store.max_pending: sampled
  * once a second and on every /limits (a burst within a second shows in the
  * high-water only when a sample catches it). */
-static void store_pending_sample(tg_gw_t *gw)
+int tg_gw_hook_add(tg_gw_t *gw, void (*tick)(void *arg, uint64_t now), void (*reap)(void *arg),
+                   void *arg)
+{
+    for (size_t i = 0; i < gw->nhooks; i++)
+        if (gw->hooks[i].arg == arg && gw->hooks[i].tick == tick && gw->hooks[i].reap == reap)
+            return 0;
+    if (gw->nhooks == TG_GW_HOOKS_MAX)
+        return -ENOSPC;
+    gw->hooks[gw->nhooks++] = (struct tg_gw_hook){.tick = tick, .reap = reap, .arg = arg};
+    return 0;
+}
+
+void tg_gw_store_sample(tg_gw_t *gw)
 {
     if (gw->store != NULL && gw->reg_store_pending >= 0)
         tg_registry_update(&gw->reg, gw->reg_store_pending, tg_store_pending(gw->store));
@@ -97,56 +109,13 @@ static void on_tick(uv_timer_t *t)
 {
     tg_gw_t *gw = t->data;
     trim_after_churn(gw);
-    if (gw->engine_tick != NULL)
-        gw->engine_tick(gw, uv_now(gw->loop));
+    for (size_t i = 0; i < gw->nhooks; i++)
+        if (gw->hooks[i].tick != NULL)
+            gw->hooks[i].tick(gw->hooks[i].arg, uv_now(gw->loop));
     tg_registry_tick(&gw->reg, uv_now(gw->loop));
     if (gw->audit != NULL)
         tg_registry_update(&gw->reg, gw->reg_audit, tg_audit_queued(gw->audit));
-    store_pending_sample(gw);
-}
-
-/* The admin endpoint's own bounds cross a threshold (see admin.h). */
-static void admin_limit_event(void *ctx, int idx, tg_limit_ev_t ev)
-{
-    tg_registry_emit(&((tg_gw_t *)ctx)->reg, idx, ev);
-}
-
-/* An admin connection left a request unfinished past the admin idle
- * timeout: audited as a caller's unfinished frame is. */
-static void admin_request_timeout(void *ctx)
-{
-    tg_gw_t *gw = ctx;
-    if (gw->audit == NULL)
-        return;
-    tg_audit_ev_t ev;
-    tg_audit_ev_init(&ev);
-    ev.event = "call.denied";
-    ev.status = "invalid";
-    ev.reason = "frame_timeout";
-    ev.front = "admin";
-    tg_audit_emit(gw->audit, &ev);
-}
-
-static void admin_refresh(void *ctx)
-{
-    tg_gw_t *gw = ctx;
-    if (gw->audit != NULL && gw->metrics_ok)
-        tg_metrics_audit(&gw->metrics, tg_audit_queued(gw->audit), gw->cfg->audit_queue,
-                         tg_audit_dropped(gw->audit));
-    store_pending_sample(gw);
-}
-
-static const tg_registry_t *admin_registry(void *ctx)
-{
-    return &((tg_gw_t *)ctx)->reg;
-}
-
-static const tg_metrics_t *admin_metrics(void *ctx)
-{
-    tg_gw_t *gw = ctx;
-    if (gw->metrics_ok && gw->metrics_refresh != NULL)
-        gw->metrics_refresh(gw);
-    return gw->metrics_ok ? &gw->metrics : NULL;
+    tg_gw_store_sample(gw);
 }
 
 static void on_store_event(void *arg, tg_store_event_t sev, const char *reason)
@@ -320,33 +289,6 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
     if ((gw->usage = calloc(cfg->nagents, sizeof(*gw->usage))) == NULL)
         return tg_err_set(err, -1, "out of memory");
     gw->nusage = cfg->nagents;
-    if (cfg->admin_addr != NULL) {
-        tg_admin_opts_t aopts = {.max_header_bytes = cfg->admin_max_header_bytes,
-                                 .max_connections = cfg->admin_max_connections,
-                                 .idle_timeout_ms = cfg->admin_idle_timeout_ms,
-                                 .max_response_bytes = cfg->admin_max_response_bytes,
-                                 .frame_timeout_ms = cfg->frame_timeout_ms};
-        tg_admin_provider_t prov = {.ctx = gw, .refresh = admin_refresh,
-                                    .registry = admin_registry, .metrics = admin_metrics,
-                                    .own = &gw->reg, .limit_event = admin_limit_event,
-                                    .request_timeout = admin_request_timeout};
-        tg_err_t aerr;
-        /* wrap: the tools matter more than the page. An MCP client that
-         * launches several wraps with one --admin gets the endpoint in the
-         * first; the others say so and serve their tools without one.
-         * Only a port in use falls back: a bad address was refused by
-         * validation, and any other failure is this run's own. */
-        int arc = tg_admin_start(&gw->admin, loop, cfg->admin_addr, &aopts, &prov, &aerr);
-        if (arc < 0) {
-            if (!gw->wrap_mode || arc != UV_EADDRINUSE)
-                return tg_err_set(err, -1, "router.admin: %s", aerr.msg);
-            tg_log_warn("router.admin: %s; this wrap runs without an admin endpoint", aerr.msg);
-            gw->admin = NULL;
-        }
-        char bound[128];
-        if (gw->admin != NULL && tg_admin_bound(gw->admin, bound, sizeof(bound)) >= 0)
-            tg_log("admin endpoint on http://%s/ (/metrics, /limits, /agents, /healthz)", bound);
-    }
     uv_timer_init(loop, &gw->tick_timer);
     gw->tick_timer.data = gw;
     uv_timer_start(&gw->tick_timer, on_tick, 1000, 1000);
@@ -362,8 +304,8 @@ int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err)
 
 void tg_gw_stop(tg_gw_t *gw)
 {
-    if (gw->admin != NULL)
-        tg_admin_close(gw->admin);
+    if (gw->admin != NULL && gw->admin_close != NULL)
+        gw->admin_close(gw->admin);
     gw->admin = NULL;
     /* The store's connection and timers would keep the loop alive; calls
      * still waiting on it are answered (cancelled) first. */
@@ -435,8 +377,9 @@ void tg_gw_teardown(tg_gw_t *gw, uv_loop_t *loop)
     gw->tearing_down = true;
     uv_walk(loop, walk_close, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
-    if (gw->engine_reap != NULL)
-        gw->engine_reap(gw);
+    for (size_t i = 0; i < gw->nhooks; i++)
+        if (gw->hooks[i].reap != NULL)
+            gw->hooks[i].reap(gw->hooks[i].arg);
     tg_gw_free(gw);
     (void)uv_loop_close(loop);
 }

@@ -21,7 +21,6 @@
 #include "limits/contain.h"
 #include "limits/gcra.h"
 #include "limits/registry.h"
-#include "router/admin/admin.h"
 #include "router/gateway/metrics.h"
 #include "router/gateway/io.h"
 
@@ -59,6 +58,8 @@ typedef struct tg_agent_usage {
     bool sampled;                /* some instance was sampled */
 } tg_agent_usage_t;
 
+#define TG_GW_HOOKS_MAX 4 /* fixed internal bound: engines hooked into the tick */
+
 typedef struct tg_gw {
     uv_loop_t *loop;
     tg_config_t *cfg;
@@ -81,7 +82,11 @@ typedef struct tg_gw {
     bool metrics_ok;
     tg_agent_usage_t *usage; /* per agent (config index): <nusage> of them, owned */
     size_t nusage;
-    tg_admin_t *admin;    /* the admin HTTP endpoint (router.admin / --admin), or NULL */
+    /* The admin HTTP endpoint (router.admin / --admin), or NULL: opened
+     * by the runner (tg_admin_open_gw, admin/admin.h), closed by
+     * tg_gw_stop through <admin_close>. */
+    struct tg_admin *admin;
+    void (*admin_close)(struct tg_admin *a);
     bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
     tg_mcp_sess_t *sessions; /* live sessions, a list linked through the sessions */
     tg_mcp_agent_t *retired; /* agents replaced by a reload, freed once unused */
@@ -99,10 +104,13 @@ typedef struct tg_gw {
      * gw->cfg stays the first config). */
     uint64_t handshake_timeout_ms;    /* router.handshake_timeout */
     uint64_t reload_drain_timeout_ms; /* router.reload_drain_timeout */
-    /* The MCP engine's part of the tick and of teardown (set by the first
-     * MCP agent made; NULL: none). */
-    void (*engine_tick)(struct tg_gw *gw, uint64_t now);
-    void (*engine_reap)(struct tg_gw *gw);
+    /* The engines' parts of the tick and of teardown (tg_gw_hook_add). */
+    struct tg_gw_hook {
+        void (*tick)(void *arg, uint64_t now); /* once a second, or NULL */
+        void (*reap)(void *arg);               /* after the loop ended, or NULL */
+        void *arg;
+    } hooks[TG_GW_HOOKS_MAX];
+    size_t nhooks;
     /* The runner's counters into <metrics> before the admin endpoint
      * renders them (NULL: none; serve: its HTTP listeners'). */
     void (*metrics_refresh)(struct tg_gw *gw);
@@ -139,6 +147,15 @@ static inline uint64_t tg_gw_now(tg_gw_t *gw)
  * (the runner logs it and exits 2); what is only degraded (containment
  * unavailable in best_effort mode) is logged here and not an error. */
 int tg_gw_open(tg_gw_t *gw, uv_loop_t *loop, tg_config_t *cfg, tg_err_t *err);
+/* An engine's part of the tick (<tick>, once a second) and of teardown
+ * (<reap>, after the loop ended); either may be NULL. Once per engine:
+ * 0, or -ENOSPC past TG_GW_HOOKS_MAX. */
+int tg_gw_hook_add(tg_gw_t *gw, void (*tick)(void *arg, uint64_t now), void (*reap)(void *arg),
+                   void *arg);
+
+/* The store's pending calls into the registry (the tick and the admin
+ * endpoint's refresh). */
+void tg_gw_store_sample(tg_gw_t *gw);
 /* Close the gateway's own handles (so the loop can end). */
 void tg_gw_stop(tg_gw_t *gw);
 /* After the loop ended: write out and close audit, close every handle

@@ -35,7 +35,7 @@
 #include "config/config.h"
 #include "limits/registry.h"
 #include "limits/store.h"
-#include "router/call/denial.h"
+#include "router/call/denial-t.h"
 
 #define TG_METRICS_DENIALS    32 /* fixed internal bound: latest denials kept for the page */
 #define TG_METRICS_BUCKETS    13 /* fixed internal bound: finite histogram buckets */
@@ -56,12 +56,15 @@ typedef enum tg_outcome {
     TG_OUTCOME__COUNT
 } tg_outcome_t;
 
+/* The one state of an agent (or of one instance place: an MCP session),
+ * for every dialect. */
 typedef enum tg_agent_state {
-    TG_AGENT_DOWN = 0,
-    TG_AGENT_STARTING,
-    TG_AGENT_RUNNING,
-    TG_AGENT_BACKOFF, /* waiting to be restarted */
-    TG_AGENT_UNHEALTHY,
+    TG_AGENT_DOWN = 0, /* no instance (on_demand: the next call starts one) */
+    TG_AGENT_STARTING, /* spawned, its dialect's handshake not done */
+    TG_AGENT_RUNNING,  /* calls are routed to it */
+    TG_AGENT_BACKOFF,  /* waiting to be restarted */
+    TG_AGENT_UNHEALTHY, /* its heartbeats stopped: calls refused until it recovers or is killed */
+    TG_AGENT_FAILED,   /* not restarted (policy, or restarts exhausted); shown as down */
 } tg_agent_state_t;
 
 /* One configured agent. Arrays are sized at init from config. */
@@ -141,6 +144,9 @@ void tg_metrics_free(tg_metrics_t *m);
 /* True when <s> (NUL-terminated) may be shown as-is in a label, JSON or
  * the page: 1..TG_METRICS_NAME_MAX bytes of [A-Za-z0-9._:@/-]. */
 bool tg_metrics_name_ok(const char *s);
+/* <src> as metrics show it: itself when tg_metrics_name_ok, else
+ * "invalid.<idx>" (TG_LIMIT_NAME_MAX bytes at <dst>). */
+void tg_metrics_shown_name(char *dst, const char *src, size_t idx);
 
 /* Hot path. <agent> is the index in cfg->agents; <tool> the index in that
  * agent's cfg tools, or -1 for a tool config does not name. Out-of-range
@@ -175,26 +181,5 @@ void tg_metrics_audit(tg_metrics_t *m, uint64_t depth, uint64_t capacity, uint64
 
 const char *tg_outcome_name(tg_outcome_t o);         /* "ok", "error", ... */
 const char *tg_agent_state_name(tg_agent_state_t s); /* "down", "running", ... */
-
-/* Encoders. <r> and <m> may each be NULL (their sections are then empty). */
-
-/* Prometheus text exposition format 0.0.4: every family with # HELP and
- * # TYPE before its samples (a family with no sample is left out), label
- * values escaped (\\, \", \n; invalid UTF-8 as U+FFFD). */
-long tg_metrics_prom(char *buf, size_t cap, const tg_registry_t *r, const tg_metrics_t *m);
-
-/* /limits: {"instance":..,"limits":[{"name","category","scope","current",
- * "high_water","capacity","fill_pct"}...]} in registry order; fill_pct is
- * current * 100 / capacity with one decimal, null when capacity is 0. */
-long tg_metrics_limits_json(char *buf, size_t cap, const tg_registry_t *r, const tg_metrics_t *m);
-
-/* /agents: {"instance":..,"uptime_ms":..,"agents":[...],"denials":[newest first],
- * "denials_total":{code:n},"store":{..},"audit":{..}}. <now_ms> is wall
- * clock (denial ts are written as RFC 3339). */
-long tg_metrics_agents_json(char *buf, size_t cap, const tg_metrics_t *m, int64_t now_ms);
-
-/* Write <n> bytes of <s> as the inside of a Prometheus label value into
- * <buf>: returns the length, or -ENOSPC. Exposed for tests. */
-long tg_prom_escape(char *buf, size_t cap, const char *s, size_t n);
 
 #endif

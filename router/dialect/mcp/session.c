@@ -30,7 +30,6 @@
  *    in one uv_write per stream.
  */
 #include "router/dialect/mcp/session_impl.h"
-#include "router/front/http_sess.h"
 
 static const tg_call_ops_t call_ops;
 
@@ -293,13 +292,13 @@ void mcp_admit_call(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
             c->tool_name_len = 7;
         }
     }
-    if (w->phase != TG_P_RUN || w->astate != A_RUNNING) {
+    if (w->phase != TG_P_RUN || w->astate != TG_AGENT_RUNNING) {
         bool down = w->phase != TG_P_RUN;
         mcp_denial_init(w, &d, down ? TG_DENY_SHUTTING_DOWN : TG_DENY_UNAVAILABLE, c, reqid,
                         sizeof(reqid));
         d.limit = down ? "shutdown" : "agent";
         d.detail = down                       ? "toolgate is shutting down"
-                   : w->astate == A_BACKOFF ? "agent is restarting"
+                   : w->astate == TG_AGENT_BACKOFF ? "agent is restarting"
                                             : "agent is starting";
         if (!down)
             d.retry_after_ms = 1000;
@@ -323,7 +322,7 @@ static tg_caller_lim_t *mcp_op_climits(const tg_callc_t *cc)
 static tg_call_go_t mcp_op_ready(const tg_callc_t *cc)
 {
     const mcp_sess_t *w = CCALL(cc)->w;
-    return mcp_agent_writable(w) && w->astate == A_RUNNING ? TG_GO_NOW : TG_GO_NOT;
+    return mcp_agent_writable(w) && w->astate == TG_AGENT_RUNNING ? TG_GO_NOW : TG_GO_NOT;
 }
 
 static bool mcp_op_forward(tg_callc_t *cc)
@@ -425,7 +424,7 @@ const tg_call_ops_t *mcp_call_ops(void)
 static bool cancel_says_gone(const char *frame, size_t len)
 {
     size_t n;
-    const char *tail = tg_hsess_gone_tail(&n);
+    const char *tail = tg_mcp_gone_tail(&n);
     while (len > 0 && (frame[len - 1] == '\n' || frame[len - 1] == '\r' || frame[len - 1] == ' '))
         len--;
     return n > 0 && len >= n && memcmp(frame + len - n, tail, n) == 0;

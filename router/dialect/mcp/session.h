@@ -23,8 +23,9 @@ typedef struct mcp_sess tg_mcp_sess_t;
 typedef struct tg_mcp_agent tg_mcp_agent_t;
 
 /* The shared state of agent <acfg>, for up to <max_sessions> sessions at
- * once. NULL after logging on failure. */
-tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions);
+ * once. NULL with <err> filled on failure. */
+tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions,
+                                 tg_err_t *err);
 void tg_mcp_agent_close_timers(tg_mcp_agent_t *ag);
 void tg_mcp_agent_free(tg_mcp_agent_t *ag);
 
@@ -33,12 +34,13 @@ void tg_mcp_agent_free(tg_mcp_agent_t *ag);
  * limits keep their state, inflight calls keep their slots. -EAGAIN when
  * the change needs a successor instead (tools added, removed or reordered,
  * the shared store choice changed, or the call table would have to grow);
- * -EINVAL/-ENOMEM otherwise. On failure <ag> is unchanged. */
-int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg);
+ * -EINVAL/-ENOMEM otherwise, each with <err> naming the key. On failure
+ * <ag> is unchanged. */
+int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg, tg_err_t *err);
 /* A new agent for <acfg> taking <old>'s place (metrics row, registry rows,
  * instance budget), with the state of its unchanged rate buckets. NULL
- * after logging. */
-tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg);
+ * with <err> filled. */
+tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg, tg_err_t *err);
 /* <ag> was replaced: free it once no session or store answer refers to it
  * (its sessions are drained by the runner), then call <on_free>(<arg>)
  * (NULL: none); at the latest in tg_gw_teardown. */

@@ -92,7 +92,7 @@ static void on_caller_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t n
                               : "invalid request: malformed batch");
             return;
         }
-        if (mcp_agent_writable(w) && w->astate == A_RUNNING) {
+        if (mcp_agent_writable(w) && w->astate == TG_AGENT_RUNNING) {
             tg_out_slice(&w->inst->a.p.wr, b, frame, len);
             int all;
             if (batch_kinds(frame, slen, TG_MCP_REQUEST, &all) > 0 && w->batches_open < UINT32_MAX)
@@ -125,11 +125,11 @@ static void on_caller_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t n
 
     if (env.kind == TG_MCP_REQUEST) {
         bool is_init = tg_jstr_eq(frame, env.method, "initialize");
-        if (w->phase != TG_P_RUN || w->astate != A_RUNNING || w->npass >= TG_MAX_PASSTHRU) {
+        if (w->phase != TG_P_RUN || w->astate != TG_AGENT_RUNNING || w->npass >= TG_MAX_PASSTHRU) {
             tg_denial_t d;
             char reqid[32];
             tg_deny_code_t code = w->phase != TG_P_RUN     ? TG_DENY_SHUTTING_DOWN
-                                  : w->astate != A_RUNNING ? TG_DENY_UNAVAILABLE
+                                  : w->astate != TG_AGENT_RUNNING ? TG_DENY_UNAVAILABLE
                                                            : TG_DENY_CONCURRENCY;
             mcp_denial_init(w, &d, code, NULL, reqid, sizeof(reqid));
             d.limit = code == TG_DENY_CONCURRENCY ? "concurrency" : code == TG_DENY_UNAVAILABLE ? "agent" : "shutdown";
@@ -164,7 +164,7 @@ static void on_caller_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t n
         return;
     }
     /* Notifications and the caller's answers to agent requests pass as they are. */
-    if (mcp_agent_writable(w) && w->astate != A_BACKOFF)
+    if (mcp_agent_writable(w) && w->astate != TG_AGENT_BACKOFF)
         tg_out_slice(&w->inst->a.p.wr, b, frame, len);
 }
 
@@ -249,7 +249,7 @@ static void to_caller_spliced(mcp_sess_t *w, tg_block_t *b, const char *p, size_
 
 static void agent_running(mcp_sess_t *w)
 {
-    w->astate = A_RUNNING;
+    w->astate = TG_AGENT_RUNNING;
     tg_pipe_pump(&w->ag->r, w);
 }
 
@@ -846,7 +846,7 @@ static void inst_gone(tg_ainst_t *a)
     mcp_sess_t *w = inst->w;
     if (w->inst == inst)
         w->inst = NULL;
-    w->astate = A_DOWN;
+    w->astate = TG_AGENT_DOWN;
     fail_inflight(w, inst);
     /* serve runs an instance per session: the agent is down when the
      * last of them is gone. */
@@ -857,55 +857,47 @@ static void inst_gone(tg_ainst_t *a)
 
 /* The agent is down (it exited, or could not be started): stop, restart
  * with backoff, or give up after max_restarts within the window. */
+static void emit_owner(void *owner, tg_audit_ev_t *ev)
+{
+    emit(owner, ev);
+}
+
 void mcp_after_exit(mcp_sess_t *w, bool failed, int64_t status, bool by_signal)
 {
-    tg_audit_ev_t ev;
     if (w->phase != TG_P_RUN) {
         mcp_finish(w);
         return;
     }
-    tg_restart_policy_t pol = w->ag->r.acfg->restart_policy;
-    if (tg_ainst_exec_failed(status, by_signal)) {
-        tg_log_error(
-            "agent '%s': its command %s cannot be run (status %" PRId64
-            ": not found or not executable; fix agents[].command or PATH): not restarting it",
-            agent_name(w), w->ag->r.acfg->command[0], status);
+    tg_restart_ctx_t x = {.gw = w->gw,
+                          .acfg = w->ag->r.acfg,
+                          .idx = w->ag->r.idx,
+                          .reg_restarts = w->ag->reg_restarts,
+                          .stop_tail = "stopping",
+                          .emit = emit_owner,
+                          .owner = w};
+    uint64_t backoff;
+    uint32_t recent;
+    switch (tg_restart_decide(&w->restarts, &x, failed, status, by_signal, now_ms(w), &backoff,
+                              &recent)) {
+    case TG_EXIT_UNRUNNABLE:
         w->gw->exit_code = (int)status;
         mcp_begin_shutdown(w, "agent command cannot be run");
         mcp_finish(w);
         return;
-    }
-    if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
-        tg_logf(failed ? TG_LOG_WARN : TG_LOG_INFO, NULL,
-                "agent '%s' %s (status %" PRId64 "); restart policy '%s': stopping", agent_name(w),
-                failed ? "failed" : "exited", status, pol == TG_RESTART_NO ? "no" : "on-failure");
+    case TG_EXIT_POLICY:
         w->gw->exit_code = (int)status;
         mcp_begin_shutdown(w, "agent exited");
         mcp_finish(w);
         return;
-    }
-    /* Crash-loop protection: at most max_restarts within window. */
-    uint64_t now = now_ms(w);
-    uint32_t recent = mcp_recent_restarts(w, now);
-    if (recent >= w->ag->r.acfg->max_restarts) {
-        tg_aproc_log_give_up(w->ag->r.acfg, recent);
+    case TG_EXIT_GIVE_UP:
         w->gw->exit_code = 1;
         mcp_begin_shutdown(w, "agent restarts exhausted");
         mcp_finish(w);
         return;
+    case TG_EXIT_RESTART:
+        break;
     }
-    uint64_t backoff = tg_aproc_backoff(w->ag->r.acfg, recent);
-    tg_aproc_restart_note(w->restart_at, &w->nrestarts, now);
-    /* Another session of the agent may be nearer its budget: only raise
-     * (on_tick lowers it as restarts leave the window). */
-    if (w->ag->reg_restarts >= 0 && recent + 1 > w->gw->reg.v[w->ag->reg_restarts].current)
-        reg_set(w, w->ag->reg_restarts, recent + 1);
-    tg_aproc_ev_restarting(&ev, agent_name(w), recent + 1, backoff);
-    emit(w, &ev);
-    tg_log_warn("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", agent_name(w),
-                by_signal ? "was killed by a signal" : "failed", backoff, recent + 1,
-                w->ag->r.acfg->max_restarts);
-    w->astate = A_BACKOFF;
+    w->astate = TG_AGENT_BACKOFF;
     uv_timer_start(&w->restart_timer, on_restart_timer, backoff, 0);
 }
 
@@ -948,7 +940,7 @@ int mcp_agent_spawn(mcp_sess_t *w)
                   &w->err_dropped_reported, &inst_ops, w);
     tg_ainst_spawn_t how = {.inherit_env = w->gw->wrap_mode,
                             .hint = " (check the command after --)",
-                            .attempt = w->nrestarts};
+                            .attempt = w->restarts.n};
     int rc = tg_ainst_spawn(&inst->a, &how);
     if (rc < 0) {
         /* uv_spawn itself failed: the command; containment or the
@@ -964,11 +956,11 @@ int mcp_agent_spawn(mcp_sess_t *w)
     if (w->gw->metrics_ok)
         tg_metrics_agent_state(&w->gw->metrics, w->ag->r.idx, TG_AGENT_RUNNING, inst->a.p.pid);
 
-    if (w->nrestarts > 0 && w->init_frame != NULL) {
+    if (w->restarts.n > 0 && w->init_frame != NULL) {
         /* Replay the caller's handshake so the session goes on. */
         mcp_call_t *c = mcp_call_alloc(w, K_REPLAY_INIT);
         if (c != NULL) {
-            w->astate = A_STARTING;
+            w->astate = TG_AGENT_STARTING;
             mcp_to_agent_spliced(w, NULL, w->init_frame, w->init_len, w->init_id_off, w->init_id_len,
                              c->cc.id);
             return 0;

@@ -38,6 +38,7 @@
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
+#include "router/agent/restart.h"
 #include "router/call/dltimer.h"
 #include "router/call/pipeline.h"
 
@@ -52,7 +53,6 @@
  * a row; a release by this instance lets it ask at once. */
 
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
-typedef enum { A_DOWN = 0, A_STARTING, A_RUNNING, A_BACKOFF } agent_state_t;
 
 typedef struct mcp_sess mcp_sess_t;
 
@@ -171,11 +171,10 @@ struct mcp_sess {
 
     /* agent instance */
     mcp_inst_t *inst;
-    agent_state_t astate;
+    tg_agent_state_t astate; /* the one agent state enum (gateway/metrics.h) */
     bool agent_paused;
     tg_mcp_head_t agent_over; /* an over-cap agent frame's members, read as it streams */
-    uint64_t restart_at[TG_APROC_RESTART_LOG];
-    uint32_t nrestarts;
+    tg_restarts_t restarts; /* this session's instance restarts (agent/restart.h) */
     uint64_t invalid_agent_frames;
     uint64_t unmatched_responses;
     uint64_t dropped_cancels; /* notifications/cancelled naming no live request */

@@ -52,7 +52,7 @@ void mcp_begin_shutdown(mcp_sess_t *w, const char *why)
         emit(w, &ev);
     }
     uv_timer_stop(&w->restart_timer);
-    if (w->astate == A_BACKOFF || w->inst == NULL) {
+    if (w->astate == TG_AGENT_BACKOFF || w->inst == NULL) {
         w->phase = TG_P_DONE;
         mcp_finish(w);
         return;
@@ -141,7 +141,7 @@ static void report_stderr_drops(mcp_sess_t *w)
  * after_exit holds against max_restarts. */
 uint32_t mcp_recent_restarts(const mcp_sess_t *w, uint64_t now)
 {
-    return tg_aproc_recent(w->restart_at, w->nrestarts, now, w->ag->r.acfg->restart_window_ms);
+    return tg_restarts_recent(&w->restarts, w->ag->r.acfg, now);
 }
 
 /* The gateway's tick: report stderr drops and age out restarts: each
@@ -214,10 +214,8 @@ static void register_limits(tg_mcp_agent_t *ag)
 {
     const tg_agent_cfg_t *a = ag->r.acfg;
     char name[TG_LIMIT_NAME_MAX];
-    /* max_restarts per restart.window: a count over a period, like a rate. */
-    snprintf(name, sizeof(name), "agent.%s.restarts", a->id);
-    ag->reg_restarts = tg_registry_upsert(&ag->gw->reg, name, TG_LIMIT_RATE, "session",
-                                          a->max_restarts);
+    /* Each session's instance has its own restart budget. */
+    ag->reg_restarts = tg_restarts_register(&ag->gw->reg, a, "session");
     /* max_instances is enforced by serve only (wrap runs one instance). */
     ag->reg_instances = -1;
     if (!ag->gw->wrap_mode) {
@@ -229,15 +227,27 @@ static void register_limits(tg_mcp_agent_t *ag)
 
 /* ---- public API: gateway, agents, sessions ------------------------------ */
 
-/* An agent for <acfg> at metrics row <idx>. NULL after logging. */
-static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx, uint32_t max_sessions)
+static void engine_tick(void *arg, uint64_t now)
+{
+    tg_mcp_sess_tick(arg, now);
+}
+
+static void engine_reap(void *arg)
+{
+    tg_mcp_sess_reap_retired(arg);
+}
+
+/* An agent for <acfg> at metrics row <idx>. NULL with <err> filled. */
+static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
+                                  uint32_t max_sessions, tg_err_t *err)
 {
     tg_mcp_agent_t *ag = calloc(1, sizeof(*ag));
-    if (ag == NULL)
+    if (ag == NULL) {
+        tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
         return NULL;
+    }
     ag->gw = gw;
-    gw->engine_tick = tg_mcp_sess_tick;
-    gw->engine_reap = tg_mcp_sess_reap_retired;
+    (void)tg_gw_hook_add(gw, engine_tick, engine_reap, gw); /* once per gateway */
     ag->r.ops = mcp_call_ops();
     tg_dlt_init(&ag->r.dlt, tg_pipe_deadline, ag);
     ag->max_sessions = max_sessions;
@@ -249,7 +259,7 @@ static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
     /* Ids fitted to twice that: short in every frame, and room for a
      * reload to raise the limits in place (beyond it, a successor). */
     uint32_t fit = n > TG_CALL_MAX / 2 ? TG_CALL_MAX : (uint32_t)(2 * n);
-    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(mcp_call_t), n, fit) < 0) {
+    if (tg_route_setup(&ag->r, gw, acfg, idx, sizeof(mcp_call_t), n, fit, err) < 0) {
         tg_mcp_agent_free(ag);
         return NULL;
     }
@@ -257,9 +267,10 @@ static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
     return ag;
 }
 
-tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions)
+tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions,
+                                 tg_err_t *err)
 {
-    return agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions);
+    return agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions, err);
 }
 
 void tg_mcp_agent_close_timers(tg_mcp_agent_t *ag)
@@ -283,31 +294,40 @@ void tg_mcp_agent_free(tg_mcp_agent_t *ag)
 
 /* ---- reload ----------------------------------------------------------- */
 
-int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg)
+int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg, tg_err_t *err)
 {
     const tg_agent_cfg_t *o = ag->r.acfg;
     if (acfg->rate_shared != o->rate_shared || acfg->shared_lease != o->shared_lease ||
-        acfg->conc_shared != o->conc_shared || acfg->ntools != o->ntools)
-        return -EAGAIN;
+        acfg->conc_shared != o->conc_shared)
+        return tg_err_set(err, -EAGAIN, "agents.%s.execution_limits: a scope changed", acfg->id);
+    if (acfg->ntools != o->ntools)
+        return tg_err_set(err, -EAGAIN, "agents.%s.tools: a tool added or removed", acfg->id);
     for (size_t i = 0; i < acfg->ntools; i++)
         if (strcmp(acfg->tools[i].name, o->tools[i].name) != 0 ||
             acfg->tools[i].lim.rate_shared != o->tools[i].lim.rate_shared)
-            return -EAGAIN;
+            return tg_err_set(err, -EAGAIN, "agents.%s.tools.%s: renamed, moved or its scope changed",
+                              acfg->id, acfg->tools[i].name);
     /* The table grows in place (its chunks never move); it is left
      * larger when a later step fails, which is harmless. */
     uint64_t need = 2ull * acfg->lim.max_concurrent_calls + acfg->lim.max_queued_calls +
                     (uint64_t)ag->max_sessions * (TG_MAX_PASSTHRU + 2);
     if (need > (UINT64_C(1) << ag->r.tab.bits) || ag->r.aq.count > acfg->lim.max_queued_calls)
-        return -EAGAIN;
+        return tg_err_set(err, -EAGAIN,
+                          "agents.%s.execution_limits: the call table or the queue's calls "
+                          "outgrow the new limits",
+                          acfg->id);
     if (tg_ctab_grow(&ag->r.tab, (uint32_t)need) < 0)
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
     tg_gcra_t arate = ag->r.arate;
     if (!tg_route_same_rate(&o->lim, &acfg->lim) &&
         tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
                      acfg->lim.burst) < 0)
-        return -EINVAL;
-    if (acfg->lim.max_queued_calls != ag->r.aq.cap && tg_waitq_resize(&ag->r.aq, acfg->lim.max_queued_calls) < 0)
-        return -ENOMEM;
+        return tg_err_set(err, -EINVAL,
+                          "agents.%s.execution_limits.rate_limit: cannot be set up as a bucket",
+                          acfg->id);
+    if (acfg->lim.max_queued_calls != ag->r.aq.cap &&
+        tg_waitq_resize(&ag->r.aq, acfg->lim.max_queued_calls) < 0)
+        return tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
     /* Nothing fails from here on: the new limits apply as a whole. */
     ag->r.arate = arate;
     ag->r.aconc.max = acfg->lim.max_concurrent_calls;
@@ -353,9 +373,9 @@ int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg)
     return 0;
 }
 
-tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg)
+tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg, tg_err_t *err)
 {
-    tg_mcp_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions);
+    tg_mcp_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions, err);
     if (ag == NULL)
         return NULL;
     /* Bucket state survives for the rates that did not change (a local

@@ -184,8 +184,8 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
             "agent '%s': %zu of %zu tools refused at registration (see core.tools.registered)",
             aname(ag), nrej, n);
     ag->registered = true;
-    if (ag->st == A_STARTING) {
-        set_state(ag, A_READY);
+    if (ag->st == TG_AGENT_STARTING) {
+        set_state(ag, TG_AGENT_RUNNING);
         tg_log("agent '%s' ready: %zu tools registered", aname(ag), ag->nreg);
     }
     tg_pipe_pump(&ag->r, ag->g);
@@ -194,9 +194,9 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
 static void on_heartbeat(os_agent_t *ag)
 {
     uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->os.heartbeat_timeout_ms, 0);
-    if (ag->st != A_UNHEALTHY)
+    if (ag->st != TG_AGENT_UNHEALTHY)
         return;
-    set_state(ag, ag->registered ? A_READY : A_STARTING);
+    set_state(ag, ag->registered ? TG_AGENT_RUNNING : TG_AGENT_STARTING);
     tg_log("agent '%s' recovered: heartbeats resumed", aname(ag));
     agent_event(ag, "agent.unhealthy", "recovered", "heartbeat_resumed");
     tg_pipe_pump(&ag->r, ag->g);
@@ -463,15 +463,20 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
 
 bool osg_crash_loop(const os_agent_t *ag, uint64_t now, uint32_t *recent)
 {
-    *recent = tg_aproc_recent(ag->restart_at, ag->nrestarts, now, ag->r.acfg->restart_window_ms);
+    *recent = tg_restarts_recent(&ag->restarts, ag->r.acfg, now);
     return *recent >= ag->r.acfg->max_restarts;
 }
 
 static void on_restart_timer(uv_timer_t *t);
 
+static void emit_owner(void *owner, tg_audit_ev_t *ev)
+{
+    emit(owner, ev);
+}
+
 /* The instance is down (it exited, or could not be started): restart it
  * with backoff per the agent's policy, or leave it down. */
-static void after_exit(os_agent_t *ag, bool failed, int64_t status)
+static void after_exit(os_agent_t *ag, bool failed, int64_t status, bool by_signal)
 {
     tg_osgw_t *g = ag->g;
     ag->last_failed = failed;
@@ -480,46 +485,34 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status)
         return;
     }
     if (g->stopping || ag->phase != TG_P_RUN) {
-        set_state(ag, A_DOWN);
+        set_state(ag, TG_AGENT_DOWN);
         ag->phase = TG_P_DONE;
         osg_g_check_idle(g);
         return;
     }
-    tg_restart_policy_t pol = ag->r.acfg->restart_policy;
     bool on_demand = ag->r.acfg->start == TG_START_ON_DEMAND;
-    if (tg_ainst_exec_failed(status, false)) {
-        tg_log_error(
-            "agent '%s': its command %s cannot be run (status %" PRId64
-            ": not found or not executable; fix agents[].command or PATH): not restarting it",
-            aname(ag), ag->r.acfg->command[0], status);
-        set_state(ag, A_FAILED);
+    tg_restart_ctx_t x = {.gw = g->gw,
+                          .acfg = ag->r.acfg,
+                          .idx = ag->r.idx,
+                          .reg_restarts = ag->reg_restarts,
+                          .stop_tail = on_demand ? "the next call starts it" : "not restarted",
+                          .emit = emit_owner,
+                          .owner = g};
+    uint64_t backoff;
+    uint32_t recent;
+    switch (tg_restart_decide(&ag->restarts, &x, failed, status, by_signal, now_ms(g), &backoff,
+                              &recent)) {
+    case TG_EXIT_UNRUNNABLE:
+        set_state(ag, TG_AGENT_FAILED);
         return;
-    }
-    if (pol == TG_RESTART_NO || (pol == TG_RESTART_ON_FAILURE && !failed)) {
-        tg_logf(failed ? TG_LOG_WARN : TG_LOG_INFO, NULL,
-                "agent '%s' %s (status %" PRId64 "); restart policy '%s': %s", aname(ag),
-                failed ? "failed" : "exited", status, pol == TG_RESTART_NO ? "no" : "on-failure",
-                on_demand ? "the next call starts it" : "not restarted");
-        set_state(ag, on_demand ? A_DOWN : A_FAILED);
+    case TG_EXIT_POLICY:
+    case TG_EXIT_GIVE_UP:
+        set_state(ag, on_demand ? TG_AGENT_DOWN : TG_AGENT_FAILED);
         return;
+    case TG_EXIT_RESTART:
+        break;
     }
-    uint64_t now = now_ms(g);
-    uint32_t recent = 0;
-    if (osg_crash_loop(ag, now, &recent)) {
-        tg_aproc_log_give_up(ag->r.acfg, recent);
-        set_state(ag, on_demand ? A_DOWN : A_FAILED);
-        return;
-    }
-    uint64_t backoff = tg_aproc_backoff(ag->r.acfg, recent);
-    tg_aproc_restart_note(ag->restart_at, &ag->nrestarts, now);
-    tg_audit_ev_t ev;
-    tg_aproc_ev_restarting(&ev, aname(ag), recent + 1, backoff);
-    emit(g, &ev);
-    if (g->gw->metrics_ok)
-        tg_metrics_agent_restarted(&g->gw->metrics, ag->r.idx);
-    tg_log_warn("agent '%s' %s; restarting in %" PRIu64 " ms (attempt %u of %u)", aname(ag),
-                failed ? "failed" : "exited", backoff, recent + 1, ag->r.acfg->max_restarts);
-    set_state(ag, A_BACKOFF);
+    set_state(ag, TG_AGENT_BACKOFF);
     uv_timer_start(&ag->restart_timer, on_restart_timer, backoff, 0);
 }
 
@@ -531,7 +524,7 @@ static void on_restart_timer(uv_timer_t *t)
     /* A restart that cannot even start counts like a crash. */
     int rc = osg_agent_spawn(ag);
     if (rc < 0)
-        after_exit(ag, true, tg_ainst_spawn_status(rc));
+        after_exit(ag, true, tg_ainst_spawn_status(rc), false);
     osg_g_flush(ag->g);
 }
 
@@ -549,9 +542,9 @@ static void inst_gone(tg_ainst_t *a)
     for (size_t i = 0; i < ag->nreg; i++)
         free(ag->reg[i]);
     ag->nreg = 0;
-    set_state(ag, A_DOWN);
+    set_state(ag, TG_AGENT_DOWN);
     fail_calls(ag, in);
-    after_exit(ag, tg_ainst_failed(a), tg_ainst_status(a));
+    after_exit(ag, tg_ainst_failed(a), tg_ainst_status(a), a->p.term_signal != 0);
 }
 
 static void agent_out_drain(tg_out_t *o, void *ctx)
@@ -605,9 +598,9 @@ int osg_agent_spawn(os_agent_t *ag)
     tg_osgw_t *g = ag->g;
     if (ag->inst != NULL)
         return 0;
-    if (ag->st == A_DOWN && ag->last_failed) {
+    if (ag->st == TG_AGENT_DOWN && ag->last_failed) {
         /* An on-demand start after a failure counts as a restart. */
-        tg_aproc_restart_note(ag->restart_at, &ag->nrestarts, now_ms(g));
+        tg_restarts_note(&ag->restarts, now_ms(g));
     }
     int rc = new_token(ag);
     if (rc < 0) {
@@ -625,7 +618,7 @@ int osg_agent_spawn(os_agent_t *ag)
     /* The session token goes last: an entry of the same name from config
      * is left out, the token must be the one toolgate checks. */
     tg_ainst_spawn_t how = {.env_name = OS_TOKEN_ENV, .env_value = ag->token, .hint = "",
-                            .attempt = ag->nrestarts};
+                            .attempt = ag->restarts.n};
     rc = tg_ainst_spawn(&in->a, &how);
     if (rc < 0) {
         explicit_bzero(ag->token, sizeof(ag->token));
@@ -634,7 +627,7 @@ int osg_agent_spawn(os_agent_t *ag)
     ag->inst = in;
     ag->starts++;
     ag->hello_ok = false;
-    set_state(ag, A_STARTING);
+    set_state(ag, TG_AGENT_STARTING);
     /* The hello deadline. */
     uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->os.heartbeat_timeout_ms, 0);
     osg_flow(g);
@@ -658,11 +651,11 @@ static void on_hb_timer(uv_timer_t *t)
                     aname(ag), ag->r.acfg->os.heartbeat_timeout_ms, ag->path_hb);
         agent_event(ag, "agent.unhealthy", "unhealthy", "hello_timeout");
         TG_AINST_KILL(ag->inst, SIGKILL, "hello_timeout");
-    } else if (ag->st != A_UNHEALTHY) {
+    } else if (ag->st != TG_AGENT_UNHEALTHY) {
         tg_log_warn("agent '%s' missed its heartbeats for %" PRIu64
                     " ms: unhealthy, calls refused until it recovers",
                     aname(ag), ag->r.acfg->os.heartbeat_timeout_ms);
-        set_state(ag, A_UNHEALTHY);
+        set_state(ag, TG_AGENT_UNHEALTHY);
         agent_event(ag, "agent.unhealthy", "unhealthy", "heartbeat_missed");
         uv_timer_start(&ag->hb_timer, on_hb_timer, ag->r.acfg->kill_grace_ms, 0);
     } else {
@@ -736,8 +729,8 @@ static void agent_stop(os_agent_t *ag)
     uv_timer_stop(&ag->restart_timer);
     if (ag->inst == NULL) {
         ag->phase = TG_P_DONE;
-        if (ag->st == A_BACKOFF)
-            set_state(ag, A_DOWN);
+        if (ag->st == TG_AGENT_BACKOFF)
+            set_state(ag, TG_AGENT_DOWN);
         return;
     }
     uv_timer_start(&ag->phase_timer, on_phase_timer, ag->r.acfg->kill_grace_ms, 0);
@@ -806,17 +799,20 @@ static void register_limits(os_agent_t *ag)
                                       ag->r.acfg->os.idempotency_max_bytes);
     snprintf(ag->path_hb, sizeof(ag->path_hb), "agents.%s.opensentience.heartbeat_timeout",
              aname(ag));
+    ag->reg_restarts = tg_restarts_register(&ag->g->gw->reg, ag->r.acfg, "agent");
 }
 
-static int setup_limits(os_agent_t *ag, tg_agent_cfg_t *a, size_t idx)
+static int setup_limits(os_agent_t *ag, tg_agent_cfg_t *a, size_t idx, tg_err_t *err)
 {
     ag->r.qcap = a->lim.max_queued_calls;
-    int rc = tg_route_setup(&ag->r, ag->g->gw, a, idx, sizeof(os_call_t), osg_slab_need(a), 0);
+    int rc = tg_route_setup(&ag->r, ag->g->gw, a, idx, sizeof(os_call_t), osg_slab_need(a), 0,
+                            err);
     if (rc < 0)
         return rc;
     rc = tg_idem_init(&ag->idem_cache, a->os.idempotency_max_bytes, a->os.idempotency_window_ms);
     if (rc < 0)
-        return rc;
+        return tg_err_set(err, rc, "agents.%s.opensentience.idempotency_max_bytes: %s", a->id,
+                          rc == -ENOMEM ? "out of memory" : "cannot be set up");
     register_limits(ag);
     return 0;
 }
@@ -838,8 +834,7 @@ static void agent_free(os_agent_t *ag)
 
 static void restarts_reset(os_agent_t *ag)
 {
-    ag->nrestarts = 0;
-    memset(ag->restart_at, 0, sizeof(ag->restart_at));
+    tg_restarts_reset(&ag->restarts);
     ag->last_failed = false;
 }
 
@@ -867,7 +862,7 @@ static void switch_done(os_agent_t *ag)
     uv_timer_stop(&ag->phase_timer);
     uv_timer_stop(&ag->restart_timer);
     restarts_reset(ag);
-    set_state(ag, A_DOWN);
+    set_state(ag, TG_AGENT_DOWN);
     bool start = ag->r.acfg->start == TG_START_EAGER || ag->r.aq.count > 0;
     tg_log("SIGHUP: agent '%s': %s", aname(ag),
            start ? "starting an instance with the reloaded config"
@@ -877,7 +872,7 @@ static void switch_done(os_agent_t *ag)
     int rc = osg_agent_spawn(ag);
     if (rc < 0) {
         fail_queued(ag, "agent could not be started with its reloaded config");
-        after_exit(ag, true, tg_ainst_spawn_status(rc));
+        after_exit(ag, true, tg_ainst_spawn_status(rc), false);
     }
 }
 
@@ -903,21 +898,32 @@ static void switch_start(os_agent_t *ag)
 
 /* ---- public API --------------------------------------------------------- */
 
-tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
+/* The gateway's tick: each agent's restarts row ages out restarts that
+ * left the window. */
+static void os_tick(void *arg, uint64_t now)
+{
+    tg_osgw_t *g = arg;
+    for (size_t i = 0; i < g->nagents; i++) {
+        os_agent_t *ag = g->agents[i];
+        if (ag->reg_restarts >= 0)
+            reg_set(g, ag->reg_restarts, tg_restarts_recent(&ag->restarts, ag->r.acfg, now));
+    }
+}
+
+tg_osgw_t *tg_osgw_new(tg_gw_t *gw, tg_err_t *err)
 {
     tg_osgw_t *g = calloc(1, sizeof(*g));
     tg_config_t *cfg = gw->cfg;
-    if (g == NULL)
+    if (g == NULL) {
+        tg_err_set(err, -ENOMEM, "opensentience gateway: out of memory");
         return NULL;
+    }
     g->gw = gw;
     g->cfg = cfg;
     g->agents = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*g->agents));
-    if (g->agents == NULL) {
-        free(g);
-        return NULL;
-    }
     g->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*g->ls));
-    if (g->ls == NULL) {
+    if (g->agents == NULL || g->ls == NULL) {
+        tg_err_set(err, -ENOMEM, "opensentience gateway: out of memory");
         tg_osgw_free(g);
         return NULL;
     }
@@ -939,6 +945,7 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
             continue;
         os_agent_t *ag = calloc(1, sizeof(*ag));
         if (ag == NULL) {
+            tg_err_set(err, -ENOMEM, "agents.%s: out of memory", a->id);
             tg_osgw_free(g);
             return NULL;
         }
@@ -947,7 +954,7 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
         ag->r.ops = osg_call_ops();
         ag->r.open_timers = &g->open_timers;
         tg_dlt_init(&ag->r.dlt, tg_pipe_deadline, ag);
-        if (setup_limits(ag, a, i) < 0) {
+        if (setup_limits(ag, a, i, err) < 0) {
             tg_osgw_free(g);
             return NULL;
         }
@@ -965,6 +972,8 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw)
         ag->r.fleet_timer.data = ag;
         g->open_timers += 4;
     }
+    if (g->nagents > 0)
+        (void)tg_gw_hook_add(gw, os_tick, NULL, g);
     return g;
 }
 
@@ -981,7 +990,7 @@ void tg_osgw_start(tg_osgw_t *g)
             continue;
         int rc = osg_agent_spawn(ag);
         if (rc < 0)
-            after_exit(ag, true, tg_ainst_spawn_status(rc));
+            after_exit(ag, true, tg_ainst_spawn_status(rc), false);
     }
     osg_g_flush(g);
 }
@@ -1085,15 +1094,15 @@ void tg_osgw_shutdown(tg_osgw_t *g, void (*on_idle)(void *arg), void *arg)
         osg_g_flush(g);
 }
 
-int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
+int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn, tg_err_t *err)
 {
     os_agent_t *ag = g != NULL ? osg_agent_by_id(g, acfg->id, strlen(acfg->id)) : NULL;
     if (ag == NULL || acfg->dialect != TG_DIALECT_OPENSENTIENCE)
-        return -ENOENT;
+        return tg_err_set(err, -ENOENT, "agents.%s: no such opensentience agent", acfg->id);
     const tg_agent_cfg_t *o = ag->r.acfg;
     tg_store_t *store = NULL, *tool_store = NULL, *cstore = NULL;
     char rate_key[TG_STORE_KEY_MAX + 1], slots_key[TG_STORE_KEY_MAX + 1];
-    if (tg_route_stores(g->gw, acfg, &store, rate_key, &tool_store, &cstore, slots_key) < 0)
+    if (tg_route_stores(g->gw, acfg, &store, rate_key, &tool_store, &cstore, slots_key, err) < 0)
         return -EINVAL;
     /* The agent's bucket keeps its state when its rate did not change (a
      * shared one lives in the store under the same key either way). */
@@ -1101,9 +1110,11 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     if ((!tg_route_same_rate(&o->lim, &acfg->lim) || o->rate_shared != acfg->rate_shared) &&
         tg_gcra_init(&arate, acfg->lim.rate_limit.count, acfg->lim.rate_limit.period_ms,
                      acfg->lim.burst) < 0)
-        return -EINVAL;
+        return tg_err_set(err, -EINVAL,
+                          "agents.%s.execution_limits.rate_limit: cannot be set up as a bucket",
+                          acfg->id);
     tg_adm_tool_t *tools = NULL;
-    int rc = tg_route_tools_build(&ag->r, acfg, tool_store, &tools);
+    int rc = tg_route_tools_build(&ag->r, acfg, tool_store, &tools, err);
     if (rc < 0)
         return rc;
     /* The ring keeps every call queued now, in order, even when the new
@@ -1114,7 +1125,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn)
     if ((ring > ag->r.aq.cap && tg_waitq_resize(&ag->r.aq, ring) < 0) ||
         tg_ctab_grow(&ag->r.tab, osg_slab_need(acfg)) < 0) {
         free(tools);
-        return -ENOMEM;
+        return tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
     }
 
     /* Nothing fails from here on: the new limits apply as a whole. Live

@@ -366,7 +366,7 @@ static bool agent_writable(const os_agent_t *ag)
  * stdin is open, it is not being stopped, nor replaced by a reload. */
 static bool can_dispatch(const os_agent_t *ag)
 {
-    return ag->st == A_READY && agent_writable(ag) && ag->phase < TG_P_STOP_STDIN && !ag->r.switching;
+    return ag->st == TG_AGENT_RUNNING && agent_writable(ag) && ag->phase < TG_P_STOP_STDIN && !ag->r.switching;
 }
 
 
@@ -374,7 +374,7 @@ static bool can_dispatch(const os_agent_t *ag)
  * c->reg_seen). False while no instance is ready: the call may wait. */
 static bool tool_unknown(const os_agent_t *ag, os_call_t *c)
 {
-    if (ag->st != A_READY || ag->r.switching)
+    if (ag->st != TG_AGENT_RUNNING || ag->r.switching)
         return false;
     if (c->reg_seen == ag->starts)
         return false;
@@ -410,16 +410,16 @@ static const char *unavailable(const os_agent_t *ag)
     if (ag->r.switching)
         return NULL;
     switch (ag->st) {
-    case A_READY:
-    case A_STARTING:
+    case TG_AGENT_RUNNING:
+    case TG_AGENT_STARTING:
         return NULL;
-    case A_DOWN:
+    case TG_AGENT_DOWN:
         return ag->r.acfg->start == TG_START_ON_DEMAND ? NULL : "agent is not running";
-    case A_UNHEALTHY:
+    case TG_AGENT_UNHEALTHY:
         return "agent missed its heartbeats";
-    case A_BACKOFF:
+    case TG_AGENT_BACKOFF:
         return "agent is restarting";
-    case A_FAILED:
+    case TG_AGENT_FAILED:
         break;
     }
     return "agent stopped and is not restarted (restart policy or max_restarts)";
@@ -444,11 +444,11 @@ void osg_deny_unavailable(os_call_t *c, const char *why)
     osg_denial_init(ag, &d, TG_DENY_UNAVAILABLE, c, reqid);
     d.limit = "agent";
     d.detail = why;
-    if (ag->st == A_UNHEALTHY)
+    if (ag->st == TG_AGENT_UNHEALTHY)
         d.retry_after_ms = (int64_t)ag->r.acfg->os.heartbeat_interval_ms;
-    else if (ag->st == A_BACKOFF)
+    else if (ag->st == TG_AGENT_BACKOFF)
         d.retry_after_ms = (int64_t)ag->r.acfg->backoff_initial_ms;
-    d.config_path = ag->st == A_UNHEALTHY ? ag->path_hb : NULL;
+    d.config_path = ag->st == TG_AGENT_UNHEALTHY ? ag->path_hb : NULL;
     osg_deny_call(c, &d, "call.denied", NULL);
 }
 
@@ -461,7 +461,7 @@ static const char *refusal_now(const os_agent_t *ag, bool *shutdown)
         return "toolgate is shutting down";
     const char *why = unavailable(ag);
     uint32_t recent = 0;
-    if (why == NULL && ag->st == A_DOWN && osg_crash_loop(ag, now_ms(ag->g), &recent))
+    if (why == NULL && ag->st == TG_AGENT_DOWN && osg_crash_loop(ag, now_ms(ag->g), &recent))
         why = "agent failed too often; restarts exhausted within the restart window";
     return why;
 }
@@ -666,7 +666,7 @@ static bool os_op_recheck(tg_callc_t *cc)
 static void os_op_rated(tg_callc_t *cc)
 {
     os_agent_t *ag = CALL(cc)->ag;
-    if (ag->st == A_DOWN && osg_agent_spawn(ag) < 0) {
+    if (ag->st == TG_AGENT_DOWN && osg_agent_spawn(ag) < 0) {
         ag->last_failed = true; /* counted by the crash-loop check */
         osg_deny_unavailable(CALL(cc), "agent could not be started");
         tg_pipe_done(cc);

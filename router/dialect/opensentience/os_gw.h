@@ -54,9 +54,9 @@ typedef struct tg_osgw_peer {
 } tg_osgw_peer_t;
 
 /* The gateway for every opensentience agent of <gw>'s config; <gw> must
- * be open and outlive it. Registers the agents' limits. NULL after logging
- * (out of memory, a rate that cannot be set up). */
-tg_osgw_t *tg_osgw_new(tg_gw_t *gw);
+ * be open and outlive it. Registers the agents' limits. NULL with <err>
+ * filled (out of memory, a rate that cannot be set up). */
+tg_osgw_t *tg_osgw_new(tg_gw_t *gw, tg_err_t *err);
 
 /* Number of opensentience agents it serves. */
 size_t tg_osgw_nagents(const tg_osgw_t *g);
@@ -102,9 +102,9 @@ void tg_osgw_shutdown(tg_osgw_t *g, void (*on_idle)(void *arg), void *arg);
  *    its restart policy, restart count reset: at once for "eager", by the
  *    first call (or a queued one) for "on_demand".
  * 0; -ENOENT (no such opensentience agent), -EINVAL (a rate that cannot
- * be set up, a shared limit without its store, logged) or -ENOMEM: then
- * nothing changed. */
-int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn);
+ * be set up, a shared limit without its store) or -ENOMEM, each with
+ * <err> naming the key: then nothing changed. */
+int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn, tg_err_t *err);
 
 /* True once tg_osgw_shutdown has finished closing everything. */
 bool tg_osgw_idle(const tg_osgw_t *g);

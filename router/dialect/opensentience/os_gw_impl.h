@@ -41,6 +41,7 @@
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
+#include "router/agent/restart.h"
 
 #define OS_ECHO_MAX        130  /* fixed internal bound: an id kept per call (128 bytes + quotes) */
 #define OS_TOOLS_MAX       1024 /* fixed internal bound: tools one instance may register */
@@ -55,14 +56,6 @@ typedef struct os_agent os_agent_t;
 typedef struct os_conn os_conn_t;
 
 
-typedef enum {
-    A_DOWN = 0,  /* no instance (on_demand: the next call starts one) */
-    A_STARTING,  /* spawned: waiting for agent.hello, then agent.tools.register */
-    A_READY,     /* welcomed and registered: calls are routed to it */
-    A_UNHEALTHY, /* its heartbeats stopped: calls refused until it recovers or is killed */
-    A_BACKOFF,   /* waiting to be restarted */
-    A_FAILED,    /* not restarted (policy, or restarts exhausted) */
-} astate_t;
 
 
 /* An id copied from a caller's frame: the raw string span, quotes
@@ -109,7 +102,7 @@ typedef struct os_inst {
 struct os_agent {
     tg_route_t r; /* first: its limits, stores, call table and rows */
     tg_osgw_t *g;
-    astate_t st;
+    tg_agent_state_t st; /* the one agent state enum (gateway/metrics.h) */
     tg_phase_t phase;
     os_inst_t *inst;
     char token[2 * OS_TOKEN_BYTES + 1]; /* hex; "" when no instance runs */
@@ -120,8 +113,8 @@ struct os_agent {
     uv_timer_t hb_timer;      /* hello deadline, then the heartbeat watch */
     uv_timer_t restart_timer; /* backoff */
     uv_timer_t phase_timer;   /* shutdown steps */
-    uint64_t restart_at[TG_APROC_RESTART_LOG];
-    uint32_t nrestarts;
+    tg_restarts_t restarts; /* its instance's restarts (agent/restart.h) */
+    int reg_restarts;       /* agent.ID.restarts in the registry (-1: none) */
     char **reg; /* registered tool names (after '/'), owned */
     size_t nreg;
     int reg_idem;
@@ -277,16 +270,11 @@ static inline void reg_set(tg_osgw_t *g, int idx, uint64_t current)
     tg_registry_update(&g->gw->reg, idx, current);
 }
 
-static inline void set_state(os_agent_t *ag, astate_t st)
+static inline void set_state(os_agent_t *ag, tg_agent_state_t st)
 {
-    static const tg_agent_state_t map[] = {
-        [A_DOWN] = TG_AGENT_DOWN,       [A_STARTING] = TG_AGENT_STARTING,
-        [A_READY] = TG_AGENT_RUNNING,   [A_UNHEALTHY] = TG_AGENT_UNHEALTHY,
-        [A_BACKOFF] = TG_AGENT_BACKOFF, [A_FAILED] = TG_AGENT_DOWN,
-    };
     ag->st = st;
     if (ag->g->gw->metrics_ok)
-        tg_metrics_agent_state(&ag->g->gw->metrics, ag->r.idx, map[st],
+        tg_metrics_agent_state(&ag->g->gw->metrics, ag->r.idx, st,
                                ag->inst != NULL ? ag->inst->a.p.pid : 0);
 }
 
