@@ -69,23 +69,26 @@ long tg_jw_end(tg_jw_t *w);
  * are mostly made of (names, ids, digits), is two overlapping moves
  * instead of a call to memcpy, which costs more than the copy. Reads and
  * writes stay within the <n> bytes. */
+/* <n> (w to 2w) bytes as the first and the last <w>, overlapping. */
+static inline __attribute__((always_inline)) void tg_jw__ends(char *d, const char *s, size_t n,
+                                                              size_t w)
+{
+    char a[8], b[8];
+    memcpy(a, s, w);
+    memcpy(b, s + n - w, w);
+    memcpy(d, a, w);
+    memcpy(d + n - w, b, w);
+}
+
 static inline __attribute__((always_inline)) void tg_jw_copy(char *d, const void *src, size_t n)
 {
     const char *s = src;
     if (__builtin_constant_p(n) || n > 16) {
         memcpy(d, s, n);
     } else if (n >= 8) {
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + n - 8, 8);
-        memcpy(d, &a, 8);
-        memcpy(d + n - 8, &b, 8);
+        tg_jw__ends(d, s, n, 8);
     } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + n - 4, 4);
-        memcpy(d, &a, 4);
-        memcpy(d + n - 4, &b, 4);
+        tg_jw__ends(d, s, n, 4);
     } else if (n > 0) {
         char a = s[0], b = s[n / 2], c = s[n - 1];
         d[0] = a;

@@ -210,20 +210,12 @@ static const char *os_check_forward(const char *buf, size_t len, const tg_os_env
         return NULL;
     /* As the engine tells it: never more than was asked. */
     json_int_t told = w->has_timeout && w->timeout_ms < 1234 ? (json_int_t)w->timeout_ms : 1234;
-    tg_os_fwd_in_t in = {
-        .frame = buf,
-        .frame_len = len,
-        .call_id = env->call_id,
-        .payload_off = env->payload.off,
-        .timeout_off = env->timeout_at.off,
-        .timeout_len = env->timeout_at.type != TG_J_NONE ? env->timeout_at.len : 0,
-        .new_call_id = {cid, sizeof cid - 1},
-        .timeout_ms = told,
-        .request_id = w->request_id ? (tg_os_raw_t){NULL, 0} : (tg_os_raw_t){rid, sizeof rid - 1},
-        .request_id_off = env->request_id_at.off,
-        .request_id_len = env->request_id_at.type != TG_J_NONE ? env->request_id_at.len : 0,
-        .max_frame = max_frame,
-    };
+    tg_os_fwd_in_t in;
+    tg_os_fwd_in_from_env(&in, buf, len, env);
+    in.new_call_id = (tg_os_raw_t){cid, sizeof cid - 1};
+    in.timeout_ms = (uint64_t)told;
+    in.request_id = w->request_id ? (tg_os_raw_t){NULL, 0} : (tg_os_raw_t){rid, sizeof rid - 1};
+    in.max_frame = max_frame;
     tg_os_fwd_t f;
     if (tg_os_fwd_plan(&in, &f) < 0)
         return oracle_fail("tg_os_fwd_plan failed on an accepted call");

@@ -315,20 +315,12 @@ static size_t fwd(const char *f, uint64_t ms, const char *rid, uint64_t max, cha
 {
     tg_os_env_t env;
     cr_assert_eq(tg_os_scan(f, strlen(f), &env), 0, "%s", f);
-    tg_os_fwd_in_t in = {
-        .frame = f,
-        .frame_len = strlen(f),
-        .call_id = env.call_id,
-        .payload_off = env.payload.off,
-        .timeout_off = env.timeout_at.off,
-        .timeout_len = env.timeout_at.type != TG_J_NONE ? env.timeout_at.len : 0,
-        .new_call_id = lit("\"tg-2a\""),
-        .timeout_ms = ms,
-        .request_id = rid ? lit(rid) : (tg_os_raw_t){NULL, 0},
-        .request_id_off = env.request_id_at.off,
-        .request_id_len = env.request_id_at.type != TG_J_NONE ? env.request_id_at.len : 0,
-        .max_frame = max,
-    };
+    tg_os_fwd_in_t in;
+    tg_os_fwd_in_from_env(&in, f, strlen(f), &env);
+    in.new_call_id = lit("\"tg-2a\"");
+    in.timeout_ms = ms;
+    in.request_id = rid ? lit(rid) : (tg_os_raw_t){NULL, 0};
+    in.max_frame = max;
     tg_os_fwd_t p;
     cr_assert_eq(tg_os_fwd_plan(&in, &p), 0);
     size_t n = fwd_assemble(f, &p, b);
@@ -389,17 +381,11 @@ Test(osmsg, forward_plan_checks)
                   "\"input\":{}}}";
     tg_os_env_t env;
     cr_assert_eq(tg_os_scan(f, strlen(f), &env), 0);
-    tg_os_fwd_in_t in = {
-        .frame = f,
-        .frame_len = strlen(f),
-        .call_id = env.call_id,
-        .payload_off = env.payload.off,
-        .timeout_off = env.timeout_at.off,
-        .timeout_len = env.timeout_at.len,
-        .new_call_id = lit("\"tg-2a\""),
-        .timeout_ms = 5,
-        .max_frame = UINT64_MAX,
-    };
+    tg_os_fwd_in_t in;
+    tg_os_fwd_in_from_env(&in, f, strlen(f), &env);
+    in.new_call_id = lit("\"tg-2a\"");
+    in.timeout_ms = 5;
+    in.max_frame = UINT64_MAX;
     tg_os_fwd_t p;
     cr_assert_eq(tg_os_fwd_plan(&in, &p), 0);
     tg_os_fwd_in_t bad = in;

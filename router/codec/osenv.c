@@ -63,22 +63,146 @@ static inline int typed(const members_t *m, int i, tg_jtype_t t, bool required, 
 
 /* ---- the keys toolgate reads ----
  * Compared raw by length, then memcmp of a known size (inlined), as the
- * MCP scanner does; only an escaped key (rare) is decoded and compared
- * name by name. */
+ * MCP scanner does; an escaped key or type (rare) is decoded first and
+ * then compared the same way. */
 
 #define RAW_IS(s, lit) (memcmp((s), (lit), sizeof(lit) - 1) == 0)
 
-/* The index of the escaped key span <k> among the <n> <names>, or <n>. */
-static __attribute__((noinline)) int key_decoded(const char *buf, tg_jspan_t k,
-                                                 const char *const *names, int n)
+#define NAME_MAX_LEN                                                                               \
+    32 /* fixed internal bound: longer than any key or type name toolgate reads                    \
+        */
+
+/* The text of the string span <k> as its peer meant it: its raw bytes
+ * when it holds no escape (the usual case), else decoded into <tmp>.
+ * False when it cannot be a name toolgate reads (longer, a NUL, a bad
+ * escape). */
+static inline bool name_text(const char *buf, tg_jspan_t k, char tmp[NAME_MAX_LEN + 1],
+                             const char **s, size_t *n)
 {
-    for (int i = 0; i < n; i++) {
-        if (tg_jstr_eq(buf, k, names[i]))
-            return i;
+    if (__builtin_expect(!k.escaped, 1)) {
+        *s = buf + k.off + 1;
+        *n = k.len - 2;
+        return true;
     }
-    return n;
+    long d = tg_jstr_decode(buf, k, tmp, NAME_MAX_LEN + 1);
+    if (d < 0)
+        return false;
+    *s = tmp;
+    *n = (size_t)d;
+    return true;
 }
 
+/* Every name toolgate reads in a frame, in one set: the top-level keys,
+ * the payload keys of the types it reads, the type names and the status
+ * values. Which of them a type reads is type_reads(). */
+typedef enum os_name {
+    N_OTHER = 0,
+    N_V, /* top level */
+    N_TYPE,
+    N_ID,
+    N_TS,
+    N_PAYLOAD,
+    N_REQUEST_ID,
+    N_CORRELATION_ID,
+    N_CAUSATION_ID,
+    N_IN_REPLY_TO,
+    N_ERROR,
+    N_CALL_ID, /* payload */
+    N_TOOL_ID,
+    N_INPUT,
+    N_TIMEOUT,
+    N_IDEM,
+    N_STATUS,
+    N_REASON,
+    N_TOOLS,
+    N_TOKEN,
+    N_AGENT,
+    N_PROTOCOL,
+    N_HELLO, /* type names */
+    N_REGISTER,
+    N_CALL,
+    N_STREAM,
+    N_RESULT,
+    N_CANCEL,
+    N_HEARTBEAT,
+    N_SUCCEEDED, /* status values */
+    N_FAILED,
+    N_CANCELED,
+} os_name_t;
+
+/* The name the string span <k> is (decoded), N_OTHER for any other. */
+static inline os_name_t name_of(const char *buf, tg_jspan_t k)
+{
+    char tmp[NAME_MAX_LEN + 1];
+    const char *s;
+    size_t n;
+    if (!name_text(buf, k, tmp, &s, &n))
+        return N_OTHER;
+    /* By length; within one, the names of every call's frames first. */
+    switch (n) {
+    case 1:
+        return s[0] == 'v' ? N_V : N_OTHER;
+    case 2:
+        return RAW_IS(s, "id") ? N_ID : RAW_IS(s, "ts") ? N_TS : N_OTHER;
+    case 4:
+        return RAW_IS(s, "type") ? N_TYPE : N_OTHER;
+    case 5:
+        return RAW_IS(s, "input")   ? N_INPUT
+               : RAW_IS(s, "error") ? N_ERROR
+               : RAW_IS(s, "tools") ? N_TOOLS
+                                    : N_OTHER;
+    case 6:
+        return RAW_IS(s, "status")   ? N_STATUS
+               : RAW_IS(s, "failed") ? N_FAILED
+               : RAW_IS(s, "reason") ? N_REASON
+                                     : N_OTHER;
+    case 7:
+        return RAW_IS(s, "payload")   ? N_PAYLOAD
+               : RAW_IS(s, "call_id") ? N_CALL_ID
+               : RAW_IS(s, "tool_id") ? N_TOOL_ID
+                                      : N_OTHER;
+    case 8:
+        return RAW_IS(s, "canceled")   ? N_CANCELED
+               : RAW_IS(s, "agent_id") ? N_AGENT
+               : RAW_IS(s, "protocol") ? N_PROTOCOL
+                                       : N_OTHER;
+    case 9: /* 8 + 1: memcmp inline */
+        return RAW_IS(s, "succeede") && s[8] == 'd' ? N_SUCCEEDED : N_OTHER;
+    case 10:
+        return RAW_IS(s, "timeout_ms")   ? N_TIMEOUT
+               : RAW_IS(s, "request_id") ? N_REQUEST_ID
+                                         : N_OTHER;
+    case 11:
+        return RAW_IS(s, "agent.hello")   ? N_HELLO
+               : RAW_IS(s, "in_reply_to") ? N_IN_REPLY_TO
+                                          : N_OTHER;
+    case 12:
+        return RAW_IS(s, "causation_id") ? N_CAUSATION_ID : N_OTHER;
+    case 13:
+        return RAW_IS(s, "session_token") ? N_TOKEN : N_OTHER;
+    case 14:
+        return RAW_IS(s, "core.tool.call")   ? N_CALL
+               : RAW_IS(s, "correlation_id") ? N_CORRELATION_ID
+                                             : N_OTHER;
+    case 15:
+        return RAW_IS(s, "agent.heartbeat")   ? N_HEARTBEAT
+               : RAW_IS(s, "idempotency_key") ? N_IDEM
+                                              : N_OTHER;
+    case 16:
+        return RAW_IS(s, "core.tool.cancel") ? N_CANCEL : N_OTHER;
+    case 17:
+        return RAW_IS(s, "agent.tool.result")   ? N_RESULT
+               : RAW_IS(s, "agent.tool.stream") ? N_STREAM
+                                                : N_OTHER;
+    case 20:
+        return RAW_IS(s, "agent.tools.register") ? N_REGISTER : N_OTHER;
+    default:
+        return N_OTHER;
+    }
+}
+
+/* Member indices (bits of members_t.seen) of the top level and of a
+ * payload; K__TOP and P__N: a key toolgate does not read there. */
 enum {
     K_V,
     K_TYPE,
@@ -90,53 +214,8 @@ enum {
     K_CAUSATION_ID,
     K_IN_REPLY_TO,
     K_ERROR,
-    K__TOP /* also: a key toolgate does not read */
+    K__TOP
 };
-
-static const char *const top_keys[K__TOP] = {
-    [K_V] = "v",
-    [K_TYPE] = "type",
-    [K_ID] = "id",
-    [K_TS] = "ts",
-    [K_PAYLOAD] = "payload",
-    [K_REQUEST_ID] = "request_id",
-    [K_CORRELATION_ID] = "correlation_id",
-    [K_CAUSATION_ID] = "causation_id",
-    [K_IN_REPLY_TO] = "in_reply_to",
-    [K_ERROR] = "error",
-};
-
-static inline int top_key(const char *buf, tg_jspan_t k)
-{
-    if (k.escaped)
-        return key_decoded(buf, k, top_keys, K__TOP);
-    const char *s = buf + k.off + 1;
-    switch (k.len - 2) {
-    case 1:
-        return s[0] == 'v' ? K_V : K__TOP;
-    case 2:
-        return RAW_IS(s, "id") ? K_ID : RAW_IS(s, "ts") ? K_TS : K__TOP;
-    case 4:
-        return RAW_IS(s, "type") ? K_TYPE : K__TOP;
-    case 5:
-        return RAW_IS(s, "error") ? K_ERROR : K__TOP;
-    case 7:
-        return RAW_IS(s, "payload") ? K_PAYLOAD : K__TOP;
-    case 10:
-        return RAW_IS(s, "request_id") ? K_REQUEST_ID : K__TOP;
-    case 11:
-        return RAW_IS(s, "in_reply_to") ? K_IN_REPLY_TO : K__TOP;
-    case 12:
-        return RAW_IS(s, "causation_id") ? K_CAUSATION_ID : K__TOP;
-    case 14:
-        return RAW_IS(s, "correlation_id") ? K_CORRELATION_ID : K__TOP;
-    default:
-        return K__TOP;
-    }
-}
-
-/* Payload keys, every type's in one set; which of them a type reads is
- * type_reads(). */
 enum {
     P_CALL_ID,
     P_TOOL_ID,
@@ -149,39 +228,19 @@ enum {
     P_TOKEN,
     P_AGENT,
     P_PROTOCOL,
-    P__N /* also: a key toolgate does not read */
+    P__N
 };
 
-static const char *const pay_keys[P__N] = {
-    [P_CALL_ID] = "call_id",    [P_TOOL_ID] = "tool_id",      [P_INPUT] = "input",
-    [P_TIMEOUT] = "timeout_ms", [P_IDEM] = "idempotency_key", [P_STATUS] = "status",
-    [P_REASON] = "reason",      [P_TOOLS] = "tools",          [P_TOKEN] = "session_token",
-    [P_AGENT] = "agent_id",     [P_PROTOCOL] = "protocol",
-};
+static inline int top_key(const char *buf, tg_jspan_t k)
+{
+    os_name_t nm = name_of(buf, k);
+    return nm >= N_V && nm <= N_ERROR ? (int)(nm - N_V) : K__TOP;
+}
 
 static inline int pay_key(const char *buf, tg_jspan_t k)
 {
-    if (k.escaped)
-        return key_decoded(buf, k, pay_keys, P__N);
-    const char *s = buf + k.off + 1;
-    switch (k.len - 2) {
-    case 5:
-        return RAW_IS(s, "input") ? P_INPUT : RAW_IS(s, "tools") ? P_TOOLS : P__N;
-    case 6:
-        return RAW_IS(s, "status") ? P_STATUS : RAW_IS(s, "reason") ? P_REASON : P__N;
-    case 7:
-        return RAW_IS(s, "call_id") ? P_CALL_ID : RAW_IS(s, "tool_id") ? P_TOOL_ID : P__N;
-    case 8:
-        return RAW_IS(s, "agent_id") ? P_AGENT : RAW_IS(s, "protocol") ? P_PROTOCOL : P__N;
-    case 10:
-        return RAW_IS(s, "timeout_ms") ? P_TIMEOUT : P__N;
-    case 13:
-        return RAW_IS(s, "session_token") ? P_TOKEN : P__N;
-    case 15:
-        return RAW_IS(s, "idempotency_key") ? P_IDEM : P__N;
-    default:
-        return P__N;
-    }
+    os_name_t nm = name_of(buf, k);
+    return nm >= N_CALL_ID && nm <= N_PROTOCOL ? (int)(nm - N_CALL_ID) : P__N;
 }
 
 #define BIT(i) (1u << (i))
@@ -236,29 +295,21 @@ const char *tg_os_type_name(tg_os_type_t t)
  * other. */
 static inline tg_os_type_t type_of(const char *buf, tg_jspan_t s)
 {
-    if (s.escaped) {
-        for (size_t i = 0; i < sizeof type_tab / sizeof type_tab[0]; i++) {
-            if (tg_jstr_eq(buf, s, type_tab[i].name))
-                return type_tab[i].type;
-        }
-        return TG_OS_OTHER;
-    }
-    const char *p = buf + s.off + 1;
-    switch (s.len - 2) {
-    case 11:
-        return RAW_IS(p, "agent.hello") ? TG_OS_AGENT_HELLO : TG_OS_OTHER;
-    case 14:
-        return RAW_IS(p, "core.tool.call") ? TG_OS_CORE_TOOL_CALL : TG_OS_OTHER;
-    case 15:
-        return RAW_IS(p, "agent.heartbeat") ? TG_OS_AGENT_HEARTBEAT : TG_OS_OTHER;
-    case 16:
-        return RAW_IS(p, "core.tool.cancel") ? TG_OS_CORE_TOOL_CANCEL : TG_OS_OTHER;
-    case 17:
-        return RAW_IS(p, "agent.tool.result")   ? TG_OS_AGENT_TOOL_RESULT
-               : RAW_IS(p, "agent.tool.stream") ? TG_OS_AGENT_TOOL_STREAM
-                                                : TG_OS_OTHER;
-    case 20:
-        return RAW_IS(p, "agent.tools.register") ? TG_OS_AGENT_TOOLS_REGISTER : TG_OS_OTHER;
+    switch (name_of(buf, s)) {
+    case N_HELLO:
+        return TG_OS_AGENT_HELLO;
+    case N_REGISTER:
+        return TG_OS_AGENT_TOOLS_REGISTER;
+    case N_CALL:
+        return TG_OS_CORE_TOOL_CALL;
+    case N_STREAM:
+        return TG_OS_AGENT_TOOL_STREAM;
+    case N_RESULT:
+        return TG_OS_AGENT_TOOL_RESULT;
+    case N_CANCEL:
+        return TG_OS_CORE_TOOL_CANCEL;
+    case N_HEARTBEAT:
+        return TG_OS_AGENT_HEARTBEAT;
     default:
         return TG_OS_OTHER;
     }
@@ -341,19 +392,19 @@ static int payload_apply(const char *buf, const members_t *m, tg_os_env_t *env)
         if (typed(m, P_CALL_ID, TG_J_STRING, true, &env->call_id) < 0 ||
             typed(m, P_STATUS, TG_J_STRING, true, &st) < 0)
             return -1;
-        const char *p = buf + st.off + 1;
-        size_t n = st.len - 2;
-        if (st.escaped)
-            env->status = tg_jstr_eq(buf, st, "succeeded")  ? TG_OS_ST_SUCCEEDED
-                          : tg_jstr_eq(buf, st, "failed")   ? TG_OS_ST_FAILED
-                          : tg_jstr_eq(buf, st, "canceled") ? TG_OS_ST_CANCELED
-                                                            : TG_OS_ST_NONE;
-        else if (n == 9 && RAW_IS(p, "succeede") && p[8] == 'd') /* 8 + 1: memcmp inline */
+        switch (name_of(buf, st)) {
+        case N_SUCCEEDED:
             env->status = TG_OS_ST_SUCCEEDED;
-        else if (n == 6 && RAW_IS(p, "failed"))
+            break;
+        case N_FAILED:
             env->status = TG_OS_ST_FAILED;
-        else if (n == 8 && RAW_IS(p, "canceled"))
+            break;
+        case N_CANCELED:
             env->status = TG_OS_ST_CANCELED;
+            break;
+        default:
+            break;
+        }
         return env->status == TG_OS_ST_NONE ? -1 : 0;
     }
     case TG_OS_CORE_TOOL_CANCEL:

@@ -369,3 +369,17 @@ int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out)
     out->n = k;
     return 0;
 }
+
+void tg_os_fwd_in_from_env(tg_os_fwd_in_t *in, const char *frame, size_t len,
+                           const tg_os_env_t *env)
+{
+    memset(in, 0, sizeof(*in));
+    in->frame = frame;
+    in->frame_len = len;
+    in->call_id = env->call_id;
+    in->payload_off = env->payload.off;
+    in->timeout_off = env->timeout_at.off;
+    in->timeout_len = env->timeout_at.type != TG_J_NONE ? env->timeout_at.len : 0;
+    in->request_id_off = env->request_id_at.off;
+    in->request_id_len = env->request_id_at.type != TG_J_NONE ? env->request_id_at.len : 0;
+}

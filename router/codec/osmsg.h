@@ -202,4 +202,11 @@ typedef struct tg_os_fwd {
  * too long; -EMSGSIZE when the new frame would not fit a 4-byte length. */
 int tg_os_fwd_plan(const tg_os_fwd_in_t *in, tg_os_fwd_t *out);
 
+/* <in> cleared, then filled with what the scan <env> of the call
+ * <frame> (<len> bytes) gives: the frame and its spans. The rest (ids,
+ * timeout, room) is the caller's to set. (The engine keeps the spans per
+ * call instead of the envelope.) */
+void tg_os_fwd_in_from_env(tg_os_fwd_in_t *in, const char *frame, size_t len,
+                           const tg_os_env_t *env);
+
 #endif
