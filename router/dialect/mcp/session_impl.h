@@ -38,6 +38,7 @@
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
+#include "router/agent/pool.h"
 #include "router/agent/restart.h"
 #include "router/call/dltimer.h"
 #include "router/call/pipeline.h"
@@ -129,6 +130,9 @@ typedef struct tg_mcp_agent {
     tg_route_t r; /* first: its limits, stores, call table and rows */
     tg_gw_t *gw;
     int reg_restarts, reg_instances; /* -1: not registered (instances: wrap) */
+    /* serve: the agent's pool of instances (agent/pool.h), shared with
+     * the successors a reload makes; NULL in wrap (one instance). */
+    tg_apool_t *pool;
     uint32_t tick_restarts;         /* on_tick scratch: most recent restarts of a session */
     /* Reload (tg_mcp_agent_reconfigure, tg_mcp_agent_successor, tg_mcp_agent_retire):
      * sessions and store answers that still point here, and whether a
@@ -210,8 +214,8 @@ struct mcp_sess {
     uv_timer_t life_timer;
     uint64_t life_ms;    /* the deadline life_timer was armed with */
     bool awaiting_init;  /* no instance yet: only initialize and ping are taken */
-    bool counted;        /* its instance is held against max_instances (instance_take) */
-    bool evicted;        /* ended to make room for a new session of its caller */
+    tg_pool_member_t pm; /* its place in its agent's pool (serve; wrap: in none): counted
+                          * against max_instances, evicted to make room */
     uint64_t last_frame_ms; /* loop time of the caller's last frame (or of the session's start) */
     void *front;         /* the runner's tag (serve: the listener) */
 };
