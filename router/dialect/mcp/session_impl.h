@@ -40,12 +40,14 @@
 #include "router/agent/instance.h"
 #include "router/agent/pool.h"
 #include "router/agent/restart.h"
+#include "router/agent/toolreg.h"
 #include "router/call/dltimer.h"
 #include "router/call/pipeline.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
 #define TG_MAX_PASSTHRU 256    /* fixed internal bound: non-call requests awaiting an answer */
+#define TG_MCP_TOOLS_MAX 4096  /* fixed internal bound: tool names kept per instance */
 /* fixed internal bound: spare call entries, so that a reload can raise
  * max_concurrent_calls/max_queued_calls a little in place (tg_mcp_agent_reconfigure) */
 #define TG_RELOAD_SPARE_CALLS 64
@@ -78,6 +80,7 @@ typedef struct mcp_call {
      * forwarded. A K_PASS tasks/get, tasks/result or tasks/cancel names
      * its task's entry (<task_of>, <task_of_id>) in <task_op>. */
     bool task_req, task;
+    bool tools_list; /* a K_PASS tools/list: its answer fills the instance's tools */
     uint8_t task_op;
     uint32_t task_of;
     uint64_t task_of_id;
@@ -172,6 +175,8 @@ struct mcp_sess {
     tg_audit_room_t audit_room;     /* linked while paused for the audit queue */
     tg_mcp_head_t over;             /* an over-cap caller frame's members, read as it streams */
     mcp_tasks_t *tasks;             /* ended tasks (session_task.c), or NULL before the first */
+    tg_toolreg_t tools;             /* its instance's tools, from the tools/list answers that
+                                     * passed (agent/toolreg.h); cleared when it is gone */
 
     /* agent instance */
     mcp_inst_t *inst;

@@ -82,6 +82,7 @@ void mcp_sess_release(mcp_sess_t *w)
     free(w->init_frame);
     free(w->initd_frame);
     mcp_tasks_free(w);
+    tg_toolreg_free(&w->tools);
     free(w->conn);
     tg_apool_leave(&w->pm);
     if (gw->on_session_end != NULL)
@@ -515,6 +516,7 @@ static mcp_sess_t *sess_alloc(tg_gw_t *gw, tg_mcp_agent_t *ag, const char *calle
     ag->nsess++;
     snprintf(w->caller, sizeof(w->caller), "%s", caller);
     tg_in_init(&w->crd, &gw->pool, gw->cfg->max_frame_bytes);
+    tg_toolreg_init(&w->tools, TG_MCP_TOOLS_MAX);
     tg_out_init(&w->cwr, &gw->pool);
     w->cwr.ctx = w;
     w->cwr.on_drain = mcp_caller_out_drain;
