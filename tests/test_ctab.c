@@ -133,7 +133,8 @@ Test(ctab, id_text_round_trip)
         cr_assert_eq(back, ids[k]);
     }
     cr_assert_str_eq((tg_call_id_hex(buf, 0x2b0), buf), "tg-2b0");
-    const char *bad[] = {"", "tg-", "tg-x", "tg-2B0", "xx-2b0", "tg-12345678901234567", "tg-2b0 "};
+    const char *bad[] = {"",        "tg-",      "tg-x", "tg-2B0", "xx-2b0", "tg-12345678901234567",
+                         "tg-2b0 ", "tg-2\xb0", "tg-g", "tg-/"};
     uint64_t v;
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
         cr_assert_eq(tg_call_id_parse(bad[k], strlen(bad[k]), &v), -1, "'%s' parsed", bad[k]);

@@ -99,6 +99,12 @@ void tg_ctab_put(tg_ctab_t *t, uint32_t idx)
     t->free_idx[t->nfree++] = idx;
 }
 
+/* One plus the value of a lower-case hex digit, 0 for any other byte:
+ * one load per digit (every answer's id is parsed here). */
+static const unsigned char hex_lower[256] = {
+    ['0'] = 1, ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+};
 
 int tg_call_id_parse(const char *s, size_t n, uint64_t *id)
 {
@@ -106,11 +112,10 @@ int tg_call_id_parse(const char *s, size_t n, uint64_t *id)
         return -1;
     uint64_t v = 0;
     for (size_t i = 3; i < n; i++) {
-        char ch = s[i];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-        if (d < 0)
+        unsigned d = hex_lower[(unsigned char)s[i]];
+        if (d == 0)
             return -1;
-        v = v << 4 | (uint64_t)d;
+        v = v << 4 | (d - 1);
     }
     *id = v;
     return 0;

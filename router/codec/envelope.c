@@ -232,25 +232,31 @@ static bool is_tools_call(const char *buf, tg_jspan_t method)
 
 /* ---- the top level, and the envelope rules ---- */
 
-typedef struct top {
-    tg_jspan_t id, method, params, result, error;
-} top_t;
+/* Once, and only when not seen yet: a flag. */
+static inline int flag_once(bool *seen)
+{
+    if (*seen)
+        return -1;
+    *seen = true;
+    return 0;
+}
 
-/* Record the top-level member <which> with value <v> in <t>: -1 when the
- * value's type or a repeated key breaks an envelope rule. */
-static inline int top_take(top_t *t, top_key_t which, tg_jspan_t v)
+/* Record the top-level member <which> with value <v> straight into <env>
+ * (zeroed by tg_mcp_scan: no copy of the top level to clear and move):
+ * -1 when the value's type or a repeated key breaks an envelope rule. */
+static inline int top_take(tg_mcp_env_t *env, top_key_t which, tg_jspan_t v)
 {
     switch (which) {
     case TK_ID:
-        return is_id_type(v.type) ? take_once(&t->id, v) : -1;
+        return is_id_type(v.type) ? take_once(&env->id, v) : -1;
     case TK_METHOD:
-        return v.type == TG_J_STRING ? take_once(&t->method, v) : -1;
+        return v.type == TG_J_STRING ? take_once(&env->method, v) : -1;
     case TK_PARAMS:
-        return v.type == TG_J_OBJECT || v.type == TG_J_ARRAY ? take_once(&t->params, v) : -1;
+        return v.type == TG_J_OBJECT || v.type == TG_J_ARRAY ? take_once(&env->params, v) : -1;
     case TK_RESULT:
-        return take_once(&t->result, v);
+        return flag_once(&env->has_result);
     case TK_ERROR:
-        return take_once(&t->error, v);
+        return flag_once(&env->has_error);
     default:
         return 0;
     }
@@ -264,29 +270,24 @@ typedef enum params_need {
     NEED_PROGRESS, /* notifications/progress: progressToken */
 } params_need_t;
 
-/* Fill <env> from the top-level members <t> by the envelope rules (see
- * the top of this file). 0 and what params must still give, or -1. */
-static int top_finish(const char *buf, const top_t *t, tg_mcp_env_t *env, params_need_t *need)
+/* Judge <env>'s top-level members by the envelope rules (see the top of
+ * this file). 0 and what params must still give, or -1. */
+static int top_finish(const char *buf, tg_mcp_env_t *env, params_need_t *need)
 {
-    bool has_id = t->id.type != TG_J_NONE;
-    env->id = t->id;
-    env->method = t->method;
-    env->params = t->params;
-    env->has_result = t->result.type != TG_J_NONE;
-    env->has_error = t->error.type != TG_J_NONE;
+    bool has_id = env->id.type != TG_J_NONE;
     *need = NEED_NONE;
-    if (t->method.type != TG_J_NONE) {
+    if (env->method.type != TG_J_NONE) {
         if (env->has_result || env->has_error)
             return -1;
         env->kind = has_id ? TG_MCP_REQUEST : TG_MCP_NOTIFICATION;
         /* A tools/call without an id is still flagged: an agent may run
          * it, so the router must not let it past the limits unnoticed. */
-        if (is_tools_call(buf, t->method)) {
+        if (is_tools_call(buf, env->method)) {
             env->is_tools_call = true;
             *need = NEED_CALL;
-        } else if (!has_id && tg_jstr_eq(buf, t->method, "notifications/cancelled")) {
+        } else if (!has_id && tg_jstr_eq(buf, env->method, "notifications/cancelled")) {
             *need = NEED_CANCEL;
-        } else if (!has_id && tg_jstr_eq(buf, t->method, "notifications/progress")) {
+        } else if (!has_id && tg_jstr_eq(buf, env->method, "notifications/progress")) {
             *need = NEED_PROGRESS;
         }
         return 0;
@@ -318,16 +319,14 @@ __attribute__((flatten)) static int scan_bytes(const char *buf, size_t len, tg_m
     }
     if (rc < 0)
         return -1;
-    top_t t;
-    memset(&t, 0, sizeof t);
     tg_jspan_t k, v;
     bool call_read = false; /* a tools/call's params were read in this pass */
     while ((rc = tg_jobj_key(&it, &k)) == 1) {
         top_key_t which = top_key(buf, k);
         /* The usual order puts the method first: then a tools/call's
          * params are read in place and its arguments skipped once. */
-        if (which == TK_PARAMS && t.params.type == TG_J_NONE && t.method.type != TG_J_NONE &&
-            is_tools_call(buf, t.method)) {
+        if (which == TK_PARAMS && env->params.type == TG_J_NONE && env->method.type != TG_J_NONE &&
+            is_tools_call(buf, env->method)) {
             tg_jobj_iter_t pit;
             int er = tg_jobj_enter(&it, &pit);
             if (er < 0)
@@ -335,20 +334,20 @@ __attribute__((flatten)) static int scan_bytes(const char *buf, size_t len, tg_m
             if (er == 1) {
                 call_ctx_t c;
                 memset(&c, 0, sizeof c);
-                if (call_members(&pit, buf, &c) < 0 || tg_jobj_leave(&it, &pit, &t.params) < 0)
+                if (call_members(&pit, buf, &c) < 0 || tg_jobj_leave(&it, &pit, &env->params) < 0)
                     return -1;
                 call_apply(buf, &c, env);
                 call_read = true;
                 continue;
             }
         }
-        if (tg_jobj_value(&it, &v) < 0 || top_take(&t, which, v) < 0)
+        if (tg_jobj_value(&it, &v) < 0 || top_take(env, which, v) < 0)
             return -1;
     }
     if (rc < 0 || !tg_json_blank_from(buf, len, it.pos))
         return -1;
     params_need_t need;
-    if (top_finish(buf, &t, env, &need) < 0)
+    if (top_finish(buf, env, &need) < 0)
         return -1;
     switch (need) {
     case NEED_CALL:

@@ -348,7 +348,7 @@ static int payload_apply(const char *buf, const members_t *m, tg_os_env_t *env)
                           : tg_jstr_eq(buf, st, "failed")   ? TG_OS_ST_FAILED
                           : tg_jstr_eq(buf, st, "canceled") ? TG_OS_ST_CANCELED
                                                             : TG_OS_ST_NONE;
-        else if (n == 9 && RAW_IS(p, "succeeded"))
+        else if (n == 9 && RAW_IS(p, "succeede") && p[8] == 'd') /* 8 + 1: memcmp inline */
             env->status = TG_OS_ST_SUCCEEDED;
         else if (n == 6 && RAW_IS(p, "failed"))
             env->status = TG_OS_ST_FAILED;
@@ -471,45 +471,70 @@ int tg_os_supports_v1(const char *buf, tg_jspan_t versions)
 
 /* ---- tool ids ---- */
 
-/* [A-Za-z0-9._:@-] as a bitmap of the 128 ASCII codes: one test per byte
- * (every call's tool_id goes through here). */
+/* [A-Za-z0-9._:@-]: one load per byte (every call's tool_id goes
+ * through here). */
+static const unsigned char id_ok[256] = {
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,
+    ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1,
+    ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1,
+    ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1, ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1,
+    ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1, ['.'] = 1, ['_'] = 1,
+    [':'] = 1, ['@'] = 1, ['-'] = 1,
+};
+
 static inline bool id_char(unsigned char c)
 {
-    static const uint64_t ok[2] = {0x07FF600000000000ULL, 0x07FFFFFE87FFFFFFULL};
-    return c < 128 && (ok[c >> 6] >> (c & 63) & 1);
+    return id_ok[c] != 0;
 }
 
-static bool id_part_ok(const char *s, size_t n)
+/* A part of a tool id may not be "." or ".." (nor empty). */
+static inline bool part_ok(const char *s, size_t n)
 {
-    if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (!id_char((unsigned char)s[i]))
-            return false;
-    }
-    return true;
+    return n > 0 && !(n == 1 && s[0] == '.') && !(n == 2 && s[0] == '.' && s[1] == '.');
 }
 
 int tg_os_tool_id_split(const char *s, size_t len, size_t *agent_len)
 {
     if (len == 0 || len > TG_OS_TOOL_ID_MAX)
         return -1;
-    const char *slash = memchr(s, '/', len);
-    if (slash == NULL)
+    /* One pass: every byte of the class, and exactly one '/'. */
+    size_t slash = len;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '/') {
+            if (slash != len)
+                return -1;
+            slash = i;
+        } else if (!id_char(c)) {
+            return -1;
+        }
+    }
+    if (slash == len || !part_ok(s, slash) || !part_ok(s + slash + 1, len - slash - 1))
         return -1;
-    size_t a = (size_t)(slash - s);
-    /* id_part_ok refuses '/', so the tool part holds no second one */
-    if (!id_part_ok(s, a) || !id_part_ok(slash + 1, len - a - 1))
-        return -1;
-    *agent_len = a;
+    *agent_len = slash;
     return 0;
 }
 
 int tg_os_tool_id_parse(const char *buf, tg_jspan_t s, char *dst, size_t cap, size_t *len,
                         size_t *agent_len)
 {
-    if (s.type != TG_J_STRING)
+    if (s.type != TG_J_STRING || s.len < 2 || cap == 0)
         return -1;
+    if (!s.escaped) {
+        /* The usual case: the raw bytes are the id; checked, then copied
+         * (no NUL can pass the class). */
+        const char *p = buf + s.off + 1;
+        size_t n = s.len - 2;
+        if (n > cap - 1 || tg_os_tool_id_split(p, n, agent_len) < 0)
+            return -1;
+        memcpy(dst, p, n);
+        dst[n] = '\0';
+        *len = n;
+        return 0;
+    }
     long n = tg_jstr_decode(buf, s, dst, cap);
     if (n < 0 || tg_os_tool_id_split(dst, (size_t)n, agent_len) < 0)
         return -1;

@@ -109,39 +109,12 @@ static void write_all(const void *p, size_t n)
     }
 }
 
-/* Frames sent since the last flush: what one pass of the loop produced
- * (the answers to one read, the due timers) goes out in one write just
- * before the agent waits again, as tg_echo_agent does, so that a
- * benchmark counts toolgate's reads rather than this agent's syscalls.
- * Flushed before anything written directly and before exiting. */
-static char *out_buf;
-static size_t out_len, out_cap;
-
-static void out_flush(void)
-{
-    if (out_len > 0)
-        write_all(out_buf, out_len);
-    out_len = 0;
-}
-
 static void send_frame(const char *text, size_t n)
 {
-    if (out_cap - out_len < n + 4) {
-        size_t cap = out_cap ? out_cap : 64 * 1024;
-        while (cap - out_len < n + 4)
-            cap *= 2;
-        out_buf = realloc(out_buf, cap);
-        if (out_buf == NULL)
-            exit(4);
-        out_cap = cap;
-    }
-    unsigned char *h = (unsigned char *)out_buf + out_len;
-    h[0] = (unsigned char)(n >> 24);
-    h[1] = (unsigned char)(n >> 16);
-    h[2] = (unsigned char)(n >> 8);
-    h[3] = (unsigned char)n;
-    memcpy(out_buf + out_len + 4, text, n);
-    out_len += n + 4;
+    unsigned char h[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                          (unsigned char)(n >> 8), (unsigned char)n};
+    write_all(h, 4);
+    write_all(text, n);
 }
 
 /* Send {v, type, id, ts, payload} (payload stolen). */
@@ -243,13 +216,11 @@ static void on_call(json_t *p)
         result(cid, "succeeded", json_pack("{s:i}", "runs", ++count_runs), NULL);
     } else if (strcmp(tool, "crash") == 0) {
         logf_("exit crash");
-        out_flush();
         exit(3);
     } else if (strcmp(tool, "oversize") == 0) {
         uint64_t n = (uint64_t)json_integer_value(json_object_get(in, "bytes"));
         unsigned char h[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
                               (unsigned char)(n >> 8), (unsigned char)n};
-        out_flush();
         write_all(h, 4);
         char junk[4096];
         memset(junk, 'x', sizeof junk);
@@ -299,7 +270,6 @@ static void on_frame(const char *buf, size_t len)
         json_t *err = json_object_get(m, "error");
         if (err) {
             logf_("welcome-error %s", json_string_value(json_object_get(err, "code")));
-            out_flush();
             exit(3);
         }
         hb_interval_ms = (uint64_t)json_integer_value(json_object_get(p, "heartbeat_interval_ms"));
@@ -392,7 +362,6 @@ int main(int argc, char **argv)
         if (soonest != UINT64_MAX)
             timeout = soonest > now ? (int)(soonest - now) : 0;
         struct pollfd pfd = {.fd = 0, .events = POLLIN};
-        out_flush();
         int pr = poll(&pfd, 1, timeout);
         if (pr < 0 && errno == EINTR)
             continue;

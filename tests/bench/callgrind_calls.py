@@ -267,12 +267,18 @@ def sampler_ir(out):
 
 
 def group(name):
-    """Coarse owner of a function, from its source path."""
-    path = name.split(':', 1)[0]
+    """Coarse owner of a function, from its source path; code inlined from
+    a shared header (SSE intrinsics, config/jsonw.h) goes with the function
+    it was inlined into."""
+    path, _, fn = name.partition(':')
+    if any(h in path for h in ('emmintrin', 'avx2intrin', 'config/jsonw.h')):
+        if 'audit' in fn:
+            return 'audit'
+        if fn.startswith(('scan_bytes', 'skip_container')):
+            return 'envelope scan (jscan)'
     for key, label in (('config/jscan', 'envelope scan (jscan)'),
-                       ('router/dialect/envelope', 'envelope scan (envelope)'),
-                       ('emmintrin', 'envelope scan (jscan)'),
-                       ('avx2intrin', 'envelope scan (jscan)'),
+                       ('router/codec/envelope', 'envelope scan (envelope, osenv)'),
+                       ('router/codec/osenv', 'envelope scan (envelope, osenv)'),
                        ('audit/', 'audit'),
                        ('router/', 'router (session, io, ndjson, ...)'),
                        ('limits/', 'limits (gcra, conc, registry)')):
