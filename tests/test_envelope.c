@@ -952,3 +952,32 @@ Test(envelope, judge_one_verdict_for_every_front)
             cr_assert_str_eq(span_text(f, v.id), cases[i].id, "case %zu", i);
     }
 }
+
+/* The tool names of a tools/list answer, for the instance's registry
+ * (agent/toolreg.h): every string name in order, escapes decoded, the
+ * rest passed over; nothing from a frame without result.tools. */
+static int collect(void *ctx, const char *name, size_t len)
+{
+    char *out = ctx;
+    size_t used = strlen(out);
+    snprintf(out + used, 256 - used, "%.*s|", (int)len, name);
+    return strcmp(name, "stop") == 0 ? -1 : 0;
+}
+
+Test(envelope, tools_listed_names_every_tool_of_the_answer)
+{
+    char got[256] = "";
+    const char *f = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[{\"name\":\"echo\","
+                    "\"inputSchema\":{\"name\":\"not me\"}},{\"description\":\"x\",\"name\":"
+                    "\"a\\u0062c\"},{\"name\":5},{\"name\":\"\"},7,{\"name\":\"x\",\"name\":\"y\"}],"
+                    "\"nextCursor\":\"c\"}}";
+    cr_assert_eq(tg_mcp_tools_listed(f, strlen(f), collect, got), 3);
+    cr_assert_str_eq(got, "echo|abc|y|");
+    got[0] = '\0';
+    const char *e = "{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-1,\"message\":\"m\"}}";
+    cr_assert_eq(tg_mcp_tools_listed(e, strlen(e), collect, got), -1);
+    const char *s = "{\"id\":1,\"result\":{\"tools\":[{\"name\":\"a\"},{\"name\":\"stop\"},"
+                    "{\"name\":\"b\"}]}}";
+    cr_assert_eq(tg_mcp_tools_listed(s, strlen(s), collect, got), 1, "the callback stops it");
+    cr_assert_str_eq(got, "a|stop|");
+}

@@ -786,3 +786,35 @@ const char *tg_mcp_gone_tail(size_t *len)
     *len = n;
     return tail;
 }
+
+/* ---- the tools a tools/list answer names -------------------------------- */
+
+int tg_mcp_tools_listed(const char *frame, size_t len,
+                        int (*fn)(void *ctx, const char *name, size_t len), void *ctx)
+{
+    tg_jspan_t tools, tool, key, val;
+    if (tg_jscan_find_path(frame, len, "result.tools", &tools) < 0 || tools.type != TG_J_ARRAY)
+        return -1;
+    tg_jarr_iter_t it;
+    tg_jarr_begin(&it, frame, tools);
+    int n = 0, rc;
+    while ((rc = tg_jarr_next(&it, &tool)) == 1) {
+        if (tool.type != TG_J_OBJECT)
+            continue;
+        tg_jobj_iter_t m;
+        tg_jobj_begin(&m, frame, tool);
+        tg_jspan_t name = {.type = TG_J_NONE};
+        while (tg_jobj_next(&m, &key, &val) == 1)
+            if (tg_jstr_eq(frame, key, "name"))
+                name = val; /* the last of duplicates, as jansson reads it */
+        char buf[TG_MCP_TOOL_NAME_MAX + 1];
+        long k = name.type == TG_J_STRING ? tg_jstr_decode(frame, name, buf, sizeof(buf)) : -1;
+        if (k <= 0)
+            continue;
+        if (fn(ctx, buf, (size_t)k) < 0)
+            break;
+        n++;
+    }
+    return rc < 0 ? -1 : n;
+}
+

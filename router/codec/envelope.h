@@ -168,4 +168,14 @@ tg_task_status_t tg_mcp_task_status(const char *buf, tg_jspan_t status);
  * engine reads it). */
 const char *tg_mcp_gone_tail(size_t *len);
 
+#define TG_MCP_TOOL_NAME_MAX 256 /* fixed internal bound: bytes of a listed tool's name */
+
+/* The tool names of a tools/list answer <frame> (result.tools[].name,
+ * decoded; an element without a string name of 1..TG_MCP_TOOL_NAME_MAX
+ * bytes is passed over) to <fn>(<ctx>, name, len) in order; <fn> < 0
+ * stops. The names given, or -1 when the frame has no result.tools array
+ * or it is malformed (the names before the fault were given). */
+int tg_mcp_tools_listed(const char *frame, size_t len,
+                        int (*fn)(void *ctx, const char *name, size_t len), void *ctx);
+
 #endif

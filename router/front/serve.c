@@ -51,7 +51,6 @@
 #define SERVE_BACKLOG 128          /* fixed internal bound: listen(2) backlog */
 #define REFUSED_AUDIT_RATE 100     /* fixed internal bound: refused HTTP requests audited per second */
 #define REFUSED_AUDIT_BURST 200    /* fixed internal bound: refused HTTP requests audited at once */
-#define EVICT_MIN_IDLE_MS 1000     /* fixed internal bound: an HTTP session idle this long may be evicted */
 #define REFUSE_READ_MAX 4096       /* fixed internal bound: bytes read to find a refused request's id */
 #define REFUSE_TIMEOUT_MS 5000     /* fixed internal bound: wait for that request */
 #define REFUSING_MAX 64            /* fixed internal bound: refused connections waiting for their
@@ -95,7 +94,6 @@ struct serve_run {
     gen_t *cur;
     gen_t **agent_gen; /* per agent: the generation its config lives in */
     tg_mcp_agent_t **agents;
-    uint32_t *ninst;
     listener_t *ls;
     size_t nls;
     tg_caller_lim_t *callers;
@@ -427,7 +425,7 @@ static void on_connection(uv_stream_t *server, int status)
         refuse(l, f, TG_DENY_CALLER, "caller", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, "callers");
         return;
     }
-    /* Instances are counted at initialize (instance_take); connections
+    /* Instances are counted at initialize (the agent's pool); connections
      * here, so idle ones cannot hold instances nor grow without bound. */
     uint32_t maxc = l->lc->max_connections ? l->lc->max_connections : TG_DEF_LISTEN_MAX_CONNECTIONS;
     if (l->nconn >= maxc) {
@@ -453,65 +451,6 @@ static void on_connection(uv_stream_t *server, int status)
     (void)tg_mcp_sess_start(s);
 }
 
-/* An HTTP session of the same agent and caller as <s> that its client
- * seems to have left (MCP clients often never DELETE a session): nothing
- * in flight, no request for EVICT_MIN_IDLE_MS, the longest idle of them.
- * NULL when there is none, or when <max> evicted ones of the agent are
- * still draining (so that a caller opening sessions fast cannot pile up
- * agent processes on their way out). */
-static tg_mcp_sess_t *evict_candidate(serve_run_t *r, tg_mcp_sess_t *s, uint32_t max)
-{
-    if (strcmp(tg_mcp_sess_origin(s), "http") != 0)
-        return NULL;
-    uint64_t now = uv_now(r->gw.loop), best = 0;
-    uint32_t draining = 0;
-    tg_mcp_sess_t *victim = NULL;
-    for (tg_mcp_sess_t *v = r->gw.sessions; v != NULL; v = tg_mcp_sess_next(v)) {
-        if (v == s || tg_mcp_sess_agent(v) != tg_mcp_sess_agent(s))
-            continue;
-        if (tg_mcp_sess_evicted(v)) {
-            draining++;
-            continue;
-        }
-        if (strcmp(tg_mcp_sess_caller(v), tg_mcp_sess_caller(s)) != 0)
-            continue;
-        uint64_t since = tg_mcp_sess_evictable(v, now, EVICT_MIN_IDLE_MS);
-        if (since != 0 && (victim == NULL || since < best)) {
-            victim = v;
-            best = since;
-        }
-    }
-    return draining < max ? victim : NULL;
-}
-
-/* gw->instance_take: session <s>'s caller sent initialize; one more
- * instance of its agent, unless max_instances (of the current config) run
- * and no HTTP session of the same caller can make room (evict_candidate). */
-static int instance_take(tg_gw_t *gw, tg_mcp_sess_t *s, uint32_t *running, uint32_t *cap)
-{
-    serve_run_t *r = gw->data;
-    const char *id = tg_mcp_agent_id(tg_mcp_sess_agent(s));
-    for (size_t i = 0; i < r->cfg->nagents; i++) {
-        if (strcmp(r->cfg->agents[i].id, id) != 0)
-            continue;
-        tg_mcp_sess_t *victim = NULL;
-        if (r->ninst[i] >= r->cfg->agents[i].max_instances &&
-            (victim = evict_candidate(r, s, r->cfg->agents[i].max_instances)) != NULL) {
-            tg_mcp_sess_evict(victim); /* its instance is now <s>'s */
-            return 0;
-        }
-        if (r->ninst[i] >= r->cfg->agents[i].max_instances) {
-            *running = r->ninst[i];
-            *cap = r->cfg->agents[i].max_instances;
-            return -1;
-        }
-        r->ninst[i]++;
-        if (r->agents[i] != NULL)
-            tg_mcp_agent_instances(r->agents[i], r->ninst[i]);
-    }
-    return 0;
-}
-
 static void maybe_done(serve_run_t *r)
 {
     if (!r->stopping || r->gw.nsessions > 0 || !tg_osgw_idle(r->os))
@@ -531,14 +470,6 @@ static void on_session_end(tg_gw_t *gw, tg_mcp_sess_t *s)
     listener_t *l = tg_mcp_sess_front(s);
     if (l != NULL && l->nconn > 0)
         tg_registry_update(&r->gw.reg, l->reg, --l->nconn);
-    /* By id: the session's agent may be one a reload replaced. */
-    const char *id = tg_mcp_agent_id(tg_mcp_sess_agent(s));
-    for (size_t i = 0; tg_mcp_sess_counted(s) && i < r->cfg->nagents; i++)
-        if (strcmp(r->cfg->agents[i].id, id) == 0 && r->ninst[i] > 0) {
-            r->ninst[i]--;
-            if (r->agents[i] != NULL)
-                tg_mcp_agent_instances(r->agents[i], r->ninst[i]);
-        }
     maybe_done(r);
 }
 
@@ -1241,15 +1172,13 @@ int tg_serve_run(tg_config_t *cfg)
     gen_t gen0 = {.cfg = cfg, .refs = 1, .owned = false};
     r->cur = &gen0;
     r->gw.on_session_end = on_session_end;
-    r->gw.instance_take = instance_take;
     r->gw.metrics_refresh = http_metrics;
     r->gw.data = r;
     r->agents = calloc(cfg->nagents, sizeof(*r->agents));
-    r->ninst = calloc(cfg->nagents, sizeof(*r->ninst));
     r->agent_gen = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*r->agent_gen));
     r->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*r->ls));
     r->callers = calloc(cfg->ncallers ? cfg->ncallers : 1, sizeof(*r->callers));
-    rc = r->agents && r->ninst && r->agent_gen && r->ls && r->callers
+    rc = r->agents && r->agent_gen && r->ls && r->callers
              ? (tg_gw_open(&r->gw, loop, cfg, &err) < 0 || tg_admin_open_gw(&r->gw, &err) < 0
                     ? tg_log_failed(&err, 2)
                     : 0)
@@ -1338,7 +1267,6 @@ int tg_serve_run(tg_config_t *cfg)
         gen_unref(r->cur);
     free(r->agent_gen);
     free(r->agents);
-    free(r->ninst);
     free(r->ls);
     free(r->callers);
     free(r);

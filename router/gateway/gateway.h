@@ -95,11 +95,6 @@ typedef struct tg_gw {
     bool wrap_mode;      /* the single session is the router (router.stopping) */
     int exit_code;       /* wrap: the process status once the session ended */
     void (*on_session_end)(struct tg_gw *gw, tg_mcp_sess_t *s);
-    /* serve: may session <s> start its agent instance (its caller sent
-     * initialize)? 0 when it may (counted against max_instances until the
-     * session ends), -1 with the instances running and the cap when not.
-     * NULL (wrap): always. */
-    int (*instance_take)(struct tg_gw *gw, tg_mcp_sess_t *s, uint32_t *running, uint32_t *cap);
     /* The live router keys sessions read (serve updates them on reload;
      * gw->cfg stays the first config). */
     uint64_t handshake_timeout_ms;    /* router.handshake_timeout */

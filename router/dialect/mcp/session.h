@@ -48,9 +48,6 @@ void tg_mcp_agent_retire(tg_mcp_agent_t *ag, void (*on_free)(void *arg), void *a
 /* The agent config <ag> runs with. */
 const tg_agent_cfg_t *tg_mcp_agent_cfg(const tg_mcp_agent_t *ag);
 const char *tg_mcp_agent_id(const tg_mcp_agent_t *ag);
-/* serve: <running> instances of <ag> run now (held against max_instances
- * in the limit registry as agent.<id>.instances; a no-op in wrap). */
-void tg_mcp_agent_instances(tg_mcp_agent_t *ag, uint32_t running);
 
 /* A session on toolgate's own stdin/stdout (wrap). NULL after logging. */
 tg_mcp_sess_t *tg_mcp_sess_stdio(tg_gw_t *gw, tg_mcp_agent_t *ag);
@@ -90,17 +87,11 @@ const char *tg_mcp_sess_caller(const tg_mcp_sess_t *s);
 /* Its front: "stdio", "unix" or "http" (tg_mcp_sess_set_origin). */
 const char *tg_mcp_sess_origin(const tg_mcp_sess_t *s);
 /* serve, HTTP: whether <s> may be ended to make room for a new session of
- * its caller (tg_mcp_sess_evict): an HTTP session holding an instance, running,
+ * its caller (its agent's pool, agent/pool.h): an HTTP session holding an instance, running,
  * nothing in flight either way, and no frame from its caller for
  * <min_idle_ms>. 0 when not; else the loop time of its caller's last
  * frame plus one (the smallest is the longest idle). */
 uint64_t tg_mcp_sess_evictable(const tg_mcp_sess_t *s, uint64_t now, uint64_t min_idle_ms);
-/* End <s> for a new session of its caller: its instance is no longer
- * counted (the new session's takes its place), it is logged and audited
- * (call.denied, reason session_evicted, status ended) and drained like a
- * session whose caller left. Its client gets 404 for the session id and
- * starts a new one, as MCP clients do. */
-void tg_mcp_sess_evict(tg_mcp_sess_t *s);
 /* <s> was evicted and has not ended yet. */
 bool tg_mcp_sess_evicted(const tg_mcp_sess_t *s);
 /* Reload: <s>'s agent was replaced by <ag>. A session with no instance

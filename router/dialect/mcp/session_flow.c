@@ -148,6 +148,7 @@ static void on_caller_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t n
             mcp_rpc_error(w, frame + env.id.off, env.id.len, -32603, "toolgate: request table full");
             return;
         }
+        c->tools_list = tg_jstr_eq(frame, env.method, "tools/list");
         if (task != NULL) {
             c->task_op = (uint8_t)op;
             c->task_of = task->cc.idx;
@@ -237,6 +238,13 @@ static void on_caller_skipped(mcp_sess_t *w, uint64_t total)
 
 /* ---- agent frames ----------------------------------------------------- */
 
+/* A tool name of a tools/list answer into the instance's registry (past
+ * its bound, the rest are not kept). */
+static int tool_listed(void *ctx, const char *name, size_t len)
+{
+    return tg_toolreg_add(ctx, name, len) == -ENOSPC ? -1 : 0;
+}
+
 static void to_caller_spliced(mcp_sess_t *w, tg_block_t *b, const char *p, size_t len,
                               size_t id_off, size_t id_len, const char *cid, size_t cid_len)
 {
@@ -306,6 +314,10 @@ static void on_agent_response(mcp_sess_t *w, tg_block_t *b, const char *frame, s
         tg_pipe_release(&c->cc);
         break;
     case K_PASS:
+        /* The tools its instance listed: what the session sent passes as
+         * it is, toolgate only reads the answer. */
+        if (c->tools_list && env->has_result)
+            (void)tg_mcp_tools_listed(frame, len, tool_listed, &w->tools);
         to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
                           c->caller_id_len);
         if (c->task_op != TG_TASK_OP_NONE)
@@ -385,6 +397,10 @@ static void on_agent_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t nl
      * are. */
     if (!w->cout_dead)
         tg_out_slice(&w->cwr, b, frame, len);
+    if (env.kind == TG_MCP_NOTIFICATION &&
+        env.method.len == sizeof("\"notifications/tools/list_changed\"") - 1 &&
+        tg_jstr_eq(frame, env.method, "notifications/tools/list_changed"))
+        tg_toolreg_clear(&w->tools); /* the next tools/list fills it again */
     if (env.kind == TG_MCP_NOTIFICATION && env.method.len == sizeof("\"notifications/tasks/status\"") - 1 &&
         tg_jstr_eq(frame, env.method, "notifications/tasks/status"))
         mcp_task_on_status(w, frame, &env);
@@ -844,6 +860,7 @@ static void inst_gone(tg_ainst_t *a)
 {
     mcp_inst_t *inst = (mcp_inst_t *)a;
     mcp_sess_t *w = inst->w;
+    tg_toolreg_clear(&w->tools);
     if (w->inst == inst)
         w->inst = NULL;
     w->astate = TG_AGENT_DOWN;

@@ -38,13 +38,16 @@
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
+#include "router/agent/pool.h"
 #include "router/agent/restart.h"
+#include "router/agent/toolreg.h"
 #include "router/call/dltimer.h"
 #include "router/call/pipeline.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
 #define TG_MAX_PASSTHRU 256    /* fixed internal bound: non-call requests awaiting an answer */
+#define TG_MCP_TOOLS_MAX 4096  /* fixed internal bound: tool names kept per instance */
 /* fixed internal bound: spare call entries, so that a reload can raise
  * max_concurrent_calls/max_queued_calls a little in place (tg_mcp_agent_reconfigure) */
 #define TG_RELOAD_SPARE_CALLS 64
@@ -77,6 +80,7 @@ typedef struct mcp_call {
      * forwarded. A K_PASS tasks/get, tasks/result or tasks/cancel names
      * its task's entry (<task_of>, <task_of_id>) in <task_op>. */
     bool task_req, task;
+    bool tools_list; /* a K_PASS tools/list: its answer fills the instance's tools */
     uint8_t task_op;
     uint32_t task_of;
     uint64_t task_of_id;
@@ -129,6 +133,9 @@ typedef struct tg_mcp_agent {
     tg_route_t r; /* first: its limits, stores, call table and rows */
     tg_gw_t *gw;
     int reg_restarts, reg_instances; /* -1: not registered (instances: wrap) */
+    /* serve: the agent's pool of instances (agent/pool.h), shared with
+     * the successors a reload makes; NULL in wrap (one instance). */
+    tg_apool_t *pool;
     uint32_t tick_restarts;         /* on_tick scratch: most recent restarts of a session */
     /* Reload (tg_mcp_agent_reconfigure, tg_mcp_agent_successor, tg_mcp_agent_retire):
      * sessions and store answers that still point here, and whether a
@@ -168,6 +175,8 @@ struct mcp_sess {
     tg_audit_room_t audit_room;     /* linked while paused for the audit queue */
     tg_mcp_head_t over;             /* an over-cap caller frame's members, read as it streams */
     mcp_tasks_t *tasks;             /* ended tasks (session_task.c), or NULL before the first */
+    tg_toolreg_t tools;             /* its instance's tools, from the tools/list answers that
+                                     * passed (agent/toolreg.h); cleared when it is gone */
 
     /* agent instance */
     mcp_inst_t *inst;
@@ -210,8 +219,8 @@ struct mcp_sess {
     uv_timer_t life_timer;
     uint64_t life_ms;    /* the deadline life_timer was armed with */
     bool awaiting_init;  /* no instance yet: only initialize and ping are taken */
-    bool counted;        /* its instance is held against max_instances (instance_take) */
-    bool evicted;        /* ended to make room for a new session of its caller */
+    tg_pool_member_t pm; /* its place in its agent's pool (serve; wrap: in none): counted
+                          * against max_instances, evicted to make room */
     uint64_t last_frame_ms; /* loop time of the caller's last frame (or of the session's start) */
     void *front;         /* the runner's tag (serve: the listener) */
 };

@@ -82,7 +82,9 @@ void mcp_sess_release(mcp_sess_t *w)
     free(w->init_frame);
     free(w->initd_frame);
     mcp_tasks_free(w);
+    tg_toolreg_free(&w->tools);
     free(w->conn);
+    tg_apool_leave(&w->pm);
     if (gw->on_session_end != NULL)
         gw->on_session_end(gw, w);
     tg_mcp_agent_t *ag = w->ag;
@@ -237,6 +239,8 @@ static void engine_reap(void *arg)
     tg_mcp_sess_reap_retired(arg);
 }
 
+static const tg_apool_ops_t pool_ops;
+
 /* An agent for <acfg> at metrics row <idx>. NULL with <err> filled. */
 static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
                                   uint32_t max_sessions, tg_err_t *err)
@@ -270,7 +274,20 @@ static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
 tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions,
                                  tg_err_t *err)
 {
-    return agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions, err);
+    tg_mcp_agent_t *ag = agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions, err);
+    /* serve: the instances of its sessions are the agent's pool, bounded
+     * by max_instances (wrap runs one). */
+    if (ag != NULL && !gw->wrap_mode) {
+        if ((ag->pool = malloc(sizeof(*ag->pool))) == NULL) {
+            tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
+            tg_mcp_agent_free(ag);
+            return NULL;
+        }
+        tg_apool_init(ag->pool, TG_BIND_SESSION, acfg->max_instances, &pool_ops, &gw->reg,
+                      ag->reg_instances);
+        ag->pool->refs = 1;
+    }
+    return ag;
 }
 
 void tg_mcp_agent_close_timers(tg_mcp_agent_t *ag)
@@ -288,6 +305,8 @@ void tg_mcp_agent_free(tg_mcp_agent_t *ag)
 {
     if (ag == NULL)
         return;
+    if (ag->pool != NULL && --ag->pool->refs == 0)
+        free(ag->pool);
     tg_route_fini(&ag->r);
     free(ag);
 }
@@ -363,6 +382,8 @@ int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg, tg_err_t 
     ag->r.acfg = acfg;
     tg_route_register(&ag->r);
     register_limits(ag);
+    if (ag->pool != NULL)
+        ag->pool->max_instances = acfg->max_instances;
     /* Raised caps may let queued calls run now. */
     for (mcp_sess_t *w = ag->gw->sessions; w != NULL; w = w->next)
         if (w->ag == ag) {
@@ -378,6 +399,12 @@ tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg
     tg_mcp_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions, err);
     if (ag == NULL)
         return NULL;
+    /* The pool is the agent's across generations: the old sessions keep
+     * their instances counted, the cap is the new one's. */
+    if ((ag->pool = old->pool) != NULL) {
+        ag->pool->refs++;
+        ag->pool->max_instances = acfg->max_instances;
+    }
     /* Bucket state survives for the rates that did not change (a local
      * bucket; a shared one lives in the store under the same key). */
     if (!acfg->rate_shared && !old->r.acfg->rate_shared && tg_route_same_rate(&old->r.acfg->lim, &acfg->lim))
@@ -469,12 +496,6 @@ const char *tg_mcp_agent_id(const tg_mcp_agent_t *ag)
     return ag->r.acfg->id;
 }
 
-void tg_mcp_agent_instances(tg_mcp_agent_t *ag, uint32_t running)
-{
-    if (ag->reg_instances >= 0)
-        tg_registry_update(&ag->gw->reg, ag->reg_instances, running);
-}
-
 tg_mcp_agent_t *tg_mcp_sess_agent(const mcp_sess_t *w)
 {
     return w->ag;
@@ -495,6 +516,7 @@ static mcp_sess_t *sess_alloc(tg_gw_t *gw, tg_mcp_agent_t *ag, const char *calle
     ag->nsess++;
     snprintf(w->caller, sizeof(w->caller), "%s", caller);
     tg_in_init(&w->crd, &gw->pool, gw->cfg->max_frame_bytes);
+    tg_toolreg_init(&w->tools, TG_MCP_TOOLS_MAX);
     tg_out_init(&w->cwr, &gw->pool);
     w->cwr.ctx = w;
     w->cwr.on_drain = mcp_caller_out_drain;
@@ -536,6 +558,8 @@ mcp_sess_t *tg_mcp_sess_conn(tg_gw_t *gw, tg_mcp_agent_t *ag, uv_pipe_t *conn, c
         return NULL;
     w->climits = climits;
     w->origin = "unix";
+    if (ag->pool != NULL)
+        tg_apool_join(ag->pool, &w->pm, w->caller, false);
     w->conn = conn;
     w->cin = w->cout = (uv_stream_t *)conn;
     conn->data = w;
@@ -651,12 +675,9 @@ static bool start_on_initialize(mcp_sess_t *w, const char *frame, const tg_mcp_e
         return false; /* refused as shutting_down by the usual path */
     }
     uint32_t running = 0, cap = 0;
-    if (w->gw->instance_take != NULL) {
-        if (w->gw->instance_take(w->gw, w, &running, &cap) < 0) {
-            refuse_instance(w, frame + env->id.off, env->id.len, running, cap);
-            return true;
-        }
-        w->counted = true;
+    if (tg_apool_take(&w->pm, uv_now(w->gw->loop), &running, &cap) < 0) {
+        refuse_instance(w, frame + env->id.off, env->id.len, running, cap);
+        return true;
     }
     if (mcp_agent_spawn(w) < 0) {
         tg_denial_t d;
@@ -703,6 +724,9 @@ bool mcp_before_init(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env)
 void tg_mcp_sess_set_origin(mcp_sess_t *w, const char *front, const char *remote, const char *session)
 {
     w->origin = front;
+    /* An HTTP client often leaves its session without DELETE: its new
+     * session may take the place of its idle one (agent/pool.h). */
+    w->pm.may_evict = strcmp(front, "http") == 0;
     /* Only a Unix caller's frames are timed here: wrap's stdin belongs to
      * the client that launched toolgate (it may write as slowly as it
      * likes), and an HTTP session's frames come whole from http.c, whose
@@ -724,7 +748,7 @@ void *tg_mcp_sess_front(const mcp_sess_t *w)
 
 bool tg_mcp_sess_counted(const mcp_sess_t *w)
 {
-    return w->counted;
+    return w->pm.counted;
 }
 
 const char *tg_mcp_sess_caller(const mcp_sess_t *w)
@@ -741,7 +765,7 @@ const char *tg_mcp_sess_origin(const mcp_sess_t *w)
 
 uint64_t tg_mcp_sess_evictable(const mcp_sess_t *w, uint64_t now, uint64_t min_idle_ms)
 {
-    if (!w->counted || w->evicted || w->phase != TG_P_RUN || w->awaiting_init || w->nbusy > 0 ||
+    if (!w->pm.counted || w->pm.evicted || w->phase != TG_P_RUN || w->awaiting_init || w->nbusy > 0 ||
         w->batches_open > 0 || strcmp(w->origin, "http") != 0)
         return 0;
     if (now < w->last_frame_ms + min_idle_ms)
@@ -749,10 +773,13 @@ uint64_t tg_mcp_sess_evictable(const mcp_sess_t *w, uint64_t now, uint64_t min_i
     return w->last_frame_ms + 1;
 }
 
-void tg_mcp_sess_evict(mcp_sess_t *w)
+/* The pool ended <w> for a new session of its caller: its instance is no
+ * longer counted (the new session's takes its place), it is logged and
+ * audited (call.denied, reason session_evicted, status ended) and drained
+ * like a session whose caller left. Its client gets 404 for the session
+ * id and starts a new one, as MCP clients do. */
+static void sess_evict(mcp_sess_t *w)
 {
-    w->counted = false;
-    w->evicted = true;
     uint64_t idle = uv_now(w->gw->loop) - w->last_frame_ms;
     tg_log("agent '%s': ending a session of caller %s idle for %" PRIu64
            " ms to start a new one of the same caller (max_instances reached)",
@@ -767,8 +794,23 @@ void tg_mcp_sess_evict(mcp_sess_t *w)
 
 bool tg_mcp_sess_evicted(const mcp_sess_t *w)
 {
-    return w->evicted;
+    return w->pm.evicted;
 }
+
+#define EVICT_MIN_IDLE_MS 1000 /* fixed internal bound: an HTTP session idle this long may be evicted */
+
+static uint64_t pool_evictable(tg_pool_member_t *m, uint64_t now)
+{
+    mcp_sess_t *w = (mcp_sess_t *)((char *)m - offsetof(mcp_sess_t, pm));
+    return tg_mcp_sess_evictable(w, now, EVICT_MIN_IDLE_MS);
+}
+
+static void pool_evict(tg_pool_member_t *m)
+{
+    sess_evict((mcp_sess_t *)((char *)m - offsetof(mcp_sess_t, pm)));
+}
+
+static const tg_apool_ops_t pool_ops = {.evictable = pool_evictable, .evict = pool_evict};
 
 /* ---- reload: sessions of a replaced agent ------------------------------- */
 

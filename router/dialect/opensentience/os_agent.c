@@ -158,19 +158,11 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
         }
         const char *tool = name + alen + 1;
         size_t tlen = len - alen - 1;
-        if (!osg_tool_registered(ag, tool, tlen)) {
-            char *copy = ag->nreg < OS_TOOLS_MAX ? strndup(tool, tlen) : NULL;
-            char **grown =
-                copy != NULL ? realloc(ag->reg, (ag->nreg + 1) * sizeof(*ag->reg)) : NULL;
-            if (grown == NULL) {
-                free(copy);
-                r->code = "tool.too_many";
-                r->message = "this agent registered as many tools as toolgate keeps (1024)";
-                nrej++;
-                continue;
-            }
-            ag->reg = grown;
-            ag->reg[ag->nreg++] = copy;
+        if (tg_toolreg_add(&ag->tools, tool, tlen) < 0) {
+            r->code = "tool.too_many";
+            r->message = "this agent registered as many tools as toolgate keeps (1024)";
+            nrej++;
+            continue;
         }
         regd[nreg++] = tg_os_raw(frame, tid);
     }
@@ -186,7 +178,7 @@ static void on_register(os_agent_t *ag, const char *frame, const tg_os_env_t *en
     ag->registered = true;
     if (ag->st == TG_AGENT_STARTING) {
         set_state(ag, TG_AGENT_RUNNING);
-        tg_log("agent '%s' ready: %zu tools registered", aname(ag), ag->nreg);
+        tg_log("agent '%s' ready: %zu tools registered", aname(ag), tg_toolreg_count(&ag->tools));
     }
     tg_pipe_pump(&ag->r, ag->g);
 }
@@ -539,9 +531,7 @@ static void inst_gone(tg_ainst_t *a)
         ag->inst = NULL;
     explicit_bzero(ag->token, sizeof(ag->token));
     ag->hello_ok = ag->registered = false;
-    for (size_t i = 0; i < ag->nreg; i++)
-        free(ag->reg[i]);
-    ag->nreg = 0;
+    tg_toolreg_clear(&ag->tools);
     set_state(ag, TG_AGENT_DOWN);
     fail_calls(ag, in);
     after_exit(ag, tg_ainst_failed(a), tg_ainst_status(a), a->p.term_signal != 0);
@@ -822,9 +812,7 @@ static void agent_free(os_agent_t *ag)
     if (ag == NULL)
         return;
     tg_idem_free(&ag->idem_cache);
-    for (size_t i = 0; i < ag->nreg; i++)
-        free(ag->reg[i]);
-    free(ag->reg);
+    tg_toolreg_free(&ag->tools);
     tg_route_fini(&ag->r);
     explicit_bzero(ag->token, sizeof(ag->token));
     free(ag);
@@ -952,6 +940,7 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw, tg_err_t *err)
         g->agents[g->nagents++] = ag;
         ag->g = g;
         ag->r.ops = osg_call_ops();
+        tg_toolreg_init(&ag->tools, OS_TOOLS_MAX);
         ag->r.open_timers = &g->open_timers;
         tg_dlt_init(&ag->r.dlt, tg_pipe_deadline, ag);
         if (setup_limits(ag, a, i, err) < 0) {

@@ -386,10 +386,7 @@ static bool tool_unknown(const os_agent_t *ag, os_call_t *c)
 
 bool osg_tool_registered(const os_agent_t *ag, const char *name, size_t len)
 {
-    for (size_t i = 0; i < ag->nreg; i++)
-        if (strlen(ag->reg[i]) == len && memcmp(ag->reg[i], name, len) == 0)
-            return true;
-    return false;
+    return tg_toolreg_has(&ag->tools, name, len);
 }
 
 static void not_found(os_call_t *c)

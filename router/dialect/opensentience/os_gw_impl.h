@@ -42,6 +42,7 @@
 #include "router/agent/agent_proc.h"
 #include "router/agent/instance.h"
 #include "router/agent/restart.h"
+#include "router/agent/toolreg.h"
 
 #define OS_ECHO_MAX        130  /* fixed internal bound: an id kept per call (128 bytes + quotes) */
 #define OS_TOOLS_MAX       1024 /* fixed internal bound: tools one instance may register */
@@ -115,8 +116,7 @@ struct os_agent {
     uv_timer_t phase_timer;   /* shutdown steps */
     tg_restarts_t restarts; /* its instance's restarts (agent/restart.h) */
     int reg_restarts;       /* agent.ID.restarts in the registry (-1: none) */
-    char **reg; /* registered tool names (after '/'), owned */
-    size_t nreg;
+    tg_toolreg_t tools; /* its instance's registered tool names (after '/') */
     int reg_idem;
     char path_hb[256];
     /* idempotency cache: result payloads (header excluded) under idem_key,
