@@ -321,7 +321,7 @@ def main():
              ((t2 - s2) - (t1 - s1)) / n))
     print('  left out: the once-a-second usage sample, %.0f per call at this run\'s pace'
           ' (%.0f with it)' % (max(0.0, (s2 - s1) / n), (t2 - t1) / n))
-    diff = {k: (f2[k] - f1.get(k, 0)) / n for k in f2}
+    diff = {k: (f2.get(k, 0) - f1.get(k, 0)) / n for k in set(f1) | set(f2)}
     groups = collections.Counter()
     for k, v in diff.items():
         groups[group(k)] += v
