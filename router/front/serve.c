@@ -1,19 +1,16 @@
 /* toolgate serve: a gateway for many callers. See serve.h.
  *
- * Each router.listen entry is a Unix socket serving one MCP agent. Every
- * accepted connection is a caller, identified by its peer credentials
- * (SO_PEERCRED) and mapped to an entry of callers[] by uid, then gid, then
- * the entry named "default"; an unknown peer gets no caller limits, or is
- * refused with caller_not_allowed when router.callers_only is true. MCP
- * sessions are stateful, so each connection gets its own agent instance
- * (a session), started by the caller's first initialize (a connection
- * that sends none within router.handshake_timeout is closed without one);
- * the agent's rate and concurrency limits are shared by all of them, and at
- * most max_instances run at once: the initialize of one more is refused
- * with concurrency_limit_exceeded. Connections are bounded apart, per
- * listener (router.listen[].max_connections). A listener of dialect
- * opensentience hands its connections to the opensentience gateway
- * (os_gw.h), which routes their calls by tool_id to shared agents.
+ * Each router.listen entry is a Unix socket or an HTTP address. Every
+ * accepted Unix connection is a caller, identified by its peer
+ * credentials (SO_PEERCRED) and mapped to an entry of callers[] by uid,
+ * then gid, then the entry named "default"; an unknown peer gets no caller
+ * limits, or is refused with caller_not_allowed when router.callers_only
+ * is true. An HTTP caller is named by its bearer token or JWT
+ * (front/http.c). The connection is then handed to the engine of the
+ * listener's dialect through the dialect ops table (agent/dialect.h,
+ * dialect/dialect.h), which owns it from there: MCP's gives each
+ * connection a session with its own agent instance, OpenSentience's
+ * routes calls by tool_id to shared agents. This file names no engine.
  */
 #define _GNU_SOURCE /* struct ucred */
 #include "router/front/serve.h"
@@ -35,44 +32,37 @@
 
 #include "config/diff.h"
 #include "limits/gcra.h"
-#include "router/call/denial.h"
-#include "router/codec/envelope.h"
+#include "router/agent/dialect.h"
 #include "router/auth/auth.h"
 #include "router/front/http.h"
 #include "router/front/listen.h"
 #include "router/front/notify.h"
 #include "router/front/run.h"
 #include "router/admin/admin.h"
+#include "router/dialect/dialect.h"
 #include "router/gateway/log.h"
-#include "router/dialect/opensentience/os_gw.h"
-#include "router/dialect/mcp/session.h"
+#include "router/gateway/refused.h"
 #include "router/tls/tls.h"
 
 #define SERVE_BACKLOG 128          /* fixed internal bound: listen(2) backlog */
-#define REFUSED_AUDIT_RATE 100     /* fixed internal bound: refused HTTP requests audited per second */
-#define REFUSED_AUDIT_BURST 200    /* fixed internal bound: refused HTTP requests audited at once */
-#define REFUSE_READ_MAX 4096       /* fixed internal bound: bytes read to find a refused request's id */
-#define REFUSE_TIMEOUT_MS 5000     /* fixed internal bound: wait for that request */
-#define REFUSING_MAX 64            /* fixed internal bound: refused connections waiting for their
-                                    * request; past it one is answered at once (id null) */
 #define ACCEPT_BURST 64            /* fixed internal bound: connections accepted per loop turn */
+#define SESSION_DIGEST_HEX 16      /* hex digits of an MCP session id's digest in audit */
+#define DIALECTS_MAX 4             /* fixed internal bound: dialects built in (dialect/dialect.c) */
 
 typedef struct serve_run serve_run_t;
 
 typedef struct listener {
     uv_pipe_t pipe;
     serve_run_t *r;
-    tg_mcp_agent_t *ag;
     const tg_listen_cfg_t *lc;
-    uint32_t nconn;  /* mcp: sessions open on it (max_connections) */
-    int reg;         /* mcp: listen.<i>.connections in the registry (-1: none) */
+    int reg;         /* http: listen.<i>.connections in the registry (-1: none; a Unix
+                      * listener's are its engine's) */
     tg_lsock_t sock; /* the socket file; its fd is the pipe's once open */
     bool pipe_init;  /* <pipe> is a libuv handle (to close) */
     bool bound;      /* <sock> holds a bound socket file (to remove) */
     tg_http_t *http; /* an http listener's front (http.h), else NULL */
     tg_tls_ctx_t *tls; /* its certificate and key, NULL: plain HTTP */
-    tg_gcra_t refused_rate;  /* refusals audited one by one (REFUSED_AUDIT_RATE) */
-    uint64_t refused_quiet;  /* refusals since the last audited one, not audited */
+    tg_refused_gate_t refused; /* http: its refusals' audit bound */
     bool accept_paused;      /* unix: a connection waits to be accepted (ACCEPT_BURST) */
 } listener_t;
 
@@ -93,14 +83,12 @@ struct serve_run {
     tg_config_t *cfg; /* the current generation's */
     gen_t *cur;
     gen_t **agent_gen; /* per agent: the generation its config lives in */
-    tg_mcp_agent_t **agents;
+    void *eng[DIALECTS_MAX]; /* the engine of each dialect (tg_dialects[] order) */
     listener_t *ls;
     size_t nls;
     tg_caller_lim_t *callers;
-    tg_osgw_t *os; /* the opensentience agents and listeners (os_gw.h) */
     tg_auth_t *auth; /* who an HTTP caller is (callers[].tokens, jwt); NULL: no http listener */
     bool stopping;
-    size_t refusing; /* refusal connections still open */
     /* Accepting is capped per loop turn (ACCEPT_BURST), as libuv caps a
      * stream's reads: a client connecting and closing as fast as it can
      * would otherwise keep the loop accepting, the closed connections'
@@ -110,201 +98,15 @@ struct serve_run {
     uv_idle_t accept_idle;
 };
 
-/* A connection refused before a session exists: read the first request to
- * answer with its own id, then close. Owns itself. */
-typedef struct refusal {
-    uv_pipe_t pipe;
-    uv_timer_t timer;
-    serve_run_t *r;
-    tg_denial_t d;
-    char detail[160];
-    char path[TG_NAME_MAX + 64];
-    char remote[TG_MCP_SESS_REMOTE_MAX]; /* "uid:N", or "" when the kernel did not say */
-    char buf[REFUSE_READ_MAX];
-    size_t len;
-    int open;
-    bool answered;
-} refusal_t;
-
-static void refusal_closed(uv_handle_t *h)
+/* The engine of dialect <d> and its ops (NULL: none such). */
+static const tg_dialect_ops_t *eng_of(const serve_run_t *r, tg_dialect_t d, void **eng)
 {
-    refusal_t *f = h->data;
-    if (--f->open > 0)
-        return;
-    f->r->refusing--;
-    tg_gw_conn_ended(&f->r->gw);
-    free(f);
-}
-
-static void refusal_close(refusal_t *f)
-{
-    if (!uv_is_closing((uv_handle_t *)&f->pipe))
-        uv_close((uv_handle_t *)&f->pipe, refusal_closed);
-    if (!uv_is_closing((uv_handle_t *)&f->timer))
-        uv_close((uv_handle_t *)&f->timer, refusal_closed);
-}
-
-static void refusal_written(uv_write_t *req, int status)
-{
-    refusal_t *f = req->data;
-    (void)status;
-    free(req);
-    refusal_close(f);
-}
-
-static void refusal_answer(refusal_t *f, const char *id, size_t id_len)
-{
-    if (f->answered)
-        return;
-    f->answered = true;
-    uv_read_stop((uv_stream_t *)&f->pipe);
-    uv_timer_stop(&f->timer);
-    char *line = malloc(TG_AUDIT_LINE_MAX);
-    uv_write_t *req = malloc(sizeof(*req));
-    long n = line != NULL ? tg_denial_mcp(line, TG_AUDIT_LINE_MAX, id, id_len, &f->d) : -1;
-    if (n <= 0 || req == NULL) {
-        free(line);
-        free(req);
-        refusal_close(f);
-        return;
-    }
-    /* The line must live until the write completes: keep it in the
-     * refusal's buffer (the request is no longer read). */
-    size_t k = (size_t)n < sizeof(f->buf) ? (size_t)n : sizeof(f->buf);
-    memcpy(f->buf, line, k);
-    free(line);
-    uv_buf_t b = uv_buf_init(f->buf, (unsigned)k);
-    req->data = f;
-    if (uv_write(req, (uv_stream_t *)&f->pipe, &b, 1, refusal_written) < 0) {
-        free(req);
-        refusal_close(f);
-    }
-}
-
-static void refusal_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    refusal_t *f = h->data;
-    (void)suggested;
-    *buf = uv_buf_init(f->buf + f->len, (unsigned)(sizeof(f->buf) - f->len));
-}
-
-static void refusal_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-    refusal_t *f = s->data;
-    (void)buf;
-    if (n < 0) {
-        refusal_answer(f, NULL, 0);
-        return;
-    }
-    f->len += (size_t)n;
-    char *nl = memchr(f->buf, '\n', f->len);
-    if (nl == NULL) {
-        if (f->len == sizeof(f->buf))
-            refusal_answer(f, NULL, 0);
-        return;
-    }
-    tg_mcp_env_t env;
-    char id[128];
-    size_t id_len = 0;
-    if (tg_mcp_scan(f->buf, (size_t)(nl - f->buf), &env) == 0 && env.id.type != TG_J_NONE &&
-        env.id.len <= sizeof(id)) {
-        memcpy(id, f->buf + env.id.off, env.id.len);
-        id_len = env.id.len;
-    }
-    refusal_answer(f, id_len > 0 ? id : NULL, id_len);
-}
-
-static void refusal_timeout(uv_timer_t *t)
-{
-    refusal_answer(t->data, NULL, 0);
-}
-
-/* The audit event of a caller refused before it has a session (a Unix
- * connection, an HTTP request): call.denied <code>, limit <type> of
- * <scope>, from <front> and <remote> ("" or NULL: unknown). */
-static void refused_ev(tg_audit_ev_t *ev, const char *agent, tg_deny_code_t code,
-                       const char *type, const char *scope, const char *front,
-                       const char *remote)
-{
-    tg_audit_ev_init(ev);
-    ev->event = "call.denied";
-    ev->agent = agent;
-    ev->status = "denied";
-    ev->code = tg_deny_name(code);
-    ev->limit.type = type;
-    ev->limit.scope = scope;
-    ev->front = front;
-    ev->remote = remote != NULL && remote[0] != '\0' ? remote : NULL;
-}
-
-/* May listener <l> audit one more refusal now? A flood of them (a token
- * being guessed, connections churned past max_connections) is audited at
- * REFUSED_AUDIT_RATE per listener, so it cannot crowd the calls' events
- * out of the audit queue; the next event audited says in <count> how many
- * were not. */
-static bool refusal_audit_take(listener_t *l, tg_audit_ev_t *ev)
-{
-    if (l->refused_rate.t_us == 0)
-        (void)tg_gcra_init(&l->refused_rate, REFUSED_AUDIT_RATE, 1000, REFUSED_AUDIT_BURST);
-    if (!tg_gcra_take(&l->refused_rate, uv_now(l->r->gw.loop)).allowed) {
-        l->refused_quiet++;
-        return false;
-    }
-    if (l->refused_quiet > 0)
-        ev->count = (int64_t)l->refused_quiet; /* refused before this one, not audited */
-    l->refused_quiet = 0;
-    return true;
-}
-
-static void refusal_closed(uv_handle_t *h);
-
-/* Refuse the connection in <f> (accepted, of listener <l>) with a denial
- * for its first request, answered with that request's id; past
- * REFUSING_MAX such connections waiting for their request, answered at
- * once (id null, best effort) and closed, so refusals cannot pile up. */
-static void refuse(listener_t *l, refusal_t *f, tg_deny_code_t code, const char *limit,
-                   const char *agent, int64_t observed, int64_t cap, const char *path)
-{
-    serve_run_t *r = f->r;
-    f->d.code = code;
-    f->d.limit = limit;
-    f->d.scope = code == TG_DENY_CALLER              ? "caller"
-                 : strcmp(limit, "connections") == 0 ? "instance"
-                                                     : "agent";
-    f->d.agent = agent;
-    f->d.observed = observed;
-    f->d.cap = cap;
-    f->d.unit = code == TG_DENY_CONCURRENCY ? limit : NULL;
-    f->d.retry_after_ms = TG_DENY_ABSENT;
-    f->d.config_path = path;
-    f->d.detail = f->detail;
-    f->pipe.data = f;
-    f->timer.data = f;
-
-    tg_audit_ev_t ev;
-    refused_ev(&ev, agent, code, limit, f->d.scope, "unix", f->remote);
-    ev.limit.observed = observed == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : observed;
-    ev.limit.cap = cap == TG_DENY_ABSENT ? TG_AUDIT_ABSENT : cap;
-    if (refusal_audit_take(l, &ev))
-        tg_audit_emit(r->gw.audit, &ev);
-
-    if (r->refusing >= REFUSING_MAX) {
-        char line[TG_AUDIT_LINE_MAX];
-        long n = tg_denial_mcp(line, sizeof(line), NULL, 0, &f->d);
-        if (n > 0) {
-            uv_buf_t b = uv_buf_init(line, (unsigned)n);
-            (void)uv_try_write((uv_stream_t *)&f->pipe, &b, 1);
+    for (size_t i = 0; i < tg_ndialects && i < DIALECTS_MAX; i++)
+        if (tg_dialects[i]->dialect == d && r->eng[i] != NULL) {
+            *eng = r->eng[i];
+            return tg_dialects[i];
         }
-        f->open = 1;
-        r->refusing++;
-        uv_close((uv_handle_t *)&f->pipe, refusal_closed);
-        return;
-    }
-    uv_timer_init(r->gw.loop, &f->timer);
-    f->open = 2;
-    r->refusing++;
-    uv_timer_start(&f->timer, refusal_timeout, REFUSE_TIMEOUT_MS, 0);
-    uv_read_start((uv_stream_t *)&f->pipe, refusal_alloc, refusal_read);
+    return NULL;
 }
 
 /* The callers[] entry for peer <uid>/<gid>: by uid, then gid, then the
@@ -338,22 +140,15 @@ static struct ucred peer_cred(uv_pipe_t *p)
     return cred;
 }
 
-/* A caller of an opensentience listener: identified like an MCP one, then
- * handed to the opensentience gateway, which answers in its own framing
- * (refusals included) and frees <f> with the connection. */
-static void os_connection(serve_run_t *r, listener_t *l, refusal_t *f)
-{
-    struct ucred cred = peer_cred(&f->pipe);
-    int ci = caller_for(r->cfg, cred.uid, cred.gid);
-    tg_osgw_peer_t peer = {.caller = ci >= 0 ? r->cfg->callers[ci].name : "unknown",
-                           .lim = ci >= 0 ? &r->callers[ci] : NULL,
-                           .not_allowed = ci < 0 && r->cfg->callers_only,
-                           .uid = (unsigned)cred.uid,
-                           .gid = (unsigned)cred.gid};
-    tg_osgw_accept(r->os, &f->pipe, l->lc, &peer);
-}
-
 static void on_connection(uv_stream_t *server, int status);
+
+/* A connection no engine took (its accept failed, out of memory). */
+static void conn_closed(uv_handle_t *h)
+{
+    serve_run_t *r = h->data;
+    tg_gw_conn_ended(&r->gw);
+    free(h);
+}
 
 /* The next loop turn: the listeners that waited accept again. */
 static void accept_resume(uv_idle_t *h)
@@ -391,86 +186,57 @@ static void on_connection(uv_stream_t *server, int status)
     r->accepted++;
     if (can_wait && !uv_is_active((uv_handle_t *)&r->accept_idle))
         uv_idle_start(&r->accept_idle, accept_resume); /* the count is per turn */
-    /* The pipe is the first member: a session frees the block through it. */
-    refusal_t *f = calloc(1, sizeof(*f));
-    if (f == NULL)
+    /* The pipe is the block: the engine frees it with the connection. */
+    uv_pipe_t *conn = calloc(1, sizeof(*conn));
+    if (conn == NULL)
         return;
-    f->r = r;
-    uv_pipe_init(r->gw.loop, &f->pipe, 0);
-    if (uv_accept(server, (uv_stream_t *)&f->pipe) < 0) {
-        f->open = 1;
-        r->refusing++;
-        f->pipe.data = f;
-        uv_close((uv_handle_t *)&f->pipe, refusal_closed);
+    uv_pipe_init(r->gw.loop, conn, 0);
+    conn->data = r;
+    if (uv_accept(server, (uv_stream_t *)conn) < 0) {
+        uv_close((uv_handle_t *)conn, conn_closed);
         return;
     }
-    if (l->lc->dialect == TG_DIALECT_OPENSENTIENCE) {
-        os_connection(r, l, f);
-        return;
-    }
-    const char *agent = tg_mcp_agent_id(l->ag);
-    struct ucred cred = peer_cred(&f->pipe);
-    if (cred.uid != (uid_t)-1)
-        snprintf(f->remote, sizeof(f->remote), "uid:%u", (unsigned)cred.uid);
-    if (r->stopping) {
-        snprintf(f->detail, sizeof(f->detail), "toolgate is shutting down");
-        refuse(l, f, TG_DENY_SHUTTING_DOWN, "shutdown", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, NULL);
-        return;
-    }
+    struct ucred cred = peer_cred(conn);
     int ci = caller_for(r->cfg, cred.uid, cred.gid);
-    if (ci < 0 && r->cfg->callers_only) {
-        snprintf(f->detail, sizeof(f->detail),
-                 "peer uid %u gid %u matches no callers[] entry and router.callers_only is true",
-                 (unsigned)cred.uid, (unsigned)cred.gid);
-        refuse(l, f, TG_DENY_CALLER, "caller", agent, TG_DENY_ABSENT, TG_DENY_ABSENT, "callers");
-        return;
-    }
-    /* Instances are counted at initialize (the agent's pool); connections
-     * here, so idle ones cannot hold instances nor grow without bound. */
-    uint32_t maxc = l->lc->max_connections ? l->lc->max_connections : TG_DEF_LISTEN_MAX_CONNECTIONS;
-    if (l->nconn >= maxc) {
-        snprintf(f->path, sizeof(f->path), "router.listen[%zu].max_connections",
-                 (size_t)(l - r->ls));
-        snprintf(f->detail, sizeof(f->detail), "%u connections open, the most allowed", l->nconn);
-        refuse(l, f, TG_DENY_CONCURRENCY, "connections", agent, (int64_t)l->nconn + 1, (int64_t)maxc,
-               f->path);
-        return;
-    }
-    tg_mcp_sess_t *s = tg_mcp_sess_conn(&r->gw, l->ag, &f->pipe, ci >= 0 ? r->cfg->callers[ci].name : "unknown",
-                                ci >= 0 ? &r->callers[ci] : NULL);
-    if (s == NULL) {
-        f->open = 1;
-        r->refusing++;
-        f->pipe.data = f;
-        uv_close((uv_handle_t *)&f->pipe, refusal_closed);
-        return;
-    }
-    tg_mcp_sess_set_front(s, l);
-    tg_mcp_sess_set_origin(s, "unix", f->remote[0] != '\0' ? f->remote : NULL, NULL);
-    tg_registry_update(&r->gw.reg, l->reg, ++l->nconn);
-    (void)tg_mcp_sess_start(s);
+    char remote[32] = "";
+    if (cred.uid != (uid_t)-1)
+        snprintf(remote, sizeof(remote), "uid:%u", (unsigned)cred.uid);
+    tg_peer_t peer = {.front = TG_FRONT_UNIX,
+                      .listener = (size_t)(l - r->ls),
+                      .lc = l->lc,
+                      .caller = ci >= 0 ? r->cfg->callers[ci].name : "unknown",
+                      .lim = ci >= 0 ? &r->callers[ci] : NULL,
+                      .not_allowed = ci < 0 && r->cfg->callers_only,
+                      .uid = cred.uid == (uid_t)-1 ? -1 : (long)cred.uid,
+                      .gid = cred.gid == (gid_t)-1 ? -1 : (long)cred.gid,
+                      .remote = remote[0] != '\0' ? remote : NULL};
+    void *eng = NULL;
+    const tg_dialect_ops_t *ops = eng_of(r, l->lc->dialect, &eng);
+    char why[160];
+    if (ops == NULL || ops->accept(eng, conn, &peer, why, sizeof(why)) < 0)
+        uv_close((uv_handle_t *)conn, conn_closed);
 }
 
+/* Once stopping and every engine is done: close what the run holds, so
+ * the loop ends. */
 static void maybe_done(serve_run_t *r)
 {
-    if (!r->stopping || r->gw.nsessions > 0 || !tg_osgw_idle(r->os))
+    if (!r->stopping)
         return;
+    for (size_t i = 0; i < tg_ndialects && i < DIALECTS_MAX; i++)
+        if (r->eng[i] != NULL && !tg_dialects[i]->idle(r->eng[i]))
+            return;
     if (!uv_is_closing((uv_handle_t *)&r->f.sig_term)) {
         tg_front_signals_close(&r->f);
         tg_gw_stop(&r->gw);
-        for (size_t i = 0; i < r->cfg->nagents; i++)
-            if (r->agents[i] != NULL)
-                tg_mcp_agent_close_timers(r->agents[i]);
     }
 }
 
-static void on_session_end(tg_gw_t *gw, tg_mcp_sess_t *s)
+/* tg_dialect_env_t.on_done: an engine is done. */
+static void eng_done(void *arg, int status)
 {
-    serve_run_t *r = gw->data;
-    listener_t *l = tg_mcp_sess_front(s);
-    if (l != NULL && l->nconn > 0)
-        tg_registry_update(&r->gw.reg, l->reg, --l->nconn);
-    maybe_done(r);
+    (void)status;
+    maybe_done(arg);
 }
 
 static void stop_listeners(serve_run_t *r)
@@ -493,11 +259,6 @@ static void stop_listeners(serve_run_t *r)
 
 static void reload(serve_run_t *r);
 
-static void os_idle(void *arg)
-{
-    maybe_done(arg);
-}
-
 static void on_signal(uv_signal_t *sig, int signum)
 {
     serve_run_t *r = sig->data;
@@ -509,34 +270,32 @@ static void on_signal(uv_signal_t *sig, int signum)
         }
         return;
     }
+    size_t ne = tg_ndialects < DIALECTS_MAX ? tg_ndialects : DIALECTS_MAX;
     if (r->stopping && signum == SIGINT) {
-        for (tg_mcp_sess_t *s = r->gw.sessions; s != NULL; s = tg_mcp_sess_next(s))
-            tg_mcp_sess_kill(s);
-        tg_osgw_kill(r->os);
+        for (size_t i = 0; i < ne; i++)
+            if (r->eng[i] != NULL)
+                tg_dialects[i]->kill(r->eng[i]);
         return;
     }
     if (!r->stopping) {
-        tg_log("%s: stopping: draining %u sessions", signum == SIGTERM ? "SIGTERM" : "SIGINT",
-               r->gw.nsessions);
+        size_t n = 0;
+        for (size_t i = 0; i < ne; i++)
+            n += r->eng[i] != NULL ? tg_dialects[i]->callers(r->eng[i]) : 0;
+        tg_log("%s: stopping: draining %zu callers", signum == SIGTERM ? "SIGTERM" : "SIGINT", n);
         tg_audit_ev_t ev;
         tg_audit_ev_init(&ev);
         ev.event = "router.stopping";
         ev.reason = signum == SIGTERM ? "SIGTERM" : "SIGINT";
-        ev.count = r->gw.nsessions;
+        ev.count = (int64_t)n;
         tg_audit_emit(r->gw.audit, &ev);
         tg_notify("STOPPING=1");
     }
     r->stopping = true;
     stop_listeners(r);
-    /* A session may end (and unlink itself) inside shutdown: walk a copy. */
-    size_t n = 0;
-    tg_mcp_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
-    for (tg_mcp_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_mcp_sess_next(s))
-        snap[n++] = s;
-    for (size_t i = 0; i < n; i++)
-        tg_mcp_sess_shutdown(snap[i], "router stopping");
-    free(snap);
-    tg_osgw_shutdown(r->os, os_idle, r);
+    /* An engine may be done inside its shutdown (maybe_done waits for all). */
+    for (size_t i = 0; i < ne; i++)
+        if (r->eng[i] != NULL)
+            tg_dialects[i]->shutdown(r->eng[i], "router stopping");
     maybe_done(r);
 }
 
@@ -685,30 +444,33 @@ static void caller_reconfigure(serve_run_t *r, tg_caller_lim_t *cl, const tg_cal
     }
 }
 
-/* Reload opensentience agent <i> from generation <g>, whose own keys
- * need <need> (config/diff.h): limits in place, anything else by a switch
- * to a new instance (tg_osgw_reconfigure); the agent's generation moves to
- * <g> once the gateway runs on it. 1 when the agent changed, else 0. */
-static uint64_t reload_os_agent(serve_run_t *r, gen_t *g, size_t i, tg_cfg_need_t need)
+/* Reload agent <i> from generation <g>, whose own keys need <need>
+ * (config/diff.h), through its engine (the dialect ops' reconfigure); the
+ * agent's generation moves to <g> once the engine runs on it, and the
+ * old one is let go now or once the engine no longer uses it. 1 when the
+ * agent changed, else 0. */
+static uint64_t reload_agent(serve_run_t *r, gen_t *g, size_t i, tg_cfg_need_t need)
 {
     gen_t *og = r->agent_gen[i];
     tg_agent_cfg_t *na = &g->cfg->agents[i];
-    bool same_spawn = need == TG_NEED_LIVE;
     if (need == TG_NEED_NONE)
         return 0;
+    void *eng = NULL;
+    const tg_dialect_ops_t *ops = eng_of(r, na->dialect, &eng);
     tg_err_t err;
-    if (tg_osgw_reconfigure(r->os, na, !same_spawn, &err) < 0) {
+    int rc = ops != NULL ? ops->reconfigure(eng, na, need, gen_unref_cb, og, &err)
+                         : tg_err_set(&err, -ENOENT, "agents.%s: no engine speaks its dialect",
+                                      na->id);
+    if (rc < 0) {
         tg_log_error("SIGHUP: agent '%s': cannot apply its new config (%s); the old one keeps "
                      "running",
                      na->id, err.msg);
         return 1;
     }
-    /* The gateway keeps nothing of the old config: its generation may go. */
-    gen_unref(og);
+    if (rc == TG_RECONF_RELEASED)
+        gen_unref(og);
     r->agent_gen[i] = g;
     g->refs++;
-    if (same_spawn)
-        tg_log("SIGHUP: agent '%s': limits updated in place", na->id);
     return 1;
 }
 
@@ -772,60 +534,8 @@ static void reload(serve_run_t *r)
     uint64_t changed = 0;
     r->gw.handshake_timeout_ms = nc->handshake_timeout_ms;
     r->gw.reload_drain_timeout_ms = nc->reload_drain_timeout_ms;
-    for (size_t i = 0; i < nc->nagents; i++) {
-        tg_mcp_agent_t *old = r->agents[i];
-        if (old == NULL) {
-            changed += reload_os_agent(r, g, i, need[i].need);
-            continue;
-        }
-        tg_agent_cfg_t *na = &nc->agents[i];
-        bool same_spawn = need[i].need == TG_NEED_LIVE;
-        if (need[i].need == TG_NEED_NONE)
-            continue;
-        changed++;
-        tg_err_t aerr;
-        if (same_spawn && tg_mcp_agent_reconfigure(old, na, &aerr) == 0) {
-            gen_unref(r->agent_gen[i]);
-            r->agent_gen[i] = g;
-            g->refs++;
-            tg_log("SIGHUP: agent '%s': limits updated in place", na->id);
-            continue;
-        }
-        tg_mcp_agent_t *ag = tg_mcp_agent_successor(old, na, &aerr);
-        if (ag == NULL) {
-            tg_log_error("SIGHUP: agent '%s': cannot start its new config (%s); the old one keeps "
-                         "running",
-                         na->id, aerr.msg);
-            continue;
-        }
-        r->agents[i] = ag;
-        for (size_t j = 0; j < r->nls; j++)
-            if (r->ls[j].ag == old)
-                r->ls[j].ag = ag;
-        /* The old agent's sessions: a copy, as a session may end (and
-         * unlink itself) inside shutdown. */
-        size_t n = 0, moved = 0;
-        tg_mcp_sess_t **snap = calloc(r->gw.nsessions + 1, sizeof(*snap));
-        for (tg_mcp_sess_t *s = r->gw.sessions; snap != NULL && s != NULL; s = tg_mcp_sess_next(s))
-            if (tg_mcp_sess_agent(s) == old)
-                snap[n++] = s;
-        for (size_t k = 0; k < n; k++)
-            moved += (size_t)tg_mcp_sess_replaced(snap[k], ag, nc->reload_drain_timeout_ms);
-        free(snap);
-        char ends[64];
-        if (nc->reload_drain_timeout_ms == 0)
-            snprintf(ends, sizeof(ends), "drained now");
-        else
-            tg_unit_fmt_duration(ends, sizeof(ends), nc->reload_drain_timeout_ms);
-        tg_log("SIGHUP: agent '%s': %s changed: %zu session(s) keep the old config (%s%s), new "
-               "connections get the new config",
-               na->id, same_spawn ? "its call table size" : "command, environment or resources",
-               n - moved, nc->reload_drain_timeout_ms == 0 ? "" : "router.reload_drain_timeout ",
-               ends);
-        tg_mcp_agent_retire(old, gen_unref_cb, r->agent_gen[i]);
-        r->agent_gen[i] = g;
-        g->refs++;
-    }
+    for (size_t i = 0; i < nc->nagents; i++)
+        changed += reload_agent(r, g, i, need[i].need);
     for (size_t i = 0; i < nc->ncallers; i++)
         caller_reconfigure(r, &r->callers[i], &r->cfg->callers[i], &nc->callers[i]);
     for (size_t i = 0; i < r->nls; i++)
@@ -951,18 +661,20 @@ static void http_refused(void *arg, int status, const char *reason, const char *
          * a Unix caller's unfinished frame is. */
         tg_audit_ev_init(&ev);
         ev.event = "call.denied";
-        ev.agent = tg_mcp_agent_id(l->ag);
+        ev.agent = l->lc->agent;
         ev.status = "invalid";
         ev.front = "http";
         ev.remote = remote != NULL && remote[0] != '\0' ? remote : NULL;
     } else {
-        refused_ev(&ev, tg_mcp_agent_id(l->ag), TG_DENY_CALLER, "caller", "caller", "http", remote);
+        /* The denial code's name (call/denial.c's table; the front
+         * audits, it does not deny). */
+        tg_refused_ev(&ev, l->lc->agent, "caller_not_allowed", "caller", "caller", "http", remote);
     }
     ev.reason = reason;
     /* <reason> says it: unauthenticated 401, frame_timeout 408, the others
      * 403. Logged at the audit's bounded rate, with the same count. */
-    uint64_t quiet = l->refused_quiet;
-    if (!refusal_audit_take(l, &ev))
+    uint64_t quiet = l->refused.quiet;
+    if (!tg_refused_take(&l->refused, uv_now(l->r->gw.loop), &ev))
         return;
     char more[64] = "";
     if (quiet > 0)
@@ -981,7 +693,6 @@ static void http_refused(void *arg, int status, const char *reason, const char *
     tg_audit_emit(l->r->gw.audit, &ev);
 }
 
-/* tg_hub_open_fn: an MCP session of the listener's agent for <caller>. */
 /* The audit name of MCP session <id>: the first 16 hex digits of its
  * SHA-256. Stable for the session, different between sessions (64 bits),
  * and no way back to a usable id: SHA-256 has no known preimage attack,
@@ -989,14 +700,15 @@ static void http_refused(void *arg, int status, const char *reason, const char *
  * ids of 128 random bits sharing those 64 bits, each one to try against
  * the listener (which only takes the exact id, from the caller that made
  * it). */
-static void session_digest(const char *id, char out[TG_MCP_SESS_DIGEST_MAX])
+static void session_digest(const char *id, char out[SESSION_DIGEST_HEX + 1])
 {
     uint8_t d[TG_TOKEN_DIGEST_BYTES];
     tg_auth_token_digest(id, strlen(id), d);
-    for (size_t i = 0; i < (TG_MCP_SESS_DIGEST_MAX - 1) / 2; i++)
+    for (size_t i = 0; i < SESSION_DIGEST_HEX / 2; i++)
         snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
+/* tg_hub_open_fn: a session of the listener's engine for <caller>. */
 static int http_open(void *arg, uv_pipe_t *conn, int caller, const tg_hsess_meta_t *meta,
                      char *why, size_t cap)
 {
@@ -1006,17 +718,24 @@ static int http_open(void *arg, uv_pipe_t *conn, int caller, const tg_hsess_meta
         snprintf(why, cap, "toolgate is shutting down");
         return -ESHUTDOWN;
     }
-    const char *name = caller >= 0 ? r->cfg->callers[caller].name : "anonymous";
-    tg_mcp_sess_t *s = tg_mcp_sess_conn(&r->gw, l->ag, conn, name, caller >= 0 ? &r->callers[caller] : NULL);
-    if (s == NULL) {
-        snprintf(why, cap, "cannot open a session (out of memory)");
-        return -ENOMEM;
-    }
-    char digest[TG_MCP_SESS_DIGEST_MAX];
+    char digest[SESSION_DIGEST_HEX + 1];
     session_digest(meta->id, digest);
-    tg_mcp_sess_set_origin(s, "http", meta->remote, digest);
-    (void)tg_mcp_sess_start(s);
-    return 0;
+    tg_peer_t peer = {.front = TG_FRONT_HTTP,
+                      .listener = (size_t)(l - r->ls),
+                      .lc = l->lc,
+                      .caller = caller >= 0 ? r->cfg->callers[caller].name : "anonymous",
+                      .lim = caller >= 0 ? &r->callers[caller] : NULL,
+                      .uid = -1,
+                      .gid = -1,
+                      .remote = meta->remote,
+                      .session = digest};
+    void *eng = NULL;
+    const tg_dialect_ops_t *ops = eng_of(r, l->lc->dialect, &eng);
+    if (ops == NULL) {
+        snprintf(why, cap, "no engine speaks the listener's dialect");
+        return -EPROTONOSUPPORT;
+    }
+    return ops->accept(eng, conn, &peer, why, cap);
 }
 
 /* gw->metrics_refresh: the HTTP listeners' counters, for /metrics. */
@@ -1171,14 +890,12 @@ int tg_serve_run(tg_config_t *cfg)
     tg_lsock_activation_init();
     gen_t gen0 = {.cfg = cfg, .refs = 1, .owned = false};
     r->cur = &gen0;
-    r->gw.on_session_end = on_session_end;
     r->gw.metrics_refresh = http_metrics;
     r->gw.data = r;
-    r->agents = calloc(cfg->nagents, sizeof(*r->agents));
     r->agent_gen = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*r->agent_gen));
     r->ls = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*r->ls));
     r->callers = calloc(cfg->ncallers ? cfg->ncallers : 1, sizeof(*r->callers));
-    rc = r->agents && r->agent_gen && r->ls && r->callers
+    rc = r->agent_gen && r->ls && r->callers
              ? (tg_gw_open(&r->gw, loop, cfg, &err) < 0 || tg_admin_open_gw(&r->gw, &err) < 0
                     ? tg_log_failed(&err, 2)
                     : 0)
@@ -1208,32 +925,27 @@ int tg_serve_run(tg_config_t *cfg)
         }
     }
     for (size_t i = 0; rc == 0 && i < cfg->nagents; i++)
-        if (cfg->agents[i].dialect != TG_DIALECT_MCP)
-            r->agent_gen[i] = &gen0, gen0.refs++; /* served by the opensentience gateway */
-        else if ((r->agents[i] = tg_mcp_agent_new(&r->gw, &cfg->agents[i],
-                                                  cfg->agents[i].max_instances, &err)) == NULL)
+        r->agent_gen[i] = &gen0, gen0.refs++;
+    /* Each dialect's engine, for the agents that speak it. */
+    tg_dialect_env_t env = {.on_done = eng_done, .arg = r};
+    size_t ne = tg_ndialects < DIALECTS_MAX ? tg_ndialects : DIALECTS_MAX;
+    for (size_t i = 0; rc == 0 && i < ne; i++)
+        if ((r->eng[i] = tg_dialects[i]->open(&r->gw, &env, &err)) == NULL)
             rc = tg_log_failed(&err, 1);
-        else
-            r->agent_gen[i] = &gen0, gen0.refs++;
-    if (rc == 0 && (r->os = tg_osgw_new(&r->gw, &err)) == NULL)
-        rc = tg_log_failed(&err, 1);
     for (size_t i = 0; rc == 0 && i < cfg->nlisten; i++) {
         listener_t *l = &r->ls[i];
         l->r = r;
         l->lc = &cfg->listen[i];
         l->reg = -1;
         tg_lsock_init(&l->sock);
-        if (l->lc->dialect == TG_DIALECT_MCP) {
-            /* As the opensentience gateway registers its listeners'. */
+        if (l->lc->http_addr != NULL) {
+            /* As the engines register their Unix listeners'. */
             char name[TG_LIMIT_NAME_MAX];
             snprintf(name, sizeof(name), "listen.%zu.connections", i);
             l->reg = tg_registry_add(&r->gw.reg, name, TG_LIMIT_CONCURRENCY, "instance",
                                      l->lc->max_connections ? l->lc->max_connections
                                                             : TG_DEF_LISTEN_MAX_CONNECTIONS);
         }
-        for (size_t j = 0; l->lc->agent != NULL && j < cfg->nagents; j++)
-            if (strcmp(cfg->agents[j].id, l->lc->agent) == 0)
-                l->ag = r->agents[j];
         r->nls = i + 1;
         int brc = bind_listener(r, l, &err);
         if (brc < 0)
@@ -1241,7 +953,8 @@ int tg_serve_run(tg_config_t *cfg)
     }
     tg_lsock_activation_done();
     if (rc == 0) {
-        tg_osgw_start(r->os);
+        for (size_t i = 0; i < ne; i++)
+            tg_dialects[i]->start(r->eng[i]);
         tg_front_signals_start(&r->f, on_signal, true);
         tg_log("serving %zu listener(s); SIGHUP reloads %s, SIGTERM drains and stops", cfg->nlisten,
                cfg->path != NULL ? cfg->path : "(no file)");
@@ -1257,16 +970,14 @@ int tg_serve_run(tg_config_t *cfg)
         tg_tls_ctx_free(r->ls[i].tls);
     }
     tg_auth_free(r->auth);
-    tg_osgw_free(r->os);
-    for (size_t i = 0; r->agents != NULL && i < cfg->nagents; i++) {
-        tg_mcp_agent_free(r->agents[i]);
-        if (r->agent_gen != NULL)
-            gen_unref(r->agent_gen[i]);
-    }
+    for (size_t i = 0; i < ne; i++)
+        if (r->eng[i] != NULL)
+            tg_dialects[i]->free(r->eng[i]);
+    for (size_t i = 0; r->agent_gen != NULL && i < cfg->nagents; i++)
+        gen_unref(r->agent_gen[i]);
     if (r->cur != &gen0)
         gen_unref(r->cur);
     free(r->agent_gen);
-    free(r->agents);
     free(r->ls);
     free(r->callers);
     free(r);

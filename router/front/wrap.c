@@ -13,15 +13,18 @@
 #include "router/front/relay.h"
 #include "router/front/run.h"
 #include "router/admin/admin.h"
+#include "router/dialect/dialect.h"
 #include "router/gateway/log.h"
-#include "router/dialect/mcp/session.h"
 
 /* Owned by tg_wrap_run, freed after the teardown. */
 typedef struct wrap_run {
     tg_front_t f; /* first: the loop and the signals */
     tg_gw_t gw;
-    tg_mcp_agent_t *ag;
-    tg_mcp_sess_t *sess;
+    const tg_dialect_ops_t *ops; /* agents[0]'s dialect (MCP: wrap serves MCP) */
+    void *eng;                   /* its engine, serving one stdio session */
+    bool running;                /* the session has not ended */
+    bool stopping;               /* SIGTERM or SIGINT asked it to stop */
+    int status;                  /* the process status once it ended */
     tg_config_t *cfg;     /* the command line's, owned by the caller */
     tg_wrap_load_fn load; /* SIGHUP: the command line parsed again (NULL: no reload) */
     void *load_ctx;
@@ -52,7 +55,7 @@ static void reload_audit(wrap_run_t *r, const char *event, const char *reason, c
     ev.event = event;
     ev.reason = reason;
     ev.key = key;
-    ev.agent = tg_mcp_agent_id(r->ag);
+    ev.agent = r->cfg->agents[0].id;
     tg_audit_emit(r->gw.audit, &ev);
 }
 
@@ -73,7 +76,7 @@ static void config_drop(tg_config_t *c)
 
 static void reload(wrap_run_t *r)
 {
-    if (r->load == NULL || r->cfg->path == NULL || r->ag == NULL) {
+    if (r->load == NULL || r->cfg->path == NULL || r->eng == NULL) {
         tg_log_warn("SIGHUP: no --config to reload (the audit file follows logrotate by itself)");
         return;
     }
@@ -99,9 +102,10 @@ static void reload(wrap_run_t *r)
         return;
     }
     /* The agent moves to <nc> even when its limits are the same: it holds
-     * its config, and the running one is dropped below. */
+     * its config, and the running one is dropped below. A change that
+     * needs a new instance is -EAGAIN: the instance is the session's. */
     tg_err_t aerr;
-    int rc = tg_mcp_agent_reconfigure(r->ag, &nc->agents[0], &aerr);
+    int rc = r->ops->reconfigure(r->eng, &nc->agents[0], TG_NEED_LIVE, NULL, NULL, &aerr);
     if (rc == -EAGAIN) {
         const char *key = ag0.need != TG_NEED_NONE ? ag0.key : "agents[0]";
         snprintf(msg, sizeof(msg),
@@ -121,7 +125,7 @@ static void reload(wrap_run_t *r)
     config_drop(r->live);
     r->live = nc;
     tg_log("SIGHUP: agent '%s': config reloaded from %s (limits updated in place)",
-           tg_mcp_agent_id(r->ag), nc->path);
+           nc->agents[0].id, nc->path);
     reload_audit(r, "config.reloaded", NULL, NULL);
 }
 
@@ -130,32 +134,32 @@ static void reload(wrap_run_t *r)
 static void on_signal(uv_signal_t *s, int signum)
 {
     wrap_run_t *r = s->data;
-    if (r->sess == NULL)
+    if (!r->running)
         return;
     if (signum == SIGHUP) {
-        if (!tg_mcp_sess_stopping(r->sess))
+        if (!r->stopping)
             reload(r);
         return;
     }
-    if (tg_mcp_sess_stopping(r->sess) && signum == SIGINT) {
+    if (r->stopping && signum == SIGINT) {
         /* A second Ctrl-C: do not wait for the grace period. */
-        tg_mcp_sess_kill(r->sess);
+        r->ops->kill(r->eng);
         return;
     }
-    tg_mcp_sess_shutdown(r->sess, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    r->stopping = true;
+    r->ops->shutdown(r->eng, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-/* The session is the router: when it ends, so does everything. */
-static void on_session_end(tg_gw_t *gw, tg_mcp_sess_t *s)
+/* tg_dialect_env_t.on_done: the session is the router: when it ends, so
+ * does everything. */
+static void on_done(void *arg, int status)
 {
-    wrap_run_t *r = gw->data;
-    (void)s;
-    r->sess = NULL;
+    wrap_run_t *r = arg;
+    r->running = false;
+    r->status = status;
     /* On error paths the teardown's close-all may have closed them. */
     tg_front_signals_close(&r->f);
-    tg_gw_stop(gw);
-    if (r->ag != NULL)
-        tg_mcp_agent_close_timers(r->ag);
+    tg_gw_stop(&r->gw);
 }
 
 int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx)
@@ -164,32 +168,37 @@ int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx)
     if (r == NULL)
         return 1;
     r->gw.wrap_mode = true;
-    r->gw.on_session_end = on_session_end;
     r->gw.data = r;
     r->cfg = cfg;
     r->load = load;
     r->load_ctx = load_ctx;
+    r->ops = tg_dialect_find(cfg->nagents > 0 ? cfg->agents[0].dialect : TG_DIALECT_MCP);
 
     tg_err_t err;
     tg_relay_t relay;
+    tg_dialect_env_t env = {.on_done = on_done, .arg = r};
     int rc = tg_relay_start(&relay) < 0 ? 2 : 0;
     if (rc == 0 && (tg_gw_open(&r->gw, &r->f.loop, cfg, &err) < 0 ||
                     tg_admin_open_gw(&r->gw, &err) < 0))
         rc = tg_log_failed(&err, 2);
-    if (rc == 0 && (r->ag = tg_mcp_agent_new(&r->gw, &cfg->agents[0], 1, &err)) == NULL)
+    if (rc == 0 && (r->eng = r->ops->open(&r->gw, &env, &err)) == NULL)
         rc = tg_log_failed(&err, 1);
-    if (rc == 0 && (r->sess = tg_mcp_sess_stdio(&r->gw, r->ag)) == NULL)
-        rc = 2;
     if (rc == 0) {
         tg_front_signals_start(&r->f, on_signal, true);
-        if (tg_mcp_sess_start(r->sess) < 0 && r->gw.exit_code == 0)
-            r->gw.exit_code = 127;
+        tg_peer_t peer = {.front = TG_FRONT_STDIO, .caller = "stdio", .uid = -1, .gid = -1};
+        char why[160];
+        r->running = true;
+        if (r->ops->accept(r->eng, NULL, &peer, why, sizeof(why)) < 0)
+            rc = 2;
+    }
+    if (rc == 0) {
         uv_run(&r->f.loop, UV_RUN_DEFAULT);
-        rc = r->gw.exit_code;
+        rc = r->status;
     }
     tg_gw_teardown(&r->gw, &r->f.loop);
     tg_relay_finish(&relay);
-    tg_mcp_agent_free(r->ag);
+    if (r->eng != NULL)
+        r->ops->free(r->eng);
     config_drop(r->live);
     free(r);
     return rc;

@@ -5,7 +5,10 @@
  *
  * Ownership: the runner (front/wrap.c, front/serve.c) owns the tg_gw_t,
  * zeroes it, opens it before any agent and tears it down after the loop
- * ended; it outlives every agent, session and connection.
+ * ended; it outlives every agent, session and connection. It holds no
+ * dialect's state: the engines hook into its tick and teardown
+ * (tg_gw_hook_add) and the runner reaches them through the dialect ops
+ * table (agent/dialect.h).
  */
 #ifndef TG_ROUTER_GATEWAY_H
 #define TG_ROUTER_GATEWAY_H
@@ -23,9 +26,6 @@
 #include "limits/registry.h"
 #include "router/gateway/metrics.h"
 #include "router/gateway/io.h"
-
-typedef struct mcp_sess tg_mcp_sess_t;
-typedef struct tg_mcp_agent tg_mcp_agent_t;
 
 /* One caller's own limits (callers[].execution_limits), shared by all of
  * its connections; owned by the runner. */
@@ -88,13 +88,11 @@ typedef struct tg_gw {
     struct tg_admin *admin;
     void (*admin_close)(struct tg_admin *a);
     bool contain_ok;      /* tg_contain_init succeeded: instances are placed */
-    tg_mcp_sess_t *sessions; /* live sessions, a list linked through the sessions */
-    tg_mcp_agent_t *retired; /* agents replaced by a reload, freed once unused */
     bool tearing_down;
-    uint32_t nsessions;
-    bool wrap_mode;      /* the single session is the router (router.stopping) */
-    int exit_code;       /* wrap: the process status once the session ended */
-    void (*on_session_end)(struct tg_gw *gw, tg_mcp_sess_t *s);
+    /* The runner is `toolgate wrap`: one caller on toolgate's own stdio,
+     * whose end is the run's (no listener, no instances row, the agent
+     * inherits toolgate's environment). */
+    bool wrap_mode;
     /* The live router keys sessions read (serve updates them on reload;
      * gw->cfg stays the first config). */
     uint64_t handshake_timeout_ms;    /* router.handshake_timeout */

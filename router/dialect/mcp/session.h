@@ -1,12 +1,14 @@
 /* Sessions: one caller connected to one agent instance, with the limits of
- * the agent shared by all sessions that use it. The engine of both
+ * the agent shared by all sessions that use it. The MCP engine of both
  * `toolgate wrap` (one stdio session) and `toolgate serve` (a session per
- * accepted connection). See session.c for the invariants.
+ * accepted connection), behind the dialect ops table (engine.c, mcp.h);
+ * nothing outside dialect/mcp/ includes this header. See session.c for
+ * the invariants.
  *
- * Ownership: the gateway (tg_gw_t) is owned by its runner (wrap.c,
- * serve.c) and outlives every agent and session; agents are freed by the
- * runner after the loop ends; a session frees itself once its handles have
- * closed, then calls gw->on_session_end.
+ * Ownership: the gateway (tg_gw_t) is owned by its runner and outlives
+ * every agent and session; the engine (engine.c) owns the agents and
+ * frees them after the loop ends; a session frees itself once its handles
+ * have closed, then tells the engine (mcp_eng_session_gone).
  */
 #ifndef TG_ROUTER_SESSION_H
 #define TG_ROUTER_SESSION_H
@@ -21,10 +23,11 @@
 
 typedef struct mcp_sess tg_mcp_sess_t;
 typedef struct tg_mcp_agent tg_mcp_agent_t;
+typedef struct tg_mcp_eng tg_mcp_eng_t;
 
-/* The shared state of agent <acfg>, for up to <max_sessions> sessions at
- * once. NULL with <err> filled on failure. */
-tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions,
+/* The shared state of agent <acfg> of engine <e>, for up to
+ * <max_sessions> sessions at once. NULL with <err> filled on failure. */
+tg_mcp_agent_t *tg_mcp_agent_new(tg_mcp_eng_t *e, tg_agent_cfg_t *acfg, uint32_t max_sessions,
                                  tg_err_t *err);
 void tg_mcp_agent_close_timers(tg_mcp_agent_t *ag);
 void tg_mcp_agent_free(tg_mcp_agent_t *ag);
@@ -56,13 +59,10 @@ tg_mcp_sess_t *tg_mcp_sess_stdio(tg_gw_t *gw, tg_mcp_agent_t *ag);
  * none beyond the agent's). */
 tg_mcp_sess_t *tg_mcp_sess_conn(tg_gw_t *gw, tg_mcp_agent_t *ag, uv_pipe_t *conn, const char *caller,
                         tg_caller_lim_t *climits);
-tg_mcp_agent_t *tg_mcp_sess_agent(const tg_mcp_sess_t *s);
-/* The next live session of the gateway (gw->sessions starts the list). */
-tg_mcp_sess_t *tg_mcp_sess_next(const tg_mcp_sess_t *s);
 /* Read the caller. A stdio session (wrap) starts its agent instance now:
  * 0, or -1 when the agent could not start (the session is then ending). A
  * connection (serve) starts it with the caller's first initialize (held
- * and forwarded once the instance is up, when gw->instance_take admits
+ * and forwarded once the instance is up, when its agent's pool admits
  * it); until then ping is answered, other requests get -32600, and a
  * caller with no complete initialize within router.handshake_timeout is
  * closed (audited, reason handshake_timeout). */
@@ -76,24 +76,12 @@ int tg_mcp_sess_start(tg_mcp_sess_t *s);
 #define TG_MCP_SESS_REMOTE_MAX 64 /* fixed internal bound: "[v6 address]:port" and its NUL */
 #define TG_MCP_SESS_DIGEST_MAX 17 /* fixed internal bound: 16 hex digits and the NUL */
 void tg_mcp_sess_set_origin(tg_mcp_sess_t *s, const char *front, const char *remote, const char *session);
-/* serve: the runner's tag of <s> (its listener). */
-void tg_mcp_sess_set_front(tg_mcp_sess_t *s, void *front);
-void *tg_mcp_sess_front(const tg_mcp_sess_t *s);
-/* serve: <s>'s instance is held against max_instances (released when the
- * session ends). */
-bool tg_mcp_sess_counted(const tg_mcp_sess_t *s);
-/* serve: the name of <s>'s caller ("anonymous", a callers[] name...). */
-const char *tg_mcp_sess_caller(const tg_mcp_sess_t *s);
-/* Its front: "stdio", "unix" or "http" (tg_mcp_sess_set_origin). */
-const char *tg_mcp_sess_origin(const tg_mcp_sess_t *s);
 /* serve, HTTP: whether <s> may be ended to make room for a new session of
  * its caller (its agent's pool, agent/pool.h): an HTTP session holding an instance, running,
  * nothing in flight either way, and no frame from its caller for
  * <min_idle_ms>. 0 when not; else the loop time of its caller's last
  * frame plus one (the smallest is the longest idle). */
 uint64_t tg_mcp_sess_evictable(const tg_mcp_sess_t *s, uint64_t now, uint64_t min_idle_ms);
-/* <s> was evicted and has not ended yet. */
-bool tg_mcp_sess_evicted(const tg_mcp_sess_t *s);
 /* Reload: <s>'s agent was replaced by <ag>. A session with no instance
  * yet moves to <ag> (1). One with an instance runs on with it and the old
  * agent's limits until its caller leaves or <drain_ms> passes (0: now),
@@ -108,8 +96,8 @@ void tg_mcp_sess_kill(tg_mcp_sess_t *s);
 
 /* Once a second (the gateway's tick): report stderr drops and age out
  * restarts of every session's agent. */
-void tg_mcp_sess_tick(tg_gw_t *gw, uint64_t now);
+void mcp_eng_tick(tg_mcp_eng_t *e, uint64_t now);
 /* Free the agents a reload retired (tg_gw_teardown, after the loop ran). */
-void tg_mcp_sess_reap_retired(tg_gw_t *gw);
+void mcp_eng_reap_retired(tg_mcp_eng_t *e);
 
 #endif

@@ -897,17 +897,17 @@ void mcp_after_exit(mcp_sess_t *w, bool failed, int64_t status, bool by_signal)
     switch (tg_restart_decide(&w->restarts, &x, failed, status, by_signal, now_ms(w), &backoff,
                               &recent)) {
     case TG_EXIT_UNRUNNABLE:
-        w->gw->exit_code = (int)status;
+        w->ag->eng->exit_code = (int)status;
         mcp_begin_shutdown(w, "agent command cannot be run");
         mcp_finish(w);
         return;
     case TG_EXIT_POLICY:
-        w->gw->exit_code = (int)status;
+        w->ag->eng->exit_code = (int)status;
         mcp_begin_shutdown(w, "agent exited");
         mcp_finish(w);
         return;
     case TG_EXIT_GIVE_UP:
-        w->gw->exit_code = 1;
+        w->ag->eng->exit_code = 1;
         mcp_begin_shutdown(w, "agent restarts exhausted");
         mcp_finish(w);
         return;
@@ -963,9 +963,9 @@ int mcp_agent_spawn(mcp_sess_t *w)
         /* uv_spawn itself failed: the command; containment or the
          * pre-flight refused: 1. */
         if (rc == -EAGAIN || rc == -EPERM)
-            w->gw->exit_code = 1;
+            w->ag->eng->exit_code = 1;
         else if (inst->a.p.proc_init)
-            w->gw->exit_code = 127;
+            w->ag->eng->exit_code = 127;
         return rc;
     }
     w->inst = inst;

@@ -37,6 +37,8 @@
 #include "router/call/route.h"
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
+#include "router/agent/dialect.h"
+#include "router/gateway/refused.h"
 #include "router/agent/instance.h"
 #include "router/agent/pool.h"
 #include "router/agent/restart.h"
@@ -58,6 +60,7 @@
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
 
 typedef struct mcp_sess mcp_sess_t;
+typedef struct tg_mcp_eng tg_mcp_eng_t;
 
 /* One request known to toolgate. Owned by its agent's call table. A
  * tools/call (K_CALL) goes through admission (cc.state); the other kinds
@@ -132,6 +135,7 @@ typedef tg_adm_tool_t tool_state_t;
 typedef struct tg_mcp_agent {
     tg_route_t r; /* first: its limits, stores, call table and rows */
     tg_gw_t *gw;
+    tg_mcp_eng_t *eng; /* the engine of every MCP agent of the run (engine.c) */
     int reg_restarts, reg_instances; /* -1: not registered (instances: wrap) */
     /* serve: the agent's pool of instances (agent/pool.h), shared with
      * the successors a reload makes; NULL in wrap (one instance). */
@@ -144,7 +148,7 @@ typedef struct tg_mcp_agent {
     uint32_t nsess;
     bool retired;
     uint32_t closing;           /* call timers still closing after retirement */
-    struct tg_mcp_agent *next_retired; /* gw->retired */
+    struct tg_mcp_agent *next_retired; /* eng->retired */
     void (*on_free)(void *arg);    /* the runner's, once a retired agent is freed */
     void *on_free_arg;
 } tg_mcp_agent_t;
@@ -154,7 +158,7 @@ typedef struct tg_mcp_agent {
 struct mcp_sess {
     tg_gw_t *gw;
     tg_mcp_agent_t *ag;
-    mcp_sess_t *next, *prev;         /* gw->sessions */
+    mcp_sess_t *next, *prev;         /* eng->sessions */
     int open_handles;               /* closed one by one by finish(); freed at 0 */
     uv_pipe_t *conn;                /* serve: the accepted socket (cin == cout) */
     char caller[64];                /* caller name for audit: "stdio" or from callers[] */
@@ -222,8 +226,37 @@ struct mcp_sess {
     tg_pool_member_t pm; /* its place in its agent's pool (serve; wrap: in none): counted
                           * against max_instances, evicted to make room */
     uint64_t last_frame_ms; /* loop time of the caller's last frame (or of the session's start) */
-    void *front;         /* the runner's tag (serve: the listener) */
+    int listener;        /* serve, unix: its router.listen index (connections), else -1 */
 };
+
+/* One Unix listener of the MCP dialect, as the engine counts it. */
+typedef struct mcp_listener {
+    uint32_t nconn;          /* sessions open on it (router.listen[].max_connections) */
+    int reg;                 /* listen.<i>.connections in the registry (-1: none) */
+    tg_refused_gate_t gate;  /* its refusals' audit bound */
+} mcp_listener_t;
+
+/* The MCP engine of a run (engine.c): every MCP agent of the config, its
+ * sessions, and the agents a reload retired. Owned by the runner through
+ * the dialect ops table. */
+struct tg_mcp_eng {
+    tg_gw_t *gw;
+    tg_dialect_env_t env;
+    tg_mcp_agent_t **agents;  /* per config index; NULL: another dialect's */
+    size_t nagents;
+    mcp_listener_t *ls;       /* per router.listen index */
+    size_t nls;
+    mcp_sess_t *sessions;     /* live sessions, linked through them */
+    uint32_t nsessions;
+    tg_mcp_agent_t *retired;  /* agents replaced by a reload, freed once unused */
+    size_t refusing;          /* refused connections still open */
+    bool stopping, done;
+    int exit_code;            /* wrap: the process status once the session ended */
+};
+
+/* engine.c: session <w> is gone (freed next): its listener's count, and
+ * the engine's end once the last is gone after shutdown (or wrap's one). */
+void mcp_eng_session_gone(tg_mcp_eng_t *e, mcp_sess_t *w);
 
 /* ---- shared between the engine's files ---------------------------------- */
 

@@ -68,13 +68,14 @@ void mcp_sess_release(mcp_sess_t *w)
     if (--w->open_handles > 0)
         return;
     tg_gw_t *gw = w->gw;
+    tg_mcp_eng_t *e = w->ag->eng;
     if (w->prev != NULL)
         w->prev->next = w->next;
     else
-        gw->sessions = w->next;
+        e->sessions = w->next;
     if (w->next != NULL)
         w->next->prev = w->prev;
-    gw->nsessions--;
+    e->nsessions--;
     tg_gw_conn_ended(gw);
     tg_audit_room_cancel(&w->audit_room);
     tg_in_free(&w->crd);
@@ -85,9 +86,8 @@ void mcp_sess_release(mcp_sess_t *w)
     tg_toolreg_free(&w->tools);
     free(w->conn);
     tg_apool_leave(&w->pm);
-    if (gw->on_session_end != NULL)
-        gw->on_session_end(gw, w);
     tg_mcp_agent_t *ag = w->ag;
+    mcp_eng_session_gone(e, w);
     free(w);
     ag->nsess--;
     mcp_agent_maybe_reap(ag);
@@ -150,18 +150,18 @@ uint32_t mcp_recent_restarts(const mcp_sess_t *w, uint64_t now)
  * agent's restarts entry shows the live session with the most restarts
  * within the window (sessions are per caller in serve, and each has its
  * own budget). */
-void tg_mcp_sess_tick(tg_gw_t *gw, uint64_t now)
+void mcp_eng_tick(tg_mcp_eng_t *e, uint64_t now)
 {
-    for (mcp_sess_t *w = gw->sessions; w != NULL; w = w->next) {
+    for (mcp_sess_t *w = e->sessions; w != NULL; w = w->next) {
         report_stderr_drops(w);
         w->ag->tick_restarts = 0;
     }
-    for (mcp_sess_t *w = gw->sessions; w != NULL; w = w->next) {
+    for (mcp_sess_t *w = e->sessions; w != NULL; w = w->next) {
         uint32_t n = mcp_recent_restarts(w, now);
         if (n > w->ag->tick_restarts)
             w->ag->tick_restarts = n;
     }
-    for (mcp_sess_t *w = gw->sessions; w != NULL; w = w->next)
+    for (mcp_sess_t *w = e->sessions; w != NULL; w = w->next)
         reg_set(w, w->ag->reg_restarts, w->ag->tick_restarts);
 }
 
@@ -229,29 +229,20 @@ static void register_limits(tg_mcp_agent_t *ag)
 
 /* ---- public API: gateway, agents, sessions ------------------------------ */
 
-static void engine_tick(void *arg, uint64_t now)
-{
-    tg_mcp_sess_tick(arg, now);
-}
-
-static void engine_reap(void *arg)
-{
-    tg_mcp_sess_reap_retired(arg);
-}
-
 static const tg_apool_ops_t pool_ops;
 
 /* An agent for <acfg> at metrics row <idx>. NULL with <err> filled. */
-static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
+static tg_mcp_agent_t *agent_make(tg_mcp_eng_t *e, tg_agent_cfg_t *acfg, size_t idx,
                                   uint32_t max_sessions, tg_err_t *err)
 {
+    tg_gw_t *gw = e->gw;
     tg_mcp_agent_t *ag = calloc(1, sizeof(*ag));
     if (ag == NULL) {
         tg_err_set(err, -ENOMEM, "agents.%s: out of memory", acfg->id);
         return NULL;
     }
     ag->gw = gw;
-    (void)tg_gw_hook_add(gw, engine_tick, engine_reap, gw); /* once per gateway */
+    ag->eng = e;
     ag->r.ops = mcp_call_ops();
     tg_dlt_init(&ag->r.dlt, tg_pipe_deadline, ag);
     ag->max_sessions = max_sessions;
@@ -271,10 +262,11 @@ static tg_mcp_agent_t *agent_make(tg_gw_t *gw, tg_agent_cfg_t *acfg, size_t idx,
     return ag;
 }
 
-tg_mcp_agent_t *tg_mcp_agent_new(tg_gw_t *gw, tg_agent_cfg_t *acfg, uint32_t max_sessions,
+tg_mcp_agent_t *tg_mcp_agent_new(tg_mcp_eng_t *e, tg_agent_cfg_t *acfg, uint32_t max_sessions,
                                  tg_err_t *err)
 {
-    tg_mcp_agent_t *ag = agent_make(gw, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions, err);
+    tg_gw_t *gw = e->gw;
+    tg_mcp_agent_t *ag = agent_make(e, acfg, (size_t)(acfg - gw->cfg->agents), max_sessions, err);
     /* serve: the instances of its sessions are the agent's pool, bounded
      * by max_instances (wrap runs one). */
     if (ag != NULL && !gw->wrap_mode) {
@@ -385,7 +377,7 @@ int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg, tg_err_t 
     if (ag->pool != NULL)
         ag->pool->max_instances = acfg->max_instances;
     /* Raised caps may let queued calls run now. */
-    for (mcp_sess_t *w = ag->gw->sessions; w != NULL; w = w->next)
+    for (mcp_sess_t *w = ag->eng->sessions; w != NULL; w = w->next)
         if (w->ag == ag) {
             tg_pipe_pump(&w->ag->r, w);
             mcp_flush_all(w);
@@ -396,7 +388,7 @@ int tg_mcp_agent_reconfigure(tg_mcp_agent_t *ag, tg_agent_cfg_t *acfg, tg_err_t 
 
 tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg, tg_err_t *err)
 {
-    tg_mcp_agent_t *ag = agent_make(old->gw, acfg, old->r.idx, old->max_sessions, err);
+    tg_mcp_agent_t *ag = agent_make(old->eng, acfg, old->r.idx, old->max_sessions, err);
     if (ag == NULL)
         return NULL;
     /* The pool is the agent's across generations: the old sessions keep
@@ -421,7 +413,7 @@ tg_mcp_agent_t *tg_mcp_agent_successor(tg_mcp_agent_t *old, tg_agent_cfg_t *acfg
 /* Unlink retired agent <ag> from its gateway and free it. */
 static void agent_reap(tg_mcp_agent_t *ag)
 {
-    for (tg_mcp_agent_t **p = &ag->gw->retired; *p != NULL; p = &(*p)->next_retired)
+    for (tg_mcp_agent_t **p = &ag->eng->retired; *p != NULL; p = &(*p)->next_retired)
         if (*p == ag) {
             *p = ag->next_retired;
             break;
@@ -433,10 +425,10 @@ static void agent_reap(tg_mcp_agent_t *ag)
         cb(arg);
 }
 
-void tg_mcp_sess_reap_retired(tg_gw_t *gw)
+void mcp_eng_reap_retired(tg_mcp_eng_t *e)
 {
-    while (gw->retired != NULL)
-        agent_reap(gw->retired);
+    while (e->retired != NULL)
+        agent_reap(e->retired);
 }
 
 static void retired_timer_closed(uv_handle_t *h)
@@ -481,8 +473,8 @@ void tg_mcp_agent_retire(tg_mcp_agent_t *ag, void (*on_free)(void *arg), void *a
     ag->r.retired = true;
     ag->on_free = on_free;
     ag->on_free_arg = arg;
-    ag->next_retired = ag->gw->retired;
-    ag->gw->retired = ag;
+    ag->next_retired = ag->eng->retired;
+    ag->eng->retired = ag;
     mcp_agent_maybe_reap(ag);
 }
 
@@ -494,16 +486,6 @@ const tg_agent_cfg_t *tg_mcp_agent_cfg(const tg_mcp_agent_t *ag)
 const char *tg_mcp_agent_id(const tg_mcp_agent_t *ag)
 {
     return ag->r.acfg->id;
-}
-
-tg_mcp_agent_t *tg_mcp_sess_agent(const mcp_sess_t *w)
-{
-    return w->ag;
-}
-
-mcp_sess_t *tg_mcp_sess_next(const mcp_sess_t *w)
-{
-    return w->next;
 }
 
 static mcp_sess_t *sess_alloc(tg_gw_t *gw, tg_mcp_agent_t *ag, const char *caller)
@@ -527,11 +509,13 @@ static mcp_sess_t *sess_alloc(tg_gw_t *gw, tg_mcp_agent_t *ag, const char *calle
     uv_timer_init(gw->loop, &w->life_timer);
     w->restart_timer.data = w->phase_timer.data = w->idle_timer.data = w->life_timer.data = w;
     w->open_handles = 4;
-    w->next = gw->sessions;
-    if (gw->sessions != NULL)
-        gw->sessions->prev = w;
-    gw->sessions = w;
-    gw->nsessions++;
+    tg_mcp_eng_t *e = ag->eng;
+    w->listener = -1;
+    w->next = e->sessions;
+    if (e->sessions != NULL)
+        e->sessions->prev = w;
+    e->sessions = w;
+    e->nsessions++;
     return w;
 }
 
@@ -736,31 +720,6 @@ void tg_mcp_sess_set_origin(mcp_sess_t *w, const char *front, const char *remote
     snprintf(w->sdigest, sizeof(w->sdigest), "%s", session != NULL ? session : "");
 }
 
-void tg_mcp_sess_set_front(mcp_sess_t *w, void *front)
-{
-    w->front = front;
-}
-
-void *tg_mcp_sess_front(const mcp_sess_t *w)
-{
-    return w->front;
-}
-
-bool tg_mcp_sess_counted(const mcp_sess_t *w)
-{
-    return w->pm.counted;
-}
-
-const char *tg_mcp_sess_caller(const mcp_sess_t *w)
-{
-    return w->caller;
-}
-
-const char *tg_mcp_sess_origin(const mcp_sess_t *w)
-{
-    return w->origin;
-}
-
 /* ---- eviction: HTTP sessions their clients left without DELETE ---------- */
 
 uint64_t tg_mcp_sess_evictable(const mcp_sess_t *w, uint64_t now, uint64_t min_idle_ms)
@@ -790,11 +749,6 @@ static void sess_evict(mcp_sess_t *w)
     ev.duration_ms = (int64_t)idle;
     emit(w, &ev);
     tg_mcp_sess_shutdown(w, "session evicted for a new one of its caller");
-}
-
-bool tg_mcp_sess_evicted(const mcp_sess_t *w)
-{
-    return w->pm.evicted;
 }
 
 #define EVICT_MIN_IDLE_MS 1000 /* fixed internal bound: an HTTP session idle this long may be evicted */

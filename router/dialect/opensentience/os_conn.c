@@ -527,3 +527,11 @@ void osg_g_flush(tg_osgw_t *g)
     osg_flow(g);
     conns_resume(g);
 }
+
+size_t tg_osgw_callers(const tg_osgw_t *g)
+{
+    size_t n = 0;
+    for (const os_conn_t *k = g->conns; k != NULL; k = k->next)
+        n++;
+    return n;
+}

@@ -106,6 +106,9 @@ void tg_osgw_shutdown(tg_osgw_t *g, void (*on_idle)(void *arg), void *arg);
  * <err> naming the key: then nothing changed. */
 int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn, tg_err_t *err);
 
+/* Callers connected now. */
+size_t tg_osgw_callers(const tg_osgw_t *g);
+
 /* True once tg_osgw_shutdown has finished closing everything. */
 bool tg_osgw_idle(const tg_osgw_t *g);
 
