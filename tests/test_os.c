@@ -682,6 +682,11 @@ Test(os, restarts_fill_the_agents_restarts_row)
     cr_assert_not_null(e, "agent.os.restarts is not registered");
     cr_assert_str_eq(json_string_value(json_object_get(e, "scope")), "agent");
     cr_assert_eq(json_integer_value(json_object_get(e, "current")), 0);
+    /* The agent's pool (agent/pool.h, binding shared): its one instance. */
+    e = tga_limit(doc, "agent.os.instances");
+    cr_assert_not_null(e, "agent.os.instances is not registered");
+    cr_assert_eq(json_integer_value(json_object_get(e, "capacity")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(e, "current")), 1, "the instance runs");
     json_decref(doc);
     json_decref(osc_denied_call(&c, "boom", "os/crash", "{}", NULL, "agent_unavailable"));
     cr_assert_eq(tgh_file_wait(S.err, "agent 'os' ready", 2, 10000), 2);
@@ -690,6 +695,9 @@ Test(os, restarts_fill_the_agents_restarts_row)
     cr_assert_not_null(e);
     cr_assert_eq(json_integer_value(json_object_get(e, "current")), 1,
                  "restarts within the window after one crash");
+    e = tga_limit(doc, "agent.os.instances");
+    cr_assert_eq(json_integer_value(json_object_get(e, "current")), 1,
+                 "the restarted instance holds the place again, once");
     json_decref(doc);
     os_stop_caller(&c);
 }

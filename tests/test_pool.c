@@ -2,7 +2,8 @@
  * dialect: no process, no loop, places that say when they are idle, and
  * ops that record what the pool asked. Bounds, eviction within one caller
  * (the longest idle, never a busy one, never past max_instances still
- * draining), the registry row, and a reload's new cap. */
+ * draining), the registry row, a reload's new cap, and a reload's drain
+ * of the places of older generations. */
 #include <criterion/criterion.h>
 
 #include <string.h>
@@ -14,6 +15,8 @@ typedef struct place {
     tg_pool_member_t pm; /* first, as the engines embed it */
     uint64_t idle_since; /* 0: busy */
     int evicted_calls;
+    int drain_calls;
+    bool ends_in_drain; /* leaves its pool inside drain (as a session drained at once) */
 } place_t;
 
 static tg_registry_t reg;
@@ -34,7 +37,21 @@ static void fake_evict(tg_pool_member_t *m)
     evictions++;
 }
 
-static const tg_apool_ops_t ops = {.evictable = fake_evictable, .evict = fake_evict};
+/* A place with no instance (not counted) moves to the new generation; one
+ * running an instance drains. */
+static bool fake_drain(tg_pool_member_t *m)
+{
+    place_t *p = (place_t *)m;
+    p->drain_calls++;
+    if (p->ends_in_drain) {
+        tg_apool_leave(m);
+        return false;
+    }
+    return !m->counted;
+}
+
+static const tg_apool_ops_t ops = {
+    .evictable = fake_evictable, .evict = fake_evict, .drain = fake_drain};
 
 static void setup(void)
 {
@@ -172,4 +189,68 @@ Test(pool, a_place_outside_any_pool_always_starts)
     cr_assert_eq(running, 7, "untouched");
     tg_apool_leave(&a.pm);
     cr_assert_eq(tg_apool_running(NULL), 0);
+}
+
+Test(pool, a_reload_drains_each_place_of_an_older_generation_once)
+{
+    tg_apool_t p;
+    tg_apool_init(&p, TG_BIND_SESSION, 4, &ops, &reg, row);
+    place_t busy = {0}, waiting = {0}, gone = {.ends_in_drain = true}, later = {0};
+    uint32_t running, cap, moved = 99;
+    tg_apool_join(&p, &busy.pm, "x", false);
+    tg_apool_join(&p, &waiting.pm, "x", false);
+    tg_apool_join(&p, &gone.pm, "x", false);
+    cr_assert_eq(tg_apool_take(&busy.pm, 0, &running, &cap), 0);
+    cr_assert_eq(tg_apool_take(&gone.pm, 0, &running, &cap), 0);
+    cr_assert_eq(tg_apool_reload(&p, 2, &moved), 2, "the running places drain");
+    cr_assert_eq(moved, 1, "the place with no instance yet moves");
+    cr_assert_eq(busy.drain_calls, 1);
+    cr_assert_eq(waiting.drain_calls, 1);
+    cr_assert_eq(gone.drain_calls, 1, "a place that leaves inside drain is asked once");
+    cr_assert(busy.pm.draining);
+    cr_assert_not(waiting.pm.draining);
+    cr_assert_eq(waiting.pm.gen, p.gen, "it runs the new config");
+    cr_assert_eq(p.max_instances, 2, "the new cap");
+    cr_assert_eq(tg_apool_draining(&p), 1);
+    cr_assert_eq(tg_apool_running(&p), 1, "a draining place holds its instance until it leaves");
+    /* A place joining now is of the new generation: the next reload asks
+     * it, but not the one still draining from the first. */
+    tg_apool_join(&p, &later.pm, "x", false);
+    cr_assert_eq(later.pm.gen, p.gen);
+    cr_assert_eq(tg_apool_take(&later.pm, 0, &running, &cap), 0);
+    cr_assert_eq(tg_apool_take(&waiting.pm, 0, &running, &cap), -1, "2 run: the new cap holds");
+    cr_assert_eq(tg_apool_reload(&p, 2, &moved), 1);
+    cr_assert_eq(moved, 1, "waiting moves again");
+    cr_assert_eq(busy.drain_calls, 1, "already draining: not asked twice");
+    cr_assert_eq(later.drain_calls, 1);
+    cr_assert_eq(waiting.drain_calls, 2);
+    tg_apool_leave(&busy.pm);
+    cr_assert_eq(tg_apool_draining(&p), 1, "later drains now");
+    cr_assert_eq(tg_apool_take(&waiting.pm, 0, &running, &cap), 0, "the drained one made room");
+}
+
+Test(pool, a_shared_place_releases_between_instances_and_is_renewed_by_a_reload)
+{
+    tg_apool_t p;
+    tg_apool_init(&p, TG_BIND_SHARED, 1, &ops, &reg, row);
+    place_t agent = {0};
+    uint32_t running, cap;
+    tg_apool_join(&p, &agent.pm, "*", false);
+    cr_assert_eq(tg_apool_take(&agent.pm, 0, &running, &cap), 0);
+    cr_assert_eq(reg.v[row].current, 1);
+    tg_apool_release(&agent.pm); /* its instance exited; a restart follows */
+    cr_assert_eq(reg.v[row].current, 0);
+    cr_assert_not(agent.pm.counted);
+    cr_assert_eq(p.head, &agent.pm, "the place stays");
+    cr_assert_eq(tg_apool_take(&agent.pm, 0, &running, &cap), 0, "the restart takes it again");
+    cr_assert_eq(tg_apool_reload(&p, 1, NULL), 1, "its instance runs the old config: it drains");
+    cr_assert(agent.pm.draining);
+    tg_apool_release(&agent.pm); /* the old instance stopped */
+    tg_apool_renew(&agent.pm);   /* the next starts from the new config */
+    cr_assert_not(agent.pm.draining);
+    cr_assert_eq(agent.pm.gen, p.gen);
+    cr_assert_eq(tg_apool_draining(&p), 0);
+    cr_assert_eq(tg_apool_take(&agent.pm, 0, &running, &cap), 0);
+    tg_apool_leave(&agent.pm);
+    cr_assert_eq(tg_apool_running(&p), 0);
 }

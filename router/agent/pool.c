@@ -27,6 +27,7 @@ void tg_apool_join(tg_apool_t *p, tg_pool_member_t *m, const char *caller, bool 
     m->pool = p;
     m->caller = caller;
     m->may_evict = may_evict;
+    m->gen = p->gen;
     m->next = p->head;
     if (p->head != NULL)
         p->head->prev = m;
@@ -101,4 +102,64 @@ int tg_apool_take(tg_pool_member_t *m, uint64_t now, uint32_t *running, uint32_t
     m->counted = true;
     p->ops->evict(v);
     return 0;
+}
+
+void tg_apool_release(tg_pool_member_t *m)
+{
+    tg_apool_t *p = m->pool;
+    if (p == NULL || !m->counted)
+        return;
+    m->counted = false;
+    if (p->running > 0)
+        count(p, p->running - 1);
+}
+
+/* The first place of an older generation than <p>'s not yet asked to
+ * drain, or NULL. */
+static tg_pool_member_t *next_old(tg_apool_t *p)
+{
+    for (tg_pool_member_t *m = p->head; m != NULL; m = m->next)
+        if (m->gen != p->gen && !m->draining)
+            return m;
+    return NULL;
+}
+
+uint32_t tg_apool_reload(tg_apool_t *p, uint32_t max_instances, uint32_t *moved)
+{
+    uint32_t asked = 0, now_moved = 0;
+    p->gen++;
+    p->max_instances = max_instances;
+    /* From the head again after each: the engine may end a place (and
+     * another may join, in the new generation) inside drain. Each place
+     * is asked once (it is marked before), so this ends; a reload is
+     * rare and the places are bounded by the listeners' connections. */
+    for (tg_pool_member_t *m; p->ops != NULL && p->ops->drain != NULL && (m = next_old(p)) != NULL;) {
+        m->draining = true;
+        if (p->ops->drain(m)) {
+            m->draining = false;
+            m->gen = p->gen;
+            now_moved++;
+        } else {
+            asked++;
+        }
+    }
+    if (moved != NULL)
+        *moved = now_moved;
+    return asked;
+}
+
+void tg_apool_renew(tg_pool_member_t *m)
+{
+    if (m->pool == NULL)
+        return;
+    m->draining = false;
+    m->gen = m->pool->gen;
+}
+
+uint32_t tg_apool_draining(const tg_apool_t *p)
+{
+    uint32_t n = 0;
+    for (const tg_pool_member_t *m = p->head; m != NULL; m = m->next)
+        n += m->draining;
+    return n;
 }

@@ -451,17 +451,12 @@ static int eng_reconfigure(void *arg, tg_agent_cfg_t *na, tg_cfg_need_t need,
     if (ag == NULL)
         return -1;
     e->agents[i] = ag;
-    /* The old agent's sessions: a copy, as a session may end (and unlink
-     * itself) inside shutdown. */
-    size_t n = 0, moved = 0;
+    /* The old agent's sessions are its pool's places of the generation
+     * before: the pool asks each to drain (mcp_pool_drain), once. */
+    old->successor = ag;
     uint64_t drain_ms = e->gw->reload_drain_timeout_ms;
-    mcp_sess_t **snap = calloc(e->nsessions + 1, sizeof(*snap));
-    for (mcp_sess_t *w = e->sessions; snap != NULL && w != NULL; w = w->next)
-        if (w->ag == old)
-            snap[n++] = w;
-    for (size_t k = 0; k < n; k++)
-        moved += (size_t)tg_mcp_sess_replaced(snap[k], ag, drain_ms);
-    free(snap);
+    uint32_t moved = 0;
+    uint32_t kept = tg_apool_reload(ag->pool, na->max_instances, &moved);
     char ends[64];
     if (drain_ms == 0)
         snprintf(ends, sizeof(ends), "drained now");
@@ -470,7 +465,7 @@ static int eng_reconfigure(void *arg, tg_agent_cfg_t *na, tg_cfg_need_t need,
     tg_log("SIGHUP: agent '%s': %s changed: %zu session(s) keep the old config (%s%s), new "
            "connections get the new config",
            na->id, same_spawn ? "its call table size" : "command, environment or resources",
-           n - moved, drain_ms == 0 ? "" : "router.reload_drain_timeout ", ends);
+           (size_t)kept, drain_ms == 0 ? "" : "router.reload_drain_timeout ", ends);
     tg_mcp_agent_retire(old, release, old_ref);
     return TG_RECONF_LATER;
 }

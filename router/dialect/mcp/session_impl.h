@@ -149,6 +149,7 @@ typedef struct tg_mcp_agent {
     bool retired;
     uint32_t closing;           /* call timers still closing after retirement */
     struct tg_mcp_agent *next_retired; /* eng->retired */
+    struct tg_mcp_agent *successor;    /* the agent a reload replaced this one with */
     void (*on_free)(void *arg);    /* the runner's, once a retired agent is freed */
     void *on_free_arg;
 } tg_mcp_agent_t;

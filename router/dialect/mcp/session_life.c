@@ -764,7 +764,17 @@ static void pool_evict(tg_pool_member_t *m)
     sess_evict((mcp_sess_t *)((char *)m - offsetof(mcp_sess_t, pm)));
 }
 
-static const tg_apool_ops_t pool_ops = {.evictable = pool_evictable, .evict = pool_evict};
+/* A reload replaced the agent of <m>'s session (tg_apool_reload): it
+ * moves to the successor when nothing of the old agent runs in it, else
+ * runs on until its caller leaves or router.reload_drain_timeout. */
+static bool pool_drain(tg_pool_member_t *m)
+{
+    mcp_sess_t *w = (mcp_sess_t *)((char *)m - offsetof(mcp_sess_t, pm));
+    return tg_mcp_sess_replaced(w, w->ag->successor, w->gw->reload_drain_timeout_ms) == 1;
+}
+
+static const tg_apool_ops_t pool_ops = {
+    .evictable = pool_evictable, .evict = pool_evict, .drain = pool_drain};
 
 /* ---- reload: sessions of a replaced agent ------------------------------- */
 

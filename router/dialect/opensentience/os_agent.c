@@ -526,6 +526,7 @@ static void inst_gone(tg_ainst_t *a)
 {
     os_inst_t *in = (os_inst_t *)a;
     os_agent_t *ag = in->ag;
+    tg_apool_release(&ag->pm);
     uv_timer_stop(&ag->hb_timer);
     if (ag->inst == in)
         ag->inst = NULL;
@@ -616,6 +617,8 @@ int osg_agent_spawn(os_agent_t *ag)
     }
     ag->inst = in;
     ag->starts++;
+    uint32_t running, cap;
+    (void)tg_apool_take(&ag->pm, now_ms(g), &running, &cap); /* its one place: never refused */
     ag->hello_ok = false;
     set_state(ag, TG_AGENT_STARTING);
     /* The hello deadline. */
@@ -790,7 +793,38 @@ static void register_limits(os_agent_t *ag)
     snprintf(ag->path_hb, sizeof(ag->path_hb), "agents.%s.opensentience.heartbeat_timeout",
              aname(ag));
     ag->reg_restarts = tg_restarts_register(&ag->g->gw->reg, ag->r.acfg, "agent");
+    snprintf(name, sizeof(name), "agent.%s.instances", aname(ag));
+    ag->reg_instances = tg_registry_upsert(&ag->g->gw->reg, name, TG_LIMIT_CONCURRENCY, "agent",
+                                           OS_INSTANCES);
 }
+
+static void switch_start(os_agent_t *ag);
+
+/* The agent's one place is never evicted: every caller shares it. */
+static uint64_t pool_evictable(tg_pool_member_t *m, uint64_t now)
+{
+    (void)m;
+    (void)now;
+    return 0;
+}
+
+static void pool_evict(tg_pool_member_t *m)
+{
+    (void)m;
+}
+
+/* A reload needs a new instance (tg_osgw_reconfigure): drain the calls
+ * in flight on the old one, stop it, start the new (switch_start). It
+ * moves at once when no instance runs. */
+static bool pool_drain(tg_pool_member_t *m)
+{
+    os_agent_t *ag = (os_agent_t *)((char *)m - offsetof(os_agent_t, pm));
+    switch_start(ag);
+    return !ag->r.switching;
+}
+
+static const tg_apool_ops_t pool_ops = {
+    .evictable = pool_evictable, .evict = pool_evict, .drain = pool_drain};
 
 static int setup_limits(os_agent_t *ag, tg_agent_cfg_t *a, size_t idx, tg_err_t *err)
 {
@@ -804,6 +838,9 @@ static int setup_limits(os_agent_t *ag, tg_agent_cfg_t *a, size_t idx, tg_err_t 
         return tg_err_set(err, rc, "agents.%s.opensentience.idempotency_max_bytes: %s", a->id,
                           rc == -ENOMEM ? "out of memory" : "cannot be set up");
     register_limits(ag);
+    tg_apool_init(&ag->pool, TG_BIND_SHARED, OS_INSTANCES, &pool_ops, &ag->g->gw->reg,
+                  ag->reg_instances);
+    tg_apool_join(&ag->pool, &ag->pm, "*", false);
     return 0;
 }
 
@@ -811,6 +848,7 @@ static void agent_free(os_agent_t *ag)
 {
     if (ag == NULL)
         return;
+    tg_apool_leave(&ag->pm);
     tg_idem_free(&ag->idem_cache);
     tg_toolreg_free(&ag->tools);
     tg_route_fini(&ag->r);
@@ -847,6 +885,7 @@ static void switch_done(os_agent_t *ag)
 {
     ag->r.switching = false;
     ag->phase = TG_P_RUN;
+    tg_apool_renew(&ag->pm);
     uv_timer_stop(&ag->phase_timer);
     uv_timer_stop(&ag->restart_timer);
     restarts_reset(ag);
@@ -1178,7 +1217,7 @@ int tg_osgw_reconfigure(tg_osgw_t *g, tg_agent_cfg_t *acfg, bool respawn, tg_err
     tg_idem_limits(&ag->idem_cache, acfg->os.idempotency_max_bytes, acfg->os.idempotency_window_ms);
     reg_set(g, ag->reg_idem, tg_idem_bytes(&ag->idem_cache));
     if (respawn && !g->stopping)
-        switch_start(ag);
+        (void)tg_apool_reload(&ag->pool, OS_INSTANCES, NULL); /* pool_drain */
     /* Raised caps may let queued calls run now. */
     tg_pipe_pump(&ag->r, ag->g);
     tg_route_regs(&ag->r, -1);

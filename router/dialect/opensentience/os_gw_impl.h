@@ -37,6 +37,7 @@
 #include "router/call/admit.h"
 #include "router/call/call.h"
 #include "router/call/pipeline.h"
+#include "router/agent/pool.h"
 #include "router/call/route.h"
 #include "router/call/table.h"
 #include "router/agent/agent_proc.h"
@@ -46,6 +47,7 @@
 
 #define OS_ECHO_MAX        130  /* fixed internal bound: an id kept per call (128 bytes + quotes) */
 #define OS_TOOLS_MAX       1024 /* fixed internal bound: tools one instance may register */
+#define OS_INSTANCES       1    /* fixed: an opensentience agent runs one instance, shared */
 #define OS_IDEM_KEY_MAX    256  /* fixed internal bound: bytes of an idempotency_key */
 #define OS_MSG_MAX         4096 /* fixed internal bound: one message toolgate writes */
 #define OS_REJECT_ECHO_MAX 256  /* fixed internal bound: a refused tool_id echoed back, bytes */
@@ -115,6 +117,12 @@ struct os_agent {
     uv_timer_t restart_timer; /* backoff */
     uv_timer_t phase_timer;   /* shutdown steps */
     tg_restarts_t restarts; /* its instance's restarts (agent/restart.h) */
+    /* Its pool (agent/pool.h), binding shared: one place, the agent
+     * itself, counted while an instance runs, drained and renewed by a
+     * reload that needs a new instance. */
+    tg_apool_t pool;
+    tg_pool_member_t pm;
+    int reg_instances;      /* agent.ID.instances in the registry (-1: none) */
     int reg_restarts;       /* agent.ID.restarts in the registry (-1: none) */
     tg_toolreg_t tools; /* its instance's registered tool names (after '/') */
     int reg_idem;
