@@ -1108,7 +1108,10 @@ Test(contain, cpu_quota_throttles_a_spinner, .timeout = 60)
     /* 100m of one second is 100 ms (plus at most one period's slack). */
     cr_assert_geq(slow, 20000);
     cr_assert_leq(slow, 250000);
-    cr_assert_geq(fast, 3 * slow, "the unthrottled spinner gets far more CPU");
+    /* Twice, not more: on a loaded 2-CPU machine (parallel builds, ctest
+     * -j2) the unthrottled spinner gets well under a whole CPU, while the
+     * throttled one's share is capped whatever the load. */
+    cr_assert_geq(fast, 2 * slow, "the unthrottled spinner gets far more CPU");
     cr_assert_eq(tg_contain_fini(&c), 0);
 }
 

@@ -28,6 +28,7 @@
 #include "config/addr.h"
 #include "router/gateway/metrics.h"
 #include "router/admin/metrics_enc.h"
+#include "router/gateway/list.h"
 
 #define ADMIN_READ_BUF     4096  /* fixed internal bound: bytes per read (headers span reads) */
 #define ADMIN_URL_MAX      2048  /* fixed internal bound: request target; longer: 414 */
@@ -124,12 +125,7 @@ static void conn_handle_closed(uv_handle_t *h)
     if (--c->handles > 0)
         return;
     tg_admin_t *a = c->a;
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        a->conns = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
+    TG_LIST_UNLINK(a->conns, c, prev, next);
     free(c->body);
     free(c);
     admin_maybe_free(a);
@@ -618,10 +614,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->timer.data = c;
     uv_tcp_init(a->loop, &c->tcp);
     c->handles = 1;
-    c->next = a->conns;
-    if (a->conns != NULL)
-        a->conns->prev = c;
-    a->conns = c;
+    TG_LIST_PUSH(a->conns, c, prev, next);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);
         return;

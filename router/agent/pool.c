@@ -1,5 +1,6 @@
 /* An agent's pool of instances (see pool.h). */
 #include "router/agent/pool.h"
+#include "router/gateway/list.h"
 
 #include <string.h>
 
@@ -28,10 +29,7 @@ void tg_apool_join(tg_apool_t *p, tg_pool_member_t *m, const char *caller, bool 
     m->caller = caller;
     m->may_evict = may_evict;
     m->gen = p->gen;
-    m->next = p->head;
-    if (p->head != NULL)
-        p->head->prev = m;
-    p->head = m;
+    TG_LIST_PUSH(p->head, m, prev, next);
 }
 
 void tg_apool_leave(tg_pool_member_t *m)
@@ -41,13 +39,7 @@ void tg_apool_leave(tg_pool_member_t *m)
         return;
     if (m->counted && p->running > 0)
         count(p, p->running - 1);
-    if (m->prev != NULL)
-        m->prev->next = m->next;
-    else
-        p->head = m->next;
-    if (m->next != NULL)
-        m->next->prev = m->prev;
-    m->next = m->prev = NULL;
+    TG_LIST_UNLINK(p->head, m, prev, next);
     m->pool = NULL;
     m->counted = false;
 }

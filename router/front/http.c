@@ -43,6 +43,7 @@
 #include "router/http/sse.h"
 #include "router/gateway/log.h"
 #include "router/tls/tls.h"
+#include "router/gateway/list.h"
 
 #define HTTP_BACKLOG 511                /* fixed internal bound: listen(2) backlog */
 #define HTTP_IN_CAP (16u * 1024)        /* fixed internal bound: bytes read ahead of the reader */
@@ -1056,12 +1057,7 @@ static void conn_closed(uv_handle_t *hd)
     if (--c->open > 0)
         return;
     tg_http_t *h = c->h;
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        h->conns = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
+    TG_LIST_UNLINK(h->conns, c, prev, next);
     h->nconns--;
     h->open--;
     h->stats.buffer_bytes -= c->held;
@@ -1111,10 +1107,7 @@ static void on_connection(uv_stream_t *server, int status)
     uv_timer_init(h->loop, &c->timer);
     c->tcp.data = c->timer.data = c;
     c->open = 2;
-    c->next = h->conns;
-    if (h->conns != NULL)
-        h->conns->prev = c;
-    h->conns = c;
+    TG_LIST_PUSH(h->conns, c, prev, next);
     h->nconns++;
     h->open++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {

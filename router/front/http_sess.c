@@ -24,6 +24,7 @@
 
 #include "router/codec/envelope.h"
 #include "router/http/sse.h"
+#include "router/gateway/list.h"
 
 #define RBUF_MIN (16u * 1024)   /* fixed internal bound: a session's first read buffer */
 #define HUB_BUCKETS_MIN 64u /* fixed internal bound: the smallest session table */
@@ -502,12 +503,7 @@ static void on_closed(uv_handle_t *hd)
 {
     tg_hsess_t *s = hd->data;
     tg_hub_t *h = s->h;
-    if (s->prev != NULL)
-        s->prev->next = s->next;
-    else
-        h->first = s->next;
-    if (s->next != NULL)
-        s->next->prev = s->prev;
+    TG_LIST_UNLINK(h->first, s, prev, next);
     backlog_free(s);
     tg_sse_win_free(&s->win);
     free(s->rbuf);
@@ -584,10 +580,7 @@ tg_hsess_t *tg_hsess_new(tg_hub_t *h, int caller, const char *remote, int *statu
     uv_pipe_open(&s->pipe, fds[0]);
     uv_pipe_open(ep, fds[1]);
     /* Listed before the engine can end it (a session's end unlists it). */
-    s->next = h->first;
-    if (h->first != NULL)
-        h->first->prev = s;
-    h->first = s;
+    TG_LIST_PUSH(h->first, s, prev, next);
     h->nopen++;
     s->hnext = h->buckets[s->key & (h->nbuckets - 1)];
     h->buckets[s->key & (h->nbuckets - 1)] = s;

@@ -2,6 +2,7 @@
  * session's shutdown and end, the tick, stdio setup, agents (made,
  * reconfigured, succeeded, retired) and the sessions' API. */
 #include "router/dialect/mcp/session_impl.h"
+#include "router/gateway/list.h"
 
 static void report_stderr_drops(mcp_sess_t *w);
 
@@ -69,12 +70,7 @@ void mcp_sess_release(mcp_sess_t *w)
         return;
     tg_gw_t *gw = w->gw;
     tg_mcp_eng_t *e = w->ag->eng;
-    if (w->prev != NULL)
-        w->prev->next = w->next;
-    else
-        e->sessions = w->next;
-    if (w->next != NULL)
-        w->next->prev = w->prev;
+    TG_LIST_UNLINK(e->sessions, w, prev, next);
     e->nsessions--;
     tg_gw_conn_ended(gw);
     tg_audit_room_cancel(&w->audit_room);
@@ -511,10 +507,7 @@ static mcp_sess_t *sess_alloc(tg_gw_t *gw, tg_mcp_agent_t *ag, const char *calle
     w->open_handles = 4;
     tg_mcp_eng_t *e = ag->eng;
     w->listener = -1;
-    w->next = e->sessions;
-    if (e->sessions != NULL)
-        e->sessions->prev = w;
-    e->sessions = w;
+    TG_LIST_PUSH(e->sessions, w, prev, next);
     e->nsessions++;
     return w;
 }

@@ -3,6 +3,7 @@
  * instance, shutdown, setup, reload and the public API. */
 #define _GNU_SOURCE /* explicit_bzero */
 #include "router/dialect/opensentience/os_gw_impl.h"
+#include "router/gateway/list.h"
 
 static void switch_done(os_agent_t *ag);
 
@@ -1054,10 +1055,7 @@ void tg_osgw_accept(tg_osgw_t *g, uv_pipe_t *conn, const tg_listen_cfg_t *lc,
     uv_timer_init(g->gw->loop, &k->idle);
     k->idle.data = k;
     k->open = 2;
-    k->next = g->conns;
-    if (g->conns != NULL)
-        g->conns->prev = k;
-    g->conns = k;
+    TG_LIST_PUSH(g->conns, k, prev, next);
     os_listen_t *l = NULL;
     for (size_t i = 0; i < g->nls && l == NULL; i++)
         if (strcmp(g->ls[i].path, lc->unix_path) == 0)

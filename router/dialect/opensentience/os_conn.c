@@ -3,6 +3,7 @@
  * write queues and flow control between callers and agents. */
 #define _GNU_SOURCE /* explicit_bzero */
 #include "router/dialect/opensentience/os_gw_impl.h"
+#include "router/gateway/list.h"
 
 #include <poll.h>
 
@@ -49,12 +50,7 @@ static void conn_closed(uv_handle_t *h)
     if (--k->open > 0)
         return;
     tg_osgw_t *g = k->g;
-    if (k->prev != NULL)
-        k->prev->next = k->next;
-    else
-        g->conns = k->next;
-    if (k->next != NULL)
-        k->next->prev = k->prev;
+    TG_LIST_UNLINK(g->conns, k, prev, next);
     if (k->over && g->nover > 0)
         g->nover--;
     if (k->refused && g->nrefused > 0)

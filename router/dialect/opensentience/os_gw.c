@@ -54,6 +54,7 @@
  */
 #define _GNU_SOURCE /* explicit_bzero */
 #include "router/dialect/opensentience/os_gw_impl.h"
+#include "router/gateway/list.h"
 
 /* ---- framed output ---------------------------------------------------- */
 
@@ -130,13 +131,7 @@ static void call_detach(os_call_t *c)
     os_conn_t *k = c->conn;
     if (k == NULL)
         return;
-    if (c->cprev != NULL)
-        c->cprev->cnext = c->cnext;
-    else
-        k->calls = c->cnext;
-    if (c->cnext != NULL)
-        c->cnext->cprev = c->cprev;
-    c->cnext = c->cprev = NULL;
+    TG_LIST_UNLINK(k->calls, c, cprev, cnext);
     c->conn = NULL;
     /* A half-closed caller's last call is answered: it ends (once what
      * was written to it has gone out). */
@@ -147,11 +142,7 @@ static void call_detach(os_call_t *c)
 static void call_attach(os_call_t *c, os_conn_t *k)
 {
     c->conn = k;
-    c->cprev = NULL;
-    c->cnext = k->calls;
-    if (k->calls != NULL)
-        k->calls->cprev = c;
-    k->calls = c;
+    TG_LIST_PUSH(k->calls, c, cprev, cnext);
 }
 
 void osg_call_free(os_call_t *c)
