@@ -137,7 +137,9 @@ Test(jsonw, timestamp_text)
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                  (int)(ms - sec * 1000));
         cr_assert_str_eq(t, want, "ms %lld", (long long)ms);
-        cr_assert_str_eq(ts(ms) + 1, strcat(want, "\""), "tg_jw_ts quotes the same text");
+        char quoted[sizeof want + 1];
+        snprintf(quoted, sizeof quoted, "%s\"", want);
+        cr_assert_str_eq(ts(ms) + 1, quoted, "tg_jw_ts quotes the same text");
         /* rewriting the milliseconds of the second's first text */
         char again[TG_JW_TS_LEN + 1] = {0};
         cr_assert_eq(tg_jw_ts_text(again, sec * 1000), 0);
