@@ -112,9 +112,8 @@ struct os_agent {
     uint32_t starts;          /* instances started, for session ids */
     bool last_failed;         /* the last instance failed: an on-demand start counts as a restart */
     uv_timer_t hb_timer;      /* hello deadline, then the heartbeat watch */
-    uv_timer_t restart_timer; /* backoff */
     uv_timer_t phase_timer;   /* shutdown steps */
-    tg_restarts_t restarts; /* its instance's restarts (agent/restart.h) */
+    tg_restarter_t rst;       /* its instance's restarts and backoff (agent/restart.h) */
     int reg_restarts;       /* agent.ID.restarts in the registry (-1: none) */
     tg_toolreg_t tools; /* its instance's registered tool names (after '/') */
     int reg_idem;
