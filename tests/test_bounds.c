@@ -343,8 +343,8 @@ static const key_reg_t keys[] = {
     /* Deadlines and delays: a clock per call, connection or attempt. */
     DURATION("execution_limits.max_tool_call_duration", "router/call/pipeline.c:tg_pipe_deadline"),
     DURATION("execution_limits.kill_grace_period", "router/dialect/mcp/session_life.c:on_phase_timer"),
-    DURATION("agents[].restart.backoff", "router/dialect/mcp/session_flow.c:on_restart_timer"),
-    DURATION("agents[].restart.max_backoff", "router/dialect/mcp/session_flow.c:on_restart_timer"),
+    DURATION("agents[].restart.backoff", "router/agent/restart.c:on_restart_timer"),
+    DURATION("agents[].restart.max_backoff", "router/agent/restart.c:on_restart_timer"),
     DURATION("router.idle_timeout", "router/dialect/mcp/session_flow.c:on_not_reading"),
     DURATION("router.frame_timeout", "router/dialect/mcp/session_flow.c:on_frame_timeout"),
     DURATION("router.handshake_timeout", "router/dialect/mcp/session_life.c:on_handshake_timeout"),

@@ -3,11 +3,18 @@
  * end, the backoff doubling within the window, the crash-loop limit, and
  * what a restart writes (agent.restarting through the engine's emit, the
  * metrics' restarts counter, the agent.ID.restarts row, only raised).
+ * And the restart driver both engines embed (tg_restarter_t), on a real
+ * uv loop with fake hooks in place of an engine: the backoff timer starts
+ * the next instance, a start that fails counts like a crash, a place that
+ * stops is settled without a start.
  * Each test would fail if one dialect's engine grew its own copy again
  * and this one changed. */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <string.h>
+
+#include <uv.h>
 
 #include "config/config.h"
 #include "router/agent/restart.h"
@@ -21,6 +28,15 @@ static struct {
     tg_restart_ctx_t x;
     int emitted;
     uint32_t last_attempt;
+    /* the driver's tests: its loop, and what its hooks saw */
+    uv_loop_t loop;
+    tg_restarter_t r;
+    int spawn_rc; /* what the fake spawn returns */
+    bool stopped; /* what the fake stopped says */
+    int spawns, settled, flushes, closed;
+    tg_exit_verdict_t verdict; /* the last settled */
+    int64_t status;
+    uint64_t spawned_at; /* uv_now at the last spawn */
 } F;
 
 static void fake_emit(void *owner, tg_audit_ev_t *ev)
@@ -138,4 +154,161 @@ Test(restart, the_row_is_only_raised_by_a_restart, .fini = teardown)
     cr_assert_eq(row(), 4, "this place's first restart does not lower it");
     tg_restarts_reset(&F.rs);
     cr_assert_eq(tg_restarts_recent(&F.rs, &F.cfg.agents[0], 1000), 0);
+}
+
+/* ---- the restart driver ------------------------------------------------ */
+
+static int fake_spawn(void *owner)
+{
+    cr_assert_eq(owner, &F);
+    F.spawns++;
+    F.spawned_at = uv_now(&F.loop);
+    return F.spawn_rc;
+}
+
+static bool fake_stopped(void *owner)
+{
+    cr_assert_eq(owner, &F);
+    return F.stopped;
+}
+
+static tg_restart_ctx_t fake_where(void *owner)
+{
+    cr_assert_eq(owner, &F);
+    return F.x;
+}
+
+static void fake_settle(void *owner, tg_exit_verdict_t v, int64_t status)
+{
+    cr_assert_eq(owner, &F);
+    F.settled++;
+    F.verdict = v;
+    F.status = status;
+}
+
+static void fake_flush(void *owner)
+{
+    cr_assert_eq(owner, &F);
+    F.flushes++;
+}
+
+static const tg_restarter_ops_t fake_ops = {
+    .spawn = fake_spawn,
+    .stopped = fake_stopped,
+    .where = fake_where,
+    .settle = fake_settle,
+    .flush = fake_flush,
+};
+
+static void driver_with(const char *restart)
+{
+    setup_with(restart);
+    cr_assert_eq(uv_loop_init(&F.loop), 0);
+    tg_restarter_init(&F.r, &F.loop, &fake_ops, &F);
+    cr_assert_eq(F.r.timer.data, &F, "the timer's data is the owner, for its close callback");
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    cr_assert_eq(h->data, &F, "the engine's close callback gets its owner");
+    F.closed++;
+}
+
+static void driver_teardown(void)
+{
+    tg_restarter_close(&F.r, timer_closed);
+    uv_run(&F.loop, UV_RUN_DEFAULT);
+    cr_expect_eq(F.closed, 1);
+    cr_expect_eq(uv_loop_close(&F.loop), 0, "every handle closed");
+    teardown();
+}
+
+/* The instance of the fake place ended (<failed>, <status>) now. */
+static void exited(bool failed, int64_t status)
+{
+    tg_restarter_exited(&F.r, failed, status, false, uv_now(&F.loop));
+}
+
+Test(restarter, restarts_after_the_backoff, .fini = driver_teardown)
+{
+    driver_with("{\"policy\": \"on-failure\", \"backoff\": \"30ms\"}");
+    uint64_t t0 = uv_now(&F.loop);
+    exited(true, 1);
+    cr_assert_eq(F.settled, 1);
+    cr_assert_eq(F.verdict, TG_EXIT_RESTART, "the engine is told it backs off");
+    cr_assert_eq(F.spawns, 0, "not before the backoff");
+    cr_assert(uv_is_active((uv_handle_t *)&F.r.timer));
+    cr_assert_eq(F.emitted, 1, "agent.restarting through the engine's emit");
+    uv_run(&F.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(F.spawns, 1, "the timer starts the next instance");
+    cr_assert_geq(F.spawned_at - t0, 30, "after the backoff");
+    cr_assert_eq(F.flushes, 1, "what the start queued is written");
+    cr_assert_eq(F.settled, 1, "a start that succeeds settles nothing");
+    cr_assert_eq(F.r.rs.n, 1, "the restart is noted");
+}
+
+Test(restarter, a_failing_start_counts_as_a_crash_until_the_give_up, .fini = driver_teardown)
+{
+    driver_with("{\"policy\": \"on-failure\", \"max_restarts\": 2, \"window\": \"1m\", "
+                "\"backoff\": \"10ms\", \"max_backoff\": \"20ms\"}");
+    F.spawn_rc = -ENOMEM; /* a failure a restart may mend: status 1 */
+    exited(true, 1);
+    cr_assert_eq(F.verdict, TG_EXIT_RESTART);
+    /* The first restart's start fails: restarted again; the second's too:
+     * max_restarts within the window, given up. */
+    uv_run(&F.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(F.spawns, 2);
+    cr_assert_eq(F.settled, 3, "restart, restart, give up");
+    cr_assert_eq(F.verdict, TG_EXIT_GIVE_UP);
+    cr_assert_eq(F.status, 1, "the status a failed start stands for");
+    cr_assert_eq(F.emitted, 2);
+    cr_assert_eq(F.gw.metrics.agents[0].restarts, 2);
+    cr_assert_eq(F.flushes, 2, "each timer's start is followed by a flush");
+    cr_assert_not(uv_is_active((uv_handle_t *)&F.r.timer), "nothing more pending");
+}
+
+Test(restarter, a_start_that_cannot_run_the_command_is_not_restarted, .fini = driver_teardown)
+{
+    driver_with("{\"policy\": \"always\"}");
+    F.spawn_rc = -ENOENT;
+    cr_assert_eq(tg_restarter_start(&F.r), -ENOENT, "the spawn's error comes back");
+    cr_assert_eq(F.spawns, 1);
+    cr_assert_eq(F.verdict, TG_EXIT_UNRUNNABLE, "settled as an exit with status 127");
+    cr_assert_eq(F.status, 127);
+    cr_assert_not(uv_is_active((uv_handle_t *)&F.r.timer));
+    F.spawn_rc = 0;
+    cr_assert_eq(tg_restarter_start(&F.r), 0);
+    cr_assert_eq(F.settled, 1, "a start that succeeds settles nothing");
+}
+
+Test(restarter, a_place_that_stops_is_settled_without_a_start, .fini = driver_teardown)
+{
+    driver_with("{\"policy\": \"always\", \"backoff\": \"10ms\"}");
+    F.stopped = true;
+    exited(true, 1);
+    cr_assert_eq(F.verdict, TG_EXIT_STOPPED);
+    cr_assert_eq(F.emitted, 0, "no decision: nothing written");
+    cr_assert_eq(F.r.rs.n, 0);
+    cr_assert_not(uv_is_active((uv_handle_t *)&F.r.timer));
+    /* Stopping while it backs off: the timer finds it stopped. */
+    F.stopped = false;
+    exited(true, 1);
+    cr_assert_eq(F.verdict, TG_EXIT_RESTART);
+    F.stopped = true;
+    uv_run(&F.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(F.verdict, TG_EXIT_STOPPED);
+    cr_assert_eq(F.settled, 3);
+    cr_assert_eq(F.spawns, 0);
+    cr_assert_eq(F.flushes, 0);
+}
+
+Test(restarter, a_stop_drops_the_pending_restart, .fini = driver_teardown)
+{
+    driver_with("{\"policy\": \"always\", \"backoff\": \"10ms\"}");
+    exited(false, 0);
+    cr_assert_eq(F.verdict, TG_EXIT_RESTART);
+    tg_restarter_stop(&F.r);
+    uv_run(&F.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(F.spawns, 0);
+    cr_assert_eq(F.settled, 1);
 }

@@ -2,6 +2,7 @@
 #include "router/agent/restart.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,4 +73,67 @@ tg_exit_verdict_t tg_restart_decide(tg_restarts_t *rs, const tg_restart_ctx_t *x
                 by_signal ? "was killed by a signal" : failed ? "failed" : "exited", *backoff_ms,
                 *recent + 1, a->max_restarts);
     return TG_EXIT_RESTART;
+}
+
+/* ---- the restart driver ------------------------------------------------ */
+
+void tg_restarter_init(tg_restarter_t *r, uv_loop_t *loop, const tg_restarter_ops_t *ops,
+                       void *owner)
+{
+    tg_restarts_reset(&r->rs);
+    r->ops = ops;
+    r->owner = owner;
+    uv_timer_init(loop, &r->timer);
+    r->timer.data = owner;
+}
+
+static void on_restart_timer(uv_timer_t *t)
+{
+    /* The timer's data is the owner's (restart.h): the restarter is the
+     * struct around it. */
+    tg_restarter_t *r = (tg_restarter_t *)(void *)((char *)t - offsetof(tg_restarter_t, timer));
+    if (r->ops->stopped(r->owner)) {
+        r->ops->settle(r->owner, TG_EXIT_STOPPED, 0);
+        return;
+    }
+    (void)tg_restarter_start(r);
+    r->ops->flush(r->owner);
+}
+
+void tg_restarter_exited(tg_restarter_t *r, bool failed, int64_t status, bool by_signal,
+                         uint64_t now)
+{
+    const tg_restarter_ops_t *o = r->ops;
+    if (o->stopped(r->owner)) {
+        o->settle(r->owner, TG_EXIT_STOPPED, status);
+        return;
+    }
+    tg_restart_ctx_t x = o->where(r->owner);
+    uint64_t backoff;
+    uint32_t recent;
+    tg_exit_verdict_t v =
+        tg_restart_decide(&r->rs, &x, failed, status, by_signal, now, &backoff, &recent);
+    o->settle(r->owner, v, status);
+    if (v == TG_EXIT_RESTART)
+        uv_timer_start(&r->timer, on_restart_timer, backoff, 0);
+}
+
+int tg_restarter_start(tg_restarter_t *r)
+{
+    int rc = r->ops->spawn(r->owner);
+    /* A start that fails counts like a crash: the crash-loop rules decide
+     * whether to try again. */
+    if (rc < 0)
+        tg_restarter_exited(r, true, tg_ainst_spawn_status(rc), false, uv_now(r->timer.loop));
+    return rc;
+}
+
+void tg_restarter_stop(tg_restarter_t *r)
+{
+    uv_timer_stop(&r->timer);
+}
+
+void tg_restarter_close(tg_restarter_t *r, uv_close_cb cb)
+{
+    uv_close((uv_handle_t *)&r->timer, cb);
 }

@@ -837,23 +837,6 @@ static void fail_inflight(mcp_sess_t *w, mcp_inst_t *inst)
     tg_pipe_pump(&w->ag->r, w);
 }
 
-void mcp_after_exit(mcp_sess_t *w, bool failed, int64_t status, bool by_signal);
-
-static void on_restart_timer(uv_timer_t *t)
-{
-    mcp_sess_t *w = t->data;
-    if (w->phase != TG_P_RUN) {
-        mcp_finish(w);
-        return;
-    }
-    /* A restart that cannot even start counts like a crash: the crash-loop
-     * rules decide whether to try again. */
-    int rc = mcp_agent_spawn(w);
-    if (rc < 0)
-        mcp_after_exit(w, true, tg_ainst_spawn_status(rc), false);
-    mcp_flush_all(w);
-}
-
 /* The agent is gone (agent.exited written, the instance closing):
  * answer its calls, then restart, stop, or give up. */
 static void inst_gone(tg_ainst_t *a)
@@ -869,53 +852,61 @@ static void inst_gone(tg_ainst_t *a)
      * last of them is gone. */
     if (w->gw->metrics_ok && tg_agent_live(w->gw, w->ag->r.idx) == 0)
         tg_metrics_agent_state(&w->gw->metrics, w->ag->r.idx, TG_AGENT_DOWN, 0);
-    mcp_after_exit(w, tg_ainst_failed(a), tg_ainst_status(a), a->p.term_signal != 0);
+    tg_restarter_exited(&w->rst, tg_ainst_failed(a), tg_ainst_status(a), a->p.term_signal != 0,
+                        now_ms(w));
 }
 
-/* The agent is down (it exited, or could not be started): stop, restart
- * with backoff, or give up after max_restarts within the window. */
+/* ---- the restarter's hooks (agent/restart.h) ---------------------------- */
+
+static int sess_spawn(void *owner)
+{
+    return mcp_agent_spawn(owner);
+}
+
+/* A session that no longer runs ends with its instance. */
+static bool sess_stopped(void *owner)
+{
+    return ((mcp_sess_t *)owner)->phase != TG_P_RUN;
+}
+
 static void emit_owner(void *owner, tg_audit_ev_t *ev)
 {
     emit(owner, ev);
 }
 
-void mcp_after_exit(mcp_sess_t *w, bool failed, int64_t status, bool by_signal)
+static tg_restart_ctx_t sess_where(void *owner)
 {
-    if (w->phase != TG_P_RUN) {
-        mcp_finish(w);
-        return;
-    }
-    tg_restart_ctx_t x = {.gw = w->gw,
-                          .acfg = w->ag->r.acfg,
-                          .idx = w->ag->r.idx,
-                          .reg_restarts = w->ag->reg_restarts,
-                          .stop_tail = "stopping",
-                          .emit = emit_owner,
-                          .owner = w};
-    uint64_t backoff;
-    uint32_t recent;
-    switch (tg_restart_decide(&w->restarts, &x, failed, status, by_signal, now_ms(w), &backoff,
-                              &recent)) {
+    mcp_sess_t *w = owner;
+    return (tg_restart_ctx_t){.gw = w->gw, .acfg = w->ag->r.acfg, .idx = w->ag->r.idx,
+                              .reg_restarts = w->ag->reg_restarts, .stop_tail = "stopping",
+                              .emit = emit_owner, .owner = w};
+}
+
+/* The agent stays down: the session ends, and with it (wrap) toolgate:
+ * its exit code is the agent's status, 1 after a crash loop. */
+static void sess_settle(void *owner, tg_exit_verdict_t v, int64_t status)
+{
+    mcp_sess_t *w = owner;
+    switch (v) {
+    case TG_EXIT_STOPPED:
+        break;
     case TG_EXIT_UNRUNNABLE:
         w->ag->eng->exit_code = (int)status;
         mcp_begin_shutdown(w, "agent command cannot be run");
-        mcp_finish(w);
-        return;
+        break;
     case TG_EXIT_POLICY:
         w->ag->eng->exit_code = (int)status;
         mcp_begin_shutdown(w, "agent exited");
-        mcp_finish(w);
-        return;
+        break;
     case TG_EXIT_GIVE_UP:
         w->ag->eng->exit_code = 1;
         mcp_begin_shutdown(w, "agent restarts exhausted");
-        mcp_finish(w);
-        return;
-    case TG_EXIT_RESTART:
         break;
+    case TG_EXIT_RESTART:
+        w->astate = TG_AGENT_BACKOFF;
+        return;
     }
-    w->astate = TG_AGENT_BACKOFF;
-    uv_timer_start(&w->restart_timer, on_restart_timer, backoff, 0);
+    mcp_finish(w);
 }
 
 static void agent_out_drain(tg_out_t *o, void *ctx)
@@ -934,6 +925,14 @@ static void stamp_owner(void *owner, tg_audit_ev_t *ev)
 {
     stamp(owner, ev);
 }
+
+const tg_restarter_ops_t mcp_restart_ops = {
+    .spawn = sess_spawn,
+    .stopped = sess_stopped,
+    .where = sess_where,
+    .settle = sess_settle,
+    .flush = flush_owner,
+};
 
 static const tg_ainst_ops_t inst_ops = {
     .out_alloc = agent_alloc,
@@ -957,7 +956,7 @@ int mcp_agent_spawn(mcp_sess_t *w)
                   &w->err_dropped_reported, &inst_ops, w);
     tg_ainst_spawn_t how = {.inherit_env = w->gw->wrap_mode,
                             .hint = " (check the command after --)",
-                            .attempt = w->restarts.n};
+                            .attempt = w->rst.rs.n};
     int rc = tg_ainst_spawn(&inst->a, &how);
     if (rc < 0) {
         /* uv_spawn itself failed: the command; containment or the
@@ -973,7 +972,7 @@ int mcp_agent_spawn(mcp_sess_t *w)
     if (w->gw->metrics_ok)
         tg_metrics_agent_state(&w->gw->metrics, w->ag->r.idx, TG_AGENT_RUNNING, inst->a.p.pid);
 
-    if (w->restarts.n > 0 && w->init_frame != NULL) {
+    if (w->rst.rs.n > 0 && w->init_frame != NULL) {
         /* Replay the caller's handshake so the session goes on. */
         mcp_call_t *c = mcp_call_alloc(w, K_REPLAY_INIT);
         if (c != NULL) {

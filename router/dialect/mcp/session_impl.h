@@ -188,7 +188,7 @@ struct mcp_sess {
     tg_agent_state_t astate; /* the one agent state enum (gateway/metrics.h) */
     bool agent_paused;
     tg_mcp_head_t agent_over; /* an over-cap agent frame's members, read as it streams */
-    tg_restarts_t restarts; /* this session's instance restarts (agent/restart.h) */
+    tg_restarter_t rst;       /* its instance's restarts and backoff (agent/restart.h) */
     uint64_t invalid_agent_frames;
     uint64_t unmatched_responses;
     uint64_t dropped_cancels; /* notifications/cancelled naming no live request */
@@ -207,7 +207,7 @@ struct mcp_sess {
     tg_aproc_errbudget_t err;
     uint64_t err_dropped_reported;
 
-    uv_timer_t restart_timer, phase_timer;
+    uv_timer_t phase_timer;
     uv_timer_t idle_timer; /* unix callers: a frame not complete within frame_timeout of
                             * its first byte; any front: a caller not reading its answers
                             * (stuck_armed) */
@@ -289,8 +289,9 @@ void mcp_caller_cancel(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t l
 void mcp_caller_gone(mcp_sess_t *w);
 void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
-void mcp_after_exit(mcp_sess_t *w, bool failed, int64_t status, bool by_signal);
 int mcp_agent_spawn(mcp_sess_t *w);
+/* What a session's restarter asks of it (session_flow.c). */
+extern const tg_restarter_ops_t mcp_restart_ops;
 void mcp_flush_all(mcp_sess_t *w);
 void mcp_caller_out_drain(tg_out_t *o, void *ctx);
 void mcp_caller_out_error(tg_out_t *o, void *ctx, int status);

@@ -52,7 +52,7 @@ void mcp_begin_shutdown(mcp_sess_t *w, const char *why)
         ev.count = (int64_t)mcp_busy_calls(w);
         emit(w, &ev);
     }
-    uv_timer_stop(&w->restart_timer);
+    tg_restarter_stop(&w->rst);
     if (w->astate == TG_AGENT_BACKOFF || w->inst == NULL) {
         w->phase = TG_P_DONE;
         mcp_finish(w);
@@ -117,11 +117,11 @@ void mcp_finish(mcp_sess_t *w)
         return;
     w->finished = true;
     uv_timer_stop(&w->phase_timer);
-    uv_timer_stop(&w->restart_timer);
+    tg_restarter_stop(&w->rst);
     w->cwr.stream = NULL;
     uv_timer_stop(&w->idle_timer);
     uv_timer_stop(&w->life_timer);
-    uv_handle_t *hs[] = {(uv_handle_t *)&w->phase_timer, (uv_handle_t *)&w->restart_timer,
+    uv_handle_t *hs[] = {(uv_handle_t *)&w->phase_timer, (uv_handle_t *)&w->rst.timer,
                          (uv_handle_t *)&w->idle_timer,  (uv_handle_t *)&w->life_timer,
                          (uv_handle_t *)w->cin,          (uv_handle_t *)w->cout};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
@@ -135,11 +135,11 @@ static void report_stderr_drops(mcp_sess_t *w)
     tg_agent_report_drops(w->ag->r.acfg, &w->err, &w->err_dropped_reported);
 }
 
-/* Restarts of <w>'s agent within restart.window before <now>: what
- * after_exit holds against max_restarts. */
+/* Restarts of <w>'s agent within restart.window before <now>: what its
+ * restarter holds against max_restarts. */
 uint32_t mcp_recent_restarts(const mcp_sess_t *w, uint64_t now)
 {
-    return tg_restarts_recent(&w->restarts, w->ag->r.acfg, now);
+    return tg_restarts_recent(&w->rst.rs, w->ag->r.acfg, now);
 }
 
 /* The gateway's tick: report stderr drops and age out restarts: each
@@ -499,11 +499,11 @@ static mcp_sess_t *sess_alloc(tg_gw_t *gw, tg_mcp_agent_t *ag, const char *calle
     w->cwr.ctx = w;
     w->cwr.on_drain = mcp_caller_out_drain;
     w->cwr.on_error = mcp_caller_out_error;
-    uv_timer_init(gw->loop, &w->restart_timer);
+    tg_restarter_init(&w->rst, gw->loop, &mcp_restart_ops, w);
     uv_timer_init(gw->loop, &w->phase_timer);
     uv_timer_init(gw->loop, &w->idle_timer);
     uv_timer_init(gw->loop, &w->life_timer);
-    w->restart_timer.data = w->phase_timer.data = w->idle_timer.data = w->life_timer.data = w;
+    w->phase_timer.data = w->idle_timer.data = w->life_timer.data = w;
     w->open_handles = 4;
     tg_mcp_eng_t *e = ag->eng;
     w->listener = -1;

@@ -456,45 +456,62 @@ static void fail_calls(os_agent_t *ag, const os_inst_t *in)
 
 bool osg_crash_loop(const os_agent_t *ag, uint64_t now, uint32_t *recent)
 {
-    *recent = tg_restarts_recent(&ag->restarts, ag->r.acfg, now);
+    *recent = tg_restarts_recent(&ag->rst.rs, ag->r.acfg, now);
     return *recent >= ag->r.acfg->max_restarts;
 }
 
-static void on_restart_timer(uv_timer_t *t);
+/* ---- the restarter's hooks (agent/restart.h) ---------------------------- */
+
+/* A start that fails counts like a failed instance: an on-demand start
+ * after it counts as a restart. */
+static int ag_spawn(void *owner)
+{
+    os_agent_t *ag = owner;
+    int rc = osg_agent_spawn(ag);
+    if (rc < 0)
+        ag->last_failed = true;
+    return rc;
+}
+
+/* Toolgate stops, or the agent does: its instance stays down. */
+static bool ag_stopped(void *owner)
+{
+    os_agent_t *ag = owner;
+    return ag->g->stopping || ag->phase != TG_P_RUN;
+}
 
 static void emit_owner(void *owner, tg_audit_ev_t *ev)
 {
     emit(owner, ev);
 }
 
-/* The instance is down (it exited, or could not be started): restart it
- * with backoff per the agent's policy, or leave it down. */
-static void after_exit(os_agent_t *ag, bool failed, int64_t status, bool by_signal)
+/* Not restarted by the policy: an on_demand agent's next call starts it.
+ * agent.restarting is the gateway's to write. */
+static tg_restart_ctx_t ag_where(void *owner)
 {
-    tg_osgw_t *g = ag->g;
-    ag->last_failed = failed;
-    if (ag->r.switching && !g->stopping) {
-        switch_done(ag); /* a reload stopped it: no restart policy applies */
+    os_agent_t *ag = owner;
+    bool on_demand = ag->r.acfg->start == TG_START_ON_DEMAND;
+    return (tg_restart_ctx_t){.gw = ag->g->gw, .acfg = ag->r.acfg, .idx = ag->r.idx,
+                              .reg_restarts = ag->reg_restarts, .emit = emit_owner, .owner = ag->g,
+                              .stop_tail = on_demand ? "the next call starts it" : "not restarted"};
+}
+
+/* The agent's state after its instance's end: down when it stops (the
+ * gateway may be idle now), down or failed when not restarted (down: an
+ * on_demand agent's next call starts it again). */
+static void ag_settle(void *owner, tg_exit_verdict_t v, int64_t status)
+{
+    os_agent_t *ag = owner;
+    bool on_demand = ag->r.acfg->start == TG_START_ON_DEMAND;
+    switch (v) {
+    case TG_EXIT_RESTART:
+        set_state(ag, TG_AGENT_BACKOFF);
         return;
-    }
-    if (g->stopping || ag->phase != TG_P_RUN) {
+    case TG_EXIT_STOPPED:
         set_state(ag, TG_AGENT_DOWN);
         ag->phase = TG_P_DONE;
-        osg_g_check_idle(g);
+        osg_g_check_idle(ag->g);
         return;
-    }
-    bool on_demand = ag->r.acfg->start == TG_START_ON_DEMAND;
-    tg_restart_ctx_t x = {.gw = g->gw,
-                          .acfg = ag->r.acfg,
-                          .idx = ag->r.idx,
-                          .reg_restarts = ag->reg_restarts,
-                          .stop_tail = on_demand ? "the next call starts it" : "not restarted",
-                          .emit = emit_owner,
-                          .owner = g};
-    uint64_t backoff;
-    uint32_t recent;
-    switch (tg_restart_decide(&ag->restarts, &x, failed, status, by_signal, now_ms(g), &backoff,
-                              &recent)) {
     case TG_EXIT_UNRUNNABLE:
         set_state(ag, TG_AGENT_FAILED);
         return;
@@ -502,23 +519,32 @@ static void after_exit(os_agent_t *ag, bool failed, int64_t status, bool by_sign
     case TG_EXIT_GIVE_UP:
         set_state(ag, on_demand ? TG_AGENT_DOWN : TG_AGENT_FAILED);
         return;
-    case TG_EXIT_RESTART:
-        break;
     }
-    set_state(ag, TG_AGENT_BACKOFF);
-    uv_timer_start(&ag->restart_timer, on_restart_timer, backoff, 0);
 }
 
-static void on_restart_timer(uv_timer_t *t)
+static void flush_owner(void *owner)
 {
-    os_agent_t *ag = t->data;
-    if (ag->g->stopping)
+    osg_g_flush(((os_agent_t *)owner)->g);
+}
+
+static const tg_restarter_ops_t restart_ops = {
+    .spawn = ag_spawn,
+    .stopped = ag_stopped,
+    .where = ag_where,
+    .settle = ag_settle,
+    .flush = flush_owner,
+};
+
+/* The instance is down (it exited, or could not be started): a reload's
+ * switch starts the new one; otherwise the restarter applies the policy. */
+static void after_exit(os_agent_t *ag, bool failed, int64_t status, bool by_signal)
+{
+    ag->last_failed = failed;
+    if (ag->r.switching && !ag->g->stopping) {
+        switch_done(ag); /* a reload stopped it: no restart policy applies */
         return;
-    /* A restart that cannot even start counts like a crash. */
-    int rc = osg_agent_spawn(ag);
-    if (rc < 0)
-        after_exit(ag, true, tg_ainst_spawn_status(rc), false);
-    osg_g_flush(ag->g);
+    }
+    tg_restarter_exited(&ag->rst, failed, status, by_signal, now_ms(ag->g));
 }
 
 /* The instance is gone (agent.exited written, the instance closing):
@@ -568,11 +594,6 @@ static int new_token(os_agent_t *ag)
     return 0;
 }
 
-static void flush_owner(void *owner)
-{
-    osg_g_flush(((os_agent_t *)owner)->g);
-}
-
 static const tg_ainst_ops_t inst_ops = {
     .out_alloc = osg_agent_alloc,
     .out_read = osg_agent_read,
@@ -592,7 +613,7 @@ int osg_agent_spawn(os_agent_t *ag)
         return 0;
     if (ag->st == TG_AGENT_DOWN && ag->last_failed) {
         /* An on-demand start after a failure counts as a restart. */
-        tg_restarts_note(&ag->restarts, now_ms(g));
+        tg_restarts_note(&ag->rst.rs, now_ms(g));
     }
     int rc = new_token(ag);
     if (rc < 0) {
@@ -610,7 +631,7 @@ int osg_agent_spawn(os_agent_t *ag)
     /* The session token goes last: an entry of the same name from config
      * is left out, the token must be the one toolgate checks. */
     tg_ainst_spawn_t how = {.env_name = OS_TOKEN_ENV, .env_value = ag->token, .hint = "",
-                            .attempt = ag->restarts.n};
+                            .attempt = ag->rst.rs.n};
     rc = tg_ainst_spawn(&in->a, &how);
     if (rc < 0) {
         explicit_bzero(ag->token, sizeof(ag->token));
@@ -720,7 +741,7 @@ static void agent_stop(os_agent_t *ag)
     if (ag->phase != TG_P_RUN)
         return;
     ag->phase = TG_P_DRAIN;
-    uv_timer_stop(&ag->restart_timer);
+    tg_restarter_stop(&ag->rst);
     if (ag->inst == NULL) {
         ag->phase = TG_P_DONE;
         if (ag->st == TG_AGENT_BACKOFF)
@@ -764,7 +785,7 @@ void osg_g_check_idle(tg_osgw_t *g)
         for (size_t i = 0; i < g->nagents; i++) {
             os_agent_t *ag = g->agents[i];
             uv_close((uv_handle_t *)&ag->hb_timer, timer_closed);
-            uv_close((uv_handle_t *)&ag->restart_timer, timer_closed);
+            tg_restarter_close(&ag->rst, timer_closed);
             uv_close((uv_handle_t *)&ag->phase_timer, timer_closed);
             uv_close((uv_handle_t *)&ag->r.fleet_timer, timer_closed);
             if (ag->r.dlt.ready)
@@ -861,7 +882,7 @@ static void agent_free(os_agent_t *ag)
 
 static void restarts_reset(os_agent_t *ag)
 {
-    tg_restarts_reset(&ag->restarts);
+    tg_restarts_reset(&ag->rst.rs);
     ag->last_failed = false;
 }
 
@@ -888,7 +909,7 @@ static void switch_done(os_agent_t *ag)
     ag->phase = TG_P_RUN;
     tg_apool_renew(&ag->pm);
     uv_timer_stop(&ag->phase_timer);
-    uv_timer_stop(&ag->restart_timer);
+    tg_restarter_stop(&ag->rst);
     restarts_reset(ag);
     set_state(ag, TG_AGENT_DOWN);
     bool start = ag->r.acfg->start == TG_START_EAGER || ag->r.aq.count > 0;
@@ -934,7 +955,7 @@ static void os_tick(void *arg, uint64_t now)
     for (size_t i = 0; i < g->nagents; i++) {
         os_agent_t *ag = g->agents[i];
         if (ag->reg_restarts >= 0)
-            reg_set(g, ag->reg_restarts, tg_restarts_recent(&ag->restarts, ag->r.acfg, now));
+            reg_set(g, ag->reg_restarts, tg_restarts_recent(&ag->rst.rs, ag->r.acfg, now));
     }
 }
 
@@ -993,11 +1014,11 @@ tg_osgw_t *tg_osgw_new(tg_gw_t *gw, tg_err_t *err)
     for (size_t i = 0; i < g->nagents; i++) {
         os_agent_t *ag = g->agents[i];
         uv_timer_init(gw->loop, &ag->hb_timer);
-        uv_timer_init(gw->loop, &ag->restart_timer);
+        tg_restarter_init(&ag->rst, gw->loop, &restart_ops, ag);
         uv_timer_init(gw->loop, &ag->phase_timer);
         uv_timer_init(gw->loop, &ag->r.fleet_timer);
         ag->r.fleet_timer_ready = true;
-        ag->hb_timer.data = ag->restart_timer.data = ag->phase_timer.data = ag;
+        ag->hb_timer.data = ag->phase_timer.data = ag;
         ag->r.fleet_timer.data = ag;
         g->open_timers += 4;
     }
@@ -1017,9 +1038,7 @@ void tg_osgw_start(tg_osgw_t *g)
         os_agent_t *ag = g->agents[i];
         if (ag->r.acfg->start != TG_START_EAGER)
             continue;
-        int rc = osg_agent_spawn(ag);
-        if (rc < 0)
-            after_exit(ag, true, tg_ainst_spawn_status(rc), false);
+        (void)tg_restarter_start(&ag->rst);
     }
     osg_g_flush(g);
 }

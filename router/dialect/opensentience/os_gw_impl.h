@@ -114,9 +114,8 @@ struct os_agent {
     uint32_t starts;          /* instances started, for session ids */
     bool last_failed;         /* the last instance failed: an on-demand start counts as a restart */
     uv_timer_t hb_timer;      /* hello deadline, then the heartbeat watch */
-    uv_timer_t restart_timer; /* backoff */
     uv_timer_t phase_timer;   /* shutdown steps */
-    tg_restarts_t restarts; /* its instance's restarts (agent/restart.h) */
+    tg_restarter_t rst;       /* its instance's restarts and backoff (agent/restart.h) */
     /* Its pool (agent/pool.h), binding shared: one place, the agent
      * itself, counted while an instance runs, drained and renewed by a
      * reload that needs a new instance. */
