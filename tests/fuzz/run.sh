@@ -11,6 +11,11 @@
 #   fuzz_h1req   a sixteenth (from fuzz_frames' share)  the HTTP/1.1
 #                       request reader: bounds, consumed <= fed, split
 #                       independence, on a copy of corpus_http/;
+#   fuzz_expose  a sixteenth (from fuzz_audit's share)  exposed names,
+#                       cursors and the name and URI tables of issue 22:
+#                       bounds, a reference for names and template
+#                       matches, decode(encode(x)) == x, on a copy of
+#                       corpus_expose/;
 #   fuzz_audit   the rest   the audit encoder.
 # Each target gets at least one second. Runs use scratch copies of the
 # checked-in corpora, so new inputs found here never land in the tree.
@@ -30,11 +35,13 @@ t_h1req=$(at_least_1 $((secs / 16)))
 t_frames=$(at_least_1 $((secs / 2 - secs / 8 - secs / 16)))
 t_caller=$(at_least_1 $((secs / 8)))
 t_lenpfx=$(at_least_1 $((secs / 4)))
-t_audit=$(at_least_1 $((secs - secs / 2 - secs / 4)))
+t_expose=$(at_least_1 $((secs / 16)))
+t_audit=$(at_least_1 $((secs - secs / 2 - secs / 4 - secs / 16)))
 
 CC=${CC:-clang} cmake -S "$root" -B "$build" -DTG_FUZZ=ON -DTG_TESTS=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$jobs" --target fuzz_frames fuzz_caller fuzz_lenpfx fuzz_audit fuzz_h1req
+cmake --build "$build" -j"$jobs" --target fuzz_frames fuzz_caller fuzz_lenpfx fuzz_audit fuzz_h1req \
+    fuzz_expose
 
 art="$build/fuzz/artifacts"
 mkdir -p "$art"
@@ -60,3 +67,4 @@ run fuzz_caller "$t_caller" "$here/corpus"
 run fuzz_lenpfx "$t_lenpfx" "$here/corpus_os"
 run fuzz_audit "$t_audit"
 run fuzz_h1req "$t_h1req" "$here/corpus_http"
+run fuzz_expose "$t_expose" "$here/corpus_expose"
