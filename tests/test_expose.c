@@ -51,7 +51,7 @@ Test(expose, prefix_separator_and_no_prefix)
 Test(expose, prefixes_with_the_separator_or_bad_bytes_are_refused_with_a_reason)
 {
     char msg[256];
-    strcpy(msg, "untouched");
+    snprintf(msg, sizeof msg, "untouched");
     cr_assert_eq(tg_expose_prefix_check("fs", 2, msg, sizeof msg), 0);
     cr_assert_eq(tg_expose_prefix_check("", 0, msg, sizeof msg), 0, "\"\": no prefix");
     cr_assert_eq(tg_expose_prefix_check("_fs.a-b_c", 9, msg, sizeof msg), 0);

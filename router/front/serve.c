@@ -98,10 +98,16 @@ struct serve_run {
     uv_idle_t accept_idle;
 };
 
+/* The dialects this run opens an engine for: tg_dialects[], within eng[]. */
+static size_t ndialects(void)
+{
+    return tg_ndialects < DIALECTS_MAX ? tg_ndialects : DIALECTS_MAX;
+}
+
 /* The engine of dialect <d> and its ops (NULL: none such). */
 static const tg_dialect_ops_t *eng_of(const serve_run_t *r, tg_dialect_t d, void **eng)
 {
-    for (size_t i = 0; i < tg_ndialects && i < DIALECTS_MAX; i++)
+    for (size_t i = 0; i < ndialects(); i++)
         if (tg_dialects[i]->dialect == d && r->eng[i] != NULL) {
             *eng = r->eng[i];
             return tg_dialects[i];
@@ -223,7 +229,7 @@ static void maybe_done(serve_run_t *r)
 {
     if (!r->stopping)
         return;
-    for (size_t i = 0; i < tg_ndialects && i < DIALECTS_MAX; i++)
+    for (size_t i = 0; i < ndialects(); i++)
         if (r->eng[i] != NULL && !tg_dialects[i]->idle(r->eng[i]))
             return;
     if (!uv_is_closing((uv_handle_t *)&r->f.sig_term)) {
@@ -270,7 +276,7 @@ static void on_signal(uv_signal_t *sig, int signum)
         }
         return;
     }
-    size_t ne = tg_ndialects < DIALECTS_MAX ? tg_ndialects : DIALECTS_MAX;
+    size_t ne = ndialects();
     if (r->stopping && signum == SIGINT) {
         for (size_t i = 0; i < ne; i++)
             if (r->eng[i] != NULL)
@@ -928,7 +934,7 @@ int tg_serve_run(tg_config_t *cfg)
         r->agent_gen[i] = &gen0, gen0.refs++;
     /* Each dialect's engine, for the agents that speak it. */
     tg_dialect_env_t env = {.on_done = eng_done, .arg = r};
-    size_t ne = tg_ndialects < DIALECTS_MAX ? tg_ndialects : DIALECTS_MAX;
+    size_t ne = ndialects();
     for (size_t i = 0; rc == 0 && i < ne; i++)
         if ((r->eng[i] = tg_dialects[i]->open(&r->gw, &env, &err)) == NULL)
             rc = tg_log_failed(&err, 1);
