@@ -18,11 +18,29 @@ TG_KCHECK(tg__cfg_check_agent_id)
 {
     char q[QUOTED_MAX];
 
-    if (tg__cfg_agent_id_ok(s))
+    tg__cfg_quote(q, sizeof q, s, len);
+    if (!tg__cfg_agent_id_ok(s))
+        return tg__cfg_why(-1, msg, cap, "%s is not an agent id (expected 1 to %d of %s)", q,
+                           TG_NAME_MAX, tg__cfg_name_chars_agent);
+    /* "__" separates prefix and name in an aggregate's exposed names: an
+     * id holding it could be a prefix that does not end at the first. */
+    if (strstr(s, "__"))
+        return tg__cfg_why(-1, msg, cap,
+                           "%s holds \"__\", the separator of exposed tool names (expected an id "
+                           "without it: write one '_' or '-' there)",
+                           q);
+    return 0;
+}
+
+/* agents[].tool_prefix: tg_cfg_prefix_check's rule, "" allowed. */
+TG_KCHECK(tg__cfg_check_tool_prefix)
+{
+    char q[QUOTED_MAX], why[256];
+
+    if (tg_cfg_prefix_check(s, len, why, sizeof why) == 0)
         return 0;
     tg__cfg_quote(q, sizeof q, s, len);
-    return tg__cfg_why(-1, msg, cap, "%s is not an agent id (expected 1 to %d of %s)", q,
-                       TG_NAME_MAX, tg__cfg_name_chars_agent);
+    return tg__cfg_why(-1, msg, cap, "%s is not a tool prefix: it %s", q, why);
 }
 
 TG_KCHECK(tg__cfg_check_abs_path)

@@ -204,6 +204,11 @@ TG_KCHECK(tg__cfg_check_instance);
 TG_KCHECK(tg__cfg_check_unix_path);
 TG_KCHECK(tg__cfg_check_caller_name);
 TG_KLOAD(tg__cfg_load_listen);
+TG_KLOAD(tg__cfg_load_listen_agents);
+TG_KLOAD(tg__cfg_load_policy);
+TG_KLOAD(tg__cfg_load_policy_rules);
+TG_KLOAD(tg__cfg_load_policy_list);
+TG_KLOAD(tg__cfg_load_policy_claims);
 TG_KCHECK(tg__cfg_check_http_addr);
 TG_KCHECK(tg__cfg_check_http_path);
 TG_KLOAD(tg__cfg_load_tls);
@@ -222,6 +227,7 @@ TG_KVALID(tg__cfg_validate_router);
 
 /* cfg_agent.c: agents[] and a manifest's limits */
 TG_KCHECK(tg__cfg_check_agent_id);
+TG_KCHECK(tg__cfg_check_tool_prefix);
 TG_KCHECK(tg__cfg_check_abs_path);
 TG_KLOAD(tg__cfg_load_agents);
 TG_KLOAD(tg__cfg_load_command);

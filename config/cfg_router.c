@@ -213,6 +213,54 @@ TG_KLOAD(tg__cfg_load_origins)
     return 0;
 }
 
+/* router.listen[].agents: 1..TG_CFG_AGENTS_MAX distinct agent ids.
+ * Whether each is a configured mcp agent fit to prefix is validation's
+ * (agents[] may come later in the file). */
+TG_KLOAD(tg__cfg_load_listen_agents)
+{
+    tg_listen_cfg_t *l = c->item;
+    size_t n;
+    char **out;
+
+    (void)k;
+    if (!json_is_array(v))
+        return tg__cfg_type_err(c, v, "an array of agent ids such as [\"fs\", \"search\"]");
+    n = json_array_size(v);
+    if (n == 0 || n > TG_CFG_AGENTS_MAX)
+        return tg__cfg_at_err(c, false,
+                              "%zu agent ids (expected 1 to %d; for one agent without a "
+                              "prefix, write \"agent\")",
+                              n, TG_CFG_AGENTS_MAX);
+    if (!(out = calloc(n, sizeof *out)))
+        return tg__cfg_at_err(c, false, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        int pushed = tg__cfg_push_idx(c, i), rc = 0;
+        const char *id = tg__cfg_get_str(c, json_array_get(v, i), true);
+        if (!id)
+            rc = -1;
+        for (size_t j = 0; rc == 0 && j < i; j++)
+            if (strcmp(out[j], id) == 0)
+                rc = tg__cfg_at_err(c, false,
+                                    "agent \"%.*s\" is also agents[%zu] (expected each id once)",
+                                    TG_NAME_MAX, id, j);
+        if (rc == 0 && !(out[i] = strdup(id)))
+            rc = tg__cfg_at_err(c, false, "out of memory");
+        tg__cfg_pop(c, pushed);
+        if (rc < 0) {
+            for (size_t j = 0; j < i; j++)
+                free(out[j]);
+            free(out);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < l->nagents; i++)
+        free(l->agents[i]);
+    free(l->agents);
+    l->agents = out;
+    l->nagents = n;
+    return 0;
+}
+
 static int listen_http_one(tg_cfg_ctx_t *c, tg_listen_cfg_t *l)
 {
     struct sockaddr_storage ss;
@@ -224,8 +272,10 @@ static int listen_http_one(tg_cfg_ctx_t *c, tg_listen_cfg_t *l)
     if (l->dialect != TG_DIALECT_MCP)
         return tg__cfg_at_err(c, false,
                               "an http listener speaks MCP (Streamable HTTP): remove \"dialect\"");
-    if (!l->agent)
-        return tg__cfg_at_err(c, false, "an http listener needs \"agent\" (agent id)");
+    if (!l->agent && !l->agents)
+        return tg__cfg_at_err(c, false,
+                              "an http listener needs \"agent\" (agent id) or \"agents\" (a "
+                              "list of agent ids)");
     if (!l->http_path && !(l->http_path = strdup(TG_HTTP_DEF_PATH)))
         return tg__cfg_at_err(c, false, "out of memory");
     if (tg_addr_parse(l->http_addr, "address", &ss, &e) == 0 && !tg_addr_loopback(&ss) &&
@@ -248,6 +298,14 @@ static int listen_one(tg_cfg_ctx_t *c, json_t *v, size_t i)
     c->item = l;
     if (tg__cfg_want_object(c, v) < 0 || tg__cfg_walk(c, v, "router.listen[]") < 0)
         return -1;
+    if (l->agent && l->agents)
+        return tg__cfg_at_err(c, false,
+                              "a listener serves one \"agent\" or a list of \"agents\", not "
+                              "both (keep \"agents\" and put the single id in it)");
+    if (l->dialect == TG_DIALECT_OPENSENTIENCE && l->agents)
+        return tg__cfg_at_err(c, false,
+                              "an opensentience listener routes calls by tool_id to "
+                              "every opensentience agent (remove \"agents\")");
     if (l->http_addr)
         return listen_http_one(c, l);
     if (l->http_path || l->tls_cert || l->tls_off || l->allowed_origins || l->max_header_bytes ||
@@ -260,10 +318,10 @@ static int listen_one(tg_cfg_ctx_t *c, json_t *v, size_t i)
         return tg__cfg_at_err(c, false,
                               "an opensentience listener routes calls by tool_id to "
                               "every opensentience agent (remove \"agent\")");
-    if (!l->unix_path || (!l->agent && l->dialect == TG_DIALECT_MCP))
+    if (!l->unix_path || (!l->agent && !l->agents && l->dialect == TG_DIALECT_MCP))
         return tg__cfg_at_err(c, false,
                               "a listener needs \"unix\" (socket path) or \"http\" (HOST:PORT), "
-                              "and \"agent\" (agent id)");
+                              "and \"agent\" (agent id) or \"agents\" (a list of agent ids)");
     return 0;
 }
 
@@ -590,37 +648,72 @@ TG_KLOAD(tg__cfg_load_callers)
 
 /* ---- validation ---- */
 
-/* router.listen[i] against agents[]: an mcp listener names an mcp agent,
+/* The mcp agent with id <id>, or NULL. */
+static const tg_agent_cfg_t *agent_by_id(const tg_config_t *cfg, const char *id)
+{
+    for (size_t j = 0; id && j < cfg->nagents; j++)
+        if (strcmp(cfg->agents[j].id, id) == 0)
+            return &cfg->agents[j];
+    return NULL;
+}
+
+/* <id>, named by listener <i> at <what> ("agent", "agents[2]"), is a
+ * configured mcp agent; one in an "agents" list (<listed>) must also be
+ * fit to prefix its tools when it has no tool_prefix. */
+static int check_listen_agent(const tg_config_t *cfg, size_t i, const char *what, const char *id,
+                              bool listed, const char *f, const char *sep, tg_err_t *err)
+{
+    const tg_agent_cfg_t *a = agent_by_id(cfg, id);
+    char ids[LIST_MAX] = "", why[256];
+
+    if (!a) {
+        for (size_t j = 0; j < cfg->nagents; j++)
+            if (cfg->agents[j].dialect == TG_DIALECT_MCP)
+                tg__cfg_list_add(ids, sizeof ids, cfg->agents[j].id);
+        return tg_err_set(err, -1,
+                          "%s%srouter.listen[%zu].%s: no agent \"%s\" in agents[] (expected one "
+                          "of the configured agent ids: %s)",
+                          f, sep, i, what, id ? id : "", ids[0] ? ids : "none is mcp");
+    }
+    if (a->dialect == TG_DIALECT_OPENSENTIENCE)
+        return tg_err_set(err, -1,
+                          "%s%srouter.listen[%zu].%s: agent \"%s\" speaks opensentience "
+                          "(serve it on a listener with \"dialect\": \"opensentience\", which "
+                          "routes by tool_id)",
+                          f, sep, i, what, a->id);
+    if (listed && !a->tool_prefix && tg_cfg_prefix_check(a->id, strlen(a->id), why, sizeof why) < 0)
+        return tg_err_set(err, -1,
+                          "%s%srouter.listen[%zu].%s: agent id \"%s\" would prefix its tools and "
+                          "%s (set \"tool_prefix\" on agents[%zu])",
+                          f, sep, i, what, a->id, why, (size_t)(a - cfg->agents));
+    return 0;
+}
+
+/* router.listen[i] against agents[]: an mcp listener names mcp agents,
  * an opensentience one needs an opensentience agent, paths differ. */
 static int check_listener(const tg_config_t *cfg, size_t i, const char *f, const char *sep,
                           tg_err_t *err)
 {
     const tg_listen_cfg_t *l = &cfg->listen[i];
-    const tg_agent_cfg_t *la = NULL;
     bool any_os = false;
+    char what[32];
 
-    for (size_t j = 0; j < cfg->nagents; j++) {
+    for (size_t j = 0; j < cfg->nagents; j++)
         any_os = any_os || cfg->agents[j].dialect == TG_DIALECT_OPENSENTIENCE;
-        if (l->agent && strcmp(cfg->agents[j].id, l->agent) == 0)
-            la = &cfg->agents[j];
-    }
     if (l->dialect == TG_DIALECT_OPENSENTIENCE && !any_os)
         return tg_err_set(err, -1,
                           "%s%srouter.listen[%zu].dialect: no agent in agents[] speaks "
                           "opensentience (expected at least one with \"dialect\": "
                           "\"opensentience\")",
                           f, sep, i);
-    if (l->dialect == TG_DIALECT_MCP && !la)
-        return tg_err_set(err, -1,
-                          "%s%srouter.listen[%zu].agent: no agent \"%s\" in agents[] (expected "
-                          "one of the configured agent ids)",
-                          f, sep, i, l->agent ? l->agent : "");
-    if (la && la->dialect == TG_DIALECT_OPENSENTIENCE)
-        return tg_err_set(err, -1,
-                          "%s%srouter.listen[%zu].agent: agent \"%s\" speaks opensentience "
-                          "(serve it on a listener with \"dialect\": \"opensentience\", which "
-                          "routes by tool_id)",
-                          f, sep, i, la->id);
+    if (l->dialect == TG_DIALECT_MCP && !l->agents &&
+        check_listen_agent(cfg, i, "agent", l->agent, false, f, sep, err) < 0)
+        return -1;
+    for (size_t j = 0; j < l->nagents; j++) {
+        snprintf(what, sizeof what, "agents[%zu]", j);
+        if (check_listen_agent(cfg, i, what, l->agents[j], true, f, sep, err) < 0)
+            return -1;
+    }
     for (size_t j = 0; j < i; j++) {
         const tg_listen_cfg_t *o = &cfg->listen[j];
         bool same_unix = l->unix_path && o->unix_path && strcmp(o->unix_path, l->unix_path) == 0;

@@ -108,6 +108,9 @@ typedef enum tg_src {
 #define TG_CFG_TOOLS_MAX 4096    /* fixed internal bound: tool entries per agent */
 #define TG_CFG_ARGV_MAX 4096     /* fixed internal bound: command words per agent */
 #define TG_CFG_SINKS_MAX 8       /* fixed internal bound: audit sinks in one config */
+#define TG_CFG_PREFIX_MAX 32     /* fixed internal bound: bytes of a tool prefix */
+#define TG_CFG_EXPOSED_NAME_MAX 64 /* fixed internal bound: bytes of an exposed name (LLM APIs) */
+#define TG_CFG_POLICY_RULES_MAX 256 /* fixed internal bound: policy.rules entries */
 #define TG_MANIFEST_FILE_MAX (1024u * 1024) /* fixed internal bound: bytes of an opensentience.agent.json */
 
 /* Execution limits for one scope (agent or tool). A field whose
@@ -265,6 +268,10 @@ typedef struct tg_agent_cfg {
     /* agents[].manifest: what the manifest asked for and what the
      * operator set before the merge; NULL without a manifest. Owned. */
     struct tg_manifest *manifest;
+    /* agents[].tool_prefix: what the agent's tools, prompts are prefixed
+     * with ("<prefix>__<name>") on a listener with "agents"; "" for none;
+     * NULL: the agent id. Checked by tg_cfg_prefix_check. Owned. */
+    char *tool_prefix;
 } tg_agent_cfg_t;
 
 typedef enum tg_audit_sink_kind {
@@ -398,7 +405,12 @@ typedef struct tg_listen_cfg {
     uint32_t max_header_bytes, max_requests, max_sessions, sessions_per_caller;
     uint64_t header_timeout_ms, keepalive_timeout_ms, session_idle_ms;
     char *agent;   /* mcp: agent id, checked against agents[] by tg_config_validate;
-                    * NULL for opensentience */
+                    * NULL for opensentience and when <agents> is given */
+    /* mcp: router.listen[].agents, the <nagents> (1..TG_CFG_AGENTS_MAX,
+     * distinct) ids of the agents one endpoint fronts together, in config
+     * order, their tools prefixed; NULL (0) when <agent> is given. Owned. */
+    char **agents;
+    size_t nagents;
     uint32_t mode; /* socket file mode, default 0660 */
     tg_dialect_t dialect;
     tg_on_oversize_t on_oversize; /* opensentience: a caller's over-cap frame */
@@ -481,6 +493,11 @@ typedef struct tg_config {
     uint64_t reload_drain_timeout_ms; /* router.reload_drain_timeout: sessions of an agent a
                                        * reload replaced run on this long (default 5m; 0: none) */
     tg_store_cfg_t store;
+    /* The top-level "policy" object as the file gave it (a new reference,
+     * its shape checked by the loader, json_decref'd by tg_config_free),
+     * or NULL when absent. The router builds its tg_policy_t from it
+     * (router/auth/policy.h, tg_policy_from_json). */
+    struct json_t *policy;
 } tg_config_t;
 
 /* A config with DESIGN.md's defaults and one agent (id "agent", no
@@ -557,6 +574,15 @@ int tg_config_path_for(const tg_agent_cfg_t *a, const char *tool, const char *ke
 /* True when [<s>, <s>+<len>) is a valid tool name: 1..TG_NAME_MAX bytes of
  * [A-Za-z0-9._:@/-] (the same check as caller strings in audit events). */
 bool tg_config_tool_name_ok(const char *s, size_t len);
+
+/* Whether <p> (<len> bytes) may prefix exposed names (an agents[].tool_prefix,
+ * or the id of an agent a listener's "agents" fronts without one): at most
+ * TG_CFG_PREFIX_MAX bytes of [A-Za-z0-9_.-], no "__" (the separator, so the
+ * first "__" of an exposed name ends its prefix), not ending in '_'. ""
+ * is accepted (no prefix). 0, or -EINVAL with what is wrong (not repeating
+ * <p>) in <msg> (<cap> bytes, NUL-terminated; untouched on success, may be
+ * NULL). Pure. */
+int tg_cfg_prefix_check(const char *p, size_t len, char *msg, size_t cap);
 
 /* Readable name of a source: "default", "file", "--limit", "manifest",
  * "operator cap", "default cap". */

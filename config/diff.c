@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "config/keys.h"
@@ -264,6 +265,31 @@ static bool same_origins(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_c
     return list_diff(x->allowed_origins, y->allowed_origins) == NULL;
 }
 
+/* router.listen[].agents: the same ids in the same order (the order is
+ * the order of precedence when two agents expose one name). */
+static bool same_listen_agents(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
+{
+    const tg_listen_cfg_t *x = a->item, *y = b->item;
+
+    (void)k;
+    if (x->nagents != y->nagents)
+        return false;
+    for (size_t i = 0; i < x->nagents; i++)
+        if (strcmp(x->agents[i], y->agents[i]) != 0)
+            return false;
+    return true;
+}
+
+/* policy: the object as a whole (its rows are its shape, not fields);
+ * json_equal compares objects whatever the order of their keys. */
+static bool same_policy(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
+{
+    const json_t *x = a->cfg->policy, *y = b->cfg->policy;
+
+    (void)k;
+    return x == y || (x != NULL && y != NULL && json_equal(x, y));
+}
+
 static bool same_sink_kind(const tg_cfg_key_t *k, const tg_cfg_at_t *a, const tg_cfg_at_t *b)
 {
     const tg_audit_sink_cfg_t *x = a->item, *y = b->item;
@@ -348,6 +374,7 @@ static const struct {
     {"router.listen", NULL, cmp_array},
     {"router.listen[].mode", same_mode, NULL},
     {"router.listen[].tls", same_tls, NULL},
+    {"router.listen[].agents", same_listen_agents, NULL},
     {"router.listen[].allowed_origins", same_origins, NULL},
     {"audit.sinks", NULL, cmp_array},
     {"audit.sinks[].kind", same_sink_kind, NULL},
@@ -361,6 +388,7 @@ static const struct {
     {"callers", NULL, cmp_array},
     {"callers[].tokens", same_tokens, NULL},
     {"callers[].jwt", same_jwt, NULL},
+    {"policy", same_policy, NULL},
 };
 
 /* Compare row <k>'s own value (not its members). */

@@ -100,6 +100,11 @@ const tg_cfg_key_t tg_cfg_keys[] = {
     {"callers", KT(ARRAY), R, RESTART, 0, 0, 0, "", .load = tg__cfg_load_callers,
      .help = "Who a serve caller is (by its uid or gid, or over HTTP by a bearer token or a "
              "JWT) and the limits on top of agent and tool limits that apply to it."},
+    {"policy", KT(OBJECT), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_policy,
+     .help = "Who may call what: ordered rules, the first that matches decides, else the "
+             "default. One decision filters tools/list, prompts/list and resources/list and "
+             "refuses tools/call, prompts/get and resources/read (tool_not_allowed), so a denied "
+             "tool is never listed. A reload applies a changed policy to live sessions."},
 
     /* ---- router (cfg_router.c) ---- */
     {"router.instance", KT(STRING), R, RESTART, TG_KF_EMPTY_OK, 0, 0, "",
@@ -119,7 +124,14 @@ const tg_cfg_key_t tg_cfg_keys[] = {
      .help = "The socket's absolute path (at most 107 bytes)."},
     {"router.listen[].agent", KT(STRING), R, RESTART, 0, 0, 0, "",
      IN_ITEM(tg_listen_cfg_t, agent),
-     .help = "mcp: the id of the agent this socket serves (one instance per connection)."},
+     .help = "mcp: the id of the agent this socket serves (one instance per connection); or "
+             "give agents instead."},
+    {"router.listen[].agents", KT(LIST), R, RESTART, 0, 0, 0, "",
+     .load = tg__cfg_load_listen_agents,
+     .help = "mcp, instead of agent: the ids of the agents this endpoint fronts together (1 to "
+             "1024, each once, each an mcp agent of agents[]). Their tools and prompts are "
+             "exposed as PREFIX__NAME, PREFIX being the agent's tool_prefix or else its id, even "
+             "for a list of one, so adding an agent renames nothing."},
     {"router.listen[].mode", KT(STRING), R, LIVE, 0, 0, 0777, "0660",
      IN_ITEM(tg_listen_cfg_t, mode), .load = tg__cfg_load_mode,
      .help = "The socket file's mode, in octal."},
@@ -296,6 +308,11 @@ const tg_cfg_key_t tg_cfg_keys[] = {
      .check = tg__cfg_check_agent_id,
      .help = "The agent's name in config paths, denials and audit (required; wrap mode: the "
              "command's basename)."},
+    {"agents[].tool_prefix", KT(STRING), AG, RESTART, TG_KF_EMPTY_OK, 0, 0, "",
+     IN_AGENT(tool_prefix), .check = tg__cfg_check_tool_prefix,
+     .help = "On a listener with agents: what the agent's tool and prompt names are prefixed "
+             "with (PREFIX__NAME); \"\" exposes them unprefixed. At most 32 of A-Z a-z 0-9 . _ "
+             "-, no \"__\", not ending in _. Default: the agent id."},
     {"agents[].dialect", KT(ENUM), AG, RESTART, 0, 0, 0, "mcp",
      CHOICES("mcp", "opensentience"), .noun = "a dialect", IN_AGENT(dialect),
      .help = "What the agent speaks: MCP over stdio, or OpenSentience frames."},
@@ -536,6 +553,40 @@ const tg_cfg_key_t tg_cfg_keys[] = {
     {"callers[].jwt.leeway", KT(DURATION), R, LIVE, 0, 0, TG_JWT_LEEWAY_CEIL_MS, "30s",
      IN_ITEM(tg_caller_cfg_t, jwt.leeway_ms),
      .help = "Clock skew allowed when checking a token's exp, nbf and iat."},
+
+    /* ---- policy (cfg_policy.c): its shape; the router reads it ---- */
+    {"policy.default", KT(ENUM), R, LIVE, 0, 0, 0, "", CHOICES("allow", "deny"),
+     .noun = "an effect",
+     .help = "What a request no rule matches gets (required: there is no implicit default)."},
+    {"policy.rules", KT(ARRAY), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_policy_rules,
+     .help = "The rules in order (at most 256); the first whose matchers all match decides. A "
+             "matcher left out matches anything; one entry of a matcher matching is enough."},
+    {"policy.rules[].effect", KT(ENUM), R, LIVE, 0, 0, 0, "", CHOICES("allow", "deny"),
+     .noun = "an effect", .help = "What the rule decides when it matches (required)."},
+    {"policy.rules[].callers", KT(LIST), R, LIVE, 0, 0, 0, "",
+     .load = tg__cfg_load_policy_list,
+     .help = "Globs on the callers[] name of who asks; an anonymous caller matches none."},
+    {"policy.rules[].uids", KT(LIST), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_policy_list,
+     .help = "Numeric uids of a Unix peer (SO_PEERCRED); a caller that is not a Unix peer "
+             "matches none."},
+    {"policy.rules[].gids", KT(LIST), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_policy_list,
+     .help = "Numeric primary gids of a Unix peer, the same way."},
+    {"policy.rules[].tokens", KT(LIST), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_policy_list,
+     .help = "Globs on the name of the bearer token presented."},
+    {"policy.rules[].claims", KT(MAP), R, LIVE, 0, 0, 0, "",
+     .load = tg__cfg_load_policy_claims,
+     .help = "{\"claim\": [values]}: each claim named must hold one of its values in the "
+             "verified JWT; \"scope\" is read as a space-separated list and matches when the "
+             "token holds one of the scopes listed."},
+    {"policy.rules[].agents", KT(LIST), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_policy_list,
+     .help = "Globs on the agent id; a glob that matches no configured agent is an error in "
+             "check."},
+    {"policy.rules[].tools", KT(LIST), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_policy_list,
+     .help = "Globs (fnmatch) on the agent's own, unprefixed name: a tool's or prompt's name, a "
+             "resource's URI or template."},
+    {"policy.rules[].methods", KT(LIST), R, LIVE, 0, 0, 0, "", .load = tg__cfg_load_policy_list,
+     .help = "tools/call, prompts/get or resources/read; each decides its list method too "
+             "(tools/list, prompts/list, resources/list), so nothing is written twice."},
 };
 /* clang-format on */
 

@@ -45,6 +45,39 @@ bool tg__cfg_agent_id_ok(const char *s)
     return s && tg__cfg_name_ok(s, strlen(s), false);
 }
 
+/* The same byte set as tg__cfg_name_ok without the tool set: what LLM
+ * APIs accept in a tool name. Plain ASCII ranges: no locale. */
+static bool prefix_byte_ok(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '.' || ch == '-';
+}
+
+int tg_cfg_prefix_check(const char *p, size_t len, char *msg, size_t cap)
+{
+    if (len > TG_CFG_PREFIX_MAX)
+        return tg__cfg_why(-EINVAL, msg, cap,
+                           "is %zu bytes, over %d: a prefix takes its bytes from the %d of every "
+                           "exposed name (set a shorter \"tool_prefix\")",
+                           len, TG_CFG_PREFIX_MAX, TG_CFG_EXPOSED_NAME_MAX);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (!prefix_byte_ok(ch))
+            return tg__cfg_why(-EINVAL, msg, cap,
+                               "holds byte 0x%02x at offset %zu, outside [A-Za-z0-9_.-]", ch, i);
+        if (ch == '_' && i + 1 < len && p[i + 1] == '_')
+            return tg__cfg_why(-EINVAL, msg, cap,
+                               "holds \"__\" at offset %zu: the separator of exposed names, so "
+                               "the first \"__\" of a name would not end its prefix",
+                               i);
+    }
+    if (len > 0 && p[len - 1] == '_')
+        return tg__cfg_why(-EINVAL, msg, cap,
+                           "ends in '_': before the separator it makes \"___\", whose first "
+                           "\"__\" would end the prefix one byte early");
+    return 0;
+}
+
 const char *tg_src_name(tg_src_t s)
 {
     static const char *const names[] = {
@@ -275,6 +308,7 @@ void tg__cfg_agent_free(void *v)
     free(a->tools);
     tg_manifest_free(a->manifest);
     free(a->manifest);
+    free(a->tool_prefix);
     memset(a, 0, sizeof *a);
 }
 
@@ -300,6 +334,11 @@ void tg__cfg_listen_free(void *v)
     free(l->tls_cert);
     free(l->tls_key);
     tg__cfg_argv_free(l->allowed_origins);
+    for (size_t i = 0; i < l->nagents; i++)
+        free(l->agents[i]);
+    free(l->agents);
+    l->agents = NULL;
+    l->nagents = 0;
 }
 
 void tg__cfg_caller_free(void *v)
@@ -340,6 +379,7 @@ void tg_config_free(tg_config_t *cfg)
     tg__cfg_items_free(cfg->agents, cfg->nagents, sizeof *cfg->agents, tg__cfg_agent_free);
     tg__cfg_items_free(cfg->listen, cfg->nlisten, sizeof *cfg->listen, tg__cfg_listen_free);
     tg__cfg_items_free(cfg->callers, cfg->ncallers, sizeof *cfg->callers, tg__cfg_caller_free);
+    json_decref(cfg->policy);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -403,7 +443,9 @@ static int agent_clone(void *dv, const void *sv)
     d->tools = NULL;
     d->ntools = 0;
     d->manifest = NULL;
-    if (dup_str(&d->id, s->id) < 0 || dup_argv(&d->command, s->command) < 0 ||
+    d->tool_prefix = NULL;
+    if (dup_str(&d->id, s->id) < 0 || dup_str(&d->tool_prefix, s->tool_prefix) < 0 ||
+        dup_argv(&d->command, s->command) < 0 ||
         dup_argv(&d->env_pass, s->env_pass) < 0 || dup_argv(&d->env_set, s->env_set) < 0 ||
         dup_str(&d->cwd, s->cwd) < 0 || dup_str(&d->workspace, s->workspace) < 0)
         return -1;
@@ -442,6 +484,13 @@ static int listen_clone(void *dv, const void *sv)
 
     d->unix_path = d->agent = d->http_addr = d->http_path = d->tls_cert = d->tls_key = NULL;
     d->allowed_origins = NULL;
+    d->agents = NULL;
+    d->nagents = 0;
+    if (s->nagents && array_dup(&d->agents, s->agents, s->nagents, sizeof *s->agents) < 0)
+        return -1;
+    for (; d->nagents < s->nagents; d->nagents++)
+        if (dup_str(&d->agents[d->nagents], s->agents[d->nagents]) < 0)
+            return -1;
     if (dup_str(&d->unix_path, s->unix_path) < 0 || dup_str(&d->agent, s->agent) < 0 ||
         dup_str(&d->http_addr, s->http_addr) < 0 || dup_str(&d->http_path, s->http_path) < 0 ||
         dup_str(&d->tls_cert, s->tls_cert) < 0 || dup_str(&d->tls_key, s->tls_key) < 0)
@@ -498,7 +547,11 @@ int tg__cfg_clone(tg_config_t *dst, const tg_config_t *src)
     dst->naudit_sinks = dst->nagents = dst->nlisten = dst->ncallers = 0;
     dst->path = dst->instance = dst->audit_path = dst->admin_addr = NULL;
     dst->store.url = dst->store.prefix = NULL;
-    if (dup_str(&dst->path, src->path) < 0 || dup_str(&dst->instance, src->instance) < 0 ||
+    /* A copy, not a shared reference: a config is handed to other
+     * threads whole, and jansson's reference counts are no lock. */
+    dst->policy = NULL;
+    if ((src->policy && !(dst->policy = json_deep_copy(src->policy))) ||
+        dup_str(&dst->path, src->path) < 0 || dup_str(&dst->instance, src->instance) < 0 ||
         dup_str(&dst->audit_path, src->audit_path) < 0 ||
         dup_str(&dst->admin_addr, src->admin_addr) < 0 ||
         dup_str(&dst->store.url, src->store.url) < 0 ||

@@ -46,6 +46,8 @@ int tg__cfg_why(int rc, char *buf, size_t cap, const char *fmt, ...)
 {
     va_list ap;
 
+    if (buf == NULL || cap == 0)
+        return rc;
     va_start(ap, fmt);
     vsnprintf(buf, cap, fmt, ap);
     va_end(ap);

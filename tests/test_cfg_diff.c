@@ -36,7 +36,8 @@ static const char base_fmt[] =
     "    \"keepalive_timeout\": \"60s\", \"max_sessions\": 10, \"max_sessions_per_caller\": 5,"
     "    \"session_idle_timeout\": \"30m\"},"
     "   {\"unix\": \"/run/tg/os.sock\", \"dialect\": \"opensentience\","
-    "    \"on_oversize\": \"reject\"}],"
+    "    \"on_oversize\": \"reject\"},"
+    "   {\"unix\": \"/run/tg/m.sock\", \"agents\": [\"search\", \"web\"]}],"
     "  \"callers_only\": false, \"idle_timeout\": \"30s\", \"frame_timeout\": \"10s\","
     "  \"handshake_timeout\": \"10s\", \"reload_drain_timeout\": \"5m\","
     "  \"admin\": {\"listen\": \"127.0.0.1:9464\", \"max_header_bytes\": \"8Ki\","
@@ -74,7 +75,8 @@ static const char base_fmt[] =
     "   \"manifest\": \"" MANIFEST "\", \"start\": \"eager\","
     "   \"opensentience\": {\"heartbeat_interval\": \"6s\", \"heartbeat_timeout\": \"20s\","
     "    \"idempotency_window\": \"5m\", \"idempotency_max_bytes\": \"8Mi\","
-    "    \"on_oversize\": \"close\"}}],"
+    "    \"on_oversize\": \"close\"}},"
+    "  {\"id\": \"web\", \"command\": [\"/usr/bin/web\"], \"tool_prefix\": \"w\"}],"
     " \"store\": {\"kind\": \"redis\", \"url\": \"redis://:SECRET-PW-2@127.0.0.1:6379/0\","
     "  \"timeout\": \"50ms\", \"on_store_error\": \"local\", \"instances\": 2, \"prefix\": \"tg\","
     "  \"connect_timeout\": \"1s\", \"dead_after\": \"1s\", \"backoff\": \"100ms\","
@@ -89,7 +91,11 @@ static const char base_fmt[] =
     "    \"rate_scope\": \"local\", \"shared_mode\": \"exact\", \"concurrency_scope\": \"local\"},"
     "   \"tokens\": [\"" DIGEST_A "\"]},"
     "  {\"name\": \"svc\", \"jwt\": {\"issuer\": \"https://idp.example\", \"audience\": \"tg\","
-    "   \"jwks_file\": \"%s\", \"claim\": \"sub\", \"leeway\": \"30s\"}}]}";
+    "   \"jwks_file\": \"%s\", \"claim\": \"sub\", \"leeway\": \"30s\"}}],"
+    " \"policy\": {\"default\": \"allow\", \"rules\": ["
+    "  {\"effect\": \"deny\", \"callers\": [\"ci\"], \"uids\": [1001], \"gids\": [1001],"
+    "   \"tokens\": [\"t1\"], \"claims\": {\"scope\": [\"read\"]}, \"agents\": [\"search\"],"
+    "   \"tools\": [\"web*\"], \"methods\": [\"tools/call\"]}]}}";
 
 static json_t *base;      /* the base document, parsed */
 static tg_config_t old_c; /* the base, loaded */
@@ -352,9 +358,10 @@ Test(cfg_diff, arrays_are_compared_by_position)
     tg_config_free(&c);
     json_decref(doc);
 
-    cr_assert_eq(diff_with("agents[1]", NULL, &all, ag), TG_NEED_RESTART);
-    cr_assert_str_eq(all.key, "agents[1]");
-    cr_assert_eq(ag[1].need, TG_NEED_NONE, "no agents[1] to compare");
+    /* The last agent removed: named at its index; the others unchanged. */
+    cr_assert_eq(diff_with("agents[2]", NULL, &all, ag), TG_NEED_RESTART);
+    cr_assert_str_eq(all.key, "agents[2]");
+    cr_assert_eq(ag[1].need, TG_NEED_NONE, "agents[1] did not change");
     cr_assert_eq(diff_with("agents[1].dialect", "\"mcp\"", &all, ag), TG_NEED_RESTART);
     cr_assert_str_eq(all.key, "agents[1].dialect");
     cr_assert_eq(diff_with("router.listen[0]", NULL, &all, ag), TG_NEED_RESTART);
@@ -448,17 +455,19 @@ static const struct mutation {
     /* sections: through a member */
     {"router", "router.idle_timeout", "\"31s\"", NULL, TG_NEED_RESTART},
     {"audit", "audit.queue", "100", NULL, TG_NEED_RESTART},
-    {"agents", "agents[2]", "{\"id\": \"x\", \"command\": [\"/bin/x\"]}", NULL, OWN},
+    {"agents", "agents[3]", "{\"id\": \"x\", \"command\": [\"/bin/x\"]}", NULL, OWN},
     {"store", "store.prefix", "\"tg2\"", NULL, TG_NEED_RESTART},
     {"containment", "containment.workspace_backend", "\"scan\"", NULL, TG_NEED_RESTART},
     {"callers", "callers[2]", "{\"name\": \"new\", \"uid\": 5}", NULL, OWN},
     /* router */
     {"router.instance", NULL, "\"host-b\"", NULL, OWN},
     {"router.max_frame_bytes", NULL, "\"8Mi\"", NULL, OWN},
-    {"router.listen", "router.listen[3]", "{\"unix\": \"/run/tg/b.sock\", \"agent\": \"search\"}",
+    {"router.listen", "router.listen[4]", "{\"unix\": \"/run/tg/b.sock\", \"agent\": \"search\"}",
      NULL, OWN},
     {"router.listen[].unix", NULL, "\"/run/tg/z.sock\"", NULL, OWN},
     {"router.listen[].agent", NULL, "\"files\"", NULL, OWN},
+    /* issue 22: a reordered list is a change (the first agent keeps a contested name) */
+    {"router.listen[].agents", "router.listen[3].agents", "[\"web\", \"search\"]", NULL, OWN},
     {"router.listen[].mode", NULL, "\"0600\"", NULL, OWN},
     {"router.listen[].owner", NULL, "0", NULL, OWN},
     {"router.listen[].group", NULL, "0", NULL, OWN},
@@ -523,6 +532,7 @@ static const struct mutation {
     {"audit.sinks[].timeout", "audit.sinks[1].timeout", "\"2s\"", NULL, OWN},
     /* agents */
     {"agents[].id", NULL, "\"search2\"", NULL, OWN},
+    {"agents[].tool_prefix", NULL, "\"s\"", NULL, OWN},
     {"agents[].dialect", NULL, "\"opensentience\"", NULL, OWN},
     {"agents[].command", NULL, "[\"/usr/bin/search\", \"--y\"]", NULL, OWN},
     {"agents[].execution_limits", NULL, "{}", "agents[0].execution_limits.max_tool_call_duration",
@@ -640,6 +650,19 @@ static const struct mutation {
     {"callers[].jwt.jwks_file", "callers[1].jwt.jwks_file", "\"@JWKS2@\"", NULL, OWN},
     {"callers[].jwt.claim", "callers[1].jwt.claim", "\"email\"", NULL, OWN},
     {"callers[].jwt.leeway", "callers[1].jwt.leeway", "\"10s\"", NULL, OWN},
+    /* policy: compared whole (json_equal), named "policy", applied live */
+    {"policy", "policy", "{\"default\": \"deny\"}", "policy", TG_NEED_LIVE},
+    {"policy.default", NULL, "\"deny\"", "policy", OWN},
+    {"policy.rules", NULL, "[]", "policy", OWN},
+    {"policy.rules[].effect", NULL, "\"allow\"", "policy", OWN},
+    {"policy.rules[].callers", NULL, "[\"ci\", \"svc\"]", "policy", OWN},
+    {"policy.rules[].uids", NULL, "[1002]", "policy", OWN},
+    {"policy.rules[].gids", NULL, "[1002]", "policy", OWN},
+    {"policy.rules[].tokens", NULL, "[\"t2\"]", "policy", OWN},
+    {"policy.rules[].claims", NULL, "{\"scope\": [\"write\"]}", "policy", OWN},
+    {"policy.rules[].agents", NULL, "[\"web\"]", "policy", OWN},
+    {"policy.rules[].tools", NULL, "[\"*\"]", "policy", OWN},
+    {"policy.rules[].methods", NULL, "[\"prompts/get\"]", "policy", OWN},
 };
 
 /* Row path <row> at element 0 and tool "web", in <out>. */

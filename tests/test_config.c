@@ -531,7 +531,7 @@ Test(config, unknown_keys)
 {
     load_fails("{\"routr\":{}}",
                "t.json:1:2: unknown key \"routr\" (allowed: router, audit, agents, store, "
-               "containment, callers)");
+               "containment, callers, policy)");
     load_fails(
         "{\"router\":{\"max_frame\":\"4Mi\"}}",
         "t.json:1:12: router: unknown key \"max_frame\" (allowed: instance, max_frame_bytes, "
@@ -540,9 +540,9 @@ Test(config, unknown_keys)
     load_fails("{\"audit\":{\"file\":\"x\"}}",
                "t.json:1:11: audit: unknown key \"file\" (allowed: path, queue, sinks)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"limits\":{}}]}",
-               "t.json:1:22: agents[0]: unknown key \"limits\" (allowed: id, dialect, command, "
-               "execution_limits, tools, restart, stderr, env, resources, cwd, workspace, max_instances, "
-               "manifest, start, opensentience)");
+               "t.json:1:22: agents[0]: unknown key \"limits\" (allowed: id, tool_prefix, "
+               "dialect, command, execution_limits, tools, restart, stderr, env, resources, cwd, "
+               "workspace, max_instances, manifest, start, opensentience)");
     load_fails("{\"agents\":[{\"id\":\"a\",\"execution_limits\":{\"rate\":\"1/s\"}}]}",
                "t.json:1:42: agents[0].execution_limits: unknown key \"rate\" (allowed: "
                "max_tool_call_duration, max_concurrent_calls, max_queued_calls, rate_limit, burst, "
@@ -560,7 +560,7 @@ Test(config, unknown_keys)
     /* Odd key text is quoted with escapes, never echoed raw. */
     load_fails("{\"a\\nb\\\"\":1}",
                "t.json:1:2: unknown key \"a\\x0ab\\\"\" (allowed: router, audit, agents, store, "
-               "containment, callers)");
+               "containment, callers, policy)");
 }
 
 /* ---- wrong types ---- */
@@ -632,9 +632,9 @@ Test(config, failed_load_changes_nothing)
                  "%s", err.msg);
     load_fails("{\"router\":{\"instance\":\"after\",\"max_frame_bytes\":\"4Mi\"},"
                "\"audit\":{\"path\":\"/x\"},\"agents\":[{\"id\":\"new\",\"burst\":1}]}",
-               "t.json:1:100: agents[0]: unknown key \"burst\" (allowed: id, dialect, command, "
-               "execution_limits, tools, restart, stderr, env, resources, cwd, workspace, max_instances, "
-               "manifest, start, opensentience)");
+               "t.json:1:100: agents[0]: unknown key \"burst\" (allowed: id, tool_prefix, "
+               "dialect, command, execution_limits, tools, restart, stderr, env, resources, cwd, "
+               "workspace, max_instances, manifest, start, opensentience)");
     cr_expect_str_eq(cfg.instance, "before");
     cr_expect_eq(cfg.max_frame_src, TG_SRC_DEFAULT);
     cr_expect_null(cfg.audit_path);

@@ -2,7 +2,6 @@
 #include "router/codec/expose.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,9 @@
 
 /* A prefix must survive the cut whole, so the first "__" still ends it. */
 _Static_assert(TG_EXPOSE_PREFIX_MAX + TG_EXPOSE_SEP_LEN < NAME_CUT, "prefix longer than the cut");
+/* config/ checks prefixes against the same bounds. */
+_Static_assert(TG_EXPOSE_PREFIX_MAX == TG_CFG_PREFIX_MAX, "prefix bound differs from config's");
+_Static_assert(TG_EXPOSE_NAME_MAX == TG_CFG_EXPOSED_NAME_MAX, "name bound differs from config's");
 /* Agent indexes travel in 16 bits inside a cursor. */
 _Static_assert(TG_CFG_AGENTS_MAX <= 65536, "agent index does not fit a cursor");
 _Static_assert(TG_EXPOSE_CURSOR_INNER_MAX <= 65535, "inner length does not fit a cursor");
@@ -73,39 +75,11 @@ int tg_expose_name(const char *prefix, size_t plen, const char *name, size_t nle
     return 1;
 }
 
-__attribute__((format(printf, 3, 4))) static int why(char *msg, size_t cap, const char *fmt, ...)
-{
-    if (msg != NULL && cap > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, cap, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
+/* The rule lives in config/ (which may not include router/), so that
+ * load refuses a bad tool_prefix with the same words. */
 int tg_expose_prefix_check(const char *p, size_t len, char *msg, size_t cap)
 {
-    if (len > TG_EXPOSE_PREFIX_MAX)
-        return why(msg, cap,
-                   "is %zu bytes, over %d: a prefix takes its bytes from the %d of every exposed "
-                   "name (set a shorter \"tool_prefix\")",
-                   len, TG_EXPOSE_PREFIX_MAX, TG_EXPOSE_NAME_MAX);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (!name_byte_ok(c))
-            return why(msg, cap, "holds byte 0x%02x at offset %zu, outside [A-Za-z0-9_.-]", c, i);
-        if (c == '_' && i + 1 < len && p[i + 1] == '_')
-            return why(msg, cap,
-                       "holds \"__\" at offset %zu: the separator of exposed names, so the "
-                       "first \"__\" of a name would not end its prefix",
-                       i);
-    }
-    if (len > 0 && p[len - 1] == '_')
-        return why(msg, cap,
-                   "ends in '_': before the separator it makes \"___\", whose first \"__\" "
-                   "would end the prefix one byte early");
-    return 0;
+    return tg_cfg_prefix_check(p, len, msg, cap);
 }
 
 /* ---- the table under both ----------------------------------------------------- */
