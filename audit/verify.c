@@ -32,7 +32,7 @@ static const char *const known_events[] = {
     "agent.restarting", "call.completed",  "call.denied",         "call.timeout",
     "call.cancelled",   "call.late_result", "limit.warning",      "limit.recovered",
     "store.degraded",   "store.recovered", "audit.dropped",       "agent.invalid_frame",
-    "audit.reopened",
+    "audit.reopened",   "agent.name_collision",
 };
 
 typedef enum ftype {

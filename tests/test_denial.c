@@ -98,6 +98,7 @@ Test(denial, code_table)
         {TG_DENY_CALLER, "caller_not_allowed", -32066, false},
         {TG_DENY_STORE, "rate_store_unavailable", -32067, true},
         {TG_DENY_SHUTTING_DOWN, "shutting_down", -32068, true},
+        {TG_DENY_NOT_ALLOWED, "tool_not_allowed", -32069, false},
     };
     cr_assert_eq(sizeof t / sizeof t[0], TG_DENY__COUNT);
     for (size_t i = 0; i < TG_DENY__COUNT; i++) {

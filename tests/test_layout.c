@@ -265,7 +265,7 @@ static const struct room {
     {"gateway", {"codec", NULL}},
     {"agent", {"gateway", "codec", NULL}},
     {"call", {"agent", "gateway", "codec", NULL}},
-    {"dialect/mcp", {"call", "agent", "gateway", "codec", NULL}},
+    {"dialect/mcp", {"call", "agent", "gateway", "codec", "auth", NULL}},
     {"dialect/opensentience", {"call", "agent", "gateway", "codec", NULL}},
     {"dialect", {"dialect/mcp", "dialect/opensentience", "agent", "gateway", NULL}},
     {"admin", {"call", "gateway", "codec", "http", NULL}},

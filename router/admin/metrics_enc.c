@@ -223,6 +223,13 @@ static void prom_calls(prom_t *w, const tg_metrics_t *m)
         label(&s, "code", tg_deny_name((tg_deny_code_t)c));
         end_u64(&s, m->denials[c]);
     }
+    family(w, "toolgate_name_collisions_total", "counter",
+           "Tool or prompt names and resource URIs two agents behind one front exposed "
+           "(the agent first in config order keeps it; the other's is hidden).");
+    {
+        sample_t s = sample(w, "toolgate_name_collisions_total");
+        end_u64(&s, m->name_collisions);
+    }
     family(w, "toolgate_call_duration_seconds", "histogram",
            "Time from a call's arrival to its answer, for calls that reached the agent.");
     for (size_t i = 0; i < m->nagents; i++) {

@@ -16,6 +16,7 @@ typedef enum tg_deny_code {
     TG_DENY_CALLER,           /* caller_not_allowed         -32066 */
     TG_DENY_STORE,            /* rate_store_unavailable     -32067 */
     TG_DENY_SHUTTING_DOWN,    /* shutting_down              -32068 */
+    TG_DENY_NOT_ALLOWED,      /* tool_not_allowed           -32069 (a policy rule) */
     TG_DENY__COUNT
 } tg_deny_code_t;
 

@@ -38,6 +38,7 @@ static const struct {
     [TG_DENY_CALLER] = {"caller_not_allowed", "caller not allowed", -32066, false},
     [TG_DENY_STORE] = {"rate_store_unavailable", "rate store unavailable", -32067, true},
     [TG_DENY_SHUTTING_DOWN] = {"shutting_down", "shutting down", -32068, true},
+    [TG_DENY_NOT_ALLOWED] = {"tool_not_allowed", "tool not allowed", -32069, false},
 };
 
 static bool code_ok(tg_deny_code_t c)

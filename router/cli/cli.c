@@ -1,5 +1,6 @@
 /* toolgate wrap's argument parsing: see cli.h. */
 #include "router/cli/cli.h"
+#include "router/auth/policy.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -58,11 +59,16 @@ static char *id_from_command(const char *cmd)
     return id;
 }
 
+#define CLI_TOOL_GLOBS_MAX 64 /* fixed internal bound: --allow-tool (or --deny-tool) globs */
+
 /* The options of wrap and of serve --http, as given. */
 typedef struct cli_opts {
     const char *config, *name, *audit, *store, *admin;
     const char *limits[256];
     int nlimits;
+    /* wrap only: --allow-tool and --deny-tool globs */
+    const char *allow[CLI_TOOL_GLOBS_MAX], *deny[CLI_TOOL_GLOBS_MAX];
+    size_t nallow, ndeny;
     /* serve only */
     const char *http, *path, *tls_cert, *tls_key, *tls;
     const char *origins[TG_HTTP_ORIGINS_MAX];
@@ -70,7 +76,8 @@ typedef struct cli_opts {
     const char *first_serve_opt; /* the first of the above given, for messages */
 } cli_opts_t;
 
-#define CLI_WRAP_OPTS "--config, --audit, --store, --admin, --name, --limit"
+#define CLI_WRAP_OPTS                                                                              \
+    "--config, --audit, --store, --admin, --name, --limit, --allow-tool, --deny-tool"
 #define CLI_SERVE_OPTS                                                                             \
     "--config FILE alone, or --http, --path, --tls-cert, --tls-key, --tls, --allowed-origin, "     \
     "--audit, --store, --admin, "                                                                  \
@@ -102,6 +109,14 @@ static int cli_opt_set(cli_opts_t *o, const char *opt, const char *val, tg_err_t
         *slot = val;
         return 0;
     }
+    if (strcmp(opt, "--allow-tool") == 0 || strcmp(opt, "--deny-tool") == 0) {
+        bool allow = opt[2] == 'a';
+        size_t *n = allow ? &o->nallow : &o->ndeny;
+        if (*n >= CLI_TOOL_GLOBS_MAX)
+            return tg_err_set(err, -1, "%s: more than %d globs", opt, CLI_TOOL_GLOBS_MAX);
+        (allow ? o->allow : o->deny)[(*n)++] = val;
+        return 0;
+    }
     if (strcmp(opt, "--allowed-origin") == 0) {
         if (o->norigins >= TG_HTTP_ORIGINS_MAX)
             return tg_err_set(err, -1, "--allowed-origin: more than %d origins",
@@ -121,8 +136,9 @@ static int cli_opt_set(cli_opts_t *o, const char *opt, const char *val, tg_err_t
  * (argc when there is none), or -1 with <err>. */
 static int cli_opts_parse(int argc, char **argv, bool serve, cli_opts_t *o, tg_err_t *err)
 {
-    static const char *const wrap_opts[] = {"--config", "--audit", "--limit", "--store",
-                                            "--admin",  "--name",  NULL};
+    static const char *const wrap_opts[] = {"--config", "--audit",      "--limit",
+                                            "--store",  "--admin",      "--name",
+                                            "--allow-tool", "--deny-tool", NULL};
     static const char *const serve_opts[] = {
         "--http", "--path", "--tls-cert", "--tls-key", "--tls", "--allowed-origin", NULL};
     int i = 0;
@@ -277,8 +293,19 @@ int tg_cli_wrap(int argc, char **argv)
         tg_config_free(&cfg);
         return 2;
     }
+    /* --allow-tool and --deny-tool: checked now, built by the engine. */
+    static cli_opts_t o;
+    tg_policy_t *pol = NULL;
+    if (cli_opts_parse(argc, argv, false, &o, &err) < 0 ||
+        tg_policy_from_flags(&pol, o.allow, o.nallow, o.deny, o.ndeny, &err) < 0) {
+        tg_log_error("%s", err.msg);
+        tg_config_free(&cfg);
+        return 2;
+    }
+    tg_policy_free(pol);
+    tg_wrap_tools_t tools = {o.allow, o.deny, o.nallow, o.ndeny};
     wrap_args_t args = {argc, argv};
-    int rc = tg_wrap_run(&cfg, wrap_reload, &args);
+    int rc = tg_wrap_run_tools(&cfg, wrap_reload, &args, &tools);
     tg_config_free(&cfg);
     return rc;
 }

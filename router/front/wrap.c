@@ -164,10 +164,22 @@ static void on_done(void *arg, int status)
 
 int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx)
 {
+    return tg_wrap_run_tools(cfg, load, load_ctx, NULL);
+}
+
+int tg_wrap_run_tools(tg_config_t *cfg, tg_wrap_load_fn load, void *load_ctx,
+                      const tg_wrap_tools_t *tools)
+{
     wrap_run_t *r = tg_front_begin(sizeof(*r));
     if (r == NULL)
         return 1;
     r->gw.wrap_mode = true;
+    if (tools != NULL) {
+        r->gw.allow_tools = tools->allow;
+        r->gw.nallow_tools = tools->nallow;
+        r->gw.deny_tools = tools->deny;
+        r->gw.ndeny_tools = tools->ndeny;
+    }
     r->gw.data = r;
     r->cfg = cfg;
     r->load = load;

@@ -23,4 +23,15 @@ typedef int (*tg_wrap_load_fn)(void *ctx, tg_config_t *cfg, tg_err_t *err);
  * stdout may be anything a shell gives (relay.h). */
 int tg_wrap_run(tg_config_t *cfg, tg_wrap_load_fn load, void *ctx);
 
+/* wrap's --allow-tool and --deny-tool globs (borrowed for the run): the
+ * policy when the config has none (router/auth/policy.h). */
+typedef struct tg_wrap_tools {
+    const char *const *allow, *const *deny;
+    size_t nallow, ndeny;
+} tg_wrap_tools_t;
+
+/* tg_wrap_run with <tools> (NULL: none). */
+int tg_wrap_run_tools(tg_config_t *cfg, tg_wrap_load_fn load, void *ctx,
+                      const tg_wrap_tools_t *tools);
+
 #endif

@@ -93,6 +93,10 @@ typedef struct tg_gw {
      * whose end is the run's (no listener, no instances row, the agent
      * inherits toolgate's environment). */
     bool wrap_mode;
+    /* wrap's --allow-tool and --deny-tool globs (borrowed from argv), the
+     * policy when the config has none (router/auth/policy.h). */
+    const char *const *allow_tools, *const *deny_tools;
+    size_t nallow_tools, ndeny_tools;
     /* The live router keys sessions read (serve updates them on reload;
      * gw->cfg stays the first config). */
     uint64_t handshake_timeout_ms;    /* router.handshake_timeout */

@@ -132,6 +132,9 @@ typedef struct tg_metrics {
     uint64_t audit_queue_depth;
     uint64_t audit_queue_capacity;
     uint64_t audit_dropped;
+    /* Several agents behind one front (dialect/mcp/hub.c): names or URIs
+     * two agents exposed, the later one's hidden. */
+    uint64_t name_collisions;
     int64_t start_ms; /* wall clock at init */
 } tg_metrics_t;
 

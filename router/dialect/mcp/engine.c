@@ -225,9 +225,23 @@ static void eng_free(void *arg)
         return;
     for (size_t i = 0; e->agents != NULL && i < e->nagents; i++)
         tg_mcp_agent_free(e->agents[i]);
+    tg_policy_free(e->policy);
     free(e->agents);
     free(e->ls);
     free(e);
+}
+
+/* Who may call what (router/auth/policy.h): the config's "policy", else
+ * wrap's --allow-tool and --deny-tool globs, else none. */
+static int mcp_eng_policy(tg_mcp_eng_t *e, const tg_config_t *cfg, tg_err_t *err)
+{
+    if (cfg->policy != NULL)
+        return tg_policy_from_json(&e->policy, cfg->policy, err);
+    const tg_gw_t *gw = e->gw;
+    if (gw->nallow_tools + gw->ndeny_tools == 0)
+        return 0;
+    return tg_policy_from_flags(&e->policy, gw->allow_tools, gw->nallow_tools, gw->deny_tools,
+                                gw->ndeny_tools, err);
 }
 
 static void *eng_open(tg_gw_t *gw, const tg_dialect_env_t *env, tg_err_t *err)
@@ -240,14 +254,19 @@ static void *eng_open(tg_gw_t *gw, const tg_dialect_env_t *env, tg_err_t *err)
     }
     e->gw = gw;
     e->env = *env;
-    /* wrap serves agents[0] alone, with one instance. */
-    e->nagents = gw->wrap_mode ? (cfg->nagents > 0) : cfg->nagents;
+    /* wrap serves agents[0] alone, with one instance, or (a config of
+     * several agents) every MCP agent of it through one hub. */
+    e->nagents = gw->wrap_mode && cfg->nagents <= 1 ? (cfg->nagents > 0) : cfg->nagents;
     e->nls = gw->wrap_mode ? 0 : cfg->nlisten;
     e->agents = calloc(e->nagents ? e->nagents : 1, sizeof(*e->agents));
     e->ls = calloc(e->nls ? e->nls : 1, sizeof(*e->ls));
     if (e->agents == NULL || e->ls == NULL ||
         tg_gw_hook_add(gw, eng_tick, eng_reap, e) < 0) {
         tg_err_set(err, -ENOMEM, "agents: out of memory");
+        eng_free(e);
+        return NULL;
+    }
+    if (mcp_eng_policy(e, cfg, err) < 0) {
         eng_free(e);
         return NULL;
     }
@@ -316,8 +335,50 @@ static tg_mcp_agent_t *agent_named(const tg_mcp_eng_t *e, const char *id)
     return NULL;
 }
 
+/* The agents of a listener's hub, in its order, into <out>: its "agents"
+ * list, or its one "agent" when a policy must be applied (a hub of one,
+ * names kept verbatim); 0 when the listener needs no hub. */
+static size_t hub_agents(const tg_mcp_eng_t *e, const tg_listen_cfg_t *lc, tg_mcp_agent_t **out)
+{
+    if (lc->nagents == 0) {
+        out[0] = agent_named(e, lc->agent);
+        return e->policy != NULL && out[0] != NULL ? 1 : 0;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < lc->nagents && n < TG_CFG_AGENTS_MAX; i++)
+        if ((out[n] = agent_named(e, lc->agents[i])) != NULL)
+            n++;
+    return n;
+}
+
+/* wrap: one hub of every MCP agent of the config when it has several (or
+ * a policy to apply), else the classic session of agents[0]. */
+static int accept_stdio_hub(tg_mcp_eng_t *e, char *why, size_t cap)
+{
+    tg_mcp_agent_t *legs[TG_CFG_AGENTS_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < e->nagents && n < TG_CFG_AGENTS_MAX; i++)
+        if (e->agents[i] != NULL)
+            legs[n++] = e->agents[i];
+    tg_mcp_sess_t *s = n > 0 ? tg_mcp_sess_stdio(e->gw, legs[0]) : NULL;
+    mcp_hub_t *h = s != NULL ? mcp_hub_new(e, s, legs, n, NULL, e->nagents == 1) : NULL;
+    if (h == NULL) {
+        snprintf(why, cap, "cannot open the stdio session");
+        if (s != NULL) {
+            mcp_begin_shutdown(s, "out of memory");
+            mcp_finish(s);
+        }
+        return -EINVAL;
+    }
+    if (mcp_hub_start(h) < 0 && e->exit_code == 0)
+        e->exit_code = 127;
+    return 0;
+}
+
 static int accept_stdio(tg_mcp_eng_t *e, char *why, size_t cap)
 {
+    if (e->nagents > 1 || (e->nagents == 1 && e->policy != NULL))
+        return accept_stdio_hub(e, why, cap);
     tg_mcp_sess_t *s = e->nagents > 0 && e->agents[0] != NULL
                            ? tg_mcp_sess_stdio(e->gw, e->agents[0])
                            : NULL;
@@ -336,9 +397,9 @@ static int eng_accept(void *arg, uv_pipe_t *conn, const tg_peer_t *peer, char *w
     if (peer->front == TG_FRONT_STDIO)
         return accept_stdio(e, why, cap);
     const tg_listen_cfg_t *lc = peer->lc;
-    tg_mcp_agent_t *ag = agent_named(e, lc->agent);
+    tg_mcp_agent_t *ag = agent_named(e, lc->nagents > 0 ? lc->agents[0] : lc->agent);
     bool unix_conn = peer->front == TG_FRONT_UNIX;
-    const char *agent = ag != NULL ? tg_mcp_agent_id(ag) : lc->agent;
+    const char *agent = ag != NULL ? tg_mcp_agent_id(ag) : lc->nagents > 0 ? lc->agents[0] : lc->agent;
     char detail[160], path[64];
     if (e->stopping || ag == NULL) {
         snprintf(why, cap, "toolgate is shutting down");
@@ -367,6 +428,8 @@ static int eng_accept(void *arg, uv_pipe_t *conn, const tg_peer_t *peer, char *w
                (int64_t)maxc, path, detail);
         return 0;
     }
+    tg_mcp_agent_t *legs[TG_CFG_AGENTS_MAX];
+    size_t nlegs = hub_agents(e, lc, legs);
     tg_mcp_sess_t *s = tg_mcp_sess_conn(e->gw, ag, conn, peer->caller, peer->lim);
     if (s == NULL) {
         snprintf(why, cap, "cannot open a session (out of memory)");
@@ -380,7 +443,17 @@ static int eng_accept(void *arg, uv_pipe_t *conn, const tg_peer_t *peer, char *w
         s->listener = (int)peer->listener;
         tg_registry_update(&e->gw->reg, l->reg, ++l->nconn);
     }
-    (void)tg_mcp_sess_start(s);
+    if (nlegs == 0) {
+        (void)tg_mcp_sess_start(s);
+        return 0;
+    }
+    mcp_hub_t *h = mcp_hub_new(e, s, legs, nlegs, peer, lc->nagents == 0);
+    if (h == NULL) {
+        mcp_begin_shutdown(s, "out of memory");
+        mcp_finish(s);
+        return 0;
+    }
+    (void)mcp_hub_start(h);
     return 0;
 }
 

@@ -92,8 +92,8 @@ uint32_t mcp_busy_calls(const mcp_sess_t *w)
 
 static void to_caller(mcp_sess_t *w, const char *p, size_t len)
 {
-    if (!w->cout_dead)
-        (void)tg_out_copy(&w->cwr, p, len);
+    if (!mcp_cdead(w))
+        (void)tg_out_copy(w->cw, p, len);
 }
 
 void mcp_deny(mcp_sess_t *w, const char *id, size_t id_len, const tg_denial_t *d)
@@ -473,6 +473,17 @@ void mcp_caller_gone(mcp_sess_t *w)
             cancel_gone(w, c, "caller_gone");
         }
     }
+}
+
+bool mcp_sess_holds(const mcp_sess_t *w, const char *id, size_t len)
+{
+    for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
+        const mcp_call_t *c = mcp_call_at(w->ag, i);
+        if (c->w == w && (c->kind == K_CALL || c->kind == K_PASS) && c->caller_id_len == len &&
+            memcmp(c->caller_id, id, len) == 0 && c->cc.state != TG_CALL_ZOMBIE)
+            return true;
+    }
+    return false;
 }
 
 /* notifications/cancelled from the caller for one of its requests. */

@@ -81,6 +81,20 @@ static void on_caller_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t n
         caller_invalid(w, frame, slen);
         return;
     }
+    if (w->hub != NULL)
+        mcp_hub_frame(w->hub, b, frame, len, &env);
+    else
+        mcp_sess_dispatch(w, b, frame, len, &env);
+}
+
+void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
+                       const tg_mcp_env_t *envp)
+{
+    tg_mcp_env_t env = *envp;
+    size_t flen = len - 1;
+    size_t slen = flen;
+    if (slen > 0 && frame[slen - 1] == '\r')
+        slen--;
     if (w->awaiting_init && mcp_before_init(w, frame, &env))
         return; /* serve, no instance yet (session_life.c) */
     if (env.kind == TG_MCP_BATCH) {
@@ -149,6 +163,8 @@ static void on_caller_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t n
             return;
         }
         c->tools_list = tg_jstr_eq(frame, env.method, "tools/list");
+        c->hub_ask = w->hub_tag;
+        w->hub_tag = 0;
         if (task != NULL) {
             c->task_op = (uint8_t)op;
             c->task_of = task->cc.idx;
@@ -248,11 +264,11 @@ static int tool_listed(void *ctx, const char *name, size_t len)
 static void to_caller_spliced(mcp_sess_t *w, tg_block_t *b, const char *p, size_t len,
                               size_t id_off, size_t id_len, const char *cid, size_t cid_len)
 {
-    if (w->cout_dead)
+    if (mcp_cdead(w))
         return;
-    tg_out_slice(&w->cwr, b, p, id_off);
-    tg_out_copy(&w->cwr, cid, cid_len);
-    tg_out_slice(&w->cwr, b, p + id_off + id_len, len - id_off - id_len);
+    tg_out_slice(w->cw, b, p, id_off);
+    tg_out_copy(w->cw, cid, cid_len);
+    tg_out_slice(w->cw, b, p + id_off + id_len, len - id_off - id_len);
 }
 
 static void agent_running(mcp_sess_t *w)
@@ -314,6 +330,16 @@ static void on_agent_response(mcp_sess_t *w, tg_block_t *b, const char *frame, s
         tg_pipe_release(&c->cc);
         break;
     case K_PASS:
+        if (c->hub_ask != 0) {
+            /* Asked by its hub (initialize, a list): the hub answers. */
+            if (c->tools_list && env->has_result)
+                (void)tg_mcp_tools_listed(frame, len, tool_listed, &w->tools);
+            uint32_t ask = c->hub_ask - 1u;
+            mcp_call_free(c);
+            mcp_hub_answer(w, ask, frame, len, env);
+            mcp_check_drained(w);
+            break;
+        }
         /* The tools its instance listed: what the session sent passes as
          * it is, toolgate only reads the answer. */
         if (c->tools_list && env->has_result)
@@ -394,9 +420,12 @@ static void on_agent_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t nl
         w->batches_open--;
     }
     /* Requests and notifications from the agent go to the caller as they
-     * are. */
-    if (!w->cout_dead)
-        tg_out_slice(&w->cwr, b, frame, len);
+     * are (through a hub: an agent's request ids made unique, list
+     * changes merged). */
+    if (w->hub != NULL && env.kind != TG_MCP_BATCH && mcp_hub_from_agent(w, b, frame, len, &env))
+        ;
+    else if (!mcp_cdead(w))
+        tg_out_slice(w->cw, b, frame, len);
     if (env.kind == TG_MCP_NOTIFICATION &&
         env.method.len == sizeof("\"notifications/tools/list_changed\"") - 1 &&
         tg_jstr_eq(frame, env.method, "notifications/tools/list_changed"))
@@ -572,6 +601,7 @@ void mcp_caller_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 }
 
 static void backpressure(mcp_sess_t *w);
+static void agent_side_backpressure(mcp_sess_t *w, size_t high);
 
 /* A Unix caller began a frame and did not finish it within frame_timeout
  * of its first byte, however its bytes trickled in: it holds a buffer and
@@ -599,6 +629,8 @@ static void on_frame_timeout(uv_timer_t *t)
         uv_read_stop(w->cin);
     w->caller_eof = true;
     mcp_begin_shutdown(w, "caller left a frame unfinished");
+    if (w->hub != NULL)
+        mcp_hub_shutdown(w->hub, "caller left a frame unfinished", false);
     mcp_flush_all(w);
 }
 
@@ -688,18 +720,21 @@ void mcp_caller_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         if (n != UV_EOF) {
             tg_log_warn("reading the caller failed: %s", uv_strerror((int)n));
             if (w->conn != NULL)
-                w->cout_dead = true; /* the connection is gone both ways */
+                mcp_set_cdead(w); /* the connection is gone both ways */
         } else if (w->conn != NULL && tg_io_peer_gone(s)) {
-            w->cout_dead = true; /* closed, not half-closed: nobody reads the answers */
+            mcp_set_cdead(w); /* closed, not half-closed: nobody reads the answers */
         }
         /* A connection's caller that left (not one that only stopped
          * sending: it still reads its answers) has its calls cancelled
          * at the agent rather than left to run for nobody. wrap's stdin
          * is a pipe: its EOF is the end of the requests, whose answers
          * are still owed. */
-        if (w->conn != NULL && w->cout_dead)
+        if (w->conn != NULL && mcp_cdead(w))
             mcp_caller_gone(w);
         mcp_begin_shutdown(w, w->conn != NULL ? "caller left" : "caller closed stdin");
+        if (w->hub != NULL)
+            mcp_hub_shutdown(w->hub, w->conn != NULL ? "caller left" : "caller closed stdin",
+                             w->conn != NULL && mcp_cdead(w));
     }
     mcp_flush_all(w);
 }
@@ -783,7 +818,13 @@ static void fail_inflight(mcp_sess_t *w, mcp_inst_t *inst)
         bool pending = c->cc.state == TG_CALL_INFLIGHT || c->cc.state == TG_CALL_QUEUED || c->cc.state == TG_CALL_RATE ||
                        c->cc.state == TG_CALL_SLOT;
         bool call = c->kind == K_CALL && pending;
-        if (call && w->cout_dead) {
+        if (c->kind == K_PASS && c->hub_ask != 0) {
+            uint32_t ask = c->hub_ask - 1u;
+            mcp_call_free(c);
+            mcp_hub_answer(w, ask, NULL, 0, NULL);
+            continue;
+        }
+        if (call && mcp_cdead(w)) {
             /* Its caller left: nobody is denied anything (issue 12, 24). */
             mcp_audit_call(w, c, "call.cancelled", "cancelled", NULL, "caller_gone");
         } else if (call && killed_for) {
@@ -844,6 +885,8 @@ static void inst_gone(tg_ainst_t *a)
     mcp_inst_t *inst = (mcp_inst_t *)a;
     mcp_sess_t *w = inst->w;
     tg_toolreg_clear(&w->tools);
+    if (w->hub != NULL)
+        mcp_hub_leg_down(w);
     if (w->inst == inst)
         w->inst = NULL;
     w->astate = TG_AGENT_DOWN;
@@ -887,6 +930,16 @@ static tg_restart_ctx_t sess_where(void *owner)
 static void sess_settle(void *owner, tg_exit_verdict_t v, int64_t status)
 {
     mcp_sess_t *w = owner;
+    if (w->hub != NULL && v != TG_EXIT_RESTART && v != TG_EXIT_STOPPED && w->phase == TG_P_RUN) {
+        /* A hub's leg whose agent is down for good: its tools stay out,
+         * the other agents serve on. */
+        tg_log_warn("agent '%s' is down for this session (%s): its tools are left out of the "
+                    "lists",
+                    agent_name(w), v == TG_EXIT_GIVE_UP ? "restarts exhausted" : "exited");
+        w->leg_failed = true;
+        w->astate = TG_AGENT_DOWN;
+        return;
+    }
     switch (v) {
     case TG_EXIT_STOPPED:
         break;
@@ -995,20 +1048,22 @@ static void on_not_reading(uv_timer_t *t)
 {
     mcp_sess_t *w = t->data;
     w->stuck_armed = false;
-    if (w->cwr.queued_bytes <= 2 * (size_t)w->gw->cfg->max_frame_bytes)
+    if (w->cw->queued_bytes <= 2 * (size_t)w->gw->cfg->max_frame_bytes)
         return;
     tg_log_warn("a caller (%s) did not read its answers for %" PRIu64
                 " ms (router.idle_timeout): ending its session",
                 w->caller, w->gw->cfg->idle_timeout_ms);
     tg_audit_ev_t ev;
     tg_adm_audit_refused(&ev, agent_name(w), w->caller, "caller_not_reading",
-                         w->cwr.queued_bytes);
+                         w->cw->queued_bytes);
     emit(w, &ev);
-    w->cout_dead = true; /* nothing more will be read by it */
+    mcp_set_cdead(w); /* nothing more will be read by it */
     if (w->cin != NULL && !w->caller_eof)
         uv_read_stop(w->cin);
     w->caller_eof = true;
     mcp_begin_shutdown(w, "caller not reading its answers");
+    if (w->hub != NULL)
+        mcp_hub_shutdown(w->hub, "caller not reading its answers", false);
     mcp_flush_all(w);
 }
 
@@ -1031,7 +1086,21 @@ static void backpressure(mcp_sess_t *w)
      * makes itself, denials and parse errors, included): nothing a caller
      * sends can grow toolgate past the bounds. */
     size_t toward_agent = (w->inst != NULL ? w->inst->a.p.wr.queued_bytes : 0) + w->ag->r.queued_frame_bytes;
-    size_t owed = w->cout_dead ? 0 : w->cwr.queued_bytes;
+    if (w->hub != NULL && w->leg != 0) {
+        /* A hub's leg: its lead reads the caller, for every leg. */
+        reg_set(w, w->ag->r.reg_wq_agent, toward_agent);
+        agent_side_backpressure(w, high);
+        if (!w->hub->legs[0]->finished)
+            backpressure(w->hub->legs[0]);
+        return;
+    }
+    for (uint32_t i = 1; w->hub != NULL && i < w->hub->nlegs; i++) {
+        const mcp_sess_t *l = w->hub->legs[i];
+        size_t q = (l->inst != NULL ? l->inst->a.p.wr.queued_bytes : 0) + l->ag->r.queued_frame_bytes;
+        if (q > toward_agent)
+            toward_agent = q;
+    }
+    size_t owed = mcp_cdead(w) ? 0 : w->cw->queued_bytes;
     reg_set(w, w->ag->r.reg_wq_agent, toward_agent);
     if (!w->caller_eof && w->cin != NULL) {
         if ((toward_agent > high || owed > high) && !w->caller_paused)
@@ -1064,14 +1133,19 @@ static void backpressure(mcp_sess_t *w)
         uv_timer_stop(&w->idle_timer);
     }
     frame_settle(w);
-    /* agent -> caller */
-    reg_set(w, w->gw->reg_wq_caller, w->cwr.queued_bytes);
+    agent_side_backpressure(w, high);
+}
+
+/* agent -> caller: stop reading the agent while the caller lags. */
+static void agent_side_backpressure(mcp_sess_t *w, size_t high)
+{
+    reg_set(w, w->gw->reg_wq_caller, w->cw->queued_bytes);
     if (w->inst != NULL && !w->inst->a.p.out_eof) {
         uv_stream_t *s = (uv_stream_t *)&w->inst->a.p.pout;
-        if (w->cwr.queued_bytes > high && !w->agent_paused) {
+        if (w->cw->queued_bytes > high && !w->agent_paused) {
             uv_read_stop(s);
             w->agent_paused = true;
-        } else if (w->cwr.queued_bytes <= high / 2 && w->agent_paused) {
+        } else if (w->cw->queued_bytes <= high / 2 && w->agent_paused) {
             uv_read_start(s, agent_alloc, agent_read);
             w->agent_paused = false;
         }
@@ -1084,10 +1158,10 @@ void mcp_flush_all(mcp_sess_t *w)
         (void)tg_out_flush(&w->inst->a.p.wr);
     else if (w->inst != NULL)
         tg_out_discard(&w->inst->a.p.wr);
-    if (!w->cout_dead)
-        (void)tg_out_flush(&w->cwr);
+    if (!mcp_cdead(w))
+        (void)tg_out_flush(w->cw);
     else
-        tg_out_discard(&w->cwr);
+        tg_out_discard(w->cw);
     backpressure(w);
 }
 
@@ -1104,7 +1178,7 @@ void mcp_caller_out_error(tg_out_t *o, void *ctx, int status)
 {
     mcp_sess_t *w = ctx;
     (void)o;
-    w->cout_dead = true;
+    mcp_set_cdead(w);
     if (status != UV_EPIPE && status != UV_ECANCELED)
         tg_log_warn("writing to the caller failed: %s", uv_strerror(status));
     if (w->conn != NULL && w->phase == TG_P_RUN)

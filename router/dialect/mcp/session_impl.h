@@ -45,6 +45,7 @@
 #include "router/agent/toolreg.h"
 #include "router/call/dltimer.h"
 #include "router/call/pipeline.h"
+#include "router/dialect/mcp/hub.h"
 
 #define TG_ID_MAX 128          /* fixed internal bound: bytes of a caller's request id */
 #define TG_TOOL_NAME_MAX 128   /* fixed internal bound: tool name bytes kept per call */
@@ -84,6 +85,7 @@ typedef struct mcp_call {
      * its task's entry (<task_of>, <task_of_id>) in <task_op>. */
     bool task_req, task;
     bool tools_list; /* a K_PASS tools/list: its answer fills the instance's tools */
+    uint16_t hub_ask; /* a K_PASS its hub asked (ask index + 1): the answer goes to it */
     uint8_t task_op;
     uint32_t task_of;
     uint64_t task_of_id;
@@ -173,7 +175,8 @@ struct mcp_sess {
     uv_tty_t cin_tty, cout_tty;
     uv_stream_t *cin, *cout;
     tg_in_t crd;
-    tg_out_t cwr;
+    tg_out_t cwr;                   /* its own output to the caller */
+    tg_out_t *cw;                   /* where it writes to the caller: &cwr, or its hub's */
     bool caller_eof, caller_paused, cout_dead; /* paused: over the queues' bound */
     bool caller_stopped;            /* its reads are stopped (paused, or audit_room) */
     bool held_frames;               /* whole frames wait in crd for room in the audit queue */
@@ -228,6 +231,12 @@ struct mcp_sess {
                           * against max_instances, evicted to make room */
     uint64_t last_frame_ms; /* loop time of the caller's last frame (or of the session's start) */
     int listener;        /* serve, unix: its router.listen index (connections), else -1 */
+    /* Several agents behind one front (hub.c): the hub of which this
+     * session is leg <leg>, or NULL. */
+    struct mcp_hub *hub;
+    uint32_t leg;
+    uint16_t hub_tag;    /* the hub's ask the next pass-through request answers (+1) */
+    bool leg_failed;     /* its instance could not start: the hub leaves its tools out */
 };
 
 /* One Unix listener of the MCP dialect, as the engine counts it. */
@@ -253,6 +262,9 @@ struct tg_mcp_eng {
     size_t refusing;          /* refused connections still open */
     bool stopping, done;
     int exit_code;            /* wrap: the process status once the session ended */
+    /* The config's policy (who may call what), built by the engine; NULL:
+     * everything allowed. Hubs borrow it. */
+    tg_policy_t *policy;
 };
 
 /* engine.c: session <w> is gone (freed next): its listener's count, and
@@ -335,7 +347,47 @@ bool mcp_task_denied(mcp_sess_t *w, mcp_call_t *c, const tg_denial_t *d);
 bool mcp_task_cancel_at_agent(mcp_sess_t *w, mcp_call_t *c);
 void mcp_tasks_free(mcp_sess_t *w);
 
+/* A caller frame (scanned; <len> with its newline) handed on as the
+ * session's own caller sent it: the hub's legs take theirs here. */
+void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
+                       const tg_mcp_env_t *env);
+/* Whether <w> holds a live request of its caller with id <id>. */
+bool mcp_sess_holds(const mcp_sess_t *w, const char *id, size_t len);
+/* A leg of <lead>'s hub for agent <ag>: a session without a caller of
+ * its own (serve: in its agent's pool). NULL when out of memory. */
+mcp_sess_t *mcp_sess_leg(mcp_sess_t *lead, tg_mcp_agent_t *ag);
+/* Close the caller handles of hub lead <w> (its hub ends). */
+void mcp_sess_close_caller(mcp_sess_t *w);
+
+/* hub.c (see hub.h). */
+mcp_hub_t *mcp_hub_new(tg_mcp_eng_t *e, mcp_sess_t *lead, tg_mcp_agent_t **ags, size_t n,
+                       const tg_peer_t *peer, bool verbatim);
+int mcp_hub_start(mcp_hub_t *h);
+void mcp_hub_frame(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
+                   const tg_mcp_env_t *env);
+void mcp_hub_answer(mcp_sess_t *w, uint32_t idx, const char *frame, size_t len,
+                    const tg_mcp_env_t *env);
+bool mcp_hub_from_agent(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
+                        const tg_mcp_env_t *env);
+void mcp_hub_leg_down(mcp_sess_t *w);
+void mcp_hub_shutdown(mcp_hub_t *h, const char *why, bool caller_gone);
+void mcp_hub_maybe_end(mcp_hub_t *h);
+void mcp_hub_released(mcp_sess_t *w);
+
 /* ---- small helpers ---------------------------------------------------- */
+
+/* Whether nobody reads the caller's output any more (a hub's: every leg's). */
+static inline bool mcp_cdead(const mcp_sess_t *w)
+{
+    return w->hub != NULL ? w->hub->cout_dead : w->cout_dead;
+}
+
+static inline void mcp_set_cdead(mcp_sess_t *w)
+{
+    w->cout_dead = true;
+    if (w->hub != NULL)
+        w->hub->cout_dead = true;
+}
 
 static inline int64_t wall_now_ms(void)
 {

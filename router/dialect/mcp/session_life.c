@@ -42,6 +42,8 @@ void mcp_begin_shutdown(mcp_sess_t *w, const char *why)
     if (w->phase != TG_P_RUN)
         return;
     w->phase = TG_P_DRAIN;
+    if (w->hub != NULL && w->leg == 0)
+        mcp_hub_shutdown(w->hub, why, false); /* the lead reads the caller: the hub ends */
     if (w->gw->wrap_mode) {
         /* In wrap mode the session is the router; in serve mode a caller
          * leaving is not the router stopping. */
@@ -84,6 +86,8 @@ void mcp_sess_release(mcp_sess_t *w)
     tg_apool_leave(&w->pm);
     tg_mcp_agent_t *ag = w->ag;
     mcp_eng_session_gone(e, w);
+    if (w->hub != NULL)
+        mcp_hub_released(w);
     free(w);
     ag->nsess--;
     mcp_agent_maybe_reap(ag);
@@ -108,9 +112,9 @@ void mcp_finish(mcp_sess_t *w)
         }
         return;
     }
-    if (!w->cout_dead && (w->cwr.queued_bytes > 0 || w->cwr.npieces > 0)) {
-        (void)tg_out_flush(&w->cwr);
-        if (w->cwr.queued_bytes > 0)
+    if (w->hub == NULL && !mcp_cdead(w) && (w->cw->queued_bytes > 0 || w->cw->npieces > 0)) {
+        (void)tg_out_flush(w->cw);
+        if (w->cw->queued_bytes > 0)
             return; /* caller_out_drain calls us again */
     }
     if (w->finished)
@@ -118,15 +122,28 @@ void mcp_finish(mcp_sess_t *w)
     w->finished = true;
     uv_timer_stop(&w->phase_timer);
     tg_restarter_stop(&w->rst);
-    w->cwr.stream = NULL;
+    if (w->hub == NULL)
+        w->cw->stream = NULL;
     uv_timer_stop(&w->idle_timer);
     uv_timer_stop(&w->life_timer);
     uv_handle_t *hs[] = {(uv_handle_t *)&w->phase_timer, (uv_handle_t *)&w->rst.timer,
-                         (uv_handle_t *)&w->idle_timer,  (uv_handle_t *)&w->life_timer,
-                         (uv_handle_t *)w->cin,          (uv_handle_t *)w->cout};
+                         (uv_handle_t *)&w->idle_timer, (uv_handle_t *)&w->life_timer};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-        if (hs[i] != NULL && !uv_is_closing(hs[i]) && (i < 5 || hs[i] != hs[4]))
+        if (!uv_is_closing(hs[i]))
             uv_close(hs[i], sess_handle_closed);
+    if (w->hub == NULL)
+        mcp_sess_close_caller(w);
+    else
+        mcp_hub_maybe_end(w->hub); /* the hub closes the caller after its last leg */
+}
+
+void mcp_sess_close_caller(mcp_sess_t *w)
+{
+    uv_handle_t *in = (uv_handle_t *)w->cin, *out = (uv_handle_t *)w->cout;
+    if (in != NULL && !uv_is_closing(in))
+        uv_close(in, sess_handle_closed);
+    if (out != NULL && out != in && !uv_is_closing(out))
+        uv_close(out, sess_handle_closed);
 }
 
 /* Say how much agent stderr was dropped since the last report. */
@@ -202,7 +219,7 @@ static int open_caller(mcp_sess_t *w)
                          t == UV_FILE ? "a regular file" : "not a pipe");
         return -EINVAL;
     }
-    w->cwr.stream = w->cout;
+    w->cw->stream = w->cout;
     return 0;
 }
 
@@ -496,9 +513,10 @@ static mcp_sess_t *sess_alloc(tg_gw_t *gw, tg_mcp_agent_t *ag, const char *calle
     tg_in_init(&w->crd, &gw->pool, gw->cfg->max_frame_bytes);
     tg_toolreg_init(&w->tools, TG_MCP_TOOLS_MAX);
     tg_out_init(&w->cwr, &gw->pool);
-    w->cwr.ctx = w;
-    w->cwr.on_drain = mcp_caller_out_drain;
-    w->cwr.on_error = mcp_caller_out_error;
+    w->cw = &w->cwr;
+    w->cw->ctx = w;
+    w->cw->on_drain = mcp_caller_out_drain;
+    w->cw->on_error = mcp_caller_out_error;
     tg_restarter_init(&w->rst, gw->loop, &mcp_restart_ops, w);
     uv_timer_init(gw->loop, &w->phase_timer);
     uv_timer_init(gw->loop, &w->idle_timer);
@@ -540,8 +558,26 @@ mcp_sess_t *tg_mcp_sess_conn(tg_gw_t *gw, tg_mcp_agent_t *ag, uv_pipe_t *conn, c
     w->conn = conn;
     w->cin = w->cout = (uv_stream_t *)conn;
     conn->data = w;
-    w->cwr.stream = w->cout;
+    w->cw->stream = w->cout;
     w->open_handles += 1;
+    return w;
+}
+
+mcp_sess_t *mcp_sess_leg(mcp_sess_t *lead, tg_mcp_agent_t *ag)
+{
+    mcp_sess_t *w = sess_alloc(lead->gw, ag, lead->caller);
+    if (w == NULL)
+        return NULL;
+    w->climits = lead->climits;
+    w->origin = lead->origin;
+    snprintf(w->remote, sizeof(w->remote), "%s", lead->remote);
+    snprintf(w->sdigest, sizeof(w->sdigest), "%s", lead->sdigest);
+    if (lead->conn != NULL) {
+        if (ag->pool != NULL)
+            tg_apool_join(ag->pool, &w->pm, w->caller, false);
+        w->pm.may_evict = lead->pm.may_evict;
+        w->awaiting_init = true;
+    }
     return w;
 }
 
@@ -652,11 +688,28 @@ static bool start_on_initialize(mcp_sess_t *w, const char *frame, const tg_mcp_e
         return false; /* refused as shutting_down by the usual path */
     }
     uint32_t running = 0, cap = 0;
-    if (tg_apool_take(&w->pm, uv_now(w->gw->loop), &running, &cap) < 0) {
+    bool full = tg_apool_take(&w->pm, uv_now(w->gw->loop), &running, &cap) < 0;
+    if (w->hub != NULL && (full || mcp_agent_spawn(w) < 0)) {
+        /* A hub's leg: the other agents serve; this one's tools stay out
+         * (its hub says so in the answer's _meta). */
+        tg_log_warn("agent '%s' could not start for a session of caller %s (%s): its tools are "
+                    "left out",
+                    agent_name(w), w->caller,
+                    full ? "max_instances reached" : "the instance failed to start");
+        tg_audit_ev_t ev;
+        tg_adm_audit_refused(&ev, agent_name(w), w->caller,
+                             full ? "max_instances" : "agent_failed_to_start", 0);
+        ev.status = "left_out";
+        emit(w, &ev);
+        w->leg_failed = true;
+        w->awaiting_init = false;
+        return true;
+    }
+    if (full) {
         refuse_instance(w, frame + env->id.off, env->id.len, running, cap);
         return true;
     }
-    if (mcp_agent_spawn(w) < 0) {
+    if (w->hub == NULL && mcp_agent_spawn(w) < 0) {
         tg_denial_t d;
         char reqid[32];
         mcp_denial_init(w, &d, TG_DENY_UNAVAILABLE, NULL, reqid, sizeof(reqid));
@@ -688,8 +741,8 @@ bool mcp_before_init(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env)
         char buf[TG_ID_MAX + 64];
         int n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"result\":{}}\n",
                          (int)env->id.len, frame + env->id.off);
-        if (!w->cout_dead && n > 0 && (size_t)n < sizeof(buf))
-            (void)tg_out_copy(&w->cwr, buf, (size_t)n);
+        if (!mcp_cdead(w) && n > 0 && (size_t)n < sizeof(buf))
+            (void)tg_out_copy(w->cw, buf, (size_t)n);
         return true;
     }
     if (request || env->kind == TG_MCP_BATCH)

@@ -1,0 +1,1008 @@
+/* Several MCP agents behind one front: see hub.h for the shape and the
+ * routing table. */
+#include "router/dialect/mcp/session_impl.h"
+
+#include <sys/random.h>
+
+#include "config/jsonw.h"
+
+#define HUB_LISTS 4 /* tools, prompts, resources, templates: cont[][] */
+
+static const char *const list_key[HUB_LISTS] = {"tools", "prompts", "resources",
+                                                "resourceTemplates"};
+static const char *const list_method[HUB_LISTS] = {"tools/list", "prompts/list",
+                                                   "resources/list",
+                                                   "resources/templates/list"};
+
+static inline int list_of(mcp_hub_ask_kind_t k)
+{
+    return (int)k - (int)HUB_ASK_TOOLS; /* 0..3 for the list asks */
+}
+
+static const char *leg_agent(const mcp_hub_t *h, uint32_t i)
+{
+    return h->legs[i]->ag->r.acfg->id;
+}
+
+static const char *leg_prefix(const mcp_hub_t *h, uint32_t i, size_t *plen)
+{
+    const tg_agent_cfg_t *a = h->legs[i]->ag->r.acfg;
+    const char *p = a->tool_prefix != NULL ? a->tool_prefix : a->id;
+    *plen = strlen(p);
+    return p;
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+static void hub_write(mcp_hub_t *h, const char *p, size_t len)
+{
+    if (!h->cout_dead)
+        (void)tg_out_copy(&h->out, p, len);
+}
+
+static void hub_error(mcp_hub_t *h, const char *id, size_t id_len, int code, const char *msg)
+{
+    char buf[TG_DENIAL_MAX];
+    long n = tg_rpc_error(buf, sizeof(buf), id, id_len, code, msg);
+    if (n > 0)
+        hub_write(h, buf, (size_t)n);
+}
+
+/* {"jsonrpc":"2.0","id":ID,"result":RESULT}\n, RESULT taken. */
+static void hub_result(mcp_hub_t *h, const char *id, size_t id_len, json_t *result)
+{
+    char *r = json_dumps(result, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(result);
+    if (r == NULL) {
+        hub_error(h, id, id_len, -32603, "toolgate: out of memory merging the agents' answers");
+        return;
+    }
+    size_t rl = strlen(r), cap = rl + id_len + 48;
+    char *buf = malloc(cap);
+    if (buf != NULL) {
+        int n = snprintf(buf, cap, "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"result\":%s}\n", (int)id_len,
+                         id, r);
+        if (n > 0 && (size_t)n < cap)
+            hub_write(h, buf, (size_t)n);
+        free(buf);
+    }
+    free(r);
+}
+
+static void hub_notify(mcp_hub_t *h, const char *method)
+{
+    char buf[128];
+    int n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"}\n", method);
+    hub_write(h, buf, (size_t)n);
+}
+
+static void hub_flush(mcp_hub_t *h)
+{
+    for (uint32_t i = 0; i < h->nlegs; i++)
+        if (!h->legs[i]->finished)
+            mcp_flush_all(h->legs[i]);
+    if (!h->cout_dead)
+        (void)tg_out_flush(&h->out);
+}
+
+/* ---- frames made by the hub -------------------------------------------------- */
+
+/* A new frame: <frame> with span [off, off+n) replaced by <rep> (<rlen>
+ * bytes), newline kept, in a block of its own (one reference: the
+ * caller's). NULL when out of memory. */
+static tg_block_t *splice_frame(const char *frame, size_t len, size_t off, size_t n,
+                                const char *rep, size_t rlen, size_t *out_len)
+{
+    size_t nl = len - n + rlen;
+    tg_block_t *b = malloc(sizeof(*b) + nl);
+    if (b == NULL)
+        return NULL;
+    b->refs = 1;
+    b->cap = nl;
+    memcpy(b->data, frame, off);
+    memcpy(b->data + off, rep, rlen);
+    memcpy(b->data + off + rlen, frame + off + n, len - off - n);
+    *out_len = nl;
+    return b;
+}
+
+/* Hand frame <b, frame, len> (newline included) to leg <w> as if its
+ * caller sent it (scanned again: its spans moved). */
+static void leg_take(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len)
+{
+    size_t slen = len - 1;
+    if (slen > 0 && frame[slen - 1] == '\r')
+        slen--;
+    tg_mcp_env_t env;
+    if (tg_mcp_scan(frame, slen, &env) < 0)
+        return;
+    mcp_sess_dispatch(w, b, frame, len, &env);
+}
+
+static void leg_take_spliced(mcp_sess_t *w, const char *frame, size_t len, tg_jspan_t at,
+                             const char *rep, size_t rlen)
+{
+    size_t nl;
+    tg_block_t *b = splice_frame(frame, len, at.off, at.len, rep, rlen, &nl);
+    if (b == NULL)
+        return;
+    leg_take(w, b, b->data, nl);
+    tg_block_unref(&w->gw->pool, b);
+}
+
+/* A JSON string of <s> (<n> bytes), quoted, into <out> (<cap> bytes); its length
+ * or 0 when it does not fit. */
+static size_t json_str(char *out, size_t cap, const char *s, size_t n)
+{
+    tg_jw_t jw;
+    tg_jw_init(&jw, out, cap);
+    tg_jw_raw(&jw, "\"", 1);
+    tg_jw_esc(&jw, s, n);
+    tg_jw_raw(&jw, "\"", 1);
+    long r = tg_jw_end(&jw);
+    return r > 0 ? (size_t)r : 0;
+}
+
+/* ---- legs ------------------------------------------------------------------ */
+
+static bool leg_up(const mcp_sess_t *w)
+{
+    return w->phase == TG_P_RUN && !w->leg_failed &&
+           (w->awaiting_init || w->astate == TG_AGENT_RUNNING) && w->npass < TG_MAX_PASSTHRU;
+}
+
+/* The leg holding caller request <id>, or -1. */
+static int leg_holding(const mcp_hub_t *h, const char *id, size_t len)
+{
+    for (uint32_t i = 0; i < h->nlegs; i++)
+        if (mcp_sess_holds(h->legs[i], id, len))
+            return (int)i;
+    return -1;
+}
+
+/* ---- asks: requests the hub answers itself ------------------------------------ */
+
+static mcp_hub_ask_t *ask_new(mcp_hub_t *h, mcp_hub_ask_kind_t kind, const char *id, size_t id_len)
+{
+    if (id_len > sizeof(h->asks[0].id))
+        return NULL;
+    for (size_t i = 0; i < MCP_HUB_ASKS; i++) {
+        mcp_hub_ask_t *a = &h->asks[i];
+        if (a->kind != HUB_ASK_FREE)
+            continue;
+        memset(a, 0, sizeof(*a));
+        a->kind = kind;
+        a->page_leg = -1;
+        memcpy(a->id, id, id_len);
+        a->id_len = id_len;
+        return a;
+    }
+    return NULL;
+}
+
+static void ask_free(mcp_hub_ask_t *a)
+{
+    for (size_t i = 0; i < MCP_HUB_LEGS; i++)
+        json_decref(a->got[i]);
+    memset(a, 0, sizeof(*a));
+}
+
+static void ask_done(mcp_hub_t *h, mcp_hub_ask_t *a);
+
+/* Send <frame> to leg <i> for ask <a>: the answer comes to mcp_hub_answer.
+ * A leg that cannot take it counts as answered (failed). */
+static void ask_leg(mcp_hub_t *h, mcp_hub_ask_t *a, uint32_t i, tg_block_t *b, const char *frame,
+                    size_t len)
+{
+    mcp_sess_t *w = h->legs[i];
+    a->waiting++;
+    if (leg_up(w)) {
+        w->hub_tag = (uint16_t)(a - h->asks + 1);
+        leg_take(w, b, frame, len);
+        bool taken = w->hub_tag == 0;
+        w->hub_tag = 0;
+        if (taken)
+            return;
+    }
+    a->waiting--;
+}
+
+static void ask_all(mcp_hub_t *h, mcp_hub_ask_t *a, tg_block_t *b, const char *frame, size_t len)
+{
+    a->waiting++; /* held until every leg was asked */
+    for (uint32_t i = 0; i < h->nlegs; i++)
+        ask_leg(h, a, i, b, frame, len);
+    if (--a->waiting == 0)
+        ask_done(h, a);
+}
+
+/* Leg <w> answered ask <idx> with <frame> (NULL: it failed, or its
+ * instance went away before answering). */
+void mcp_hub_answer(mcp_sess_t *w, uint32_t idx, const char *frame, size_t len,
+                    const tg_mcp_env_t *env)
+{
+    mcp_hub_t *h = w->hub;
+    if (idx >= MCP_HUB_ASKS || h->asks[idx].kind == HUB_ASK_FREE)
+        return;
+    mcp_hub_ask_t *a = &h->asks[idx];
+    if (frame != NULL && env->has_result) {
+        json_t *root = json_loadb(frame, len, 0, NULL);
+        json_t *r = json_object_get(root, "result");
+        if (json_is_object(r) && a->got[w->leg] == NULL)
+            a->got[w->leg] = json_incref(r);
+        json_decref(root);
+    }
+    if (a->waiting > 0 && --a->waiting == 0)
+        ask_done(h, a);
+}
+
+/* ---- initialize ------------------------------------------------------------ */
+
+/* Capabilities: the union of the legs' (objects merged member by member,
+ * a flag true when any leg's is). */
+static void caps_merge(json_t *into, json_t *from)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(from, k, v) {
+        json_t *have = json_object_get(into, k);
+        if (have == NULL)
+            json_object_set(into, k, v);
+        else if (json_is_object(have) && json_is_object(v))
+            caps_merge(have, v);
+        else if (json_is_boolean(have) && json_is_true(v))
+            json_object_set_new(into, k, json_true());
+    }
+}
+
+static void init_done(mcp_hub_t *h, mcp_hub_ask_t *a)
+{
+    if (h->nlegs == 1 && a->got[0] != NULL) {
+        /* One agent: its own answer, as without a hub. */
+        h->initialized = true;
+        hub_result(h, a->id, a->id_len, json_incref(a->got[0]));
+        return;
+    }
+    json_t *res = json_object(), *caps = json_object(), *down = json_array();
+    const char *version = NULL;
+    char *instr = NULL;
+    size_t ilen = 0;
+    for (uint32_t i = 0; i < h->nlegs; i++) {
+        json_t *g = a->got[i];
+        if (g == NULL) {
+            json_array_append_new(down, json_string(leg_agent(h, i)));
+            continue;
+        }
+        if (version == NULL)
+            version = json_string_value(json_object_get(g, "protocolVersion"));
+        json_t *c = json_object_get(g, "capabilities");
+        if (json_is_object(c))
+            caps_merge(caps, c);
+        const char *in = json_string_value(json_object_get(g, "instructions"));
+        if (in != NULL) {
+            size_t need = ilen + strlen(in) + strlen(leg_agent(h, i)) + 8;
+            char *n = realloc(instr, need + 1);
+            if (n != NULL) {
+                instr = n;
+                ilen += (size_t)snprintf(instr + ilen, need + 1 - ilen, "%s## %s\n%s",
+                                         ilen ? "\n\n" : "", leg_agent(h, i), in);
+            }
+        }
+    }
+    if (version == NULL) {
+        json_decref(res);
+        json_decref(caps);
+        json_decref(down);
+        free(instr);
+        tg_denial_t d;
+        tg_adm_denial_init(&d, TG_DENY_UNAVAILABLE, leg_agent(h, 0), NULL, 0, NULL);
+        d.limit = "agent";
+        d.detail = "no agent behind this endpoint could start";
+        char buf[TG_DENIAL_MAX];
+        long n = tg_denial_mcp(buf, sizeof(buf), a->id, a->id_len, &d);
+        if (n > 0)
+            hub_write(h, buf, (size_t)n);
+        return;
+    }
+    json_object_set_new(res, "protocolVersion", json_string(version));
+    json_object_set_new(res, "capabilities", caps);
+    json_object_set_new(res, "serverInfo",
+                        json_pack("{s:s,s:s}", "name", "toolgate", "version", TG_VERSION));
+    if (instr != NULL)
+        json_object_set_new(res, "instructions", json_string(instr));
+    free(instr);
+    if (json_array_size(down) > 0)
+        json_object_set_new(res, "_meta", json_pack("{s:o}", "io.toolgate/unavailable", down));
+    else
+        json_decref(down);
+    h->initialized = true;
+    hub_result(h, a->id, a->id_len, res);
+}
+
+/* ---- the lists ------------------------------------------------------------- */
+
+static void collision(mcp_hub_t *h, uint32_t leg, uint32_t owner, const char *what, const char *name)
+{
+    h->collisions++;
+    tg_log_warn("agents '%s' and '%s' both expose %s '%s': '%s' (first in config order) keeps it, "
+                "'%s''s is hidden",
+                leg_agent(h, owner), leg_agent(h, leg), what, name, leg_agent(h, owner),
+                leg_agent(h, leg));
+    tg_audit_ev_t ev;
+    tg_audit_ev_init(&ev);
+    ev.event = "agent.name_collision";
+    ev.agent = leg_agent(h, leg);
+    ev.reason = "name_collision";
+    ev.tool = name;
+    ev.status = "hidden";
+    emit(h->legs[leg], &ev);
+    if (h->legs[leg]->gw->metrics_ok)
+        h->legs[leg]->gw->metrics.name_collisions++;
+}
+
+/* The policy's family of a list kind. */
+static tg_policy_method_t family_of(int list)
+{
+    return list == 0 ? TG_POLICY_M_TOOLS : list == 1 ? TG_POLICY_M_PROMPTS : TG_POLICY_M_RESOURCES;
+}
+
+/* Leg <i>'s items of list <list> into the tables and, when the policy lets
+ * this caller see them, into <out> (named as exposed). */
+static void list_leg(mcp_hub_t *h, int list, uint32_t i, json_t *items, json_t *out)
+{
+    size_t plen;
+    const char *prefix = leg_prefix(h, i, &plen);
+    size_t k;
+    json_t *it;
+    json_array_foreach(items, k, it) {
+        bool named = list < 2;
+        const char *key = json_string_value(json_object_get(it, named ? "name"
+                                                           : list == 2 ? "uri"
+                                                                       : "uriTemplate"));
+        if (key == NULL)
+            continue;
+        size_t klen = strlen(key);
+        tg_expose_added_t ad;
+        uint32_t other = 0;
+        if (h->verbatim) {
+            if (tg_policy_listed(h->policy, &h->who, leg_agent(h, i), key, family_of(list)))
+                json_array_append(out, it);
+            continue;
+        }
+        int rc = named ? tg_expose_add(&h->names[list], i, prefix, plen, key, klen, &ad)
+                       : tg_expose_uri_add(&h->uris, i, key, klen, list == 3, &other);
+        if (named)
+            other = ad.other;
+        if (rc == TG_EXPOSE_HIDDEN) {
+            collision(h, i, other, named ? (list ? "prompt" : "tool") : "resource",
+                      named ? ad.name : key);
+            continue;
+        }
+        if (rc < 0 || !tg_policy_listed(h->policy, &h->who, leg_agent(h, i), key, family_of(list)))
+            continue;
+        json_t *copy = json_deep_copy(it);
+        if (named)
+            json_object_set_new(copy, "name", json_string(ad.name));
+        json_array_append_new(out, copy);
+    }
+}
+
+static void list_done(mcp_hub_t *h, mcp_hub_ask_t *a)
+{
+    int list = list_of(a->kind);
+    json_t *items = json_array(), *down = json_array();
+    char next[TG_EXPOSE_CURSOR_MAX + 1];
+    size_t next_len = 0;
+    uint32_t from = a->page_leg >= 0 ? (uint32_t)a->page_leg : 0;
+    for (uint32_t i = from; i < h->nlegs; i++) {
+        json_t *g = a->got[i];
+        if (a->page_leg >= 0 && (int32_t)i != a->page_leg)
+            break;
+        if (a->page_leg < 0) {
+            /* A first page: the leg's list starts again. */
+            if (list < 2)
+                tg_expose_remove_agent(&h->names[list], i);
+            free(h->cont[i][list]);
+            h->cont[i][list] = NULL;
+        }
+        if (g == NULL) {
+            if (a->page_leg < 0 && !h->legs[i]->leg_failed && h->legs[i]->phase == TG_P_RUN &&
+                h->legs[i]->astate == TG_AGENT_RUNNING)
+                continue; /* it answered an error: it lists nothing of this kind */
+            json_array_append_new(down, json_string(leg_agent(h, i)));
+            continue;
+        }
+        list_leg(h, list, i, json_object_get(g, list_key[list]), items);
+        const char *nc = json_string_value(json_object_get(g, "nextCursor"));
+        if (nc != NULL && strlen(nc) <= TG_EXPOSE_CURSOR_INNER_MAX)
+            h->cont[i][list] = strdup(nc);
+    }
+    /* The next page: the first leg (from this one on) with more. */
+    for (uint32_t i = from; i < h->nlegs && next_len == 0; i++) {
+        if (h->cont[i][list] == NULL)
+            continue;
+        tg_expose_cursor_t c = {.list = (uint8_t)list, .agent = i, .gen = h->gen, .has_inner = true};
+        c.inner_len = strlen(h->cont[i][list]);
+        memcpy(c.inner, h->cont[i][list], c.inner_len);
+        if (tg_expose_cursor_encode(h->key, &c, next, sizeof(next), &next_len) < 0)
+            next_len = 0;
+    }
+    json_t *res = json_object();
+    json_object_set_new(res, list_key[list], items);
+    if (next_len > 0)
+        json_object_set_new(res, "nextCursor", json_stringn(next, next_len));
+    if (json_array_size(down) > 0)
+        json_object_set_new(res, "_meta", json_pack("{s:o}", "io.toolgate/unavailable", down));
+    else
+        json_decref(down);
+    hub_result(h, a->id, a->id_len, res);
+}
+
+static void ask_done(mcp_hub_t *h, mcp_hub_ask_t *a)
+{
+    if (a->kind == HUB_ASK_INIT)
+        init_done(h, a);
+    else if (a->kind == HUB_ASK_ALL)
+        hub_result(h, a->id, a->id_len, json_object());
+    else
+        list_done(h, a);
+    ask_free(a);
+    hub_flush(h);
+}
+
+/* A list request: every leg's first page, or (with our cursor) one leg's
+ * next page. */
+static void list_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
+                         const tg_mcp_env_t *env, int list)
+{
+    const char *id = frame + env->id.off;
+    tg_jspan_t cur;
+    bool has_cursor = tg_jscan_find_path(frame, len - 1, "params.cursor", &cur) == 0;
+    tg_expose_cursor_t c;
+    if (has_cursor) {
+        char raw[TG_EXPOSE_CURSOR_MAX + 1];
+        long n = cur.type == TG_J_STRING ? tg_jstr_decode(frame, cur, raw, sizeof(raw)) : -1;
+        if (n < 0 || tg_expose_cursor_decode(h->key, raw, (size_t)n, &c) < 0 || c.list != list ||
+            c.agent >= h->nlegs) {
+            hub_error(h, id, env->id.len, -32602,
+                      "invalid params: cursor is not one toolgate issued for this list");
+            return;
+        }
+    }
+    mcp_hub_ask_t *a = ask_new(h, (mcp_hub_ask_kind_t)(HUB_ASK_TOOLS + list), id, env->id.len);
+    if (a == NULL) {
+        hub_error(h, id, env->id.len, -32603, "toolgate: too many list requests at once");
+        return;
+    }
+    if (!has_cursor) {
+        ask_all(h, a, b, frame, len);
+        return;
+    }
+    /* The leg's own page: {"jsonrpc":"2.0","id":ID,"method":M,"params":{"cursor":INNER}} */
+    a->page_leg = (int32_t)c.agent;
+    char inner[2 * TG_EXPOSE_CURSOR_INNER_MAX + 8];
+    size_t il = json_str(inner, sizeof(inner), c.inner, c.inner_len);
+    size_t cap = il + env->id.len + 128;
+    tg_block_t *nb = malloc(sizeof(*nb) + cap);
+    if (nb == NULL || il == 0) {
+        free(nb);
+        ask_free(a);
+        hub_error(h, id, env->id.len, -32603, "toolgate: out of memory");
+        return;
+    }
+    nb->refs = 1;
+    nb->cap = cap;
+    int n = snprintf(nb->data, cap,
+                     "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"method\":\"%s\",\"params\":{\"cursor\":%.*s}}\n",
+                     (int)env->id.len, id, list_method[list], (int)il, inner);
+    a->waiting++;
+    ask_leg(h, a, c.agent, nb, nb->data, (size_t)n);
+    tg_block_unref(&h->legs[0]->gw->pool, nb);
+    if (--a->waiting == 0)
+        ask_done(h, a);
+}
+
+/* ---- calls ------------------------------------------------------------------ */
+
+static void deny_not_allowed(mcp_hub_t *h, uint32_t leg, const char *id, size_t id_len,
+                             const char *name, const tg_policy_decision_t *pd)
+{
+    tg_denial_t d;
+    char detail[TG_POLICY_WHERE_MAX + 64];
+    tg_adm_denial_init(&d, TG_DENY_NOT_ALLOWED, leg_agent(h, leg), name, strlen(name), NULL);
+    d.limit = "policy";
+    d.scope = "caller";
+    d.config_path = pd->where;
+    snprintf(detail, sizeof(detail), "denied by %s", pd->where);
+    d.detail = detail;
+    char buf[TG_DENIAL_MAX];
+    long n = tg_denial_mcp(buf, sizeof(buf), id, id_len, &d);
+    if (n > 0)
+        hub_write(h, buf, (size_t)n);
+    tg_audit_ev_t ev;
+    denied_ev(h->legs[leg], &ev, &d);
+    emit(h->legs[leg], &ev);
+    if (h->legs[leg]->gw->metrics_ok)
+        tg_metrics_denial(&h->legs[leg]->gw->metrics, TG_DENY_NOT_ALLOWED,
+                          (int)h->legs[leg]->ag->r.idx, name, strlen(name), wall_now_ms());
+}
+
+/* A hub of one agent whose names stay its own (a front with one "agent"
+ * and a policy): the policy asked, the frame handed on as it came. */
+static void verbatim_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
+                             const tg_mcp_env_t *env, int list, tg_jspan_t name)
+{
+    char buf[TG_EXPOSE_ORIG_MAX + 1];
+    long n = name.type == TG_J_STRING ? tg_jstr_decode(frame, name, buf, sizeof(buf)) : -1;
+    if (n >= 0) {
+        buf[n] = '\0';
+        tg_policy_decision_t pd =
+            tg_policy_decide(h->policy, &h->who, leg_agent(h, 0), buf, family_of(list));
+        if (pd.effect == TG_POLICY_DENY) {
+            deny_not_allowed(h, 0, frame + env->id.off, env->id.len, buf, &pd);
+            return;
+        }
+    }
+    leg_take(h->legs[0], b, frame, len); /* a name too long to decide: the agent answers */
+}
+
+/* A name the tables do not hold (the caller has not listed since the
+ * agent started, or kept the names of an earlier session): its prefix
+ * names the agent, the rest is the agent's own name, when building the
+ * exposed name back gives the same bytes (a shortened or escaped name
+ * needs the table). true with <*leg> and <*orig> (into <name>). */
+static bool by_prefix(const mcp_hub_t *h, const char *name, size_t n, uint32_t *leg,
+                      const char **orig, size_t *olen)
+{
+    const char *sep = NULL;
+    for (size_t k = 0; sep == NULL && k + 1 < n; k++)
+        if (name[k] == '_' && name[k + 1] == '_')
+            sep = name + k;
+    for (uint32_t i = 0; i < h->nlegs; i++) {
+        size_t plen;
+        const char *p = leg_prefix(h, i, &plen);
+        const char *o = plen == 0 ? name : sep != NULL && (size_t)(sep - name) == plen &&
+                                                   memcmp(name, p, plen) == 0
+                                               ? sep + TG_EXPOSE_SEP_LEN
+                                               : NULL;
+        if (o == NULL || o == name + n)
+            continue;
+        char back[TG_EXPOSE_NAME_MAX + 1];
+        size_t bl;
+        if (tg_expose_name(p, plen, o, n - (size_t)(o - name), back, &bl) == 0 && bl == n &&
+            memcmp(back, name, n) == 0) {
+            *leg = i;
+            *orig = o;
+            *olen = n - (size_t)(o - name);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* tools/call and prompts/get: the exposed name at <name> back to its
+ * agent's own, the policy asked, the frame handed to that leg. */
+static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
+                          const tg_mcp_env_t *env, int list, tg_jspan_t name)
+{
+    const char *id = frame + env->id.off;
+    if (h->verbatim) {
+        verbatim_request(h, b, frame, len, env, list, name);
+        return;
+    }
+    char buf[TG_EXPOSE_NAME_MAX + 1];
+    long n = name.type == TG_J_STRING ? tg_jstr_decode(frame, name, buf, sizeof(buf) - 1) : -1;
+    const tg_expose_ent_t *e = n > 0 ? tg_expose_lookup(&h->names[list], buf, (size_t)n) : NULL;
+    uint32_t leg = 0;
+    const char *orig = NULL;
+    size_t olen = 0;
+    if (e != NULL && e->agent < h->nlegs) {
+        leg = e->agent;
+        orig = e->val;
+        olen = e->val_len;
+    } else if (n <= 0 || !by_prefix(h, buf, (size_t)n, &leg, &orig, &olen)) {
+        hub_error(h, id, env->id.len, -32602,
+                  list == 0 ? "invalid params: no agent behind this endpoint lists that tool "
+                              "(send tools/list for the names)"
+                            : "invalid params: no agent behind this endpoint lists that prompt "
+                              "(send prompts/list for the names)");
+        return;
+    }
+    char own[TG_EXPOSE_ORIG_MAX + 1];
+    memcpy(own, orig, olen);
+    own[olen] = '\0';
+    tg_policy_decision_t pd =
+        tg_policy_decide(h->policy, &h->who, leg_agent(h, leg), own, family_of(list));
+    if (pd.effect == TG_POLICY_DENY) {
+        deny_not_allowed(h, leg, id, env->id.len, own, &pd);
+        return;
+    }
+    char q[2 * TG_EXPOSE_ORIG_MAX + 8];
+    size_t ql = json_str(q, sizeof(q), own, olen);
+    if (ql == 0)
+        return;
+    leg_take_spliced(h->legs[leg], frame, len, name, q, ql);
+}
+
+/* resources/read and (un)subscribe: the leg that listed the URI. */
+static int uri_leg(mcp_hub_t *h, const char *frame, tg_jspan_t uri, char *buf, size_t cap)
+{
+    long n = uri.type == TG_J_STRING ? tg_jstr_decode(frame, uri, buf, cap) : -1;
+    if (n <= 0)
+        return -1;
+    int leg = tg_expose_uri_route(&h->uris, buf, (size_t)n);
+    return leg >= 0 && (uint32_t)leg < h->nlegs ? leg : -1;
+}
+
+static void uri_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
+                        const tg_mcp_env_t *env, tg_jspan_t uri)
+{
+    const char *id = frame + env->id.off;
+    char buf[TG_EXPOSE_URI_MAX + 1];
+    int leg = uri_leg(h, frame, uri, buf, sizeof(buf));
+    if (leg < 0) {
+        hub_error(h, id, env->id.len, -32002,
+                  "resource not found: no agent behind this endpoint lists that URI "
+                  "(send resources/list or resources/templates/list)");
+        return;
+    }
+    tg_policy_decision_t pd = tg_policy_decide(h->policy, &h->who, leg_agent(h, (uint32_t)leg),
+                                               buf, TG_POLICY_M_RESOURCES);
+    if (pd.effect == TG_POLICY_DENY) {
+        deny_not_allowed(h, (uint32_t)leg, id, env->id.len, buf, &pd);
+        return;
+    }
+    leg_take(h->legs[leg], b, frame, len);
+}
+
+/* completion/complete: by its ref, a prompt (exposed name) or a resource. */
+static void complete_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
+                             const tg_mcp_env_t *env)
+{
+    tg_jspan_t s;
+    if (tg_jscan_find_path(frame, len - 1, "params.ref.name", &s) == 0) {
+        named_request(h, b, frame, len, env, 1, s);
+        return;
+    }
+    if (tg_jscan_find_path(frame, len - 1, "params.ref.uri", &s) == 0) {
+        char buf[TG_EXPOSE_URI_MAX + 1];
+        long n = s.type == TG_J_STRING ? tg_jstr_decode(frame, s, buf, sizeof(buf)) : -1;
+        int leg = n > 0 ? tg_expose_uri_owner(&h->uris, buf, (size_t)n, true) : -1;
+        if (leg < 0)
+            leg = n > 0 ? tg_expose_uri_route(&h->uris, buf, (size_t)n) : -1;
+        if (leg >= 0 && (uint32_t)leg < h->nlegs) {
+            leg_take(h->legs[leg], b, frame, len);
+            return;
+        }
+    }
+    hub_error(h, frame + env->id.off, env->id.len, -32602,
+              "invalid params: completion/complete names no prompt or resource an agent "
+              "behind this endpoint lists");
+}
+
+/* ---- the caller's frames -------------------------------------------------------- */
+
+/* The caller answers an agent's request: its id "tg<leg>.<raw>" back to
+ * the raw id, to that leg alone. */
+static void caller_answer(mcp_hub_t *h, const char *frame, size_t len, const tg_mcp_env_t *env)
+{
+    char buf[TG_ID_MAX + 32];
+    long n = env->id.type == TG_J_STRING ? tg_jstr_decode(frame, env->id, buf, sizeof(buf) - 1) : -1;
+    unsigned leg = 0;
+    int used = 0;
+    if (n > 3 && memcmp(buf, "tg", 2) == 0) {
+        buf[n] = '\0';
+        if (sscanf(buf, "tg%u.%n", &leg, &used) < 1 || used == 0 || leg >= h->nlegs)
+            used = 0;
+    }
+    if (used == 0) {
+        h->legs[0]->unmatched_responses++;
+        return;
+    }
+    leg_take_spliced(h->legs[leg], frame, len, env->id, buf + used, (size_t)n - (size_t)used);
+}
+
+static bool is(const char *frame, tg_jspan_t m, const char *lit)
+{
+    return m.len == strlen(lit) + 2 && tg_jstr_eq(frame, m, lit);
+}
+
+static void hub_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
+                        const tg_mcp_env_t *env)
+{
+    const char *id = frame + env->id.off;
+    tg_jspan_t m = env->method, s;
+    if (env->id.len > TG_ID_MAX) {
+        hub_error(h, NULL, 0, -32600, "invalid request: id longer than 128 bytes");
+        return;
+    }
+    if (is(frame, m, "ping")) {
+        hub_result(h, id, env->id.len, json_object());
+        return;
+    }
+    if (is(frame, m, "initialize")) {
+        mcp_hub_ask_t *a = h->initialized ? NULL : ask_new(h, HUB_ASK_INIT, id, env->id.len);
+        if (a == NULL)
+            hub_error(h, id, env->id.len, -32600, "invalid request: already initialized");
+        else
+            ask_all(h, a, b, frame, len);
+        return;
+    }
+    if (!h->initialized) {
+        hub_error(h, id, env->id.len, -32600,
+                  "invalid request: the session is not initialized (send initialize first)");
+        return;
+    }
+    if (env->is_tools_call) {
+        named_request(h, b, frame, len, env, 0, env->tool_name);
+        return;
+    }
+    for (int l = 0; l < HUB_LISTS; l++) {
+        if (is(frame, m, list_method[l])) {
+            list_request(h, b, frame, len, env, l);
+            return;
+        }
+    }
+    if (is(frame, m, "prompts/get") && tg_jscan_find_path(frame, len - 1, "params.name", &s) == 0) {
+        named_request(h, b, frame, len, env, 1, s);
+        return;
+    }
+    if ((is(frame, m, "resources/read") || is(frame, m, "resources/subscribe") ||
+         is(frame, m, "resources/unsubscribe")) &&
+        tg_jscan_find_path(frame, len - 1, "params.uri", &s) == 0) {
+        uri_request(h, b, frame, len, env, s);
+        return;
+    }
+    if (is(frame, m, "completion/complete")) {
+        complete_request(h, b, frame, len, env);
+        return;
+    }
+    if (is(frame, m, "logging/setLevel")) {
+        mcp_hub_ask_t *a = ask_new(h, HUB_ASK_ALL, id, env->id.len);
+        if (a == NULL)
+            hub_error(h, id, env->id.len, -32603, "toolgate: too many requests at once");
+        else
+            ask_all(h, a, b, frame, len);
+        return;
+    }
+    if (h->nlegs == 1) {
+        leg_take(h->legs[0], b, frame, len); /* one agent: whatever else it takes */
+        return;
+    }
+    hub_error(h, id, env->id.len, -32601,
+              "method not found: not routed through an endpoint of several agents");
+}
+
+void mcp_hub_frame(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
+                   const tg_mcp_env_t *env)
+{
+    switch (env->kind) {
+    case TG_MCP_REQUEST:
+        hub_request(h, b, frame, len, env);
+        break;
+    case TG_MCP_RESPONSE:
+        caller_answer(h, frame, len, env);
+        break;
+    case TG_MCP_NOTIFICATION:
+        if (env->is_tools_call) {
+            mcp_sess_dispatch(h->legs[0], b, frame, len, env); /* refused there */
+        } else if (is(frame, env->method, "notifications/cancelled")) {
+            int leg = env->cancel_id.type != TG_J_NONE
+                          ? leg_holding(h, frame + env->cancel_id.off, env->cancel_id.len)
+                          : -1;
+            mcp_sess_dispatch(h->legs[leg < 0 ? 0 : leg], b, frame, len, env);
+        } else {
+            for (uint32_t i = 0; i < h->nlegs; i++)
+                if (leg_up(h->legs[i]) && !h->legs[i]->awaiting_init)
+                    mcp_sess_dispatch(h->legs[i], b, frame, len, env);
+        }
+        break;
+    default:
+        hub_error(h, NULL, 0, -32600,
+                  "invalid request: batches are not taken by an endpoint of several agents; "
+                  "send each request on its own line");
+        break;
+    }
+    hub_flush(h);
+}
+
+/* ---- the agents' frames --------------------------------------------------------- */
+
+bool mcp_hub_from_agent(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
+                        const tg_mcp_env_t *env)
+{
+    (void)b;
+    mcp_hub_t *h = w->hub;
+    if (env->kind == TG_MCP_NOTIFICATION) {
+        static const char *const changed[] = {"notifications/tools/list_changed",
+                                              "notifications/prompts/list_changed",
+                                              "notifications/resources/list_changed"};
+        for (size_t i = 0; i < 3; i++) {
+            if (is(frame, env->method, changed[i])) {
+                h->gen++;
+                hub_notify(h, changed[i]);
+                return true;
+            }
+        }
+        return false;
+    }
+    if (env->kind != TG_MCP_REQUEST || h->cout_dead)
+        return env->kind == TG_MCP_REQUEST;
+    /* An agent's request: its id made unique among the legs. */
+    char idtxt[TG_ID_MAX + 32], raw[TG_ID_MAX + 1];
+    if (env->id.len > TG_ID_MAX)
+        return true;
+    memcpy(raw, frame + env->id.off, env->id.len);
+    int k = snprintf(idtxt, sizeof(idtxt), "tg%u.", w->leg);
+    char q[2 * (TG_ID_MAX + 32) + 8];
+    memcpy(idtxt + k, raw, env->id.len);
+    size_t ql = json_str(q, sizeof(q), idtxt, (size_t)k + env->id.len);
+    if (ql == 0)
+        return true;
+    (void)tg_out_copy(&h->out, frame, env->id.off);
+    (void)tg_out_copy(&h->out, q, ql);
+    (void)tg_out_copy(&h->out, frame + env->id.off + env->id.len, len - env->id.off - env->id.len);
+    return true;
+}
+
+/* Leg <w>'s instance is gone: its names leave the lists (the caller is
+ * told), until it lists them again. */
+void mcp_hub_leg_down(mcp_sess_t *w)
+{
+    mcp_hub_t *h = w->hub;
+    size_t n = tg_expose_remove_agent(&h->names[0], w->leg) +
+               tg_expose_remove_agent(&h->names[1], w->leg) +
+               tg_expose_uri_remove_agent(&h->uris, w->leg);
+    h->gen++;
+    if (n > 0 && h->initialized && w->phase == TG_P_RUN) {
+        hub_notify(h, "notifications/tools/list_changed");
+        (void)tg_out_flush(&h->out);
+    }
+}
+
+/* ---- life ------------------------------------------------------------------------- */
+
+static void hub_out_drain(tg_out_t *o, void *ctx)
+{
+    (void)o;
+    mcp_hub_t *h = ctx;
+    for (uint32_t i = 0; i < h->nlegs; i++)
+        mcp_caller_out_drain(o, h->legs[i]);
+    mcp_hub_maybe_end(h);
+}
+
+static void hub_out_error(tg_out_t *o, void *ctx, int status)
+{
+    mcp_hub_t *h = ctx;
+    h->cout_dead = true;
+    for (uint32_t i = 0; i < h->nlegs; i++)
+        mcp_caller_out_error(o, h->legs[i], status);
+}
+
+/* The caller is gone or ends the session (<why>): every leg ends. */
+void mcp_hub_shutdown(mcp_hub_t *h, const char *why, bool caller_gone)
+{
+    for (uint32_t i = 0; i < h->nlegs; i++) {
+        mcp_sess_t *w = h->legs[i];
+        if (caller_gone && w->phase == TG_P_RUN)
+            mcp_caller_gone(w);
+        mcp_begin_shutdown(w, why);
+    }
+}
+
+/* Every leg finished: the caller's connection closes once what it is
+ * owed is written; the hub goes with the last leg. */
+void mcp_hub_maybe_end(mcp_hub_t *h)
+{
+    for (uint32_t i = 0; i < h->nlegs; i++)
+        if (!h->legs[i]->finished)
+            return;
+    if (h->ending)
+        return;
+    if (!h->cout_dead && (h->out.npieces > 0 || h->out.queued_bytes > 0)) {
+        (void)tg_out_flush(&h->out);
+        if (h->out.queued_bytes > 0)
+            return; /* hub_out_drain comes back */
+    }
+    h->ending = true;
+    h->out.stream = NULL;
+    mcp_sess_close_caller(h->legs[0]);
+    for (uint32_t i = 0; i < h->nlegs; i++)
+        mcp_sess_release(h->legs[i]); /* the hub's hold */
+}
+
+void mcp_hub_released(mcp_sess_t *w)
+{
+    mcp_hub_t *h = w->hub;
+    if (--h->refs > 0)
+        return;
+    tg_out_free(&h->out);
+    for (int l = 0; l < 2; l++)
+        tg_expose_free(&h->names[l]);
+    tg_expose_uri_free(&h->uris);
+    for (uint32_t i = 0; i < h->nlegs; i++)
+        for (int l = 0; l < HUB_LISTS; l++)
+            free(h->cont[i][l]);
+    for (size_t i = 0; i < MCP_HUB_ASKS; i++)
+        ask_free(&h->asks[i]);
+    free(h);
+}
+
+mcp_hub_t *mcp_hub_new(tg_mcp_eng_t *e, mcp_sess_t *lead, tg_mcp_agent_t **ags, size_t n,
+                       const tg_peer_t *peer, bool verbatim)
+{
+    if (n == 0 || n > MCP_HUB_LEGS)
+        return NULL;
+    mcp_hub_t *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return NULL;
+    h->e = e;
+    h->verbatim = verbatim && n == 1;
+    if (getrandom(h->key, sizeof(h->key), 0) != (ssize_t)sizeof(h->key)) {
+        free(h);
+        return NULL;
+    }
+    if (tg_expose_init(&h->names[0], TG_EXPOSE_ENTRIES_MAX) < 0 ||
+        tg_expose_init(&h->names[1], TG_EXPOSE_ENTRIES_MAX) < 0 ||
+        tg_expose_uri_init(&h->uris, TG_EXPOSE_URIS_MAX, TG_EXPOSE_TEMPLATES_MAX) < 0) {
+        free(h);
+        return NULL;
+    }
+    tg_out_init(&h->out, &lead->gw->pool);
+    h->out.stream = lead->cout;
+    h->out.ctx = h;
+    h->out.on_drain = hub_out_drain;
+    h->out.on_error = hub_out_error;
+    h->policy = e->policy;
+    snprintf(h->who_caller, sizeof(h->who_caller), "%s", lead->caller);
+    h->who.caller = strcmp(lead->caller, "unknown") == 0 || strcmp(lead->caller, "anonymous") == 0 ||
+                            strcmp(lead->caller, "stdio") == 0
+                        ? NULL
+                        : h->who_caller;
+    h->who.uid = peer != NULL && peer->front == TG_FRONT_UNIX ? peer->uid : -1;
+    h->who.gid = peer != NULL && peer->front == TG_FRONT_UNIX ? peer->gid : -1;
+    for (size_t i = 0; i < n; i++) {
+        mcp_sess_t *w = i == 0 ? lead : mcp_sess_leg(lead, ags[i]);
+        if (w == NULL) {
+            /* The legs made so far end with the lead (the caller is told
+             * nothing: the connection closes). */
+            h->nlegs = (uint32_t)i;
+            return h;
+        }
+        w->hub = h;
+        w->leg = (uint32_t)i;
+        w->cw = &h->out;
+        w->open_handles++; /* the hub's hold, dropped in mcp_hub_maybe_end */
+        h->legs[i] = w;
+        h->nlegs++;
+        h->refs++;
+    }
+    return h;
+}
+
+/* Start hub <h>: serve, its lead waits for the caller's initialize (every
+ * leg starts its instance with it); wrap (stdio), every leg's instance
+ * starts now, and a leg that cannot is left out. -1 when no agent could
+ * start at all in wrap. */
+int mcp_hub_start(mcp_hub_t *h)
+{
+    mcp_sess_t *lead = h->legs[0];
+    if (lead->conn != NULL)
+        return tg_mcp_sess_start(lead);
+    uint32_t up = 0;
+    for (uint32_t i = 0; i < h->nlegs; i++) {
+        mcp_sess_t *w = h->legs[i];
+        if (mcp_agent_spawn(w) == 0) {
+            up++;
+            continue;
+        }
+        tg_log_warn("agent '%s' failed to start: its tools are left out", leg_agent(h, i));
+        w->leg_failed = true;
+    }
+    if (up == 0) {
+        mcp_begin_shutdown(lead, "no agent could start");
+        return -1;
+    }
+    uv_read_start(lead->cin, mcp_caller_alloc, mcp_caller_read);
+    return 0;
+}

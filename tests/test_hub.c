@@ -1,0 +1,297 @@
+/* Several agents behind one front (issue 22, router/dialect/mcp/hub.c):
+ * the real `toolgate wrap --config FILE` with two and three fixture agents
+ * on one stdio, as an MCP client fronting them through one entry sees it:
+ * initialize and the merged list answered by toolgate, names prefixed and
+ * routed back, cancels only to the agent holding the call, an agent's own
+ * requests routed back to it, one agent's crash leaving the others
+ * serving, collisions, forged cursors, and the policy (config and wrap's
+ * --allow-tool/--deny-tool) deciding the list and the call alike.
+ */
+#include <criterion/criterion.h>
+
+#include "tests/mcp_client.h"
+#include "tests/tg_harness.h"
+
+static tgh_wrap_t W;
+
+static void hub_fini(void)
+{
+    if (W.tg.pid > 0 && getenv("TG_IT_VERBOSE")) {
+        char *err = tgh_read_file(W.err, NULL);
+        fprintf(stderr, "---- toolgate stderr ----\n%s\n-------------------------\n",
+                err ? err : "(none)");
+        free(err);
+    }
+    tgh_cleanup();
+}
+
+TestSuite(hub, .fini = hub_fini, .timeout = 30);
+
+#define FIXTURE TG_AGENTS_DIR "/tg_fixture_agent"
+
+/* The log of fixture agent <id> in this test's dir. */
+static void agent_log(const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s.log", W.dir, id);
+}
+
+/* One agent entry: id, its log, and <extra> members (JSON text, "" none). */
+static size_t agent_json(char *out, size_t cap, const char *id, const char *extra)
+{
+    char log[TGH_PATH + 64];
+    agent_log(id, log, sizeof log);
+    return (size_t)snprintf(out, cap,
+                            "{\"id\":\"%s\",\"command\":[\"%s\",\"--log\",\"%s\"]%s%s}", id,
+                            FIXTURE, log, extra[0] ? "," : "", extra);
+}
+
+/* Start `toolgate wrap --config <dir>/c.json <args>` with the agents
+ * <ids> (each with <extras>[i]) and top-level members <top> ("" none). */
+static void hub_start(const char *const *ids, const char *const *extras, size_t n, const char *top,
+                      const char *const *args)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char doc[8192], cfg[TGH_PATH + 32];
+    size_t off = (size_t)snprintf(doc, sizeof doc, "{\"agents\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            doc[off++] = ',';
+        off += agent_json(doc + off, sizeof doc - off, ids[i], extras ? extras[i] : "");
+    }
+    snprintf(doc + off, sizeof doc - off, "]%s%s}", top[0] ? "," : "", top);
+    snprintf(cfg, sizeof cfg, "%s/c.json", W.dir);
+    cr_assert_eq(tgh_write_file(cfg, doc), 0);
+    const char *argv[TGH_MAX_ARGS];
+    size_t k = 0;
+    argv[k++] = TG_BIN;
+    argv[k++] = "wrap";
+    argv[k++] = "--audit";
+    argv[k++] = W.audit;
+    argv[k++] = "--config";
+    argv[k++] = cfg;
+    for (size_t i = 0; args && args[i]; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    W.started_ms = tgh_now_ms();
+    cr_assert_eq(tgh_spawn(&W.tg, (char *const *)argv, NULL, W.err), 0);
+}
+
+static json_t *tools_list(json_int_t id, const char *params)
+{
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":\"tools/list\"%s%s}\n",
+              (long long)id, params ? ",\"params\":" : "", params ? params : "");
+    return mcp_expect_int(&W.tg, id, 10000);
+}
+
+/* Whether the tools of list answer <r> hold <name>. */
+static bool listed(const json_t *r, const char *name)
+{
+    const json_t *tools = json_object_get(json_object_get(r, "result"), "tools");
+    for (size_t i = 0; i < json_array_size(tools); i++)
+        if (strcmp(json_string_value(json_object_get(json_array_get(tools, i), "name")), name) ==
+            0)
+            return true;
+    return false;
+}
+
+static int log_has(const char *id, const char *needle)
+{
+    char log[TGH_PATH + 64];
+    agent_log(id, log, sizeof log);
+    char *t = tgh_read_file(log, NULL);
+    int n = 0;
+    for (const char *p = t; p != NULL && (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    free(t);
+    return n;
+}
+
+static const char *const TWO[] = {"fs", "web"};
+
+Test(hub, initialize_is_answered_by_toolgate_and_the_list_is_merged_in_config_order)
+{
+    hub_start(TWO, NULL, 2, "", NULL);
+    json_t *init = mcp_initialize(&W.tg, 10000);
+    cr_assert_not_null(init);
+    json_t *res = json_object_get(init, "result");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(res, "serverInfo"), "name")),
+                     "toolgate");
+    cr_assert_not_null(json_object_get(json_object_get(res, "capabilities"), "tools"));
+    json_decref(init);
+    tgh_sendf(&W.tg, MCP_INITIALIZED);
+    json_t *r = tools_list(1, NULL);
+    const json_t *tools = json_object_get(json_object_get(r, "result"), "tools");
+    cr_assert_eq(json_array_size(tools), 24, "%s", mcp_dump(r));
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 0), "name")),
+                     "fs__echo");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 12), "name")),
+                     "web__echo");
+    /* The same list again, in the same order. */
+    json_t *again = tools_list(2, NULL);
+    cr_assert(json_equal(json_object_get(json_object_get(again, "result"), "tools"),
+                         (json_t *)tools));
+    json_decref(again);
+    json_decref(r);
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n");
+    json_t *p = mcp_expect_int(&W.tg, 3, 5000);
+    cr_assert_not_null(json_object_get(p, "result"));
+    json_decref(p);
+}
+
+Test(hub, a_call_reaches_only_the_agent_owning_the_name_under_its_own_name)
+{
+    hub_start(TWO, NULL, 2, "", NULL);
+    mcp_init_ok(&W.tg, 10000);
+    json_decref(tools_list(1, NULL));
+    mcp_call_text(&W.tg, 2, "web__echo", "{\"text\":\"hello\"}", "hello", 10000);
+    /* The fixture logs "call <its own id> <tool>". */
+    cr_assert_eq(log_has("web", " echo\n"), 1);
+    cr_assert_eq(log_has("fs", "call "), 0);
+    mcp_call_text(&W.tg, 3, "fs__echo", "{\"text\":\"x\"}", "x", 10000);
+    cr_assert_eq(log_has("fs", " echo\n"), 1);
+    /* A name no agent lists: -32602, nothing reaches any agent. */
+    mcp_call(&W.tg, 4, "nobody__echo", "{}");
+    json_t *r = mcp_expect_int(&W.tg, 4, 5000);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32602);
+    json_decref(r);
+    cr_assert_eq(log_has("fs", "call ") + log_has("web", "call "), 2);
+}
+
+Test(hub, a_cancel_reaches_only_the_agent_holding_the_call)
+{
+    hub_start(TWO, NULL, 2, "", NULL);
+    mcp_init_ok(&W.tg, 10000);
+    json_decref(tools_list(1, NULL));
+    mcp_call(&W.tg, 7, "web__sleep", "{\"ms\":20000}");
+    uint64_t deadline = tgh_now_ms() + 5000;
+    while (log_has("web", " sleep\n") == 0 && tgh_left(deadline) > 0)
+        tgh_sleep_ms(20);
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                     "\"params\":{\"requestId\":7}}\n");
+    deadline = tgh_now_ms() + 5000;
+    while (log_has("web", "cancelled") == 0 && tgh_left(deadline) > 0)
+        tgh_sleep_ms(20);
+    cr_assert_eq(log_has("web", "cancelled"), 1);
+    /* Still answering, and the other agent never saw the cancel. */
+    mcp_call_text(&W.tg, 8, "fs__echo", "{\"text\":\"after\"}", "after", 10000);
+    cr_assert_eq(log_has("fs", "cancelled"), 0);
+}
+
+Test(hub, an_agents_request_is_routed_back_to_it_under_a_unique_id)
+{
+    hub_start(TWO, NULL, 2, "", NULL);
+    mcp_init_ok(&W.tg, 10000);
+    json_decref(tools_list(1, NULL));
+    mcp_call(&W.tg, 5, "web__ask", "{}");
+    json_t *req = NULL;
+    for (int i = 0; i < 10 && req == NULL; i++) {
+        json_t *m = tgh_read_json(&W.tg, 5000, NULL);
+        if (m != NULL && json_object_get(m, "method") != NULL)
+            req = m;
+        else
+            json_decref(m);
+    }
+    cr_assert_not_null(req, "no sampling request reached the caller");
+    const char *rid = json_string_value(json_object_get(req, "id"));
+    cr_assert(rid != NULL && strncmp(rid, "tg1.", 4) == 0, "id %s", mcp_dump(req));
+    char *idtxt = json_dumps(json_object_get(req, "id"), JSON_ENCODE_ANY);
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"ok\":true}}\n", idtxt);
+    free(idtxt);
+    json_decref(req);
+    json_t *r = mcp_expect_int(&W.tg, 5, 5000);
+    cr_assert_str_eq(mcp_text_of(r), "got:result", "%s", mcp_dump(r));
+    json_decref(r);
+}
+
+Test(hub, one_agent_crashing_leaves_the_others_serving_and_the_list_follows)
+{
+    static const char *const extras[] = {"\"restart\":{\"policy\":\"no\"}", ""};
+    hub_start(TWO, extras, 2, "", NULL);
+    mcp_init_ok(&W.tg, 10000);
+    json_decref(tools_list(1, NULL));
+    mcp_call(&W.tg, 2, "fs__crash", "{}");
+    json_t *r = mcp_expect_int(&W.tg, 2, 5000);
+    mcp_assert_denied(r, "agent_unavailable");
+    json_decref(r);
+    mcp_call_text(&W.tg, 3, "web__echo", "{\"text\":\"alive\"}", "alive", 10000);
+    json_t *l = tools_list(4, NULL);
+    cr_assert_not(listed(l, "fs__echo"), "%s", mcp_dump(l));
+    cr_assert(listed(l, "web__echo"));
+    const json_t *down =
+        json_object_get(json_object_get(json_object_get(l, "result"), "_meta"), "io.toolgate/unavailable");
+    cr_assert_str_eq(json_string_value(json_array_get(down, 0)), "fs", "%s", mcp_dump(l));
+    json_decref(l);
+}
+
+Test(hub, a_collision_keeps_the_first_agents_name_and_is_audited)
+{
+    static const char *const extras[] = {"\"tool_prefix\":\"\"", "\"tool_prefix\":\"\""};
+    hub_start(TWO, extras, 2, "", NULL);
+    mcp_init_ok(&W.tg, 10000);
+    json_t *l = tools_list(1, NULL);
+    cr_assert_eq(json_array_size(json_object_get(json_object_get(l, "result"), "tools")), 12);
+    json_decref(l);
+    mcp_call_text(&W.tg, 2, "echo", "{\"text\":\"first\"}", "first", 10000);
+    cr_assert_eq(log_has("fs", " echo\n"), 1);
+    cr_assert_eq(log_has("web", "call "), 0);
+    tgh_close_stdin(&W.tg);
+    cr_assert_eq(tgh_wait(&W.tg, 10000), 0);
+    char *audit = tgh_read_file(W.audit, NULL);
+    cr_assert(audit != NULL && strstr(audit, "\"agent.name_collision\"") != NULL);
+    free(audit);
+}
+
+Test(hub, a_forged_cursor_is_refused)
+{
+    hub_start(TWO, NULL, 2, "", NULL);
+    mcp_init_ok(&W.tg, 10000);
+    json_t *r = tools_list(1, "{\"cursor\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAA\"}");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32602);
+    json_decref(r);
+}
+
+/* ---- who may call what ----------------------------------------------------------- */
+
+Test(hub, a_config_policy_decides_the_list_and_the_call_alike)
+{
+    hub_start(TWO, NULL, 2,
+              "\"policy\":{\"default\":\"allow\",\"rules\":[{\"effect\":\"deny\",\"agents\":[\"web\"],"
+              "\"tools\":[\"sl*\"]}]}",
+              NULL);
+    mcp_init_ok(&W.tg, 10000);
+    json_t *l = tools_list(1, NULL);
+    cr_assert_not(listed(l, "web__sleep"));
+    cr_assert_not(listed(l, "web__slow_cancel"));
+    cr_assert(listed(l, "fs__sleep"));
+    cr_assert(listed(l, "web__echo"));
+    json_decref(l);
+    mcp_call(&W.tg, 2, "web__sleep", "{\"ms\":1}");
+    json_t *r = mcp_expect_int(&W.tg, 2, 5000);
+    json_t *data = mcp_assert_denial(r, -32069, "tool_not_allowed");
+    cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")), "policy.rules[0]",
+                     "%s", mcp_dump(r));
+    json_decref(r);
+    cr_assert_eq(log_has("web", " sleep\n"), 0);
+}
+
+Test(hub, wrap_deny_tool_keeps_one_agents_names_and_refuses_the_call)
+{
+    cr_assert_eq(tgh_wrap_prepare(&W), 0);
+    char log[TGH_PATH + 64];
+    snprintf(log, sizeof log, "%s/fixture.log", W.dir);
+    static const char *const tg_args[] = {"--deny-tool", "sl*", NULL};
+    const char *const agent_args[] = {"--log", log, NULL};
+    cr_assert_eq(tgh_wrap_exec(&W, tg_args, FIXTURE, agent_args, NULL), 0);
+    mcp_init_ok(&W.tg, 10000);
+    json_t *l = tools_list(1, NULL);
+    cr_assert(listed(l, "echo"), "%s", mcp_dump(l));
+    cr_assert_not(listed(l, "sleep"));
+    json_decref(l);
+    mcp_call(&W.tg, 2, "sleep", "{\"ms\":1}");
+    json_t *r = mcp_expect_int(&W.tg, 2, 5000);
+    json_t *data = mcp_assert_denial(r, -32069, "tool_not_allowed");
+    cr_assert_str_eq(json_string_value(json_object_get(data, "config_path")), "--deny-tool sl*",
+                     "%s", mcp_dump(r));
+    json_decref(r);
+    mcp_call_text(&W.tg, 3, "echo", "{\"text\":\"ok\"}", "ok", 10000);
+}
