@@ -295,3 +295,105 @@ Test(hub, wrap_deny_tool_keeps_one_agents_names_and_refuses_the_call)
     json_decref(r);
     mcp_call_text(&W.tg, 3, "echo", "{\"text\":\"ok\"}", "ok", 10000);
 }
+
+/* ---- serve: a Unix listener naming "agents" --------------------------------------- */
+
+static tgh_serve_t S;
+
+/* serve with agents fs and web behind one socket, and <top> ("" none). */
+static void serve_hub(const char *top)
+{
+    cr_assert_eq(tgh_serve_prepare(&S, "hub"), 0);
+    snprintf(W.dir, sizeof W.dir, "%s", S.dir); /* agent_log() and log_has() read W.dir */
+    char fs[TGH_PATH + 256], web[TGH_PATH + 256], doc[4 * TGH_PATH + 1024];
+    agent_json(fs, sizeof fs, "fs", "");
+    agent_json(web, sizeof web, "web", "");
+    snprintf(doc, sizeof doc,
+             "{\"audit\":{\"path\":\"%s\"},\"agents\":[%s,%s],\"router\":{\"listen\":[{\"unix\":"
+             "\"%s\",\"agents\":[\"fs\",\"web\"]}]}%s%s}",
+             S.audit, fs, web, S.sock, top[0] ? "," : "", top);
+    tgh_serve_start(&S, doc, NULL, 10000);
+}
+
+Test(hub, serve_fronts_several_agents_on_one_socket_each_connection_with_its_own_instances)
+{
+    serve_hub("");
+    tgh_proc_t a, b;
+    mcp_connect(&a, S.sock);
+    mcp_connect(&b, S.sock);
+    mcp_init_ok(&a, 10000);
+    mcp_init_ok(&b, 10000);
+    tgh_sendf(&a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n");
+    json_t *l = mcp_expect_int(&a, 1, 10000);
+    cr_assert(listed(l, "fs__echo") && listed(l, "web__echo"), "%s", mcp_dump(l));
+    json_decref(l);
+    mcp_call_text(&a, 2, "web__echo", "{\"text\":\"a\"}", "a", 10000);
+    /* b never listed: a known name still reaches its agent. */
+    mcp_call_text(&b, 2, "fs__echo", "{\"text\":\"b\"}", "b", 10000);
+    /* Two connections, each with an instance of each agent. */
+    cr_assert_eq(log_has("fs", "start "), 2);
+    cr_assert_eq(log_has("web", "start "), 2);
+    tgh_conn_close(&a);
+    tgh_conn_close(&b);
+    tgh_serve_stop(&S, 10000);
+}
+
+Test(hub, serve_policy_by_uid_decides_the_list_and_the_call)
+{
+    char top[256];
+    snprintf(top, sizeof top,
+             "\"policy\":{\"default\":\"allow\",\"rules\":[{\"effect\":\"deny\",\"uids\":[%u],"
+             "\"agents\":[\"web\"],\"tools\":[\"echo\"]}]}",
+             (unsigned)getuid());
+    serve_hub(top);
+    tgh_proc_t a;
+    mcp_connect(&a, S.sock);
+    mcp_init_ok(&a, 10000);
+    tgh_sendf(&a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n");
+    json_t *l = mcp_expect_int(&a, 1, 10000);
+    cr_assert_not(listed(l, "web__echo"), "%s", mcp_dump(l));
+    cr_assert(listed(l, "fs__echo") && listed(l, "web__sleep"));
+    json_decref(l);
+    mcp_call(&a, 2, "web__echo", "{\"text\":\"no\"}");
+    json_t *r = mcp_expect_int(&a, 2, 10000);
+    mcp_assert_denial(r, -32069, "tool_not_allowed");
+    json_decref(r);
+    tgh_conn_close(&a);
+    tgh_serve_stop(&S, 10000);
+    char *audit = tgh_read_file(S.audit, NULL);
+    cr_assert(audit != NULL && strstr(audit, "\"tool_not_allowed\"") != NULL);
+    free(audit);
+}
+
+Test(hub, a_reload_applies_a_changed_policy_to_live_sessions_and_says_the_list_changed)
+{
+    serve_hub("\"policy\":{\"default\":\"allow\"}");
+    tgh_proc_t a;
+    mcp_connect(&a, S.sock);
+    mcp_init_ok(&a, 10000);
+    mcp_call_text(&a, 1, "web__echo", "{\"text\":\"before\"}", "before", 10000);
+    /* The same config, web's echo now denied. */
+    char *doc = tgh_read_file(S.cfg, NULL);
+    cr_assert_not_null(doc);
+    char *at = strstr(doc, "\"policy\":{\"default\":\"allow\"}");
+    cr_assert_not_null(at);
+    char next[8192];
+    snprintf(next, sizeof next,
+             "%.*s\"policy\":{\"default\":\"allow\",\"rules\":[{\"effect\":\"deny\",\"agents\":"
+             "[\"web\"],\"tools\":[\"echo\"]}]}%s",
+             (int)(at - doc), doc, at + strlen("\"policy\":{\"default\":\"allow\"}"));
+    free(doc);
+    cr_assert_eq(tgh_write_file(S.cfg, next), 0);
+    kill(S.tg.pid, SIGHUP);
+    cr_assert_geq(tgh_log_wait(S.err, "SIGHUP: config reloaded", 1, 10000), 1);
+    json_t *m = tgh_read_json(&a, 5000, NULL);
+    cr_assert_str_eq(json_string_value(json_object_get(m, "method")),
+                     "notifications/tools/list_changed", "%s", mcp_dump(m));
+    json_decref(m);
+    mcp_call(&a, 2, "web__echo", "{\"text\":\"after\"}");
+    json_t *r = mcp_expect_int(&a, 2, 10000);
+    mcp_assert_denial(r, -32069, "tool_not_allowed");
+    json_decref(r);
+    tgh_conn_close(&a);
+    tgh_serve_stop(&S, 10000);
+}

@@ -26,6 +26,8 @@
 #include "config/diff.h"
 #include "router/gateway/gateway.h"
 
+struct json_t;
+
 /* Where a caller came from. */
 typedef enum tg_front_kind {
     TG_FRONT_STDIO = 0, /* toolgate's own stdin and stdout (wrap): <conn> is NULL */
@@ -89,6 +91,11 @@ typedef struct tg_dialect_ops {
      * (-EAGAIN: only a restart can apply it, as in wrap). */
     int (*reconfigure)(void *e, tg_agent_cfg_t *na, tg_cfg_need_t need,
                        void (*release)(void *old), void *old, tg_err_t *err);
+    /* Reload: the config's "policy" (NULL: none) is now <policy>, checked
+     * by the caller with tg_policy_from_json. Sessions read the new one
+     * from their next request; a session whose lists may have changed is
+     * told (list_changed). NULL: the dialect has no policy. */
+    int (*policy)(void *e, const struct json_t *policy, tg_err_t *err);
     /* Callers connected now (the log and audit of a stop). */
     size_t (*callers)(const void *e);
     /* SIGKILL every instance now (a second Ctrl-C). */

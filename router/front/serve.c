@@ -14,6 +14,8 @@
  */
 #define _GNU_SOURCE /* struct ucred */
 #include "router/front/serve.h"
+#include "router/auth/policy.h"
+#include <jansson.h>
 
 #include <errno.h>
 #include <grp.h>
@@ -506,6 +508,25 @@ static int agents_need(const serve_run_t *r, const gen_t *g, tg_cfg_change_t *ou
     return 0;
 }
 
+/* A changed "policy": built once to check it (an error names its path and
+ * rejects the reload, nothing applied), then handed to every engine. */
+static int reload_policy(serve_run_t *r, const tg_config_t *nc, tg_err_t *err)
+{
+    tg_policy_t *p = NULL;
+    if (nc->policy != NULL && tg_policy_from_json(&p, nc->policy, err) < 0) {
+        char msg[sizeof(err->msg)];
+        snprintf(msg, sizeof(msg), "%s", err->msg);
+        return tg_err_set(err, -EINVAL, "%s: %s", nc->path, msg);
+    }
+    tg_policy_free(p);
+    for (size_t i = 0; i < ndialects(); i++)
+        if (r->eng[i] != NULL && tg_dialects[i]->policy != NULL &&
+            tg_dialects[i]->policy(r->eng[i], nc->policy, err) < 0)
+            return -1;
+    tg_log("SIGHUP: policy changed: applied to every session from its next request");
+    return 0;
+}
+
 static void reload(serve_run_t *r)
 {
     tg_err_t err;
@@ -533,6 +554,12 @@ static void reload(serve_run_t *r)
     if (need == NULL || agents_need(r, g, need) < 0) {
         tg_err_set(&err, -1, "%s: out of memory", nc->path);
         reload_reject(r, err.msg, NULL);
+        free(need);
+        gen_unref(g);
+        return;
+    }
+    if (!json_equal(r->cfg->policy, nc->policy) && reload_policy(r, nc, &err) < 0) {
+        reload_reject(r, err.msg, "policy");
         free(need);
         gen_unref(g);
         return;
@@ -657,6 +684,13 @@ static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *
  * REFUSED_AUDIT_RATE per listener, so it cannot crowd the calls' events
  * out of the audit queue nor flood the log; the next event audited says
  * in <count> how many were not. */
+/* The agent a listener's refusals name: its one agent, or the first of
+ * its "agents". */
+static const char *listener_agent(const tg_listen_cfg_t *lc)
+{
+    return lc->nagents > 0 ? lc->agents[0] : lc->agent;
+}
+
 static void http_refused(void *arg, int status, const char *reason, const char *remote)
 {
     listener_t *l = arg;
@@ -667,14 +701,14 @@ static void http_refused(void *arg, int status, const char *reason, const char *
          * a Unix caller's unfinished frame is. */
         tg_audit_ev_init(&ev);
         ev.event = "call.denied";
-        ev.agent = l->lc->agent;
+        ev.agent = listener_agent(l->lc);
         ev.status = "invalid";
         ev.front = "http";
         ev.remote = remote != NULL && remote[0] != '\0' ? remote : NULL;
     } else {
         /* The denial code's name (call/denial.c's table; the front
          * audits, it does not deny). */
-        tg_refused_ev(&ev, l->lc->agent, "caller_not_allowed", "caller", "caller", "http", remote);
+        tg_refused_ev(&ev, listener_agent(l->lc), "caller_not_allowed", "caller", "caller", "http", remote);
     }
     ev.reason = reason;
     /* <reason> says it: unauthenticated 401, frame_timeout 408, the others

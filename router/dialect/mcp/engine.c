@@ -244,6 +244,18 @@ static int mcp_eng_policy(tg_mcp_eng_t *e, const tg_config_t *cfg, tg_err_t *err
                                 gw->ndeny_tools, err);
 }
 
+static int eng_policy(void *arg, const struct json_t *policy, tg_err_t *err)
+{
+    tg_mcp_eng_t *e = arg;
+    tg_policy_t *p = NULL;
+    if (policy != NULL && tg_policy_from_json(&p, policy, err) < 0)
+        return -1;
+    tg_policy_free(e->policy);
+    e->policy = p;
+    mcp_hub_policy_changed(e);
+    return 0;
+}
+
 static void *eng_open(tg_gw_t *gw, const tg_dialect_env_t *env, tg_err_t *err)
 {
     tg_config_t *cfg = gw->cfg;
@@ -551,6 +563,7 @@ const tg_dialect_ops_t tg_mcp_dialect = {
     .accept = eng_accept,
     .shutdown = eng_shutdown,
     .reconfigure = eng_reconfigure,
+    .policy = eng_policy,
     .callers = eng_callers,
     .kill = eng_kill,
     .idle = eng_idle,

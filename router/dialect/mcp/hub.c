@@ -365,7 +365,7 @@ static void list_leg(mcp_hub_t *h, int list, uint32_t i, json_t *items, json_t *
         tg_expose_added_t ad;
         uint32_t other = 0;
         if (h->verbatim) {
-            if (tg_policy_listed(h->policy, &h->who, leg_agent(h, i), key, family_of(list)))
+            if (tg_policy_listed(h->e->policy, &h->who, leg_agent(h, i), key, family_of(list)))
                 json_array_append(out, it);
             continue;
         }
@@ -378,7 +378,7 @@ static void list_leg(mcp_hub_t *h, int list, uint32_t i, json_t *items, json_t *
                       named ? ad.name : key);
             continue;
         }
-        if (rc < 0 || !tg_policy_listed(h->policy, &h->who, leg_agent(h, i), key, family_of(list)))
+        if (rc < 0 || !tg_policy_listed(h->e->policy, &h->who, leg_agent(h, i), key, family_of(list)))
             continue;
         json_t *copy = json_deep_copy(it);
         if (named)
@@ -537,7 +537,7 @@ static void verbatim_request(mcp_hub_t *h, tg_block_t *b, const char *frame, siz
     if (n >= 0) {
         buf[n] = '\0';
         tg_policy_decision_t pd =
-            tg_policy_decide(h->policy, &h->who, leg_agent(h, 0), buf, family_of(list));
+            tg_policy_decide(h->e->policy, &h->who, leg_agent(h, 0), buf, family_of(list));
         if (pd.effect == TG_POLICY_DENY) {
             deny_not_allowed(h, 0, frame + env->id.off, env->id.len, buf, &pd);
             return;
@@ -612,7 +612,7 @@ static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t
     memcpy(own, orig, olen);
     own[olen] = '\0';
     tg_policy_decision_t pd =
-        tg_policy_decide(h->policy, &h->who, leg_agent(h, leg), own, family_of(list));
+        tg_policy_decide(h->e->policy, &h->who, leg_agent(h, leg), own, family_of(list));
     if (pd.effect == TG_POLICY_DENY) {
         deny_not_allowed(h, leg, id, env->id.len, own, &pd);
         return;
@@ -646,7 +646,7 @@ static void uri_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t l
                   "(send resources/list or resources/templates/list)");
         return;
     }
-    tg_policy_decision_t pd = tg_policy_decide(h->policy, &h->who, leg_agent(h, (uint32_t)leg),
+    tg_policy_decision_t pd = tg_policy_decide(h->e->policy, &h->who, leg_agent(h, (uint32_t)leg),
                                                buf, TG_POLICY_M_RESOURCES);
     if (pd.effect == TG_POLICY_DENY) {
         deny_not_allowed(h, (uint32_t)leg, id, env->id.len, buf, &pd);
@@ -953,7 +953,6 @@ mcp_hub_t *mcp_hub_new(tg_mcp_eng_t *e, mcp_sess_t *lead, tg_mcp_agent_t **ags, 
     h->out.ctx = h;
     h->out.on_drain = hub_out_drain;
     h->out.on_error = hub_out_error;
-    h->policy = e->policy;
     snprintf(h->who_caller, sizeof(h->who_caller), "%s", lead->caller);
     h->who.caller = strcmp(lead->caller, "unknown") == 0 || strcmp(lead->caller, "anonymous") == 0 ||
                             strcmp(lead->caller, "stdio") == 0
@@ -1005,4 +1004,20 @@ int mcp_hub_start(mcp_hub_t *h)
     }
     uv_read_start(lead->cin, mcp_caller_alloc, mcp_caller_read);
     return 0;
+}
+
+/* Reload changed the policy: every hub's caller is told its lists may
+ * have changed (the next request reads the new policy). */
+void mcp_hub_policy_changed(tg_mcp_eng_t *e)
+{
+    for (mcp_sess_t *w = e->sessions; w != NULL; w = w->next) {
+        mcp_hub_t *h = w->hub;
+        if (h == NULL || w->leg != 0 || !h->initialized || h->ending || w->phase != TG_P_RUN)
+            continue;
+        hub_notify(h, "notifications/tools/list_changed");
+        hub_notify(h, "notifications/prompts/list_changed");
+        hub_notify(h, "notifications/resources/list_changed");
+        if (!h->cout_dead)
+            (void)tg_out_flush(&h->out);
+    }
 }

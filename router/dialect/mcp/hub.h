@@ -86,7 +86,6 @@ typedef struct mcp_hub {
     /* The rest of each leg's list after the first merged page: its
      * nextCursor (JSON string text, quotes included) per list kind. */
     char *cont[MCP_HUB_LEGS][4];
-    const tg_policy_t *policy; /* borrowed from the engine; NULL: everything allowed */
     char who_caller[64];
     tg_policy_who_t who;
     uint64_t collisions;

@@ -373,6 +373,7 @@ void mcp_hub_leg_down(mcp_sess_t *w);
 void mcp_hub_shutdown(mcp_hub_t *h, const char *why, bool caller_gone);
 void mcp_hub_maybe_end(mcp_hub_t *h);
 void mcp_hub_released(mcp_sess_t *w);
+void mcp_hub_policy_changed(tg_mcp_eng_t *e);
 
 /* ---- small helpers ---------------------------------------------------- */
 
