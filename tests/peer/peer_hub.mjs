@@ -1,8 +1,9 @@
 // Real-peer test of the MCP hub (issue 22, "one endpoint, many agents"):
 // the official SDK client against ONE toolgate endpoint aggregating the
 // reference server-everything (id "ev"), the reference server-filesystem
-// rooted in a temp dir (id "fs") and toolgate's fixture agent (id "fx",
-// "restart": {"policy": "no"}), over stdio (`toolgate wrap --config FILE`)
+// rooted in a temp dir (id "fs") and toolgate's fixture agent twice (id
+// "fx" with "restart": {"policy": "no"}, id "fy" restarted after 1.5 s),
+// over stdio (`toolgate wrap --config FILE`)
 // and over Streamable HTTP (`toolgate serve --config FILE`, an http
 // listener naming "agents"), each compared with the same client on each
 // server directly.
@@ -24,7 +25,8 @@
 //   sent to it, never get a notifications/cancelled;
 // - the fixture crashing: that call fails with -32064 agent_unavailable,
 //   the others keep answering, and tools/list loses the fixture's tools and
-//   names it in _meta["io.toolgate/unavailable"].
+//   names it in _meta["io.toolgate/unavailable"]; the second fixture
+//   crashing and restarted: the list loses and then regains its tools.
 //
 // Usage: node peer_hub.mjs /path/to/toolgate (the fixture agent is
 // agents/tg_fixture_agent next to it). Exit 0 when every check holds; 1
@@ -53,7 +55,8 @@ const CALL_TIMEOUT_MS = 15000;
 const POLICY_DENIED_CODE = -32069;
 const UNAVAILABLE_CODE = -32064;
 const DENIED_TOOL = "get-tiny-image"; // denied by the glob "get-tiny-*" on agent ev
-const AGENTS = ["ev", "fs", "fx"]; // config order
+const AGENTS = ["ev", "fs", "fx", "fy"]; // config order
+const RESTART_BACKOFF_MS = 1500; // fy's first restart delay
 
 const toolgate = toolgateArg("peer_hub.mjs");
 const fixture = join(dirname(toolgate), "agents", "tg_fixture_agent");
@@ -176,6 +179,7 @@ function hubConfig(tag, router) {
     ev: join(tmp, `${tag}-ev.in`),
     fs: join(tmp, `${tag}-fs.in`),
     fx: join(tmp, `${tag}-fx.log`),
+    fy: join(tmp, `${tag}-fy.log`),
   };
   for (const p of Object.values(logs)) writeFileSync(p, "");
   const env = { pass: ["PATH", "HOME"] };
@@ -186,6 +190,10 @@ function hubConfig(tag, router) {
       { id: "ev", command: [process.execPath, tap, logs.ev, "--", ...serverCmd], env },
       { id: "fs", command: [process.execPath, tap, logs.fs, "--", process.execPath, fsEntry, root], env },
       { id: "fx", command: [fixture, "--log", logs.fx], restart: { policy: "no" } },
+      {
+        id: "fy", command: [fixture, "--log", logs.fy],
+        restart: { policy: "on-failure", backoff: `${RESTART_BACKOFF_MS}ms` },
+      },
     ],
     policy: {
       default: "allow",
@@ -234,7 +242,7 @@ async function exercise(label, client, seen, d, logs) {
     `${label}: each server lists tools directly (ev ${d.ev.tools.length}, fs ${d.fs.tools.length}, ` +
     `fx ${d.fx.tools.length}; ev has ${DENIED_TOOL})`);
   check(isDeepStrictEqual(tools.map((t) => t.name), want.map((t) => t.name)),
-    `${label}: tools/list is ev__*, fs__*, fx__* in config order, each agent's tools in its own order`,
+    `${label}: tools/list is ev__*, fs__*, fx__*, fy__* in config order, each agent's tools in its own order`,
     `want ${show(want.map((t) => t.name))}\ngot ${show(tools.map((t) => t.name))}`);
   check(isDeepStrictEqual(tools, want), `${label}: each listed tool is the server's own but for its name`,
     firstDiff(want, tools));
@@ -306,6 +314,9 @@ async function exercise(label, client, seen, d, logs) {
   await sleep(100);
   check(after.content?.[0]?.text === "Echo: after cancel" && text(afterFs).includes(secret),
     `${label}: cancel: ev and fs answer after it`, show([after, afterFs]));
+  const fyLog = readText(logs.fy);
+  check(/^initialized$/m.test(fyLog) && !fyLog.includes("cancelled"),
+    `${label}: cancel: fy (the second fixture, its log) never saw a notifications/cancelled`, fyLog);
   for (const id of ["ev", "fs"]) {
     const sent = readText(logs[id]);
     check(sent.includes('"tools/call"') && !sent.includes("notifications/cancelled"),
@@ -326,15 +337,44 @@ async function exercise(label, client, seen, d, logs) {
     `${label}: crash: ev and fs keep answering`, show([evAlive.ok ?? evAlive.err, fsAlive.ok ?? fsAlive.err]));
   const later = await listAll(client);
   const names = later.tools.map((t) => t.name);
-  check(isDeepStrictEqual(names, want.filter((t) => !t.name.startsWith("fx__")).map((t) => t.name)),
-    `${label}: crash: tools/list loses the fx__ tools and keeps ev's and fs's`, show(names));
+  const withoutFx = want.filter((t) => !t.name.startsWith("fx__")).map((t) => t.name);
+  check(isDeepStrictEqual(names, withoutFx),
+    `${label}: crash: tools/list loses the fx__ tools and keeps ev's, fs's and fy's`, show(names));
   const down = later.meta?.["io.toolgate/unavailable"];
-  check(Array.isArray(down) && down.includes("fx") && !down.includes("ev") && !down.includes("fs"),
+  check(Array.isArray(down) && down.includes("fx") && !down.some((id) => id !== "fx"),
     `${label}: crash: tools/list _meta["io.toolgate/unavailable"] names fx`, show(later.meta));
   const fxAgain = await failureOf(call(client, "fx__echo", { text: "x" }));
   check(isDenial(fxAgain.err, UNAVAILABLE_CODE, "agent_unavailable"),
     `${label}: crash: a later call of an fx__ tool fails with ${UNAVAILABLE_CODE} agent_unavailable`,
     show(fxAgain.ok ?? fxAgain.err));
+
+  // fy crashes too, but is restarted (on-failure, after 1.5 s): the list
+  // loses its tools meanwhile and then regains them, and it answers again.
+  const starts = () => (readText(logs.fy).match(/^start /gm) ?? []).length;
+  const startsBefore = starts();
+  const t1 = Date.now();
+  const crashY = await failureOf(call(client, "fy__crash", {}));
+  check(isDenial(crashY.err, UNAVAILABLE_CODE, "agent_unavailable"),
+    `${label}: restart: fy__crash fails with ${UNAVAILABLE_CODE} agent_unavailable`, show(crashY.ok ?? crashY.err));
+  const gone = await listAll(client);
+  const early = Date.now() - t1 < RESTART_BACKOFF_MS - 300; // still inside the backoff: fy is down
+  check(!early || !gone.tools.some((t) => t.name.startsWith("fy__")),
+    `${label}: restart: while fy restarts, tools/list lacks its tools (${Date.now() - t1} ms after the crash)`,
+    show(gone.tools.map((t) => t.name)));
+  let back;
+  const end = Date.now() + RESTART_BACKOFF_MS + 8000;
+  for (;;) {
+    back = await listAll(client);
+    if (back.tools.some((t) => t.name.startsWith("fy__")) || Date.now() > end) break;
+    await sleep(200);
+  }
+  const withoutFxNames = back.tools.map((t) => t.name);
+  check(isDeepStrictEqual(withoutFxNames, withoutFx),
+    `${label}: restart: tools/list regains fy's tools once fy is restarted (${Date.now() - t1} ms after the crash)`,
+    show(withoutFxNames));
+  const fyEcho = await failureOf(call(client, "fy__echo", { text: "back" }));
+  check(text(fyEcho.ok).includes("back"), `${label}: restart: fy__echo answers again`, show(fyEcho.ok ?? fyEcho.err));
+  check(starts() === startsBefore + 1, `${label}: restart: fy was started anew, once`, readText(logs.fy));
 }
 
 // `toolgate serve --config <path>`; resolves to the HTTP listener's URL.
@@ -422,7 +462,7 @@ try {
     direct("server-filesystem", [process.execPath, fsEntry, root], (c) => fsCalls(c)),
     direct("fixture", [fixture], (c) => fxCalls(c)),
   ]);
-  const d = { ev, fs, fx };
+  const d = { ev, fs, fx, fy: fx };
   await overStdio(d);
   await overHttp(d);
   for (const tag of ["wrap", "serve"]) {
