@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Real-peer test: official MCP SDK client + reference server-everything,
 # directly and through toolgate (wrap, serve on a Unix socket, serve --http,
-# HTTPS), then the MCP conformance suite through serve --http
-# (conformance.sh). Usage: tests/peer/run.sh BUILD_DIR
+# HTTPS), several servers behind one endpoint (peer_hub.mjs), then the MCP
+# conformance suite through serve --http, directly and as the one agent of an
+# aggregate (conformance.sh). Usage: tests/peer/run.sh BUILD_DIR
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,5 +29,9 @@ node peer_test.mjs "$toolgate"
 # with a throwaway CA (openssl).
 command -v openssl >/dev/null || { echo "peer: openssl is not installed" >&2; exit 1; }
 node peer_http.mjs "$toolgate"
+# Several agents behind one endpoint (issue 22): server-everything,
+# server-filesystem and the fixture agent through one wrap and one serve
+# --http, with a policy, a cancel, a crash.
+node peer_hub.mjs "$toolgate"
 # The MCP conformance suite's server scenarios through serve --http.
 exec bash "$here/conformance.sh" "$toolgate"
