@@ -648,7 +648,7 @@ static void report(const char *text, const tg_contain_caps_t *caps, bool json, c
     cr_assert_eq(tg_config_validate(&cfg, &err), 0, "%s", err.msg);
     f = open_memstream(&mem, &len);
     cr_assert_not_null(f);
-    cr_expect_eq(tg_check_report(f, &cfg, caps, json, NULL), 0);
+    cr_expect_eq(tg_check_report(f, &cfg, caps, json, NULL, NULL), 0);
     cr_assert_eq(fclose(f), 0);
     snprintf(buf, cap, "%s", mem);
     free(mem);

@@ -895,7 +895,7 @@ static void text_start(FILE *f, const tg_check_problems_t *p)
 }
 
 int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json,
-                    const tg_check_problems_t *start)
+                    const tg_check_problems_t *start, const tg_check_hub_t *hub)
 {
     tg_contain_mode_t mode = tg_config_contain_mode(cfg);
     char why[TG_REASON_MAX], frame[VAL_MAX];
@@ -924,6 +924,10 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
             json_object_set_new(root, "callers", json_callers(cfg));
         if (root != NULL && start != NULL)
             json_object_set_new(root, "start", json_start(start));
+        if (root != NULL && hub != NULL && tg_check_hub_json(root, hub) < 0) {
+            json_decref(root);
+            root = NULL;
+        }
         if (!root)
             rc = -ENOMEM;
         else if (json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
@@ -973,6 +977,8 @@ int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *
             fprintf(out, "  router.callers_only %s: %s\n", cfg->callers_only ? "true" : "false",
                     cfg->callers_only ? "a peer no entry identifies is refused"
                                       : "a peer no entry identifies gets no caller limits");
+        if (hub != NULL)
+            tg_check_hub_text(out, hub);
         fprintf(out, "\nhost (detected for this process; check creates no cgroup)\n%s", caps_text);
         if (start != NULL)
             text_start(out, start);
@@ -1002,6 +1008,17 @@ static int check_fail(const char *msg, bool json)
         fflush(stdout);
     }
     return 1;
+}
+
+/* check_fail for an error found after the load: the file named first,
+ * as the load's own errors are. */
+static int check_fail_at(const char *path, const char *msg, bool json)
+{
+    char line[TG_ERR_MAX + 256];
+    if (path == NULL)
+        return check_fail(msg, json);
+    snprintf(line, sizeof line, "%s: %s", path, msg);
+    return check_fail(line, json);
 }
 
 int tg_cli_check(int argc, char **argv)
@@ -1089,17 +1106,36 @@ int tg_cli_check(int argc, char **argv)
         tg_config_free(&cfg);
         return check_fail("out of memory", json);
     }
+    /* The policy as serve would build it (a policy that does not build
+     * is an invalid config), and the names its fronts expose. */
+    tg_check_hub_t hub;
+    if (tg_check_hub(&hub, &cfg, &err) < 0) {
+        free(start);
+        free(caps);
+        rc = check_fail_at(cfg.path, err.msg, json);
+        tg_config_free(&cfg);
+        return rc;
+    }
     int problems = tg_check_start(start, &cfg, cfg.nlisten > 0);
-    rc = tg_check_report(stdout, &cfg, caps, json, start);
+    rc = tg_check_report(stdout, &cfg, caps, json, start, &hub);
     free(caps);
     tg_config_free(&cfg);
     for (size_t k = 0; rc == 0 && k < start->n; k++)
         fprintf(stderr, "toolgate check: %s\n", start->line[k]);
+    for (size_t k = 0; rc == 0 && k < hub.nfind; k++)
+        fprintf(stderr, "toolgate check: %s: %s\n", hub.find[k].error ? "error" : "warning",
+                hub.find[k].line);
+    int hub_errors = hub.errors;
+    tg_check_hub_free(&hub);
     free(start);
     if (rc < 0) {
         fprintf(stderr, "toolgate check: cannot write the report: %s\n", strerror(-rc));
         return 1;
     }
+    if (hub_errors > 0)
+        fprintf(stderr, "toolgate check: the policy has %d error%s: it would not protect what "
+                        "it names\n",
+                hub_errors, hub_errors == 1 ? "" : "s");
     if (problems > 0) {
         fprintf(stderr,
                 "toolgate check: the config is valid but %d thing%s would stop a start on this "
@@ -1107,5 +1143,5 @@ int tg_cli_check(int argc, char **argv)
                 problems, problems == 1 ? "" : "s");
         return 1;
     }
-    return 0;
+    return hub_errors > 0 ? 1 : 0;
 }

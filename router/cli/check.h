@@ -25,6 +25,7 @@
 
 #include "config/config.h"
 #include "limits/contain.h"
+#include "router/codec/expose.h"
 
 /* The backend tg_contain_init would choose on a host with <caps> in
  * <mode>; <why> (capacity <cap>) says why not a stronger one, "" when
@@ -41,11 +42,13 @@ void tg_check_plan(const tg_contain_caps_t *caps, tg_contain_kind_t kind, tg_con
 /* Write the report of the valid config <cfg> (tg_config_validate passed)
  * on a host with <caps> to <out>: a text table, or with <json> one JSON
  * object; with <start> (tg_check_start's, NULL: not checked), whether it
- * would start here and what would stop it. 0, or -EIO when <out> failed,
- * -ENOMEM. */
+ * would start here and what would stop it; with <hub> (tg_check_hub's,
+ * NULL: not shown), the policy's findings and the exposed names. 0, or
+ * -EIO when <out> failed, -ENOMEM. */
 struct tg_check_problems;
+struct tg_check_hub;
 int tg_check_report(FILE *out, const tg_config_t *cfg, const tg_contain_caps_t *caps, bool json,
-                    const struct tg_check_problems *start);
+                    const struct tg_check_problems *start, const struct tg_check_hub *hub);
 
 #define TG_CHECK_PROBLEMS_MAX 32  /* fixed internal bound: start problems listed (more are counted) */
 #define TG_CHECK_LINE_MAX     640 /* fixed internal bound: one problem's line */
@@ -82,5 +85,80 @@ int tg_check_start(tg_check_problems_t *out, const tg_config_t *cfg, bool serve)
  * <found>, or -ENOENT (nowhere), -EACCES (found, not an executable
  * file), another -errno. */
 int tg_check_find_command(const char *cmd, const char *path_var, char *found, size_t cap);
+
+/* ---- issue 22: the policy and the exposed names (check_hub.c) ----------
+ *
+ * check does not start agents, so what it knows of an agent's tools is
+ * the config's: the keys of agents[].tools. The names a listener with
+ * "agents" exposes are those keys, prefixed exactly as the runtime does
+ * (tg_expose_add in the listener's list order, each agent's tool_prefix
+ * or id); an agent without agents[].tools exposes names check cannot see.
+ * The policy is judged with the same knowledge: callers[] names, every
+ * agent id, and each agent's tools keys (when it has some) as its tools. */
+
+#define TG_CHECK_FINDINGS_MAX 64  /* fixed internal bound: findings kept (more are counted) */
+#define TG_CHECK_EXPOSED_MAX  200 /* fixed internal bound: mapping lines shown (more are counted) */
+
+/* One finding: an error fails check, a warning does not. <line> is
+ * "json.path: what is wrong". */
+typedef struct tg_check_finding {
+    bool error;
+    bool policy; /* from tg_policy_check; else from the exposed names */
+    char line[TG_CHECK_LINE_MAX];
+} tg_check_finding_t;
+
+/* One line of a mapping: exposed name -> agent/tool. */
+typedef struct tg_check_exposed {
+    char name[TG_EXPOSE_NAME_MAX + 1]; /* the exposed name */
+    const char *agent, *tool;         /* borrowed from the config */
+    bool rewritten;                   /* shortened or escaped (see tg_expose_name) */
+    bool shortened, escaped;          /* why, when rewritten */
+    bool hidden;                      /* a collision: <kept_by> keeps the name */
+    const char *kept_by;              /* hidden: the agent id that keeps it (borrowed) */
+    const char *kept_tool;            /* hidden: that agent's tool (borrowed) */
+} tg_check_exposed_t;
+
+/* One front that serves several agents under one set of names: a
+ * listener with "agents", or wrap's stdio with several agents. */
+typedef struct tg_check_front {
+    char label[TG_CHECK_LINE_MAX / 2]; /* "router.listen[0] (unix /run/x.sock)" */
+    char path[48];                     /* its agents' path: "router.listen[0].agents" */
+    const tg_agent_cfg_t **agents;     /* in the runtime's order; owned array, borrowed agents */
+    size_t nagents;
+    bool all_agents; /* wrap's front: <path> is "agents", indexed in config order */
+    size_t first, n; /* its lines: rows[first .. first + n) */
+    size_t more;     /* its lines not kept (past TG_CHECK_EXPOSED_MAX) */
+    size_t names, rewritten, hidden; /* over all its tools, kept or not */
+} tg_check_front_t;
+
+/* What check says of issue 22's config. Owned by the caller: zero it,
+ * fill it with tg_check_hub, free it with tg_check_hub_free. */
+typedef struct tg_check_hub {
+    bool has_policy;
+    bool policy_deny; /* policy.default */
+    size_t policy_rules;
+    tg_check_finding_t *find; /* TG_CHECK_FINDINGS_MAX of them */
+    size_t nfind, dropped;    /* kept, and not kept */
+    int errors, warnings;     /* all of them, kept or not */
+    tg_check_front_t *fronts;
+    size_t nfronts;
+    tg_check_exposed_t *rows; /* TG_CHECK_EXPOSED_MAX of them */
+    size_t nrows;
+} tg_check_hub_t;
+
+/* Fill <h> for the valid config <cfg>: build its policy (tg_policy_from_
+ * json) and judge it (tg_policy_check), and expose each front's known
+ * tools. 0; -EINVAL when the policy does not build (<err> starts with
+ * its path: "policy.rules[0].tools[0]: ..."); -ENOMEM. */
+int tg_check_hub(tg_check_hub_t *h, const tg_config_t *cfg, tg_err_t *err);
+void tg_check_hub_free(tg_check_hub_t *h);
+
+/* The text sections of <h> (policy, exposed names) to <out>. */
+void tg_check_hub_text(FILE *out, const tg_check_hub_t *h);
+
+/* <h> as the JSON members "policy" (absent without one) and "exposed"
+ * added to <root>. 0 or -ENOMEM. */
+struct json_t;
+int tg_check_hub_json(struct json_t *root, const tg_check_hub_t *h);
 
 #endif
