@@ -276,6 +276,8 @@ static void init_done(mcp_hub_t *h, mcp_hub_ask_t *a)
         if (version == NULL)
             version = json_string_value(json_object_get(g, "protocolVersion"));
         json_t *c = json_object_get(g, "capabilities");
+        if (json_object_get(c, "resources") != NULL)
+            h->caps[i] |= HUB_CAP_RESOURCES;
         if (json_is_object(c))
             caps_merge(caps, c);
         const char *in = json_string_value(json_object_get(g, "instructions"));
@@ -624,6 +626,22 @@ static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t
     leg_take_spliced(h->legs[leg], frame, len, name, q, ql);
 }
 
+/* A URI no agent listed in this session (the caller did not list, or
+ * took it from a tool's result): the one agent that offers resources at
+ * all, or -1 when several do (which one cannot be told). */
+static int resources_leg(const mcp_hub_t *h)
+{
+    int leg = -1;
+    for (uint32_t i = 0; i < h->nlegs; i++) {
+        if (h->nlegs > 1 && !(h->caps[i] & HUB_CAP_RESOURCES))
+            continue;
+        if (leg >= 0)
+            return -1;
+        leg = (int)i;
+    }
+    return leg;
+}
+
 /* resources/read and (un)subscribe: the leg that listed the URI. */
 static int uri_leg(mcp_hub_t *h, const char *frame, tg_jspan_t uri, char *buf, size_t cap)
 {
@@ -631,7 +649,7 @@ static int uri_leg(mcp_hub_t *h, const char *frame, tg_jspan_t uri, char *buf, s
     if (n <= 0)
         return -1;
     int leg = tg_expose_uri_route(&h->uris, buf, (size_t)n);
-    return leg >= 0 && (uint32_t)leg < h->nlegs ? leg : -1;
+    return leg >= 0 && (uint32_t)leg < h->nlegs ? leg : resources_leg(h);
 }
 
 static void uri_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
@@ -670,6 +688,8 @@ static void complete_request(mcp_hub_t *h, tg_block_t *b, const char *frame, siz
         int leg = n > 0 ? tg_expose_uri_owner(&h->uris, buf, (size_t)n, true) : -1;
         if (leg < 0)
             leg = n > 0 ? tg_expose_uri_route(&h->uris, buf, (size_t)n) : -1;
+        if (leg < 0)
+            leg = resources_leg(h);
         if (leg >= 0 && (uint32_t)leg < h->nlegs) {
             leg_take(h->legs[leg], b, frame, len);
             return;
@@ -721,14 +741,16 @@ static void hub_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t l
         return;
     }
     if (is(frame, m, "initialize")) {
-        mcp_hub_ask_t *a = h->initialized ? NULL : ask_new(h, HUB_ASK_INIT, id, env->id.len);
-        if (a == NULL)
+        mcp_hub_ask_t *a = h->init_seen ? NULL : ask_new(h, HUB_ASK_INIT, id, env->id.len);
+        if (a == NULL) {
             hub_error(h, id, env->id.len, -32600, "invalid request: already initialized");
-        else
-            ask_all(h, a, b, frame, len);
+            return;
+        }
+        h->init_seen = true;
+        ask_all(h, a, b, frame, len);
         return;
     }
-    if (!h->initialized) {
+    if (!h->init_seen) {
         hub_error(h, id, env->id.len, -32600,
                   "invalid request: the session is not initialized (send initialize first)");
         return;

@@ -47,6 +47,9 @@
 #define MCP_HUB_ASKS 16 /* fixed internal bound: requests a hub answers itself at once */
 #define MCP_HUB_LEGS TG_CFG_AGENTS_MAX
 
+/* What an agent's initialize result offered (mcp_hub_t.caps). */
+enum { HUB_CAP_RESOURCES = 1 };
+
 struct mcp_sess;
 
 /* What the hub asked its legs, to answer the caller itself. */
@@ -73,6 +76,7 @@ typedef struct mcp_hub {
     struct tg_mcp_eng *e;
     tg_out_t out;         /* to the caller, for every leg */
     bool cout_dead;
+    bool init_seen;       /* the caller sent initialize (its requests are routed from then) */
     bool initialized;     /* the caller's initialize was answered */
     bool ending;          /* every leg finished: closing the caller */
     bool verbatim;        /* one agent, its names its own (a policy on a one-agent front) */
@@ -80,6 +84,7 @@ typedef struct mcp_hub {
     uint32_t refs;        /* legs not yet released */
     uint32_t gen;         /* of the merged lists (cursors) */
     struct mcp_sess *legs[MCP_HUB_LEGS];
+    uint8_t caps[MCP_HUB_LEGS]; /* HUB_CAP_* each leg's initialize result offered */
     tg_expose_t names[2]; /* exposed tools [0] and prompts [1] */
     tg_expose_uri_t uris;
     uint8_t key[TG_EXPOSE_KEY_LEN];
