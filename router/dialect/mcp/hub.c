@@ -78,6 +78,8 @@ static void hub_notify(mcp_hub_t *h, const char *method)
 
 static void hub_flush(mcp_hub_t *h)
 {
+    if (h->ending)
+        return;
     for (uint32_t i = 0; i < h->nlegs; i++)
         if (!h->legs[i]->finished)
             mcp_flush_all(h->legs[i]);
@@ -888,6 +890,8 @@ static void hub_out_drain(tg_out_t *o, void *ctx)
 {
     (void)o;
     mcp_hub_t *h = ctx;
+    if (h->ending)
+        return;
     for (uint32_t i = 0; i < h->nlegs; i++)
         mcp_caller_out_drain(o, h->legs[i]);
     mcp_hub_maybe_end(h);
@@ -896,6 +900,8 @@ static void hub_out_drain(tg_out_t *o, void *ctx)
 static void hub_out_error(tg_out_t *o, void *ctx, int status)
 {
     mcp_hub_t *h = ctx;
+    if (h->ending)
+        return;
     h->cout_dead = true;
     for (uint32_t i = 0; i < h->nlegs; i++)
         mcp_caller_out_error(o, h->legs[i], status);
@@ -926,7 +932,10 @@ void mcp_hub_maybe_end(mcp_hub_t *h)
         if (h->out.queued_bytes > 0)
             return; /* hub_out_drain comes back */
     }
+    /* From here legs go one by one: nothing reaches across them, and
+     * what is left to write goes nowhere. */
     h->ending = true;
+    h->cout_dead = true;
     h->out.stream = NULL;
     mcp_sess_close_caller(h->legs[0]);
     for (uint32_t i = 0; i < h->nlegs; i++)

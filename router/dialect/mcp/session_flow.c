@@ -1090,11 +1090,11 @@ static void backpressure(mcp_sess_t *w)
         /* A hub's leg: its lead reads the caller, for every leg. */
         reg_set(w, w->ag->r.reg_wq_agent, toward_agent);
         agent_side_backpressure(w, high);
-        if (!w->hub->legs[0]->finished)
+        if (!w->hub->ending && !w->hub->legs[0]->finished)
             backpressure(w->hub->legs[0]);
         return;
     }
-    for (uint32_t i = 1; w->hub != NULL && i < w->hub->nlegs; i++) {
+    for (uint32_t i = 1; w->hub != NULL && !w->hub->ending && i < w->hub->nlegs; i++) {
         const mcp_sess_t *l = w->hub->legs[i];
         size_t q = (l->inst != NULL ? l->inst->a.p.wr.queued_bytes : 0) + l->ag->r.queued_frame_bytes;
         if (q > toward_agent)
