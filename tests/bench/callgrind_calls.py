@@ -23,7 +23,11 @@ difference giving the marginal cost of one OpenSentience call.
 
 Usage: tests/bench/callgrind_calls.py [--build DIR] [--few N] [--many N] [--depth N]
                                       [--top K] [--no-build] [--toolgate PATH]
-                                      [--dialect mcp|opensentience]
+                                      [--dialect mcp|opensentience] [--agents N]
+With --agents N it runs `toolgate wrap --config` with N echo agents behind
+one hub (issue 22) and calls the first one's echo as a0__echo: the cost of
+the hub's routing against the classic single-agent figure.
+
 DIR defaults to build-perf (configured RelWithDebInfo when missing).
 
 Left out of the per-call figure: the once-a-second usage sample of the
@@ -111,17 +115,38 @@ def read_lines(f, n, buf):
         buf += chunk
 
 
-def run(build_dir, toolgate, tmp, preload, calls, depth):
+def hub_config(build_dir, tmp, agents):
+    """A config of <agents> echo agents a0, a1, ... with tg_bench's limits:
+    `wrap --config` serves them all through one hub (issue 22), so a call
+    names a0__echo and is routed back to a0's own `echo`."""
+    lim = {'rate_limit': '1000000/second', 'max_concurrent_calls': 1024,
+           'max_queued_calls': 1024}
+    cfg = {'router': {'max_frame_bytes': '8Mi'},
+           'agents': [{'id': 'a%d' % i,
+                       'command': [os.path.join(build_dir, 'agents', 'tg_echo_agent')],
+                       'execution_limits': lim} for i in range(agents)]}
+    path = os.path.join(tmp, 'hub.json')
+    with open(path, 'w') as f:
+        json.dump(cfg, f)
+    return path
+
+
+def run(build_dir, toolgate, tmp, preload, calls, depth, agents=0):
     out = os.path.join(tmp, 'cg.%d.out' % calls)
     audit = os.path.join(tmp, 'audit.%d.jsonl' % calls)
     env = dict(os.environ, LD_PRELOAD=preload, TG_CALLGRIND_SELF=toolgate)
     argv = ['valgrind', '--tool=callgrind', '--trace-children=no'] + CG_OPTS + [
-            '--callgrind-out-file=' + out, toolgate, 'wrap', '--audit', audit,
-            '--limit', 'rate_limit=1000000/second',
-            '--limit', 'max_concurrent_calls=1024',
-            '--limit', 'max_queued_calls=1024',
-            '--limit', 'max_frame_bytes=8Mi',
-            '--', os.path.join(build_dir, 'agents', 'tg_echo_agent')]
+            '--callgrind-out-file=' + out, toolgate, 'wrap', '--audit', audit]
+    tail = SMALL_TAIL
+    if agents > 0:
+        argv += ['--config', hub_config(build_dir, tmp, agents)]
+        tail = SMALL_TAIL.replace(b'"name":"echo"', b'"name":"a0__echo"')
+    else:
+        argv += ['--limit', 'rate_limit=1000000/second',
+                 '--limit', 'max_concurrent_calls=1024',
+                 '--limit', 'max_queued_calls=1024',
+                 '--limit', 'max_frame_bytes=8Mi',
+                 '--', os.path.join(build_dir, 'agents', 'tg_echo_agent')]
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, env=env)
     wfd, rfd = p.stdin.fileno(), p.stdout.fileno()
@@ -134,7 +159,7 @@ def run(build_dir, toolgate, tmp, preload, calls, depth):
     done = 0
     while done < calls:
         n = min(depth, calls - done)
-        batch = b''.join(HEAD + b'%d' % (next_id + k) + SMALL_TAIL for k in range(n))
+        batch = b''.join(HEAD + b'%d' % (next_id + k) + tail for k in range(n))
         os.write(wfd, batch)
         lines, rest = read_lines(rfd, n, rest)
         for k, l in enumerate(lines):
@@ -298,6 +323,8 @@ def main():
     ap.add_argument('--no-build', action='store_true', help='measure DIR as it is')
     ap.add_argument('--toolgate', help='this toolgate binary instead of DIR/toolgate')
     ap.add_argument('--dialect', choices=('mcp', 'opensentience'), default='mcp')
+    ap.add_argument('--agents', type=int, default=0,
+                    help='MCP through one hub of N agents (wrap --config), calls to the first')
     a = ap.parse_args()
     if not a.no_build:
         build(a.build)
@@ -308,7 +335,11 @@ def main():
         with open(src, 'w') as f:
             f.write(PRELOAD_SRC)
         subprocess.run(['cc', '-shared', '-fPIC', '-O2', '-o', so, src, '-ldl'], check=True)
-        runner = run_os if a.dialect == 'opensentience' else run
+        if a.dialect == 'opensentience':
+            runner = run_os
+        else:
+            def runner(b, t, d, p, c, k):
+                return run(b, t, d, p, c, k, a.agents)
         out1 = runner(a.build, tg, tmp, so, a.few, a.depth)
         t1, f1 = total_and_functions(out1)
         s1 = sampler_ir(out1)
@@ -316,8 +347,10 @@ def main():
         t2, f2 = total_and_functions(out2)
         s2 = sampler_ir(out2)
     n = a.many - a.few
+    what = ('OpenSentience' if a.dialect == 'opensentience'
+            else 'MCP through a hub of %d agents' % a.agents if a.agents else 'MCP')
     print('toolgate instructions per small %s call (%d in flight, %d - %d calls): %.0f'
-          % ('OpenSentience' if a.dialect == 'opensentience' else 'MCP', a.depth, a.many, a.few,
+          % (what, a.depth, a.many, a.few,
              ((t2 - s2) - (t1 - s1)) / n))
     print('  left out: the once-a-second usage sample, %.0f per call at this run\'s pace'
           ' (%.0f with it)' % (max(0.0, (s2 - s1) / n), (t2 - t1) / n))

@@ -231,12 +231,43 @@ static void eng_free(void *arg)
     free(e);
 }
 
+/* A rule matching bearer token names or JWT claims: the sessions do not
+ * carry them yet (the HTTP front names the caller, it does not hand on the
+ * token's claims), so such a rule could never match. A deny rule that
+ * never matches would let through what it names: refused at load, with
+ * the path, rather than half applied. */
+static int policy_supported(const tg_policy_t *p, tg_err_t *err)
+{
+    for (size_t i = 0; p != NULL && i < p->nrules; i++)
+        if (p->rules[i].tokens.n > 0 || p->rules[i].nclaims > 0)
+            return tg_err_set(err, -EINVAL,
+                              "%s.%s: matching on %s is not supported by this toolgate's MCP "
+                              "fronts yet (match the caller by \"callers\" instead: the "
+                              "callers[] entry its token or JWT names)",
+                              p->rules[i].where, p->rules[i].tokens.n > 0 ? "tokens" : "claims",
+                              p->rules[i].tokens.n > 0 ? "bearer token names" : "JWT claims");
+    return 0;
+}
+
+static int policy_build(tg_policy_t **out, const struct json_t *policy, tg_err_t *err)
+{
+    tg_policy_t *p = NULL;
+    if (tg_policy_from_json(&p, policy, err) < 0)
+        return -1;
+    if (policy_supported(p, err) < 0) {
+        tg_policy_free(p);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
 /* Who may call what (router/auth/policy.h): the config's "policy", else
  * wrap's --allow-tool and --deny-tool globs, else none. */
 static int mcp_eng_policy(tg_mcp_eng_t *e, const tg_config_t *cfg, tg_err_t *err)
 {
     if (cfg->policy != NULL)
-        return tg_policy_from_json(&e->policy, cfg->policy, err);
+        return policy_build(&e->policy, cfg->policy, err);
     const tg_gw_t *gw = e->gw;
     if (gw->nallow_tools + gw->ndeny_tools == 0)
         return 0;
@@ -248,7 +279,7 @@ static int eng_policy(void *arg, const struct json_t *policy, tg_err_t *err)
 {
     tg_mcp_eng_t *e = arg;
     tg_policy_t *p = NULL;
-    if (policy != NULL && tg_policy_from_json(&p, policy, err) < 0)
+    if (policy != NULL && policy_build(&p, policy, err) < 0)
         return -1;
     tg_policy_free(e->policy);
     e->policy = p;

@@ -76,14 +76,20 @@ static void hub_notify(mcp_hub_t *h, const char *method)
     hub_write(h, buf, (size_t)n);
 }
 
+/* Write what the hub and its legs queued: the leg a frame went to alone
+ * (h->touched), or every leg (-1, a fan-out), then the lead (the caller's
+ * reads and output). */
 static void hub_flush(mcp_hub_t *h)
 {
     if (h->ending)
         return;
     for (uint32_t i = 0; i < h->nlegs; i++)
-        if (!h->legs[i]->finished)
+        if ((h->touched < 0 || (uint32_t)h->touched == i) && i != 0 && !h->legs[i]->finished)
             mcp_flush_all(h->legs[i]);
-    if (!h->cout_dead)
+    h->touched = -1;
+    if (!h->legs[0]->finished)
+        mcp_flush_all(h->legs[0]);
+    else if (!h->cout_dead)
         (void)tg_out_flush(&h->out);
 }
 
@@ -121,14 +127,40 @@ static void leg_take(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len
     mcp_sess_dispatch(w, b, frame, len, &env);
 }
 
-static void leg_take_spliced(mcp_sess_t *w, const char *frame, size_t len, tg_jspan_t at,
-                             const char *rep, size_t rlen)
+/* Span <s> of a frame whose bytes [at.off, at.off + at.len) became
+ * <rlen> bytes: moved when after them, grown or shrunk when around them. */
+static void span_moved(tg_jspan_t *s, tg_jspan_t at, size_t rlen)
+{
+    if (s->type == TG_J_NONE)
+        return;
+    if (s->off >= at.off + at.len)
+        s->off = s->off + rlen - at.len;
+    else if (s->off <= at.off && s->off + s->len >= at.off + at.len)
+        s->len = s->len + rlen - at.len;
+}
+
+/* Leg <w> takes <frame> (scanned into <env>) with its span <at> (a string
+ * the envelope found) replaced by the JSON string <rep>: the envelope's
+ * spans are moved rather than the frame scanned again. */
+static void leg_take_spliced(mcp_sess_t *w, const char *frame, size_t len,
+                             const tg_mcp_env_t *env, tg_jspan_t at, const char *rep, size_t rlen)
 {
     size_t nl;
     tg_block_t *b = splice_frame(frame, len, at.off, at.len, rep, rlen, &nl);
     if (b == NULL)
         return;
-    leg_take(w, b, b->data, nl);
+    tg_mcp_env_t e = *env;
+    tg_jspan_t *spans[] = {&e.id,   &e.method,    &e.params,         &e.tool_name,
+                           &e.progress_token, &e.task, &e.cancel_id, &e.notif_progress_token};
+    for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
+        if (spans[i]->off == at.off && spans[i]->len == at.len && spans[i]->type != TG_J_NONE) {
+            spans[i]->len = rlen; /* the replaced string itself */
+            spans[i]->escaped = memchr(rep, '\\', rlen) != NULL;
+        } else {
+            span_moved(spans[i], at, rlen);
+        }
+    }
+    mcp_sess_dispatch(w, b, b->data, nl, &e);
     tg_block_unref(&w->gw->pool, b);
 }
 
@@ -604,7 +636,17 @@ static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t
         leg = e->agent;
         orig = e->val;
         olen = e->val_len;
-    } else if (n <= 0 || !by_prefix(h, buf, (size_t)n, &leg, &orig, &olen)) {
+    } else if (n > 0 && by_prefix(h, buf, (size_t)n, &leg, &orig, &olen)) {
+        /* Kept, so that the next call finds it (a list rebuilds it). */
+        size_t plen;
+        const char *p = leg_prefix(h, leg, &plen);
+        tg_expose_added_t ad;
+        if (tg_expose_add(&h->names[list], leg, p, plen, orig, olen, &ad) == TG_EXPOSE_OWNED &&
+            (e = tg_expose_lookup(&h->names[list], buf, (size_t)n)) != NULL) {
+            orig = e->val;
+            olen = e->val_len;
+        }
+    } else {
         hub_error(h, id, env->id.len, -32602,
                   list == 0 ? "invalid params: no agent behind this endpoint lists that tool "
                               "(send tools/list for the names)"
@@ -625,7 +667,8 @@ static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t
     size_t ql = json_str(q, sizeof(q), own, olen);
     if (ql == 0)
         return;
-    leg_take_spliced(h->legs[leg], frame, len, name, q, ql);
+    h->touched = (int32_t)leg;
+    leg_take_spliced(h->legs[leg], frame, len, env, name, q, ql);
 }
 
 /* A URI no agent listed in this session (the caller did not list, or
@@ -721,7 +764,8 @@ static void caller_answer(mcp_hub_t *h, const char *frame, size_t len, const tg_
         h->legs[0]->unmatched_responses++;
         return;
     }
-    leg_take_spliced(h->legs[leg], frame, len, env->id, buf + used, (size_t)n - (size_t)used);
+    leg_take_spliced(h->legs[leg], frame, len, env, env->id, buf + used,
+                     (size_t)n - (size_t)used);
 }
 
 static bool is(const char *frame, tg_jspan_t m, const char *lit)
@@ -968,6 +1012,7 @@ mcp_hub_t *mcp_hub_new(tg_mcp_eng_t *e, mcp_sess_t *lead, tg_mcp_agent_t **ags, 
     if (h == NULL)
         return NULL;
     h->e = e;
+    h->touched = -1;
     h->verbatim = verbatim && n == 1;
     if (getrandom(h->key, sizeof(h->key), 0) != (ssize_t)sizeof(h->key)) {
         free(h);

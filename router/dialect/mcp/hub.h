@@ -83,6 +83,7 @@ typedef struct mcp_hub {
     uint32_t nlegs;
     uint32_t refs;        /* legs not yet released */
     uint32_t gen;         /* of the merged lists (cursors) */
+    int32_t touched;      /* the one leg the frame being handled went to; -1: any */
     struct mcp_sess *legs[MCP_HUB_LEGS];
     uint8_t caps[MCP_HUB_LEGS]; /* HUB_CAP_* each leg's initialize result offered */
     tg_expose_t names[2]; /* exposed tools [0] and prompts [1] */

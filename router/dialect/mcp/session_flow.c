@@ -88,16 +88,15 @@ static void on_caller_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t n
 }
 
 void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
-                       const tg_mcp_env_t *envp)
+                       const tg_mcp_env_t *env)
 {
-    tg_mcp_env_t env = *envp;
     size_t flen = len - 1;
-    size_t slen = flen;
-    if (slen > 0 && frame[slen - 1] == '\r')
-        slen--;
-    if (w->awaiting_init && mcp_before_init(w, frame, &env))
+    if (w->awaiting_init && mcp_before_init(w, frame, env))
         return; /* serve, no instance yet (session_life.c) */
-    if (env.kind == TG_MCP_BATCH) {
+    if (env->kind == TG_MCP_BATCH) {
+        size_t slen = flen;
+        if (slen > 0 && frame[slen - 1] == '\r')
+            slen--;
         int has = tg_mcp_batch_has_call(frame, slen);
         if (has != 0) {
             mcp_rpc_error(w, NULL, 0, -32600,
@@ -114,15 +113,15 @@ void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t l
         }
         return;
     }
-    if (env.kind == TG_MCP_REQUEST && env.id.len > TG_ID_MAX) {
+    if (env->kind == TG_MCP_REQUEST && env->id.len > TG_ID_MAX) {
         mcp_rpc_error(w, NULL, 0, -32600, "invalid request: id longer than 128 bytes");
         return;
     }
-    if (env.kind == TG_MCP_REQUEST && env.is_tools_call) {
-        mcp_admit_call(w, b, frame, len, &env);
+    if (env->kind == TG_MCP_REQUEST && env->is_tools_call) {
+        mcp_admit_call(w, b, frame, len, env);
         return;
     }
-    if (env.kind == TG_MCP_NOTIFICATION && env.is_tools_call) {
+    if (env->kind == TG_MCP_NOTIFICATION && env->is_tools_call) {
         /* A tools/call without an id cannot be answered, so it cannot be
          * limited either: it is dropped, never forwarded unbounded. */
         tg_audit_ev_t ev;
@@ -130,15 +129,15 @@ void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t l
         emit(w, &ev);
         return;
     }
-    if (env.kind == TG_MCP_NOTIFICATION && tg_jstr_eq(frame, env.method, "notifications/cancelled")) {
-        mcp_caller_cancel(w, b, frame, len, &env);
+    if (env->kind == TG_MCP_NOTIFICATION && tg_jstr_eq(frame, env->method, "notifications/cancelled")) {
+        mcp_caller_cancel(w, b, frame, len, env);
         return;
     }
-    if (env.kind == TG_MCP_NOTIFICATION && tg_jstr_eq(frame, env.method, "notifications/initialized"))
+    if (env->kind == TG_MCP_NOTIFICATION && tg_jstr_eq(frame, env->method, "notifications/initialized"))
         cache_copy(&w->initd_frame, &w->initd_len, frame, len);
 
-    if (env.kind == TG_MCP_REQUEST) {
-        bool is_init = tg_jstr_eq(frame, env.method, "initialize");
+    if (env->kind == TG_MCP_REQUEST) {
+        bool is_init = tg_jstr_eq(frame, env->method, "initialize");
         if (w->phase != TG_P_RUN || w->astate != TG_AGENT_RUNNING || w->npass >= TG_MAX_PASSTHRU) {
             tg_denial_t d;
             char reqid[32];
@@ -150,19 +149,19 @@ void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t l
             d.detail = code == TG_DENY_CONCURRENCY ? "too many requests awaiting an answer"
                                                    : code == TG_DENY_UNAVAILABLE ? "agent is restarting"
                                                                                  : "toolgate is shutting down";
-            mcp_deny(w, frame + env.id.off, env.id.len, &d);
+            mcp_deny(w, frame + env->id.off, env->id.len, &d);
             return;
         }
-        int op = mcp_task_op_of(frame, env.method);
+        int op = mcp_task_op_of(frame, env->method);
         mcp_call_t *task = NULL;
-        if (op != TG_TASK_OP_NONE && mcp_task_caller_request(w, frame, &env, &task))
+        if (op != TG_TASK_OP_NONE && mcp_task_caller_request(w, frame, env, &task))
             return;
         mcp_call_t *c = mcp_call_alloc(w, K_PASS);
         if (c == NULL) {
-            mcp_rpc_error(w, frame + env.id.off, env.id.len, -32603, "toolgate: request table full");
+            mcp_rpc_error(w, frame + env->id.off, env->id.len, -32603, "toolgate: request table full");
             return;
         }
-        c->tools_list = tg_jstr_eq(frame, env.method, "tools/list");
+        c->tools_list = tg_jstr_eq(frame, env->method, "tools/list");
         c->hub_ask = w->hub_tag;
         w->hub_tag = 0;
         if (task != NULL) {
@@ -170,14 +169,14 @@ void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t l
             c->task_of = task->cc.idx;
             c->task_of_id = task->cc.id;
         }
-        memcpy(c->caller_id, frame + env.id.off, env.id.len);
-        c->caller_id_len = env.id.len;
+        memcpy(c->caller_id, frame + env->id.off, env->id.len);
+        c->caller_id_len = env->id.len;
         if (is_init) {
             cache_copy(&w->init_frame, &w->init_len, frame, len);
-            w->init_id_off = env.id.off;
-            w->init_id_len = env.id.len;
+            w->init_id_off = env->id.off;
+            w->init_id_len = env->id.len;
         }
-        mcp_to_agent_spliced(w, b, frame, len, env.id.off, env.id.len, c->cc.id);
+        mcp_to_agent_spliced(w, b, frame, len, env->id.off, env->id.len, c->cc.id);
         return;
     }
     /* Notifications and the caller's answers to agent requests pass as they are. */
