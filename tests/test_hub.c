@@ -11,6 +11,7 @@
 
 #include "tests/mcp_client.h"
 #include "tests/tg_harness.h"
+#include "tests/tg_admin.h"
 
 static tgh_wrap_t W;
 
@@ -300,18 +301,21 @@ Test(hub, wrap_deny_tool_keeps_one_agents_names_and_refuses_the_call)
 
 static tgh_serve_t S;
 
+static char S_admin[64]; /* the admin endpoint of serve_hub's run */
+
 /* serve with agents fs and web behind one socket, and <top> ("" none). */
 static void serve_hub(const char *top)
 {
+    snprintf(S_admin, sizeof S_admin, "127.0.0.1:%d", tgh_free_port());
     cr_assert_eq(tgh_serve_prepare(&S, "hub"), 0);
     snprintf(W.dir, sizeof W.dir, "%s", S.dir); /* agent_log() and log_has() read W.dir */
     char fs[TGH_PATH + 256], web[TGH_PATH + 256], doc[4 * TGH_PATH + 1024];
     agent_json(fs, sizeof fs, "fs", "");
     agent_json(web, sizeof web, "web", "");
     snprintf(doc, sizeof doc,
-             "{\"audit\":{\"path\":\"%s\"},\"agents\":[%s,%s],\"router\":{\"listen\":[{\"unix\":"
-             "\"%s\",\"agents\":[\"fs\",\"web\"]}]}%s%s}",
-             S.audit, fs, web, S.sock, top[0] ? "," : "", top);
+             "{\"audit\":{\"path\":\"%s\"},\"agents\":[%s,%s],\"router\":{\"admin\":\"%s\","
+             "\"listen\":[{\"unix\":\"%s\",\"agents\":[\"fs\",\"web\"]}]}%s%s}",
+             S.audit, fs, web, S_admin, S.sock, top[0] ? "," : "", top);
     tgh_serve_start(&S, doc, NULL, 10000);
 }
 
@@ -358,6 +362,12 @@ Test(hub, serve_policy_by_uid_decides_the_list_and_the_call)
     json_t *r = mcp_expect_int(&a, 2, 10000);
     mcp_assert_denial(r, -32069, "tool_not_allowed");
     json_decref(r);
+    /* Counted by the rule that decided. */
+    char *metrics = tga_get(S_admin, "/metrics", NULL);
+    cr_assert(metrics != NULL && strstr(metrics, "toolgate_policy_denials_total{rule=\"0\"} 1") &&
+                  strstr(metrics, "toolgate_denials_total{code=\"tool_not_allowed\"} 1"),
+              "%s", metrics ? metrics : "(no /metrics)");
+    free(metrics);
     tgh_conn_close(&a);
     tgh_serve_stop(&S, 10000);
     char *audit = tgh_read_file(S.audit, NULL);

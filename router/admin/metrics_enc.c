@@ -230,6 +230,18 @@ static void prom_calls(prom_t *w, const tg_metrics_t *m)
         sample_t s = sample(w, "toolgate_name_collisions_total");
         end_u64(&s, m->name_collisions);
     }
+    family(w, "toolgate_policy_denials_total", "counter",
+           "Calls the policy refused (tool_not_allowed), by the rule that decided: its index "
+           "in policy.rules (or the wrap flag's), or default.");
+    for (size_t i = 0; i <= TG_METRICS_POLICY_DEFAULT; i++) {
+        if (m->policy_denied[i] == 0)
+            continue;
+        char idx[24];
+        snprintf(idx, sizeof(idx), "%zu", i);
+        sample_t s = sample(w, "toolgate_policy_denials_total");
+        label(&s, "rule", i == TG_METRICS_POLICY_DEFAULT ? "default" : idx);
+        end_u64(&s, m->policy_denied[i]);
+    }
     family(w, "toolgate_call_duration_seconds", "histogram",
            "Time from a call's arrival to its answer, for calls that reached the agent.");
     for (size_t i = 0; i < m->nagents; i++) {

@@ -118,6 +118,8 @@ typedef struct tg_metrics_http {
     uint64_t backlog_dropped;       /* notifications dropped from a full session backlog */
 } tg_metrics_http_t;
 
+#define TG_METRICS_POLICY_DEFAULT 256 /* fixed internal bound: policy rules counted apart */
+
 typedef struct tg_metrics {
     char instance[TG_LIMIT_NAME_MAX];
     tg_metrics_agent_t *agents;
@@ -135,6 +137,11 @@ typedef struct tg_metrics {
     /* Several agents behind one front (dialect/mcp/hub.c): names or URIs
      * two agents exposed, the later one's hidden. */
     uint64_t name_collisions;
+    /* Calls the policy refused, by the rule that decided: rules[i] at i,
+     * the default at TG_METRICS_POLICY_DEFAULT (router/auth/policy.h holds
+     * at most 256 rules). A reload that changes the policy starts them
+     * again at 0 (the rules' numbers mean other rules). */
+    uint64_t policy_denied[TG_METRICS_POLICY_DEFAULT + 1];
     int64_t start_ms; /* wall clock at init */
 } tg_metrics_t;
 

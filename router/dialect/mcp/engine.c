@@ -283,6 +283,8 @@ static int eng_policy(void *arg, const struct json_t *policy, tg_err_t *err)
         return -1;
     tg_policy_free(e->policy);
     e->policy = p;
+    if (e->gw->metrics_ok)
+        memset(e->gw->metrics.policy_denied, 0, sizeof(e->gw->metrics.policy_denied));
     mcp_hub_policy_changed(e);
     return 0;
 }

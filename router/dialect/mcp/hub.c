@@ -558,9 +558,14 @@ static void deny_not_allowed(mcp_hub_t *h, uint32_t leg, const char *id, size_t 
     tg_audit_ev_t ev;
     denied_ev(h->legs[leg], &ev, &d);
     emit(h->legs[leg], &ev);
-    if (h->legs[leg]->gw->metrics_ok)
-        tg_metrics_denial(&h->legs[leg]->gw->metrics, TG_DENY_NOT_ALLOWED,
-                          (int)h->legs[leg]->ag->r.idx, name, strlen(name), wall_now_ms());
+    if (h->legs[leg]->gw->metrics_ok) {
+        tg_metrics_t *m = &h->legs[leg]->gw->metrics;
+        tg_metrics_denial(m, TG_DENY_NOT_ALLOWED, (int)h->legs[leg]->ag->r.idx, name,
+                          strlen(name), wall_now_ms());
+        m->policy_denied[pd->rule >= 0 && pd->rule < TG_METRICS_POLICY_DEFAULT
+                             ? (size_t)pd->rule
+                             : TG_METRICS_POLICY_DEFAULT]++;
+    }
 }
 
 /* A hub of one agent whose names stay its own (a front with one "agent"
