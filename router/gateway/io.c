@@ -49,6 +49,11 @@ static tg_block_t *pool_get(tg_pool_t *p, size_t need)
     return b;
 }
 
+tg_block_t *tg_block_get(tg_pool_t *p, size_t need)
+{
+    return pool_get(p, need);
+}
+
 void tg_block_unref(tg_pool_t *p, tg_block_t *b)
 {
     if (b == NULL || --b->refs > 0)

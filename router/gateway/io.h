@@ -44,6 +44,9 @@ typedef struct tg_pool {
 void tg_pool_init(tg_pool_t *p, size_t max_block);
 void tg_pool_free(tg_pool_t *p);
 void tg_block_unref(tg_pool_t *p, tg_block_t *b);
+/* A block of at least <need> bytes with one reference (a parked one when
+ * one fits), or NULL: for frames made rather than read. */
+tg_block_t *tg_block_get(tg_pool_t *p, size_t need);
 
 /* One input stream split into frames. */
 typedef struct tg_in {

@@ -98,15 +98,13 @@ static void hub_flush(mcp_hub_t *h)
 /* A new frame: <frame> with span [off, off+n) replaced by <rep> (<rlen>
  * bytes), newline kept, in a block of its own (one reference: the
  * caller's). NULL when out of memory. */
-static tg_block_t *splice_frame(const char *frame, size_t len, size_t off, size_t n,
-                                const char *rep, size_t rlen, size_t *out_len)
+static tg_block_t *splice_frame(tg_pool_t *pool, const char *frame, size_t len, size_t off,
+                                size_t n, const char *rep, size_t rlen, size_t *out_len)
 {
     size_t nl = len - n + rlen;
-    tg_block_t *b = malloc(sizeof(*b) + nl);
+    tg_block_t *b = tg_block_get(pool, nl);
     if (b == NULL)
         return NULL;
-    b->refs = 1;
-    b->cap = nl;
     memcpy(b->data, frame, off);
     memcpy(b->data + off, rep, rlen);
     memcpy(b->data + off + rlen, frame + off + n, len - off - n);
@@ -146,7 +144,7 @@ static void leg_take_spliced(mcp_sess_t *w, const char *frame, size_t len,
                              const tg_mcp_env_t *env, tg_jspan_t at, const char *rep, size_t rlen)
 {
     size_t nl;
-    tg_block_t *b = splice_frame(frame, len, at.off, at.len, rep, rlen, &nl);
+    tg_block_t *b = splice_frame(&w->gw->pool, frame, len, at.off, at.len, rep, rlen, &nl);
     if (b == NULL)
         return;
     tg_mcp_env_t e = *env;
@@ -168,6 +166,16 @@ static void leg_take_spliced(mcp_sess_t *w, const char *frame, size_t len,
  * or 0 when it does not fit. */
 static size_t json_str(char *out, size_t cap, const char *s, size_t n)
 {
+    size_t k = 0;
+    while (k < n && (unsigned char)s[k] >= 0x20 && (unsigned char)s[k] < 0x80 && s[k] != '"' &&
+           s[k] != '\\')
+        k++;
+    if (k == n && n + 2 < cap) { /* nothing to escape: the common case, per call */
+        out[0] = '"';
+        memcpy(out + 1, s, n);
+        out[n + 1] = '"';
+        return n + 2;
+    }
     tg_jw_t jw;
     tg_jw_init(&jw, out, cap);
     tg_jw_raw(&jw, "\"", 1);
@@ -632,7 +640,13 @@ static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t
         return;
     }
     char buf[TG_EXPOSE_NAME_MAX + 1];
-    long n = name.type == TG_J_STRING ? tg_jstr_decode(frame, name, buf, sizeof(buf) - 1) : -1;
+    long n = -1;
+    if (name.type == TG_J_STRING && !name.escaped && name.len - 2 < sizeof(buf)) {
+        n = (long)name.len - 2; /* nothing to decode: the bytes between the quotes */
+        memcpy(buf, frame + name.off + 1, (size_t)n);
+    } else if (name.type == TG_J_STRING) {
+        n = tg_jstr_decode(frame, name, buf, sizeof(buf) - 1);
+    }
     const tg_expose_ent_t *e = n > 0 ? tg_expose_lookup(&h->names[list], buf, (size_t)n) : NULL;
     uint32_t leg = 0;
     const char *orig = NULL;
@@ -659,9 +673,13 @@ static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t
                               "(send prompts/list for the names)");
         return;
     }
-    char own[TG_EXPOSE_ORIG_MAX + 1];
-    memcpy(own, orig, olen);
-    own[olen] = '\0';
+    char copy[TG_EXPOSE_ORIG_MAX + 1];
+    const char *own = orig; /* a table entry's is NUL-terminated */
+    if (e == NULL || orig != e->val) {
+        memcpy(copy, orig, olen);
+        copy[olen] = '\0';
+        own = copy;
+    }
     tg_policy_decision_t pd =
         tg_policy_decide(h->e->policy, &h->who, leg_agent(h, leg), own, family_of(list));
     if (pd.effect == TG_POLICY_DENY) {
