@@ -407,3 +407,22 @@ Test(hub, a_reload_applies_a_changed_policy_to_live_sessions_and_says_the_list_c
     tgh_conn_close(&a);
     tgh_serve_stop(&S, 10000);
 }
+
+Test(hub, a_merged_list_keeps_at_most_twice_max_frame_bytes_and_says_it_was_cut)
+{
+    static const char *const three[] = {"a", "b", "c"};
+    hub_start(three, NULL, 3, "\"router\":{\"max_frame_bytes\":\"64Ki\"}", NULL);
+    mcp_init_ok(&W.tg, 10000);
+    /* Each fixture pads its answer with 50 000 bytes: three of them pass
+     * 2 x 64Ki, so one is left out. */
+    json_t *r = tools_list(1, "{\"pad\":50000}");
+    const json_t *meta = json_object_get(json_object_get(r, "result"), "_meta");
+    cr_assert(json_is_true(json_object_get(meta, "io.toolgate/truncated")), "%s", mcp_dump(r));
+    size_t n = json_array_size(json_object_get(json_object_get(r, "result"), "tools"));
+    cr_assert_eq(n, 24, "%zu tools: two agents' lists, not three", n);
+    json_decref(r);
+    /* Without the padding every list fits again. */
+    json_t *l = tools_list(2, NULL);
+    cr_assert_eq(json_array_size(json_object_get(json_object_get(l, "result"), "tools")), 36);
+    json_decref(l);
+}

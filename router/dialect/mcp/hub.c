@@ -267,7 +267,14 @@ void mcp_hub_answer(mcp_sess_t *w, uint32_t idx, const char *frame, size_t len,
     if (idx >= MCP_HUB_ASKS || h->asks[idx].kind == HUB_ASK_FREE)
         return;
     mcp_hub_ask_t *a = &h->asks[idx];
-    if (frame != NULL && env->has_result) {
+    if (frame != NULL && env->has_result &&
+        a->bytes + len > 2 * (uint64_t)w->gw->cfg->max_frame_bytes) {
+        a->cut = true; /* the merged answer would grow past its bound */
+        tg_log_warn("agent '%s': its list answer (%zu bytes) is left out of a merged list "
+                    "already holding %" PRIu64 " bytes (2 x max_frame_bytes)",
+                    agent_name(w), len, a->bytes);
+    } else if (frame != NULL && env->has_result) {
+        a->bytes += len;
         json_t *root = json_loadb(frame, len, 0, NULL);
         json_t *r = json_object_get(root, "result");
         if (json_is_object(r) && a->got[w->leg] == NULL)
@@ -475,10 +482,16 @@ static void list_done(mcp_hub_t *h, mcp_hub_ask_t *a)
     json_object_set_new(res, list_key[list], items);
     if (next_len > 0)
         json_object_set_new(res, "nextCursor", json_stringn(next, next_len));
+    json_t *meta = json_object();
     if (json_array_size(down) > 0)
-        json_object_set_new(res, "_meta", json_pack("{s:o}", "io.toolgate/unavailable", down));
+        json_object_set(meta, "io.toolgate/unavailable", down);
+    json_decref(down);
+    if (a->cut)
+        json_object_set_new(meta, "io.toolgate/truncated", json_true());
+    if (json_object_size(meta) > 0)
+        json_object_set_new(res, "_meta", meta);
     else
-        json_decref(down);
+        json_decref(meta);
     hub_result(h, a->id, a->id_len, res);
 }
 

@@ -29,7 +29,10 @@
  *
  * Bounds: MCP_HUB_ASKS requests the hub answers itself at once (over it:
  * -32603 "busy"); each leg's answer to an ask is at most max_frame_bytes
- * (the leg's reader), and a merged list is kept only until it is written.
+ * (the leg's reader), the answers one ask keeps at most twice that (a leg
+ * whose answer would pass it is left out, and the result's _meta says
+ * "io.toolgate/truncated"), and a merged list is kept only until it is
+ * written.
  */
 #ifndef TG_ROUTER_MCP_HUB_H
 #define TG_ROUTER_MCP_HUB_H
@@ -70,6 +73,8 @@ typedef struct mcp_hub_ask {
     size_t id_len;
     char id[128];         /* the caller's id, raw JSON */
     json_t *got[MCP_HUB_LEGS]; /* each leg's result (NULL: failed, not asked) */
+    uint64_t bytes;       /* of the answers kept: at most 2 x max_frame_bytes */
+    bool cut;             /* an answer was left out for that bound */
 } mcp_hub_ask_t;
 
 typedef struct mcp_hub {
