@@ -47,6 +47,8 @@ typedef struct tg_peer {
     long uid, gid;         /* unix: the peer's, -1 when the kernel did not say */
     const char *remote;    /* "uid:1000", "127.0.0.1:5123", or NULL */
     const char *session;   /* http: the digest of its MCP session id, or NULL */
+    const char *claims;    /* http: the claims of the verified JWT that named the caller, as
+                            * a JSON object's text (string and string-array claims), or NULL */
 } tg_peer_t;
 
 /* What the runner gives an engine. <on_done>(<arg>, <status>) runs once

@@ -89,6 +89,7 @@ typedef struct hconn {
     uint64_t stream_no, seq;
     size_t wq;         /* bytes written, not yet completed */
     int caller;
+    char claims[TG_HSESS_CLAIMS_MAX]; /* the JWT's claims of the last request ("" none) */
     tg_tls_conn_t *tls;
 } hconn_t;
 
@@ -556,7 +557,8 @@ static tg_hsess_t *open_session(hconn_t *c)
     char why[256];
     char remote[TG_HSESS_REMOTE_MAX];
     peer_text(&c->tcp, remote, sizeof(remote));
-    tg_hsess_t *s = tg_hsess_new(h->hub, c->caller, remote, &status, why, sizeof(why));
+    tg_hsess_t *s = tg_hsess_new_claims(h->hub, c->caller, remote, c->claims, &status, why,
+                                        sizeof(why));
     if (s == NULL) {
         for (char *p = why; *p != '\0'; p++)
             if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
@@ -784,6 +786,9 @@ static void handle(hconn_t *c)
             respond(c, 401, "text/plain; charset=utf-8", body, (size_t)n, f, 1);
             return;
         }
+        c->claims[0] = '\0';
+        if (h->o.claims != NULL && c->caller >= 0 && az->p != NULL)
+            h->o.claims(h->o.auth_arg, az->p, az->n, c->claims, sizeof(c->claims));
     }
     if (!version_ok(&r->hdr[TG_H1H_PROTOCOL_VERSION])) {
         respond_text(c, 400, "Bad Request: unsupported MCP-Protocol-Version");

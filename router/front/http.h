@@ -63,6 +63,10 @@ typedef struct tg_http_opts {
     void *open_arg;
     tg_http_auth_fn auth;  /* NULL: every request is anonymous */
     void *auth_arg;
+    /* After <auth> named a caller: the claims of the verified JWT that
+     * named it, as a JSON object's text (at most <cap> - 1 bytes; "" none),
+     * for the session a request opens (a policy matches them). NULL: none. */
+    void (*claims)(void *arg, const char *authz, size_t authz_len, char *out, size_t cap);
     tg_http_refused_fn refused; /* NULL: refusals are only counted */
     void *refused_arg;
     void *tls_ctx;         /* a tg_tls_ctx_t for a tls listener, else NULL (the runner owns it) */

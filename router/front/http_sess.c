@@ -547,6 +547,12 @@ static void engine_pipe_closed(uv_handle_t *hd)
 tg_hsess_t *tg_hsess_new(tg_hub_t *h, int caller, const char *remote, int *status, char *why,
                          size_t why_cap)
 {
+    return tg_hsess_new_claims(h, caller, remote, NULL, status, why, why_cap);
+}
+
+tg_hsess_t *tg_hsess_new_claims(tg_hub_t *h, int caller, const char *remote, const char *claims,
+                                int *status, char *why, size_t why_cap)
+{
     *status = 503;
     if (h->nsess >= h->max_sessions) {
         snprintf(why, why_cap, "%u HTTP sessions open on this listener, the most allowed",
@@ -587,7 +593,9 @@ tg_hsess_t *tg_hsess_new(tg_hub_t *h, int caller, const char *remote, int *statu
     s->listed = true;
     h->nsess++;
     s->last_active = uv_now(h->loop);
-    tg_hsess_meta_t meta = {.id = s->id, .remote = remote != NULL ? remote : ""};
+    tg_hsess_meta_t meta = {.id = s->id,
+                            .remote = remote != NULL ? remote : "",
+                            .claims = claims != NULL && claims[0] != '\0' ? claims : NULL};
     int rc = h->open(h->open_arg, ep, caller, &meta, why, why_cap);
     if (rc < 0) {
         *status = rc == -ENOMEM ? 500 : 503;

@@ -85,7 +85,10 @@ typedef struct tg_hsess_meta {
     const char *id;     /* its Mcp-Session-Id (TG_HSESS_ID_HEX hex): the runner audits a
                          * digest of it, never the id itself */
     const char *remote; /* the client's address:port ("" when unknown) */
+    const char *claims; /* the verified JWT's claims (JSON object text), or NULL */
 } tg_hsess_meta_t;
+
+#define TG_HSESS_CLAIMS_MAX 2048 /* fixed internal bound: bytes of a session's JWT claims */
 
 /* The runner's part: open an engine session on <conn> (heap; the session
  * takes it) for caller index <caller> (-1: anonymous), described by
@@ -115,6 +118,10 @@ void tg_hub_set_idle(tg_hub_t *h, uint64_t idle_ms);
  * on a resource failure). */
 tg_hsess_t *tg_hsess_new(tg_hub_t *h, int caller, const char *remote, int *status, char *why,
                          size_t why_cap);
+/* tg_hsess_new for a caller a JWT named, with its <claims> (JSON object
+ * text; NULL or "": none) handed to the engine's session. */
+tg_hsess_t *tg_hsess_new_claims(tg_hub_t *h, int caller, const char *remote, const char *claims,
+                                int *status, char *why, size_t why_cap);
 /* The live session with id <id> (hex, <len> bytes) bound to <caller>, or
  * NULL: unknown, ended, or another caller's (all three are a 404). */
 tg_hsess_t *tg_hsess_find(tg_hub_t *h, const char *id, size_t len, int caller);

@@ -637,6 +637,45 @@ static int default_caller(const tg_config_t *cfg)
     return -1;
 }
 
+#define CLAIMS_MAX 16 /* fixed internal bound: claims of a JWT handed to a session */
+
+/* The claims a policy may match, of a JWT http_auth verified: its
+ * top-level string claims and arrays of strings (at most CLAIMS_MAX, each
+ * value at most TG_POLICY_GLOB_MAX bytes), as a JSON object's text in
+ * <out>; "" for a bearer token that is no JWT. The payload is read again
+ * here without its signature: the same bytes http_auth verified. */
+static void http_claims(void *arg, const char *authz, size_t n, char *out, size_t cap)
+{
+    (void)arg;
+    out[0] = '\0';
+    if (n < 7 || !tg_jwt_shaped(authz + 7, n - 7))
+        return;
+    json_t *payload = tg_jwt_peek(authz + 7, n - 7);
+    json_t *keep = json_object();
+    const char *k;
+    json_t *v;
+    size_t kept = 0;
+    json_object_foreach(payload, k, v) {
+        bool ok = json_is_string(v) && json_string_length(v) <= TG_POLICY_GLOB_MAX;
+        if (json_is_array(v)) {
+            ok = json_array_size(v) > 0 && json_array_size(v) <= TG_POLICY_MATCH_MAX;
+            for (size_t i = 0; ok && i < json_array_size(v); i++)
+                ok = json_is_string(json_array_get(v, i)) &&
+                     json_string_length(json_array_get(v, i)) <= TG_POLICY_GLOB_MAX;
+        }
+        if (ok && kept < CLAIMS_MAX && strlen(k) <= TG_POLICY_GLOB_MAX) {
+            json_object_set(keep, k, v);
+            kept++;
+        }
+    }
+    char *text = json_dumps(keep, JSON_COMPACT);
+    if (text != NULL && strlen(text) < cap)
+        memcpy(out, text, strlen(text) + 1);
+    free(text);
+    json_decref(keep);
+    json_decref(payload);
+}
+
 /* tg_http_auth_fn: Authorization: Bearer names a caller by token or JWT;
  * without it a request is the "default" caller's, or anonymous, unless
  * router.callers_only. A credential that names nobody is refused. */
@@ -768,7 +807,8 @@ static int http_open(void *arg, uv_pipe_t *conn, int caller, const tg_hsess_meta
                       .uid = -1,
                       .gid = -1,
                       .remote = meta->remote,
-                      .session = digest};
+                      .session = digest,
+                      .claims = meta->claims};
     void *eng = NULL;
     const tg_dialect_ops_t *ops = eng_of(r, l->lc->dialect, &eng);
     if (ops == NULL) {
@@ -838,6 +878,7 @@ static int bind_http(serve_run_t *r, listener_t *l, size_t i, tg_err_t *err)
                         .open = http_open,
                         .open_arg = l,
                         .auth = http_auth,
+                        .claims = http_claims,
                         .auth_arg = l,
                         .refused = http_refused,
                         .refused_arg = l,

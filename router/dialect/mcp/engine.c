@@ -231,21 +231,20 @@ static void eng_free(void *arg)
     free(e);
 }
 
-/* A rule matching bearer token names or JWT claims: the sessions do not
- * carry them yet (the HTTP front names the caller, it does not hand on the
- * token's claims), so such a rule could never match. A deny rule that
- * never matches would let through what it names: refused at load, with
- * the path, rather than half applied. */
+/* A rule matching bearer token names: callers[].tokens holds digests,
+ * no names, so no session can say which token it came with, and such a
+ * rule could never match. A deny rule that never matches would let
+ * through what it names: refused at load, with the path, rather than half
+ * applied. (JWT claims reach a session from the HTTP front.) */
 static int policy_supported(const tg_policy_t *p, tg_err_t *err)
 {
     for (size_t i = 0; p != NULL && i < p->nrules; i++)
-        if (p->rules[i].tokens.n > 0 || p->rules[i].nclaims > 0)
+        if (p->rules[i].tokens.n > 0)
             return tg_err_set(err, -EINVAL,
-                              "%s.%s: matching on %s is not supported by this toolgate's MCP "
-                              "fronts yet (match the caller by \"callers\" instead: the "
-                              "callers[] entry its token or JWT names)",
-                              p->rules[i].where, p->rules[i].tokens.n > 0 ? "tokens" : "claims",
-                              p->rules[i].tokens.n > 0 ? "bearer token names" : "JWT claims");
+                              "%s.tokens: bearer tokens have no names in this config "
+                              "(callers[].tokens holds their digests): match the caller a "
+                              "token names with \"callers\" instead",
+                              p->rules[i].where);
     return 0;
 }
 

@@ -1036,7 +1036,30 @@ void mcp_hub_released(mcp_sess_t *w)
             free(h->cont[i][l]);
     for (size_t i = 0; i < MCP_HUB_ASKS; i++)
         ask_free(&h->asks[i]);
+    json_decref(h->claims_doc);
     free(h);
+}
+
+/* The JWT claims of <peer> (JSON object text) as the policy's pairs: a
+ * string claim one pair, an array one pair per string; bounded. */
+static void hub_claims(mcp_hub_t *h, const char *text)
+{
+    h->claims_doc = text != NULL ? json_loads(text, 0, NULL) : NULL;
+    if (!json_is_object(h->claims_doc))
+        return;
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(h->claims_doc, k, v) {
+        for (size_t i = 0; n < MCP_HUB_CLAIMS_MAX && i < (json_is_array(v) ? json_array_size(v) : 1);
+             i++) {
+            const char *s = json_string_value(json_is_array(v) ? json_array_get(v, i) : v);
+            if (s != NULL)
+                h->claims_kv[n++] = (tg_policy_kv_t){k, s};
+        }
+    }
+    h->who.claims = h->claims_kv; /* a JWT named the caller, even with no claim kept */
+    h->who.nclaims = n;
 }
 
 mcp_hub_t *mcp_hub_new(tg_mcp_eng_t *e, mcp_sess_t *lead, tg_mcp_agent_t **ags, size_t n,
@@ -1072,6 +1095,7 @@ mcp_hub_t *mcp_hub_new(tg_mcp_eng_t *e, mcp_sess_t *lead, tg_mcp_agent_t **ags, 
                         : h->who_caller;
     h->who.uid = peer != NULL && peer->front == TG_FRONT_UNIX ? peer->uid : -1;
     h->who.gid = peer != NULL && peer->front == TG_FRONT_UNIX ? peer->gid : -1;
+    hub_claims(h, peer != NULL ? peer->claims : NULL);
     for (size_t i = 0; i < n; i++) {
         mcp_sess_t *w = i == 0 ? lead : mcp_sess_leg(lead, ags[i]);
         if (w == NULL) {

@@ -49,6 +49,7 @@
 
 #define MCP_HUB_ASKS 16 /* fixed internal bound: requests a hub answers itself at once */
 #define MCP_HUB_LEGS TG_CFG_AGENTS_MAX
+#define MCP_HUB_CLAIMS_MAX 64 /* fixed internal bound: claim values a policy is asked about */
 
 /* What an agent's initialize result offered (mcp_hub_t.caps). */
 enum { HUB_CAP_RESOURCES = 1 };
@@ -99,6 +100,10 @@ typedef struct mcp_hub {
     char *cont[MCP_HUB_LEGS][4];
     char who_caller[64];
     tg_policy_who_t who;
+    /* The claims of the JWT that named an HTTP caller (who.claims points
+     * into claims_kv, whose strings are claims_doc's), or none. */
+    json_t *claims_doc;
+    tg_policy_kv_t claims_kv[MCP_HUB_CLAIMS_MAX];
     uint64_t collisions;
     mcp_hub_ask_t asks[MCP_HUB_ASKS];
 } mcp_hub_t;
