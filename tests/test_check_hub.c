@@ -274,3 +274,14 @@ Test(check_hub, a_front_with_one_agent_keeps_names_and_shows_no_mapping)
     cr_expect_null(strstr(out, "exposed names"), "a mapping for verbatim names:\n%s", out);
     free(out);
 }
+
+Test(check_hub, a_rule_on_token_names_fails_as_serve_and_wrap_refuse_it)
+{
+    const char *json = doc(",\"policy\": {\"default\": \"allow\", \"rules\": ["
+                           "{\"effect\": \"deny\", \"tokens\": [\"ci-*\"]}]}");
+    loads(json);
+    char *out = NULL;
+    cr_expect_eq(tgh_check_config(json, &out), 1, "%s", out);
+    EXPECT_HAS(out, "policy.rules[0].tokens: bearer tokens have no names");
+    free(out);
+}

@@ -8,6 +8,7 @@
 #include "router/auth/policy.h"
 
 #include <fnmatch.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,4 +165,16 @@ bool tg_policy_listed(const tg_policy_t *p, const tg_policy_who_t *who, const ch
                       const char *name, tg_policy_method_t m)
 {
     return tg_policy_decide(p, who, agent, name, m).effect == TG_POLICY_ALLOW;
+}
+
+int tg_policy_supported(const tg_policy_t *p, tg_err_t *err)
+{
+    for (size_t i = 0; p != NULL && i < p->nrules; i++)
+        if (p->rules[i].tokens.n > 0)
+            return tg_err_set(err, -EINVAL,
+                              "%s.tokens: bearer tokens have no names in this config "
+                              "(callers[].tokens holds their digests): match the caller a "
+                              "token names with \"callers\" instead",
+                              p->rules[i].where);
+    return 0;
 }

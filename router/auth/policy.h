@@ -112,6 +112,12 @@ typedef struct tg_policy {
 
 void tg_policy_free(tg_policy_t *p);
 
+/* What toolgate's fronts can match today: bearer tokens have no names in
+ * the config (callers[].tokens holds digests), so a rule with a "tokens"
+ * matcher could never match, and a deny rule that never matches lets
+ * through what it names. 0, or -EINVAL with <err> naming that rule. */
+int tg_policy_supported(const tg_policy_t *p, tg_err_t *err);
+
 /* ---- building one ---- */
 
 /* struct json_t without <jansson.h> in every includer. */

@@ -61,6 +61,10 @@ static int check_policy(tg_check_hub_t *h, const tg_config_t *cfg, tg_err_t *err
 
     if (rc < 0)
         return rc;
+    if ((rc = tg_policy_supported(p, err)) < 0) {
+        tg_policy_free(p); /* serve and wrap refuse it alike */
+        return rc;
+    }
     h->has_policy = true;
     h->policy_deny = p->def == TG_POLICY_DENY;
     h->policy_rules = p->nrules;

@@ -231,29 +231,12 @@ static void eng_free(void *arg)
     free(e);
 }
 
-/* A rule matching bearer token names: callers[].tokens holds digests,
- * no names, so no session can say which token it came with, and such a
- * rule could never match. A deny rule that never matches would let
- * through what it names: refused at load, with the path, rather than half
- * applied. (JWT claims reach a session from the HTTP front.) */
-static int policy_supported(const tg_policy_t *p, tg_err_t *err)
-{
-    for (size_t i = 0; p != NULL && i < p->nrules; i++)
-        if (p->rules[i].tokens.n > 0)
-            return tg_err_set(err, -EINVAL,
-                              "%s.tokens: bearer tokens have no names in this config "
-                              "(callers[].tokens holds their digests): match the caller a "
-                              "token names with \"callers\" instead",
-                              p->rules[i].where);
-    return 0;
-}
-
 static int policy_build(tg_policy_t **out, const struct json_t *policy, tg_err_t *err)
 {
     tg_policy_t *p = NULL;
     if (tg_policy_from_json(&p, policy, err) < 0)
         return -1;
-    if (policy_supported(p, err) < 0) {
+    if (tg_policy_supported(p, err) < 0) {
         tg_policy_free(p);
         return -1;
     }
