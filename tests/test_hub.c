@@ -227,11 +227,33 @@ Test(hub, one_agent_crashing_leaves_the_others_serving_and_the_list_follows)
 Test(hub, a_collision_keeps_the_first_agents_name_and_is_audited)
 {
     static const char *const extras[] = {"\"tool_prefix\":\"\"", "\"tool_prefix\":\"\""};
-    hub_start(TWO, extras, 2, "", NULL);
+    char admin[64];
+    snprintf(admin, sizeof admin, "127.0.0.1:%d", tgh_free_port());
+    const char *const args[] = {"--admin", admin, NULL};
+    hub_start(TWO, extras, 2, "", args);
     mcp_init_ok(&W.tg, 10000);
     json_t *l = tools_list(1, NULL);
     cr_assert_eq(json_array_size(json_object_get(json_object_get(l, "result"), "tools")), 12);
     json_decref(l);
+    /* /agents says which agent's names are hidden, and the metric counts them. */
+    char *agents = tga_get(admin, "/agents", NULL);
+    json_t *doc = json_loads(agents, 0, NULL);
+    cr_assert_not_null(doc, "%s", agents);
+    json_t *arr = json_is_array(doc) ? doc : json_object_get(doc, "agents");
+    json_int_t hidden[2] = {-1, -1};
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        const json_t *a = json_array_get(arr, i);
+        const char *name = json_string_value(json_object_get(a, "name"));
+        if (name != NULL && (strcmp(name, "fs") == 0 || strcmp(name, "web") == 0))
+            hidden[name[0] == 'w'] = json_integer_value(json_object_get(a, "hidden_names"));
+    }
+    cr_assert_eq(hidden[0], 0, "%s", agents);
+    cr_assert_eq(hidden[1], 12, "%s", agents);
+    json_decref(doc);
+    free(agents);
+    char *metrics = tga_get(admin, "/metrics", NULL);
+    cr_assert(strstr(metrics, "toolgate_name_collisions_total 12") != NULL, "%s", metrics);
+    free(metrics);
     mcp_call_text(&W.tg, 2, "echo", "{\"text\":\"first\"}", "first", 10000);
     cr_assert_eq(log_has("fs", " echo\n"), 1);
     cr_assert_eq(log_has("web", "call "), 0);

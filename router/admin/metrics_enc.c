@@ -586,6 +586,7 @@ static void json_agent(tg_jw_t *w, const tg_metrics_agent_t *a)
     ju64(w, &f, "inflight", a->inflight);
     ju64(w, &f, "queued", a->queued);
     ju64(w, &f, "restarts", a->restarts);
+    ju64(w, &f, "hidden_names", a->hidden_names);
     jkey(w, &f, "calls");
     json_calls(w, a, 0, a->ntools + 1);
     jkey(w, &f, "duration");

@@ -83,6 +83,10 @@ typedef struct tg_metrics_agent {
     tg_agent_state_t state;
     int64_t pid; /* 0 when no process */
     uint64_t restarts;
+    /* Its tools, prompts or URIs hidden behind a front of several agents
+     * because an agent earlier in the list exposes the same name (hub.c),
+     * counted each time a merged list hid one. */
+    uint64_t hidden_names;
     bool have_usage; /* the figures below were sampled at least once */
     uint64_t memory_bytes, memory_peak_bytes, memory_limit_bytes; /* limit 0: none */
     uint64_t cpu_usec;

@@ -387,8 +387,13 @@ static void collision(mcp_hub_t *h, uint32_t leg, uint32_t owner, const char *wh
     ev.tool = name;
     ev.status = "hidden";
     emit(h->legs[leg], &ev);
-    if (h->legs[leg]->gw->metrics_ok)
-        h->legs[leg]->gw->metrics.name_collisions++;
+    tg_gw_t *gw = h->legs[leg]->gw;
+    size_t idx = h->legs[leg]->ag->r.idx;
+    if (gw->metrics_ok) {
+        gw->metrics.name_collisions++;
+        if (idx < gw->metrics.nagents)
+            gw->metrics.agents[idx].hidden_names++;
+    }
 }
 
 /* The policy's family of a list kind. */
