@@ -50,6 +50,8 @@ typedef struct tg_audit_ev {
     const char *call_id;        /* (checked) the caller's JSON-RPC id, as text */
     const char *agent;
     const char *tool;           /* (checked) */
+    const char *exposed_tool;   /* (checked) the name a front of several agents shows the
+                                 * tool (or prompt) under: "fs__read_file" (issue 22) */
     const char *caller;
     const char *front;          /* enum: the session's front, "http", "unix" or "stdio" */
     const char *session;        /* toolgate's digest of an HTTP session id (never the id) */

@@ -358,6 +358,7 @@ __attribute__((flatten)) long tg_audit_encode(char *buf, size_t cap, const tg_au
     F_CHECKED(&w, "call_id", ev->call_id);
     F_STR(&w, "agent", ev->agent);
     F_CHECKED(&w, "tool", ev->tool);
+    F_CHECKED(&w, "exposed_tool", ev->exposed_tool);
     F_STR(&w, "caller", ev->caller);
     F_STR(&w, "front", ev->front);
     F_STR(&w, "session", ev->session);

@@ -64,7 +64,7 @@ static const field_t fields[] = {
     {"pid", F_COUNT},           {"attempt", F_COUNT},      {"backoff_ms", F_COUNT},
     {"exit", F_EXIT},           {"enforced", F_OBJECT},    {"decided_by", F_STR},
     {"front", F_STR},           {"session", F_STR},        {"remote", F_STR},
-    {"key", F_STR},
+    {"key", F_STR},             {"exposed_tool", F_SAFE},
 };
 
 static const field_t limit_fields[] = {

@@ -419,6 +419,13 @@ typedef struct tg_listen_cfg {
     int64_t group; /* gid, likewise */
 } tg_listen_cfg_t;
 
+/* The agent listener <lc> names first: its one "agent", or the first of
+ * its "agents" (NULL for an opensentience listener). */
+static inline const char *tg_listen_first_agent(const tg_listen_cfg_t *lc)
+{
+    return lc->nagents > 0 ? lc->agents[0] : lc->agent;
+}
+
 /* Bearer tokens and JWTs of callers[] (the HTTP front: router/auth/). */
 #define TG_TOKEN_DIGEST_BYTES 32            /* fixed internal bound: a SHA-256 digest */
 #define TG_TOKEN_DIGEST_TEXT  (7 + 64)      /* "sha256:" and 64 hex digits */

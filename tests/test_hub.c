@@ -156,6 +156,14 @@ Test(hub, a_call_reaches_only_the_agent_owning_the_name_under_its_own_name)
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32602);
     json_decref(r);
     cr_assert_eq(log_has("fs", "call ") + log_has("web", "call "), 2);
+    /* Audit names the agent, its own tool name and the name the caller used. */
+    tgh_close_stdin(&W.tg);
+    cr_assert_eq(tgh_wait(&W.tg, 10000), 0);
+    char *audit = tgh_read_file(W.audit, NULL);
+    cr_assert(audit != NULL && strstr(audit, "\"agent\":\"web\",\"tool\":\"echo\","
+                                             "\"exposed_tool\":\"web__echo\"") != NULL,
+              "%s", audit);
+    free(audit);
 }
 
 Test(hub, a_cancel_reaches_only_the_agent_holding_the_call)
@@ -261,6 +269,9 @@ Test(hub, a_collision_keeps_the_first_agents_name_and_is_audited)
     cr_assert_eq(tgh_wait(&W.tg, 10000), 0);
     char *audit = tgh_read_file(W.audit, NULL);
     cr_assert(audit != NULL && strstr(audit, "\"agent.name_collision\"") != NULL);
+    cr_assert(strstr(audit, "\"agent\":\"web\",\"tool\":\"echo\",\"exposed_tool\":\"echo\"") !=
+                  NULL,
+              "%s", audit);
     free(audit);
 }
 
@@ -447,4 +458,50 @@ Test(hub, a_merged_list_keeps_at_most_twice_max_frame_bytes_and_says_it_was_cut)
     json_t *l = tools_list(2, NULL);
     cr_assert_eq(json_array_size(json_object_get(json_object_get(l, "result"), "tools")), 36);
     json_decref(l);
+}
+
+/* Progress behind several agents: each agent is given a token of its own
+ * ("tg<leg>.<raw>"), the caller gets its own token back, and an agent's
+ * progress for another agent's call, or for a token it made up, never
+ * reaches the caller. */
+Test(hub, progress_comes_back_under_the_callers_token_and_only_from_its_agent)
+{
+    hub_start(TWO, NULL, 2, "", NULL);
+    mcp_init_ok(&W.tg, 10000);
+    json_decref(tools_list(1, NULL));
+    mcp_call_meta(&W.tg, "2", "web__progress", "{}", "\"progressToken\":77");
+    json_t *others = json_array();
+    json_t *r = mcp_await_int(&W.tg, 2, 10000, others);
+    cr_assert_str_eq(mcp_text_of(r), "progress done", "%s", mcp_dump(r));
+    json_decref(r);
+    size_t progress = 0;
+    for (size_t i = 0; i < json_array_size(others); i++) {
+        const json_t *m = json_array_get(others, i);
+        const json_t *tok = json_object_get(json_object_get(m, "params"), "progressToken");
+        cr_assert(json_is_integer(tok) && json_integer_value(tok) == 77, "%s", mcp_dump(m));
+        progress++;
+    }
+    cr_assert_eq(progress, 2, "%s", mcp_dump(others));
+    json_array_clear(others);
+    /* web holds a call with token 77; fs forges progress for it (web's
+     * token, and its own namespace with the caller's raw token). */
+    mcp_call_meta(&W.tg, "3", "web__sleep", "{\"ms\":3000}", "\"progressToken\":77");
+    mcp_call(&W.tg, 4, "fs__raw",
+             "{\"lines\":["
+             "\"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"method\\\":\\\"notifications/progress\\\","
+             "\\\"params\\\":{\\\"progressToken\\\":\\\"tg1.77\\\",\\\"progress\\\":1}}\","
+             "\"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"method\\\":\\\"notifications/progress\\\","
+             "\\\"params\\\":{\\\"progressToken\\\":\\\"tg0.77\\\",\\\"progress\\\":1}}\","
+             "\"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"method\\\":\\\"notifications/progress\\\","
+             "\\\"params\\\":{\\\"progressToken\\\":77,\\\"progress\\\":1}}\","
+             "\"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"id\\\":$ID,\\\"result\\\":{\\\"content\\\":[]}}\"]}");
+    r = mcp_await_int(&W.tg, 4, 10000, others);
+    cr_assert_not_null(json_object_get(r, "result"), "%s", mcp_dump(r));
+    json_decref(r);
+    r = mcp_await_int(&W.tg, 3, 10000, others);
+    cr_assert_not_null(json_object_get(r, "result"), "%s", mcp_dump(r));
+    json_decref(r);
+    cr_assert_eq(json_array_size(others), 0, "forged progress reached the caller: %s",
+                 mcp_dump(others));
+    json_decref(others);
 }

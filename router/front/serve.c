@@ -723,12 +723,6 @@ static int http_auth(void *arg, const char *authz, size_t n, int *caller, char *
  * REFUSED_AUDIT_RATE per listener, so it cannot crowd the calls' events
  * out of the audit queue nor flood the log; the next event audited says
  * in <count> how many were not. */
-/* The agent a listener's refusals name: its one agent, or the first of
- * its "agents". */
-static const char *listener_agent(const tg_listen_cfg_t *lc)
-{
-    return lc->nagents > 0 ? lc->agents[0] : lc->agent;
-}
 
 static void http_refused(void *arg, int status, const char *reason, const char *remote)
 {
@@ -740,14 +734,14 @@ static void http_refused(void *arg, int status, const char *reason, const char *
          * a Unix caller's unfinished frame is. */
         tg_audit_ev_init(&ev);
         ev.event = "call.denied";
-        ev.agent = listener_agent(l->lc);
+        ev.agent = tg_listen_first_agent(l->lc);
         ev.status = "invalid";
         ev.front = "http";
         ev.remote = remote != NULL && remote[0] != '\0' ? remote : NULL;
     } else {
         /* The denial code's name (call/denial.c's table; the front
          * audits, it does not deny). */
-        tg_refused_ev(&ev, listener_agent(l->lc), "caller_not_allowed", "caller", "caller", "http", remote);
+        tg_refused_ev(&ev, tg_listen_first_agent(l->lc), "caller_not_allowed", "caller", "caller", "http", remote);
     }
     ev.reason = reason;
     /* <reason> says it: unauthenticated 401, frame_timeout 408, the others

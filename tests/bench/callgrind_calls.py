@@ -42,6 +42,7 @@ import collections
 import os
 import json
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -323,6 +324,8 @@ def main():
     ap.add_argument('--no-build', action='store_true', help='measure DIR as it is')
     ap.add_argument('--toolgate', help='this toolgate binary instead of DIR/toolgate')
     ap.add_argument('--dialect', choices=('mcp', 'opensentience'), default='mcp')
+    ap.add_argument('--keep', help='copy the two callgrind outputs into this directory '
+                    '(for callgrind_annotate --inclusive=yes)')
     ap.add_argument('--agents', type=int, default=0,
                     help='MCP through one hub of N agents (wrap --config), calls to the first')
     a = ap.parse_args()
@@ -346,6 +349,10 @@ def main():
         out2 = runner(a.build, tg, tmp, so, a.many, a.depth)
         t2, f2 = total_and_functions(out2)
         s2 = sampler_ir(out2)
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
+            for o in (out1, out2):
+                shutil.copy(o, a.keep)
     n = a.many - a.few
     what = ('OpenSentience' if a.dialect == 'opensentience'
             else 'MCP through a hub of %d agents' % a.agents if a.agents else 'MCP')

@@ -424,9 +424,10 @@ static int eng_accept(void *arg, uv_pipe_t *conn, const tg_peer_t *peer, char *w
     if (peer->front == TG_FRONT_STDIO)
         return accept_stdio(e, why, cap);
     const tg_listen_cfg_t *lc = peer->lc;
-    tg_mcp_agent_t *ag = agent_named(e, lc->nagents > 0 ? lc->agents[0] : lc->agent);
+    const char *first = tg_listen_first_agent(lc);
+    tg_mcp_agent_t *ag = agent_named(e, first);
     bool unix_conn = peer->front == TG_FRONT_UNIX;
-    const char *agent = ag != NULL ? tg_mcp_agent_id(ag) : lc->nagents > 0 ? lc->agents[0] : lc->agent;
+    const char *agent = ag != NULL ? tg_mcp_agent_id(ag) : first;
     char detail[160], path[64];
     if (e->stopping || ag == NULL) {
         snprintf(why, cap, "toolgate is shutting down");

@@ -32,6 +32,48 @@ static const char *leg_prefix(const mcp_hub_t *h, uint32_t i, size_t *plen)
     return p;
 }
 
+/* The name leg <w>'s tool <tool> (its own) is exposed under, into <buf>
+ * (<cap> bytes), for audit; NULL in a hub that keeps names verbatim, or
+ * when the name cannot be exposed. */
+const char *mcp_hub_exposed(const mcp_sess_t *w, const char *tool, char *buf, size_t cap)
+{
+    size_t plen, n;
+    if (w->hub->verbatim || cap < TG_EXPOSE_NAME_MAX + 1)
+        return NULL;
+    const char *p = leg_prefix(w->hub, w->leg, &plen);
+    if (tg_expose_name(p, plen, tool, strlen(tool), buf, &n) < 0)
+        return NULL;
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The keyed hash of progress token <tok> (a string span of <frame>) that
+ * leg <w> was given, decoded: 0 when it is none the hub made (too long). */
+uint64_t mcp_hub_ptok(const mcp_sess_t *w, const char *frame, tg_jspan_t tok)
+{
+    char buf[TG_ID_MAX + 32];
+    long n = tg_jstr_decode(frame, tok, buf, sizeof(buf));
+    if (w->hub->nlegs < 2 || n <= 0)
+        return 0;
+    uint64_t v = tg_expose_siphash(w->hub->key, buf, (size_t)n);
+    return v != 0 ? v : 1;
+}
+
+/* Whether leg <w> holds a live request it was given progress token
+ * <tok> (<n> bytes, decoded) for. */
+static bool leg_has_ptok(const mcp_sess_t *w, const char *tok, size_t n)
+{
+    uint64_t v = tg_expose_siphash(w->hub->key, tok, n);
+    v = v != 0 ? v : 1;
+    for (uint32_t i = 0; i < w->ag->r.tab.n; i++) {
+        const mcp_call_t *c = mcp_call_at(w->ag, i);
+        if (c->w == w && c->ptok == v && (c->kind == K_CALL || c->kind == K_PASS) &&
+            c->cc.state != TG_CALL_ZOMBIE)
+            return true;
+    }
+    return false;
+}
+
 /* ---- output ---------------------------------------------------------------- */
 
 static void hub_write(mcp_hub_t *h, const char *p, size_t len)
@@ -95,23 +137,6 @@ static void hub_flush(mcp_hub_t *h)
 
 /* ---- frames made by the hub -------------------------------------------------- */
 
-/* A new frame: <frame> with span [off, off+n) replaced by <rep> (<rlen>
- * bytes), newline kept, in a block of its own (one reference: the
- * caller's). NULL when out of memory. */
-static tg_block_t *splice_frame(tg_pool_t *pool, const char *frame, size_t len, size_t off,
-                                size_t n, const char *rep, size_t rlen, size_t *out_len)
-{
-    size_t nl = len - n + rlen;
-    tg_block_t *b = tg_block_get(pool, nl);
-    if (b == NULL)
-        return NULL;
-    memcpy(b->data, frame, off);
-    memcpy(b->data + off, rep, rlen);
-    memcpy(b->data + off + rlen, frame + off + n, len - off - n);
-    *out_len = nl;
-    return b;
-}
-
 /* Hand frame <b, frame, len> (newline included) to leg <w> as if its
  * caller sent it (scanned again: its spans moved). */
 static void leg_take(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len)
@@ -137,40 +162,75 @@ static void span_moved(tg_jspan_t *s, tg_jspan_t at, size_t rlen)
         s->len = s->len + rlen - at.len;
 }
 
-/* Leg <w> takes <frame> (scanned into <env>) with its span <at> (a string
- * the envelope found) replaced by the JSON string <rep>: the envelope's
- * spans are moved rather than the frame scanned again. */
-static void leg_take_spliced(mcp_sess_t *w, const char *frame, size_t len,
-                             const tg_mcp_env_t *env, tg_jspan_t at, const char *rep, size_t rlen)
+/* One replacement in a frame the hub hands on: the span <at> (a value
+ * the envelope found) becomes the JSON text <rep> (<rlen> bytes). */
+typedef struct hub_edit {
+    tg_jspan_t at;
+    const char *rep;
+    size_t rlen;
+} hub_edit_t;
+
+/* Leg <w> takes <frame> (scanned into <env>) with the <n> (at most 2)
+ * edits <ed> applied, in a block of its own: the envelope's spans are
+ * moved rather than the frame scanned again. */
+static void leg_take_edits(mcp_sess_t *w, const char *frame, size_t len,
+                           const tg_mcp_env_t *env, hub_edit_t *ed, int n)
 {
-    size_t nl;
-    tg_block_t *b = splice_frame(&w->gw->pool, frame, len, at.off, at.len, rep, rlen, &nl);
+    if (n == 2 && ed[1].at.off < ed[0].at.off) {
+        hub_edit_t t = ed[0];
+        ed[0] = ed[1];
+        ed[1] = t;
+    }
+    size_t nl = len;
+    for (int k = 0; k < n; k++)
+        nl = nl - ed[k].at.len + ed[k].rlen;
+    tg_block_t *b = tg_block_get(&w->gw->pool, nl);
     if (b == NULL)
         return;
+    size_t at = 0, o = 0;
+    for (int k = 0; k < n; k++) {
+        memcpy(b->data + o, frame + at, ed[k].at.off - at);
+        o += ed[k].at.off - at;
+        memcpy(b->data + o, ed[k].rep, ed[k].rlen);
+        o += ed[k].rlen;
+        at = ed[k].at.off + ed[k].at.len;
+    }
+    memcpy(b->data + o, frame + at, len - at);
     tg_mcp_env_t e = *env;
     tg_jspan_t *spans[] = {&e.id,   &e.method,    &e.params,         &e.tool_name,
                            &e.progress_token, &e.task, &e.cancel_id, &e.notif_progress_token};
-    for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
-        if (spans[i]->off == at.off && spans[i]->len == at.len && spans[i]->type != TG_J_NONE) {
-            spans[i]->len = rlen; /* the replaced string itself */
-            spans[i]->escaped = memchr(rep, '\\', rlen) != NULL;
-        } else {
-            span_moved(spans[i], at, rlen);
+    for (int k = n - 1; k >= 0; k--) { /* the last first: the earlier spans stay put */
+        for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
+            if (spans[i]->off == ed[k].at.off && spans[i]->len == ed[k].at.len &&
+                spans[i]->type != TG_J_NONE) {
+                spans[i]->len = ed[k].rlen; /* the replaced value itself */
+                if (spans[i]->type == TG_J_STRING || spans[i]->type == TG_J_NUMBER)
+                    spans[i]->type = ed[k].rep[0] == '"' ? TG_J_STRING : TG_J_NUMBER;
+                spans[i]->escaped = memchr(ed[k].rep, '\\', ed[k].rlen) != NULL;
+            } else {
+                span_moved(spans[i], ed[k].at, ed[k].rlen);
+            }
         }
     }
     mcp_sess_dispatch(w, b, b->data, nl, &e);
     tg_block_unref(&w->gw->pool, b);
 }
 
-/* A JSON string of <s> (<n> bytes), quoted, into <out> (<cap> bytes); its length
- * or 0 when it does not fit. */
-static size_t json_str(char *out, size_t cap, const char *s, size_t n)
+/* Whether <s> (<n> bytes) is its own JSON string text: nothing to escape. */
+static bool plain(const char *s, size_t n)
 {
     size_t k = 0;
     while (k < n && (unsigned char)s[k] >= 0x20 && (unsigned char)s[k] < 0x80 && s[k] != '"' &&
            s[k] != '\\')
         k++;
-    if (k == n && n + 2 < cap) { /* nothing to escape: the common case, per call */
+    return k == n;
+}
+
+/* A JSON string of <s> (<n> bytes), quoted, into <out> (<cap> bytes); its length
+ * or 0 when it does not fit. */
+static size_t json_str(char *out, size_t cap, const char *s, size_t n)
+{
+    if (plain(s, n) && n + 2 < cap) { /* nothing to escape: the common case, per call */
         out[0] = '"';
         memcpy(out + 1, s, n);
         out[n + 1] = '"';
@@ -186,6 +246,66 @@ static size_t json_str(char *out, size_t cap, const char *s, size_t n)
 }
 
 /* ---- legs ------------------------------------------------------------------ */
+
+/* A value the hub made unique per leg, "tg<leg>.<raw JSON>" (agent request
+ * ids, progress tokens), in <buf> (<n> bytes, decoded): the offset of
+ * <raw> with the leg in <*leg>, or 0 when it is not one, names no leg of
+ * <h>, or <raw> is not one JSON string or number (so nothing malformed
+ * is ever written on). */
+static size_t unique_raw(const mcp_hub_t *h, char *buf, size_t n, uint32_t *leg)
+{
+    unsigned l = 0;
+    int used = 0;
+    if (n <= 3 || memcmp(buf, "tg", 2) != 0)
+        return 0;
+    buf[n] = '\0';
+    if (sscanf(buf, "tg%u.%n", &l, &used) < 1 || used == 0 || l >= h->nlegs)
+        return 0;
+    tg_jspan_t v;
+    long end = tg_jscan_value(buf, n, (size_t)used, &v);
+    if (end != (long)n || v.off != (size_t)used || (v.type != TG_J_STRING && v.type != TG_J_NUMBER))
+        return 0;
+    *leg = l;
+    return (size_t)used;
+}
+
+/* "tg<leg>.<raw>" as a JSON string into <out> (<cap> bytes): its length,
+ * or 0 when it does not fit. */
+static size_t unique_make(uint32_t leg, const char *raw, size_t rlen, char *out, size_t cap)
+{
+    char t[TG_ID_MAX + 32];
+    if (rlen > TG_ID_MAX)
+        return 0;
+    int k = snprintf(t, sizeof(t), "tg%u.", leg);
+    memcpy(t + k, raw, rlen);
+    return json_str(out, cap, t, (size_t)k + rlen);
+}
+
+/* Hand the caller's request <frame> (scanned into <env>) to leg <leg>,
+ * with <name> (or none) applied and, behind several agents, its progress
+ * token made unique: "tg<leg>.<raw>", so that an agent's progress can be
+ * told from another's and is passed back only for its own calls
+ * (mcp_hub_from_agent). */
+static void leg_route(mcp_hub_t *h, uint32_t leg, tg_block_t *b, const char *frame, size_t len,
+                      const tg_mcp_env_t *env, const hub_edit_t *name)
+{
+    hub_edit_t ed[2];
+    int n = 0;
+    char tok[2 * (TG_ID_MAX + 32) + 8];
+    if (name != NULL)
+        ed[n++] = *name;
+    if (h->nlegs > 1 && env->progress_token.type != TG_J_NONE) {
+        size_t tl = unique_make(leg, frame + env->progress_token.off, env->progress_token.len,
+                                tok, sizeof(tok));
+        if (tl > 0)
+            ed[n++] = (hub_edit_t){env->progress_token, tok, tl};
+    }
+    h->touched = (int32_t)leg;
+    if (n == 0)
+        mcp_sess_dispatch(h->legs[leg], b, frame, len, env);
+    else
+        leg_take_edits(h->legs[leg], frame, len, env, ed, n);
+}
 
 static bool leg_up(const mcp_sess_t *w)
 {
@@ -372,7 +492,10 @@ static void init_done(mcp_hub_t *h, mcp_hub_ask_t *a)
 
 /* ---- the lists ------------------------------------------------------------- */
 
-static void collision(mcp_hub_t *h, uint32_t leg, uint32_t owner, const char *what, const char *name)
+/* Leg <leg>'s <what> <own> (exposed as <name>) is hidden: <owner> keeps
+ * the name. */
+static void collision(mcp_hub_t *h, uint32_t leg, uint32_t owner, const char *what,
+                      const char *own, const char *name)
 {
     h->collisions++;
     tg_log_warn("agents '%s' and '%s' both expose %s '%s': '%s' (first in config order) keeps it, "
@@ -384,7 +507,8 @@ static void collision(mcp_hub_t *h, uint32_t leg, uint32_t owner, const char *wh
     ev.event = "agent.name_collision";
     ev.agent = leg_agent(h, leg);
     ev.reason = "name_collision";
-    ev.tool = name;
+    ev.tool = own;
+    ev.exposed_tool = name;
     ev.status = "hidden";
     emit(h->legs[leg], &ev);
     tg_gw_t *gw = h->legs[leg]->gw;
@@ -430,7 +554,7 @@ static void list_leg(mcp_hub_t *h, int list, uint32_t i, json_t *items, json_t *
         if (named)
             other = ad.other;
         if (rc == TG_EXPOSE_HIDDEN) {
-            collision(h, i, other, named ? (list ? "prompt" : "tool") : "resource",
+            collision(h, i, other, named ? (list ? "prompt" : "tool") : "resource", key,
                       named ? ad.name : key);
             continue;
         }
@@ -610,7 +734,7 @@ static void verbatim_request(mcp_hub_t *h, tg_block_t *b, const char *frame, siz
             return;
         }
     }
-    leg_take(h->legs[0], b, frame, len); /* a name too long to decide: the agent answers */
+    mcp_sess_dispatch(h->legs[0], b, frame, len, env); /* a name too long to decide: the agent answers */
 }
 
 /* A name the tables do not hold (the caller has not listed since the
@@ -704,12 +828,28 @@ static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t
         deny_not_allowed(h, leg, id, env->id.len, own, &pd);
         return;
     }
-    char q[2 * TG_EXPOSE_ORIG_MAX + 8];
-    size_t ql = json_str(q, sizeof(q), own, olen);
-    if (ql == 0)
-        return;
     h->touched = (int32_t)leg;
-    leg_take_spliced(h->legs[leg], frame, len, env, name, q, ql);
+    mcp_sess_t *w = h->legs[leg];
+    if (e != NULL) { /* the exposed name, for the call's audit */
+        w->hub_exposed = e->key;
+        w->hub_exposed_len = e->key_len;
+    }
+    if (list == 0 && plain(own, olen) && olen <= TG_TOOL_NAME_MAX &&
+        (h->nlegs == 1 || env->progress_token.type == TG_J_NONE)) {
+        /* A tools/call: the leg holds the caller's frame as it came and
+         * forwards it with the name spliced as it splices the id. */
+        w->hub_own = own;
+        w->hub_own_len = olen;
+        mcp_sess_dispatch(w, b, frame, len, env);
+    } else {
+        char q[2 * TG_EXPOSE_ORIG_MAX + 8];
+        size_t ql = json_str(q, sizeof(q), own, olen);
+        hub_edit_t ed = {name, q, ql};
+        if (ql > 0)
+            leg_route(h, leg, b, frame, len, env, &ed);
+    }
+    w->hub_own = NULL;
+    w->hub_exposed = NULL;
 }
 
 /* A URI no agent listed in this session (the caller did not list, or
@@ -756,7 +896,7 @@ static void uri_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t l
         deny_not_allowed(h, (uint32_t)leg, id, env->id.len, buf, &pd);
         return;
     }
-    leg_take(h->legs[leg], b, frame, len);
+    leg_route(h, (uint32_t)leg, b, frame, len, env, NULL);
 }
 
 /* completion/complete: by its ref, a prompt (exposed name) or a resource. */
@@ -777,7 +917,7 @@ static void complete_request(mcp_hub_t *h, tg_block_t *b, const char *frame, siz
         if (leg < 0)
             leg = resources_leg(h);
         if (leg >= 0 && (uint32_t)leg < h->nlegs) {
-            leg_take(h->legs[leg], b, frame, len);
+            leg_route(h, (uint32_t)leg, b, frame, len, env, NULL);
             return;
         }
     }
@@ -794,19 +934,15 @@ static void caller_answer(mcp_hub_t *h, const char *frame, size_t len, const tg_
 {
     char buf[TG_ID_MAX + 32];
     long n = env->id.type == TG_J_STRING ? tg_jstr_decode(frame, env->id, buf, sizeof(buf) - 1) : -1;
-    unsigned leg = 0;
-    int used = 0;
-    if (n > 3 && memcmp(buf, "tg", 2) == 0) {
-        buf[n] = '\0';
-        if (sscanf(buf, "tg%u.%n", &leg, &used) < 1 || used == 0 || leg >= h->nlegs)
-            used = 0;
-    }
+    uint32_t leg = 0;
+    size_t used = n > 0 ? unique_raw(h, buf, (size_t)n, &leg) : 0;
     if (used == 0) {
         h->legs[0]->unmatched_responses++;
         return;
     }
-    leg_take_spliced(h->legs[leg], frame, len, env, env->id, buf + used,
-                     (size_t)n - (size_t)used);
+    hub_edit_t ed = {env->id, buf + used, (size_t)n - used};
+    h->touched = (int32_t)leg;
+    leg_take_edits(h->legs[leg], frame, len, env, &ed, 1);
 }
 
 static bool is(const char *frame, tg_jspan_t m, const char *lit)
@@ -875,7 +1011,7 @@ static void hub_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t l
         return;
     }
     if (h->nlegs == 1) {
-        leg_take(h->legs[0], b, frame, len); /* one agent: whatever else it takes */
+        mcp_sess_dispatch(h->legs[0], b, frame, len, env); /* one agent: whatever else it takes */
         return;
     }
     hub_error(h, id, env->id.len, -32601,
@@ -917,6 +1053,34 @@ void mcp_hub_frame(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
 
 /* ---- the agents' frames --------------------------------------------------------- */
 
+/* notifications/progress from leg <w> behind several agents: passed on,
+ * its token back to the caller's own, only when it is one the hub made for
+ * this leg (leg_route); an agent's progress for another agent's call, or
+ * for a token it made up, is dropped and counted. Always true (taken). */
+static bool progress_from(mcp_hub_t *h, mcp_sess_t *w, const char *frame, size_t len,
+                          const tg_mcp_env_t *env)
+{
+    tg_jspan_t t = env->notif_progress_token;
+    char buf[TG_ID_MAX + 32];
+    long n = t.type == TG_J_STRING ? tg_jstr_decode(frame, t, buf, sizeof(buf) - 1) : -1;
+    uint32_t leg = 0;
+    size_t used = n > 0 ? unique_raw(h, buf, (size_t)n, &leg) : 0;
+    if (used == 0 || leg != w->leg || !leg_has_ptok(w, buf, (size_t)n)) {
+        w->dropped_progress++;
+        if (w->dropped_progress == 1)
+            tg_log_warn("agent '%s' sent progress for a token of no call of its own: dropped "
+                        "(counted per session; logged once)",
+                        agent_name(w));
+        return true;
+    }
+    if (!h->cout_dead) {
+        (void)tg_out_copy(&h->out, frame, t.off);
+        (void)tg_out_copy(&h->out, buf + used, (size_t)n - used);
+        (void)tg_out_copy(&h->out, frame + t.off + t.len, len - t.off - t.len);
+    }
+    return true;
+}
+
 bool mcp_hub_from_agent(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
                         const tg_mcp_env_t *env)
 {
@@ -933,19 +1097,15 @@ bool mcp_hub_from_agent(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t 
                 return true;
             }
         }
+        if (h->nlegs > 1 && is(frame, env->method, "notifications/progress"))
+            return progress_from(h, w, frame, len, env);
         return false;
     }
     if (env->kind != TG_MCP_REQUEST || h->cout_dead)
         return env->kind == TG_MCP_REQUEST;
     /* An agent's request: its id made unique among the legs. */
-    char idtxt[TG_ID_MAX + 32], raw[TG_ID_MAX + 1];
-    if (env->id.len > TG_ID_MAX)
-        return true;
-    memcpy(raw, frame + env->id.off, env->id.len);
-    int k = snprintf(idtxt, sizeof(idtxt), "tg%u.", w->leg);
     char q[2 * (TG_ID_MAX + 32) + 8];
-    memcpy(idtxt + k, raw, env->id.len);
-    size_t ql = json_str(q, sizeof(q), idtxt, (size_t)k + env->id.len);
+    size_t ql = unique_make(w->leg, frame + env->id.off, env->id.len, q, sizeof(q));
     if (ql == 0)
         return true;
     (void)tg_out_copy(&h->out, frame, env->id.off);

@@ -163,6 +163,8 @@ static void audit_call_why(mcp_sess_t *w, const mcp_call_t *c, const char *event
         }
         tg_adm_audit_call(&ev, c->tool_name, c->tool_name_len, tg_gw_now(w->gw) - c->cc.t_start,
                           c->cc.bytes_in, c->cc.decided_by);
+        if (c->exposed_len > 0)
+            ev.exposed_tool = c->exposed;
     }
     ev.status = status;
     ev.stage = stage;
@@ -206,6 +208,77 @@ void mcp_to_agent_spliced(mcp_sess_t *w, tg_block_t *b, const char *p, size_t le
         tg_out_copy(o, p, id_off);
         tg_out_copy(o, num, n);
         tg_out_copy(o, p + id_off + id_len, len - id_off - id_len);
+    }
+}
+
+/* Forward the held frame of call <c> with its id replaced and, when set,
+ * its ttl cut (a task, session_task.c) and its exposed name turned back
+ * into the agent's own (behind a hub): up to three splices, written in
+ * the order they come in the frame, the rest sliced from the caller's
+ * block. */
+void mcp_forward_edited(mcp_sess_t *w, mcp_call_t *c)
+{
+    tg_callc_t *cc = &c->cc;
+    tg_out_t *o = &w->inst->a.p.wr;
+    char idn[24], ttln[24], name[TG_TOOL_NAME_MAX + 3];
+    struct {
+        size_t off, len;
+        const char *txt;
+        size_t n;
+    } sp[3], t;
+    int n = 0;
+    sp[n++] = (__typeof__(t)){cc->qid_off, cc->qid_len, idn, u64_fmt(idn, cc->id, 10)};
+    if (c->ttl_len > 0)
+        sp[n++] = (__typeof__(t)){c->ttl_off, c->ttl_len, ttln, u64_fmt(ttln, c->ttl_new, 10)};
+    if (c->name_len > 0) {
+        name[0] = '"';
+        memcpy(name + 1, c->tool_name, c->tool_name_len);
+        name[c->tool_name_len + 1] = '"';
+        sp[n++] = (__typeof__(t)){c->name_off, c->name_len, name, c->tool_name_len + 2};
+    }
+    for (int i = 1; i < n; i++) /* insertion sort by offset: at most three */
+        for (int j = i; j > 0 && sp[j].off < sp[j - 1].off; j--) {
+            t = sp[j];
+            sp[j] = sp[j - 1];
+            sp[j - 1] = t;
+        }
+    const char *p = cc->qframe;
+    /* The edits and what lies between them as one piece when it is short
+     * (the id and the name usually are a few dozen bytes apart): three
+     * pieces to write, as for the id alone, rather than five. */
+    char mid[320];
+    size_t span = sp[n - 1].off + sp[n - 1].len - sp[0].off, m = 0;
+    if (span + sizeof(name) + 2 * sizeof(idn) <= sizeof(mid)) {
+        size_t at = sp[0].off;
+        for (int i = 0; i < n; i++) {
+            memcpy(mid + m, p + at, sp[i].off - at);
+            m += sp[i].off - at;
+            memcpy(mid + m, sp[i].txt, sp[i].n);
+            m += sp[i].n;
+            at = sp[i].off + sp[i].len;
+        }
+        if (cc->qblk != NULL) {
+            tg_out_slice(o, cc->qblk, p, sp[0].off);
+            tg_out_copy(o, mid, m);
+            tg_out_slice(o, cc->qblk, p + at, cc->qlen - at);
+        } else {
+            tg_out_copy(o, p, sp[0].off);
+            tg_out_copy(o, mid, m);
+            tg_out_copy(o, p + at, cc->qlen - at);
+        }
+        return;
+    }
+    size_t at = 0;
+    for (int i = 0; i <= n; i++) {
+        size_t end = i < n ? sp[i].off : cc->qlen;
+        if (cc->qblk != NULL)
+            tg_out_slice(o, cc->qblk, p + at, end - at);
+        else
+            tg_out_copy(o, p + at, end - at);
+        if (i < n) {
+            tg_out_copy(o, sp[i].txt, sp[i].n);
+            at = sp[i].off + sp[i].len;
+        }
     }
 }
 
@@ -279,7 +352,22 @@ void mcp_admit_call(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
     memcpy(c->caller_id, frame + env->id.off, env->id.len);
     c->caller_id_len = env->id.len;
     c->cc.bytes_in = len;
-    if (env->tool_name.type == TG_J_STRING) {
+    if (w->hub_exposed != NULL) {
+        /* From the hub: the name the caller used, for audit. */
+        memcpy(c->exposed, w->hub_exposed, w->hub_exposed_len + 1);
+        c->exposed_len = (uint8_t)w->hub_exposed_len;
+    }
+    if (w->hub_own != NULL) {
+        /* From the hub: the exposed name at env->tool_name is forwarded as
+         * the agent's own (mcp_forward_edited). */
+        memcpy(c->tool_name, w->hub_own, w->hub_own_len + 1);
+        c->tool_name_len = w->hub_own_len;
+        c->name_off = env->tool_name.off;
+        c->name_len = env->tool_name.len;
+        const tg_tool_cfg_t *tc = tg_config_tool(w->ag->r.acfg, c->tool_name, c->tool_name_len);
+        if (tc != NULL)
+            c->cc.tool = (int)(tc - w->ag->r.acfg->tools);
+    } else if (env->tool_name.type == TG_J_STRING) {
         long n = tg_jstr_decode(frame, env->tool_name, c->tool_name, sizeof(c->tool_name));
         if (n > 0) {
             c->tool_name_len = (size_t)n;
@@ -306,6 +394,8 @@ void mcp_admit_call(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t len,
         mcp_call_free(c);
         return;
     }
+    if (w->hub != NULL && env->progress_token.type == TG_J_STRING)
+        c->ptok = mcp_hub_ptok(w, frame, env->progress_token);
     tg_route_deadline(&w->ag->r, &c->cc, env->has_timeout, env->timeout_ms);
     mcp_task_admit(w, c, frame, env);
     tg_route_hold_frame(&w->ag->r, &c->cc, b, frame, len, env->id.off, env->id.len, false);
@@ -327,8 +417,8 @@ static tg_call_go_t mcp_op_ready(const tg_callc_t *cc)
 
 static bool mcp_op_forward(tg_callc_t *cc)
 {
-    if (CALL(cc)->ttl_len > 0) {
-        mcp_task_forward(CALL(cc)->w, CALL(cc));
+    if (CALL(cc)->ttl_len > 0 || CALL(cc)->name_len > 0) {
+        mcp_forward_edited(CALL(cc)->w, CALL(cc));
         return true;
     }
     mcp_to_agent_spliced(CALL(cc)->w, cc->qblk, cc->qframe, cc->qlen, cc->qid_off, cc->qid_len,

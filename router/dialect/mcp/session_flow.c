@@ -162,6 +162,8 @@ void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t l
             return;
         }
         c->tools_list = tg_jstr_eq(frame, env->method, "tools/list");
+        if (w->hub != NULL && env->progress_token.type == TG_J_STRING)
+            c->ptok = mcp_hub_ptok(w, frame, env->progress_token);
         c->hub_ask = w->hub_tag;
         w->hub_tag = 0;
         if (task != NULL) {
@@ -309,8 +311,6 @@ static void on_agent_response(mcp_sess_t *w, tg_block_t *b, const char *frame, s
         if (c->cc.state == TG_CALL_INFLIGHT) {
             to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
                               c->caller_id_len);
-            tg_audit_ev_t ev;
-            (void)ev;
             mcp_audit_call(w, c, "call.completed", env->has_error ? "error" : "ok", NULL, NULL);
         } else {
             tg_audit_ev_t ev;

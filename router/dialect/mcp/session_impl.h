@@ -91,12 +91,21 @@ typedef struct mcp_call {
     uint64_t task_of_id;
     size_t ttl_off, ttl_len;
     uint64_t ttl_new;
+    /* Behind a hub (hub.c): the span of the exposed name in the held
+     * frame, forwarded as <tool_name> (the agent's own); name_len 0: the
+     * frame holds the agent's own name. */
+    size_t name_off, name_len;
+    /* Behind several agents: a keyed hash of the progress token the agent
+     * was given ("tg<leg>.<raw>"), 0: none (hub.c progress_from). */
+    uint64_t ptok;
+    uint8_t exposed_len; /* <exposed>: the name the caller used behind a hub (0: none) */
     size_t task_id_len;
     /* Not cleared when the entry is reused (call_alloc): the arrays are
      * written with their lengths. */
     char caller_id[TG_ID_MAX];
     char tool_name[TG_TOOL_NAME_MAX + 1];
     char task_id[TG_ID_MAX]; /* the taskId as JSON text, quotes included */
+    char exposed[TG_EXPOSE_NAME_MAX + 1];
 } mcp_call_t;
 
 /* tasks/... requests a caller may send about its tasks (task_op). */
@@ -236,7 +245,15 @@ struct mcp_sess {
     struct mcp_hub *hub;
     uint32_t leg;
     uint16_t hub_tag;    /* the hub's ask the next pass-through request answers (+1) */
+    /* The hub's tools/call being dispatched: the agent's own name for the
+     * exposed one at env->tool_name (NUL-terminated, nothing to escape),
+     * or NULL. Set only around that one dispatch. */
+    const char *hub_own;
+    size_t hub_own_len;
+    const char *hub_exposed; /* and the name the caller used (audit), NUL-terminated */
+    size_t hub_exposed_len;
     bool leg_failed;     /* its instance could not start: the hub leaves its tools out */
+    uint64_t dropped_progress; /* progress for no call of this leg's (hub.c progress_from) */
 };
 
 /* One Unix listener of the MCP dialect, as the engine counts it. */
@@ -322,7 +339,7 @@ typedef void (*mcp_to_caller_fn)(mcp_sess_t *w, tg_block_t *b, const char *p, si
  * deadline (set before). */
 void mcp_task_admit(mcp_sess_t *w, mcp_call_t *c, const char *frame, const tg_mcp_env_t *env);
 /* Forward call <c>'s held frame with its id and ttl spliced. */
-void mcp_task_forward(mcp_sess_t *w, mcp_call_t *c);
+void mcp_forward_edited(mcp_sess_t *w, mcp_call_t *c);
 /* The agent answered the in-flight call <c>: true when it was handled here
  * (a CreateTaskResult relayed, or an answer to a task already created). */
 bool mcp_task_on_response(mcp_sess_t *w, mcp_call_t *c, tg_block_t *b, const char *frame, size_t len,
@@ -373,6 +390,8 @@ void mcp_hub_leg_down(mcp_sess_t *w);
 void mcp_hub_shutdown(mcp_hub_t *h, const char *why, bool caller_gone);
 void mcp_hub_maybe_end(mcp_hub_t *h);
 void mcp_hub_released(mcp_sess_t *w);
+const char *mcp_hub_exposed(const mcp_sess_t *w, const char *tool, char *buf, size_t cap);
+uint64_t mcp_hub_ptok(const mcp_sess_t *w, const char *frame, tg_jspan_t tok);
 void mcp_hub_policy_changed(tg_mcp_eng_t *e);
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -454,6 +473,9 @@ static inline void emit(mcp_sess_t *w, tg_audit_ev_t *ev)
     if (w->gw->audit == NULL)
         return;
     stamp(w, ev);
+    char exposed[TG_EXPOSE_NAME_MAX + 1];
+    if (w->hub != NULL && ev->tool != NULL && ev->exposed_tool == NULL)
+        ev->exposed_tool = mcp_hub_exposed(w, ev->tool, exposed, sizeof(exposed));
     tg_audit_emit(w->gw->audit, ev);
 }
 

@@ -92,40 +92,6 @@ void mcp_task_admit(mcp_sess_t *w, mcp_call_t *c, const char *frame, const tg_mc
     }
 }
 
-/* Forward the held frame of call <c> with its id replaced, and its ttl
- * when it is cut (two splices, in the order they come in the frame). */
-void mcp_task_forward(mcp_sess_t *w, mcp_call_t *c)
-{
-    tg_callc_t *cc = &c->cc;
-    tg_out_t *o = &w->inst->a.p.wr;
-    char idn[24], ttln[24];
-    size_t idl = u64_fmt(idn, cc->id, 10), ttll = u64_fmt(ttln, c->ttl_new, 10);
-    struct {
-        size_t off, len;
-        const char *txt;
-        size_t n;
-    } sp[2] = {{cc->qid_off, cc->qid_len, idn, idl}, {c->ttl_off, c->ttl_len, ttln, ttll}};
-    if (sp[1].off < sp[0].off) {
-        __typeof__(sp[0]) t = sp[0];
-        sp[0] = sp[1];
-        sp[1] = t;
-    }
-    const char *p = cc->qframe;
-    size_t at = 0;
-    for (int i = 0; i < 2; i++) {
-        if (cc->qblk != NULL)
-            tg_out_slice(o, cc->qblk, p + at, sp[i].off - at);
-        else
-            tg_out_copy(o, p + at, sp[i].off - at);
-        tg_out_copy(o, sp[i].txt, sp[i].n);
-        at = sp[i].off + sp[i].len;
-    }
-    if (cc->qblk != NULL)
-        tg_out_slice(o, cc->qblk, p + at, cc->qlen - at);
-    else
-        tg_out_copy(o, p + at, cc->qlen - at);
-}
-
 /* End task <c> as the agent says (<st> terminal): audit with its real
  * duration, remember it, give its slot back. */
 static void task_end(mcp_sess_t *w, mcp_call_t *c, tg_task_status_t st)
