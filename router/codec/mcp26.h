@@ -120,9 +120,9 @@ long tg_mcp26_error_json(const tg_mcp26_fault_t *f, const char *id, size_t id_le
 /* bytes of the sentinel form of an <n>-byte value */
 #define TG_MCP26_B64_LEN(n) (sizeof(TG_MCP26_B64_PREFIX) - 1 + 4 * (((n) + 2) / 3) + 2)
 
-/* fixed internal bound: bytes of one Mcp-Name or Mcp-Param-* value as
- * received (a resource URI of 2048 bytes fits once encoded) */
-#define TG_MCP26_VALUE_MAX 4096
+/* Bytes of one Mcp-Name or Mcp-Param-* value as received: a resource URI
+ * of 2048 bytes (TG_EXPOSE_URI_MAX) fits once encoded. */
+#define TG_MCP26_VALUE_MAX 4096 /* fixed internal bound: bytes of a header value */
 
 /* True when <v> (<len> bytes) must travel in the sentinel form: a byte
  * outside 0x20..0x7E (non-ASCII, control characters, tab and DEL
