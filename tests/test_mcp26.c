@@ -190,6 +190,10 @@ Test(mcp26, sentinel_decode_refuses_malformed_values)
     cr_assert_eq(dec("=?base64?YWJj?=", out, 4, &n), 1);
     cr_assert_str_eq(out, "abc");
     cr_assert_eq(dec("=?base64?YWJj?=", out, 3, &n), -ENOSPC);
+    cr_assert_eq(dec("=?base64?YWI=?=", out, 3, &n), 1, "the exact decoded length + 1 fits");
+    cr_assert_str_eq(out, "ab");
+    cr_assert_eq(dec("=?base64?YQ==?=", out, 2, &n), 1);
+    cr_assert_eq(dec("=?base64?YQ==?=", out, 1, &n), -ENOSPC);
     cr_assert_eq(dec("abc", out, 3, &n), -ENOSPC);
 
     static char big[TG_MCP26_VALUE_MAX + 2];

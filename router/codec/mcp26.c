@@ -233,7 +233,11 @@ int tg_mcp26_value_decode(const char *v, size_t len, char *dst, size_t cap, size
         if (len < PFX_LEN + SFX_LEN)
             return -EINVAL; /* prefix and suffix overlap: no payload */
         size_t n = len - PFX_LEN - SFX_LEN;
-        if (cap < n / 4 * 3 + 1)
+        const char *pl = v + PFX_LEN;
+        size_t pads = n >= 1 && pl[n - 1] == '=' ? (n >= 2 && pl[n - 2] == '=' ? 2 : 1) : 0;
+        if (n % 4 != 0)
+            return -EINVAL;
+        if (cap < n / 4 * 3 - pads + 1) /* the exact length, so a <cap> that fits it does */
             return -ENOSPC;
         size_t o;
         if (b64_decode((const unsigned char *)v + PFX_LEN, n, dst, &o) < 0)

@@ -145,8 +145,8 @@ int tg_mcp26_value_encode(const char *v, size_t len, char *dst, size_t cap, size
  * inside. Any other value is plain and copied: it must be what an encoder
  * sends plain (bytes 0x20..0x7E, no space at either end). Tri-state:
  * 0 plain, 1 decoded, -EINVAL malformed (invalid characters or Base64),
- * -E2BIG over TG_MCP26_VALUE_MAX bytes, -ENOSPC (a <cap> of <len> + 1
- * always suffices). */
+ * -E2BIG over TG_MCP26_VALUE_MAX bytes, -ENOSPC (<cap> below the decoded
+ * length + 1; a <cap> of <len> + 1 always suffices). */
 int tg_mcp26_value_decode(const char *v, size_t len, char *dst, size_t cap, size_t *out_len);
 
 /* ---- the body ----------------------------------------------------------------- */
