@@ -151,8 +151,7 @@ int tg_mcp26_value_encode(const char *v, size_t len, char *dst, size_t cap, size
         *out_len = len;
         return 0;
     }
-    size_t need = TG_MCP26_B64_LEN(len);
-    if (len > SIZE_MAX / 2 || cap < need + 1)
+    if (len > SIZE_MAX / 2 || cap < TG_MCP26_B64_LEN(len) + 1)
         return -ENOSPC;
     const unsigned char *s = (const unsigned char *)v;
     char *d = dst;
@@ -806,8 +805,7 @@ static int xadd(xctx_t *c, const json_t *s, const json_t *x, const char *via)
     for (size_t i = 0; i < hl; i++)
         if (!is_tchar((unsigned char)h[i]))
             return xfail(c, -EINVAL,
-                         "x-mcp-header of property %s is not an HTTP token (RFC 9110 tchar)",
-                         path);
+                         "x-mcp-header of property %s is not an HTTP token (RFC 9110 tchar)", path);
     int type = schema_type(s);
     if (type == 0)
         return xfail(c, -EINVAL,
@@ -882,10 +880,11 @@ static int xwalk_map(xctx_t *c, const json_t *v, unsigned level, const char *via
 /* Keywords whose value is a schema or an array of schemas (JSON Schema
  * 2020-12 and draft-07); every other keyword's value is not searched. */
 static const char *const kw_schema[] = {
-    "items",         "additionalItems", "additionalProperties", "unevaluatedItems",
+    /* clang-format off */
+    "items", "additionalItems", "additionalProperties", "unevaluatedItems",
     "unevaluatedProperties", "contains", "propertyNames", "not", "if", "then", "else",
-    "allOf",         "anyOf",           "oneOf",                "prefixItems", "contentSchema",
-    NULL,
+    "allOf", "anyOf", "oneOf", "prefixItems", "contentSchema", NULL,
+    /* clang-format on */
 };
 /* Keywords whose value maps names to schemas ("properties" aside). */
 static const char *const kw_map[] = {

@@ -44,7 +44,9 @@
  * headers per request, TG_MCP26_XHDR_MAX annotations per tool of
  * TG_MCP26_PARAM_NAME_MAX bytes, TG_MCP26_PATH_DEPTH_MAX keys and
  * TG_MCP26_PATH_BYTES_MAX bytes per annotated property path,
- * TG_MCP26_SCHEMA_DEPTH_MAX levels of an inputSchema walked.
+ * TG_MCP26_SCHEMA_DEPTH_MAX levels of an inputSchema walked. A body is
+ * what the front buffered (its max_frame_bytes), scanned to at most
+ * TG_JSCAN_MAX_DEPTH levels; it is never copied.
  *
  * Return styles: 0 / negative errno, unless a function says it is
  * tri-state. Every refusal fills a tg_mcp26_fault_t; each one is answered
@@ -71,7 +73,8 @@ struct json_t; /* jansson's; only tg_mcp26_xmap_build reads one */
  * UnsupportedProtocolVersionError's "supported" is written from it. */
 extern const char *const tg_mcp_versions[];
 
-#define TG_MCP26_VERSION_MAX 32 /* fixed internal bound: bytes of a protocol version compared or echoed */
+/* fixed internal bound: bytes of a protocol version compared or echoed */
+#define TG_MCP26_VERSION_MAX 32
 
 /* The era of version <v> (<len> bytes): TG_MCP26_MODERN, TG_MCP26_LEGACY,
  * or -ENOENT when toolgate does not accept it. */
@@ -82,17 +85,17 @@ int tg_mcp26_version_era(const char *v, size_t len);
 /* JSON-RPC error codes (basic/index.mdx "Error Codes", schema.ts
  * HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION). The body faults use
  * JSON-RPC's own -32700 / -32600. */
-#define TG_MCP26_HEADER_MISMATCH      (-32020)
-#define TG_MCP26_UNSUPPORTED_VERSION  (-32022)
-#define TG_MCP26_PARSE_ERROR          (-32700)
-#define TG_MCP26_INVALID_REQUEST      (-32600)
+#define TG_MCP26_HEADER_MISMATCH     (-32020)
+#define TG_MCP26_UNSUPPORTED_VERSION (-32022)
+#define TG_MCP26_PARSE_ERROR         (-32700)
+#define TG_MCP26_INVALID_REQUEST     (-32600)
 
 #define TG_MCP26_MSG_MAX 192 /* fixed internal bound: bytes of a fault message, NUL included */
 
 /* Why a request is refused (HTTP 400). Filled only on failure; the caller
  * owns it (a stack object is fine). */
 typedef struct tg_mcp26_fault {
-    int code;                  /* one of the four codes above */
+    int code;                   /* one of the four codes above */
     char msg[TG_MCP26_MSG_MAX]; /* NUL-terminated, holds no header or argument value */
     /* TG_MCP26_UNSUPPORTED_VERSION only: the version requested, cut to
      * TG_MCP26_VERSION_MAX bytes, a byte outside 0x20..0x7E written '?' */
@@ -151,7 +154,7 @@ int tg_mcp26_value_decode(const char *v, size_t len, char *dst, size_t cap, size
 
 /* ---- the body ----------------------------------------------------------------- */
 
-#define TG_MCP26_METHOD_MAX 128 /* fixed internal bound: bytes of a method (Mcp-Method and body) */
+#define TG_MCP26_METHOD_MAX   128 /* fixed internal bound: bytes of a method, header or body */
 #define TG_MCP26_META_VERSION "io.modelcontextprotocol/protocolVersion" /* key in params._meta */
 
 /* What headers mirror of one POST body, as spans into <buf> (borrowed: the
@@ -159,12 +162,12 @@ int tg_mcp26_value_decode(const char *v, size_t len, char *dst, size_t cap, size
 typedef struct tg_mcp26_body {
     const char *buf;
     size_t len;
-    tg_mcp_kind_t kind;  /* TG_MCP_REQUEST or TG_MCP_NOTIFICATION */
-    tg_jspan_t id;       /* TG_J_NONE for a notification */
-    tg_jspan_t method;   /* string span */
+    tg_mcp_kind_t kind;                        /* TG_MCP_REQUEST or TG_MCP_NOTIFICATION */
+    tg_jspan_t id;                             /* TG_J_NONE for a notification */
+    tg_jspan_t method;                         /* string span */
     char method_text[TG_MCP26_METHOD_MAX + 1]; /* decoded; "" when over the bound */
     size_t method_len;
-    bool method_long;    /* over TG_MCP26_METHOD_MAX bytes (or holds \u0000) */
+    bool method_long; /* over TG_MCP26_METHOD_MAX bytes (or holds \u0000) */
     /* params.name (tools/call, prompts/get) or params.uri (resources/read),
      * any type, TG_J_NONE when absent or the method has no name */
     tg_jspan_t name;
@@ -210,11 +213,16 @@ int tg_mcp26_era(const char *hv, size_t hv_len, const tg_mcp26_body_t *b, tg_mcp
 
 /* ---- x-mcp-header (server/tools.mdx "x-mcp-header") --------------------------- */
 
-#define TG_MCP26_XHDR_MAX        32  /* fixed internal bound: x-mcp-header annotations of one tool */
-#define TG_MCP26_PARAM_NAME_MAX  64  /* fixed internal bound: bytes of the {Name} of Mcp-Param-{Name} */
-#define TG_MCP26_PATH_DEPTH_MAX  8   /* fixed internal bound: properties keys leading to an annotation */
-#define TG_MCP26_PATH_BYTES_MAX  256 /* fixed internal bound: bytes of those keys, a NUL after each */
-#define TG_MCP26_SCHEMA_DEPTH_MAX 64 /* fixed internal bound: levels of an inputSchema walked */
+/* fixed internal bound: x-mcp-header annotations of one tool */
+#define TG_MCP26_XHDR_MAX 32
+/* fixed internal bound: bytes of the {Name} of Mcp-Param-{Name} */
+#define TG_MCP26_PARAM_NAME_MAX 64
+/* fixed internal bound: properties keys leading to an annotation */
+#define TG_MCP26_PATH_DEPTH_MAX 8
+/* fixed internal bound: bytes of those keys, a NUL after each */
+#define TG_MCP26_PATH_BYTES_MAX 256
+/* fixed internal bound: levels of an inputSchema walked */
+#define TG_MCP26_SCHEMA_DEPTH_MAX 64
 
 enum {
     TG_MCP26_T_STRING = 1,
@@ -224,11 +232,11 @@ enum {
 
 /* One annotated property. */
 typedef struct tg_mcp26_xprop {
-    char header[TG_MCP26_PARAM_NAME_MAX + 1]; /* {Name}, as the schema spells it */
-    uint8_t type;                             /* TG_MCP26_T_* (the schema's "type") */
-    uint8_t depth;                            /* keys in the path, >= 1 */
+    char header[TG_MCP26_PARAM_NAME_MAX + 1];  /* {Name}, as the schema spells it */
+    uint8_t type;                              /* TG_MCP26_T_* (the schema's "type") */
+    uint8_t depth;                             /* keys in the path, >= 1 */
     uint16_t key_off[TG_MCP26_PATH_DEPTH_MAX]; /* each key's offset in <keys> */
-    char keys[TG_MCP26_PATH_BYTES_MAX];       /* the keys, each NUL-terminated */
+    char keys[TG_MCP26_PATH_BYTES_MAX];        /* the keys, each NUL-terminated */
 } tg_mcp26_xprop_t;
 
 /* The property -> header map of one tool; the caller owns it (about 11
@@ -283,7 +291,7 @@ typedef struct tg_mcp26_hdr {
 typedef struct tg_mcp26_hdrs {
     const char *method; /* Mcp-Method */
     size_t method_len;
-    const char *name;   /* Mcp-Name */
+    const char *name; /* Mcp-Name */
     size_t name_len;
     const tg_mcp26_hdr_t *params;
     size_t nparams;
@@ -302,8 +310,9 @@ typedef struct tg_mcp26_hdrs {
  *   - per annotated property: its value in params.arguments at the
  *     property's path (a key there may appear once). A string, integer or
  *     boolean value needs its Mcp-Param-{Name} header, once, which decoded
- *     must equal it: a string byte for byte, a boolean as "true"/"false",
- *     a number numerically ("42.0" is 42; exactly, in decimal); an integer
+ *     must equal it: a string byte for byte (one holding \u0000, or over
+ *     TG_MCP26_VALUE_MAX bytes, never matches), a boolean as "true" /
+ *     "false", a number numerically ("42.0" is 42; exactly, in decimal); an integer
  *     property's value must be an integer within +-(2^53 - 1). No value (or
  *     null): the header must be absent. Any other value cannot be mirrored:
  *     refused;

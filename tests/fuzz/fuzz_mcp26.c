@@ -105,9 +105,9 @@ static void mode_decode(const uint8_t *p, size_t n)
     int e = tg_mcp26_value_encode(out, ol, w, cap, &wl);
     if (rc == 0 && (e != 0 || wl != n || memcmp(w, v, n) != 0))
         die("a plain value does not encode to itself", p, n);
-    if (e < 0 || (wl <= TG_MCP26_VALUE_MAX &&
-                  (tg_mcp26_value_decode(w, wl, back, ol + 1, &bl) < 0 || bl != ol ||
-                   memcmp(back, out, ol) != 0)))
+    if (e < 0 ||
+        (wl <= TG_MCP26_VALUE_MAX && (tg_mcp26_value_decode(w, wl, back, ol + 1, &bl) < 0 ||
+                                      bl != ol || memcmp(back, out, ol) != 0)))
         die("re-encoding changes the value", p, n);
     free(v);
     free(out);
