@@ -332,6 +332,12 @@ Test(mcp26, body_scan_refusals)
                          "\"params\":{\"uri\":\"a:b\",\"uri\":\"c:d\"}}";
     cr_assert_eq(tg_mcp26_body_scan(dupuri, strlen(dupuri), &b, &f), -EBADMSG);
     cr_assert_eq(f.code, TG_MCP26_INVALID_REQUEST);
+    cr_assert_str_eq(f.msg, "invalid request: params.uri repeats");
+    cr_assert_eq(b.id.type, TG_J_NUMBER, "the id to answer with");
+    const char *cut = "{\"jsonrpc\":\"2.0\",\"id\":\"x7\",\"method\":\"tools/call\",\"params\":{";
+    cr_assert_eq(tg_mcp26_body_scan(cut, strlen(cut), &b, &f), -EBADMSG);
+    cr_assert_eq(f.code, TG_MCP26_PARSE_ERROR);
+    cr_assert_eq(b.id.type, TG_J_STRING, "read before the fault");
     const char *dupver = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{"
                          "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
                          "\"io.modelcontextprotocol/protocol\\u0056ersion\":\"2025-11-25\"}}}";

@@ -428,8 +428,11 @@ int tg_mcp26_body_scan(const char *buf, size_t len, tg_mcp26_body_t *b, tg_mcp26
     if (tg_mcp_scan(buf, len, &env) < 0) {
         tg_mcp_verdict_t v;
         tg_mcp_judge(buf, len, &v);
+        b->id = v.id;
         return fault(f, v.code, "%s", v.message);
     }
+    /* A response's id is not echoed: a caller's answer is never answered
+     * (tg_mcp_judge's rule); a batch has no one id. */
     if (env.kind != TG_MCP_REQUEST && env.kind != TG_MCP_NOTIFICATION)
         return fault(f, TG_MCP26_INVALID_REQUEST,
                      "invalid request: the body must be one JSON-RPC request or notification");
@@ -451,15 +454,13 @@ int tg_mcp26_body_scan(const char *buf, size_t len, tg_mcp26_body_t *b, tg_mcp26
     tg_jobj_iter_t it;
     int rc;
     tg_jobj_begin(&it, buf, env.params);
-    while ((rc = tg_jobj_next(&it, &k, &v)) == 1) {
-        tg_jspan_t *slot = key_is(buf, k, "name")        ? &name
-                           : key_is(buf, k, "uri")       ? &uri
-                           : key_is(buf, k, "arguments") ? &b->arguments
-                           : key_is(buf, k, "_meta")     ? &meta
-                                                         : NULL;
-        if (slot != NULL && take_once(slot, v) < 0)
-            return fault(f, TG_MCP26_INVALID_REQUEST, "invalid request: a key of params repeats");
-    }
+    static const char *const keys[] = {"name", "uri", "arguments", "_meta"};
+    tg_jspan_t *slots[] = {&name, &uri, &b->arguments, &meta};
+    while ((rc = tg_jobj_next(&it, &k, &v)) == 1)
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            if (key_is(buf, k, keys[i]) && take_once(slots[i], v) < 0)
+                return fault(f, TG_MCP26_INVALID_REQUEST, "invalid request: params.%s repeats",
+                             keys[i]);
     if (rc < 0) /* tg_mcp_scan validated the frame: not reached */
         return fault(f, TG_MCP26_INVALID_REQUEST, "invalid request: malformed params");
     if (b->name_src != NULL)

@@ -182,7 +182,8 @@ typedef struct tg_mcp26_body {
  * _meta) may appear once each, as the envelope scanner's own keys: a
  * duplicate would let a header match the first while the agent runs the
  * last. Returns 0, or -EBADMSG with <f> filled: -32700 (not JSON), -32600
- * (not a single request or notification, a duplicate key). */
+ * (not a single request or notification, a duplicate key); b->id is then
+ * the id to answer with when one could be read (TG_J_NONE: null). */
 int tg_mcp26_body_scan(const char *buf, size_t len, tg_mcp26_body_t *b, tg_mcp26_fault_t *f);
 
 /* ---- era ---------------------------------------------------------------------- */
