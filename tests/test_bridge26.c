@@ -35,7 +35,7 @@ static void assert_json(json_t *got, const char *want)
     json_decref(got);
 }
 
-/* ---- server/discover ---------------------------------------------------------------------- */
+/* ---- server/discover ---- */
 
 /* schema/2026-07-28/examples/DiscoverResult/server-capabilities-discovery.json */
 static const char SPEC_DISCOVER[] =
@@ -117,7 +117,7 @@ Test(bridge26, discover_refuses_what_is_not_an_initialize_result)
     json_decref(init);
 }
 
-/* ---- results ---------------------------------------------------------------------------------- */
+/* ---- results ---- */
 
 Test(bridge26, a_2025_result_becomes_complete_and_cannot_spoof_input_required)
 {
@@ -155,11 +155,11 @@ Test(bridge26, a_2025_result_becomes_complete_and_cannot_spoof_input_required)
 /* schema/2026-07-28/examples/ListToolsResult/tools-list-with-cursor-and-ttl.json, and the
  * same list as a 2025 server sends it (no resultType, ttlMs, cacheScope). */
 #define TOOLS_BODY                                                                                 \
-    "\"tools\":[{\"name\":\"get_weather\",\"title\":\"Weather Information Provider\","           \
-    "\"description\":\"Get current weather information for a location\","                        \
-    "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\","     \
-    "\"description\":\"City name or zip code\"}},\"required\":[\"location\"]},"                   \
-    "\"icons\":[{\"src\":\"https://example.com/weather-icon.png\",\"mimeType\":\"image/png\","    \
+    "\"tools\":[{\"name\":\"get_weather\",\"title\":\"Weather Information Provider\","             \
+    "\"description\":\"Get current weather information for a location\","                          \
+    "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\","      \
+    "\"description\":\"City name or zip code\"}},\"required\":[\"location\"]},"                    \
+    "\"icons\":[{\"src\":\"https://example.com/weather-icon.png\",\"mimeType\":\"image/png\","     \
     "\"sizes\":[\"48x48\"]}]}],\"nextCursor\":\"next-page-cursor\""
 
 Test(bridge26, a_list_result_gains_the_caching_hints_of_the_spec_example)
@@ -198,20 +198,20 @@ Test(bridge26, resource_not_found_is_renumbered)
     cr_assert_eq(tg_b26_error_code(-32603), -32603);
 }
 
-/* ---- input requests --------------------------------------------------------------------------- */
+/* ---- input requests ---- */
 
 /* schema/2026-07-28/examples/ElicitRequest/elicitation-request.json's
  * body, and CreateMessageRequest/sampling-request.json's. */
 #define ELICIT_BODY                                                                                \
-    "\"method\":\"elicitation/create\",\"params\":{\"mode\":\"form\",\"message\":\"Please "      \
-    "provide your GitHub username\",\"requestedSchema\":{\"type\":\"object\",\"properties\":"    \
-    "{\"name\":{\"type\":\"string\",\"title\":\"GitHub Username\",\"description\":\"Your "       \
+    "\"method\":\"elicitation/create\",\"params\":{\"mode\":\"form\",\"message\":\"Please "        \
+    "provide your GitHub username\",\"requestedSchema\":{\"type\":\"object\",\"properties\":"      \
+    "{\"name\":{\"type\":\"string\",\"title\":\"GitHub Username\",\"description\":\"Your "         \
     "GitHub username\"}},\"required\":[\"name\"]}}"
 #define SAMPLING_BODY                                                                              \
-    "\"method\":\"sampling/createMessage\",\"params\":{\"messages\":[{\"role\":\"user\","        \
-    "\"content\":{\"type\":\"text\",\"text\":\"What is the capital of France?\"}}],"              \
-    "\"modelPreferences\":{\"hints\":[{\"name\":\"claude-3-sonnet\"}],"                           \
-    "\"intelligencePriority\":0.8,\"speedPriority\":0.5},\"systemPrompt\":\"You are a helpful "  \
+    "\"method\":\"sampling/createMessage\",\"params\":{\"messages\":[{\"role\":\"user\","          \
+    "\"content\":{\"type\":\"text\",\"text\":\"What is the capital of France?\"}}],"               \
+    "\"modelPreferences\":{\"hints\":[{\"name\":\"claude-3-sonnet\"}],"                            \
+    "\"intelligencePriority\":0.8,\"speedPriority\":0.5},\"systemPrompt\":\"You are a helpful "    \
     "assistant.\",\"maxTokens\":100}"
 
 static const char ALL_CAPS[] =
@@ -234,9 +234,9 @@ Test(bridge26, server_requests_become_the_spec_input_requests)
     tg_b26_pending_t p;
     json_t *e = NULL, *id;
 
-    cr_assert_eq(input_of("{\"jsonrpc\":\"2.0\",\"id\":7," ELICIT_BODY "}", ALL_CAPS, 0, &p, &e,
-                          NULL, 0),
-                 0);
+    cr_assert_eq(
+        input_of("{\"jsonrpc\":\"2.0\",\"id\":7," ELICIT_BODY "}", ALL_CAPS, 0, &p, &e, NULL, 0),
+        0);
     assert_json(e, "{" ELICIT_BODY "}");
     cr_assert_str_eq(p.key, "elicitation_0");
     cr_assert_eq(p.kind, TG_B26_ELICITATION);
@@ -255,8 +255,8 @@ Test(bridge26, server_requests_become_the_spec_input_requests)
     tg_b26_pending_clear(&p);
 
     /* schema/2026-07-28/examples/ListRootsRequest: no params at all */
-    cr_assert_eq(input_of("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"roots/list\"}", ALL_CAPS,
-                          15, &p, &e, NULL, 0),
+    cr_assert_eq(input_of("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"roots/list\"}", ALL_CAPS, 15,
+                          &p, &e, NULL, 0),
                  0);
     assert_json(e, "{\"method\":\"roots/list\"}");
     cr_assert_str_eq(p.key, "roots_15");
@@ -364,23 +364,23 @@ Test(bridge26, input_requests_need_the_client_capability)
     cr_assert_not(tg_b26_client_supports(s, TG_B26_SAMPLING, ctx_this));
     cr_assert(tg_b26_client_supports(sc, TG_B26_SAMPLING, ctx_this));
     cr_assert_not(tg_b26_client_supports(c_both, TG_B26_SAMPLING, plain));
-    json_t *all[] = {form, url, none, c_empty, c_url, c_both, odd, s, st, sc, plain, tools,
-                     ctx_none, ctx_this};
+    json_t *all[] = {form, url, none, c_empty, c_url, c_both,   odd,
+                     s,    st,  sc,   plain,   tools, ctx_none, ctx_this};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         json_decref(all[i]);
 }
 
-/* ---- InputRequiredResult -------------------------------------------------------------------- */
+/* ---- InputRequiredResult ---- */
 
 /* schema/2026-07-28/examples/InputRequiredResult/
  * input-required-result-with-elicitation-and-sampling-and-request-state.json */
 #define SPEC_ELICIT_ENTRY                                                                          \
-    "{\"method\":\"elicitation/create\",\"params\":{\"message\":\"Please provide your GitHub "   \
-    "username\",\"requestedSchema\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":"    \
+    "{\"method\":\"elicitation/create\",\"params\":{\"message\":\"Please provide your GitHub "     \
+    "username\",\"requestedSchema\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":"      \
     "\"string\"}},\"required\":[\"name\"]}}}"
 #define SPEC_SAMPLING_ENTRY                                                                        \
-    "{\"method\":\"sampling/createMessage\",\"params\":{\"messages\":[{\"role\":\"user\","       \
-    "\"content\":{\"type\":\"text\",\"text\":\"What is the capital of France?\"}}],"              \
+    "{\"method\":\"sampling/createMessage\",\"params\":{\"messages\":[{\"role\":\"user\","         \
+    "\"content\":{\"type\":\"text\",\"text\":\"What is the capital of France?\"}}],"               \
     "\"maxTokens\":100}}"
 static const char SPEC_INPUT_REQUIRED[] =
     "{\"resultType\":\"input_required\",\"inputRequests\":{\"github_login\":" SPEC_ELICIT_ENTRY
@@ -407,9 +407,8 @@ Test(bridge26, input_required_result_is_the_spec_example)
     cr_assert_eq(e[0]->refcount, 1, "entries are borrowed, not kept");
 
     /* InputRequiredResult/input-required-result-with-request-state-only.json */
-    assert_json(tg_b26_input_required(NULL, NULL, 0,
-                                      "eyJwcm9ncmVzcyI6IjUwJSIsInN0YXRlIjoicHJvY2Vzc2luZyJ9",
-                                      NULL, 0),
+    assert_json(tg_b26_input_required(
+                    NULL, NULL, 0, "eyJwcm9ncmVzcyI6IjUwJSIsInN0YXRlIjoicHJvY2Vzc2luZyJ9", NULL, 0),
                 "{\"resultType\":\"input_required\",\"requestState\":"
                 "\"eyJwcm9ncmVzcyI6IjUwJSIsInN0YXRlIjoicHJvY2Vzc2luZyJ9\"}");
 
@@ -429,19 +428,19 @@ Test(bridge26, input_required_result_is_the_spec_example)
     }
 }
 
-/* ---- inputResponses ---------------------------------------------------------------------------- */
+/* ---- inputResponses ---- */
 
 /* schema/2026-07-28/examples/InputResponses/elicitation-and-sampling-input-responses.json */
 #define SPEC_ELICIT_RESULT "{\"action\":\"accept\",\"content\":{\"name\":\"octocat\"}}"
 #define SPEC_SAMPLING_RESULT                                                                       \
-    "{\"role\":\"assistant\",\"content\":{\"type\":\"text\",\"text\":\"The capital of France "   \
+    "{\"role\":\"assistant\",\"content\":{\"type\":\"text\",\"text\":\"The capital of France "     \
     "is Paris.\"},\"model\":\"claude-3-sonnet-20240307\",\"stopReason\":\"endTurn\"}"
-static const char SPEC_INPUT_RESPONSES[] = "{\"github_login\":" SPEC_ELICIT_RESULT
-                                           ",\"capital_of_france\":" SPEC_SAMPLING_RESULT "}";
+static const char SPEC_INPUT_RESPONSES[] =
+    "{\"github_login\":" SPEC_ELICIT_RESULT ",\"capital_of_france\":" SPEC_SAMPLING_RESULT "}";
 /* ListRootsResult/multiple-root-directories.json */
 #define SPEC_ROOTS_RESULT                                                                          \
-    "{\"roots\":[{\"uri\":\"file:///home/user/repos/frontend\",\"name\":\"Frontend "             \
-    "Repository\"},{\"uri\":\"file:///home/user/repos/backend\",\"name\":\"Backend "             \
+    "{\"roots\":[{\"uri\":\"file:///home/user/repos/frontend\",\"name\":\"Frontend "               \
+    "Repository\"},{\"uri\":\"file:///home/user/repos/backend\",\"name\":\"Backend "               \
     "Repository\"}]}"
 
 /* Retry params carrying <responses> (JSON text, or NULL: none). */
@@ -466,8 +465,8 @@ Test(bridge26, input_responses_become_the_servers_responses_by_key)
     size_t extra = 99;
     cr_assert_eq(tg_b26_input_responses(params, p, 3, out, &extra, NULL, 0), 0);
     cr_assert_eq(extra, 0);
-    assert_json(out[0], "{\"jsonrpc\":\"2.0\",\"id\":\"srv-2\",\"result\":" SPEC_SAMPLING_RESULT
-                        "}");
+    assert_json(out[0],
+                "{\"jsonrpc\":\"2.0\",\"id\":\"srv-2\",\"result\":" SPEC_SAMPLING_RESULT "}");
     assert_json(out[1], "{\"jsonrpc\":\"2.0\",\"id\":41,\"result\":" SPEC_ELICIT_RESULT "}");
     assert_json(out[2], "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":" SPEC_ROOTS_RESULT "}");
     json_decref(params);
@@ -601,7 +600,7 @@ Test(bridge26, an_abandoned_request_is_answered_with_an_error)
     json_decref(id);
 }
 
-/* ---- requests --------------------------------------------------------------------------------- */
+/* ---- requests ---- */
 
 Test(bridge26, strip_removes_what_a_2025_server_must_not_see)
 {
@@ -639,7 +638,7 @@ Test(bridge26, strip_removes_what_a_2025_server_must_not_see)
     }
 }
 
-/* ---- a whole multi round trip ------------------------------------------------------------------ */
+/* ---- a whole multi round trip ---- */
 
 /* A 2026 client calls a tool of a 2025 server, which asks for an
  * elicitation and the roots during the call: the bridge answers the
@@ -675,18 +674,18 @@ Test(bridge26, round_trip_through_a_sealed_request_state)
     cr_assert_str_eq(json_string_value(json_object_get(got, "resultType")), "input_required");
     const char *k;
     json_t *v;
-    json_object_foreach (json_object_get(got, "inputRequests"), k, v) {
+    json_object_foreach(json_object_get(got, "inputRequests"), k, v)
+    {
         const char *m = json_string_value(json_object_get(v, "method"));
         json_object_set_new(answers, k,
-                            strcmp(m, "roots/list") == 0
-                                ? J(SPEC_ROOTS_RESULT)
-                                : J(SPEC_ELICIT_RESULT));
+                            strcmp(m, "roots/list") == 0 ? J(SPEC_ROOTS_RESULT)
+                                                         : J(SPEC_ELICIT_RESULT));
     }
-    json_t *retry = json_pack("{s:s, s:i, s:s, s:{s:s, s:{}, s:O, s:O, s:{s:s, s:{}}}}", "jsonrpc",
-                              "2.0", "id", 2, "method", "tools/call", "params", "name",
-                              "get_weather", "arguments", "inputResponses", answers, "requestState",
-                              json_object_get(got, "requestState"), "_meta",
-                              TG_B26_META_VERSION, "2026-07-28", TG_B26_META_CCAPS);
+    json_t *retry =
+        json_pack("{s:s, s:i, s:s, s:{s:s, s:{}, s:O, s:O, s:{s:s, s:{}}}}", "jsonrpc", "2.0", "id",
+                  2, "method", "tools/call", "params", "name", "get_weather", "arguments",
+                  "inputResponses", answers, "requestState", json_object_get(got, "requestState"),
+                  "_meta", TG_B26_META_VERSION, "2026-07-28", TG_B26_META_CCAPS);
     cr_assert_not_null(retry);
     json_decref(answers);
     json_decref(got);
@@ -697,9 +696,9 @@ Test(bridge26, round_trip_through_a_sealed_request_state)
     tg_seal_rec_t back;
     cr_assert_eq(tg_seal_open(key, ad, strlen(ad), st, strlen(st), 1000, &back), 0);
     cr_assert_eq(memcmp(back.payload, "pk01", 4), 0);
-    cr_assert_eq(tg_seal_open(key, "bob|fs|tools/call|get_weather", 29, st, strlen(st), 1000,
-                              &back),
-                 TG_SEAL_INVALID, "another caller's retry");
+    cr_assert_eq(
+        tg_seal_open(key, "bob|fs|tools/call|get_weather", 29, st, strlen(st), 1000, &back),
+        TG_SEAL_INVALID, "another caller's retry");
     json_t *out[2];
     cr_assert_eq(tg_b26_input_responses(params, p, 2, out, NULL, NULL, 0), 0);
     assert_json(out[0], "{\"jsonrpc\":\"2.0\",\"id\":100,\"result\":" SPEC_ELICIT_RESULT "}");

@@ -8,7 +8,7 @@
 
 /* Write a reason into <why> (may be NULL) and return <rc>: one line. */
 __attribute__((format(printf, 4, 5))) static int fail(int rc, char *why, size_t cap,
-                                                       const char *fmt, ...)
+                                                      const char *fmt, ...)
 {
     if (why != NULL && cap > 0) {
         va_list ap;
@@ -54,7 +54,7 @@ void tg_b26_pending_clear(tg_b26_pending_t *p)
     memset(p, 0, sizeof *p);
 }
 
-/* ---- results -------------------------------------------------------------------------------- */
+/* ---- results ---- */
 
 static const char *scope_word(tg_b26_scope_t s)
 {
@@ -136,7 +136,7 @@ int tg_b26_complete(json_t *result, const json_t *server_info)
             return -ENOMEM;
     }
     return json_object_set_new(meta, TG_B26_META_SINFO, json_deep_copy(server_info)) < 0 ? -ENOMEM
-                                                                                          : 0;
+                                                                                         : 0;
 }
 
 int tg_b26_cacheable(json_t *result, int64_t ttl_ms, tg_b26_scope_t scope,
@@ -173,7 +173,7 @@ int tg_b26_error_code(int code)
     return code == -32002 ? -32602 : code; /* changelog minor 6 */
 }
 
-/* ---- multi round-trip requests ----------------------------------------------------------------- */
+/* ---- multi round-trip requests ---- */
 
 bool tg_b26_client_supports(const json_t *caps, tg_b26_kind_t kind, const json_t *params)
 {
@@ -310,7 +310,7 @@ bad:
     return NULL;
 }
 
-/* ---- the retry's inputResponses ------------------------------------------------------------------- */
+/* ---- the retry's inputResponses ---- */
 
 /* ElicitResult (schema.ts): action, and content only values of
  * PrimitiveSchemaDefinition's kinds (string, number, boolean, string[]). */
@@ -318,8 +318,8 @@ static int check_elicit(const json_t *v, const char *key, char *why, size_t cap)
 {
     const json_t *a = json_object_get(v, "action"), *c = json_object_get(v, "content");
     const char *s = json_string_value(a);
-    if (s == NULL || (strcmp(s, "accept") != 0 && strcmp(s, "decline") != 0 &&
-                      strcmp(s, "cancel") != 0))
+    if (s == NULL ||
+        (strcmp(s, "accept") != 0 && strcmp(s, "decline") != 0 && strcmp(s, "cancel") != 0))
         return fail(-EINVAL, why, cap,
                     "inputResponses.%s.action: not \"accept\", \"decline\" or \"cancel\"", key);
     if (c == NULL)
@@ -328,7 +328,8 @@ static int check_elicit(const json_t *v, const char *key, char *why, size_t cap)
         return fail(-EINVAL, why, cap, "inputResponses.%s.content: not an object", key);
     const char *k;
     const json_t *f;
-    json_object_foreach ((json_t *)c, k, f) {
+    json_object_foreach((json_t *)c, k, f)
+    {
         bool ok = json_is_string(f) || json_is_number(f) || json_is_boolean(f);
         if (json_is_array(f)) {
             ok = true;
@@ -448,7 +449,7 @@ json_t *tg_b26_server_error(const json_t *id, int code, const char *message)
                      "message", message);
 }
 
-/* ---- requests --------------------------------------------------------------------------------- */
+/* ---- requests ---- */
 
 int tg_b26_strip_request(json_t *req)
 {

@@ -73,11 +73,12 @@ typedef struct tg_b26_pending {
 
 void tg_b26_pending_clear(tg_b26_pending_t *p);
 
-/* ---- results -------------------------------------------------------------------------------- */
+/* ---- results ---- */
 
 /* Flags of tg_b26_discover. */
-#define TG_B26_NO_NOTIFY 1u /* drop listChanged and resources.subscribe: the runtime does not
-                               bridge subscriptions/listen (yet) */
+/* drop listChanged and resources.subscribe: the runtime does not bridge
+ * subscriptions/listen (yet) */
+#define TG_B26_NO_NOTIFY 1u
 
 /* The DiscoverResult (server/discover.mdx, "Response"; schema.ts
  * DiscoverResult, a CacheableResult) for a 2025 server from its
@@ -126,7 +127,7 @@ tg_b26_scope_t tg_b26_scope_for(const char *method, bool filtered);
  * -32602 (changelog minor 6); every other code is unchanged. */
 int tg_b26_error_code(int code);
 
-/* ---- multi round-trip requests ----------------------------------------------------------------- */
+/* ---- multi round-trip requests ---- */
 
 /* Whether a client declaring <caps> (its
  * _meta["io.modelcontextprotocol/clientCapabilities"], may be NULL) may be
@@ -196,7 +197,7 @@ int tg_b26_input_responses(const json_t *params, const tg_b26_pending_t *pend, s
  * so the server stops waiting. NULL when out of memory. */
 json_t *tg_b26_server_error(const json_t *id, int code, const char *message);
 
-/* ---- requests --------------------------------------------------------------------------------- */
+/* ---- requests ---- */
 
 /* Strip from 2026 request <req> (a JSON-RPC request object, changed in
  * place) what a 2025 server must not see (it would take an unknown param

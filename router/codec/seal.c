@@ -9,7 +9,7 @@
 _Static_assert(sizeof TG_SEAL_PREFIX - 1 == TG_SEAL_PREFIX_LEN, "prefix length");
 _Static_assert(TG_SEAL_TOKEN_MAX == 396, "the token bound the header's comment states");
 
-/* ---- base64url, unpadded ---------------------------------------------------------------------
+/* ---- base64url, unpadded ----
  * The same strict codec as the cursors of expose.c (which keeps its copy
  * static): no helper is shared across the codec room yet, and seal must
  * not change expose's code. */
@@ -77,7 +77,7 @@ static int b64_decode(const char *s, size_t len, uint8_t *out, size_t *n)
     return 0;
 }
 
-/* ---- AEAD ----------------------------------------------------------------------------------- */
+/* ---- AEAD ---- */
 
 /* Run ChaCha20-Poly1305 over <in> (<n> bytes) into <out> (<n> bytes), the
  * associated data being the token prefix then <ad>. Sealing writes <tag>;
@@ -94,8 +94,7 @@ static int aead(bool enc, const uint8_t key[TG_SEAL_KEY_LEN],
     /* The nonce length is the cipher's default (12): no IVLEN call needed. */
     if (EVP_CipherInit_ex(ctx, EVP_chacha20_poly1305(), NULL, key, nonce, enc ? 1 : 0) != 1)
         goto out;
-    if (!enc &&
-        EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, TG_SEAL_TAG_LEN, (void *)tag) != 1)
+    if (!enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, TG_SEAL_TAG_LEN, (void *)tag) != 1)
         goto out;
     /* The prefix is authenticated, so a token cannot be relabelled as
      * another format version without failing the tag. */
@@ -163,8 +162,8 @@ int tg_seal(const uint8_t key[TG_SEAL_KEY_LEN], const uint8_t nonce[TG_SEAL_NONC
     return 0;
 }
 
-int tg_seal_open(const uint8_t key[TG_SEAL_KEY_LEN], const void *ad, size_t ad_len,
-                 const char *tok, size_t len, uint64_t now_ms, tg_seal_rec_t *rec)
+int tg_seal_open(const uint8_t key[TG_SEAL_KEY_LEN], const void *ad, size_t ad_len, const char *tok,
+                 size_t len, uint64_t now_ms, tg_seal_rec_t *rec)
 {
     uint8_t raw[TG_SEAL_RAW_MAX], plain[TG_SEAL_HDR_LEN + TG_SEAL_PAYLOAD_MAX];
     size_t n = 0;

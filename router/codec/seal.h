@@ -57,10 +57,11 @@
 /* fixed internal bound: bytes of the opaque payload of one token */
 #define TG_SEAL_PAYLOAD_MAX 256
 /* fixed internal bound: bytes of a decoded token (nonce, record, tag) */
-#define TG_SEAL_RAW_MAX (TG_SEAL_NONCE_LEN + TG_SEAL_HDR_LEN + TG_SEAL_PAYLOAD_MAX + TG_SEAL_TAG_LEN)
+#define TG_SEAL_RAW_MAX                                                                            \
+    (TG_SEAL_NONCE_LEN + TG_SEAL_HDR_LEN + TG_SEAL_PAYLOAD_MAX + TG_SEAL_TAG_LEN)
 #define TG_SEAL_RAW_MIN (TG_SEAL_NONCE_LEN + TG_SEAL_HDR_LEN + TG_SEAL_TAG_LEN)
 /* fixed internal bound: characters of a token (prefix and unpadded base64url), 396 */
-#define TG_SEAL_TOKEN_MAX (TG_SEAL_PREFIX_LEN + (TG_SEAL_RAW_MAX * 4 + 2) / 3)
+#define TG_SEAL_TOKEN_MAX  (TG_SEAL_PREFIX_LEN + (TG_SEAL_RAW_MAX * 4 + 2) / 3)
 #define TG_SEAL_DIGEST_HEX 16 /* hex digits of tg_seal_digest: 64 bits of SHA-256 */
 
 /* The two refusals of tg_seal_open (negative errnos, as the codec room's
@@ -93,8 +94,8 @@ int tg_seal(const uint8_t key[TG_SEAL_KEY_LEN], const uint8_t nonce[TG_SEAL_NONC
  * now_ms >= expires_ms: <rec> is filled too, for the audit); TG_SEAL_INVALID
  * (anything else about the token); -EIO (OpenSSL could not run: not about
  * the token). <rec> is meaningful only on 0 and TG_SEAL_EXPIRED. */
-int tg_seal_open(const uint8_t key[TG_SEAL_KEY_LEN], const void *ad, size_t ad_len,
-                 const char *tok, size_t len, uint64_t now_ms, tg_seal_rec_t *rec);
+int tg_seal_open(const uint8_t key[TG_SEAL_KEY_LEN], const void *ad, size_t ad_len, const char *tok,
+                 size_t len, uint64_t now_ms, tg_seal_rec_t *rec);
 
 /* Whether <a> and <b> (<n> bytes each) are equal, in time that depends on
  * <n> only (CRYPTO_memcmp): for comparing anything secret or a peer could

@@ -120,8 +120,8 @@ static void mode_request(const uint8_t *b, size_t n)
     json_t *req = parse(b, n);
     if (req == NULL)
         return;
-    json_t *caps = json_pack("{s:{s:{},s:{}}, s:{s:{},s:{}}, s:{}}", "sampling", "tools",
-                             "context", "elicitation", "form", "url", "roots");
+    json_t *caps = json_pack("{s:{s:{},s:{}}, s:{s:{},s:{}}, s:{}}", "sampling", "tools", "context",
+                             "elicitation", "form", "url", "roots");
     tg_b26_pending_t p;
     memset(&p, 0x5a, sizeof p);
     json_t *e = (json_t *)&p;
@@ -149,8 +149,8 @@ static void mode_request(const uint8_t *b, size_t n)
         const json_t *params = json_object_get(req, "params");
         const json_t *meta = json_object_get(params, "_meta");
         if (json_object_get(params, "inputResponses") || json_object_get(params, "requestState") ||
-            json_object_get(meta, TG_B26_META_VERSION) || json_object_get(meta, TG_B26_META_CINFO) ||
-            json_object_get(meta, TG_B26_META_CCAPS) ||
+            json_object_get(meta, TG_B26_META_VERSION) ||
+            json_object_get(meta, TG_B26_META_CINFO) || json_object_get(meta, TG_B26_META_CCAPS) ||
             json_object_get(meta, TG_B26_META_LOGLEVEL) || (meta && json_object_size(meta) == 0))
             die("strip left a key", b, n);
     }
