@@ -29,8 +29,14 @@
  * The AEAD's associated data is the prefix followed by the caller's <ad>
  * (the lead binds it to the caller identity, the agent and the method and
  * name), so a token presented by another caller, for another agent or on
- * another request fails the tag like a forged one. Only [A-Za-z0-9._-]:
- * safe in JSON strings and URLs without escaping.
+ * another request fails the tag like a forged one. Encode the AD's fields
+ * unambiguously (each length-prefixed, or separated by a byte no field
+ * can hold), else caller "ab" + agent "c" binds like "a" + "bc". Only
+ * [A-Za-z0-9._-]: safe in JSON strings and URLs without escaping.
+ *
+ * Not single-use: a token opens as often as it is presented until it
+ * expires (mrtr.mdx's warning). The runtime makes a retry count once by
+ * consuming the parked call the payload names.
  *
  * Errors. tg_seal_open answers one of two refusals: TG_SEAL_EXPIRED for a
  * token that verifies but whose expiry has passed (the client may start
