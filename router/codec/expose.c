@@ -94,7 +94,7 @@ static uint32_t hash32(const char *s, size_t len)
 
 static int tab_init(tg_expose_tab_t *t, size_t max, size_t ceil, size_t key_max, size_t val_max)
 {
-    memset(t, 0, sizeof(*t));
+    memset(t, 0, sizeof(*t)); /* mut 0: a cached lookup made before is dropped by its owner */
     if (max == 0 || max > ceil)
         return -EINVAL;
     t->max = max;
@@ -106,6 +106,7 @@ static int tab_init(tg_expose_tab_t *t, size_t max, size_t ceil, size_t key_max,
 /* Frees the memory; the bounds stay, so the table is usable again. */
 static void tab_free(tg_expose_tab_t *t)
 {
+    t->mut++;
     for (size_t i = 0; i < t->n; i++)
         free(t->ents[i].key); /* the value shares its allocation */
     free(t->ents);
@@ -261,6 +262,7 @@ static int tab_insert(tg_expose_tab_t *t, uint32_t agent, uint32_t h, const char
 static int tab_add(tg_expose_tab_t *t, uint32_t agent, const char *key, size_t klen,
                    const char *val, size_t vlen, bool rewritten, uint32_t *other)
 {
+    t->mut++;
     const tg_expose_ent_t *owner = tab_owner(t, key, klen);
     const tg_expose_ent_t *same = tab_same(t, owner, agent, val, vlen);
     if (same != NULL) {
@@ -288,6 +290,7 @@ static int tab_add(tg_expose_tab_t *t, uint32_t agent, const char *key, size_t k
 
 static size_t tab_remove_agent(tg_expose_tab_t *t, uint32_t agent)
 {
+    t->mut++;
     size_t w = 0, gone = 0;
     for (size_t r = 0; r < t->n; r++) {
         if (t->ents[r].agent == agent) {

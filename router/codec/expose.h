@@ -89,6 +89,7 @@ typedef struct tg_expose_tab {
     size_t hidden;  /* entries with hidden set */
     size_t key_max; /* bytes of a key */
     size_t val_max; /* bytes of a value */
+    uint32_t mut;   /* counts changes (adds, removals): a cached lookup holds while it stays */
 } tg_expose_tab_t;
 
 /* ---- names ---------------------------------------------------------------- */

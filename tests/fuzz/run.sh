@@ -16,6 +16,10 @@
 #                       bounds, a reference for names and template
 #                       matches, decode(encode(x)) == x, on a copy of
 #                       corpus_expose/;
+#   fuzz_bridge  a sixteenth (from fuzz_audit's share)  the sealed
+#                       requestState and the bridge's translations
+#                       (router/codec/seal, bridge26), on a copy of
+#                       corpus_bridge/;
 #   fuzz_mcp26   a sixteenth (from fuzz_audit's share)  the MCP 2026-07-28
 #                       request metadata: decode(encode(x)) == x for the
 #                       Base64 sentinel, headers against arbitrary bodies,
@@ -42,12 +46,13 @@ t_caller=$(at_least_1 $((secs / 8)))
 t_lenpfx=$(at_least_1 $((secs / 4)))
 t_expose=$(at_least_1 $((secs / 16)))
 t_mcp26=$(at_least_1 $((secs / 16)))
-t_audit=$(at_least_1 $((secs - secs / 2 - secs / 4 - secs / 16 - secs / 16)))
+t_bridge=$(at_least_1 $((secs / 16)))
+t_audit=$(at_least_1 $((secs - secs / 2 - secs / 4 - secs / 16 - secs / 16 - secs / 16)))
 
 CC=${CC:-clang} cmake -S "$root" -B "$build" -DTG_FUZZ=ON -DTG_TESTS=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$jobs" --target fuzz_frames fuzz_caller fuzz_lenpfx fuzz_audit fuzz_h1req \
-    fuzz_expose fuzz_mcp26
+    fuzz_expose fuzz_mcp26 fuzz_bridge
 
 art="$build/fuzz/artifacts"
 mkdir -p "$art"
@@ -75,3 +80,4 @@ run fuzz_audit "$t_audit"
 run fuzz_h1req "$t_h1req" "$here/corpus_http"
 run fuzz_expose "$t_expose" "$here/corpus_expose"
 run fuzz_mcp26 "$t_mcp26" "$here/corpus_mcp26"
+run fuzz_bridge "$t_bridge" "$here/corpus_bridge"

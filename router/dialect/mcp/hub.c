@@ -118,21 +118,37 @@ static void hub_notify(mcp_hub_t *h, const char *method)
     hub_write(h, buf, (size_t)n);
 }
 
-/* Write what the hub and its legs queued: the leg a frame went to alone
- * (h->touched), or every leg (-1, a fan-out), then the lead (the caller's
- * reads and output). */
+/* Write what the legs a frame went to queued for their agents (their
+ * hub_dirty, set by mcp_sess_dispatch). Called when the lead flushes
+ * (mcp_flush_all), so a batch of the caller's frames is written to each
+ * agent once, as a session without a hub writes it, rather than once
+ * per frame. */
+void mcp_hub_flush_legs(mcp_hub_t *h)
+{
+    if (h->ending)
+        return;
+    for (uint32_t i = 1; i < h->nlegs; i++) {
+        mcp_sess_t *w = h->legs[i];
+        if (w->hub_dirty) {
+            w->hub_dirty = false;
+            if (!w->finished)
+                mcp_flush_agent(w);
+        }
+    }
+}
+
+/* Write what the hub and its legs queued (an ask answered). */
 static void hub_flush(mcp_hub_t *h)
 {
     if (h->ending)
         return;
-    for (uint32_t i = 0; i < h->nlegs; i++)
-        if ((h->touched < 0 || (uint32_t)h->touched == i) && i != 0 && !h->legs[i]->finished)
-            mcp_flush_all(h->legs[i]);
-    h->touched = -1;
-    if (!h->legs[0]->finished)
+    if (!h->legs[0]->finished) {
         mcp_flush_all(h->legs[0]);
-    else if (!h->cout_dead)
-        (void)tg_out_flush(&h->out);
+    } else {
+        mcp_hub_flush_legs(h);
+        if (!h->cout_dead)
+            (void)tg_out_flush(&h->out);
+    }
 }
 
 /* ---- frames made by the hub -------------------------------------------------- */
@@ -300,7 +316,6 @@ static void leg_route(mcp_hub_t *h, uint32_t leg, tg_block_t *b, const char *fra
         if (tl > 0)
             ed[n++] = (hub_edit_t){env->progress_token, tok, tl};
     }
-    h->touched = (int32_t)leg;
     if (n == 0)
         mcp_sess_dispatch(h->legs[leg], b, frame, len, env);
     else
@@ -783,13 +798,26 @@ static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t
     }
     char buf[TG_EXPOSE_NAME_MAX + 1];
     long n = -1;
-    if (name.type == TG_J_STRING && !name.escaped && name.len - 2 < sizeof(buf)) {
-        n = (long)name.len - 2; /* nothing to decode: the bytes between the quotes */
-        memcpy(buf, frame + name.off + 1, (size_t)n);
-    } else if (name.type == TG_J_STRING) {
-        n = tg_jstr_decode(frame, name, buf, sizeof(buf) - 1);
+    const tg_expose_ent_t *e = h->memo_ent[list];
+    bool memo = false;
+    if (e != NULL && h->memo_mut[list] == h->names[list].tab.mut && e->agent < h->nlegs &&
+        name.type == TG_J_STRING &&
+        !name.escaped && e->key_len == name.len - 2 &&
+        memcmp(e->key, frame + name.off + 1, e->key_len) == 0) {
+        n = (long)e->key_len; /* the name resolved last, the table unchanged since */
+        memo = true;
+    } else {
+        e = NULL;
+        if (name.type == TG_J_STRING && !name.escaped && name.len - 2 < sizeof(buf)) {
+            n = (long)name.len - 2; /* nothing to decode: the bytes between the quotes */
+            memcpy(buf, frame + name.off + 1, (size_t)n);
+        } else if (name.type == TG_J_STRING) {
+            n = tg_jstr_decode(frame, name, buf, sizeof(buf) - 1);
+        }
+        e = n > 0 ? tg_expose_lookup(&h->names[list], buf, (size_t)n) : NULL;
+        h->memo_ent[list] = e;
+        h->memo_mut[list] = h->names[list].tab.mut;
     }
-    const tg_expose_ent_t *e = n > 0 ? tg_expose_lookup(&h->names[list], buf, (size_t)n) : NULL;
     uint32_t leg = 0;
     const char *orig = NULL;
     size_t olen = 0;
@@ -822,19 +850,23 @@ static void named_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t
         copy[olen] = '\0';
         own = copy;
     }
-    tg_policy_decision_t pd =
-        tg_policy_decide(h->e->policy, &h->who, leg_agent(h, leg), own, family_of(list));
-    if (pd.effect == TG_POLICY_DENY) {
-        deny_not_allowed(h, leg, id, env->id.len, own, &pd);
-        return;
+    if (h->e->policy != NULL) {
+        tg_policy_decision_t pd =
+            tg_policy_decide(h->e->policy, &h->who, leg_agent(h, leg), own, family_of(list));
+        if (pd.effect == TG_POLICY_DENY) {
+            deny_not_allowed(h, leg, id, env->id.len, own, &pd);
+            return;
+        }
     }
-    h->touched = (int32_t)leg;
     mcp_sess_t *w = h->legs[leg];
     if (e != NULL) { /* the exposed name, for the call's audit */
         w->hub_exposed = e->key;
         w->hub_exposed_len = e->key_len;
     }
-    if (list == 0 && plain(own, olen) && olen <= TG_TOOL_NAME_MAX &&
+    bool own_plain = memo ? h->memo_plain[list] : plain(own, olen);
+    if (e != NULL && own == e->val)
+        h->memo_plain[list] = own_plain; /* (the memo is e when it was looked up) */
+    if (list == 0 && own_plain && olen <= TG_TOOL_NAME_MAX &&
         (h->nlegs == 1 || env->progress_token.type == TG_J_NONE)) {
         /* A tools/call: the leg holds the caller's frame as it came and
          * forwards it with the name spliced as it splices the id. */
@@ -941,7 +973,6 @@ static void caller_answer(mcp_hub_t *h, const char *frame, size_t len, const tg_
         return;
     }
     hub_edit_t ed = {env->id, buf + used, (size_t)n - used};
-    h->touched = (int32_t)leg;
     leg_take_edits(h->legs[leg], frame, len, env, &ed, 1);
 }
 
@@ -957,6 +988,10 @@ static void hub_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t l
     tg_jspan_t m = env->method, s;
     if (env->id.len > TG_ID_MAX) {
         hub_error(h, NULL, 0, -32600, "invalid request: id longer than 128 bytes");
+        return;
+    }
+    if (env->is_tools_call && h->init_seen) { /* first: the frame that comes most */
+        named_request(h, b, frame, len, env, 0, env->tool_name);
         return;
     }
     if (is(frame, m, "ping")) {
@@ -1048,7 +1083,7 @@ void mcp_hub_frame(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
                   "send each request on its own line");
         break;
     }
-    hub_flush(h);
+    /* Written when the lead flushes, after the caller's batch. */
 }
 
 /* ---- the agents' frames --------------------------------------------------------- */
@@ -1236,7 +1271,6 @@ mcp_hub_t *mcp_hub_new(tg_mcp_eng_t *e, mcp_sess_t *lead, tg_mcp_agent_t **ags, 
     if (h == NULL)
         return NULL;
     h->e = e;
-    h->touched = -1;
     h->verbatim = verbatim && n == 1;
     if (getrandom(h->key, sizeof(h->key), 0) != (ssize_t)sizeof(h->key)) {
         free(h);

@@ -89,10 +89,15 @@ typedef struct mcp_hub {
     uint32_t nlegs;
     uint32_t refs;        /* legs not yet released */
     uint32_t gen;         /* of the merged lists (cursors) */
-    int32_t touched;      /* the one leg the frame being handled went to; -1: any */
     struct mcp_sess *legs[MCP_HUB_LEGS];
     uint8_t caps[MCP_HUB_LEGS]; /* HUB_CAP_* each leg's initialize result offered */
     tg_expose_t names[2]; /* exposed tools [0] and prompts [1] */
+    /* The last name each table resolved, while the table has not changed
+     * since (names[i].tab.mut): a caller calls the same tools again and
+     * again. <memo_ent> points into the table; NULL: none. */
+    const tg_expose_ent_t *memo_ent[2];
+    uint32_t memo_mut[2];
+    bool memo_plain[2]; /* the memo's own name needs no escaping */
     tg_expose_uri_t uris;
     uint8_t key[TG_EXPOSE_KEY_LEN];
     /* The rest of each leg's list after the first merged page: its

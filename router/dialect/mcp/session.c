@@ -220,6 +220,25 @@ void mcp_forward_edited(mcp_sess_t *w, mcp_call_t *c)
 {
     tg_callc_t *cc = &c->cc;
     tg_out_t *o = &w->inst->a.p.wr;
+    const char *p = cc->qframe;
+    size_t id_end = cc->qid_off + cc->qid_len;
+    if (c->ttl_len == 0 && cc->qblk != NULL && c->name_off >= id_end &&
+        c->name_off - id_end <= 192) {
+        /* The common frame: the name a little after the id, no task. */
+        char mid[24 + 192 + TG_TOOL_NAME_MAX + 2];
+        size_t m = u64_fmt(mid, cc->id, 10), gap = c->name_off - id_end;
+        memcpy(mid + m, p + id_end, gap);
+        m += gap;
+        mid[m++] = '"';
+        memcpy(mid + m, c->tool_name, c->tool_name_len);
+        m += c->tool_name_len;
+        mid[m++] = '"';
+        size_t rest = c->name_off + c->name_len;
+        tg_out_slice(o, cc->qblk, p, cc->qid_off);
+        tg_out_copy(o, mid, m);
+        tg_out_slice(o, cc->qblk, p + rest, cc->qlen - rest);
+        return;
+    }
     char idn[24], ttln[24], name[TG_TOOL_NAME_MAX + 3];
     struct {
         size_t off, len;
@@ -242,7 +261,6 @@ void mcp_forward_edited(mcp_sess_t *w, mcp_call_t *c)
             sp[j] = sp[j - 1];
             sp[j - 1] = t;
         }
-    const char *p = cc->qframe;
     /* The edits and what lies between them as one piece when it is short
      * (the id and the name usually are a few dozen bytes apart): three
      * pieces to write, as for the id alone, rather than five. */

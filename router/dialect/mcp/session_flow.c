@@ -91,6 +91,7 @@ void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t l
                        const tg_mcp_env_t *env)
 {
     size_t flen = len - 1;
+    w->hub_dirty = true; /* (read only behind a hub: mcp_hub_flush_legs) */
     if (w->awaiting_init && mcp_before_init(w, frame, env))
         return; /* serve, no instance yet (session_life.c) */
     if (env->kind == TG_MCP_BATCH) {
@@ -1151,8 +1152,23 @@ static void agent_side_backpressure(mcp_sess_t *w, size_t high)
     }
 }
 
+/* Write what <w> queued for its agent (a hub's leg, after the caller's
+ * batch: mcp_hub_flush_legs). Its gauge follows; the lead's backpressure
+ * counts every leg's queue. */
+void mcp_flush_agent(mcp_sess_t *w)
+{
+    if (w->inst != NULL && !w->inst->a.p.gone)
+        (void)tg_out_flush(&w->inst->a.p.wr);
+    else if (w->inst != NULL)
+        tg_out_discard(&w->inst->a.p.wr);
+    reg_set(w, w->ag->r.reg_wq_agent,
+            (w->inst != NULL ? w->inst->a.p.wr.queued_bytes : 0) + w->ag->r.queued_frame_bytes);
+}
+
 void mcp_flush_all(mcp_sess_t *w)
 {
+    if (w->hub != NULL && w->leg == 0)
+        mcp_hub_flush_legs(w->hub);
     if (w->inst != NULL && !w->inst->a.p.gone)
         (void)tg_out_flush(&w->inst->a.p.wr);
     else if (w->inst != NULL)

@@ -253,6 +253,7 @@ struct mcp_sess {
     const char *hub_exposed; /* and the name the caller used (audit), NUL-terminated */
     size_t hub_exposed_len;
     bool leg_failed;     /* its instance could not start: the hub leaves its tools out */
+    bool hub_dirty;      /* a frame was dispatched to it since its hub last flushed the legs */
     uint64_t dropped_progress; /* progress for no call of this leg's (hub.c progress_from) */
 };
 
@@ -390,6 +391,8 @@ void mcp_hub_leg_down(mcp_sess_t *w);
 void mcp_hub_shutdown(mcp_hub_t *h, const char *why, bool caller_gone);
 void mcp_hub_maybe_end(mcp_hub_t *h);
 void mcp_hub_released(mcp_sess_t *w);
+void mcp_hub_flush_legs(mcp_hub_t *h);
+void mcp_flush_agent(mcp_sess_t *w);
 const char *mcp_hub_exposed(const mcp_sess_t *w, const char *tool, char *buf, size_t cap);
 uint64_t mcp_hub_ptok(const mcp_sess_t *w, const char *frame, tg_jspan_t tok);
 void mcp_hub_policy_changed(tg_mcp_eng_t *e);
