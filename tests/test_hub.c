@@ -505,3 +505,51 @@ Test(hub, progress_comes_back_under_the_callers_token_and_only_from_its_agent)
                  mcp_dump(others));
     json_decref(others);
 }
+
+/* Tasks behind several agents: tasks/get goes to the agent whose task it
+ * is; two agents naming their tasks alike are refused rather than
+ * guessed; tasks/list holds every agent's tasks. */
+Test(hub, tasks_are_routed_by_their_id_and_listed_together)
+{
+    hub_start(TWO, NULL, 2, "", NULL);
+    mcp_init_ok(&W.tg, 10000);
+    json_decref(tools_list(1, NULL));
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+                     "\"web__sleep\",\"arguments\":{\"ms\":3000},\"task\":{\"ttl\":60000}}}\n");
+    json_t *r = mcp_expect_int(&W.tg, 2, 10000);
+    const char *tid =
+        json_string_value(json_object_get(json_object_get(json_object_get(r, "result"), "task"),
+                                          "taskId"));
+    cr_assert_str_eq(tid, "task-0", "%s", mcp_dump(r));
+    json_decref(r);
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tasks/get\","
+                     "\"params\":{\"taskId\":\"task-0\"}}\n");
+    r = mcp_expect_int(&W.tg, 3, 10000);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "result"), "status")),
+                     "working", "%s", mcp_dump(r));
+    json_decref(r);
+    cr_assert_eq(log_has("fs", "tasks/get"), 0);
+    /* A task no agent has. */
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tasks/get\","
+                     "\"params\":{\"taskId\":\"task-9\"}}\n");
+    r = mcp_expect_int(&W.tg, 4, 10000);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32602);
+    json_decref(r);
+    /* fs names its first task task-0 too: which one is meant cannot be told. */
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+                     "\"fs__sleep\",\"arguments\":{\"ms\":3000},\"task\":{\"ttl\":60000}}}\n");
+    json_decref(mcp_expect_int(&W.tg, 5, 10000));
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tasks/get\","
+                     "\"params\":{\"taskId\":\"task-0\"}}\n");
+    r = mcp_expect_int(&W.tg, 6, 10000);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32602,
+                 "%s", mcp_dump(r));
+    cr_assert(strstr(json_string_value(json_object_get(json_object_get(r, "error"), "message")),
+                     "several agents") != NULL, "%s", mcp_dump(r));
+    json_decref(r);
+    tgh_sendf(&W.tg, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tasks/list\"}\n");
+    r = mcp_expect_int(&W.tg, 7, 10000);
+    cr_assert_eq(json_array_size(json_object_get(json_object_get(r, "result"), "tasks")), 2, "%s",
+                 mcp_dump(r));
+    json_decref(r);
+}

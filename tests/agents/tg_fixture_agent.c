@@ -27,7 +27,8 @@
  * ttl <ttl or none>") that completes after ms (with {notify: true} in the
  * arguments it then sends notifications/tasks/status completed). tasks/get
  * answers its status, tasks/result its result once completed (waiting
- * until then), tasks/cancel cancels it (log "task_cancel <taskId>").
+ * until then), tasks/cancel cancels it (log "task_cancel <taskId>"),
+ * tasks/list lists every task made.
  *
  * tools/list with params {pad: N} pads the result with an N-byte string;
  * {id_last: true} writes the id after the result.
@@ -579,7 +580,12 @@ static void fx_message(const json_t *msg)
         fx_tools_list(id, params);
     } else if (strcmp(method, "tools/call") == 0) {
         fx_tools_call(id, params);
-    } else if (strncmp(method, "tasks/", 6) == 0 && strcmp(method, "tasks/list") != 0) {
+    } else if (strcmp(method, "tasks/list") == 0) {
+        json_t *all = json_array();
+        for (int t = 0; t < FX_TASKS && fx_tasks[t].status[0] != '\0'; t++)
+            json_array_append_new(all, fx_task_obj(t));
+        fx_result(id, json_pack("{s:o}", "tasks", all));
+    } else if (strncmp(method, "tasks/", 6) == 0) {
         fx_task_request(method, id, params);
     } else {
         fx_error(id, -32601, "method not found");

@@ -639,10 +639,76 @@ static void list_done(mcp_hub_t *h, mcp_hub_ask_t *a)
     hub_result(h, a->id, a->id_len, res);
 }
 
+/* tasks/list: every leg's tasks in config order, in one list. */
+static void tasks_done(mcp_hub_t *h, mcp_hub_ask_t *a)
+{
+    json_t *tasks = json_array(), *down = json_array();
+    bool cut = a->cut;
+    for (uint32_t i = 0; i < h->nlegs; i++) {
+        json_t *g = a->got[i];
+        if (g == NULL) {
+            if (h->legs[i]->leg_failed || h->legs[i]->astate != TG_AGENT_RUNNING)
+                json_array_append_new(down, json_string(leg_agent(h, i)));
+            continue;
+        }
+        json_array_extend(tasks, json_object_get(g, "tasks"));
+        if (json_object_get(g, "nextCursor") != NULL)
+            cut = true;
+    }
+    json_t *res = json_pack("{s:o}", "tasks", tasks), *meta = json_object();
+    if (json_array_size(down) > 0)
+        json_object_set(meta, "io.toolgate/unavailable", down);
+    json_decref(down);
+    if (cut)
+        json_object_set_new(meta, "io.toolgate/truncated", json_true());
+    if (json_object_size(meta) > 0)
+        json_object_set_new(res, "_meta", meta);
+    else
+        json_decref(meta);
+    hub_result(h, a->id, a->id_len, res);
+}
+
+/* tasks/get, tasks/result, tasks/cancel behind several agents: to the one
+ * leg whose session knows the taskId (its session then checks the task
+ * is this caller's, as without a hub). Task ids are the agents' own,
+ * compared as the JSON text they wrote: two agents naming a task alike
+ * cannot be told apart, and such a request is refused rather than sent to
+ * either. */
+static void task_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
+                         const tg_mcp_env_t *env)
+{
+    const char *id = frame + env->id.off;
+    tg_mcp_task_t t;
+    if (tg_mcp_task_read(frame, env->params, &t) < 0 || t.id.type != TG_J_STRING) {
+        hub_error(h, id, env->id.len, -32602, "invalid params: a taskId string is required");
+        return;
+    }
+    int leg = -1, n = 0;
+    for (uint32_t i = 0; i < h->nlegs; i++) {
+        if (mcp_task_known(h->legs[i], frame + t.id.off, t.id.len)) {
+            leg = (int)i;
+            n++;
+        }
+    }
+    if (n == 0) {
+        hub_error(h, id, env->id.len, -32602, "invalid params: no task of this session has that taskId");
+        return;
+    }
+    if (n > 1) {
+        hub_error(h, id, env->id.len, -32602,
+                  "invalid params: several agents behind this endpoint have a task with that "
+                  "taskId; which one is meant cannot be told");
+        return;
+    }
+    leg_route(h, (uint32_t)leg, b, frame, len, env, NULL);
+}
+
 static void ask_done(mcp_hub_t *h, mcp_hub_ask_t *a)
 {
     if (a->kind == HUB_ASK_INIT)
         init_done(h, a);
+    else if (a->kind == HUB_ASK_TASKS)
+        tasks_done(h, a);
     else if (a->kind == HUB_ASK_ALL)
         hub_result(h, a->id, a->id_len, json_object());
     else
@@ -1047,6 +1113,18 @@ static void hub_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t l
     }
     if (h->nlegs == 1) {
         mcp_sess_dispatch(h->legs[0], b, frame, len, env); /* one agent: whatever else it takes */
+        return;
+    }
+    if (mcp_task_op_of(frame, m) != TG_TASK_OP_NONE) {
+        task_request(h, b, frame, len, env);
+        return;
+    }
+    if (is(frame, m, "tasks/list")) {
+        mcp_hub_ask_t *a = ask_new(h, HUB_ASK_TASKS, id, env->id.len);
+        if (a == NULL)
+            hub_error(h, id, env->id.len, -32603, "toolgate: too many requests at once");
+        else
+            ask_all(h, a, b, frame, len);
         return;
     }
     hub_error(h, id, env->id.len, -32601,

@@ -16,6 +16,11 @@
  *   resources/read, (un)subscribe    the leg that listed the URI, or whose
  *                                    template matches it
  *   completion/complete              by its ref (a prompt or a resource)
+ *   tasks/get, /result, /cancel      the leg whose session knows the taskId
+ *                                    (two legs knowing it: -32602, ambiguous)
+ *   tasks/list                       every leg, the tasks in one list (first
+ *                                    pages only: a leg's nextCursor is dropped
+ *                                    and the result says io.toolgate/truncated)
  *   notifications/cancelled          only the leg holding that request
  *   the caller's answers             the leg whose request it answers (an
  *                                    agent's request ids are rewritten on
@@ -65,6 +70,7 @@ typedef enum {
     HUB_ASK_RESOURCES,
     HUB_ASK_TEMPLATES,
     HUB_ASK_ALL, /* logging/setLevel: {} once every leg answered */
+    HUB_ASK_TASKS, /* tasks/list: every leg's tasks, one list */
 } mcp_hub_ask_kind_t;
 
 typedef struct mcp_hub_ask {

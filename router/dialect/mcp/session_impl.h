@@ -347,6 +347,7 @@ bool mcp_task_on_response(mcp_sess_t *w, mcp_call_t *c, tg_block_t *b, const cha
                           const tg_mcp_env_t *env, mcp_to_caller_fn to_caller);
 /* TG_TASK_OP_* of a request's method span. */
 int mcp_task_op_of(const char *frame, tg_jspan_t method);
+bool mcp_task_known(mcp_sess_t *w, const char *id, size_t len);
 /* A caller's tasks/get|result|cancel: true when answered here (refused,
  * or the denial of a task toolgate ended); false to forward it, with
  * <*task> the live task it names (or NULL). */

@@ -72,6 +72,13 @@ static mcp_call_t *live_find(mcp_sess_t *w, const char *id, size_t len)
     return NULL;
 }
 
+/* Whether session <w> knows task <id> (JSON text): live, or among those
+ * it remembers ended. A hub routes tasks/... by it. */
+bool mcp_task_known(mcp_sess_t *w, const char *id, size_t len)
+{
+    return live_find(w, id, len) != NULL || ended_find(w, id, len) != NULL;
+}
+
 /* ---- admission and the CreateTaskResult --------------------------------- */
 
 void mcp_task_admit(mcp_sess_t *w, mcp_call_t *c, const char *frame, const tg_mcp_env_t *env)
