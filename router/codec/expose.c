@@ -1,5 +1,6 @@
 /* Exposed names, the name and URI tables, merged-list cursors: see expose.h. */
 #include "router/codec/expose.h"
+#include "router/codec/b64url.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -572,68 +573,6 @@ uint64_t tg_expose_siphash(const uint8_t key[TG_EXPOSE_KEY_LEN], const void *msg
 
 /* ---- cursors ------------------------------------------------------------------------ */
 
-static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-static size_t b64_len(size_t n)
-{
-    return (n * 4 + 2) / 3; /* unpadded */
-}
-
-static void b64_encode(const uint8_t *in, size_t n, char *out)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        acc = (acc << 8 | in[i]) & 0xffff; /* at most 6 + 8 bits are pending */
-        bits += 8;
-        while (bits >= 6) {
-            bits -= 6;
-            out[o++] = b64url[(acc >> bits) & 63];
-        }
-    }
-    if (bits > 0)
-        out[o++] = b64url[(acc << (6 - bits)) & 63];
-}
-
-static int b64_val(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    return c == '-' ? 62 : c == '_' ? 63 : -1;
-}
-
-/* Strict: the alphabet only, no padding, and the bits left over at the
- * end zero, so each cursor has exactly one spelling (a changed character
- * always changes the bytes the tag covers). <out> holds len * 3 / 4. */
-static int b64_decode(const char *s, size_t len, uint8_t *out, size_t *n)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t o = 0;
-    if (len % 4 == 1)
-        return -EINVAL;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_val((unsigned char)s[i]);
-        if (v < 0)
-            return -EINVAL;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    if (acc != 0)
-        return -EINVAL;
-    *n = o;
-    return 0;
-}
 
 static void put_be(uint8_t *p, uint64_t v, int bytes)
 {
@@ -657,7 +596,7 @@ int tg_expose_cursor_encode(const uint8_t key[TG_EXPOSE_KEY_LEN], const tg_expos
         (!c->has_inner && c->inner_len > 0))
         return -EINVAL;
     size_t n = TG_EXPOSE_CURSOR_HDR_LEN + c->inner_len;
-    if (cap < b64_len(n + TG_EXPOSE_CURSOR_TAG_LEN) + 1)
+    if (cap < tg_b64url_len(n + TG_EXPOSE_CURSOR_TAG_LEN) + 1)
         return -ENOBUFS;
     raw[0] = CURSOR_VERSION;
     raw[1] = c->list;
@@ -669,8 +608,8 @@ int tg_expose_cursor_encode(const uint8_t key[TG_EXPOSE_KEY_LEN], const tg_expos
         memcpy(raw + TG_EXPOSE_CURSOR_HDR_LEN, c->inner, c->inner_len);
     put_be(raw + n, tg_expose_siphash(key, raw, n), TG_EXPOSE_CURSOR_TAG_LEN);
     n += TG_EXPOSE_CURSOR_TAG_LEN;
-    b64_encode(raw, n, out);
-    *out_len = b64_len(n);
+    tg_b64url_encode(raw, n, out);
+    *out_len = tg_b64url_len(n);
     out[*out_len] = '\0';
     return 0;
 }
@@ -682,7 +621,7 @@ int tg_expose_cursor_decode(const uint8_t key[TG_EXPOSE_KEY_LEN], const char *s,
     size_t n = 0;
     if (len > TG_EXPOSE_CURSOR_MAX)
         return -EMSGSIZE;
-    if (b64_decode(s, len, raw, &n) < 0 || n < TG_EXPOSE_CURSOR_HDR_LEN + TG_EXPOSE_CURSOR_TAG_LEN)
+    if (tg_b64url_decode(s, len, raw, &n) < 0 || n < TG_EXPOSE_CURSOR_HDR_LEN + TG_EXPOSE_CURSOR_TAG_LEN)
         return -EINVAL;
     n -= TG_EXPOSE_CURSOR_TAG_LEN;
     /* The tag first: nothing a caller wrote is read before it verifies,

@@ -1,5 +1,6 @@
 /* Sealed requestState tokens (ChaCha20-Poly1305): see seal.h. */
 #include "router/codec/seal.h"
+#include "router/codec/b64url.h"
 
 #include <string.h>
 
@@ -8,74 +9,6 @@
 
 _Static_assert(sizeof TG_SEAL_PREFIX - 1 == TG_SEAL_PREFIX_LEN, "prefix length");
 _Static_assert(TG_SEAL_TOKEN_MAX == 396, "the token bound the header's comment states");
-
-/* ---- base64url, unpadded ----
- * The same strict codec as the cursors of expose.c (which keeps its copy
- * static): no helper is shared across the codec room yet, and seal must
- * not change expose's code. */
-
-static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-static size_t b64_len(size_t n)
-{
-    return (n * 4 + 2) / 3;
-}
-
-static void b64_encode(const uint8_t *in, size_t n, char *out)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        acc = (acc << 8 | in[i]) & 0xffff; /* at most 6 + 8 bits are pending */
-        bits += 8;
-        while (bits >= 6) {
-            bits -= 6;
-            out[o++] = b64url[(acc >> bits) & 63];
-        }
-    }
-    if (bits > 0)
-        out[o++] = b64url[(acc << (6 - bits)) & 63];
-}
-
-static int b64_val(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    return c == '-' ? 62 : c == '_' ? 63 : -1;
-}
-
-/* Strict: the alphabet only, no padding, leftover bits zero, so a token
- * has exactly one spelling and any changed character changes the bytes
- * the tag covers. <out> holds len * 3 / 4 bytes. */
-static int b64_decode(const char *s, size_t len, uint8_t *out, size_t *n)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t o = 0;
-    if (len % 4 == 1)
-        return -EINVAL;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_val((unsigned char)s[i]);
-        if (v < 0)
-            return -EINVAL;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    if (acc != 0)
-        return -EINVAL;
-    *n = o;
-    return 0;
-}
 
 /* ---- AEAD ---- */
 
@@ -143,7 +76,7 @@ int tg_seal(const uint8_t key[TG_SEAL_KEY_LEN], const uint8_t nonce[TG_SEAL_NONC
         return -EINVAL;
     size_t n = TG_SEAL_HDR_LEN + rec->payload_len;
     size_t total = TG_SEAL_NONCE_LEN + n + TG_SEAL_TAG_LEN;
-    if (cap < TG_SEAL_PREFIX_LEN + b64_len(total) + 1)
+    if (cap < TG_SEAL_PREFIX_LEN + tg_b64url_len(total) + 1)
         return -ENOBUFS;
     plain[0] = TG_SEAL_VERSION;
     put_be64(plain + 1, rec->expires_ms);
@@ -156,8 +89,8 @@ int tg_seal(const uint8_t key[TG_SEAL_KEY_LEN], const uint8_t nonce[TG_SEAL_NONC
     if (rc < 0)
         return rc;
     memcpy(out, TG_SEAL_PREFIX, TG_SEAL_PREFIX_LEN);
-    b64_encode(raw, total, out + TG_SEAL_PREFIX_LEN);
-    *out_len = TG_SEAL_PREFIX_LEN + b64_len(total);
+    tg_b64url_encode(raw, total, out + TG_SEAL_PREFIX_LEN);
+    *out_len = TG_SEAL_PREFIX_LEN + tg_b64url_len(total);
     out[*out_len] = '\0';
     return 0;
 }
@@ -175,7 +108,7 @@ int tg_seal_open(const uint8_t key[TG_SEAL_KEY_LEN], const void *ad, size_t ad_l
     if (len < TG_SEAL_PREFIX_LEN || len > TG_SEAL_TOKEN_MAX ||
         memcmp(tok, TG_SEAL_PREFIX, TG_SEAL_PREFIX_LEN) != 0)
         return TG_SEAL_INVALID;
-    if (b64_decode(tok + TG_SEAL_PREFIX_LEN, len - TG_SEAL_PREFIX_LEN, raw, &n) < 0 ||
+    if (tg_b64url_decode(tok + TG_SEAL_PREFIX_LEN, len - TG_SEAL_PREFIX_LEN, raw, &n) < 0 ||
         n < TG_SEAL_RAW_MIN || n > TG_SEAL_RAW_MAX)
         return TG_SEAL_INVALID;
     size_t m = n - TG_SEAL_NONCE_LEN - TG_SEAL_TAG_LEN;

@@ -1047,6 +1047,19 @@ static bool is(const char *frame, tg_jspan_t m, const char *lit)
     return m.len == strlen(lit) + 2 && tg_jstr_eq(frame, m, lit);
 }
 
+/* The caller's request <frame>, one ask of <kind> to every leg (the hub
+ * answers once every leg did), or -32603 when MCP_HUB_ASKS are out. */
+static void ask_every_leg(mcp_hub_t *h, mcp_hub_ask_kind_t kind, tg_block_t *b, const char *frame,
+                          size_t len, const tg_mcp_env_t *env)
+{
+    const char *id = frame + env->id.off;
+    mcp_hub_ask_t *a = ask_new(h, kind, id, env->id.len);
+    if (a == NULL)
+        hub_error(h, id, env->id.len, -32603, "toolgate: too many requests at once");
+    else
+        ask_all(h, a, b, frame, len);
+}
+
 static void hub_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t len,
                         const tg_mcp_env_t *env)
 {
@@ -1104,11 +1117,7 @@ static void hub_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t l
         return;
     }
     if (is(frame, m, "logging/setLevel")) {
-        mcp_hub_ask_t *a = ask_new(h, HUB_ASK_ALL, id, env->id.len);
-        if (a == NULL)
-            hub_error(h, id, env->id.len, -32603, "toolgate: too many requests at once");
-        else
-            ask_all(h, a, b, frame, len);
+        ask_every_leg(h, HUB_ASK_ALL, b, frame, len, env);
         return;
     }
     if (h->nlegs == 1) {
@@ -1120,11 +1129,7 @@ static void hub_request(mcp_hub_t *h, tg_block_t *b, const char *frame, size_t l
         return;
     }
     if (is(frame, m, "tasks/list")) {
-        mcp_hub_ask_t *a = ask_new(h, HUB_ASK_TASKS, id, env->id.len);
-        if (a == NULL)
-            hub_error(h, id, env->id.len, -32603, "toolgate: too many requests at once");
-        else
-            ask_all(h, a, b, frame, len);
+        ask_every_leg(h, HUB_ASK_TASKS, b, frame, len, env);
         return;
     }
     hub_error(h, id, env->id.len, -32601,
