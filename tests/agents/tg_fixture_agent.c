@@ -30,6 +30,9 @@
  * until then), tasks/cancel cancels it (log "task_cancel <taskId>"),
  * tasks/list lists every task made.
  *
+ * With TG_FIXTURE_DISCOVER set it answers server/discover (MCP
+ * 2026-07-28) with {fixture: "discover", ...}; otherwise -32601.
+ *
  * tools/list with params {pad: N} pads the result with an N-byte string;
  * {id_last: true} writes the id after the result.
  *
@@ -559,6 +562,12 @@ static void fx_message(const json_t *msg)
             fx_log("initialized", NULL, NULL);
         else if (strcmp(method, "notifications/cancelled") == 0)
             fx_cancelled(params);
+        return;
+    }
+    if (strcmp(method, "server/discover") == 0 && getenv("TG_FIXTURE_DISCOVER") != NULL) {
+        /* A server speaking MCP 2026-07-28 itself (the bridge's tests). */
+        fx_result(id, json_pack("{s:s, s:[s], s:s}", "fixture", "discover", "supportedVersions",
+                                "2026-07-28", "resultType", "complete"));
         return;
     }
     if (strcmp(method, "initialize") == 0) {

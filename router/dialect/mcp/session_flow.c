@@ -163,6 +163,7 @@ void mcp_sess_dispatch(mcp_sess_t *w, tg_block_t *b, const char *frame, size_t l
             return;
         }
         c->tools_list = tg_jstr_eq(frame, env->method, "tools/list");
+        c->b26 = mcp_b26_kind(w, frame, env->method);
         if (w->hub != NULL && env->progress_token.type == TG_J_STRING)
             c->ptok = mcp_hub_ptok(w, frame, env->progress_token);
         c->hub_ask = w->hub_tag;
@@ -310,8 +311,10 @@ static void on_agent_response(mcp_sess_t *w, tg_block_t *b, const char *frame, s
             mcp_task_on_response(w, c, b, frame, len, env, to_caller_spliced))
             break;
         if (c->cc.state == TG_CALL_INFLIGHT) {
-            to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
-                              c->caller_id_len);
+            if (!w->b26_on ||
+                !mcp_b26_result(w, B26_RESULT, frame, len, env, c->caller_id, c->caller_id_len))
+                to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
+                                  c->caller_id_len);
             mcp_audit_call(w, c, "call.completed", env->has_error ? "error" : "ok", NULL, NULL);
         } else {
             tg_audit_ev_t ev;
@@ -344,8 +347,9 @@ static void on_agent_response(mcp_sess_t *w, tg_block_t *b, const char *frame, s
          * it is, toolgate only reads the answer. */
         if (c->tools_list && env->has_result)
             (void)tg_mcp_tools_listed(frame, len, tool_listed, &w->tools);
-        to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
-                          c->caller_id_len);
+        if (c->b26 == B26_NONE || !mcp_b26_answer(w, c, frame, len, env))
+            to_caller_spliced(w, b, frame, len, env->id.off, env->id.len, c->caller_id,
+                              c->caller_id_len);
         if (c->task_op != TG_TASK_OP_NONE)
             mcp_task_on_pass_answer(w, c, frame, len, env);
         mcp_call_free(c);
@@ -424,6 +428,8 @@ static void on_agent_frame(mcp_sess_t *w, tg_block_t *b, size_t start, size_t nl
      * changes merged). */
     if (w->hub != NULL && env.kind != TG_MCP_BATCH && mcp_hub_from_agent(w, b, frame, len, &env))
         ;
+    else if (w->b26_on && mcp_b26_agent_request(w, frame, &env))
+        ; /* a 2026 client takes no requests: answered here */
     else if (!mcp_cdead(w))
         tg_out_slice(w->cw, b, frame, len);
     if (env.kind == TG_MCP_NOTIFICATION &&

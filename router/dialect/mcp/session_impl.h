@@ -60,6 +60,11 @@
 
 typedef enum { K_FREE = 0, K_CALL, K_PASS, K_REPLAY_INIT, K_PING } call_kind_t;
 
+/* mcp_call_t.b26 (session_b26.c): none; the caller's server/discover;
+ * toolgate's initialize of a 2025 agent; a result of a bridged session;
+ * B26_LIST + i: a list method's (session_b26.c list_methods[i]). */
+enum { B26_NONE = 0, B26_DISCOVER, B26_INIT, B26_RESULT, B26_LIST };
+
 typedef struct mcp_sess mcp_sess_t;
 typedef struct tg_mcp_eng tg_mcp_eng_t;
 
@@ -99,6 +104,7 @@ typedef struct mcp_call {
      * was given ("tg<leg>.<raw>"), 0: none (hub.c progress_from). */
     uint64_t ptok;
     uint8_t exposed_len; /* <exposed>: the name the caller used behind a hub (0: none) */
+    uint8_t b26;         /* B26_*: what the 2025 -> 2026 bridge does with its answer */
     size_t task_id_len;
     /* Not cleared when the entry is reused (call_alloc): the arrays are
      * written with their lengths. */
@@ -254,6 +260,10 @@ struct mcp_sess {
     size_t hub_exposed_len;
     bool leg_failed;     /* its instance could not start: the hub leaves its tools out */
     bool hub_dirty;      /* a frame was dispatched to it since its hub last flushed the legs */
+    /* The 2025 -> 2026 bridge (session_b26.c): on once toolgate initialized
+     * a 2025 agent for a 2026 caller; its InitializeResult (owned). */
+    bool b26_on;
+    json_t *b26_init;
     uint64_t dropped_progress; /* progress for no call of this leg's (hub.c progress_from) */
 };
 
@@ -348,6 +358,12 @@ bool mcp_task_on_response(mcp_sess_t *w, mcp_call_t *c, tg_block_t *b, const cha
 /* TG_TASK_OP_* of a request's method span. */
 int mcp_task_op_of(const char *frame, tg_jspan_t method);
 bool mcp_task_known(mcp_sess_t *w, const char *id, size_t len);
+uint8_t mcp_b26_kind(const mcp_sess_t *w, const char *frame, tg_jspan_t method);
+bool mcp_b26_answer(mcp_sess_t *w, const mcp_call_t *c, const char *frame, size_t len,
+                    const tg_mcp_env_t *env);
+bool mcp_b26_result(mcp_sess_t *w, uint8_t kind, const char *frame, size_t len,
+                    const tg_mcp_env_t *env, const char *cid, size_t cid_len);
+bool mcp_b26_agent_request(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env);
 /* A caller's tasks/get|result|cancel: true when answered here (refused,
  * or the denial of a task toolgate ended); false to forward it, with
  * <*task> the live task it names (or NULL). */

@@ -79,6 +79,7 @@ void mcp_sess_release(mcp_sess_t *w)
     tg_in_free(&w->crd);
     tg_out_free(&w->cwr);
     free(w->init_frame);
+    json_decref(w->b26_init);
     free(w->initd_frame);
     mcp_tasks_free(w);
     tg_toolreg_free(&w->tools);
