@@ -11,6 +11,7 @@
 #include "tests/tg_harness.h"
 
 static tgh_wrap_t T;
+static tgh_serve_t S;
 
 static void b26_fini(void)
 {
@@ -114,4 +115,30 @@ Test(b26, an_agent_speaking_2026_itself_is_passed_through)
                      "discover", "%s", mcp_dump(r));
     json_decref(r);
     cr_assert_eq(log_count("initialize "), 0);
+}
+
+/* A Unix socket front with one agent: a 2026 client's server/discover
+ * starts the connection's instance as an initialize would. */
+Test(b26, serve_starts_the_instance_on_discover_and_bridges_it)
+{
+    cr_assert_eq(tgh_serve_prepare(&S, "fx"), 0);
+    tgh_fx_write(&S, &(tgh_fx_t){0});
+    tgh_serve_start(&S, NULL, NULL, 5000);
+    static tgh_proc_t c; /* registered with the harness: outlives the test body */
+    mcp_connect(&c, S.sock);
+    tgh_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26
+                  "}}\n");
+    json_t *r = mcp_expect_int(&c, 1, 10000);
+    cr_assert_str_eq(json_string_value(json_array_get(
+                         json_object_get(json_object_get(r, "result"), "supportedVersions"), 0)),
+                     "2026-07-28", "%s", mcp_dump(r));
+    json_decref(r);
+    tgh_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+                  "\"name\":\"echo\",\"arguments\":{\"text\":\"via serve\"}," META26 "}}\n");
+    r = mcp_expect_int(&c, 2, 10000);
+    cr_assert_str_eq(mcp_text_of(r), "via serve", "%s", mcp_dump(r));
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "result"), "resultType")),
+                     "complete");
+    json_decref(r);
+    tgh_serve_stop(&S, 10000);
 }

@@ -736,8 +736,9 @@ bool mcp_before_init(mcp_sess_t *w, const char *frame, const tg_mcp_env_t *env)
     bool request = env->kind == TG_MCP_REQUEST;
     if (request && env->id.len > TG_ID_MAX)
         return false; /* refused for its id by the usual path; nothing reaches an agent */
-    if (request && tg_jstr_eq(frame, env->method, "initialize"))
-        return start_on_initialize(w, frame, env);
+    if (request && (tg_jstr_eq(frame, env->method, "initialize") ||
+                    (w->hub == NULL && tg_jstr_eq(frame, env->method, "server/discover"))))
+        return start_on_initialize(w, frame, env); /* (a 2026 client opens with discover) */
     if (request && tg_jstr_eq(frame, env->method, "ping")) {
         char buf[TG_ID_MAX + 64];
         int n = snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"result\":{}}\n",
