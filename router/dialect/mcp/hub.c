@@ -348,6 +348,9 @@ static mcp_hub_ask_t *ask_new(mcp_hub_t *h, mcp_hub_ask_kind_t kind, const char 
         if (a->kind != HUB_ASK_FREE)
             continue;
         memset(a, 0, sizeof(*a));
+        if ((a->got = calloc(h->nlegs, sizeof(*a->got))) == NULL)
+            return NULL;
+        a->ngot = h->nlegs;
         a->kind = kind;
         a->page_leg = -1;
         memcpy(a->id, id, id_len);
@@ -359,8 +362,9 @@ static mcp_hub_ask_t *ask_new(mcp_hub_t *h, mcp_hub_ask_kind_t kind, const char 
 
 static void ask_free(mcp_hub_ask_t *a)
 {
-    for (size_t i = 0; i < MCP_HUB_LEGS; i++)
+    for (size_t i = 0; i < a->ngot; i++)
         json_decref(a->got[i]);
+    free(a->got);
     memset(a, 0, sizeof(*a));
 }
 
@@ -1314,9 +1318,10 @@ void mcp_hub_released(mcp_sess_t *w)
     for (int l = 0; l < 2; l++)
         tg_expose_free(&h->names[l]);
     tg_expose_uri_free(&h->uris);
-    for (uint32_t i = 0; i < h->nlegs; i++)
+    for (uint32_t i = 0; h->cont != NULL && i < h->nlegs; i++)
         for (int l = 0; l < HUB_LISTS; l++)
             free(h->cont[i][l]);
+    free(h->cont);
     for (size_t i = 0; i < MCP_HUB_ASKS; i++)
         ask_free(&h->asks[i]);
     json_decref(h->claims_doc);
@@ -1361,7 +1366,11 @@ mcp_hub_t *mcp_hub_new(tg_mcp_eng_t *e, mcp_sess_t *lead, tg_mcp_agent_t **ags, 
     }
     if (tg_expose_init(&h->names[0], TG_EXPOSE_ENTRIES_MAX) < 0 ||
         tg_expose_init(&h->names[1], TG_EXPOSE_ENTRIES_MAX) < 0 ||
-        tg_expose_uri_init(&h->uris, TG_EXPOSE_URIS_MAX, TG_EXPOSE_TEMPLATES_MAX) < 0) {
+        tg_expose_uri_init(&h->uris, TG_EXPOSE_URIS_MAX, TG_EXPOSE_TEMPLATES_MAX) < 0 ||
+        (h->cont = calloc(n, sizeof(*h->cont))) == NULL) {
+        tg_expose_free(&h->names[0]);
+        tg_expose_free(&h->names[1]);
+        tg_expose_uri_free(&h->uris);
         free(h);
         return NULL;
     }

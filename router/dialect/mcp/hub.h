@@ -79,7 +79,8 @@ typedef struct mcp_hub_ask {
     int32_t page_leg;     /* a cursor's page: the one leg asked; -1: every leg */
     size_t id_len;
     char id[128];         /* the caller's id, raw JSON */
-    json_t *got[MCP_HUB_LEGS]; /* each leg's result (NULL: failed, not asked) */
+    json_t **got;         /* each leg's result (NULL: failed, not asked); nlegs, owned */
+    uint32_t ngot;
     uint64_t bytes;       /* of the answers kept: at most 2 x max_frame_bytes */
     bool cut;             /* an answer was left out for that bound */
 } mcp_hub_ask_t;
@@ -108,7 +109,7 @@ typedef struct mcp_hub {
     uint8_t key[TG_EXPOSE_KEY_LEN];
     /* The rest of each leg's list after the first merged page: its
      * nextCursor (JSON string text, quotes included) per list kind. */
-    char *cont[MCP_HUB_LEGS][4];
+    char *(*cont)[4];     /* nlegs rows, owned */
     char who_caller[64];
     tg_policy_who_t who;
     /* The claims of the JWT that named an HTTP caller (who.claims points
