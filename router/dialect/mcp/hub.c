@@ -586,6 +586,22 @@ static void list_leg(mcp_hub_t *h, int list, uint32_t i, json_t *items, json_t *
     }
 }
 
+/* A merged answer's _meta: the agents that are down (<down>, taken) and
+ * whether an answer was left out (<cut>); none when neither. */
+static void merged_meta(json_t *res, json_t *down, bool cut)
+{
+    json_t *meta = json_object();
+    if (json_array_size(down) > 0)
+        json_object_set(meta, "io.toolgate/unavailable", down);
+    json_decref(down);
+    if (cut)
+        json_object_set_new(meta, "io.toolgate/truncated", json_true());
+    if (json_object_size(meta) > 0)
+        json_object_set_new(res, "_meta", meta);
+    else
+        json_decref(meta);
+}
+
 static void list_done(mcp_hub_t *h, mcp_hub_ask_t *a)
 {
     int list = list_of(a->kind);
@@ -630,16 +646,7 @@ static void list_done(mcp_hub_t *h, mcp_hub_ask_t *a)
     json_object_set_new(res, list_key[list], items);
     if (next_len > 0)
         json_object_set_new(res, "nextCursor", json_stringn(next, next_len));
-    json_t *meta = json_object();
-    if (json_array_size(down) > 0)
-        json_object_set(meta, "io.toolgate/unavailable", down);
-    json_decref(down);
-    if (a->cut)
-        json_object_set_new(meta, "io.toolgate/truncated", json_true());
-    if (json_object_size(meta) > 0)
-        json_object_set_new(res, "_meta", meta);
-    else
-        json_decref(meta);
+    merged_meta(res, down, a->cut);
     hub_result(h, a->id, a->id_len, res);
 }
 
@@ -659,16 +666,8 @@ static void tasks_done(mcp_hub_t *h, mcp_hub_ask_t *a)
         if (json_object_get(g, "nextCursor") != NULL)
             cut = true;
     }
-    json_t *res = json_pack("{s:o}", "tasks", tasks), *meta = json_object();
-    if (json_array_size(down) > 0)
-        json_object_set(meta, "io.toolgate/unavailable", down);
-    json_decref(down);
-    if (cut)
-        json_object_set_new(meta, "io.toolgate/truncated", json_true());
-    if (json_object_size(meta) > 0)
-        json_object_set_new(res, "_meta", meta);
-    else
-        json_decref(meta);
+    json_t *res = json_pack("{s:o}", "tasks", tasks);
+    merged_meta(res, down, cut);
     hub_result(h, a->id, a->id_len, res);
 }
 
